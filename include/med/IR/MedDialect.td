@@ -1,0 +1,79 @@
+//===- MedDialect.td - the med dialect, its enums and op base ------------------===//
+//
+// The `med` dialect describes a 3D segmentation training program: the network (MedNeXt),
+// its losses and, later, optimizer and augmentation. Tensors are builtin ranked tensors in
+// NCDHW layout; parameters are module-level symbols named like PyTorch state_dict keys.
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef MED_DIALECT_TD
+#define MED_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Med_Dialect : Dialect {
+  let name = "med";
+  let cppNamespace = "::mlir::med";
+  let summary = "Training programs for 3D segmentation networks";
+  let description = [{
+    `med` holds the operations of a 3D segmentation training step: convolutions, normalizations,
+    elementwise math with broadcasting, data movement, reductions and losses. Activations are
+    ranked tensors in NCDHW layout (batch, channels, depth, height, width). Spatial sizes and the
+    batch may be dynamic (`?`) in library functions; `med-specialize` fixes them for one batch
+    and patch size. Learnable tensors are declared once per module with `med.parameter`, named
+    like the PyTorch `state_dict` key they correspond to, and read with `med.param`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Med_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Med_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------------------===//
+
+def Med_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialized", [
+    I32EnumAttrCase<"zeros", 0>,
+    I32EnumAttrCase<"ones", 1>,
+    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for conv weights
+    // (kaiming_uniform with a = sqrt(5)) and conv biases.
+    I32EnumAttrCase<"uniform", 2>]> {
+  let cppNamespace = "::mlir::med";
+  let genSpecializedAttr = 0;
+}
+def Med_InitKindAttr : EnumAttr<Med_Dialect, Med_InitKind, "init">;
+
+def Med_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"max", 2>,
+    I32EnumAttrCase<"min", 3>]> {
+  let cppNamespace = "::mlir::med";
+  let genSpecializedAttr = 0;
+}
+def Med_ReduceKindAttr : EnumAttr<Med_Dialect, Med_ReduceKind, "reduce">;
+
+def Med_LossReduction : I32EnumAttr<"LossReduction", "how an elementwise loss is reduced", [
+    I32EnumAttrCase<"mean", 0>,
+    I32EnumAttrCase<"sum", 1>,
+    I32EnumAttrCase<"none", 2>,
+    // Mean over the (masked) elements of each channel, then summed over channels.
+    I32EnumAttrCase<"per_channel", 3>]> {
+  let cppNamespace = "::mlir::med";
+  let genSpecializedAttr = 0;
+}
+def Med_LossReductionAttr : EnumAttr<Med_Dialect, Med_LossReduction, "reduction">;
+
+//===----------------------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------------------===//
+
+def Med_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Med_Activation : TensorRankOf<[AnyFloat], [5]>;
+def Med_Vector : TensorRankOf<[AnyFloat], [1]>;
+def Med_LabelTensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+def Med_Scalar : 0DTensorOf<[AnyFloat]>;
+
+#endif // MED_DIALECT_TD

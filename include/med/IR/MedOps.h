@@ -1,0 +1,30 @@
+//===- MedOps.h - operations of the med dialect --------------------------------===//
+#ifndef MED_IR_MEDOPS_H
+#define MED_IR_MEDOPS_H
+
+#include "med/IR/MedDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "med/IR/MedEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "med/IR/MedOpsAttributes.h.inc"
+
+namespace mlir::med {
+/// Result type of a broadcasting elementwise op (NumPy rules); reports incompatible shapes.
+LogicalResult inferBroadcastType(std::optional<Location> loc, StringRef opName, Type lhs,
+                                 Type rhs, SmallVectorImpl<Type> &out);
+/// Declared result types accept inferred ones when each declared size is equal or `?`.
+bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
+} // namespace mlir::med
+
+#define GET_OP_CLASSES
+#include "med/IR/MedOps.h.inc"
+
+#endif // MED_IR_MEDOPS_H

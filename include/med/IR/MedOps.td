@@ -1,0 +1,400 @@
+//===- MedOps.td - operations of the med dialect -------------------------------===//
+//
+// Every op infers its result type (InferTypeOpAdaptor); the shape rules and their error
+// messages live in lib/IR/MedOps.cpp, so an inconsistent op is rejected by the verifier with
+// a message naming the operand and the expected vs actual shape.
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef MED_OPS_TD
+#define MED_OPS_TD
+
+include "med/IR/MedDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// Pure op whose result types are inferred from operands and attributes. Declared result
+// types may be less static (`?`) than the inferred ones.
+defvar Med_CompatibleResultTypes = [{
+  bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange declared) {
+    return ::mlir::med::areCompatibleResultTypes(inferred, declared);
+  }
+}];
+
+class Med_ShapedOp<string mnemonic, list<Trait> traits = []>
+    : Med_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptorWithIsCompatible])> {
+  let extraClassDefinition = Med_CompatibleResultTypes;
+}
+
+//===----------------------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------------------===//
+
+def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
+  let summary = "declares a learnable tensor of the module";
+  let description = [{
+    Declares a parameter: its name (the PyTorch `state_dict` key, e.g.
+    `enc_block_0.0.conv1.weight`), its type and how it is initialized:
+    `zeros`, `ones`, or `uniform(fan_in)` = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), which is
+    PyTorch's default initialization of convolution weights and biases.
+
+    ```mlir
+    med.parameter @"stem.conv.weight" : tensor<32x1x1x1x1xf32> init uniform(1)
+    med.parameter @"enc_block_0.0.norm.weight" : tensor<32xf32> init ones
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Med_FloatTensor>:$type,
+                       Med_InitKindAttr:$init,
+                       OptionalAttr<I64Attr>:$fan_in);
+  let assemblyFormat = [{
+    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Med_ParamOp : Med_Op<"param", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a parameter declared by med.parameter";
+  let description = [{
+    Produces the current value of the parameter `name`. The result type must equal the
+    declared type.
+
+    ```mlir
+    %w = med.param @"stem.conv.weight" : tensor<32x1x1x1x1xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A tensor of constants, usually a scalar or a splat.
+
+    ```mlir
+    %half = med.constant dense<0.5> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs RankedTensorOf<[AnyFloat, AnySignlessInteger]>:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------------------===//
+
+def Med_Conv3dOp : Med_ShapedOp<"conv3d"> {
+  let summary = "3D convolution (cross-correlation), as torch.nn.functional.conv3d";
+  let description = [{
+    `input` is N×Cin×D×H×W, `weight` Cout×(Cin/groups)×kD×kH×kW, the optional `bias` Cout.
+    `stride`, `padding` (zeros, symmetric per axis) and `dilation` give one value per spatial
+    axis. Each output size is `(in + 2·padding − dilation·(k−1) − 1) / stride + 1`.
+    `groups = Cin = Cout` is a depthwise convolution.
+
+    ```mlir
+    %y = med.conv3d %x, %w, %b {groups = 32 : i64, padding = array<i64: 1, 1, 1>}
+        : (tensor<?x32x?x?x?xf32>, tensor<32x1x3x3x3xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_Activation:$input, Med_Activation:$weight,
+                       Optional<Med_Vector>:$bias,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$stride,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Med_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose"> {
+  let summary = "3D transposed convolution, as torch.nn.functional.conv_transpose3d";
+  let description = [{
+    `input` is N×Cin×D×H×W, `weight` Cin×(Cout/groups)×kD×kH×kW (PyTorch's layout), the
+    optional `bias` Cout. Each output size is
+    `(in − 1)·stride − 2·padding + dilation·(k−1) + output_padding + 1`;
+    `output_padding` must be smaller than `stride` or `dilation`.
+
+    ```mlir
+    %y = med.conv3d_transpose %x, %w, %b {stride = array<i64: 2, 2, 2>, padding = array<i64: 1, 1, 1>, groups = 64 : i64}
+        : (tensor<?x64x?x?x?xf32>, tensor<64x1x3x3x3xf32>, tensor<64xf32>) -> tensor<?x64x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_Activation:$input, Med_Activation:$weight,
+                       Optional<Med_Vector>:$bias,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$stride,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$output_padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Med_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------------------===//
+
+def Med_GroupNormOp : Med_ShapedOp<"group_norm"> {
+  let summary = "group normalization, as torch.nn.GroupNorm";
+  let description = [{
+    Splits the C channels of an N×C×… input into `groups` groups, normalizes each (sample,
+    group) to zero mean and unit variance (biased variance, `epsilon` added to it), then applies
+    the per-channel affine `gamma`, `beta` (both of size C). `groups = C` is instance
+    normalization with a per-channel affine, as in MedNeXt.
+
+    ```mlir
+    %y = med.group_norm %x, %g, %b {groups = 32 : i64}
+        : (tensor<?x32x?x?x?xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_Vector:$gamma, Med_Vector:$beta,
+                       I64Attr:$groups,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm"> {
+  let summary = "layer normalization over the channel axis only (channels-first)";
+  let description = [{
+    MedNeXt's channels-first LayerNorm: at every sample and voxel, normalizes the C values of
+    axis 1 (biased variance plus `epsilon`), then applies the per-channel `gamma`, `beta`.
+
+    ```mlir
+    %y = med.channel_layer_norm %x, %g, %b : (tensor<?x32x?x?x?xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_Vector:$gamma, Med_Vector:$beta,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_GRNOp : Med_ShapedOp<"grn"> {
+  let summary = "global response normalization (ConvNeXt-V2), as in MedNeXt";
+  let description = [{
+    `g = ‖x‖₂` over the spatial axes per sample and channel; `n = g / (mean over channels of g +
+    epsilon)`; result `gamma·(x·n) + beta + x`. `gamma` and `beta` are 1×C×1×1×1, the shape of
+    MedNeXt's `grn_gamma` / `grn_beta` parameters.
+
+    ```mlir
+    %y = med.grn %x, %g, %b : (tensor<?x96x?x?x?xf32>, tensor<1x96x1x1x1xf32>, tensor<1x96x1x1x1xf32>) -> tensor<?x96x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_Activation:$input, Med_Activation:$gamma, Med_Activation:$beta,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs Med_Activation:$result);
+  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------------------===//
+
+class Med_UnaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
+  let summary = "elementwise " # formula;
+  let description = "Computes `" # formula # "` for every element.";
+  let arguments = (ins Med_FloatTensor:$input);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = Med_CompatibleResultTypes # [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *,
+        std::optional<::mlir::Location>, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &out) {
+      out.push_back(adaptor.getInput().getType());
+      return ::mlir::success();
+    }
+  }];
+}
+
+def Med_GeluOp : Med_UnaryOp<"gelu", "x·Φ(x) = x/2·(1 + erf(x/√2))"> {
+  let summary = "GELU, exact (erf) form, as torch.nn.GELU()";
+}
+def Med_SigmoidOp : Med_UnaryOp<"sigmoid", "1/(1 + exp(−x))">;
+def Med_NegOp : Med_UnaryOp<"neg", "−x">;
+def Med_ExpOp : Med_UnaryOp<"exp", "exp(x)">;
+def Med_LogOp : Med_UnaryOp<"log", "log(x)">;
+def Med_SqrtOp : Med_UnaryOp<"sqrt", "√x">;
+
+class Med_BinaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
+  let summary = "elementwise " # formula # " with broadcasting";
+  let description = [{
+    Applies the operation elementwise with NumPy/PyTorch broadcasting: shapes are aligned at
+    the trailing axis, and each pair of sizes must be equal or contain a 1. Both operands have
+    the same element type.
+
+    ```mlir
+    %y = med.}] # mnemonic # [{ %a, %b : (tensor<?x32x?x?x?xf32>, tensor<1x32x1x1x1xf32>) -> tensor<?x32x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$lhs, Med_FloatTensor:$rhs);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = Med_CompatibleResultTypes # [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *,
+        std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &out) {
+      return ::mlir::med::inferBroadcastType(loc, getOperationName(),
+          adaptor.getLhs().getType(), adaptor.getRhs().getType(), out);
+    }
+  }];
+}
+
+def Med_AddOp : Med_BinaryOp<"add", "lhs + rhs">;
+def Med_SubOp : Med_BinaryOp<"sub", "lhs − rhs">;
+def Med_MulOp : Med_BinaryOp<"mul", "lhs · rhs">;
+def Med_DivOp : Med_BinaryOp<"div", "lhs / rhs">;
+def Med_MaxOp : Med_BinaryOp<"max", "max(lhs, rhs)">;
+def Med_MinOp : Med_BinaryOp<"min", "min(lhs, rhs)">;
+
+//===----------------------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------------------===//
+
+def Med_PadOp : Med_ShapedOp<"pad"> {
+  let summary = "pads each axis with a constant, possibly asymmetrically";
+  let description = [{
+    Adds `low[i]` elements before and `high[i]` after axis `i` (one entry per axis, ≥ 0),
+    filled with `value`. MedNeXt's up blocks pad (1, 0) on each spatial axis:
+
+    ```mlir
+    %y = med.pad %x {low = array<i64: 0, 0, 1, 1, 1>, high = array<i64: 0, 0, 0, 0, 0>}
+        : (tensor<?x32x?x?x?xf32>) -> tensor<?x32x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_SliceOp : Med_ShapedOp<"slice"> {
+  let summary = "extracts a strided box";
+  let description = [{
+    Takes `sizes[i]` elements along each axis `i`, starting at `offsets[i]` and stepping by
+    `strides[i]` (default 1). The box must lie inside the input.
+
+    ```mlir
+    %y = med.slice %x {offsets = array<i64: 0, 0, 5, 5, 5>, sizes = array<i64: 2, 6, 128, 128, 128>}
+        : (tensor<2x6x138x138x138xf32>) -> tensor<2x6x128x128x128xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes, OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_ConcatOp : Med_ShapedOp<"concat"> {
+  let summary = "concatenates tensors along one axis";
+  let description = [{
+    All inputs have the same rank, element type and sizes, except along `axis`.
+
+    ```mlir
+    %y = med.concat %a, %b {axis = 1 : i64} : (tensor<2x3x8x8x8xf32>, tensor<2x5x8x8x8xf32>) -> tensor<2x8x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Med_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------------------===//
+
+def Med_ReduceOp : Med_ShapedOp<"reduce"> {
+  let summary = "sum, mean, max or min over a set of axes";
+  let description = [{
+    Reduces `input` over `axes` (distinct, in range). With `keepdims` the reduced axes remain
+    with size 1; otherwise they are removed.
+
+    ```mlir
+    %m = med.reduce mean %x {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<?x32x?x?x?xf32>) -> tensor<?x32x1x1x1xf32>
+    ```
+  }];
+  let arguments = (ins Med_ReduceKindAttr:$kind, Med_FloatTensor:$input,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$kind $input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------------------===//
+
+def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegments]> {
+  let summary = "binary cross-entropy on logits, with mask and positive-class weights";
+  let description = [{
+    Elementwise `l = −w·[p·y·log σ(x) + (1−y)·log(1−σ(x))]` as
+    `torch.nn.functional.binary_cross_entropy_with_logits`, with `x = logits`, `y = target`.
+
+    - `mask` (optional, same shape as `logits`): elements where it is 0 are left out of the loss
+      and of the element count (BANIS masks unlabeled affinities).
+    - `pos_weight` (optional, one value per channel): `p` per channel.
+    - `auto_pos_weight`: instead of an operand, `p_c = min(neg_c / pos_c, max_pos_weight)`
+      from the batch's (masked) targets of channel `c` (BANIS+'s per-channel loss).
+    - `reduction`: `mean` over the counted elements, `sum`, `none` (the elementwise loss, same
+      shape as `logits`), or `per_channel`: the mean over the counted elements of each channel,
+      summed over channels.
+
+    ```mlir
+    %l = med.bce_with_logits %x, %y mask %m {reduction = #med<reduction per_channel>, auto_pos_weight}
+        : (tensor<2x6x128x128x128xf32>, tensor<2x6x128x128x128xf32>, tensor<2x6x128x128x128xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Med_Activation:$logits, Med_Activation:$target,
+                       Optional<Med_Activation>:$mask, Optional<Med_Vector>:$pos_weight,
+                       DefaultValuedAttr<Med_LossReductionAttr, "::mlir::med::LossReduction::mean">:$reduction,
+                       UnitAttr:$auto_pos_weight,
+                       DefaultValuedAttr<F64Attr, "10.0">:$max_pos_weight);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $target (`mask` $mask^)? (`pos_weight` $pos_weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments]> {
+  let summary = "soft Dice + cross-entropy over deep-supervision outputs (nnU-Net)";
+  let description = [{
+    nnU-Net's `DC_and_CE_loss` summed over deep-supervision levels: for each level `i`,
+    `weights[i] · (ce_weight·CE(logits_i, target_i) + dice_weight·(−softDice(softmax(logits_i),
+    target_i)))`. `logits_i` is N×C×D×H×W, `target_i` N×1×D×H×W holding class indices (float or
+    integer). Soft Dice is `(2·tp + smooth) / (2·tp + fp + fn + smooth)` per class (over the
+    whole batch when `batch_dice`), averaged over the classes, the background (class 0)
+    excluded unless `include_background`. The weights are used as given (normalize them in the
+    recipe; nnU-Net uses 1, ½, ¼, … normalized to sum 1).
+
+    ```mlir
+    %l = med.dice_ce logits(%x0, %x1) targets(%t0, %t1) {weights = array<f64: 0.6667, 0.3333>}
+        : (tensor<2x4x64x64x64xf32>, tensor<2x4x32x32x32xf32>, tensor<2x1x64x64x64xf32>, tensor<2x1x32x32x32xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Med_Activation>:$logits, Variadic<Med_LabelTensor>:$targets,
+                       DenseF64ArrayAttr:$weights,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$smooth,
+                       DefaultValuedAttr<F64Attr, "1.0">:$ce_weight,
+                       DefaultValuedAttr<F64Attr, "1.0">:$dice_weight,
+                       DefaultValuedAttr<BoolAttr, "true">:$batch_dice,
+                       UnitAttr:$include_background);
+  let results = (outs Med_Scalar:$result);
+  let assemblyFormat = [{
+    `logits` `(` $logits `)` `targets` `(` $targets `)` attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // MED_OPS_TD

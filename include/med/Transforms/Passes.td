@@ -1,0 +1,33 @@
+//===- Passes.td - passes of the med compiler ----------------------------------===//
+#ifndef MED_TRANSFORMS_PASSES_TD
+#define MED_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MedSpecialize : Pass<"med-specialize", "::mlir::ModuleOp"> {
+  let summary = "fixes the batch and patch size of an entry function and inlines its calls";
+  let description = [{
+    Model files describe a network for any batch and patch size (`?` dimensions) as a network
+    function that calls one function per block shape. This pass prepares one concrete
+    instance:
+
+    1. inlines every call reachable from the entry function (the block functions stay in the
+       module; `symbol-dce` removes them);
+    2. sets the batch (axis 0) and the patch (the last three axes) of every entry argument of
+       rank 5 whose size there is `?`;
+    3. re-infers the result type of every op in order and updates the function's result types.
+
+    An inconsistent size (a patch not divisible by the network's downsampling factor, say) is
+    reported by the op where the shapes stop matching.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "entry function (default: the only public function)">,
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "batch size for axis 0 of rank-5 arguments (0: leave as is)">,
+    ListOption<"patch", "patch", "int64_t",
+               "D,H,W for the last three axes of rank-5 arguments (empty: leave as is)">,
+  ];
+}
+
+#endif // MED_TRANSFORMS_PASSES_TD

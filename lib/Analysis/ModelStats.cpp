@@ -1,0 +1,174 @@
+//===- ModelStats.cpp - parameter, FLOP and memory counts of a function --------===//
+//
+// Convolutions count 2 FLOPs per multiply-add. Other ops count an approximate number of
+// arithmetic operations per output element (normalizations 7: two sums, centre, scale,
+// affine; elementwise ops 1; losses 8 per input element); data movement counts none.
+//
+//===----------------------------------------------------------------------------------===//
+
+#include "med/Analysis/ModelStats.h"
+#include "med/IR/MedOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+const char *const kFamilies[] = {"conv 1x1x1",    "conv depthwise", "conv dense",
+                                 "conv transposed", "normalization",  "elementwise",
+                                 "reduction",       "loss",           "data movement"};
+
+int64_t numElements(Type t) { return cast<ShapedType>(t).getNumElements(); }
+
+int64_t numBytes(Type t) {
+  auto shaped = cast<ShapedType>(t);
+  return shaped.getNumElements() * ((shaped.getElementTypeBitWidth() + 7) / 8);
+}
+
+bool isUnitKernel(RankedTensorType weight) {
+  return llvm::all_of(weight.getShape().drop_front(2), [](int64_t k) { return k == 1; });
+}
+
+// Depthwise: one input and one output channel per group.
+bool isDepthwise(int64_t cin, int64_t cout, int64_t groups) {
+  return groups > 1 && groups == cin && groups == cout;
+}
+
+double perElementFlops(Operation *op) {
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return 7.0; })
+      .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return 8.0; })
+      .Case<PadOp, SliceOp, ConcatOp, ParamOp, ConstantOp>([](auto) { return 0.0; })
+      .Default([](auto) { return 1.0; });
+}
+
+} // namespace
+
+double ModelStats::totalFlops() const {
+  double total = 0;
+  for (auto &entry : flopsByFamily)
+    total += entry.second;
+  return total;
+}
+
+StringRef mlir::med::opFamily(Operation *op) {
+  return llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case<Conv3dOp>([](Conv3dOp conv) -> StringRef {
+        auto w = cast<RankedTensorType>(conv.getWeight().getType());
+        int64_t cin = cast<RankedTensorType>(conv.getInput().getType()).getDimSize(1);
+        if (isUnitKernel(w))
+          return "conv 1x1x1";
+        if (isDepthwise(cin, w.getDimSize(0), conv.getGroups()))
+          return "conv depthwise";
+        return "conv dense";
+      })
+      .Case<Conv3dTransposeOp>([](Conv3dTransposeOp conv) -> StringRef {
+        auto w = cast<RankedTensorType>(conv.getWeight().getType());
+        int64_t groups = conv.getGroups();
+        if (isUnitKernel(w))
+          return "conv 1x1x1";
+        if (isDepthwise(w.getDimSize(0), w.getDimSize(1) * groups, groups))
+          return "conv depthwise";
+        return "conv transposed";
+      })
+      .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return "normalization"; })
+      .Case<ReduceOp>([](auto) { return "reduction"; })
+      .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return "loss"; })
+      .Case<PadOp, SliceOp, ConcatOp>([](auto) { return "data movement"; })
+      .Default([](auto) { return "elementwise"; });
+}
+
+double mlir::med::convMultiplyAdds(Operation *op) {
+  auto weight = cast<RankedTensorType>(op->getOperand(1).getType());
+  double kernel = 1;
+  for (int64_t k : weight.getShape().drop_front(2))
+    kernel *= k;
+  // Each output element of a conv reads Cin/groups·k³ inputs; each input element of a
+  // transposed conv writes Cout/groups·k³ outputs. Weight dim 1 is that per-group count.
+  if (isa<Conv3dTransposeOp>(op))
+    return numElements(op->getOperand(0).getType()) * double(weight.getDimSize(1)) * kernel;
+  return numElements(op->getResult(0).getType()) * double(weight.getDimSize(1)) * kernel;
+}
+
+FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
+  ModelStats stats;
+  for (const char *family : kFamilies)
+    stats.flopsByFamily[family] = 0;
+
+  auto isStatic = [&](Value v, Operation *where) -> LogicalResult {
+    auto t = dyn_cast<ShapedType>(v.getType());
+    if (t && t.hasStaticShape())
+      return success();
+    return where->emitError("needs static shapes to count; got ")
+           << v.getType() << " (specialize the batch and patch size first)";
+  };
+
+  // Program order over the body: last use of each value, for the peak of live bytes.
+  llvm::DenseMap<Value, Operation *> lastUse;
+  for (Operation &op : f.getBody().front())
+    for (Value v : op.getOperands())
+      lastUse[v] = &op;
+
+  llvm::DenseSet<StringAttr> seenParams;
+  int64_t live = 0;
+  for (BlockArgument arg : f.getArguments()) {
+    if (failed(isStatic(arg, f)))
+      return failure();
+    live += numBytes(arg.getType());
+  }
+  stats.peakLiveBytes = live;
+
+  if (!f.getBody().hasOneBlock())
+    return f.emitError("needs a function with a single block to count");
+  for (Operation &opRef : f.getBody().front()) {
+    Operation *op = &opRef;
+    if (op->getNumResults() == 0)
+      continue;
+    for (Value r : op->getResults())
+      if (failed(isStatic(r, op)))
+        return failure();
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (seenParams.insert(param.getNameAttr().getAttr()).second) {
+        stats.parameterCount += numElements(param.getType());
+        stats.parameterBytes += numBytes(param.getType());
+        ++stats.parameterTensors;
+      }
+      continue;
+    }
+    if (isa<ConstantOp>(op))
+      continue;
+
+    StringRef family = opFamily(op);
+    if (isa<Conv3dOp, Conv3dTransposeOp>(op)) {
+      double macs = convMultiplyAdds(op);
+      stats.convMacs += macs;
+      stats.flopsByFamily[family] += 2 * macs;
+    } else {
+      // Losses scale with their input, everything else with its output.
+      Type sized = isa<BCEWithLogitsOp, DiceCEOp>(op) ? op->getOperand(0).getType()
+                                                       : op->getResult(0).getType();
+      stats.flopsByFamily[family] += perElementFlops(op) * numElements(sized);
+    }
+
+    for (Value r : op->getResults()) {
+      stats.activationBytes += numBytes(r.getType());
+      live += numBytes(r.getType());
+    }
+    stats.peakLiveBytes = std::max(stats.peakLiveBytes, live);
+    // Free what this op read for the last time (parameters and constants are not counted).
+    llvm::SmallPtrSet<Value, 4> freed;
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (lastUse.lookup(v) != op || isa_and_nonnull<ParamOp, ConstantOp>(def) ||
+          !freed.insert(v).second)
+        continue;
+      live -= numBytes(v.getType());
+    }
+  }
+  return stats;
+}

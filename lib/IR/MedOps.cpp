@@ -1,0 +1,543 @@
+//===- MedOps.cpp - shape rules and verifiers of the med ops -------------------===//
+//
+// Each op's inferReturnTypes is its shape rule and its verifier: it is called by builders
+// and by the verifier (InferTypeOpInterface), and reports every inconsistency with a message
+// that names the operand or attribute and the expected vs actual value.
+//
+//===----------------------------------------------------------------------------------===//
+
+#include "med/IR/MedOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::med;
+
+//===----------------------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------------------===//
+
+namespace {
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (ShapedType::isDynamic(d))
+          os << "?";
+        else
+          os << d;
+      },
+      "x");
+  return s;
+}
+
+std::string listStr(ArrayRef<int64_t> values) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(values, os);
+  os << "]";
+  return s;
+}
+
+bool isDyn(int64_t d) { return ShapedType::isDynamic(d); }
+
+// Two sizes agree when equal or when either is unknown.
+bool sameDim(int64_t a, int64_t b) { return isDyn(a) || isDyn(b) || a == b; }
+
+bool sameShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.size() != b.size())
+    return false;
+  for (auto [x, y] : llvm::zip(a, b))
+    if (!sameDim(x, y))
+      return false;
+  return true;
+}
+
+// Emits diagnostics for one op, prefixed like the verifier's own ("'med.conv3d' op ...").
+struct Checker {
+  std::optional<Location> loc;
+  StringRef opName;
+
+  LogicalResult fail(const Twine &msg) const {
+    return emitOptionalError(loc, "'", opName, "' op ", msg);
+  }
+
+  LogicalResult sameElementType(StringRef what, Type actual, Type expected,
+                                StringRef expectedFrom) const {
+    if (actual == expected)
+      return success();
+    std::string a, e;
+    llvm::raw_string_ostream(a) << actual;
+    llvm::raw_string_ostream(e) << expected;
+    return fail(what + ": expected element type " + e + " (that of " + expectedFrom +
+                "), got " + a);
+  }
+
+  // A per-spatial-axis attribute: exactly `rank` entries, each at least `minValue`.
+  LogicalResult axisList(StringRef name, ArrayRef<int64_t> values, size_t rank,
+                         int64_t minValue) const {
+    if (values.size() != rank)
+      return fail("'" + name + "' needs " + Twine(rank) + " entries (one per " +
+                  (rank == 3 ? "spatial axis" : "axis") + "), got " + listStr(values));
+    for (int64_t v : values)
+      if (v < minValue)
+        return fail("'" + name + "' entries must be " +
+                    (minValue == 0 ? "non-negative" : "at least " + Twine(minValue)) + ", got " +
+                    listStr(values));
+    return success();
+  }
+
+  LogicalResult vectorOf(StringRef what, Value v, int64_t expected, StringRef meaning) const {
+    int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(0);
+    if (sameDim(n, expected))
+      return success();
+    return fail(what + ": expected " + Twine(expected) + " elements (" + meaning + "), got " +
+                Twine(n));
+  }
+};
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+// Shared rule of conv3d and conv3d_transpose; `transposed` selects the output-size formula
+// and the weight layout (Cin×Cout/g×k³ instead of Cout×Cin/g×k³).
+template <typename Adaptor>
+LogicalResult inferConv(const Checker &c, Adaptor adaptor, bool transposed,
+                        ArrayRef<int64_t> outputPadding, SmallVectorImpl<Type> &out) {
+  RankedTensorType in = tensorType(adaptor.getInput());
+  RankedTensorType w = tensorType(adaptor.getWeight());
+  ArrayRef<int64_t> stride = adaptor.getStride(), padding = adaptor.getPadding(),
+                    dilation = adaptor.getDilation();
+  if (failed(c.axisList("stride", stride, 3, 1)) || failed(c.axisList("padding", padding, 3, 0)) ||
+      failed(c.axisList("dilation", dilation, 3, 1)) ||
+      failed(c.axisList("output_padding", outputPadding, 3, 0)))
+    return failure();
+  int64_t groups = static_cast<int64_t>(adaptor.getGroups());
+  if (groups < 1)
+    return c.fail("'groups' must be at least 1, got " + Twine(groups));
+  if (failed(c.sameElementType("weight", w.getElementType(), in.getElementType(), "input")))
+    return failure();
+
+  int64_t cin = in.getDimSize(1);
+  if (!isDyn(cin) && cin % groups != 0)
+    return c.fail("input: " + Twine(cin) + " channels are not divisible by groups = " +
+                  Twine(groups));
+  // Expected weight shape, from the input channels and groups.
+  int64_t cout;
+  if (transposed) {
+    if (!sameDim(w.getDimSize(0), cin))
+      return c.fail("weight: expected shape " + Twine(cin) + "xCout/groups x kD x kH x kW " +
+                    "(input channels first), got " + shapeStr(w.getShape()));
+    cout = isDyn(w.getDimSize(1)) ? ShapedType::kDynamic : w.getDimSize(1) * groups;
+  } else {
+    cout = w.getDimSize(0);
+    int64_t perGroup = isDyn(cin) ? ShapedType::kDynamic : cin / groups;
+    if (!sameDim(w.getDimSize(1), perGroup))
+      return c.fail("weight: expected shape Cout x " + Twine(perGroup) +
+                    " x kD x kH x kW (input channels " + Twine(cin) + " / groups " +
+                    Twine(groups) + "), got " + shapeStr(w.getShape()));
+    if (!isDyn(cout) && cout % groups != 0)
+      return c.fail("weight: " + Twine(cout) + " output channels are not divisible by groups = " +
+                    Twine(groups));
+  }
+  if (Value bias = adaptor.getBias()) {
+    if (failed(c.sameElementType("bias", tensorType(bias).getElementType(), in.getElementType(),
+                                 "input")) ||
+        failed(c.vectorOf("bias", bias, cout, "one per output channel")))
+      return failure();
+  }
+  if (transposed)
+    for (int i = 0; i < 3; ++i)
+      if (outputPadding[i] >= stride[i] && outputPadding[i] >= dilation[i])
+        return c.fail("'output_padding' must be smaller than stride or dilation on each axis, got " +
+                      listStr(outputPadding) + " with stride " + listStr(stride) +
+                      " and dilation " + listStr(dilation));
+
+  SmallVector<int64_t, 5> shape = {in.getDimSize(0), cout};
+  for (int i = 0; i < 3; ++i) {
+    int64_t n = in.getDimSize(2 + i), k = w.getDimSize(2 + i);
+    if (isDyn(n) || isDyn(k)) {
+      shape.push_back(ShapedType::kDynamic);
+      continue;
+    }
+    int64_t extent = dilation[i] * (k - 1) + 1;
+    int64_t size = transposed
+                       ? (n - 1) * stride[i] - 2 * padding[i] + extent + outputPadding[i]
+                       : (n + 2 * padding[i] - extent) / stride[i] + 1;
+    if (!transposed && n + 2 * padding[i] < extent)
+      size = 0;
+    if (size < 1)
+      return c.fail("input: spatial size " + Twine(n) + " on axis " + Twine(i) +
+                    " is too small for kernel " + Twine(k) + " (dilation " + Twine(dilation[i]) +
+                    ", padding " + Twine(padding[i]) + "); the output would be empty");
+    shape.push_back(size);
+  }
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+// Normalizations with per-channel affine vectors on axis 1.
+LogicalResult inferChannelAffine(const Checker &c, Value input, Value gamma, Value beta,
+                                 SmallVectorImpl<Type> &out) {
+  RankedTensorType in = tensorType(input);
+  if (in.getRank() < 2)
+    return c.fail("input: expected at least 2 dimensions (N x C x ...), got " +
+                  shapeStr(in.getShape()));
+  int64_t channels = in.getDimSize(1);
+  for (auto [name, v] : {std::pair<StringRef, Value>{"gamma", gamma}, {"beta", beta}})
+    if (failed(c.sameElementType(name, tensorType(v).getElementType(), in.getElementType(),
+                                 "input")) ||
+        failed(c.vectorOf(name, v, channels, "one per input channel")))
+      return failure();
+  out.push_back(in);
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  std::optional<uint64_t> fanIn = getFanIn();
+  if (getInit() == InitKind::uniform) {
+    if (!fanIn)
+      return emitOpError("init uniform needs the fan-in, e.g. `init uniform(27)`");
+    if (static_cast<int64_t>(*fanIn) < 1)
+      return emitOpError("fan-in must be positive, got ") << static_cast<int64_t>(*fanIn);
+  } else if (fanIn) {
+    return emitOpError("init ") << stringifyInitKind(getInit()) << " takes no fan-in";
+  }
+  if (!getTensorType().hasStaticShape())
+    return emitOpError("parameter ") << getSymName() << " must have a static shape, got "
+                                     << getType();
+  return success();
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto decl = symbols.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!decl)
+    return emitOpError("parameter ") << getNameAttr()
+                                     << " is not declared (no med.parameter of that name)";
+  if (decl.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the declared type " << decl.getType()
+           << " of parameter " << getNameAttr();
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
+  if (!type)
+    return emitOptionalError(loc, "'med.constant' op value must be a ranked tensor");
+  out.push_back(type);
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult Conv3dOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  static const int64_t zeros[3] = {0, 0, 0};
+  return inferConv(Checker{loc, getOperationName()}, adaptor, /*transposed=*/false, zeros, out);
+}
+
+LogicalResult Conv3dTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                  Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  return inferConv(Checker{loc, getOperationName()}, adaptor, /*transposed=*/true,
+                   adaptor.getOutputPadding(), out);
+}
+
+//===----------------------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult GroupNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(inferChannelAffine(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getBeta(),
+                                out)))
+    return failure();
+  int64_t groups = static_cast<int64_t>(adaptor.getGroups());
+  int64_t channels = tensorType(adaptor.getInput()).getDimSize(1);
+  if (groups < 1)
+    return c.fail("'groups' must be at least 1, got " + Twine(groups));
+  if (!isDyn(channels) && channels % groups != 0)
+    return c.fail("input: " + Twine(channels) + " channels are not divisible by groups = " +
+                  Twine(groups));
+  if (adaptor.getEpsilon().convertToDouble() <= 0)
+    return c.fail("'epsilon' must be positive");
+  return success();
+}
+
+LogicalResult ChannelLayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (adaptor.getEpsilon().convertToDouble() <= 0)
+    return c.fail("'epsilon' must be positive");
+  return inferChannelAffine(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getBeta(), out);
+}
+
+LogicalResult GRNOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  SmallVector<int64_t> expected = {1, in.getDimSize(1), 1, 1, 1};
+  for (auto [name, v] : {std::pair<StringRef, Value>{"gamma", adaptor.getGamma()},
+                         {"beta", adaptor.getBeta()}}) {
+    RankedTensorType t = tensorType(v);
+    if (failed(c.sameElementType(name, t.getElementType(), in.getElementType(), "input")))
+      return failure();
+    if (!sameShape(t.getShape(), expected))
+      return c.fail(name + ": expected shape " + shapeStr(expected) + ", got " +
+                    shapeStr(t.getShape()));
+  }
+  out.push_back(in);
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult mlir::med::inferBroadcastType(std::optional<Location> loc, StringRef opName,
+                                            Type lhsType, Type rhsType,
+                                            SmallVectorImpl<Type> &out) {
+  Checker c{loc, opName};
+  auto lhs = cast<RankedTensorType>(lhsType), rhs = cast<RankedTensorType>(rhsType);
+  if (failed(c.sameElementType("rhs", rhs.getElementType(), lhs.getElementType(), "lhs")))
+    return failure();
+  int64_t rank = std::max(lhs.getRank(), rhs.getRank());
+  SmallVector<int64_t> shape(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    // Align at the trailing axis; a missing leading axis acts as size 1.
+    int64_t li = i - (rank - lhs.getRank()), ri = i - (rank - rhs.getRank());
+    int64_t a = li < 0 ? 1 : lhs.getDimSize(li), b = ri < 0 ? 1 : rhs.getDimSize(ri);
+    if (a == 1)
+      shape[i] = b;
+    else if (b == 1)
+      shape[i] = a;
+    else if (isDyn(a))
+      shape[i] = b;
+    else if (isDyn(b) || a == b)
+      shape[i] = a;
+    else
+      return c.fail("operands do not broadcast: lhs " + shapeStr(lhs.getShape()) + " and rhs " +
+                    shapeStr(rhs.getShape()) + " differ on axis " + Twine(i) + " (" + Twine(a) +
+                    " vs " + Twine(b) + "; sizes must be equal or 1)");
+  }
+  out.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  size_t rank = in.getRank();
+  if (failed(c.axisList("low", adaptor.getLow(), rank, 0)) ||
+      failed(c.axisList("high", adaptor.getHigh(), rank, 0)))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t n = in.getDimSize(i);
+    shape.push_back(isDyn(n) ? n : n + adaptor.getLow()[i] + adaptor.getHigh()[i]);
+  }
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  size_t rank = in.getRank();
+  SmallVector<int64_t> strides(rank, 1);
+  if (auto s = adaptor.getStrides())
+    strides.assign(s->begin(), s->end());
+  if (failed(c.axisList("offsets", adaptor.getOffsets(), rank, 0)) ||
+      failed(c.axisList("sizes", adaptor.getSizes(), rank, 1)) ||
+      failed(c.axisList("strides", strides, rank, 1)))
+    return failure();
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t n = in.getDimSize(i);
+    int64_t last = adaptor.getOffsets()[i] + (adaptor.getSizes()[i] - 1) * strides[i];
+    if (!isDyn(n) && last >= n)
+      return c.fail("input: the box reaches index " + Twine(last) + " on axis " + Twine(i) +
+                    ", but the input has only " + Twine(n) + " elements there (shape " +
+                    shapeStr(in.getShape()) + ")");
+  }
+  out.push_back(RankedTensorType::get(adaptor.getSizes(), in.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return c.fail("needs at least one input");
+  RankedTensorType first = tensorType(inputs.front());
+  int64_t rank = first.getRank(), axis = static_cast<int64_t>(adaptor.getAxis());
+  if (axis < 0 || axis >= rank)
+    return c.fail("'axis' must be in [0, " + Twine(rank) + "), got " + Twine(axis));
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [i, v] : llvm::enumerate(inputs.drop_front())) {
+    RankedTensorType t = tensorType(v);
+    std::string name = ("input " + Twine(i + 1)).str();
+    if (failed(c.sameElementType(name, t.getElementType(), first.getElementType(), "input 0")))
+      return failure();
+    bool ok = t.getRank() == rank;
+    for (int64_t d = 0; ok && d < rank; ++d)
+      if (d != axis && !sameDim(t.getDimSize(d), shape[d]))
+        ok = false;
+    if (!ok)
+      return c.fail(name + ": expected shape " + shapeStr(shape) + " except on axis " +
+                    Twine(axis) + ", got " + shapeStr(t.getShape()));
+    int64_t n = t.getDimSize(axis);
+    shape[axis] = isDyn(n) || isDyn(shape[axis]) ? ShapedType::kDynamic : shape[axis] + n;
+  }
+  out.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  llvm::SmallSet<int64_t, 8> axes;
+  for (int64_t a : adaptor.getAxes()) {
+    if (a < 0 || a >= in.getRank())
+      return c.fail("'axes' entries must be in [0, " + Twine(in.getRank()) + "), got " +
+                    listStr(adaptor.getAxes()));
+    if (!axes.insert(a).second)
+      return c.fail("'axes' must not repeat an axis, got " + listStr(adaptor.getAxes()));
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (!axes.contains(d))
+      shape.push_back(in.getDimSize(d));
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  }
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult BCEWithLogitsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType logits = tensorType(adaptor.getLogits());
+  auto sameAsLogits = [&](StringRef name, Value v) -> LogicalResult {
+    RankedTensorType t = tensorType(v);
+    if (failed(c.sameElementType(name, t.getElementType(), logits.getElementType(), "logits")))
+      return failure();
+    if (!sameShape(t.getShape(), logits.getShape()))
+      return c.fail(name + ": expected shape " + shapeStr(logits.getShape()) +
+                    " (that of logits), got " + shapeStr(t.getShape()));
+    return success();
+  };
+  if (failed(sameAsLogits("target", adaptor.getTarget())))
+    return failure();
+  if (Value mask = adaptor.getMask(); mask && failed(sameAsLogits("mask", mask)))
+    return failure();
+  if (Value pw = adaptor.getPosWeight()) {
+    if (adaptor.getAutoPosWeight())
+      return c.fail("pos_weight: give either the operand or 'auto_pos_weight', not both");
+    if (failed(c.sameElementType("pos_weight", tensorType(pw).getElementType(),
+                                 logits.getElementType(), "logits")) ||
+        failed(c.vectorOf("pos_weight", pw, logits.getDimSize(1), "one per channel")))
+      return failure();
+  }
+  if (adaptor.getAutoPosWeight() && adaptor.getMaxPosWeight().convertToDouble() <= 0)
+    return c.fail("'max_pos_weight' must be positive");
+  if (adaptor.getReduction() == LossReduction::none)
+    out.push_back(logits);
+  else
+    out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult DiceCEOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  ValueRange logits = adaptor.getLogits(), targets = adaptor.getTargets();
+  ArrayRef<double> weights = adaptor.getWeights();
+  if (logits.empty())
+    return c.fail("needs at least one logits operand");
+  if (targets.size() != logits.size())
+    return c.fail("expected one target per logits operand (" + Twine(logits.size()) + "), got " +
+                  Twine(targets.size()));
+  if (weights.size() != logits.size())
+    return c.fail("'weights' needs one entry per logits operand (" + Twine(logits.size()) +
+                  "), got " + Twine(weights.size()));
+  for (double w : weights)
+    if (w < 0)
+      return c.fail("'weights' must be non-negative");
+  for (size_t i = 0; i < logits.size(); ++i) {
+    RankedTensorType x = tensorType(logits[i]), t = tensorType(targets[i]);
+    if (x.getDimSize(1) == 1)
+      return c.fail("logits " + Twine(i) + ": needs at least 2 classes on axis 1, got shape " +
+                    shapeStr(x.getShape()));
+    SmallVector<int64_t> expected(x.getShape());
+    expected[1] = 1;
+    if (!sameShape(t.getShape(), expected))
+      return c.fail("target " + Twine(i) + ": expected shape " + shapeStr(expected) +
+                    " (class indices for logits " + Twine(i) + "), got " +
+                    shapeStr(t.getShape()));
+  }
+  out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Result-type compatibility: a declared `?` accepts any inferred size.
+//===----------------------------------------------------------------------------------===//
+
+bool mlir::med::areCompatibleResultTypes(TypeRange inferred, TypeRange declared) {
+  if (inferred.size() != declared.size())
+    return false;
+  for (auto [a, b] : llvm::zip(inferred, declared)) {
+    auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+    if (!ta || !tb) {
+      if (a != b)
+        return false;
+      continue;
+    }
+    if (ta.getElementType() != tb.getElementType() || !sameShape(ta.getShape(), tb.getShape()))
+      return false;
+  }
+  return true;
+}
+
+#define GET_OP_CLASSES
+#include "med/IR/MedOps.cpp.inc"

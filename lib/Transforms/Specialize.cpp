@@ -1,0 +1,134 @@
+//===- Specialize.cpp - fix batch and patch size, inline, re-infer types -------===//
+#include "med/IR/MedOps.h"
+#include "med/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Transforms/InliningUtils.h"
+
+namespace mlir::med {
+#define GEN_PASS_DEF_MEDSPECIALIZE
+#include "med/Transforms/Passes.h.inc"
+} // namespace mlir::med
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+// Nested calls come into the entry function with each inlined body, so inline in rounds;
+// a call graph deeper than this is recursive.
+constexpr int kMaxInlineDepth = 64;
+
+LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols) {
+  InlinerInterface interface(entry.getContext());
+  for (int depth = 0;; ++depth) {
+    SmallVector<func::CallOp> calls;
+    entry.walk([&](func::CallOp call) { calls.push_back(call); });
+    if (calls.empty())
+      return success();
+    if (depth == kMaxInlineDepth)
+      return calls.front().emitOpError("calls nest deeper than ")
+             << kMaxInlineDepth << " levels; recursive calls cannot be specialized";
+    for (func::CallOp call : calls) {
+      auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+      if (!callee || callee.isExternal())
+        return call.emitOpError("callee @") << call.getCallee() << " has no body to inline";
+      if (failed(inlineCall(interface, call, callee, &callee.getBody())))
+        return call.emitOpError("could not be inlined");
+      call.erase();
+    }
+  }
+}
+
+// Re-infers result types in program order, so fixed input sizes reach every op.
+LogicalResult reinferTypes(func::FuncOp entry) {
+  WalkResult result = entry.walk([&](Operation *op) {
+    auto infer = dyn_cast<InferTypeOpInterface>(op);
+    if (!infer)
+      return WalkResult::advance();
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                      op->getAttrDictionary(), op->getPropertiesStorage(),
+                                      op->getRegions(), types)))
+      return WalkResult::interrupt();
+    for (auto [res, type] : llvm::zip(op->getResults(), types))
+      res.setType(type);
+    return WalkResult::advance();
+  });
+  if (result.wasInterrupted())
+    return failure();
+  Operation *terminator = entry.getBody().back().getTerminator();
+  entry.setType(FunctionType::get(entry.getContext(), entry.getBody().getArgumentTypes(),
+                                  terminator->getOperandTypes()));
+  return success();
+}
+
+struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
+  using Base::Base;
+
+  func::FuncOp findEntry(ModuleOp module) {
+    if (!entry.empty()) {
+      auto f = module.lookupSymbol<func::FuncOp>(entry);
+      if (!f || f.isExternal())
+        module.emitError("med-specialize: no function @") << entry << " with a body";
+      return f && !f.isExternal() ? f : nullptr;
+    }
+    func::FuncOp found;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (!f.isPublic() || f.isExternal())
+        continue;
+      if (found) {
+        module.emitError("med-specialize: several public functions (@")
+            << found.getSymName() << ", @" << f.getSymName() << "); choose one with entry=NAME";
+        return nullptr;
+      }
+      found = f;
+    }
+    if (!found)
+      module.emitError("med-specialize: the module has no public function to specialize");
+    return found;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!patch.empty() && patch.size() != 3) {
+      module.emitError("med-specialize: patch needs 3 sizes (D,H,W), got ") << patch.size();
+      return signalPassFailure();
+    }
+    if (batch < 0 || llvm::any_of(patch, [](int64_t d) { return d < 1; })) {
+      module.emitError("med-specialize: batch and patch sizes must be positive");
+      return signalPassFailure();
+    }
+    func::FuncOp f = findEntry(module);
+    if (!f)
+      return signalPassFailure();
+    SymbolTable symbols(module);
+    if (failed(inlineAllCalls(f, symbols)))
+      return signalPassFailure();
+
+    for (BlockArgument arg : f.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() != 5)
+        continue;
+      SmallVector<int64_t> shape(type.getShape());
+      if (batch > 0 && ShapedType::isDynamic(shape[0]))
+        shape[0] = batch;
+      for (size_t i = 0; i < patch.size(); ++i)
+        if (ShapedType::isDynamic(shape[2 + i]))
+          shape[2 + i] = patch[i];
+      arg.setType(RankedTensorType::get(shape, type.getElementType()));
+    }
+    if (failed(reinferTypes(f))) {
+      InFlightDiagnostic note = f.emitRemark("while specializing @") << f.getSymName();
+      if (batch > 0)
+        note << " for batch " << batch;
+      if (!patch.empty())
+        note << " and patch " << patch[0] << "x" << patch[1] << "x" << patch[2];
+      return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
