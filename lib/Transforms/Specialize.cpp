@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Transforms/InliningUtils.h"
 
@@ -55,6 +56,10 @@ LogicalResult reinferTypes(func::FuncOp entry) {
       return WalkResult::interrupt();
     for (auto [res, type] : llvm::zip(op->getResults(), types))
       res.setType(type);
+    // med ops infer an unranked type when their shapes do not fit; the verifier says why.
+    if (llvm::any_of(types, [](Type t) { return isa<UnrankedTensorType>(t); }) &&
+        failed(verify(op)))
+      return WalkResult::interrupt();
     return WalkResult::advance();
   });
   if (result.wasInterrupted())

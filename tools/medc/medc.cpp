@@ -76,11 +76,12 @@ OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
 // Inline the blocks, fix batch and patch, re-infer every type.
 LogicalResult specialize(ModuleOp module) {
   PassManager pm(module.getContext());
+  SmallVector<int64_t> sizes = patch.empty() ? SmallVector<int64_t>{128, 128, 128}
+                                             : SmallVector<int64_t>(patch.begin(), patch.end());
   med::MedSpecializeOptions options;
   options.entry = entry;
   options.batch = batch;
-  options.patch = patch.empty() ? SmallVector<int64_t>{128, 128, 128}
-                                : SmallVector<int64_t>(patch.begin(), patch.end());
+  options.patch = sizes; // a view: `sizes` outlives the pass manager's run
   pm.addPass(med::createMedSpecialize(options));
   pm.addPass(createSymbolDCEPass());
   return pm.run(module);
@@ -180,6 +181,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   med::registerMedDialects(registry);
   MLIRContext ctx(registry);
+  ctx.printOpOnDiagnostic(false); // the location says where; a dump of the op buries it
   llvm::SourceMgr sources;
   SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
 

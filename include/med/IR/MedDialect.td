@@ -41,9 +41,7 @@ def Med_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialized", [
     // (kaiming_uniform with a = sqrt(5)) and conv biases.
     I32EnumAttrCase<"uniform", 2>]> {
   let cppNamespace = "::mlir::med";
-  let genSpecializedAttr = 0;
 }
-def Med_InitKindAttr : EnumAttr<Med_Dialect, Med_InitKind, "init">;
 
 def Med_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
     I32EnumAttrCase<"sum", 0>,
@@ -51,9 +49,7 @@ def Med_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
     I32EnumAttrCase<"max", 2>,
     I32EnumAttrCase<"min", 3>]> {
   let cppNamespace = "::mlir::med";
-  let genSpecializedAttr = 0;
 }
-def Med_ReduceKindAttr : EnumAttr<Med_Dialect, Med_ReduceKind, "reduce">;
 
 def Med_LossReduction : I32EnumAttr<"LossReduction", "how an elementwise loss is reduced", [
     I32EnumAttrCase<"mean", 0>,

@@ -16,15 +16,40 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // Pure op whose result types are inferred from operands and attributes. Declared result
 // types may be less static (`?`) than the inferred ones.
-defvar Med_CompatibleResultTypes = [{
+// The shape rule of each op is `inferShapes`, which reports problems when given a location.
+// The verifier runs it with the op's location, so an inconsistent op gets exactly one
+// error naming the operand; type inference (builders, parser) runs it silently and falls
+// back to an unranked type that the verifier then rejects.
+defvar Med_ShapedOpDefinitions = [{
   bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange declared) {
     return ::mlir::med::areCompatibleResultTypes(inferred, declared);
+  }
+  ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+      std::optional<::mlir::Location>, Adaptor adaptor,
+      ::llvm::SmallVectorImpl<::mlir::Type> &out) {
+    if (::mlir::failed(inferShapes(context, std::nullopt, adaptor, out))) {
+      out.clear();
+      out.push_back(::mlir::UnrankedTensorType::get(::mlir::Float32Type::get(context)));
+    }
+    return ::mlir::success();
+  }
+  ::llvm::LogicalResult $cppClass::verify() {
+    ::llvm::SmallVector<::mlir::Type> types;
+    return inferShapes(getContext(), getLoc(), Adaptor(*this), types);
   }
 }];
 
 class Med_ShapedOp<string mnemonic, list<Trait> traits = []>
     : Med_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptorWithIsCompatible])> {
-  let extraClassDefinition = Med_CompatibleResultTypes;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The shape rule: result types from operand types and attributes. With a location,
+    /// every inconsistency is reported there.
+    static ::llvm::LogicalResult inferShapes(::mlir::MLIRContext *context,
+        std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &out);
+  }];
+  let extraClassDefinition = Med_ShapedOpDefinitions;
 }
 
 //===----------------------------------------------------------------------------------===//
@@ -46,7 +71,7 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Med_FloatTensor>:$type,
-                       Med_InitKindAttr:$init,
+                       Med_InitKind:$init,
                        OptionalAttr<I64Attr>:$fan_in);
   let assemblyFormat = [{
     $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? attr-dict
@@ -211,8 +236,8 @@ class Med_UnaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
   let arguments = (ins Med_FloatTensor:$input);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
-  let extraClassDefinition = Med_CompatibleResultTypes # [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *,
+  let extraClassDefinition = Med_ShapedOpDefinitions # [{
+    ::llvm::LogicalResult $cppClass::inferShapes(::mlir::MLIRContext *,
         std::optional<::mlir::Location>, Adaptor adaptor,
         ::llvm::SmallVectorImpl<::mlir::Type> &out) {
       out.push_back(adaptor.getInput().getType());
@@ -244,8 +269,8 @@ class Med_BinaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
   let arguments = (ins Med_FloatTensor:$lhs, Med_FloatTensor:$rhs);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
-  let extraClassDefinition = Med_CompatibleResultTypes # [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *,
+  let extraClassDefinition = Med_ShapedOpDefinitions # [{
+    ::llvm::LogicalResult $cppClass::inferShapes(::mlir::MLIRContext *,
         std::optional<::mlir::Location> loc, Adaptor adaptor,
         ::llvm::SmallVectorImpl<::mlir::Type> &out) {
       return ::mlir::med::inferBroadcastType(loc, getOperationName(),
@@ -327,7 +352,7 @@ def Med_ReduceOp : Med_ShapedOp<"reduce"> {
     %m = med.reduce mean %x {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<?x32x?x?x?xf32>) -> tensor<?x32x1x1x1xf32>
     ```
   }];
-  let arguments = (ins Med_ReduceKindAttr:$kind, Med_FloatTensor:$input,
+  let arguments = (ins Med_ReduceKind:$kind, Med_FloatTensor:$input,
                        DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$kind $input attr-dict `:` functional-type(operands, results)";

@@ -1,0 +1,117 @@
+// RUN: med-opt %s --split-input-file | med-opt --split-input-file | FileCheck %s
+// Every op prints and parses back; defaults are elided.
+
+med.parameter @"stem.weight" : tensor<32x1x1x1x1xf32> init uniform(1)
+med.parameter @"norm.weight" : tensor<32xf32> init ones
+med.parameter @"norm.bias" : tensor<32xf32> init zeros
+
+// CHECK-LABEL: med.parameter @stem.weight : tensor<32x1x1x1x1xf32> init uniform(1)
+// CHECK: med.parameter @norm.weight : tensor<32xf32> init ones
+// CHECK-LABEL: func.func @params
+// CHECK: %[[W:.*]] = med.param @stem.weight : tensor<32x1x1x1x1xf32>
+// CHECK: return %[[W]]
+func.func @params() -> tensor<32x1x1x1x1xf32> {
+  %w = med.param @"stem.weight" : tensor<32x1x1x1x1xf32>
+  return %w : tensor<32x1x1x1x1xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @convs
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x9x10x11xf32>, %[[W:.*]]: tensor<4x1x3x3x3xf32>, %[[B:.*]]: tensor<4xf32>, %[[T:.*]]: tensor<4x2x3x3x3xf32>)
+func.func @convs(%x: tensor<2x4x9x10x11xf32>, %w: tensor<4x1x3x3x3xf32>, %b: tensor<4xf32>, %t: tensor<4x2x3x3x3xf32>) -> (tensor<2x4x5x5x6xf32>, tensor<2x4x9x10x11xf32>, tensor<2x8x18x20x22xf32>) {
+  // CHECK: med.conv3d %[[X]], %[[W]], %[[B]] {groups = 4 : i64, padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>} : (tensor<2x4x9x10x11xf32>, tensor<4x1x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x5x5x6xf32>
+  %0 = med.conv3d %x, %w, %b {groups = 4 : i64, padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>, dilation = array<i64: 1, 1, 1>} : (tensor<2x4x9x10x11xf32>, tensor<4x1x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x5x5x6xf32>
+  // CHECK: med.conv3d %[[X]], %[[W]] {dilation = array<i64: 2, 1, 1>, groups = 4 : i64, padding = array<i64: 2, 1, 1>}
+  %1 = med.conv3d %x, %w {groups = 4 : i64, padding = array<i64: 2, 1, 1>, dilation = array<i64: 2, 1, 1>} : (tensor<2x4x9x10x11xf32>, tensor<4x1x3x3x3xf32>) -> tensor<2x4x9x10x11xf32>
+  // CHECK: med.conv3d_transpose %[[X]], %[[T]] {groups = 4 : i64, output_padding = array<i64: 1, 1, 1>, padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>} : (tensor<2x4x9x10x11xf32>, tensor<4x2x3x3x3xf32>) -> tensor<2x8x18x20x22xf32>
+  %2 = med.conv3d_transpose %x, %t {groups = 4 : i64, padding = array<i64: 1, 1, 1>, output_padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>} : (tensor<2x4x9x10x11xf32>, tensor<4x2x3x3x3xf32>) -> tensor<2x8x18x20x22xf32>
+  return %0, %1, %2 : tensor<2x4x5x5x6xf32>, tensor<2x4x9x10x11xf32>, tensor<2x8x18x20x22xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @norms
+func.func @norms(%x: tensor<?x6x?x?x?xf32>, %g: tensor<6xf32>, %b: tensor<6xf32>, %gg: tensor<1x6x1x1x1xf32>) -> (tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>) {
+  // CHECK: med.group_norm %{{.*}} {epsilon = 1.000000e-03 : f64, groups = 3 : i64}
+  %0 = med.group_norm %x, %g, %b {groups = 3 : i64, epsilon = 1.0e-3} : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<?x6x?x?x?xf32>
+  // CHECK: med.channel_layer_norm %{{.*}} : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<?x6x?x?x?xf32>
+  %1 = med.channel_layer_norm %x, %g, %b : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<?x6x?x?x?xf32>
+  // CHECK: med.grn %{{.*}} : (tensor<?x6x?x?x?xf32>, tensor<1x6x1x1x1xf32>, tensor<1x6x1x1x1xf32>) -> tensor<?x6x?x?x?xf32>
+  %2 = med.grn %x, %gg, %gg : (tensor<?x6x?x?x?xf32>, tensor<1x6x1x1x1xf32>, tensor<1x6x1x1x1xf32>) -> tensor<?x6x?x?x?xf32>
+  return %0, %1, %2 : tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @elementwise
+func.func @elementwise(%x: tensor<2x3x4xf32>, %y: tensor<3x1xf32>, %s: tensor<f32>) -> tensor<2x3x4xf32> {
+  // CHECK: med.gelu %{{.*}} : tensor<2x3x4xf32>
+  %0 = med.gelu %x : tensor<2x3x4xf32>
+  // CHECK: med.sigmoid
+  %1 = med.sigmoid %0 : tensor<2x3x4xf32>
+  // CHECK: med.neg
+  %2 = med.neg %1 : tensor<2x3x4xf32>
+  // CHECK: med.exp
+  %3 = med.exp %2 : tensor<2x3x4xf32>
+  // CHECK: med.log
+  %4 = med.log %3 : tensor<2x3x4xf32>
+  // CHECK: med.sqrt
+  %5 = med.sqrt %3 : tensor<2x3x4xf32>
+  // CHECK: med.add %{{.*}} : (tensor<2x3x4xf32>, tensor<3x1xf32>) -> tensor<2x3x4xf32>
+  %6 = med.add %5, %y : (tensor<2x3x4xf32>, tensor<3x1xf32>) -> tensor<2x3x4xf32>
+  // CHECK: med.sub %{{.*}} : (tensor<3x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %7 = med.sub %y, %6 : (tensor<3x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: med.mul %{{.*}} : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %8 = med.mul %7, %s : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  // CHECK: med.div
+  %9 = med.div %8, %4 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: med.max
+  %10 = med.max %9, %s : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  // CHECK: med.min
+  %11 = med.min %10, %s : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  // CHECK: %[[C:.*]] = med.constant dense<5.000000e-01> : tensor<f32>
+  %c = med.constant dense<0.5> : tensor<f32>
+  %12 = med.mul %11, %c : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  return %12 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @data_movement
+func.func @data_movement(%x: tensor<2x3x7x7x7xf32>, %y: tensor<2x5x7x7x7xf32>) -> (tensor<2x3x8x8x8xf32>, tensor<2x3x3x3x2xf32>, tensor<2x8x7x7x7xf32>) {
+  // CHECK: med.pad %{{.*}} {high = array<i64: 0, 0, 0, 0, 0>, low = array<i64: 0, 0, 1, 1, 1>} : (tensor<2x3x7x7x7xf32>) -> tensor<2x3x8x8x8xf32>
+  %0 = med.pad %x {low = array<i64: 0, 0, 1, 1, 1>, high = array<i64: 0, 0, 0, 0, 0>} : (tensor<2x3x7x7x7xf32>) -> tensor<2x3x8x8x8xf32>
+  // CHECK: med.slice %{{.*}} {offsets = array<i64: 0, 0, 1, 1, 1>, sizes = array<i64: 2, 3, 3, 3, 2>, strides = array<i64: 1, 1, 2, 2, 3>}
+  %1 = med.slice %x {offsets = array<i64: 0, 0, 1, 1, 1>, sizes = array<i64: 2, 3, 3, 3, 2>, strides = array<i64: 1, 1, 2, 2, 3>} : (tensor<2x3x7x7x7xf32>) -> tensor<2x3x3x3x2xf32>
+  // CHECK: med.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x3x7x7x7xf32>, tensor<2x5x7x7x7xf32>) -> tensor<2x8x7x7x7xf32>
+  %2 = med.concat %x, %y {axis = 1 : i64} : (tensor<2x3x7x7x7xf32>, tensor<2x5x7x7x7xf32>) -> tensor<2x8x7x7x7xf32>
+  return %0, %1, %2 : tensor<2x3x8x8x8xf32>, tensor<2x3x3x3x2xf32>, tensor<2x8x7x7x7xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reductions
+func.func @reductions(%x: tensor<2x3x5x5x5xf32>) -> (tensor<2x3x1x1x1xf32>, tensor<3xf32>) {
+  // CHECK: med.reduce mean %{{.*}} {axes = array<i64: 2, 3, 4>, keepdims}
+  %0 = med.reduce mean %x {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x3x5x5x5xf32>) -> tensor<2x3x1x1x1xf32>
+  // CHECK: med.reduce sum %{{.*}} {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x3x5x5x5xf32>) -> tensor<3xf32>
+  %1 = med.reduce sum %x {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x3x5x5x5xf32>) -> tensor<3xf32>
+  return %0, %1 : tensor<2x3x1x1x1xf32>, tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @losses
+func.func @losses(%x: tensor<2x6x5x5x5xf32>, %y: tensor<2x6x5x5x5xf32>, %m: tensor<2x6x5x5x5xf32>, %pw: tensor<6xf32>,
+                  %l0: tensor<2x4x8x8x8xf32>, %l1: tensor<2x4x4x4x4xf32>, %t0: tensor<2x1x8x8x8xi32>, %t1: tensor<2x1x4x4x4xf32>) -> (tensor<f32>, tensor<f32>, tensor<2x6x5x5x5xf32>, tensor<f32>) {
+  // CHECK: med.bce_with_logits %{{.*}}, %{{.*}} mask %{{.*}} : (tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>) -> tensor<f32>
+  %0 = med.bce_with_logits %x, %y mask %m : (tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>) -> tensor<f32>
+  // CHECK: med.bce_with_logits %{{.*}}, %{{.*}} mask %{{.*}} {auto_pos_weight, max_pos_weight = 5.000000e+00 : f64, reduction = #med<reduction per_channel>}
+  %1 = med.bce_with_logits %x, %y mask %m {reduction = #med<reduction per_channel>, auto_pos_weight, max_pos_weight = 5.0} : (tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>) -> tensor<f32>
+  // CHECK: med.bce_with_logits %{{.*}}, %{{.*}} pos_weight %{{.*}} {reduction = #med<reduction none>} : (tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>, tensor<6xf32>) -> tensor<2x6x5x5x5xf32>
+  %2 = med.bce_with_logits %x, %y pos_weight %pw {reduction = #med<reduction none>} : (tensor<2x6x5x5x5xf32>, tensor<2x6x5x5x5xf32>, tensor<6xf32>) -> tensor<2x6x5x5x5xf32>
+  // CHECK: med.dice_ce logits(%{{.*}}, %{{.*}}) targets(%{{.*}}, %{{.*}}) {weights = array<f64: 0.66666666666666663, 0.33333333333333331>}
+  %3 = med.dice_ce logits(%l0, %l1) targets(%t0, %t1) {weights = array<f64: 0.66666666666666663, 0.33333333333333331>} : (tensor<2x4x8x8x8xf32>, tensor<2x4x4x4x4xf32>, tensor<2x1x8x8x8xi32>, tensor<2x1x4x4x4xf32>) -> tensor<f32>
+  return %0, %1, %2, %3 : tensor<f32>, tensor<f32>, tensor<2x6x5x5x5xf32>, tensor<f32>
+}

@@ -1,0 +1,23 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "MED"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "python"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.med_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+config.substitutions.append(("%models", os.path.join(config.med_src_root, "models")))
+config.substitutions.append(("%scripts", os.path.join(config.med_src_root, "scripts")))
+config.substitutions.append(("%python", config.python_executable))
+
+tool_dirs = [os.path.join(config.med_obj_root, "bin"), config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["med-opt", "medc"], tool_dirs)
