@@ -85,12 +85,12 @@ struct Checker {
                 "), got " + a);
   }
 
-  // A per-spatial-axis attribute: exactly `rank` entries, each at least `minValue`.
-  LogicalResult axisList(StringRef name, ArrayRef<int64_t> values, size_t rank,
-                         int64_t minValue) const {
+  // A per-axis attribute: exactly `rank` entries (one per `axisKind`), each >= `minValue`.
+  LogicalResult axisList(StringRef name, ArrayRef<int64_t> values, size_t rank, int64_t minValue,
+                         StringRef axisKind = "axis") const {
     if (values.size() != rank)
-      return fail("'" + name + "' needs " + Twine(rank) + " entries (one per " +
-                  (rank == 3 ? "spatial axis" : "axis") + "), got " + listStr(values));
+      return fail("'" + name + "' needs " + Twine(rank) + " entries (one per " + axisKind +
+                  "), got " + listStr(values));
     for (int64_t v : values)
       if (v < minValue)
         return fail("'" + name + "' entries must be " +
@@ -99,7 +99,18 @@ struct Checker {
     return success();
   }
 
+  LogicalResult rank(StringRef what, Value v, int64_t expected, StringRef layout) const {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() == expected)
+      return success();
+    return fail(what + ": expected " + Twine(expected) +
+                (expected == 1 ? " dimension (" : " dimensions (") + layout + "), got " +
+                shapeStr(t.getShape()));
+  }
+
   LogicalResult vectorOf(StringRef what, Value v, int64_t expected, StringRef meaning) const {
+    if (failed(rank(what, v, 1, meaning)))
+      return failure();
     int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(0);
     if (sameDim(n, expected))
       return success();
@@ -115,13 +126,20 @@ RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()
 template <typename Adaptor>
 LogicalResult inferConv(const Checker &c, Adaptor adaptor, bool transposed,
                         ArrayRef<int64_t> outputPadding, SmallVectorImpl<Type> &out) {
+  if (failed(c.rank("input", adaptor.getInput(), 5, "N x C x D x H x W")) ||
+      failed(c.rank("weight", adaptor.getWeight(), 5,
+                    transposed ? "Cin x Cout/groups x kD x kH x kW"
+                               : "Cout x Cin/groups x kD x kH x kW")))
+    return failure();
   RankedTensorType in = tensorType(adaptor.getInput());
   RankedTensorType w = tensorType(adaptor.getWeight());
   ArrayRef<int64_t> stride = adaptor.getStride(), padding = adaptor.getPadding(),
                     dilation = adaptor.getDilation();
-  if (failed(c.axisList("stride", stride, 3, 1)) || failed(c.axisList("padding", padding, 3, 0)) ||
-      failed(c.axisList("dilation", dilation, 3, 1)) ||
-      failed(c.axisList("output_padding", outputPadding, 3, 0)))
+  StringRef spatial = "spatial axis";
+  if (failed(c.axisList("stride", stride, 3, 1, spatial)) ||
+      failed(c.axisList("padding", padding, 3, 0, spatial)) ||
+      failed(c.axisList("dilation", dilation, 3, 1, spatial)) ||
+      failed(c.axisList("output_padding", outputPadding, 3, 0, spatial)))
     return failure();
   int64_t groups = static_cast<int64_t>(adaptor.getGroups());
   if (groups < 1)
@@ -298,6 +316,8 @@ LogicalResult ChannelLayerNormOp::inferShapes(MLIRContext *, std::optional<Locat
 LogicalResult GRNOp::inferShapes(MLIRContext *, std::optional<Location> loc,
                                       Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Checker c{loc, getOperationName()};
+  if (failed(c.rank("input", adaptor.getInput(), 5, "N x C x D x H x W")))
+    return failure();
   RankedTensorType in = tensorType(adaptor.getInput());
   SmallVector<int64_t> expected = {1, in.getDimSize(1), 1, 1, 1};
   for (auto [name, v] : {std::pair<StringRef, Value>{"gamma", adaptor.getGamma()},
@@ -457,6 +477,9 @@ LogicalResult BCEWithLogitsOp::inferShapes(MLIRContext *ctx, std::optional<Locat
                                                 Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Checker c{loc, getOperationName()};
   RankedTensorType logits = tensorType(adaptor.getLogits());
+  if (logits.getRank() < 2)
+    return c.fail("logits: expected at least 2 dimensions (N x C x ...), got " +
+                  shapeStr(logits.getShape()));
   auto sameAsLogits = [&](StringRef name, Value v) -> LogicalResult {
     RankedTensorType t = tensorType(v);
     if (failed(c.sameElementType(name, t.getElementType(), logits.getElementType(), "logits")))
@@ -505,6 +528,9 @@ LogicalResult DiceCEOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
       return c.fail("'weights' must be non-negative");
   for (size_t i = 0; i < logits.size(); ++i) {
     RankedTensorType x = tensorType(logits[i]), t = tensorType(targets[i]);
+    if (x.getRank() < 3)
+      return c.fail("logits " + Twine(i) + ": expected at least 3 dimensions (N x C x spatial), got " +
+                    shapeStr(x.getShape()));
     if (x.getDimSize(1) == 1)
       return c.fail("logits " + Twine(i) + ": needs at least 2 classes on axis 1, got shape " +
                     shapeStr(x.getShape()));
@@ -540,6 +566,16 @@ bool mlir::med::areCompatibleResultTypes(TypeRange inferred, TypeRange declared)
       return false;
   }
   return true;
+}
+
+LogicalResult mlir::med::verifyResultTypes(Operation *op, TypeRange inferred) {
+  if (areCompatibleResultTypes(inferred, op->getResultTypes()))
+    return success();
+  InFlightDiagnostic diag = op->emitOpError("result: expected type ");
+  llvm::interleaveComma(inferred, diag);
+  diag << " (inferred from the operands), got ";
+  llvm::interleaveComma(op->getResultTypes(), diag);
+  return diag;
 }
 
 #define GET_OP_CLASSES

@@ -54,12 +54,13 @@ LogicalResult reinferTypes(func::FuncOp entry) {
                                       op->getAttrDictionary(), op->getPropertiesStorage(),
                                       op->getRegions(), types)))
       return WalkResult::interrupt();
+    // med ops infer an unranked type when their shapes do not fit; their verifier says why.
+    if (llvm::any_of(types, [](Type t) { return isa<UnrankedTensorType>(t); })) {
+      (void)verify(op);
+      return WalkResult::interrupt();
+    }
     for (auto [res, type] : llvm::zip(op->getResults(), types))
       res.setType(type);
-    // med ops infer an unranked type when their shapes do not fit; the verifier says why.
-    if (llvm::any_of(types, [](Type t) { return isa<UnrankedTensorType>(t); }) &&
-        failed(verify(op)))
-      return WalkResult::interrupt();
     return WalkResult::advance();
   });
   if (result.wasInterrupted())
@@ -128,9 +129,10 @@ struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
     if (failed(reinferTypes(f))) {
       InFlightDiagnostic note = f.emitRemark("while specializing @") << f.getSymName();
       if (batch > 0)
-        note << " for batch " << batch;
+        note << " for batch " << static_cast<int64_t>(batch);
       if (!patch.empty())
-        note << " and patch " << patch[0] << "x" << patch[1] << "x" << patch[2];
+        note << (batch > 0 ? " and" : "") << " patch " << patch[0] << "x" << patch[1] << "x"
+             << patch[2];
       return signalPassFailure();
     }
   }

@@ -20,6 +20,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
@@ -36,6 +37,7 @@ cl::SubCommand statsCmd("stats", "Print parameter count, forward FLOPs by op fam
 cl::SubCommand compileCmd("compile", "Parse, verify and run the compilation pipeline");
 
 cl::OptionCategory shapeCategory("Shape options (stats and compile)");
+cl::OptionCategory outputCategory("Output options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
                                cl::sub(statsCmd), cl::sub(compileCmd));
 cl::opt<int64_t> batch("batch", cl::desc("Batch size of the network input (default 1)"),
@@ -51,10 +53,11 @@ cl::opt<std::string> entry("entry",
                            cl::init(""), cl::sub(statsCmd), cl::sub(compileCmd),
                            cl::cat(shapeCategory));
 cl::opt<bool> json("json", cl::desc("Print the statistics as one JSON object"),
-                   cl::sub(statsCmd));
+                   cl::sub(statsCmd), cl::cat(outputCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
-                                cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd));
+                                cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
+                                cl::cat(outputCategory));
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << "medc: " << msg << "\n";
@@ -112,8 +115,29 @@ std::string typeStr(Type t) {
   return s;
 }
 
+// 1234567 -> "1.23 M" (SI prefixes, for counts of operations).
+std::string si(double v) {
+  const char *prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 5) {
+    v /= 1000;
+    ++i;
+  }
+  return llvm::formatv("{0:F2} {1}", v, prefixes[i]).str(); // "1.23 M", "4.00 "
+}
+
+// 3.5 * 2^30 -> "3.50 GiB".
+std::string bytes(double v) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    ++i;
+  }
+  return llvm::formatv("{0:F2} {1}", v, units[i]).str();
+}
+
 void printStats(func::FuncOp f, const med::ModelStats &s) {
-  constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
   if (json) {
     llvm::json::Object families;
     for (auto &[family, flops] : s.flopsByFamily)
@@ -134,24 +158,24 @@ void printStats(func::FuncOp f, const med::ModelStats &s) {
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
     return;
   }
-  llvm::outs() << "function    @" << f.getSymName() << "\n";
+  llvm::raw_ostream &os = llvm::outs();
+  os << "function    @" << f.getSymName() << "\n";
   for (Type t : f.getArgumentTypes())
-    llvm::outs() << "input       " << t << "\n";
-  llvm::outs() << "parameters  " << withCommas(s.parameterCount) << " in "
-               << s.parameterTensors << " tensors ("
-               << llvm::format("%.1f", s.parameterBytes / (1024.0 * 1024.0)) << " MiB)\n\n";
-  llvm::outs() << "forward FLOPs (2 per multiply-add)\n";
+    os << "input       " << t << "\n";
+  os << "parameters  " << withCommas(s.parameterCount) << " in " << s.parameterTensors
+     << " tensors (" << bytes(s.parameterBytes) << ")\n\n";
+  os << "forward FLOPs (2 per multiply-add)\n";
   double total = s.totalFlops();
   for (auto &[family, flops] : s.flopsByFamily)
     if (flops > 0)
-      llvm::outs() << llvm::format("  %-18s %12.2f GFLOP  %5.1f%%\n", family.str().c_str(),
-                                   flops / 1e9, 100 * flops / total);
-  llvm::outs() << llvm::format("  %-18s %12.2f GFLOP\n", static_cast<const char *>("total"), total / 1e9);
-  llvm::outs() << llvm::format("  convolutions: %.2f G multiply-adds\n\n", s.convMacs / 1e9);
-  llvm::outs() << "activation memory (forward, at the tensors' element types)\n"
-               << llvm::format("  all op results     %10.2f GiB\n", s.activationBytes / GiB)
-               << llvm::format("  peak live          %10.2f GiB (forward only, program order)\n",
-                               s.peakLiveBytes / GiB);
+      os << llvm::formatv("  {0,-18} {1,12}FLOP  {2,5:F1}%\n", family, si(flops),
+                          100 * flops / total);
+  os << llvm::formatv("  {0,-18} {1,12}FLOP\n", "total", si(total));
+  os << "  convolutions: " << si(s.convMacs) << " multiply-adds\n\n";
+  os << "activation memory (forward, at the tensors' element types)\n"
+     << llvm::formatv("  all op results     {0,12}\n", bytes(s.activationBytes))
+     << llvm::formatv("  peak live          {0,12} (forward only, program order)\n",
+                      bytes(s.peakLiveBytes));
 }
 
 } // namespace
@@ -160,7 +184,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
-  cl::HideUnrelatedOptions({&shapeCategory, &cl::getGeneralCategory()});
+  // LLVM's own options stay usable but out of --help.
+  cl::HideUnrelatedOptions({&shapeCategory, &outputCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "medc: the med compiler\n\n"

@@ -66,10 +66,8 @@ def Med_LossReductionAttr : EnumAttr<Med_Dialect, Med_LossReduction, "reduction"
 // Type constraints
 //===----------------------------------------------------------------------------------===//
 
+// Ranks are checked by each op's shape rule, whose messages name the expected layout.
 def Med_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def Med_Activation : TensorRankOf<[AnyFloat], [5]>;
-def Med_Vector : TensorRankOf<[AnyFloat], [1]>;
 def Med_LabelTensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
-def Med_Scalar : 0DTensorOf<[AnyFloat]>;
 
 #endif // MED_DIALECT_TD

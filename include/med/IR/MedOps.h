@@ -22,6 +22,8 @@ LogicalResult inferBroadcastType(std::optional<Location> loc, StringRef opName, 
                                  Type rhs, SmallVectorImpl<Type> &out);
 /// Declared result types accept inferred ones when each declared size is equal or `?`.
 bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
+/// Reports a declared result type that the inferred one does not fit.
+LogicalResult verifyResultTypes(Operation *op, TypeRange inferred);
 } // namespace mlir::med
 
 #define GET_OP_CLASSES

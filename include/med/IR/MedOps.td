@@ -21,8 +21,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // error naming the operand; type inference (builders, parser) runs it silently and falls
 // back to an unranked type that the verifier then rejects.
 defvar Med_ShapedOpDefinitions = [{
-  bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange declared) {
-    return ::mlir::med::areCompatibleResultTypes(inferred, declared);
+  // Checked by verify(), which names the result and both types in one message.
+  bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange, ::mlir::TypeRange) {
+    return true;
   }
   ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
       std::optional<::mlir::Location>, Adaptor adaptor,
@@ -35,7 +36,9 @@ defvar Med_ShapedOpDefinitions = [{
   }
   ::llvm::LogicalResult $cppClass::verify() {
     ::llvm::SmallVector<::mlir::Type> types;
-    return inferShapes(getContext(), getLoc(), Adaptor(*this), types);
+    if (::mlir::failed(inferShapes(getContext(), getLoc(), Adaptor(*this), types)))
+      return ::mlir::failure();
+    return ::mlir::med::verifyResultTypes(getOperation(), types);
   }
 }];
 
@@ -131,13 +134,13 @@ def Med_Conv3dOp : Med_ShapedOp<"conv3d"> {
         : (tensor<?x32x?x?x?xf32>, tensor<32x1x3x3x3xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
     ```
   }];
-  let arguments = (ins Med_Activation:$input, Med_Activation:$weight,
-                       Optional<Med_Vector>:$bias,
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$weight,
+                       Optional<Med_FloatTensor>:$bias,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$stride,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$padding,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$dilation,
                        DefaultValuedAttr<I64Attr, "1">:$groups);
-  let results = (outs Med_Activation:$result);
+  let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
   }];
@@ -156,14 +159,14 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose"> {
         : (tensor<?x64x?x?x?xf32>, tensor<64x1x3x3x3xf32>, tensor<64xf32>) -> tensor<?x64x?x?x?xf32>
     ```
   }];
-  let arguments = (ins Med_Activation:$input, Med_Activation:$weight,
-                       Optional<Med_Vector>:$bias,
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$weight,
+                       Optional<Med_FloatTensor>:$bias,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$stride,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$padding,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$output_padding,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$dilation,
                        DefaultValuedAttr<I64Attr, "1">:$groups);
-  let results = (outs Med_Activation:$result);
+  let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
   }];
@@ -186,7 +189,7 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm"> {
         : (tensor<?x32x?x?x?xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
     ```
   }];
-  let arguments = (ins Med_FloatTensor:$input, Med_Vector:$gamma, Med_Vector:$beta,
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma, Med_FloatTensor:$beta,
                        I64Attr:$groups,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
   let results = (outs Med_FloatTensor:$result);
@@ -203,7 +206,7 @@ def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm"> {
     %y = med.channel_layer_norm %x, %g, %b : (tensor<?x32x?x?x?xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
     ```
   }];
-  let arguments = (ins Med_FloatTensor:$input, Med_Vector:$gamma, Med_Vector:$beta,
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma, Med_FloatTensor:$beta,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
@@ -220,9 +223,9 @@ def Med_GRNOp : Med_ShapedOp<"grn"> {
     %y = med.grn %x, %g, %b : (tensor<?x96x?x?x?xf32>, tensor<1x96x1x1x1xf32>, tensor<1x96x1x1x1xf32>) -> tensor<?x96x?x?x?xf32>
     ```
   }];
-  let arguments = (ins Med_Activation:$input, Med_Activation:$gamma, Med_Activation:$beta,
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma, Med_FloatTensor:$beta,
                        DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
-  let results = (outs Med_Activation:$result);
+  let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
@@ -382,8 +385,8 @@ def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegme
         : (tensor<2x6x128x128x128xf32>, tensor<2x6x128x128x128xf32>, tensor<2x6x128x128x128xf32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Med_Activation:$logits, Med_Activation:$target,
-                       Optional<Med_Activation>:$mask, Optional<Med_Vector>:$pos_weight,
+  let arguments = (ins Med_FloatTensor:$logits, Med_FloatTensor:$target,
+                       Optional<Med_FloatTensor>:$mask, Optional<Med_FloatTensor>:$pos_weight,
                        DefaultValuedAttr<Med_LossReductionAttr, "::mlir::med::LossReduction::mean">:$reduction,
                        UnitAttr:$auto_pos_weight,
                        DefaultValuedAttr<F64Attr, "10.0">:$max_pos_weight);
@@ -409,14 +412,14 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments]> {
         : (tensor<2x4x64x64x64xf32>, tensor<2x4x32x32x32xf32>, tensor<2x1x64x64x64xf32>, tensor<2x1x32x32x32xf32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Variadic<Med_Activation>:$logits, Variadic<Med_LabelTensor>:$targets,
+  let arguments = (ins Variadic<Med_FloatTensor>:$logits, Variadic<Med_LabelTensor>:$targets,
                        DenseF64ArrayAttr:$weights,
                        DefaultValuedAttr<F64Attr, "1e-5">:$smooth,
                        DefaultValuedAttr<F64Attr, "1.0">:$ce_weight,
                        DefaultValuedAttr<F64Attr, "1.0">:$dice_weight,
                        DefaultValuedAttr<BoolAttr, "true">:$batch_dice,
                        UnitAttr:$include_background);
-  let results = (outs Med_Scalar:$result);
+  let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = [{
     `logits` `(` $logits `)` `targets` `(` $targets `)` attr-dict `:` functional-type(operands, results)
   }];
