@@ -1,0 +1,103 @@
+//===- Artifact.h - the compiled program as the runtime sees it -----------------===//
+//
+// The artifact is the one contract between medc and medrun (docs/artifact.md): a
+// manifest, the parameter table and an op-level plan per function. This header is its
+// in-memory form; Artifact::load reads and validates a file.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDRUN_ARTIFACT_H
+#define MEDRUN_ARTIFACT_H
+
+#include "medrun/Tensor.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace medrun {
+
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>>;
+
+/// Type of one SSA value of a function.
+struct ValueInfo {
+  DType dtype = DType::F32;
+  Shape shape;
+};
+
+/// One med op. Operands are named groups of value ids (ODS operand names: "input",
+/// "weight", "bias", ...); an absent optional operand is an empty group. Every attribute is
+/// present, defaults included.
+struct OpInfo {
+  std::string kind; ///< op name without the dialect prefix: "conv3d", "group_norm", ...
+  std::vector<std::pair<std::string, std::vector<int>>> operands;
+  std::vector<int> results;
+  std::map<std::string, AttrValue> attrs;
+  std::string location; ///< "file:line:col" of the op in the source program
+
+  const std::vector<int> &operand(const std::string &name) const;
+  /// The value of a group that must hold exactly one value.
+  int single(const std::string &name) const;
+  /// The value of an optional operand, if present.
+  std::optional<int> optional(const std::string &name) const;
+
+  int64_t intAttr(const std::string &name) const;
+  double floatAttr(const std::string &name) const;
+  bool boolAttr(const std::string &name) const;
+  const std::string &strAttr(const std::string &name) const;
+  const std::vector<int64_t> &intsAttr(const std::string &name) const;
+  const std::vector<double> &floatsAttr(const std::string &name) const;
+
+  /// "'med.conv3d' at file:line:col", for messages.
+  std::string describe() const;
+};
+
+struct Function {
+  std::string name;
+  std::vector<ValueInfo> values; ///< indexed by value id
+  std::vector<int> inputs;       ///< value ids of the arguments, named arg0, arg1, ...
+  std::vector<int> outputs;      ///< value ids returned, named out0, out1, ...
+  std::vector<OpInfo> ops;       ///< in execution order
+};
+
+struct ParameterInfo {
+  std::string name; ///< PyTorch state_dict key
+  DType dtype = DType::F32;
+  Shape shape;
+  std::string init; ///< "zeros", "ones" or "uniform"
+  int64_t fanIn = 0;
+};
+
+struct Artifact {
+  static constexpr uint32_t kFormatVersion = 1;
+
+  std::string path; ///< where it was loaded from (for messages)
+  uint32_t version = kFormatVersion;
+  std::string compiler;                      ///< e.g. "medc 0.1.0"
+  std::string source;                        ///< the compiled file
+  std::string sourceSha256;                  ///< hex digest of its contents
+  std::map<std::string, std::string> options; ///< compile options
+  std::vector<ParameterInfo> parameters;
+  std::vector<Function> functions;
+
+  /// Reads and validates an artifact file; throws Error naming the file and the problem
+  /// (missing, truncated, corrupted, another format version, malformed plan).
+  static Artifact load(const std::string &path);
+
+  /// The function `name`; throws Error listing the functions there are.
+  const Function &function(const std::string &name) const;
+  /// The parameter `name`, or nullptr.
+  const ParameterInfo *parameter(const std::string &name) const;
+};
+
+/// Artifact container framing, shared with medc (docs/artifact.md):
+///   magic "MEDCART\0" | u32 version | u32 reserved | u64 json size | json | u32 crc32
+/// All integers little-endian; the CRC-32 (IEEE) covers every byte before it.
+constexpr char kArtifactMagic[8] = {'M', 'E', 'D', 'C', 'A', 'R', 'T', '\0'};
+uint32_t crc32(const void *data, size_t size, uint32_t crc = 0);
+
+} // namespace medrun
+
+#endif // MEDRUN_ARTIFACT_H

@@ -1,0 +1,88 @@
+//===- Kernels.h - CPU reference kernels, one per med op ----------------------===//
+//
+// Plain C++ kernels, multi-threaded with parallelFor and bit-identical for any thread
+// count. Preconditions (checked by the caller, the executor): shapes are those medc
+// inferred; all floating-point operands and the result of a kernel share one dtype, F32,
+// F64 or BF16 (BF16 is storage only: math and accumulation in float). Accumulation is in
+// float for F32/BF16 and double for F64; reductions over many elements sum fixed-size
+// chunks and combine the partials in order.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDRUN_KERNELS_H
+#define MEDRUN_KERNELS_H
+
+#include "medrun/Tensor.h"
+
+#include <array>
+#include <vector>
+
+namespace medrun::cpu {
+
+struct ConvParams {
+  std::array<int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+  std::array<int64_t, 3> outputPadding{0, 0, 0}; ///< transposed only
+  int64_t groups = 1;
+};
+
+/// y = conv3d(x, w) + bias, as torch.nn.functional.conv3d. x N×Cin×D×H×W,
+/// w Cout×Cin/g×k×k×k, bias Cout or null, y N×Cout×D'×H'×W'.
+void conv3d(const Tensor &x, const Tensor &w, const Tensor *bias, const ConvParams &p, Tensor &y);
+/// As torch.nn.functional.conv_transpose3d; w is Cin×Cout/g×k×k×k.
+void conv3dTranspose(const Tensor &x, const Tensor &w, const Tensor *bias, const ConvParams &p,
+                     Tensor &y);
+
+/// torch.nn.GroupNorm: statistics per (sample, group) over channels of the group and all
+/// trailing axes, biased variance; gamma/beta size C.
+void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
+               double eps, Tensor &y);
+/// Normalizes over axis 1 only at each (sample, position); gamma/beta size C.
+void channelLayerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps,
+                      Tensor &y);
+/// GRN: g = ||x||_2 over D,H,W per (n,c); n = g / (mean_c g + eps); y = gamma*(x*n) + beta + x.
+/// gamma/beta 1×C×1×1×1.
+void grn(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps, Tensor &y);
+
+enum class Unary { Gelu, Sigmoid, Neg, Exp, Log, Sqrt };
+void unary(Unary op, const Tensor &x, Tensor &y);
+
+enum class Binary { Add, Sub, Mul, Div, Max, Min };
+/// NumPy broadcasting; y has the broadcast shape.
+void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y);
+
+/// Constant padding; low/high one entry per axis.
+void pad(const Tensor &x, const std::vector<int64_t> &low, const std::vector<int64_t> &high,
+         double value, Tensor &y);
+/// y[i] = x[offsets + i * strides] per axis.
+void slice(const Tensor &x, const std::vector<int64_t> &offsets,
+           const std::vector<int64_t> &strides, Tensor &y);
+void concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &y);
+
+enum class Reduce { Sum, Mean, Max, Min };
+/// Reduces over `axes`; y has the reduced axes removed or kept as 1 (the caller's shape).
+void reduce(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y);
+
+enum class LossReduction { Mean, Sum, None, PerChannel };
+struct BceParams {
+  LossReduction reduction = LossReduction::Mean;
+  bool autoPosWeight = false;
+  double maxPosWeight = 10.0;
+};
+/// Binary cross-entropy with logits (see docs/dialect.md, med.bce_with_logits). mask and
+/// posWeight may be null. y is a scalar, or the elementwise loss for LossReduction::None.
+/// Masked-out elements contribute 0 to the elementwise loss.
+void bceWithLogits(const Tensor &logits, const Tensor &target, const Tensor *mask,
+                   const Tensor *posWeight, const BceParams &p, Tensor &y);
+
+struct DiceCEParams {
+  std::vector<double> weights;
+  double smooth = 1e-5, ceWeight = 1.0, diceWeight = 1.0;
+  bool batchDice = true, includeBackground = false;
+};
+/// nnU-Net's DC_and_CE loss summed over deep-supervision levels (docs/dialect.md,
+/// med.dice_ce). targets hold class indices (any dtype). y is a scalar (F32 / F64).
+void diceCE(const std::vector<const Tensor *> &logits, const std::vector<const Tensor *> &targets,
+            const DiceCEParams &p, Tensor &y);
+
+} // namespace medrun::cpu
+
+#endif // MEDRUN_KERNELS_H

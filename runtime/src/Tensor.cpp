@@ -1,0 +1,142 @@
+//===- Tensor.cpp - dense host tensors ----------------------------------------===//
+#include "medrun/Tensor.h"
+#include "medrun/Error.h"
+
+#include <cmath>
+
+namespace medrun {
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+  case DType::I16:
+    return 2;
+  case DType::I8:
+  case DType::U8:
+  case DType::Bool:
+    return 1;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "f32";
+  case DType::F64: return "f64";
+  case DType::BF16: return "bf16";
+  case DType::F16: return "f16";
+  case DType::I8: return "i8";
+  case DType::I16: return "i16";
+  case DType::I32: return "i32";
+  case DType::I64: return "i64";
+  case DType::U8: return "u8";
+  case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+DType parseDType(const std::string &name, const std::string &what) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I8, DType::I16,
+                  DType::I32, DType::I64, DType::U8, DType::Bool})
+    if (name == dtypeName(t))
+      return t;
+  throw Error(str(what, ": unknown element type '", name,
+                  "' (expected f32, f64, bf16, f16, i8, i16, i32, i64, u8 or bool)"));
+}
+
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16;
+}
+
+std::string shapeStr(const Shape &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+int64_t numElements(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)),
+      buffer_(std::make_shared<std::vector<std::byte>>(nbytes())) {
+  for (int64_t d : shape_)
+    if (d < 0)
+      throw Error(str("tensor shape ", shapeStr(shape_), " has a negative size"));
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (nbytes())
+    std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+void Tensor::checkType(DType requested) const {
+  if (requested != dtype_)
+    throw Error(str("tensor of type ", dtypeName(dtype_), " accessed as ", dtypeName(requested)));
+}
+
+namespace {
+template <typename T> double get(const void *p, int64_t i) {
+  return static_cast<double>(static_cast<const T *>(p)[i]);
+}
+double halfToDouble(uint16_t h) {
+  int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  double v = exp == 0    ? std::ldexp(mant, -24)
+             : exp == 31 ? (mant ? NAN : INFINITY)
+                         : std::ldexp(mant | 0x400, exp - 25);
+  return sign ? -v : v;
+}
+} // namespace
+
+double Tensor::at(int64_t i) const {
+  const void *p = raw();
+  switch (dtype_) {
+  case DType::F32: return get<float>(p, i);
+  case DType::F64: return get<double>(p, i);
+  case DType::BF16: return static_cast<float>(static_cast<const bf16 *>(p)[i]);
+  case DType::F16: return halfToDouble(static_cast<const uint16_t *>(p)[i]);
+  case DType::I8: return get<int8_t>(p, i);
+  case DType::I16: return get<int16_t>(p, i);
+  case DType::I32: return get<int32_t>(p, i);
+  case DType::I64: return get<int64_t>(p, i);
+  case DType::U8:
+  case DType::Bool: return get<uint8_t>(p, i);
+  }
+  return 0;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_)
+    return clone();
+  if (!isFloat(dtype) || dtype == DType::F16)
+    throw Error(str("cannot convert a ", dtypeName(dtype_), " tensor to ", dtypeName(dtype)));
+  Tensor t(dtype, shape_);
+  for (int64_t i = 0; i < numel_; ++i) {
+    double v = at(i);
+    if (dtype == DType::F32)
+      t.data<float>()[i] = static_cast<float>(v);
+    else if (dtype == DType::F64)
+      t.data<double>()[i] = v;
+    else
+      t.data<bf16>()[i] = bf16(static_cast<float>(v));
+  }
+  return t;
+}
+
+} // namespace medrun
