@@ -74,46 +74,28 @@ LogicalResult reinferTypes(func::FuncOp entry) {
 struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
   using Base::Base;
 
-  func::FuncOp findEntry(ModuleOp module) {
+  // The named entry, or every public function with a body.
+  SmallVector<func::FuncOp> findEntries(ModuleOp module) {
+    SmallVector<func::FuncOp> entries;
     if (!entry.empty()) {
       auto f = module.lookupSymbol<func::FuncOp>(entry);
       if (!f || f.isExternal())
         module.emitError("med-specialize: no function @") << entry << " with a body";
-      return f && !f.isExternal() ? f : nullptr;
+      else
+        entries.push_back(f);
+      return entries;
     }
-    func::FuncOp found;
-    for (auto f : module.getOps<func::FuncOp>()) {
-      if (!f.isPublic() || f.isExternal())
-        continue;
-      if (found) {
-        module.emitError("med-specialize: several public functions (@")
-            << found.getSymName() << ", @" << f.getSymName() << "); choose one with entry=NAME";
-        return nullptr;
-      }
-      found = f;
-    }
-    if (!found)
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f.isPublic() && !f.isExternal())
+        entries.push_back(f);
+    if (entries.empty())
       module.emitError("med-specialize: the module has no public function to specialize");
-    return found;
+    return entries;
   }
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (!patch.empty() && patch.size() != 3) {
-      module.emitError("med-specialize: patch needs 3 sizes (D,H,W), got ") << patch.size();
-      return signalPassFailure();
-    }
-    if (batch < 0 || llvm::any_of(patch, [](int64_t d) { return d < 1; })) {
-      module.emitError("med-specialize: batch and patch sizes must be positive");
-      return signalPassFailure();
-    }
-    func::FuncOp f = findEntry(module);
-    if (!f)
-      return signalPassFailure();
-    SymbolTable symbols(module);
+  LogicalResult specialize(func::FuncOp f, SymbolTable &symbols) {
     if (failed(inlineAllCalls(f, symbols)))
-      return signalPassFailure();
-
+      return failure();
     for (BlockArgument arg : f.getArguments()) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!type || type.getRank() != 5)
@@ -126,15 +108,34 @@ struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
           shape[2 + i] = patch[i];
       arg.setType(RankedTensorType::get(shape, type.getElementType()));
     }
-    if (failed(reinferTypes(f))) {
-      InFlightDiagnostic note = f.emitRemark("while specializing @") << f.getSymName();
-      if (batch > 0)
-        note << " for batch " << static_cast<int64_t>(batch);
-      if (!patch.empty())
-        note << (batch > 0 ? " and" : "") << " patch " << patch[0] << "x" << patch[1] << "x"
-             << patch[2];
+    if (succeeded(reinferTypes(f)))
+      return success();
+    InFlightDiagnostic note = f.emitRemark("while specializing @") << f.getSymName();
+    if (batch > 0)
+      note << " for batch " << static_cast<int64_t>(batch);
+    if (!patch.empty())
+      note << (batch > 0 ? " and" : "") << " patch " << patch[0] << "x" << patch[1] << "x"
+           << patch[2];
+    return failure();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!patch.empty() && patch.size() != 3) {
+      module.emitError("med-specialize: patch needs 3 sizes (D,H,W), got ") << patch.size();
       return signalPassFailure();
     }
+    if (batch < 0 || llvm::any_of(patch, [](int64_t d) { return d < 1; })) {
+      module.emitError("med-specialize: batch and patch sizes must be positive");
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> entries = findEntries(module);
+    if (entries.empty())
+      return signalPassFailure();
+    SymbolTable symbols(module);
+    for (func::FuncOp f : entries)
+      if (failed(specialize(f, symbols)))
+        return signalPassFailure();
   }
 };
 

@@ -14,14 +14,6 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>, %w: tensor<4x1x3x3x3xf32>) -> tensor<?
 
 // -----
 
-// expected-error @+1 {{med-specialize: several public functions (@a, @b); choose one with entry=NAME}}
-module {
-  func.func @a() { return }
-  func.func @b() { return }
-}
-
-// -----
-
 // expected-error @+1 {{med-specialize: the module has no public function to specialize}}
 module {
   func.func private @a() { return }

@@ -1,13 +1,14 @@
 //===- medc.cpp - the med compiler driver ----------------------------------------===//
 //
 //   medc stats FILE [--batch N] [--patch D,H,W] [--entry NAME] [--json]
-//   medc compile FILE [-o OUT] [--batch N] [--patch D,H,W] [--entry NAME]
+//   medc compile FILE [-o OUT] [--emit artifact|mlir] [--batch N] [--patch D,H,W] [--entry NAME]
 //
 //===----------------------------------------------------------------------------------===//
 
 #include "med/Analysis/ModelStats.h"
 #include "med/IR/MedDialect.h"
 #include "med/InitMed.h"
+#include "med/Target/Artifact.h"
 #include "med/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,6 +24,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -48,16 +51,29 @@ cl::list<int64_t> patch("patch",
                         cl::CommaSeparated, cl::sub(statsCmd), cl::sub(compileCmd),
                         cl::cat(shapeCategory));
 cl::opt<std::string> entry("entry",
-                           cl::desc("Function to analyse or compile (default: the only public "
-                                    "function)"),
+                           cl::desc("Function to analyse (needed when there are several) or to "
+                                    "compile (default: every public function)"),
                            cl::init(""), cl::sub(statsCmd), cl::sub(compileCmd),
                            cl::cat(shapeCategory));
 cl::opt<bool> json("json", cl::desc("Print the statistics as one JSON object"),
                    cl::sub(statsCmd), cl::cat(outputCategory));
+enum class Emit { Auto, Artifact, Plan, Mlir };
+cl::opt<Emit> emit("emit", cl::desc("What compile writes"), cl::init(Emit::Auto),
+                   cl::values(clEnumValN(Emit::Auto, "auto",
+                                         "an artifact if the output ends in .medc, else MLIR "
+                                         "(default)"),
+                              clEnumValN(Emit::Artifact, "artifact",
+                                         "the artifact medrun executes (docs/artifact.md)"),
+                              clEnumValN(Emit::Plan, "plan",
+                                         "the artifact's JSON document, indented (to read)"),
+                              clEnumValN(Emit::Mlir, "mlir", "the compiled module as MLIR")),
+                   cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
                                 cl::cat(outputCategory));
+
+std::string sourceSha256; // of the input file, for the artifact's manifest
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << "medc: " << msg << "\n";
@@ -72,15 +88,21 @@ OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
     fail("cannot read '" + inputFile + "': " + error);
     return nullptr;
   }
+  sourceSha256 = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(file->getBuffer())),
+                             /*LowerCase=*/true);
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   return parseSourceFile<ModuleOp>(sources, &ctx);
+}
+
+SmallVector<int64_t> specializedPatch() {
+  return patch.empty() ? SmallVector<int64_t>{128, 128, 128}
+                       : SmallVector<int64_t>(patch.begin(), patch.end());
 }
 
 // Inline the blocks, fix batch and patch, re-infer every type.
 LogicalResult specialize(ModuleOp module) {
   PassManager pm(module.getContext());
-  SmallVector<int64_t> sizes = patch.empty() ? SmallVector<int64_t>{128, 128, 128}
-                                             : SmallVector<int64_t>(patch.begin(), patch.end());
+  SmallVector<int64_t> sizes = specializedPatch();
   med::MedSpecializeOptions options;
   options.entry = entry;
   options.batch = batch;
@@ -90,13 +112,28 @@ LogicalResult specialize(ModuleOp module) {
   return pm.run(module);
 }
 
+// The function to analyse: --entry, or the only public function.
 func::FuncOp entryFunction(ModuleOp module) {
-  if (!entry.empty())
-    return module.lookupSymbol<func::FuncOp>(entry);
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f.isPublic() && !f.isExternal())
-      return f;
-  return nullptr;
+  if (!entry.empty()) {
+    auto f = module.lookupSymbol<func::FuncOp>(entry);
+    if (!f)
+      fail("no function @" + entry);
+    return f;
+  }
+  func::FuncOp found;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!f.isPublic() || f.isExternal())
+      continue;
+    if (found) {
+      fail("several public functions (@" + found.getSymName() + ", @" + f.getSymName() +
+           "); choose one with --entry");
+      return nullptr;
+    }
+    found = f;
+  }
+  if (!found)
+    fail("no public function to analyse");
+  return found;
 }
 
 std::string withCommas(int64_t n) {
@@ -217,7 +254,7 @@ int main(int argc, char **argv) {
   if (statsCmd) {
     func::FuncOp f = entryFunction(*module);
     if (!f)
-      return fail("no function to analyse");
+      return 1;
     FailureOr<med::ModelStats> stats = med::computeModelStats(f);
     if (failed(stats))
       return 1;
@@ -225,11 +262,35 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  bool artifact = emit == Emit::Artifact ||
+                  (emit == Emit::Auto && llvm::StringRef(outputFile).ends_with(".medc"));
   std::string error;
   auto output = openOutputFile(outputFile, &error);
   if (!output)
     return fail("cannot write '" + outputFile + "': " + error);
-  module->print(output->os());
+  if (artifact || emit == Emit::Plan) {
+    med::ArtifactManifest manifest;
+    manifest.compiler = "medc " MEDC_VERSION;
+    manifest.source = inputFile;
+    manifest.sourceSha256 = sourceSha256;
+    manifest.options = {{"batch", std::to_string(batch)},
+                        {"patch", llvm::join(llvm::map_range(specializedPatch(),
+                                                             [](int64_t d) {
+                                                               return std::to_string(d);
+                                                             }),
+                                             ",")},
+                        {"entry", entry}};
+    if (emit == Emit::Plan) {
+      FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
+      if (failed(doc))
+        return 1;
+      output->os() << llvm::formatv("{0:2}", *doc) << "\n";
+    } else if (failed(med::writeArtifact(*module, manifest, output->os()))) {
+      return 1;
+    }
+  } else {
+    module->print(output->os());
+  }
   output->keep();
   return 0;
 }

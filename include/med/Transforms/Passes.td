@@ -5,14 +5,15 @@
 include "mlir/Pass/PassBase.td"
 
 def MedSpecialize : Pass<"med-specialize", "::mlir::ModuleOp"> {
-  let summary = "fixes the batch and patch size of an entry function and inlines its calls";
+  let summary = "fixes the batch and patch size of entry functions and inlines their calls";
   let description = [{
     Model files describe a network for any batch and patch size (`?` dimensions) as a network
     function that calls one function per block shape. This pass prepares one concrete
     instance:
 
-    1. inlines every call reachable from the entry function (the block functions stay in the
-       module; `symbol-dce` removes them);
+    1. inlines every call reachable from the entry function — the one named by `entry`, or
+       else every public function (the block functions stay in the module; `symbol-dce`
+       removes them);
     2. sets the batch (axis 0) and the patch (the last three axes) of every entry argument of
        rank 5 whose size there is `?`;
     3. re-infers the result type of every op in order and updates the function's result types.
@@ -22,7 +23,7 @@ def MedSpecialize : Pass<"med-specialize", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"\"",
-           "entry function (default: the only public function)">,
+           "function to specialize (default: every public function)">,
     Option<"batch", "batch", "int64_t", /*default=*/"0",
            "batch size for axis 0 of rank-5 arguments (0: leave as is)">,
     ListOption<"patch", "patch", "int64_t",

@@ -47,8 +47,10 @@ struct OpInfo {
   double floatAttr(const std::string &name) const;
   bool boolAttr(const std::string &name) const;
   const std::string &strAttr(const std::string &name) const;
-  const std::vector<int64_t> &intsAttr(const std::string &name) const;
-  const std::vector<double> &floatsAttr(const std::string &name) const;
+  /// Lists are returned by value: JSON does not tell an empty or integral list of numbers
+  /// from a list of integers, so both accessors accept either.
+  std::vector<int64_t> intsAttr(const std::string &name) const;
+  std::vector<double> floatsAttr(const std::string &name) const;
 
   /// "'med.conv3d' at file:line:col", for messages.
   std::string describe() const;

@@ -1,0 +1,38 @@
+//===- Artifact.h - writing the artifact medrun executes -----------------------===//
+//
+// Serializes a specialized module into the artifact format of docs/artifact.md: manifest,
+// parameter table and the op-level plan of every public function.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MED_TARGET_ARTIFACT_H
+#define MED_TARGET_ARTIFACT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <string>
+
+namespace mlir::med {
+
+constexpr uint32_t kArtifactFormatVersion = 1;
+
+struct ArtifactManifest {
+  std::string compiler;     ///< "medc 0.1.0"
+  std::string source;       ///< path of the compiled file
+  std::string sourceSha256; ///< hex digest of its contents
+  std::map<std::string, std::string> options;
+};
+
+/// The artifact's JSON document (manifest, parameter table, plans).
+FailureOr<llvm::json::Value> artifactDocument(ModuleOp module, const ArtifactManifest &manifest);
+
+/// Writes the artifact: the document framed as docs/artifact.md describes. Fails, with a diagnostic at the offending op, if a public function
+/// has a value of non-static shape or an op the plan cannot express.
+LogicalResult writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
+                            llvm::raw_ostream &os);
+
+} // namespace mlir::med
+
+#endif // MED_TARGET_ARTIFACT_H

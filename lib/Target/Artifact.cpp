@@ -1,0 +1,293 @@
+//===- Artifact.cpp - writing the artifact medrun executes ---------------------===//
+//
+// One JSON object per op: the op name, its operands grouped by ODS operand name, its
+// results, every attribute with defaults filled in (so the runtime never needs to know
+// ODS defaults), and its source location. The table in docs/artifact.md is the contract.
+//
+//===----------------------------------------------------------------------------------===//
+
+#include "med/Target/Artifact.h"
+#include "med/IR/MedOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::med;
+namespace json = llvm::json;
+
+namespace {
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isInteger(1))
+    return "bool";
+  if (auto i = dyn_cast<IntegerType>(t))
+    return (i.isUnsigned() ? "u" : "i") + std::to_string(i.getWidth());
+  return "";
+}
+
+json::Array ints(ArrayRef<int64_t> values) { return json::Array(values); }
+json::Array floats(ArrayRef<double> values) { return json::Array(values); }
+
+std::string locationStr(Location loc) {
+  std::string result;
+  loc->walk([&](Location l) {
+    if (auto file = dyn_cast<FileLineColLoc>(l)) {
+      result = (file.getFilename().strref() + ":" + Twine(file.getLine()) + ":" +
+                Twine(file.getColumn()))
+                   .str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return result;
+}
+
+// Serializes the functions of one module; value ids are per function.
+class PlanWriter {
+public:
+  FailureOr<json::Value> function(func::FuncOp f) {
+    ids.clear();
+    values = json::Array();
+    json::Array inputs, outputs, ops;
+    for (BlockArgument arg : f.getArguments()) {
+      FailureOr<int64_t> id = define(arg, f);
+      if (failed(id))
+        return failure();
+      inputs.push_back(*id);
+    }
+    for (Operation &op : f.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (Value v : ret.getOperands())
+          outputs.push_back(ids.lookup(v));
+        continue;
+      }
+      FailureOr<json::Value> entry = this->op(&op);
+      if (failed(entry))
+        return failure();
+      ops.push_back(std::move(*entry));
+    }
+    return json::Value(json::Object{{"name", f.getSymName()},
+                                    {"values", std::move(values)},
+                                    {"inputs", std::move(inputs)},
+                                    {"outputs", std::move(outputs)},
+                                    {"ops", std::move(ops)}});
+  }
+
+private:
+  FailureOr<int64_t> define(Value v, Operation *where) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape())
+      return where->emitError("artifact: every value needs a static shape, got ")
+             << v.getType() << " (compile with --batch/--patch)";
+    std::string dtype = dtypeName(type.getElementType());
+    if (dtype.empty())
+      return where->emitError("artifact: unsupported element type ") << type.getElementType();
+    int64_t id = static_cast<int64_t>(ids.size());
+    ids[v] = id;
+    values.push_back(json::Object{{"dtype", dtype}, {"shape", ints(type.getShape())}});
+    return id;
+  }
+
+  json::Array group(ValueRange vs) {
+    json::Array a;
+    for (Value v : vs)
+      a.push_back(ids.lookup(v));
+    return a;
+  }
+  json::Array optional(Value v) { return v ? group(ValueRange(v)) : json::Array(); }
+
+  FailureOr<json::Value> op(Operation *op) {
+    json::Object operands, attrs;
+    // clang-format off
+    bool known = llvm::TypeSwitch<Operation *, bool>(op)
+      .Case<ParamOp>([&](ParamOp o) {
+        attrs["name"] = o.getName();
+        return true; })
+      .Case<ConstantOp>([&](ConstantOp o) {
+        json::Array vals;
+        auto elements = dyn_cast<DenseElementsAttr>(o.getValue());
+        if (!elements)
+          return false;
+        if (elements.getElementType().isIntOrIndex()) {
+          for (const APInt &v : elements.getValues<APInt>())
+            vals.push_back(v.getSExtValue());
+        } else {
+          for (const APFloat &v : elements.getValues<APFloat>())
+            vals.push_back(v.convertToDouble());
+        }
+        attrs["value"] = std::move(vals);
+        return true; })
+      .Case<Conv3dOp>([&](Conv3dOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"weight", group(o.getWeight())},
+                    {"bias", optional(o.getBias())}};
+        attrs = json::Object{{"stride", ints(o.getStride())}, {"padding", ints(o.getPadding())},
+                 {"dilation", ints(o.getDilation())}, {"groups", int64_t(o.getGroups())}};
+        return true; })
+      .Case<Conv3dTransposeOp>([&](Conv3dTransposeOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"weight", group(o.getWeight())},
+                    {"bias", optional(o.getBias())}};
+        attrs = json::Object{{"stride", ints(o.getStride())}, {"padding", ints(o.getPadding())},
+                 {"dilation", ints(o.getDilation())}, {"groups", int64_t(o.getGroups())},
+                 {"output_padding", ints(o.getOutputPadding())}};
+        return true; })
+      .Case<GroupNormOp>([&](GroupNormOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
+                    {"beta", group(o.getBeta())}};
+        attrs = json::Object{{"groups", int64_t(o.getGroups())},
+                 {"epsilon", o.getEpsilon().convertToDouble()}};
+        return true; })
+      .Case<ChannelLayerNormOp, GRNOp>([&](auto o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
+                    {"beta", group(o.getBeta())}};
+        attrs = json::Object{{"epsilon", o.getEpsilon().convertToDouble()}};
+        return true; })
+      .Case<GeluOp, SigmoidOp, NegOp, ExpOp, LogOp, SqrtOp>([&](auto o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        return true; })
+      .Case<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp>([&](auto o) {
+        operands = json::Object{{"lhs", group(o.getLhs())}, {"rhs", group(o.getRhs())}};
+        return true; })
+      .Case<PadOp>([&](PadOp o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        attrs = json::Object{{"low", ints(o.getLow())}, {"high", ints(o.getHigh())},
+                 {"value", o.getValue().convertToDouble()}};
+        return true; })
+      .Case<SliceOp>([&](SliceOp o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        SmallVector<int64_t> strides(o.getSizes().size(), 1);
+        if (auto s = o.getStrides())
+          strides.assign(s->begin(), s->end());
+        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"sizes", ints(o.getSizes())},
+                 {"strides", ints(strides)}};
+        return true; })
+      .Case<ConcatOp>([&](ConcatOp o) {
+        operands = json::Object{{"inputs", group(o.getInputs())}};
+        attrs = json::Object{{"axis", int64_t(o.getAxis())}};
+        return true; })
+      .Case<ReduceOp>([&](ReduceOp o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        attrs = json::Object{{"kind", stringifyReduceKind(o.getKind())}, {"axes", ints(o.getAxes())},
+                 {"keepdims", o.getKeepdims()}};
+        return true; })
+      .Case<BCEWithLogitsOp>([&](BCEWithLogitsOp o) {
+        operands = json::Object{{"logits", group(o.getLogits())}, {"target", group(o.getTarget())},
+                    {"mask", optional(o.getMask())}, {"pos_weight", optional(o.getPosWeight())}};
+        attrs = json::Object{{"reduction", stringifyLossReduction(o.getReduction())},
+                 {"auto_pos_weight", o.getAutoPosWeight()},
+                 {"max_pos_weight", o.getMaxPosWeight().convertToDouble()}};
+        return true; })
+      .Case<DiceCEOp>([&](DiceCEOp o) {
+        operands = json::Object{{"logits", group(o.getLogits())}, {"targets", group(o.getTargets())}};
+        attrs = json::Object{{"weights", floats(o.getWeights())},
+                 {"smooth", o.getSmooth().convertToDouble()},
+                 {"ce_weight", o.getCeWeight().convertToDouble()},
+                 {"dice_weight", o.getDiceWeight().convertToDouble()},
+                 {"batch_dice", o.getBatchDice()},
+                 {"include_background", o.getIncludeBackground()}};
+        return true; })
+      .Default([](Operation *) { return false; });
+    // clang-format on
+    if (!known)
+      return op->emitError("artifact: no runtime plan for this op");
+    json::Array results;
+    for (Value r : op->getResults()) {
+      FailureOr<int64_t> id = define(r, op);
+      if (failed(id))
+        return failure();
+      results.push_back(*id);
+    }
+    StringRef name = op->getName().getStringRef();
+    name.consume_front("med.");
+    return json::Value(json::Object{{"op", name},
+                                    {"operands", std::move(operands)},
+                                    {"results", std::move(results)},
+                                    {"attrs", std::move(attrs)},
+                                    {"loc", locationStr(op->getLoc())}});
+  }
+
+  llvm::DenseMap<Value, int64_t> ids;
+  json::Array values;
+};
+
+json::Value parameterTable(ModuleOp module) {
+  json::Array params;
+  for (auto p : module.getOps<ParameterOp>()) {
+    json::Object entry{{"name", p.getSymName()},
+                       {"dtype", dtypeName(p.getTensorType().getElementType())},
+                       {"shape", ints(p.getTensorType().getShape())},
+                       {"init", stringifyInitKind(p.getInit())}};
+    if (auto fanIn = p.getFanIn())
+      entry["fan_in"] = static_cast<int64_t>(*fanIn);
+    params.push_back(std::move(entry));
+  }
+  return params;
+}
+
+template <typename T> void appendLE(std::string &out, T value) {
+  char bytes[sizeof(T)];
+  llvm::support::endian::write<T, llvm::endianness::little>(bytes, value);
+  out.append(bytes, sizeof(T));
+}
+
+} // namespace
+
+FailureOr<json::Value> mlir::med::artifactDocument(ModuleOp module,
+                                                   const ArtifactManifest &manifest) {
+  json::Array functions;
+  PlanWriter writer;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!f.isPublic() || f.isExternal())
+      continue;
+    FailureOr<json::Value> plan = writer.function(f);
+    if (failed(plan))
+      return failure();
+    functions.push_back(std::move(*plan));
+  }
+  if (functions.empty())
+    return module.emitError("artifact: the module has no public function to compile");
+
+  json::Object options;
+  for (auto &[key, value] : manifest.options)
+    options[key] = value;
+  return json::Value(json::Object{{"format", "medc-artifact"},
+                                  {"compiler", manifest.compiler},
+                                  {"source", manifest.source},
+                                  {"source_sha256", manifest.sourceSha256},
+                                  {"options", std::move(options)},
+                                  {"parameters", parameterTable(module)},
+                                  {"functions", std::move(functions)}});
+}
+
+LogicalResult mlir::med::writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
+                                       llvm::raw_ostream &os) {
+  FailureOr<json::Value> doc = artifactDocument(module, manifest);
+  if (failed(doc))
+    return failure();
+  std::string text;
+  llvm::raw_string_ostream(text) << *doc;
+
+  std::string bytes("MEDCART", 8); // includes the terminating NUL
+  appendLE<uint32_t>(bytes, kArtifactFormatVersion);
+  appendLE<uint32_t>(bytes, 0);
+  appendLE<uint64_t>(bytes, text.size());
+  bytes += text;
+  appendLE<uint32_t>(bytes, llvm::crc32(ArrayRef<uint8_t>(
+                                reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size())));
+  os << bytes;
+  return success();
+}

@@ -1,0 +1,343 @@
+//===- Artifact.cpp - reading and validating artifacts -------------------------===//
+#include "medrun/Artifact.h"
+#include "medrun/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+namespace medrun {
+
+using json = nlohmann::json;
+
+uint32_t crc32(const void *data, size_t size, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto *p = static_cast<const uint8_t *>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i)
+    crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+//===----------------------------------------------------------------------------------===//
+// OpInfo accessors
+//===----------------------------------------------------------------------------------===//
+
+std::string OpInfo::describe() const {
+  return str("'med.", kind, "'", location.empty() ? "" : " at " + location);
+}
+
+const std::vector<int> &OpInfo::operand(const std::string &name) const {
+  for (auto &[key, ids] : operands)
+    if (key == name)
+      return ids;
+  throw Error(str(describe(), ": the plan has no operand '", name, "'"));
+}
+
+int OpInfo::single(const std::string &name) const {
+  const std::vector<int> &ids = operand(name);
+  if (ids.size() != 1)
+    throw Error(str(describe(), ": operand '", name, "' needs exactly one value, the plan has ",
+                    ids.size()));
+  return ids.front();
+}
+
+std::optional<int> OpInfo::optional(const std::string &name) const {
+  const std::vector<int> &ids = operand(name);
+  if (ids.size() > 1)
+    throw Error(str(describe(), ": optional operand '", name, "' has ", ids.size(), " values"));
+  return ids.empty() ? std::nullopt : std::optional<int>(ids.front());
+}
+
+namespace {
+template <typename T> const T &attrAs(const OpInfo &op, const std::string &name, const char *what) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end())
+    throw Error(str(op.describe(), ": the plan has no attribute '", name, "'"));
+  if (const T *v = std::get_if<T>(&it->second))
+    return *v;
+  throw Error(str(op.describe(), ": attribute '", name, "' is not ", what));
+}
+} // namespace
+
+int64_t OpInfo::intAttr(const std::string &n) const { return attrAs<int64_t>(*this, n, "an integer"); }
+double OpInfo::floatAttr(const std::string &n) const {
+  auto it = attrs.find(n);
+  if (it != attrs.end())
+    if (const int64_t *i = std::get_if<int64_t>(&it->second))
+      return static_cast<double>(*i); // JSON writes 1.0 as 1
+  return attrAs<double>(*this, n, "a number");
+}
+bool OpInfo::boolAttr(const std::string &n) const { return attrAs<bool>(*this, n, "a boolean"); }
+const std::string &OpInfo::strAttr(const std::string &n) const {
+  return attrAs<std::string>(*this, n, "a string");
+}
+std::vector<int64_t> OpInfo::intsAttr(const std::string &n) const {
+  auto it = attrs.find(n);
+  if (it != attrs.end())
+    if (auto *d = std::get_if<std::vector<double>>(&it->second); d && d->empty())
+      return {};
+  return attrAs<std::vector<int64_t>>(*this, n, "a list of integers");
+}
+std::vector<double> OpInfo::floatsAttr(const std::string &n) const {
+  auto it = attrs.find(n);
+  if (it != attrs.end())
+    if (auto *i = std::get_if<std::vector<int64_t>>(&it->second))
+      return std::vector<double>(i->begin(), i->end());
+  return attrAs<std::vector<double>>(*this, n, "a list of numbers");
+}
+
+//===----------------------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------------------===//
+
+namespace {
+
+// Reads fields of the JSON plan, reporting where a malformed one sits.
+struct Reader {
+  std::string file;
+
+  [[noreturn]] void fail(const std::string &where, const std::string &msg) const {
+    throw Error(str(file, ": malformed artifact: ", where, ": ", msg));
+  }
+  const json &field(const json &obj, const char *key, const std::string &where) const {
+    if (!obj.is_object() || !obj.contains(key))
+      fail(where, str("missing '", key, "'"));
+    return obj.at(key);
+  }
+  std::string string(const json &obj, const char *key, const std::string &where) const {
+    const json &v = field(obj, key, where);
+    if (!v.is_string())
+      fail(where, str("'", key, "' must be a string"));
+    return v.get<std::string>();
+  }
+  std::vector<int64_t> ints(const json &v, const std::string &where) const {
+    if (!v.is_array())
+      fail(where, "expected a list of integers");
+    std::vector<int64_t> out;
+    for (const json &e : v) {
+      if (!e.is_number_integer())
+        fail(where, "expected a list of integers");
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+  Shape shape(const json &obj, const std::string &where) const {
+    Shape s = ints(field(obj, "shape", where), where + ".shape");
+    for (int64_t d : s)
+      if (d < 0)
+        fail(where, "negative size in shape");
+    return s;
+  }
+
+  AttrValue attr(const json &v, const std::string &where) const {
+    if (v.is_boolean())
+      return v.get<bool>();
+    if (v.is_number_integer())
+      return v.get<int64_t>();
+    if (v.is_number())
+      return v.get<double>();
+    if (v.is_string())
+      return v.get<std::string>();
+    if (v.is_array()) {
+      bool allInts = std::all_of(v.begin(), v.end(), [](const json &e) { return e.is_number_integer(); });
+      if (allInts && !v.empty())
+        return ints(v, where);
+      std::vector<double> out;
+      for (const json &e : v) {
+        if (!e.is_number())
+          fail(where, "lists hold numbers only");
+        out.push_back(e.get<double>());
+      }
+      return out;
+    }
+    fail(where, "unsupported attribute value");
+  }
+
+  Function function(const json &j, size_t index) const {
+    Function f;
+    std::string where = str("functions[", index, "]");
+    f.name = string(j, "name", where);
+    where = str("function '", f.name, "'");
+    const json &values = field(j, "values", where);
+    if (!values.is_array())
+      fail(where, "'values' must be a list");
+    for (const json &v : values)
+      f.values.push_back({parseDType(string(v, "dtype", where + ".values"), file), shape(v, where)});
+    auto ids = [&](const json &arr, const std::string &w) {
+      std::vector<int> out;
+      for (int64_t id : ints(arr, w)) {
+        if (id < 0 || id >= static_cast<int64_t>(f.values.size()))
+          fail(w, str("value id ", id, " out of range (", f.values.size(), " values)"));
+        out.push_back(static_cast<int>(id));
+      }
+      return out;
+    };
+    f.inputs = ids(field(j, "inputs", where), where + ".inputs");
+    f.outputs = ids(field(j, "outputs", where), where + ".outputs");
+    const json &ops = field(j, "ops", where);
+    if (!ops.is_array())
+      fail(where, "'ops' must be a list");
+    std::vector<bool> defined(f.values.size(), false);
+    for (int id : f.inputs)
+      defined[id] = true;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const json &o = ops[i];
+      std::string w = str(where, ".ops[", i, "]");
+      OpInfo op;
+      op.kind = string(o, "op", w);
+      if (o.contains("loc") && o["loc"].is_string())
+        op.location = o["loc"].get<std::string>();
+      const json &operands = field(o, "operands", w);
+      if (!operands.is_object())
+        fail(w, "'operands' must be an object");
+      for (auto it = operands.begin(); it != operands.end(); ++it) {
+        std::vector<int> group = ids(it.value(), w + ".operands." + it.key());
+        for (int id : group)
+          if (!defined[id])
+            fail(w, str("operand '", it.key(), "' uses value ", id, " before it is defined"));
+        op.operands.emplace_back(it.key(), std::move(group));
+      }
+      op.results = ids(field(o, "results", w), w + ".results");
+      for (int id : op.results) {
+        if (defined[id])
+          fail(w, str("value ", id, " is defined twice"));
+        defined[id] = true;
+      }
+      const json &attrs = field(o, "attrs", w);
+      if (!attrs.is_object())
+        fail(w, "'attrs' must be an object");
+      for (auto it = attrs.begin(); it != attrs.end(); ++it)
+        op.attrs[it.key()] = attr(it.value(), w + ".attrs." + it.key());
+      f.ops.push_back(std::move(op));
+    }
+    for (int id : f.outputs)
+      if (!defined[id])
+        fail(where, str("output value ", id, " is never defined"));
+    return f;
+  }
+};
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(str(path, ": cannot open the artifact (does it exist? compile it with `medc "
+                          "compile MODEL.mlir -o ",
+                    path, "`)"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+template <typename T> T readLE(const std::string &bytes, size_t offset) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<uint8_t>(bytes[offset + i])) << (8 * i);
+  return v;
+}
+
+} // namespace
+
+Artifact Artifact::load(const std::string &path) {
+  std::string bytes = readFile(path);
+  constexpr size_t kHeader = 24, kTrailer = 4;
+  if (bytes.size() < 8 || bytes.compare(0, 8, std::string(kArtifactMagic, 8)) != 0)
+    throw Error(str(path, ": not a medc artifact (the file does not start with MEDCART)"));
+  if (bytes.size() < kHeader)
+    throw Error(str(path, ": truncated artifact: ", bytes.size(), " bytes, the header alone has ",
+                    kHeader));
+  uint32_t version = readLE<uint32_t>(bytes, 8);
+  if (version != kFormatVersion)
+    throw Error(str(path, ": artifact format version ", version, ", but this medrun reads version ",
+                    kFormatVersion, "; recompile the model with a matching medc"));
+  uint64_t jsonSize = readLE<uint64_t>(bytes, 16);
+  if (jsonSize > bytes.size() || bytes.size() != kHeader + jsonSize + kTrailer) {
+    if (jsonSize <= bytes.size() && bytes.size() > kHeader + jsonSize + kTrailer)
+      throw Error(str(path, ": artifact has ", bytes.size() - (kHeader + jsonSize + kTrailer),
+                      " unexpected trailing bytes"));
+    throw Error(str(path, ": truncated artifact: expected ", kHeader + jsonSize + kTrailer,
+                    " bytes, the file has ", bytes.size()));
+  }
+  uint32_t stored = readLE<uint32_t>(bytes, kHeader + jsonSize);
+  uint32_t actual = crc32(bytes.data(), kHeader + jsonSize);
+  if (stored != actual)
+    throw Error(str(path, ": corrupted artifact: checksum ", std::hex, actual,
+                    " does not match the stored ", stored));
+
+  json doc = json::parse(bytes.begin() + kHeader, bytes.begin() + kHeader + jsonSize, nullptr,
+                         /*allow_exceptions=*/false);
+  Reader r{path};
+  if (doc.is_discarded() || !doc.is_object())
+    r.fail("document", "not a JSON object");
+  if (r.string(doc, "format", "document") != "medc-artifact")
+    r.fail("document", "'format' is not medc-artifact");
+
+  Artifact a;
+  a.path = path;
+  a.version = version;
+  a.compiler = r.string(doc, "compiler", "document");
+  a.source = r.string(doc, "source", "document");
+  a.sourceSha256 = r.string(doc, "source_sha256", "document");
+  const json &options = r.field(doc, "options", "document");
+  for (auto it = options.begin(); it != options.end(); ++it)
+    a.options[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+
+  std::set<std::string> names;
+  const json &params = r.field(doc, "parameters", "document");
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string where = str("parameters[", i, "]");
+    ParameterInfo p;
+    p.name = r.string(params[i], "name", where);
+    where = str("parameter '", p.name, "'");
+    p.dtype = parseDType(r.string(params[i], "dtype", where), path + ": " + where);
+    p.shape = r.shape(params[i], where);
+    p.init = r.string(params[i], "init", where);
+    if (p.init == "uniform") {
+      const json &fanIn = r.field(params[i], "fan_in", where);
+      if (!fanIn.is_number_integer() || fanIn.get<int64_t>() < 1)
+        r.fail(where, "'fan_in' must be a positive integer");
+      p.fanIn = fanIn.get<int64_t>();
+    } else if (p.init != "zeros" && p.init != "ones") {
+      r.fail(where, str("unknown init '", p.init, "' (expected zeros, ones or uniform)"));
+    }
+    if (!names.insert(p.name).second)
+      r.fail(where, "declared twice");
+    a.parameters.push_back(std::move(p));
+  }
+  const json &functions = r.field(doc, "functions", "document");
+  if (!functions.is_array() || functions.empty())
+    r.fail("document", "'functions' must be a non-empty list");
+  for (size_t i = 0; i < functions.size(); ++i)
+    a.functions.push_back(r.function(functions[i], i));
+  return a;
+}
+
+const Function &Artifact::function(const std::string &name) const {
+  for (const Function &f : functions)
+    if (f.name == name)
+      return f;
+  std::string available;
+  for (const Function &f : functions)
+    available += (available.empty() ? "" : ", ") + f.name;
+  throw Error(str(path, ": no function '", name, "' (the artifact has: ", available, ")"));
+}
+
+const ParameterInfo *Artifact::parameter(const std::string &name) const {
+  for (const ParameterInfo &p : parameters)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+} // namespace medrun

@@ -1,0 +1,320 @@
+//===- Executor.cpp - running a function of an artifact on the CPU --------------===//
+//
+// Walks the op-level plan in order: checks each op's operands against the plan's types,
+// allocates results, calls the op's reference kernel and frees every value after its last
+// use. Float values are stored in the precision's storage type.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Executor.h"
+#include "medrun/Error.h"
+#include "medrun/Kernels.h"
+#include "medrun/Random.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <unordered_map>
+
+namespace medrun {
+
+Precision parsePrecision(const std::string &name) {
+  if (name == "f32" || name == "fp32")
+    return Precision::F32;
+  if (name == "f64" || name == "fp64")
+    return Precision::F64;
+  if (name == "bf16" || name == "bf16-mixed")
+    return Precision::BF16;
+  throw Error(str("unknown precision '", name, "' (expected f32, f64 or bf16)"));
+}
+
+DType storageType(Precision p) {
+  switch (p) {
+  case Precision::F32: return DType::F32;
+  case Precision::F64: return DType::F64;
+  case Precision::BF16: return DType::BF16;
+  }
+  return DType::F32;
+}
+
+TensorMap initParameters(const Artifact &artifact, uint64_t seed) {
+  TensorMap params;
+  PhiloxKey key = philoxKey(seed);
+  for (const ParameterInfo &p : artifact.parameters) {
+    Tensor t(DType::F32, p.shape);
+    float *data = t.data<float>();
+    if (p.init == "ones") {
+      std::fill(data, data + t.numel(), 1.0f);
+    } else if (p.init == "uniform") {
+      // Counter: (element / 4, name hash); four numbers per Philox call.
+      float bound = 1.0f / std::sqrt(static_cast<float>(p.fanIn));
+      uint64_t stream = fnv1a(p.name);
+      for (int64_t i = 0; i < t.numel(); i += 4) {
+        uint64_t block = static_cast<uint64_t>(i / 4);
+        PhiloxCounter r = philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                      static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+                                     key);
+        for (int64_t j = 0; j < 4 && i + j < t.numel(); ++j)
+          data[i + j] = bound * (2.0f * uniform01(r[j]) - 1.0f);
+      }
+    }
+    if (p.dtype != DType::F32)
+      t = t.to(p.dtype);
+    params.emplace(p.name, std::move(t));
+  }
+  return params;
+}
+
+void checkParameters(const Artifact &artifact, const TensorMap &params) {
+  for (const ParameterInfo &p : artifact.parameters) {
+    auto it = params.find(p.name);
+    if (it == params.end())
+      throw Error(str("parameter '", p.name, "' (", shapeStr(p.shape), " ", dtypeName(p.dtype),
+                      ") is missing"));
+    const Tensor &t = it->second;
+    if (t.shape() != p.shape || !isFloat(t.dtype()))
+      throw Error(str("parameter '", p.name, "': expected ", shapeStr(p.shape), " ",
+                      dtypeName(p.dtype), ", got ", shapeStr(t.shape()), " ", dtypeName(t.dtype())));
+  }
+  for (auto &[name, t] : params)
+    if (!artifact.parameter(name))
+      throw Error(str("unknown parameter '", name, "' (", shapeStr(t.shape()),
+                      "): the model declares no such key"));
+}
+
+namespace {
+
+using cpu::Binary;
+using cpu::Unary;
+
+std::array<int64_t, 3> triple(const OpInfo &op, const std::string &name) {
+  std::vector<int64_t> v = op.intsAttr(name);
+  if (v.size() != 3)
+    throw Error(str(op.describe(), ": '", name, "' needs 3 entries"));
+  return {v[0], v[1], v[2]};
+}
+
+cpu::ConvParams convParams(const OpInfo &op, bool transposed) {
+  cpu::ConvParams p;
+  p.stride = triple(op, "stride");
+  p.padding = triple(op, "padding");
+  p.dilation = triple(op, "dilation");
+  if (transposed)
+    p.outputPadding = triple(op, "output_padding");
+  p.groups = op.intAttr("groups");
+  return p;
+}
+
+const std::unordered_map<std::string, Unary> kUnary = {
+    {"gelu", Unary::Gelu}, {"sigmoid", Unary::Sigmoid}, {"neg", Unary::Neg},
+    {"exp", Unary::Exp},   {"log", Unary::Log},         {"sqrt", Unary::Sqrt}};
+const std::unordered_map<std::string, Binary> kBinary = {
+    {"add", Binary::Add}, {"sub", Binary::Sub}, {"mul", Binary::Mul},
+    {"div", Binary::Div}, {"max", Binary::Max}, {"min", Binary::Min}};
+
+cpu::Reduce reduceKind(const OpInfo &op) {
+  const std::string &k = op.strAttr("kind");
+  if (k == "sum") return cpu::Reduce::Sum;
+  if (k == "mean") return cpu::Reduce::Mean;
+  if (k == "max") return cpu::Reduce::Max;
+  if (k == "min") return cpu::Reduce::Min;
+  throw Error(str(op.describe(), ": unknown reduction kind '", k, "'"));
+}
+
+cpu::LossReduction lossReduction(const OpInfo &op) {
+  const std::string &r = op.strAttr("reduction");
+  if (r == "mean") return cpu::LossReduction::Mean;
+  if (r == "sum") return cpu::LossReduction::Sum;
+  if (r == "none") return cpu::LossReduction::None;
+  if (r == "per_channel") return cpu::LossReduction::PerChannel;
+  throw Error(str(op.describe(), ": unknown loss reduction '", r, "'"));
+}
+
+// State of one run: the live values and how they are stored.
+class Run {
+public:
+  Run(const Function &fn, const TensorMap &params, Precision precision)
+      : fn(fn), params(params), storage(storageType(precision)), values(fn.values.size()) {
+    std::vector<size_t> last(fn.values.size(), 0);
+    for (size_t i = 0; i < fn.ops.size(); ++i)
+      for (auto &[name, ids] : fn.ops[i].operands)
+        for (int id : ids)
+          last[id] = i;
+    for (int id : fn.outputs)
+      last[id] = fn.ops.size();
+    frees.resize(fn.ops.size());
+    for (size_t id = 0; id < last.size(); ++id)
+      if (last[id] < fn.ops.size())
+        frees[last[id]].push_back(static_cast<int>(id));
+  }
+
+  void setInput(size_t index, const Tensor &t) {
+    int id = fn.inputs[index];
+    const ValueInfo &info = fn.values[id];
+    if (t.shape() != info.shape || (isFloat(info.dtype) != isFloat(t.dtype())) ||
+        (!isFloat(info.dtype) && t.dtype() != info.dtype))
+      throw Error(str("function '", fn.name, "' argument arg", index, ": expected ",
+                      shapeStr(info.shape), " ", dtypeName(info.dtype), ", got ", shapeStr(t.shape()),
+                      " ", dtypeName(t.dtype())));
+    values[id] = stored(t);
+  }
+
+  void execute(const OpInfo &op, size_t index) {
+    try {
+      dispatch(op);
+    } catch (const Error &e) {
+      throw Error(str(op.describe(), ": ", e.what()));
+    }
+    for (int id : frees[index])
+      if (!isOutput(id))
+        values[id] = Tensor();
+  }
+
+  std::vector<Tensor> outputs() const {
+    std::vector<Tensor> out;
+    for (int id : fn.outputs)
+      out.push_back(values[id]);
+    return out;
+  }
+
+private:
+  bool isOutput(int id) const {
+    return std::find(fn.outputs.begin(), fn.outputs.end(), id) != fn.outputs.end();
+  }
+
+  // Float tensors in the storage type; others unchanged.
+  Tensor stored(const Tensor &t) const {
+    return isFloat(t.dtype()) && t.dtype() != storage ? t.to(storage) : t;
+  }
+
+  const Tensor &in(int id) const {
+    if (!values[id].defined())
+      throw Error(str("value ", id, " is used after it was freed or before it was defined"));
+    return values[id];
+  }
+  const Tensor &in(const OpInfo &op, const std::string &name) const { return in(op.single(name)); }
+  const Tensor *optionalIn(const OpInfo &op, const std::string &name) const {
+    std::optional<int> id = op.optional(name);
+    return id ? &in(*id) : nullptr;
+  }
+
+  // The result tensor with the plan's shape; floats in `dtype` (default: storage type).
+  Tensor &result(const OpInfo &op, size_t i = 0, std::optional<DType> dtype = std::nullopt) {
+    if (i >= op.results.size())
+      throw Error(str("the plan gives ", op.results.size(), " results"));
+    const ValueInfo &info = fn.values[op.results[i]];
+    DType t = isFloat(info.dtype) ? dtype.value_or(storage) : info.dtype;
+    values[op.results[i]] = Tensor(t, info.shape);
+    return values[op.results[i]];
+  }
+
+  // Loss scalars stay in float even when activations are stored in bf16.
+  DType lossType() const { return storage == DType::BF16 ? DType::F32 : storage; }
+
+  void dispatch(const OpInfo &op) {
+    const std::string &k = op.kind;
+    if (k == "param") {
+      const std::string &name = op.strAttr("name");
+      auto it = params.find(name);
+      if (it == params.end())
+        throw Error(str("parameter '", name, "' is missing"));
+      const ValueInfo &info = fn.values[op.results.at(0)];
+      if (it->second.shape() != info.shape)
+        throw Error(str("parameter '", name, "': expected ", shapeStr(info.shape), ", got ",
+                        shapeStr(it->second.shape())));
+      values[op.results.at(0)] = stored(it->second);
+    } else if (k == "constant") {
+      const ValueInfo &info = fn.values[op.results.at(0)];
+      if (!isFloat(info.dtype))
+        throw Error("integer constants are not supported by the CPU backend");
+      std::vector<double> v = op.floatsAttr("value");
+      Tensor f64(DType::F64, info.shape);
+      if (static_cast<int64_t>(v.size()) != f64.numel() && v.size() != 1)
+        throw Error(str("constant has ", v.size(), " values for shape ", shapeStr(info.shape)));
+      for (int64_t i = 0; i < f64.numel(); ++i)
+        f64.data<double>()[i] = v[v.size() == 1 ? 0 : i];
+      values[op.results[0]] = f64.to(storage);
+    } else if (k == "conv3d" || k == "conv3d_transpose") {
+      bool transposed = k == "conv3d_transpose";
+      const Tensor &x = in(op, "input"), &w = in(op, "weight");
+      const Tensor *b = optionalIn(op, "bias");
+      Tensor &y = result(op);
+      if (transposed)
+        cpu::conv3dTranspose(x, w, b, convParams(op, true), y);
+      else
+        cpu::conv3d(x, w, b, convParams(op, false), y);
+    } else if (k == "group_norm") {
+      cpu::groupNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.intAttr("groups"),
+                     op.floatAttr("epsilon"), result(op));
+    } else if (k == "channel_layer_norm") {
+      cpu::channelLayerNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"),
+                            op.floatAttr("epsilon"), result(op));
+    } else if (k == "grn") {
+      cpu::grn(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.floatAttr("epsilon"),
+               result(op));
+    } else if (auto u = kUnary.find(k); u != kUnary.end()) {
+      cpu::unary(u->second, in(op, "input"), result(op));
+    } else if (auto b = kBinary.find(k); b != kBinary.end()) {
+      cpu::binary(b->second, in(op, "lhs"), in(op, "rhs"), result(op));
+    } else if (k == "pad") {
+      cpu::pad(in(op, "input"), op.intsAttr("low"), op.intsAttr("high"), op.floatAttr("value"),
+               result(op));
+    } else if (k == "slice") {
+      cpu::slice(in(op, "input"), op.intsAttr("offsets"), op.intsAttr("strides"), result(op));
+    } else if (k == "concat") {
+      std::vector<const Tensor *> inputs;
+      for (int id : op.operand("inputs"))
+        inputs.push_back(&in(id));
+      cpu::concat(inputs, op.intAttr("axis"), result(op));
+    } else if (k == "reduce") {
+      cpu::reduce(reduceKind(op), in(op, "input"), op.intsAttr("axes"), result(op));
+    } else if (k == "bce_with_logits") {
+      cpu::BceParams p;
+      p.reduction = lossReduction(op);
+      p.autoPosWeight = op.boolAttr("auto_pos_weight");
+      p.maxPosWeight = op.floatAttr("max_pos_weight");
+      Tensor &y = result(op, 0, p.reduction == cpu::LossReduction::None ? storage : lossType());
+      cpu::bceWithLogits(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
+                         optionalIn(op, "pos_weight"), p, y);
+    } else if (k == "dice_ce") {
+      cpu::DiceCEParams p;
+      p.weights = op.floatsAttr("weights");
+      p.smooth = op.floatAttr("smooth");
+      p.ceWeight = op.floatAttr("ce_weight");
+      p.diceWeight = op.floatAttr("dice_weight");
+      p.batchDice = op.boolAttr("batch_dice");
+      p.includeBackground = op.boolAttr("include_background");
+      std::vector<const Tensor *> logits, targets;
+      for (int id : op.operand("logits"))
+        logits.push_back(&in(id));
+      for (int id : op.operand("targets"))
+        targets.push_back(&in(id));
+      cpu::diceCE(logits, targets, p, result(op, 0, lossType()));
+    } else {
+      throw Error("the CPU backend has no kernel for this op");
+    }
+  }
+
+  const Function &fn;
+  const TensorMap &params;
+  DType storage;
+  std::vector<Tensor> values;
+  std::vector<std::vector<int>> frees; ///< values whose last use is op i
+};
+
+} // namespace
+
+std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
+                           const std::vector<Tensor> &inputs, const TensorMap &params,
+                           Precision precision) {
+  if (inputs.size() != fn.inputs.size())
+    throw Error(str(artifact.path, ": function '", fn.name, "' takes ", fn.inputs.size(),
+                    " inputs, got ", inputs.size()));
+  Run run(fn, params, precision);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    run.setInput(i, inputs[i]);
+  for (size_t i = 0; i < fn.ops.size(); ++i)
+    run.execute(fn.ops[i], i);
+  return run.outputs();
+}
+
+} // namespace medrun

@@ -1,0 +1,180 @@
+//===- Elementwise.cpp - unary and broadcasting binary kernels -------------------===//
+//
+// Every output element is computed alone from its inputs, so any split over threads gives
+// the same bits. Math happens in the accumulation type (float for f32/bf16, double for f64).
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Kernels.h"
+
+#include "Dispatch.h"
+
+#include <cmath>
+#include <limits>
+
+namespace medrun::cpu {
+namespace {
+using namespace detail;
+
+constexpr int64_t kElementGrain = 16384;
+
+template <typename T, typename F> void mapUnary(const Tensor &x, Tensor &y, F f) {
+  const T *xp = ptr<T>(x);
+  T *yp = ptr<T>(y);
+  parallelFor(x.numel(), kElementGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      yp[i] = store<T>(f(load(xp[i])));
+  });
+}
+
+template <typename T> void unaryImpl(Unary op, const Tensor &x, Tensor &y) {
+  using A = Acc<T>;
+  requireDType("unary", "result", y, x.dtype());
+  if (y.numel() != x.numel())
+    throw Error(str("med kernel unary: result shape ", shapeStr(y.shape()),
+                    " does not match input shape ", shapeStr(x.shape())));
+  switch (op) {
+  case Unary::Gelu:
+    // torch.nn.GELU(): x · 0.5 · (1 + erf(x / √2)).
+    return mapUnary<T>(x, y, [](A v) {
+      return v * A(0.5) * (A(1) + std::erf(v * A(0.70710678118654752440)));
+    });
+  case Unary::Sigmoid:
+    return mapUnary<T>(x, y, [](A v) { return A(1) / (A(1) + std::exp(-v)); });
+  case Unary::Neg: return mapUnary<T>(x, y, [](A v) { return -v; });
+  case Unary::Exp: return mapUnary<T>(x, y, [](A v) { return std::exp(v); });
+  case Unary::Log: return mapUnary<T>(x, y, [](A v) { return std::log(v); });
+  case Unary::Sqrt: return mapUnary<T>(x, y, [](A v) { return std::sqrt(v); });
+  }
+  throw Error("med kernel unary: unknown operation");
+}
+
+/// torch.maximum / torch.minimum: a NaN in either operand gives NaN.
+template <typename A> inline A maxNaN(A a, A b) {
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  return a < b ? b : a;
+}
+template <typename A> inline A minNaN(A a, A b) {
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  return b < a ? b : a;
+}
+
+/// The broadcast iteration space after dropping size-1 axes and merging axes that are
+/// contiguous for the result and both operands alike.
+struct BroadcastPlan {
+  std::vector<int64_t> size, strideA, strideB; // outermost first; the last is the row
+};
+
+BroadcastPlan planBroadcast(const Shape &a, const Shape &b, const Shape &y) {
+  const int64_t r = static_cast<int64_t>(y.size());
+  auto stridesFor = [&](const Shape &s) {
+    if (static_cast<int64_t>(s.size()) > r)
+      throw Error(str("med kernel binary: operand shape ", shapeStr(s),
+                      " has more axes than the result ", shapeStr(y)));
+    std::vector<int64_t> st(r, 0);
+    int64_t off = r - static_cast<int64_t>(s.size()), acc = 1;
+    for (int64_t i = r - 1; i >= off; --i) {
+      int64_t d = s[i - off];
+      if (d != y[i] && d != 1)
+        throw Error(str("med kernel binary: operand shape ", shapeStr(s),
+                        " does not broadcast to ", shapeStr(y)));
+      st[i] = d == 1 ? 0 : acc;
+      acc *= d;
+    }
+    return st;
+  };
+  std::vector<int64_t> sa = stridesFor(a), sb = stridesFor(b);
+  BroadcastPlan p;
+  for (int64_t i = 0; i < r; ++i) {
+    if (y[i] == 1)
+      continue;
+    if (!p.size.empty() && p.strideA.back() == sa[i] * y[i] && p.strideB.back() == sb[i] * y[i]) {
+      p.size.back() *= y[i];
+      p.strideA.back() = sa[i];
+      p.strideB.back() = sb[i];
+      continue;
+    }
+    p.size.push_back(y[i]);
+    p.strideA.push_back(sa[i]);
+    p.strideB.push_back(sb[i]);
+  }
+  if (p.size.empty()) { // a scalar result
+    p.size.push_back(1);
+    p.strideA.push_back(0);
+    p.strideB.push_back(0);
+  }
+  return p;
+}
+
+template <typename T, typename F>
+void mapBinary(const Tensor &a, const Tensor &b, Tensor &y, F f) {
+  using A = Acc<T>;
+  const T *ap = ptr<T>(a), *bp = ptr<T>(b);
+  T *yp = ptr<T>(y);
+  BroadcastPlan p = planBroadcast(a.shape(), b.shape(), y.shape());
+  const int64_t dims = static_cast<int64_t>(p.size.size());
+  const int64_t len = p.size.back(), sa = p.strideA.back(), sb = p.strideB.back();
+  const int64_t rows = y.numel() / len;
+  parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t oa = 0, ob = 0, rest = r;
+      for (int64_t d = dims - 2; d >= 0; --d) {
+        int64_t i = rest % p.size[d];
+        rest /= p.size[d];
+        oa += i * p.strideA[d];
+        ob += i * p.strideB[d];
+      }
+      const T *ar = ap + oa, *br = bp + ob;
+      T *yr = yp + r * len;
+      if (sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < len; ++i)
+          yr[i] = store<T>(f(load(ar[i]), load(br[i])));
+      } else if (sa == 1 && sb == 0) {
+        const A bv = load(br[0]);
+        for (int64_t i = 0; i < len; ++i)
+          yr[i] = store<T>(f(load(ar[i]), bv));
+      } else if (sa == 0 && sb == 1) {
+        const A av = load(ar[0]);
+        for (int64_t i = 0; i < len; ++i)
+          yr[i] = store<T>(f(av, load(br[i])));
+      } else {
+        for (int64_t i = 0; i < len; ++i)
+          yr[i] = store<T>(f(load(ar[i * sa]), load(br[i * sb])));
+      }
+    }
+  });
+}
+
+template <typename T> void binaryImpl(Binary op, const Tensor &a, const Tensor &b, Tensor &y) {
+  using A = Acc<T>;
+  requireDType("binary", "rhs", b, a.dtype());
+  requireDType("binary", "result", y, a.dtype());
+  if (y.numel() == 0)
+    return;
+  switch (op) {
+  case Binary::Add: return mapBinary<T>(a, b, y, [](A u, A v) { return u + v; });
+  case Binary::Sub: return mapBinary<T>(a, b, y, [](A u, A v) { return u - v; });
+  case Binary::Mul: return mapBinary<T>(a, b, y, [](A u, A v) { return u * v; });
+  case Binary::Div: return mapBinary<T>(a, b, y, [](A u, A v) { return u / v; });
+  case Binary::Max: return mapBinary<T>(a, b, y, [](A u, A v) { return maxNaN(u, v); });
+  case Binary::Min: return mapBinary<T>(a, b, y, [](A u, A v) { return minNaN(u, v); });
+  }
+  throw Error("med kernel binary: unknown operation");
+}
+
+} // namespace
+
+void unary(Unary op, const Tensor &x, Tensor &y) {
+  dispatchFloat(x.dtype(), "unary", [&](auto tag) { unaryImpl<decltype(tag)>(op, x, y); });
+}
+
+void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y) {
+  dispatchFloat(a.dtype(), "binary", [&](auto tag) { binaryImpl<decltype(tag)>(op, a, b, y); });
+}
+
+} // namespace medrun::cpu

@@ -1,0 +1,59 @@
+// RUN: medc compile %s --batch 2 --patch 6,6,6 --emit=plan -o %t.json
+// RUN: %python %S/Inputs/plan_query.py %t.json parameters | FileCheck %s --check-prefix=PARAMS
+// RUN: %python %S/Inputs/plan_query.py %t.json functions[0].ops | FileCheck %s --check-prefix=NET
+// RUN: %python %S/Inputs/plan_query.py %t.json functions[1].ops | FileCheck %s --check-prefix=LOSS
+// RUN: %python %S/Inputs/plan_query.py %t.json functions[0].values[0] functions[0].inputs functions[0].outputs | FileCheck %s --check-prefix=SIG
+// RUN: medc compile %s -o %t.medc && %python -c "import sys; b = open(sys.argv[1], 'rb').read(); print(b[:8], int.from_bytes(b[8:12], 'little'))" %t.medc | FileCheck %s --check-prefix=HEAD
+
+// Every attribute is written with its default filled in, operands are grouped by their
+// ODS names (empty for an absent optional operand), and every function is specialized.
+// JSON numbers that are integral print without a fraction (0, 10); readers accept both.
+
+med.parameter @"c.weight" : tensor<4x2x3x3x3xf32> init uniform(54)
+med.parameter @"n.weight" : tensor<4xf32> init ones
+med.parameter @"n.bias" : tensor<4xf32> init zeros
+
+// PARAMS: {"dtype":"f32","fan_in":54,"init":"uniform","name":"c.weight","shape":[4,2,3,3,3]}
+// PARAMS-NEXT: {"dtype":"f32","init":"ones","name":"n.weight","shape":[4]}
+// PARAMS-NEXT: {"dtype":"f32","init":"zeros","name":"n.bias","shape":[4]}
+
+// SIG: {"dtype":"f32","shape":[2,2,6,6,6]}
+// SIG-NEXT: 0
+// SIG-NEXT: 9
+
+// NET: {"attrs":{"name":"c.weight"},"loc":"{{.*}}artifact.mlir:[[#]]:{{[0-9]+}}","op":"param","operands":{},"results":[1]}
+// NET: {"attrs":{"dilation":[1,1,1],"groups":1,"padding":[1,1,1],"stride":[2,2,2]},"loc":"{{.*}}","op":"conv3d","operands":{"bias":[],"input":[0],"weight":[1]},"results":[2]}
+// NET: {"attrs":{"epsilon":1e-05,"groups":2},"loc":"{{.*}}","op":"group_norm","operands":{"beta":[4],"gamma":[3],"input":[2]},"results":[5]}
+// NET: {"attrs":{},"loc":"{{.*}}","op":"gelu","operands":{"input":[5]},"results":[6]}
+// NET: {"attrs":{"high":[0,0,0,0,0],"low":[0,0,1,1,1],"value":0},"loc":"{{.*}}","op":"pad","operands":{"input":[6]},"results":[7]}
+// NET: {"attrs":{"value":[0.5]},"loc":"{{.*}}","op":"constant","operands":{},"results":[8]}
+// NET: {"attrs":{},"loc":"{{.*}}","op":"mul","operands":{"lhs":[7],"rhs":[8]},"results":[9]}
+func.func @net(%x: tensor<?x2x?x?x?xf32>) -> tensor<?x4x?x?x?xf32> {
+  %w = med.param @"c.weight" : tensor<4x2x3x3x3xf32>
+  %0 = med.conv3d %x, %w {padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>} : (tensor<?x2x?x?x?xf32>, tensor<4x2x3x3x3xf32>) -> tensor<?x4x?x?x?xf32>
+  %g = med.param @"n.weight" : tensor<4xf32>
+  %b = med.param @"n.bias" : tensor<4xf32>
+  %1 = med.group_norm %0, %g, %b {groups = 2 : i64} : (tensor<?x4x?x?x?xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<?x4x?x?x?xf32>
+  %2 = med.gelu %1 : tensor<?x4x?x?x?xf32>
+  %3 = med.pad %2 {low = array<i64: 0, 0, 1, 1, 1>, high = array<i64: 0, 0, 0, 0, 0>} : (tensor<?x4x?x?x?xf32>) -> tensor<?x4x?x?x?xf32>
+  %c = med.constant dense<0.5> : tensor<f32>
+  %4 = med.mul %3, %c : (tensor<?x4x?x?x?xf32>, tensor<f32>) -> tensor<?x4x?x?x?xf32>
+  return %4 : tensor<?x4x?x?x?xf32>
+}
+
+// LOSS: {"attrs":{"auto_pos_weight":true,"max_pos_weight":10,"reduction":"per_channel"},"loc":"{{.*}}","op":"bce_with_logits","operands":{"logits":[0],"mask":[2],"pos_weight":[],"target":[1]},"results":[5]}
+// LOSS: {"attrs":{"batch_dice":true,"ce_weight":1,"dice_weight":1,"include_background":false,"smooth":1e-05,"weights":[1]},"loc":"{{.*}}","op":"dice_ce","operands":{"logits":[0],"targets":[3]},"results":[6]}
+// LOSS: {"attrs":{"axes":[1],"keepdims":false,"kind":"max"},"loc":"{{.*}}","op":"reduce","operands":{"input":[0]},"results":[7]}
+// LOSS: {"attrs":{"offsets":[0,0,0,0,0],"sizes":[2,3,4,4,4],"strides":[1,1,1,1,1]},"loc":"{{.*}}","op":"slice","operands":{"input":[0]},"results":[8]}
+// LOSS: {"attrs":{"axis":1},"loc":"{{.*}}","op":"concat","operands":{"inputs":[8,9]},"results":[10]}
+func.func @loss(%x: tensor<2x3x4x4x5xf32>, %y: tensor<2x3x4x4x5xf32>, %m: tensor<2x3x4x4x5xf32>, %t: tensor<2x1x4x4x5xi32>, %e: tensor<2x3x4x4x5xf32>) -> (tensor<f32>, tensor<f32>, tensor<2x4x4x5xf32>, tensor<2x6x4x4x4xf32>) {
+  %0 = med.bce_with_logits %x, %y mask %m {reduction = #med<reduction per_channel>, auto_pos_weight} : (tensor<2x3x4x4x5xf32>, tensor<2x3x4x4x5xf32>, tensor<2x3x4x4x5xf32>) -> tensor<f32>
+  %1 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 1.0>} : (tensor<2x3x4x4x5xf32>, tensor<2x1x4x4x5xi32>) -> tensor<f32>
+  %2 = med.reduce max %x {axes = array<i64: 1>} : (tensor<2x3x4x4x5xf32>) -> tensor<2x4x4x5xf32>
+  %3 = med.slice %x {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 2, 3, 4, 4, 4>} : (tensor<2x3x4x4x5xf32>) -> tensor<2x3x4x4x4xf32>
+  %4 = med.slice %x {offsets = array<i64: 0, 0, 0, 0, 1>, sizes = array<i64: 2, 3, 4, 4, 4>} : (tensor<2x3x4x4x5xf32>) -> tensor<2x3x4x4x4xf32>
+  %5 = med.concat %3, %4 {axis = 1 : i64} : (tensor<2x3x4x4x4xf32>, tensor<2x3x4x4x4xf32>) -> tensor<2x6x4x4x4xf32>
+  return %0, %1, %2, %5 : tensor<f32>, tensor<f32>, tensor<2x4x4x5xf32>, tensor<2x6x4x4x4xf32>
+}
+
+// HEAD: b'MEDCART\x00' 1

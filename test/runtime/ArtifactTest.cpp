@@ -1,0 +1,134 @@
+//===- ArtifactTest.cpp - artifact container and plan validation ----------------===//
+#include "medrun/Artifact.h"
+#include "medrun/Error.h"
+#include "medrun/Random.h"
+
+#include "gtest/gtest.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+using namespace medrun;
+
+namespace {
+
+const char *kPlan = R"({"format":"medc-artifact","compiler":"test","source":"t.mlir",
+ "source_sha256":"00","options":{},
+ "parameters":[{"name":"w","dtype":"f32","shape":[2,3],"init":"uniform","fan_in":3}],
+ "functions":[{"name":"f","values":[{"dtype":"f32","shape":[2,3]},{"dtype":"f32","shape":[2,3]},
+   {"dtype":"f32","shape":[2,3]}],"inputs":[0],"outputs":[2],
+   "ops":[{"op":"param","operands":{},"results":[1],"attrs":{"name":"w"},"loc":"t.mlir:3:5"},
+          {"op":"add","operands":{"lhs":[0],"rhs":[1]},"results":[2],"attrs":{},"loc":""}]}]})";
+
+template <typename T> void appendLE(std::string &out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+}
+
+std::string container(const std::string &json, uint32_t version = Artifact::kFormatVersion) {
+  std::string bytes(kArtifactMagic, 8);
+  appendLE<uint32_t>(bytes, version);
+  appendLE<uint32_t>(bytes, 0);
+  appendLE<uint64_t>(bytes, json.size());
+  bytes += json;
+  appendLE<uint32_t>(bytes, crc32(bytes.data(), bytes.size()));
+  return bytes;
+}
+
+std::string writeTemp(const std::string &name, const std::string &bytes) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string loadError(const std::string &path) {
+  try {
+    Artifact::load(path);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Artifact, LoadsPlan) {
+  Artifact a = Artifact::load(writeTemp("ok.medc", container(kPlan)));
+  ASSERT_EQ(a.functions.size(), 1u);
+  const Function &f = a.function("f");
+  EXPECT_EQ(f.ops.size(), 2u);
+  EXPECT_EQ(f.ops[0].strAttr("name"), "w");
+  EXPECT_EQ(f.ops[1].single("lhs"), 0);
+  EXPECT_EQ(f.ops[0].describe(), "'med.param' at t.mlir:3:5");
+  ASSERT_NE(a.parameter("w"), nullptr);
+  EXPECT_EQ(a.parameter("w")->fanIn, 3);
+  EXPECT_NE(std::string(loadError(writeTemp("x.medc", container(kPlan)))), "x");
+  try {
+    a.function("g");
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("no function 'g' (the artifact has: f)"), std::string::npos);
+  }
+}
+
+TEST(Artifact, RejectsOtherVersion) {
+  std::string msg = loadError(writeTemp("v2.medc", container(kPlan, 2)));
+  EXPECT_NE(msg.find("artifact format version 2, but this medrun reads version 1"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Artifact, RejectsTruncated) {
+  std::string bytes = container(kPlan);
+  std::string msg = loadError(writeTemp("cut.medc", bytes.substr(0, bytes.size() - 10)));
+  EXPECT_NE(msg.find("truncated artifact: expected " + std::to_string(bytes.size()) + " bytes"),
+            std::string::npos)
+      << msg;
+  msg = loadError(writeTemp("tiny.medc", bytes.substr(0, 12)));
+  EXPECT_NE(msg.find("truncated artifact"), std::string::npos) << msg;
+}
+
+TEST(Artifact, RejectsCorrupted) {
+  std::string bytes = container(kPlan);
+  bytes[40] ^= 0x20;
+  std::string msg = loadError(writeTemp("bad.medc", bytes));
+  EXPECT_NE(msg.find("corrupted artifact: checksum"), std::string::npos) << msg;
+}
+
+TEST(Artifact, RejectsOtherFilesAndMissing) {
+  EXPECT_NE(loadError(writeTemp("npy.medc", "\x93NUMPY")).find("not a medc artifact"),
+            std::string::npos);
+  EXPECT_NE(loadError("/nonexistent/x.medc").find("cannot open the artifact"), std::string::npos);
+}
+
+TEST(Artifact, RejectsMalformedPlans) {
+  std::string plan = kPlan;
+  std::string undefined = plan;
+  undefined.replace(undefined.find("\"lhs\":[0]"), 9, "\"lhs\":[2]");
+  std::string msg = loadError(writeTemp("undef.medc", container(undefined)));
+  EXPECT_NE(msg.find("uses value 2 before it is defined"), std::string::npos) << msg;
+  std::string badId = plan;
+  badId.replace(badId.find("\"outputs\":[2]"), 13, "\"outputs\":[9]");
+  msg = loadError(writeTemp("id.medc", container(badId)));
+  EXPECT_NE(msg.find("value id 9 out of range (3 values)"), std::string::npos) << msg;
+  msg = loadError(writeTemp("json.medc", container("{\"format\":")));
+  EXPECT_NE(msg.find("malformed artifact"), std::string::npos) << msg;
+}
+
+// Known-answer vectors of Philox4x32-10 (Random123's kat_vectors).
+TEST(Random, PhiloxKnownAnswers) {
+  EXPECT_EQ(philox4x32({0, 0, 0, 0}, {0, 0}),
+            (PhiloxCounter{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                       {0xffffffffu, 0xffffffffu}),
+            (PhiloxCounter{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                       {0xa4093822u, 0x299f31d0u}),
+            (PhiloxCounter{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST(Random, Crc32MatchesZlib) {
+  // zlib.crc32(b"123456789") == 0xcbf43926, the CRC-32 check value.
+  EXPECT_EQ(crc32("123456789", 9), 0xcbf43926u);
+}
+
+} // namespace

@@ -1,0 +1,498 @@
+//===- TorchReference.cpp - the op-level plan of an artifact, run with LibTorch -----===//
+//
+// One function per med op family. Semantics are those of docs/dialect.md; where torch has
+// the op itself (conv3d, conv_transpose3d, group_norm, layer_norm, gelu, cross_entropy,
+// binary_cross_entropy_with_logits, constant_pad_nd, ...) it is used as is, so that the
+// reference does not share our kernels' reading of the spec.
+//
+//===----------------------------------------------------------------------------------===//
+#include "TorchReference.h"
+
+#include "medrun/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <variant>
+
+using medrun::Error;
+using medrun::str;
+
+namespace medcheck {
+
+torch::ScalarType torchType(medrun::DType t) {
+  switch (t) {
+  case medrun::DType::F32: return torch::kFloat;
+  case medrun::DType::F64: return torch::kDouble;
+  case medrun::DType::BF16: return torch::kBFloat16;
+  case medrun::DType::F16: return torch::kHalf;
+  case medrun::DType::I8: return torch::kChar;
+  case medrun::DType::I16: return torch::kShort;
+  case medrun::DType::I32: return torch::kInt;
+  case medrun::DType::I64: return torch::kLong;
+  case medrun::DType::U8: return torch::kByte;
+  case medrun::DType::Bool: return torch::kBool;
+  }
+  throw Error("unknown medrun dtype");
+}
+
+medrun::DType medrunType(torch::ScalarType t) {
+  switch (t) {
+  case torch::kFloat: return medrun::DType::F32;
+  case torch::kDouble: return medrun::DType::F64;
+  case torch::kBFloat16: return medrun::DType::BF16;
+  case torch::kHalf: return medrun::DType::F16;
+  case torch::kChar: return medrun::DType::I8;
+  case torch::kShort: return medrun::DType::I16;
+  case torch::kInt: return medrun::DType::I32;
+  case torch::kLong: return medrun::DType::I64;
+  case torch::kByte: return medrun::DType::U8;
+  case torch::kBool: return medrun::DType::Bool;
+  default: break;
+  }
+  throw Error(str("torch dtype ", c10::toString(t), " has no medrun counterpart"));
+}
+
+torch::Tensor toTorch(const medrun::Tensor &t) {
+  std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
+  auto options = torch::TensorOptions().dtype(torchType(t.dtype()));
+  if (t.numel() == 0)
+    return torch::empty(sizes, options);
+  return torch::from_blob(const_cast<void *>(t.raw()), sizes, options).clone();
+}
+
+medrun::Tensor fromTorch(const torch::Tensor &t) {
+  torch::Tensor c = t.contiguous().cpu();
+  medrun::Shape shape(c.sizes().begin(), c.sizes().end());
+  medrun::Tensor out(medrunType(c.scalar_type()), shape);
+  if (out.nbytes())
+    std::memcpy(out.raw(), c.data_ptr(), out.nbytes());
+  return out;
+}
+
+namespace {
+
+using medrun::OpInfo;
+
+/// Everything an op needs: the values computed so far and the function's types.
+struct Env {
+  const medrun::Function &fn;
+  std::vector<torch::Tensor> values;
+  torch::ScalarType floatType;
+
+  const torch::Tensor &get(int id, const OpInfo &op) const {
+    if (id < 0 || id >= static_cast<int>(values.size()) || !values[id].defined())
+      throw Error(str(op.describe(), ": operand %", id, " has no value yet"));
+    return values[id];
+  }
+  const torch::Tensor &in(const OpInfo &op, const std::string &name) const {
+    return get(op.single(name), op);
+  }
+  torch::Tensor opt(const OpInfo &op, const std::string &name) const {
+    auto id = op.optional(name);
+    return id ? get(*id, op) : torch::Tensor();
+  }
+  std::vector<torch::Tensor> group(const OpInfo &op, const std::string &name) const {
+    std::vector<torch::Tensor> out;
+    for (int id : op.operand(name))
+      out.push_back(get(id, op));
+    return out;
+  }
+  /// The torch type a value of the function is held in.
+  torch::ScalarType typeOf(int id) const {
+    medrun::DType t = fn.values.at(id).dtype;
+    return medrun::isFloat(t) ? floatType : torchType(t);
+  }
+};
+
+// Attribute readers that accept either JSON number kind (an integral-valued float list may
+// be read back as integers, an empty list as either).
+const medrun::AttrValue &attr(const OpInfo &op, const std::string &name) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end())
+    throw Error(str(op.describe(), ": missing attribute '", name, "'"));
+  return it->second;
+}
+
+double num(const OpInfo &op, const std::string &name) {
+  const medrun::AttrValue &v = attr(op, name);
+  if (auto *d = std::get_if<double>(&v))
+    return *d;
+  if (auto *i = std::get_if<int64_t>(&v))
+    return static_cast<double>(*i);
+  throw Error(str(op.describe(), ": attribute '", name, "' is not a number"));
+}
+
+std::vector<double> nums(const OpInfo &op, const std::string &name) {
+  const medrun::AttrValue &v = attr(op, name);
+  if (auto *d = std::get_if<std::vector<double>>(&v))
+    return *d;
+  if (auto *i = std::get_if<std::vector<int64_t>>(&v))
+    return std::vector<double>(i->begin(), i->end());
+  if (std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v))
+    return {num(op, name)};
+  throw Error(str(op.describe(), ": attribute '", name, "' is not a list of numbers"));
+}
+
+std::vector<int64_t> ints(const OpInfo &op, const std::string &name) {
+  const medrun::AttrValue &v = attr(op, name);
+  if (auto *i = std::get_if<std::vector<int64_t>>(&v))
+    return *i;
+  if (auto *d = std::get_if<std::vector<double>>(&v)) {
+    std::vector<int64_t> out;
+    for (double x : *d) {
+      if (x != std::floor(x))
+        throw Error(str(op.describe(), ": attribute '", name, "' holds a non-integer"));
+      out.push_back(static_cast<int64_t>(x));
+    }
+    return out;
+  }
+  throw Error(str(op.describe(), ": attribute '", name, "' is not a list of integers"));
+}
+
+int64_t integer(const OpInfo &op, const std::string &name) {
+  const medrun::AttrValue &v = attr(op, name);
+  if (auto *i = std::get_if<int64_t>(&v))
+    return *i;
+  if (auto *d = std::get_if<double>(&v); d && *d == std::floor(*d))
+    return static_cast<int64_t>(*d);
+  throw Error(str(op.describe(), ": attribute '", name, "' is not an integer"));
+}
+
+/// A unit or bool attribute; absent means false.
+bool flag(const OpInfo &op, const std::string &name) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end())
+    return false;
+  if (auto *b = std::get_if<bool>(&it->second))
+    return *b;
+  throw Error(str(op.describe(), ": attribute '", name, "' is not a bool"));
+}
+
+std::vector<int64_t> ints3(const OpInfo &op, const std::string &name) {
+  std::vector<int64_t> v = ints(op, name);
+  if (v.size() != 3)
+    throw Error(str(op.describe(), ": attribute '", name, "' has ", v.size(),
+                    " values, expected 3"));
+  return v;
+}
+
+/// `t` viewed as 1×C×1×…×1 so that it broadcasts along axis 1 of a rank-`rank` tensor.
+torch::Tensor alongChannels(const torch::Tensor &t, int64_t rank) {
+  std::vector<int64_t> shape(std::max<int64_t>(rank, 2), 1);
+  shape[1] = t.numel();
+  return t.reshape(shape);
+}
+
+/// Every axis of a rank-`rank` tensor but `except` (or all if except < 0).
+std::vector<int64_t> axesBut(int64_t rank, int64_t except) {
+  std::vector<int64_t> axes;
+  for (int64_t a = 0; a < rank; ++a)
+    if (a != except)
+      axes.push_back(a);
+  return axes;
+}
+
+torch::Tensor sumOver(const torch::Tensor &t, const std::vector<int64_t> &axes,
+                      bool keepdim = false) {
+  if (axes.empty())
+    return t.clone();
+  return t.sum(axes, keepdim);
+}
+
+// ---- ops ------------------------------------------------------------------------------
+
+torch::Tensor conv(const Env &env, const OpInfo &op, bool transposed) {
+  torch::Tensor x = env.in(op, "input"), w = env.in(op, "weight"), b = env.opt(op, "bias");
+  auto stride = ints3(op, "stride"), padding = ints3(op, "padding"),
+       dilation = ints3(op, "dilation");
+  int64_t groups = integer(op, "groups");
+  if (!transposed)
+    return torch::conv3d(x, w, b, stride, padding, dilation, groups);
+  auto outputPadding = ints3(op, "output_padding");
+  return torch::conv_transpose3d(x, w, b, stride, padding, outputPadding, groups, dilation);
+}
+
+torch::Tensor channelLayerNorm(const Env &env, const OpInfo &op) {
+  torch::Tensor x = env.in(op, "input"), g = env.in(op, "gamma"), b = env.in(op, "beta");
+  int64_t c = x.size(1);
+  // torch's own layer norm over the last axis, with channels moved there and back.
+  torch::Tensor last = x.movedim(1, -1);
+  torch::Tensor y = torch::layer_norm(last, {c}, g.reshape({c}), b.reshape({c}),
+                                      num(op, "epsilon"));
+  return y.movedim(-1, 1).contiguous();
+}
+
+torch::Tensor grn(const Env &env, const OpInfo &op) {
+  torch::Tensor x = env.in(op, "input"), g = env.in(op, "gamma"), b = env.in(op, "beta");
+  std::vector<int64_t> spatial;
+  for (int64_t a = 2; a < x.dim(); ++a)
+    spatial.push_back(a);
+  // MedNeXt: gx = torch.norm(x, p=2, dim=(-3,-2,-1), keepdim=True);
+  //          nx = gx / (gx.mean(dim=1, keepdim=True) + eps); y = gamma*(x*nx) + beta + x
+  torch::Tensor gx = torch::linalg_vector_norm(x, 2, spatial, /*keepdim=*/true);
+  torch::Tensor nx = gx / (gx.mean({1}, /*keepdim=*/true) + num(op, "epsilon"));
+  return g * (x * nx) + b + x;
+}
+
+torch::Tensor pad(const Env &env, const OpInfo &op) {
+  torch::Tensor x = env.in(op, "input");
+  std::vector<int64_t> low = ints(op, "low"), high = ints(op, "high");
+  if (static_cast<int64_t>(low.size()) != x.dim() || static_cast<int64_t>(high.size()) != x.dim())
+    throw Error(str(op.describe(), ": low/high need one entry per axis"));
+  // constant_pad_nd takes (low, high) pairs starting at the last axis.
+  std::vector<int64_t> pads;
+  for (int64_t a = x.dim() - 1; a >= 0; --a) {
+    pads.push_back(low[a]);
+    pads.push_back(high[a]);
+  }
+  return torch::constant_pad_nd(x, pads, num(op, "value"));
+}
+
+torch::Tensor slice(const Env &env, const OpInfo &op) {
+  torch::Tensor y = env.in(op, "input");
+  std::vector<int64_t> offsets = ints(op, "offsets"), sizes = ints(op, "sizes");
+  std::vector<int64_t> strides; // optional in the dialect: absent means 1 on every axis
+  if (op.attrs.count("strides"))
+    strides = ints(op, "strides");
+  for (int64_t a = 0; a < y.dim(); ++a) {
+    int64_t step = a < static_cast<int64_t>(strides.size()) ? strides[a] : 1;
+    int64_t size = sizes.at(a);
+    if (size == 0)
+      y = y.narrow(a, 0, 0);
+    else
+      y = y.slice(a, offsets.at(a), offsets.at(a) + (size - 1) * step + 1, step);
+  }
+  return y.contiguous();
+}
+
+torch::Tensor reduce(const Env &env, const OpInfo &op) {
+  torch::Tensor x = env.in(op, "input");
+  const std::string &kind = op.strAttr("kind");
+  std::vector<int64_t> axes = ints(op, "axes");
+  bool keep = flag(op, "keepdims");
+  if (axes.empty())
+    return x.clone();
+  if (kind == "sum")
+    return x.sum(axes, keep);
+  if (kind == "mean")
+    return x.mean(axes, keep);
+  if (kind == "max")
+    return torch::amax(x, axes, keep);
+  if (kind == "min")
+    return torch::amin(x, axes, keep);
+  throw Error(str(op.describe(), ": unknown reduce kind '", kind, "'"));
+}
+
+/// med.bce_with_logits: torch's elementwise BCE-with-logits, then the mask rule (an element
+/// counts iff mask != 0), the auto pos_weight and the reductions composed around it.
+torch::Tensor bce(const Env &env, const OpInfo &op) {
+  torch::Tensor x = env.in(op, "logits"), y = env.in(op, "target");
+  torch::Tensor mask = env.opt(op, "mask"), pw = env.opt(op, "pos_weight");
+  const std::string &reduction = op.strAttr("reduction");
+  bool autoPw = flag(op, "auto_pos_weight");
+  double maxPw = num(op, "max_pos_weight");
+  int64_t rank = x.dim();
+  int64_t chAxis = rank >= 2 ? 1 : -1;
+
+  torch::Tensor counted = mask.defined() ? mask.ne(0).expand(x.sizes())
+                                         : torch::ones(x.sizes(), x.options().dtype(torch::kBool));
+  torch::Tensor countedF = counted.to(x.scalar_type());
+
+  torch::Tensor posWeight; // broadcastable against x
+  if (autoPw) {
+    std::vector<int64_t> axes = axesBut(rank, chAxis);
+    torch::Tensor pos = sumOver(y * countedF, axes);
+    torch::Tensor neg = sumOver((1 - y) * countedF, axes);
+    torch::Tensor capped = torch::clamp_max(neg / pos, maxPw);
+    torch::Tensor p = torch::where(pos.eq(0), torch::full_like(pos, maxPw), capped);
+    posWeight = chAxis >= 0 ? alongChannels(p, rank) : p;
+  } else if (pw.defined()) {
+    posWeight = chAxis >= 0 ? alongChannels(pw, rank) : pw;
+  }
+
+  torch::Tensor l = torch::binary_cross_entropy_with_logits(
+      x, y, /*weight=*/torch::Tensor(), /*pos_weight=*/posWeight, at::Reduction::None);
+  l = torch::where(counted, l, torch::zeros_like(l));
+
+  auto safeDiv = [](const torch::Tensor &s, const torch::Tensor &n) {
+    return torch::where(n.eq(0), torch::zeros_like(s), s / torch::clamp_min(n, 1));
+  };
+  if (reduction == "none")
+    return l;
+  if (reduction == "sum")
+    return l.sum();
+  if (reduction == "mean")
+    return safeDiv(l.sum(), countedF.sum());
+  if (reduction == "per_channel") {
+    std::vector<int64_t> axes = axesBut(rank, chAxis);
+    return safeDiv(sumOver(l, axes), sumOver(countedF, axes)).sum();
+  }
+  throw Error(str(op.describe(), ": unknown reduction '", reduction, "'"));
+}
+
+/// med.dice_ce: nnU-Net's DC_and_CE_loss per level (RobustCrossEntropyLoss = torch's
+/// cross_entropy on target[:, 0].long(); soft Dice on softmax(logits) with one-hot targets,
+/// (2·tp + smooth) / (2·tp + fp + fn + smooth) per class and sample, or per class over the
+/// batch when batch_dice, averaged, background left out unless include_background; the loss
+/// is −Dice), weighted and summed over levels.
+torch::Tensor diceCE(const Env &env, const OpInfo &op) {
+  std::vector<torch::Tensor> logits = env.group(op, "logits"), targets = env.group(op, "targets");
+  std::vector<double> weights = nums(op, "weights");
+  if (logits.size() != targets.size() || logits.size() != weights.size())
+    throw Error(str(op.describe(), ": ", logits.size(), " logits, ", targets.size(),
+                    " targets and ", weights.size(), " weights"));
+  double smooth = num(op, "smooth"), ceWeight = num(op, "ce_weight"),
+         diceWeight = num(op, "dice_weight");
+  bool batchDice = flag(op, "batch_dice"), includeBg = flag(op, "include_background");
+
+  torch::Tensor total;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const torch::Tensor &x = logits[i];
+    int64_t classes = x.size(1);
+    torch::Tensor t = targets[i].select(1, 0).to(torch::kLong);
+
+    torch::Tensor ce = torch::nn::functional::cross_entropy(x, t);
+
+    torch::Tensor p = torch::softmax(x, 1);
+    torch::Tensor onehot = torch::one_hot(t, classes).movedim(-1, 1).to(x.scalar_type());
+    if (!includeBg) {
+      p = p.slice(1, 1, classes);
+      onehot = onehot.slice(1, 1, classes);
+    }
+    std::vector<int64_t> spatial;
+    for (int64_t a = 2; a < x.dim(); ++a)
+      spatial.push_back(a);
+    torch::Tensor tp = sumOver(p * onehot, spatial);
+    torch::Tensor sumPred = sumOver(p, spatial), sumGt = sumOver(onehot, spatial);
+    if (batchDice) {
+      tp = tp.sum(0);
+      sumPred = sumPred.sum(0);
+      sumGt = sumGt.sum(0);
+    }
+    // 2·tp + fp + fn = sum of predictions + sum of ground truth.
+    torch::Tensor dice = (2 * tp + smooth) / (sumPred + sumGt + smooth);
+    torch::Tensor level = ceWeight * ce - diceWeight * dice.mean();
+    torch::Tensor weighted = weights[i] * level;
+    total = total.defined() ? total + weighted : weighted;
+  }
+  if (!total.defined())
+    total = torch::zeros({}, torch::TensorOptions().dtype(env.floatType));
+  return total;
+}
+
+torch::Tensor constant(const Env &env, const OpInfo &op) {
+  std::vector<double> value = nums(op, "value");
+  int id = op.results.at(0);
+  const medrun::Shape &shape = env.fn.values.at(id).shape;
+  int64_t n = medrun::numElements(shape);
+  torch::Tensor v = torch::tensor(std::vector<double>(value.begin(), value.end()),
+                                  torch::TensorOptions().dtype(torch::kDouble));
+  if (v.numel() == 1 && n != 1)
+    v = v.expand({n});
+  else if (v.numel() != n)
+    throw Error(str(op.describe(), ": ", v.numel(), " values for ", n, " elements"));
+  return v.reshape(std::vector<int64_t>(shape.begin(), shape.end())).to(env.typeOf(id)).clone();
+}
+
+torch::Tensor runOp(const Env &env, const OpInfo &op,
+                    const std::map<std::string, torch::Tensor> &params) {
+  const std::string &k = op.kind;
+  if (k == "param") {
+    const std::string &name = op.strAttr("name");
+    auto it = params.find(name);
+    if (it == params.end())
+      throw Error(str(op.describe(), ": no parameter '", name, "'"));
+    return it->second.to(env.typeOf(op.results.at(0))).clone();
+  }
+  if (k == "constant")
+    return constant(env, op);
+  if (k == "conv3d")
+    return conv(env, op, false);
+  if (k == "conv3d_transpose")
+    return conv(env, op, true);
+  if (k == "group_norm")
+    return torch::group_norm(env.in(op, "input"), integer(op, "groups"), env.in(op, "gamma"),
+                             env.in(op, "beta"), num(op, "epsilon"));
+  if (k == "channel_layer_norm")
+    return channelLayerNorm(env, op);
+  if (k == "grn")
+    return grn(env, op);
+  if (k == "gelu")
+    return torch::gelu(env.in(op, "input"));
+  if (k == "sigmoid")
+    return torch::sigmoid(env.in(op, "input"));
+  if (k == "neg")
+    return torch::neg(env.in(op, "input"));
+  if (k == "exp")
+    return torch::exp(env.in(op, "input"));
+  if (k == "log")
+    return torch::log(env.in(op, "input"));
+  if (k == "sqrt")
+    return torch::sqrt(env.in(op, "input"));
+  if (k == "add" || k == "sub" || k == "mul" || k == "div" || k == "max" || k == "min") {
+    const torch::Tensor &a = env.in(op, "lhs"), &b = env.in(op, "rhs");
+    if (k == "add")
+      return torch::add(a, b);
+    if (k == "sub")
+      return torch::sub(a, b);
+    if (k == "mul")
+      return torch::mul(a, b);
+    if (k == "div")
+      return torch::div(a, b);
+    if (k == "max")
+      return torch::maximum(a, b);
+    return torch::minimum(a, b);
+  }
+  if (k == "pad")
+    return pad(env, op);
+  if (k == "slice")
+    return slice(env, op);
+  if (k == "concat")
+    return torch::cat(env.group(op, "inputs"), integer(op, "axis"));
+  if (k == "reduce")
+    return reduce(env, op);
+  if (k == "bce_with_logits")
+    return bce(env, op);
+  if (k == "dice_ce")
+    return diceCE(env, op);
+  throw Error(str(op.describe(), ": medcheck has no torch mapping for op '", k, "'"));
+}
+
+} // namespace
+
+std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
+                                    const std::vector<torch::Tensor> &inputs,
+                                    const std::map<std::string, torch::Tensor> &params,
+                                    torch::ScalarType floatType) {
+  (void)artifact;
+  torch::NoGradGuard noGrad;
+  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType};
+  if (inputs.size() != fn.inputs.size())
+    throw Error(str("function '", fn.name, "' takes ", fn.inputs.size(), " arguments, got ",
+                    inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    env.values.at(fn.inputs[i]) = inputs[i].to(env.typeOf(fn.inputs[i]));
+
+  for (const OpInfo &op : fn.ops) {
+    torch::Tensor r = runOp(env, op, params);
+    if (op.results.size() != 1)
+      throw Error(str(op.describe(), ": expected one result, the plan has ",
+                      op.results.size()));
+    int id = op.results[0];
+    const medrun::ValueInfo &info = fn.values.at(id);
+    std::vector<int64_t> declared(info.shape.begin(), info.shape.end());
+    if (r.numel() != medrun::numElements(info.shape))
+      throw Error(str(op.describe(), ": torch computes shape ",
+                      medrun::shapeStr(medrun::Shape(r.sizes().begin(), r.sizes().end())),
+                      ", the plan declares ", medrun::shapeStr(info.shape)));
+    env.values[id] = r.reshape(declared).to(env.typeOf(id)).contiguous();
+  }
+
+  std::vector<torch::Tensor> outputs;
+  for (int id : fn.outputs)
+    outputs.push_back(env.get(id, OpInfo{"return", {}, {}, {}, ""}));
+  return outputs;
+}
+
+} // namespace medcheck

@@ -1,0 +1,44 @@
+//===- TorchReference.h - the op-level plan of an artifact, run with LibTorch -------===//
+//
+// An independent reference for medcheck: every med op of an artifact's function is
+// mapped onto LibTorch ops (torch::conv3d, torch::group_norm, ...), composed from
+// primitive torch ops where torch has no such op (GRN, the channels-first layer norm, the
+// masked/per-channel BCE, nnU-Net's Dice + CE). No medrun kernel is used here.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDCHECK_TORCHREFERENCE_H
+#define MEDCHECK_TORCHREFERENCE_H
+
+#include "medrun/Artifact.h"
+#include "medrun/Tensor.h"
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace medcheck {
+
+/// torch dtype of a medrun dtype (and back); throws medrun::Error for one torch lacks.
+torch::ScalarType torchType(medrun::DType t);
+medrun::DType medrunType(torch::ScalarType t);
+
+/// Copies (never aliases) between the two tensor types.
+torch::Tensor toTorch(const medrun::Tensor &t);
+medrun::Tensor fromTorch(const torch::Tensor &t);
+
+/// Runs `fn` op by op with LibTorch and returns its outputs (out0, out1, ...), reshaped to
+/// the declared result shapes. `inputs` are the arguments (arg0, ...), `params` the
+/// parameters by state_dict key. Float values are computed in `floatType` (F32 or F64):
+/// float inputs, parameters and constants are converted to it; integer values keep their
+/// type. Throws medrun::Error naming the op for a plan it cannot map (unknown op, missing
+/// parameter, a result shape torch disagrees with).
+std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
+                                    const std::vector<torch::Tensor> &inputs,
+                                    const std::map<std::string, torch::Tensor> &params,
+                                    torch::ScalarType floatType = torch::kFloat);
+
+} // namespace medcheck
+
+#endif // MEDCHECK_TORCHREFERENCE_H
