@@ -71,8 +71,8 @@ void InputFile::read(uint64_t offset, void *dst, size_t n, const char *what) con
       throw Error(str(path_, ": cannot read ", what, ": ", std::strerror(errno)));
     }
     if (got == 0) // the file shrank after it was opened
-      throw Error(str(path_, ": truncated: expected ", n, " bytes of ", what, " at offset ",
-                      offset, ", file ends after ", offset + done));
+      throw Error(str(path_, ": truncated: expected ", n, " bytes of ", what, " at offset ", offset,
+                      ", file ends after ", offset + done));
     done += static_cast<size_t>(got);
   }
 }
@@ -103,8 +103,7 @@ void writeFileAtomic(const std::string &path,
   std::string tmp = path + ".tmp-XXXXXX";
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0)
-    throw Error(str(path, ": cannot create a temporary file next to it: ",
-                    std::strerror(errno)));
+    throw Error(str(path, ": cannot create a temporary file next to it: ", std::strerror(errno)));
   auto fail = [&](const char *op) {
     int err = errno;
     if (fd >= 0)
@@ -159,12 +158,12 @@ constexpr uint64_t kMaxHeaderLen = 1u << 20;
 
 struct PyValue {
   enum Kind { Str, Int, Bool, None, Seq, Dict } kind = None;
-  std::string s;                                      // Str
-  int64_t i = 0;                                      // Int
-  bool b = false;                                     // Bool
-  std::vector<PyValue> items;                         // Seq
-  std::vector<std::pair<std::string, PyValue>> dict;  // Dict (keys are strings)
-  bool intTooLarge = false;                           // Int that does not fit int64
+  std::string s;                                     // Str
+  int64_t i = 0;                                     // Int
+  bool b = false;                                    // Bool
+  std::vector<PyValue> items;                        // Seq
+  std::vector<std::pair<std::string, PyValue>> dict; // Dict (keys are strings)
+  bool intTooLarge = false;                          // Int that does not fit int64
 };
 
 class DictParser {
@@ -187,12 +186,12 @@ private:
     std::string shown = t_.size() > 200 ? t_.substr(0, 200) + "..." : t_;
     while (!shown.empty() && (shown.back() == '\n' || shown.back() == ' '))
       shown.pop_back();
-    throw Error(str(path_, ": malformed .npy header: ", why, " at offset ", pos_, " in \"",
-                    shown, "\""));
+    throw Error(
+        str(path_, ": malformed .npy header: ", why, " at offset ", pos_, " in \"", shown, "\""));
   }
   void skipWs() {
-    while (pos_ < t_.size() && (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' ||
-                                t_[pos_] == '\r'))
+    while (pos_ < t_.size() &&
+           (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' || t_[pos_] == '\r'))
       ++pos_;
   }
   bool eat(char c) {
@@ -309,17 +308,22 @@ private:
 
 std::string repr(const PyValue &v) {
   switch (v.kind) {
-  case PyValue::Str: return "'" + v.s + "'";
-  case PyValue::Int: return v.intTooLarge ? "<huge int>" : std::to_string(v.i);
-  case PyValue::Bool: return v.b ? "True" : "False";
-  case PyValue::None: return "None";
+  case PyValue::Str:
+    return "'" + v.s + "'";
+  case PyValue::Int:
+    return v.intTooLarge ? "<huge int>" : std::to_string(v.i);
+  case PyValue::Bool:
+    return v.b ? "True" : "False";
+  case PyValue::None:
+    return "None";
   case PyValue::Seq: {
     std::string s = "(";
     for (size_t k = 0; k < v.items.size(); ++k)
       s += (k ? ", " : "") + repr(v.items[k]);
     return s + ")";
   }
-  case PyValue::Dict: return "{...}";
+  case PyValue::Dict:
+    return "{...}";
   }
   return "?";
 }
@@ -333,9 +337,9 @@ bool descrToDType(const std::string &descr, DType &out) {
   char order = descr[0];
   std::string code = descr.substr(1);
   static const std::map<std::string, DType> codes = {
-      {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i1", DType::I8},
-      {"i2", DType::I16}, {"i4", DType::I32}, {"i8", DType::I64}, {"u1", DType::U8},
-      {"b1", DType::Bool}};
+      {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16},
+      {"i1", DType::I8},  {"i2", DType::I16}, {"i4", DType::I32},
+      {"i8", DType::I64}, {"u1", DType::U8},  {"b1", DType::Bool}};
   auto it = codes.find(code);
   if (it == codes.end())
     return false;
@@ -349,16 +353,26 @@ bool descrToDType(const std::string &descr, DType &out) {
 
 const char *dtypeToDescr(DType t) {
   switch (t) {
-  case DType::F32: return "<f4";
-  case DType::F64: return "<f8";
-  case DType::F16: return "<f2";
-  case DType::I8: return "|i1";
-  case DType::I16: return "<i2";
-  case DType::I32: return "<i4";
-  case DType::I64: return "<i8";
-  case DType::U8: return "|u1";
-  case DType::Bool: return "|b1";
-  case DType::BF16: return nullptr;
+  case DType::F32:
+    return "<f4";
+  case DType::F64:
+    return "<f8";
+  case DType::F16:
+    return "<f2";
+  case DType::I8:
+    return "|i1";
+  case DType::I16:
+    return "<i2";
+  case DType::I32:
+    return "<i4";
+  case DType::I64:
+    return "<i8";
+  case DType::U8:
+    return "|u1";
+  case DType::Bool:
+    return "|b1";
+  case DType::BF16:
+    return nullptr;
   }
   return nullptr;
 }
@@ -395,15 +409,15 @@ Tensor readNpy(const std::string &path) {
     throw fail(str("truncated header: the file has only ", f.size(), " bytes"));
   unsigned major = pre[6], minor = pre[7];
   if (!(major >= 1 && major <= 3) || minor != 0)
-    throw fail(str("unsupported .npy format version ", major, ".", minor,
-                   " (expected 1.0, 2.0 or 3.0)"));
+    throw fail(
+        str("unsupported .npy format version ", major, ".", minor, " (expected 1.0, 2.0 or 3.0)"));
   size_t preamble = major == 1 ? 10 : 12;
   if (have < preamble)
     throw fail(str("truncated header: a version ", major, ".0 preamble has ", preamble,
                    " bytes, the file has only ", f.size()));
   uint64_t hlen = major == 1 ? (uint64_t(pre[8]) | uint64_t(pre[9]) << 8)
-                             : (uint64_t(pre[8]) | uint64_t(pre[9]) << 8 |
-                                uint64_t(pre[10]) << 16 | uint64_t(pre[11]) << 24);
+                             : (uint64_t(pre[8]) | uint64_t(pre[9]) << 8 | uint64_t(pre[10]) << 16 |
+                                uint64_t(pre[11]) << 24);
   if (hlen > kMaxHeaderLen)
     throw fail(str("header length ", hlen, " exceeds the limit of ", kMaxHeaderLen, " bytes"));
   if (preamble + hlen > f.size())
@@ -435,16 +449,15 @@ Tensor readNpy(const std::string &path) {
 
   DType dtype;
   if (descr->kind != PyValue::Str)
-    throw fail(str("unsupported descr ", descr->kind == PyValue::Seq ? "(a structured dtype)"
-                                                                       : repr(*descr),
+    throw fail(str("unsupported descr ",
+                   descr->kind == PyValue::Seq ? "(a structured dtype)" : repr(*descr),
                    " (expected ", kSupportedDescrs, ")"));
   if (!descrToDType(descr->s, dtype)) {
     std::string hint = !descr->s.empty() && descr->s[0] == '>'
                            ? "; big-endian data is not supported, convert with "
                              "a.astype(a.dtype.newbyteorder('<'))"
                            : "";
-    throw fail(str("unsupported descr '", descr->s, "' (expected ", kSupportedDescrs, hint,
-                   ")"));
+    throw fail(str("unsupported descr '", descr->s, "' (expected ", kSupportedDescrs, hint, ")"));
   }
   if (fortran->kind != PyValue::Bool)
     throw fail(str("fortran_order must be True or False, found ", repr(*fortran)));
@@ -480,12 +493,11 @@ Tensor readNpy(const std::string &path) {
   uint64_t dataOffset = preamble + hlen;
   uint64_t avail = f.size() - dataOffset;
   if (avail < nbytes)
-    throw fail(str("truncated: expected ", nbytes, " bytes of array data (shape ",
-                   shapeStr(shape), ", descr '", descr->s, "'), file has ", avail));
+    throw fail(str("truncated: expected ", nbytes, " bytes of array data (shape ", shapeStr(shape),
+                   ", descr '", descr->s, "'), file has ", avail));
   if (avail > nbytes)
-    throw fail(str("unexpected trailing data: expected ", nbytes,
-                   " bytes of array data (shape ", shapeStr(shape), ", descr '", descr->s,
-                   "'), file has ", avail));
+    throw fail(str("unexpected trailing data: expected ", nbytes, " bytes of array data (shape ",
+                   shapeStr(shape), ", descr '", descr->s, "'), file has ", avail));
 
   Tensor t(dtype, shape);
   if (nbytes)

@@ -72,16 +72,26 @@ std::string shapeJson(const Shape &s) {
 
 const char *safetensorsDTypeName(DType t) {
   switch (t) {
-  case DType::F32: return "F32";
-  case DType::F64: return "F64";
-  case DType::BF16: return "BF16";
-  case DType::F16: return "F16";
-  case DType::I8: return "I8";
-  case DType::I16: return "I16";
-  case DType::I32: return "I32";
-  case DType::I64: return "I64";
-  case DType::U8: return "U8";
-  case DType::Bool: return "BOOL";
+  case DType::F32:
+    return "F32";
+  case DType::F64:
+    return "F64";
+  case DType::BF16:
+    return "BF16";
+  case DType::F16:
+    return "F16";
+  case DType::I8:
+    return "I8";
+  case DType::I16:
+    return "I16";
+  case DType::I32:
+    return "I32";
+  case DType::I64:
+    return "I64";
+  case DType::U8:
+    return "U8";
+  case DType::Bool:
+    return "BOOL";
   }
   return "?";
 }
@@ -186,18 +196,17 @@ SafetensorsFile readSafetensors(const std::string &path) {
     if (!dt.is_string())
       throw bad(str("\"dtype\" must be a string, found ", jsonType(dt), " ", brief(dt)));
     if (!parseSafetensorsDType(dt.get<std::string>(), e.dtype))
-      throw bad(str("unsupported dtype '", dt.get<std::string>(), "' (expected ", kSupported,
-                    ")"));
+      throw bad(str("unsupported dtype '", dt.get<std::string>(), "' (expected ", kSupported, ")"));
     const Json &sh = value["shape"];
     if (!sh.is_array())
-      throw bad(str("\"shape\" must be an array of non-negative integers, found ",
-                    jsonType(sh), " ", brief(sh)));
+      throw bad(str("\"shape\" must be an array of non-negative integers, found ", jsonType(sh),
+                    " ", brief(sh)));
     for (const Json &d : sh) {
       if (d.is_number_integer() && !d.is_number_unsigned())
         throw bad(str("negative dimension ", d.get<int64_t>(), " in shape ", brief(sh)));
       if (!d.is_number_unsigned())
-        throw bad(str("\"shape\" must be an array of non-negative integers, found ",
-                      jsonType(d), " ", brief(d), " in ", brief(sh)));
+        throw bad(str("\"shape\" must be an array of non-negative integers, found ", jsonType(d),
+                      " ", brief(d), " in ", brief(sh)));
       uint64_t v = d.get<uint64_t>();
       if (v > static_cast<uint64_t>(INT64_MAX))
         throw bad(str("dimension ", v, " in shape ", brief(sh), " is too large"));
@@ -226,9 +235,9 @@ SafetensorsFile readSafetensors(const std::string &path) {
       }
     }
     if (e.end - e.begin != need)
-      throw bad(str("data_offsets ", offsetsStr(e), " span ", e.end - e.begin,
-                    " bytes, but dtype ", dt.get<std::string>(), " with shape ",
-                    shapeJson(e.shape), " needs ", need, " bytes"));
+      throw bad(str("data_offsets ", offsetsStr(e), " span ", e.end - e.begin, " bytes, but dtype ",
+                    dt.get<std::string>(), " with shape ", shapeJson(e.shape), " needs ", need,
+                    " bytes"));
     entries.push_back(std::move(e));
   }
 
@@ -250,14 +259,14 @@ SafetensorsFile readSafetensors(const std::string &path) {
                      ") belong to no tensor (tensor '", e.name, "' has data_offsets ",
                      offsetsStr(e), ")"));
     if (e.begin < covered)
-      throw fail(str("tensor '", e.name, "' data_offsets ", offsetsStr(e),
-                     " overlap tensor '", prev->name, "' data_offsets ", offsetsStr(*prev)));
+      throw fail(str("tensor '", e.name, "' data_offsets ", offsetsStr(e), " overlap tensor '",
+                     prev->name, "' data_offsets ", offsetsStr(*prev)));
     covered = e.end;
     prev = &e;
   }
   if (covered > bufferSize)
-    throw fail(str("truncated: expected ", covered, " bytes of tensor data, file has ",
-                   bufferSize, " (tensor '", prev->name, "' data_offsets ", offsetsStr(*prev),
+    throw fail(str("truncated: expected ", covered, " bytes of tensor data, file has ", bufferSize,
+                   " (tensor '", prev->name, "' data_offsets ", offsetsStr(*prev),
                    " extend past the end of the file)"));
   if (covered < bufferSize)
     throw fail(str("unexpected trailing data: expected ", covered,
@@ -317,8 +326,9 @@ void writeSafetensors(const std::string &path,
   try {
     text = header.dump();
   } catch (const Json::exception &e) {
-    throw Error(str(path, ": cannot encode the header (tensor names and metadata must be "
-                          "valid UTF-8): ",
+    throw Error(str(path,
+                    ": cannot encode the header (tensor names and metadata must be "
+                    "valid UTF-8): ",
                     e.what()));
   }
   text.append((8 - text.size() % 8) % 8, ' ');

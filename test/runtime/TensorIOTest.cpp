@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -29,9 +30,15 @@ Tensor makeTensor(DType dt, Shape shape, int seed = 0) {
     int64_t k = i + seed;
     double v = static_cast<double>(k % 200) * 0.5 - 10;
     switch (dt) {
-    case DType::F32: t.data<float>()[i] = static_cast<float>(v); break;
-    case DType::F64: t.data<double>()[i] = v; break;
-    case DType::BF16: t.data<bf16>()[i] = bf16(static_cast<float>(v)); break;
+    case DType::F32:
+      t.data<float>()[i] = static_cast<float>(v);
+      break;
+    case DType::F64:
+      t.data<double>()[i] = v;
+      break;
+    case DType::BF16:
+      t.data<bf16>()[i] = bf16(static_cast<float>(v));
+      break;
     case DType::F16: { // v is a multiple of 0.5 in [-10, 89.5]: build the half by hand
       uint16_t h = 0;
       if (v != 0) {
@@ -43,12 +50,24 @@ Tensor makeTensor(DType dt, Shape shape, int seed = 0) {
       std::memcpy(static_cast<char *>(t.raw()) + 2 * i, &h, 2);
       break;
     }
-    case DType::I8: t.data<int8_t>()[i] = static_cast<int8_t>(k % 100 - 50); break;
-    case DType::I16: t.data<int16_t>()[i] = static_cast<int16_t>(k * 37 % 60000 - 30000); break;
-    case DType::I32: t.data<int32_t>()[i] = static_cast<int32_t>(k * 100003 - 7); break;
-    case DType::I64: t.data<int64_t>()[i] = (int64_t(1) << 40) * (k % 5) - k; break;
-    case DType::U8: t.data<uint8_t>()[i] = static_cast<uint8_t>(k * 7 % 256); break;
-    case DType::Bool: static_cast<uint8_t *>(t.raw())[i] = k % 3 == 0; break;
+    case DType::I8:
+      t.data<int8_t>()[i] = static_cast<int8_t>(k % 100 - 50);
+      break;
+    case DType::I16:
+      t.data<int16_t>()[i] = static_cast<int16_t>(k * 37 % 60000 - 30000);
+      break;
+    case DType::I32:
+      t.data<int32_t>()[i] = static_cast<int32_t>(k * 100003 - 7);
+      break;
+    case DType::I64:
+      t.data<int64_t>()[i] = (int64_t(1) << 40) * (k % 5) - k;
+      break;
+    case DType::U8:
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(k * 7 % 256);
+      break;
+    case DType::Bool:
+      static_cast<uint8_t *>(t.raw())[i] = k % 3 == 0;
+      break;
     }
   }
   return t;
@@ -59,8 +78,9 @@ void expectSameTensor(const Tensor &a, const Tensor &b, const std::string &what)
   EXPECT_EQ(a.dtype(), b.dtype()) << what;
   EXPECT_EQ(a.shape(), b.shape()) << what;
   ASSERT_EQ(a.nbytes(), b.nbytes()) << what;
-  if (a.nbytes())
+  if (a.nbytes()) {
     EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what << ": contents differ";
+  }
 }
 
 std::string readBytes(const std::string &path) {
@@ -89,8 +109,7 @@ void expectError(const std::function<void()> &fn, std::initializer_list<std::str
   } catch (const Error &e) {
     std::string msg = e.what();
     for (const std::string &p : phrases)
-      EXPECT_NE(msg.find(p), std::string::npos)
-          << "message lacks \"" << p << "\":\n  " << msg;
+      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks \"" << p << "\":\n  " << msg;
     return;
   } catch (const std::exception &e) {
     ADD_FAILURE() << "threw a non-medrun exception: " << e.what();
@@ -152,7 +171,8 @@ TEST_F(NpyIO, RoundTripEveryDType) {
   for (DType dt : kAll) {
     if (dt == DType::BF16)
       continue;
-    for (const Shape &shape : {Shape{2, 3, 4}, Shape{7}, Shape{}, Shape{0, 3}, Shape{1, 1, 2, 5, 3}}) {
+    for (const Shape &shape :
+         {Shape{2, 3, 4}, Shape{7}, Shape{}, Shape{0, 3}, Shape{1, 1, 2, 5, 3}}) {
       std::string what = str(dtypeName(dt), " ", shapeStr(shape));
       Tensor t = makeTensor(dt, shape, 3);
       std::string path = file(str(dtypeName(dt), "_", shapeStr(shape), ".npy"));
@@ -161,7 +181,8 @@ TEST_F(NpyIO, RoundTripEveryDType) {
       // numpy's layout: header padded so the data starts at a multiple of 64.
       std::string bytes = readBytes(path);
       ASSERT_GE(bytes.size(), 10u);
-      size_t hlen = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+      size_t hlen = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9])
+                                                               << 8;
       EXPECT_EQ((10 + hlen) % 64, 0u) << what;
       EXPECT_EQ(bytes[10 + hlen - 1], '\n') << what;
       EXPECT_EQ(bytes.size(), 10 + hlen + t.nbytes()) << what;
@@ -199,13 +220,13 @@ TEST_F(NpyIO, ReadsOtherHeaderSpellings) {
   std::string f4(8, '\0');
   float vals[2] = {1.5f, -2.0f};
   std::memcpy(f4.data(), vals, 8);
-  Tensor t = readNpy(npy("v2.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
-                         f4, 2));
+  Tensor t =
+      readNpy(npy("v2.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f4, 2));
   EXPECT_EQ(t.dtype(), DType::F32);
   EXPECT_EQ(t.shape(), Shape{2});
   EXPECT_EQ(t.data<float>()[1], -2.0f);
-  t = readNpy(npy("v3.npy", "{\"shape\": (1, 2), \"descr\": \"<f4\", \"fortran_order\": False}",
-                  f4, 3));
+  t = readNpy(
+      npy("v3.npy", "{\"shape\": (1, 2), \"descr\": \"<f4\", \"fortran_order\": False}", f4, 3));
   EXPECT_EQ(t.shape(), (Shape{1, 2}));
   t = readNpy(npy("i1.npy", "{'descr': '<i1', 'fortran_order': False, 'shape': (3L,), }",
                   std::string("\x01\xff\x02", 3)));
@@ -251,7 +272,8 @@ TEST_F(NpyIO, ReadErrors) {
   std::string bytes = readBytes(p);
   bytes[6] = 4;
   writeBytes(p, bytes);
-  expectError([&] { readNpy(p); }, {p, "unsupported .npy format version 4.0", "expected 1.0, 2.0 or 3.0"});
+  expectError([&] { readNpy(p); },
+              {p, "unsupported .npy format version 4.0", "expected 1.0, 2.0 or 3.0"});
 
   p = npy("hdr_trunc.npy", dict, data);
   writeBytes(p, readBytes(p).substr(0, 40));
@@ -261,7 +283,8 @@ TEST_F(NpyIO, ReadErrors) {
   expectError([&] { readNpy(p); }, {p, "missing key 'shape'"});
   p = npy("extrakey.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}", data);
   expectError([&] { readNpy(p); }, {p, "unexpected key 'x'"});
-  p = npy("dupkey.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}", data);
+  p = npy("dupkey.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}",
+          data);
   expectError([&] { readNpy(p); }, {p, "duplicate key 'descr'"});
   p = npy("complex.npy", "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", data);
   expectError([&] { readNpy(p); }, {p, "unsupported descr '<c8'", "expected <f4"});
@@ -271,7 +294,8 @@ TEST_F(NpyIO, ReadErrors) {
   expectError([&] { readNpy(p); }, {p, "unsupported descr '<u2'"});
   p = npy("pipe_f4.npy", "{'descr': '|f4', 'fortran_order': False, 'shape': (6,), }", data);
   expectError([&] { readNpy(p); }, {p, "unsupported descr '|f4'"});
-  p = npy("structured.npy", "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, 'shape': (3,), }", data);
+  p = npy("structured.npy",
+          "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, 'shape': (3,), }", data);
   expectError([&] { readNpy(p); }, {p, "unsupported descr (a structured dtype)"});
   p = npy("fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", data);
   expectError([&] { readNpy(p); }, {p, "fortran_order is True", "C-order"});
@@ -279,9 +303,12 @@ TEST_F(NpyIO, ReadErrors) {
   expectError([&] { readNpy(p); }, {p, "negative dimension"});
   p = npy("floatdim.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2.5,), }", data);
   expectError([&] { readNpy(p); }, {p, "malformed .npy header", "expected an integer"});
-  p = npy("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", data);
+  p = npy("huge.npy",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", data);
   expectError([&] { readNpy(p); }, {p, "too large"});
-  p = npy("hugeint.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012345678901234567890,), }", data);
+  p = npy("hugeint.npy",
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012345678901234567890,), }",
+          data);
   expectError([&] { readNpy(p); }, {p, "too large"});
   p = npy("syntax.npy", "{'descr': '<f4' 'fortran_order': False}", data);
   expectError([&] { readNpy(p); }, {p, "malformed .npy header", "expected ',' or '}'"});
@@ -291,7 +318,8 @@ TEST_F(NpyIO, ReadErrors) {
   expectError([&] { readNpy(p); }, {p, "malformed .npy header"});
 
   p = npy("truncated.npy", dict, data.substr(0, 20));
-  expectError([&] { readNpy(p); }, {p, "truncated: expected 24 bytes of array data", "file has 20"});
+  expectError([&] { readNpy(p); },
+              {p, "truncated: expected 24 bytes of array data", "file has 20"});
   p = npy("trailing.npy", dict, data + "xx");
   expectError([&] { readNpy(p); }, {p, "trailing data", "expected 24 bytes", "file has 26"});
   // The well-formed file itself is fine.
@@ -338,8 +366,9 @@ TEST_F(SafetensorsIO, RoundTripEveryDTypeInOrder) {
     EXPECT_EQ(f.tensors[k].first, tensors[k].first) << "order must be preserved";
     expectSameTensor(tensors[k].second, f.tensors[k].second, tensors[k].first);
   }
-  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{
-                            {"epoch", "3"}, {"format", "pt"}, {"note", "h\xc3\xa9llo \"quoted\""}}));
+  EXPECT_EQ(f.metadata,
+            (std::map<std::string, std::string>{
+                {"epoch", "3"}, {"format", "pt"}, {"note", "h\xc3\xa9llo \"quoted\""}}));
   ASSERT_NE(f.find("dummy_tensor"), nullptr);
   EXPECT_EQ(f.find("nope"), nullptr);
 
@@ -408,7 +437,8 @@ TEST_F(SafetensorsIO, TruncatedFileFailsCleanly) {
     std::string p = file(str("cut", keep, ".safetensors"));
     writeBytes(p, bytes.substr(0, 8 + n + keep));
     expectError([&] { readSafetensors(p); },
-                {p, str("truncated: expected ", dataBytes, " bytes of tensor data, file has ", keep),
+                {p,
+                 str("truncated: expected ", dataBytes, " bytes of tensor data, file has ", keep),
                  "enc_block_0.0.conv1.bias"});
   }
   // Cut inside the header, and inside the length.
@@ -431,10 +461,12 @@ TEST_F(SafetensorsIO, ReadErrors) {
 
   p = file("huge_header.safetensors");
   writeBytes(p, le64(100000001) + "{}");
-  expectError([&] { readSafetensors(p); }, {p, "header length 100000001 exceeds the limit of 100000000"});
+  expectError([&] { readSafetensors(p); },
+              {p, "header length 100000001 exceeds the limit of 100000000"});
   p = file("beyond.safetensors");
   writeBytes(p, le64(64) + "{}      ");
-  expectError([&] { readSafetensors(p); }, {p, "truncated: the header length is 64 bytes but only 8"});
+  expectError([&] { readSafetensors(p); },
+              {p, "truncated: the header length is 64 bytes but only 8"});
   p = file("zero_header.safetensors");
   writeBytes(p, le64(0));
   expectError([&] { readSafetensors(p); }, {p, "does not start with '{'", "empty"});
@@ -450,38 +482,52 @@ TEST_F(SafetensorsIO, ReadErrors) {
   expectError([&] { readSafetensors(p); }, {p, "not valid JSON"});
 
   p = st("not_object.safetensors", R"({"w": [1, 2]})", "");
-  expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "must be an object", "found an array"});
+  expectError([&] { readSafetensors(p); },
+              {p, "tensor 'w'", "must be an object", "found an array"});
   p = st("no_dtype.safetensors", R"({"w": {"shape":[2],"data_offsets":[0,8]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "missing \"dtype\""});
   p = st("no_shape.safetensors", R"({"w": {"dtype":"F32","data_offsets":[0,8]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "missing \"shape\""});
   p = st("no_offsets.safetensors", R"({"w": {"dtype":"F32","shape":[2]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "missing \"data_offsets\""});
-  p = st("dtype_type.safetensors", R"({"w": {"dtype":32,"shape":[2],"data_offsets":[0,8]}})", data8);
-  expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "\"dtype\" must be a string", "found a number"});
-  p = st("shape_type.safetensors", R"({"w": {"dtype":"F32","shape":"2","data_offsets":[0,8]}})", data8);
-  expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "\"shape\" must be an array", "found a string"});
-  p = st("shape_float.safetensors", R"({"w": {"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", data8);
-  expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "non-negative integers", "non-integer"});
-  p = st("negative.safetensors", R"({"w": {"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8);
+  p = st("dtype_type.safetensors", R"({"w": {"dtype":32,"shape":[2],"data_offsets":[0,8]}})",
+         data8);
+  expectError([&] { readSafetensors(p); },
+              {p, "tensor 'w'", "\"dtype\" must be a string", "found a number"});
+  p = st("shape_type.safetensors", R"({"w": {"dtype":"F32","shape":"2","data_offsets":[0,8]}})",
+         data8);
+  expectError([&] { readSafetensors(p); },
+              {p, "tensor 'w'", "\"shape\" must be an array", "found a string"});
+  p = st("shape_float.safetensors", R"({"w": {"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})",
+         data8);
+  expectError([&] { readSafetensors(p); },
+              {p, "tensor 'w'", "non-negative integers", "non-integer"});
+  p = st("negative.safetensors", R"({"w": {"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
+         data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "negative dimension -2"});
-  p = st("offsets_one.safetensors", R"({"w": {"dtype":"F32","shape":[2],"data_offsets":[8]}})", data8);
+  p = st("offsets_one.safetensors", R"({"w": {"dtype":"F32","shape":[2],"data_offsets":[8]}})",
+         data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "two non-negative integers", "[8]"});
-  p = st("offsets_neg.safetensors", R"({"w": {"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", data8);
+  p = st("offsets_neg.safetensors", R"({"w": {"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})",
+         data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "two non-negative integers"});
-  p = st("offsets_rev.safetensors", R"({"w": {"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data8);
+  p = st("offsets_rev.safetensors", R"({"w": {"dtype":"F32","shape":[2],"data_offsets":[8,0]}})",
+         data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "begin > end"});
 
   p = st("u16.safetensors", R"({"w": {"dtype":"U16","shape":[4],"data_offsets":[0,8]}})", data8);
-  expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "unsupported dtype 'U16'", "expected F32"});
+  expectError([&] { readSafetensors(p); },
+              {p, "tensor 'w'", "unsupported dtype 'U16'", "expected F32"});
   p = st("f8.safetensors", R"({"w": {"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "unsupported dtype 'F8_E4M3'"});
   p = st("lower.safetensors", R"({"w": {"dtype":"f32","shape":[2],"data_offsets":[0,8]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "unsupported dtype 'f32'"});
 
   p = st("size.safetensors", R"({"w": {"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data8);
-  expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "span 8 bytes", "shape [3] needs 12 bytes"});
-  p = st("overflow.safetensors", R"({"w": {"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", data8);
+  expectError([&] { readSafetensors(p); },
+              {p, "tensor 'w'", "span 8 bytes", "shape [3] needs 12 bytes"});
+  p = st("overflow.safetensors",
+         R"({"w": {"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "tensor 'w'", "too large"});
 
   p = st("hole.safetensors",
@@ -495,11 +541,10 @@ TEST_F(SafetensorsIO, ReadErrors) {
          R"({"a": {)" + f32x2 + R"(}, "b": {"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
          std::string(12, '\0'));
   expectError([&] { readSafetensors(p); }, {p, "tensor 'b'", "overlap tensor 'a'"});
-  p = st("alias.safetensors",
-         R"({"a": {)" + f32x2 + R"(}, "b": {)" + f32x2 + "}}", data8);
+  p = st("alias.safetensors", R"({"a": {)" + f32x2 + R"(}, "b": {)" + f32x2 + "}}", data8);
   expectError([&] { readSafetensors(p); }, {p, "overlap"});
-  p = st("out_of_buffer.safetensors",
-         R"({"a": {"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(6, '\0'));
+  p = st("out_of_buffer.safetensors", R"({"a": {"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+         std::string(6, '\0'));
   expectError([&] { readSafetensors(p); },
               {p, "truncated: expected 8 bytes of tensor data, file has 6", "tensor 'a'"});
   p = st("trailing.safetensors", R"({"a": {)" + f32x2 + "}}", data8 + "extra");
@@ -512,9 +557,11 @@ TEST_F(SafetensorsIO, ReadErrors) {
          R"({"w": {"dtype":"F32","dtype":"I32","shape":[2],"data_offsets":[0,8]}})", data8);
   expectError([&] { readSafetensors(p); }, {p, "duplicate key 'dtype'", "'w'"});
   p = st("meta_value.safetensors", R"({"__metadata__": {"epoch": 3}})", "");
-  expectError([&] { readSafetensors(p); }, {p, "'__metadata__'", "key 'epoch'", "must be a string", "found a number"});
+  expectError([&] { readSafetensors(p); },
+              {p, "'__metadata__'", "key 'epoch'", "must be a string", "found a number"});
   p = st("meta_type.safetensors", R"({"__metadata__": ["format", "pt"]})", "");
-  expectError([&] { readSafetensors(p); }, {p, "'__metadata__' must be an object", "found an array"});
+  expectError([&] { readSafetensors(p); },
+              {p, "'__metadata__' must be an object", "found an array"});
   p = st("meta_dup.safetensors", R"({"__metadata__": {"format": "pt", "format": "np"}})", "");
   expectError([&] { readSafetensors(p); }, {p, "duplicate key 'format'", "'__metadata__'"});
 
@@ -532,7 +579,11 @@ TEST_F(SafetensorsIO, WriteErrors) {
   expectError([&] { writeSafetensors(p, {{"u", Tensor()}}); }, {p, "tensor 'u'", "undefined"});
   expectError([&] { writeSafetensors(p, {{"bad\xff", t}}); }, {p, "valid UTF-8"});
   std::string nodir = file("no/such/dir/w.safetensors");
-  expectError([&] { writeSafetensors(nodir, {{"a", t}}); }, {nodir, "cannot create a temporary file"});
+  expectError(
+      [&] {
+        writeSafetensors(nodir, {{"a", t}});
+      },
+      {nodir, "cannot create a temporary file"});
   EXPECT_TRUE(listing().empty()) << "failed writes must leave nothing behind";
 
   // A failed write leaves an existing file untouched.
