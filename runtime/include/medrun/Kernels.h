@@ -49,10 +49,11 @@ enum class Binary { Add, Sub, Mul, Div, Max, Min };
 /// NumPy broadcasting; y has the broadcast shape.
 void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y);
 
-/// Constant padding; low/high one entry per axis.
+/// Constant padding; low/high one entry per axis. Like slice and concat, works on any dtype
+/// (the values are copied as bytes); a negative entry crops.
 void pad(const Tensor &x, const std::vector<int64_t> &low, const std::vector<int64_t> &high,
          double value, Tensor &y);
-/// y[i] = x[offsets + i * strides] per axis.
+/// y[i] = x[offsets + i * strides] per axis; empty strides mean all 1.
 void slice(const Tensor &x, const std::vector<int64_t> &offsets,
            const std::vector<int64_t> &strides, Tensor &y);
 void concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &y);
@@ -69,7 +70,8 @@ struct BceParams {
 };
 /// Binary cross-entropy with logits (see docs/dialect.md, med.bce_with_logits). mask and
 /// posWeight may be null. y is a scalar, or the elementwise loss for LossReduction::None.
-/// Masked-out elements contribute 0 to the elementwise loss.
+/// Masked-out elements contribute 0 to the elementwise loss. A reduced loss is written in
+/// y's own float dtype (the executor passes F32 for F32/BF16 logits, F64 for F64).
 void bceWithLogits(const Tensor &logits, const Tensor &target, const Tensor *mask,
                    const Tensor *posWeight, const BceParams &p, Tensor &y);
 
@@ -79,7 +81,9 @@ struct DiceCEParams {
   bool batchDice = true, includeBackground = false;
 };
 /// nnU-Net's DC_and_CE loss summed over deep-supervision levels (docs/dialect.md,
-/// med.dice_ce). targets hold class indices (any dtype). y is a scalar (F32 / F64).
+/// med.dice_ce). targets hold class indices (any dtype; a value outside [0, C) throws Error
+/// naming the level, voxel and value). y is a scalar (F32 / F64). With no class kept
+/// (C == 1 without include_background) the dice term is NaN, like torch's mean of nothing.
 void diceCE(const std::vector<const Tensor *> &logits, const std::vector<const Tensor *> &targets,
             const DiceCEParams &p, Tensor &y);
 

@@ -88,22 +88,6 @@ template <typename A, typename F> inline A laneSum(int64_t n, F &&f) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-/// Deterministic sum of f(i), i in [0, n): kReduceChunk-sized chunks summed with laneSum in
-/// parallel, partials combined in chunk order.
-template <typename A, typename F> inline A chunkedSum(int64_t n, F &&f) {
-  if (n <= 0)
-    return A(0);
-  int64_t chunks = numChunks(n, kReduceChunk);
-  std::vector<A> part(chunks, A(0));
-  parallelFor(n, kReduceChunk, [&](int64_t b, int64_t e) {
-    part[b / kReduceChunk] = laneSum<A>(e - b, [&](int64_t i) { return f(b + i); });
-  });
-  A s = A(0);
-  for (A v : part)
-    s += v;
-  return s;
-}
-
 /// Grain (items per parallelFor chunk) so that one chunk holds about `target` units of
 /// work when each item costs `perItem` units.
 inline int64_t grainFor(int64_t perItem, int64_t target = 32768) {

@@ -29,31 +29,47 @@ NCS ncs(const char *kernel, const Tensor &x) {
   return r;
 }
 
-/// For each of `segments` contiguous segments of `len` values starting at base + k·len,
-/// the sum of f(k, value) in a fixed order: chunks of kReduceChunk in parallel, partials
-/// combined in chunk order.
-template <typename A, typename T, typename F>
-std::vector<A> segmentSums(const T *base, int64_t segments, int64_t len, F f) {
-  std::vector<A> out(static_cast<size_t>(segments), A(0));
+/// Per segment k of `segments` contiguous segments of `len` values starting at
+/// base + k·len: the sums of d and d² for d = value − shift[k] (shift empty: 0), in a fixed
+/// order: chunks of kReduceChunk in parallel (8 lanes each), partials combined in chunk
+/// order.
+template <typename A, typename T>
+void segmentMoments(const T *base, int64_t segments, int64_t len, const std::vector<A> &shift,
+                    std::vector<A> &sum, std::vector<A> &sumSq) {
+  sum.assign(static_cast<size_t>(segments), A(0));
+  sumSq.assign(static_cast<size_t>(segments), A(0));
   if (len <= 0 || segments <= 0)
-    return out;
+    return;
   const int64_t per = numChunks(len, kReduceChunk);
-  std::vector<A> part(static_cast<size_t>(segments * per));
+  std::vector<A> part(static_cast<size_t>(2 * segments * per));
   parallelFor(segments * per, grainFor(std::min(len, kReduceChunk)), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       int64_t seg = t / per, ch = t % per;
-      int64_t b = ch * kReduceChunk, e = std::min(len, b + kReduceChunk);
+      int64_t b = ch * kReduceChunk, n = std::min(len, b + kReduceChunk) - b;
       const T *p = base + seg * len + b;
-      part[t] = laneSum<A>(e - b, [&](int64_t i) { return f(seg, load(p[i])); });
+      const A sh = shift.empty() ? A(0) : shift[seg];
+      A l1[8] = {}, l2[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          A d = load(p[i + j]) - sh;
+          l1[j] += d;
+          l2[j] += d * d;
+        }
+      for (int j = 0; i < n; ++i, ++j) {
+        A d = load(p[i]) - sh;
+        l1[j] += d;
+        l2[j] += d * d;
+      }
+      part[2 * t] = ((l1[0] + l1[1]) + (l1[2] + l1[3])) + ((l1[4] + l1[5]) + (l1[6] + l1[7]));
+      part[2 * t + 1] = ((l2[0] + l2[1]) + (l2[2] + l2[3])) + ((l2[4] + l2[5]) + (l2[6] + l2[7]));
     }
   });
-  for (int64_t seg = 0; seg < segments; ++seg) {
-    A s = A(0);
-    for (int64_t ch = 0; ch < per; ++ch)
-      s += part[seg * per + ch];
-    out[seg] = s;
-  }
-  return out;
+  for (int64_t seg = 0; seg < segments; ++seg)
+    for (int64_t ch = 0; ch < per; ++ch) {
+      sum[seg] += part[2 * (seg * per + ch)];
+      sumSq[seg] += part[2 * (seg * per + ch) + 1];
+    }
 }
 
 /// Calls fn(row, begin, end) over [0, len) of each of `rows` rows, split into fixed
@@ -88,14 +104,20 @@ void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int
   T *yp = ptr<T>(y);
   const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
 
-  std::vector<A> mean = segmentSums<A>(xp, segs, m, [](int64_t, A v) { return v; });
+  // Two passes: the mean, then the deviations from it. The second pass also sums the
+  // deviations themselves, which corrects the rounding error of the first mean (the
+  // "corrected two-pass" algorithm): var = (Σd² − (Σd)²/m) / m, mean += Σd / m.
+  std::vector<A> mean, unused, dev, devSq;
+  segmentMoments<A>(xp, segs, m, {}, mean, unused);
   for (A &v : mean)
     v /= A(m);
-  std::vector<A> var =
-      segmentSums<A>(xp, segs, m, [&](int64_t seg, A v) { return (v - mean[seg]) * (v - mean[seg]); });
+  segmentMoments<A>(xp, segs, m, mean, dev, devSq);
   std::vector<A> rstd(static_cast<size_t>(segs));
-  for (int64_t i = 0; i < segs; ++i)
-    rstd[i] = A(1) / std::sqrt(var[i] / A(m) + A(eps));
+  for (int64_t i = 0; i < segs; ++i) {
+    A var = std::max(A(0), (devSq[i] - dev[i] * dev[i] / A(m)) / A(m));
+    mean[i] += dev[i] / A(m);
+    rstd[i] = A(1) / std::sqrt(var + A(eps));
+  }
 
   // Rows are (n, c) planes of S values.
   forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
@@ -165,7 +187,8 @@ void grnImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, double ep
     return;
   const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *bp = ptr<T>(beta);
   T *yp = ptr<T>(y);
-  std::vector<A> nx = segmentSums<A>(xp, d.n * d.c, d.s, [](int64_t, A v) { return v * v; });
+  std::vector<A> unused, nx;
+  segmentMoments<A>(xp, d.n * d.c, d.s, {}, unused, nx);
   for (A &v : nx)
     v = std::sqrt(v); // gx = ‖x‖₂ per (n, c)
   for (int64_t n = 0; n < d.n; ++n) {
