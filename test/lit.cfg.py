@@ -20,4 +20,4 @@ config.substitutions.append(("%scripts", os.path.join(config.med_src_root, "scri
 config.substitutions.append(("%python", config.python_executable))
 
 tool_dirs = [os.path.join(config.med_obj_root, "bin"), config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["med-opt", "medc", "medcheck"], tool_dirs)
+llvm_config.add_tool_substitutions(["med-opt", "medc", "medcheck", "medrun"], tool_dirs)

@@ -11,6 +11,7 @@
 #include "medrun/Random.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <unordered_map>
@@ -77,8 +78,8 @@ void checkParameters(const Artifact &artifact, const TensorMap &params) {
   }
   for (auto &[name, t] : params)
     if (!artifact.parameter(name))
-      throw Error(str("unknown parameter '", name, "' (", shapeStr(t.shape()),
-                      "): the model declares no such key"));
+      throw Error(str("unknown parameter '", name, "' (", shapeStr(t.shape()), " ",
+                      dtypeName(t.dtype()), "): the model declares no such key"));
 }
 
 namespace {
@@ -305,15 +306,20 @@ private:
 
 std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
                            const std::vector<Tensor> &inputs, const TensorMap &params,
-                           Precision precision) {
+                           Precision precision, std::map<std::string, double> *profile) {
   if (inputs.size() != fn.inputs.size())
     throw Error(str(artifact.path, ": function '", fn.name, "' takes ", fn.inputs.size(),
                     " inputs, got ", inputs.size()));
   Run run(fn, params, precision);
   for (size_t i = 0; i < inputs.size(); ++i)
     run.setInput(i, inputs[i]);
-  for (size_t i = 0; i < fn.ops.size(); ++i)
+  for (size_t i = 0; i < fn.ops.size(); ++i) {
+    auto start = std::chrono::steady_clock::now();
     run.execute(fn.ops[i], i);
+    if (profile)
+      (*profile)[fn.ops[i].kind] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   return run.outputs();
 }
 

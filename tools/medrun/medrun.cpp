@@ -33,7 +33,7 @@ Usage:
   medrun init X.medc -o PARAMS.safetensors [--seed S]
       Writes parameters initialized as PyTorch initializes each layer (state_dict keys).
   medrun run X.medc [--func NAME] [--input [argN=]FILE.npy]... [--params FILE.safetensors]
-             [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N]
+             [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--profile]
       Runs a function on the CPU backend and writes its outputs as DIR/out0.npy, ...
 
 Options:
@@ -44,6 +44,7 @@ Options:
   --precision P      f32 (default), f64, or bf16 (activations stored in bfloat16)
   --seed S           seed for initialized parameters (default 0)
   --threads N        CPU threads (default: all cores, or MEDRUN_THREADS)
+  --profile          print the time spent in each op kind
   -o FILE            output file of `init`
   --help             this text
 )";
@@ -66,7 +67,7 @@ Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
       {"info", {}},
       {"init", {"o", "seed"}},
-      {"run", {"func", "input", "params", "out", "precision", "seed", "threads"}}};
+      {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile"}}};
   Args args;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
@@ -76,7 +77,7 @@ Args parseArgs(int argc, char **argv) {
       if (size_t eq = key.find('='); eq != std::string::npos) {
         value = key.substr(eq + 1);
         key = key.substr(0, eq);
-      } else if (key != "help") {
+      } else if (key != "help" && key != "profile") {
         if (i + 1 >= argc)
           throw Error(str("option --", key, " needs a value"));
         value = argv[++i];
@@ -193,7 +194,9 @@ int run(const Artifact &a, const Args &args) {
 
   Precision precision = parsePrecision(args.get("precision", "f32"));
   auto start = std::chrono::steady_clock::now();
-  std::vector<Tensor> outputs = runCpu(a, fn, inputs, params, precision);
+  std::map<std::string, double> profile;
+  std::vector<Tensor> outputs =
+      runCpu(a, fn, inputs, params, precision, args.options.count("profile") ? &profile : nullptr);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::filesystem::path dir = args.get("out", ".");
@@ -205,6 +208,8 @@ int run(const Artifact &a, const Args &args) {
     std::cout << "out" << i << "  " << shapeStr(t.shape()) << "  -> " << file.string() << "\n";
   }
   std::fprintf(stdout, "%s: %.3f s on %d threads\n", fn.name.c_str(), seconds, numThreads());
+  for (auto &[kind, t] : profile)
+    std::fprintf(stdout, "  %-20s %8.3f s  %5.1f%%\n", kind.c_str(), t, 100 * t / seconds);
   return 0;
 }
 
