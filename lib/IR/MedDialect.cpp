@@ -12,6 +12,7 @@ using namespace mlir::med;
 
 #include "med/IR/MedOpsDialect.cpp.inc"
 #include "med/IR/MedEnums.cpp.inc"
+#include "med/IR/MedInterfaces.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "med/IR/MedOpsAttributes.cpp.inc"
 

@@ -473,9 +473,9 @@ LogicalResult ReduceOp::inferShapes(MLIRContext *, std::optional<Location> loc,
 // Losses
 //===----------------------------------------------------------------------------------===//
 
-LogicalResult BCEWithLogitsOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
-                                                Adaptor adaptor, SmallVectorImpl<Type> &out) {
-  Checker c{loc, getOperationName()};
+namespace {
+// The operand checks of bce_with_logits, shared with its gradient op.
+template <typename Adaptor> LogicalResult checkBCE(const Checker &c, Adaptor adaptor) {
   RankedTensorType logits = tensorType(adaptor.getLogits());
   if (logits.getRank() < 2)
     return c.fail("logits: expected at least 2 dimensions (N x C x ...), got " +
@@ -503,16 +503,17 @@ LogicalResult BCEWithLogitsOp::inferShapes(MLIRContext *ctx, std::optional<Locat
   }
   if (adaptor.getAutoPosWeight() && adaptor.getMaxPosWeight().convertToDouble() <= 0)
     return c.fail("'max_pos_weight' must be positive");
-  if (adaptor.getReduction() == LossReduction::none)
-    out.push_back(logits);
-  else
-    out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
   return success();
 }
 
-LogicalResult DiceCEOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
-  Checker c{loc, getOperationName()};
+// The loss's result type: the elementwise loss for reduction none, else an f32 scalar.
+Type bceResultType(MLIRContext *ctx, Value logits, LossReduction reduction) {
+  if (reduction == LossReduction::none)
+    return logits.getType();
+  return RankedTensorType::get({}, Float32Type::get(ctx));
+}
+
+template <typename Adaptor> LogicalResult checkDiceCE(const Checker &c, Adaptor adaptor) {
   ValueRange logits = adaptor.getLogits(), targets = adaptor.getTargets();
   ArrayRef<double> weights = adaptor.getWeights();
   if (logits.empty())
@@ -541,7 +542,199 @@ LogicalResult DiceCEOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
                     " (class indices for logits " + Twine(i) + "), got " +
                     shapeStr(t.getShape()));
   }
+  return success();
+}
+
+// The upstream gradient of a loss: a scalar, or `expected` for an unreduced loss.
+LogicalResult checkLossGrad(const Checker &c, Value grad, Type expected) {
+  if (grad.getType() == expected)
+    return success();
+  auto t = tensorType(grad), e = cast<RankedTensorType>(expected);
+  if (t.getElementType().isF32() && e.getElementType().isF32() && sameShape(t.getShape(), e.getShape()))
+    return success();
+  std::string a, b;
+  llvm::raw_string_ostream(a) << grad.getType();
+  llvm::raw_string_ostream(b) << expected;
+  return c.fail("grad_loss: expected " + b + " (the type of the loss), got " + a);
+}
+} // namespace
+
+LogicalResult BCEWithLogitsOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  if (failed(checkBCE(Checker{loc, getOperationName()}, adaptor)))
+    return failure();
+  out.push_back(bceResultType(ctx, adaptor.getLogits(), adaptor.getReduction()));
+  return success();
+}
+
+LogicalResult DiceCEOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                    Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  if (failed(checkDiceCE(Checker{loc, getOperationName()}, adaptor)))
+    return failure();
   out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::inferShapes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                     SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return c.fail("'shape' sizes must be non-negative, got " + listStr(shape));
+    n *= d;
+  }
+  if (in.hasStaticShape() && in.getNumElements() != n)
+    return c.fail("'shape' " + shapeStr(shape) + " has " + Twine(n) + " elements, the input " +
+                  shapeStr(in.getShape()) + " has " + Twine(in.getNumElements()));
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult BroadcastOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  int64_t offset = static_cast<int64_t>(shape.size()) - in.getRank();
+  bool ok = offset >= 0;
+  for (int64_t i = 0; ok && i < in.getRank(); ++i) {
+    int64_t d = in.getDimSize(i);
+    ok = d == 1 || isDyn(d) || d == shape[offset + i];
+  }
+  if (!ok)
+    return c.fail("input " + shapeStr(in.getShape()) + " does not broadcast to " +
+                  shapeStr(shape) + " (trailing axes must be equal or 1)");
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult Conv3dGradWeightOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  StringRef spatial = "spatial axis";
+  if (failed(c.rank("input", adaptor.getInput(), 5, "N x C x D x H x W")) ||
+      failed(c.rank("grad_output", adaptor.getGradOutput(), 5, "N x C x D x H x W")) ||
+      failed(c.axisList("kernel", adaptor.getKernel(), 3, 1, spatial)) ||
+      failed(c.axisList("stride", adaptor.getStride(), 3, 1, spatial)) ||
+      failed(c.axisList("padding", adaptor.getPadding(), 3, 0, spatial)) ||
+      failed(c.axisList("dilation", adaptor.getDilation(), 3, 1, spatial)))
+    return failure();
+  RankedTensorType in = tensorType(adaptor.getInput()), dy = tensorType(adaptor.getGradOutput());
+  if (failed(c.sameElementType("grad_output", dy.getElementType(), in.getElementType(), "input")))
+    return failure();
+  int64_t groups = static_cast<int64_t>(adaptor.getGroups());
+  if (groups < 1)
+    return c.fail("'groups' must be at least 1, got " + Twine(groups));
+  int64_t cin = in.getDimSize(1), cout = dy.getDimSize(1);
+  if (!isDyn(cin) && cin % groups != 0)
+    return c.fail("input: " + Twine(cin) + " channels are not divisible by groups = " +
+                  Twine(groups));
+  if (!isDyn(cout) && cout % groups != 0)
+    return c.fail("grad_output: " + Twine(cout) + " channels are not divisible by groups = " +
+                  Twine(groups));
+  if (!sameDim(in.getDimSize(0), dy.getDimSize(0)))
+    return c.fail("grad_output: batch " + Twine(dy.getDimSize(0)) + " differs from the input's " +
+                  Twine(in.getDimSize(0)));
+  SmallVector<int64_t> shape = {cout, isDyn(cin) ? ShapedType::kDynamic : cin / groups};
+  llvm::append_range(shape, adaptor.getKernel());
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+namespace {
+// Shared by the normalization gradients: dy like the input; results input, gamma, gamma.
+LogicalResult inferNormGrad(const Checker &c, Value input, Value gamma, Value dy,
+                            SmallVectorImpl<Type> &out) {
+  RankedTensorType in = tensorType(input), g = tensorType(dy);
+  if (failed(c.sameElementType("grad_output", g.getElementType(), in.getElementType(), "input")))
+    return failure();
+  if (!sameShape(g.getShape(), in.getShape()))
+    return c.fail("grad_output: expected shape " + shapeStr(in.getShape()) +
+                  " (that of the input), got " + shapeStr(g.getShape()));
+  out.assign({input.getType(), gamma.getType(), gamma.getType()});
+  return success();
+}
+} // namespace
+
+LogicalResult GroupNormGradOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  SmallVector<Type> ignored;
+  if (failed(inferChannelAffine(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGamma(),
+                                ignored)))
+    return failure();
+  int64_t groups = static_cast<int64_t>(adaptor.getGroups());
+  int64_t channels = tensorType(adaptor.getInput()).getDimSize(1);
+  if (groups < 1)
+    return c.fail("'groups' must be at least 1, got " + Twine(groups));
+  if (!isDyn(channels) && channels % groups != 0)
+    return c.fail("input: " + Twine(channels) + " channels are not divisible by groups = " +
+                  Twine(groups));
+  return inferNormGrad(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGradOutput(), out);
+}
+
+LogicalResult ChannelLayerNormGradOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                                  Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  SmallVector<Type> ignored;
+  if (failed(inferChannelAffine(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGamma(),
+                                ignored)))
+    return failure();
+  return inferNormGrad(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGradOutput(), out);
+}
+
+LogicalResult GRNGradOp::inferShapes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                     SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(c.rank("input", adaptor.getInput(), 5, "N x C x D x H x W")))
+    return failure();
+  RankedTensorType in = tensorType(adaptor.getInput()), g = tensorType(adaptor.getGamma());
+  SmallVector<int64_t> expected = {1, in.getDimSize(1), 1, 1, 1};
+  if (!sameShape(g.getShape(), expected))
+    return c.fail("gamma: expected shape " + shapeStr(expected) + ", got " + shapeStr(g.getShape()));
+  return inferNormGrad(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGradOutput(), out);
+}
+
+LogicalResult GeluGradOp::inferShapes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  return inferNormGrad(c, adaptor.getInput(), adaptor.getInput(), adaptor.getGradOutput(), out)
+             .succeeded()
+             ? (out.resize(1), success())
+             : failure();
+}
+
+LogicalResult BCEWithLogitsGradOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(checkBCE(c, adaptor)) ||
+      failed(checkLossGrad(c, adaptor.getGradLoss(),
+                           bceResultType(ctx, adaptor.getLogits(), adaptor.getReduction()))))
+    return failure();
+  out.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult DiceCEGradOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(checkDiceCE(c, adaptor)) ||
+      failed(checkLossGrad(c, adaptor.getGradLoss(),
+                           RankedTensorType::get({}, Float32Type::get(ctx)))))
+    return failure();
+  for (Value l : adaptor.getLogits())
+    out.push_back(l.getType());
   return success();
 }
 

@@ -81,10 +81,17 @@ public:
         return failure();
       ops.push_back(std::move(*entry));
     }
+    json::Array names;
+    auto given = f->getAttrOfType<ArrayAttr>("med.output_names");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      auto name = given && i < given.size() ? dyn_cast<StringAttr>(given[i]) : StringAttr();
+      names.push_back(name ? name.str() : "out" + std::to_string(i));
+    }
     return json::Value(json::Object{{"name", f.getSymName()},
                                     {"values", std::move(values)},
                                     {"inputs", std::move(inputs)},
                                     {"outputs", std::move(outputs)},
+                                    {"output_names", std::move(names)},
                                     {"ops", std::move(ops)}});
   }
 
@@ -123,13 +130,18 @@ private:
         auto elements = dyn_cast<DenseElementsAttr>(o.getValue());
         if (!elements)
           return false;
-        if (elements.getElementType().isIntOrIndex()) {
+        // A splat is written as its one value.
+        bool integer = elements.getElementType().isIntOrIndex();
+        if (elements.isSplat() && integer)
+          vals.push_back(elements.getSplatValue<APInt>().getSExtValue());
+        else if (elements.isSplat())
+          vals.push_back(elements.getSplatValue<APFloat>().convertToDouble());
+        else if (integer)
           for (const APInt &v : elements.getValues<APInt>())
             vals.push_back(v.getSExtValue());
-        } else {
+        else
           for (const APFloat &v : elements.getValues<APFloat>())
             vals.push_back(v.convertToDouble());
-        }
         attrs["value"] = std::move(vals);
         return true; })
       .Case<Conv3dOp>([&](Conv3dOp o) {
@@ -199,6 +211,53 @@ private:
                  {"dice_weight", o.getDiceWeight().convertToDouble()},
                  {"batch_dice", o.getBatchDice()},
                  {"include_background", o.getIncludeBackground()}};
+        return true; })
+      .Case<ReshapeOp, BroadcastOp>([&](auto o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        attrs = json::Object{{"shape", ints(o.getShape())}};
+        return true; })
+      .Case<Conv3dGradWeightOp>([&](Conv3dGradWeightOp o) {
+        operands = json::Object{{"input", group(o.getInput())},
+                                {"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"kernel", ints(o.getKernel())}, {"stride", ints(o.getStride())},
+                             {"padding", ints(o.getPadding())},
+                             {"dilation", ints(o.getDilation())},
+                             {"groups", int64_t(o.getGroups())}};
+        return true; })
+      .Case<GroupNormGradOp>([&](GroupNormGradOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
+                                {"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"groups", int64_t(o.getGroups())},
+                             {"epsilon", o.getEpsilon().convertToDouble()}};
+        return true; })
+      .Case<ChannelLayerNormGradOp, GRNGradOp>([&](auto o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
+                                {"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"epsilon", o.getEpsilon().convertToDouble()}};
+        return true; })
+      .Case<GeluGradOp>([&](GeluGradOp o) {
+        operands = json::Object{{"input", group(o.getInput())},
+                                {"grad_output", group(o.getGradOutput())}};
+        return true; })
+      .Case<BCEWithLogitsGradOp>([&](BCEWithLogitsGradOp o) {
+        operands = json::Object{{"logits", group(o.getLogits())}, {"target", group(o.getTarget())},
+                                {"mask", optional(o.getMask())},
+                                {"pos_weight", optional(o.getPosWeight())},
+                                {"grad_loss", group(o.getGradLoss())}};
+        attrs = json::Object{{"reduction", stringifyLossReduction(o.getReduction())},
+                             {"auto_pos_weight", o.getAutoPosWeight()},
+                             {"max_pos_weight", o.getMaxPosWeight().convertToDouble()}};
+        return true; })
+      .Case<DiceCEGradOp>([&](DiceCEGradOp o) {
+        operands = json::Object{{"logits", group(o.getLogits())},
+                                {"targets", group(o.getTargets())},
+                                {"grad_loss", group(o.getGradLoss())}};
+        attrs = json::Object{{"weights", floats(o.getWeights())},
+                             {"smooth", o.getSmooth().convertToDouble()},
+                             {"ce_weight", o.getCeWeight().convertToDouble()},
+                             {"dice_weight", o.getDiceWeight().convertToDouble()},
+                             {"batch_dice", o.getBatchDice()},
+                             {"include_background", o.getIncludeBackground()}};
         return true; })
       .Default([](Operation *) { return false; });
     // clang-format on

@@ -188,6 +188,19 @@ struct Reader {
     };
     f.inputs = ids(field(j, "inputs", where), where + ".inputs");
     f.outputs = ids(field(j, "outputs", where), where + ".outputs");
+    if (j.contains("output_names")) {
+      const json &names = j["output_names"];
+      if (!names.is_array() || names.size() != f.outputs.size())
+        fail(where, "'output_names' must list one name per output");
+      for (const json &n : names) {
+        if (!n.is_string())
+          fail(where, "'output_names' must hold strings");
+        f.outputNames.push_back(n.get<std::string>());
+      }
+    } else {
+      for (size_t i = 0; i < f.outputs.size(); ++i)
+        f.outputNames.push_back("out" + std::to_string(i));
+    }
     const json &ops = field(j, "ops", where);
     if (!ops.is_array())
       fail(where, "'ops' must be a list");

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <unordered_map>
@@ -128,6 +129,25 @@ cpu::LossReduction lossReduction(const OpInfo &op) {
   if (r == "none") return cpu::LossReduction::None;
   if (r == "per_channel") return cpu::LossReduction::PerChannel;
   throw Error(str(op.describe(), ": unknown loss reduction '", r, "'"));
+}
+
+cpu::BceParams bceParams(const OpInfo &op) {
+  cpu::BceParams p;
+  p.reduction = lossReduction(op);
+  p.autoPosWeight = op.boolAttr("auto_pos_weight");
+  p.maxPosWeight = op.floatAttr("max_pos_weight");
+  return p;
+}
+
+cpu::DiceCEParams diceParams(const OpInfo &op) {
+  cpu::DiceCEParams p;
+  p.weights = op.floatsAttr("weights");
+  p.smooth = op.floatAttr("smooth");
+  p.ceWeight = op.floatAttr("ce_weight");
+  p.diceWeight = op.floatAttr("dice_weight");
+  p.batchDice = op.boolAttr("batch_dice");
+  p.includeBackground = op.boolAttr("include_background");
+  return p;
 }
 
 // State of one run: the live values and how they are stored.
@@ -269,27 +289,59 @@ private:
     } else if (k == "reduce") {
       cpu::reduce(reduceKind(op), in(op, "input"), op.intsAttr("axes"), result(op));
     } else if (k == "bce_with_logits") {
-      cpu::BceParams p;
-      p.reduction = lossReduction(op);
-      p.autoPosWeight = op.boolAttr("auto_pos_weight");
-      p.maxPosWeight = op.floatAttr("max_pos_weight");
+      cpu::BceParams p = bceParams(op);
       Tensor &y = result(op, 0, p.reduction == cpu::LossReduction::None ? storage : lossType());
       cpu::bceWithLogits(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
                          optionalIn(op, "pos_weight"), p, y);
     } else if (k == "dice_ce") {
-      cpu::DiceCEParams p;
-      p.weights = op.floatsAttr("weights");
-      p.smooth = op.floatAttr("smooth");
-      p.ceWeight = op.floatAttr("ce_weight");
-      p.diceWeight = op.floatAttr("dice_weight");
-      p.batchDice = op.boolAttr("batch_dice");
-      p.includeBackground = op.boolAttr("include_background");
+      cpu::DiceCEParams p = diceParams(op);
       std::vector<const Tensor *> logits, targets;
       for (int id : op.operand("logits"))
         logits.push_back(&in(id));
       for (int id : op.operand("targets"))
         targets.push_back(&in(id));
       cpu::diceCE(logits, targets, p, result(op, 0, lossType()));
+    } else if (k == "reshape") {
+      const Tensor &x = in(op, "input");
+      Tensor &y = result(op, 0, x.dtype());
+      std::memcpy(y.raw(), x.raw(), x.nbytes());
+    } else if (k == "broadcast") {
+      cpu::broadcast(in(op, "input"), result(op));
+    } else if (k == "conv3d_grad_weight") {
+      cpu::ConvParams p;
+      p.stride = triple(op, "stride");
+      p.padding = triple(op, "padding");
+      p.dilation = triple(op, "dilation");
+      p.groups = op.intAttr("groups");
+      cpu::conv3dGradWeight(in(op, "input"), in(op, "grad_output"), p, result(op));
+    } else if (k == "group_norm_grad" || k == "channel_layer_norm_grad" || k == "grn_grad") {
+      const Tensor &x = in(op, "input"), &gamma = in(op, "gamma"), &dy = in(op, "grad_output");
+      Tensor &dx = result(op, 0), &dgamma = result(op, 1), &dbeta = result(op, 2);
+      double eps = op.floatAttr("epsilon");
+      if (k == "group_norm_grad")
+        cpu::groupNormGrad(x, gamma, dy, op.intAttr("groups"), eps, dx, dgamma, dbeta);
+      else if (k == "channel_layer_norm_grad")
+        cpu::channelLayerNormGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
+      else
+        cpu::grnGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
+    } else if (k == "gelu_grad") {
+      cpu::geluGrad(in(op, "input"), in(op, "grad_output"), result(op));
+    } else if (k == "bce_with_logits_grad") {
+      cpu::BceParams p = bceParams(op);
+      Tensor dloss = stored(in(op, "grad_loss"));
+      cpu::bceWithLogitsGrad(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
+                             optionalIn(op, "pos_weight"), dloss, p, result(op));
+    } else if (k == "dice_ce_grad") {
+      std::vector<const Tensor *> logits, targets;
+      for (int id : op.operand("logits"))
+        logits.push_back(&in(id));
+      for (int id : op.operand("targets"))
+        targets.push_back(&in(id));
+      std::vector<Tensor *> dlogits;
+      for (size_t i = 0; i < op.results.size(); ++i)
+        dlogits.push_back(&result(op, i));
+      Tensor dloss = stored(in(op, "grad_loss"));
+      cpu::diceCEGrad(logits, targets, dloss, diceParams(op), dlogits);
     } else {
       throw Error("the CPU backend has no kernel for this op");
     }

@@ -1,7 +1,8 @@
 //===- medc.cpp - the med compiler driver ----------------------------------------===//
 //
 //   medc stats FILE [--batch N] [--patch D,H,W] [--entry NAME] [--json]
-//   medc compile FILE [-o OUT] [--emit artifact|mlir] [--batch N] [--patch D,H,W] [--entry NAME]
+//   medc compile FILE [-o OUT] [--emit artifact|plan|mlir] [--grad] [--batch N] [--patch D,H,W]
+//                [--entry NAME]
 //
 //===----------------------------------------------------------------------------------===//
 
@@ -68,6 +69,10 @@ cl::opt<Emit> emit("emit", cl::desc("What compile writes"), cl::init(Emit::Auto)
                                          "the artifact's JSON document, indented (to read)"),
                               clEnumValN(Emit::Mlir, "mlir", "the compiled module as MLIR")),
                    cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<bool> grad("grad",
+                   cl::desc("Also build <f>_grad, the gradient of every function whose first "
+                            "result is a scalar loss (med-autodiff)"),
+                   cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
@@ -108,6 +113,8 @@ LogicalResult specialize(ModuleOp module) {
   options.batch = batch;
   options.patch = sizes; // a view: `sizes` outlives the pass manager's run
   pm.addPass(med::createMedSpecialize(options));
+  if (grad)
+    pm.addPass(med::createMedAutodiff());
   pm.addPass(createSymbolDCEPass());
   return pm.run(module);
 }

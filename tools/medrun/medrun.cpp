@@ -34,7 +34,8 @@ Usage:
       Writes parameters initialized as PyTorch initializes each layer (state_dict keys).
   medrun run X.medc [--func NAME] [--input [argN=]FILE.npy]... [--params FILE.safetensors]
              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--profile]
-      Runs a function on the CPU backend and writes its outputs as DIR/out0.npy, ...
+      Runs a function on the CPU backend and writes each output as DIR/NAME.npy (out0, ...,
+      and grad.<parameter> for gradient functions).
 
 Options:
   --func NAME        function to run (default: the only one in the artifact)
@@ -123,7 +124,7 @@ int info(const Artifact &a) {
     for (size_t i = 0; i < f.inputs.size(); ++i)
       std::cout << "  arg" << i << "  " << typeStr(f.values[f.inputs[i]]) << "\n";
     for (size_t i = 0; i < f.outputs.size(); ++i)
-      std::cout << "  out" << i << "  " << typeStr(f.values[f.outputs[i]]) << "\n";
+      std::cout << "  " << f.outputNames[i] << "  " << typeStr(f.values[f.outputs[i]]) << "\n";
   }
   int64_t count = 0;
   for (const ParameterInfo &p : a.parameters)
@@ -203,9 +204,10 @@ int run(const Artifact &a, const Args &args) {
   std::filesystem::create_directories(dir);
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor t = outputs[i].dtype() == DType::BF16 ? outputs[i].to(DType::F32) : outputs[i];
-    std::filesystem::path file = dir / ("out" + std::to_string(i) + ".npy");
+    std::filesystem::path file = dir / (fn.outputNames[i] + ".npy");
     writeNpy(file.string(), t);
-    std::cout << "out" << i << "  " << shapeStr(t.shape()) << "  -> " << file.string() << "\n";
+    std::cout << fn.outputNames[i] << "  " << shapeStr(t.shape()) << "  -> " << file.string()
+              << "\n";
   }
   std::fprintf(stdout, "%s: %.3f s on %d threads\n", fn.name.c_str(), seconds, numThreads());
   for (auto &[kind, t] : profile)

@@ -13,6 +13,14 @@
 
 #include "med/IR/MedEnums.h.inc"
 
+namespace mlir::med {
+/// Marks ops that give no gradient to any operand (constants, the gradient ops).
+template <typename ConcreteType>
+class NotDifferentiable : public OpTrait::TraitBase<ConcreteType, NotDifferentiable> {};
+} // namespace mlir::med
+
+#include "med/IR/MedInterfaces.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "med/IR/MedOpsAttributes.h.inc"
 

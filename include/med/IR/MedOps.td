@@ -10,6 +10,7 @@
 #define MED_OPS_TD
 
 include "med/IR/MedDialect.td"
+include "med/IR/MedInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -20,7 +21,10 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // The verifier runs it with the op's location, so an inconsistent op gets exactly one
 // error naming the operand; type inference (builders, parser) runs it silently and falls
 // back to an unranked type that the verifier then rejects.
-defvar Med_ShapedOpDefinitions = [{
+defvar Med_Differentiable = DeclareOpInterfaceMethods<Med_GradientOpInterface>;
+
+class Med_ShapedOpDefinitions<string numResultsOnFailure> {
+  code body = [{
   // Checked by verify(), which names the result and both types in one message.
   bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange, ::mlir::TypeRange) {
     return true;
@@ -29,8 +33,8 @@ defvar Med_ShapedOpDefinitions = [{
       std::optional<::mlir::Location>, Adaptor adaptor,
       ::llvm::SmallVectorImpl<::mlir::Type> &out) {
     if (::mlir::failed(inferShapes(context, std::nullopt, adaptor, out))) {
-      out.clear();
-      out.push_back(::mlir::UnrankedTensorType::get(::mlir::Float32Type::get(context)));
+      out.assign(}] # numResultsOnFailure # [{,
+                 ::mlir::UnrankedTensorType::get(::mlir::Float32Type::get(context)));
     }
     return ::mlir::success();
   }
@@ -41,9 +45,12 @@ defvar Med_ShapedOpDefinitions = [{
     return ::mlir::med::verifyResultTypes(getOperation(), types);
   }
 }];
+}
 
 class Med_ShapedOp<string mnemonic, list<Trait> traits = []>
     : Med_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptorWithIsCompatible])> {
+  // How many (unranked) result types inference reports when the shapes do not fit.
+  string numResultsOnFailure = "1";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The shape rule: result types from operand types and attributes. With a location,
@@ -52,7 +59,7 @@ class Med_ShapedOp<string mnemonic, list<Trait> traits = []>
         std::optional<::mlir::Location> loc, Adaptor adaptor,
         ::llvm::SmallVectorImpl<::mlir::Type> &out);
   }];
-  let extraClassDefinition = Med_ShapedOpDefinitions;
+  let extraClassDefinition = Med_ShapedOpDefinitions<numResultsOnFailure>.body;
 }
 
 //===----------------------------------------------------------------------------------===//
@@ -87,7 +94,8 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
   }];
 }
 
-def Med_ParamOp : Med_Op<"param", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Med_ParamOp : Med_Op<"param", [Pure, Med_NotDifferentiable,
+                                   DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads a parameter declared by med.parameter";
   let description = [{
     Produces the current value of the parameter `name`. The result type must equal the
@@ -102,7 +110,7 @@ def Med_ParamOp : Med_Op<"param", [Pure, DeclareOpInterfaceMethods<SymbolUserOpI
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
-def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike]> {
+def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiable]> {
   let summary = "a constant tensor";
   let description = [{
     A tensor of constants, usually a scalar or a splat.
@@ -121,7 +129,7 @@ def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike]> {
 // Convolutions
 //===----------------------------------------------------------------------------------===//
 
-def Med_Conv3dOp : Med_ShapedOp<"conv3d"> {
+def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable]> {
   let summary = "3D convolution (cross-correlation), as torch.nn.functional.conv3d";
   let description = [{
     `input` is N×Cin×D×H×W, `weight` Cout×(Cin/groups)×kD×kH×kW, the optional `bias` Cout.
@@ -146,7 +154,7 @@ def Med_Conv3dOp : Med_ShapedOp<"conv3d"> {
   }];
 }
 
-def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose"> {
+def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable]> {
   let summary = "3D transposed convolution, as torch.nn.functional.conv_transpose3d";
   let description = [{
     `input` is N×Cin×D×H×W, `weight` Cin×(Cout/groups)×kD×kH×kW (PyTorch's layout), the
@@ -176,7 +184,7 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose"> {
 // Normalizations
 //===----------------------------------------------------------------------------------===//
 
-def Med_GroupNormOp : Med_ShapedOp<"group_norm"> {
+def Med_GroupNormOp : Med_ShapedOp<"group_norm", [Med_Differentiable]> {
   let summary = "group normalization, as torch.nn.GroupNorm";
   let description = [{
     Splits the C channels of an N×C×… input into `groups` groups, normalizes each (sample,
@@ -196,7 +204,7 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm"> {
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm"> {
+def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable]> {
   let summary = "layer normalization over the channel axis only (channels-first)";
   let description = [{
     MedNeXt's channels-first LayerNorm: at every sample and voxel, normalizes the C values of
@@ -212,7 +220,7 @@ def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm"> {
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_GRNOp : Med_ShapedOp<"grn"> {
+def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable]> {
   let summary = "global response normalization (ConvNeXt-V2), as in MedNeXt";
   let description = [{
     `g = ‖x‖₂` over the spatial axes per sample and channel; `n = g / (mean over channels of g +
@@ -233,13 +241,14 @@ def Med_GRNOp : Med_ShapedOp<"grn"> {
 // Elementwise
 //===----------------------------------------------------------------------------------===//
 
-class Med_UnaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
+class Med_UnaryOp<string mnemonic, string formula>
+    : Med_ShapedOp<mnemonic, [Med_Differentiable]> {
   let summary = "elementwise " # formula;
   let description = "Computes `" # formula # "` for every element.";
   let arguments = (ins Med_FloatTensor:$input);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
-  let extraClassDefinition = Med_ShapedOpDefinitions # [{
+  let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
     ::llvm::LogicalResult $cppClass::inferShapes(::mlir::MLIRContext *,
         std::optional<::mlir::Location>, Adaptor adaptor,
         ::llvm::SmallVectorImpl<::mlir::Type> &out) {
@@ -258,7 +267,8 @@ def Med_ExpOp : Med_UnaryOp<"exp", "exp(x)">;
 def Med_LogOp : Med_UnaryOp<"log", "log(x)">;
 def Med_SqrtOp : Med_UnaryOp<"sqrt", "√x">;
 
-class Med_BinaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
+class Med_BinaryOp<string mnemonic, string formula>
+    : Med_ShapedOp<mnemonic, [Med_Differentiable]> {
   let summary = "elementwise " # formula # " with broadcasting";
   let description = [{
     Applies the operation elementwise with NumPy/PyTorch broadcasting: shapes are aligned at
@@ -272,7 +282,7 @@ class Med_BinaryOp<string mnemonic, string formula> : Med_ShapedOp<mnemonic> {
   let arguments = (ins Med_FloatTensor:$lhs, Med_FloatTensor:$rhs);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
-  let extraClassDefinition = Med_ShapedOpDefinitions # [{
+  let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
     ::llvm::LogicalResult $cppClass::inferShapes(::mlir::MLIRContext *,
         std::optional<::mlir::Location> loc, Adaptor adaptor,
         ::llvm::SmallVectorImpl<::mlir::Type> &out) {
@@ -293,7 +303,7 @@ def Med_MinOp : Med_BinaryOp<"min", "min(lhs, rhs)">;
 // Data movement
 //===----------------------------------------------------------------------------------===//
 
-def Med_PadOp : Med_ShapedOp<"pad"> {
+def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
   let summary = "pads each axis with a constant, possibly asymmetrically";
   let description = [{
     Adds `low[i]` elements before and `high[i]` after axis `i` (one entry per axis, ≥ 0),
@@ -310,7 +320,7 @@ def Med_PadOp : Med_ShapedOp<"pad"> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_SliceOp : Med_ShapedOp<"slice"> {
+def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable]> {
   let summary = "extracts a strided box";
   let description = [{
     Takes `sizes[i]` elements along each axis `i`, starting at `offsets[i]` and stepping by
@@ -327,7 +337,7 @@ def Med_SliceOp : Med_ShapedOp<"slice"> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_ConcatOp : Med_ShapedOp<"concat"> {
+def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
   let summary = "concatenates tensors along one axis";
   let description = [{
     All inputs have the same rank, element type and sizes, except along `axis`.
@@ -345,7 +355,7 @@ def Med_ConcatOp : Med_ShapedOp<"concat"> {
 // Reductions
 //===----------------------------------------------------------------------------------===//
 
-def Med_ReduceOp : Med_ShapedOp<"reduce"> {
+def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable]> {
   let summary = "sum, mean, max or min over a set of axes";
   let description = [{
     Reduces `input` over `axes` (distinct, in range). With `keepdims` the reduced axes remain
@@ -365,7 +375,8 @@ def Med_ReduceOp : Med_ShapedOp<"reduce"> {
 // Losses
 //===----------------------------------------------------------------------------------===//
 
-def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegments]> {
+def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegments,
+                                                          Med_Differentiable]> {
   let summary = "binary cross-entropy on logits, with mask and positive-class weights";
   let description = [{
     Elementwise `l = −w·[p·y·log σ(x) + (1−y)·log(1−σ(x))]` as
@@ -396,7 +407,7 @@ def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegme
   }];
 }
 
-def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments]> {
+def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differentiable]> {
   let summary = "soft Dice + cross-entropy over deep-supervision outputs (nnU-Net)";
   let description = [{
     nnU-Net's `DC_and_CE_loss` summed over deep-supervision levels: for each level `i`,
@@ -422,6 +433,151 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments]> {
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = [{
     `logits` `(` $logits `)` `targets` `(` $targets `)` attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------------------===//
+// Shape manipulation (used by gradients; differentiable themselves)
+//===----------------------------------------------------------------------------------===//
+
+def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable]> {
+  let summary = "gives a tensor a new shape with the same number of elements";
+  let description = [{
+    Reinterprets the elements (in row-major order) with the shape `shape`.
+
+    ```mlir
+    %y = med.reshape %x {shape = array<i64: 2, 3, 1, 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3x1x1x1xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
+  let summary = "broadcasts a tensor to a shape (NumPy rules)";
+  let description = [{
+    Repeats `input` along the axes where it has size 1 (or that it lacks, aligning trailing
+    axes) to the shape `shape`.
+
+    ```mlir
+    %y = med.broadcast %x {shape = array<i64: 2, 32, 4, 4, 4>} : (tensor<2x32x1x1x1xf32>) -> tensor<2x32x4x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------------------===//
+// Gradient ops: the backward work of the ops above, emitted by med-autodiff. Each is a
+// kernel the backends own. They are not differentiable themselves.
+//===----------------------------------------------------------------------------------===//
+
+def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferentiable]> {
+  let summary = "gradient of a 3D convolution with respect to its weight";
+  let description = [{
+    `dW[co, ci, a, b, c] = Σ_{n, z, y, x} grad_output[n, co, z, y, x] ·
+    input[n, g·Cin/groups + ci, z·s − p + a·d, …]` for the group g of `co`, with
+    `kernel` = (kD, kH, kW). The result has shape Cout × Cin/groups × kD × kH × kW, that of
+    the convolution's weight. With input and grad_output swapped it is also the weight
+    gradient of a transposed convolution.
+
+    ```mlir
+    %dw = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>, groups = 32 : i64, padding = array<i64: 1, 1, 1>}
+        : (tensor<2x32x8x8x8xf32>, tensor<2x32x8x8x8xf32>) -> tensor<32x1x3x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$kernel,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$stride,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [Med_NotDifferentiable]> {
+  let summary = "gradient of med." # forward;
+  let description = [{
+    From the forward input, gamma and the gradient of the forward result, computes the
+    gradients of the input, gamma and beta (statistics are recomputed from the input).
+  }];
+  let numResultsOnFailure = "3";
+  let results = (outs Med_FloatTensor:$grad_input, Med_FloatTensor:$grad_gamma,
+                      Med_FloatTensor:$grad_beta);
+  let assemblyFormat = "$input `,` $gamma `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_GroupNormGradOp : Med_NormGradOp<"group_norm_grad", "group_norm"> {
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
+                       Med_FloatTensor:$grad_output, I64Attr:$groups,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+}
+def Med_ChannelLayerNormGradOp : Med_NormGradOp<"channel_layer_norm_grad", "channel_layer_norm"> {
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
+                       Med_FloatTensor:$grad_output, DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+}
+def Med_GRNGradOp : Med_NormGradOp<"grn_grad", "grn"> {
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
+                       Med_FloatTensor:$grad_output, DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+}
+
+def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable]> {
+  let summary = "gradient of med.gelu";
+  let description = [{
+    `grad_output · (Φ(x) + x·φ(x))` with Φ, φ the standard normal CDF and density.
+
+    ```mlir
+    %dx = med.gelu_grad %x, %dy : (tensor<2x64x8x8x8xf32>, tensor<2x64x8x8x8xf32>) -> tensor<2x64x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$grad_output);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_BCEWithLogitsGradOp : Med_ShapedOp<"bce_with_logits_grad", [AttrSizedOperandSegments,
+                                                                    Med_NotDifferentiable]> {
+  let summary = "gradient of med.bce_with_logits with respect to the logits";
+  let description = [{
+    Takes the operands and attributes of the loss plus `grad_loss` (a scalar, or the shape of
+    the logits for reduction `none`) and returns the gradient of the logits. Targets, mask and
+    pos_weight get no gradient (automatic pos_weight is treated as a constant, as PyTorch
+    Connectomics computes it under no_grad).
+  }];
+  let arguments = (ins Med_FloatTensor:$logits, Med_FloatTensor:$target,
+                       Optional<Med_FloatTensor>:$mask, Optional<Med_FloatTensor>:$pos_weight,
+                       Med_FloatTensor:$grad_loss,
+                       DefaultValuedAttr<Med_LossReductionAttr, "::mlir::med::LossReduction::mean">:$reduction,
+                       UnitAttr:$auto_pos_weight,
+                       DefaultValuedAttr<F64Attr, "10.0">:$max_pos_weight);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $target (`mask` $mask^)? (`pos_weight` $pos_weight^)? `grad` $grad_loss attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
+                                                    Med_NotDifferentiable]> {
+  let summary = "gradient of med.dice_ce with respect to every logits operand";
+  let description = [{
+    Takes the operands and attributes of the loss plus the scalar `grad_loss`; returns one
+    gradient per logits operand.
+  }];
+  let numResultsOnFailure = "adaptor.getLogits().size()";
+  let arguments = (ins Variadic<Med_FloatTensor>:$logits, Variadic<Med_LabelTensor>:$targets,
+                       Med_FloatTensor:$grad_loss,
+                       DenseF64ArrayAttr:$weights,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$smooth,
+                       DefaultValuedAttr<F64Attr, "1.0">:$ce_weight,
+                       DefaultValuedAttr<F64Attr, "1.0">:$dice_weight,
+                       DefaultValuedAttr<BoolAttr, "true">:$batch_dice,
+                       UnitAttr:$include_background);
+  let results = (outs Variadic<Med_FloatTensor>:$results);
+  let assemblyFormat = [{
+    `logits` `(` $logits `)` `targets` `(` $targets `)` `grad` $grad_loss attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -31,4 +31,26 @@ def MedSpecialize : Pass<"med-specialize", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedAutodiff : Pass<"med-autodiff", "::mlir::ModuleOp"> {
+  let summary = "builds the gradient function of a loss function (reverse mode)";
+  let description = [{
+    For each selected function whose first result is a scalar loss, adds a public function
+    `<name>_grad` with the same arguments that returns the original results, then the
+    gradient of the loss with respect to every parameter the function reads (in declaration
+    order), then with respect to every floating-point argument. Its `med.output_names`
+    attribute names the results (`out0`, …, `grad.<parameter>`, `grad.arg<i>`).
+
+    The algorithm: values that depend on a parameter or an argument and on which the loss
+    depends are active; ops are visited in reverse order, each active op's
+    GradientOpInterface builds its operands' gradients from its results', and several
+    contributions to one value are summed. Ops marked NotDifferentiable (constants, gradient
+    ops) stop the gradient. A parameter or argument the loss does not depend on gets a zero
+    gradient and a warning. Needs static shapes: run med-specialize first.
+  }];
+  let options = [
+    Option<"function", "func", "std::string", /*default=*/"\"\"",
+           "function to differentiate (default: every public function returning a scalar first)">,
+  ];
+}
+
 #endif // MED_TRANSFORMS_PASSES_TD

@@ -60,7 +60,8 @@ struct Function {
   std::string name;
   std::vector<ValueInfo> values; ///< indexed by value id
   std::vector<int> inputs;       ///< value ids of the arguments, named arg0, arg1, ...
-  std::vector<int> outputs;      ///< value ids returned, named out0, out1, ...
+  std::vector<int> outputs;      ///< value ids returned
+  std::vector<std::string> outputNames; ///< "out0", ..., "grad.<parameter>", "grad.arg0"
   std::vector<OpInfo> ops;       ///< in execution order
 };
 

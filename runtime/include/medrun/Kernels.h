@@ -87,6 +87,44 @@ struct DiceCEParams {
 void diceCE(const std::vector<const Tensor *> &logits, const std::vector<const Tensor *> &targets,
             const DiceCEParams &p, Tensor &y);
 
+//===----------------------------------------------------------------------------------===//
+// Gradient kernels (the backward ops med-autodiff emits; docs/dialect.md, *_grad ops)
+//===----------------------------------------------------------------------------------===//
+
+/// dw[co, ci, a, b, c] = Σ_{n,z,y,x} dy[n, co, z, y, x] · x[n, g·Cin/groups + ci,
+/// z·s − p + a·d, ...] (zero outside), g the group of co. x N×Cin×D×H×W, dy N×Cout×D'×H'×W',
+/// dw Cout×Cin/groups×kD×kH×kW (the kernel size is dw's shape; p.outputPadding unused).
+void conv3dGradWeight(const Tensor &x, const Tensor &dy, const ConvParams &p, Tensor &dw);
+
+/// Gradients of groupNorm / channelLayerNorm / grn with respect to the input, gamma and
+/// beta, from the forward input, gamma and dy (statistics recomputed from x). dgamma and
+/// dbeta have gamma's shape (C for the norms, 1×C×1×1×1 for grn).
+void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
+                   double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta);
+void channelLayerNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps,
+                          Tensor &dx, Tensor &dgamma, Tensor &dbeta);
+void grnGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps, Tensor &dx,
+             Tensor &dgamma, Tensor &dbeta);
+
+/// dx = dy · (Φ(x) + x·φ(x)), exact erf form.
+void geluGrad(const Tensor &x, const Tensor &dy, Tensor &dx);
+
+/// y = x broadcast (NumPy rules) to y's shape.
+void broadcast(const Tensor &x, Tensor &y);
+
+/// Gradient of bceWithLogits with respect to the logits for the upstream gradient dloss
+/// (rank 0 for reduced losses, logits' shape for LossReduction::None). Targets, mask and
+/// pos_weight (also the automatic one) are constants. Masked-out elements get 0.
+void bceWithLogitsGrad(const Tensor &logits, const Tensor &target, const Tensor *mask,
+                       const Tensor *posWeight, const Tensor &dloss, const BceParams &p,
+                       Tensor &dlogits);
+
+/// Gradient of diceCE with respect to each logits tensor for the scalar upstream gradient
+/// dloss; dlogits[i] has logits[i]'s shape.
+void diceCEGrad(const std::vector<const Tensor *> &logits,
+                const std::vector<const Tensor *> &targets, const Tensor &dloss,
+                const DiceCEParams &p, const std::vector<Tensor *> &dlogits);
+
 } // namespace medrun::cpu
 
 #endif // MEDRUN_KERNELS_H

@@ -1,0 +1,31 @@
+//===- MedInterfaces.td - op interfaces and traits of the med dialect -----------===//
+#ifndef MED_INTERFACES_TD
+#define MED_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Med_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::med";
+  let description = [{
+    The reverse-mode gradient rule of an op: given the gradients of its results (a null
+    Value for a result whose gradient is zero), it builds the gradients of its operands at
+    the builder's insertion point, pushing one Value per operand (null where the operand
+    gets no gradient, e.g. labels, masks, integer inputs). `med-autodiff` calls it on every
+    op between the parameters and the loss.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Builds the operand gradients from the result gradients.",
+      "::llvm::LogicalResult", "buildGradients",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+// Ops that produce no gradient for any operand: constants, and the gradient ops
+// themselves (no second derivatives). med-autodiff treats their results as constants.
+def Med_NotDifferentiable : NativeOpTrait<"NotDifferentiable"> {
+  let cppNamespace = "::mlir::med";
+}
+
+#endif // MED_INTERFACES_TD

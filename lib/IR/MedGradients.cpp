@@ -1,0 +1,335 @@
+//===- MedGradients.cpp - reverse-mode gradient rules of the med ops ------------===//
+//
+// One buildGradients per differentiable op (GradientOpInterface). Rules need static
+// shapes (med-autodiff runs after med-specialize). Heavy backward work is emitted as the
+// dedicated gradient ops (conv3d_grad_weight, *_norm_grad, gelu_grad, loss gradients) that
+// the backends implement; the rest is expressed with forward ops.
+//
+//===----------------------------------------------------------------------------------===//
+
+#include "med/IR/MedOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Value scalar(OpBuilder &b, Location loc, Type elementType, double value) {
+  auto type = RankedTensorType::get({}, elementType);
+  return b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                       type, b.getFloatAttr(elementType, value).getValue()));
+}
+
+// Sums a broadcast gradient back to the shape of the operand it came from.
+Value sumTo(OpBuilder &b, Location loc, Value grad, RankedTensorType target) {
+  RankedTensorType type = typeOf(grad);
+  if (type.getShape() == target.getShape())
+    return grad;
+  int64_t extra = type.getRank() - target.getRank();
+  if (extra > 0) {
+    SmallVector<int64_t> leading(extra);
+    std::iota(leading.begin(), leading.end(), 0);
+    grad = b.create<ReduceOp>(loc, ReduceKind::sum, grad, leading, /*keepdims=*/false);
+    type = typeOf(grad);
+  }
+  SmallVector<int64_t> ones;
+  for (int64_t i = 0; i < target.getRank(); ++i)
+    if (target.getDimSize(i) == 1 && type.getDimSize(i) != 1)
+      ones.push_back(i);
+  if (!ones.empty())
+    grad = b.create<ReduceOp>(loc, ReduceKind::sum, grad, ones, /*keepdims=*/true);
+  return grad;
+}
+
+LogicalResult requireStatic(Operation *op) {
+  for (Type t : op->getOperandTypes())
+    if (auto r = dyn_cast<RankedTensorType>(t); r && !r.hasStaticShape())
+      return op->emitOpError("gradient needs static shapes (run med-specialize first)");
+  return success();
+}
+
+Value biasGrad(OpBuilder &b, Location loc, Value dy) {
+  return b.create<ReduceOp>(loc, ReduceKind::sum, dy, ArrayRef<int64_t>{0, 2, 3, 4}, false);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult Conv3dOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  if (failed(requireStatic(*this)))
+    return failure();
+  Location loc = getLoc();
+  RankedTensorType x = typeOf(getInput()), w = typeOf(getWeight()), y = typeOf(dy);
+  // The transposed convolution of dy restores x's size up to the remainder the strided
+  // convolution dropped; output_padding adds it back.
+  SmallVector<int64_t> outputPadding;
+  for (int i = 0; i < 3; ++i) {
+    int64_t k = w.getDimSize(2 + i);
+    int64_t restored = (y.getDimSize(2 + i) - 1) * getStride()[i] - 2 * getPadding()[i] +
+                       getDilation()[i] * (k - 1) + 1;
+    outputPadding.push_back(x.getDimSize(2 + i) - restored);
+  }
+  Value dx = b.create<Conv3dTransposeOp>(loc, dy, getWeight(), Value(), getStride(), getPadding(),
+                                         outputPadding, getDilation(), getGroups());
+  Value dw = b.create<Conv3dGradWeightOp>(loc, getInput(), dy, w.getShape().drop_front(2),
+                                          getStride(), getPadding(), getDilation(), getGroups());
+  operandGrads.assign({dx, dw, getBias() ? biasGrad(b, loc, dy) : Value()});
+  return success();
+}
+
+LogicalResult Conv3dTransposeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                                SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  if (failed(requireStatic(*this)))
+    return failure();
+  Location loc = getLoc();
+  RankedTensorType w = typeOf(getWeight());
+  auto dx = b.create<Conv3dOp>(loc, dy, getWeight(), Value(), getStride(), getPadding(),
+                               getDilation(), getGroups());
+  if (typeOf(dx).getShape() != typeOf(getInput()).getShape())
+    return emitOpError("gradient: output_padding not smaller than the stride is not supported");
+  // The weight gradient is a convolution's with the roles of input and output swapped.
+  Value dw = b.create<Conv3dGradWeightOp>(loc, dy, getInput(), w.getShape().drop_front(2),
+                                          getStride(), getPadding(), getDilation(), getGroups());
+  operandGrads.assign({dx, dw, getBias() ? biasGrad(b, loc, dy) : Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult GroupNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<GroupNormGradOp>(getLoc(), getInput(), getGamma(), resultGrads[0],
+                                     getGroups(), getEpsilon());
+  operandGrads.assign({g.getGradInput(), g.getGradGamma(), g.getGradBeta()});
+  return success();
+}
+
+LogicalResult ChannelLayerNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                                 SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<ChannelLayerNormGradOp>(getLoc(), getInput(), getGamma(), resultGrads[0],
+                                            getEpsilon());
+  operandGrads.assign({g.getGradInput(), g.getGradGamma(), g.getGradBeta()});
+  return success();
+}
+
+LogicalResult GRNOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<GRNGradOp>(getLoc(), getInput(), getGamma(), resultGrads[0], getEpsilon());
+  operandGrads.assign({g.getGradInput(), g.getGradGamma(), g.getGradBeta()});
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({b.create<GeluGradOp>(getLoc(), getInput(), resultGrads[0])});
+  return success();
+}
+
+LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  // σ' = σ (1 − σ), from the forward result.
+  Location loc = getLoc();
+  Value y = getResult(), one = scalar(b, loc, typeOf(y).getElementType(), 1.0);
+  Value dyy = b.create<MulOp>(loc, resultGrads[0], y);
+  operandGrads.assign({b.create<MulOp>(loc, dyy, b.create<SubOp>(loc, one, y))});
+  return success();
+}
+
+LogicalResult NegOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({b.create<NegOp>(getLoc(), resultGrads[0])});
+  return success();
+}
+
+LogicalResult ExpOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({b.create<MulOp>(getLoc(), resultGrads[0], getResult())});
+  return success();
+}
+
+LogicalResult LogOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({b.create<DivOp>(getLoc(), resultGrads[0], getInput())});
+  return success();
+}
+
+LogicalResult SqrtOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value half = scalar(b, loc, typeOf(getResult()).getElementType(), 0.5);
+  Value scaled = b.create<MulOp>(loc, resultGrads[0], half);
+  operandGrads.assign({b.create<DivOp>(loc, scaled, getResult())});
+  return success();
+}
+
+LogicalResult AddOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  operandGrads.assign({sumTo(b, getLoc(), dy, typeOf(getLhs())),
+                       sumTo(b, getLoc(), dy, typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult SubOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  Value negated = b.create<NegOp>(getLoc(), dy);
+  operandGrads.assign({sumTo(b, getLoc(), dy, typeOf(getLhs())),
+                       sumTo(b, getLoc(), negated, typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  operandGrads.assign({sumTo(b, loc, b.create<MulOp>(loc, dy, getRhs()), typeOf(getLhs())),
+                       sumTo(b, loc, b.create<MulOp>(loc, dy, getLhs()), typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // d(a/b)/da = 1/b; d(a/b)/db = −(a/b)/b.
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  Value da = b.create<DivOp>(loc, dy, getRhs());
+  Value db = b.create<NegOp>(loc, b.create<DivOp>(loc, b.create<MulOp>(loc, dy, getResult()),
+                                                  getRhs()));
+  operandGrads.assign({sumTo(b, loc, da, typeOf(getLhs())), sumTo(b, loc, db, typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult MaxOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+  return emitOpError("gradient of med.max is not implemented yet");
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+  return emitOpError("gradient of med.min is not implemented yet");
+}
+
+//===----------------------------------------------------------------------------------===//
+// Data movement and shapes
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult PadOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({b.create<SliceOp>(getLoc(), resultGrads[0], getLow(),
+                                         typeOf(getInput()).getShape(), DenseI64ArrayAttr())});
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  if (auto strides = getStrides();
+      strides && llvm::any_of(*strides, [](int64_t s) { return s != 1; }))
+    return emitOpError("gradient of a strided med.slice is not implemented yet");
+  if (failed(requireStatic(*this)))
+    return failure();
+  ArrayRef<int64_t> in = typeOf(getInput()).getShape();
+  SmallVector<int64_t> high;
+  for (size_t i = 0; i < in.size(); ++i)
+    high.push_back(in[i] - getOffsets()[i] - getSizes()[i]);
+  operandGrads.assign({b.create<PadOp>(getLoc(), resultGrads[0], getOffsets(), high,
+                                       llvm::APFloat(0.0))});
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  int64_t axis = getAxis(), offset = 0;
+  for (Value input : getInputs()) {
+    RankedTensorType t = typeOf(input);
+    SmallVector<int64_t> offsets(t.getRank(), 0);
+    offsets[axis] = offset;
+    offset += t.getDimSize(axis);
+    operandGrads.push_back(b.create<SliceOp>(getLoc(), resultGrads[0], offsets, t.getShape(),
+                                             DenseI64ArrayAttr()));
+  }
+  return success();
+}
+
+LogicalResult ReduceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (getKind() != ReduceKind::sum && getKind() != ReduceKind::mean)
+    return emitOpError("gradient of med.reduce ") << stringifyReduceKind(getKind())
+                                                  << " is not implemented yet";
+  if (failed(requireStatic(*this)))
+    return failure();
+  Location loc = getLoc();
+  RankedTensorType in = typeOf(getInput());
+  Value dy = resultGrads[0];
+  SmallVector<int64_t> kept(in.getShape());
+  int64_t count = 1;
+  for (int64_t a : getAxes()) {
+    kept[a] = 1;
+    count *= in.getDimSize(a);
+  }
+  if (!getKeepdims())
+    dy = b.create<ReshapeOp>(loc, dy, kept);
+  Value dx = b.create<BroadcastOp>(loc, dy, in.getShape());
+  if (getKind() == ReduceKind::mean)
+    dx = b.create<MulOp>(loc, dx, scalar(b, loc, in.getElementType(), 1.0 / double(count)));
+  operandGrads.assign({dx});
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(
+      {b.create<ReshapeOp>(getLoc(), resultGrads[0], typeOf(getInput()).getShape())});
+  return success();
+}
+
+LogicalResult BroadcastOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({sumTo(b, getLoc(), resultGrads[0], typeOf(getInput()))});
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Losses: only the logits get a gradient; targets, masks and weights are data.
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult BCEWithLogitsOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                              SmallVectorImpl<Value> &operandGrads) {
+  Value dlogits = b.create<BCEWithLogitsGradOp>(
+      getLoc(), getLogits(), getTarget(), getMask(), getPosWeight(), resultGrads[0],
+      getReduction(), getAutoPosWeight(), getMaxPosWeight());
+  operandGrads.assign({dlogits, Value()});
+  if (getMask())
+    operandGrads.push_back(Value());
+  if (getPosWeight())
+    operandGrads.push_back(Value());
+  return success();
+}
+
+LogicalResult DiceCEOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Type> types(getLogits().getTypes());
+  auto g = b.create<DiceCEGradOp>(getLoc(), types, getLogits(), getTargets(), resultGrads[0],
+                                  getWeights(), getSmooth(), getCeWeight(), getDiceWeight(),
+                                  getBatchDice(), getIncludeBackground());
+  operandGrads.assign(g.getResults().begin(), g.getResults().end());
+  operandGrads.append(getTargets().size(), Value());
+  return success();
+}

@@ -1,0 +1,212 @@
+//===- Autodiff.cpp - reverse-mode differentiation of loss functions ------------===//
+//
+// Builds `<f>_grad` next to a loss function `f` (see MedAutodiff in Passes.td):
+//   1. activity: values reachable from parameters/arguments AND reaching the loss;
+//   2. reverse sweep: each active op's gradient rule turns result gradients into operand
+//      gradients, accumulated with med.add;
+//   3. the function returns the original results, then parameter and argument gradients.
+//
+//===----------------------------------------------------------------------------------===//
+#include "med/IR/MedOps.h"
+#include "med/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::med {
+#define GEN_PASS_DEF_MEDAUTODIFF
+#include "med/Transforms/Passes.h.inc"
+} // namespace mlir::med
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+bool isScalarLoss(func::FuncOp f) {
+  if (f.getNumResults() == 0)
+    return false;
+  auto t = dyn_cast<RankedTensorType>(f.getResultTypes()[0]);
+  return t && t.getRank() == 0 && isa<FloatType>(t.getElementType());
+}
+
+Value zerosLike(OpBuilder &b, Location loc, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0).getValue()));
+}
+
+// Active values: reachable from a parameter or float argument, and reaching `loss`.
+llvm::DenseSet<Value> activeValues(Block &body, Value loss) {
+  llvm::DenseSet<Value> varied, useful{loss};
+  for (BlockArgument arg : body.getArguments())
+    if (isFloatTensor(arg))
+      varied.insert(arg);
+  for (Operation &op : body) {
+    if (isa<ParamOp>(op)) {
+      if (isFloatTensor(op.getResult(0)))
+        varied.insert(op.getResult(0));
+      continue;
+    }
+    if (op.hasTrait<NotDifferentiable>())
+      continue;
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return varied.contains(v); }))
+      for (Value r : op.getResults())
+        varied.insert(r);
+  }
+  for (Operation &op : llvm::reverse(body))
+    if (llvm::any_of(op.getResults(), [&](Value r) { return useful.contains(r); }))
+      for (Value v : op.getOperands())
+        useful.insert(v);
+  llvm::DenseSet<Value> active;
+  for (Value v : varied)
+    if (useful.contains(v))
+      active.insert(v);
+  return active;
+}
+
+FailureOr<func::FuncOp> differentiate(func::FuncOp f, ModuleOp module) {
+  OpBuilder mb(f->getContext());
+  mb.setInsertionPointAfter(f);
+  auto g = cast<func::FuncOp>(mb.clone(*f));
+  g.setSymName((f.getSymName() + "_grad").str());
+  g.setPublic();
+  Block &body = g.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss = ret.getOperand(0);
+  llvm::DenseSet<Value> active = activeValues(body, loss);
+
+  OpBuilder b(ret);
+  llvm::DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g, Location loc) {
+    Value &slot = grads[v];
+    slot = slot ? b.create<AddOp>(loc, slot, g).getResult() : g;
+  };
+  auto lossType = cast<RankedTensorType>(loss.getType());
+  grads[loss] = b.create<ConstantOp>(
+      ret.getLoc(),
+      DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0).getValue()));
+
+  llvm::MapVector<StringAttr, Value> paramGrads;
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = active.contains(r) ? grads.lookup(r) : Value();
+      resultGrads.push_back(g);
+      any |= static_cast<bool>(g);
+    }
+    if (!any)
+      continue;
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      StringAttr name = param.getNameAttr().getAttr();
+      Value &slot = paramGrads[name];
+      slot = slot ? b.create<AddOp>(op->getLoc(), slot, resultGrads[0]).getResult()
+                  : resultGrads[0];
+      continue;
+    }
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule)
+      return op->emitOpError("has no gradient rule but lies between the parameters and the loss");
+    // A result without a gradient contributes zero.
+    for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
+      if (!g)
+        g = zerosLike(b, op->getLoc(), r);
+    SmallVector<Value> operandGrads;
+    if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
+      return failure();
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitOpError("gradient rule returned ")
+             << operandGrads.size() << " gradients for " << op->getNumOperands() << " operands";
+    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && active.contains(v))
+        accumulate(v, g, op->getLoc());
+  }
+
+  // Results: the originals, then parameter gradients in declaration order, then arguments.
+  SmallVector<Value> results(ret.getOperands());
+  SmallVector<Attribute> names;
+  for (size_t i = 0; i < results.size(); ++i)
+    names.push_back(b.getStringAttr("out" + Twine(i)));
+  llvm::DenseMap<StringAttr, Value> readParams;
+  for (Operation *op : forward)
+    if (auto param = dyn_cast<ParamOp>(op); param && isFloatTensor(param.getResult()))
+      readParams.try_emplace(param.getNameAttr().getAttr(), param.getResult());
+  for (auto decl : module.getOps<ParameterOp>()) {
+    StringAttr name = decl.getSymNameAttr();
+    auto read = readParams.find(name);
+    if (read == readParams.end())
+      continue;
+    Value g = paramGrads.lookup(name);
+    if (!g) {
+      decl.emitWarning("parameter ") << name << " does not influence the loss of @"
+                                     << f.getSymName() << "; its gradient is zero (freeze it?)";
+      g = zerosLike(b, ret.getLoc(), read->second);
+    }
+    results.push_back(g);
+    names.push_back(b.getStringAttr("grad." + name.getValue()));
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    if (!isFloatTensor(arg))
+      continue;
+    Value g = grads.lookup(arg);
+    results.push_back(g ? g : zerosLike(b, ret.getLoc(), arg));
+    names.push_back(b.getStringAttr("grad.arg" + Twine(arg.getArgNumber())));
+  }
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+  g.setType(FunctionType::get(g.getContext(), g.getArgumentTypes(), ValueRange(results).getTypes()));
+  g->setAttr("med.output_names", b.getArrayAttr(names));
+  return g;
+}
+
+struct MedAutodiff : med::impl::MedAutodiffBase<MedAutodiff> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> targets;
+    if (!function.empty()) {
+      auto f = module.lookupSymbol<func::FuncOp>(function);
+      if (!f || f.isExternal()) {
+        module.emitError("med-autodiff: no function @") << function << " with a body";
+        return signalPassFailure();
+      }
+      if (!isScalarLoss(f)) {
+        f.emitError("med-autodiff: the first result of @")
+            << function << " must be a scalar floating-point loss";
+        return signalPassFailure();
+      }
+      targets.push_back(f);
+    } else {
+      for (auto f : module.getOps<func::FuncOp>())
+        if (f.isPublic() && !f.isExternal() && isScalarLoss(f))
+          targets.push_back(f);
+    }
+    for (func::FuncOp f : targets) {
+      if (module.lookupSymbol((f.getSymName() + "_grad").str())) {
+        f.emitError("med-autodiff: @") << f.getSymName() << "_grad already exists";
+        return signalPassFailure();
+      }
+      if (!f.getBody().hasOneBlock()) {
+        f.emitError("med-autodiff: needs a function with one block (run med-specialize)");
+        return signalPassFailure();
+      }
+      if (failed(differentiate(f, module)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
