@@ -115,3 +115,29 @@ func.func @losses(%x: tensor<2x6x5x5x5xf32>, %y: tensor<2x6x5x5x5xf32>, %m: tens
   %3 = med.dice_ce logits(%l0, %l1) targets(%t0, %t1) {weights = array<f64: 0.66666666666666663, 0.33333333333333331>} : (tensor<2x4x8x8x8xf32>, tensor<2x4x4x4x4xf32>, tensor<2x1x8x8x8xi32>, tensor<2x1x4x4x4xf32>) -> tensor<f32>
   return %0, %1, %2, %3 : tensor<f32>, tensor<f32>, tensor<2x6x5x5x5xf32>, tensor<f32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @gradient_ops
+func.func @gradient_ops(%x: tensor<2x4x5x5x5xf32>, %w: tensor<4x1x3x3x3xf32>, %g: tensor<4xf32>, %gg: tensor<1x4x1x1x1xf32>,
+                        %t: tensor<2x1x5x5x5xi32>, %d: tensor<f32>, %v: tensor<2x4xf32>) {
+  // CHECK: med.reshape %{{.*}} {shape = array<i64: 2, 4, 1, 1, 1>} : (tensor<2x4xf32>) -> tensor<2x4x1x1x1xf32>
+  %0 = med.reshape %v {shape = array<i64: 2, 4, 1, 1, 1>} : (tensor<2x4xf32>) -> tensor<2x4x1x1x1xf32>
+  // CHECK: med.broadcast %{{.*}} {shape = array<i64: 2, 4, 5, 5, 5>} : (tensor<2x4x1x1x1xf32>) -> tensor<2x4x5x5x5xf32>
+  %1 = med.broadcast %0 {shape = array<i64: 2, 4, 5, 5, 5>} : (tensor<2x4x1x1x1xf32>) -> tensor<2x4x5x5x5xf32>
+  // CHECK: med.conv3d_grad_weight %{{.*}}, %{{.*}} {groups = 4 : i64, kernel = array<i64: 3, 3, 3>, padding = array<i64: 1, 1, 1>} : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>) -> tensor<4x1x3x3x3xf32>
+  %2 = med.conv3d_grad_weight %x, %1 {kernel = array<i64: 3, 3, 3>, groups = 4 : i64, padding = array<i64: 1, 1, 1>} : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>) -> tensor<4x1x3x3x3xf32>
+  // CHECK: med.group_norm_grad %{{.*}} {groups = 2 : i64} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  %3:3 = med.group_norm_grad %x, %g, %1 {groups = 2 : i64} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: med.channel_layer_norm_grad
+  %4:3 = med.channel_layer_norm_grad %x, %g, %1 : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: med.grn_grad
+  %5:3 = med.grn_grad %x, %gg, %1 : (tensor<2x4x5x5x5xf32>, tensor<1x4x1x1x1xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<1x4x1x1x1xf32>, tensor<1x4x1x1x1xf32>)
+  // CHECK: med.gelu_grad
+  %6 = med.gelu_grad %x, %1 : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>) -> tensor<2x4x5x5x5xf32>
+  // CHECK: med.bce_with_logits_grad %{{.*}}, %{{.*}} mask %{{.*}} grad %{{.*}} {reduction = #med<reduction per_channel>}
+  %7 = med.bce_with_logits_grad %x, %x mask %x grad %d {reduction = #med<reduction per_channel>} : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>, tensor<f32>) -> tensor<2x4x5x5x5xf32>
+  // CHECK: med.dice_ce_grad logits(%{{.*}}) targets(%{{.*}}) grad %{{.*}} {weights = array<f64: 1.000000e+00>}
+  %8 = med.dice_ce_grad logits(%x) targets(%t) grad %d {weights = array<f64: 1.0>} : (tensor<2x4x5x5x5xf32>, tensor<2x1x5x5x5xi32>, tensor<f32>) -> tensor<2x4x5x5x5xf32>
+  return
+}

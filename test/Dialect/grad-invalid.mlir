@@ -1,0 +1,175 @@
+// RUN: med-opt %s --split-input-file --verify-diagnostics
+
+func.func @reshape_negative(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.reshape' op 'shape' sizes must be non-negative, got [-1, 6]}}
+  %0 = med.reshape %x {shape = array<i64: -1, 6>} : (tensor<2x3xf32>) -> tensor<1x6xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'shape' 4x2 has 8 elements, the input 2x3 has 6}}
+  %0 = med.reshape %x {shape = array<i64: 4, 2>} : (tensor<2x3xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.broadcast' op input 2x3 does not broadcast to 4x2x4 (trailing axes must be equal or 1)}}
+  %0 = med.broadcast %x {shape = array<i64: 4, 2, 4>} : (tensor<2x3xf32>) -> tensor<4x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @gw_rank(%x: tensor<2x4x8x8xf32>, %dy: tensor<2x4x8x8x8xf32>) {
+  // expected-error @+1 {{'med.conv3d_grad_weight' op input: expected 5 dimensions (N x C x D x H x W), got 2x4x8x8}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8x8xf32>) -> tensor<4x4x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @gw_dy_rank(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<4x8x8x8xf32>) {
+  // expected-error @+1 {{grad_output: expected 5 dimensions (N x C x D x H x W), got 4x8x8x8}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<2x4x8x8x8xf32>, tensor<4x8x8x8xf32>) -> tensor<4x4x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @gw_kernel(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<2x4x8x8x8xf32>) {
+  // expected-error @+1 {{'kernel' entries must be at least 1, got [3, 0, 3]}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 3, 0, 3>} : (tensor<2x4x8x8x8xf32>, tensor<2x4x8x8x8xf32>) -> tensor<4x4x3x0x3xf32>
+  return
+}
+
+// -----
+
+func.func @gw_type(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<2x4x8x8x8xf64>) {
+  // expected-error @+1 {{grad_output: expected element type f32 (that of input), got f64}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 1, 1, 1>} : (tensor<2x4x8x8x8xf32>, tensor<2x4x8x8x8xf64>) -> tensor<4x4x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @gw_groups(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<2x4x8x8x8xf32>) {
+  // expected-error @+1 {{'groups' must be at least 1, got 0}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 1, 1, 1>, groups = 0 : i64} : (tensor<2x4x8x8x8xf32>, tensor<2x4x8x8x8xf32>) -> tensor<4x4x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @gw_input_groups(%x: tensor<2x3x8x8x8xf32>, %dy: tensor<2x4x8x8x8xf32>) {
+  // expected-error @+1 {{input: 3 channels are not divisible by groups = 2}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 1, 1, 1>, groups = 2 : i64} : (tensor<2x3x8x8x8xf32>, tensor<2x4x8x8x8xf32>) -> tensor<4x1x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @gw_output_groups(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<2x5x8x8x8xf32>) {
+  // expected-error @+1 {{grad_output: 5 channels are not divisible by groups = 2}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 1, 1, 1>, groups = 2 : i64} : (tensor<2x4x8x8x8xf32>, tensor<2x5x8x8x8xf32>) -> tensor<5x2x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @gw_batch(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<3x4x8x8x8xf32>) {
+  // expected-error @+1 {{grad_output: batch 3 differs from the input's 2}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 1, 1, 1>} : (tensor<2x4x8x8x8xf32>, tensor<3x4x8x8x8xf32>) -> tensor<4x4x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @gn_groups(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{'med.group_norm_grad' op 'groups' must be at least 1, got 0}}
+  %0:3 = med.group_norm_grad %x, %g, %x {groups = 0 : i64} : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<2x6x4x4x4xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @gn_divide(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{input: 6 channels are not divisible by groups = 4}}
+  %0:3 = med.group_norm_grad %x, %g, %x {groups = 4 : i64} : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<2x6x4x4x4xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @gn_gamma(%x: tensor<2x6x4x4x4xf32>, %g: tensor<5xf32>) {
+  // expected-error @+1 {{gamma: expected 6 elements (one per input channel), got 5}}
+  %0:3 = med.group_norm_grad %x, %g, %x {groups = 6 : i64} : (tensor<2x6x4x4x4xf32>, tensor<5xf32>, tensor<2x6x4x4x4xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<5xf32>, tensor<5xf32>)
+  return
+}
+
+// -----
+
+func.func @ln_dy_shape(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>, %dy: tensor<2x6x4x4x5xf32>) {
+  // expected-error @+1 {{'med.channel_layer_norm_grad' op grad_output: expected shape 2x6x4x4x4 (that of the input), got 2x6x4x4x5}}
+  %0:3 = med.channel_layer_norm_grad %x, %g, %dy : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<2x6x4x4x5xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @grn_rank(%x: tensor<2x6x4x4xf32>, %g: tensor<1x6x1x1x1xf32>) {
+  // expected-error @+1 {{'med.grn_grad' op input: expected 5 dimensions (N x C x D x H x W), got 2x6x4x4}}
+  %0:3 = med.grn_grad %x, %g, %x : (tensor<2x6x4x4xf32>, tensor<1x6x1x1x1xf32>, tensor<2x6x4x4xf32>) -> (tensor<2x6x4x4xf32>, tensor<1x6x1x1x1xf32>, tensor<1x6x1x1x1xf32>)
+  return
+}
+
+// -----
+
+func.func @grn_gamma(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{'med.grn_grad' op gamma: expected shape 1x6x1x1x1, got 6}}
+  %0:3 = med.grn_grad %x, %g, %x : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<2x6x4x4x4xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @gelu_grad_type(%x: tensor<2x3xf32>, %dy: tensor<2x3xbf16>) {
+  // expected-error @+1 {{'med.gelu_grad' op grad_output: expected element type f32 (that of input), got bf16}}
+  %0 = med.gelu_grad %x, %dy : (tensor<2x3xf32>, tensor<2x3xbf16>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @bce_grad_loss(%x: tensor<2x6x4x4x4xf32>, %d: tensor<2xf32>) {
+  // expected-error @+1 {{'med.bce_with_logits_grad' op grad_loss: expected tensor<f32> (the type of the loss), got tensor<2xf32>}}
+  %0 = med.bce_with_logits_grad %x, %x grad %d : (tensor<2x6x4x4x4xf32>, tensor<2x6x4x4x4xf32>, tensor<2xf32>) -> tensor<2x6x4x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @bce_grad_checks(%x: tensor<2x6x4x4x4xf32>, %y: tensor<2x6x4x4x3xf32>, %d: tensor<f32>) {
+  // expected-error @+1 {{target: expected shape 2x6x4x4x4 (that of logits), got 2x6x4x4x3}}
+  %0 = med.bce_with_logits_grad %x, %y grad %d : (tensor<2x6x4x4x4xf32>, tensor<2x6x4x4x3xf32>, tensor<f32>) -> tensor<2x6x4x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @dice_grad_loss(%x: tensor<2x4x8x8x8xf32>, %t: tensor<2x1x8x8x8xf32>, %d: tensor<1xf32>) {
+  // expected-error @+1 {{'med.dice_ce_grad' op grad_loss: expected tensor<f32> (the type of the loss), got tensor<1xf32>}}
+  %0 = med.dice_ce_grad logits(%x) targets(%t) grad %d {weights = array<f64: 1.0>} : (tensor<2x4x8x8x8xf32>, tensor<2x1x8x8x8xf32>, tensor<1xf32>) -> tensor<2x4x8x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @dice_grad_checks(%x: tensor<2x4x8x8x8xf32>, %t: tensor<2x1x8x8x8xf32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'weights' needs one entry per logits operand (1), got 2}}
+  %0 = med.dice_ce_grad logits(%x) targets(%t) grad %d {weights = array<f64: 1.0, 2.0>} : (tensor<2x4x8x8x8xf32>, tensor<2x1x8x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8x8xf32>
+  return
+}
