@@ -94,11 +94,15 @@ void diceCE(const std::vector<const Tensor *> &logits, const std::vector<const T
 /// dw[co, ci, a, b, c] = Σ_{n,z,y,x} dy[n, co, z, y, x] · x[n, g·Cin/groups + ci,
 /// z·s − p + a·d, ...] (zero outside), g the group of co. x N×Cin×D×H×W, dy N×Cout×D'×H'×W',
 /// dw Cout×Cin/groups×kD×kH×kW (the kernel size is dw's shape; p.outputPadding unused).
+/// D'×H'×W' need not follow from D×H×W: the sum runs over dy's extent and bounds-checks x,
+/// so the weight gradient of conv3dTranspose is conv3dGradWeight(its dy, its x, p, dw)
+/// with dw Cin×Cout/groups×k.
 void conv3dGradWeight(const Tensor &x, const Tensor &dy, const ConvParams &p, Tensor &dw);
 
 /// Gradients of groupNorm / channelLayerNorm / grn with respect to the input, gamma and
 /// beta, from the forward input, gamma and dy (statistics recomputed from x). dgamma and
-/// dbeta have gamma's shape (C for the norms, 1×C×1×1×1 for grn).
+/// dbeta have gamma's shape (C for the norms, 1×C×1×1×1 for grn). For grn, where a
+/// channel's norm ‖x_c‖₂ is 0 its derivative is taken as 0 (as torch's norm backward).
 void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
                    double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta);
 void channelLayerNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps,
@@ -114,13 +118,16 @@ void broadcast(const Tensor &x, Tensor &y);
 
 /// Gradient of bceWithLogits with respect to the logits for the upstream gradient dloss
 /// (rank 0 for reduced losses, logits' shape for LossReduction::None). Targets, mask and
-/// pos_weight (also the automatic one) are constants. Masked-out elements get 0.
+/// pos_weight (also the automatic one) are constants. Masked-out elements get 0. dloss may
+/// have any float dtype (read as a value); dlogits has the logits' dtype.
 void bceWithLogitsGrad(const Tensor &logits, const Tensor &target, const Tensor *mask,
                        const Tensor *posWeight, const Tensor &dloss, const BceParams &p,
                        Tensor &dlogits);
 
 /// Gradient of diceCE with respect to each logits tensor for the scalar upstream gradient
-/// dloss; dlogits[i] has logits[i]'s shape.
+/// dloss; dlogits[i] has logits[i]'s shape. With no class kept (C == 1 without
+/// include_background) the dice term is NaN but passes no gradient (torch's mean of an
+/// empty tensor), so only the CE term remains.
 void diceCEGrad(const std::vector<const Tensor *> &logits,
                 const std::vector<const Tensor *> &targets, const Tensor &dloss,
                 const DiceCEParams &p, const std::vector<Tensor *> &dlogits);

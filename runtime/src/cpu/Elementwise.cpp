@@ -9,6 +9,7 @@
 #include "Dispatch.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace medrun::cpu {
@@ -70,18 +71,19 @@ struct BroadcastPlan {
   std::vector<int64_t> size, strideA, strideB; // outermost first; the last is the row
 };
 
-BroadcastPlan planBroadcast(const Shape &a, const Shape &b, const Shape &y) {
+BroadcastPlan planBroadcast(const Shape &a, const Shape &b, const Shape &y,
+                            const char *kernel = "binary") {
   const int64_t r = static_cast<int64_t>(y.size());
   auto stridesFor = [&](const Shape &s) {
     if (static_cast<int64_t>(s.size()) > r)
-      throw Error(str("med kernel binary: operand shape ", shapeStr(s),
+      throw Error(str("med kernel ", kernel, ": operand shape ", shapeStr(s),
                       " has more axes than the result ", shapeStr(y)));
     std::vector<int64_t> st(r, 0);
     int64_t off = r - static_cast<int64_t>(s.size()), acc = 1;
     for (int64_t i = r - 1; i >= off; --i) {
       int64_t d = s[i - off];
       if (d != y[i] && d != 1)
-        throw Error(str("med kernel binary: operand shape ", shapeStr(s),
+        throw Error(str("med kernel ", kernel, ": operand shape ", shapeStr(s),
                         " does not broadcast to ", shapeStr(y)));
       st[i] = d == 1 ? 0 : acc;
       acc *= d;
@@ -167,6 +169,64 @@ template <typename T> void binaryImpl(Binary op, const Tensor &a, const Tensor &
   throw Error("med kernel binary: unknown operation");
 }
 
+// ---- gradients -----------------------------------------------------------------------------
+
+// torch's GELU backward (approximate = 'none'): dy · (Φ(x) + x·φ(x)).
+template <typename T> void geluGradImpl(const Tensor &x, const Tensor &dy, Tensor &dx) {
+  using A = Acc<T>;
+  requireDType("gelu_grad", "output gradient", dy, x.dtype());
+  requireDType("gelu_grad", "result", dx, x.dtype());
+  if (dy.numel() != x.numel() || dx.numel() != x.numel())
+    throw Error(str("med kernel gelu_grad: input ", shapeStr(x.shape()), ", output gradient ",
+                    shapeStr(dy.shape()), " and result ", shapeStr(dx.shape()), " do not match"));
+  const T *xp = ptr<T>(x), *gp = ptr<T>(dy);
+  T *dp = ptr<T>(dx);
+  parallelFor(x.numel(), kElementGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const A v = load(xp[i]);
+      const A cdf = A(0.5) * (A(1) + std::erf(v * A(0.70710678118654752440)));
+      const A pdf = A(0.39894228040143267794) * std::exp(A(-0.5) * v * v); // 1/√(2π)
+      dp[i] = store<T>(load(gp[i]) * (cdf + v * pdf));
+    }
+  });
+}
+
+/// Copies x broadcast to y's shape, element by element as bytes (any dtype).
+void broadcastImpl(const Tensor &x, Tensor &y) {
+  if (y.dtype() != x.dtype())
+    throw Error(str("med kernel broadcast: result has element type ", dtypeName(y.dtype()),
+                    ", expected ", dtypeName(x.dtype())));
+  BroadcastPlan p = planBroadcast(x.shape(), x.shape(), y.shape(), "broadcast");
+  if (y.numel() == 0)
+    return;
+  const size_t es = dtypeSize(x.dtype());
+  const std::byte *xp = static_cast<const std::byte *>(x.raw());
+  std::byte *yp = static_cast<std::byte *>(y.raw());
+  const int64_t dims = static_cast<int64_t>(p.size.size());
+  const int64_t len = p.size.back(), sx = p.strideA.back();
+  const int64_t rows = y.numel() / len;
+  parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t ox = 0, rest = r;
+      for (int64_t d = dims - 2; d >= 0; --d) {
+        ox += (rest % p.size[d]) * p.strideA[d];
+        rest /= p.size[d];
+      }
+      const std::byte *xr = xp + ox * es;
+      std::byte *yr = yp + r * len * es;
+      if (sx == 1) {
+        std::memcpy(yr, xr, len * es);
+      } else if (sx == 0) {
+        for (int64_t i = 0; i < len; ++i)
+          std::memcpy(yr + i * es, xr, es);
+      } else {
+        for (int64_t i = 0; i < len; ++i)
+          std::memcpy(yr + i * es, xr + i * sx * es, es);
+      }
+    }
+  });
+}
+
 } // namespace
 
 void unary(Unary op, const Tensor &x, Tensor &y) {
@@ -176,5 +236,11 @@ void unary(Unary op, const Tensor &x, Tensor &y) {
 void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y) {
   dispatchFloat(a.dtype(), "binary", [&](auto tag) { binaryImpl<decltype(tag)>(op, a, b, y); });
 }
+
+void geluGrad(const Tensor &x, const Tensor &dy, Tensor &dx) {
+  dispatchFloat(x.dtype(), "gelu_grad", [&](auto tag) { geluGradImpl<decltype(tag)>(x, dy, dx); });
+}
+
+void broadcast(const Tensor &x, Tensor &y) { broadcastImpl(x, y); }
 
 } // namespace medrun::cpu

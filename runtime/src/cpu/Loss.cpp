@@ -36,24 +36,14 @@ Layout layoutOf(const Tensor &t) {
 
 // ---- bce_with_logits -----------------------------------------------------------------------
 
+/// Per-channel positive weights: all 1, the pos_weight operand (C values or 1), or the
+/// automatic min(neg_c / pos_c, max) from the counted targets (fixed pieces of kReduceChunk
+/// per (n, c) row, combined in order over samples and pieces).
 template <typename T>
-void bceImpl(const Tensor &x, const Tensor &t, const Tensor *mask, const Tensor *posWeight,
-             const BceParams &p, Tensor &y) {
+std::vector<Acc<T>> positiveWeights(const char *k, const Layout &L, const T *tp, const T *mp,
+                                    const Tensor *posWeight, const BceParams &p) {
   using A = Acc<T>;
-  const char *k = "bce_with_logits";
-  requireDType(k, "target", t, x.dtype());
-  if (mask)
-    requireDType(k, "mask", *mask, x.dtype());
-  if (posWeight)
-    requireDType(k, "pos_weight", *posWeight, x.dtype());
-  if (t.numel() != x.numel() || (mask && mask->numel() != x.numel()))
-    throw Error(str("med kernel bce_with_logits: target/mask shapes do not match logits ",
-                    shapeStr(x.shape())));
-  const Layout L = layoutOf(x);
   const int64_t rows = L.n * L.c, per = L.s > 0 ? numChunks(L.s, kReduceChunk) : 0;
-  const T *xp = ptr<T>(x), *tp = ptr<T>(t), *mp = mask ? ptr<T>(*mask) : nullptr;
-
-  // Per-channel positive weights.
   std::vector<A> pw(static_cast<size_t>(L.c), A(1));
   if (p.autoPosWeight) {
     // pos_c = Σ counted y, neg_c = Σ counted (1 − y), per (row, piece), then combined in
@@ -88,12 +78,33 @@ void bceImpl(const Tensor &x, const Tensor &t, const Tensor *mask, const Tensor 
   } else if (posWeight) {
     const int64_t m = posWeight->numel();
     if (m != L.c && m != 1)
-      throw Error(str("med kernel bce_with_logits: pos_weight has ", m, " values for ", L.c,
+      throw Error(str("med kernel ", k, ": pos_weight has ", m, " values for ", L.c,
                       " channels"));
     const T *wp = ptr<T>(*posWeight);
     for (int64_t c = 0; c < L.c; ++c)
       pw[c] = load(wp[m == 1 ? 0 : c]);
   }
+  return pw;
+}
+
+template <typename T>
+void bceImpl(const Tensor &x, const Tensor &t, const Tensor *mask, const Tensor *posWeight,
+             const BceParams &p, Tensor &y) {
+  using A = Acc<T>;
+  const char *k = "bce_with_logits";
+  requireDType(k, "target", t, x.dtype());
+  if (mask)
+    requireDType(k, "mask", *mask, x.dtype());
+  if (posWeight)
+    requireDType(k, "pos_weight", *posWeight, x.dtype());
+  if (t.numel() != x.numel() || (mask && mask->numel() != x.numel()))
+    throw Error(str("med kernel bce_with_logits: target/mask shapes do not match logits ",
+                    shapeStr(x.shape())));
+  const Layout L = layoutOf(x);
+  const int64_t rows = L.n * L.c, per = L.s > 0 ? numChunks(L.s, kReduceChunk) : 0;
+  const T *xp = ptr<T>(x), *tp = ptr<T>(t), *mp = mask ? ptr<T>(*mask) : nullptr;
+
+  std::vector<A> pw = positiveWeights<T>(k, L, tp, mp, posWeight, p);
 
   auto lossAt = [&](int64_t i, A pc) {
     A xv = load(xp[i]), yv = load(tp[i]);
@@ -209,16 +220,36 @@ int64_t readClasses(const Tensor &t, int64_t b, int64_t e, int64_t classes, int6
   return -1;
 }
 
-/// One level's loss: ce_weight·CE − dice_weight·dice.
-template <typename T>
-double diceCELevel(size_t level, const Tensor &x, const Tensor &t, const DiceCEParams &p) {
-  using A = Acc<T>;
+/// Sums of one dice_ce level: Σ CE over all voxels, and per (n, c) tp = Σ softmax·onehot,
+/// sp = Σ softmax, sy = Σ onehot.
+template <typename A> struct LevelSums {
+  A ce = A(0);
+  std::vector<A> tp, sp, sy;
+};
+
+/// Checks a level's logits and targets; returns its layout.
+Layout diceLayout(size_t level, const Tensor &x, const Tensor &t) {
   const Layout L = layoutOf(x);
   if (x.rank() < 2 || t.numel() != L.n * L.s)
     throw Error(str("med kernel dice_ce: level ", level, ": logits ", shapeStr(x.shape()),
                     " and target ", shapeStr(t.shape()), " do not match"));
+  return L;
+}
+
+/// Throws the error for target voxel `first` (a flat index) of a level.
+[[noreturn]] void badTarget(size_t level, const Tensor &t, int64_t first, int64_t C) {
+  throw Error(str("med kernel dice_ce: level ", level, ": target voxel ", first, " holds ",
+                  t.at(first), ", not a class index in [0, ", C, ")"));
+}
+
+/// Pieces of voxels a dice_ce task handles, and the blocks it computes softmax over.
+constexpr int64_t kDicePiece = 4096, kDiceBlock = 256;
+
+template <typename T>
+LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, const Layout &L) {
+  using A = Acc<T>;
   const int64_t C = L.c, S = L.s;
-  constexpr int64_t piece = 4096, block = 256;
+  constexpr int64_t piece = kDicePiece, block = kDiceBlock;
   const int64_t per = S > 0 ? numChunks(S, piece) : 0, tasks = L.n * per;
   // Per task: [ce, tp[C], sp[C], sy[C]].
   const int64_t stride = 1 + 3 * C;
@@ -280,22 +311,35 @@ double diceCELevel(size_t level, const Tensor &x, const Tensor &t, const DiceCEP
   });
   for (int64_t task = 0; task < tasks; ++task)
     if (bad[task] >= 0)
-      throw Error(str("med kernel dice_ce: level ", level, ": target voxel ", bad[task],
-                      " holds ", t.at(bad[task]), ", not a class index in [0, ", C, ")"));
+      badTarget(level, t, bad[task], C);
 
-  // Combine pieces in order: per sample, then over samples for batch dice.
-  std::vector<A> tp(static_cast<size_t>(L.n * C), A(0)), sp(tp), sy(tp);
-  A ce = A(0);
+  // Combine pieces in order per sample.
+  LevelSums<A> r;
+  r.tp.assign(static_cast<size_t>(L.n * C), A(0));
+  r.sp = r.tp;
+  r.sy = r.tp;
   for (int64_t n = 0; n < L.n; ++n)
     for (int64_t j = 0; j < per; ++j) {
       const A *q = part.data() + (n * per + j) * stride;
-      ce += q[0];
+      r.ce += q[0];
       for (int64_t c = 0; c < C; ++c) {
-        tp[n * C + c] += q[1 + c];
-        sp[n * C + c] += q[1 + C + c];
-        sy[n * C + c] += q[1 + 2 * C + c];
+        r.tp[n * C + c] += q[1 + c];
+        r.sp[n * C + c] += q[1 + C + c];
+        r.sy[n * C + c] += q[1 + 2 * C + c];
       }
     }
+  return r;
+}
+
+/// One level's loss: ce_weight·CE − dice_weight·dice.
+template <typename T>
+double diceCELevel(size_t level, const Tensor &x, const Tensor &t, const DiceCEParams &p) {
+  using A = Acc<T>;
+  const Layout L = diceLayout(level, x, t);
+  const int64_t C = L.c, S = L.s;
+  LevelSums<A> sums = diceLevelSums<T>(level, x, t, L);
+  const std::vector<A> &tp = sums.tp, &sp = sums.sp, &sy = sums.sy;
+  const A ce = sums.ce;
   const int64_t voxels = L.n * S;
   const double ceMean = static_cast<double>(ce) / static_cast<double>(voxels);
 
@@ -330,6 +374,231 @@ double diceCELevel(size_t level, const Tensor &x, const Tensor &t, const DiceCEP
   return p.ceWeight * ceMean - p.diceWeight * dice;
 }
 
+// ---- gradients -----------------------------------------------------------------------------
+
+// bce_with_logits: l = (1 − y)·x + (1 + (p − 1)·y)·softplus(−x), so
+// dl/dx = σ(x)·(1 + (p − 1)·y) − p·y; times dloss (elementwise for none), divided by the
+// counted elements for mean (all of them) and per_channel (those of the element's channel).
+// Targets, mask and the positive weights (also the automatic ones) are constants.
+template <typename T>
+void bceGradImpl(const Tensor &x, const Tensor &t, const Tensor *mask, const Tensor *posWeight,
+                 const Tensor &dloss, const BceParams &p, Tensor &dx) {
+  using A = Acc<T>;
+  const char *k = "bce_with_logits_grad";
+  requireDType(k, "target", t, x.dtype());
+  if (mask)
+    requireDType(k, "mask", *mask, x.dtype());
+  if (posWeight)
+    requireDType(k, "pos_weight", *posWeight, x.dtype());
+  requireDType(k, "result", dx, x.dtype());
+  if (t.numel() != x.numel() || (mask && mask->numel() != x.numel()) || dx.numel() != x.numel())
+    throw Error(str("med kernel ", k, ": target/mask/result shapes do not match logits ",
+                    shapeStr(x.shape())));
+  const bool none = p.reduction == LossReduction::None;
+  if (none ? dloss.numel() != x.numel() : dloss.numel() != 1)
+    throw Error(str("med kernel ", k, ": upstream gradient ", shapeStr(dloss.shape()),
+                    none ? " does not match logits " : " is not a scalar for logits ",
+                    shapeStr(x.shape())));
+  if (!isFloat(dloss.dtype()))
+    throw Error(str("med kernel ", k, ": upstream gradient has element type ",
+                    dtypeName(dloss.dtype()), ", expected a float type"));
+  const Layout L = layoutOf(x);
+  const int64_t rows = L.n * L.c, per = L.s > 0 ? numChunks(L.s, kReduceChunk) : 0;
+  const T *xp = ptr<T>(x), *tp = ptr<T>(t), *mp = mask ? ptr<T>(*mask) : nullptr;
+  T *dp = ptr<T>(dx);
+  const std::vector<A> pw = positiveWeights<T>(k, L, tp, mp, posWeight, p);
+
+  // Scale per channel: dloss, dloss / count or dloss / count_c (1 for none).
+  std::vector<A> scale(static_cast<size_t>(L.c), A(1));
+  if (!none) {
+    const double g = dloss.at(0);
+    std::vector<int64_t> cnt(static_cast<size_t>(L.c), 0);
+    if (p.reduction != LossReduction::Sum) {
+      if (!mp) {
+        std::fill(cnt.begin(), cnt.end(), L.n * L.s);
+      } else {
+        std::vector<int64_t> part(static_cast<size_t>(rows * per));
+        parallelFor(rows * per, 1, [&](int64_t t0, int64_t t1) {
+          for (int64_t task = t0; task < t1; ++task) {
+            int64_t row = task / per, b = (task % per) * kReduceChunk;
+            int64_t e = std::min(L.s, b + kReduceChunk), c = 0;
+            for (int64_t i = row * L.s + b; i < row * L.s + e; ++i)
+              c += load(mp[i]) != A(0);
+            part[task] = c;
+          }
+        });
+        for (int64_t task = 0; task < rows * per; ++task)
+          cnt[(task / per) % L.c] += part[task];
+      }
+    }
+    int64_t total = 0;
+    for (int64_t c : cnt)
+      total += c;
+    for (int64_t c = 0; c < L.c; ++c) {
+      const int64_t n = p.reduction == LossReduction::PerChannel ? cnt[c] : total;
+      scale[c] = p.reduction == LossReduction::Sum ? A(g)
+                 : n > 0                           ? A(g / static_cast<double>(n))
+                                                   : A(0);
+    }
+  }
+
+  auto gradAt = [&](int64_t i, A pc) {
+    const A xv = load(xp[i]), yv = load(tp[i]);
+    A sig;
+    if (xv >= A(0)) {
+      sig = A(1) / (A(1) + std::exp(-xv));
+    } else {
+      const A e = std::exp(xv);
+      sig = e / (A(1) + e);
+    }
+    return sig * (A(1) + (pc - A(1)) * yv) - pc * yv;
+  };
+  auto run = [&](auto upstream) {
+    parallelFor(rows * per, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t task = t0; task < t1; ++task) {
+        int64_t row = task / per, b = (task % per) * kReduceChunk;
+        int64_t e = std::min(L.s, b + kReduceChunk);
+        const int64_t c = row % L.c;
+        const A pc = pw[c], sc = scale[c];
+        for (int64_t i = row * L.s + b; i < row * L.s + e; ++i) {
+          const bool counted = !mp || load(mp[i]) != A(0);
+          dp[i] = store<T>(counted ? gradAt(i, pc) * (sc * upstream(i)) : A(0));
+        }
+      }
+    });
+  };
+  if (!none) {
+    run([](int64_t) { return A(1); });
+  } else {
+    dispatchFloat(dloss.dtype(), k, [&](auto gtag) {
+      using G = decltype(gtag);
+      const G *gp = ptr<G>(dloss);
+      run([gp](int64_t i) { return static_cast<A>(load(gp[i])); });
+    });
+  }
+}
+
+// dice_ce for one level with upstream scale w = weight·dloss. With p = softmax(x) and the
+// one-hot target o, per kept dice unit u (a class, or a (sample, class) without batch
+// dice): dc_u = (2·tp_u + s) / max(sp_u + sy_u + s, 1e-8), the loss −dice_weight·mean_u dc_u,
+// so ∂L/∂p_c = α_u·o_c + β_u with α_u = −dice_weight/K · 2/den_u and
+// β_u = dice_weight/K · (2·tp_u + s)/den_u² (0 where the clip is active). Through the
+// softmax: dx_c = p_c·(g_c − Σ_j g_j·p_j), plus the CE term ce_weight·(p_c − o_c)/M.
+// No kept unit (K = 0): the forward dice is NaN, but no gradient flows from it (torch's mean
+// of an empty tensor), so only the CE term remains.
+template <typename T>
+void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceCEParams &p,
+                     double w, Tensor &dx) {
+  using A = Acc<T>;
+  const char *k = "dice_ce_grad";
+  requireDType(k, "result", dx, x.dtype());
+  if (dx.numel() != x.numel())
+    throw Error(str("med kernel ", k, ": level ", level, ": result ", shapeStr(dx.shape()),
+                    " does not match logits ", shapeStr(x.shape())));
+  const Layout L = diceLayout(level, x, t);
+  const int64_t C = L.c, S = L.s;
+  if (x.numel() == 0)
+    return;
+  const LevelSums<A> sums = diceLevelSums<T>(level, x, t, L);
+
+  // α, β per (n, c), in double from the sums as the forward kernel forms dc.
+  std::vector<A> alpha(static_cast<size_t>(L.n * C), A(0)), beta(alpha);
+  const int64_t c0 = p.includeBackground ? 0 : 1;
+  const int64_t kept = std::max<int64_t>(0, C - c0) * (p.batchDice ? 1 : L.n);
+  if (kept > 0) {
+    const double f = w * p.diceWeight / static_cast<double>(kept);
+    auto coef = [&](A tpv, A spv, A syv, A &a, A &b) {
+      const A raw = spv + syv + A(p.smooth);
+      const double den = static_cast<double>(std::max(raw, A(1e-8)));
+      const double num = static_cast<double>(A(2) * tpv + A(p.smooth));
+      a = static_cast<A>(-f * 2.0 / den);
+      b = raw >= A(1e-8) ? static_cast<A>(f * num / (den * den)) : A(0);
+    };
+    for (int64_t c = c0; c < C; ++c) {
+      if (p.batchDice) {
+        A tpv = A(0), spv = A(0), syv = A(0);
+        for (int64_t n = 0; n < L.n; ++n) {
+          tpv += sums.tp[n * C + c];
+          spv += sums.sp[n * C + c];
+          syv += sums.sy[n * C + c];
+        }
+        A a, b;
+        coef(tpv, spv, syv, a, b);
+        for (int64_t n = 0; n < L.n; ++n) {
+          alpha[n * C + c] = a;
+          beta[n * C + c] = b;
+        }
+      } else {
+        for (int64_t n = 0; n < L.n; ++n)
+          coef(sums.tp[n * C + c], sums.sp[n * C + c], sums.sy[n * C + c], alpha[n * C + c],
+               beta[n * C + c]);
+      }
+    }
+  }
+  const A ceCoef = static_cast<A>(w * p.ceWeight / static_cast<double>(L.n * S));
+
+  const T *xp = ptr<T>(x);
+  T *dp = ptr<T>(dx);
+  constexpr int64_t piece = kDicePiece, block = kDiceBlock;
+  const int64_t per = numChunks(S, piece), tasks = L.n * per;
+  std::vector<int64_t> bad(static_cast<size_t>(tasks), -1);
+  parallelFor(tasks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<A> pr(static_cast<size_t>(C * block));
+    A mx[block], se[block], sg[block];
+    int64_t cls[block];
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t n = task / per, pb = (task % per) * piece, pe = std::min(S, pb + piece);
+      const A *al = alpha.data() + n * C, *be = beta.data() + n * C;
+      for (int64_t b0 = pb; b0 < pe; b0 += block) {
+        const int64_t len = std::min(block, pe - b0);
+        int64_t first = readClasses(t, n * S + b0, n * S + b0 + len, C, cls);
+        if (first >= 0) {
+          bad[task] = first;
+          break;
+        }
+        const T *xb = xp + n * C * S + b0;
+        T *db = dp + n * C * S + b0;
+        // Softmax as the forward kernel.
+        for (int64_t i = 0; i < len; ++i)
+          mx[i] = load(xb[i]);
+        for (int64_t c = 1; c < C; ++c)
+          for (int64_t i = 0; i < len; ++i) {
+            A v = load(xb[c * S + i]);
+            mx[i] = v > mx[i] || v != v ? v : mx[i];
+          }
+        for (int64_t i = 0; i < len; ++i)
+          se[i] = A(0);
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < len; ++i) {
+            A e = std::exp(load(xb[c * S + i]) - mx[i]);
+            pr[c * block + i] = e;
+            se[i] += e;
+          }
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < len; ++i)
+            pr[c * block + i] /= se[i];
+        // Σ_j g_j·p_j = α_t·p_t + Σ_j β_j·p_j.
+        for (int64_t i = 0; i < len; ++i)
+          sg[i] = al[cls[i]] * pr[cls[i] * block + i];
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < len; ++i)
+            sg[i] += be[c] * pr[c * block + i];
+        for (int64_t c = 0; c < C; ++c) {
+          const A *pc = pr.data() + c * block;
+          for (int64_t i = 0; i < len; ++i) {
+            const bool hit = cls[i] == c;
+            const A g = (hit ? al[c] : A(0)) + be[c];
+            db[c * S + i] = store<T>(pc[i] * (g - sg[i]) + ceCoef * (hit ? pc[i] - A(1) : pc[i]));
+          }
+        }
+      }
+    }
+  });
+  for (int64_t task = 0; task < tasks; ++task)
+    if (bad[task] >= 0)
+      badTarget(level, t, bad[task], C);
+}
+
 } // namespace
 
 void bceWithLogits(const Tensor &logits, const Tensor &target, const Tensor *mask,
@@ -356,6 +625,35 @@ void diceCE(const std::vector<const Tensor *> &logits, const std::vector<const T
     total += p.weights[i] * level;
   }
   storeAny(y, 0, total);
+}
+
+void bceWithLogitsGrad(const Tensor &logits, const Tensor &target, const Tensor *mask,
+                       const Tensor *posWeight, const Tensor &dloss, const BceParams &p,
+                       Tensor &dlogits) {
+  dispatchFloat(logits.dtype(), "bce_with_logits_grad", [&](auto tag) {
+    bceGradImpl<decltype(tag)>(logits, target, mask, posWeight, dloss, p, dlogits);
+  });
+}
+
+void diceCEGrad(const std::vector<const Tensor *> &logits,
+                const std::vector<const Tensor *> &targets, const Tensor &dloss,
+                const DiceCEParams &p, const std::vector<Tensor *> &dlogits) {
+  if (logits.size() != targets.size() || logits.size() != p.weights.size() ||
+      logits.size() != dlogits.size())
+    throw Error(str("med kernel dice_ce_grad: ", logits.size(), " logits, ", targets.size(),
+                    " targets, ", p.weights.size(), " weights and ", dlogits.size(), " results"));
+  if (dloss.numel() != 1)
+    throw Error(str("med kernel dice_ce_grad: the upstream gradient must be a scalar, got ",
+                    shapeStr(dloss.shape())));
+  const double g = dloss.at(0);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (i > 0)
+      requireDType("dice_ce_grad", "logits", *logits[i], logits[0]->dtype());
+    dispatchFloat(logits[i]->dtype(), "dice_ce_grad", [&](auto tag) {
+      diceCEGradLevel<decltype(tag)>(i, *logits[i], *targets[i], p, p.weights[i] * g,
+                                     *dlogits[i]);
+    });
+  }
 }
 
 } // namespace medrun::cpu

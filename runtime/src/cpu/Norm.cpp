@@ -211,6 +211,297 @@ void grnImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, double ep
   });
 }
 
+// ---- gradients -----------------------------------------------------------------------------
+
+/// Per row r of `rows` contiguous rows of `len` values: sumDy[r] = Σ dy and
+/// sumDyX[r] = Σ dy·(x − shift[r / rowsPerShift]), in the order of segmentMoments (chunks
+/// of kReduceChunk, 8 lanes each, partials combined in chunk order).
+template <typename A, typename T>
+void rowDots(const T *x, const T *dy, int64_t rows, int64_t len, const std::vector<A> &shift,
+             int64_t rowsPerShift, std::vector<A> &sumDy, std::vector<A> &sumDyX) {
+  sumDy.assign(static_cast<size_t>(rows), A(0));
+  sumDyX.assign(static_cast<size_t>(rows), A(0));
+  if (len <= 0 || rows <= 0)
+    return;
+  const int64_t per = numChunks(len, kReduceChunk);
+  std::vector<A> part(static_cast<size_t>(2 * rows * per));
+  parallelFor(rows * per, grainFor(std::min(len, kReduceChunk)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t row = t / per, ch = t % per;
+      int64_t b = ch * kReduceChunk, n = std::min(len, b + kReduceChunk) - b;
+      const T *xr = x + row * len + b, *gr = dy + row * len + b;
+      const A sh = shift.empty() ? A(0) : shift[row / rowsPerShift];
+      A l1[8] = {}, l2[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          A g = load(gr[i + j]);
+          l1[j] += g;
+          l2[j] += g * (load(xr[i + j]) - sh);
+        }
+      for (int j = 0; i < n; ++i, ++j) {
+        A g = load(gr[i]);
+        l1[j] += g;
+        l2[j] += g * (load(xr[i]) - sh);
+      }
+      part[2 * t] = ((l1[0] + l1[1]) + (l1[2] + l1[3])) + ((l1[4] + l1[5]) + (l1[6] + l1[7]));
+      part[2 * t + 1] = ((l2[0] + l2[1]) + (l2[2] + l2[3])) + ((l2[4] + l2[5]) + (l2[6] + l2[7]));
+    }
+  });
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t ch = 0; ch < per; ++ch) {
+      sumDy[row] += part[2 * (row * per + ch)];
+      sumDyX[row] += part[2 * (row * per + ch) + 1];
+    }
+}
+
+/// Checks the operands of a norm gradient; returns false (after zeroing dgamma and dbeta)
+/// when x is empty.
+template <typename T>
+bool normGradOperands(const char *k, const Tensor &x, const Tensor &gamma, const Tensor &dy,
+                      Tensor &dx, Tensor &dgamma, Tensor &dbeta, int64_t channels) {
+  requireDType(k, "gamma", gamma, x.dtype());
+  requireDType(k, "output gradient", dy, x.dtype());
+  requireDType(k, "input gradient", dx, x.dtype());
+  requireDType(k, "gamma gradient", dgamma, x.dtype());
+  requireDType(k, "beta gradient", dbeta, x.dtype());
+  if (dy.numel() != x.numel() || dx.numel() != x.numel())
+    throw Error(str("med kernel ", k, ": input ", shapeStr(x.shape()), ", output gradient ",
+                    shapeStr(dy.shape()), " and input gradient ", shapeStr(dx.shape()),
+                    " do not match"));
+  if (gamma.numel() != channels || dgamma.numel() != channels || dbeta.numel() != channels)
+    throw Error(str("med kernel ", k, ": gamma ", shapeStr(gamma.shape()), ", its gradient ",
+                    shapeStr(dgamma.shape()), " and the beta gradient ", shapeStr(dbeta.shape()),
+                    " need ", channels, " values"));
+  if (x.numel() != 0)
+    return true;
+  std::fill(ptr<T>(dgamma), ptr<T>(dgamma) + channels, store<T>(Acc<T>(0)));
+  std::fill(ptr<T>(dbeta), ptr<T>(dbeta) + channels, store<T>(Acc<T>(0)));
+  return false;
+}
+
+// GroupNorm backward per (n, group) with x̂ = (x − μ)·rstd over the group's m elements and
+// g = dy·γ_c: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)); dγ_c = Σ dy·x̂, dβ_c = Σ dy over
+// samples and positions. The statistics are those of the forward kernel, same bits.
+template <typename T>
+void groupNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
+                       double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
+  using A = Acc<T>;
+  const char *k = "group_norm_grad";
+  NCS d = ncs(k, x);
+  if (groups < 1 || d.c % groups != 0)
+    throw Error(str("med kernel group_norm_grad: ", d.c, " channels do not split into ", groups,
+                    " groups"));
+  if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
+    return;
+  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
+  T *dxp = ptr<T>(dx);
+  const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
+
+  // Statistics exactly as groupNormImpl.
+  std::vector<A> mean, unused, dev, devSq;
+  segmentMoments<A>(xp, segs, m, {}, mean, unused);
+  for (A &v : mean)
+    v /= A(m);
+  segmentMoments<A>(xp, segs, m, mean, dev, devSq);
+  std::vector<A> rstd(static_cast<size_t>(segs));
+  for (int64_t i = 0; i < segs; ++i) {
+    A var = std::max(A(0), (devSq[i] - dev[i] * dev[i] / A(m)) / A(m));
+    mean[i] += dev[i] / A(m);
+    rstd[i] = A(1) / std::sqrt(var + A(eps));
+  }
+
+  // Per (n, c): Σ dy and Σ dy·(x − μ).
+  std::vector<A> sDy, sDyX;
+  rowDots<A>(xp, dyp, d.n * d.c, d.s, mean, cg, sDy, sDyX);
+
+  // Per (n, group): mean(g) and mean(g·x̂).
+  std::vector<A> mg(static_cast<size_t>(segs)), mgx(static_cast<size_t>(segs));
+  for (int64_t seg = 0; seg < segs; ++seg) {
+    A a = A(0), b = A(0);
+    for (int64_t j = 0; j < cg; ++j) {
+      const int64_t row = seg * cg + j; // (n, c) with c = group·cg + j
+      const A gm = load(gp[row % d.c]);
+      a += gm * sDy[row];
+      b += gm * sDyX[row];
+    }
+    mg[seg] = a / A(m);
+    mgx[seg] = b * rstd[seg] / A(m);
+  }
+  T *dgp = ptr<T>(dgamma), *dbp = ptr<T>(dbeta);
+  for (int64_t c = 0; c < d.c; ++c) {
+    A a = A(0), b = A(0);
+    for (int64_t n = 0; n < d.n; ++n) {
+      a += sDyX[n * d.c + c] * rstd[n * groups + c / cg];
+      b += sDy[n * d.c + c];
+    }
+    dgp[c] = store<T>(a);
+    dbp[c] = store<T>(b);
+  }
+
+  forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
+    const int64_t c = row % d.c, seg = (row / d.c) * groups + c / cg;
+    const A mu = mean[seg], rs = rstd[seg], gm = load(gp[c]), a = mg[seg], bx = mgx[seg];
+    const T *xr = xp + row * d.s, *gr = dyp + row * d.s;
+    T *dr = dxp + row * d.s;
+    for (int64_t i = b; i < e; ++i) {
+      const A xh = (load(xr[i]) - mu) * rs;
+      dr[i] = store<T>(rs * (gm * load(gr[i]) - a - xh * bx));
+    }
+  });
+}
+
+// The same per (n, position) over the C channels, with the statistics of
+// channelLayerNormImpl (x̂ = (x − mean) / std). dγ and dβ are sums over samples and
+// positions: a task handles a fixed piece of positions of one sample (blocks of 256) and
+// keeps per-channel partials, combined in task order.
+template <typename T>
+void channelLayerNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps,
+                              Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
+  using A = Acc<T>;
+  const char *k = "channel_layer_norm_grad";
+  NCS d = ncs(k, x);
+  if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
+    return;
+  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
+  T *dxp = ptr<T>(dx);
+  constexpr int64_t block = 256, piece = 16 * block;
+  const int64_t pieces = numChunks(d.s, piece), tasks = d.n * pieces;
+  std::vector<A> part(static_cast<size_t>(tasks * 2 * d.c)); // [task][dγ C, dβ C]
+  std::vector<A> gam(static_cast<size_t>(d.c));
+  for (int64_t c = 0; c < d.c; ++c)
+    gam[c] = load(gp[c]);
+  parallelFor(tasks, 1, [&](int64_t t0, int64_t t1) {
+    A mean[block], sd[block], a[block], bx[block];
+    std::vector<A> xh(static_cast<size_t>(d.c * block));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / pieces, pb = (t % pieces) * piece, pe = std::min(d.s, pb + piece);
+      A *dG = part.data() + t * 2 * d.c, *dB = dG + d.c;
+      for (int64_t c = 0; c < 2 * d.c; ++c)
+        dG[c] = A(0);
+      for (int64_t s0 = pb; s0 < pe; s0 += block) {
+        const int64_t len = std::min(block, pe - s0);
+        const T *xb = xp + n * d.c * d.s + s0, *gb = dyp + n * d.c * d.s + s0;
+        T *db = dxp + n * d.c * d.s + s0;
+        // Statistics exactly as channelLayerNormImpl.
+        for (int64_t i = 0; i < len; ++i)
+          mean[i] = sd[i] = a[i] = bx[i] = A(0);
+        for (int64_t c = 0; c < d.c; ++c)
+          for (int64_t i = 0; i < len; ++i)
+            mean[i] += load(xb[c * d.s + i]);
+        for (int64_t i = 0; i < len; ++i)
+          mean[i] /= A(d.c);
+        for (int64_t c = 0; c < d.c; ++c)
+          for (int64_t i = 0; i < len; ++i) {
+            A v = load(xb[c * d.s + i]) - mean[i];
+            sd[i] += v * v;
+          }
+        for (int64_t i = 0; i < len; ++i)
+          sd[i] = std::sqrt(sd[i] / A(d.c) + A(eps));
+        // x̂, Σ_c g, Σ_c g·x̂ per position and the per-channel sums.
+        for (int64_t c = 0; c < d.c; ++c) {
+          A *xr = xh.data() + c * block;
+          const T *gr = gb + c * d.s;
+          for (int64_t i = 0; i < len; ++i) {
+            xr[i] = (load(xb[c * d.s + i]) - mean[i]) / sd[i];
+            const A g = load(gr[i]) * gam[c];
+            a[i] += g;
+            bx[i] += g * xr[i];
+          }
+          dG[c] += laneSum<A>(len, [&](int64_t i) { return load(gr[i]) * xr[i]; });
+          dB[c] += laneSum<A>(len, [&](int64_t i) { return load(gr[i]); });
+        }
+        for (int64_t i = 0; i < len; ++i) {
+          a[i] /= A(d.c);
+          bx[i] /= A(d.c);
+        }
+        for (int64_t c = 0; c < d.c; ++c) {
+          const A *xr = xh.data() + c * block;
+          const T *gr = gb + c * d.s;
+          T *dr = db + c * d.s;
+          for (int64_t i = 0; i < len; ++i)
+            dr[i] = store<T>((load(gr[i]) * gam[c] - a[i] - xr[i] * bx[i]) / sd[i]);
+        }
+      }
+    }
+  });
+  T *dgp = ptr<T>(dgamma), *dbp = ptr<T>(dbeta);
+  for (int64_t c = 0; c < d.c; ++c) {
+    A sg = A(0), sb = A(0);
+    for (int64_t t = 0; t < tasks; ++t) {
+      sg += part[t * 2 * d.c + c];
+      sb += part[t * 2 * d.c + d.c + c];
+    }
+    dgp[c] = store<T>(sg);
+    dbp[c] = store<T>(sb);
+  }
+}
+
+// GRN: G_c = ‖x_c‖₂, D = mean_c G + eps, N_c = G_c / D, y = γ_c·x·N_c + β_c + x (per n).
+// With a_c = γ_c·Σ_s dy·x (= ∂L/∂N_c):
+//   ∂L/∂G_c = a_c / D − Σ_c' a_c'·G_c' / (C·D²)   (N_c' depends on G_c through D)
+//   dx = dy·(1 + γ_c·N_c) + ∂L/∂G_c · x / G_c      (the last term 0 where G_c = 0, as torch's
+//                                                   norm backward masks a zero norm)
+//   dγ_c = Σ_n N_c·Σ_s dy·x,  dβ_c = Σ_{n,s} dy.
+template <typename T>
+void grnGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps, Tensor &dx,
+                 Tensor &dgamma, Tensor &dbeta) {
+  using A = Acc<T>;
+  const char *k = "grn_grad";
+  NCS d = ncs(k, x);
+  if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
+    return;
+  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
+  T *dxp = ptr<T>(dx);
+  const int64_t rows = d.n * d.c;
+  // G and N exactly as grnImpl.
+  std::vector<A> unused, gx;
+  segmentMoments<A>(xp, rows, d.s, {}, unused, gx);
+  for (A &v : gx)
+    v = std::sqrt(v);
+  std::vector<A> nx(gx), denom(static_cast<size_t>(d.n));
+  for (int64_t n = 0; n < d.n; ++n) {
+    A s = A(0);
+    for (int64_t c = 0; c < d.c; ++c)
+      s += nx[n * d.c + c];
+    denom[n] = s / A(d.c) + A(eps);
+    for (int64_t c = 0; c < d.c; ++c)
+      nx[n * d.c + c] /= denom[n];
+  }
+  std::vector<A> sDy, sDyX;
+  rowDots<A>(xp, dyp, rows, d.s, {}, 1, sDy, sDyX);
+  // Per (n, c): the coefficient of x in dx, ∂L/∂G_c / G_c.
+  std::vector<A> coef(static_cast<size_t>(rows));
+  for (int64_t n = 0; n < d.n; ++n) {
+    A s = A(0);
+    for (int64_t c = 0; c < d.c; ++c)
+      s += load(gp[c]) * sDyX[n * d.c + c] * gx[n * d.c + c];
+    const A D = denom[n], shared = s / (A(d.c) * D * D);
+    for (int64_t c = 0; c < d.c; ++c) {
+      const int64_t r = n * d.c + c;
+      const A dG = load(gp[c]) * sDyX[r] / D - shared;
+      coef[r] = gx[r] > A(0) ? dG / gx[r] : A(0);
+    }
+  }
+  T *dgp = ptr<T>(dgamma), *dbp = ptr<T>(dbeta);
+  for (int64_t c = 0; c < d.c; ++c) {
+    A a = A(0), b = A(0);
+    for (int64_t n = 0; n < d.n; ++n) {
+      a += sDyX[n * d.c + c] * nx[n * d.c + c];
+      b += sDy[n * d.c + c];
+    }
+    dgp[c] = store<T>(a);
+    dbp[c] = store<T>(b);
+  }
+  forRows(rows, d.s, [&](int64_t row, int64_t b, int64_t e) {
+    const A scale = A(1) + load(gp[row % d.c]) * nx[row], cf = coef[row];
+    const T *xr = xp + row * d.s, *gr = dyp + row * d.s;
+    T *dr = dxp + row * d.s;
+    for (int64_t i = b; i < e; ++i)
+      dr[i] = store<T>(load(gr[i]) * scale + cf * load(xr[i]));
+  });
+}
+
 } // namespace
 
 void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
@@ -229,6 +520,27 @@ void channelLayerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, 
 
 void grn(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps, Tensor &y) {
   dispatchFloat(x.dtype(), "grn", [&](auto tag) { grnImpl<decltype(tag)>(x, gamma, beta, eps, y); });
+}
+
+void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
+                   double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
+  dispatchFloat(x.dtype(), "group_norm_grad", [&](auto tag) {
+    groupNormGradImpl<decltype(tag)>(x, gamma, dy, groups, eps, dx, dgamma, dbeta);
+  });
+}
+
+void channelLayerNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps,
+                          Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
+  dispatchFloat(x.dtype(), "channel_layer_norm_grad", [&](auto tag) {
+    channelLayerNormGradImpl<decltype(tag)>(x, gamma, dy, eps, dx, dgamma, dbeta);
+  });
+}
+
+void grnGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps, Tensor &dx,
+             Tensor &dgamma, Tensor &dbeta) {
+  dispatchFloat(x.dtype(), "grn_grad", [&](auto tag) {
+    grnGradImpl<decltype(tag)>(x, gamma, dy, eps, dx, dgamma, dbeta);
+  });
 }
 
 } // namespace medrun::cpu
