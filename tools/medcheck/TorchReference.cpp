@@ -231,7 +231,7 @@ torch::Tensor grn(const Env &env, const OpInfo &op) {
   // MedNeXt: gx = torch.norm(x, p=2, dim=(-3,-2,-1), keepdim=True);
   //          nx = gx / (gx.mean(dim=1, keepdim=True) + eps); y = gamma*(x*nx) + beta + x
   torch::Tensor gx = torch::linalg_vector_norm(x, 2, spatial, /*keepdim=*/true);
-  torch::Tensor nx = gx / (gx.mean({1}, /*keepdim=*/true) + num(op, "epsilon"));
+  torch::Tensor nx = gx / (gx.mean(std::vector<int64_t>{1}, /*keepdim=*/true) + num(op, "epsilon"));
   return g * (x * nx) + b + x;
 }
 
@@ -311,8 +311,11 @@ torch::Tensor bce(const Env &env, const OpInfo &op) {
     posWeight = chAxis >= 0 ? alongChannels(pw, rank) : pw;
   }
 
-  torch::Tensor l = torch::binary_cross_entropy_with_logits(
-      x, y, /*weight=*/torch::Tensor(), /*pos_weight=*/posWeight, at::Reduction::None);
+  namespace F = torch::nn::functional;
+  auto options = F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone);
+  if (posWeight.defined())
+    options.pos_weight(posWeight);
+  torch::Tensor l = F::binary_cross_entropy_with_logits(x, y, options);
   l = torch::where(counted, l, torch::zeros_like(l));
 
   auto safeDiv = [](const torch::Tensor &s, const torch::Tensor &n) {
@@ -474,7 +477,20 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
   for (size_t i = 0; i < inputs.size(); ++i)
     env.values.at(fn.inputs[i]) = inputs[i].to(env.typeOf(fn.inputs[i]));
 
-  for (const OpInfo &op : fn.ops) {
+  // Values are dropped after their last use (outputs never), as our executor does, so that
+  // whole networks at large patches fit in memory.
+  std::vector<size_t> lastUse(fn.values.size(), 0);
+  for (size_t i = 0; i < fn.ops.size(); ++i)
+    for (const auto &group : fn.ops[i].operands)
+      for (int id : group.second)
+        if (id >= 0 && id < static_cast<int>(lastUse.size()))
+          lastUse[id] = std::max(lastUse[id], i);
+  std::vector<bool> isOutput(fn.values.size(), false);
+  for (int id : fn.outputs)
+    isOutput.at(id) = true;
+
+  for (size_t i = 0; i < fn.ops.size(); ++i) {
+    const OpInfo &op = fn.ops[i];
     torch::Tensor r = runOp(env, op, params);
     if (op.results.size() != 1)
       throw Error(str(op.describe(), ": expected one result, the plan has ",
@@ -487,6 +503,10 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
                       medrun::shapeStr(medrun::Shape(r.sizes().begin(), r.sizes().end())),
                       ", the plan declares ", medrun::shapeStr(info.shape)));
     env.values[id] = r.reshape(declared).to(env.typeOf(id)).contiguous();
+    for (const auto &group : op.operands)
+      for (int used : group.second)
+        if (lastUse[used] == i && !isOutput[used])
+          env.values[used] = torch::Tensor();
   }
 
   std::vector<torch::Tensor> outputs;

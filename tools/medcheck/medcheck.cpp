@@ -48,7 +48,9 @@ const char *kUsage =
     "\n"
     "Each output prints one line: function, output, shape, the largest absolute error,\n"
     "the relative error norm ||ours - torch||_2 / ||torch||_2 (the absolute norm when\n"
-    "||torch|| is 0; NaNs at the same places count as equal) and ok or FAIL.\n"
+    "||torch|| is 0; NaNs at the same places count as equal) and ok or FAIL. Each\n"
+    "function then prints the wall time of our run and of torch's; a last line counts\n"
+    "the outputs checked and failed.\n"
     "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
@@ -57,8 +59,9 @@ const char *kUsage =
     "                     (default 1e-4 for f32, 1e-10 for f64)\n"
     "  --precision P      f32 or f64: storage type of our run and the type torch\n"
     "                     computes in (default f32)\n"
-    "  --threads N        threads of medrun and of torch (default: medrun's default,\n"
-    "                     MEDRUN_THREADS or the hardware concurrency)\n"
+    "  --threads N        threads of medrun and of torch, which always get the same\n"
+    "                     number (default: medrun's, MEDRUN_THREADS or the hardware\n"
+    "                     concurrency)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
@@ -291,7 +294,10 @@ std::string sci(double v) {
 
 std::string seconds(double s) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f s", s);
+  if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
   return buf;
 }
 
@@ -359,8 +365,9 @@ int run(const Options &o) {
         std::cout << " (" << c.problem << ")";
       std::cout << "\n";
     }
-    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << "  torch "
-              << seconds(t2 - t1) << "\n"
+    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << medrun::numThreads()
+              << " threads)  torch " << seconds(t2 - t1) << " (" << torch::get_num_threads()
+              << " threads)\n"
               << std::flush;
   }
   std::cout << checked << " outputs checked, " << failed << " failed (tolerance "
@@ -384,10 +391,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   try {
-    if (o.threads > 0) {
+    // Both sides get the same number of threads, so that the times compare.
+    if (o.threads > 0)
       medrun::setNumThreads(o.threads);
-      torch::set_num_threads(o.threads);
-    }
+    torch::set_num_threads(medrun::numThreads());
     return run(o);
   } catch (const medrun::Error &e) {
     std::cout << std::flush;
