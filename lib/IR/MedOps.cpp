@@ -256,6 +256,18 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto decl = symbols.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!decl)
+    return emitOpError("parameter ") << getNameAttr()
+                                     << " is not declared (no med.parameter of that name)";
+  if (decl.getType() != getValue().getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from the declared type " << decl.getType()
+           << " of parameter " << getNameAttr();
+  return success();
+}
+
 LogicalResult ConstantOp::inferShapes(MLIRContext *, std::optional<Location> loc,
                                            Adaptor adaptor, SmallVectorImpl<Type> &out) {
   auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
@@ -572,6 +584,64 @@ LogicalResult DiceCEOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
   if (failed(checkDiceCE(Checker{loc, getOperationName()}, adaptor)))
     return failure();
   out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------------------===//
+
+namespace {
+// Optimizer state tensors have the parameter's type; the schedule inputs are scalars.
+LogicalResult checkOptimizer(const Checker &c, Value param, ArrayRef<std::pair<StringRef, Value>> like,
+                             ArrayRef<std::pair<StringRef, Value>> scalars) {
+  for (auto [name, v] : like)
+    if (v.getType() != param.getType()) {
+      std::string a, e;
+      llvm::raw_string_ostream(a) << v.getType();
+      llvm::raw_string_ostream(e) << param.getType();
+      return c.fail(name + ": expected " + e + " (the type of param), got " + a);
+    }
+  for (auto [name, v] : scalars) {
+    RankedTensorType t = tensorType(v);
+    if (t.getRank() != 0)
+      return c.fail(name + ": expected a scalar (rank 0), got shape " + shapeStr(t.getShape()));
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult AdamWOp::inferShapes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(checkOptimizer(c, adaptor.getParam(),
+                            {{"grad", adaptor.getGrad()},
+                             {"exp_avg", adaptor.getExpAvg()},
+                             {"exp_avg_sq", adaptor.getExpAvgSq()}},
+                            {{"lr", adaptor.getLr()}, {"step", adaptor.getStep()}})))
+    return failure();
+  for (double beta : {adaptor.getBeta1().convertToDouble(), adaptor.getBeta2().convertToDouble()})
+    if (beta < 0 || beta >= 1)
+      return c.fail("betas must be in [0, 1), got " + std::to_string(beta));
+  if (adaptor.getEpsilon().convertToDouble() <= 0)
+    return c.fail("'epsilon' must be positive");
+  out.assign(3, adaptor.getParam().getType());
+  return success();
+}
+
+LogicalResult SGDOp::inferShapes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                 SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(checkOptimizer(c, adaptor.getParam(),
+                            {{"grad", adaptor.getGrad()},
+                             {"momentum_buffer", adaptor.getMomentumBuffer()}},
+                            {{"lr", adaptor.getLr()}})))
+    return failure();
+  if (adaptor.getMomentum().convertToDouble() < 0)
+    return c.fail("'momentum' must be non-negative");
+  if (adaptor.getNesterov() && adaptor.getMomentum().convertToDouble() <= 0)
+    return c.fail("Nesterov momentum needs a positive 'momentum'");
+  out.assign(2, adaptor.getParam().getType());
   return success();
 }
 

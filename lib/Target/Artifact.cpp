@@ -212,6 +212,28 @@ private:
                  {"batch_dice", o.getBatchDice()},
                  {"include_background", o.getIncludeBackground()}};
         return true; })
+      .Case<AssignOp>([&](AssignOp o) {
+        operands = json::Object{{"value", group(o.getValue())}};
+        attrs = json::Object{{"name", o.getName()}};
+        return true; })
+      .Case<AdamWOp>([&](AdamWOp o) {
+        operands = json::Object{{"param", group(o.getParam())}, {"grad", group(o.getGrad())},
+                                {"exp_avg", group(o.getExpAvg())},
+                                {"exp_avg_sq", group(o.getExpAvgSq())},
+                                {"lr", group(o.getLr())}, {"step", group(o.getStep())}};
+        attrs = json::Object{{"beta1", o.getBeta1().convertToDouble()},
+                             {"beta2", o.getBeta2().convertToDouble()},
+                             {"epsilon", o.getEpsilon().convertToDouble()},
+                             {"weight_decay", o.getWeightDecay().convertToDouble()}};
+        return true; })
+      .Case<SGDOp>([&](SGDOp o) {
+        operands = json::Object{{"param", group(o.getParam())}, {"grad", group(o.getGrad())},
+                                {"momentum_buffer", group(o.getMomentumBuffer())},
+                                {"lr", group(o.getLr())}};
+        attrs = json::Object{{"momentum", o.getMomentum().convertToDouble()},
+                             {"weight_decay", o.getWeightDecay().convertToDouble()},
+                             {"nesterov", o.getNesterov()}};
+        return true; })
       .Case<ReshapeOp, BroadcastOp>([&](auto o) {
         operands = json::Object{{"input", group(o.getInput())}};
         attrs = json::Object{{"shape", ints(o.getShape())}};
@@ -289,7 +311,8 @@ json::Value parameterTable(ModuleOp module) {
     json::Object entry{{"name", p.getSymName()},
                        {"dtype", dtypeName(p.getTensorType().getElementType())},
                        {"shape", ints(p.getTensorType().getShape())},
-                       {"init", stringifyInitKind(p.getInit())}};
+                       {"init", stringifyInitKind(p.getInit())},
+                       {"trainable", !p.getFrozen()}};
     if (auto fanIn = p.getFanIn())
       entry["fan_in"] = static_cast<int64_t>(*fanIn);
     params.push_back(std::move(entry));

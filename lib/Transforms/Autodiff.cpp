@@ -45,15 +45,16 @@ Value zerosLike(OpBuilder &b, Location loc, Value v) {
 }
 
 // Active values: reachable from a parameter or float argument, and reaching `loss`.
-llvm::DenseSet<Value> activeValues(Block &body, Value loss) {
+llvm::DenseSet<Value> activeValues(Block &body, Value loss,
+                                   const llvm::DenseSet<StringAttr> &frozen) {
   llvm::DenseSet<Value> varied, useful{loss};
   for (BlockArgument arg : body.getArguments())
     if (isFloatTensor(arg))
       varied.insert(arg);
   for (Operation &op : body) {
-    if (isa<ParamOp>(op)) {
-      if (isFloatTensor(op.getResult(0)))
-        varied.insert(op.getResult(0));
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (isFloatTensor(param.getResult()) && !frozen.contains(param.getNameAttr().getAttr()))
+        varied.insert(param.getResult());
       continue;
     }
     if (op.hasTrait<NotDifferentiable>())
@@ -82,7 +83,11 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp f, ModuleOp module) {
   Block &body = g.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
-  llvm::DenseSet<Value> active = activeValues(body, loss);
+  llvm::DenseSet<StringAttr> frozen;
+  for (auto decl : module.getOps<ParameterOp>())
+    if (decl.getFrozen())
+      frozen.insert(decl.getSymNameAttr());
+  llvm::DenseSet<Value> active = activeValues(body, loss, frozen);
 
   OpBuilder b(ret);
   llvm::DenseMap<Value, Value> grads;
@@ -146,7 +151,7 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp f, ModuleOp module) {
   for (auto decl : module.getOps<ParameterOp>()) {
     StringAttr name = decl.getSymNameAttr();
     auto read = readParams.find(name);
-    if (read == readParams.end())
+    if (read == readParams.end() || decl.getFrozen())
       continue;
     Value g = paramGrads.lookup(name);
     if (!g) {

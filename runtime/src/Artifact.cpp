@@ -324,6 +324,11 @@ Artifact Artifact::load(const std::string &path) {
     } else if (p.init != "zeros" && p.init != "ones") {
       r.fail(where, str("unknown init '", p.init, "' (expected zeros, ones or uniform)"));
     }
+    if (params[i].contains("trainable")) {
+      if (!params[i]["trainable"].is_boolean())
+        r.fail(where, "'trainable' must be true or false");
+      p.trainable = params[i]["trainable"].get<bool>();
+    }
     if (!names.insert(p.name).second)
       r.fail(where, "declared twice");
     a.parameters.push_back(std::move(p));

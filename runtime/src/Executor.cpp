@@ -153,8 +153,9 @@ cpu::DiceCEParams diceParams(const OpInfo &op) {
 // State of one run: the live values and how they are stored.
 class Run {
 public:
-  Run(const Function &fn, const TensorMap &params, Precision precision)
-      : fn(fn), params(params), storage(storageType(precision)), values(fn.values.size()) {
+  Run(const Function &fn, const TensorMap &params, Precision precision, TensorMap *updates)
+      : fn(fn), params(params), updates(updates), storage(storageType(precision)),
+        values(fn.values.size()) {
     std::vector<size_t> last(fn.values.size(), 0);
     for (size_t i = 0; i < fn.ops.size(); ++i)
       for (auto &[name, ids] : fn.ops[i].operands)
@@ -342,6 +343,27 @@ private:
         dlogits.push_back(&result(op, i));
       Tensor dloss = stored(in(op, "grad_loss"));
       cpu::diceCEGrad(logits, targets, dloss, diceParams(op), dlogits);
+    } else if (k == "adamw") {
+      cpu::AdamWParams p;
+      p.beta1 = op.floatAttr("beta1");
+      p.beta2 = op.floatAttr("beta2");
+      p.eps = op.floatAttr("epsilon");
+      p.weightDecay = op.floatAttr("weight_decay");
+      cpu::adamw(in(op, "param"), in(op, "grad"), in(op, "exp_avg"), in(op, "exp_avg_sq"),
+                 in(op, "lr"), in(op, "step"), p, result(op, 0), result(op, 1), result(op, 2));
+    } else if (k == "sgd") {
+      cpu::SGDParams p;
+      p.momentum = op.floatAttr("momentum");
+      p.weightDecay = op.floatAttr("weight_decay");
+      p.nesterov = op.boolAttr("nesterov");
+      cpu::sgd(in(op, "param"), in(op, "grad"), in(op, "momentum_buffer"), in(op, "lr"), p,
+               result(op, 0), result(op, 1));
+    } else if (k == "assign") {
+      const std::string &name = op.strAttr("name");
+      if (!updates)
+        throw Error(str("assigns parameter '", name,
+                        "', but the caller takes no parameter updates"));
+      (*updates)[name] = in(op, "value").clone();
     } else {
       throw Error("the CPU backend has no kernel for this op");
     }
@@ -349,6 +371,7 @@ private:
 
   const Function &fn;
   const TensorMap &params;
+  TensorMap *updates; ///< where med.assign puts new parameter values
   DType storage;
   std::vector<Tensor> values;
   std::vector<std::vector<int>> frees; ///< values whose last use is op i
@@ -358,11 +381,12 @@ private:
 
 std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
                            const std::vector<Tensor> &inputs, const TensorMap &params,
-                           Precision precision, std::map<std::string, double> *profile) {
+                           Precision precision, std::map<std::string, double> *profile,
+                           TensorMap *updates) {
   if (inputs.size() != fn.inputs.size())
     throw Error(str(artifact.path, ": function '", fn.name, "' takes ", fn.inputs.size(),
                     " inputs, got ", inputs.size()));
-  Run run(fn, params, precision);
+  Run run(fn, params, precision, updates);
   for (size_t i = 0; i < inputs.size(); ++i)
     run.setInput(i, inputs[i]);
   for (size_t i = 0; i < fn.ops.size(); ++i) {

@@ -141,3 +141,26 @@ func.func @gradient_ops(%x: tensor<2x4x5x5x5xf32>, %w: tensor<4x1x3x3x3xf32>, %g
   %8 = med.dice_ce_grad logits(%x) targets(%t) grad %d {weights = array<f64: 1.0>} : (tensor<2x4x5x5x5xf32>, tensor<2x1x5x5x5xi32>, tensor<f32>) -> tensor<2x4x5x5x5xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: med.parameter @w : tensor<4xf32> init uniform(3)
+// CHECK: med.parameter @m : tensor<4xf32> init zeros frozen
+med.parameter @w : tensor<4xf32> init uniform(3)
+med.parameter @m : tensor<4xf32> init zeros frozen
+med.parameter @v : tensor<4xf32> init zeros frozen
+
+// CHECK-LABEL: func.func @optimizers
+func.func @optimizers(%g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
+  %w = med.param @w : tensor<4xf32>
+  %m = med.param @m : tensor<4xf32>
+  %v = med.param @v : tensor<4xf32>
+  // CHECK: %[[P:[a-z_]+]], %{{.*}}, %{{.*}} = med.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {weight_decay = 3.000000e-05 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = med.adamw %w, %g, %m, %v, %lr, %t {weight_decay = 3.0e-5} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: med.sgd %{{.*}} {momentum = 0.98999999999999999 : f64, nesterov, weight_decay = 3.000000e-05 : f64}
+  %1:2 = med.sgd %w, %g, %m, %lr {momentum = 0.99, weight_decay = 3.0e-5, nesterov} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  // CHECK: med.assign @w, %[[P]] : tensor<4xf32>
+  med.assign @w, %0#0 : tensor<4xf32>
+  med.assign @m, %0#1 : tensor<4xf32>
+  return
+}

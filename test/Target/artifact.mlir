@@ -11,11 +11,11 @@
 
 med.parameter @"c.weight" : tensor<4x2x3x3x3xf32> init uniform(54)
 med.parameter @"n.weight" : tensor<4xf32> init ones
-med.parameter @"n.bias" : tensor<4xf32> init zeros
+med.parameter @"n.bias" : tensor<4xf32> init zeros frozen
 
-// PARAMS: {"dtype":"f32","fan_in":54,"init":"uniform","name":"c.weight","shape":[4,2,3,3,3]}
-// PARAMS-NEXT: {"dtype":"f32","init":"ones","name":"n.weight","shape":[4]}
-// PARAMS-NEXT: {"dtype":"f32","init":"zeros","name":"n.bias","shape":[4]}
+// PARAMS: {"dtype":"f32","fan_in":54,"init":"uniform","name":"c.weight","shape":[4,2,3,3,3],"trainable":true}
+// PARAMS-NEXT: {"dtype":"f32","init":"ones","name":"n.weight","shape":[4],"trainable":true}
+// PARAMS-NEXT: {"dtype":"f32","init":"zeros","name":"n.bias","shape":[4],"trainable":false}
 
 // SIG: {"dtype":"f32","shape":[2,2,6,6,6]}
 // SIG-NEXT: 0

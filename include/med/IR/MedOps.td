@@ -67,24 +67,28 @@ class Med_ShapedOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------------------===//
 
 def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
-  let summary = "declares a learnable tensor of the module";
+  let summary = "declares a tensor of the module's state: a parameter, or optimizer/EMA state";
   let description = [{
-    Declares a parameter: its name (the PyTorch `state_dict` key, e.g.
-    `enc_block_0.0.conv1.weight`), its type and how it is initialized:
-    `zeros`, `ones`, or `uniform(fan_in)` = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), which is
-    PyTorch's default initialization of convolution weights and biases.
+    Declares a tensor that lives across steps: its name (for model parameters the PyTorch
+    `state_dict` key, e.g. `enc_block_0.0.conv1.weight`), its type and how it is
+    initialized: `zeros`, `ones`, or `uniform(fan_in)` = U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    which is PyTorch's default initialization of convolution weights and biases.
+    `frozen` marks state that is not trained by gradients (optimizer moments, EMA weights,
+    or a parameter the user froze): `med-autodiff` gives it no gradient.
 
     ```mlir
     med.parameter @"stem.conv.weight" : tensor<32x1x1x1x1xf32> init uniform(1)
     med.parameter @"enc_block_0.0.norm.weight" : tensor<32xf32> init ones
+    med.parameter @"optimizer.exp_avg.stem.conv.weight" : tensor<32x1x1x1x1xf32> init zeros frozen
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Med_FloatTensor>:$type,
                        Med_InitKind:$init,
-                       OptionalAttr<I64Attr>:$fan_in);
+                       OptionalAttr<I64Attr>:$fan_in,
+                       UnitAttr:$frozen);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? attr-dict
+    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? (`frozen` $frozen^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -108,6 +112,23 @@ def Med_ParamOp : Med_Op<"param", [Pure, Med_NotDifferentiable,
   let arguments = (ins FlatSymbolRefAttr:$name);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Med_AssignOp : Med_Op<"assign", [Med_NotDifferentiable,
+                                     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                                     MemoryEffects<[MemWrite]>]> {
+  let summary = "sets the value a parameter has after this step";
+  let description = [{
+    Records `value` as the new value of the module-level tensor `name`; it takes effect when
+    the function returns (reads of `name` in the same function see the old value). Training
+    steps assign updated parameters, optimizer moments and EMA weights.
+
+    ```mlir
+    med.assign @"stem.conv.weight", %new : tensor<32x1x1x1x1xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, Med_FloatTensor:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
 }
 
 def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiable]> {
@@ -433,6 +454,53 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differ
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = [{
     `logits` `(` $logits `)` `targets` `(` $targets `)` attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------------------===//
+// Optimizers: one op per parameter tensor, returning the updated tensors.
+//===----------------------------------------------------------------------------------===//
+
+def Med_AdamWOp : Med_ShapedOp<"adamw", [Med_NotDifferentiable]> {
+  let summary = "one AdamW step, exactly as torch.optim.AdamW";
+  let description = [{
+    With t = `step` (1 for the first step) and the learning rate `lr` (both scalars, inputs
+    of the training step):
+    `p ← p·(1 − lr·weight_decay)`; `m ← β1·m + (1 − β1)·g`; `v ← β2·v + (1 − β2)·g²`;
+    `p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε)`.
+    Returns the new parameter, first and second moments.
+  }];
+  let numResultsOnFailure = "3";
+  let arguments = (ins Med_FloatTensor:$param, Med_FloatTensor:$grad, Med_FloatTensor:$exp_avg,
+                       Med_FloatTensor:$exp_avg_sq, Med_FloatTensor:$lr, Med_FloatTensor:$step,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "1e-2">:$weight_decay);
+  let results = (outs Med_FloatTensor:$new_param, Med_FloatTensor:$new_exp_avg,
+                      Med_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable]> {
+  let summary = "one SGD step with momentum (optionally Nesterov), as torch.optim.SGD";
+  let description = [{
+    `d ← g + weight_decay·p`; `b ← momentum·b + d`; `d ← d + momentum·b` (Nesterov) or
+    `d ← b`; `p ← p − lr·d`. The momentum buffer starts at zero, which equals PyTorch's
+    first-step copy. nnU-Net uses lr 1e-2, momentum 0.99, weight decay 3e-5, Nesterov.
+    Returns the new parameter and momentum buffer.
+  }];
+  let numResultsOnFailure = "2";
+  let arguments = (ins Med_FloatTensor:$param, Med_FloatTensor:$grad,
+                       Med_FloatTensor:$momentum_buffer, Med_FloatTensor:$lr,
+                       DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       UnitAttr:$nesterov);
+  let results = (outs Med_FloatTensor:$new_param, Med_FloatTensor:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $momentum_buffer `,` $lr attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -71,6 +71,7 @@ struct ParameterInfo {
   Shape shape;
   std::string init; ///< "zeros", "ones" or "uniform"
   int64_t fanIn = 0;
+  bool trainable = true; ///< false for optimizer/EMA state and frozen parameters
 };
 
 struct Artifact {

@@ -34,11 +34,14 @@ void checkParameters(const Artifact &artifact, const TensorMap &params);
 /// arguments in order (arg0, arg1, ...), checked against the declared shapes and dtypes
 /// (Error naming the argument otherwise). Every parameter the function reads must be in
 /// `params`. Outputs have storageType(precision) for float results.
-/// With `profile`, adds the seconds spent in each op kind to it.
+/// With `profile`, adds the seconds spent in each op kind to it. Values the function
+/// assigns to parameters (med.assign: training steps) are put into `updates`, in the
+/// storage type; the caller applies them (a function that assigns needs `updates`).
 std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
                            const std::vector<Tensor> &inputs, const TensorMap &params,
                            Precision precision = Precision::F32,
-                           std::map<std::string, double> *profile = nullptr);
+                           std::map<std::string, double> *profile = nullptr,
+                           TensorMap *updates = nullptr);
 
 } // namespace medrun
 

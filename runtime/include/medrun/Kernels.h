@@ -132,6 +132,25 @@ void diceCEGrad(const std::vector<const Tensor *> &logits,
                 const std::vector<const Tensor *> &targets, const Tensor &dloss,
                 const DiceCEParams &p, const std::vector<Tensor *> &dlogits);
 
+//===----------------------------------------------------------------------------------===//
+// Optimizers (docs/dialect.md, med.adamw and med.sgd). Elementwise over the parameter;
+// lr and step are rank-0 tensors of any float dtype. Results may not alias the inputs.
+//===----------------------------------------------------------------------------------===//
+
+struct AdamWParams {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 1e-2;
+};
+void adamw(const Tensor &param, const Tensor &grad, const Tensor &expAvg, const Tensor &expAvgSq,
+           const Tensor &lr, const Tensor &step, const AdamWParams &p, Tensor &newParam,
+           Tensor &newExpAvg, Tensor &newExpAvgSq);
+
+struct SGDParams {
+  double momentum = 0, weightDecay = 0;
+  bool nesterov = false;
+};
+void sgd(const Tensor &param, const Tensor &grad, const Tensor &buffer, const Tensor &lr,
+         const SGDParams &p, Tensor &newParam, Tensor &newBuffer);
+
 } // namespace medrun::cpu
 
 #endif // MEDRUN_KERNELS_H
