@@ -238,6 +238,20 @@ LogicalResult ParameterOp::verify() {
   } else if (fanIn) {
     return emitOpError("init ") << stringifyInitKind(getInit()) << " takes no fan-in";
   }
+  if (getInit() == InitKind::copy) {
+    if (!getSource())
+      return emitOpError("init copy needs the parameter to copy, e.g. `init copy from @\"w\"`");
+    auto source = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(*this, getSourceAttr());
+    if (!source)
+      return emitOpError("copies ") << getSourceAttr() << ", which is not declared";
+    if (source.getType() != getType())
+      return emitOpError("copies ") << getSourceAttr() << " of type " << source.getType()
+                                    << ", but has type " << getType();
+    if (source.getInit() == InitKind::copy)
+      return emitOpError("copies ") << getSourceAttr() << ", which is itself a copy";
+  } else if (getSource()) {
+    return emitOpError("init ") << stringifyInitKind(getInit()) << " copies nothing; remove `from`";
+  }
   if (!getTensorType().hasStaticShape())
     return emitOpError("parameter ") << getSymName() << " must have a static shape, got "
                                      << getType();

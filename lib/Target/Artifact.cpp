@@ -315,6 +315,8 @@ json::Value parameterTable(ModuleOp module) {
                        {"trainable", !p.getFrozen()}};
     if (auto fanIn = p.getFanIn())
       entry["fan_in"] = static_cast<int64_t>(*fanIn);
+    if (auto source = p.getSource())
+      entry["source"] = source->str();
     params.push_back(std::move(entry));
   }
   return params;

@@ -74,7 +74,17 @@ llvm::DenseSet<Value> activeValues(Block &body, Value loss,
   return active;
 }
 
-FailureOr<func::FuncOp> differentiate(func::FuncOp f, ModuleOp module) {
+} // namespace
+
+FailureOr<func::FuncOp> mlir::med::buildGradientFunction(func::FuncOp f) {
+  auto module = f->getParentOfType<ModuleOp>();
+  if (!isScalarLoss(f))
+    return f.emitError("med-autodiff: the first result of @")
+           << f.getSymName() << " must be a scalar floating-point loss";
+  if (module.lookupSymbol((f.getSymName() + "_grad").str()))
+    return f.emitError("med-autodiff: @") << f.getSymName() << "_grad already exists";
+  if (!f.getBody().hasOneBlock())
+    return f.emitError("med-autodiff: needs a function with one block (run med-specialize)");
   OpBuilder mb(f->getContext());
   mb.setInsertionPointAfter(f);
   auto g = cast<func::FuncOp>(mb.clone(*f));
@@ -176,6 +186,8 @@ FailureOr<func::FuncOp> differentiate(func::FuncOp f, ModuleOp module) {
   return g;
 }
 
+namespace {
+
 struct MedAutodiff : med::impl::MedAutodiffBase<MedAutodiff> {
   using Base::Base;
 
@@ -188,29 +200,15 @@ struct MedAutodiff : med::impl::MedAutodiffBase<MedAutodiff> {
         module.emitError("med-autodiff: no function @") << function << " with a body";
         return signalPassFailure();
       }
-      if (!isScalarLoss(f)) {
-        f.emitError("med-autodiff: the first result of @")
-            << function << " must be a scalar floating-point loss";
-        return signalPassFailure();
-      }
       targets.push_back(f);
     } else {
       for (auto f : module.getOps<func::FuncOp>())
         if (f.isPublic() && !f.isExternal() && isScalarLoss(f))
           targets.push_back(f);
     }
-    for (func::FuncOp f : targets) {
-      if (module.lookupSymbol((f.getSymName() + "_grad").str())) {
-        f.emitError("med-autodiff: @") << f.getSymName() << "_grad already exists";
+    for (func::FuncOp f : targets)
+      if (failed(buildGradientFunction(f)))
         return signalPassFailure();
-      }
-      if (!f.getBody().hasOneBlock()) {
-        f.emitError("med-autodiff: needs a function with one block (run med-specialize)");
-        return signalPassFailure();
-      }
-      if (failed(differentiate(f, module)))
-        return signalPassFailure();
-    }
   }
 };
 

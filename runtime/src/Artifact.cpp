@@ -321,8 +321,10 @@ Artifact Artifact::load(const std::string &path) {
       if (!fanIn.is_number_integer() || fanIn.get<int64_t>() < 1)
         r.fail(where, "'fan_in' must be a positive integer");
       p.fanIn = fanIn.get<int64_t>();
+    } else if (p.init == "copy") {
+      p.source = r.string(params[i], "source", where);
     } else if (p.init != "zeros" && p.init != "ones") {
-      r.fail(where, str("unknown init '", p.init, "' (expected zeros, ones or uniform)"));
+      r.fail(where, str("unknown init '", p.init, "' (expected zeros, ones, uniform or copy)"));
     }
     if (params[i].contains("trainable")) {
       if (!params[i]["trainable"].is_boolean())
@@ -333,6 +335,13 @@ Artifact Artifact::load(const std::string &path) {
       r.fail(where, "declared twice");
     a.parameters.push_back(std::move(p));
   }
+  for (const ParameterInfo &p : a.parameters)
+    if (p.init == "copy") {
+      const ParameterInfo *src = a.parameter(p.source);
+      if (!src || src->init == "copy" || src->shape != p.shape)
+        r.fail(str("parameter '", p.name, "'"),
+               str("copies '", p.source, "', which is missing, a copy, or of another shape"));
+    }
   const json &functions = r.field(doc, "functions", "document");
   if (!functions.is_array() || functions.empty())
     r.fail("document", "'functions' must be a non-empty list");

@@ -63,6 +63,9 @@ TensorMap initParameters(const Artifact &artifact, uint64_t seed) {
       t = t.to(p.dtype);
     params.emplace(p.name, std::move(t));
   }
+  for (const ParameterInfo &p : artifact.parameters)
+    if (p.init == "copy")
+      params[p.name] = params.at(p.source).clone();
   return params;
 }
 

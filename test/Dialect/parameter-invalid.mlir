@@ -50,3 +50,32 @@ func.func @constant_vector() {
   %0 = "med.constant"() {value = dense<1.0> : vector<2xf32>} : () -> tensor<2xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{init copy needs the parameter to copy, e.g. `init copy from @"w"`}}
+med.parameter @ema : tensor<4xf32> init copy frozen
+
+// -----
+
+// expected-error @+1 {{copies @w, which is not declared}}
+med.parameter @ema : tensor<4xf32> init copy from @w frozen
+
+// -----
+
+med.parameter @w : tensor<5xf32> init zeros
+// expected-error @+1 {{copies @w of type 'tensor<5xf32>', but has type 'tensor<4xf32>'}}
+med.parameter @ema : tensor<4xf32> init copy from @w frozen
+
+// -----
+
+med.parameter @w : tensor<4xf32> init zeros
+med.parameter @a : tensor<4xf32> init copy from @w
+// expected-error @+1 {{copies @a, which is itself a copy}}
+med.parameter @b : tensor<4xf32> init copy from @a
+
+// -----
+
+med.parameter @w : tensor<4xf32> init zeros
+// expected-error @+1 {{init ones copies nothing; remove `from`}}
+med.parameter @b : tensor<4xf32> init ones from @w

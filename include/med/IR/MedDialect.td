@@ -39,7 +39,9 @@ def Med_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialized", [
     I32EnumAttrCase<"ones", 1>,
     // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for conv weights
     // (kaiming_uniform with a = sqrt(5)) and conv biases.
-    I32EnumAttrCase<"uniform", 2>]> {
+    I32EnumAttrCase<"uniform", 2>,
+    // A copy of another parameter's initial value (EMA weights start as the model's).
+    I32EnumAttrCase<"copy", 3>]> {
   let cppNamespace = "::mlir::med";
 }
 

@@ -73,6 +73,7 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
     `state_dict` key, e.g. `enc_block_0.0.conv1.weight`), its type and how it is
     initialized: `zeros`, `ones`, or `uniform(fan_in)` = U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
     which is PyTorch's default initialization of convolution weights and biases.
+    `init copy from @other` starts it as a copy of another parameter (EMA weights).
     `frozen` marks state that is not trained by gradients (optimizer moments, EMA weights,
     or a parameter the user froze): `med-autodiff` gives it no gradient.
 
@@ -80,15 +81,17 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
     med.parameter @"stem.conv.weight" : tensor<32x1x1x1x1xf32> init uniform(1)
     med.parameter @"enc_block_0.0.norm.weight" : tensor<32xf32> init ones
     med.parameter @"optimizer.exp_avg.stem.conv.weight" : tensor<32x1x1x1x1xf32> init zeros frozen
+    med.parameter @"ema.stem.conv.weight" : tensor<32x1x1x1x1xf32> init copy from @"stem.conv.weight" frozen
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Med_FloatTensor>:$type,
                        Med_InitKind:$init,
                        OptionalAttr<I64Attr>:$fan_in,
+                       OptionalAttr<FlatSymbolRefAttr>:$source,
                        UnitAttr:$frozen);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? (`frozen` $frozen^)? attr-dict
+    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? (`from` $source^)? (`frozen` $frozen^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

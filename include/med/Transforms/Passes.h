@@ -2,6 +2,7 @@
 #ifndef MED_TRANSFORMS_PASSES_H
 #define MED_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -12,6 +13,10 @@ namespace mlir::med {
 
 #define GEN_PASS_REGISTRATION
 #include "med/Transforms/Passes.h.inc"
+
+/// Adds `<f>_grad` next to the loss function `f` (see MedAutodiff in Passes.td) and
+/// returns it; reports an error at `f` or at the op without a gradient rule.
+FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 
 } // namespace mlir::med
 

@@ -53,4 +53,43 @@ def MedAutodiff : Pass<"med-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
+  let summary = "links a loss function, its gradient and an optimizer into @train_step";
+  let description = [{
+    Builds `@train_step(<loss arguments>, %lr, %step[, %ema_decay]) -> (loss, grad_norm)`
+    from the loss function `loss` (its first result a scalar):
+
+    1. gradients of every trainable parameter (`med-autodiff`, reusing `<loss>_grad`);
+    2. the global gradient norm ‖g‖₂ over all parameters and, with `clip` > 0, scaling by
+       min(clip / (‖g‖₂ + 1e-6), 1), as `torch.nn.utils.clip_grad_norm_`;
+    3. one `med.adamw` or `med.sgd` per parameter; its state is declared as frozen
+       parameters `optimizer.exp_avg.<p>`, `optimizer.exp_avg_sq.<p>` (AdamW) or
+       `optimizer.momentum_buffer.<p>` (SGD), initialized to zeros;
+    4. with `ema`, `ema.<p> ← ema.<p> + (1 − d)·(p − ema.<p>)` on the updated parameters,
+       where `d` is the `%ema_decay` input (0 during warm-up, computed by the runtime);
+       `ema.<p>` starts as a copy of `p`;
+    5. `med.assign` of every updated tensor.
+
+    `lr`, `step` (1 for the first step) and `ema_decay` are rank-0 f32 inputs, so nothing
+    that changes per step is a constant. With `exempt-norm-bias`, parameters of rank ≤ 1
+    (biases, norm affines) and GRN parameters get no weight decay. Calls remain; run
+    `inline` and `symbol-dce` afterwards.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"loss\"", "loss function">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "adamw or sgd">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW β1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW β2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW ε">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"1e-2", "weight decay">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"exemptNormBias", "exempt-norm-bias", "bool", /*default=*/"false",
+           "no weight decay for biases, norm affines and GRN parameters">,
+    Option<"clip", "clip", "double", /*default=*/"0.0",
+           "max global gradient norm (0: no clipping)">,
+    Option<"ema", "ema", "bool", /*default=*/"false", "keep an EMA of the parameters">,
+  ];
+}
+
 #endif // MED_TRANSFORMS_PASSES_TD

@@ -69,8 +69,9 @@ struct ParameterInfo {
   std::string name; ///< PyTorch state_dict key
   DType dtype = DType::F32;
   Shape shape;
-  std::string init; ///< "zeros", "ones" or "uniform"
-  int64_t fanIn = 0;
+  std::string init;   ///< "zeros", "ones", "uniform" or "copy"
+  int64_t fanIn = 0;   ///< for "uniform"
+  std::string source; ///< for "copy": the parameter whose initial value this starts as
   bool trainable = true; ///< false for optimizer/EMA state and frozen parameters
 };
 
