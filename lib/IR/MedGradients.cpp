@@ -85,7 +85,9 @@ LogicalResult Conv3dOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                          outputPadding, getDilation(), getGroups());
   Value dw = b.create<Conv3dGradWeightOp>(loc, getInput(), dy, w.getShape().drop_front(2),
                                           getStride(), getPadding(), getDilation(), getGroups());
-  operandGrads.assign({dx, dw, getBias() ? biasGrad(b, loc, dy) : Value()});
+  operandGrads.assign({dx, dw});
+  if (getBias())
+    operandGrads.push_back(biasGrad(b, loc, dy));
   return success();
 }
 
@@ -103,7 +105,9 @@ LogicalResult Conv3dTransposeOp::buildGradients(OpBuilder &b, ValueRange resultG
   // The weight gradient is a convolution's with the roles of input and output swapped.
   Value dw = b.create<Conv3dGradWeightOp>(loc, dy, getInput(), w.getShape().drop_front(2),
                                           getStride(), getPadding(), getDilation(), getGroups());
-  operandGrads.assign({dx, dw, getBias() ? biasGrad(b, loc, dy) : Value()});
+  operandGrads.assign({dx, dw});
+  if (getBias())
+    operandGrads.push_back(biasGrad(b, loc, dy));
   return success();
 }
 

@@ -73,6 +73,12 @@ cl::opt<bool> grad("grad",
                    cl::desc("Also build <f>_grad, the gradient of every function whose first "
                             "result is a scalar loss (med-autodiff)"),
                    cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<std::string> train("train",
+                          cl::desc("Build @train_step from the loss function with these "
+                                   "med-train-step options, e.g. \"optimizer=adamw clip=1.0 "
+                                   "ema=true\" (see docs/passes.md)"),
+                          cl::value_desc("options"), cl::init(""), cl::sub(compileCmd),
+                          cl::cat(outputCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
@@ -115,6 +121,16 @@ LogicalResult specialize(ModuleOp module) {
   pm.addPass(med::createMedSpecialize(options));
   if (grad)
     pm.addPass(med::createMedAutodiff());
+  if (train.getNumOccurrences()) {
+    std::unique_ptr<Pass> step = med::createMedTrainStep();
+    if (failed(step->initializeOptions(train, [](const Twine &msg) {
+          fail("--train: " + msg);
+          return failure();
+        })))
+      return failure();
+    pm.addPass(std::move(step));
+    pm.addPass(createInlinerPass());
+  }
   pm.addPass(createSymbolDCEPass());
   return pm.run(module);
 }

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -34,18 +35,22 @@ Usage:
       Writes parameters initialized as PyTorch initializes each layer (state_dict keys).
   medrun run X.medc [--func NAME] [--input [argN=]FILE.npy]... [--params FILE.safetensors]
              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--profile]
+             [--save-params FILE]
       Runs a function on the CPU backend and writes each output as DIR/NAME.npy (out0, ...,
       and grad.<parameter> for gradient functions).
 
 Options:
   --func NAME        function to run (default: the only one in the artifact)
-  --input [argN=]F   a .npy file for argument N (without argN=, arguments in order)
+  --input [argN=]F   a .npy file for argument N (without argN=, arguments in order), or a
+                     number for a scalar argument (learning rate, step, ...)
   --params F         parameters from a safetensors checkpoint (default: initialized with --seed)
   --out DIR          where outputs go (default: current directory)
   --precision P      f32 (default), f64, or bf16 (activations stored in bfloat16)
   --seed S           seed for initialized parameters (default 0)
   --threads N        CPU threads (default: all cores, or MEDRUN_THREADS)
   --profile          print the time spent in each op kind
+  --save-params F    write all parameters and state after the function's updates (training
+                     steps assign new values) to safetensors file F
   -o FILE            output file of `init`
   --help             this text
 )";
@@ -68,7 +73,8 @@ Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
       {"info", {}},
       {"init", {"o", "seed"}},
-      {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile"}}};
+      {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
+               "save-params"}}};
   Args args;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
@@ -174,7 +180,16 @@ int run(const Artifact &a, const Args &args) {
     if (index >= inputs.size())
       throw Error(str("--input ", spec, ": function '", fn.name, "' has ", inputs.size(),
                       " arguments (arg0..arg", inputs.size() - 1, ")"));
-    inputs[index] = readNpy(path);
+    const ValueInfo &info = fn.values[fn.inputs[index]];
+    char *end = nullptr;
+    double number = std::strtod(path.c_str(), &end);
+    if (info.shape.empty() && !path.empty() && end && *end == '\0') {
+      Tensor t(DType::F64, {});
+      t.data<double>()[0] = number;
+      inputs[index] = t.to(info.dtype == DType::F64 ? DType::F64 : DType::F32);
+    } else {
+      inputs[index] = readNpy(path);
+    }
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined())
@@ -196,8 +211,10 @@ int run(const Artifact &a, const Args &args) {
   Precision precision = parsePrecision(args.get("precision", "f32"));
   auto start = std::chrono::steady_clock::now();
   std::map<std::string, double> profile;
-  std::vector<Tensor> outputs =
-      runCpu(a, fn, inputs, params, precision, args.options.count("profile") ? &profile : nullptr);
+  TensorMap updates;
+  std::vector<Tensor> outputs = runCpu(a, fn, inputs, params, precision,
+                                       args.options.count("profile") ? &profile : nullptr,
+                                       &updates);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::filesystem::path dir = args.get("out", ".");
@@ -208,6 +225,20 @@ int run(const Artifact &a, const Args &args) {
     writeNpy(file.string(), t);
     std::cout << fn.outputNames[i] << "  " << shapeStr(t.shape()) << "  -> " << file.string()
               << "\n";
+  }
+  if (std::string path = args.get("save-params"); !path.empty()) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const ParameterInfo &p : a.parameters) {
+      auto u = updates.find(p.name);
+      const Tensor &t = u != updates.end() ? u->second : params.at(p.name);
+      tensors.emplace_back(p.name, t.dtype() == p.dtype ? t : t.to(p.dtype));
+    }
+    writeSafetensors(path, tensors, {{"source", a.source}});
+    std::cout << "wrote " << tensors.size() << " parameters (" << updates.size()
+              << " updated) to " << path << "\n";
+  } else if (!updates.empty()) {
+    std::cout << "note: " << fn.name << " updated " << updates.size()
+              << " parameters; --save-params FILE keeps them\n";
   }
   std::fprintf(stdout, "%s: %.3f s on %d threads\n", fn.name.c_str(), seconds, numThreads());
   for (auto &[kind, t] : profile)
