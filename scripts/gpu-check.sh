@@ -22,7 +22,9 @@ status=0
 : >"$OUT/check.log"
 for a in .device/*.medc; do
   for precision in f32 f64; do
-    if ./build-gpu/bin/medcheck "$a" --precision "$precision" >>"$OUT/check.log" 2>&1; then
+    extra=()
+    case "$(basename "$a")" in grad-*) extra=(--grad) ;; esac
+    if ./build-gpu/bin/medcheck "$a" --precision "$precision" "${extra[@]}" >>"$OUT/check.log" 2>&1; then
       r=ok
     else
       r=FAILED; status=1

@@ -11,6 +11,9 @@ cp -r /usr/include/nlohmann .deps/include/
 for f in test/check/{conv,norm,elementwise,data,reduce,loss}.mlir; do
   "$BIN/medc" compile "$f" -o ".device/$(basename "$f" .mlir).medc"
 done
+for f in test/check/grad-{conv,norm,elementwise,data,loss}.mlir; do
+  [ -f "$f" ] && "$BIN/medc" compile "$f" --grad -o ".device/$(basename "$f" .mlir).medc"
+done
 for m in mednext_s mednext_b_k5; do
   "$BIN/medc" compile "models/$m.mlir" --patch 64,64,64 -o ".device/$m.medc"
 done

@@ -291,8 +291,10 @@ LogicalResult ReduceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   if (!getKeepdims())
     dy = b.create<ReshapeOp>(loc, dy, kept);
   Value dx = b.create<BroadcastOp>(loc, dy, in.getShape());
+  // Divide by the count (exact in any float type) rather than multiply by its rounded
+  // reciprocal, so f64 runs of an f32 program stay exact.
   if (getKind() == ReduceKind::mean)
-    dx = b.create<MulOp>(loc, dx, scalar(b, loc, in.getElementType(), 1.0 / double(count)));
+    dx = b.create<DivOp>(loc, dx, scalar(b, loc, in.getElementType(), double(count)));
   operandGrads.assign({dx});
   return success();
 }
