@@ -93,9 +93,7 @@ struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
     return entries;
   }
 
-  LogicalResult specialize(func::FuncOp f, SymbolTable &symbols) {
-    if (failed(inlineAllCalls(f, symbols)))
-      return failure();
+  LogicalResult specialize(func::FuncOp f) {
     for (BlockArgument arg : f.getArguments()) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!type || type.getRank() != 5)
@@ -132,9 +130,14 @@ struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
     SmallVector<func::FuncOp> entries = findEntries(module);
     if (entries.empty())
       return signalPassFailure();
+    // Inline everywhere first: an entry may call another entry, whose signature must still
+    // be the generic one while it is inlined.
     SymbolTable symbols(module);
     for (func::FuncOp f : entries)
-      if (failed(specialize(f, symbols)))
+      if (failed(inlineAllCalls(f, symbols)))
+        return signalPassFailure();
+    for (func::FuncOp f : entries)
+      if (failed(specialize(f)))
         return signalPassFailure();
   }
 };

@@ -50,3 +50,23 @@ func.func @loss(%x: tensor<3x2x5x5x5xf32>, %y: tensor<?x2x?x?x?xf32>, %pw: tenso
   %0 = med.reduce mean %y {axes = array<i64: 0, 1, 2, 3, 4>} : (tensor<?x2x?x?x?xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// An entry that calls another entry: both are inlined before any signature changes, in
+// either order of definition.
+// CHECK-LABEL: func.func @net
+// CHECK-SAME: tensor<2x4x8x6x4xf32>
+// CHECK-LABEL: func.func @loss
+// CHECK-SAME: tensor<2x4x8x6x4xf32>
+// CHECK-NOT: call
+// CHECK: med.gelu
+func.func @net(%x: tensor<?x4x?x?x?xf32>) -> tensor<?x4x?x?x?xf32> {
+  %0 = med.gelu %x : tensor<?x4x?x?x?xf32>
+  return %0 : tensor<?x4x?x?x?xf32>
+}
+func.func @loss(%x: tensor<?x4x?x?x?xf32>) -> tensor<f32> {
+  %0 = call @net(%x) : (tensor<?x4x?x?x?xf32>) -> tensor<?x4x?x?x?xf32>
+  %1 = med.reduce sum %0 {axes = array<i64: 0, 1, 2, 3, 4>} : (tensor<?x4x?x?x?xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}

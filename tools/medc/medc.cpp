@@ -110,8 +110,13 @@ SmallVector<int64_t> specializedPatch() {
                        : SmallVector<int64_t>(patch.begin(), patch.end());
 }
 
-// Inline the blocks, fix batch and patch, re-infer every type.
+// Inline the blocks, fix batch and patch, re-infer every type. With --entry, only that
+// function stays public, so the artifact holds just it (and what the pipeline derives).
 LogicalResult specialize(ModuleOp module) {
+  if (!entry.empty())
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f.getSymName() != entry && f.isPublic())
+        f.setPrivate();
   PassManager pm(module.getContext());
   SmallVector<int64_t> sizes = specializedPatch();
   med::MedSpecializeOptions options;

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <set>
 #include <variant>
 
 using medrun::Error;
@@ -200,10 +202,13 @@ torch::Tensor sumOver(const torch::Tensor &t, const std::vector<int64_t> &axes,
   return t.sum(axes, keepdim);
 }
 
-// ---- ops ------------------------------------------------------------------------------
+// ---- forward ops ----------------------------------------------------------------------
+//
+// Each op family is a function of torch tensors and the op's attributes, so that the
+// gradient ops below can differentiate the very same mapping with torch autograd.
 
-torch::Tensor conv(const Env &env, const OpInfo &op, bool transposed) {
-  torch::Tensor x = env.in(op, "input"), w = env.in(op, "weight"), b = env.opt(op, "bias");
+torch::Tensor conv(const OpInfo &op, const torch::Tensor &x, const torch::Tensor &w,
+                   const torch::Tensor &b, bool transposed) {
   auto stride = ints3(op, "stride"), padding = ints3(op, "padding"),
        dilation = ints3(op, "dilation");
   int64_t groups = integer(op, "groups");
@@ -213,30 +218,28 @@ torch::Tensor conv(const Env &env, const OpInfo &op, bool transposed) {
   return torch::conv_transpose3d(x, w, b, stride, padding, outputPadding, groups, dilation);
 }
 
-torch::Tensor channelLayerNorm(const Env &env, const OpInfo &op) {
-  torch::Tensor x = env.in(op, "input"), g = env.in(op, "gamma"), b = env.in(op, "beta");
+torch::Tensor channelLayerNorm(const torch::Tensor &x, const torch::Tensor &g,
+                               const torch::Tensor &b, double eps) {
   int64_t c = x.size(1);
   // torch's own layer norm over the last axis, with channels moved there and back.
   torch::Tensor last = x.movedim(1, -1);
-  torch::Tensor y = torch::layer_norm(last, {c}, g.reshape({c}), b.reshape({c}),
-                                      num(op, "epsilon"));
+  torch::Tensor y = torch::layer_norm(last, {c}, g.reshape({c}), b.reshape({c}), eps);
   return y.movedim(-1, 1).contiguous();
 }
 
-torch::Tensor grn(const Env &env, const OpInfo &op) {
-  torch::Tensor x = env.in(op, "input"), g = env.in(op, "gamma"), b = env.in(op, "beta");
+torch::Tensor grn(const torch::Tensor &x, const torch::Tensor &g, const torch::Tensor &b,
+                  double eps) {
   std::vector<int64_t> spatial;
   for (int64_t a = 2; a < x.dim(); ++a)
     spatial.push_back(a);
   // MedNeXt: gx = torch.norm(x, p=2, dim=(-3,-2,-1), keepdim=True);
   //          nx = gx / (gx.mean(dim=1, keepdim=True) + eps); y = gamma*(x*nx) + beta + x
   torch::Tensor gx = torch::linalg_vector_norm(x, 2, spatial, /*keepdim=*/true);
-  torch::Tensor nx = gx / (gx.mean(std::vector<int64_t>{1}, /*keepdim=*/true) + num(op, "epsilon"));
+  torch::Tensor nx = gx / (gx.mean(std::vector<int64_t>{1}, /*keepdim=*/true) + eps);
   return g * (x * nx) + b + x;
 }
 
-torch::Tensor pad(const Env &env, const OpInfo &op) {
-  torch::Tensor x = env.in(op, "input");
+torch::Tensor pad(const OpInfo &op, const torch::Tensor &x) {
   std::vector<int64_t> low = ints(op, "low"), high = ints(op, "high");
   if (static_cast<int64_t>(low.size()) != x.dim() || static_cast<int64_t>(high.size()) != x.dim())
     throw Error(str(op.describe(), ": low/high need one entry per axis"));
@@ -249,8 +252,7 @@ torch::Tensor pad(const Env &env, const OpInfo &op) {
   return torch::constant_pad_nd(x, pads, num(op, "value"));
 }
 
-torch::Tensor slice(const Env &env, const OpInfo &op) {
-  torch::Tensor y = env.in(op, "input");
+torch::Tensor slice(const OpInfo &op, torch::Tensor y) {
   std::vector<int64_t> offsets = ints(op, "offsets"), sizes = ints(op, "sizes");
   std::vector<int64_t> strides; // optional in the dialect: absent means 1 on every axis
   if (op.attrs.count("strides"))
@@ -266,8 +268,7 @@ torch::Tensor slice(const Env &env, const OpInfo &op) {
   return y.contiguous();
 }
 
-torch::Tensor reduce(const Env &env, const OpInfo &op) {
-  torch::Tensor x = env.in(op, "input");
+torch::Tensor reduce(const OpInfo &op, const torch::Tensor &x) {
   const std::string &kind = op.strAttr("kind");
   std::vector<int64_t> axes = ints(op, "axes");
   bool keep = flag(op, "keepdims");
@@ -286,9 +287,15 @@ torch::Tensor reduce(const Env &env, const OpInfo &op) {
 
 /// med.bce_with_logits: torch's elementwise BCE-with-logits, then the mask rule (an element
 /// counts iff mask != 0), the auto pos_weight and the reductions composed around it.
-torch::Tensor bce(const Env &env, const OpInfo &op) {
-  torch::Tensor x = env.in(op, "logits"), y = env.in(op, "target");
-  torch::Tensor mask = env.opt(op, "mask"), pw = env.opt(op, "pos_weight");
+/// Target, mask and pos_weight are data (docs/dialect.md: they get no gradient), so they
+/// are detached: torch autograd then differentiates exactly what med-autodiff does.
+torch::Tensor bce(const OpInfo &op, const torch::Tensor &x, torch::Tensor y, torch::Tensor mask,
+                  torch::Tensor pw) {
+  y = y.detach();
+  if (mask.defined())
+    mask = mask.detach();
+  if (pw.defined())
+    pw = pw.detach();
   const std::string &reduction = op.strAttr("reduction");
   bool autoPw = flag(op, "auto_pos_weight");
   double maxPw = num(op, "max_pos_weight");
@@ -338,9 +345,9 @@ torch::Tensor bce(const Env &env, const OpInfo &op) {
 /// cross_entropy on target[:, 0].long(); soft Dice on softmax(logits) with one-hot targets,
 /// (2·tp + smooth) / (2·tp + fp + fn + smooth) per class and sample, or per class over the
 /// batch when batch_dice, averaged, background left out unless include_background; the loss
-/// is −Dice), weighted and summed over levels.
-torch::Tensor diceCE(const Env &env, const OpInfo &op) {
-  std::vector<torch::Tensor> logits = env.group(op, "logits"), targets = env.group(op, "targets");
+/// is −Dice), weighted and summed over levels. Targets are class indices: no gradient.
+torch::Tensor diceCE(const OpInfo &op, const std::vector<torch::Tensor> &logits,
+                     const std::vector<torch::Tensor> &targets, torch::ScalarType floatType) {
   std::vector<double> weights = nums(op, "weights");
   if (logits.size() != targets.size() || logits.size() != weights.size())
     throw Error(str(op.describe(), ": ", logits.size(), " logits, ", targets.size(),
@@ -353,7 +360,7 @@ torch::Tensor diceCE(const Env &env, const OpInfo &op) {
   for (size_t i = 0; i < logits.size(); ++i) {
     const torch::Tensor &x = logits[i];
     int64_t classes = x.size(1);
-    torch::Tensor t = targets[i].select(1, 0).to(torch::kLong);
+    torch::Tensor t = targets[i].detach().select(1, 0).to(torch::kLong);
 
     torch::Tensor ce = torch::nn::functional::cross_entropy(x, t);
 
@@ -380,7 +387,7 @@ torch::Tensor diceCE(const Env &env, const OpInfo &op) {
     total = total.defined() ? total + weighted : weighted;
   }
   if (!total.defined())
-    total = torch::zeros({}, torch::TensorOptions().dtype(env.floatType));
+    total = torch::zeros({}, torch::TensorOptions().dtype(floatType));
   return total;
 }
 
@@ -398,85 +405,186 @@ torch::Tensor constant(const Env &env, const OpInfo &op) {
   return v.reshape(std::vector<int64_t>(shape.begin(), shape.end())).to(env.typeOf(id)).clone();
 }
 
-torch::Tensor runOp(const Env &env, const OpInfo &op,
-                    const std::map<std::string, torch::Tensor> &params) {
+std::vector<int64_t> shapeAttr(const OpInfo &op) { return ints(op, "shape"); }
+
+// ---- gradient ops ---------------------------------------------------------------------
+//
+// Each gradient op is the vector-Jacobian product of its forward mapping above, taken by
+// torch autograd: leaves are fresh detached copies of the primal operands, and the
+// upstream gradient is fed as grad_outputs. Nothing of our gradient rules or kernels is
+// used. Gradients torch finds unused come back as zeros.
+
+using Primals = std::vector<torch::Tensor>;
+
+std::vector<torch::Tensor> vjp(const std::function<torch::Tensor(const Primals &)> &forward,
+                               const Primals &primals, const torch::Tensor &upstream,
+                               const OpInfo &op) {
+  torch::AutoGradMode enable(true);
+  Primals leaves;
+  for (const torch::Tensor &p : primals)
+    leaves.push_back(p.detach().clone().requires_grad_(true));
+  torch::Tensor y = forward(leaves);
+  torch::Tensor dy = upstream.detach().to(y.scalar_type());
+  if (dy.sizes() != y.sizes()) {
+    if (dy.numel() != y.numel())
+      throw Error(str(op.describe(), ": upstream gradient ",
+                      medrun::shapeStr(medrun::Shape(dy.sizes().begin(), dy.sizes().end())),
+                      " does not match the forward result ",
+                      medrun::shapeStr(medrun::Shape(y.sizes().begin(), y.sizes().end()))));
+    dy = dy.reshape(y.sizes());
+  }
+  std::vector<torch::Tensor> grads;
+  if (y.requires_grad())
+    grads = torch::autograd::grad({y}, leaves, {dy}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  else
+    grads.resize(leaves.size());
+  for (size_t i = 0; i < grads.size(); ++i)
+    grads[i] = grads[i].defined() ? grads[i].detach() : torch::zeros_like(leaves[i]).detach();
+  return grads;
+}
+
+/// med.conv3d_grad_weight: d/dW of Σ conv3d(input, W) · grad_output, W a leaf of the
+/// weight's shape Cout × Cin/groups × kernel. For a transposed convolution med-autodiff
+/// swaps the roles (input = its output gradient, grad_output = its input), which is the
+/// same product.
+torch::Tensor conv3dGradWeight(const OpInfo &op, const torch::Tensor &x, const torch::Tensor &dy) {
+  auto kernel = ints3(op, "kernel"), stride = ints3(op, "stride"),
+       padding = ints3(op, "padding"), dilation = ints3(op, "dilation");
+  int64_t groups = integer(op, "groups");
+  if (x.dim() != 5 || dy.dim() != 5 || groups < 1 || x.size(1) % groups != 0)
+    throw Error(str(op.describe(), ": cannot map input ",
+                    medrun::shapeStr(medrun::Shape(x.sizes().begin(), x.sizes().end())),
+                    " and grad_output ",
+                    medrun::shapeStr(medrun::Shape(dy.sizes().begin(), dy.sizes().end())),
+                    " with groups ", groups));
+  torch::Tensor w0 =
+      torch::zeros({dy.size(1), x.size(1) / groups, kernel[0], kernel[1], kernel[2]}, x.options());
+  auto forward = [&](const Primals &w) {
+    torch::Tensor y = torch::conv3d(x.detach(), w[0], {}, stride, padding, dilation, groups);
+    // Positions of the convolution that grad_output does not cover get no gradient.
+    for (int64_t a = 2; a < 5; ++a) {
+      if (y.size(a) < dy.size(a))
+        throw Error(str(op.describe(), ": grad_output is larger than the convolution "
+                                       "output on axis ",
+                        a));
+      y = y.narrow(a, 0, dy.size(a));
+    }
+    return y;
+  };
+  return vjp(forward, {w0}, dy, op)[0];
+}
+
+// ---- one op ---------------------------------------------------------------------------
+
+std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
+                                 const std::map<std::string, torch::Tensor> &params) {
   const std::string &k = op.kind;
   if (k == "param") {
     const std::string &name = op.strAttr("name");
     auto it = params.find(name);
     if (it == params.end())
       throw Error(str(op.describe(), ": no parameter '", name, "'"));
-    return it->second.to(env.typeOf(op.results.at(0))).clone();
+    return {it->second.to(env.typeOf(op.results.at(0))).clone()};
   }
   if (k == "constant")
-    return constant(env, op);
-  if (k == "conv3d")
-    return conv(env, op, false);
-  if (k == "conv3d_transpose")
-    return conv(env, op, true);
+    return {constant(env, op)};
+  if (k == "conv3d" || k == "conv3d_transpose")
+    return {conv(op, env.in(op, "input"), env.in(op, "weight"), env.opt(op, "bias"),
+                 k == "conv3d_transpose")};
   if (k == "group_norm")
-    return torch::group_norm(env.in(op, "input"), integer(op, "groups"), env.in(op, "gamma"),
-                             env.in(op, "beta"), num(op, "epsilon"));
+    return {torch::group_norm(env.in(op, "input"), integer(op, "groups"), env.in(op, "gamma"),
+                              env.in(op, "beta"), num(op, "epsilon"))};
   if (k == "channel_layer_norm")
-    return channelLayerNorm(env, op);
+    return {channelLayerNorm(env.in(op, "input"), env.in(op, "gamma"), env.in(op, "beta"),
+                             num(op, "epsilon"))};
   if (k == "grn")
-    return grn(env, op);
+    return {grn(env.in(op, "input"), env.in(op, "gamma"), env.in(op, "beta"), num(op, "epsilon"))};
   if (k == "gelu")
-    return torch::gelu(env.in(op, "input"));
+    return {torch::gelu(env.in(op, "input"))};
   if (k == "sigmoid")
-    return torch::sigmoid(env.in(op, "input"));
+    return {torch::sigmoid(env.in(op, "input"))};
   if (k == "neg")
-    return torch::neg(env.in(op, "input"));
+    return {torch::neg(env.in(op, "input"))};
   if (k == "exp")
-    return torch::exp(env.in(op, "input"));
+    return {torch::exp(env.in(op, "input"))};
   if (k == "log")
-    return torch::log(env.in(op, "input"));
+    return {torch::log(env.in(op, "input"))};
   if (k == "sqrt")
-    return torch::sqrt(env.in(op, "input"));
+    return {torch::sqrt(env.in(op, "input"))};
   if (k == "add" || k == "sub" || k == "mul" || k == "div" || k == "max" || k == "min") {
     const torch::Tensor &a = env.in(op, "lhs"), &b = env.in(op, "rhs");
     if (k == "add")
-      return torch::add(a, b);
+      return {torch::add(a, b)};
     if (k == "sub")
-      return torch::sub(a, b);
+      return {torch::sub(a, b)};
     if (k == "mul")
-      return torch::mul(a, b);
+      return {torch::mul(a, b)};
     if (k == "div")
-      return torch::div(a, b);
+      return {torch::div(a, b)};
     if (k == "max")
-      return torch::maximum(a, b);
-    return torch::minimum(a, b);
+      return {torch::maximum(a, b)};
+    return {torch::minimum(a, b)};
   }
   if (k == "pad")
-    return pad(env, op);
+    return {pad(op, env.in(op, "input"))};
   if (k == "slice")
-    return slice(env, op);
+    return {slice(op, env.in(op, "input"))};
   if (k == "concat")
-    return torch::cat(env.group(op, "inputs"), integer(op, "axis"));
+    return {torch::cat(env.group(op, "inputs"), integer(op, "axis"))};
   if (k == "reduce")
-    return reduce(env, op);
+    return {reduce(op, env.in(op, "input"))};
+  if (k == "reshape")
+    return {env.in(op, "input").reshape(shapeAttr(op))};
+  if (k == "broadcast")
+    return {env.in(op, "input").expand(shapeAttr(op)).contiguous()};
   if (k == "bce_with_logits")
-    return bce(env, op);
+    return {bce(op, env.in(op, "logits"), env.in(op, "target"), env.opt(op, "mask"),
+                env.opt(op, "pos_weight"))};
   if (k == "dice_ce")
-    return diceCE(env, op);
+    return {diceCE(op, env.group(op, "logits"), env.group(op, "targets"), env.floatType)};
+
+  // Gradient ops: autograd of the forward mappings above.
+  if (k == "conv3d_grad_weight")
+    return {conv3dGradWeight(op, env.in(op, "input"), env.in(op, "grad_output"))};
+  if (k == "group_norm_grad" || k == "channel_layer_norm_grad" || k == "grn_grad") {
+    const torch::Tensor &x = env.in(op, "input"), &gamma = env.in(op, "gamma");
+    double eps = num(op, "epsilon");
+    std::function<torch::Tensor(const Primals &)> forward;
+    if (k == "group_norm_grad") {
+      int64_t groups = integer(op, "groups");
+      forward = [&, groups](const Primals &p) {
+        return torch::group_norm(p[0], groups, p[1], p[2], eps);
+      };
+    } else if (k == "channel_layer_norm_grad") {
+      forward = [&](const Primals &p) { return channelLayerNorm(p[0], p[1], p[2], eps); };
+    } else {
+      forward = [&](const Primals &p) { return grn(p[0], p[1], p[2], eps); };
+    }
+    // beta's value does not change any gradient; its own gradient is Σ grad_output.
+    return vjp(forward, {x, gamma, torch::zeros_like(gamma)}, env.in(op, "grad_output"), op);
+  }
+  if (k == "gelu_grad")
+    return vjp([](const Primals &p) { return torch::gelu(p[0]); }, {env.in(op, "input")},
+               env.in(op, "grad_output"), op);
+  if (k == "bce_with_logits_grad") {
+    torch::Tensor y = env.in(op, "target"), mask = env.opt(op, "mask"),
+                  pw = env.opt(op, "pos_weight");
+    return vjp([&](const Primals &p) { return bce(op, p[0], y, mask, pw); },
+               {env.in(op, "logits")}, env.in(op, "grad_loss"), op);
+  }
+  if (k == "dice_ce_grad") {
+    std::vector<torch::Tensor> targets = env.group(op, "targets");
+    return vjp([&](const Primals &p) { return diceCE(op, p, targets, env.floatType); },
+               env.group(op, "logits"), env.in(op, "grad_loss"), op);
+  }
   throw Error(str(op.describe(), ": medcheck has no torch mapping for op '", k, "'"));
 }
 
-} // namespace
-
-std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
-                                    const std::vector<torch::Tensor> &inputs,
-                                    const std::map<std::string, torch::Tensor> &params,
-                                    torch::ScalarType floatType) {
-  (void)artifact;
-  torch::NoGradGuard noGrad;
-  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType};
-  if (inputs.size() != fn.inputs.size())
-    throw Error(str("function '", fn.name, "' takes ", fn.inputs.size(), " arguments, got ",
-                    inputs.size()));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    env.values.at(fn.inputs[i]) = inputs[i].to(env.typeOf(fn.inputs[i]));
-
+/// Runs the plan with the values already in `env` (the arguments); returns the outputs.
+/// Under autograd when the caller enabled it: every mapping is differentiable.
+std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::Tensor> &params) {
+  const medrun::Function &fn = env.fn;
   // Values are dropped after their last use (outputs never), as our executor does, so that
   // whole networks at large patches fit in memory.
   std::vector<size_t> lastUse(fn.values.size(), 0);
@@ -491,18 +599,21 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
 
   for (size_t i = 0; i < fn.ops.size(); ++i) {
     const OpInfo &op = fn.ops[i];
-    torch::Tensor r = runOp(env, op, params);
-    if (op.results.size() != 1)
-      throw Error(str(op.describe(), ": expected one result, the plan has ",
+    std::vector<torch::Tensor> rs = runOp(env, op, params);
+    if (op.results.size() != rs.size())
+      throw Error(str(op.describe(), ": torch computes ", rs.size(), " results, the plan has ",
                       op.results.size()));
-    int id = op.results[0];
-    const medrun::ValueInfo &info = fn.values.at(id);
-    std::vector<int64_t> declared(info.shape.begin(), info.shape.end());
-    if (r.numel() != medrun::numElements(info.shape))
-      throw Error(str(op.describe(), ": torch computes shape ",
-                      medrun::shapeStr(medrun::Shape(r.sizes().begin(), r.sizes().end())),
-                      ", the plan declares ", medrun::shapeStr(info.shape)));
-    env.values[id] = r.reshape(declared).to(env.typeOf(id)).contiguous();
+    for (size_t j = 0; j < rs.size(); ++j) {
+      const torch::Tensor &r = rs[j];
+      int id = op.results[j];
+      const medrun::ValueInfo &info = fn.values.at(id);
+      std::vector<int64_t> declared(info.shape.begin(), info.shape.end());
+      if (r.numel() != medrun::numElements(info.shape))
+        throw Error(str(op.describe(), ": torch computes shape ",
+                        medrun::shapeStr(medrun::Shape(r.sizes().begin(), r.sizes().end())),
+                        " for result ", j, ", the plan declares ", medrun::shapeStr(info.shape)));
+      env.values[id] = r.reshape(declared).to(env.typeOf(id)).contiguous();
+    }
     for (const auto &group : op.operands)
       for (int used : group.second)
         if (lastUse[used] == i && !isOutput[used])
@@ -513,6 +624,102 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
   for (int id : fn.outputs)
     outputs.push_back(env.get(id, OpInfo{"return", {}, {}, {}, ""}));
   return outputs;
+}
+
+void setInputs(Env &env, const std::vector<torch::Tensor> &inputs) {
+  const medrun::Function &fn = env.fn;
+  if (inputs.size() != fn.inputs.size())
+    throw Error(str("function '", fn.name, "' takes ", fn.inputs.size(), " arguments, got ",
+                    inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    env.values.at(fn.inputs[i]) = inputs[i].to(env.typeOf(fn.inputs[i]));
+}
+
+} // namespace
+
+std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
+                                    const std::vector<torch::Tensor> &inputs,
+                                    const std::map<std::string, torch::Tensor> &params,
+                                    torch::ScalarType floatType) {
+  (void)artifact;
+  torch::NoGradGuard noGrad;
+  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType};
+  setInputs(env, inputs);
+  return execute(env, params);
+}
+
+TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
+                         const std::vector<torch::Tensor> &inputs,
+                         const std::map<std::string, torch::Tensor> &params,
+                         torch::ScalarType floatType) {
+  if (fn.outputs.empty())
+    throw Error(str("function '", fn.name, "' has no result to differentiate"));
+  const medrun::ValueInfo &loss = fn.values.at(fn.outputs[0]);
+  if (!loss.shape.empty() || !medrun::isFloat(loss.dtype))
+    throw Error(str("function '", fn.name, "': out0 is ", medrun::shapeStr(loss.shape), " ",
+                    medrun::dtypeName(loss.dtype), ", not a scalar float loss"));
+  torch::AutoGradMode enable(true);
+  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType};
+
+  // Leaves: the float parameters the function reads (declaration order) and float inputs.
+  TorchGradients result;
+  std::vector<torch::Tensor> leaves;
+  std::vector<std::string> paramNames;
+  std::map<std::string, torch::Tensor> leafParams = params;
+  std::set<std::string> read;
+  for (const medrun::OpInfo &op : fn.ops)
+    if (op.kind == "param" && medrun::isFloat(fn.values.at(op.results.at(0)).dtype))
+      read.insert(op.strAttr("name"));
+  for (const medrun::ParameterInfo &p : artifact.parameters) {
+    if (!read.count(p.name))
+      continue;
+    auto it = params.find(p.name);
+    if (it == params.end())
+      throw Error(str("function '", fn.name, "' reads parameter '", p.name,
+                      "', which has no value"));
+    torch::Tensor leaf = it->second.to(floatType).detach().clone().requires_grad_(true);
+    leafParams[p.name] = leaf;
+    paramNames.push_back(p.name);
+    leaves.push_back(leaf);
+  }
+  std::vector<torch::Tensor> leafInputs;
+  std::vector<int> inputLeaf(inputs.size(), -1);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!medrun::isFloat(fn.values.at(fn.inputs[i]).dtype)) {
+      leafInputs.push_back(inputs[i]);
+      continue;
+    }
+    torch::Tensor leaf = inputs[i].to(floatType).detach().clone().requires_grad_(true);
+    inputLeaf[i] = static_cast<int>(leaves.size());
+    leaves.push_back(leaf);
+    leafInputs.push_back(leaf);
+  }
+  setInputs(env, leafInputs);
+  std::vector<torch::Tensor> outputs = execute(env, leafParams);
+
+  std::vector<torch::Tensor> grads(leaves.size());
+  if (!leaves.empty() && outputs[0].requires_grad())
+    grads = torch::autograd::grad({outputs[0]}, leaves, {}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  std::vector<bool> reached(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    reached[i] = grads[i].defined();
+    grads[i] = grads[i].defined() ? grads[i].detach() : torch::zeros_like(leaves[i]).detach();
+  }
+  for (torch::Tensor &o : outputs)
+    result.outputs.push_back(o.detach());
+  for (size_t i = 0; i < paramNames.size(); ++i) {
+    result.params[paramNames[i]] = grads[i];
+    result.paramReached[paramNames[i]] = reached[i];
+  }
+  result.inputs.resize(inputs.size());
+  result.inputReached.assign(inputs.size(), false);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputLeaf[i] >= 0) {
+      result.inputs[i] = grads[inputLeaf[i]];
+      result.inputReached[i] = reached[inputLeaf[i]];
+    }
+  return result;
 }
 
 } // namespace medcheck

@@ -3,7 +3,9 @@
 // An independent reference for medcheck: every med op of an artifact's function is
 // mapped onto LibTorch ops (torch::conv3d, torch::group_norm, ...), composed from
 // primitive torch ops where torch has no such op (GRN, the channels-first layer norm, the
-// masked/per-channel BCE, nnU-Net's Dice + CE). No medrun kernel is used here.
+// masked/per-channel BCE, nnU-Net's Dice + CE). The gradient ops (conv3d_grad_weight,
+// *_norm_grad, gelu_grad, the loss gradients) are torch autograd of those forward mappings.
+// No medrun kernel is used here.
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDCHECK_TORCHREFERENCE_H
@@ -38,6 +40,25 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
                                     const std::vector<torch::Tensor> &inputs,
                                     const std::map<std::string, torch::Tensor> &params,
                                     torch::ScalarType floatType = torch::kFloat);
+
+/// Torch autograd of a loss function: the gradients of out0 (a float scalar).
+struct TorchGradients {
+  std::vector<torch::Tensor> outputs;          ///< the forward outputs, as runTorch's
+  std::map<std::string, torch::Tensor> params; ///< by name, every float parameter `fn` reads
+  std::map<std::string, bool> paramReached;    ///< false: out0 does not depend on it (zeros)
+  std::vector<torch::Tensor> inputs;           ///< by argument; undefined for integer ones
+  std::vector<bool> inputReached;              ///< false: no differentiable path (zeros)
+};
+
+/// Runs `fn` as runTorch does, but under torch autograd with the parameters it reads and its
+/// float arguments as leaves, and returns d out0 / d leaf for each (zeros where out0 does not
+/// depend on the leaf). The mapping follows docs/dialect.md: the target, mask and pos_weight
+/// of med.bce_with_logits and the targets of med.dice_ce are data and get no gradient.
+/// Independent of medrun's gradient rules and kernels.
+TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
+                         const std::vector<torch::Tensor> &inputs,
+                         const std::map<std::string, torch::Tensor> &params,
+                         torch::ScalarType floatType = torch::kFloat);
 
 } // namespace medcheck
 

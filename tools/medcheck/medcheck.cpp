@@ -1,11 +1,13 @@
 //===- medcheck.cpp - checks medrun's CPU backend against LibTorch --------------------===//
 //
 //   medcheck X.medc [--func NAME]... [--seed S] [--tolerance T] [--precision f32|f64]
-//            [--threads N]
+//            [--threads N] [--grad] [--fd N [--fd-params REGEX] [--fd-tolerance T]]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
 // draws random inputs by the role of each argument, runs the function with runCpu and
 // with the LibTorch reference of TorchReference.cpp, and compares every output.
+// --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
+// --fd compares them with central finite differences of f on our own backend in f64.
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -16,6 +18,7 @@
 #include "medrun/Parallel.h"
 #include "medrun/Tensor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cinttypes>
@@ -24,8 +27,11 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,13 +50,49 @@ const char *kUsage =
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
     "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
     "`targets` of med.dice_ce class indices in [0, C), the `target` of\n"
-    "med.bce_with_logits U(0,1) values, anything else standard normal values.\n"
+    "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2) values, anything else\n"
+    "standard normal values.\n"
     "\n"
-    "Each output prints one line: function, output, shape, the largest absolute error,\n"
-    "the relative error norm ||ours - torch||_2 / ||torch||_2 (the absolute norm when\n"
-    "||torch|| is 0; NaNs at the same places count as equal) and ok or FAIL. Each\n"
-    "function then prints the wall time of our run and of torch's; a last line counts\n"
-    "the outputs checked and failed.\n"
+    "Each output prints one line: function, output name (out0, out1, ...; grad.<parameter>\n"
+    "and grad.arg<i> for the gradients of a <f>_grad function), shape, the largest\n"
+    "absolute error, the relative error norm ||ours - torch||_2 / ||torch||_2 (the\n"
+    "absolute norm when ||torch|| is 0; NaNs at the same places count as equal) and ok or\n"
+    "FAIL. Each function then prints the wall time of our run and of torch's; a last line\n"
+    "counts the outputs checked and failed. Gradient ops (conv3d_grad_weight, *_norm_grad,\n"
+    "gelu_grad, the loss gradients) are mapped to torch autograd of their forward ops, so\n"
+    "this also checks <f>_grad functions op by op.\n"
+    "\n"
+    "A gradient output whose norm and torch's are both below 1e-2 * T * (the largest\n"
+    "gradient norm of the function), T the tolerance, passes as `vanishing`: it is zero\n"
+    "mathematically (a bias right before an instance norm, a norm over one voxel) and\n"
+    "both sides hold rounding noise, where a relative error says nothing.\n"
+    "\n"
+    "Gradient checks, for artifacts compiled with `medc compile --grad` and each function\n"
+    "f that has an f_grad (--func selects by either name):\n"
+    "\n"
+    "--grad  runs f_grad on our CPU backend and compares each output with torch: out<i>\n"
+    "  with f's forward mapping, grad.* with torch autograd of out0 of f's mapping, the\n"
+    "  parameters f reads and its float arguments being leaves. Lines, tolerance and the\n"
+    "  vanishing rule as above. An argument that reaches the loss only as the target, mask\n"
+    "  or pos_weight of med.bce_with_logits or the targets of med.dice_ce has no gradient\n"
+    "  by definition: ours must be zero, and torch's is (they are detached); such lines\n"
+    "  end in `(data, zero)`.\n"
+    "\n"
+    "--fd N  finite differences, independent of both our autodiff and torch: in f64 on\n"
+    "  our CPU backend, for N random elements (from --seed) of every parameter and float\n"
+    "  argument, fd = (L(v+h) - L(v-h)) / 2h with h = 1e-6*max(1,|v|) and L = out0 of f\n"
+    "  (two forward runs per element), against f_grad's value g (f64). An element passes\n"
+    "  when\n"
+    "      |fd - g| <= noise + T * max(|fd|, |g|),\n"
+    "      noise = 64 * 2^-52 * max(1, |L|) / 2h,\n"
+    "  T the --fd-tolerance; `noise` bounds the rounding error of the difference\n"
+    "  quotient (each L(v+-h) is off by a few ulps of |L|: up to ~15 seen). Gradients that\n"
+    "  are tiny next to the loss are thus judged by their absolute error (about\n"
+    "  1e-8 * |L|), the others relatively. One line per tensor: the elements used, the\n"
+    "  largest |fd - g| (max_abs), the largest noise bound and\n"
+    "  rel = max(0, |fd - g| - noise) / max(|fd|, |g|), the largest over the elements.\n"
+    "  Data arguments (see --grad) are not perturbed; ours must be exactly zero there.\n"
+    "  Runs f_grad once and f 2*N times per tensor; --precision does not apply.\n"
     "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
@@ -62,10 +104,18 @@ const char *kUsage =
     "  --threads N        threads of medrun and of torch, which always get the same\n"
     "                     number (default: medrun's, MEDRUN_THREADS or the hardware\n"
     "                     concurrency)\n"
+    "  --grad             check <f>_grad against torch autograd instead of the forward\n"
+    "                     check (see above)\n"
+    "  --fd N             check <f>_grad with finite differences at N elements per\n"
+    "                     tensor (see above); with --grad, both checks run\n"
+    "  --fd-params REGEX  with --fd: only the tensors whose name (a parameter name or\n"
+    "                     arg<i>) contains a match of the ECMAScript REGEX\n"
+    "  --fd-tolerance T   with --fd: relative tolerance beyond the noise (default 1e-6)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
-    "2 a usage error\n";
+    "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
+    "without <f>_grad functions, and a --fd-params matching no tensor\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -79,6 +129,12 @@ struct Options {
   medrun::Precision precision = medrun::Precision::F32;
   int threads = 0;
   bool help = false;
+  bool grad = false;
+  int64_t fd = 0; ///< > 0: finite differences with this many elements per tensor
+  std::string fdParams;
+  bool hasFdParams = false;
+  std::regex fdRegex;
+  double fdTolerance = -1; // < 0: default
 };
 
 uint64_t parseUnsigned(const std::string &opt, const std::string &s) {
@@ -139,6 +195,26 @@ Options parseArgs(int argc, char **argv) {
       if (n < 1 || n > 4096)
         throw UsageError(str("--threads expects 1 to 4096, got '", n, "'"));
       o.threads = static_cast<int>(n);
+    } else if (a == "--grad") {
+      if (hasInline)
+        throw UsageError("--grad takes no value");
+      o.grad = true;
+    } else if (a == "--fd") {
+      uint64_t n = parseUnsigned(a, next());
+      if (n < 1 || n > 1000000)
+        throw UsageError(str("--fd expects 1 to 1000000 elements per tensor, got '", n, "'"));
+      o.fd = static_cast<int64_t>(n);
+    } else if (a == "--fd-params") {
+      o.fdParams = next();
+      o.hasFdParams = true;
+      try {
+        o.fdRegex = std::regex(o.fdParams, std::regex::ECMAScript);
+      } catch (const std::regex_error &e) {
+        throw UsageError(str("--fd-params: invalid regular expression '", o.fdParams, "': ",
+                             e.what()));
+      }
+    } else if (a == "--fd-tolerance") {
+      o.fdTolerance = parsePositive(a, next());
     } else if (a.size() > 1 && a[0] == '-') {
       throw UsageError(str("unknown option '", a, "'"));
     } else if (o.artifact.empty()) {
@@ -149,6 +225,10 @@ Options parseArgs(int argc, char **argv) {
   }
   if (!o.help && o.artifact.empty())
     throw UsageError("no artifact given");
+  if (o.fd == 0 && o.hasFdParams)
+    throw UsageError("--fd-params needs --fd N");
+  if (o.fd == 0 && o.fdTolerance > 0)
+    throw UsageError("--fd-tolerance needs --fd N");
   return o;
 }
 
@@ -156,7 +236,7 @@ Options parseArgs(int argc, char **argv) {
 
 /// How an argument is used, which decides its random values.
 struct Role {
-  enum Kind { Normal, Mask, ClassIndex, Probability } kind = Normal;
+  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight } kind = Normal;
   int64_t classes = 0; ///< ClassIndex: the C of the matching logits
 };
 
@@ -175,6 +255,8 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
             r.classes = fn.values.at(logits[j]).shape[1];
         } else if (op.kind == "bce_with_logits" && name == "target") {
           r.kind = Role::Probability;
+        } else if (op.kind == "bce_with_logits" && name == "pos_weight") {
+          r.kind = Role::PositiveWeight;
         } else {
           continue;
         }
@@ -222,6 +304,12 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
       x = d(rng);
     break;
   }
+  case Role::PositiveWeight: {
+    std::uniform_real_distribution<double> d(0.5, 2.0);
+    for (double &x : v)
+      x = d(rng);
+    break;
+  }
   case Role::Normal: {
     std::normal_distribution<double> d(0.0, 1.0);
     for (double &x : v)
@@ -258,6 +346,7 @@ uint64_t mixSeed(uint64_t seed, const std::string &fn, size_t arg) {
 
 struct Comparison {
   double maxAbs = 0, rel = 0;
+  double oursNorm = 0, refNorm = 0; ///< 2-norms of the finite values
   std::string problem; ///< non-empty: a mismatch other than the values
 };
 
@@ -280,6 +369,8 @@ Comparison compare(const medrun::Tensor &oursT, const torch::Tensor &ref) {
   double diffNorm = diff.norm().item<double>();
   torch::Tensor finite = torch::where(theirs.isfinite(), theirs, torch::zeros_like(theirs));
   double refNorm = finite.norm().item<double>();
+  c.refNorm = refNorm;
+  c.oursNorm = torch::where(ours.isfinite(), ours, torch::zeros_like(ours)).norm().item<double>();
   c.rel = refNorm > 0 ? diffNorm / refNorm : diffNorm;
   if (std::isnan(c.maxAbs) || std::isnan(diffNorm))
     c.maxAbs = c.rel = NAN;
@@ -306,8 +397,420 @@ double now() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
+// ---- gradients ------------------------------------------------------------------------
+
+/// Values through which out0 depends on something differentiably: walking back from out0,
+/// every operand but the data operands of the losses (the target, mask and pos_weight of
+/// med.bce_with_logits, the targets of med.dice_ce), as docs/dialect.md defines them and
+/// med-autodiff follows. Gradient ops and constants pass nothing on.
+std::vector<bool> differentiablePaths(const medrun::Function &fn) {
+  std::vector<bool> useful(fn.values.size(), false);
+  if (fn.outputs.empty())
+    return useful;
+  useful.at(fn.outputs[0]) = true;
+  for (auto op = fn.ops.rbegin(); op != fn.ops.rend(); ++op) {
+    bool any = false;
+    for (int r : op->results)
+      any |= useful.at(r);
+    const std::string &k = op->kind;
+    bool gradOp = k == "conv3d_grad_weight" ||
+                  (k.size() > 5 && k.compare(k.size() - 5, 5, "_grad") == 0);
+    if (!any || gradOp || k == "constant")
+      continue;
+    for (const auto &[name, ids] : op->operands) {
+      bool data = (k == "bce_with_logits" &&
+                   (name == "target" || name == "mask" || name == "pos_weight")) ||
+                  (k == "dice_ce" && name == "targets");
+      if (data)
+        continue;
+      for (int id : ids)
+        if (medrun::isFloat(fn.values.at(id).dtype))
+          useful.at(id) = true;
+    }
+  }
+  return useful;
+}
+
+/// A loss function and the gradient function med-autodiff made of it.
+struct GradPair {
+  const medrun::Function *f = nullptr, *g = nullptr;
+};
+
+/// What a gradient output of g is the gradient of.
+struct GradTarget {
+  enum Kind { Output, Param, Arg } kind = Output;
+  std::string param; ///< Param: its name
+  size_t index = 0;  ///< Output: out<index>; Arg: arg<index>
+  std::string label; ///< the output name without "grad."
+};
+
+std::string outputName(const medrun::Function &fn, size_t i) {
+  if (i < fn.outputNames.size() && !fn.outputNames[i].empty())
+    return fn.outputNames[i];
+  return str("out", i);
+}
+
+GradTarget gradTarget(const GradPair &p, size_t i) {
+  std::string name = outputName(*p.g, i);
+  GradTarget t;
+  auto number = [&](const std::string &digits) -> std::optional<size_t> {
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    return static_cast<size_t>(std::stoull(digits));
+  };
+  if (name.rfind("grad.", 0) != 0) {
+    auto k = name.rfind("out", 0) == 0 ? number(name.substr(3)) : std::nullopt;
+    if (!k || *k >= p.f->outputs.size())
+      throw Error(str(p.g->name, ": output ", i, " is named '", name, "', which names no ",
+                      "result of ", p.f->name));
+    t.kind = GradTarget::Output;
+    t.index = *k;
+    t.label = name;
+    return t;
+  }
+  t.label = name.substr(5);
+  if (t.label.rfind("arg", 0) == 0) {
+    if (auto k = number(t.label.substr(3))) {
+      if (*k >= p.f->inputs.size())
+        throw Error(str(p.g->name, ": output '", name, "', but ", p.f->name, " has ",
+                        p.f->inputs.size(), " arguments"));
+      t.kind = GradTarget::Arg;
+      t.index = *k;
+      return t;
+    }
+  }
+  t.kind = GradTarget::Param;
+  t.param = t.label;
+  return t;
+}
+
+/// The inputs of a function, drawn as the forward check draws them for `fn`'s name.
+std::vector<medrun::Tensor> drawInputs(const medrun::Function &fn, uint64_t seed) {
+  std::vector<Role> roles = argumentRoles(fn);
+  std::vector<medrun::Tensor> inputs;
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    std::mt19937_64 rng(mixSeed(seed, fn.name, i));
+    inputs.push_back(randomInput(fn.values.at(fn.inputs[i]), roles[i], rng));
+  }
+  return inputs;
+}
+
+void printLine(const std::string &fn, const std::string &name, const medrun::Shape &shape,
+               const Comparison &c, bool ok, const std::string &note) {
+  std::cout << fn << "  " << name << "  " << medrun::shapeStr(shape) << "  max_abs "
+            << sci(c.maxAbs) << "  rel " << sci(c.rel) << "  " << (ok ? "ok" : "FAIL");
+  if (!c.problem.empty())
+    std::cout << " (" << c.problem << ")";
+  if (!note.empty())
+    std::cout << " (" << note << ")";
+  std::cout << "\n";
+}
+
+struct Counts {
+  size_t checked = 0, failed = 0;
+};
+
+/// Gradients whose norms (ours and torch's) are both below kVanishing * tolerance * the
+/// largest gradient norm of the function count as zero.
+constexpr double kVanishing = 1e-2;
+
+/// Pass or fail for each output of one function: the relative error norm within the
+/// tolerance; or, for a gradient (isGrad), both norms vanishing next to the function's
+/// largest gradient. A gradient that is zero mathematically (a bias right before an instance
+/// norm, anything before a norm over a single voxel) is rounding noise on both sides, where
+/// a relative error says nothing. Adds "vanishing: ..." to the note of such outputs.
+std::vector<bool> judge(const std::vector<Comparison> &cs, const std::vector<bool> &isGrad,
+                        double tolerance, std::vector<std::string> &notes) {
+  double largest = 0;
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (isGrad[i] && std::isfinite(cs[i].refNorm))
+      largest = std::max(largest, cs[i].refNorm);
+  double vanishing = kVanishing * tolerance * largest;
+  std::vector<bool> ok;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Comparison &c = cs[i];
+    bool pass = c.problem.empty() && c.rel <= tolerance;
+    if (!pass && isGrad[i] && c.problem.empty() && c.refNorm <= vanishing &&
+        c.oursNorm <= vanishing) {
+      pass = true;
+      notes[i] = str("vanishing: both norms below ", sci(vanishing));
+    }
+    ok.push_back(pass);
+  }
+  return ok;
+}
+
+Counts checkForward(const Options &o, const medrun::Artifact &artifact,
+                    const std::vector<const medrun::Function *> &fns,
+                    const medrun::TensorMap &params,
+                    const std::map<std::string, torch::Tensor> &torchParams, double tolerance,
+                    torch::ScalarType floatType) {
+  Counts n;
+  for (const medrun::Function *fn : fns) {
+    std::vector<medrun::Tensor> inputs = drawInputs(*fn, o.seed);
+    std::vector<torch::Tensor> torchInputs;
+    for (const medrun::Tensor &t : inputs)
+      torchInputs.push_back(medcheck::toTorch(t));
+
+    double t0 = now();
+    std::vector<medrun::Tensor> ours = medrun::runCpu(artifact, *fn, inputs, params, o.precision);
+    double t1 = now();
+    std::vector<torch::Tensor> ref =
+        medcheck::runTorch(artifact, *fn, torchInputs, torchParams, floatType);
+    double t2 = now();
+
+    if (ours.size() != ref.size())
+      throw Error(str(fn->name, ": medrun returned ", ours.size(), " outputs, torch ",
+                      ref.size()));
+    std::vector<Comparison> cs;
+    std::vector<bool> isGrad;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      cs.push_back(compare(ours[i], ref[i]));
+      isGrad.push_back(outputName(*fn, i).rfind("grad.", 0) == 0);
+    }
+    std::vector<std::string> notes(ours.size());
+    std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      ++n.checked;
+      n.failed += ok[i] ? 0 : 1;
+      printLine(fn->name, outputName(*fn, i), ours[i].shape(), cs[i], ok[i], notes[i]);
+    }
+    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << medrun::numThreads()
+              << " threads)  torch " << seconds(t2 - t1) << " (" << torch::get_num_threads()
+              << " threads)\n"
+              << std::flush;
+  }
+  return n;
+}
+
+/// --grad: f_grad on our backend against torch autograd of f's mapping.
+Counts checkGrad(const Options &o, const medrun::Artifact &artifact,
+                 const std::vector<GradPair> &pairs, const medrun::TensorMap &params,
+                 const std::map<std::string, torch::Tensor> &torchParams, double tolerance,
+                 torch::ScalarType floatType) {
+  Counts n;
+  for (const GradPair &p : pairs) {
+    // The inputs of f, so that out<i> of f_grad and f agree.
+    std::vector<medrun::Tensor> inputs = drawInputs(*p.f, o.seed);
+    std::vector<torch::Tensor> torchInputs;
+    for (const medrun::Tensor &t : inputs)
+      torchInputs.push_back(medcheck::toTorch(t));
+    std::vector<bool> paths = differentiablePaths(*p.f);
+
+    double t0 = now();
+    std::vector<medrun::Tensor> ours = medrun::runCpu(artifact, *p.g, inputs, params, o.precision);
+    double t1 = now();
+    medcheck::TorchGradients ref =
+        medcheck::gradTorch(artifact, *p.f, torchInputs, torchParams, floatType);
+    double t2 = now();
+
+    std::vector<Comparison> cs;
+    std::vector<std::string> notes;
+    std::vector<bool> isGrad;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      GradTarget t = gradTarget(p, i);
+      torch::Tensor expected;
+      std::string note;
+      switch (t.kind) {
+      case GradTarget::Output:
+        expected = ref.outputs.at(t.index);
+        break;
+      case GradTarget::Param: {
+        auto it = ref.params.find(t.param);
+        if (it == ref.params.end())
+          throw Error(str(p.g->name, ": returns '", outputName(*p.g, i), "', but ", p.f->name,
+                          " reads no float parameter '", t.param, "'"));
+        expected = it->second;
+        if (!ref.paramReached.at(t.param))
+          note = "loss does not depend on it, zero";
+        break;
+      }
+      case GradTarget::Arg:
+        expected = ref.inputs.at(t.index);
+        if (!expected.defined())
+          throw Error(str(p.g->name, ": returns '", outputName(*p.g, i), "' for an argument ",
+                          "that is not a float tensor"));
+        if (!paths.at(p.f->inputs.at(t.index)))
+          note = "data, zero";
+        break;
+      }
+      cs.push_back(compare(ours[i], expected));
+      notes.push_back(note);
+      isGrad.push_back(t.kind != GradTarget::Output);
+    }
+    std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      ++n.checked;
+      n.failed += ok[i] ? 0 : 1;
+      printLine(p.g->name, outputName(*p.g, i), ours[i].shape(), cs[i], ok[i], notes[i]);
+    }
+    std::cout << p.g->name << "  time  ours " << seconds(t1 - t0) << " (" << medrun::numThreads()
+              << " threads)  torch autograd " << seconds(t2 - t1) << " ("
+              << torch::get_num_threads() << " threads)\n"
+              << std::flush;
+  }
+  return n;
+}
+
+/// N distinct flat indices of [0, numel), or all of them when there are no more than N.
+std::vector<int64_t> sampleIndices(int64_t numel, int64_t n, uint64_t seed) {
+  std::vector<int64_t> out;
+  if (numel <= n) {
+    for (int64_t i = 0; i < numel; ++i)
+      out.push_back(i);
+    return out;
+  }
+  std::mt19937_64 rng(seed);
+  std::set<int64_t> seen;
+  std::uniform_int_distribution<int64_t> d(0, numel - 1);
+  while (static_cast<int64_t>(out.size()) < n) {
+    int64_t i = d(rng);
+    if (seen.insert(i).second)
+      out.push_back(i);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+medrun::Tensor toF64(const medrun::Tensor &t) {
+  if (!medrun::isFloat(t.dtype()))
+    return t;
+  return t.dtype() == medrun::DType::F64 ? t.clone() : t.to(medrun::DType::F64);
+}
+
+/// Whether --fd-params (if any) selects the gradient output `i` of `p`.
+bool fdSelected(const Options &o, const GradPair &p, size_t i) {
+  GradTarget t = gradTarget(p, i);
+  if (t.kind == GradTarget::Output)
+    return false;
+  return !o.hasFdParams || std::regex_search(t.label, o.fdRegex);
+}
+
+bool fdSelectsAny(const Options &o, const GradPair &p) {
+  for (size_t i = 0; i < p.g->outputs.size(); ++i)
+    if (fdSelected(o, p, i))
+      return true;
+  return false;
+}
+
+/// Bound on the rounding error of the two losses of a central difference, in ulps of |L|.
+constexpr double kFdNoiseUlps = 64;
+
+/// --fd: central differences of f on our backend in f64 against f_grad in f64.
+Counts checkFd(const Options &o, const medrun::Artifact &artifact,
+               const std::vector<GradPair> &pairs, const medrun::TensorMap &params,
+               double tolerance, size_t &elements) {
+  Counts n;
+  const medrun::Precision f64 = medrun::Precision::F64;
+  medrun::TensorMap params64;
+  for (const auto &[name, t] : params)
+    params64[name] = toF64(t);
+  for (const GradPair &p : pairs) {
+    if (!fdSelectsAny(o, p))
+      continue;
+    std::vector<medrun::Tensor> inputs = drawInputs(*p.f, o.seed);
+    for (medrun::Tensor &t : inputs)
+      t = toF64(t);
+    std::vector<bool> paths = differentiablePaths(*p.f);
+
+    double t0 = now();
+    std::vector<medrun::Tensor> ours = medrun::runCpu(artifact, *p.g, inputs, params64, f64);
+    double loss0 = ours.at(0).at(0);
+    size_t forwards = 0;
+    auto loss = [&]() {
+      ++forwards;
+      return medrun::runCpu(artifact, *p.f, inputs, params64, f64).at(0).at(0);
+    };
+
+    for (size_t i = 0; i < ours.size(); ++i) {
+      if (!fdSelected(o, p, i))
+        continue;
+      GradTarget t = gradTarget(p, i);
+      const std::string name = outputName(*p.g, i);
+      const medrun::Tensor &g = ours[i];
+      medrun::Tensor *target = nullptr;
+      if (t.kind == GradTarget::Param) {
+        auto it = params64.find(t.param);
+        if (it == params64.end())
+          throw Error(str(p.g->name, ": returns '", name, "' for an unknown parameter"));
+        target = &it->second;
+      } else {
+        target = &inputs.at(t.index);
+      }
+      if (target->shape() != g.shape() || target->dtype() != medrun::DType::F64)
+        throw Error(str(p.g->name, ": '", name, "' is ", medrun::shapeStr(g.shape()),
+                        ", the float tensor it differentiates ",
+                        medrun::shapeStr(target->shape()), " ",
+                        medrun::dtypeName(target->dtype())));
+
+      if (t.kind == GradTarget::Arg && !paths.at(p.f->inputs.at(t.index))) {
+        // Data (target, mask, pos_weight): no gradient by definition; ours must be zero.
+        double maxAbs = 0;
+        for (int64_t k = 0; k < g.numel(); ++k)
+          maxAbs = std::max(maxAbs, std::abs(g.at(k)));
+        bool ok = maxAbs == 0;
+        ++n.checked;
+        n.failed += ok ? 0 : 1;
+        std::cout << p.g->name << "  " << name << "  " << medrun::shapeStr(g.shape())
+                  << "  data, not perturbed  max_abs " << sci(maxAbs) << "  "
+                  << (ok ? "ok" : "FAIL") << "\n"
+                  << std::flush;
+        continue;
+      }
+
+      std::vector<int64_t> idx =
+          sampleIndices(target->numel(), o.fd, mixSeed(o.seed, p.f->name + "/" + name, 0));
+      double maxAbs = 0, maxErr = 0, maxNoise = 0;
+      bool finite = true;
+      double *data = target->data<double>();
+      for (int64_t k : idx) {
+        double v = data[k];
+        double h = 1e-6 * std::max(1.0, std::abs(v));
+        double up = v + h, down = v - h;
+        data[k] = up;
+        double lUp = loss();
+        data[k] = down;
+        double lDown = loss();
+        data[k] = v;
+        double step = up - down;
+        double fd = (lUp - lDown) / step;
+        double analytic = g.at(k);
+        double diff = std::abs(fd - analytic);
+        // Rounding noise of the difference quotient: L(v±h) are each off by a few ulps of
+        // |L|, divided by 2h. kFdNoiseUlps is generous: we see up to ~15 on the op tests,
+        // 8 on MedNeXt-S.
+        double noise = kFdNoiseUlps * std::numeric_limits<double>::epsilon() *
+                       std::max({1.0, std::abs(loss0), std::abs(lUp), std::abs(lDown)}) / step;
+        double scale = std::max(std::abs(fd), std::abs(analytic));
+        double beyond = std::max(0.0, diff - noise);
+        double err = beyond == 0 ? 0 : scale > 0 ? beyond / scale : INFINITY;
+        if (!std::isfinite(fd) || !std::isfinite(analytic))
+          finite = false;
+        maxAbs = std::max(maxAbs, diff);
+        maxNoise = std::max(maxNoise, noise);
+        maxErr = std::max(maxErr, err);
+      }
+      elements += idx.size();
+      bool ok = finite && maxErr <= tolerance;
+      ++n.checked;
+      n.failed += ok ? 0 : 1;
+      std::cout << p.g->name << "  " << name << "  " << medrun::shapeStr(g.shape()) << "  fd "
+                << idx.size() << " of " << target->numel() << "  max_abs "
+                << (finite ? sci(maxAbs) : "nan") << "  noise " << sci(maxNoise) << "  rel "
+                << (finite ? sci(maxErr) : "nan") << "  " << (ok ? "ok" : "FAIL") << "\n"
+                << std::flush;
+    }
+    std::cout << p.g->name << "  time  fd " << seconds(now() - t0) << " (" << forwards
+              << " forward runs of " << p.f->name << ", " << medrun::numThreads()
+              << " threads)\n"
+              << std::flush;
+  }
+  return n;
+}
+
 int run(const Options &o) {
   medrun::Artifact artifact = medrun::Artifact::load(o.artifact);
+  bool gradients = o.grad || o.fd > 0;
   std::vector<const medrun::Function *> fns;
   if (o.funcs.empty()) {
     for (const medrun::Function &f : artifact.functions)
@@ -321,6 +824,46 @@ int run(const Options &o) {
   if (fns.empty())
     throw Error(str(o.artifact, ": the artifact has no functions"));
 
+  // Gradient modes: the pairs (f, f_grad) among the selection; --func f_grad means f.
+  std::vector<GradPair> pairs;
+  if (gradients) {
+    const char *mode = o.grad ? "--grad" : "--fd";
+    auto find = [&](const std::string &name) -> const medrun::Function * {
+      for (const medrun::Function &f : artifact.functions)
+        if (f.name == name)
+          return &f;
+      return nullptr;
+    };
+    std::set<std::string> seen;
+    for (const medrun::Function *fn : fns) {
+      GradPair p;
+      if (const medrun::Function *g = find(fn->name + "_grad")) {
+        p = {fn, g};
+      } else if (fn->name.size() > 5 &&
+                 fn->name.compare(fn->name.size() - 5, 5, "_grad") == 0 &&
+                 find(fn->name.substr(0, fn->name.size() - 5))) {
+        p = {find(fn->name.substr(0, fn->name.size() - 5)), fn};
+      } else {
+        if (!o.funcs.empty())
+          throw UsageError(str(mode, ": function '", fn->name, "' has no gradient function '",
+                               fn->name, "_grad' in ", o.artifact,
+                               " (compile it with medc compile --grad; the first result must "
+                               "be a scalar loss)"));
+        continue;
+      }
+      if (seen.insert(p.f->name).second)
+        pairs.push_back(p);
+    }
+    if (pairs.empty())
+      throw UsageError(str(mode, ": ", o.artifact, " has no gradient function (<f>_grad); ",
+                           "compile it with medc compile --grad"));
+    if (o.fd > 0 && o.hasFdParams &&
+        std::none_of(pairs.begin(), pairs.end(),
+                     [&](const GradPair &p) { return fdSelectsAny(o, p); }))
+      throw UsageError(str("--fd-params '", o.fdParams, "' matches no parameter or argument ",
+                           "of the checked functions"));
+  }
+
   double tolerance = o.tolerance > 0 ? o.tolerance
                      : o.precision == medrun::Precision::F64 ? 1e-10
                                                              : 1e-4;
@@ -332,47 +875,31 @@ int run(const Options &o) {
   for (const auto &[name, t] : params)
     torchParams[name] = medcheck::toTorch(t);
 
-  size_t checked = 0, failed = 0;
-  for (const medrun::Function *fn : fns) {
-    std::vector<Role> roles = argumentRoles(*fn);
-    std::vector<medrun::Tensor> inputs;
-    std::vector<torch::Tensor> torchInputs;
-    for (size_t i = 0; i < fn->inputs.size(); ++i) {
-      std::mt19937_64 rng(mixSeed(o.seed, fn->name, i));
-      inputs.push_back(randomInput(fn->values.at(fn->inputs[i]), roles[i], rng));
-      torchInputs.push_back(medcheck::toTorch(inputs.back()));
-    }
-
-    double t0 = now();
-    std::vector<medrun::Tensor> ours = medrun::runCpu(artifact, *fn, inputs, params, o.precision);
-    double t1 = now();
-    std::vector<torch::Tensor> ref =
-        medcheck::runTorch(artifact, *fn, torchInputs, torchParams, floatType);
-    double t2 = now();
-
-    if (ours.size() != ref.size())
-      throw Error(str(fn->name, ": medrun returned ", ours.size(), " outputs, torch ",
-                      ref.size()));
-    for (size_t i = 0; i < ours.size(); ++i) {
-      Comparison c = compare(ours[i], ref[i]);
-      bool ok = c.problem.empty() && c.rel <= tolerance;
-      ++checked;
-      failed += ok ? 0 : 1;
-      std::cout << fn->name << "  out" << i << "  " << medrun::shapeStr(ours[i].shape())
-                << "  max_abs " << sci(c.maxAbs) << "  rel " << sci(c.rel) << "  "
-                << (ok ? "ok" : "FAIL");
-      if (!c.problem.empty())
-        std::cout << " (" << c.problem << ")";
-      std::cout << "\n";
-    }
-    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << medrun::numThreads()
-              << " threads)  torch " << seconds(t2 - t1) << " (" << torch::get_num_threads()
-              << " threads)\n"
-              << std::flush;
+  const char *precisionName = o.precision == medrun::Precision::F64 ? "f64" : "f32";
+  bool failed = false;
+  if (!gradients) {
+    Counts n = checkForward(o, artifact, fns, params, torchParams, tolerance, floatType);
+    std::cout << n.checked << " outputs checked, " << n.failed << " failed (tolerance "
+              << sci(tolerance) << ", precision " << precisionName << ")\n";
+    failed = n.failed > 0;
   }
-  std::cout << checked << " outputs checked, " << failed << " failed (tolerance "
-            << sci(tolerance) << ", precision "
-            << (o.precision == medrun::Precision::F64 ? "f64" : "f32") << ")\n";
+  if (o.grad) {
+    Counts n = checkGrad(o, artifact, pairs, params, torchParams, tolerance, floatType);
+    std::cout << n.checked << " gradient outputs checked against torch autograd, " << n.failed
+              << " failed (tolerance " << sci(tolerance) << ", precision " << precisionName
+              << ")\n"
+              << std::flush;
+    failed |= n.failed > 0;
+  }
+  if (o.fd > 0) {
+    double fdTolerance = o.fdTolerance > 0 ? o.fdTolerance : 1e-6;
+    size_t elements = 0;
+    Counts n = checkFd(o, artifact, pairs, params, fdTolerance, elements);
+    std::cout << n.checked << " gradients checked by finite differences (" << elements
+              << " elements), " << n.failed << " failed (tolerance " << sci(fdTolerance)
+              << ", f64)\n";
+    failed |= n.failed > 0;
+  }
   return failed ? 1 : 0;
 }
 
@@ -396,6 +923,10 @@ int main(int argc, char **argv) {
       medrun::setNumThreads(o.threads);
     torch::set_num_threads(medrun::numThreads());
     return run(o);
+  } catch (const UsageError &e) { // a usage error only the artifact reveals (--grad, --fd)
+    std::cout << std::flush;
+    std::cerr << "medcheck: " << e.what() << "\n";
+    return 2;
   } catch (const medrun::Error &e) {
     std::cout << std::flush;
     std::cerr << "medcheck: " << e.what() << "\n";
