@@ -307,7 +307,9 @@ int main(int argc, char **argv) {
                                                                return std::to_string(d);
                                                              }),
                                              ",")},
-                        {"entry", entry}};
+                        {"entry", entry},
+                        {"grad", grad ? "true" : "false"},
+                        {"train", train.getNumOccurrences() ? std::string(train) : ""}};
     if (emit == Emit::Plan) {
       FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
       if (failed(doc))
