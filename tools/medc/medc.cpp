@@ -73,6 +73,12 @@ cl::opt<bool> grad("grad",
                    cl::desc("Also build <f>_grad, the gradient of every function whose first "
                             "result is a scalar loss (med-autodiff)"),
                    cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<std::string> lossOptions("loss",
+                                cl::desc("Wrap the network in @loss with these med-add-loss "
+                                         "options, e.g. \"type=bce_with_logits mask=true\" or "
+                                         "\"type=dice_ce\" (see docs/passes.md)"),
+                                cl::value_desc("options"), cl::init(""), cl::sub(compileCmd),
+                                cl::cat(outputCategory));
 cl::opt<std::string> train("train",
                           cl::desc("Build @train_step from the loss function with these "
                                    "med-train-step options, e.g. \"optimizer=adamw clip=1.0 "
@@ -118,6 +124,15 @@ LogicalResult specialize(ModuleOp module) {
       if (f.getSymName() != entry && f.isPublic())
         f.setPrivate();
   PassManager pm(module.getContext());
+  if (lossOptions.getNumOccurrences()) {
+    std::unique_ptr<Pass> addLoss = med::createMedAddLoss();
+    if (failed(addLoss->initializeOptions(lossOptions, [](const Twine &msg) {
+          fail("--loss: " + msg);
+          return failure();
+        })))
+      return failure();
+    pm.addPass(std::move(addLoss));
+  }
   SmallVector<int64_t> sizes = specializedPatch();
   med::MedSpecializeOptions options;
   options.entry = entry;
@@ -309,6 +324,7 @@ int main(int argc, char **argv) {
                                              ",")},
                         {"entry", entry},
                         {"grad", grad ? "true" : "false"},
+                        {"loss", lossOptions.getNumOccurrences() ? std::string(lossOptions) : ""},
                         {"train", train.getNumOccurrences() ? std::string(train) : ""}};
     if (emit == Emit::Plan) {
       FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);

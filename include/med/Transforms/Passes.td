@@ -53,6 +53,42 @@ def MedAutodiff : Pass<"med-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
+  let summary = "wraps a network in a loss function @loss";
+  let description = [{
+    Adds `@loss(%image, <targets>) -> tensor<f32>` that calls the network function and
+    applies the loss to its output(s); `med-train-step` then differentiates it.
+
+    - `type=bce_with_logits` (BANIS): `@loss(%image, %target[, %mask])`, the target shaped
+      like the logits; options `mask`, `reduction` (mean, sum, per_channel),
+      `auto-pos-weight`, `max-pos-weight` (BANIS+: per_channel with automatic pos_weight
+      ≤ 10).
+    - `type=dice_ce` (nnU-Net): one target of class indices (N×1×D×H×W, f32) per network
+      output, `@loss(%image, %t0, %t1, …)`, deep-supervision `weights` (default 1, ½, ¼, …
+      normalized to sum 1 over the outputs), `batch-dice`, `include-background`.
+
+    The network's other public functions become private (the loss is the entry).
+  }];
+  let options = [
+    Option<"network", "network", "std::string", /*default=*/"\"\"",
+           "network function (default: the only public function)">,
+    Option<"type", "type", "std::string", /*default=*/"\"bce_with_logits\"",
+           "bce_with_logits or dice_ce">,
+    Option<"mask", "mask", "bool", /*default=*/"false", "BCE: take a mask argument">,
+    Option<"reduction", "reduction", "std::string", /*default=*/"\"mean\"",
+           "BCE: mean, sum or per_channel">,
+    Option<"autoPosWeight", "auto-pos-weight", "bool", /*default=*/"false",
+           "BCE: pos_weight = min(neg/pos, max-pos-weight) per channel">,
+    Option<"maxPosWeight", "max-pos-weight", "double", /*default=*/"10.0",
+           "BCE: cap of the automatic pos_weight">,
+    ListOption<"weights", "weights", "double",
+               "Dice+CE: weight per network output (default 1, 1/2, 1/4, ... normalized)">,
+    Option<"batchDice", "batch-dice", "bool", /*default=*/"true", "Dice+CE: batch dice">,
+    Option<"includeBackground", "include-background", "bool", /*default=*/"false",
+           "Dice+CE: count class 0 in the dice term">,
+  ];
+}
+
 def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
   let summary = "links a loss function, its gradient and an optimizer into @train_step";
   let description = [{

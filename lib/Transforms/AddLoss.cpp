@@ -1,0 +1,130 @@
+//===- AddLoss.cpp - wrap a network in a loss function -------------------------===//
+#include "med/IR/MedOps.h"
+#include "med/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+namespace mlir::med {
+#define GEN_PASS_DEF_MEDADDLOSS
+#include "med/Transforms/Passes.h.inc"
+} // namespace mlir::med
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
+  using Base::Base;
+
+  func::FuncOp findNetwork(ModuleOp module) {
+    if (!network.empty()) {
+      auto f = module.lookupSymbol<func::FuncOp>(network);
+      if (!f || f.isExternal())
+        module.emitError("med-add-loss: no network function @") << network;
+      return f && !f.isExternal() ? f : nullptr;
+    }
+    func::FuncOp found;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (!f.isPublic() || f.isExternal())
+        continue;
+      if (found) {
+        module.emitError("med-add-loss: several public functions; name the network with network=NAME");
+        return nullptr;
+      }
+      found = f;
+    }
+    if (!found)
+      module.emitError("med-add-loss: no public network function");
+    return found;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (module.lookupSymbol("loss")) {
+      module.emitError("med-add-loss: @loss already exists");
+      return signalPassFailure();
+    }
+    func::FuncOp net = findNetwork(module);
+    if (!net)
+      return signalPassFailure();
+    if (net.getNumArguments() != 1 || net.getNumResults() == 0) {
+      net.emitError("med-add-loss: the network must take one image and return logits");
+      return signalPassFailure();
+    }
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f.isPublic())
+        f.setPrivate();
+
+    OpBuilder b(&getContext());
+    Location loc = net.getLoc();
+    Type image = net.getArgumentTypes()[0];
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    SmallVector<Type> args = {image};
+    if (type == "bce_with_logits") {
+      std::optional<LossReduction> red = symbolizeLossReduction(reduction);
+      if (!red || *red == LossReduction::none) {
+        module.emitError("med-add-loss: reduction must be mean, sum or per_channel, got '")
+            << reduction << "'";
+        return signalPassFailure();
+      }
+      if (net.getNumResults() != 1) {
+        net.emitError("med-add-loss: BCE takes one network output, the network has ")
+            << net.getNumResults();
+        return signalPassFailure();
+      }
+      args.push_back(net.getResultTypes()[0]);
+      if (mask)
+        args.push_back(net.getResultTypes()[0]);
+      b.setInsertionPointAfter(net);
+      auto fn = b.create<func::FuncOp>(loc, "loss", b.getFunctionType(args, {f32}));
+      Block *body = fn.addEntryBlock();
+      b.setInsertionPointToStart(body);
+      Value logits = b.create<func::CallOp>(loc, net, body->getArgument(0)).getResult(0);
+      Value l = b.create<BCEWithLogitsOp>(loc, logits, body->getArgument(1),
+                                          mask ? body->getArgument(2) : Value(), Value(), *red,
+                                          autoPosWeight, llvm::APFloat(double(maxPosWeight)));
+      b.create<func::ReturnOp>(loc, l);
+      return;
+    }
+    if (type != "dice_ce") {
+      module.emitError("med-add-loss: unknown loss type '") << type
+                                                           << "' (expected bce_with_logits or dice_ce)";
+      return signalPassFailure();
+    }
+    size_t levels = net.getNumResults();
+    SmallVector<double> w(weights.begin(), weights.end());
+    if (w.empty()) {
+      double sum = 0;
+      for (size_t i = 0; i < levels; ++i)
+        sum += std::ldexp(1.0, -static_cast<int>(i));
+      for (size_t i = 0; i < levels; ++i)
+        w.push_back(std::ldexp(1.0, -static_cast<int>(i)) / sum);
+    }
+    if (w.size() != levels) {
+      module.emitError("med-add-loss: weights needs one entry per network output (")
+          << levels << "), got " << w.size();
+      return signalPassFailure();
+    }
+    for (Type t : net.getResultTypes()) {
+      auto logits = cast<RankedTensorType>(t);
+      SmallVector<int64_t> shape(logits.getShape());
+      shape[1] = 1;
+      args.push_back(RankedTensorType::get(shape, logits.getElementType()));
+    }
+    b.setInsertionPointAfter(net);
+    auto fn = b.create<func::FuncOp>(loc, "loss", b.getFunctionType(args, {f32}));
+    Block *body = fn.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    auto call = b.create<func::CallOp>(loc, net, body->getArgument(0));
+    Value l = b.create<DiceCEOp>(loc, call.getResults(), body->getArguments().drop_front(), w,
+                                 llvm::APFloat(1e-5), llvm::APFloat(1.0), llvm::APFloat(1.0),
+                                 bool(batchDice), bool(includeBackground));
+    b.create<func::ReturnOp>(loc, l);
+  }
+};
+
+} // namespace
