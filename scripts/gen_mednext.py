@@ -24,9 +24,16 @@ VARIANTS = {
     "L": ([3, 4, 8, 8, 8, 8, 8, 4, 3], [3, 4, 8, 8, 8, 8, 8, 4, 3]),
 }
 
-# The checked-in model files: (file name, size, kernel).
-CHECKED_IN = [("mednext_%s%s.mlir" % (size.lower(), "" if kernel == 3 else "_k5"), size, kernel)
-              for kernel in (3, 5) for size in ("S", "B", "M", "L")]
+# The checked-in model files: (file name, size, kernel, classes, deep supervision).
+# S, B, M, L with kernel 3 and 5 (3 classes); the recipes' variants: MedNeXt-L with 6
+# affinity channels (BANIS, BANIS+) and with deep supervision (nnU-Net style).
+CHECKED_IN = [("mednext_%s%s.mlir" % (size.lower(), "" if kernel == 3 else "_k5"), size, kernel,
+               3, False)
+              for kernel in (3, 5) for size in ("S", "B", "M", "L")] + [
+    ("mednext_l_6ch.mlir", "L", 3, 6, False),
+    ("mednext_l_k5_6ch.mlir", "L", 5, 6, False),
+    ("mednext_l_ds.mlir", "L", 3, 3, True),
+]
 
 
 def act(c):
@@ -355,7 +362,8 @@ def generate(size, kernel, in_channels=1, classes=3, deep_supervision=False, grn
 
 
 def checked_in_models():
-    return [(name, generate(size, kernel)) for name, size, kernel in CHECKED_IN]
+    return [(name, generate(size, kernel, classes=classes, deep_supervision=ds))
+            for name, size, kernel, classes, ds in CHECKED_IN]
 
 
 def main(argv=None):
@@ -390,7 +398,9 @@ The generated file holds:
     1/2, 1/4, 1/8 and 1/16 resolution.""",
         epilog="""\
 The checked-in files are mednext_{s,b,m,l}.mlir (kernel 3) and mednext_{s,b,m,l}_k5.mlir
-(kernel 5), all with 1 input channel, 3 classes, no deep supervision and no GRN.
+(kernel 5), all with 1 input channel, 3 classes, no deep supervision and no GRN, plus the
+recipes' MedNeXt-L variants mednext_l_6ch.mlir, mednext_l_k5_6ch.mlir (6 output channels)
+and mednext_l_ds.mlir (deep supervision).
 
 Examples:
   scripts/gen_mednext.py --size L --kernel 5 --classes 6 -o /tmp/banis_l.mlir

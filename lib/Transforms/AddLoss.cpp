@@ -119,6 +119,8 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
     auto fn = b.create<func::FuncOp>(loc, "loss", b.getFunctionType(args, {f32}));
     Block *body = fn.addEntryBlock();
     b.setInsertionPointToStart(body);
+    for (size_t i = 0; i < levels; ++i) // output i is at 1/2^i of the patch
+      fn.setArgAttr(1 + i, "med.downsample", b.getI64IntegerAttr(int64_t(1) << i));
     auto call = b.create<func::CallOp>(loc, net, body->getArgument(0));
     Value l = b.create<DiceCEOp>(loc, call.getResults(), body->getArguments().drop_front(), w,
                                  llvm::APFloat(1e-5), llvm::APFloat(1.0), llvm::APFloat(1.0),

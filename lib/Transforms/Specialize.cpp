@@ -98,12 +98,22 @@ struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!type || type.getRank() != 5)
         continue;
+      // Deep-supervision targets come at 1/factor of the patch (`med.downsample`).
+      int64_t factor = 1;
+      if (auto attr = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "med.downsample"))
+        factor = attr.getInt();
       SmallVector<int64_t> shape(type.getShape());
       if (batch > 0 && ShapedType::isDynamic(shape[0]))
         shape[0] = batch;
-      for (size_t i = 0; i < patch.size(); ++i)
-        if (ShapedType::isDynamic(shape[2 + i]))
-          shape[2 + i] = patch[i];
+      for (size_t i = 0; i < patch.size(); ++i) {
+        if (!ShapedType::isDynamic(shape[2 + i]))
+          continue;
+        if (factor < 1 || patch[i] % factor != 0)
+          return f.emitError("med-specialize: argument ")
+                 << arg.getArgNumber() << " is downsampled by " << factor
+                 << ", which does not divide the patch size " << patch[i];
+        shape[2 + i] = patch[i] / factor;
+      }
       arg.setType(RankedTensorType::get(shape, type.getElementType()));
     }
     if (succeeded(reinferTypes(f)))

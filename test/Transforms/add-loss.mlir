@@ -17,7 +17,7 @@ func.func @net(%x: tensor<?x1x?x?x?xf32>) -> tensor<?x6x?x?x?xf32> {
 // Dice+CE over deep-supervision outputs: one class-index target per output, weights
 // 1, 1/2 normalized.
 // DICE-LABEL: func.func @loss
-// DICE-SAME: (%[[X:.*]]: tensor<?x1x?x?x?xf32>, %[[T0:.*]]: tensor<?x1x?x?x?xf32>, %[[T1:.*]]: tensor<?x1x?x?x?xf32>) -> tensor<f32>
+// DICE-SAME: (%[[X:.*]]: tensor<?x1x?x?x?xf32>, %[[T0:.*]]: tensor<?x1x?x?x?xf32> {med.downsample = 1 : i64}, %[[T1:.*]]: tensor<?x1x?x?x?xf32> {med.downsample = 2 : i64}) -> tensor<f32>
 // DICE: %[[O:.*]]:2 = call @ds(%[[X]])
 // DICE: med.dice_ce logits(%[[O]]#0, %[[O]]#1) targets(%[[T0]], %[[T1]]) {weights = array<f64: 0.66666666666666663, 0.33333333333333331>}
 func.func @ds(%x: tensor<?x1x?x?x?xf32>) -> (tensor<?x3x?x?x?xf32>, tensor<?x3x?x?x?xf32>) {

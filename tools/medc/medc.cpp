@@ -11,6 +11,7 @@
 #include "med/InitMed.h"
 #include "med/Target/Artifact.h"
 #include "med/Transforms/Passes.h"
+#include "Recipe.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -42,8 +43,14 @@ cl::SubCommand compileCmd("compile", "Parse, verify and run the compilation pipe
 
 cl::OptionCategory shapeCategory("Shape options (stats and compile)");
 cl::OptionCategory outputCategory("Output options");
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
-                               cl::sub(statsCmd), cl::sub(compileCmd));
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::sub(statsCmd),
+                               cl::sub(compileCmd));
+cl::opt<std::string> recipeFile("recipe",
+                                cl::desc("Compile the training recipe FILE (configs/*.yaml): its "
+                                         "model, batch, patch, loss, optimizer, clipping and EMA "
+                                         "replace FILE, --batch, --patch, --loss and --train"),
+                                cl::value_desc("recipe.yaml"), cl::init(""), cl::sub(compileCmd),
+                                cl::cat(outputCategory));
 cl::opt<int64_t> batch("batch", cl::desc("Batch size of the network input (default 1)"),
                        cl::init(1), cl::sub(statsCmd), cl::sub(compileCmd),
                        cl::cat(shapeCategory));
@@ -91,6 +98,8 @@ cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled prog
                                 cl::cat(outputCategory));
 
 std::string sourceSha256; // of the input file, for the artifact's manifest
+// The loss and train options in effect: from --loss/--train, or from a recipe.
+std::optional<std::string> effectiveLoss, effectiveTrain;
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << "medc: " << msg << "\n";
@@ -124,9 +133,9 @@ LogicalResult specialize(ModuleOp module) {
       if (f.getSymName() != entry && f.isPublic())
         f.setPrivate();
   PassManager pm(module.getContext());
-  if (lossOptions.getNumOccurrences()) {
+  if (effectiveLoss) {
     std::unique_ptr<Pass> addLoss = med::createMedAddLoss();
-    if (failed(addLoss->initializeOptions(lossOptions, [](const Twine &msg) {
+    if (failed(addLoss->initializeOptions(*effectiveLoss, [](const Twine &msg) {
           fail("--loss: " + msg);
           return failure();
         })))
@@ -141,9 +150,9 @@ LogicalResult specialize(ModuleOp module) {
   pm.addPass(med::createMedSpecialize(options));
   if (grad)
     pm.addPass(med::createMedAutodiff());
-  if (train.getNumOccurrences()) {
+  if (effectiveTrain) {
     std::unique_ptr<Pass> step = med::createMedTrainStep();
-    if (failed(step->initializeOptions(train, [](const Twine &msg) {
+    if (failed(step->initializeOptions(*effectiveTrain, [](const Twine &msg) {
           fail("--train: " + msg);
           return failure();
         })))
@@ -278,6 +287,28 @@ int main(int argc, char **argv) {
     cl::PrintHelpMessage();
     return 1;
   }
+  if (lossOptions.getNumOccurrences())
+    effectiveLoss = lossOptions;
+  if (train.getNumOccurrences())
+    effectiveTrain = train;
+  if (!recipeFile.empty()) {
+    if (!inputFile.empty() || effectiveLoss || effectiveTrain)
+      return fail("--recipe names the model, loss and optimizer; give no model file, --loss or "
+                  "--train with it");
+    llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeFile);
+    if (!recipe)
+      return fail(llvm::toString(recipe.takeError()));
+    inputFile = recipe->model;
+    if (!batch.getNumOccurrences())
+      batch = recipe->batch;
+    if (patch.empty())
+      for (int64_t d : recipe->patch)
+        patch.push_back(d);
+    effectiveLoss = recipe->lossOptions;
+    effectiveTrain = recipe->trainOptions;
+  }
+  if (inputFile.empty())
+    return fail("no model file (see --help)");
   if (!patch.empty() && patch.size() != 3)
     return fail("--patch needs three sizes D,H,W, got " + llvm::Twine(patch.size()));
   if (batch < 1 || llvm::any_of(patch, [](int64_t d) { return d < 1; }))
@@ -324,8 +355,9 @@ int main(int argc, char **argv) {
                                              ",")},
                         {"entry", entry},
                         {"grad", grad ? "true" : "false"},
-                        {"loss", lossOptions.getNumOccurrences() ? std::string(lossOptions) : ""},
-                        {"train", train.getNumOccurrences() ? std::string(train) : ""}};
+                        {"loss", effectiveLoss.value_or("")},
+                        {"train", effectiveTrain.value_or("")},
+                        {"recipe", recipeFile}};
     if (emit == Emit::Plan) {
       FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
       if (failed(doc))

@@ -15,7 +15,8 @@ def MedSpecialize : Pass<"med-specialize", "::mlir::ModuleOp"> {
        else every public function (the block functions stay in the module; `symbol-dce`
        removes them);
     2. sets the batch (axis 0) and the patch (the last three axes) of every entry argument of
-       rank 5 whose size there is `?`;
+       rank 5 whose size there is `?` — divided by `f` for an argument with the attribute
+       `med.downsample = f` (deep-supervision targets);
     3. re-infers the result type of every op in order and updates the function's result types.
 
     An inconsistent size (a patch not divisible by the network's downsampling factor, say) is
@@ -64,7 +65,8 @@ def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
       `auto-pos-weight`, `max-pos-weight` (BANIS+: per_channel with automatic pos_weight
       ≤ 10).
     - `type=dice_ce` (nnU-Net): one target of class indices (N×1×D×H×W, f32) per network
-      output, `@loss(%image, %t0, %t1, …)`, deep-supervision `weights` (default 1, ½, ¼, …
+      output, `@loss(%image, %t0, %t1, …)`, target i marked `med.downsample = 2^i` (the
+      resolution of output i), deep-supervision `weights` (default 1, ½, ¼, …
       normalized to sum 1 over the outputs), `batch-dice`, `include-background`.
 
     The network's other public functions become private (the loss is the entry).
