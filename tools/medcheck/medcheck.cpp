@@ -2,12 +2,16 @@
 //
 //   medcheck X.medc [--func NAME]... [--seed S] [--tolerance T] [--precision f32|f64]
 //            [--threads N] [--grad] [--fd N [--fd-params REGEX] [--fd-tolerance T]]
+//   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
+//            [--ema-decay D] [--ema-warmup W] [--train-grad] [--seed S] [--tolerance T]
+//            [--precision f32|f64] [--threads N]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
 // draws random inputs by the role of each argument, runs the function with runCpu and
 // with the LibTorch reference of TorchReference.cpp, and compares every output.
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
+// --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA.
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -17,6 +21,8 @@
 #include "medrun/Executor.h"
 #include "medrun/Parallel.h"
 #include "medrun/Tensor.h"
+
+#include <torch/nn/utils/clip_grad.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,7 +39,9 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using medrun::Error;
@@ -94,6 +102,47 @@ const char *kUsage =
     "  Data arguments (see --grad) are not perturbed; ours must be exactly zero there.\n"
     "  Runs f_grad once and f 2*N times per tensor; --precision does not apply.\n"
     "\n"
+    "Training steps, for artifacts compiled with `medc compile --train ...` (a function\n"
+    "train_step and the plain loss function it was built from, `loss` unless the train\n"
+    "options name another):\n"
+    "\n"
+    "--train-steps N  runs N consecutive training steps on our CPU backend and, in\n"
+    "  parallel and independently, in LibTorch, and compares the two states after each.\n"
+    "  Both start from medrun::initParameters(seed); ONE random batch, drawn by the roles\n"
+    "  above for the loss function's arguments, is reused by every step. Step s = 1..N uses\n"
+    "  lr_s from --lr and --lr-schedule (constant: lr; cosine: lr * (1 + cos(pi (s-1)/N))/2)\n"
+    "  and ema_decay_s = 0 for s <= W (--ema-warmup), D (--ema-decay) after; in f32 both are\n"
+    "  rounded to f32 first, and torch gets the rounded values too.\n"
+    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s]), then the values\n"
+    "           it assigns (med.assign) replace the state.\n"
+    "    torch: the loss function's op-by-op torch mapping with the trainable parameters as\n"
+    "           leaf tensors, torch autograd, torch::nn::utils::clip_grad_norm_(clip) (when\n"
+    "           the train options set clip > 0; its total norm is the reference grad_norm,\n"
+    "           taken before clipping), then torch::optim::AdamW (betas, eps, weight decay;\n"
+    "           with exempt-norm-bias a second parameter group with weight decay 0 holds\n"
+    "           the parameters of rank <= 1 and those named grn_*) or torch::optim::SGD\n"
+    "           (momentum, nesterov, weight decay, dampening 0), its lr set to lr_s every\n"
+    "           step; then the EMA by hand, e = d*e + (1-d)*p on the updated parameters, e\n"
+    "           starting as a copy of the initial parameters. The moments are read from\n"
+    "           the torch optimizer's own state (exp_avg, exp_avg_sq, momentum_buffer).\n"
+    "  A parameter the loss does not reach gets a zero gradient on both sides.\n"
+    "  Each step prints a line for loss and grad_norm (relative error) and one per tensor\n"
+    "  kind: params, exp_avg and exp_avg_sq (AdamW) or momentum_buffer (SGD), ema, and with\n"
+    "  --train-grad grads: the largest relative error norm over the tensors of that kind\n"
+    "  and the tensor that has it. A last line counts the steps checked and failed.\n"
+    "  Torch's state is never reset to ours: errors accumulate as in real training.\n"
+    "  Moments use the vanishing rule of gradients. A parameter whose torch gradient\n"
+    "  vanished (rule above) in some step so far is `noise-driven`: its gradient is zero\n"
+    "  mathematically (a conv bias right before an instance norm) and AdamW normalizes the\n"
+    "  rounding noise of both sides into updates of up to lr each, of either sign; such a\n"
+    "  parameter (and its EMA) passes when max_abs <= 2 * sum_s lr_s * B_s, B_s the bound\n"
+    "  (1-b1)/(1-b1^s) * sqrt((1-b2^s)/(1-b2)) * sqrt(sum_{j<s} (b1^2/b2)^j) on\n"
+    "  |m_hat / (sqrt(v_hat) + eps)| (AdamW; with SGD noise moves it by noise only).\n"
+    "\n"
+    "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
+    "  step's parameters (before the update) and compares every parameter gradient with\n"
+    "  torch autograd's (before clipping), the vanishing rule above applying.\n"
+    "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
     "  --seed S           seed of the parameters and inputs (default 0)\n"
@@ -111,11 +160,18 @@ const char *kUsage =
     "  --fd-params REGEX  with --fd: only the tensors whose name (a parameter name or\n"
     "                     arg<i>) contains a match of the ECMAScript REGEX\n"
     "  --fd-tolerance T   with --fd: relative tolerance beyond the noise (default 1e-6)\n"
+    "  --train-steps N    check N training steps (see above)\n"
+    "  --lr L             with --train-steps: base learning rate (default 1e-3)\n"
+    "  --lr-schedule S    with --train-steps: constant (default) or cosine\n"
+    "  --ema-decay D      with --train-steps: EMA decay after the warm-up (default 0.999)\n"
+    "  --ema-warmup W     with --train-steps: steps with EMA decay 0 (default 0)\n"
+    "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
-    "without <f>_grad functions, and a --fd-params matching no tensor\n";
+    "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
+    "artifact without train_step or its loss function, --train-grad without <loss>_grad\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -135,6 +191,14 @@ struct Options {
   bool hasFdParams = false;
   std::regex fdRegex;
   double fdTolerance = -1; // < 0: default
+  int64_t trainSteps = 0;   ///< > 0: --train-steps
+  double lr = 1e-3;
+  bool hasLr = false;
+  std::string lrSchedule = "constant";
+  double emaDecay = 0.999;
+  int64_t emaWarmup = 0;
+  bool trainGrad = false;
+  bool hasTrainOnly = false; ///< an option that needs --train-steps
 };
 
 uint64_t parseUnsigned(const std::string &opt, const std::string &s) {
@@ -215,6 +279,36 @@ Options parseArgs(int argc, char **argv) {
       }
     } else if (a == "--fd-tolerance") {
       o.fdTolerance = parsePositive(a, next());
+    } else if (a == "--train-steps") {
+      uint64_t n = parseUnsigned(a, next());
+      if (n < 1 || n > 1000000)
+        throw UsageError(str("--train-steps expects 1 to 1000000, got '", n, "'"));
+      o.trainSteps = static_cast<int64_t>(n);
+    } else if (a == "--lr") {
+      o.lr = parsePositive(a, next());
+      o.hasTrainOnly = true;
+    } else if (a == "--lr-schedule") {
+      o.lrSchedule = next();
+      if (o.lrSchedule != "constant" && o.lrSchedule != "cosine")
+        throw UsageError(str("--lr-schedule must be constant or cosine, got '", o.lrSchedule,
+                             "'"));
+      o.hasTrainOnly = true;
+    } else if (a == "--ema-decay") {
+      std::string v = next();
+      char *end = nullptr;
+      double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(d >= 0 && d <= 1))
+        throw UsageError(str("--ema-decay expects a number in [0, 1], got '", v, "'"));
+      o.emaDecay = d;
+      o.hasTrainOnly = true;
+    } else if (a == "--ema-warmup") {
+      o.emaWarmup = static_cast<int64_t>(parseUnsigned(a, next()));
+      o.hasTrainOnly = true;
+    } else if (a == "--train-grad") {
+      if (hasInline)
+        throw UsageError("--train-grad takes no value");
+      o.trainGrad = true;
+      o.hasTrainOnly = true;
     } else if (a.size() > 1 && a[0] == '-') {
       throw UsageError(str("unknown option '", a, "'"));
     } else if (o.artifact.empty()) {
@@ -229,6 +323,11 @@ Options parseArgs(int argc, char **argv) {
     throw UsageError("--fd-params needs --fd N");
   if (o.fd == 0 && o.fdTolerance > 0)
     throw UsageError("--fd-tolerance needs --fd N");
+  if (o.trainSteps == 0 && o.hasTrainOnly)
+    throw UsageError("--lr, --lr-schedule, --ema-decay, --ema-warmup and --train-grad need "
+                     "--train-steps N");
+  if (o.trainSteps > 0 && (o.grad || o.fd > 0 || !o.funcs.empty()))
+    throw UsageError("--train-steps does not combine with --grad, --fd or --func");
   return o;
 }
 
@@ -808,8 +907,464 @@ Counts checkFd(const Options &o, const medrun::Artifact &artifact,
   return n;
 }
 
+// ---- training steps -------------------------------------------------------------------
+
+/// The med-train-step options of the artifact (options["train"], "key=value ..."), with
+/// the pass's defaults (include/med/Transforms/Passes.td).
+struct TrainOptions {
+  std::string loss = "loss";
+  std::string optimizer = "adamw";
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 1e-2, momentum = 0, clip = 0;
+  bool nesterov = false, exemptNormBias = false, ema = false;
+};
+
+TrainOptions parseTrainOptions(const std::string &spec) {
+  TrainOptions t;
+  std::istringstream in(spec);
+  std::string item;
+  auto number = [](const std::string &key, const std::string &v) {
+    char *end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0')
+      throw Error(str("train option ", key, "='", v, "' is not a number"));
+    return d;
+  };
+  auto boolean = [](const std::string &key, const std::string &v) {
+    if (v == "true" || v == "1" || v.empty())
+      return true;
+    if (v == "false" || v == "0")
+      return false;
+    throw Error(str("train option ", key, "='", v, "' is not a boolean"));
+  };
+  while (in >> item) {
+    size_t eq = item.find('=');
+    std::string key = item.substr(0, eq), v = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+      v = v.substr(1, v.size() - 2);
+    if (key == "loss")
+      t.loss = v;
+    else if (key == "optimizer")
+      t.optimizer = v;
+    else if (key == "beta1")
+      t.beta1 = number(key, v);
+    else if (key == "beta2")
+      t.beta2 = number(key, v);
+    else if (key == "eps")
+      t.eps = number(key, v);
+    else if (key == "weight-decay")
+      t.weightDecay = number(key, v);
+    else if (key == "momentum")
+      t.momentum = number(key, v);
+    else if (key == "clip")
+      t.clip = number(key, v);
+    else if (key == "nesterov")
+      t.nesterov = boolean(key, v);
+    else if (key == "exempt-norm-bias")
+      t.exemptNormBias = boolean(key, v);
+    else if (key == "ema")
+      t.ema = boolean(key, v);
+    else
+      throw Error(str("unknown train option '", key, "' in the artifact's options"));
+  }
+  if (t.optimizer != "adamw" && t.optimizer != "sgd")
+    throw Error(str("unknown optimizer '", t.optimizer, "' in the artifact's train options"));
+  return t;
+}
+
+/// The torch optimizer's state of parameter `p`. The map's key is the TensorImpl address
+/// as a string in LibTorch 1.x and the address itself in 2.x; both are handled.
+template <typename Map>
+torch::optim::OptimizerParamState *findState(Map &state, const torch::Tensor &p) {
+  using Key = typename std::decay_t<Map>::key_type;
+  c10::TensorImpl *impl = p.unsafeGetTensorImpl();
+  Key key;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream ss; // as c10::guts::to_string(impl)
+    ss << impl;
+    key = ss.str();
+  } else {
+    key = reinterpret_cast<Key>(impl);
+  }
+  auto it = state.find(key);
+  return it == state.end() ? nullptr : it->second.get();
+}
+
+/// The largest relative error norm over tensors of one kind, with the tensor that has it.
+struct KindSummary {
+  size_t tensors = 0, failed = 0, vanishing = 0;
+  double worst = 0;
+  std::string worstName;
+  std::string firstFailed;
+};
+
+double toScalar(const medrun::Tensor &t) { return t.at(0); }
+
+int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolerance,
+               torch::ScalarType floatType) {
+  auto find = [&](const std::string &name) -> const medrun::Function * {
+    for (const medrun::Function &f : artifact.functions)
+      if (f.name == name)
+        return &f;
+    return nullptr;
+  };
+  const medrun::Function *step = find("train_step");
+  if (!step)
+    throw UsageError(str("--train-steps: ", o.artifact, " has no function train_step ",
+                         "(compile it with medc compile --train \"...\")"));
+  auto opt = artifact.options.find("train");
+  TrainOptions t = parseTrainOptions(opt == artifact.options.end() ? "" : opt->second);
+  const medrun::Function *lossFn = find(t.loss);
+  if (!lossFn)
+    throw UsageError(str("--train-steps: ", o.artifact, " has no loss function '", t.loss,
+                         "' (the torch reference runs it; medc compile --entry ", t.loss,
+                         " keeps it)"));
+  const medrun::Function *gradFn = o.trainGrad ? find(t.loss + "_grad") : nullptr;
+  if (o.trainGrad && !gradFn)
+    throw UsageError(str("--train-grad: ", o.artifact, " has no function '", t.loss, "_grad'"));
+  size_t batchArgs = lossFn->inputs.size();
+  size_t expectedArgs = batchArgs + 2 + (t.ema ? 1 : 0);
+  if (step->inputs.size() != expectedArgs)
+    throw Error(str("train_step has ", step->inputs.size(), " arguments; ", t.loss, " has ",
+                    batchArgs, " and the train options (ema=", t.ema ? "true" : "false",
+                    ") add ", expectedArgs - batchArgs));
+
+  const bool f64 = o.precision == medrun::Precision::F64;
+  const medrun::DType storage = f64 ? medrun::DType::F64 : medrun::DType::F32;
+  auto asStorage = [&](const medrun::Tensor &x) {
+    if (!medrun::isFloat(x.dtype()) || x.dtype() == storage)
+      return x.clone();
+    return x.to(storage);
+  };
+  auto scalar = [&](double v) {
+    medrun::Tensor s(storage, {});
+    if (f64)
+      s.data<double>()[0] = v;
+    else
+      s.data<float>()[0] = static_cast<float>(v);
+    return s;
+  };
+  auto rounded = [&](double v) { return f64 ? v : static_cast<double>(static_cast<float>(v)); };
+
+  // State: ours and torch's start from the same values.
+  medrun::TensorMap state = medrun::initParameters(artifact, o.seed);
+  for (auto &[name, x] : state)
+    x = asStorage(x);
+  std::map<std::string, torch::Tensor> torchValues; // parameters the loss reads, not trained
+  std::vector<std::string> trained;                 // trainable parameters the loss reads
+  std::set<std::string> read;
+  for (const medrun::OpInfo &op : lossFn->ops)
+    if (op.kind == "param")
+      read.insert(op.strAttr("name"));
+  for (const medrun::ParameterInfo &p : artifact.parameters) {
+    torchValues[p.name] = medcheck::toTorch(state.at(p.name)).to(
+        medrun::isFloat(p.dtype) ? floatType : medcheck::torchType(p.dtype));
+    if (p.trainable && read.count(p.name) && medrun::isFloat(p.dtype))
+      trained.push_back(p.name);
+  }
+  std::map<std::string, torch::Tensor> leaf, ema;
+  std::vector<torch::Tensor> leaves, decayed, exempt;
+  for (const std::string &name : trained) {
+    const medrun::ParameterInfo *info = artifact.parameter(name);
+    torch::Tensor x = torchValues.at(name).detach().clone().requires_grad_(true);
+    leaf[name] = x;
+    leaves.push_back(x);
+    bool ex = t.exemptNormBias &&
+              (info->shape.size() <= 1 || name.find("grn_") != std::string::npos);
+    (ex ? exempt : decayed).push_back(x);
+    if (t.ema)
+      ema[name] = x.detach().clone();
+  }
+  if (leaves.empty())
+    throw Error(str(t.loss, " reads no trainable float parameter"));
+
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (t.optimizer == "adamw") {
+    auto options = [&](double wd) {
+      return torch::optim::AdamWOptions(o.lr)
+          .betas(std::make_tuple(t.beta1, t.beta2))
+          .eps(t.eps)
+          .weight_decay(wd)
+          .amsgrad(false);
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    if (!decayed.empty())
+      groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
+                                       options(t.weightDecay)));
+    if (!exempt.empty())
+      groups.emplace_back(exempt, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
+    optimizer = std::make_unique<torch::optim::AdamW>(groups, options(t.weightDecay));
+  } else {
+    auto options = [&](double wd) {
+      return torch::optim::SGDOptions(o.lr)
+          .momentum(t.momentum)
+          .dampening(0)
+          .weight_decay(wd)
+          .nesterov(t.nesterov);
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    if (!decayed.empty())
+      groups.emplace_back(decayed,
+                          std::make_unique<torch::optim::SGDOptions>(options(t.weightDecay)));
+    if (!exempt.empty())
+      groups.emplace_back(exempt, std::make_unique<torch::optim::SGDOptions>(options(0.0)));
+    optimizer = std::make_unique<torch::optim::SGD>(groups, options(t.weightDecay));
+  }
+
+  // One batch, drawn as the other modes draw the loss function's inputs.
+  std::vector<medrun::Tensor> batch = drawInputs(*lossFn, o.seed);
+  for (medrun::Tensor &x : batch)
+    x = asStorage(x);
+  std::vector<torch::Tensor> torchBatch;
+  for (const medrun::Tensor &x : batch)
+    torchBatch.push_back(medcheck::toTorch(x));
+
+  const char *precisionName = f64 ? "f64" : "f32";
+  std::cout << "train_step  " << t.optimizer << "  " << trained.size()
+            << " trained parameters  clip " << t.clip << "  ema "
+            << (t.ema ? "true" : "false") << "  exempt-norm-bias "
+            << (t.exemptNormBias ? "true" : "false") << "  lr " << sci(o.lr) << " "
+            << o.lrSchedule << "  one batch for all steps  precision " << precisionName << "\n";
+
+  size_t failedSteps = 0;
+  double oursTime = 0, torchTime = 0;
+  // Parameters whose torch gradient vanished (zero mathematically, rounding noise on both
+  // sides) in some step so far, and the bound on how far AdamW can move them on noise.
+  std::set<std::string> noiseDriven;
+  double noiseBound = 0;
+  for (int64_t s = 1; s <= o.trainSteps; ++s) {
+    double lr = o.lr;
+    if (o.lrSchedule == "cosine")
+      lr = o.lr * (1 + std::cos(M_PI * double(s - 1) / double(o.trainSteps))) / 2;
+    lr = rounded(lr);
+    double decay = rounded(s <= o.emaWarmup ? 0.0 : o.emaDecay);
+
+    // Ours.
+    double t0 = now();
+    std::vector<medrun::Tensor> gradsOurs;
+    if (gradFn)
+      gradsOurs = medrun::runCpu(artifact, *gradFn, batch, state, o.precision);
+    std::vector<medrun::Tensor> inputs = batch;
+    inputs.push_back(scalar(lr));
+    inputs.push_back(scalar(double(s)));
+    if (t.ema)
+      inputs.push_back(scalar(decay));
+    medrun::TensorMap updates;
+    std::vector<medrun::Tensor> outs =
+        medrun::runCpu(artifact, *step, inputs, state, o.precision, nullptr, &updates);
+    for (auto &[name, x] : updates) {
+      if (!state.count(name))
+        throw Error(str("train_step assigns '", name, "', which is no parameter"));
+      state[name] = x;
+    }
+    double t1 = now();
+
+    // Torch.
+    std::map<std::string, torch::Tensor> values = torchValues;
+    for (const std::string &name : trained)
+      values[name] = leaf.at(name).detach();
+    medcheck::TorchGradients ref =
+        medcheck::gradTorch(artifact, *lossFn, torchBatch, values, floatType);
+    std::map<std::string, torch::Tensor> gradsTorch;
+    for (const std::string &name : trained) {
+      torch::Tensor g = ref.params.at(name).to(floatType).detach().clone();
+      gradsTorch[name] = g.clone();
+      leaf.at(name).mutable_grad() = g;
+    }
+    double gradNorm;
+    if (t.clip > 0) {
+      gradNorm = torch::nn::utils::clip_grad_norm_(leaves, t.clip);
+    } else {
+      std::vector<torch::Tensor> norms;
+      for (const torch::Tensor &x : leaves)
+        norms.push_back(x.grad().norm());
+      gradNorm = torch::stack(norms).norm().item<double>();
+    }
+    for (auto &group : optimizer->param_groups()) {
+      if (t.optimizer == "adamw")
+        static_cast<torch::optim::AdamWOptions &>(group.options()).lr(lr);
+      else
+        static_cast<torch::optim::SGDOptions &>(group.options()).lr(lr);
+    }
+    optimizer->step();
+    {
+      double largest = 0;
+      for (const auto &[name, g] : gradsTorch)
+        largest = std::max(largest, g.norm().item<double>());
+      for (const auto &[name, g] : gradsTorch)
+        if (g.norm().item<double>() <= kVanishing * tolerance * largest)
+          noiseDriven.insert(name);
+      if (t.optimizer == "adamw") {
+        // |m_hat / (sqrt(v_hat) + eps)| <= (1-b1)/(1-b1^s) * sqrt((1-b2^s)/(1-b2)) *
+        // sqrt(sum_{j<s} (b1^2/b2)^j) for any gradients (Cauchy-Schwarz).
+        double sum = 0;
+        for (int64_t j = 0; j < s; ++j)
+          sum += std::pow(t.beta1 * t.beta1 / t.beta2, double(j));
+        noiseBound += lr * (1 - t.beta1) / (1 - std::pow(t.beta1, double(s))) *
+                      std::sqrt((1 - std::pow(t.beta2, double(s))) / (1 - t.beta2)) *
+                      std::sqrt(sum);
+      }
+    }
+    {
+      torch::NoGradGuard noGrad;
+      if (t.ema)
+        for (const std::string &name : trained)
+          ema[name] = decay * ema[name] + (1 - decay) * leaf.at(name).detach();
+    }
+    double t2 = now();
+    oursTime += t1 - t0;
+    torchTime += t2 - t1;
+
+    // Compare.
+    bool stepFailed = false;
+    auto scalarLine = [&](const char *what, double ours, double theirs) {
+      double rel = theirs != 0 ? std::abs(ours - theirs) / std::abs(theirs)
+                               : std::abs(ours - theirs);
+      bool ok = std::isfinite(ours) && rel <= tolerance;
+      stepFailed |= !ok;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.9g", ours);
+      std::cout << "step " << s << "  " << what << "  " << buf << "  rel " << sci(rel) << "  "
+                << (ok ? "ok" : "FAIL") << "\n";
+    };
+    std::cout << "step " << s << "  lr " << sci(lr);
+    if (t.ema)
+      std::cout << "  ema_decay " << decay;
+    std::cout << "\n";
+    scalarLine("loss", toScalar(outs.at(0)), ref.outputs.at(0).item<double>());
+    scalarLine("grad_norm", toScalar(outs.at(1)), gradNorm);
+
+    // `gradients`: the vanishing rule applies (gradients, optimizer moments); `values`:
+    // parameters and EMA, where a noise-driven parameter (see --help) passes within the
+    // AdamW noise bound.
+    auto kindLine = [&](const std::string &kind, const std::vector<std::string> &names,
+                        const std::vector<medrun::Tensor> &ours,
+                        const std::vector<torch::Tensor> &theirs, bool gradients) {
+      std::vector<Comparison> cs;
+      for (size_t i = 0; i < names.size(); ++i)
+        cs.push_back(compare(ours[i], theirs[i]));
+      std::vector<std::string> notes(names.size());
+      std::vector<bool> ok = judge(cs, std::vector<bool>(names.size(), gradients), tolerance,
+                                   notes);
+      KindSummary k;
+      size_t noisy = 0;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!gradients && noiseBound > 0 && noiseDriven.count(names[i]) && cs[i].problem.empty()) {
+          ++noisy;
+          ok[i] = cs[i].maxAbs <= 2 * noiseBound;
+          notes[i] = str("noise-driven: max_abs within 2 * ", sci(noiseBound));
+        }
+      }
+      for (size_t i = 0; i < names.size(); ++i) {
+        ++k.tensors;
+        if (!notes[i].empty() && notes[i].rfind("noise", 0) != 0)
+          ++k.vanishing;
+        if (!ok[i]) {
+          ++k.failed;
+          if (k.firstFailed.empty())
+            k.firstFailed = names[i];
+        }
+        double r = std::isnan(cs[i].rel) ? INFINITY : cs[i].rel;
+        if (notes[i].empty() && (k.worstName.empty() || r > k.worst)) {
+          k.worst = r;
+          k.worstName = names[i];
+        }
+      }
+      stepFailed |= k.failed > 0;
+      std::cout << "step " << s << "  " << kind << "  " << k.tensors << " tensors  max rel "
+                << sci(k.worst) << " (" << k.worstName << ")";
+      if (k.vanishing)
+        std::cout << "  " << k.vanishing << " vanishing";
+      if (noisy)
+        std::cout << "  " << noisy << " noise-driven";
+      if (k.failed)
+        std::cout << "  " << k.failed << " FAIL, first " << k.firstFailed;
+      std::cout << "  " << (k.failed ? "FAIL" : "ok") << "\n";
+      for (size_t i = 0; i < names.size(); ++i)
+        if (!ok[i])
+          printLine(str("step ", s, "  ", kind), names[i], ours[i].shape(), cs[i], false,
+                    notes[i]);
+    };
+    auto stateOf = [&](const std::string &key) -> const medrun::Tensor & {
+      auto it = state.find(key);
+      if (it == state.end())
+        throw Error(str("the artifact has no parameter '", key, "'"));
+      return it->second;
+    };
+
+    if (gradFn) {
+      std::vector<std::string> names;
+      std::vector<medrun::Tensor> ours;
+      std::vector<torch::Tensor> theirs;
+      for (size_t i = 0; i < gradFn->outputs.size(); ++i) {
+        std::string n = outputName(*gradFn, i);
+        if (n.rfind("grad.", 0) != 0 || !gradsTorch.count(n.substr(5)))
+          continue;
+        names.push_back(n.substr(5));
+        ours.push_back(gradsOurs.at(i));
+        theirs.push_back(gradsTorch.at(n.substr(5)));
+      }
+      kindLine("grads", names, ours, theirs, true);
+    }
+    {
+      std::vector<medrun::Tensor> ours;
+      std::vector<torch::Tensor> theirs;
+      for (const std::string &name : trained) {
+        ours.push_back(stateOf(name));
+        theirs.push_back(leaf.at(name).detach());
+      }
+      kindLine("params", trained, ours, theirs, false);
+    }
+    std::vector<std::string> moments = t.optimizer == "adamw"
+                                           ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
+                                           : std::vector<std::string>{"momentum_buffer"};
+    for (const std::string &m : moments) {
+      std::vector<medrun::Tensor> ours;
+      std::vector<torch::Tensor> theirs;
+      for (const std::string &name : trained) {
+        ours.push_back(stateOf("optimizer." + m + "." + name));
+        // (compared with the vanishing rule: the moments of a zero gradient are noise)
+        torch::optim::OptimizerParamState *ps = findState(optimizer->state(), leaf.at(name));
+        if (!ps)
+          throw Error(str("torch's optimizer has no state for '", name, "' after step ", s));
+        torch::Tensor x;
+        if (m == "exp_avg")
+          x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg();
+        else if (m == "exp_avg_sq")
+          x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg_sq();
+        else
+          x = static_cast<torch::optim::SGDParamState &>(*ps).momentum_buffer();
+        theirs.push_back(x.detach());
+      }
+      kindLine(m, trained, ours, theirs, true);
+    }
+    if (t.ema) {
+      std::vector<medrun::Tensor> ours;
+      std::vector<torch::Tensor> theirs;
+      for (const std::string &name : trained) {
+        ours.push_back(stateOf("ema." + name));
+        theirs.push_back(ema.at(name));
+      }
+      kindLine("ema", trained, ours, theirs, false);
+    }
+    failedSteps += stepFailed ? 1 : 0;
+    std::cout << std::flush;
+  }
+  std::cout << "train_step  time  ours " << seconds(oursTime) << "  torch " << seconds(torchTime)
+            << " (" << medrun::numThreads() << " threads)\n";
+  std::cout << o.trainSteps << " steps checked, " << failedSteps << " failed (tolerance "
+            << sci(tolerance) << ", precision " << precisionName << ")\n";
+  return failedSteps > 0 ? 1 : 0;
+}
+
 int run(const Options &o) {
   medrun::Artifact artifact = medrun::Artifact::load(o.artifact);
+  if (o.trainSteps > 0) {
+    double tolerance = o.tolerance > 0 ? o.tolerance
+                       : o.precision == medrun::Precision::F64 ? 1e-10
+                                                               : 1e-4;
+    return checkTrain(o, artifact, tolerance,
+                      o.precision == medrun::Precision::F64 ? torch::kDouble : torch::kFloat);
+  }
   bool gradients = o.grad || o.fd > 0;
   std::vector<const medrun::Function *> fns;
   if (o.funcs.empty()) {
