@@ -44,10 +44,11 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (module.lookupSymbol("loss")) {
-      module.emitError("med-add-loss: @loss already exists");
-      return signalPassFailure();
-    }
+    for (StringRef name : {"loss", "infer"})
+      if (module.lookupSymbol(name)) {
+        module.emitError("med-add-loss: @") << name << " already exists";
+        return signalPassFailure();
+      }
     func::FuncOp net = findNetwork(module);
     if (!net)
       return signalPassFailure();
@@ -58,6 +59,16 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
     for (auto f : module.getOps<func::FuncOp>())
       if (f.isPublic())
         f.setPrivate();
+    // @infer(image) -> the network's outputs: the forward pass the artifact exports.
+    {
+      OpBuilder b(&getContext());
+      b.setInsertionPointAfter(net);
+      auto infer = b.create<func::FuncOp>(net.getLoc(), "infer", net.getFunctionType());
+      Block *body = infer.addEntryBlock();
+      b.setInsertionPointToStart(body);
+      auto call = b.create<func::CallOp>(net.getLoc(), net, body->getArguments());
+      b.create<func::ReturnOp>(net.getLoc(), call.getResults());
+    }
 
     OpBuilder b(&getContext());
     Location loc = net.getLoc();

@@ -18,31 +18,6 @@ using namespace mlir::med;
 
 namespace {
 
-// Nested calls come into the entry function with each inlined body, so inline in rounds;
-// a call graph deeper than this is recursive.
-constexpr int kMaxInlineDepth = 64;
-
-LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols) {
-  InlinerInterface interface(entry.getContext());
-  for (int depth = 0;; ++depth) {
-    SmallVector<func::CallOp> calls;
-    entry.walk([&](func::CallOp call) { calls.push_back(call); });
-    if (calls.empty())
-      return success();
-    if (depth == kMaxInlineDepth)
-      return calls.front().emitOpError("calls nest deeper than ")
-             << kMaxInlineDepth << " levels; recursive calls cannot be specialized";
-    for (func::CallOp call : calls) {
-      auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
-      if (!callee || callee.isExternal())
-        return call.emitOpError("callee @") << call.getCallee() << " has no body to inline";
-      if (failed(inlineCall(interface, call, callee, &callee.getBody())))
-        return call.emitOpError("could not be inlined");
-      call.erase();
-    }
-  }
-}
-
 // Re-infers result types in program order, so fixed input sizes reach every op.
 LogicalResult reinferTypes(func::FuncOp entry) {
   WalkResult result = entry.walk([&](Operation *op) {
@@ -153,3 +128,29 @@ struct MedSpecialize : med::impl::MedSpecializeBase<MedSpecialize> {
 };
 
 } // namespace
+
+// Nested calls come into the entry function with each inlined body, so inline in rounds;
+// a call graph deeper than this is recursive.
+static constexpr int kMaxInlineDepth = 64;
+
+LogicalResult mlir::med::inlineAllCalls(func::FuncOp entry, SymbolTable &symbols) {
+  InlinerInterface interface(entry.getContext());
+  for (int depth = 0;; ++depth) {
+    SmallVector<func::CallOp> calls;
+    entry.walk([&](func::CallOp call) { calls.push_back(call); });
+    if (calls.empty())
+      return success();
+    if (depth == kMaxInlineDepth)
+      return calls.front().emitOpError("calls nest deeper than ")
+             << kMaxInlineDepth << " levels; recursive calls cannot be specialized";
+    for (func::CallOp call : calls) {
+      auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+      if (!callee || callee.isExternal())
+        return call.emitOpError("callee @") << call.getCallee() << " has no body to inline";
+      if (failed(inlineCall(interface, call, callee, &callee.getBody())))
+        return call.emitOpError("could not be inlined");
+      call.erase();
+    }
+  }
+}
+

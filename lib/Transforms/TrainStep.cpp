@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <numeric>
 
@@ -159,6 +160,29 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       }
     }
     b.create<func::ReturnOp>(loc, SmallVector<Value>{call.getResult(0), norm});
+    if (ema && failed(buildEmaEvaluation(lossFn, step, params)))
+      return signalPassFailure();
+  }
+
+  // @eval_step_ema: the loss evaluated with the EMA weights (validation as BANIS+ does it).
+  LogicalResult buildEmaEvaluation(func::FuncOp lossFn, func::FuncOp after,
+                                   ArrayRef<ParameterOp> params) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(after);
+    auto eval = cast<func::FuncOp>(b.clone(*lossFn));
+    eval.setSymName("eval_step_ema");
+    eval.setPublic();
+    SymbolTable symbols(module);
+    if (failed(inlineAllCalls(eval, symbols)))
+      return failure();
+    llvm::DenseSet<StringRef> trained;
+    for (ParameterOp p : params)
+      trained.insert(p.getSymName());
+    eval.walk([&](ParamOp read) {
+      if (trained.contains(read.getName()))
+        read.setNameAttr(FlatSymbolRefAttr::get(b.getStringAttr("ema." + read.getName())));
+    });
+    return success();
   }
 };
 

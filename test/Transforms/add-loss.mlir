@@ -7,6 +7,10 @@
 // BCE-SAME: (%[[X:.*]]: tensor<?x1x?x?x?xf32>, %[[T:.*]]: tensor<?x6x?x?x?xf32>, %[[M:.*]]: tensor<?x6x?x?x?xf32>) -> tensor<f32>
 // BCE: %[[L:.*]] = call @net(%[[X]])
 // BCE: med.bce_with_logits %[[L]], %[[T]] mask %[[M]] {auto_pos_weight, reduction = #med<reduction per_channel>}
+// BCE-LABEL: func.func @infer
+// BCE-SAME: (%[[I:.*]]: tensor<?x1x?x?x?xf32>) -> tensor<?x6x?x?x?xf32>
+// BCE: %[[O:.*]] = call @net(%[[I]])
+// BCE: return %[[O]]
 // BCE: func.func private @ds
 func.func @net(%x: tensor<?x1x?x?x?xf32>) -> tensor<?x6x?x?x?xf32> {
   %w = med.constant dense<1.0> : tensor<6x1x1x1x1xf32>

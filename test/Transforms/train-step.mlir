@@ -36,6 +36,13 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // CHECK: med.assign @ema.c.weight, %[[NE]]
 // CHECK: med.adamw %{{.*}}, %[[GB]], {{.*}} {weight_decay = 0.000000e+00 : f64}
 // CHECK: return %[[G]]#0, %[[NORM]]
+// The loss with the EMA weights; frozen parameters are read as they are.
+// CHECK-LABEL: func.func @eval_step_ema
+// CHECK: med.param @ema.c.weight
+// CHECK: med.param @ema.c.bias
+// CHECK: med.param @frozen.weight
+// CHECK: med.bce_with_logits
+// SGD-NOT: func.func @eval_step_ema
 
 // SGD-LABEL: func.func @train_step
 // SGD-SAME: (%{{.*}}: tensor<2x2x3x3x3xf32>, %{{.*}}: tensor<2x4x3x3x3xf32>, %[[LR:.*]]: tensor<f32>, %{{.*}}: tensor<f32>) -> (tensor<f32>, tensor<f32>)

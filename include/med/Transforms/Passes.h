@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::med {
@@ -13,6 +14,9 @@ namespace mlir::med {
 
 #define GEN_PASS_REGISTRATION
 #include "med/Transforms/Passes.h.inc"
+
+/// Inlines every call reachable from `entry` into it (med-specialize, med-train-step).
+LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols);
 
 /// Adds `<f>_grad` next to the loss function `f` (see MedAutodiff in Passes.td) and
 /// returns it; reports an error at `f` or at the op without a gradient rule.

@@ -69,7 +69,8 @@ def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
       resolution of output i), deep-supervision `weights` (default 1, ½, ¼, …
       normalized to sum 1 over the outputs), `batch-dice`, `include-background`.
 
-    The network's other public functions become private (the loss is the entry).
+    It also adds `@infer(%image)`, the network's forward pass; the network and its other
+    public functions become private.
   }];
   let options = [
     Option<"network", "network", "std::string", /*default=*/"\"\"",
@@ -107,6 +108,9 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
        where `d` is the `%ema_decay` input (0 during warm-up, computed by the runtime);
        `ema.<p>` starts as a copy of `p`;
     5. `med.assign` of every updated tensor.
+
+    With `ema`, it also adds `@eval_step_ema`: the loss function evaluated with the EMA
+    weights (BANIS+ validates with them).
 
     `lr`, `step` (1 for the first step) and `ema_decay` are rank-0 f32 inputs, so nothing
     that changes per step is a constant. With `exempt-norm-bias`, parameters of rank ≤ 1
