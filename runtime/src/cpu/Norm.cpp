@@ -74,6 +74,26 @@ void segmentMoments(const T *base, int64_t segments, int64_t len, const std::vec
 
 /// Calls fn(row, begin, end) over [0, len) of each of `rows` rows, split into fixed
 /// pieces; for elementwise passes.
+// Mean and 1/sqrt(var + eps) of each of `segments` contiguous runs of `len` values, in two
+// passes: the mean, then the deviations from it. The second pass also sums the deviations
+// themselves, which corrects the rounding error of the first mean (the "corrected
+// two-pass" algorithm): var = (Σd² − (Σd)²/m) / m, mean += Σd / m.
+template <typename A, typename T>
+void groupStatistics(const T *base, int64_t segments, int64_t len, double eps,
+                     std::vector<A> &mean, std::vector<A> &rstd) {
+  std::vector<A> unused, dev, devSq;
+  segmentMoments<A>(base, segments, len, {}, mean, unused);
+  for (A &v : mean)
+    v /= A(len);
+  segmentMoments<A>(base, segments, len, mean, dev, devSq);
+  rstd.assign(static_cast<size_t>(segments), A(0));
+  for (int64_t i = 0; i < segments; ++i) {
+    A var = std::max(A(0), (devSq[i] - dev[i] * dev[i] / A(len)) / A(len));
+    mean[i] += dev[i] / A(len);
+    rstd[i] = A(1) / std::sqrt(var + A(eps));
+  }
+}
+
 template <typename F> void forRows(int64_t rows, int64_t len, F fn) {
   if (rows <= 0 || len <= 0)
     return;
@@ -104,20 +124,8 @@ void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int
   T *yp = ptr<T>(y);
   const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
 
-  // Two passes: the mean, then the deviations from it. The second pass also sums the
-  // deviations themselves, which corrects the rounding error of the first mean (the
-  // "corrected two-pass" algorithm): var = (Σd² − (Σd)²/m) / m, mean += Σd / m.
-  std::vector<A> mean, unused, dev, devSq;
-  segmentMoments<A>(xp, segs, m, {}, mean, unused);
-  for (A &v : mean)
-    v /= A(m);
-  segmentMoments<A>(xp, segs, m, mean, dev, devSq);
-  std::vector<A> rstd(static_cast<size_t>(segs));
-  for (int64_t i = 0; i < segs; ++i) {
-    A var = std::max(A(0), (devSq[i] - dev[i] * dev[i] / A(m)) / A(m));
-    mean[i] += dev[i] / A(m);
-    rstd[i] = A(1) / std::sqrt(var + A(eps));
-  }
+  std::vector<A> mean, rstd;
+  groupStatistics<A>(xp, segs, m, eps, mean, rstd);
 
   // Rows are (n, c) planes of S values.
   forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
@@ -298,18 +306,8 @@ void groupNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, i
   T *dxp = ptr<T>(dx);
   const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
 
-  // Statistics exactly as groupNormImpl.
-  std::vector<A> mean, unused, dev, devSq;
-  segmentMoments<A>(xp, segs, m, {}, mean, unused);
-  for (A &v : mean)
-    v /= A(m);
-  segmentMoments<A>(xp, segs, m, mean, dev, devSq);
-  std::vector<A> rstd(static_cast<size_t>(segs));
-  for (int64_t i = 0; i < segs; ++i) {
-    A var = std::max(A(0), (devSq[i] - dev[i] * dev[i] / A(m)) / A(m));
-    mean[i] += dev[i] / A(m);
-    rstd[i] = A(1) / std::sqrt(var + A(eps));
-  }
+  std::vector<A> mean, rstd; // exactly as groupNormImpl
+  groupStatistics<A>(xp, segs, m, eps, mean, rstd);
 
   // Per (n, c): Σ dy and Σ dy·(x − μ).
   std::vector<A> sDy, sDyX;
