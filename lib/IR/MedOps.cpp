@@ -222,6 +222,18 @@ LogicalResult inferChannelAffine(const Checker &c, Value input, Value gamma, Val
   return success();
 }
 
+// group_norm and its gradient: at least one group, dividing the channels.
+LogicalResult checkNormGroups(const Checker &c, Value input, uint64_t groupsAttr) {
+  int64_t groups = static_cast<int64_t>(groupsAttr);
+  int64_t channels = tensorType(input).getDimSize(1);
+  if (groups < 1)
+    return c.fail("'groups' must be at least 1, got " + Twine(groups));
+  if (!isDyn(channels) && channels % groups != 0)
+    return c.fail("input: " + Twine(channels) + " channels are not divisible by groups = " +
+                  Twine(groups));
+  return success();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------------------===//
@@ -319,13 +331,8 @@ LogicalResult GroupNormOp::inferShapes(MLIRContext *, std::optional<Location> lo
   if (failed(inferChannelAffine(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getBeta(),
                                 out)))
     return failure();
-  int64_t groups = static_cast<int64_t>(adaptor.getGroups());
-  int64_t channels = tensorType(adaptor.getInput()).getDimSize(1);
-  if (groups < 1)
-    return c.fail("'groups' must be at least 1, got " + Twine(groups));
-  if (!isDyn(channels) && channels % groups != 0)
-    return c.fail("input: " + Twine(channels) + " channels are not divisible by groups = " +
-                  Twine(groups));
+  if (failed(checkNormGroups(c, adaptor.getInput(), adaptor.getGroups())))
+    return failure();
   if (adaptor.getEpsilon().convertToDouble() <= 0)
     return c.fail("'epsilon' must be positive");
   return success();
@@ -758,13 +765,8 @@ LogicalResult GroupNormGradOp::inferShapes(MLIRContext *, std::optional<Location
   if (failed(inferChannelAffine(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGamma(),
                                 ignored)))
     return failure();
-  int64_t groups = static_cast<int64_t>(adaptor.getGroups());
-  int64_t channels = tensorType(adaptor.getInput()).getDimSize(1);
-  if (groups < 1)
-    return c.fail("'groups' must be at least 1, got " + Twine(groups));
-  if (!isDyn(channels) && channels % groups != 0)
-    return c.fail("input: " + Twine(channels) + " channels are not divisible by groups = " +
-                  Twine(groups));
+  if (failed(checkNormGroups(c, adaptor.getInput(), adaptor.getGroups())))
+    return failure();
   return inferNormGrad(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGradOutput(), out);
 }
 

@@ -94,6 +94,27 @@ void groupStatistics(const T *base, int64_t segments, int64_t len, double eps,
   }
 }
 
+// Over the `channels` planes (stride `plane`) at each of `len` positions of `x`: the mean
+// and sqrt(biased variance + eps), two passes.
+template <typename A, typename T>
+void channelStatistics(const T *x, int64_t channels, int64_t plane, int64_t len, double eps,
+                       A *mean, A *sd) {
+  for (int64_t i = 0; i < len; ++i)
+    mean[i] = sd[i] = A(0);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t i = 0; i < len; ++i)
+      mean[i] += load(x[c * plane + i]);
+  for (int64_t i = 0; i < len; ++i)
+    mean[i] /= A(channels);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t i = 0; i < len; ++i) {
+      A v = load(x[c * plane + i]) - mean[i];
+      sd[i] += v * v;
+    }
+  for (int64_t i = 0; i < len; ++i)
+    sd[i] = std::sqrt(sd[i] / A(channels) + A(eps));
+}
+
 template <typename F> void forRows(int64_t rows, int64_t len, F fn) {
   if (rows <= 0 || len <= 0)
     return;
@@ -160,20 +181,7 @@ void channelLayerNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &be
       int64_t n = t / blocks, s0 = (t % blocks) * block, len = std::min(block, d.s - s0);
       const T *xb = xp + n * d.c * d.s + s0;
       T *yb = yp + n * d.c * d.s + s0;
-      for (int64_t i = 0; i < len; ++i)
-        mean[i] = sq[i] = A(0);
-      for (int64_t c = 0; c < d.c; ++c)
-        for (int64_t i = 0; i < len; ++i)
-          mean[i] += load(xb[c * d.s + i]);
-      for (int64_t i = 0; i < len; ++i)
-        mean[i] /= A(d.c);
-      for (int64_t c = 0; c < d.c; ++c)
-        for (int64_t i = 0; i < len; ++i) {
-          A v = load(xb[c * d.s + i]) - mean[i];
-          sq[i] += v * v;
-        }
-      for (int64_t i = 0; i < len; ++i)
-        sq[i] = std::sqrt(sq[i] / A(d.c) + A(eps)); // now the standard deviation
+      channelStatistics(xb, d.c, d.s, len, eps, mean, sq); // sq: the std. dev.
       for (int64_t c = 0; c < d.c; ++c) {
         const A g = load(gp[c]), b = load(bp[c]);
         for (int64_t i = 0; i < len; ++i)
@@ -383,19 +391,8 @@ void channelLayerNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor
         T *db = dxp + n * d.c * d.s + s0;
         // Statistics exactly as channelLayerNormImpl.
         for (int64_t i = 0; i < len; ++i)
-          mean[i] = sd[i] = a[i] = bx[i] = A(0);
-        for (int64_t c = 0; c < d.c; ++c)
-          for (int64_t i = 0; i < len; ++i)
-            mean[i] += load(xb[c * d.s + i]);
-        for (int64_t i = 0; i < len; ++i)
-          mean[i] /= A(d.c);
-        for (int64_t c = 0; c < d.c; ++c)
-          for (int64_t i = 0; i < len; ++i) {
-            A v = load(xb[c * d.s + i]) - mean[i];
-            sd[i] += v * v;
-          }
-        for (int64_t i = 0; i < len; ++i)
-          sd[i] = std::sqrt(sd[i] / A(d.c) + A(eps));
+          a[i] = bx[i] = A(0);
+        channelStatistics(xb, d.c, d.s, len, eps, mean, sd);
         // x̂, Σ_c g, Σ_c g·x̂ per position and the per-channel sums.
         for (int64_t c = 0; c < d.c; ++c) {
           A *xr = xh.data() + c * block;
