@@ -87,9 +87,17 @@ public:
       auto name = given && i < given.size() ? dyn_cast<StringAttr>(given[i]) : StringAttr();
       names.push_back(name ? name.str() : "out" + std::to_string(i));
     }
+    json::Array inputNames;
+    auto givenInputs = f->getAttrOfType<ArrayAttr>("med.input_names");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto name = givenInputs && i < givenInputs.size() ? dyn_cast<StringAttr>(givenInputs[i])
+                                                        : StringAttr();
+      inputNames.push_back(name ? name.str() : "arg" + std::to_string(i));
+    }
     return json::Value(json::Object{{"name", f.getSymName()},
                                     {"values", std::move(values)},
                                     {"inputs", std::move(inputs)},
+                                    {"input_names", std::move(inputNames)},
                                     {"outputs", std::move(outputs)},
                                     {"output_names", std::move(names)},
                                     {"ops", std::move(ops)}});

@@ -64,6 +64,7 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
       OpBuilder b(&getContext());
       b.setInsertionPointAfter(net);
       auto infer = b.create<func::FuncOp>(net.getLoc(), "infer", net.getFunctionType());
+      infer->setAttr("med.input_names", b.getStrArrayAttr({"image"}));
       Block *body = infer.addEntryBlock();
       b.setInsertionPointToStart(body);
       auto call = b.create<func::CallOp>(net.getLoc(), net, body->getArguments());
@@ -92,6 +93,10 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
         args.push_back(net.getResultTypes()[0]);
       b.setInsertionPointAfter(net);
       auto fn = b.create<func::FuncOp>(loc, "loss", b.getFunctionType(args, {f32}));
+      SmallVector<StringRef> names = {"image", "target"};
+      if (mask)
+        names.push_back("mask");
+      fn->setAttr("med.input_names", b.getStrArrayAttr(names));
       Block *body = fn.addEntryBlock();
       b.setInsertionPointToStart(body);
       Value logits = b.create<func::CallOp>(loc, net, body->getArgument(0)).getResult(0);
@@ -128,6 +133,11 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
     }
     b.setInsertionPointAfter(net);
     auto fn = b.create<func::FuncOp>(loc, "loss", b.getFunctionType(args, {f32}));
+    // One target per output: "target" alone, or "target.0", "target.1", ... with deep supervision.
+    SmallVector<std::string> names = {"image"};
+    for (size_t i = 0; i < levels; ++i)
+      names.push_back(levels == 1 ? std::string("target") : "target." + std::to_string(i));
+    fn->setAttr("med.input_names", b.getStrArrayAttr(SmallVector<StringRef>(names.begin(), names.end())));
     Block *body = fn.addEntryBlock();
     b.setInsertionPointToStart(body);
     for (size_t i = 0; i < levels; ++i) // output i is at 1/2^i of the patch

@@ -89,6 +89,16 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     b.setInsertionPointAfter(gradFn);
     auto step = b.create<func::FuncOp>(loc, "train_step", b.getFunctionType(inputs, {f32, f32}));
     step->setAttr("med.output_names", b.getStrArrayAttr({"loss", "grad_norm"}));
+    SmallVector<Attribute> inputNames;
+    if (auto given = lossFn->getAttrOfType<ArrayAttr>("med.input_names"))
+      inputNames.append(given.begin(), given.end());
+    for (size_t i = inputNames.size(); i < batchArgs; ++i)
+      inputNames.push_back(b.getStringAttr("arg" + Twine(i)));
+    for (StringRef n : {"lr", "step"})
+      inputNames.push_back(b.getStringAttr(n));
+    if (ema)
+      inputNames.push_back(b.getStringAttr("ema_decay"));
+    step->setAttr("med.input_names", b.getArrayAttr(inputNames));
     Block *body = step.addEntryBlock();
     b.setInsertionPointToStart(body);
     Value lr = body->getArgument(batchArgs), t = body->getArgument(batchArgs + 1);

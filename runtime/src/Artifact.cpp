@@ -188,19 +188,26 @@ struct Reader {
     };
     f.inputs = ids(field(j, "inputs", where), where + ".inputs");
     f.outputs = ids(field(j, "outputs", where), where + ".outputs");
-    if (j.contains("output_names")) {
-      const json &names = j["output_names"];
-      if (!names.is_array() || names.size() != f.outputs.size())
-        fail(where, "'output_names' must list one name per output");
-      for (const json &n : names) {
-        if (!n.is_string())
-          fail(where, "'output_names' must hold strings");
-        f.outputNames.push_back(n.get<std::string>());
+    // Optional name lists (older artifacts have none): one string per input / output.
+    auto names = [&](const char *key, size_t count, const char *fallback) {
+      std::vector<std::string> out;
+      if (!j.contains(key)) {
+        for (size_t i = 0; i < count; ++i)
+          out.push_back(fallback + std::to_string(i));
+        return out;
       }
-    } else {
-      for (size_t i = 0; i < f.outputs.size(); ++i)
-        f.outputNames.push_back("out" + std::to_string(i));
-    }
+      const json &list = j[key];
+      if (!list.is_array() || list.size() != count)
+        fail(where, str("'", key, "' must list one name per ", fallback == std::string("arg") ? "input" : "output"));
+      for (const json &n : list) {
+        if (!n.is_string())
+          fail(where, str("'", key, "' must hold strings"));
+        out.push_back(n.get<std::string>());
+      }
+      return out;
+    };
+    f.inputNames = names("input_names", f.inputs.size(), "arg");
+    f.outputNames = names("output_names", f.outputs.size(), "out");
     const json &ops = field(j, "ops", where);
     if (!ops.is_array())
       fail(where, "'ops' must be a list");

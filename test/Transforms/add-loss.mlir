@@ -5,10 +5,12 @@
 // BCE: func.func private @net
 // BCE-LABEL: func.func @loss
 // BCE-SAME: (%[[X:.*]]: tensor<?x1x?x?x?xf32>, %[[T:.*]]: tensor<?x6x?x?x?xf32>, %[[M:.*]]: tensor<?x6x?x?x?xf32>) -> tensor<f32>
+// BCE-SAME: med.input_names = ["image", "target", "mask"]
 // BCE: %[[L:.*]] = call @net(%[[X]])
 // BCE: med.bce_with_logits %[[L]], %[[T]] mask %[[M]] {auto_pos_weight, reduction = #med<reduction per_channel>}
 // BCE-LABEL: func.func @infer
 // BCE-SAME: (%[[I:.*]]: tensor<?x1x?x?x?xf32>) -> tensor<?x6x?x?x?xf32>
+// BCE-SAME: med.input_names = ["image"]
 // BCE: %[[O:.*]] = call @net(%[[I]])
 // BCE: return %[[O]]
 // BCE: func.func private @ds
@@ -22,6 +24,7 @@ func.func @net(%x: tensor<?x1x?x?x?xf32>) -> tensor<?x6x?x?x?xf32> {
 // 1, 1/2 normalized.
 // DICE-LABEL: func.func @loss
 // DICE-SAME: (%[[X:.*]]: tensor<?x1x?x?x?xf32>, %[[T0:.*]]: tensor<?x1x?x?x?xf32> {med.downsample = 1 : i64}, %[[T1:.*]]: tensor<?x1x?x?x?xf32> {med.downsample = 2 : i64}) -> tensor<f32>
+// DICE-SAME: med.input_names = ["image", "target.0", "target.1"]
 // DICE: %[[O:.*]]:2 = call @ds(%[[X]])
 // DICE: med.dice_ce logits(%[[O]]#0, %[[O]]#1) targets(%[[T0]], %[[T1]]) {weights = array<f64: 0.66666666666666663, 0.33333333333333331>}
 func.func @ds(%x: tensor<?x1x?x?x?xf32>) -> (tensor<?x3x?x?x?xf32>, tensor<?x3x?x?x?xf32>) {

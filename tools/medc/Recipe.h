@@ -1,17 +1,21 @@
-//===- Recipe.h - training recipes (configs/*.yaml) as medc sees them -----------===//
+//===- Recipe.h - training recipes (configs/*.yaml) ------------------------------===//
 //
 // A recipe names the model file, the batch and patch, the loss, the optimizer, clipping,
-// EMA and precision. medc turns these into the options of med-add-loss and med-train-step;
-// the sections the runtime owns (schedule, train, ...) are checked for typos only.
+// EMA and precision, and the settings of the training loop (data, train, checkpoint,
+// logging, schedule). medc owns the whole schema: it turns the compile-time sections into
+// the options of med-add-loss and med-train-step, checks every other key, fills in the
+// defaults, and prints the effective recipe as JSON for `medrun train` (`medc recipe`).
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDC_RECIPE_H
 #define MEDC_RECIPE_H
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace medc {
 
@@ -22,11 +26,15 @@ struct Recipe {
   std::array<int64_t, 3> patch = {128, 128, 128};
   std::string lossOptions;  ///< med-add-loss options
   std::string trainOptions; ///< med-train-step options
+  /// Every section with the defaults filled in; numbers, booleans and words typed.
+  llvm::json::Object effective;
 };
 
-/// Reads a recipe. Errors name the file, the key (with the nearest valid key for a typo)
-/// and what was expected.
-llvm::Expected<Recipe> readRecipe(const std::string &path);
+/// Reads a recipe and applies `overrides` ("section.key=value"; a list as [a,b,c] or
+/// a,b,c). Errors name the file or the override, the key (with the nearest valid key for a
+/// typo) and what was expected.
+llvm::Expected<Recipe> readRecipe(const std::string &path,
+                                  const std::vector<std::string> &overrides = {});
 
 } // namespace medc
 

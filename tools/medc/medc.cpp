@@ -25,6 +25,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/ADT/StringExtras.h"
@@ -40,11 +42,19 @@ namespace {
 cl::SubCommand statsCmd("stats", "Print parameter count, forward FLOPs by op family and "
                                  "activation memory of a network");
 cl::SubCommand compileCmd("compile", "Parse, verify and run the compilation pipeline");
+cl::SubCommand recipeCmd("recipe", "Print the effective training recipe as JSON: every key "
+                                   "checked, --set applied, defaults filled in");
 
 cl::OptionCategory shapeCategory("Shape options (stats and compile)");
 cl::OptionCategory outputCategory("Output options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::sub(statsCmd),
                                cl::sub(compileCmd));
+cl::opt<std::string> recipeInput(cl::Positional, cl::desc("<recipe.yaml>"), cl::sub(recipeCmd));
+cl::list<std::string> overrides("set",
+                                cl::desc("Override a recipe key: --set section.key=value (a "
+                                         "list as a,b,c), e.g. --set data.batch=1"),
+                                cl::value_desc("key=value"), cl::sub(compileCmd),
+                                cl::sub(recipeCmd), cl::cat(outputCategory));
 cl::opt<std::string> recipeFile("recipe",
                                 cl::desc("Compile the training recipe FILE (configs/*.yaml): its "
                                          "model, batch, patch, loss, optimizer, clipping and EMA "
@@ -267,6 +277,30 @@ void printStats(func::FuncOp f, const med::ModelStats &s) {
                       bytes(s.peakLiveBytes));
 }
 
+// Identifies what a recipe compiles to: this compiler (its executable), the model file and
+// the compile-time settings. medrun names cached artifacts by it, so a changed model,
+// recipe or compiler recompiles and nothing else does.
+std::string compileHash(const medc::Recipe &r, const char *argv0) {
+  llvm::SHA256 h;
+  auto add = [&](llvm::StringRef s) {
+    h.update(s);
+    h.update(llvm::StringRef("\0", 1));
+  };
+  add(MEDC_VERSION);
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&compileHash);
+  if (auto exe = llvm::MemoryBuffer::getFile(self))
+    add((*exe)->getBuffer());
+  if (auto model = llvm::MemoryBuffer::getFile(r.model))
+    add((*model)->getBuffer());
+  add(r.network);
+  add(std::to_string(r.batch));
+  for (int64_t d : r.patch)
+    add(std::to_string(d));
+  add(r.lossOptions);
+  add(r.trainOptions);
+  return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -279,14 +313,32 @@ int main(int argc, char **argv) {
       argc, argv,
       "medc: the med compiler\n\n"
       "  medc stats FILE    parameters, forward FLOPs by op family, activation memory\n"
-      "  medc compile FILE  parse, verify and run the compilation pipeline\n\n"
+      "  medc compile FILE  parse, verify and run the compilation pipeline\n"
+      "  medc compile --recipe R.yaml [--set key=value]...   compile a training recipe\n"
+      "  medc recipe R.yaml [--set key=value]...  the effective recipe as JSON\n\n"
       "Shapes: model files leave batch and patch open (`?`); --batch and --patch fix them\n"
       "(default 1 and 128,128,128). Run `medc stats --help` for a subcommand's options.\n");
 
-  if (!statsCmd && !compileCmd) {
+  if (!statsCmd && !compileCmd && !recipeCmd) {
     cl::PrintHelpMessage();
     return 1;
   }
+  if (recipeCmd) {
+    if (recipeInput.empty())
+      return fail("recipe: no recipe file (e.g. medc recipe configs/banis_plus.yaml)");
+    llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeInput, overrides);
+    if (!recipe)
+      return fail(llvm::toString(recipe.takeError()));
+    if (!recipe->effective.getObject("optimizer")->get("lr"))
+      return fail(recipeInput + ": missing 'optimizer.lr' (the base learning rate of the "
+                                "schedule, e.g. 1.0e-3)");
+    recipe->effective["recipe"] = recipeInput.getValue();
+    recipe->effective["compile_hash"] = compileHash(*recipe, argv[0]);
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(recipe->effective)))
+                 << "\n";
+    return 0;
+  }
+  std::string recipeHash;
   if (lossOptions.getNumOccurrences())
     effectiveLoss = lossOptions;
   if (train.getNumOccurrences())
@@ -295,9 +347,10 @@ int main(int argc, char **argv) {
     if (!inputFile.empty() || effectiveLoss || effectiveTrain)
       return fail("--recipe names the model, loss and optimizer; give no model file, --loss or "
                   "--train with it");
-    llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeFile);
+    llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeFile, overrides);
     if (!recipe)
       return fail(llvm::toString(recipe.takeError()));
+    recipeHash = compileHash(*recipe, argv[0]);
     inputFile = recipe->model;
     if (!batch.getNumOccurrences())
       batch = recipe->batch;
@@ -307,6 +360,8 @@ int main(int argc, char **argv) {
     effectiveLoss = recipe->lossOptions;
     effectiveTrain = recipe->trainOptions;
   }
+  if (recipeFile.empty() && !overrides.empty())
+    return fail("--set overrides a recipe key; use it with --recipe");
   if (inputFile.empty())
     return fail("no model file (see --help)");
   if (!patch.empty() && patch.size() != 3)
@@ -357,7 +412,8 @@ int main(int argc, char **argv) {
                         {"grad", grad ? "true" : "false"},
                         {"loss", effectiveLoss.value_or("")},
                         {"train", effectiveTrain.value_or("")},
-                        {"recipe", recipeFile}};
+                        {"recipe", recipeFile},
+                        {"compile_hash", recipeHash}};
     if (emit == Emit::Plan) {
       FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
       if (failed(doc))

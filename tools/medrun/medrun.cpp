@@ -2,7 +2,7 @@
 //
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
-//   medrun run X.medc --func NAME [--input [argN=]FILE.npy]... [--params FILE.safetensors]
+//   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
 //              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N]
 //
 //===----------------------------------------------------------------------------------===//
@@ -33,7 +33,7 @@ Usage:
       Lists the artifact's functions (inputs, outputs) and parameters.
   medrun init X.medc -o PARAMS.safetensors [--seed S]
       Writes parameters initialized as PyTorch initializes each layer (state_dict keys).
-  medrun run X.medc [--func NAME] [--input [argN=]FILE.npy]... [--params FILE.safetensors]
+  medrun run X.medc [--func NAME] [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--profile]
              [--save-params FILE]
       Runs a function on the CPU backend and writes each output as DIR/NAME.npy (out0, ...,
@@ -41,7 +41,8 @@ Usage:
 
 Options:
   --func NAME        function to run (default: the only one in the artifact)
-  --input [argN=]F   a .npy file for argument N (without argN=, arguments in order), or a
+  --input [NAME=]F   a .npy file for the input NAME (`image`, `target`, `lr`, ... as
+                     `medrun info` lists them, or argN; without NAME=, inputs in order), or a
                      number for a scalar argument (learning rate, step, ...)
   --params F         parameters from a safetensors checkpoint (default: initialized with --seed)
   --out DIR          where outputs go (default: current directory)
@@ -127,8 +128,11 @@ int info(const Artifact &a) {
   std::cout << a.path << ": " << a.compiler << ", from " << a.source << "\n";
   for (const Function &f : a.functions) {
     std::cout << "function " << f.name << " (" << f.ops.size() << " ops)\n";
-    for (size_t i = 0; i < f.inputs.size(); ++i)
-      std::cout << "  arg" << i << "  " << typeStr(f.values[f.inputs[i]]) << "\n";
+    for (size_t i = 0; i < f.inputs.size(); ++i) {
+      std::string arg = "arg" + std::to_string(i);
+      std::cout << "  " << arg << "  " << (f.inputNames[i] == arg ? "" : f.inputNames[i] + "  ")
+                << typeStr(f.values[f.inputs[i]]) << "\n";
+    }
     for (size_t i = 0; i < f.outputs.size(); ++i)
       std::cout << "  " << f.outputNames[i] << "  " << typeStr(f.values[f.outputs[i]]) << "\n";
   }
@@ -172,10 +176,19 @@ int run(const Artifact &a, const Args &args) {
     if (size_t eq = spec.find('='); eq != std::string::npos) {
       std::string arg = spec.substr(0, eq);
       path = spec.substr(eq + 1);
-      if (arg.rfind("arg", 0) != 0 || arg.size() == 3 ||
-          arg.find_first_not_of("0123456789", 3) != std::string::npos)
-        throw Error(str("--input ", spec, ": expected argN=FILE.npy"));
-      index = std::stoul(arg.substr(3));
+      auto named = std::find(fn.inputNames.begin(), fn.inputNames.end(), arg);
+      if (named != fn.inputNames.end()) {
+        index = named - fn.inputNames.begin();
+      } else if (arg.rfind("arg", 0) == 0 && arg.size() > 3 &&
+                 arg.find_first_not_of("0123456789", 3) == std::string::npos) {
+        index = std::stoul(arg.substr(3));
+      } else {
+        std::string known;
+        for (const std::string &n : fn.inputNames)
+          known += (known.empty() ? "" : ", ") + n;
+        throw Error(str("--input ", spec, ": function '", fn.name, "' has no input '", arg,
+                        "' (inputs: ", known, "; or argN)"));
+      }
     }
     if (index >= inputs.size())
       throw Error(str("--input ", spec, ": function '", fn.name, "' has ", inputs.size(),
@@ -193,7 +206,9 @@ int run(const Artifact &a, const Args &args) {
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined())
-      throw Error(str("missing --input for arg", i, " (", typeStr(fn.values[fn.inputs[i]]), ")"));
+      throw Error(str("missing --input for arg", i,
+                      fn.inputNames[i] == str("arg", i) ? "" : " '" + fn.inputNames[i] + "'",
+                      " (", typeStr(fn.values[fn.inputs[i]]), ")"));
 
   TensorMap params;
   if (std::string path = args.get("params"); !path.empty()) {

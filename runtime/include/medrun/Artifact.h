@@ -59,7 +59,8 @@ struct OpInfo {
 struct Function {
   std::string name;
   std::vector<ValueInfo> values; ///< indexed by value id
-  std::vector<int> inputs;       ///< value ids of the arguments, named arg0, arg1, ...
+  std::vector<int> inputs;       ///< value ids of the arguments
+  std::vector<std::string> inputNames; ///< "image", "target", "lr", ... ("arg<i>" if unnamed)
   std::vector<int> outputs;      ///< value ids returned
   std::vector<std::string> outputNames; ///< "out0", ..., "grad.<parameter>", "grad.arg0"
   std::vector<OpInfo> ops;       ///< in execution order
