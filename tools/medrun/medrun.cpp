@@ -1,5 +1,6 @@
 //===- medrun.cpp - the med runtime driver ---------------------------------------===//
 //
+//   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
 //   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
@@ -12,6 +13,7 @@
 #include "medrun/Npy.h"
 #include "medrun/Parallel.h"
 #include "medrun/Safetensors.h"
+#include "TrainCommand.h"
 
 #include <chrono>
 #include <cstdio>
@@ -29,6 +31,13 @@ namespace {
 const char *kUsage = R"(medrun: runs artifacts compiled by medc
 
 Usage:
+  medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
+               [--device cpu|cuda|auto] [--nan stop|skip] [--threads N] [--progress P]
+      Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with
+      medc unless the compiled step is cached, then runs the training loop with logs
+      (metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR
+      (default: runs/<recipe name>). Ctrl-C finishes the step, saves and exits; a second
+      Ctrl-C quits at once.
   medrun info X.medc
       Lists the artifact's functions (inputs, outputs) and parameters.
   medrun init X.medc -o PARAMS.safetensors [--seed S]
@@ -53,6 +62,22 @@ Options:
   --save-params F    write all parameters and state after the function's updates (training
                      steps assign new values) to safetensors file F
   -o FILE            output file of `init`
+
+Options of `train` (each one a shorthand for a --set):
+  --set K=V          override a recipe key, e.g. --set data.batch=1 --set data.patch=32,32,32
+                     (`medc recipe RECIPE` prints every key with its value)
+  --steps N          train.steps: steps of the whole run (a resumed run continues to N)
+  --out DIR          train.out: where logs, checkpoints and config.json go
+  --resume [CKPT]    continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a
+                     step directory, a checkpoints directory or its latest/best pointer);
+                     the continuation is bit-identical to an uninterrupted run
+  --device D         train.device: cpu, cuda or auto (default; the CPU until the CUDA
+                     backend exists)
+  --nan P            train.nan: stop (default) at a non-finite loss, or skip such steps
+  --threads N        train.threads: CPU threads (default: all cores)
+  --progress P       auto (a bar on a terminal, plain lines otherwise), bar or lines
+  Environment: MEDC (the medc executable; default: beside medrun, then PATH),
+  MEDRUN_CACHE (compiled recipes; default ~/.cache/medrun)
   --help             this text
 )";
 
@@ -72,6 +97,7 @@ struct Args {
 
 Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
+      {"train", {"set", "steps", "out", "resume", "device", "nan", "threads", "progress"}},
       {"info", {}},
       {"init", {"o", "seed"}},
       {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
@@ -85,6 +111,8 @@ Args parseArgs(int argc, char **argv) {
       if (size_t eq = key.find('='); eq != std::string::npos) {
         value = key.substr(eq + 1);
         key = key.substr(0, eq);
+      } else if (key == "resume" && (i + 1 >= argc || argv[i + 1][0] == '-')) {
+        // --resume alone: the run's own latest checkpoint
       } else if (key != "help" && key != "profile") {
         if (i + 1 >= argc)
           throw Error(str("option --", key, " needs a value"));
@@ -98,12 +126,13 @@ Args parseArgs(int argc, char **argv) {
   if (args.options.count("help"))
     return args;
   if (positional.size() != 2)
-    throw Error("expected a command and an artifact, e.g. `medrun run model.medc` (see --help)");
+    throw Error("expected a command and its file, e.g. `medrun train configs/quickstart.yaml` or "
+                "`medrun run model.medc` (see --help)");
   args.command = positional[0];
   args.artifact = positional[1];
   auto cmd = allowed.find(args.command);
   if (cmd == allowed.end())
-    throw Error(str("unknown command '", args.command, "' (expected info, init or run)"));
+    throw Error(str("unknown command '", args.command, "' (expected train, info, init or run)"));
   for (auto &[key, values] : args.options)
     if (std::find(cmd->second.begin(), cmd->second.end(), key) == cmd->second.end())
       throw Error(str("`medrun ", args.command, "` has no option --", key, " (see --help)"));
@@ -269,6 +298,20 @@ int main(int argc, char **argv) {
     if (args.options.count("help")) {
       std::cout << kUsage;
       return 0;
+    }
+    if (args.command == "train") {
+      std::vector<std::string> overrides = args.all("set");
+      for (const char *key : {"steps", "out", "device", "nan", "threads"})
+        for (const std::string &v : args.all(key))
+          overrides.push_back(str("train.", key, "=", v));
+      std::optional<std::string> resume;
+      if (args.options.count("resume"))
+        resume = args.get("resume");
+      std::string progress = args.get("progress", "auto");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      return trainCommand(args.artifact, overrides, resume,
+                          progress == "auto" ? 0 : progress == "bar" ? 1 : 2);
     }
     Artifact a = Artifact::load(args.artifact);
     if (args.command == "info")

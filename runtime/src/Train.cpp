@@ -1,0 +1,307 @@
+//===- Train.cpp - the training loop of `medrun train` ------------------------------===//
+#include "medrun/Train.h"
+
+#include "medrun/Checkpoint.h"
+#include "medrun/Data.h"
+#include "medrun/Error.h"
+#include "medrun/Executor.h"
+#include "medrun/Parallel.h"
+#include "medrun/Schedule.h"
+#include "medrun/TrainLog.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace medrun {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const json &section(const json &config, const char *name) {
+  static const json empty = json::object();
+  auto it = config.find(name);
+  return it == config.end() ? empty : *it;
+}
+
+template <typename T> T setting(const json &config, const char *sec, const char *key) {
+  const json &s = section(config, sec);
+  auto it = s.find(key);
+  if (it == s.end())
+    throw Error(str("recipe: missing '", sec, ".", key, "' (run the recipe through `medc recipe`)"));
+  return it->get<T>();
+}
+
+std::array<int64_t, 3> size3(const json &config, const char *sec, const char *key) {
+  auto v = setting<std::vector<int64_t>>(config, sec, key);
+  if (v.size() != 3)
+    throw Error(str("recipe: ", sec, ".", key, " must hold three sizes"));
+  return {v[0], v[1], v[2]};
+}
+
+ScheduleConfig scheduleOf(const json &config) {
+  std::map<std::string, std::string> kv;
+  for (auto &[key, value] : section(config, "schedule").items())
+    kv[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  kv["lr"] = section(config, "optimizer").contains("lr")
+                 ? section(config, "optimizer")["lr"].dump()
+                 : throw Error("recipe: missing 'optimizer.lr' (the base learning rate)");
+  return parseSchedule(kv);
+}
+
+// Which loader tensor feeds each batch input of train_step, from the input names medc gives
+// (`image`, `target`, `mask`, `target.<i>` per deep-supervision output).
+std::map<std::string, std::string> batchTensors(const Function &fn, const json &config) {
+  std::string loss = setting<std::string>(config, "loss", "type");
+  std::map<std::string, std::string> feeds;
+  for (const std::string &name : fn.inputNames) {
+    if (name == "lr" || name == "step" || name == "ema_decay" || name == "rng" ||
+        name == "loss_scale" || name == "growth_tracker")
+      continue;
+    if (name == "image") {
+      feeds[name] = "image";
+    } else if (loss == "bce_with_logits" && name == "target") {
+      feeds[name] = "affinity";
+    } else if (loss == "bce_with_logits" && name == "mask") {
+      feeds[name] = "affinity_mask";
+    } else if (loss == "dice_ce" && (name == "target" || name.rfind("target.", 0) == 0)) {
+      int level = name == "target" ? 0 : std::stoi(name.substr(7));
+      feeds[name] = level == 0 ? "segmentation" : str("segmentation/", int64_t(1) << level);
+    } else {
+      throw Error(str("train_step input '", name, "' has no data source for loss '", loss,
+                      "' (expected image, target, mask, target.<i>)"));
+    }
+  }
+  return feeds;
+}
+
+bool finite(double v) { return std::isfinite(v); }
+
+double seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+TrainSummary train(const Artifact &artifact, const json &config, const TrainOptions &options) {
+  const Function &fn = artifact.function("train_step");
+  auto input = [&](const std::string &name) -> int {
+    for (size_t i = 0; i < fn.inputNames.size(); ++i)
+      if (fn.inputNames[i] == name)
+        return static_cast<int>(i);
+    return -1;
+  };
+  auto output = [&](const std::string &name) -> int {
+    for (size_t i = 0; i < fn.outputNames.size(); ++i)
+      if (fn.outputNames[i] == name)
+        return static_cast<int>(i);
+    throw Error(str(artifact.path, ": train_step has no output '", name, "'"));
+  };
+  const int lossOut = output("loss"), normOut = output("grad_norm");
+
+  const int64_t steps = setting<int64_t>(config, "train", "steps");
+  const std::string nanPolicy = setting<std::string>(config, "train", "nan");
+  const uint64_t seed = setting<uint64_t>(config, "train", "seed");
+  if (int threads = setting<int>(config, "train", "threads"); threads > 0)
+    setNumThreads(threads);
+  const ScheduleConfig schedule = scheduleOf(config);
+  const bool ema = input("ema_decay") >= 0;
+  const double emaDecay = ema ? setting<double>(config, "ema", "decay") : 0.0;
+  const int64_t emaWarmup = ema ? setting<int64_t>(config, "ema", "warmup_steps") : 0;
+  const int64_t checkpointEvery = setting<int64_t>(config, "checkpoint", "every");
+  const int64_t logEvery = setting<int64_t>(config, "logging", "every");
+
+  // Data: the embedded synthetic volumes, patches for the step's batch inputs.
+  SyntheticSpec synthetic;
+  synthetic.shape = size3(config, "data", "volume_shape");
+  synthetic.volumes = setting<int64_t>(config, "data", "volumes");
+  synthetic.seed = setting<uint64_t>(config, "data", "seed");
+  LoaderSpec loader;
+  loader.batch = setting<int64_t>(config, "data", "batch");
+  loader.patch = size3(config, "data", "patch");
+  loader.workers = setting<int>(config, "data", "workers");
+  loader.prefetch = setting<int>(config, "data", "prefetch");
+  loader.foreground = setting<double>(config, "data", "foreground");
+  loader.seed = synthetic.seed;
+  const std::map<std::string, std::string> feeds = batchTensors(fn, config);
+  loader.tensors.clear();
+  for (auto &[name, tensor] : feeds) {
+    loader.tensors.push_back(tensor);
+    if (tensor == "affinity")
+      loader.affinityChannels = fn.values[fn.inputs[input(name)]].shape.at(1);
+  }
+  for (auto &[name, tensor] : feeds) { // the recipe and the artifact must agree
+    const Shape &want = fn.values[fn.inputs[input(name)]].shape;
+    if (want.size() != 5 || want[0] != loader.batch)
+      throw Error(str(artifact.path, ": train_step input '", name, "' is ", shapeStr(want),
+                      ", but the recipe's batch is ", loader.batch, " (recompile the recipe)"));
+  }
+
+  fs::create_directories(options.out);
+  {
+    std::ofstream cfg(fs::path(options.out) / "config.json");
+    cfg << config.dump(2) << "\n";
+    if (!cfg)
+      throw Error(str(options.out, "/config.json: cannot write the effective recipe"));
+  }
+  const std::string checkpoints = (fs::path(options.out) / "checkpoints").string();
+
+  // Parameters, optimizer state and EMA: fresh, or from a checkpoint.
+  TensorMap params;
+  int64_t first = 0;
+  std::string compileHash = config.value("compile_hash", "");
+  if (options.resume) {
+    Checkpoint ckpt = loadCheckpoint(options.resume->empty() ? checkpoints : *options.resume);
+    checkParameters(artifact, ckpt.tensors);
+    params = std::move(ckpt.tensors);
+    first = ckpt.state.step;
+    if (!ckpt.state.recipeHash.empty() && ckpt.state.recipeHash != compileHash)
+      std::fprintf(options.console,
+                   "medrun: warning: %s was written by a differently compiled recipe\n",
+                   ckpt.dir.c_str());
+    std::fprintf(options.console, "resuming from %s (step %lld)\n", ckpt.dir.c_str(),
+                 static_cast<long long>(first));
+  } else {
+    params = initParameters(artifact, seed);
+  }
+  if (first >= steps)
+    throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",
+                    steps, " (raise it with --steps)"));
+
+  auto dataset = makeSyntheticDataset(synthetic);
+  DataLoader data(dataset, loader, first);
+  JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
+                   options.resume ? std::optional<int64_t>(first) : std::nullopt);
+  std::unique_ptr<TensorBoardWriter> board;
+  if (setting<bool>(config, "logging", "tensorboard"))
+    board = std::make_unique<TensorBoardWriter>((fs::path(options.out) / "tensorboard").string());
+  Progress::Options po;
+  po.total = steps;
+  po.initial = first;
+  po.every = logEvery;
+  po.mode = options.progressMode == 1   ? Progress::Mode::Bar
+            : options.progressMode == 2 ? Progress::Mode::Lines
+                                        : Progress::Mode::Auto;
+  Progress progress(options.console, po);
+
+  CheckpointOptions keep;
+  keep.keepLast = static_cast<int>(setting<int64_t>(config, "checkpoint", "keep"));
+  keep.bestMetric = "loss";
+  TrainSummary summary;
+  summary.firstStep = first;
+  double intervalLoss = 0;
+  int64_t intervalSteps = 0;
+  bool firstInterval = true;
+
+  auto save = [&](int64_t done) {
+    TrainState state;
+    state.step = done;
+    state.seed = seed;
+    state.samplerPosition = static_cast<uint64_t>(done * loader.batch);
+    state.schedule = Json::parse(section(config, "schedule").dump());
+    state.recipeHash = compileHash;
+    if (intervalSteps > 0)
+      state.metrics["loss"] = intervalLoss / intervalSteps;
+    summary.checkpoint = saveCheckpoint(checkpoints, state, params, keep);
+  };
+
+  std::vector<Tensor> inputs(fn.inputs.size());
+  auto scalar = [&](const std::string &name, double v) {
+    int i = input(name);
+    if (i < 0)
+      return;
+    Tensor t(DType::F32, {});
+    t.data<float>()[0] = static_cast<float>(v);
+    inputs[i] = t;
+  };
+  int64_t step = first;
+  for (; step < steps; ++step) {
+    double start = seconds(), wait = 0;
+    const Batch &batch = data.next(&wait);
+    for (auto &[name, tensor] : feeds)
+      inputs[input(name)] = batch.tensors.at(tensor);
+    double lr = learningRate(schedule, step);
+    scalar("lr", lr);
+    scalar("step", static_cast<double>(step + 1)); // the optimizer's 1-based step count
+    scalar("ema_decay", step < emaWarmup ? 0.0 : emaDecay);
+    scalar("rng", static_cast<double>(step));
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!inputs[i].defined())
+        throw Error(str(artifact.path, ": train_step input '", fn.inputNames[i],
+                        "' is not fed by the training loop"));
+    TensorMap updates;
+    std::vector<Tensor> out = runCpu(artifact, fn, inputs, params, Precision::F32, nullptr, &updates);
+    data.release(batch);
+    double loss = out[lossOut].to(DType::F64).data<double>()[0];
+    double norm = out[normOut].to(DType::F64).data<double>()[0];
+    bool skip = false;
+    if (!finite(loss) || !finite(norm)) {
+      if (nanPolicy == "stop")
+        throw Error(str("step ", step, ": the loss is ", loss, " (gradient norm ", norm,
+                        "); stopping without applying it. The last checkpoint is kept; "
+                        "`--nan skip` skips such steps instead"));
+      skip = true;
+      ++summary.skipped;
+      progress.message(str("step ", step, ": non-finite loss ", loss, "; step skipped"));
+    } else {
+      for (auto &[name, value] : updates)
+        params[name] = std::move(value);
+      intervalLoss += loss;
+      ++intervalSteps;
+    }
+    double elapsed = seconds() - start;
+    StepRecord record;
+    record.step = step;
+    record.loss = loss;
+    record.lr = lr;
+    record.gradNorm = norm;
+    record.stepTime = elapsed;
+    record.samplesPerSecond = loader.batch / elapsed;
+    record.dataWait = wait;
+    if (skip)
+      record.extra["skipped"] = true;
+    metrics.write(record);
+    if (board)
+      board->addScalars(step, {{"train/loss", loss},
+                               {"train/lr", lr},
+                               {"gradients/total_norm", norm},
+                               {"time/step_s", elapsed},
+                               {"time/data_wait_s", wait}});
+    progress.update(step + 1 - first, {{"loss", loss}, {"lr", lr}});
+
+    bool stopping = options.stop && options.stop->load() != 0;
+    bool last = step + 1 == steps;
+    if ((step + 1) % logEvery == 0 || last || stopping) {
+      if (firstInterval && intervalSteps > 0) {
+        summary.firstLoss = intervalLoss / intervalSteps;
+        firstInterval = false;
+      }
+      if (intervalSteps > 0)
+        summary.lastLoss = intervalLoss / intervalSteps;
+    }
+    if ((step + 1) % checkpointEvery == 0 || last || stopping) {
+      save(step + 1);
+      progress.message(str("checkpoint ", summary.checkpoint));
+    }
+    if ((step + 1) % logEvery == 0) {
+      intervalLoss = 0;
+      intervalSteps = 0;
+    }
+    if (stopping) {
+      summary.interrupted = true;
+      ++step;
+      break;
+    }
+  }
+  summary.lastStep = step;
+  progress.finish({{"loss", summary.lastLoss}});
+  if (board)
+    board->close();
+  return summary;
+}
+
+} // namespace medrun

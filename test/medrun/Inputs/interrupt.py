@@ -1,0 +1,36 @@
+"""Runs `medrun train` (the command after --), sends SIGINT once two steps are logged, and
+reports the exit status, the summary line and whether the checkpoint matches the log."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+cache, out = sys.argv[1], sys.argv[2]
+cmd = sys.argv[sys.argv.index("--") + 1:]
+env = dict(os.environ, MEDRUN_CACHE=cache)
+p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+log = os.path.join(out, "metrics.jsonl")
+deadline = time.time() + 300
+while time.time() < deadline and p.poll() is None:
+    if os.path.exists(log) and sum(1 for _ in open(log)) >= 2:
+        break
+    time.sleep(0.05)
+p.send_signal(signal.SIGINT)
+try:
+    _, err = p.communicate(timeout=300)
+except subprocess.TimeoutExpired:
+    p.kill()
+    print("medrun did not stop after SIGINT")
+    sys.exit(1)
+print("exit %d" % p.returncode)
+for line in err.splitlines():
+    if "interrupted after" in line or "medrun:" in line:
+        print(line)
+steps = sum(1 for _ in open(log))
+latest = json.load(open(os.path.join(out, "checkpoints", "latest")))
+if latest["step"] == steps:
+    print("checkpoint at step %d matches the log" % steps)
+else:
+    print("checkpoint at step %d, log has %d steps" % (latest["step"], steps))

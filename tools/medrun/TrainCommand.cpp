@@ -1,0 +1,174 @@
+//===- TrainCommand.cpp - `medrun train RECIPE`: compile if needed, then train -------===//
+//
+// medc owns the recipe schema: `medc recipe` checks the recipe and the --set overrides and
+// prints the effective recipe (JSON) with a hash of what it compiles to. The artifact is
+// cached under that hash, so only a changed model, compile-time setting or compiler
+// recompiles. Then the runtime's training loop runs (Train.h).
+//
+//===----------------------------------------------------------------------------------===//
+#include "TrainCommand.h"
+
+#include "medrun/Artifact.h"
+#include "medrun/Error.h"
+#include "medrun/Train.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace medrun {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<int> stopRequests{0};
+
+// First SIGINT/SIGTERM: finish the step, save, exit 0. Second: leave at once.
+void onSignal(int) {
+  if (stopRequests.fetch_add(1) >= 1)
+    _exit(130);
+  const char msg[] = "\nmedrun: stopping after this step (checkpoint follows); "
+                     "signal again to quit at once\n";
+  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+std::string findMedc() {
+  if (const char *e = std::getenv("MEDC"); e && *e)
+    return e;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(self.parent_path() / "medc"))
+    return (self.parent_path() / "medc").string();
+  return "medc"; // from PATH
+}
+
+// Runs argv; returns its exit status. With `captured`, its standard output goes there.
+int runProcess(const std::vector<std::string> &argv, std::string *captured) {
+  int fds[2] = {-1, -1};
+  if (captured && pipe(fds) != 0)
+    throw Error("cannot create a pipe to run medc");
+  pid_t pid = fork();
+  if (pid < 0)
+    throw Error("cannot start medc (fork failed)");
+  if (pid == 0) {
+    if (captured) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+    }
+    std::vector<char *> args;
+    for (const std::string &a : argv)
+      args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "medrun: cannot run '%s' (set MEDC to the medc executable)\n", args[0]);
+    _exit(127);
+  }
+  if (captured) {
+    close(fds[1]);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+      if (n > 0)
+        captured->append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+fs::path cacheDir() {
+  if (const char *e = std::getenv("MEDRUN_CACHE"); e && *e)
+    return e;
+  if (const char *e = std::getenv("XDG_CACHE_HOME"); e && *e)
+    return fs::path(e) / "medrun";
+  if (const char *e = std::getenv("HOME"); e && *e)
+    return fs::path(e) / ".cache" / "medrun";
+  return fs::temp_directory_path() / "medrun-cache";
+}
+
+} // namespace
+
+int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
+                 const std::optional<std::string> &resume, int progressMode) {
+  if (!fs::exists(recipe))
+    throw Error(str(recipe, ": no such recipe (see configs/ for examples)"));
+  const std::string medc = findMedc();
+  std::vector<std::string> recipeArgs = {recipe};
+  for (const std::string &o : overrides) {
+    recipeArgs.push_back("--set");
+    recipeArgs.push_back(o);
+  }
+
+  // 1. The effective recipe (medc checks every key).
+  std::string text;
+  std::vector<std::string> argv = {medc, "recipe"};
+  argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
+  if (int rc = runProcess(argv, &text); rc != 0)
+    return rc; // medc said why
+  nlohmann::json config = nlohmann::json::parse(text);
+
+  std::string device = config["train"]["device"];
+  if (device == "cuda")
+    throw Error("--device cuda: this build has no CUDA backend yet; use --device cpu");
+  std::fprintf(stderr, "device: cpu%s\n", device == "auto" ? " (auto: no CUDA backend yet)" : "");
+
+  // 2. The artifact, compiled once per compile hash.
+  fs::path cache = cacheDir();
+  fs::create_directories(cache);
+  fs::path artifact = cache / (config["compile_hash"].get<std::string>() + ".medc");
+  if (!fs::exists(artifact)) {
+    fs::path tmp = artifact.string() + ".tmp." + std::to_string(getpid());
+    std::fprintf(stderr, "compiling %s -> %s\n", recipe.c_str(), artifact.c_str());
+    auto start = std::chrono::steady_clock::now();
+    argv = {medc, "compile", "--recipe"};
+    argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
+    argv.insert(argv.end(), {"-o", tmp.string()});
+    if (int rc = runProcess(argv, nullptr); rc != 0) {
+      fs::remove(tmp);
+      return rc;
+    }
+    fs::rename(tmp, artifact);
+    std::fprintf(stderr, "compiled in %.1f s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  } else {
+    std::fprintf(stderr, "using the compiled recipe %s\n", artifact.c_str());
+  }
+  Artifact a = Artifact::load(artifact.string());
+
+  // 3. Train.
+  TrainOptions options;
+  std::string out = config["train"].value("out", "");
+  options.out = out.empty() ? (fs::path("runs") / fs::path(recipe).stem()).string() : out;
+  options.resume = resume;
+  options.stop = &stopRequests;
+  options.progressMode = progressMode;
+  struct sigaction sa = {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::fprintf(stderr, "training %s for %lld steps -> %s\n", recipe.c_str(),
+               static_cast<long long>(config["train"]["steps"].get<int64_t>()),
+               options.out.c_str());
+  TrainSummary s = train(a, config, options);
+  std::fprintf(stderr, "%s steps %lld..%lld: mean loss %.4g (first %lld steps) -> %.4g (last)%s\n",
+               s.interrupted ? "interrupted after" : "trained", static_cast<long long>(s.firstStep),
+               static_cast<long long>(s.lastStep), s.firstLoss,
+               static_cast<long long>(config["logging"]["every"].get<int64_t>()), s.lastLoss,
+               s.skipped ? str(", ", s.skipped, " steps skipped (non-finite loss)").c_str() : "");
+  std::fprintf(stderr, "checkpoint: %s\n", s.checkpoint.c_str());
+  return 0;
+}
+
+} // namespace medrun
