@@ -1,0 +1,427 @@
+//===- DataLoader.cpp - patch sampler and the batch loader ---------------------===//
+//
+// The sampler decides where every patch comes from as a pure function of (seed, rank,
+// step, sample). The loader's workers claim steps in order, each into a free buffer of a
+// fixed pool, and only crop, pad and convert; next() hands the batches out in step order.
+// Because a step is claimed only together with a buffer, the lowest unserved step always
+// has one, so the pool cannot deadlock while the consumer holds fewer than all buffers.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Data.h"
+#include "medrun/Error.h"
+#include "medrun/Parallel.h"
+
+#include "DataRandom.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+namespace medrun {
+
+namespace {
+
+const char *kTensorNames =
+    "image, labels, affinity, affinity_mask, segmentation or segmentation/F (F = 2, 4, 8, ...)";
+
+std::string patchStr(const Index3 &p) { return str(p[0], "x", p[1], "x", p[2]); }
+
+/// Parses "segmentation/F"; returns 0 if `name` is not of that form.
+int64_t segmentationFactor(const std::string &name) {
+  const std::string prefix = "segmentation/";
+  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size() ||
+      name.size() > prefix.size() + 9)
+    return 0;
+  int64_t f = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return 0;
+    f = f * 10 + (name[i] - '0');
+  }
+  return f;
+}
+
+} // namespace
+
+void validate(const LoaderSpec &spec) {
+  if (spec.batch < 1 || spec.batch > 4096)
+    throw Error(str("data.batch: expected a batch size in 1..4096, got ", spec.batch));
+  for (int64_t p : spec.patch)
+    if (p < 1 || p > 1024)
+      throw Error(str("data.patch: expected three sizes in 1..1024, got ", patchStr(spec.patch)));
+  if (spec.tensors.empty())
+    throw Error(str("data.tensors: expected at least one tensor name (", kTensorNames, ")"));
+  std::set<std::string> seen;
+  for (const std::string &name : spec.tensors) {
+    if (!seen.insert(name).second)
+      throw Error(str("data.tensors: '", name, "' is listed twice"));
+    if (name == "image" || name == "labels" || name == "affinity" || name == "affinity_mask" ||
+        name == "segmentation")
+      continue;
+    if (name.rfind("segmentation/", 0) == 0) {
+      int64_t f = segmentationFactor(name);
+      if (f < 2 || (f & (f - 1)) != 0)
+        throw Error(str("data.tensors: '", name,
+                        "': expected segmentation/F with F a power of two >= 2"));
+      for (int64_t p : spec.patch)
+        if (p % f != 0)
+          throw Error(str("data.tensors: '", name, "': the factor ", f,
+                          " does not divide the patch ", patchStr(spec.patch)));
+      continue;
+    }
+    throw Error(str("data.tensors: unknown tensor '", name, "' (expected ", kTensorNames, ")"));
+  }
+  if (spec.affinityChannels < 1 || spec.affinityChannels > 6)
+    throw Error(str("data: affinity channels must be 1..6 (the model's output channels), got ",
+                    spec.affinityChannels));
+  if (spec.workers < 1 || spec.workers > 256)
+    throw Error(str("data.workers: expected 1..256 worker threads, got ", spec.workers));
+  if (spec.prefetch < 1 || spec.prefetch > 1024)
+    throw Error(str("data.prefetch: expected 1..1024 batch buffers, got ", spec.prefetch));
+  if (!(spec.foreground >= 0 && spec.foreground <= 1))
+    throw Error(str("data.foreground: expected a fraction in [0, 1], got ", spec.foreground));
+  if (spec.rank < 0 || spec.rank > 65535)
+    throw Error(str("data: rank must be in 0..65535, got ", spec.rank));
+}
+
+bool oversampled(int64_t j, int64_t batch, double fraction) {
+  // Python's round(): half to even.
+  const double x = static_cast<double>(batch) * (1.0 - fraction);
+  const double fl = std::floor(x);
+  int64_t r = static_cast<int64_t>(fl);
+  if (x - fl > 0.5 || (x - fl == 0.5 && r % 2 != 0))
+    ++r;
+  return j >= r;
+}
+
+// ---- Sampler --------------------------------------------------------------------------
+
+namespace {
+
+Index3 spatialShape(const Volume &v) { return {v.image.dim(1), v.image.dim(2), v.image.dim(3)}; }
+
+/// The range of patch corners along one axis: [min(0, V-P), max(0, V-P)].
+void cornerRange(int64_t volume, int64_t patch, int64_t &lo, int64_t &hi) {
+  lo = std::min<int64_t>(0, volume - patch);
+  hi = std::max<int64_t>(0, volume - patch);
+}
+
+void checkVolumeTensor(size_t index, const char *what, const Tensor &t, DType dtype,
+                       int64_t channels, const Index3 &shape) {
+  Shape want = {channels, shape[0], shape[1], shape[2]};
+  if (!t.defined() || t.dtype() != dtype || t.shape() != want)
+    throw Error(str("data: volume ", index, ": ", what, ": expected ", dtypeName(dtype), " ",
+                    shapeStr(want), ", got ",
+                    t.defined() ? str(dtypeName(t.dtype()), " ", shapeStr(t.shape()))
+                                : std::string("nothing")));
+}
+
+} // namespace
+
+Sampler::Sampler(std::shared_ptr<const std::vector<Volume>> volumes, const LoaderSpec &spec)
+    : volumes_(std::move(volumes)), spec_(spec) {
+  validate(spec_);
+  if (!volumes_ || volumes_->empty())
+    throw Error("data: the dataset has no volumes (expected at least 1)");
+  const std::vector<Volume> &vols = *volumes_;
+  for (size_t i = 0; i < vols.size(); ++i) {
+    const Tensor &img = vols[i].image;
+    if (!img.defined() || img.dtype() != DType::F32 || img.rank() != 4 || img.dim(0) != 1)
+      throw Error(str("data: volume ", i, ": image: expected f32 1xDxHxW, got ",
+                      img.defined() ? str(dtypeName(img.dtype()), " ", shapeStr(img.shape()))
+                                    : std::string("nothing")));
+    const Tensor &seg = vols[i].segmentation;
+    if (seg.defined())
+      checkVolumeTensor(i, "segmentation", seg, DType::U8, 1, spatialShape(vols[i]));
+    else
+      checkVolumeTensor(i, "labels", vols[i].labels, DType::I32, 1, spatialShape(vols[i]));
+  }
+  // Foreground voxels per class (the segmentation's classes, or labels != 0 as class 1).
+  foreground_.resize(vols.size());
+  classes_.resize(vols.size());
+  parallelFor(static_cast<int64_t>(vols.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Volume &v = vols[i];
+      const int64_t n = v.image.numel();
+      std::vector<std::vector<int64_t>> byClass(v.segmentation.defined() ? 256 : 2);
+      if (v.segmentation.defined()) {
+        const uint8_t *s = v.segmentation.data<uint8_t>();
+        for (int64_t k = 0; k < n; ++k)
+          if (s[k] != 0)
+            byClass[s[k]].push_back(k);
+      } else {
+        const int32_t *l = v.labels.data<int32_t>();
+        for (int64_t k = 0; k < n; ++k)
+          if (l[k] != 0)
+            byClass[1].push_back(k);
+      }
+      for (size_t c = 1; c < byClass.size(); ++c)
+        if (!byClass[c].empty()) {
+          classes_[i].push_back(static_cast<int64_t>(c));
+          foreground_[i].push_back(std::move(byClass[c]));
+        }
+    }
+  });
+}
+
+PatchInfo Sampler::sample(int64_t step, int64_t j) const {
+  data::Stream s(spec_.seed, data::TagSample | static_cast<uint32_t>(j) << 8, data::lo32(step),
+                 (data::hi32(step) & 0xffffu) | static_cast<uint32_t>(spec_.rank) << 16);
+  PatchInfo info;
+  info.volume = static_cast<int64_t>(s.below(volumes_->size()));
+  const Index3 shape = spatialShape((*volumes_)[info.volume]);
+  Index3 lo, hi;
+  for (int a = 0; a < 3; ++a)
+    cornerRange(shape[a], spec_.patch[a], lo[a], hi[a]);
+  const auto &classes = classes_[info.volume];
+  if (oversampled(j, spec_.batch, spec_.foreground) && !classes.empty()) {
+    const size_t k = s.below(classes.size());
+    const std::vector<int64_t> &voxels = foreground_[info.volume][k];
+    const int64_t v = voxels[s.below(voxels.size())];
+    const Index3 at = {v / (shape[1] * shape[2]), v / shape[2] % shape[1], v % shape[2]};
+    for (int a = 0; a < 3; ++a)
+      info.corner[a] = std::clamp(at[a] - spec_.patch[a] / 2, lo[a], hi[a]);
+    info.forced = true;
+    info.cls = classes[k];
+    return info;
+  }
+  for (int a = 0; a < 3; ++a)
+    info.corner[a] = lo[a] + static_cast<int64_t>(s.below(hi[a] - lo[a] + 1));
+  return info;
+}
+
+// ---- DataLoader -----------------------------------------------------------------------
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Copies the patch at `corner` (every `stride`-th voxel from there) of one channel of a
+/// volume of shape V into `dst` of shape O, converting to float; 0 outside the volume.
+template <typename T>
+void cropChannel(const T *src, const Index3 &V, const Index3 &corner, int64_t stride,
+                 float *dst, const Index3 &O) {
+  // Valid output x range: 0 <= corner + x*stride < V.
+  const int64_t xa = std::min(O[2], corner[2] >= 0 ? 0 : ceilDiv(-corner[2], stride));
+  const int64_t xb =
+      std::max(xa, std::min(O[2], corner[2] >= V[2] ? 0 : ceilDiv(V[2] - corner[2], stride)));
+  for (int64_t oz = 0; oz < O[0]; ++oz) {
+    const int64_t sz = corner[0] + oz * stride;
+    for (int64_t oy = 0; oy < O[1]; ++oy) {
+      const int64_t sy = corner[1] + oy * stride;
+      float *d = dst + (oz * O[1] + oy) * O[2];
+      if (sz < 0 || sz >= V[0] || sy < 0 || sy >= V[1]) {
+        std::fill(d, d + O[2], 0.0f);
+        continue;
+      }
+      const T *row = src + (sz * V[1] + sy) * V[2] + corner[2];
+      std::fill(d, d + xa, 0.0f);
+      for (int64_t ox = xa; ox < xb; ++ox)
+        d[ox] = static_cast<float>(row[ox * stride]);
+      std::fill(d + xb, d + O[2], 0.0f);
+    }
+  }
+}
+
+} // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const std::vector<Volume>> volumes, LoaderSpec spec,
+                       int64_t firstStep, BatchAllocator allocate)
+    : volumes_(std::move(volumes)), spec_(std::move(spec)), sampler_(volumes_, spec_),
+      nextClaim_(firstStep), nextServe_(firstStep) {
+  if (firstStep < 0)
+    throw Error(str("data: the first step must be >= 0, got ", firstStep));
+  using Source = Request::Source;
+  for (const std::string &name : spec_.tensors) {
+    Request r{name, Source::Image};
+    if (name == "labels")
+      r.source = Source::Labels;
+    else if (name == "affinity" || name == "affinity_mask") {
+      r.source = name == "affinity" ? Source::Affinity : Source::AffinityMask;
+      r.channels = spec_.affinityChannels;
+    } else if (name.rfind("segmentation", 0) == 0) {
+      r.source = Source::Segmentation;
+      r.factor = name == "segmentation" ? 1 : segmentationFactor(name);
+    }
+    requests_.push_back(r);
+    shapes_[name] = {spec_.batch, r.channels, spec_.patch[0] / r.factor,
+                     spec_.patch[1] / r.factor, spec_.patch[2] / r.factor};
+  }
+  for (size_t i = 0; i < volumes_->size(); ++i) {
+    const Volume &v = (*volumes_)[i];
+    const Index3 shape = spatialShape(v);
+    for (const Request &r : requests_) {
+      if (r.source == Source::Labels)
+        checkVolumeTensor(i, "labels", v.labels, DType::I32, 1, shape);
+      else if (r.source == Source::Affinity)
+        checkVolumeTensor(i, "affinity", v.affinity, DType::U8, 6, shape);
+      else if (r.source == Source::AffinityMask)
+        checkVolumeTensor(i, "affinity_mask", v.affinityMask, DType::U8, 6, shape);
+      else if (r.source == Source::Segmentation)
+        checkVolumeTensor(i, "segmentation", v.segmentation, DType::U8, 1, shape);
+    }
+  }
+  if (!allocate)
+    allocate = [](DType dtype, const Shape &shape) { return Tensor(dtype, shape); };
+  slots_.resize(spec_.prefetch);
+  for (Slot &slot : slots_) {
+    for (const auto &[name, shape] : shapes_) {
+      Tensor t = allocate(DType::F32, shape);
+      if (t.dtype() != DType::F32 || t.shape() != shape)
+        throw Error(str("data: the batch allocator returned ", dtypeName(t.dtype()), " ",
+                        shapeStr(t.shape()), " for ", name, ", expected f32 ", shapeStr(shape)));
+      slot.batch.tensors[name] = t;
+    }
+    slot.batch.samples.resize(spec_.batch);
+  }
+  threads_.reserve(spec_.workers);
+  for (int w = 0; w < spec_.workers; ++w)
+    threads_.emplace_back([this] { work(); });
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  freeCv_.notify_all();
+  readyCv_.notify_all();
+  for (std::thread &t : threads_)
+    t.join();
+}
+
+void DataLoader::work() {
+  for (;;) {
+    size_t index = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto free = [&] {
+        for (index = 0; index < slots_.size(); ++index)
+          if (slots_[index].state == SlotState::Free)
+            return true;
+        return false;
+      };
+      freeCv_.wait(lock, [&] { return stop_ || free(); });
+      if (stop_)
+        return;
+      slots_[index].state = SlotState::Filling;
+      slots_[index].batch.step = nextClaim_++;
+    }
+    Slot &slot = slots_[index];
+    std::exception_ptr error;
+    try {
+      fill(slot.batch);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      slot.error = error;
+      slot.state = SlotState::Ready;
+    }
+    readyCv_.notify_all();
+  }
+}
+
+void DataLoader::fill(Batch &batch) {
+  using Source = Request::Source;
+  for (int64_t j = 0; j < spec_.batch && !stop_; ++j) {
+    const PatchInfo info = sampler_.sample(batch.step, j);
+    batch.samples[j] = info;
+    const Volume &v = (*volumes_)[info.volume];
+    const Index3 V = spatialShape(v);
+    const int64_t nV = V[0] * V[1] * V[2];
+    for (const Request &r : requests_) {
+      const Index3 O = {spec_.patch[0] / r.factor, spec_.patch[1] / r.factor,
+                        spec_.patch[2] / r.factor};
+      const int64_t nO = O[0] * O[1] * O[2];
+      float *dst = batch.tensors.at(r.name).data<float>() + j * r.channels * nO;
+      for (int64_t c = 0; c < r.channels; ++c, dst += nO) {
+        switch (r.source) {
+        case Source::Image:
+          cropChannel(v.image.data<float>(), V, info.corner, 1, dst, O);
+          break;
+        case Source::Labels:
+          cropChannel(v.labels.data<int32_t>(), V, info.corner, 1, dst, O);
+          break;
+        case Source::Affinity:
+          cropChannel(v.affinity.data<uint8_t>() + c * nV, V, info.corner, 1, dst, O);
+          break;
+        case Source::AffinityMask:
+          cropChannel(v.affinityMask.data<uint8_t>() + c * nV, V, info.corner, 1, dst, O);
+          break;
+        case Source::Segmentation:
+          cropChannel(v.segmentation.data<uint8_t>(), V, info.corner, r.factor, dst, O);
+          break;
+        }
+      }
+    }
+  }
+}
+
+const Batch &DataLoader::next(double *waitSeconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (waitSeconds)
+    *waitSeconds = 0;
+  if (failure_)
+    std::rethrow_exception(failure_);
+  if (held_.size() == slots_.size())
+    throw Error(str("data: all ", slots_.size(),
+                    " batch buffers are held; release() one before calling next()"));
+  size_t index = 0;
+  auto ready = [&] {
+    for (index = 0; index < slots_.size(); ++index)
+      if (slots_[index].state == SlotState::Ready && slots_[index].batch.step == nextServe_)
+        return true;
+    return false;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  readyCv_.wait(lock, ready);
+  if (waitSeconds)
+    *waitSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Slot &slot = slots_[index];
+  ++nextServe_;
+  if (slot.error) {
+    failure_ = slot.error;
+    slot.error = nullptr;
+    slot.state = SlotState::Free;
+    freeCv_.notify_one();
+    std::rethrow_exception(failure_);
+  }
+  slot.state = SlotState::Held;
+  held_.push_back(index);
+  return slot.batch;
+}
+
+void DataLoader::release(const Batch &batch) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = std::find_if(held_.begin(), held_.end(),
+                           [&](size_t i) { return &slots_[i].batch == &batch; });
+    if (it == held_.end())
+      throw Error("data: release() of a batch that next() did not hand out or that was "
+                  "already released");
+    slots_[*it].state = SlotState::Free;
+    held_.erase(it);
+  }
+  freeCv_.notify_one();
+}
+
+void DataLoader::release() {
+  const Batch *oldest = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (held_.empty())
+      throw Error("data: release() with no batch held");
+    oldest = &slots_[held_.front()].batch;
+  }
+  release(*oldest);
+}
+
+int64_t DataLoader::nextStep() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return nextServe_;
+}
+
+} // namespace medrun
