@@ -57,7 +57,8 @@ std::string renderBar(double frac, int cells, bool ascii) {
   static const char *const plain[] = {" ", "1", "2", "3", "4", "5", "6", "7", "8", "9", "#"};
   const char *const *sym = ascii ? plain : unicode;
   int levels = ascii ? 10 : 8;
-  auto units = static_cast<int64_t>(std::clamp(frac, 0.0, 1.0) * cells * levels);
+  // (The epsilon keeps 0.37 * 100 from rounding down to 36.)
+  auto units = static_cast<int64_t>(std::clamp(frac, 0.0, 1.0) * cells * levels + 1e-9);
   int64_t full = units / levels, part = units % levels;
   std::string s;
   for (int64_t i = 0; i < full; ++i)
@@ -91,7 +92,8 @@ double monotonic() {
 } // namespace
 
 std::string Progress::formatInterval(double seconds) {
-  auto t = static_cast<int64_t>(std::max(0.0, seconds));
+  // Truncated to the second, as tqdm does (the epsilon absorbs rounding of the rate).
+  auto t = static_cast<int64_t>(std::max(0.0, seconds) + 1e-6);
   int64_t h = t / 3600, m = t / 60 % 60, s = t % 60;
   char buf[64];
   if (h)
