@@ -11,9 +11,6 @@
 
 namespace medrun {
 
-/// Parameter values by state_dict key.
-using TensorMap = std::map<std::string, Tensor>;
-
 /// Storage type of floating-point values while a function runs. The program's own types
 /// (f32) are mapped: F32 as written, F64 for gradient checks, BF16 for activations in
 /// bf16-mixed (parameters stay f32 masters and are rounded when read).

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,9 @@ private:
   int64_t numel_ = 0;
   std::shared_ptr<std::vector<std::byte>> buffer_;
 };
+
+/// Named tensors (parameters by state_dict key, checkpoint contents).
+using TensorMap = std::map<std::string, Tensor>;
 
 } // namespace medrun
 
