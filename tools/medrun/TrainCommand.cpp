@@ -131,7 +131,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
     fs::path tmp = artifact.string() + ".tmp." + std::to_string(getpid());
     std::fprintf(stderr, "compiling %s -> %s\n", recipe.c_str(), artifact.c_str());
     auto start = std::chrono::steady_clock::now();
-    argv = {medc, "compile", "--recipe"};
+    argv = {medc, "compile", "--emit=artifact", "--recipe"};
     argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
     argv.insert(argv.end(), {"-o", tmp.string()});
     if (int rc = runProcess(argv, nullptr); rc != 0) {

@@ -29,8 +29,8 @@ def read_safetensors(path):
 def artifact_parameters(path):
     data = open(path, "rb").read()
     assert data[:8] == b"MEDCART\0", path
-    (n,) = struct.unpack("<Q", data[12:20])
-    doc = json.loads(data[20:20 + n])
+    (n,) = struct.unpack("<Q", data[16:24])  # magic, version, reserved, size
+    doc = json.loads(data[24:24 + n])
     return {p["name"]: p["shape"] for p in doc["parameters"]}
 
 
