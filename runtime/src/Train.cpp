@@ -141,6 +141,14 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                       ", but the recipe's batch is ", loader.batch, " (recompile the recipe)"));
   }
 
+  if (!options.resume && fs::exists(fs::path(options.out) / "checkpoints") &&
+      !listCheckpoints((fs::path(options.out) / "checkpoints").string()).empty()) {
+    if (!options.overwrite)
+      throw Error(str(options.out, " already holds checkpoints of a run: --resume continues it, "
+                                   "--overwrite starts it over, --out DIR trains elsewhere"));
+    for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl"})
+      fs::remove_all(fs::path(options.out) / old);
+  }
   fs::create_directories(options.out);
   {
     std::ofstream cfg(fs::path(options.out) / "config.json");

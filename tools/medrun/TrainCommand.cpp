@@ -100,7 +100,7 @@ fs::path cacheDir() {
 } // namespace
 
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
-                 const std::optional<std::string> &resume, int progressMode) {
+                 const std::optional<std::string> &resume, bool overwrite, int progressMode) {
   if (!fs::exists(recipe))
     throw Error(str(recipe, ": no such recipe (see configs/ for examples)"));
   const std::string medc = findMedc();
@@ -151,6 +151,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   std::string out = config["train"].value("out", "");
   options.out = out.empty() ? (fs::path("runs") / fs::path(recipe).stem()).string() : out;
   options.resume = resume;
+  options.overwrite = overwrite;
   options.stop = &stopRequests;
   options.progressMode = progressMode;
   struct sigaction sa = {};

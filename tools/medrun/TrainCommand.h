@@ -12,7 +12,7 @@ namespace medrun {
 /// cached, and trains. `resume`: "" = the run's own checkpoints, or a checkpoint path.
 /// `progressMode`: 0 auto, 1 bar, 2 plain lines. Returns the exit status.
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
-                 const std::optional<std::string> &resume, int progressMode);
+                 const std::optional<std::string> &resume, bool overwrite, int progressMode);
 
 } // namespace medrun
 

@@ -32,7 +32,7 @@ const char *kUsage = R"(medrun: runs artifacts compiled by medc
 
 Usage:
   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
-               [--device cpu|cuda|auto] [--nan stop|skip] [--threads N] [--progress P]
+               [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip] [--threads N] [--progress P]
       Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with
       medc unless the compiled step is cached, then runs the training loop with logs
       (metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR
@@ -71,6 +71,7 @@ Options of `train` (each one a shorthand for a --set):
   --resume [CKPT]    continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a
                      step directory, a checkpoints directory or its latest/best pointer);
                      the continuation is bit-identical to an uninterrupted run
+  --overwrite        start over in a DIR that holds a run (its checkpoints and logs go)
   --device D         train.device: cpu, cuda or auto (default; the CPU until the CUDA
                      backend exists)
   --nan P            train.nan: stop (default) at a non-finite loss, or skip such steps
@@ -97,7 +98,7 @@ struct Args {
 
 Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
-      {"train", {"set", "steps", "out", "resume", "device", "nan", "threads", "progress"}},
+      {"train", {"set", "steps", "out", "resume", "overwrite", "device", "nan", "threads", "progress"}},
       {"info", {}},
       {"init", {"o", "seed"}},
       {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
@@ -113,7 +114,7 @@ Args parseArgs(int argc, char **argv) {
         key = key.substr(0, eq);
       } else if (key == "resume" && (i + 1 >= argc || argv[i + 1][0] == '-')) {
         // --resume alone: the run's own latest checkpoint
-      } else if (key != "help" && key != "profile") {
+      } else if (key != "help" && key != "profile" && key != "overwrite") {
         if (i + 1 >= argc)
           throw Error(str("option --", key, " needs a value"));
         value = argv[++i];
@@ -310,7 +311,7 @@ int main(int argc, char **argv) {
       std::string progress = args.get("progress", "auto");
       if (progress != "auto" && progress != "bar" && progress != "lines")
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      return trainCommand(args.artifact, overrides, resume,
+      return trainCommand(args.artifact, overrides, resume, args.options.count("overwrite") > 0,
                           progress == "auto" ? 0 : progress == "bar" ? 1 : 2);
     }
     Artifact a = Artifact::load(args.artifact);

@@ -29,6 +29,9 @@ namespace medrun {
 struct TrainOptions {
   std::string out;                   ///< output directory (created)
   std::optional<std::string> resume; ///< checkpoint to resume from ("" = out/checkpoints)
+  /// A fresh run refuses an output directory that holds checkpoints unless this is set;
+  /// then the old checkpoints, metrics and event files are removed first.
+  bool overwrite = false;
   /// Set (by a signal handler) to stop after the current step: a checkpoint is saved and
   /// the run ends normally.
   const std::atomic<int> *stop = nullptr;
