@@ -3,15 +3,16 @@
 //   medcheck X.medc [--func NAME]... [--seed S] [--tolerance T] [--precision f32|f64]
 //            [--threads N] [--grad] [--fd N [--fd-params REGEX] [--fd-tolerance T]]
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
-//            [--ema-decay D] [--ema-warmup W] [--train-grad] [--seed S] [--tolerance T]
-//            [--precision f32|f64] [--threads N]
+//            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
+//            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
 // draws random inputs by the role of each argument, runs the function with runCpu and
 // with the LibTorch reference of TorchReference.cpp, and compares every output.
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
-// --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA.
+// --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
+// (+ a GradScaler written out here for fp16-mixed steps).
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -114,8 +115,9 @@ const char *kUsage =
     "  lr_s from --lr and --lr-schedule (constant: lr; cosine: lr * (1 + cos(pi (s-1)/N))/2)\n"
     "  and ema_decay_s = 0 for s <= W (--ema-warmup), D (--ema-decay) after; in f32 both are\n"
     "  rounded to f32 first, and torch gets the rounded values too.\n"
-    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s]), then the values\n"
-    "           it assigns (med.assign) replace the state.\n"
+    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s][, loss_scale,\n"
+    "           growth_tracker], rng = s), inputs bound by name, then the values it assigns\n"
+    "           (med.assign) replace the state.\n"
     "    torch: the loss function's op-by-op torch mapping with the trainable parameters as\n"
     "           leaf tensors, torch autograd, torch::nn::utils::clip_grad_norm_(clip) (when\n"
     "           the train options set clip > 0; its total norm is the reference grad_norm,\n"
@@ -127,6 +129,19 @@ const char *kUsage =
     "           starting as a copy of the initial parameters. The moments are read from\n"
     "           the torch optimizer's own state (exp_avg, exp_avg_sq, momentum_buffer).\n"
     "  A parameter the loss does not reach gets a zero gradient on both sides.\n"
+    "  fp16-mixed steps (dynamic loss scaling): ours feeds its loss_scale and\n"
+    "  growth_tracker outputs back as the next inputs, starting from --loss-scale (default:\n"
+    "  the artifact's init_loss_scale) and 0. Torch runs torch.amp.GradScaler by hand:\n"
+    "  autograd of loss * scale, found_inf = any non-finite scaled gradient, gradients times\n"
+    "  float(1/double(scale)) before clipping, optimizer step and EMA skipped on found_inf\n"
+    "  (AdamW's step count then does not advance), and torch._amp_update_scale_ (growth,\n"
+    "  backoff, growth interval from the train options). found_inf, loss_scale,\n"
+    "  growth_tracker and AdamW's optimizer.step are compared exactly; grad_norm passes as\n"
+    "  non-finite on both sides; on a skipped step every state tensor of ours must be bit\n"
+    "  for bit unchanged (`skipped` line).\n"
+    "  --precision bf16 / f16 runs ours with bf16 / emulated f16 activations (master weights\n"
+    "  and optimizer math in f32) against torch in f32: a check of how far rounding moves a\n"
+    "  few steps, with loose default tolerances (5e-2 for bf16, 1e-2 for f16).\n"
     "  Each step prints a line for loss and grad_norm (relative error) and one per tensor\n"
     "  kind: params, exp_avg and exp_avg_sq (AdamW) or momentum_buffer (SGD), ema, and with\n"
     "  --train-grad grads: the largest relative error norm over the tensors of that kind\n"
@@ -148,9 +163,10 @@ const char *kUsage =
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
     "  --seed S           seed of the parameters and inputs (default 0)\n"
     "  --tolerance T      largest relative error norm that passes\n"
-    "                     (default 1e-4 for f32, 1e-10 for f64)\n"
+    "                     (default 1e-4 for f32, 1e-10 for f64, 5e-2 for bf16, 1e-2 for f16)\n"
     "  --precision P      f32 or f64: storage type of our run and the type torch\n"
-    "                     computes in (default f32)\n"
+    "                     computes in (default f32); with --train-steps also bf16 or f16\n"
+    "                     (mixed precision on our side, f32 in torch, see above)\n"
     "  --threads N        threads of medrun and of torch, which always get the same\n"
     "                     number (default: medrun's, MEDRUN_THREADS or the hardware\n"
     "                     concurrency)\n"
@@ -166,13 +182,16 @@ const char *kUsage =
     "  --lr-schedule S    with --train-steps: constant (default) or cosine\n"
     "  --ema-decay D      with --train-steps: EMA decay after the warm-up (default 0.999)\n"
     "  --ema-warmup W     with --train-steps: steps with EMA decay 0 (default 0)\n"
+    "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
+    "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
-    "artifact without train_step or its loss function, --train-grad without <loss>_grad\n";
+    "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
+    "--loss-scale on a step without loss scaling\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
