@@ -1,4 +1,4 @@
-//===- TrainStep.cpp - loss + gradient + optimizer + EMA -> @train_step ------------===//
+//===- TrainStep.cpp - loss + gradient + optimizer + EMA (+ loss scaling) -> @train_step -===//
 #include "med/IR/MedOps.h"
 #include "med/Transforms/Passes.h"
 
@@ -60,7 +60,10 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     ParameterOp last;
     for (auto p : module.getOps<ParameterOp>())
       last = p;
-    b.setInsertionPointAfter(last);
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPointToStart(module.getBody());
     b.create<ParameterOp>(loc, name, RankedTensorType::get({}, b.getF32Type()), InitKind::zeros,
                           IntegerAttr(), FlatSymbolRefAttr(), /*frozen=*/true);
   }
@@ -220,7 +223,8 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       SmallVector<Value> scaled;
       for (ParameterOp p : params)
         scaled.push_back(grads[p.getSymName()]);
-      foundInf = b.create<AnyNonFiniteOp>(loc, scaled);
+      foundInf = scaled.empty() ? scalar(loc, 0.0) // nothing trained: nothing overflows
+                                : b.create<AnyNonFiniteOp>(loc, scaled).getResult();
       Value inverse = b.create<DivOp>(loc, scalar(loc, 1.0), lossScale);
       for (ParameterOp p : params)
         grads[p.getSymName()] = b.create<MulOp>(loc, grads[p.getSymName()], inverse);
