@@ -731,7 +731,9 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
   std::vector<torch::Tensor> grads(leaves.size());
   if (!leaves.empty() && outputs[0].requires_grad())
     grads = torch::autograd::grad({outputs[0]}, leaves,
-                                  {seed.defined() ? seed.to(outputs[0].dtype()) : torch::Tensor()},
+                                  seed.defined()
+                                      ? torch::autograd::variable_list{seed.to(outputs[0].dtype())}
+                                      : torch::autograd::variable_list{},
                                   /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   std::vector<bool> reached(leaves.size());
