@@ -16,6 +16,8 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::med;
 
@@ -663,6 +665,64 @@ LogicalResult SGDOp::inferShapes(MLIRContext *, std::optional<Location> loc, Ada
   if (adaptor.getNesterov() && adaptor.getMomentum().convertToDouble() <= 0)
     return c.fail("Nesterov momentum needs a positive 'momentum'");
   out.assign(2, adaptor.getParam().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------------------===//
+// Mixed precision
+//===----------------------------------------------------------------------------------===//
+
+namespace {
+LogicalResult requireScalar(const Checker &c, StringRef name, Value v) {
+  RankedTensorType t = tensorType(v);
+  if (t.getRank() != 0)
+    return c.fail(name + ": expected a scalar (rank 0), got shape " + shapeStr(t.getShape()));
+  return success();
+}
+} // namespace
+
+LogicalResult AnyNonFiniteOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  if (adaptor.getInputs().empty())
+    return Checker{loc, getOperationName()}.fail("needs at least one input");
+  out.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult SelectOp::inferShapes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                    SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(requireScalar(c, "cond", adaptor.getCond())))
+    return failure();
+  Type a = adaptor.getOnTrue().getType(), b = adaptor.getOnFalse().getType();
+  if (a != b) {
+    std::string as, bs;
+    llvm::raw_string_ostream(as) << a;
+    llvm::raw_string_ostream(bs) << b;
+    return c.fail("on_false: expected " + as + " (the type of on_true), got " + bs);
+  }
+  out.push_back(a);
+  return success();
+}
+
+LogicalResult UpdateLossScaleOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  if (failed(requireScalar(c, "scale", adaptor.getScale())) ||
+      failed(requireScalar(c, "growth_tracker", adaptor.getGrowthTracker())) ||
+      failed(requireScalar(c, "found_inf", adaptor.getFoundInf())))
+    return failure();
+  double growth = adaptor.getGrowthFactor().convertToDouble();
+  double backoff = adaptor.getBackoffFactor().convertToDouble();
+  if (!(growth > 1) || !std::isfinite(growth))
+    return c.fail("'growth_factor' must be a finite number > 1, got " + std::to_string(growth));
+  if (!(backoff > 0 && backoff < 1))
+    return c.fail("'backoff_factor' must be in (0, 1), got " + std::to_string(backoff));
+  if (adaptor.getGrowthInterval() < 1)
+    return c.fail("'growth_interval' must be at least 1, got " +
+                  Twine(adaptor.getGrowthInterval()));
+  out.push_back(adaptor.getScale().getType());
+  out.push_back(adaptor.getGrowthTracker().getType());
   return success();
 }
 

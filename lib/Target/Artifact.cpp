@@ -94,13 +94,19 @@ public:
                                                         : StringAttr();
       inputNames.push_back(name ? name.str() : "arg" + std::to_string(i));
     }
-    return json::Value(json::Object{{"name", f.getSymName()},
-                                    {"values", std::move(values)},
-                                    {"inputs", std::move(inputs)},
-                                    {"input_names", std::move(inputNames)},
-                                    {"outputs", std::move(outputs)},
-                                    {"output_names", std::move(names)},
-                                    {"ops", std::move(ops)}});
+    json::Object plan{{"name", f.getSymName()},
+                      {"values", std::move(values)},
+                      {"inputs", std::move(inputs)},
+                      {"input_names", std::move(inputNames)},
+                      {"outputs", std::move(outputs)},
+                      {"output_names", std::move(names)},
+                      {"ops", std::move(ops)}};
+    // The precision a training step was built for, and its first loss scale (fp16-mixed).
+    if (auto precision = f->getAttrOfType<StringAttr>("med.precision"))
+      plan["precision"] = precision.str();
+    if (auto scale = f->getAttrOfType<FloatAttr>("med.init_loss_scale"))
+      plan["init_loss_scale"] = scale.getValueAsDouble();
+    return json::Value(std::move(plan));
   }
 
 private:
@@ -242,6 +248,21 @@ private:
                              {"weight_decay", o.getWeightDecay().convertToDouble()},
                              {"nesterov", o.getNesterov()}};
         return true; })
+      .Case<AnyNonFiniteOp>([&](AnyNonFiniteOp o) {
+        operands = json::Object{{"inputs", group(o.getInputs())}};
+        return true; })
+      .Case<SelectOp>([&](SelectOp o) {
+        operands = json::Object{{"cond", group(o.getCond())}, {"on_true", group(o.getOnTrue())},
+                                {"on_false", group(o.getOnFalse())}};
+        return true; })
+      .Case<UpdateLossScaleOp>([&](UpdateLossScaleOp o) {
+        operands = json::Object{{"scale", group(o.getScale())},
+                                {"growth_tracker", group(o.getGrowthTracker())},
+                                {"found_inf", group(o.getFoundInf())}};
+        attrs = json::Object{{"growth_factor", o.getGrowthFactor().convertToDouble()},
+                             {"backoff_factor", o.getBackoffFactor().convertToDouble()},
+                             {"growth_interval", int64_t(o.getGrowthInterval())}};
+        return true; })
       .Case<ReshapeOp, BroadcastOp>([&](auto o) {
         operands = json::Object{{"input", group(o.getInput())}};
         attrs = json::Object{{"shape", ints(o.getShape())}};
@@ -302,11 +323,15 @@ private:
     }
     StringRef name = op->getName().getStringRef();
     name.consume_front("med.");
-    return json::Value(json::Object{{"op", name},
-                                    {"operands", std::move(operands)},
-                                    {"results", std::move(results)},
-                                    {"attrs", std::move(attrs)},
-                                    {"loc", locationStr(op->getLoc())}});
+    json::Object entry{{"op", name},
+                       {"operands", std::move(operands)},
+                       {"results", std::move(results)},
+                       {"attrs", std::move(attrs)},
+                       {"loc", locationStr(op->getLoc())}};
+    // Master-weight math of a training step: f32 whatever the activations' precision.
+    if (op->hasAttr("med.fp32"))
+      entry["fp32"] = true;
+    return json::Value(std::move(entry));
   }
 
   llvm::DenseMap<Value, int64_t> ids;

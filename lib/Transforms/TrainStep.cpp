@@ -1,4 +1,4 @@
-//===- TrainStep.cpp - loss + gradient + optimizer + EMA -> @train_step ------------===//
+//===- TrainStep.cpp - loss + gradient + optimizer + EMA (+ loss scaling) -> @train_step -===//
 #include "med/IR/MedOps.h"
 #include "med/Transforms/Passes.h"
 
@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <cmath>
 #include <numeric>
 
 namespace mlir::med {
@@ -51,14 +52,85 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     return exemptNormBias && (p.getTensorType().getRank() <= 1 || name.contains("grn_"));
   }
 
+  // Declares (once) a frozen scalar state tensor after the last parameter.
+  void declareScalarState(StringRef name, Location loc) {
+    if (module.lookupSymbol(name))
+      return;
+    OpBuilder::InsertionGuard guard(b);
+    ParameterOp last;
+    for (auto p : module.getOps<ParameterOp>())
+      last = p;
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPointToStart(module.getBody());
+    b.create<ParameterOp>(loc, name, RankedTensorType::get({}, b.getF32Type()), InitKind::zeros,
+                          IntegerAttr(), FlatSymbolRefAttr(), /*frozen=*/true);
+  }
+
+  LogicalResult checkOptions() {
+    if (optimizer != "adamw" && optimizer != "sgd")
+      return module.emitError("med-train-step: unknown optimizer '")
+             << optimizer << "' (expected adamw or sgd)";
+    if (precision != "fp32" && precision != "bf16-mixed" && precision != "fp16-mixed")
+      return module.emitError("med-train-step: unknown precision '")
+             << precision << "' (expected fp32, bf16-mixed or fp16-mixed)";
+    if (!(initScale > 0) || !std::isfinite(initScale) || initScale > 3.4028234663852886e38)
+      return module.emitError("med-train-step: init-scale must be a positive f32 number, got ")
+             << initScale;
+    if (!(growthFactor > 1) || !std::isfinite(growthFactor))
+      return module.emitError("med-train-step: growth-factor must be > 1, got ") << growthFactor;
+    if (!(backoffFactor > 0 && backoffFactor < 1))
+      return module.emitError("med-train-step: backoff-factor must be in (0, 1), got ")
+             << backoffFactor;
+    if (growthInterval < 1)
+      return module.emitError("med-train-step: growth-interval must be at least 1, got ")
+             << static_cast<int64_t>(growthInterval);
+    return success();
+  }
+
+  // fp16-mixed: @<loss>_scaled(<loss arguments>, %scale) returns (loss · scale, <loss
+  // results>); its gradient function is the scaled backward pass of torch.amp.GradScaler
+  // (the seed of the reverse sweep is the scale, so gradients are scaled from the loss
+  // on). Both are private: they only exist to be inlined into the step.
+  FailureOr<func::FuncOp> buildScaledGradient(func::FuncOp lossFn) {
+    std::string name = (lossFn.getSymName() + "_scaled").str();
+    for (StringRef taken : {StringRef(name), StringRef(name + "_grad")})
+      if (module.lookupSymbol(taken))
+        return module.emitError("med-train-step: @") << taken << " already exists";
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(lossFn);
+    auto scaled = cast<func::FuncOp>(b.clone(*lossFn));
+    scaled.setSymName(name);
+    scaled.setPrivate();
+    scaled->removeAttr("med.input_names");
+    Location loc = lossFn.getLoc();
+    unsigned n = scaled.getNumArguments();
+    scaled.insertArgument(n, RankedTensorType::get({}, b.getF32Type()), {}, loc);
+    auto ret = cast<func::ReturnOp>(scaled.getBody().front().getTerminator());
+    b.setInsertionPoint(ret);
+    if (ret.getNumOperands() == 0 || !isa<RankedTensorType>(ret.getOperand(0).getType()) ||
+        cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0)
+      return lossFn.emitError("med-train-step: the first result of @")
+             << lossFn.getSymName() << " must be a scalar loss";
+    SmallVector<Value> results{
+        b.create<MulOp>(loc, ret.getOperand(0), scaled.getArgument(n)).getResult()};
+    results.append(ret.getOperands().begin(), ret.getOperands().end());
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    scaled.setType(b.getFunctionType(scaled.getArgumentTypes(), ValueRange(results).getTypes()));
+    FailureOr<func::FuncOp> grad = buildGradientFunction(scaled);
+    if (succeeded(grad))
+      grad->setPrivate();
+    return grad;
+  }
+
   void runOnOperation() override {
     module = getOperation();
     b = OpBuilder(&getContext());
-    if (optimizer != "adamw" && optimizer != "sgd") {
-      module.emitError("med-train-step: unknown optimizer '") << optimizer
-                                                             << "' (expected adamw or sgd)";
+    if (failed(checkOptions()))
       return signalPassFailure();
-    }
+    const bool scaling = precision == "fp16-mixed";
     auto lossFn = module.lookupSymbol<func::FuncOp>(loss);
     if (!lossFn || lossFn.isExternal()) {
       module.emitError("med-train-step: no loss function @") << loss;
@@ -68,8 +140,13 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       module.emitError("med-train-step: @train_step already exists");
       return signalPassFailure();
     }
-    auto gradFn = module.lookupSymbol<func::FuncOp>(loss + "_grad");
-    if (!gradFn) {
+    func::FuncOp gradFn;
+    if (scaling) {
+      FailureOr<func::FuncOp> built = buildScaledGradient(lossFn);
+      if (failed(built))
+        return signalPassFailure();
+      gradFn = *built;
+    } else if (!(gradFn = module.lookupSymbol<func::FuncOp>(loss + "_grad"))) {
       FailureOr<func::FuncOp> built = buildGradientFunction(lossFn);
       if (failed(built))
         return signalPassFailure();
@@ -79,33 +156,56 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     if (!names)
       return signalPassFailure();
 
+    // Inputs: the batch, lr, step[, ema_decay][, loss_scale, growth_tracker], rng.
     Location loc = lossFn.getLoc();
     Type f32 = RankedTensorType::get({}, b.getF32Type());
     SmallVector<Type> inputs(lossFn.getArgumentTypes());
     size_t batchArgs = inputs.size();
-    inputs.append({f32, f32});
-    if (ema)
-      inputs.push_back(f32);
-    b.setInsertionPointAfter(gradFn);
-    auto step = b.create<func::FuncOp>(loc, "train_step", b.getFunctionType(inputs, {f32, f32}));
-    step->setAttr("med.output_names", b.getStrArrayAttr({"loss", "grad_norm"}));
     SmallVector<Attribute> inputNames;
     if (auto given = lossFn->getAttrOfType<ArrayAttr>("med.input_names"))
       inputNames.append(given.begin(), given.end());
+    inputNames.resize(std::min(inputNames.size(), batchArgs));
     for (size_t i = inputNames.size(); i < batchArgs; ++i)
       inputNames.push_back(b.getStringAttr("arg" + Twine(i)));
-    for (StringRef n : {"lr", "step"})
-      inputNames.push_back(b.getStringAttr(n));
+    llvm::StringMap<unsigned> argIndex;
+    auto addInput = [&](StringRef name, Type type) {
+      argIndex[name] = inputs.size();
+      inputs.push_back(type);
+      inputNames.push_back(b.getStringAttr(name));
+    };
+    addInput("lr", f32);
+    addInput("step", f32);
     if (ema)
-      inputNames.push_back(b.getStringAttr("ema_decay"));
+      addInput("ema_decay", f32);
+    if (scaling) {
+      addInput("loss_scale", f32);
+      addInput("growth_tracker", f32);
+    }
+    addInput("rng", RankedTensorType::get({}, b.getI64Type()));
+    SmallVector<StringRef> outputNames{"loss", "grad_norm"};
+    if (scaling)
+      outputNames.append({"loss_scale", "growth_tracker", "found_inf"});
+
+    b.setInsertionPointAfter(gradFn);
+    auto step = b.create<func::FuncOp>(
+        loc, "train_step", b.getFunctionType(inputs, SmallVector<Type>(outputNames.size(), f32)));
     step->setAttr("med.input_names", b.getArrayAttr(inputNames));
+    step->setAttr("med.output_names", b.getStrArrayAttr(outputNames));
+    step->setAttr("med.precision", b.getStringAttr(precision));
+    if (scaling)
+      step->setAttr("med.init_loss_scale", b.getF64FloatAttr(initScale));
     Block *body = step.addEntryBlock();
     b.setInsertionPointToStart(body);
-    Value lr = body->getArgument(batchArgs), t = body->getArgument(batchArgs + 1);
-    Value emaDecay = ema ? body->getArgument(batchArgs + 2) : Value();
+    auto arg = [&](StringRef name) { return body->getArgument(argIndex.lookup(name)); };
+    Value lr = arg("lr"), t = arg("step");
+    Value emaDecay = ema ? arg("ema_decay") : Value();
+    Value lossScale = scaling ? arg("loss_scale") : Value();
 
-    auto call = b.create<func::CallOp>(loc, gradFn,
-                                       ValueRange(body->getArguments().take_front(batchArgs)));
+    SmallVector<Value> callArgs(body->getArguments().take_front(batchArgs));
+    if (scaling)
+      callArgs.push_back(lossScale);
+    auto call = b.create<func::CallOp>(loc, gradFn, callArgs);
+    Value lossValue = call.getResult(scaling ? 1 : 0);
     llvm::StringMap<Value> grads;
     for (auto [name, value] : llvm::zip(names, call.getResults())) {
       StringRef n = cast<StringAttr>(name).getValue();
@@ -116,6 +216,23 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     for (auto p : module.getOps<ParameterOp>())
       if (!p.getFrozen() && grads.count(p.getSymName()))
         params.push_back(p);
+
+    // fp16-mixed: found_inf over the scaled gradients, then unscale them (GradScaler.unscale_).
+    Value foundInf;
+    if (scaling) {
+      SmallVector<Value> scaled;
+      for (ParameterOp p : params)
+        scaled.push_back(grads[p.getSymName()]);
+      foundInf = scaled.empty() ? scalar(loc, 0.0) // nothing trained: nothing overflows
+                                : b.create<AnyNonFiniteOp>(loc, scaled).getResult();
+      Value inverse = b.create<DivOp>(loc, scalar(loc, 1.0), lossScale);
+      for (ParameterOp p : params)
+        grads[p.getSymName()] = b.create<MulOp>(loc, grads[p.getSymName()], inverse);
+    }
+    // Keeps `old` instead of `updated` when the step is skipped.
+    auto keep = [&](Value old, Value updated) -> Value {
+      return foundInf ? b.create<SelectOp>(loc, foundInf, old, updated).getResult() : updated;
+    };
 
     // Global norm of all gradients, then optional clipping.
     Value normSq;
@@ -134,6 +251,15 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
         grads[p.getSymName()] = b.create<MulOp>(loc, grads[p.getSymName()], coef);
     }
 
+    // With loss scaling, AdamW counts the updates it applied (torch's skipped steps do not
+    // advance its state's step), so bias correction uses that count, not the step input.
+    Value appliedBefore;
+    if (scaling && optimizer == "adamw") {
+      declareScalarState("optimizer.step", loc);
+      appliedBefore = read(loc, "optimizer.step", f32);
+      t = b.create<AddOp>(loc, appliedBefore, scalar(loc, 1.0));
+    }
+
     Value one = ema ? scalar(loc, 1.0) : Value();
     for (ParameterOp p : params) {
       StringRef name = p.getSymName();
@@ -144,32 +270,47 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
         std::string m = ("optimizer.exp_avg." + name).str(), v = ("optimizer.exp_avg_sq." + name).str();
         declareState(p, v, InitKind::zeros, loc);
         declareState(p, m, InitKind::zeros, loc);
-        auto op = b.create<AdamWOp>(loc, value, g, read(loc, m, type), read(loc, v, type), lr, t,
-                                    b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-                                    b.getF64FloatAttr(eps), b.getF64FloatAttr(wd));
-        b.create<AssignOp>(loc, m, op.getNewExpAvg());
-        b.create<AssignOp>(loc, v, op.getNewExpAvgSq());
+        Value mOld = read(loc, m, type), vOld = read(loc, v, type);
+        auto op = b.create<AdamWOp>(loc, value, g, mOld, vOld, lr, t, b.getF64FloatAttr(beta1),
+                                    b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+                                    b.getF64FloatAttr(wd));
+        b.create<AssignOp>(loc, m, keep(mOld, op.getNewExpAvg()));
+        b.create<AssignOp>(loc, v, keep(vOld, op.getNewExpAvgSq()));
         updated = op.getNewParam();
       } else {
         std::string buf = ("optimizer.momentum_buffer." + name).str();
         declareState(p, buf, InitKind::zeros, loc);
-        auto op = b.create<SGDOp>(loc, value, g, read(loc, buf, type), lr,
-                                  llvm::APFloat(double(momentum)), llvm::APFloat(wd),
-                                  bool(nesterov));
-        b.create<AssignOp>(loc, buf, op.getNewMomentumBuffer());
+        Value bufOld = read(loc, buf, type);
+        auto op = b.create<SGDOp>(loc, value, g, bufOld, lr, llvm::APFloat(double(momentum)),
+                                  llvm::APFloat(wd), bool(nesterov));
+        b.create<AssignOp>(loc, buf, keep(bufOld, op.getNewMomentumBuffer()));
         updated = op.getNewParam();
       }
-      b.create<AssignOp>(loc, name, updated);
+      b.create<AssignOp>(loc, name, keep(value, updated));
       if (ema) {
         std::string e = ("ema." + name).str();
         declareState(p, e, InitKind::copy, loc);
         Value old = read(loc, e, type);
         Value delta = b.create<MulOp>(loc, b.create<SubOp>(loc, updated, old),
                                       b.create<SubOp>(loc, one, emaDecay));
-        b.create<AssignOp>(loc, e, b.create<AddOp>(loc, old, delta));
+        b.create<AssignOp>(loc, e, keep(old, b.create<AddOp>(loc, old, delta)));
       }
     }
-    b.create<func::ReturnOp>(loc, SmallVector<Value>{call.getResult(0), norm});
+    SmallVector<Value> results{lossValue, norm};
+    if (appliedBefore)
+      b.create<AssignOp>(loc, "optimizer.step", keep(appliedBefore, t));
+    if (scaling) {
+      auto update = b.create<UpdateLossScaleOp>(
+          loc, lossScale, arg("growth_tracker"), foundInf, b.getF64FloatAttr(growthFactor),
+          b.getF64FloatAttr(backoffFactor), b.getI64IntegerAttr(growthInterval));
+      results.append({update.getNewScale(), update.getNewGrowthTracker(), foundInf});
+    }
+    b.create<func::ReturnOp>(loc, results);
+    // Everything the step adds around the gradient is master-weight math: f32 under mixed
+    // precision (the runtime keeps these ops' values in f32).
+    for (Operation &op : *body)
+      if (isa<MedDialect>(op.getDialect()))
+        op.setAttr("med.fp32", b.getUnitAttr());
     if (ema && failed(buildEmaEvaluation(lossFn, step, params)))
       return signalPassFailure();
   }

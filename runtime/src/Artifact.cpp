@@ -206,6 +206,18 @@ struct Reader {
       }
       return out;
     };
+    if (j.contains("precision")) {
+      f.precision = string(j, "precision", where);
+      if (f.precision != "fp32" && f.precision != "bf16-mixed" && f.precision != "fp16-mixed")
+        fail(where, str("unknown precision '", f.precision,
+                        "' (expected fp32, bf16-mixed or fp16-mixed)"));
+    }
+    if (j.contains("init_loss_scale")) {
+      const json &s = j["init_loss_scale"];
+      if (!s.is_number() || !(s.get<double>() > 0))
+        fail(where, "'init_loss_scale' must be a positive number");
+      f.initLossScale = s.get<double>();
+    }
     f.inputNames = names("input_names", f.inputs.size(), "arg");
     f.outputNames = names("output_names", f.outputs.size(), "out");
     const json &ops = field(j, "ops", where);
@@ -221,6 +233,11 @@ struct Reader {
       op.kind = string(o, "op", w);
       if (o.contains("loc") && o["loc"].is_string())
         op.location = o["loc"].get<std::string>();
+      if (o.contains("fp32")) {
+        if (!o["fp32"].is_boolean())
+          fail(w, "'fp32' must be true or false");
+        op.fp32 = o["fp32"].get<bool>();
+      }
       const json &operands = field(o, "operands", w);
       if (!operands.is_object())
         fail(w, "'operands' must be an object");

@@ -8,12 +8,14 @@
 #include "medrun/Executor.h"
 #include "medrun/Error.h"
 #include "medrun/Kernels.h"
+#include "medrun/Parallel.h"
 #include "medrun/Random.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <functional>
 #include <unordered_map>
 
@@ -26,7 +28,9 @@ Precision parsePrecision(const std::string &name) {
     return Precision::F64;
   if (name == "bf16" || name == "bf16-mixed")
     return Precision::BF16;
-  throw Error(str("unknown precision '", name, "' (expected f32, f64 or bf16)"));
+  if (name == "f16" || name == "fp16" || name == "fp16-mixed")
+    return Precision::F16;
+  throw Error(str("unknown precision '", name, "' (expected f32, f64, bf16 or f16)"));
 }
 
 DType storageType(Precision p) {
@@ -34,8 +38,17 @@ DType storageType(Precision p) {
   case Precision::F32: return DType::F32;
   case Precision::F64: return DType::F64;
   case Precision::BF16: return DType::BF16;
+  case Precision::F16: return DType::F32; // holding binary16 values (rounded after each op)
   }
   return DType::F32;
+}
+
+Precision precisionOf(const Function &fn) {
+  if (fn.precision == "bf16-mixed")
+    return Precision::BF16;
+  if (fn.precision == "fp16-mixed")
+    return Precision::F16;
+  return Precision::F32;
 }
 
 TensorMap initParameters(const Artifact &artifact, uint64_t seed) {
@@ -153,12 +166,39 @@ cpu::DiceCEParams diceParams(const OpInfo &op) {
   return p;
 }
 
+// An integer scalar argument given as a float holding an integer (medrun --input NAME=3).
+Tensor integerScalar(const Tensor &t, DType dtype) {
+  double v = t.at(0);
+  if (!std::isfinite(v) || v != std::floor(v) || std::abs(v) > 9007199254740992.0)
+    throw Error(str("expected an integer, got ", v));
+  Tensor out(dtype, {});
+  switch (dtype) {
+  case DType::I64: out.data<int64_t>()[0] = static_cast<int64_t>(v); break;
+  case DType::I32: out.data<int32_t>()[0] = static_cast<int32_t>(v); break;
+  case DType::I16: out.data<int16_t>()[0] = static_cast<int16_t>(v); break;
+  case DType::I8: out.data<int8_t>()[0] = static_cast<int8_t>(v); break;
+  case DType::U8: out.data<uint8_t>()[0] = static_cast<uint8_t>(v); break;
+  default: throw Error(str("cannot make a ", dtypeName(dtype), " scalar"));
+  }
+  if (out.at(0) != v)
+    throw Error(str(v, " does not fit ", dtypeName(dtype)));
+  return out;
+}
+
 // State of one run: the live values and how they are stored.
+//
+// Under mixed precision (BF16, F16) values are of two kinds. Activations (results of ops
+// with a non-scalar result) are stored in the storage type, and for F16 rounded to binary16
+// after every op. Scalars (losses, lr, norms, the loss scale) and the results of ops
+// medc marks `fp32` (master weights, optimizer state, EMA, gradient norms and unscaling)
+// stay in f32. Each op computes in the type of its kind; operands of another float type are
+// converted for it (exactly, when widening).
 class Run {
 public:
   Run(const Function &fn, const TensorMap &params, Precision precision, TensorMap *updates)
       : fn(fn), params(params), updates(updates), storage(storageType(precision)),
-        values(fn.values.size()) {
+        mixed(precision == Precision::BF16 || precision == Precision::F16),
+        half(precision == Precision::F16), values(fn.values.size()) {
     std::vector<size_t> last(fn.values.size(), 0);
     for (size_t i = 0; i < fn.ops.size(); ++i)
       for (auto &[name, ids] : fn.ops[i].operands)
@@ -175,20 +215,47 @@ public:
   void setInput(size_t index, const Tensor &t) {
     int id = fn.inputs[index];
     const ValueInfo &info = fn.values[id];
-    if (t.shape() != info.shape || (isFloat(info.dtype) != isFloat(t.dtype())) ||
-        (!isFloat(info.dtype) && t.dtype() != info.dtype))
-      throw Error(str("function '", fn.name, "' argument arg", index, ": expected ",
-                      shapeStr(info.shape), " ", dtypeName(info.dtype), ", got ", shapeStr(t.shape()),
-                      " ", dtypeName(t.dtype())));
-    values[id] = stored(t);
+    bool integerScalarAsFloat = !isFloat(info.dtype) && info.shape.empty() &&
+                                t.shape().empty() && isFloat(t.dtype());
+    if (t.shape() != info.shape ||
+        (!integerScalarAsFloat && ((isFloat(info.dtype) != isFloat(t.dtype())) ||
+                                   (!isFloat(info.dtype) && t.dtype() != info.dtype))))
+      throw Error(str("function '", fn.name, "' argument arg", index, describeInput(index),
+                      ": expected ", shapeStr(info.shape), " ", dtypeName(info.dtype), ", got ",
+                      shapeStr(t.shape()), " ", dtypeName(t.dtype())));
+    if (integerScalarAsFloat) {
+      try {
+        values[id] = integerScalar(t, info.dtype);
+      } catch (const Error &e) {
+        throw Error(str("function '", fn.name, "' argument arg", index, describeInput(index),
+                        ": ", e.what()));
+      }
+      return;
+    }
+    if (!isFloat(t.dtype())) {
+      values[id] = t;
+      return;
+    }
+    bool activation = !(mixed && t.shape().empty());
+    values[id] = half && activation ? owned(t, storage) : convert(t, activation ? storage : wide());
+    if (half && activation)
+      roundToHalf(values[id]);
   }
 
   void execute(const OpInfo &op, size_t index) {
+    activation = !mixed || isActivation(op);
+    compute = activation ? storage : wide();
     try {
       dispatch(op);
+      if (half && activation)
+        for (int id : op.results)
+          if (values[id].defined() && values[id].dtype() == DType::F32)
+            roundToHalf(values[id]);
     } catch (const Error &e) {
+      scratch.clear();
       throw Error(str(op.describe(), ": ", e.what()));
     }
+    scratch.clear();
     for (int id : frees[index])
       if (!isOutput(id))
         values[id] = Tensor();
@@ -206,34 +273,75 @@ private:
     return std::find(fn.outputs.begin(), fn.outputs.end(), id) != fn.outputs.end();
   }
 
-  // Float tensors in the storage type; others unchanged.
-  Tensor stored(const Tensor &t) const {
-    return isFloat(t.dtype()) && t.dtype() != storage ? t.to(storage) : t;
+  std::string describeInput(size_t index) const {
+    if (index < fn.inputNames.size() && fn.inputNames[index] != str("arg", index))
+      return str(" '", fn.inputNames[index], "'");
+    return "";
   }
 
-  const Tensor &in(int id) const {
+  // The type of f32 math: f32 under mixed precision, the storage type otherwise (f64 runs
+  // keep everything in f64).
+  DType wide() const { return mixed ? DType::F32 : storage; }
+
+  // Under mixed precision: does `op` produce activations (see the class comment)?
+  bool isActivation(const OpInfo &op) const {
+    if (op.fp32)
+      return false;
+    for (int id : op.results)
+      if (isFloat(fn.values[id].dtype) && !fn.values[id].shape.empty())
+        return true;
+    return false;
+  }
+
+  static Tensor convert(const Tensor &t, DType dtype) {
+    return isFloat(t.dtype()) && t.dtype() != dtype ? t.to(dtype) : t;
+  }
+  // As convert, but never sharing the buffer (the caller rounds it in place).
+  static Tensor owned(const Tensor &t, DType dtype) {
+    return t.dtype() != dtype ? t.to(dtype) : t.clone();
+  }
+
+  // Rounds an f32 tensor to binary16 values in place (F16 precision).
+  static void roundToHalf(Tensor &t) {
+    float *p = t.data<float>();
+    parallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        p[i] = roundToF16(p[i]);
+    });
+  }
+
+  // The value as stored, whatever its type.
+  const Tensor &raw(int id) const {
     if (!values[id].defined())
       throw Error(str("value ", id, " is used after it was freed or before it was defined"));
     return values[id];
   }
-  const Tensor &in(const OpInfo &op, const std::string &name) const { return in(op.single(name)); }
-  const Tensor *optionalIn(const OpInfo &op, const std::string &name) const {
+  const Tensor &raw(const OpInfo &op, const std::string &name) const {
+    return raw(op.single(name));
+  }
+  // The value in the op's compute type (a converted copy lives until the op is done).
+  const Tensor &in(int id) {
+    const Tensor &t = raw(id);
+    if (!isFloat(t.dtype()) || t.dtype() == compute)
+      return t;
+    scratch.push_back(t.to(compute));
+    return scratch.back();
+  }
+  const Tensor &in(const OpInfo &op, const std::string &name) { return in(op.single(name)); }
+  const Tensor *optionalIn(const OpInfo &op, const std::string &name) {
     std::optional<int> id = op.optional(name);
     return id ? &in(*id) : nullptr;
   }
 
-  // The result tensor with the plan's shape; floats in `dtype` (default: storage type).
+  // The result tensor with the plan's shape; floats in `dtype` (default: the compute type).
   Tensor &result(const OpInfo &op, size_t i = 0, std::optional<DType> dtype = std::nullopt) {
     if (i >= op.results.size())
       throw Error(str("the plan gives ", op.results.size(), " results"));
     const ValueInfo &info = fn.values[op.results[i]];
-    DType t = isFloat(info.dtype) ? dtype.value_or(storage) : info.dtype;
+    DType t = isFloat(info.dtype) ? dtype.value_or(compute) : info.dtype;
     values[op.results[i]] = Tensor(t, info.shape);
     return values[op.results[i]];
   }
-
-  // Loss scalars stay in float even when activations are stored in bf16.
-  DType lossType() const { return storage == DType::BF16 ? DType::F32 : storage; }
 
   void dispatch(const OpInfo &op) {
     const std::string &k = op.kind;
@@ -246,7 +354,9 @@ private:
       if (it->second.shape() != info.shape)
         throw Error(str("parameter '", name, "': expected ", shapeStr(info.shape), ", got ",
                         shapeStr(it->second.shape())));
-      values[op.results.at(0)] = stored(it->second);
+      // (F16 rounds activations in place: the parameter's own buffer must not be shared)
+      values[op.results.at(0)] =
+          half && activation ? owned(it->second, compute) : convert(it->second, compute);
     } else if (k == "constant") {
       const ValueInfo &info = fn.values[op.results.at(0)];
       if (!isFloat(info.dtype))
@@ -257,7 +367,7 @@ private:
         throw Error(str("constant has ", v.size(), " values for shape ", shapeStr(info.shape)));
       for (int64_t i = 0; i < f64.numel(); ++i)
         f64.data<double>()[i] = v[v.size() == 1 ? 0 : i];
-      values[op.results[0]] = f64.to(storage);
+      values[op.results[0]] = f64.to(compute);
     } else if (k == "conv3d" || k == "conv3d_transpose") {
       bool transposed = k == "conv3d_transpose";
       const Tensor &x = in(op, "input"), &w = in(op, "weight");
@@ -294,7 +404,7 @@ private:
       cpu::reduce(reduceKind(op), in(op, "input"), op.intsAttr("axes"), result(op));
     } else if (k == "bce_with_logits") {
       cpu::BceParams p = bceParams(op);
-      Tensor &y = result(op, 0, p.reduction == cpu::LossReduction::None ? storage : lossType());
+      Tensor &y = result(op);
       cpu::bceWithLogits(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
                          optionalIn(op, "pos_weight"), p, y);
     } else if (k == "dice_ce") {
@@ -304,7 +414,7 @@ private:
         logits.push_back(&in(id));
       for (int id : op.operand("targets"))
         targets.push_back(&in(id));
-      cpu::diceCE(logits, targets, p, result(op, 0, lossType()));
+      cpu::diceCE(logits, targets, p, result(op));
     } else if (k == "reshape") {
       const Tensor &x = in(op, "input");
       Tensor &y = result(op, 0, x.dtype());
@@ -332,7 +442,7 @@ private:
       cpu::geluGrad(in(op, "input"), in(op, "grad_output"), result(op));
     } else if (k == "bce_with_logits_grad") {
       cpu::BceParams p = bceParams(op);
-      Tensor dloss = stored(in(op, "grad_loss"));
+      const Tensor &dloss = raw(op, "grad_loss"); // any float type: a loss-type scalar
       cpu::bceWithLogitsGrad(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
                              optionalIn(op, "pos_weight"), dloss, p, result(op));
     } else if (k == "dice_ce_grad") {
@@ -344,7 +454,7 @@ private:
       std::vector<Tensor *> dlogits;
       for (size_t i = 0; i < op.results.size(); ++i)
         dlogits.push_back(&result(op, i));
-      Tensor dloss = stored(in(op, "grad_loss"));
+      const Tensor &dloss = raw(op, "grad_loss");
       cpu::diceCEGrad(logits, targets, dloss, diceParams(op), dlogits);
     } else if (k == "adamw") {
       cpu::AdamWParams p;
@@ -361,12 +471,26 @@ private:
       p.nesterov = op.boolAttr("nesterov");
       cpu::sgd(in(op, "param"), in(op, "grad"), in(op, "momentum_buffer"), in(op, "lr"), p,
                result(op, 0), result(op, 1));
+    } else if (k == "any_non_finite") {
+      std::vector<const Tensor *> inputs;
+      for (int id : op.operand("inputs"))
+        inputs.push_back(&raw(id));
+      cpu::anyNonFinite(inputs, result(op));
+    } else if (k == "select") {
+      cpu::select(raw(op, "cond"), in(op, "on_true"), in(op, "on_false"), result(op));
+    } else if (k == "update_loss_scale") {
+      cpu::LossScaleParams p;
+      p.growthFactor = op.floatAttr("growth_factor");
+      p.backoffFactor = op.floatAttr("backoff_factor");
+      p.growthInterval = op.intAttr("growth_interval");
+      cpu::updateLossScale(raw(op, "scale"), raw(op, "growth_tracker"), raw(op, "found_inf"), p,
+                           result(op, 0), result(op, 1));
     } else if (k == "assign") {
       const std::string &name = op.strAttr("name");
       if (!updates)
         throw Error(str("assigns parameter '", name,
                         "', but the caller takes no parameter updates"));
-      (*updates)[name] = in(op, "value").clone();
+      (*updates)[name] = raw(op, "value").clone();
     } else {
       throw Error("the CPU backend has no kernel for this op");
     }
@@ -375,7 +499,12 @@ private:
   const Function &fn;
   const TensorMap &params;
   TensorMap *updates; ///< where med.assign puts new parameter values
-  DType storage;
+  DType storage;      ///< of activations
+  bool mixed;         ///< BF16 or F16: scalars and fp32 ops in f32
+  bool half;          ///< F16: activations rounded to binary16
+  bool activation = true;        ///< of the op being executed
+  DType compute = DType::F32;    ///< float type the op being executed computes in
+  std::deque<Tensor> scratch;    ///< operands converted for the op being executed
   std::vector<Tensor> values;
   std::vector<std::vector<int>> frees; ///< values whose last use is op i
 };

@@ -104,6 +104,33 @@ double halfToDouble(uint16_t h) {
 }
 } // namespace
 
+f16::f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) { // NaN stays a quiet NaN
+    bits = static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  } else if (a >= 0x477ff000u) { // >= 65520 (halfway above 65504, the largest): inf
+    bits = static_cast<uint16_t>(sign | 0x7c00u);
+  } else if (a >= 0x38800000u) { // normal (>= 2^-14): rebias the exponent by 127 - 15,
+    // drop 13 mantissa bits rounding to nearest even (a carry moves into the exponent)
+    uint32_t r = a - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    bits = static_cast<uint16_t>(sign | (r >> 13));
+  } else { // subnormal: an integer multiple of 2^-24, rounded to nearest even (1024 is
+    // the smallest normal, whose encoding is that integer too)
+    float m = std::fabs(f) * 16777216.0f; // exact: a power of two
+    float whole = std::floor(m), frac = m - whole;
+    uint32_t n = static_cast<uint32_t>(whole);
+    if (frac > 0.5f || (frac == 0.5f && (n & 1u)))
+      ++n;
+    bits = static_cast<uint16_t>(sign | n);
+  }
+}
+
+f16::operator float() const { return static_cast<float>(halfToDouble(bits)); }
+
 double Tensor::at(int64_t i) const {
   const void *p = raw();
   switch (dtype_) {
@@ -124,7 +151,7 @@ double Tensor::at(int64_t i) const {
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_)
     return clone();
-  if (!isFloat(dtype) || dtype == DType::F16)
+  if (!isFloat(dtype))
     throw Error(str("cannot convert a ", dtypeName(dtype_), " tensor to ", dtypeName(dtype)));
   Tensor t(dtype, shape_);
   for (int64_t i = 0; i < numel_; ++i) {
@@ -133,8 +160,10 @@ Tensor Tensor::to(DType dtype) const {
       t.data<float>()[i] = static_cast<float>(v);
     else if (dtype == DType::F64)
       t.data<double>()[i] = v;
-    else
+    else if (dtype == DType::BF16)
       t.data<bf16>()[i] = bf16(static_cast<float>(v));
+    else
+      t.data<f16>()[i] = f16(static_cast<float>(v));
   }
   return t;
 }

@@ -161,12 +161,16 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   // Parameters, optimizer state and EMA: fresh, or from a checkpoint.
   TensorMap params;
   int64_t first = 0;
+  double lossScale = fn.initLossScale > 0 ? fn.initLossScale : 1.0;
+  int64_t growthTracker = 0;
   std::string compileHash = config.value("compile_hash", "");
   if (options.resume) {
     Checkpoint ckpt = loadCheckpoint(options.resume->empty() ? checkpoints : *options.resume);
     checkParameters(artifact, ckpt.tensors);
     params = std::move(ckpt.tensors);
     first = ckpt.state.step;
+    lossScale = ckpt.state.lossScale;
+    growthTracker = ckpt.state.growthTracker;
     if (!ckpt.state.recipeHash.empty() && ckpt.state.recipeHash != compileHash)
       std::fprintf(options.console,
                    "medrun: warning: %s was written by a differently compiled recipe\n",
@@ -212,6 +216,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     state.samplerPosition = static_cast<uint64_t>(done * loader.batch);
     state.schedule = Json::parse(section(config, "schedule").dump());
     state.recipeHash = compileHash;
+    state.lossScale = lossScale;
+    state.growthTracker = growthTracker;
     if (intervalSteps > 0)
       state.metrics["loss"] = intervalLoss / intervalSteps;
     summary.checkpoint = saveCheckpoint(checkpoints, state, params, keep);
@@ -222,10 +228,17 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     int i = input(name);
     if (i < 0)
       return;
-    Tensor t(DType::F32, {});
-    t.data<float>()[0] = static_cast<float>(v);
-    inputs[i] = t;
+    Tensor t(DType::F64, {});
+    t.data<double>()[0] = v;
+    inputs[i] = t.to(fn.values[fn.inputs[i]].dtype); // rng is i64, the others f32
   };
+  // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
+  // from step to step here and saved in checkpoints.
+  const Precision precision = precisionOf(fn);
+  const bool scaling = input("loss_scale") >= 0;
+  const int scaleOut = scaling ? output("loss_scale") : -1;
+  const int trackerOut = scaling ? output("growth_tracker") : -1;
+  const int foundInfOut = scaling ? output("found_inf") : -1;
   int64_t step = first;
   for (; step < steps; ++step) {
     double start = seconds(), wait = 0;
@@ -237,17 +250,26 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     scalar("step", static_cast<double>(step + 1)); // the optimizer's 1-based step count
     scalar("ema_decay", step < emaWarmup ? 0.0 : emaDecay);
     scalar("rng", static_cast<double>(step));
+    scalar("loss_scale", lossScale);
+    scalar("growth_tracker", static_cast<double>(growthTracker));
     for (size_t i = 0; i < inputs.size(); ++i)
       if (!inputs[i].defined())
         throw Error(str(artifact.path, ": train_step input '", fn.inputNames[i],
                         "' is not fed by the training loop"));
     TensorMap updates;
-    std::vector<Tensor> out = runCpu(artifact, fn, inputs, params, Precision::F32, nullptr, &updates);
+    std::vector<Tensor> out = runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
     data.release(batch);
-    double loss = out[lossOut].to(DType::F64).data<double>()[0];
-    double norm = out[normOut].to(DType::F64).data<double>()[0];
+    auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
+    double loss = value(lossOut), norm = value(normOut);
     bool skip = false;
-    if (!finite(loss) || !finite(norm)) {
+    // With loss scaling an overflow of the scaled gradients is routine: the step skipped
+    // itself (found_inf) and lowered the scale. Only a non-finite loss is a failure then.
+    bool overflow = scaling && value(foundInfOut) != 0;
+    if (scaling) {
+      lossScale = value(scaleOut);
+      growthTracker = static_cast<int64_t>(value(trackerOut));
+    }
+    if (!finite(loss) || (!finite(norm) && !overflow)) {
       if (nanPolicy == "stop")
         throw Error(str("step ", step, ": the loss is ", loss, " (gradient norm ", norm,
                         "); stopping without applying it. The last checkpoint is kept; "
@@ -272,6 +294,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     record.dataWait = wait;
     if (skip)
       record.extra["skipped"] = true;
+    if (scaling) {
+      record.extra["loss_scale"] = lossScale;
+      record.extra["found_inf"] = overflow;
+    }
     metrics.write(record);
     if (board)
       board->addScalars(step, {{"train/loss", loss},

@@ -164,3 +164,16 @@ func.func @optimizers(%g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
   med.assign @m, %0#1 : tensor<4xf32>
   return
 }
+
+// Dynamic loss scaling; med.fp32 (the step's f32 math) is an ordinary discardable attribute.
+// CHECK-LABEL: func.func @loss_scaling
+func.func @loss_scaling(%g: tensor<4xf32>, %h: tensor<2x3xf32>, %s: tensor<f32>, %n: tensor<f32>) -> (tensor<4xf32>, tensor<f32>, tensor<f32>) {
+  %w = med.param @w : tensor<4xf32>
+  // CHECK: %[[F:.*]] = med.any_non_finite %{{.*}}, %{{.*}} {med.fp32} : (tensor<4xf32>, tensor<2x3xf32>) -> tensor<f32>
+  %f = med.any_non_finite %g, %h {med.fp32} : (tensor<4xf32>, tensor<2x3xf32>) -> tensor<f32>
+  // CHECK: med.select %[[F]], %{{.*}}, %{{.*}} : (tensor<f32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p = med.select %f, %w, %g : (tensor<f32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: med.update_loss_scale %{{.*}}, %{{.*}}, %[[F]] {growth_interval = 10 : i64} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  %u:2 = med.update_loss_scale %s, %n, %f {growth_interval = 10 : i64} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  return %p, %u#0, %u#1 : tensor<4xf32>, tensor<f32>, tensor<f32>
+}

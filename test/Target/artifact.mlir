@@ -3,6 +3,8 @@
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[0].ops | FileCheck %s --check-prefix=NET
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[1].ops | FileCheck %s --check-prefix=LOSS
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[0].values[0] functions[0].inputs functions[0].outputs | FileCheck %s --check-prefix=SIG
+// RUN: %python %S/Inputs/plan_query.py %t.json functions[2].ops functions[2].precision functions[2].init_loss_scale | FileCheck %s --check-prefix=SCALING
+// RUN: %python -c "import json, sys; d = json.load(open(sys.argv[1])); print(*[','.join(sorted(k for k in f if k in ('precision', 'init_loss_scale'))) or '-' for f in d['functions']], any('fp32' in op for op in d['functions'][0]['ops']))" %t.json | FileCheck %s --check-prefix=ABSENT
 // RUN: medc compile %s -o %t.medc && %python -c "import sys; b = open(sys.argv[1], 'rb').read(); print(b[:8], int.from_bytes(b[8:12], 'little'))" %t.medc | FileCheck %s --check-prefix=HEAD
 
 // Every attribute is written with its default filled in, operands are grouped by their
@@ -54,6 +56,21 @@ func.func @loss(%x: tensor<2x3x4x4x5xf32>, %y: tensor<2x3x4x4x5xf32>, %m: tensor
   %4 = med.slice %x {offsets = array<i64: 0, 0, 0, 0, 1>, sizes = array<i64: 2, 3, 4, 4, 4>} : (tensor<2x3x4x4x5xf32>) -> tensor<2x3x4x4x4xf32>
   %5 = med.concat %3, %4 {axis = 1 : i64} : (tensor<2x3x4x4x4xf32>, tensor<2x3x4x4x4xf32>) -> tensor<2x6x4x4x4xf32>
   return %0, %1, %2, %5 : tensor<f32>, tensor<f32>, tensor<2x4x4x5xf32>, tensor<2x6x4x4x4xf32>
+}
+
+// Loss scaling; an op marked med.fp32 gets "fp32": true, and a function's med.precision and
+// med.init_loss_scale become its "precision" and "init_loss_scale" (absent elsewhere).
+// SCALING: {"attrs":{},"fp32":true,"loc":"{{.*}}","op":"any_non_finite","operands":{"inputs":[0,1]},"results":[4]}
+// SCALING-NEXT: {"attrs":{},"loc":"{{.*}}","op":"select","operands":{"cond":[4],"on_false":[1],"on_true":[0]},"results":[5]}
+// SCALING-NEXT: {"attrs":{"backoff_factor":0.5,"growth_factor":2,"growth_interval":100},"fp32":true,"loc":"{{.*}}","op":"update_loss_scale","operands":{"found_inf":[4],"growth_tracker":[3],"scale":[2]},"results":[6,7]}
+// SCALING-NEXT: "fp16-mixed"
+// SCALING-NEXT: 4096
+// ABSENT: - - init_loss_scale,precision False
+func.func @scaling(%a: tensor<3xf32>, %b: tensor<3xf32>, %s: tensor<f32>, %n: tensor<f32>) -> (tensor<3xf32>, tensor<f32>, tensor<f32>) attributes {med.precision = "fp16-mixed", med.init_loss_scale = 4096.0 : f64} {
+  %f = med.any_non_finite %a, %b {med.fp32} : (tensor<3xf32>, tensor<3xf32>) -> tensor<f32>
+  %k = med.select %f, %a, %b : (tensor<f32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %u:2 = med.update_loss_scale %s, %n, %f {growth_interval = 100 : i64, med.fp32} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  return %k, %u#0, %u#1 : tensor<3xf32>, tensor<f32>, tensor<f32>
 }
 
 // HEAD: b'MEDCART\x00' 1

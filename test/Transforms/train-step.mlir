@@ -14,8 +14,10 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // CHECK-DAG: med.parameter @optimizer.exp_avg.c.bias : tensor<4xf32> init zeros frozen
 // CHECK-NOT: med.parameter @optimizer.exp_avg.frozen.weight
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: (%[[X:.*]]: tensor<2x2x3x3x3xf32>, %[[Y:.*]]: tensor<2x4x3x3x3xf32>, %[[LR:.*]]: tensor<f32>, %[[T:.*]]: tensor<f32>, %[[D:.*]]: tensor<f32>) -> (tensor<f32>, tensor<f32>)
+// CHECK-SAME: (%[[X:.*]]: tensor<2x2x3x3x3xf32>, %[[Y:.*]]: tensor<2x4x3x3x3xf32>, %[[LR:.*]]: tensor<f32>, %[[T:.*]]: tensor<f32>, %[[D:.*]]: tensor<f32>, %{{.*}}: tensor<i64>) -> (tensor<f32>, tensor<f32>)
+// CHECK-SAME: med.input_names = ["arg0", "arg1", "lr", "step", "ema_decay", "rng"]
 // CHECK-SAME: med.output_names = ["loss", "grad_norm"]
+// CHECK-SAME: med.precision = "fp32"
 // CHECK: %[[G:.*]]:5 = call @loss_grad(%[[X]], %[[Y]])
 // CHECK: %[[SQW:.*]] = med.mul %[[G]]#1, %[[G]]#1
 // CHECK: %[[SQB:.*]] = med.mul %[[G]]#2, %[[G]]#2
@@ -24,7 +26,7 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // CHECK: %[[GW:.*]] = med.mul %[[G]]#1, %[[COEF]]
 // CHECK: %[[GB:.*]] = med.mul %[[G]]#2, %[[COEF]]
 // CHECK: %[[W:.*]] = med.param @c.weight
-// CHECK: %[[NW:[a-z_]+]], %[[M:[a-z_0-9]+]], %[[V:[a-z_0-9]+]] = med.adamw %[[W]], %[[GW]], %{{.*}}, %{{.*}}, %[[LR]], %[[T]] {weight_decay = 5.000000e-02 : f64}
+// CHECK: %[[NW:[a-z_]+]], %[[M:[a-z_0-9]+]], %[[V:[a-z_0-9]+]] = med.adamw %[[W]], %[[GW]], %{{.*}}, %{{.*}}, %[[LR]], %[[T]] {med.fp32, weight_decay = 5.000000e-02 : f64}
 // CHECK: med.assign @optimizer.exp_avg.c.weight, %[[M]]
 // CHECK: med.assign @optimizer.exp_avg_sq.c.weight, %[[V]]
 // CHECK: med.assign @c.weight, %[[NW]]
@@ -34,7 +36,7 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // CHECK: %[[STEP:.*]] = med.mul %[[DIFF]], %[[ONEMINUS]]
 // CHECK: %[[NE:.*]] = med.add %[[E]], %[[STEP]]
 // CHECK: med.assign @ema.c.weight, %[[NE]]
-// CHECK: med.adamw %{{.*}}, %[[GB]], {{.*}} {weight_decay = 0.000000e+00 : f64}
+// CHECK: med.adamw %{{.*}}, %[[GB]], {{.*}} {med.fp32, weight_decay = 0.000000e+00 : f64}
 // CHECK: return %[[G]]#0, %[[NORM]]
 // The loss with the EMA weights; frozen parameters are read as they are.
 // CHECK-LABEL: func.func @eval_step_ema
@@ -45,9 +47,9 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // SGD-NOT: func.func @eval_step_ema
 
 // SGD-LABEL: func.func @train_step
-// SGD-SAME: (%{{.*}}: tensor<2x2x3x3x3xf32>, %{{.*}}: tensor<2x4x3x3x3xf32>, %[[LR:.*]]: tensor<f32>, %{{.*}}: tensor<f32>) -> (tensor<f32>, tensor<f32>)
+// SGD-SAME: (%{{.*}}: tensor<2x2x3x3x3xf32>, %{{.*}}: tensor<2x4x3x3x3xf32>, %[[LR:.*]]: tensor<f32>, %{{.*}}: tensor<f32>, %{{.*}}: tensor<i64>) -> (tensor<f32>, tensor<f32>)
 // SGD: med.param @optimizer.momentum_buffer.c.weight
-// SGD: med.sgd %{{.*}}, %[[LR]] {momentum = 0.98999999999999999 : f64, nesterov, weight_decay = 3.000000e-05 : f64}
+// SGD: med.sgd %{{.*}}, %[[LR]] {med.fp32, momentum = 0.98999999999999999 : f64, nesterov, weight_decay = 3.000000e-05 : f64}
 // SGD: med.assign @optimizer.momentum_buffer.c.weight
 // SGD-NOT: med.min
 func.func @loss(%x: tensor<2x2x3x3x3xf32>, %y: tensor<2x4x3x3x3xf32>) -> tensor<f32> {

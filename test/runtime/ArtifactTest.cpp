@@ -3,10 +3,11 @@
 #include "medrun/Error.h"
 #include "medrun/Random.h"
 
+#include "ArtifactFiles.h"
+
 #include "gtest/gtest.h"
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 using namespace medrun;
@@ -21,26 +22,8 @@ const char *kPlan = R"({"format":"medc-artifact","compiler":"test","source":"t.m
    "ops":[{"op":"param","operands":{},"results":[1],"attrs":{"name":"w"},"loc":"t.mlir:3:5"},
           {"op":"add","operands":{"lhs":[0],"rhs":[1]},"results":[2],"attrs":{},"loc":""}]}]})";
 
-template <typename T> void appendLE(std::string &out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i)
-    out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
-}
-
-std::string container(const std::string &json, uint32_t version = Artifact::kFormatVersion) {
-  std::string bytes(kArtifactMagic, 8);
-  appendLE<uint32_t>(bytes, version);
-  appendLE<uint32_t>(bytes, 0);
-  appendLE<uint64_t>(bytes, json.size());
-  bytes += json;
-  appendLE<uint32_t>(bytes, crc32(bytes.data(), bytes.size()));
-  return bytes;
-}
-
-std::string writeTemp(const std::string &name, const std::string &bytes) {
-  std::string path = ::testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
+using test::container;
+using test::writeTemp;
 
 std::string loadError(const std::string &path) {
   try {
@@ -112,6 +95,40 @@ TEST(Artifact, RejectsMalformedPlans) {
   EXPECT_NE(msg.find("value id 9 out of range (3 values)"), std::string::npos) << msg;
   msg = loadError(writeTemp("json.medc", container("{\"format\":")));
   EXPECT_NE(msg.find("malformed artifact"), std::string::npos) << msg;
+}
+
+// A training step's precision and init_loss_scale, and the `fp32` flag of its ops.
+TEST(Artifact, ReadsPrecision) {
+  std::string plan = kPlan;
+  plan.replace(plan.find("\"outputs\":[2]"), 13,
+               "\"outputs\":[2],\"precision\":\"fp16-mixed\",\"init_loss_scale\":65536");
+  plan.replace(plan.find("\"loc\":\"\""), 8, "\"loc\":\"\",\"fp32\":true");
+  Artifact a = Artifact::load(writeTemp("prec.medc", container(plan)));
+  const Function &f = a.function("f");
+  EXPECT_EQ(f.precision, "fp16-mixed");
+  EXPECT_EQ(f.initLossScale, 65536);
+  EXPECT_FALSE(f.ops[0].fp32);
+  EXPECT_TRUE(f.ops[1].fp32);
+  // Absent: no precision recorded, no op marked.
+  Artifact plain = Artifact::load(writeTemp("plain.medc", container(kPlan)));
+  EXPECT_EQ(plain.function("f").precision, "");
+  EXPECT_FALSE(plain.function("f").ops[1].fp32);
+
+  std::string bad = kPlan;
+  bad.replace(bad.find("\"outputs\":[2]"), 13, "\"outputs\":[2],\"precision\":\"fp8\"");
+  std::string msg = loadError(writeTemp("badprec.medc", container(bad)));
+  EXPECT_NE(msg.find("function 'f': unknown precision 'fp8' (expected fp32, bf16-mixed or "
+                     "fp16-mixed)"),
+            std::string::npos)
+      << msg;
+  bad = kPlan;
+  bad.replace(bad.find("\"outputs\":[2]"), 13, "\"outputs\":[2],\"init_loss_scale\":-1");
+  msg = loadError(writeTemp("badscale.medc", container(bad)));
+  EXPECT_NE(msg.find("'init_loss_scale' must be a positive number"), std::string::npos) << msg;
+  bad = kPlan;
+  bad.replace(bad.find("\"loc\":\"\""), 8, "\"loc\":\"\",\"fp32\":1");
+  msg = loadError(writeTemp("badflag.medc", container(bad)));
+  EXPECT_NE(msg.find("'fp32' must be true or false"), std::string::npos) << msg;
 }
 
 // Known-answer vectors of Philox4x32-10 (Random123's kat_vectors).

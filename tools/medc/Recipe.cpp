@@ -480,10 +480,11 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     train.push_back("clip=" + clip->second.scalar);
   if (top.count("ema"))
     train.push_back("ema=true");
-  if (StringRef precision = *effective.getString("precision"); precision != "fp32")
-    return r.fail("precision '" + precision +
-                  "' is not available yet; use fp32 (bf16-mixed and fp16-mixed come with the "
-                  "CUDA backend)");
+  StringRef precision = *effective.getString("precision");
+  if (precision != "fp32" && precision != "bf16-mixed" && precision != "fp16-mixed")
+    return r.fail("precision: expected fp32, bf16-mixed or fp16-mixed, got '" + precision + "'");
+  if (precision != "fp32")
+    train.push_back("precision=" + precision.str());
   recipe.lossOptions = join(loss, " ");
   recipe.trainOptions = join(train, " ");
   recipe.effective = std::move(effective);

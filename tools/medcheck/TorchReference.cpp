@@ -544,6 +544,37 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   if (k == "dice_ce")
     return {diceCE(op, env.group(op, "logits"), env.group(op, "targets"), env.floatType)};
 
+  // Dynamic loss scaling, written from torch.amp.GradScaler's documented behaviour.
+  if (k == "any_non_finite") {
+    bool found = false;
+    for (const torch::Tensor &x : env.group(op, "inputs"))
+      found |= (~torch::isfinite(x)).any().item<bool>();
+    return {torch::full({}, found ? 1.0 : 0.0, torch::TensorOptions().dtype(env.floatType))};
+  }
+  if (k == "select") {
+    bool cond = env.in(op, "cond").item<double>() != 0;
+    return {(cond ? env.in(op, "on_true") : env.in(op, "on_false")).clone()};
+  }
+  if (k == "update_loss_scale") {
+    // torch._amp_update_scale_: float scale, int tracker, double factors.
+    float scale = env.in(op, "scale").item<float>();
+    int64_t tracker = static_cast<int64_t>(env.in(op, "growth_tracker").item<double>());
+    if (env.in(op, "found_inf").item<double>() != 0) {
+      scale = static_cast<float>(scale * num(op, "backoff_factor"));
+      tracker = 0;
+    } else if (tracker + 1 == integer(op, "growth_interval")) {
+      float grown = static_cast<float>(scale * num(op, "growth_factor"));
+      if (std::isfinite(grown))
+        scale = grown;
+      tracker = 0;
+    } else {
+      ++tracker;
+    }
+    auto options = torch::TensorOptions().dtype(env.floatType);
+    return {torch::full({}, static_cast<double>(scale), options),
+            torch::full({}, static_cast<double>(tracker), options)};
+  }
+
   // Gradient ops: autograd of the forward mappings above.
   if (k == "conv3d_grad_weight")
     return {conv3dGradWeight(op, env.in(op, "input"), env.in(op, "grad_output"))};
@@ -651,7 +682,7 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
 TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
-                         torch::ScalarType floatType) {
+                         torch::ScalarType floatType, const torch::Tensor &seed) {
   if (fn.outputs.empty())
     throw Error(str("function '", fn.name, "' has no result to differentiate"));
   const medrun::ValueInfo &loss = fn.values.at(fn.outputs[0]);
@@ -699,7 +730,11 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
 
   std::vector<torch::Tensor> grads(leaves.size());
   if (!leaves.empty() && outputs[0].requires_grad())
-    grads = torch::autograd::grad({outputs[0]}, leaves, {}, /*retain_graph=*/false,
+    grads = torch::autograd::grad({outputs[0]}, leaves,
+                                  seed.defined()
+                                      ? torch::autograd::variable_list{seed.to(outputs[0].dtype())}
+                                      : torch::autograd::variable_list{},
+                                  /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   std::vector<bool> reached(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {

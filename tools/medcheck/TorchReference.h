@@ -54,11 +54,14 @@ struct TorchGradients {
 /// float arguments as leaves, and returns d out0 / d leaf for each (zeros where out0 does not
 /// depend on the leaf). The mapping follows docs/dialect.md: the target, mask and pos_weight
 /// of med.bce_with_logits and the targets of med.dice_ce are data and get no gradient.
-/// Independent of medrun's gradient rules and kernels.
+/// Independent of medrun's gradient rules and kernels. With a `seed` (a scalar), the
+/// backward pass starts from it instead of 1: the gradients of out0 · seed, as
+/// `(loss * scale).backward()` of torch.amp.GradScaler computes them.
 TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
-                         torch::ScalarType floatType = torch::kFloat);
+                         torch::ScalarType floatType = torch::kFloat,
+                         const torch::Tensor &seed = torch::Tensor());
 
 } // namespace medcheck
 

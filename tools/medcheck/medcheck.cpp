@@ -3,15 +3,16 @@
 //   medcheck X.medc [--func NAME]... [--seed S] [--tolerance T] [--precision f32|f64]
 //            [--threads N] [--grad] [--fd N [--fd-params REGEX] [--fd-tolerance T]]
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
-//            [--ema-decay D] [--ema-warmup W] [--train-grad] [--seed S] [--tolerance T]
-//            [--precision f32|f64] [--threads N]
+//            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
+//            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
 // draws random inputs by the role of each argument, runs the function with runCpu and
 // with the LibTorch reference of TorchReference.cpp, and compares every output.
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
-// --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA.
+// --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
+// (+ a GradScaler written out here for fp16-mixed steps).
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -31,6 +32,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <limits>
@@ -113,8 +115,9 @@ const char *kUsage =
     "  lr_s from --lr and --lr-schedule (constant: lr; cosine: lr * (1 + cos(pi (s-1)/N))/2)\n"
     "  and ema_decay_s = 0 for s <= W (--ema-warmup), D (--ema-decay) after; in f32 both are\n"
     "  rounded to f32 first, and torch gets the rounded values too.\n"
-    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s]), then the values\n"
-    "           it assigns (med.assign) replace the state.\n"
+    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s][, loss_scale,\n"
+    "           growth_tracker], rng = s), inputs bound by name, then the values it assigns\n"
+    "           (med.assign) replace the state.\n"
     "    torch: the loss function's op-by-op torch mapping with the trainable parameters as\n"
     "           leaf tensors, torch autograd, torch::nn::utils::clip_grad_norm_(clip) (when\n"
     "           the train options set clip > 0; its total norm is the reference grad_norm,\n"
@@ -126,6 +129,19 @@ const char *kUsage =
     "           starting as a copy of the initial parameters. The moments are read from\n"
     "           the torch optimizer's own state (exp_avg, exp_avg_sq, momentum_buffer).\n"
     "  A parameter the loss does not reach gets a zero gradient on both sides.\n"
+    "  fp16-mixed steps (dynamic loss scaling): ours feeds its loss_scale and\n"
+    "  growth_tracker outputs back as the next inputs, starting from --loss-scale (default:\n"
+    "  the artifact's init_loss_scale) and 0. Torch runs torch.amp.GradScaler by hand:\n"
+    "  autograd of loss * scale, found_inf = any non-finite scaled gradient, gradients times\n"
+    "  float(1/double(scale)) before clipping, optimizer step and EMA skipped on found_inf\n"
+    "  (AdamW's step count then does not advance), and torch._amp_update_scale_ (growth,\n"
+    "  backoff, growth interval from the train options). found_inf, loss_scale,\n"
+    "  growth_tracker and AdamW's optimizer.step are compared exactly; grad_norm passes as\n"
+    "  non-finite on both sides; on a skipped step every state tensor of ours must be bit\n"
+    "  for bit unchanged (`skipped` line).\n"
+    "  --precision bf16 / f16 runs ours with bf16 / emulated f16 activations (master weights\n"
+    "  and optimizer math in f32) against torch in f32: a check of how far rounding moves a\n"
+    "  few steps, with loose default tolerances (5e-2 for bf16, 1e-2 for f16).\n"
     "  Each step prints a line for loss and grad_norm (relative error) and one per tensor\n"
     "  kind: params, exp_avg and exp_avg_sq (AdamW) or momentum_buffer (SGD), ema, and with\n"
     "  --train-grad grads: the largest relative error norm over the tensors of that kind\n"
@@ -147,9 +163,10 @@ const char *kUsage =
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
     "  --seed S           seed of the parameters and inputs (default 0)\n"
     "  --tolerance T      largest relative error norm that passes\n"
-    "                     (default 1e-4 for f32, 1e-10 for f64)\n"
+    "                     (default 1e-4 for f32, 1e-10 for f64, 5e-2 for bf16, 1e-2 for f16)\n"
     "  --precision P      f32 or f64: storage type of our run and the type torch\n"
-    "                     computes in (default f32)\n"
+    "                     computes in (default f32); with --train-steps also bf16 or f16\n"
+    "                     (mixed precision on our side, f32 in torch, see above)\n"
     "  --threads N        threads of medrun and of torch, which always get the same\n"
     "                     number (default: medrun's, MEDRUN_THREADS or the hardware\n"
     "                     concurrency)\n"
@@ -165,13 +182,16 @@ const char *kUsage =
     "  --lr-schedule S    with --train-steps: constant (default) or cosine\n"
     "  --ema-decay D      with --train-steps: EMA decay after the warm-up (default 0.999)\n"
     "  --ema-warmup W     with --train-steps: steps with EMA decay 0 (default 0)\n"
+    "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
+    "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
-    "artifact without train_step or its loss function, --train-grad without <loss>_grad\n";
+    "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
+    "--loss-scale on a step without loss scaling\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -197,6 +217,7 @@ struct Options {
   std::string lrSchedule = "constant";
   double emaDecay = 0.999;
   int64_t emaWarmup = 0;
+  double lossScale = 0; ///< > 0: --loss-scale
   bool trainGrad = false;
   bool hasTrainOnly = false; ///< an option that needs --train-steps
 };
@@ -252,8 +273,12 @@ Options parseArgs(int argc, char **argv) {
         o.precision = medrun::Precision::F32;
       else if (p == "f64")
         o.precision = medrun::Precision::F64;
+      else if (p == "bf16")
+        o.precision = medrun::Precision::BF16;
+      else if (p == "f16")
+        o.precision = medrun::Precision::F16;
       else
-        throw UsageError(str("--precision must be f32 or f64, got '", p, "'"));
+        throw UsageError(str("--precision must be f32, f64, bf16 or f16, got '", p, "'"));
     } else if (a == "--threads") {
       uint64_t n = parseUnsigned(a, next());
       if (n < 1 || n > 4096)
@@ -304,6 +329,11 @@ Options parseArgs(int argc, char **argv) {
     } else if (a == "--ema-warmup") {
       o.emaWarmup = static_cast<int64_t>(parseUnsigned(a, next()));
       o.hasTrainOnly = true;
+    } else if (a == "--loss-scale") {
+      o.lossScale = parsePositive(a, next());
+      if (o.lossScale > 3.4028234663852886e38)
+        throw UsageError(str("--loss-scale must be a finite f32 number, got '", o.lossScale, "'"));
+      o.hasTrainOnly = true;
     } else if (a == "--train-grad") {
       if (hasInline)
         throw UsageError("--train-grad takes no value");
@@ -324,8 +354,11 @@ Options parseArgs(int argc, char **argv) {
   if (o.fd == 0 && o.fdTolerance > 0)
     throw UsageError("--fd-tolerance needs --fd N");
   if (o.trainSteps == 0 && o.hasTrainOnly)
-    throw UsageError("--lr, --lr-schedule, --ema-decay, --ema-warmup and --train-grad need "
-                     "--train-steps N");
+    throw UsageError("--lr, --lr-schedule, --ema-decay, --ema-warmup, --loss-scale and "
+                     "--train-grad need --train-steps N");
+  if (o.trainSteps == 0 &&
+      (o.precision == medrun::Precision::BF16 || o.precision == medrun::Precision::F16))
+    throw UsageError("--precision bf16 and f16 (mixed precision) need --train-steps N");
   if (o.trainSteps > 0 && (o.grad || o.fd > 0 || !o.funcs.empty()))
     throw UsageError("--train-steps does not combine with --grad, --fd or --func");
   return o;
@@ -612,6 +645,11 @@ struct Counts {
 /// Gradients whose norms (ours and torch's) are both below kVanishing * tolerance * the
 /// largest gradient norm of the function count as zero.
 constexpr double kVanishing = 1e-2;
+
+/// Default tolerances of the mixed-precision training checks (--precision bf16 / f16, see
+/// --help): a few times the largest relative error seen over a few steps of the checked
+/// networks; bf16 keeps 8 bits of mantissa per activation, f16 11.
+constexpr double kBF16Tolerance = 5e-2, kF16Tolerance = 1e-2;
 
 /// Pass or fail for each output of one function: the relative error norm within the
 /// tolerance; or, for a gradient (isGrad), both norms vanishing next to the function's
@@ -916,6 +954,10 @@ struct TrainOptions {
   std::string optimizer = "adamw";
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 1e-2, momentum = 0, clip = 0;
   bool nesterov = false, exemptNormBias = false, ema = false;
+  std::string precision = "fp32";
+  // torch.amp.GradScaler's defaults
+  double initScale = 65536, growthFactor = 2, backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
 };
 
 TrainOptions parseTrainOptions(const std::string &spec) {
@@ -963,9 +1005,21 @@ TrainOptions parseTrainOptions(const std::string &spec) {
       t.exemptNormBias = boolean(key, v);
     else if (key == "ema")
       t.ema = boolean(key, v);
+    else if (key == "precision")
+      t.precision = v;
+    else if (key == "init-scale")
+      t.initScale = number(key, v);
+    else if (key == "growth-factor")
+      t.growthFactor = number(key, v);
+    else if (key == "backoff-factor")
+      t.backoffFactor = number(key, v);
+    else if (key == "growth-interval")
+      t.growthInterval = static_cast<int64_t>(number(key, v));
     else
       throw Error(str("unknown train option '", key, "' in the artifact's options"));
   }
+  if (t.precision != "fp32" && t.precision != "bf16-mixed" && t.precision != "fp16-mixed")
+    throw Error(str("unknown precision '", t.precision, "' in the artifact's train options"));
   if (t.optimizer != "adamw" && t.optimizer != "sgd")
     throw Error(str("unknown optimizer '", t.optimizer, "' in the artifact's train options"));
   return t;
@@ -999,6 +1053,29 @@ struct KindSummary {
 
 double toScalar(const medrun::Tensor &t) { return t.at(0); }
 
+std::string medrunPrecisionName(medrun::Precision p) {
+  switch (p) {
+  case medrun::Precision::F32: return "f32";
+  case medrun::Precision::F64: return "f64";
+  case medrun::Precision::BF16: return "bf16";
+  case medrun::Precision::F16: return "f16";
+  }
+  return "?";
+}
+
+/// The default tolerance of a precision: f32 and f64 compare against torch in the same
+/// type; bf16 and f16 (mixed precision on our side, f32 in torch) compare how far the
+/// rounding of activations moves a few training steps.
+double defaultTolerance(medrun::Precision p) {
+  switch (p) {
+  case medrun::Precision::F32: return 1e-4;
+  case medrun::Precision::F64: return 1e-10;
+  case medrun::Precision::BF16: return kBF16Tolerance;
+  case medrun::Precision::F16: return kF16Tolerance;
+  }
+  return 1e-4;
+}
+
 int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolerance,
                torch::ScalarType floatType) {
   auto find = [&](const std::string &name) -> const medrun::Function * {
@@ -1013,6 +1090,13 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
                          "(compile it with medc compile --train \"...\")"));
   auto opt = artifact.options.find("train");
   TrainOptions t = parseTrainOptions(opt == artifact.options.end() ? "" : opt->second);
+  if (!step->precision.empty() && step->precision != t.precision)
+    throw Error(str("train_step records precision ", step->precision, ", its train options ",
+                    t.precision));
+  const bool scaling = t.precision == "fp16-mixed";
+  if (o.lossScale > 0 && !scaling)
+    throw UsageError(str("--loss-scale: train_step of ", o.artifact, " is ", t.precision,
+                         "; only fp16-mixed steps scale the loss"));
   const medrun::Function *lossFn = find(t.loss);
   if (!lossFn)
     throw UsageError(str("--train-steps: ", o.artifact, " has no loss function '", t.loss,
@@ -1021,12 +1105,39 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
   const medrun::Function *gradFn = o.trainGrad ? find(t.loss + "_grad") : nullptr;
   if (o.trainGrad && !gradFn)
     throw UsageError(str("--train-grad: ", o.artifact, " has no function '", t.loss, "_grad'"));
+
+  // train_step's inputs: the loss function's, then the per-step scalars, bound by name.
   size_t batchArgs = lossFn->inputs.size();
-  size_t expectedArgs = batchArgs + 2 + (t.ema ? 1 : 0);
-  if (step->inputs.size() != expectedArgs)
-    throw Error(str("train_step has ", step->inputs.size(), " arguments; ", t.loss, " has ",
-                    batchArgs, " and the train options (ema=", t.ema ? "true" : "false",
-                    ") add ", expectedArgs - batchArgs));
+  if (step->inputs.size() < batchArgs)
+    throw Error(str("train_step has ", step->inputs.size(), " arguments, fewer than ", t.loss,
+                    "'s ", batchArgs));
+  std::map<std::string, size_t> slot;
+  for (size_t i = batchArgs; i < step->inputs.size(); ++i) {
+    const std::string &n = step->inputNames.at(i);
+    if (n != "lr" && n != "step" && n != "ema_decay" && n != "loss_scale" &&
+        n != "growth_tracker" && n != "rng")
+      throw Error(str("train_step input ", i, " '", n, "' is none medcheck knows (lr, step, ",
+                      "ema_decay, loss_scale, growth_tracker, rng)"));
+    slot[n] = i;
+  }
+  std::vector<std::string> required{"lr", "step"};
+  if (t.ema)
+    required.push_back("ema_decay");
+  if (scaling)
+    required.insert(required.end(), {"loss_scale", "growth_tracker"});
+  for (const std::string &n : required)
+    if (!slot.count(n))
+      throw Error(str("train_step has no input '", n, "' (", t.precision, ", ema=",
+                      t.ema ? "true" : "false", ")"));
+  std::vector<std::string> outNames;
+  for (size_t i = 0; i < step->outputs.size(); ++i)
+    outNames.push_back(outputName(*step, i));
+  auto outputIndex = [&](const std::string &n) {
+    auto it = std::find(outNames.begin(), outNames.end(), n);
+    if (it == outNames.end())
+      throw Error(str("train_step has no output '", n, "'"));
+    return static_cast<size_t>(it - outNames.begin());
+  };
 
   const bool f64 = o.precision == medrun::Precision::F64;
   const medrun::DType storage = f64 ? medrun::DType::F64 : medrun::DType::F32;
@@ -1118,12 +1229,28 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
   for (const medrun::Tensor &x : batch)
     torchBatch.push_back(medcheck::toTorch(x));
 
-  const char *precisionName = f64 ? "f64" : "f32";
+  const std::string precisionName = medrunPrecisionName(o.precision);
   std::cout << "train_step  " << t.optimizer << "  " << trained.size()
             << " trained parameters  clip " << t.clip << "  ema "
             << (t.ema ? "true" : "false") << "  exempt-norm-bias "
             << (t.exemptNormBias ? "true" : "false") << "  lr " << sci(o.lr) << " "
-            << o.lrSchedule << "  one batch for all steps  precision " << precisionName << "\n";
+            << o.lrSchedule << "  one batch for all steps  precision " << precisionName
+            << "  (compiled " << t.precision << ")\n";
+
+  // Loss scaling: ours feeds its loss_scale and growth_tracker outputs back as the next
+  // step's inputs (as the runtime does); torch's GradScaler keeps its own.
+  double scaleOurs = 0, trackerOurs = 0, scaleTorch = 0;
+  int64_t trackerTorch = 0;
+  size_t skippedSteps = 0;
+  if (scaling) {
+    double init = o.lossScale > 0 ? o.lossScale
+                  : step->initLossScale > 0 ? step->initLossScale
+                                            : t.initScale;
+    scaleOurs = scaleTorch = static_cast<float>(init);
+    std::cout << "loss scaling  init " << scaleTorch << "  growth " << t.growthFactor
+              << " every " << t.growthInterval << " steps  backoff " << t.backoffFactor
+              << "\n";
+  }
 
   size_t failedSteps = 0;
   double oursTime = 0, torchTime = 0;
@@ -1131,6 +1258,7 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
   // sides) in some step so far, and the bound on how far AdamW can move them on noise.
   std::set<std::string> noiseDriven;
   double noiseBound = 0;
+  int64_t applied = 0; // optimizer steps torch took (skipped ones do not count)
   for (int64_t s = 1; s <= o.trainSteps; ++s) {
     double lr = o.lr;
     if (o.lrSchedule == "cosine")
@@ -1143,30 +1271,52 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
     std::vector<medrun::Tensor> gradsOurs;
     if (gradFn)
       gradsOurs = medrun::runCpu(artifact, *gradFn, batch, state, o.precision);
-    std::vector<medrun::Tensor> inputs = batch;
-    inputs.push_back(scalar(lr));
-    inputs.push_back(scalar(double(s)));
+    std::vector<medrun::Tensor> inputs(step->inputs.size());
+    for (size_t i = 0; i < batchArgs; ++i)
+      inputs[i] = batch[i];
+    inputs[slot.at("lr")] = scalar(lr);
+    inputs[slot.at("step")] = scalar(double(s));
     if (t.ema)
-      inputs.push_back(scalar(decay));
-    medrun::TensorMap updates;
+      inputs[slot.at("ema_decay")] = scalar(decay);
+    if (scaling) {
+      inputs[slot.at("loss_scale")] = scalar(scaleOurs);
+      inputs[slot.at("growth_tracker")] = scalar(trackerOurs);
+    }
+    if (slot.count("rng")) {
+      medrun::Tensor counter(medrun::DType::I64, {});
+      counter.data<int64_t>()[0] = s;
+      inputs[slot.at("rng")] = counter;
+    }
+    medrun::TensorMap before = state, updates;
     std::vector<medrun::Tensor> outs =
         medrun::runCpu(artifact, *step, inputs, state, o.precision, nullptr, &updates);
     for (auto &[name, x] : updates) {
       if (!state.count(name))
         throw Error(str("train_step assigns '", name, "', which is no parameter"));
-      state[name] = x;
+      state[name] = x.dtype() == storage ? x : x.to(storage);
     }
     double t1 = now();
 
-    // Torch.
+    // Torch: autograd, then GradScaler (scale, unscale_, the finiteness check, a skipped
+    // optimizer step, update) by hand around clip_grad_norm_ and the optimizer.
     std::map<std::string, torch::Tensor> values = torchValues;
     for (const std::string &name : trained)
       values[name] = leaf.at(name).detach();
+    torch::Tensor seed;
+    if (scaling)
+      seed = torch::full({}, scaleTorch, torch::TensorOptions().dtype(floatType));
     medcheck::TorchGradients ref =
-        medcheck::gradTorch(artifact, *lossFn, torchBatch, values, floatType);
+        medcheck::gradTorch(artifact, *lossFn, torchBatch, values, floatType, seed);
+    bool foundTorch = false;
+    // inv_scale = scale.double().reciprocal().float(), as GradScaler.unscale_
+    double inverse = scaling ? rounded(1.0 / scaleTorch) : 1.0;
     std::map<std::string, torch::Tensor> gradsTorch;
     for (const std::string &name : trained) {
       torch::Tensor g = ref.params.at(name).to(floatType).detach().clone();
+      if (scaling) {
+        foundTorch |= !torch::isfinite(g).all().item<bool>();
+        g = g * inverse;
+      }
       gradsTorch[name] = g.clone();
       leaf.at(name).mutable_grad() = g;
     }
@@ -1185,8 +1335,9 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
       else
         static_cast<torch::optim::SGDOptions &>(group.options()).lr(lr);
     }
-    optimizer->step();
-    {
+    if (!foundTorch) {
+      optimizer->step();
+      ++applied;
       double largest = 0;
       for (const auto &[name, g] : gradsTorch)
         largest = std::max(largest, g.norm().item<double>());
@@ -1194,21 +1345,32 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
         if (g.norm().item<double>() <= kVanishing * tolerance * largest)
           noiseDriven.insert(name);
       if (t.optimizer == "adamw") {
-        // |m_hat / (sqrt(v_hat) + eps)| <= (1-b1)/(1-b1^s) * sqrt((1-b2^s)/(1-b2)) *
-        // sqrt(sum_{j<s} (b1^2/b2)^j) for any gradients (Cauchy-Schwarz).
-        double sum = 0;
-        for (int64_t j = 0; j < s; ++j)
+        // |m_hat / (sqrt(v_hat) + eps)| <= (1-b1)/(1-b1^k) * sqrt((1-b2^k)/(1-b2)) *
+        // sqrt(sum_{j<k} (b1^2/b2)^j) for any gradients (Cauchy-Schwarz), k = updates so far.
+        double sum = 0, k = double(applied);
+        for (int64_t j = 0; j < applied; ++j)
           sum += std::pow(t.beta1 * t.beta1 / t.beta2, double(j));
-        noiseBound += lr * (1 - t.beta1) / (1 - std::pow(t.beta1, double(s))) *
-                      std::sqrt((1 - std::pow(t.beta2, double(s))) / (1 - t.beta2)) *
-                      std::sqrt(sum);
+        noiseBound += lr * (1 - t.beta1) / (1 - std::pow(t.beta1, k)) *
+                      std::sqrt((1 - std::pow(t.beta2, k)) / (1 - t.beta2)) * std::sqrt(sum);
       }
-    }
-    {
       torch::NoGradGuard noGrad;
       if (t.ema)
         for (const std::string &name : trained)
           ema[name] = decay * ema[name] + (1 - decay) * leaf.at(name).detach();
+    }
+    double scaleUsed = scaleTorch;
+    if (scaling) { // torch._amp_update_scale_
+      if (foundTorch) {
+        scaleTorch = static_cast<float>(scaleTorch * t.backoffFactor);
+        trackerTorch = 0;
+      } else if (trackerTorch + 1 == t.growthInterval) {
+        float grown = static_cast<float>(scaleTorch * t.growthFactor);
+        if (std::isfinite(grown))
+          scaleTorch = grown;
+        trackerTorch = 0;
+      } else {
+        ++trackerTorch;
+      }
     }
     double t2 = now();
     oursTime += t1 - t0;
@@ -1219,19 +1381,60 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
     auto scalarLine = [&](const char *what, double ours, double theirs) {
       double rel = theirs != 0 ? std::abs(ours - theirs) / std::abs(theirs)
                                : std::abs(ours - theirs);
-      bool ok = std::isfinite(ours) && rel <= tolerance;
+      // Overflowed gradients give a non-finite norm, inf or NaN by the order of the
+      // operations that met the infinities: any non-finite pair matches.
+      bool ok = std::isfinite(ours) ? rel <= tolerance : !std::isfinite(theirs);
       stepFailed |= !ok;
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.9g", ours);
-      std::cout << "step " << s << "  " << what << "  " << buf << "  rel " << sci(rel) << "  "
+      std::cout << "step " << s << "  " << what << "  " << buf;
+      if (std::isfinite(ours) && std::isfinite(theirs))
+        std::cout << "  rel " << sci(rel);
+      else
+        std::cout << "  torch " << theirs;
+      std::cout << "  " << (ok ? "ok" : "FAIL") << "\n";
+    };
+    auto exactLine = [&](const char *what, double ours, double theirs) {
+      bool ok = ours == theirs;
+      stepFailed |= !ok;
+      std::cout << "step " << s << "  " << what << "  " << ours << "  torch " << theirs << "  "
                 << (ok ? "ok" : "FAIL") << "\n";
     };
     std::cout << "step " << s << "  lr " << sci(lr);
     if (t.ema)
       std::cout << "  ema_decay " << decay;
+    if (scaling)
+      std::cout << "  loss_scale " << scaleUsed;
     std::cout << "\n";
-    scalarLine("loss", toScalar(outs.at(0)), ref.outputs.at(0).item<double>());
-    scalarLine("grad_norm", toScalar(outs.at(1)), gradNorm);
+    scalarLine("loss", toScalar(outs.at(outputIndex("loss"))), ref.outputs.at(0).item<double>());
+    scalarLine("grad_norm", toScalar(outs.at(outputIndex("grad_norm"))), gradNorm);
+    if (scaling) {
+      double found = toScalar(outs.at(outputIndex("found_inf")));
+      exactLine("found_inf", found, foundTorch ? 1 : 0);
+      scaleOurs = toScalar(outs.at(outputIndex("loss_scale")));
+      trackerOurs = toScalar(outs.at(outputIndex("growth_tracker")));
+      exactLine("loss_scale", scaleOurs, scaleTorch);
+      exactLine("growth_tracker", trackerOurs, double(trackerTorch));
+      if (found != 0) {
+        // A skipped step leaves every state tensor exactly as it was.
+        ++skippedSteps;
+        size_t changed = 0;
+        std::string first;
+        for (auto &[name, x] : updates) {
+          const medrun::Tensor &old = before.at(name), &now = state.at(name);
+          bool same = old.dtype() == now.dtype() && old.shape() == now.shape() &&
+                      std::memcmp(old.raw(), now.raw(), old.nbytes()) == 0;
+          if (!same && changed++ == 0)
+            first = name;
+        }
+        stepFailed |= changed > 0;
+        std::cout << "step " << s << "  skipped  " << updates.size() - changed << " of "
+                  << updates.size() << " state tensors unchanged";
+        if (changed)
+          std::cout << ", first changed " << first;
+        std::cout << "  " << (changed ? "FAIL" : "ok") << "\n";
+      }
+    }
 
     // `gradients`: the vanishing rule applies (gradients, optimizer moments); `values`:
     // parameters and EMA, where a noise-driven parameter (see --help) passes within the
@@ -1324,10 +1527,12 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
         ours.push_back(stateOf("optimizer." + m + "." + name));
         // (compared with the vanishing rule: the moments of a zero gradient are noise)
         torch::optim::OptimizerParamState *ps = findState(optimizer->state(), leaf.at(name));
-        if (!ps)
+        if (!ps && applied > 0)
           throw Error(str("torch's optimizer has no state for '", name, "' after step ", s));
         torch::Tensor x;
-        if (m == "exp_avg")
+        if (!ps) // no update yet (every step so far skipped): torch creates it on the first
+          x = torch::zeros_like(leaf.at(name));
+        else if (m == "exp_avg")
           x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg();
         else if (m == "exp_avg_sq")
           x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg_sq();
@@ -1337,6 +1542,8 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
       }
       kindLine(m, trained, ours, theirs, true);
     }
+    if (scaling && t.optimizer == "adamw")
+      exactLine("optimizer.step", toScalar(stateOf("optimizer.step")), double(applied));
     if (t.ema) {
       std::vector<medrun::Tensor> ours;
       std::vector<torch::Tensor> theirs;
@@ -1351,6 +1558,9 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
   }
   std::cout << "train_step  time  ours " << seconds(oursTime) << "  torch " << seconds(torchTime)
             << " (" << medrun::numThreads() << " threads)\n";
+  if (scaling)
+    std::cout << "loss scaling  " << skippedSteps << " of " << o.trainSteps
+              << " steps skipped, final scale " << scaleOurs << "\n";
   std::cout << o.trainSteps << " steps checked, " << failedSteps << " failed (tolerance "
             << sci(tolerance) << ", precision " << precisionName << ")\n";
   return failedSteps > 0 ? 1 : 0;
@@ -1359,9 +1569,7 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
 int run(const Options &o) {
   medrun::Artifact artifact = medrun::Artifact::load(o.artifact);
   if (o.trainSteps > 0) {
-    double tolerance = o.tolerance > 0 ? o.tolerance
-                       : o.precision == medrun::Precision::F64 ? 1e-10
-                                                               : 1e-4;
+    double tolerance = o.tolerance > 0 ? o.tolerance : defaultTolerance(o.precision);
     return checkTrain(o, artifact, tolerance,
                       o.precision == medrun::Precision::F64 ? torch::kDouble : torch::kFloat);
   }

@@ -23,6 +23,11 @@ def Med_Dialect : Dialect {
     batch may be dynamic (`?`) in library functions; `med-specialize` fixes them for one batch
     and patch size. Learnable tensors are declared once per module with `med.parameter`, named
     like the PyTorch `state_dict` key they correspond to, and read with `med.param`.
+
+    The unit attribute `med.fp32` on an op marks master-weight math of a training step
+    (gradient norm, unscaling, optimizer, EMA, the parameter reads feeding them): under
+    mixed precision (bf16, f16 activations) a backend computes such an op and keeps its
+    results in f32. `med-train-step` sets it; the artifact carries it as `fp32: true`.
   }];
   let useDefaultAttributePrinterParser = 1;
 }

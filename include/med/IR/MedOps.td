@@ -508,6 +508,76 @@ def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable]> {
 }
 
 //===----------------------------------------------------------------------------------===//
+// Mixed precision: dynamic loss scaling without host synchronisation. The decision to
+// skip an update is data (a scalar 0/1), and the state is chosen with med.select.
+//===----------------------------------------------------------------------------------===//
+
+def Med_AnyNonFiniteOp : Med_ShapedOp<"any_non_finite", [Med_NotDifferentiable]> {
+  let summary = "1 if any element of any operand is inf or NaN, else 0";
+  let description = [{
+    Returns an f32 scalar: 1 when some element of some operand is +inf, −inf or NaN, 0
+    otherwise (the `found_inf` of `torch.amp.GradScaler`, which checks every gradient). The
+    operands may have any shapes and float types.
+
+    ```mlir
+    %found = med.any_non_finite %g0, %g1 : (tensor<4x2x1x1x1xf32>, tensor<4xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Med_FloatTensor>:$inputs);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_SelectOp : Med_ShapedOp<"select", [Med_NotDifferentiable]> {
+  let summary = "one of two tensors, chosen by a scalar condition";
+  let description = [{
+    Returns `on_true` when the scalar `cond` is non-zero (NaN counts as non-zero) and
+    `on_false` otherwise, whole: nothing of the other operand reaches the result, so a NaN
+    there does not propagate. Both operands have the same type. Training steps keep the old
+    parameters, optimizer state and EMA this way when a step is skipped
+    (`select(found_inf, old, new)`), without the host reading `found_inf`.
+
+    ```mlir
+    %p = med.select %found_inf, %old, %new : (tensor<f32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$cond, Med_FloatTensor:$on_true, Med_FloatTensor:$on_false);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_UpdateLossScaleOp : Med_ShapedOp<"update_loss_scale", [Med_NotDifferentiable]> {
+  let summary = "the dynamic loss scale update of torch.amp.GradScaler";
+  let description = [{
+    From the scale `s`, the growth tracker `n` (successful steps since the last change) and
+    `found_inf` (all f32 scalars), as `torch._amp_update_scale_`:
+
+    - `found_inf ≠ 0`: `s ← s · backoff_factor`, `n ← 0`;
+    - else, if `n + 1 = growth_interval`: `s ← s · growth_factor` (kept when that is not
+      finite in f32), `n ← 0`;
+    - else `n ← n + 1`.
+
+    The products are computed in double and rounded to f32. Returns the new scale and
+    tracker.
+
+    ```mlir
+    %s, %n = med.update_loss_scale %scale, %tracker, %found {growth_interval = 2000 : i64}
+        : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let numResultsOnFailure = "2";
+  let arguments = (ins Med_FloatTensor:$scale, Med_FloatTensor:$growth_tracker,
+                       Med_FloatTensor:$found_inf,
+                       DefaultValuedAttr<F64Attr, "2.0">:$growth_factor,
+                       DefaultValuedAttr<F64Attr, "0.5">:$backoff_factor,
+                       DefaultValuedAttr<I64Attr, "2000">:$growth_interval);
+  let results = (outs Med_FloatTensor:$new_scale, Med_FloatTensor:$new_growth_tracker);
+  let assemblyFormat = [{
+    $scale `,` $growth_tracker `,` $found_inf attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------------------===//
 // Shape manipulation (used by gradients; differentiable themselves)
 //===----------------------------------------------------------------------------------===//
 

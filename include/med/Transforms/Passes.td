@@ -95,8 +95,12 @@ def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
 def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
   let summary = "links a loss function, its gradient and an optimizer into @train_step";
   let description = [{
-    Builds `@train_step(<loss arguments>, %lr, %step[, %ema_decay]) -> (loss, grad_norm)`
-    from the loss function `loss` (its first result a scalar):
+    Builds `@train_step` from the loss function `loss` (its first result a scalar):
+
+    ```
+    @train_step(<loss arguments>, %lr, %step[, %ema_decay][, %loss_scale, %growth_tracker], %rng)
+        -> (loss, grad_norm[, loss_scale, growth_tracker, found_inf])
+    ```
 
     1. gradients of every trainable parameter (`med-autodiff`, reusing `<loss>_grad`);
     2. the global gradient norm ‖g‖₂ over all parameters and, with `clip` > 0, scaling by
@@ -112,10 +116,24 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
     With `ema`, it also adds `@eval_step_ema`: the loss function evaluated with the EMA
     weights (BANIS+ validates with them).
 
-    `lr`, `step` (1 for the first step) and `ema_decay` are rank-0 f32 inputs, so nothing
-    that changes per step is a constant. With `exempt-norm-bias`, parameters of rank ≤ 1
-    (biases, norm affines) and GRN parameters get no weight decay. Calls remain; run
-    `inline` and `symbol-dce` afterwards.
+    `precision` is recorded as the step's `med.precision` attribute (the runtime runs the
+    step in it). `fp16-mixed` adds dynamic loss scaling as `torch.amp.GradScaler`: the
+    gradient is that of `loss · loss_scale` (`<loss>_scaled_grad`), `found_inf` is
+    `med.any_non_finite` of those gradients, which are then multiplied by 1/`loss_scale`
+    before the norm; when `found_inf` is 1, `med.select` keeps every parameter, moment,
+    EMA tensor and the AdamW step count `optimizer.step` (a frozen scalar: the updates
+    applied, which AdamW uses instead of `%step`, as torch's skipped steps do not count);
+    `med.update_loss_scale` returns the next scale and growth tracker (`growth-factor`,
+    `backoff-factor`, `growth-interval`; `init-scale` is recorded as `med.init_loss_scale`
+    for the runtime's first step).
+
+    `lr`, `step` (1 for the first step), `ema_decay`, `loss_scale` and `growth_tracker` are
+    rank-0 f32 inputs and `rng` a rank-0 i64 (the counter of the step's random numbers,
+    not read yet), so nothing that changes per step is a constant. Every op the pass adds
+    to the step carries `med.fp32`: under mixed precision it computes in f32 (master
+    weights, optimizer state, norms, loss scaling). With `exempt-norm-bias`, parameters of
+    rank ≤ 1 (biases, norm affines) and GRN parameters get no weight decay. Calls remain;
+    run `inline` and `symbol-dce` afterwards.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"loss\"", "loss function">,
@@ -131,6 +149,16 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
     Option<"clip", "clip", "double", /*default=*/"0.0",
            "max global gradient norm (0: no clipping)">,
     Option<"ema", "ema", "bool", /*default=*/"false", "keep an EMA of the parameters">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "fp32, bf16-mixed or fp16-mixed (dynamic loss scaling)">,
+    Option<"initScale", "init-scale", "double", /*default=*/"65536.0",
+           "fp16-mixed: the loss scale of the first step (recorded for the runtime)">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+           "fp16-mixed: scale factor after growth-interval steps without inf/NaN">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+           "fp16-mixed: scale factor after a step with inf/NaN gradients">,
+    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
+           "fp16-mixed: successful steps before the scale grows">,
   ];
 }
 

@@ -36,6 +36,9 @@ struct OpInfo {
   std::vector<int> results;
   std::map<std::string, AttrValue> attrs;
   std::string location; ///< "file:line:col" of the op in the source program
+  /// Master-weight math of a training step (medc's `med.fp32`): computed and kept in f32
+  /// even when the activations are stored in bf16 or f16.
+  bool fp32 = false;
 
   const std::vector<int> &operand(const std::string &name) const;
   /// The value of a group that must hold exactly one value.
@@ -64,6 +67,11 @@ struct Function {
   std::vector<int> outputs;      ///< value ids returned
   std::vector<std::string> outputNames; ///< "out0", ..., "grad.<parameter>", "grad.arg0"
   std::vector<OpInfo> ops;       ///< in execution order
+  /// The precision a training step was compiled for: "fp32", "bf16-mixed" or "fp16-mixed"
+  /// ("" when the artifact records none: not a training step). precisionOf() in
+  /// Executor.h maps it to the CPU backend's precision.
+  std::string precision;
+  double initLossScale = 0; ///< fp16-mixed: the loss_scale input of the first step
 };
 
 struct ParameterInfo {

@@ -151,6 +151,28 @@ struct SGDParams {
 void sgd(const Tensor &param, const Tensor &grad, const Tensor &buffer, const Tensor &lr,
          const SGDParams &p, Tensor &newParam, Tensor &newBuffer);
 
+//===----------------------------------------------------------------------------------===//
+// Dynamic loss scaling (docs/dialect.md, med.any_non_finite, med.select,
+// med.update_loss_scale). Scalars may have any float dtype.
+//===----------------------------------------------------------------------------------===//
+
+/// y (a scalar) = 1 if any element of any input is ±inf or NaN, else 0.
+void anyNonFinite(const std::vector<const Tensor *> &inputs, Tensor &y);
+
+/// y = onTrue if the scalar cond is non-zero (NaN counts as non-zero), else onFalse, as a
+/// whole (the other operand is not read). onTrue, onFalse and y have one dtype and shape.
+void select(const Tensor &cond, const Tensor &onTrue, const Tensor &onFalse, Tensor &y);
+
+struct LossScaleParams {
+  double growthFactor = 2.0, backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+};
+/// torch._amp_update_scale_: with found_inf, scale · backoff and tracker 0; else tracker + 1,
+/// and when that reaches growthInterval, scale · growth (if finite in f32) and tracker 0.
+/// Products in double, rounded to the results' dtype.
+void updateLossScale(const Tensor &scale, const Tensor &tracker, const Tensor &foundInf,
+                     const LossScaleParams &p, Tensor &newScale, Tensor &newTracker);
+
 } // namespace medrun::cpu
 
 #endif // MEDRUN_KERNELS_H

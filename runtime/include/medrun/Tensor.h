@@ -42,10 +42,24 @@ struct bf16 {
   }
 };
 
+/// IEEE binary16 storage; conversion from float rounds to nearest even, overflows to ±inf
+/// (from 65520 on), keeps subnormals (down to 2^-24) and NaN.
+struct f16 {
+  uint16_t bits = 0;
+  f16() = default;
+  explicit f16(float f);
+  operator float() const;
+};
+
+/// `x` rounded to the nearest binary16 value, as a float: the F16 precision of the CPU
+/// backend stores activations this way (docs/training.md §5).
+inline float roundToF16(float x) { return static_cast<float>(f16(x)); }
+
 template <typename T> constexpr DType dtypeOf();
 template <> constexpr DType dtypeOf<float>() { return DType::F32; }
 template <> constexpr DType dtypeOf<double>() { return DType::F64; }
 template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
+template <> constexpr DType dtypeOf<f16>() { return DType::F16; }
 template <> constexpr DType dtypeOf<int8_t>() { return DType::I8; }
 template <> constexpr DType dtypeOf<int16_t>() { return DType::I16; }
 template <> constexpr DType dtypeOf<int32_t>() { return DType::I32; }
@@ -87,7 +101,8 @@ public:
   }
 
   Tensor clone() const;
-  /// Same values converted to another dtype (float <-> float and integer -> float).
+  /// Same values converted to another dtype (float <-> float and integer -> float; to f16
+  /// and bf16 with rounding to nearest even).
   Tensor to(DType dtype) const;
   /// Element `i` (flat index) as double, for any dtype; for checks and printing.
   double at(int64_t i) const;

@@ -1,0 +1,40 @@
+//===- ArtifactFiles.h - artifact files for the runtime tests -------------------===//
+#ifndef MEDRUN_TEST_ARTIFACTFILES_H
+#define MEDRUN_TEST_ARTIFACTFILES_H
+
+#include "medrun/Artifact.h"
+
+#include "gtest/gtest.h"
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace medrun::test {
+
+template <typename T> void appendLE(std::string &out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+}
+
+/// The artifact container (docs/artifact.md) around a JSON document.
+inline std::string container(const std::string &json,
+                             uint32_t version = Artifact::kFormatVersion) {
+  std::string bytes(kArtifactMagic, 8);
+  appendLE<uint32_t>(bytes, version);
+  appendLE<uint32_t>(bytes, 0);
+  appendLE<uint64_t>(bytes, json.size());
+  bytes += json;
+  appendLE<uint32_t>(bytes, crc32(bytes.data(), bytes.size()));
+  return bytes;
+}
+
+inline std::string writeTemp(const std::string &name, const std::string &bytes) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+} // namespace medrun::test
+
+#endif // MEDRUN_TEST_ARTIFACTFILES_H
