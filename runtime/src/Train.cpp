@@ -228,9 +228,13 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     int i = input(name);
     if (i < 0)
       return;
-    Tensor t(DType::F64, {});
-    t.data<double>()[0] = v;
-    inputs[i] = t.to(fn.values[fn.inputs[i]].dtype); // rng is i64, the others f32
+    DType type = fn.values[fn.inputs[i]].dtype; // rng is i64, the others f32
+    Tensor t(type, {});
+    if (type == DType::I64)
+      t.data<int64_t>()[0] = static_cast<int64_t>(v);
+    else
+      t.data<float>()[0] = static_cast<float>(v);
+    inputs[i] = t;
   };
   // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
   // from step to step here and saved in checkpoints.
