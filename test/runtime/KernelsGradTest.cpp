@@ -847,6 +847,12 @@ TEST(KernelsGrad, EmptyTensorsDoNotCrash) {
     BceParams none;
     none.reduction = LossReduction::None;
     bceWithLogitsGrad(x, x, &x, nullptr, dy3, none, dx);
+    Tensor gl(dt, {0, 3, 4, 4, 4}), gr(dt, {0, 3, 4, 4, 4});
+    extremumGrad(Extremum::Max, x, g5, dy3, gl, gr);
+    Tensor m(dt, {0, 3}), dr(dt, {0, 3, 4, 4, 4});
+    reduceExtremumGrad(x, m, m, {2, 3, 4}, dr);
+    Tensor ds(dt, {0, 3, 9, 4, 4});
+    sliceGrad(dy3, {0, 0, 1, 0, 0}, {1, 1, 2, 1, 1}, ds);
     Tensor xl(dt, {0, 4, 3}), tl(dt, {0, 1, 3}), dxl(dt, {0, 4, 3});
     DiceCEParams dp;
     dp.weights = {1.0};
