@@ -2,8 +2,9 @@
 //
 // One buildGradients per differentiable op (GradientOpInterface). Rules need static
 // shapes (med-autodiff runs after med-specialize). Heavy backward work is emitted as the
-// dedicated gradient ops (conv3d_grad_weight, *_norm_grad, gelu_grad, loss gradients) that
-// the backends implement; the rest is expressed with forward ops.
+// dedicated gradient ops (conv3d_grad_weight, *_norm_grad, gelu_grad, extremum_grad,
+// reduce_extremum_grad, slice_grad, loss gradients) that the backends implement; the rest is
+// expressed with forward ops.
 //
 //===----------------------------------------------------------------------------------===//
 
@@ -115,10 +116,24 @@ LogicalResult Conv3dTransposeOp::buildGradients(OpBuilder &b, ValueRange resultG
 // Normalizations
 //===----------------------------------------------------------------------------------===//
 
+// The statistics are computed once: med-autodiff first turns the forward group_norm into one
+// that saves them (saveForGradient), and the backward op reads them.
+Operation *GroupNormOp::saveForGradient(OpBuilder &b) {
+  if (getSaveStatistics())
+    return nullptr;
+  return b.create<GroupNormOp>(getLoc(), getInput(), getGamma(), getBeta(), getGroups(),
+                               getEpsilon(), /*save_statistics=*/true);
+}
+
 LogicalResult GroupNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
-  auto g = b.create<GroupNormGradOp>(getLoc(), getInput(), getGamma(), resultGrads[0],
-                                     getGroups(), getEpsilon());
+  if (!getSaveStatistics())
+    return emitOpError("gradient needs the statistics of the forward pass (save_statistics, "
+                       "which med-autodiff sets)");
+  if (resultGrads[1] || resultGrads[2])
+    return emitOpError("gradient through the saved statistics (mean, rstd) is not supported");
+  auto g = b.create<GroupNormGradOp>(getLoc(), getInput(), getGamma(), getStatistics()[0],
+                                     getStatistics()[1], resultGrads[0], getGroups());
   operandGrads.assign({g.getGradInput(), g.getGradGamma(), g.getGradBeta()});
   return success();
 }
@@ -223,12 +238,27 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult MaxOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return emitOpError("gradient of med.max is not implemented yet");
+// torch.maximum / minimum: the larger (smaller) side gets the gradient, ties half each
+// (med.extremum_grad); broadcast operands sum theirs back.
+template <typename BinaryOp>
+void extremumGradients(BinaryOp op, ExtremumKind kind, OpBuilder &b, Value dy,
+                       SmallVectorImpl<Value> &operandGrads) {
+  Location loc = op.getLoc();
+  auto g = b.create<ExtremumGradOp>(loc, kind, op.getLhs(), op.getRhs(), dy);
+  operandGrads.assign({sumTo(b, loc, g.getGradLhs(), typeOf(op.getLhs())),
+                       sumTo(b, loc, g.getGradRhs(), typeOf(op.getRhs()))});
 }
 
-LogicalResult MinOp::buildGradients(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
-  return emitOpError("gradient of med.min is not implemented yet");
+LogicalResult MaxOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  extremumGradients(*this, ExtremumKind::max, b, resultGrads[0], operandGrads);
+  return success();
+}
+
+LogicalResult MinOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  extremumGradients(*this, ExtremumKind::min, b, resultGrads[0], operandGrads);
+  return success();
 }
 
 //===----------------------------------------------------------------------------------===//
@@ -244,12 +274,16 @@ LogicalResult PadOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                       SmallVectorImpl<Value> &operandGrads) {
-  if (auto strides = getStrides();
-      strides && llvm::any_of(*strides, [](int64_t s) { return s != 1; }))
-    return emitOpError("gradient of a strided med.slice is not implemented yet");
   if (failed(requireStatic(*this)))
     return failure();
   ArrayRef<int64_t> in = typeOf(getInput()).getShape();
+  // A strided box scatters into zeros; a unit-stride one is a plain zero padding.
+  if (auto strides = getStrides();
+      strides && llvm::any_of(*strides, [](int64_t s) { return s != 1; })) {
+    operandGrads.assign(
+        {b.create<SliceGradOp>(getLoc(), resultGrads[0], getOffsets(), *strides, in)});
+    return success();
+  }
   SmallVector<int64_t> high;
   for (size_t i = 0; i < in.size(); ++i)
     high.push_back(in[i] - getOffsets()[i] - getSizes()[i]);
@@ -274,14 +308,18 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult ReduceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
-  if (getKind() != ReduceKind::sum && getKind() != ReduceKind::mean)
-    return emitOpError("gradient of med.reduce ") << stringifyReduceKind(getKind())
-                                                  << " is not implemented yet";
   if (failed(requireStatic(*this)))
     return failure();
   Location loc = getLoc();
   RankedTensorType in = typeOf(getInput());
   Value dy = resultGrads[0];
+  // max / min: to the elements equal to the result, ties sharing evenly (torch.amax).
+  if (getKind() == ReduceKind::max || getKind() == ReduceKind::min) {
+    ExtremumKind kind = getKind() == ReduceKind::max ? ExtremumKind::max : ExtremumKind::min;
+    operandGrads.assign({b.create<ReduceExtremumGradOp>(loc, kind, getInput(), getResult(), dy,
+                                                        getAxes(), getKeepdims())});
+    return success();
+  }
   SmallVector<int64_t> kept(in.getShape());
   int64_t count = 1;
   for (int64_t a : getAxes()) {

@@ -236,6 +236,46 @@ LogicalResult checkNormGroups(const Checker &c, Value input, uint64_t groupsAttr
   return success();
 }
 
+// The mean and rstd group_norm saves: N × groups in the input's element type.
+RankedTensorType statisticsType(Value input, uint64_t groups) {
+  RankedTensorType in = tensorType(input);
+  return RankedTensorType::get({in.getDimSize(0), static_cast<int64_t>(groups)},
+                               in.getElementType());
+}
+
+// The result shape of reducing `in` over `axes` (distinct, in range).
+LogicalResult reducedShape(const Checker &c, RankedTensorType in, ArrayRef<int64_t> axesAttr,
+                           bool keepdims, SmallVectorImpl<int64_t> &shape) {
+  llvm::SmallSet<int64_t, 8> axes;
+  for (int64_t a : axesAttr) {
+    if (a < 0 || a >= in.getRank())
+      return c.fail("'axes' entries must be in [0, " + Twine(in.getRank()) + "), got " +
+                    listStr(axesAttr));
+    if (!axes.insert(a).second)
+      return c.fail("'axes' must not repeat an axis, got " + listStr(axesAttr));
+  }
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (!axes.contains(d))
+      shape.push_back(in.getDimSize(d));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  return success();
+}
+
+// An operand that must have `expected`'s shape (described by `of`) and element type (that of
+// the operand `elementOf`).
+LogicalResult sameTypeAs(const Checker &c, StringRef name, Value v, RankedTensorType expected,
+                         StringRef of, StringRef elementOf = "input") {
+  RankedTensorType t = tensorType(v);
+  if (failed(c.sameElementType(name, t.getElementType(), expected.getElementType(), elementOf)))
+    return failure();
+  if (!sameShape(t.getShape(), expected.getShape()))
+    return c.fail(name + ": expected shape " + shapeStr(expected.getShape()) + " (" + of +
+                  "), got " + shapeStr(t.getShape()));
+  return success();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------------------===//
@@ -337,6 +377,8 @@ LogicalResult GroupNormOp::inferShapes(MLIRContext *, std::optional<Location> lo
     return failure();
   if (adaptor.getEpsilon().convertToDouble() <= 0)
     return c.fail("'epsilon' must be positive");
+  if (adaptor.getSaveStatistics())
+    out.append(2, statisticsType(adaptor.getInput(), adaptor.getGroups()));
   return success();
 }
 
@@ -485,21 +527,9 @@ LogicalResult ReduceOp::inferShapes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Checker c{loc, getOperationName()};
   RankedTensorType in = tensorType(adaptor.getInput());
-  llvm::SmallSet<int64_t, 8> axes;
-  for (int64_t a : adaptor.getAxes()) {
-    if (a < 0 || a >= in.getRank())
-      return c.fail("'axes' entries must be in [0, " + Twine(in.getRank()) + "), got " +
-                    listStr(adaptor.getAxes()));
-    if (!axes.insert(a).second)
-      return c.fail("'axes' must not repeat an axis, got " + listStr(adaptor.getAxes()));
-  }
   SmallVector<int64_t> shape;
-  for (int64_t d = 0; d < in.getRank(); ++d) {
-    if (!axes.contains(d))
-      shape.push_back(in.getDimSize(d));
-    else if (adaptor.getKeepdims())
-      shape.push_back(1);
-  }
+  if (failed(reducedShape(c, in, adaptor.getAxes(), adaptor.getKeepdims(), shape)))
+    return failure();
   out.push_back(RankedTensorType::get(shape, in.getElementType()));
   return success();
 }
@@ -827,6 +857,11 @@ LogicalResult GroupNormGradOp::inferShapes(MLIRContext *, std::optional<Location
     return failure();
   if (failed(checkNormGroups(c, adaptor.getInput(), adaptor.getGroups())))
     return failure();
+  RankedTensorType stats = statisticsType(adaptor.getInput(), adaptor.getGroups());
+  StringRef of = "N x groups, as group_norm saves them";
+  if (failed(sameTypeAs(c, "mean", adaptor.getMean(), stats, of)) ||
+      failed(sameTypeAs(c, "rstd", adaptor.getRstd(), stats, of)))
+    return failure();
   return inferNormGrad(c, adaptor.getInput(), adaptor.getGamma(), adaptor.getGradOutput(), out);
 }
 
@@ -859,6 +894,61 @@ LogicalResult GeluGradOp::inferShapes(MLIRContext *, std::optional<Location> loc
              .succeeded()
              ? (out.resize(1), success())
              : failure();
+}
+
+LogicalResult ExtremumGradOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  SmallVector<Type> forward;
+  if (failed(inferBroadcastType(loc, getOperationName(), adaptor.getLhs().getType(),
+                                adaptor.getRhs().getType(), forward)))
+    return failure();
+  Checker c{loc, getOperationName()};
+  if (failed(sameTypeAs(c, "grad_output", adaptor.getGradOutput(),
+                        cast<RankedTensorType>(forward[0]), "lhs and rhs broadcast", "lhs")))
+    return failure();
+  out.assign(2, adaptor.getGradOutput().getType());
+  return success();
+}
+
+LogicalResult ReduceExtremumGradOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType in = tensorType(adaptor.getInput());
+  SmallVector<int64_t> shape;
+  if (failed(reducedShape(c, in, adaptor.getAxes(), adaptor.getKeepdims(), shape)))
+    return failure();
+  auto reduced = RankedTensorType::get(shape, in.getElementType());
+  StringRef of = "the input reduced over 'axes'";
+  if (failed(sameTypeAs(c, "extremum", adaptor.getExtremum(), reduced, of)) ||
+      failed(sameTypeAs(c, "grad_output", adaptor.getGradOutput(), reduced, of)))
+    return failure();
+  out.push_back(in);
+  return success();
+}
+
+LogicalResult SliceGradOp::inferShapes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Checker c{loc, getOperationName()};
+  RankedTensorType dy = tensorType(adaptor.getGradOutput());
+  size_t rank = dy.getRank();
+  ArrayRef<int64_t> offsets = adaptor.getOffsets(), strides = adaptor.getStrides(),
+                    shape = adaptor.getShape();
+  if (failed(c.axisList("offsets", offsets, rank, 0)) ||
+      failed(c.axisList("strides", strides, rank, 1)) ||
+      failed(c.axisList("shape", shape, rank, 0)))
+    return failure();
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t n = dy.getDimSize(i);
+    if (isDyn(n) || n == 0)
+      continue;
+    int64_t last = offsets[i] + (n - 1) * strides[i];
+    if (last >= shape[i])
+      return c.fail("grad_output: the box reaches index " + Twine(last) + " on axis " +
+                    Twine(i) + ", but 'shape' has only " + Twine(shape[i]) +
+                    " elements there (" + shapeStr(shape) + ")");
+  }
+  out.push_back(RankedTensorType::get(shape, dy.getElementType()));
+  return success();
 }
 
 LogicalResult BCEWithLogitsGradOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,

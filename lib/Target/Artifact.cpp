@@ -175,7 +175,8 @@ private:
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
                     {"beta", group(o.getBeta())}};
         attrs = json::Object{{"groups", int64_t(o.getGroups())},
-                 {"epsilon", o.getEpsilon().convertToDouble()}};
+                 {"epsilon", o.getEpsilon().convertToDouble()},
+                 {"save_statistics", o.getSaveStatistics()}};
         return true; })
       .Case<ChannelLayerNormOp, GRNOp>([&](auto o) {
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
@@ -277,9 +278,26 @@ private:
         return true; })
       .Case<GroupNormGradOp>([&](GroupNormGradOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
+                                {"mean", group(o.getMean())}, {"rstd", group(o.getRstd())},
                                 {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"groups", int64_t(o.getGroups())},
-                             {"epsilon", o.getEpsilon().convertToDouble()}};
+        attrs = json::Object{{"groups", int64_t(o.getGroups())}};
+        return true; })
+      .Case<ExtremumGradOp>([&](ExtremumGradOp o) {
+        operands = json::Object{{"lhs", group(o.getLhs())}, {"rhs", group(o.getRhs())},
+                                {"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"kind", stringifyExtremumKind(o.getKind())}};
+        return true; })
+      .Case<ReduceExtremumGradOp>([&](ReduceExtremumGradOp o) {
+        operands = json::Object{{"input", group(o.getInput())},
+                                {"extremum", group(o.getExtremum())},
+                                {"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"kind", stringifyExtremumKind(o.getKind())},
+                             {"axes", ints(o.getAxes())}, {"keepdims", o.getKeepdims()}};
+        return true; })
+      .Case<SliceGradOp>([&](SliceGradOp o) {
+        operands = json::Object{{"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"strides", ints(o.getStrides())},
+                             {"shape", ints(o.getShape())}};
         return true; })
       .Case<ChannelLayerNormGradOp, GRNGradOp>([&](auto o) {
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},

@@ -1,7 +1,8 @@
 //===- Autodiff.cpp - reverse-mode differentiation of loss functions ------------===//
 //
 // Builds `<f>_grad` next to a loss function `f` (see MedAutodiff in Passes.td):
-//   1. activity: values reachable from parameters/arguments AND reaching the loss;
+//   1. activity: values reachable from parameters/arguments AND reaching the loss; active ops
+//      whose rule reuses forward work are replaced by forms that save it (saveForGradient);
 //   2. reverse sweep: each active op's gradient rule turns result gradients into operand
 //      gradients, accumulated with med.add;
 //   3. the function returns the original results, then parameter and argument gradients.
@@ -13,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -92,14 +94,32 @@ FailureOr<func::FuncOp> mlir::med::buildGradientFunction(func::FuncOp f) {
   g.setPublic();
   Block &body = g.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  Value loss = ret.getOperand(0);
   llvm::DenseSet<StringAttr> frozen;
   for (auto decl : module.getOps<ParameterOp>())
     if (decl.getFrozen())
       frozen.insert(decl.getSymNameAttr());
-  llvm::DenseSet<Value> active = activeValues(body, loss, frozen);
+  llvm::DenseSet<Value> active = activeValues(body, ret.getOperand(0), frozen);
 
   OpBuilder b(ret);
+  // Ops whose gradient reuses forward work (group_norm's statistics) are replaced by forms
+  // that keep it; only in the gradient function, so forward-only functions stay lean.
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    auto rule = dyn_cast<GradientOpInterface>(op);
+    if (!rule || llvm::none_of(op.getResults(), [&](Value r) { return active.contains(r); }))
+      continue;
+    b.setInsertionPoint(&op);
+    Operation *saving = rule.saveForGradient(b);
+    if (!saving)
+      continue;
+    for (auto [old, now] : llvm::zip(op.getResults(), saving->getResults())) {
+      if (active.erase(old))
+        active.insert(now);
+      old.replaceAllUsesWith(now);
+    }
+    op.erase();
+  }
+  b.setInsertionPoint(ret);
+  Value loss = ret.getOperand(0);
   llvm::DenseMap<Value, Value> grads;
   auto accumulate = [&](Value v, Value g, Location loc) {
     Value &slot = grads[v];
@@ -134,10 +154,7 @@ FailureOr<func::FuncOp> mlir::med::buildGradientFunction(func::FuncOp f) {
     auto rule = dyn_cast<GradientOpInterface>(op);
     if (!rule)
       return op->emitOpError("has no gradient rule but lies between the parameters and the loss");
-    // A result without a gradient contributes zero.
-    for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
-      if (!g)
-        g = zerosLike(b, op->getLoc(), r);
+    // A result without a gradient stays null (zero); rules of multi-result ops handle it.
     SmallVector<Value> operandGrads;
     if (failed(rule.buildGradients(b, resultGrads, operandGrads)))
       return failure();
@@ -181,6 +198,10 @@ FailureOr<func::FuncOp> mlir::med::buildGradientFunction(func::FuncOp f) {
   }
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
+  // Gradients built for operands that need none (data, constants) are unused: drop them.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
   g.setType(FunctionType::get(g.getContext(), g.getArgumentTypes(), ValueRange(results).getTypes()));
   g->setAttr("med.output_names", b.getArrayAttr(names));
   return g;

@@ -138,6 +138,13 @@ cpu::Reduce reduceKind(const OpInfo &op) {
   throw Error(str(op.describe(), ": unknown reduction kind '", k, "'"));
 }
 
+cpu::Extremum extremumKind(const OpInfo &op) {
+  const std::string &k = op.strAttr("kind");
+  if (k == "max") return cpu::Extremum::Max;
+  if (k == "min") return cpu::Extremum::Min;
+  throw Error(str(op.describe(), ": unknown extremum kind '", k, "' (expected max or min)"));
+}
+
 cpu::LossReduction lossReduction(const OpInfo &op) {
   const std::string &r = op.strAttr("reduction");
   if (r == "mean") return cpu::LossReduction::Mean;
@@ -248,9 +255,12 @@ public:
     try {
       dispatch(op);
       if (half && activation)
-        for (int id : op.results)
-          if (values[id].defined() && values[id].dtype() == DType::F32)
-            roundToHalf(values[id]);
+        for (size_t i = 0; i < op.results.size(); ++i) {
+          Tensor &v = values[op.results[i]];
+          bool statistic = op.kind == "group_norm" && i > 0;
+          if (v.defined() && v.dtype() == DType::F32 && !statistic)
+            roundToHalf(v);
+        }
     } catch (const Error &e) {
       scratch.clear();
       throw Error(str(op.describe(), ": ", e.what()));
@@ -343,6 +353,16 @@ private:
     return values[op.results[i]];
   }
 
+  // Saved statistics stay in the accumulation type of the kernels (f32 under mixed
+  // precision, never rounded to half): the backward pass reads the forward's own numbers.
+  DType statisticsType() const { return wide(); }
+
+  // A saved statistic in the type the kernels read it in (it may come from elsewhere).
+  Tensor statistic(const OpInfo &op, const std::string &name) {
+    const Tensor &t = in(op, name);
+    return t.dtype() == statisticsType() ? t : t.to(statisticsType());
+  }
+
   void dispatch(const OpInfo &op) {
     const std::string &k = op.kind;
     if (k == "param") {
@@ -378,8 +398,18 @@ private:
       else
         cpu::conv3d(x, w, b, convParams(op, false), y);
     } else if (k == "group_norm") {
+      // With save_statistics the plan has three results: y, mean and rstd.
+      Tensor &y = result(op);
+      Tensor *mean = nullptr, *rstd = nullptr;
+      if (op.results.size() == 3) {
+        mean = &result(op, 1, statisticsType());
+        rstd = &result(op, 2, statisticsType());
+      } else if (op.results.size() != 1) {
+        throw Error(str("the plan gives ", op.results.size(), " results (expected 1, or 3 with "
+                        "the saved statistics)"));
+      }
       cpu::groupNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.intAttr("groups"),
-                     op.floatAttr("epsilon"), result(op));
+                     op.floatAttr("epsilon"), y, mean, rstd);
     } else if (k == "channel_layer_norm") {
       cpu::channelLayerNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"),
                             op.floatAttr("epsilon"), result(op));
@@ -428,16 +458,28 @@ private:
       p.dilation = triple(op, "dilation");
       p.groups = op.intAttr("groups");
       cpu::conv3dGradWeight(in(op, "input"), in(op, "grad_output"), p, result(op));
-    } else if (k == "group_norm_grad" || k == "channel_layer_norm_grad" || k == "grn_grad") {
+    } else if (k == "group_norm_grad") {
+      Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
+      cpu::groupNormGrad(in(op, "input"), in(op, "gamma"), mean, rstd, in(op, "grad_output"),
+                         op.intAttr("groups"), result(op, 0), result(op, 1), result(op, 2));
+    } else if (k == "channel_layer_norm_grad" || k == "grn_grad") {
       const Tensor &x = in(op, "input"), &gamma = in(op, "gamma"), &dy = in(op, "grad_output");
       Tensor &dx = result(op, 0), &dgamma = result(op, 1), &dbeta = result(op, 2);
       double eps = op.floatAttr("epsilon");
-      if (k == "group_norm_grad")
-        cpu::groupNormGrad(x, gamma, dy, op.intAttr("groups"), eps, dx, dgamma, dbeta);
-      else if (k == "channel_layer_norm_grad")
+      if (k == "channel_layer_norm_grad")
         cpu::channelLayerNormGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
       else
         cpu::grnGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
+    } else if (k == "extremum_grad") {
+      cpu::extremumGrad(extremumKind(op), in(op, "lhs"), in(op, "rhs"), in(op, "grad_output"),
+                        result(op, 0), result(op, 1));
+    } else if (k == "reduce_extremum_grad") {
+      extremumKind(op); // validates the plan; the kernel compares with the extremum itself
+      cpu::reduceExtremumGrad(in(op, "input"), in(op, "extremum"), in(op, "grad_output"),
+                              op.intsAttr("axes"), result(op));
+    } else if (k == "slice_grad") {
+      cpu::sliceGrad(in(op, "grad_output"), op.intsAttr("offsets"), op.intsAttr("strides"),
+                     result(op));
     } else if (k == "gelu_grad") {
       cpu::geluGrad(in(op, "input"), in(op, "grad_output"), result(op));
     } else if (k == "bce_with_logits_grad") {

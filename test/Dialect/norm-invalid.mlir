@@ -40,6 +40,22 @@ func.func @beta_type(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>, %b: tensor<6x
 
 // -----
 
+func.func @gn_statistics_missing(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{'med.group_norm' op result: expected type 'tensor<2x6x4x4x4xf32>' (inferred from the operands), got 'tensor<2x6x4x4x4xf32>', 'tensor<2x3xf32>', 'tensor<2x3xf32>'}}
+  %0:3 = med.group_norm %x, %g, %g {groups = 3 : i64} : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @gn_statistics_shape(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{'med.group_norm' op result: expected type 'tensor<2x6x4x4x4xf32>', 'tensor<2x3xf32>', 'tensor<2x3xf32>' (inferred from the operands), got 'tensor<2x6x4x4x4xf32>', 'tensor<2x6xf32>', 'tensor<2x6xf32>'}}
+  %0:3 = med.group_norm %x, %g, %g {groups = 3 : i64, save_statistics} : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<2x6xf32>, tensor<2x6xf32>)
+  return
+}
+
+// -----
+
 func.func @input_rank(%x: tensor<6xf32>, %g: tensor<6xf32>) {
   // expected-error @+1 {{input: expected at least 2 dimensions (N x C x ...), got 6}}
   %0 = med.channel_layer_norm %x, %g, %g : (tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>

@@ -39,6 +39,9 @@ func.func @norms(%x: tensor<?x6x?x?x?xf32>, %g: tensor<6xf32>, %b: tensor<6xf32>
   %1 = med.channel_layer_norm %x, %g, %b : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<?x6x?x?x?xf32>
   // CHECK: med.grn %{{.*}} : (tensor<?x6x?x?x?xf32>, tensor<1x6x1x1x1xf32>, tensor<1x6x1x1x1xf32>) -> tensor<?x6x?x?x?xf32>
   %2 = med.grn %x, %gg, %gg : (tensor<?x6x?x?x?xf32>, tensor<1x6x1x1x1xf32>, tensor<1x6x1x1x1xf32>) -> tensor<?x6x?x?x?xf32>
+  // The statistics for the backward pass: N x groups, the batch may be dynamic.
+  // CHECK: %{{.*}}, %{{.*}}:2 = med.group_norm %{{.*}} {groups = 2 : i64, save_statistics} : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<?x6x?x?x?xf32>, tensor<?x2xf32>, tensor<?x2xf32>)
+  %3:3 = med.group_norm %x, %g, %b {groups = 2 : i64, save_statistics} : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<?x6x?x?x?xf32>, tensor<?x2xf32>, tensor<?x2xf32>)
   return %0, %1, %2 : tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>
 }
 
@@ -120,15 +123,16 @@ func.func @losses(%x: tensor<2x6x5x5x5xf32>, %y: tensor<2x6x5x5x5xf32>, %m: tens
 
 // CHECK-LABEL: func.func @gradient_ops
 func.func @gradient_ops(%x: tensor<2x4x5x5x5xf32>, %w: tensor<4x1x3x3x3xf32>, %g: tensor<4xf32>, %gg: tensor<1x4x1x1x1xf32>,
-                        %t: tensor<2x1x5x5x5xi32>, %d: tensor<f32>, %v: tensor<2x4xf32>) {
+                        %t: tensor<2x1x5x5x5xi32>, %d: tensor<f32>, %v: tensor<2x4xf32>, %s: tensor<2x2xf32>,
+                        %m: tensor<2x1xf32>) {
   // CHECK: med.reshape %{{.*}} {shape = array<i64: 2, 4, 1, 1, 1>} : (tensor<2x4xf32>) -> tensor<2x4x1x1x1xf32>
   %0 = med.reshape %v {shape = array<i64: 2, 4, 1, 1, 1>} : (tensor<2x4xf32>) -> tensor<2x4x1x1x1xf32>
   // CHECK: med.broadcast %{{.*}} {shape = array<i64: 2, 4, 5, 5, 5>} : (tensor<2x4x1x1x1xf32>) -> tensor<2x4x5x5x5xf32>
   %1 = med.broadcast %0 {shape = array<i64: 2, 4, 5, 5, 5>} : (tensor<2x4x1x1x1xf32>) -> tensor<2x4x5x5x5xf32>
   // CHECK: med.conv3d_grad_weight %{{.*}}, %{{.*}} {groups = 4 : i64, kernel = array<i64: 3, 3, 3>, padding = array<i64: 1, 1, 1>} : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>) -> tensor<4x1x3x3x3xf32>
   %2 = med.conv3d_grad_weight %x, %1 {kernel = array<i64: 3, 3, 3>, groups = 4 : i64, padding = array<i64: 1, 1, 1>} : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>) -> tensor<4x1x3x3x3xf32>
-  // CHECK: med.group_norm_grad %{{.*}} {groups = 2 : i64} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
-  %3:3 = med.group_norm_grad %x, %g, %1 {groups = 2 : i64} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: med.group_norm_grad %{{.*}} {groups = 2 : i64} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  %3:3 = med.group_norm_grad %x, %g, %s, %s, %1 {groups = 2 : i64} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
   // CHECK: med.channel_layer_norm_grad
   %4:3 = med.channel_layer_norm_grad %x, %g, %1 : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
   // CHECK: med.grn_grad
@@ -139,6 +143,16 @@ func.func @gradient_ops(%x: tensor<2x4x5x5x5xf32>, %w: tensor<4x1x3x3x3xf32>, %g
   %7 = med.bce_with_logits_grad %x, %x mask %x grad %d {reduction = #med<reduction per_channel>} : (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>, tensor<f32>) -> tensor<2x4x5x5x5xf32>
   // CHECK: med.dice_ce_grad logits(%{{.*}}) targets(%{{.*}}) grad %{{.*}} {weights = array<f64: 1.000000e+00>}
   %8 = med.dice_ce_grad logits(%x) targets(%t) grad %d {weights = array<f64: 1.0>} : (tensor<2x4x5x5x5xf32>, tensor<2x1x5x5x5xi32>, tensor<f32>) -> tensor<2x4x5x5x5xf32>
+  // CHECK: med.extremum_grad max %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x5x5x5xf32>, tensor<1x4x1x1x1xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>)
+  %9:2 = med.extremum_grad max %x, %gg, %1 : (tensor<2x4x5x5x5xf32>, tensor<1x4x1x1x1xf32>, tensor<2x4x5x5x5xf32>) -> (tensor<2x4x5x5x5xf32>, tensor<2x4x5x5x5xf32>)
+  // CHECK: med.extremum_grad min
+  %10:2 = med.extremum_grad min %m, %v, %v : (tensor<2x1xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  // CHECK: med.reduce_extremum_grad max %{{.*}}, %{{.*}}, %{{.*}} {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x5x5x5xf32>
+  %11 = med.reduce_extremum_grad max %x, %g, %g {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x4x5x5x5xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x5x5x5xf32>
+  // CHECK: med.reduce_extremum_grad min %{{.*}} {axes = array<i64: 1>, keepdims} : (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %12 = med.reduce_extremum_grad min %v, %m, %m {axes = array<i64: 1>, keepdims} : (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  // CHECK: med.slice_grad %{{.*}} {offsets = array<i64: 0, 0, 1, 0, 2>, shape = array<i64: 2, 4, 11, 5, 12>, strides = array<i64: 1, 1, 2, 1, 2>} : (tensor<2x4x5x5x5xf32>) -> tensor<2x4x11x5x12xf32>
+  %13 = med.slice_grad %1 {offsets = array<i64: 0, 0, 1, 0, 2>, strides = array<i64: 1, 1, 2, 1, 2>, shape = array<i64: 2, 4, 11, 5, 12>} : (tensor<2x4x5x5x5xf32>) -> tensor<2x4x11x5x12xf32>
   return
 }
 

@@ -2,6 +2,7 @@
 // RUN: %python %S/Inputs/plan_query.py %t.json parameters | FileCheck %s --check-prefix=PARAMS
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[0].ops | FileCheck %s --check-prefix=NET
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[1].ops | FileCheck %s --check-prefix=LOSS
+// RUN: %python %S/Inputs/plan_query.py %t.json functions[3].ops | FileCheck %s --check-prefix=GRAD
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[0].values[0] functions[0].inputs functions[0].outputs | FileCheck %s --check-prefix=SIG
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[2].ops functions[2].precision functions[2].init_loss_scale | FileCheck %s --check-prefix=SCALING
 // RUN: %python -c "import json, sys; d = json.load(open(sys.argv[1])); print(*[','.join(sorted(k for k in f if k in ('precision', 'init_loss_scale'))) or '-' for f in d['functions']], any('fp32' in op for op in d['functions'][0]['ops']))" %t.json | FileCheck %s --check-prefix=ABSENT
@@ -25,7 +26,7 @@ med.parameter @"n.bias" : tensor<4xf32> init zeros frozen
 
 // NET: {"attrs":{"name":"c.weight"},"loc":"{{.*}}artifact.mlir:[[#]]:{{[0-9]+}}","op":"param","operands":{},"results":[1]}
 // NET: {"attrs":{"dilation":[1,1,1],"groups":1,"padding":[1,1,1],"stride":[2,2,2]},"loc":"{{.*}}","op":"conv3d","operands":{"bias":[],"input":[0],"weight":[1]},"results":[2]}
-// NET: {"attrs":{"epsilon":1e-05,"groups":2},"loc":"{{.*}}","op":"group_norm","operands":{"beta":[4],"gamma":[3],"input":[2]},"results":[5]}
+// NET: {"attrs":{"epsilon":1e-05,"groups":2,"save_statistics":false},"loc":"{{.*}}","op":"group_norm","operands":{"beta":[4],"gamma":[3],"input":[2]},"results":[5]}
 // NET: {"attrs":{},"loc":"{{.*}}","op":"gelu","operands":{"input":[5]},"results":[6]}
 // NET: {"attrs":{"high":[0,0,0,0,0],"low":[0,0,1,1,1],"value":0},"loc":"{{.*}}","op":"pad","operands":{"input":[6]},"results":[7]}
 // NET: {"attrs":{"value":[0.5]},"loc":"{{.*}}","op":"constant","operands":{},"results":[8]}
@@ -65,7 +66,7 @@ func.func @loss(%x: tensor<2x3x4x4x5xf32>, %y: tensor<2x3x4x4x5xf32>, %m: tensor
 // SCALING-NEXT: {"attrs":{"backoff_factor":0.5,"growth_factor":2,"growth_interval":100},"fp32":true,"loc":"{{.*}}","op":"update_loss_scale","operands":{"found_inf":[4],"growth_tracker":[3],"scale":[2]},"results":[6,7]}
 // SCALING-NEXT: "fp16-mixed"
 // SCALING-NEXT: 4096
-// ABSENT: - - init_loss_scale,precision False
+// ABSENT: - - init_loss_scale,precision - False
 func.func @scaling(%a: tensor<3xf32>, %b: tensor<3xf32>, %s: tensor<f32>, %n: tensor<f32>) -> (tensor<3xf32>, tensor<f32>, tensor<f32>) attributes {med.precision = "fp16-mixed", med.init_loss_scale = 4096.0 : f64} {
   %f = med.any_non_finite %a, %b {med.fp32} : (tensor<3xf32>, tensor<3xf32>) -> tensor<f32>
   %k = med.select %f, %a, %b : (tensor<f32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
@@ -73,4 +74,23 @@ func.func @scaling(%a: tensor<3xf32>, %b: tensor<3xf32>, %s: tensor<f32>, %n: te
   return %k, %u#0, %u#1 : tensor<3xf32>, tensor<f32>, tensor<f32>
 }
 
-// HEAD: b'MEDCART\x00' 1
+
+// The gradient ops: group_norm with its saved statistics (three results) and the backward
+// op that reads them, the max/min gradients and the strided slice's.
+// GRAD: {"attrs":{"epsilon":1e-05,"groups":2,"save_statistics":true},"loc":"{{.*}}","op":"group_norm","operands":{"beta":[2],"gamma":[2],"input":[0]},"results":[3,4,5]}
+// GRAD: {"attrs":{"groups":2},"loc":"{{.*}}","op":"group_norm_grad","operands":{"gamma":[2],"grad_output":[1],"input":[0],"mean":[4],"rstd":[5]},"results":[6,7,8]}
+// GRAD: {"attrs":{"kind":"min"},"loc":"{{.*}}","op":"extremum_grad","operands":{"grad_output":[1],"lhs":[0],"rhs":[3]},"results":[9,10]}
+// GRAD: {"attrs":{"axes":[2,3,4],"keepdims":true,"kind":"max"},"loc":"{{.*}}","op":"reduce_extremum_grad","operands":{"extremum":[11],"grad_output":[11],"input":[0]},"results":[12]}
+// GRAD: {"attrs":{"offsets":[0,0,1,0,1],"shape":[2,4,9,4,8],"strides":[1,1,2,1,3]},"loc":"{{.*}}","op":"slice_grad","operands":{"grad_output":[1]},"results":[13]}
+func.func @grads(%x: tensor<2x4x4x4x3xf32>, %dy: tensor<2x4x4x4x3xf32>) -> (tensor<2x4x4x4x3xf32>, tensor<2x4x4x4x3xf32>, tensor<2x4x9x4x8xf32>) {
+  %g = med.param @"n.weight" : tensor<4xf32>
+  %y, %s:2 = med.group_norm %x, %g, %g {groups = 2 : i64, save_statistics} : (tensor<2x4x4x4x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x4x3xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
+  %d:3 = med.group_norm_grad %x, %g, %s#0, %s#1, %dy {groups = 2 : i64} : (tensor<2x4x4x4x3xf32>, tensor<4xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x4x4x4x3xf32>) -> (tensor<2x4x4x4x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %e:2 = med.extremum_grad min %x, %y, %dy : (tensor<2x4x4x4x3xf32>, tensor<2x4x4x4x3xf32>, tensor<2x4x4x4x3xf32>) -> (tensor<2x4x4x4x3xf32>, tensor<2x4x4x4x3xf32>)
+  %m = med.reduce max %x {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x4x4x4x3xf32>) -> tensor<2x4x1x1x1xf32>
+  %r = med.reduce_extremum_grad max %x, %m, %m {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x4x4x4x3xf32>, tensor<2x4x1x1x1xf32>, tensor<2x4x1x1x1xf32>) -> tensor<2x4x4x4x3xf32>
+  %z = med.slice_grad %dy {offsets = array<i64: 0, 0, 1, 0, 1>, strides = array<i64: 1, 1, 2, 1, 3>, shape = array<i64: 2, 4, 9, 4, 8>} : (tensor<2x4x4x4x3xf32>) -> tensor<2x4x9x4x8xf32>
+  return %d#0, %r, %z : tensor<2x4x4x4x3xf32>, tensor<2x4x4x4x3xf32>, tensor<2x4x9x4x8xf32>
+}
+
+// HEAD: b'MEDCART\x00' 2

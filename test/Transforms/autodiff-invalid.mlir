@@ -1,10 +1,11 @@
 // RUN: med-opt %s --split-input-file --verify-diagnostics --med-autodiff
 
-func.func @no_rule(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<f32> {
-  // expected-error @+1 {{gradient of med.max is not implemented yet}}
-  %0 = med.max %x, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-  %1 = med.reduce sum %0 {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
-  return %1 : tensor<f32>
+// The statistics a group norm saves are for its backward op; no gradient flows through them.
+func.func @through_statistics(%x: tensor<2x4x3xf32>, %g: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{gradient through the saved statistics (mean, rstd) is not supported}}
+  %y, %s:2 = med.group_norm %x, %g, %g {groups = 2 : i64, save_statistics} : (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
+  %0 = med.reduce sum %s#0 {axes = array<i64: 0, 1>} : (tensor<2x2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
 }
 
 // -----

@@ -9,6 +9,9 @@
 // differences (--fd, f64). Losses are sum(y * r) for a random r: a plain sum would make the
 // input gradient of a normalization vanish (up to rounding) and say nothing.
 // Parameters are uniform-initialized so that gamma and beta are not 1 and 0.
+// In the gradient functions the group norms save their statistics and med.group_norm_grad
+// reads them; the op-by-op run (FWD) maps those onto torch::native_group_norm and
+// torch::native_group_norm_backward.
 
 med.parameter @"gn.weight" : tensor<4xf32> init uniform(3)
 med.parameter @"gn.bias" : tensor<4xf32> init uniform(3)

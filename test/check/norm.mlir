@@ -23,6 +23,22 @@ func.func @group_norm_groups(%x: tensor<2x6x5x7x3xf32>, %g: tensor<6xf32>, %b: t
   return %0, %1, %2, %3 : tensor<2x6x5x7x3xf32>, tensor<2x6x5x7x3xf32>, tensor<2x6x5x7x3xf32>, tensor<2x6x5x7x3xf32>
 }
 
+// With save_statistics: the mean and rstd = 1/sqrt(var + eps) per (sample, group) against
+// torch::native_group_norm's, groups 3 and C, odd sizes, a shifted and scaled input.
+// CHECK: group_norm_statistics  out0  3x6x5x3x7  max_abs {{.*}}  ok
+// CHECK: group_norm_statistics  out1  3x3  max_abs {{.*}}  ok
+// CHECK: group_norm_statistics  out2  3x3  max_abs {{.*}}  ok
+// CHECK: group_norm_statistics  out3  3x6  max_abs {{.*}}  ok
+// CHECK: group_norm_statistics  out4  3x6  max_abs {{.*}}  ok
+func.func @group_norm_statistics(%x: tensor<3x6x5x3x7xf32>, %g: tensor<6xf32>, %b: tensor<6xf32>) -> (tensor<3x6x5x3x7xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x6xf32>, tensor<3x6xf32>) {
+  %c = med.constant dense<2.5> : tensor<f32>
+  %x2 = med.mul %x, %c : (tensor<3x6x5x3x7xf32>, tensor<f32>) -> tensor<3x6x5x3x7xf32>
+  %x3 = med.add %x2, %c : (tensor<3x6x5x3x7xf32>, tensor<f32>) -> tensor<3x6x5x3x7xf32>
+  %y, %s:2 = med.group_norm %x3, %g, %b {groups = 3 : i64, epsilon = 1.0e-3, save_statistics} : (tensor<3x6x5x3x7xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<3x6x5x3x7xf32>, tensor<3x3xf32>, tensor<3x3xf32>)
+  %z, %t:2 = med.group_norm %x, %g, %b {groups = 6 : i64, save_statistics} : (tensor<3x6x5x3x7xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<3x6x5x3x7xf32>, tensor<3x6xf32>, tensor<3x6xf32>)
+  return %y, %s#0, %s#1, %t#0, %t#1 : tensor<3x6x5x3x7xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x6xf32>, tensor<3x6xf32>
+}
+
 // MedNeXt's use: groups = C with parameters initialized to ones / zeros.
 // CHECK: group_norm_param  out0  1x6x9x4x5  max_abs {{.*}}  ok
 func.func @group_norm_param(%x: tensor<1x6x9x4x5xf32>) -> tensor<1x6x9x4x5xf32> {
@@ -86,4 +102,4 @@ func.func @grn_param(%x: tensor<1x6x7x3x5xf32>) -> tensor<1x6x7x3x5xf32> {
   return %y : tensor<1x6x7x3x5xf32>
 }
 
-// CHECK: 15 outputs checked, 0 failed
+// CHECK: 20 outputs checked, 0 failed

@@ -54,8 +54,8 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  std::string msg = loadError(writeTemp("v2.medc", container(kPlan, 2)));
-  EXPECT_NE(msg.find("artifact format version 2, but this medrun reads version 1"),
+  std::string msg = loadError(writeTemp("v1.medc", container(kPlan, 1)));
+  EXPECT_NE(msg.find("artifact format version 1, but this medrun reads version 2"),
             std::string::npos)
       << msg;
 }

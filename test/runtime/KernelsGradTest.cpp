@@ -16,6 +16,8 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -356,7 +358,13 @@ void checkNormGrad(NormKind kind, const Shape &shape, int64_t groups, uint64_t s
     Tensor dx(dt, shape), dg(dt, ps), db(dt, ps);
     Tensor xi = as(x, dt, bf), gi = as(g, dt, bf), ri = as(r, dt, bf);
     switch (kind) {
-    case NormKind::Group: groupNormGrad(xi, gi, ri, groups, eps, dx, dg, db); break;
+    case NormKind::Group: { // from the statistics the forward kernel saves
+      const DType st = dt == DType::F64 ? DType::F64 : DType::F32;
+      Tensor y(dt, shape), mean(st, {shape[0], groups}), rstd(st, {shape[0], groups});
+      groupNorm(xi, gi, as(b, dt, bf), groups, eps, y, &mean, &rstd);
+      groupNormGrad(xi, gi, mean, rstd, ri, groups, dx, dg, db);
+      break;
+    }
     case NormKind::Layer: channelLayerNormGrad(xi, gi, ri, eps, dx, dg, db); break;
     case NormKind::Grn: grnGrad(xi, gi, ri, eps, dx, dg, db); break;
     }
@@ -406,6 +414,199 @@ TEST(KernelsGrad, Grn) {
   }
   SCOPED_TRACE("zero channel");
   checkNormGrad(NormKind::Grn, {2, 4, 3, 5, 3}, 1, 50, true);
+}
+
+TEST(KernelsGrad, GroupNormRejectsBadStatistics) {
+  Tensor x(DType::F32, {2, 4, 3}), g(DType::F32, {4}), dx(DType::F32, {2, 4, 3});
+  Tensor dg(DType::F32, {4}), db(DType::F32, {4}), ok(DType::F32, {2, 2});
+  Tensor f64(DType::F64, {2, 2}), small(DType::F32, {2, 1});
+  EXPECT_THROW(groupNormGrad(x, g, f64, ok, x, 2, dx, dg, db), Error);
+  EXPECT_THROW(groupNormGrad(x, g, ok, small, x, 2, dx, dg, db), Error);
+  // bf16 storage reads its statistics in float.
+  Tensor xb(DType::BF16, {2, 4, 3}), gb(DType::BF16, {4}), dxb(DType::BF16, {2, 4, 3});
+  Tensor dgb(DType::BF16, {4}), dbb(DType::BF16, {4}), b16(DType::BF16, {2, 2});
+  EXPECT_THROW(groupNormGrad(xb, gb, b16, b16, xb, 2, dxb, dgb, dbb), Error);
+}
+
+// ---- max / min, reduce max / min, strided slice -------------------------------------------
+
+/// x broadcast to `shape` (the broadcast kernel is checked against a naive loop below).
+Tensor expanded(const Tensor &x, const Shape &shape) {
+  Tensor y(x.dtype(), shape);
+  broadcast(x, y);
+  return y;
+}
+
+TEST(KernelsGrad, ExtremumAgainstRule) {
+  // torch.maximum / minimum's backward at every element, ties and NaNs included:
+  // where(a == b, dy/2, dy), zeroed where the other side wins.
+  const std::vector<std::array<Shape, 3>> cases{{Shape{2, 3, 4}, Shape{3, 1}, Shape{2, 3, 4}},
+                                                {Shape{}, Shape{2, 5}, Shape{2, 5}},
+                                                {Shape{4, 1, 3}, Shape{1, 5, 1}, Shape{4, 5, 3}},
+                                                {Shape{3, 7}, Shape{3, 7}, Shape{3, 7}}};
+  for (const auto &[as_, bs, ys] : cases) {
+    SCOPED_TRACE(shapeStr(as_) + " vs " + shapeStr(bs));
+    // Values on a coarse grid so that ties are frequent; one NaN (in b if a is a scalar).
+    Tensor a = random(as_, 80), b = random(bs, 81), r = random(ys, 82);
+    for (Tensor *t : {&a, &b})
+      for (int64_t i = 0; i < t->numel(); ++i)
+        t->data<double>()[i] = std::round(t->at(i) * 2) / 2;
+    (a.numel() > 1 ? a : b).data<double>()[0] = std::nan("");
+    Tensor ea = expanded(a, ys), eb = expanded(b, ys);
+    for (Extremum op : {Extremum::Max, Extremum::Min}) {
+      const bool isMax = op == Extremum::Max;
+      int ties = 0;
+      for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+        Tensor da(dt, ys), db(dt, ys);
+        extremumGrad(op, a.to(dt), b.to(dt), r.to(dt), da, db);
+        const Tensor g = r.to(dt);
+        for (int64_t i = 0; i < g.numel(); ++i) {
+          const double u = ea.at(i), v = eb.at(i), gi = g.at(i);
+          const double shared = u == v ? gi / 2 : gi;
+          ties += u == v;
+          ASSERT_EQ(da.at(i), (isMax ? u < v : u > v) ? 0.0 : shared) << "da, element " << i;
+          ASSERT_EQ(db.at(i), (isMax ? u > v : u < v) ? 0.0 : shared) << "db, element " << i;
+        }
+      }
+      EXPECT_GT(ties, 0);
+    }
+  }
+  Tensor a(DType::F32, {2, 3}), b(DType::F32, {4}), dy(DType::F32, {2, 3});
+  EXPECT_THROW(extremumGrad(Extremum::Max, a, b, dy, dy, dy), Error);
+  Tensor d2(DType::F32, {3, 2});
+  EXPECT_THROW(extremumGrad(Extremum::Max, a, a, dy, d2, dy), Error);
+}
+
+TEST(KernelsGrad, ExtremumFiniteDifferences) {
+  // Without broadcasting the gradients are the partial derivatives of Σ r ⊙ max(a, b); at a
+  // tie the central difference is dy/2 too, the rule's choice.
+  const Shape shape{3, 5, 7};
+  for (Extremum op : {Extremum::Max, Extremum::Min}) {
+    Tensor a = random(shape, 90), b = random(shape, 91), r = random(shape, 92);
+    for (int64_t i = 0; i < a.numel(); i += 3)
+      b.data<double>()[i] = a.at(i);
+    Tensor da(DType::F64, shape), db(DType::F64, shape);
+    extremumGrad(op, a, b, r, da, db);
+    auto loss = [&] {
+      Tensor y(DType::F64, shape);
+      binary(op == Extremum::Max ? Binary::Max : Binary::Min, a, b, y);
+      return dot(y, r);
+    };
+    expectFD(a, da, loss, "da");
+    expectFD(b, db, loss, "db");
+    EXPECT_EQ(da.at(0), r.at(0) / 2); // a tie
+    expectTypesAgree([&](DType dt, bool bf) {
+      Tensor x(dt, shape), y(dt, shape);
+      extremumGrad(op, as(a, dt, bf), as(b, dt, bf), as(r, dt, bf), x, y);
+      return Tensors{x, y};
+    }, "dtypes");
+  }
+}
+
+TEST(KernelsGrad, ReduceExtremum) {
+  // dx = (dy / count) · (x == extremum) per reduced set, against a loop over the sets of a
+  // 4-D tensor; values on a coarse grid make ties (count > 1) frequent.
+  const Shape shape{3, 4, 5, 2};
+  const std::vector<std::vector<int64_t>> axesCases{{1}, {0, 2}, {1, 2, 3}, {0, 1, 2, 3}, {}};
+  for (const auto &axes : axesCases) {
+    std::string name;
+    for (int64_t a : axes)
+      name += std::to_string(a) + " ";
+    SCOPED_TRACE("axes " + name);
+    Shape ys;
+    for (int64_t d = 0; d < 4; ++d)
+      ys.push_back(std::find(axes.begin(), axes.end(), d) == axes.end() ? shape[d] : 1);
+    Tensor x = random(shape, 95);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<double>()[i] = std::round(x.at(i) * 2) / 2;
+    Tensor r = random(ys, 96);
+    for (Reduce kind : {Reduce::Max, Reduce::Min}) {
+      for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+        Tensor xi = x.to(dt), y(dt, ys), g = r.to(dt), dx(dt, shape);
+        reduce(kind, xi, axes, y);
+        reduceExtremumGrad(xi, y, g, axes, dx);
+        // Output element of each input index: the kept coordinates.
+        auto outIndex = [&](int64_t i) {
+          int64_t o = 0, stride = 1, rest = i;
+          std::array<int64_t, 4> c{};
+          for (int64_t d = 3; d >= 0; --d) {
+            c[d] = rest % shape[d];
+            rest /= shape[d];
+          }
+          for (int64_t d = 3; d >= 0; --d) {
+            o += (ys[d] == 1 ? 0 : c[d]) * stride;
+            stride *= ys[d];
+          }
+          return o;
+        };
+        std::vector<int64_t> count(y.numel(), 0);
+        for (int64_t i = 0; i < x.numel(); ++i)
+          count[outIndex(i)] += xi.at(i) == y.at(outIndex(i));
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const int64_t o = outIndex(i);
+          ASSERT_GE(count[o], 1);
+          const double want = xi.at(i) == y.at(o) ? g.at(o) / count[o] : 0.0;
+          ASSERT_NEAR(dx.at(i), want, dt == DType::F64 ? 0 : std::abs(want) * 1e-2)
+              << dtypeName(dt) << " element " << i;
+        }
+      }
+    }
+  }
+  // Without ties: finite differences of Σ r ⊙ reduce max.
+  Tensor x = random(shape, 97), r = random({3, 5}, 98), y(DType::F64, {3, 5}),
+         dx(DType::F64, shape);
+  reduce(Reduce::Max, x, {1, 3}, y);
+  reduceExtremumGrad(x, y, r, {1, 3}, dx);
+  expectFD(x, dx, [&] {
+    Tensor z(DType::F64, {3, 5});
+    reduce(Reduce::Max, x, {1, 3}, z);
+    return dot(z, r);
+  }, "dx");
+  // A NaN in a set: its extremum is NaN, which no element equals: NaN gradients (torch).
+  Tensor xn = random({2, 3}, 99), yn(DType::F64, {2}), dn(DType::F64, {2, 3});
+  xn.data<double>()[4] = std::nan("");
+  reduce(Reduce::Max, xn, {1}, yn);
+  reduceExtremumGrad(xn, yn, make(DType::F64, {2}, {1.0, 1.0}), {1}, dn);
+  EXPECT_FALSE(std::isnan(dn.at(0)));
+  EXPECT_TRUE(std::isnan(dn.at(3)) && std::isnan(dn.at(5)));
+  Tensor bad(DType::F64, {3});
+  EXPECT_THROW(reduceExtremumGrad(xn, bad, yn, {1}, dn), Error);
+}
+
+TEST(KernelsGrad, SliceGrad) {
+  // The adjoint of slice: <slice(x), dy> = <x, sliceGrad(dy)> for every x, dy; and every
+  // element of dx outside the box is zero.
+  const Shape xs{3, 8, 9, 7};
+  const std::vector<int64_t> offsets{1, 0, 2, 1}, strides{1, 3, 2, 2};
+  const Shape ys{2, 3, 4, 3};
+  Tensor x = random(xs, 110), dy = random(ys, 111), y(DType::F64, ys), dx(DType::F64, xs);
+  slice(x, offsets, strides, y);
+  sliceGrad(dy, offsets, strides, dx);
+  EXPECT_NEAR(dot(y, dy), dot(x, dx), 1e-12);
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < dx.numel(); ++i)
+    nonzero += dx.at(i) != 0;
+  EXPECT_EQ(nonzero, dy.numel());
+  // Any dtype, bytes moved as they are; same bits for any thread count.
+  for (DType dt : {DType::F32, DType::BF16, DType::I64}) {
+    Tensor g = make(dt, ys, vals(random(ys, 112, -50, 50))), d(dt, xs), t(dt, ys);
+    sliceGrad(g, offsets, strides, d);
+    slice(d, offsets, strides, t);
+    EXPECT_TRUE(sameBits(t, g)) << dtypeName(dt);
+  }
+  int saved = numThreads();
+  setNumThreads(1);
+  Tensor one(DType::F32, xs);
+  sliceGrad(dy.to(DType::F32), offsets, strides, one);
+  setNumThreads(3);
+  Tensor three(DType::F32, xs);
+  sliceGrad(dy.to(DType::F32), offsets, strides, three);
+  setNumThreads(saved);
+  EXPECT_TRUE(sameBits(one, three));
+  Tensor big(DType::F64, {2, 3, 5, 3});
+  EXPECT_THROW(sliceGrad(big, offsets, strides, dx), Error);
+  Tensor other(DType::F32, xs);
+  EXPECT_THROW(sliceGrad(dy, offsets, strides, other), Error);
 }
 
 // ---- gelu, broadcast ----------------------------------------------------------------------
@@ -630,7 +831,9 @@ TEST(KernelsGrad, EmptyTensorsDoNotCrash) {
     EXPECT_EQ(dw.at(0), 0.0);
     Tensor g(dt, {3}), dg = make(dt, {3}, {1, 2, 3}), db = make(dt, {3}, {1, 2, 3});
     Tensor dx(dt, {0, 3, 4, 4, 4});
-    groupNormGrad(x, g, dy3, 3, 1e-5, dx, dg, db);
+    const DType st = dt == DType::F64 ? DType::F64 : DType::F32;
+    Tensor mean(st, {0, 3}), rstd(st, {0, 3});
+    groupNormGrad(x, g, mean, rstd, dy3, 3, dx, dg, db);
     EXPECT_EQ(dg.at(1), 0.0);
     EXPECT_EQ(db.at(2), 0.0);
     channelLayerNormGrad(x, g, dy3, 1e-6, dx, dg, db);
@@ -644,6 +847,12 @@ TEST(KernelsGrad, EmptyTensorsDoNotCrash) {
     BceParams none;
     none.reduction = LossReduction::None;
     bceWithLogitsGrad(x, x, &x, nullptr, dy3, none, dx);
+    Tensor gl(dt, {0, 3, 4, 4, 4}), gr(dt, {0, 3, 4, 4, 4});
+    extremumGrad(Extremum::Max, x, g5, dy3, gl, gr);
+    Tensor m(dt, {0, 3}), dr(dt, {0, 3, 4, 4, 4});
+    reduceExtremumGrad(x, m, m, {2, 3, 4}, dr);
+    Tensor ds(dt, {0, 3, 9, 4, 4});
+    sliceGrad(dy3, {0, 0, 1, 0, 0}, {1, 1, 2, 1, 1}, ds);
     Tensor xl(dt, {0, 4, 3}), tl(dt, {0, 1, 3}), dxl(dt, {0, 4, 3});
     DiceCEParams dp;
     dp.weights = {1.0};

@@ -406,6 +406,49 @@ TEST(KernelsNorm, GroupNorm) {
   }
 }
 
+TEST(KernelsNorm, GroupNormSavesStatistics) {
+  // The saved mean and rstd = 1/sqrt(var + eps) per (sample, group) against a textbook
+  // computation; y must be the same bits with and without saving.
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dt));
+    const DType st = dt == DType::F64 ? DType::F64 : DType::F32;
+    for (auto [shape, groups] : std::vector<std::pair<Shape, int64_t>>{
+             {{2, 6, 5, 4, 3}, 3}, {{3, 4, 7}, 1}, {{1, 5, 3, 2, 3}, 5}}) {
+      SCOPED_TRACE(shapeStr(shape) + " groups " + std::to_string(groups));
+      const double eps = 1e-3;
+      Tensor x = random(dt, shape, 16, -2, 3), g = random(dt, {shape[1]}, 17),
+             b = random(dt, {shape[1]}, 18);
+      Tensor y(dt, shape), ys(dt, shape), mean(st, {shape[0], groups}),
+          rstd(st, {shape[0], groups});
+      groupNorm(x, g, b, groups, eps, y);
+      groupNorm(x, g, b, groups, eps, ys, &mean, &rstd);
+      EXPECT_TRUE(sameBits(y, ys));
+      const Values xv = vals(x);
+      const int64_t m = x.numel() / (shape[0] * groups);
+      Values refMean, refRstd;
+      for (int64_t seg = 0; seg < shape[0] * groups; ++seg) {
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < m; ++j)
+          mu += xv[seg * m + j];
+        mu /= m;
+        for (int64_t j = 0; j < m; ++j)
+          var += (xv[seg * m + j] - mu) * (xv[seg * m + j] - mu);
+        refMean.push_back(mu);
+        refRstd.push_back(1 / std::sqrt(var / m + eps));
+      }
+      // Statistics are kept in the accumulation type: float even for bf16 storage.
+      const double tol = dt == DType::F64 ? 1e-12 : 1e-5;
+      EXPECT_LT(relErr(mean, refMean), tol);
+      EXPECT_LT(relErr(rstd, refRstd), tol);
+    }
+  }
+  Tensor x(DType::F32, {2, 4, 3}), g(DType::F32, {4}), y(DType::F32, {2, 4, 3});
+  Tensor wrongType(DType::BF16, {2, 2}), wrongSize(DType::F32, {2, 3}), ok(DType::F32, {2, 2});
+  EXPECT_THROW(groupNorm(x, g, g, 2, 1e-5, y, &wrongType, &ok), Error);
+  EXPECT_THROW(groupNorm(x, g, g, 2, 1e-5, y, &ok, &wrongSize), Error);
+  EXPECT_THROW(groupNorm(x, g, g, 2, 1e-5, y, &ok, nullptr), Error);
+}
+
 TEST(KernelsNorm, GroupNormLargeMeanIsStable) {
   // Values 1000 ± 1: a one-pass E[x²] − E[x]² in float would lose the variance.
   Shape shape{1, 2, 30, 30, 30};

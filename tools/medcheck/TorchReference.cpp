@@ -252,11 +252,9 @@ torch::Tensor pad(const OpInfo &op, const torch::Tensor &x) {
   return torch::constant_pad_nd(x, pads, num(op, "value"));
 }
 
-torch::Tensor slice(const OpInfo &op, torch::Tensor y) {
-  std::vector<int64_t> offsets = ints(op, "offsets"), sizes = ints(op, "sizes");
-  std::vector<int64_t> strides; // optional in the dialect: absent means 1 on every axis
-  if (op.attrs.count("strides"))
-    strides = ints(op, "strides");
+/// The box of `sizes` elements from `offsets` stepping by `strides` (empty: 1) of y.
+torch::Tensor sliceBox(torch::Tensor y, const std::vector<int64_t> &offsets,
+                       const std::vector<int64_t> &sizes, const std::vector<int64_t> &strides) {
   for (int64_t a = 0; a < y.dim(); ++a) {
     int64_t step = a < static_cast<int64_t>(strides.size()) ? strides[a] : 1;
     int64_t size = sizes.at(a);
@@ -266,6 +264,13 @@ torch::Tensor slice(const OpInfo &op, torch::Tensor y) {
       y = y.slice(a, offsets.at(a), offsets.at(a) + (size - 1) * step + 1, step);
   }
   return y.contiguous();
+}
+
+torch::Tensor slice(const OpInfo &op, const torch::Tensor &y) {
+  std::vector<int64_t> strides; // optional in the dialect: absent means 1 on every axis
+  if (op.attrs.count("strides"))
+    strides = ints(op, "strides");
+  return sliceBox(y, ints(op, "offsets"), ints(op, "sizes"), strides);
 }
 
 torch::Tensor reduce(const OpInfo &op, const torch::Tensor &x) {
@@ -407,6 +412,14 @@ torch::Tensor constant(const Env &env, const OpInfo &op) {
 
 std::vector<int64_t> shapeAttr(const OpInfo &op) { return ints(op, "shape"); }
 
+/// The `kind` of the extremum gradient ops: "max" or "min".
+const std::string &extremum(const OpInfo &op) {
+  const std::string &k = op.strAttr("kind");
+  if (k != "max" && k != "min")
+    throw Error(str(op.describe(), ": unknown extremum kind '", k, "'"));
+  return k;
+}
+
 // ---- gradient ops ---------------------------------------------------------------------
 //
 // Each gradient op is the vector-Jacobian product of its forward mapping above, taken by
@@ -492,9 +505,19 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   if (k == "conv3d" || k == "conv3d_transpose")
     return {conv(op, env.in(op, "input"), env.in(op, "weight"), env.opt(op, "bias"),
                  k == "conv3d_transpose")};
-  if (k == "group_norm")
-    return {torch::group_norm(env.in(op, "input"), integer(op, "groups"), env.in(op, "gamma"),
-                              env.in(op, "beta"), num(op, "epsilon"))};
+  if (k == "group_norm") {
+    const torch::Tensor &x = env.in(op, "input");
+    int64_t groups = integer(op, "groups");
+    if (op.results.size() == 1)
+      return {torch::group_norm(x, groups, env.in(op, "gamma"), env.in(op, "beta"),
+                                num(op, "epsilon"))};
+    // save_statistics: torch's own op that returns the mean and rstd, N × groups.
+    auto [y, mean, rstd] =
+        torch::native_group_norm(x, env.in(op, "gamma"), env.in(op, "beta"), x.size(0),
+                                 x.size(1), x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)),
+                                 groups, num(op, "epsilon"));
+    return {y, mean, rstd};
+  }
   if (k == "channel_layer_norm")
     return {channelLayerNorm(env.in(op, "input"), env.in(op, "gamma"), env.in(op, "beta"),
                              num(op, "epsilon"))};
@@ -578,22 +601,55 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   // Gradient ops: autograd of the forward mappings above.
   if (k == "conv3d_grad_weight")
     return {conv3dGradWeight(op, env.in(op, "input"), env.in(op, "grad_output"))};
-  if (k == "group_norm_grad" || k == "channel_layer_norm_grad" || k == "grn_grad") {
+  if (k == "group_norm_grad") {
+    // torch's backward from the saved statistics (those torch's native_group_norm returned
+    // for the forward op of this plan).
+    const torch::Tensor &x = env.in(op, "input"), &dy = env.in(op, "grad_output");
+    auto [dx, dgamma, dbeta] = torch::native_group_norm_backward(
+        dy, x, env.in(op, "mean"), env.in(op, "rstd"), env.in(op, "gamma"), x.size(0),
+        x.size(1), x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)),
+        integer(op, "groups"), {true, true, true});
+    return {dx, dgamma, dbeta};
+  }
+  if (k == "channel_layer_norm_grad" || k == "grn_grad") {
     const torch::Tensor &x = env.in(op, "input"), &gamma = env.in(op, "gamma");
     double eps = num(op, "epsilon");
     std::function<torch::Tensor(const Primals &)> forward;
-    if (k == "group_norm_grad") {
-      int64_t groups = integer(op, "groups");
-      forward = [&, groups](const Primals &p) {
-        return torch::group_norm(p[0], groups, p[1], p[2], eps);
-      };
-    } else if (k == "channel_layer_norm_grad") {
+    if (k == "channel_layer_norm_grad") {
       forward = [&](const Primals &p) { return channelLayerNorm(p[0], p[1], p[2], eps); };
     } else {
       forward = [&](const Primals &p) { return grn(p[0], p[1], p[2], eps); };
     }
     // beta's value does not change any gradient; its own gradient is Σ grad_output.
     return vjp(forward, {x, gamma, torch::zeros_like(gamma)}, env.in(op, "grad_output"), op);
+  }
+  if (k == "extremum_grad") {
+    // Autograd of torch.maximum / minimum with both operands expanded to the result's
+    // shape as leaves: the per-element gradients, before any sum over broadcast axes.
+    const torch::Tensor &dy = env.in(op, "grad_output");
+    bool isMax = extremum(op) == "max";
+    return vjp([&](const Primals &p) { return isMax ? torch::maximum(p[0], p[1])
+                                                    : torch::minimum(p[0], p[1]); },
+               {env.in(op, "lhs").expand(dy.sizes()).contiguous(),
+                env.in(op, "rhs").expand(dy.sizes()).contiguous()},
+               dy, op);
+  }
+  if (k == "reduce_extremum_grad") {
+    // Autograd of torch.amax / amin (the extremum operand is not used: torch's backward
+    // finds the ties itself).
+    std::vector<int64_t> axes = ints(op, "axes");
+    bool keep = flag(op, "keepdims"), isMax = extremum(op) == "max";
+    return vjp([&](const Primals &p) { return isMax ? torch::amax(p[0], axes, keep)
+                                                    : torch::amin(p[0], axes, keep); },
+               {env.in(op, "input")}, env.in(op, "grad_output"), op);
+  }
+  if (k == "slice_grad") {
+    // Autograd of the slice it inverts: the gradient of a leaf of the input's shape.
+    const torch::Tensor &dy = env.in(op, "grad_output");
+    std::vector<int64_t> offsets = ints(op, "offsets"), strides = ints(op, "strides");
+    std::vector<int64_t> sizes(dy.sizes().begin(), dy.sizes().end());
+    return vjp([&](const Primals &p) { return sliceBox(p[0], offsets, sizes, strides); },
+               {torch::zeros(ints(op, "shape"), dy.options())}, dy, op);
   }
   if (k == "gelu_grad")
     return vjp([](const Primals &p) { return torch::gelu(p[0]); }, {env.in(op, "input")},

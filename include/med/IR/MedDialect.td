@@ -58,6 +58,13 @@ def Med_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
   let cppNamespace = "::mlir::med";
 }
 
+// Which extremum a med.max / med.min or a reduce max / min took (its gradient ops).
+def Med_ExtremumKind : I32EnumAttr<"ExtremumKind", "maximum or minimum", [
+    I32EnumAttrCase<"max", 0>,
+    I32EnumAttrCase<"min", 1>]> {
+  let cppNamespace = "::mlir::med";
+}
+
 def Med_LossReduction : I32EnumAttr<"LossReduction", "how an elementwise loss is reduced", [
     I32EnumAttrCase<"mean", 0>,
     I32EnumAttrCase<"sum", 1>,

@@ -12,6 +12,10 @@ def Med_GradientOpInterface : OpInterface<"GradientOpInterface"> {
     the builder's insertion point, pushing one Value per operand (null where the operand
     gets no gradient, e.g. labels, masks, integer inputs). `med-autodiff` calls it on every
     op between the parameters and the loss.
+
+    Before the reverse sweep, `med-autodiff` also calls `saveForGradient` on each such op: an
+    op whose gradient reuses work of its forward pass (group_norm's statistics) returns an
+    equivalent op that also produces it; its leading results replace the op's results.
   }];
   let methods = [
     InterfaceMethod<
@@ -19,6 +23,12 @@ def Med_GradientOpInterface : OpInterface<"GradientOpInterface"> {
       "::llvm::LogicalResult", "buildGradients",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$resultGrads,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+    InterfaceMethod<
+      "Builds, at the builder's insertion point (just before this op), an equivalent op "
+      "that also returns what the gradient rule reuses from the forward pass, or returns "
+      "null when there is nothing to save.",
+      "::mlir::Operation *", "saveForGradient", (ins "::mlir::OpBuilder &":$builder),
+      /*methodBody=*/"", /*defaultImplementation=*/"return nullptr;">,
   ];
 }
 

@@ -208,7 +208,8 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable
 // Normalizations
 //===----------------------------------------------------------------------------------===//
 
-def Med_GroupNormOp : Med_ShapedOp<"group_norm", [Med_Differentiable]> {
+def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
+    DeclareOpInterfaceMethods<Med_GradientOpInterface, ["saveForGradient"]>]> {
   let summary = "group normalization, as torch.nn.GroupNorm";
   let description = [{
     Splits the C channels of an N×C×… input into `groups` groups, normalizes each (sample,
@@ -220,11 +221,23 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm", [Med_Differentiable]> {
     %y = med.group_norm %x, %g, %b {groups = 32 : i64}
         : (tensor<?x32x?x?x?xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x32x?x?x?xf32>
     ```
+
+    With `save_statistics` it also returns the statistics of each (sample, group), as
+    `torch.native_group_norm` does: the mean and `rstd = 1/√(var + epsilon)`, both N × groups
+    in the input's element type. `med-autodiff` sets it on the group norms it differentiates,
+    so that `med.group_norm_grad` reuses them; the statistics themselves get no gradient.
+
+    ```mlir
+    %y, %mean, %rstd = med.group_norm %x, %g, %b {groups = 2 : i64, save_statistics}
+        : (tensor<2x4x8x8x8xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8x8xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
+    ```
   }];
+  let numResultsOnFailure = "(adaptor.getSaveStatistics() ? 3 : 1)";
   let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma, Med_FloatTensor:$beta,
                        I64Attr:$groups,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
-  let results = (outs Med_FloatTensor:$result);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$save_statistics);
+  let results = (outs Med_FloatTensor:$result, Variadic<Med_FloatTensor>:$statistics);
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
@@ -639,6 +652,32 @@ def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferen
   let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_GroupNormGradOp : Med_ShapedOp<"group_norm_grad", [Med_NotDifferentiable]> {
+  let summary = "gradient of med.group_norm, from the statistics its forward pass saved";
+  let description = [{
+    From the forward input, gamma, the `mean` and `rstd` that `med.group_norm` returned with
+    `save_statistics` (N × groups) and the gradient of the forward result, computes the
+    gradients of the input, gamma and beta, as `torch.native_group_norm_backward`. With
+    x̂ = (x − mean)·rstd and g = grad_output·gamma per (sample, group):
+    `grad_input = rstd·(g − mean(g) − x̂·mean(g·x̂))`, `grad_gamma = Σ grad_output·x̂` and
+    `grad_beta = Σ grad_output` over samples and positions.
+
+    ```mlir
+    %dx, %dg, %db = med.group_norm_grad %x, %g, %mean, %rstd, %dy {groups = 2 : i64}
+        : (tensor<2x4x8x8x8xf32>, tensor<4xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x4x8x8x8xf32>)
+        -> (tensor<2x4x8x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let numResultsOnFailure = "3";
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma, Med_FloatTensor:$mean,
+                       Med_FloatTensor:$rstd, Med_FloatTensor:$grad_output, I64Attr:$groups);
+  let results = (outs Med_FloatTensor:$grad_input, Med_FloatTensor:$grad_gamma,
+                      Med_FloatTensor:$grad_beta);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $mean `,` $rstd `,` $grad_output attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [Med_NotDifferentiable]> {
   let summary = "gradient of med." # forward;
   let description = [{
@@ -651,11 +690,6 @@ class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [
   let assemblyFormat = "$input `,` $gamma `,` $grad_output attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_GroupNormGradOp : Med_NormGradOp<"group_norm_grad", "group_norm"> {
-  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
-                       Med_FloatTensor:$grad_output, I64Attr:$groups,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
-}
 def Med_ChannelLayerNormGradOp : Med_NormGradOp<"channel_layer_norm_grad", "channel_layer_norm"> {
   let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
                        Med_FloatTensor:$grad_output, DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
@@ -677,6 +711,74 @@ def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable]> {
   let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$grad_output);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_ExtremumGradOp : Med_ShapedOp<"extremum_grad", [Med_NotDifferentiable]> {
+  let summary = "gradient of med.max / med.min with respect to both operands";
+  let description = [{
+    For `kind` max (min), with `lhs` and `rhs` broadcast to the shape of `grad_output` (that
+    of the forward result): `grad_lhs = grad_output` where lhs > rhs (lhs < rhs), 0 where
+    lhs < rhs (lhs > rhs) and `grad_output / 2` where they are equal; `grad_rhs` likewise.
+    This is `torch.maximum` / `torch.minimum`'s backward, ties included (a NaN operand passes
+    the whole gradient to both sides). Both results have the shape of `grad_output`; summing
+    them back to the operand shapes is left to `med.reduce`.
+
+    ```mlir
+    %da, %db = med.extremum_grad max %a, %b, %dy
+        : (tensor<2x3x4xf32>, tensor<3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+    ```
+  }];
+  let numResultsOnFailure = "2";
+  let arguments = (ins Med_ExtremumKind:$kind, Med_FloatTensor:$lhs, Med_FloatTensor:$rhs,
+                       Med_FloatTensor:$grad_output);
+  let results = (outs Med_FloatTensor:$grad_lhs, Med_FloatTensor:$grad_rhs);
+  let assemblyFormat = [{
+    $kind $lhs `,` $rhs `,` $grad_output attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Med_ReduceExtremumGradOp : Med_ShapedOp<"reduce_extremum_grad", [Med_NotDifferentiable]> {
+  let summary = "gradient of med.reduce max / min";
+  let description = [{
+    `input`, `axes` and `keepdims` are those of the forward reduction, `extremum` its result
+    and `grad_output` the gradient of that result (both of the result's shape). The gradient
+    goes to the elements equal to their extremum, shared evenly among ties:
+    `grad_input = (grad_output / count) · (input == extremum)`, `count` the number of such
+    elements in the reduced set, as `torch.amax` / `torch.amin`'s backward (a NaN extremum,
+    which no element equals, gives NaN). `kind` names the reduction; the rule itself only
+    compares with `extremum`.
+
+    ```mlir
+    %dx = med.reduce_extremum_grad max %x, %m, %dm {axes = array<i64: 2, 3, 4>, keepdims}
+        : (tensor<2x4x8x8x8xf32>, tensor<2x4x1x1x1xf32>, tensor<2x4x1x1x1xf32>) -> tensor<2x4x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_ExtremumKind:$kind, Med_FloatTensor:$input,
+                       Med_FloatTensor:$extremum, Med_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
+  let results = (outs Med_FloatTensor:$grad_input);
+  let assemblyFormat = [{
+    $kind $input `,` $extremum `,` $grad_output attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Med_SliceGradOp : Med_ShapedOp<"slice_grad", [Med_NotDifferentiable]> {
+  let summary = "gradient of a strided med.slice: scatters into zeros";
+  let description = [{
+    The inverse placement of `med.slice`: a tensor of shape `shape` (the slice's input) that
+    is zero except at `offsets[i] + j·strides[i]` along each axis `i`, where it holds element
+    `j` of `grad_output`. The box must lie inside `shape`. (The gradient of a slice with unit
+    strides is a `med.pad`.)
+
+    ```mlir
+    %dx = med.slice_grad %dy {offsets = array<i64: 0, 0, 1, 1, 1>, strides = array<i64: 1, 1, 2, 2, 2>, shape = array<i64: 2, 4, 9, 9, 9>}
+        : (tensor<2x4x4x4x4xf32>) -> tensor<2x4x9x9x9xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$grad_output, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$shape);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$grad_output attr-dict `:` functional-type(operands, results)";
 }
 
 def Med_BCEWithLogitsGradOp : Med_ShapedOp<"bce_with_logits_grad", [AttrSizedOperandSegments,

@@ -16,7 +16,7 @@
 
 namespace mlir::med {
 
-constexpr uint32_t kArtifactFormatVersion = 1;
+constexpr uint32_t kArtifactFormatVersion = 2;
 
 struct ArtifactManifest {
   std::string compiler;     ///< "medc 0.1.0"

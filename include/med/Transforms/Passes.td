@@ -42,11 +42,13 @@ def MedAutodiff : Pass<"med-autodiff", "::mlir::ModuleOp"> {
     attribute names the results (`out0`, …, `grad.<parameter>`, `grad.arg<i>`).
 
     The algorithm: values that depend on a parameter or an argument and on which the loss
-    depends are active; ops are visited in reverse order, each active op's
-    GradientOpInterface builds its operands' gradients from its results', and several
-    contributions to one value are summed. Ops marked NotDifferentiable (constants, gradient
-    ops) stop the gradient. A parameter or argument the loss does not depend on gets a zero
-    gradient and a warning. Needs static shapes: run med-specialize first.
+    depends are active; an active op whose gradient reuses forward work is first replaced
+    by a form that keeps it (a group norm saves its mean and rstd); ops are visited in
+    reverse order, each active op's GradientOpInterface builds its operands' gradients from
+    its results', and several contributions to one value are summed. Ops marked
+    NotDifferentiable (constants, gradient ops) stop the gradient; backward ops nobody uses
+    are dropped. A parameter or argument the loss does not depend on gets a zero gradient and
+    a warning. Needs static shapes: run med-specialize first.
   }];
   let options = [
     Option<"function", "func", "std::string", /*default=*/"\"\"",

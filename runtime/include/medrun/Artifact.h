@@ -85,7 +85,7 @@ struct ParameterInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;

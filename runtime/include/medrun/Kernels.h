@@ -32,9 +32,11 @@ void conv3dTranspose(const Tensor &x, const Tensor &w, const Tensor *bias, const
                      Tensor &y);
 
 /// torch.nn.GroupNorm: statistics per (sample, group) over channels of the group and all
-/// trailing axes, biased variance; gamma/beta size C.
+/// trailing axes, biased variance; gamma/beta size C. With mean and rstd (both or neither;
+/// N×groups, in the accumulation type: F64 for F64 x, F32 otherwise), also writes the
+/// statistics it normalized with, the mean and 1/sqrt(var + eps), as torch.native_group_norm.
 void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
-               double eps, Tensor &y);
+               double eps, Tensor &y, Tensor *mean = nullptr, Tensor *rstd = nullptr);
 /// Normalizes over axis 1 only at each (sample, position); gamma/beta size C.
 void channelLayerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps,
                       Tensor &y);
@@ -100,11 +102,13 @@ void diceCE(const std::vector<const Tensor *> &logits, const std::vector<const T
 void conv3dGradWeight(const Tensor &x, const Tensor &dy, const ConvParams &p, Tensor &dw);
 
 /// Gradients of groupNorm / channelLayerNorm / grn with respect to the input, gamma and
-/// beta, from the forward input, gamma and dy (statistics recomputed from x). dgamma and
-/// dbeta have gamma's shape (C for the norms, 1×C×1×1×1 for grn). For grn, where a
-/// channel's norm ‖x_c‖₂ is 0 its derivative is taken as 0 (as torch's norm backward).
-void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
-                   double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta);
+/// beta, from the forward input, gamma and dy. groupNormGrad takes the mean and rstd that
+/// groupNorm saved (N×groups, accumulation type, as above; torch.native_group_norm_backward);
+/// the others recompute their statistics from x. dgamma and dbeta have gamma's shape (C for
+/// the norms, 1×C×1×1×1 for grn). For grn, where a channel's norm ‖x_c‖₂ is 0 its derivative
+/// is taken as 0 (as torch's norm backward).
+void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &mean, const Tensor &rstd,
+                   const Tensor &dy, int64_t groups, Tensor &dx, Tensor &dgamma, Tensor &dbeta);
 void channelLayerNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps,
                           Tensor &dx, Tensor &dgamma, Tensor &dbeta);
 void grnGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps, Tensor &dx,
@@ -115,6 +119,23 @@ void geluGrad(const Tensor &x, const Tensor &dy, Tensor &dx);
 
 /// y = x broadcast (NumPy rules) to y's shape.
 void broadcast(const Tensor &x, Tensor &y);
+
+enum class Extremum { Max, Min };
+/// Gradient of binary Max / Min (torch.maximum / minimum's backward): with a, b broadcast
+/// to dy's shape, da = dy where a wins, 0 where b wins, dy/2 where a == b (a NaN operand:
+/// dy to both); db likewise. da and db have dy's shape.
+void extremumGrad(Extremum op, const Tensor &a, const Tensor &b, const Tensor &dy, Tensor &da,
+                  Tensor &db);
+/// Gradient of reduce Max / Min over `axes` (torch.amax / amin's backward): y is the
+/// forward result and dy its gradient (either shape of the reduction, with or without the
+/// kept size-1 axes); dx = (dy / count) · (x == y), count the elements equal to y in each
+/// reduced set (a NaN y: NaN).
+void reduceExtremumGrad(const Tensor &x, const Tensor &y, const Tensor &dy,
+                        const std::vector<int64_t> &axes, Tensor &dx);
+/// Gradient of slice: dx (the slice's input shape) is zero except dx[offsets + i·strides] =
+/// dy[i]. Any dtype, like slice.
+void sliceGrad(const Tensor &dy, const std::vector<int64_t> &offsets,
+               const std::vector<int64_t> &strides, Tensor &dx);
 
 /// Gradient of bceWithLogits with respect to the logits for the upstream gradient dloss
 /// (rank 0 for reduced losses, logits' shape for LossReduction::None). Targets, mask and

@@ -1,4 +1,4 @@
-//===- DataMovement.cpp - pad, slice, concat ------------------------------------===//
+//===- DataMovement.cpp - pad, slice (and its gradient), concat -----------------===//
 //
 // Pure copies, so they work on any dtype (values are moved as bytes); only pad's fill
 // value needs the element type. Rows of the last axis are the unit of work.
@@ -171,6 +171,51 @@ void slice(const Tensor &x, const std::vector<int64_t> &offsets,
         rest /= y.dim(d);
       }
       copyStrided(yp + row * ow * es, xp + off * es, ow, strideOf(r - 1), es);
+    }
+  });
+}
+
+void sliceGrad(const Tensor &dy, const std::vector<int64_t> &offsets,
+               const std::vector<int64_t> &strides, Tensor &dx) {
+  checkSameType("slice_grad", dy, dx);
+  const int64_t r = dx.rank();
+  if (dy.rank() != r || static_cast<int64_t>(offsets.size()) != r ||
+      static_cast<int64_t>(strides.size()) != r)
+    throw Error(str("med kernel slice_grad: need one offset and stride per axis of ",
+                    shapeStr(dx.shape()), " and a gradient of that rank, got ",
+                    shapeStr(dy.shape())));
+  for (int64_t d = 0; d < r; ++d)
+    if (dy.dim(d) > 0 && (offsets[d] < 0 || strides[d] < 1 ||
+                          offsets[d] + (dy.dim(d) - 1) * strides[d] >= dx.dim(d)))
+      throw Error(str("med kernel slice_grad: the box of shape ", shapeStr(dy.shape()),
+                      " does not lie inside ", shapeStr(dx.shape())));
+  if (dx.numel() == 0)
+    return;
+  // All-zero bytes are zero in every dtype.
+  std::memset(dx.raw(), 0, dx.nbytes());
+  if (dy.numel() == 0)
+    return;
+  const size_t es = dtypeSize(dx.dtype());
+  const std::byte *gp = static_cast<const std::byte *>(dy.raw());
+  std::byte *dp = static_cast<std::byte *>(dx.raw());
+  if (r == 0) {
+    std::memcpy(dp, gp, es);
+    return;
+  }
+  // Row by row of dy (disjoint destinations), the inverse of slice's copy.
+  const std::vector<int64_t> xs = contiguousStrides(dx.shape());
+  const int64_t w = dy.dim(r - 1), rows = dy.numel() / w, step = strides[r - 1];
+  parallelFor(rows, grainFor(w, kCopyGrain), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      int64_t rest = row, off = offsets[r - 1];
+      for (int64_t d = r - 2; d >= 0; --d) {
+        off += (offsets[d] + (rest % dy.dim(d)) * strides[d]) * xs[d];
+        rest /= dy.dim(d);
+      }
+      const std::byte *src = gp + row * w * es;
+      std::byte *dst = dp + off * es;
+      for (int64_t i = 0; i < w; ++i)
+        std::memcpy(dst + i * step * es, src + i * es, es);
     }
   });
 }

@@ -191,6 +191,50 @@ template <typename T> void geluGradImpl(const Tensor &x, const Tensor &dy, Tenso
   });
 }
 
+// torch.maximum's backward: where(a == b, dy/2, dy), zeroed where a < b (for b: a > b);
+// torch.minimum's with the comparisons swapped. A NaN compares false: dy to both sides.
+template <typename T>
+void extremumGradImpl(Extremum op, const Tensor &a, const Tensor &b, const Tensor &dy,
+                      Tensor &da, Tensor &db) {
+  using A = Acc<T>;
+  const char *k = "extremum_grad";
+  requireDType(k, "rhs", b, a.dtype());
+  requireDType(k, "output gradient", dy, a.dtype());
+  requireDType(k, "lhs gradient", da, a.dtype());
+  requireDType(k, "rhs gradient", db, a.dtype());
+  if (da.shape() != dy.shape() || db.shape() != dy.shape())
+    throw Error(str("med kernel extremum_grad: gradients ", shapeStr(da.shape()), " and ",
+                    shapeStr(db.shape()), " must have the output gradient's shape ",
+                    shapeStr(dy.shape())));
+  BroadcastPlan p = planBroadcast(a.shape(), b.shape(), dy.shape(), k);
+  if (dy.numel() == 0)
+    return;
+  const bool isMax = op == Extremum::Max;
+  const T *ap = ptr<T>(a), *bp = ptr<T>(b), *gp = ptr<T>(dy);
+  T *dap = ptr<T>(da), *dbp = ptr<T>(db);
+  const int64_t dims = static_cast<int64_t>(p.size.size());
+  const int64_t len = p.size.back(), sa = p.strideA.back(), sb = p.strideB.back();
+  const int64_t rows = dy.numel() / len;
+  parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t oa = 0, ob = 0, rest = r;
+      for (int64_t d = dims - 2; d >= 0; --d) {
+        int64_t i = rest % p.size[d];
+        rest /= p.size[d];
+        oa += i * p.strideA[d];
+        ob += i * p.strideB[d];
+      }
+      for (int64_t i = 0; i < len; ++i) {
+        const A u = load(ap[oa + i * sa]), v = load(bp[ob + i * sb]), g = load(gp[r * len + i]);
+        const A shared = u == v ? g / A(2) : g;
+        const bool uLoses = isMax ? u < v : u > v, vLoses = isMax ? u > v : u < v;
+        dap[r * len + i] = store<T>(uLoses ? A(0) : shared);
+        dbp[r * len + i] = store<T>(vLoses ? A(0) : shared);
+      }
+    }
+  });
+}
+
 /// Copies x broadcast to y's shape, element by element as bytes (any dtype).
 void broadcastImpl(const Tensor &x, Tensor &y) {
   if (y.dtype() != x.dtype())
@@ -235,6 +279,13 @@ void unary(Unary op, const Tensor &x, Tensor &y) {
 
 void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y) {
   dispatchFloat(a.dtype(), "binary", [&](auto tag) { binaryImpl<decltype(tag)>(op, a, b, y); });
+}
+
+void extremumGrad(Extremum op, const Tensor &a, const Tensor &b, const Tensor &dy, Tensor &da,
+                  Tensor &db) {
+  dispatchFloat(a.dtype(), "extremum_grad", [&](auto tag) {
+    extremumGradImpl<decltype(tag)>(op, a, b, dy, da, db);
+  });
 }
 
 void geluGrad(const Tensor &x, const Tensor &dy, Tensor &dx) {

@@ -11,6 +11,7 @@
 #include "Dispatch.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace medrun::cpu {
 namespace {
@@ -127,9 +128,23 @@ template <typename F> void forRows(int64_t rows, int64_t len, F fn) {
   });
 }
 
+/// The dtype of Acc<T>: where saved statistics live.
+template <typename T> DType accDType() {
+  return std::is_same_v<Acc<T>, double> ? DType::F64 : DType::F32;
+}
+
+/// Checks a saved statistic of group_norm: N×groups values of the accumulation type.
+template <typename T>
+void checkStatistic(const char *k, const char *what, const Tensor &t, int64_t n, int64_t groups) {
+  requireDType(k, what, t, accDType<T>());
+  if (t.numel() != n * groups)
+    throw Error(str("med kernel ", k, ": ", what, " ", shapeStr(t.shape()), " needs ", n, "x",
+                    groups, " values (one per sample and group)"));
+}
+
 template <typename T>
 void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
-                   double eps, Tensor &y) {
+                   double eps, Tensor &y, Tensor *meanOut, Tensor *rstdOut) {
   using A = Acc<T>;
   const char *k = "group_norm";
   requireDType(k, "gamma", gamma, x.dtype());
@@ -139,14 +154,28 @@ void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int
   if (groups < 1 || d.c % groups != 0)
     throw Error(str("med kernel group_norm: ", d.c, " channels do not split into ", groups,
                     " groups"));
+  if (!meanOut != !rstdOut)
+    throw Error("med kernel group_norm: saves both statistics (mean and rstd) or neither");
+  if (meanOut) {
+    checkStatistic<T>(k, "mean", *meanOut, d.n, groups);
+    checkStatistic<T>(k, "rstd", *rstdOut, d.n, groups);
+  }
+  const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
+  std::vector<A> mean, rstd;
+  if (m > 0) {
+    groupStatistics<A>(ptr<T>(x), segs, m, eps, mean, rstd);
+  } else { // empty groups: the statistics of no values, mean 0 and variance 0
+    mean.assign(static_cast<size_t>(segs), A(0));
+    rstd.assign(static_cast<size_t>(segs), A(1) / std::sqrt(A(eps)));
+  }
+  if (meanOut) {
+    std::copy(mean.begin(), mean.end(), ptr<A>(*meanOut));
+    std::copy(rstd.begin(), rstd.end(), ptr<A>(*rstdOut));
+  }
   if (x.numel() == 0)
     return;
   const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *bp = ptr<T>(beta);
   T *yp = ptr<T>(y);
-  const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
-
-  std::vector<A> mean, rstd;
-  groupStatistics<A>(xp, segs, m, eps, mean, rstd);
 
   // Rows are (n, c) planes of S values.
   forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
@@ -298,24 +327,28 @@ bool normGradOperands(const char *k, const Tensor &x, const Tensor &gamma, const
 
 // GroupNorm backward per (n, group) with x̂ = (x − μ)·rstd over the group's m elements and
 // g = dy·γ_c: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)); dγ_c = Σ dy·x̂, dβ_c = Σ dy over
-// samples and positions. The statistics are those of the forward kernel, same bits.
+// samples and positions. The statistics are those the forward kernel saved, same bits.
 template <typename T>
-void groupNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
-                       double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
+void groupNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &meanT,
+                       const Tensor &rstdT, const Tensor &dy, int64_t groups, Tensor &dx,
+                       Tensor &dgamma, Tensor &dbeta) {
   using A = Acc<T>;
   const char *k = "group_norm_grad";
   NCS d = ncs(k, x);
   if (groups < 1 || d.c % groups != 0)
     throw Error(str("med kernel group_norm_grad: ", d.c, " channels do not split into ", groups,
                     " groups"));
+  checkStatistic<T>(k, "mean", meanT, d.n, groups);
+  checkStatistic<T>(k, "rstd", rstdT, d.n, groups);
   if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
     return;
   const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
   T *dxp = ptr<T>(dx);
   const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
 
-  std::vector<A> mean, rstd; // exactly as groupNormImpl
-  groupStatistics<A>(xp, segs, m, eps, mean, rstd);
+  // The statistics the forward kernel normalized with (saved by groupNorm).
+  const std::vector<A> mean(ptr<A>(meanT), ptr<A>(meanT) + segs),
+      rstd(ptr<A>(rstdT), ptr<A>(rstdT) + segs);
 
   // Per (n, c): Σ dy and Σ dy·(x − μ).
   std::vector<A> sDy, sDyX;
@@ -500,9 +533,9 @@ void grnGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, double 
 } // namespace
 
 void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
-               double eps, Tensor &y) {
+               double eps, Tensor &y, Tensor *mean, Tensor *rstd) {
   dispatchFloat(x.dtype(), "group_norm", [&](auto tag) {
-    groupNormImpl<decltype(tag)>(x, gamma, beta, groups, eps, y);
+    groupNormImpl<decltype(tag)>(x, gamma, beta, groups, eps, y, mean, rstd);
   });
 }
 
@@ -517,10 +550,10 @@ void grn(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps, T
   dispatchFloat(x.dtype(), "grn", [&](auto tag) { grnImpl<decltype(tag)>(x, gamma, beta, eps, y); });
 }
 
-void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, int64_t groups,
-                   double eps, Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
+void groupNormGrad(const Tensor &x, const Tensor &gamma, const Tensor &mean, const Tensor &rstd,
+                   const Tensor &dy, int64_t groups, Tensor &dx, Tensor &dgamma, Tensor &dbeta) {
   dispatchFloat(x.dtype(), "group_norm_grad", [&](auto tag) {
-    groupNormGradImpl<decltype(tag)>(x, gamma, dy, groups, eps, dx, dgamma, dbeta);
+    groupNormGradImpl<decltype(tag)>(x, gamma, mean, rstd, dy, groups, dx, dgamma, dbeta);
   });
 }
 

@@ -110,30 +110,34 @@ Acc<T> reduceRange(Combine k, const T *base, const Axes &red, int64_t b, int64_t
   return acc;
 }
 
-template <typename T>
-void reduceImpl(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y) {
-  using A = Acc<T>;
-  requireDType("reduce", "result", y, x.dtype());
+/// Splits the axes of `x` into the kept ones (output elements) and the reduced ones.
+void splitAxes(const char *kernel, const Tensor &x, const std::vector<int64_t> &axes, Axes &kept,
+               Axes &red) {
   const int64_t r = x.rank();
   std::vector<bool> reduced(r, false);
   for (int64_t a : axes) {
     int64_t ax = a < 0 ? a + r : a;
     if (ax < 0 || ax >= r)
-      throw Error(str("med kernel reduce: axis ", a, " out of range for shape ",
+      throw Error(str("med kernel ", kernel, ": axis ", a, " out of range for shape ",
                       shapeStr(x.shape())));
     reduced[ax] = true;
   }
-  Axes kept, red;
-  {
-    std::vector<int64_t> stride(r);
-    int64_t s = 1;
-    for (int64_t i = r - 1; i >= 0; --i) {
-      stride[i] = s;
-      s *= x.dim(i);
-    }
-    for (int64_t i = 0; i < r; ++i)
-      pushAxis(reduced[i] ? red : kept, x.dim(i), stride[i]);
+  std::vector<int64_t> stride(r);
+  int64_t s = 1;
+  for (int64_t i = r - 1; i >= 0; --i) {
+    stride[i] = s;
+    s *= x.dim(i);
   }
+  for (int64_t i = 0; i < r; ++i)
+    pushAxis(reduced[i] ? red : kept, x.dim(i), stride[i]);
+}
+
+template <typename T>
+void reduceImpl(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y) {
+  using A = Acc<T>;
+  requireDType("reduce", "result", y, x.dtype());
+  Axes kept, red;
+  splitAxes("reduce", x, axes, kept, red);
   const int64_t outs = kept.count(), count = red.count();
   if (y.numel() != outs)
     throw Error(str("med kernel reduce: result shape ", shapeStr(y.shape()), " does not match ",
@@ -169,7 +173,52 @@ void reduceImpl(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Te
   }
 }
 
+// torch.amax / amin's backward: dx = (dy / count) · (x == y) per reduced set, count its
+// elements equal to y. Each output element's set is handled by one task: no shared writes.
+template <typename T>
+void reduceExtremumGradImpl(const Tensor &x, const Tensor &y, const Tensor &dy,
+                            const std::vector<int64_t> &axes, Tensor &dx) {
+  using A = Acc<T>;
+  const char *k = "reduce_extremum_grad";
+  requireDType(k, "extremum", y, x.dtype());
+  requireDType(k, "output gradient", dy, x.dtype());
+  requireDType(k, "result", dx, x.dtype());
+  Axes kept, red;
+  splitAxes(k, x, axes, kept, red);
+  const int64_t outs = kept.count(), count = red.count();
+  if (y.numel() != outs || dy.numel() != outs || dx.shape() != x.shape())
+    throw Error(str("med kernel reduce_extremum_grad: input ", shapeStr(x.shape()),
+                    " reduced over the given axes has ", outs, " elements; extremum ",
+                    shapeStr(y.shape()), ", output gradient ", shapeStr(dy.shape()),
+                    " and result ", shapeStr(dx.shape()), " do not fit"));
+  if (x.numel() == 0)
+    return;
+  const T *xp = ptr<T>(x), *yp = ptr<T>(y), *gp = ptr<T>(dy);
+  T *dp = ptr<T>(dx);
+  parallelFor(outs, grainFor(2 * count), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const int64_t base = offsetOf(kept, o);
+      const A m = load(yp[o]);
+      int64_t ties = 0;
+      for (int64_t j = 0; j < count; ++j)
+        ties += load(xp[base + offsetOf(red, j)]) == m;
+      const A share = load(gp[o]) / A(ties); // NaN or inf without ties, as torch
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t i = base + offsetOf(red, j);
+        dp[i] = store<T>(share * A(load(xp[i]) == m ? 1 : 0));
+      }
+    }
+  });
+}
+
 } // namespace
+
+void reduceExtremumGrad(const Tensor &x, const Tensor &y, const Tensor &dy,
+                        const std::vector<int64_t> &axes, Tensor &dx) {
+  dispatchFloat(x.dtype(), "reduce_extremum_grad", [&](auto tag) {
+    reduceExtremumGradImpl<decltype(tag)>(x, y, dy, axes, dx);
+  });
+}
 
 void reduce(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y) {
   dispatchFloat(x.dtype(), "reduce", [&](auto tag) { reduceImpl<decltype(tag)>(op, x, axes, y); });
