@@ -311,21 +311,28 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     for (Operation &op : *body)
       if (isa<MedDialect>(op.getDialect()))
         op.setAttr("med.fp32", b.getUnitAttr());
-    if (ema && failed(buildEmaEvaluation(lossFn, step, params)))
+    FailureOr<func::FuncOp> eval = buildEvaluation(lossFn, step, params, "eval_step", false);
+    if (failed(eval) ||
+        (ema && failed(buildEvaluation(lossFn, *eval, params, "eval_step_ema", true))))
       return signalPassFailure();
   }
 
-  // @eval_step_ema: the loss evaluated with the EMA weights (validation as BANIS+ does it).
-  LogicalResult buildEmaEvaluation(func::FuncOp lossFn, func::FuncOp after,
-                                   ArrayRef<ParameterOp> params) {
+  // @eval_step: the loss with the current weights; @eval_step_ema: with the EMA weights
+  // (validation as BANIS+ does it). Both take the loss's inputs and change no state.
+  FailureOr<func::FuncOp> buildEvaluation(func::FuncOp lossFn, func::FuncOp after,
+                                          ArrayRef<ParameterOp> params, StringRef name,
+                                          bool withEma) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(after);
     auto eval = cast<func::FuncOp>(b.clone(*lossFn));
-    eval.setSymName("eval_step_ema");
+    eval.setSymName(name);
     eval.setPublic();
+    eval->setAttr("med.output_names", b.getStrArrayAttr({"loss"}));
     SymbolTable symbols(module);
     if (failed(inlineAllCalls(eval, symbols)))
       return failure();
+    if (!withEma)
+      return eval;
     llvm::DenseSet<StringRef> trained;
     for (ParameterOp p : params)
       trained.insert(p.getSymName());
@@ -333,7 +340,7 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       if (trained.contains(read.getName()))
         read.setNameAttr(FlatSymbolRefAttr::get(b.getStringAttr("ema." + read.getName())));
     });
-    return success();
+    return eval;
   }
 };
 

@@ -38,7 +38,13 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // CHECK: med.assign @ema.c.weight, %[[NE]]
 // CHECK: med.adamw %{{.*}}, %[[GB]], {{.*}} {med.fp32, weight_decay = 0.000000e+00 : f64}
 // CHECK: return %[[G]]#0, %[[NORM]]
-// The loss with the EMA weights; frozen parameters are read as they are.
+// The loss with the current weights, then with the EMA weights; frozen parameters are read
+// as they are.
+// CHECK-LABEL: func.func @eval_step
+// CHECK-SAME: med.output_names = ["loss"]
+// CHECK: med.param @c.weight
+// CHECK: med.bce_with_logits
+// CHECK-NOT: med.assign
 // CHECK-LABEL: func.func @eval_step_ema
 // CHECK: med.param @ema.c.weight
 // CHECK: med.param @ema.c.bias
@@ -52,6 +58,7 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // SGD: med.sgd %{{.*}}, %[[LR]] {med.fp32, momentum = 0.98999999999999999 : f64, nesterov, weight_decay = 3.000000e-05 : f64}
 // SGD: med.assign @optimizer.momentum_buffer.c.weight
 // SGD-NOT: med.min
+// SGD: func.func @eval_step(
 func.func @loss(%x: tensor<2x2x3x3x3xf32>, %y: tensor<2x4x3x3x3xf32>) -> tensor<f32> {
   %w = med.param @"c.weight" : tensor<4x2x1x1x1xf32>
   %b = med.param @"c.bias" : tensor<4xf32>
