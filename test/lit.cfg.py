@@ -21,3 +21,7 @@ config.substitutions.append(("%python", config.python_executable))
 
 tool_dirs = [os.path.join(config.med_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["med-opt", "medc", "medcheck", "medrun"], tool_dirs)
+
+# medc links NVRTC (the CUDA toolkit was found): tests that compile CUDA kernels run.
+if getattr(config, "med_have_nvrtc", 0):
+    config.available_features.add("nvrtc")
