@@ -359,8 +359,9 @@ Artifact Artifact::load(const std::string &path) {
     return Error(str(path, ": truncated artifact: expected ", need, " bytes, the file has ",
                      bytes.size()));
   };
-  if (jsonSize > bytes.size() || kHeader + jsonSize + kTrailer > bytes.size())
-    throw truncated(kHeader + jsonSize + kTrailer);
+  const uint64_t sectionTable = version >= 2 ? 8 : 0; // the section count
+  if (jsonSize > bytes.size() || kHeader + jsonSize + sectionTable + kTrailer > bytes.size())
+    throw truncated(kHeader + jsonSize + sectionTable + kTrailer);
   // Version 2: binary sections between the JSON document and the checksum.
   std::map<std::string, std::string> sections;
   std::vector<std::pair<size_t, size_t>> sectionSpans; // offset, size: read after the CRC

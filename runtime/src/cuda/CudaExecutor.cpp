@@ -12,7 +12,8 @@
 //   4. synchronizes once, checks the status word, downloads outputs and assigned values.
 //
 // MEDRUN_CUDA_SYNC=1 synchronizes after every launch, so an error is reported at the
-// kernel that caused it; MEDRUN_CUDA_POISON=1 fills the arena with NaN first, so an output
+// kernel that caused it; MEDRUN_LIBCUDA=PATH loads another driver library;
+// MEDRUN_CUDA_POISON=1 fills the arena with NaN first, so an output
 // element no kernel writes shows up in comparisons.
 //
 //===----------------------------------------------------------------------------------===//
@@ -86,10 +87,13 @@ const Driver &driver() {
   static Driver d;
   static std::once_flag once;
   std::call_once(once, [] {
-    d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    // MEDRUN_LIBCUDA names another driver library (tests: a missing one, an emulator).
+    const char *env = std::getenv("MEDRUN_LIBCUDA");
+    const std::string name = env && *env ? env : "libcuda.so.1";
+    d.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!d.lib) {
       const char *e = dlerror();
-      d.error = str("libcuda.so.1 does not load: ", e ? e : "unknown reason");
+      d.error = str(name, " does not load: ", e ? e : "unknown reason");
       return;
     }
     auto get = [&](auto &fn, std::initializer_list<const char *> names) {
