@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <cmath>
 #include <memory>
 #include <cstdio>
@@ -55,8 +56,8 @@ Usage:
       and grad.<parameter> for gradient functions).
   medrun cuda-check X.medc [--func NAME] [--input ...] [--params F] [--seed S] [--repeat N]
              [--tolerance T] [--profile]
-      Runs a function on the CPU and the CUDA backend with the same inputs and parameters
-      and compares every output and every assigned parameter (relative error norm
+      Runs a function on the CPU and the CUDA backend with the same inputs (those not given
+      drawn at random by their use: masks, class indices, ...) and parameters and compares every output and every assigned parameter (relative error norm
       |cuda - cpu| / |cpu| <= T, default 1e-4); with --repeat N, N times, each backend
       continuing from its own updated parameters and the `step` input counting up (three
       training steps: --repeat 3). Prints a PASS/FAIL line per value and a summary; exits 1 on
@@ -232,7 +233,7 @@ const Function &selectFunction(const Artifact &a, const Args &args) {
   return name.empty() ? a.functions.front() : a.function(name);
 }
 
-std::vector<Tensor> readInputs(const Function &fn, const Args &args) {
+std::vector<Tensor> readInputs(const Function &fn, const Args &args, bool allowMissing = false) {
   std::vector<Tensor> inputs(fn.inputs.size());
   size_t next = 0;
   for (const std::string &spec : args.all("input")) {
@@ -270,7 +271,7 @@ std::vector<Tensor> readInputs(const Function &fn, const Args &args) {
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].defined())
+    if (!inputs[i].defined() && !allowMissing)
       throw Error(str("missing --input for arg", i,
                       fn.inputNames[i] == str("arg", i) ? "" : " '" + fn.inputNames[i] + "'",
                       " (", typeStr(fn.values[fn.inputs[i]]), ")"));
@@ -369,10 +370,56 @@ double relativeError(const Tensor &a, const Tensor &b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
+/// Random values for the inputs not given, by how the function uses them: masks 0/1,
+/// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
+/// `step` and `ema_decay` 1e-3, 1 and 0.99; anything else N(0, 1).
+void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
+  enum Role { Normal, Mask, Classes, Probability, PosWeight };
+  std::map<int, std::pair<Role, int64_t>> roles;
+  for (const OpInfo &op : fn.ops)
+    for (const auto &[name, ids] : op.operands)
+      for (size_t j = 0; j < ids.size(); ++j) {
+        if (name == "mask")
+          roles[ids[j]] = {Mask, 0};
+        else if (op.kind.rfind("dice_ce", 0) == 0 && name == "targets")
+          roles[ids[j]] = {Classes, fn.values.at(op.operand("logits").at(j)).shape.at(1)};
+        else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "target")
+          roles[ids[j]] = {Probability, 0};
+        else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
+          roles[ids[j]] = {PosWeight, 0};
+      }
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined())
+      continue;
+    const ValueInfo &info = fn.values[fn.inputs[i]];
+    Tensor t(DType::F64, info.shape);
+    double *p = t.data<double>();
+    auto it = roles.find(fn.inputs[i]);
+    Role role = it == roles.end() ? Normal : it->second.first;
+    const std::string &name = fn.inputNames[i];
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> unit;
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      switch (role) {
+      case Mask: p[k] = unit(rng) < 0.7 ? 1.0 : 0.0; break;
+      case Classes: p[k] = std::floor(unit(rng) * it->second.second); break;
+      case Probability: p[k] = unit(rng) < 0.3 ? 1.0 : 0.0; break;
+      case PosWeight: p[k] = 0.5 + 1.5 * unit(rng); break;
+      case Normal:
+        p[k] = name == "lr" ? 1e-3 : name == "step" ? 1.0 : name == "ema_decay" ? 0.99 : normal(rng);
+        break;
+      }
+    }
+    inputs[i] = t.to(info.dtype);
+  }
+}
+
 int cudaCheck(const Artifact &a, const Args &args) {
   setThreads(args);
   const Function &fn = selectFunction(a, args);
-  std::vector<Tensor> inputs = readInputs(fn, args);
+  std::vector<Tensor> inputs = readInputs(fn, args, /*allowMissing=*/true);
+  randomInputs(fn, inputs, parseSeed(args) + 1);
   TensorMap cpuParams = readParams(a, args), gpuParams = cpuParams;
   const int repeat = std::atoi(args.get("repeat", "1").c_str());
   if (repeat < 1)

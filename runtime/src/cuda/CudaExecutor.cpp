@@ -343,7 +343,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     const OpInfo &op = fn.ops[s.op];
     CUfunction f = impl->function(s.kernel, op);
     argValues.assign(s.args.size(), 0);
-    argPtrs.assign(s.args.size(), nullptr);
+    argPtrs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
     for (size_t i = 0; i < s.args.size(); ++i) {
       argValues[i] = ptr(s.args[i]);
       argPtrs[i] = &argValues[i];
