@@ -354,17 +354,23 @@ int run(const Artifact &a, const Args &args) {
   return 0;
 }
 
-// ‖a − b‖₂ / ‖b‖₂ in double (0 when both are 0); NaN if either holds a NaN.
+// ‖a − b‖₂ / ‖b‖₂ in double over the finite elements (0 when both are 0). Elements that are
+// NaN in both, or the same infinity in both, agree; any other non-finite element gives NaN
+// (a failure).
 double relativeError(const Tensor &a, const Tensor &b) {
   Tensor x = a.to(DType::F64), y = b.to(DType::F64);
   const double *p = x.data<double>(), *q = y.data<double>();
   double diff = 0, norm = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
+    if (!std::isfinite(p[i]) || !std::isfinite(q[i])) {
+      bool same = (std::isnan(p[i]) && std::isnan(q[i])) || p[i] == q[i];
+      if (!same)
+        return NAN;
+      continue;
+    }
     diff += (p[i] - q[i]) * (p[i] - q[i]);
     norm += q[i] * q[i];
   }
-  if (diff != diff || norm != norm)
-    return NAN;
   if (diff == 0)
     return 0;
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
@@ -411,7 +417,26 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
         break;
       }
     }
-    inputs[i] = t.to(info.dtype);
+    if (isFloat(info.dtype)) {
+      inputs[i] = t.to(info.dtype);
+      continue;
+    }
+    Tensor u(info.dtype, info.shape); // integer inputs: class indices or 0/1
+    auto put = [&](auto tag) {
+      using T = decltype(tag);
+      for (int64_t k = 0; k < t.numel(); ++k)
+        u.data<T>()[k] = static_cast<T>(p[k]);
+    };
+    switch (info.dtype) {
+    case DType::I8: put(int8_t()); break;
+    case DType::I16: put(int16_t()); break;
+    case DType::I32: put(int32_t()); break;
+    case DType::I64: put(int64_t()); break;
+    case DType::U8:
+    case DType::Bool: put(uint8_t()); break;
+    default: throw Error(str("cannot draw a random ", dtypeName(info.dtype), " input"));
+    }
+    inputs[i] = u;
   }
 }
 

@@ -2,7 +2,7 @@
 test/cuda and compares it with the CPU backend (medrun cuda-check).
 
 usage: run_emulated.py --medc M --medrun R --fakecuda LIB --emu-h H --cxx CXX --dir D
-                       [--repeat N] FILE.mlir[:medc options]...
+                       [--repeat N] FILE.mlir[:medc options]... RECIPE.yaml[:--set ...]...
 
 Per file: `medc compile --target cuda` (the artifact), `medc compile --emit cuda` (the same
 source), the source compiled for the host with emu.h, then `medrun cuda-check` of each
@@ -27,11 +27,15 @@ env = dict(os.environ, MEDRUN_LIBCUDA=o.fakecuda, MEDRUN_CUDA_POISON="1", MEDRUN
 failed = 0
 for spec in o.files:
     path, _, opts = spec.partition(":")
-    name = os.path.basename(path).replace(".mlir", "")
+    name = re.sub(r"\.(mlir|yaml)$", "", os.path.basename(path))
     art, src, lib = (os.path.join(o.dir, name + s) for s in (".medc", ".cu", ".so"))
     opts = shlex.split(opts)
-    subprocess.run([o.medc, "compile", path, *opts, "--target", "cuda", "-o", art], check=True)
-    subprocess.run([o.medc, "compile", path, *opts, "--emit", "cuda", "-o", src], check=True)
+    if path.endswith(".yaml"):  # a training recipe
+        opts, path = ["--recipe", path] + opts, []
+    else:
+        path = [path]
+    subprocess.run([o.medc, "compile", *path, *opts, "--target", "cuda", "-o", art], check=True)
+    subprocess.run([o.medc, "compile", *path, *opts, "--emit", "cuda", "-o", src], check=True)
     subprocess.run([o.cxx, "-O1", "-shared", "-fPIC", "-w", "-include", o.emu_h, "-x", "c++", src,
                     "-o", lib], check=True)
     info = subprocess.run([o.medrun, "info", art], check=True, capture_output=True, text=True).stdout
