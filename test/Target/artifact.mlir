@@ -56,4 +56,4 @@ func.func @loss(%x: tensor<2x3x4x4x5xf32>, %y: tensor<2x3x4x4x5xf32>, %m: tensor
   return %0, %1, %2, %5 : tensor<f32>, tensor<f32>, tensor<2x4x4x5xf32>, tensor<2x6x4x4x4xf32>
 }
 
-// HEAD: b'MEDCART\x00' 1
+// HEAD: b'MEDCART\x00' 2
