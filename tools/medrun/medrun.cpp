@@ -507,7 +507,8 @@ int cudaCheck(const Artifact &a, const Args &args) {
       gpuParams[name] = t;
   }
   if (args.options.count("profile")) {
-    session.run(fn, inputs, gpuParams, &profile, nullptr);
+    TensorMap unused;
+    session.run(fn, inputs, gpuParams, &profile, &unused);
     double total = 0;
     for (auto &[k, t] : profile)
       total += t;
