@@ -1,39 +1,97 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with .device/ and .deps/ carried
 # (scripts/gpu-prepare.sh makes them). Builds the runtime half against the PyTorch there
-# (LibTorch 2.11), then runs medcheck on every carried artifact and prints a table last.
-set -euo pipefail
+# (LibTorch 2.11), then
+#   medcheck  every carried test artifact against LibTorch (CPU), f32 and f64;
+#   cuda      the CUDA backend against the CPU backend on MedNeXt-S k3 (quickstart recipe,
+#             32³, batch 2): `infer`, then three `train_step`s, each backend continuing
+#             from its own updated parameters; every output and every updated parameter
+#             must agree to a relative error norm of 1e-4; per-op-kind kernel times.
+# and prints a short table last. MED_GPU_CHECKS selects the parts (default: "medcheck cuda").
+# Every command runs under `timeout`, so the script ends even if a kernel hangs.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+CHECKS=${MED_GPU_CHECKS:-medcheck cuda}
 N=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 export LD_LIBRARY_PATH=$N/cu13/lib:$N/cudnn/lib:$N/nccl/lib:${LD_LIBRARY_PATH:-}
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 echo "torch $(python3 -c 'import torch; print(torch.__version__)'), C++11 ABI $ABI"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: no GPU listed"
 start=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DMED_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$ABI" \
-  >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+  >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; echo "FAIL: configure"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; echo "FAIL: build"; exit 1; }
 echo "built medrun and medcheck in $(( $(date +%s) - start )) s"
 
 status=0
-: >"$OUT/check.log"
-for a in .device/*.medc; do
-  for precision in f32 f64; do
-    extra=()
-    case "$(basename "$a")" in grad-*) extra=(--grad) ;; esac
-    if ./build-gpu/bin/medcheck "$a" --precision "$precision" "${extra[@]}" >>"$OUT/check.log" 2>&1; then
-      r=ok
-    else
-      r=FAILED; status=1
-    fi
-    summary=$(grep -E "outputs checked" "$OUT/check.log" | tail -1)
-    printf '%-22s %-4s %-7s %s\n' "$(basename "$a")" "$precision" "$r" "$summary" >>"$OUT/table.txt"
+: >"$OUT/table.txt"
+: >"$OUT/cuda.txt"
+
+if [[ " $CHECKS " == *" medcheck "* ]]; then
+  : >"$OUT/check.log"
+  for a in .device/*.medc; do
+    for precision in f32 f64; do
+      extra=()
+      case "$(basename "$a")" in grad-*) extra=(--grad) ;; esac
+      if timeout 300 ./build-gpu/bin/medcheck "$a" --precision "$precision" "${extra[@]}" >>"$OUT/check.log" 2>&1; then
+        r=ok
+      else
+        r=FAILED; status=1
+      fi
+      summary=$(grep -E "outputs checked" "$OUT/check.log" | tail -1)
+      printf '%-22s %-4s %-7s %s\n' "$(basename "$a")" "$precision" "$r" "$summary" >>"$OUT/table.txt"
+    done
   done
-done
+fi
+
+if [[ " $CHECKS " == *" cuda "* ]]; then
+  C=.device/cuda
+  M=./build-gpu/bin/medrun
+  # cuda-check NAME TIMEOUT ARGS...: one comparison, its log in $OUT/cuda-NAME.log, its
+  # summary line (PASS/FAIL ...) in the table. On failure, rerun once with a synchronization
+  # after every launch, which names the kernel of an asynchronous CUDA error.
+  cuda_check() {
+    local name=$1 limit=$2; shift 2
+    local log="$OUT/cuda-$name.log"
+    echo "== $name: medrun cuda-check $*"
+    MEDRUN_CUDA_POISON=1 timeout "$limit" "$M" cuda-check "$@" >"$log" 2>&1
+    local rc=$?
+    cat "$log"
+    if [ $rc -ne 0 ]; then
+      status=1
+      [ $rc -eq 124 ] && echo "FAIL $name: timed out after $limit s" >>"$log"
+      echo "-- $name failed (exit $rc); rerunning with MEDRUN_CUDA_SYNC=1"
+      MEDRUN_CUDA_SYNC=1 MEDRUN_CUDA_POISON=1 timeout "$limit" "$M" cuda-check "$@" 2>&1 | tail -5
+    fi
+    local line
+    line=$(grep -E "^(PASS|FAIL)" "$log" | tail -1)
+    [ -z "$line" ] && line="FAIL $name: $(grep -E 'medrun:' "$log" | tail -1)"
+    printf '%-14s %s\n' "$name" "$line" >>"$OUT/cuda.txt"
+  }
+  if [ -f "$C/quickstart.medc" ]; then
+    "$M" info "$C/quickstart.medc" | tail -1
+    cuda_check infer 240 "$C/quickstart.medc" --func infer --input "image=$C/image.npy" --profile
+    cuda_check train_step 480 "$C/quickstart.medc" --func train_step --input "image=$C/image.npy" \
+      --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
+      --input ema_decay=0.99 --repeat 3 --profile
+  else
+    echo "FAIL cuda: $C/quickstart.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/cuda.txt"
+    status=1
+  fi
+fi
+
 echo
-echo "medcheck against LibTorch $(python3 -c 'import torch; print(torch.__version__)') (CPU):"
-cat "$OUT/table.txt"
+if [ -s "$OUT/table.txt" ]; then
+  echo "medcheck against LibTorch $(python3 -c 'import torch; print(torch.__version__)') (CPU):"
+  cat "$OUT/table.txt"
+fi
+if [ -s "$OUT/cuda.txt" ]; then
+  echo "CUDA backend vs CPU backend (MedNeXt-S k3, 32³, batch 2; relative error norm <= 1e-4):"
+  cat "$OUT/cuda.txt"
+fi
+[ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status

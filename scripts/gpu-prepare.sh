@@ -17,4 +17,19 @@ done
 for m in mednext_s mednext_b_k5; do
   "$BIN/medc" compile "models/$m.mlir" --patch 64,64,64 -o ".device/$m.medc"
 done
-ls -la .device
+
+# CUDA backend: MedNeXt-S k3 (the quickstart recipe) at 32³, batch 2, with CUDA kernels
+# (NVRTC, sm_90), and fixed random inputs for `medrun cuda-check` (scripts/gpu-check.sh).
+mkdir -p .device/cuda
+"$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
+  -o .device/cuda/quickstart.medc
+/usr/bin/python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(2024)
+d = ".device/cuda/"
+np.save(d + "image.npy", rng.standard_normal((2, 1, 32, 32, 32)).astype(np.float32))
+np.save(d + "target.npy", (rng.random((2, 3, 32, 32, 32)) < 0.3).astype(np.float32))
+np.save(d + "mask.npy", (rng.random((2, 3, 32, 32, 32)) < 0.9).astype(np.float32))
+PY
+du -sh .device
+ls -la .device .device/cuda

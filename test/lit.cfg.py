@@ -21,3 +21,13 @@ config.substitutions.append(("%python", config.python_executable))
 
 tool_dirs = [os.path.join(config.med_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["med-opt", "medc", "medcheck", "medrun"], tool_dirs)
+
+# medc links NVRTC (the CUDA toolkit was found): tests that compile CUDA kernels run.
+if getattr(config, "med_have_nvrtc", 0):
+    config.available_features.add("nvrtc")
+
+# The CUDA emulation (test/cuda): the fake libcuda.so.1, its device-language header and the
+# host compiler that builds the generated kernels for it.
+config.substitutions.append(("%fakecuda", os.path.join(config.med_obj_root, "test", "cuda", "libcuda.so.1")))
+config.substitutions.append(("%cuda_emu_h", os.path.join(config.med_src_root, "test", "cuda", "emu.h")))
+config.substitutions.append(("%cxx", getattr(config, "cxx_compiler", "c++")))

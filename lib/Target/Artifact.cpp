@@ -408,21 +408,34 @@ FailureOr<json::Value> mlir::med::artifactDocument(ModuleOp module,
                                   {"functions", std::move(functions)}});
 }
 
-LogicalResult mlir::med::writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
+void mlir::med::writeArtifactContainer(const json::Value &doc, ArrayRef<ArtifactSection> sections,
                                        llvm::raw_ostream &os) {
-  FailureOr<json::Value> doc = artifactDocument(module, manifest);
-  if (failed(doc))
-    return failure();
   std::string text;
-  llvm::raw_string_ostream(text) << *doc;
+  llvm::raw_string_ostream(text) << doc;
 
   std::string bytes("MEDCART", 8); // includes the terminating NUL
   appendLE<uint32_t>(bytes, kArtifactFormatVersion);
   appendLE<uint32_t>(bytes, 0);
   appendLE<uint64_t>(bytes, text.size());
   bytes += text;
+  // Version 3: a section count, then per section its name and its bytes, each with its size.
+  appendLE<uint64_t>(bytes, sections.size());
+  for (const ArtifactSection &s : sections) {
+    appendLE<uint64_t>(bytes, s.name.size());
+    bytes += s.name;
+    appendLE<uint64_t>(bytes, s.data.size());
+    bytes += s.data;
+  }
   appendLE<uint32_t>(bytes, llvm::crc32(ArrayRef<uint8_t>(
                                 reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size())));
   os << bytes;
+}
+
+LogicalResult mlir::med::writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
+                                       llvm::raw_ostream &os) {
+  FailureOr<json::Value> doc = artifactDocument(module, manifest);
+  if (failed(doc))
+    return failure();
+  writeArtifactContainer(*doc, {}, os);
   return success();
 }

@@ -264,7 +264,79 @@ struct Reader {
     for (int id : f.outputs)
       if (!defined[id])
         fail(where, str("output value ", id, " is never defined"));
+    if (j.contains("cuda_plan"))
+      f.cuda = cudaPlan(j["cuda_plan"], f, where + ".cuda_plan");
     return f;
+  }
+
+  CudaPlan cudaPlan(const json &j, const Function &f, const std::string &where) const {
+    CudaPlan plan;
+    for (int64_t b : ints(field(j, "scratch", where), where + ".scratch")) {
+      if (b < 0)
+        fail(where, "negative scratch size");
+      plan.scratch.push_back(b);
+    }
+    if (plan.scratch.empty() || plan.scratch[0] < 4)
+      fail(where, "scratch 0 must be the 4-byte status word");
+    const int64_t buffers = static_cast<int64_t>(f.values.size() + plan.scratch.size());
+    const json &steps = field(j, "steps", where);
+    if (!steps.is_array())
+      fail(where, "'steps' must be a list");
+    auto valueId = [&](const json &s, const char *key, const std::string &w) {
+      const json &v = field(s, key, w);
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+          v.get<int64_t>() >= static_cast<int64_t>(f.values.size()))
+        fail(w, str("'", key, "' is not a value id"));
+      return v.get<int>();
+    };
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const json &s = steps[i];
+      std::string w = str(where, ".steps[", i, "]");
+      CudaStep step;
+      std::string kind = string(s, "kind", w);
+      const json &op = field(s, "op", w);
+      if (!op.is_number_integer() || op.get<int64_t>() < 0 ||
+          op.get<int64_t>() >= static_cast<int64_t>(f.ops.size()))
+        fail(w, "'op' is not an op index");
+      step.op = op.get<int>();
+      if (kind == "launch") {
+        step.kind = CudaStep::Kind::Launch;
+        step.kernel = string(s, "kernel", w);
+        auto dims = [&](const char *key) {
+          std::vector<int64_t> d = ints(field(s, key, w), w + "." + key);
+          if (d.size() != 3 || d[0] < 1 || d[1] < 1 || d[2] < 1 || d[0] > 0x7fffffff ||
+              d[1] > 65535 || d[2] > 65535)
+            fail(w, str("'", key, "' must be three positive sizes within the launch limits"));
+          return std::array<uint32_t, 3>{static_cast<uint32_t>(d[0]), static_cast<uint32_t>(d[1]),
+                                         static_cast<uint32_t>(d[2])};
+        };
+        step.grid = dims("grid");
+        step.block = dims("block");
+        if (uint64_t(step.block[0]) * step.block[1] * step.block[2] > 1024)
+          fail(w, "a block has more than 1024 threads");
+        const json &shared = field(s, "shared", w);
+        if (!shared.is_number_integer() || shared.get<int64_t>() < 0)
+          fail(w, "'shared' must be a byte count");
+        step.shared = shared.get<uint32_t>();
+        for (int64_t id : ints(field(s, "args", w), w + ".args")) {
+          if (id < 0 || id >= buffers)
+            fail(w, str("argument ", id, " is neither a value nor a scratch buffer"));
+          step.args.push_back(static_cast<int>(id));
+        }
+      } else if (kind == "param" || kind == "assign") {
+        step.kind = kind == "param" ? CudaStep::Kind::Param : CudaStep::Kind::Assign;
+        step.name = string(s, "name", w);
+        step.value = valueId(s, "value", w);
+      } else if (kind == "alias") {
+        step.kind = CudaStep::Kind::Alias;
+        step.value = valueId(s, "value", w);
+        step.from = valueId(s, "from", w);
+      } else {
+        fail(w, str("unknown step kind '", kind, "' (expected launch, param, alias or assign)"));
+      }
+      plan.steps.push_back(std::move(step));
+    }
+    return plan;
   }
 };
 
@@ -295,22 +367,63 @@ Artifact Artifact::load(const std::string &path) {
     throw Error(str(path, ": truncated artifact: ", bytes.size(), " bytes, the header alone has ",
                     kHeader));
   uint32_t version = readLE<uint32_t>(bytes, 8);
-  if (version != kFormatVersion)
+  if (version < kOldestFormatVersion || version > kFormatVersion)
     throw Error(str(path, ": artifact format version ", version, ", but this medrun reads version ",
-                    kFormatVersion, "; recompile the model with a matching medc"));
+                    kOldestFormatVersion, " to ", kFormatVersion,
+                    "; recompile the model with a matching medc"));
   uint64_t jsonSize = readLE<uint64_t>(bytes, 16);
-  if (jsonSize > bytes.size() || bytes.size() != kHeader + jsonSize + kTrailer) {
-    if (jsonSize <= bytes.size() && bytes.size() > kHeader + jsonSize + kTrailer)
-      throw Error(str(path, ": artifact has ", bytes.size() - (kHeader + jsonSize + kTrailer),
-                      " unexpected trailing bytes"));
-    throw Error(str(path, ": truncated artifact: expected ", kHeader + jsonSize + kTrailer,
-                    " bytes, the file has ", bytes.size()));
+  auto truncated = [&](uint64_t need) {
+    return Error(str(path, ": truncated artifact: expected ", need, " bytes, the file has ",
+                     bytes.size()));
+  };
+  const uint64_t sectionTable = version >= 3 ? 8 : 0; // the section count
+  if (jsonSize > bytes.size() || kHeader + jsonSize + sectionTable + kTrailer > bytes.size())
+    throw truncated(kHeader + jsonSize + sectionTable + kTrailer);
+  // Version 3: binary sections between the JSON document and the checksum.
+  std::map<std::string, std::string> sections;
+  std::vector<std::pair<size_t, size_t>> sectionSpans; // offset, size: read after the CRC
+  std::vector<std::string> sectionNames;
+  size_t end = kHeader + jsonSize;
+  if (version >= 3) {
+    auto need = [&](uint64_t n) {
+      if (n > bytes.size() || end + n + kTrailer > bytes.size())
+        throw truncated(end + n + kTrailer);
+    };
+    need(8);
+    uint64_t count = readLE<uint64_t>(bytes, end);
+    end += 8;
+    for (uint64_t i = 0; i < count; ++i) {
+      need(8);
+      uint64_t nameSize = readLE<uint64_t>(bytes, end);
+      end += 8;
+      need(nameSize);
+      std::string name = bytes.substr(end, nameSize);
+      end += nameSize;
+      need(8);
+      uint64_t size = readLE<uint64_t>(bytes, end);
+      end += 8;
+      need(size);
+      sectionNames.push_back(name);
+      sectionSpans.emplace_back(end, size);
+      end += size;
+    }
   }
-  uint32_t stored = readLE<uint32_t>(bytes, kHeader + jsonSize);
-  uint32_t actual = crc32(bytes.data(), kHeader + jsonSize);
+  if (bytes.size() != end + kTrailer) {
+    if (bytes.size() > end + kTrailer)
+      throw Error(str(path, ": artifact has ", bytes.size() - (end + kTrailer),
+                      " unexpected trailing bytes"));
+    throw truncated(end + kTrailer);
+  }
+  uint32_t stored = readLE<uint32_t>(bytes, end);
+  uint32_t actual = crc32(bytes.data(), end);
   if (stored != actual)
     throw Error(str(path, ": corrupted artifact: checksum ", std::hex, actual,
                     " does not match the stored ", stored));
+  for (size_t i = 0; i < sectionNames.size(); ++i)
+    if (!sections.emplace(sectionNames[i], bytes.substr(sectionSpans[i].first,
+                                                        sectionSpans[i].second))
+             .second)
+      throw Error(str(path, ": malformed artifact: section '", sectionNames[i], "' appears twice"));
 
   json doc = json::parse(bytes.begin() + kHeader, bytes.begin() + kHeader + jsonSize, nullptr,
                          /*allow_exceptions=*/false);
@@ -371,6 +484,33 @@ Artifact Artifact::load(const std::string &path) {
     r.fail("document", "'functions' must be a non-empty list");
   for (size_t i = 0; i < functions.size(); ++i)
     a.functions.push_back(r.function(functions[i], i));
+  a.sections = std::move(sections);
+  if (doc.contains("cuda")) {
+    const json &c = doc["cuda"];
+    CudaInfo info;
+    info.arch = r.string(c, "arch", "cuda");
+    info.nvrtc = r.string(c, "nvrtc", "cuda");
+    if (c.contains("kernels") && c["kernels"].is_number_integer())
+      info.kernels = c["kernels"].get<int64_t>();
+    if (c.contains("launches") && c["launches"].is_number_integer())
+      info.launches = c["launches"].get<int64_t>();
+    auto section = [&](const char *key) {
+      std::string name = r.string(c, key, "cuda");
+      auto it = a.sections.find(name);
+      if (it == a.sections.end())
+        r.fail("cuda", str("'", key, "' names the section '", name, "', which the file lacks"));
+      return it->second;
+    };
+    info.source = section("source");
+    info.cubin = section("cubin");
+    info.ptx = section("ptx");
+    if (info.cubin.empty() && info.ptx.empty())
+      r.fail("cuda", "the cubin and PTX sections are empty");
+    for (const Function &f : a.functions)
+      if (!f.cuda)
+        r.fail(str("function '", f.name, "'"), "has no 'cuda_plan' in an artifact with CUDA kernels");
+    a.cuda = std::move(info);
+  }
   return a;
 }
 

@@ -25,6 +25,8 @@ inline std::string container(const std::string &json,
   appendLE<uint32_t>(bytes, 0);
   appendLE<uint64_t>(bytes, json.size());
   bytes += json;
+  if (version >= 3) // no binary sections
+    appendLE<uint64_t>(bytes, 0);
   appendLE<uint32_t>(bytes, crc32(bytes.data(), bytes.size()));
   return bytes;
 }

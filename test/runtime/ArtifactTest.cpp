@@ -25,6 +25,25 @@ const char *kPlan = R"({"format":"medc-artifact","compiler":"test","source":"t.m
 using test::container;
 using test::writeTemp;
 
+/// A version-3 container with binary sections.
+std::string withSections(const std::string &json,
+                         const std::vector<std::pair<std::string, std::string>> &sections) {
+  std::string bytes(kArtifactMagic, 8);
+  test::appendLE<uint32_t>(bytes, 3);
+  test::appendLE<uint32_t>(bytes, 0);
+  test::appendLE<uint64_t>(bytes, json.size());
+  bytes += json;
+  test::appendLE<uint64_t>(bytes, sections.size());
+  for (auto &[name, data] : sections) {
+    test::appendLE<uint64_t>(bytes, name.size());
+    bytes += name;
+    test::appendLE<uint64_t>(bytes, data.size());
+    bytes += data;
+  }
+  test::appendLE<uint32_t>(bytes, crc32(bytes.data(), bytes.size()));
+  return bytes;
+}
+
 std::string loadError(const std::string &path) {
   try {
     Artifact::load(path);
@@ -55,8 +74,74 @@ TEST(Artifact, LoadsPlan) {
 
 TEST(Artifact, RejectsOtherVersion) {
   std::string msg = loadError(writeTemp("v1.medc", container(kPlan, 1)));
-  EXPECT_NE(msg.find("artifact format version 1, but this medrun reads version 2"),
+  EXPECT_NE(msg.find("artifact format version 1, but this medrun reads version 2 to 3"),
             std::string::npos)
+      << msg;
+  msg = loadError(writeTemp("v4.medc", container(kPlan, 4)));
+  EXPECT_NE(msg.find("artifact format version 4, but this medrun reads version 2 to 3"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Artifact, ReadsVersionTwo) {
+  Artifact a = Artifact::load(writeTemp("v2.medc", container(kPlan, 2)));
+  EXPECT_EQ(a.version, 2u);
+  EXPECT_TRUE(a.sections.empty());
+  EXPECT_FALSE(a.cuda);
+}
+
+TEST(Artifact, ReadsSections) {
+  std::string cubin("\x7f" "ELF\0binary", 10);
+  Artifact a = Artifact::load(
+      writeTemp("sec.medc", withSections(kPlan, {{"a", "xyz"}, {"cuda.cubin", cubin}, {"e", ""}})));
+  EXPECT_EQ(a.sections.size(), 3u);
+  EXPECT_EQ(a.sections.at("a"), "xyz");
+  EXPECT_EQ(a.sections.at("cuda.cubin"), cubin);
+  EXPECT_EQ(a.sections.at("e"), "");
+  // Cut inside the second section: the size it declares is reported.
+  std::string bytes = withSections(kPlan, {{"a", "xyz"}, {"cuda.cubin", cubin}});
+  std::string msg = loadError(writeTemp("seccut.medc", bytes.substr(0, bytes.size() - 8)));
+  EXPECT_NE(msg.find("truncated artifact: expected"), std::string::npos) << msg;
+  // A flipped byte inside a section breaks the checksum.
+  bytes[bytes.size() - 6] ^= 1;
+  msg = loadError(writeTemp("secbad.medc", bytes));
+  EXPECT_NE(msg.find("corrupted artifact: checksum"), std::string::npos) << msg;
+  msg = loadError(writeTemp("secdup.medc", withSections(kPlan, {{"a", "1"}, {"a", "2"}})));
+  EXPECT_NE(msg.find("section 'a' appears twice"), std::string::npos) << msg;
+}
+
+TEST(Artifact, ValidatesCudaPlan) {
+  std::string plan = kPlan;
+  auto withPlan = [&](const std::string &cudaPlan, const std::string &cuda) {
+    std::string p = plan;
+    p.insert(p.rfind("]}]}") + 1, ",\"cuda_plan\":" + cudaPlan);
+    p.insert(p.size() - 1, cuda);
+    return p;
+  };
+  const std::string cuda = R"(,"cuda":{"arch":"sm_90","nvrtc":"13.0","kernels":1,"launches":1,
+    "source":"cuda.source","cubin":"cuda.cubin","ptx":"cuda.ptx"})";
+  const std::string good = R"({"scratch":[4],"steps":[
+    {"kind":"param","op":0,"name":"w","value":1},
+    {"kind":"launch","op":1,"kernel":"add_0","grid":[1,1,1],"block":[256,1,1],"shared":0,
+     "args":[2,0,1,3]}]})";
+  std::vector<std::pair<std::string, std::string>> secs = {
+      {"cuda.source", "src"}, {"cuda.cubin", "bin"}, {"cuda.ptx", "ptx"}};
+  Artifact a = Artifact::load(writeTemp("plan.medc", withSections(withPlan(good, cuda), secs)));
+  ASSERT_TRUE(a.cuda);
+  EXPECT_EQ(a.cuda->cubin, "bin");
+  const Function &f = a.function("f");
+  ASSERT_TRUE(f.cuda);
+  ASSERT_EQ(f.cuda->steps.size(), 2u);
+  EXPECT_EQ(f.cuda->steps[1].kernel, "add_0");
+  EXPECT_EQ(f.cuda->steps[1].args, (std::vector<int>{2, 0, 1, 3}));
+  // Argument 4 is beyond the 3 values and 1 scratch buffer.
+  std::string bad = good;
+  bad.replace(bad.find("[2,0,1,3]"), 9, "[2,0,1,4]");
+  std::string msg = loadError(writeTemp("plan2.medc", withSections(withPlan(bad, cuda), secs)));
+  EXPECT_NE(msg.find("argument 4 is neither a value nor a scratch buffer"), std::string::npos)
+      << msg;
+  msg = loadError(writeTemp("plan3.medc", withSections(withPlan(good, cuda), {secs[0], secs[2]})));
+  EXPECT_NE(msg.find("names the section 'cuda.cubin', which the file lacks"), std::string::npos)
       << msg;
 }
 

@@ -2,7 +2,7 @@
 //
 //   medc stats FILE [--batch N] [--patch D,H,W] [--entry NAME] [--json]
 //   medc compile FILE [-o OUT] [--emit artifact|plan|mlir] [--grad] [--batch N] [--patch D,H,W]
-//                [--entry NAME]
+//                [--entry NAME] [--target cpu|cuda]
 //
 //===----------------------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 #include "med/IR/MedDialect.h"
 #include "med/InitMed.h"
 #include "med/Target/Artifact.h"
+#include "med/Target/Cuda.h"
 #include "med/Transforms/Passes.h"
 #include "Recipe.h"
 
@@ -75,7 +76,7 @@ cl::opt<std::string> entry("entry",
                            cl::cat(shapeCategory));
 cl::opt<bool> json("json", cl::desc("Print the statistics as one JSON object"),
                    cl::sub(statsCmd), cl::cat(outputCategory));
-enum class Emit { Auto, Artifact, Plan, Mlir };
+enum class Emit { Auto, Artifact, Plan, Mlir, Cuda };
 cl::opt<Emit> emit("emit", cl::desc("What compile writes"), cl::init(Emit::Auto),
                    cl::values(clEnumValN(Emit::Auto, "auto",
                                          "an artifact if the output ends in .medc, else MLIR "
@@ -84,8 +85,24 @@ cl::opt<Emit> emit("emit", cl::desc("What compile writes"), cl::init(Emit::Auto)
                                          "the artifact medrun executes (docs/artifact.md)"),
                               clEnumValN(Emit::Plan, "plan",
                                          "the artifact's JSON document, indented (to read)"),
-                              clEnumValN(Emit::Mlir, "mlir", "the compiled module as MLIR")),
+                              clEnumValN(Emit::Mlir, "mlir", "the compiled module as MLIR"),
+                              clEnumValN(Emit::Cuda, "cuda",
+                                         "the generated CUDA source (as --target cuda puts "
+                                         "it in the artifact)")),
                    cl::sub(compileCmd), cl::cat(outputCategory));
+enum class Target { Cpu, Cuda };
+cl::opt<Target> target(
+    "target", cl::desc("What the artifact carries besides the op-level plan"),
+    cl::init(Target::Cpu),
+    cl::values(clEnumValN(Target::Cpu, "cpu", "the op-level plan only: the CPU backend (default)"),
+               clEnumValN(Target::Cuda, "cuda",
+                          "also CUDA kernels (NVRTC, sm_90 cubin and PTX) and their launch "
+                          "plans, for medrun --device cuda; needs no GPU")),
+    cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<int> cudaArch("cuda-arch", cl::desc("GPU architecture of the cubin (default 90: sm_90)"),
+                      cl::init(90), cl::sub(compileCmd), cl::cat(outputCategory));
+// Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
+cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
                    cl::desc("Also build <f>_grad, the gradient of every function whose first "
                             "result is a scalar loss (med-autodiff)"),
@@ -397,7 +414,7 @@ int main(int argc, char **argv) {
   auto output = openOutputFile(outputFile, &error);
   if (!output)
     return fail("cannot write '" + outputFile + "': " + error);
-  if (artifact || emit == Emit::Plan) {
+  if (artifact || emit == Emit::Plan || emit == Emit::Cuda) {
     med::ArtifactManifest manifest;
     manifest.compiler = "medc " MEDC_VERSION;
     manifest.source = inputFile;
@@ -413,15 +430,46 @@ int main(int argc, char **argv) {
                         {"loss", effectiveLoss.value_or("")},
                         {"train", effectiveTrain.value_or("")},
                         {"recipe", recipeFile},
-                        {"compile_hash", recipeHash}};
-    if (emit == Emit::Plan) {
-      FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
-      if (failed(doc))
-        return 1;
-      output->os() << llvm::formatv("{0:2}", *doc) << "\n";
-    } else if (failed(med::writeArtifact(*module, manifest, output->os()))) {
+                        {"compile_hash", recipeHash},
+                        {"target", target == Target::Cuda ? "cuda" : "cpu"}};
+    FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
+    if (failed(doc))
       return 1;
+    std::vector<med::ArtifactSection> sections;
+    if (target == Target::Cuda || emit == Emit::Cuda) {
+      llvm::Expected<med::CudaProgram> program = med::generateCuda(*doc->getAsObject());
+      if (!program)
+        return fail(llvm::toString(program.takeError()));
+      if (cudaInjectError)
+        program->source += "\nthis line is not C++ (injected by --cuda-inject-error);\n";
+      if (emit == Emit::Cuda) {
+        output->os() << program->source;
+        output->keep();
+        return 0;
+      }
+      llvm::Expected<med::CudaBinary> binary = med::compileCuda(program->source, cudaArch);
+      if (!binary)
+        return fail(llvm::toString(binary.takeError()));
+      std::string arch = std::to_string(cudaArch);
+      (*doc->getAsObject())["cuda"] = llvm::json::Object{
+          {"arch", "sm_" + arch},
+          {"nvrtc", binary->version},
+          {"options", llvm::json::Array{"--gpu-architecture=sm_" + arch, "-default-device",
+                                        "--std=c++17"}},
+          {"kernels", static_cast<int64_t>(program->kernels)},
+          {"launches", static_cast<int64_t>(program->launches)},
+          {"compile_seconds", std::round(binary->seconds * 100) / 100},
+          {"source", "cuda.source"},
+          {"cubin", "cuda.cubin"},
+          {"ptx", "cuda.ptx"}};
+      sections = {{"cuda.source", program->source},
+                  {"cuda.cubin", binary->cubin},
+                  {"cuda.ptx", binary->ptx}};
     }
+    if (emit == Emit::Plan)
+      output->os() << llvm::formatv("{0:2}", *doc) << "\n";
+    else
+      med::writeArtifactContainer(*doc, sections, output->os());
   } else {
     module->print(output->os());
   }

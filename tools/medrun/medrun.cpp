@@ -4,10 +4,12 @@
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
 //   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
-//              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N]
+//              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--device cpu|cuda]
+//   medrun cuda-check X.medc --func NAME [--input ...] [--params F] [--repeat N] [--tolerance T]
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Artifact.h"
+#include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Npy.h"
@@ -15,7 +17,11 @@
 #include "medrun/Safetensors.h"
 #include "TrainCommand.h"
 
+#include <algorithm>
 #include <chrono>
+#include <random>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -44,9 +50,18 @@ Usage:
       Writes parameters initialized as PyTorch initializes each layer (state_dict keys).
   medrun run X.medc [--func NAME] [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--profile]
-             [--save-params FILE]
-      Runs a function on the CPU backend and writes each output as DIR/NAME.npy (out0, ...,
+             [--save-params FILE] [--device cpu|cuda]
+      Runs a function on the CPU backend (or the CUDA backend: artifacts compiled with
+      `medc compile --target cuda`) and writes each output as DIR/NAME.npy (out0, ...,
       and grad.<parameter> for gradient functions).
+  medrun cuda-check X.medc [--func NAME] [--input ...] [--params F] [--seed S] [--repeat N]
+             [--tolerance T] [--profile]
+      Runs a function on the CPU and the CUDA backend with the same inputs (those not given
+      drawn at random by their use: masks, class indices, ...) and parameters and compares every output and every assigned parameter (relative error norm
+      |cuda - cpu| / |cpu| <= T, default 1e-4); with --repeat N, N times, each backend
+      continuing from its own updated parameters and the `step` input counting up (three
+      training steps: --repeat 3). Prints a PASS/FAIL line per value and a summary; exits 1 on
+      any failure.
 
 Options:
   --func NAME        function to run (default: the only one in the artifact)
@@ -55,7 +70,9 @@ Options:
                      number for a scalar argument (learning rate, step, ...)
   --params F         parameters from a safetensors checkpoint (default: initialized with --seed)
   --out DIR          where outputs go (default: current directory)
-  --precision P      f32 (default), f64, or bf16 (activations stored in bfloat16)
+  --precision P      f32 (default), f64, or bf16 (activations stored in bfloat16); the CUDA
+                     backend runs f32
+  --device D         cpu (default) or cuda
   --seed S           seed for initialized parameters (default 0)
   --threads N        CPU threads (default: all cores, or MEDRUN_THREADS)
   --profile          print the time spent in each op kind
@@ -102,7 +119,9 @@ Args parseArgs(int argc, char **argv) {
       {"info", {}},
       {"init", {"o", "seed"}},
       {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
-               "save-params"}}};
+               "save-params", "device"}},
+      {"cuda-check", {"func", "input", "params", "seed", "threads", "repeat", "tolerance",
+                      "profile"}}};
   Args args;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
@@ -133,7 +152,8 @@ Args parseArgs(int argc, char **argv) {
   args.artifact = positional[1];
   auto cmd = allowed.find(args.command);
   if (cmd == allowed.end())
-    throw Error(str("unknown command '", args.command, "' (expected train, info, init or run)"));
+    throw Error(str("unknown command '", args.command,
+                    "' (expected train, info, init, run or cuda-check)"));
   for (auto &[key, values] : args.options)
     if (std::find(cmd->second.begin(), cmd->second.end(), key) == cmd->second.end())
       throw Error(str("`medrun ", args.command, "` has no option --", key, " (see --help)"));
@@ -157,7 +177,14 @@ std::string typeStr(const ValueInfo &v) { return shapeStr(v.shape) + " " + dtype
 int info(const Artifact &a) {
   std::cout << a.path << ": " << a.compiler << ", from " << a.source << "\n";
   for (const Function &f : a.functions) {
-    std::cout << "function " << f.name << " (" << f.ops.size() << " ops)\n";
+    std::cout << "function " << f.name << " (" << f.ops.size() << " ops";
+    if (f.cuda) {
+      size_t launches = 0;
+      for (const CudaStep &s : f.cuda->steps)
+        launches += s.kind == CudaStep::Kind::Launch;
+      std::cout << ", " << launches << " CUDA kernel launches";
+    }
+    std::cout << ")\n";
     for (size_t i = 0; i < f.inputs.size(); ++i) {
       std::string arg = "arg" + std::to_string(i);
       std::cout << "  " << arg << "  " << (f.inputNames[i] == arg ? "" : f.inputNames[i] + "  ")
@@ -170,6 +197,11 @@ int info(const Artifact &a) {
   for (const ParameterInfo &p : a.parameters)
     count += numElements(p.shape);
   std::cout << a.parameters.size() << " parameters, " << count << " elements\n";
+  if (a.cuda)
+    std::cout << "cuda: " << a.cuda->kernels << " kernels, " << a.cuda->launches
+              << " launches; " << a.cuda->arch << " cubin " << a.cuda->cubin.size()
+              << " bytes, PTX " << a.cuda->ptx.size() << " bytes (NVRTC " << a.cuda->nvrtc
+              << ")\n";
   return 0;
 }
 
@@ -186,18 +218,23 @@ int init(const Artifact &a, const Args &args) {
   return 0;
 }
 
-int run(const Artifact &a, const Args &args) {
+void setThreads(const Args &args) {
   if (!args.get("threads").empty()) {
     int n = std::atoi(args.get("threads").c_str());
     if (n < 1)
       throw Error(str("--threads: expected a positive integer, got '", args.get("threads"), "'"));
     setNumThreads(n);
   }
+}
+
+const Function &selectFunction(const Artifact &a, const Args &args) {
   std::string name = args.get("func");
   if (name.empty() && a.functions.size() > 1)
     throw Error(str(a.path, ": the artifact has several functions; choose one with --func"));
-  const Function &fn = name.empty() ? a.functions.front() : a.function(name);
+  return name.empty() ? a.functions.front() : a.function(name);
+}
 
+std::vector<Tensor> readInputs(const Function &fn, const Args &args, bool allowMissing = false) {
   std::vector<Tensor> inputs(fn.inputs.size());
   size_t next = 0;
   for (const std::string &spec : args.all("input")) {
@@ -235,11 +272,14 @@ int run(const Artifact &a, const Args &args) {
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].defined())
+    if (!inputs[i].defined() && !allowMissing)
       throw Error(str("missing --input for arg", i,
                       fn.inputNames[i] == str("arg", i) ? "" : " '" + fn.inputNames[i] + "'",
                       " (", typeStr(fn.values[fn.inputs[i]]), ")"));
+  return inputs;
+}
 
+TensorMap readParams(const Artifact &a, const Args &args) {
   TensorMap params;
   if (std::string path = args.get("params"); !path.empty()) {
     for (auto &[key, t] : readSafetensors(path).tensors)
@@ -252,14 +292,34 @@ int run(const Artifact &a, const Args &args) {
   } else {
     params = initParameters(a, parseSeed(args));
   }
+  return params;
+}
+
+int run(const Artifact &a, const Args &args) {
+  setThreads(args);
+  const Function &fn = selectFunction(a, args);
+  std::vector<Tensor> inputs = readInputs(fn, args);
+  TensorMap params = readParams(a, args);
+  std::string device = args.get("device", "cpu");
+  if (device != "cpu" && device != "cuda")
+    throw Error(str("--device: expected cpu or cuda, got '", device, "'"));
 
   Precision precision = parsePrecision(args.get("precision", "f32"));
-  auto start = std::chrono::steady_clock::now();
+  if (device == "cuda" && precision != Precision::F32)
+    throw Error("--device cuda runs f32 only (the CUDA backend has no other precision yet)");
   std::map<std::string, double> profile;
   TensorMap updates;
-  std::vector<Tensor> outputs = runCpu(a, fn, inputs, params, precision,
-                                       args.options.count("profile") ? &profile : nullptr,
-                                       &updates);
+  std::vector<Tensor> outputs;
+  std::unique_ptr<CudaSession> session;
+  if (device == "cuda")
+    session = std::make_unique<CudaSession>(a); // module load stays out of the timing
+  auto start = std::chrono::steady_clock::now();
+  if (session)
+    outputs = session->run(fn, inputs, params, args.options.count("profile") ? &profile : nullptr,
+                           &updates);
+  else
+    outputs = runCpu(a, fn, inputs, params, precision,
+                     args.options.count("profile") ? &profile : nullptr, &updates);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::filesystem::path dir = args.get("out", ".");
@@ -285,10 +345,188 @@ int run(const Artifact &a, const Args &args) {
     std::cout << "note: " << fn.name << " updated " << updates.size()
               << " parameters; --save-params FILE keeps them\n";
   }
-  std::fprintf(stdout, "%s: %.3f s on %d threads\n", fn.name.c_str(), seconds, numThreads());
+  if (session)
+    std::fprintf(stdout, "%s: %.3f s on %s%s\n", fn.name.c_str(), seconds,
+                 session->deviceName().c_str(), session->loadedFromPtx() ? " (from PTX)" : "");
+  else
+    std::fprintf(stdout, "%s: %.3f s on %d threads\n", fn.name.c_str(), seconds, numThreads());
   for (auto &[kind, t] : profile)
     std::fprintf(stdout, "  %-20s %8.3f s  %5.1f%%\n", kind.c_str(), t, 100 * t / seconds);
   return 0;
+}
+
+// ‖a − b‖₂ / ‖b‖₂ in double over the finite elements (0 when both are 0). Elements that are
+// NaN in both, or the same infinity in both, agree; any other non-finite element gives NaN
+// (a failure).
+double relativeError(const Tensor &a, const Tensor &b) {
+  Tensor x = a.to(DType::F64), y = b.to(DType::F64);
+  const double *p = x.data<double>(), *q = y.data<double>();
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (!std::isfinite(p[i]) || !std::isfinite(q[i])) {
+      bool same = (std::isnan(p[i]) && std::isnan(q[i])) || p[i] == q[i];
+      if (!same)
+        return NAN;
+      continue;
+    }
+    diff += (p[i] - q[i]) * (p[i] - q[i]);
+    norm += q[i] * q[i];
+  }
+  if (diff == 0)
+    return 0;
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+/// Random values for the inputs not given, by how the function uses them: masks 0/1,
+/// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
+/// `step` and `ema_decay` 1e-3, 1 and 0.99; anything else N(0, 1).
+void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
+  enum Role { Normal, Mask, Classes, Probability, PosWeight };
+  std::map<int, std::pair<Role, int64_t>> roles;
+  for (const OpInfo &op : fn.ops)
+    for (const auto &[name, ids] : op.operands)
+      for (size_t j = 0; j < ids.size(); ++j) {
+        if (name == "mask")
+          roles[ids[j]] = {Mask, 0};
+        else if (op.kind.rfind("dice_ce", 0) == 0 && name == "targets")
+          roles[ids[j]] = {Classes, fn.values.at(op.operand("logits").at(j)).shape.at(1)};
+        else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "target")
+          roles[ids[j]] = {Probability, 0};
+        else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
+          roles[ids[j]] = {PosWeight, 0};
+      }
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined())
+      continue;
+    const ValueInfo &info = fn.values[fn.inputs[i]];
+    Tensor t(DType::F64, info.shape);
+    double *p = t.data<double>();
+    auto it = roles.find(fn.inputs[i]);
+    Role role = it == roles.end() ? Normal : it->second.first;
+    const std::string &name = fn.inputNames[i];
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> unit;
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      switch (role) {
+      case Mask: p[k] = unit(rng) < 0.7 ? 1.0 : 0.0; break;
+      case Classes: p[k] = std::floor(unit(rng) * it->second.second); break;
+      case Probability: p[k] = unit(rng) < 0.3 ? 1.0 : 0.0; break;
+      case PosWeight: p[k] = 0.5 + 1.5 * unit(rng); break;
+      case Normal:
+        p[k] = name == "lr" ? 1e-3 : name == "step" ? 1.0 : name == "ema_decay" ? 0.99 : normal(rng);
+        break;
+      }
+    }
+    if (isFloat(info.dtype)) {
+      inputs[i] = t.to(info.dtype);
+      continue;
+    }
+    Tensor u(info.dtype, info.shape); // integer inputs: class indices or 0/1
+    auto put = [&](auto tag) {
+      using T = decltype(tag);
+      for (int64_t k = 0; k < t.numel(); ++k)
+        u.data<T>()[k] = static_cast<T>(p[k]);
+    };
+    switch (info.dtype) {
+    case DType::I8: put(int8_t()); break;
+    case DType::I16: put(int16_t()); break;
+    case DType::I32: put(int32_t()); break;
+    case DType::I64: put(int64_t()); break;
+    case DType::U8:
+    case DType::Bool: put(uint8_t()); break;
+    default: throw Error(str("cannot draw a random ", dtypeName(info.dtype), " input"));
+    }
+    inputs[i] = u;
+  }
+}
+
+int cudaCheck(const Artifact &a, const Args &args) {
+  setThreads(args);
+  const Function &fn = selectFunction(a, args);
+  std::vector<Tensor> inputs = readInputs(fn, args, /*allowMissing=*/true);
+  randomInputs(fn, inputs, parseSeed(args) + 1);
+  TensorMap cpuParams = readParams(a, args), gpuParams = cpuParams;
+  const int repeat = std::atoi(args.get("repeat", "1").c_str());
+  if (repeat < 1)
+    throw Error(str("--repeat: expected a positive integer, got '", args.get("repeat"), "'"));
+  const double tolerance = std::atof(args.get("tolerance", "1e-4").c_str());
+  if (!(tolerance > 0))
+    throw Error(str("--tolerance: expected a positive number, got '", args.get("tolerance"), "'"));
+  auto stepInput = std::find(fn.inputNames.begin(), fn.inputNames.end(), "step");
+  CudaSession session(a);
+  std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
+            << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
+            << ", " << repeat << " run(s), tolerance " << tolerance << "\n";
+  int failures = 0, checked = 0;
+  double worst = 0, cpuSeconds = 0, gpuSeconds = 0;
+  std::string worstName;
+  std::map<std::string, double> profile;
+  for (int r = 0; r < repeat; ++r) {
+    std::vector<Tensor> in = inputs;
+    if (stepInput != fn.inputNames.end() && r > 0) {
+      Tensor &st = in[stepInput - fn.inputNames.begin()];
+      Tensor v = st.to(DType::F64);
+      v.data<double>()[0] += r;
+      st = v.to(st.dtype());
+    }
+    TensorMap cpuUpdates, gpuUpdates;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> cpuOut = runCpu(a, fn, in, cpuParams, Precision::F32, nullptr, &cpuUpdates);
+    auto t1 = std::chrono::steady_clock::now();
+    std::vector<Tensor> gpuOut = session.run(fn, in, gpuParams, nullptr, &gpuUpdates);
+    auto t2 = std::chrono::steady_clock::now();
+    cpuSeconds += std::chrono::duration<double>(t1 - t0).count();
+    gpuSeconds += std::chrono::duration<double>(t2 - t1).count();
+    auto compare = [&](const std::string &what, const Tensor &gpu, const Tensor &cpu) {
+      double e = relativeError(gpu, cpu);
+      bool ok = e <= tolerance; // false for NaN
+      ++checked;
+      if (!ok)
+        ++failures;
+      if (!(e <= worst)) {
+        worst = e;
+        worstName = what;
+      }
+      if (!ok)
+        std::printf("FAIL run %d %-48s rel.err %.3e\n", r + 1, what.c_str(), e);
+    };
+    for (size_t i = 0; i < cpuOut.size(); ++i)
+      compare("output " + fn.outputNames[i], gpuOut[i], cpuOut[i]);
+    if (cpuUpdates.size() != gpuUpdates.size())
+      throw Error(str("the backends assigned ", cpuUpdates.size(), " and ", gpuUpdates.size(),
+                      " parameters"));
+    for (auto &[name, t] : cpuUpdates)
+      compare("param " + name, gpuUpdates.at(name), t);
+    std::printf("run %d: %zu outputs, %zu updated parameters compared; CPU %.3f s, CUDA %.3f s\n",
+                r + 1, cpuOut.size(), cpuUpdates.size(),
+                std::chrono::duration<double>(t1 - t0).count(),
+                std::chrono::duration<double>(t2 - t1).count());
+    for (auto &[name, t] : cpuUpdates)
+      cpuParams[name] = t.to(DType::F32);
+    for (auto &[name, t] : gpuUpdates)
+      gpuParams[name] = t;
+  }
+  if (args.options.count("profile")) {
+    TensorMap unused;
+    session.run(fn, inputs, gpuParams, &profile, &unused);
+    double total = 0;
+    for (auto &[k, t] : profile)
+      total += t;
+    std::printf("CUDA kernel time by op kind (one more run, events around each launch):\n");
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto &[k, t] : profile)
+      rows.emplace_back(t, k);
+    std::sort(rows.rbegin(), rows.rend());
+    for (auto &[t, k] : rows)
+      std::printf("  %-26s %9.3f ms  %5.1f%%\n", k.c_str(), t * 1e3, 100 * t / total);
+    std::printf("  %-26s %9.3f ms\n", "total", total * 1e3);
+  }
+  std::printf("%s %s: %d values compared over %d run(s), %d above %.1e; worst %.3e (%s); "
+              "CPU %.2f s, CUDA %.2f s\n",
+              failures ? "FAIL" : "PASS", fn.name.c_str(), checked, repeat, failures, tolerance,
+              worst, worstName.c_str(), cpuSeconds, gpuSeconds);
+  return failures ? 1 : 0;
 }
 
 } // namespace
@@ -319,6 +557,8 @@ int main(int argc, char **argv) {
       return info(a);
     if (args.command == "init")
       return init(a, args);
+    if (args.command == "cuda-check")
+      return cudaCheck(a, args);
     return run(a, args);
   } catch (const Error &e) {
     std::cerr << "medrun: " << e.what() << "\n";

@@ -11,12 +11,14 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <map>
 #include <string>
 
 namespace mlir::med {
 
-constexpr uint32_t kArtifactFormatVersion = 2;
+constexpr uint32_t kArtifactFormatVersion = 3;
 
 struct ArtifactManifest {
   std::string compiler;     ///< "medc 0.1.0"
@@ -25,12 +27,23 @@ struct ArtifactManifest {
   std::map<std::string, std::string> options;
 };
 
+/// A named binary section stored after the JSON document (format version 3):
+/// "cuda.source", "cuda.cubin", "cuda.ptx".
+struct ArtifactSection {
+  std::string name;
+  std::string data;
+};
+
 /// The artifact's JSON document (manifest, parameter table, plans).
 FailureOr<llvm::json::Value> artifactDocument(ModuleOp module, const ArtifactManifest &manifest);
 
 /// Writes the artifact: the document framed as docs/artifact.md describes. Fails, with a diagnostic at the offending op, if a public function
 /// has a value of non-static shape or an op the plan cannot express.
 LogicalResult writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
+                            llvm::raw_ostream &os);
+
+/// Writes a document and its binary sections in the container of docs/artifact.md.
+void writeArtifactContainer(const llvm::json::Value &doc, llvm::ArrayRef<ArtifactSection> sections,
                             llvm::raw_ostream &os);
 
 } // namespace mlir::med

@@ -10,6 +10,7 @@
 
 #include "medrun/Tensor.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -59,6 +60,28 @@ struct OpInfo {
   std::string describe() const;
 };
 
+/// One step of a function's CUDA launch plan (docs/artifact.md, "cuda_plan").
+struct CudaStep {
+  enum class Kind { Launch, Param, Alias, Assign };
+  Kind kind = Kind::Launch;
+  int op = -1;                      ///< index of the op in Function::ops it belongs to
+  std::string kernel;               ///< Launch: the kernel's name in the module
+  std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  uint32_t shared = 0;              ///< Launch: dynamic shared memory in bytes
+  std::vector<int> args;            ///< Launch: buffer ids, one device pointer each
+  std::string name;                 ///< Param / Assign: the parameter
+  int value = -1;                   ///< Param, Alias: the value defined; Assign: the value assigned
+  int from = -1;                    ///< Alias: the value whose buffer `value` shares
+};
+
+/// A function's CUDA plan. Buffer ids below Function::values.size() are values; id
+/// values.size() + k is scratch buffer k (scratch[0] is the 4-byte status word kernels set
+/// to op index + 1 when they find invalid data).
+struct CudaPlan {
+  std::vector<int64_t> scratch; ///< bytes of each scratch buffer
+  std::vector<CudaStep> steps;  ///< in execution order
+};
+
 struct Function {
   std::string name;
   std::vector<ValueInfo> values; ///< indexed by value id
@@ -72,6 +95,7 @@ struct Function {
   /// Executor.h maps it to the CPU backend's precision.
   std::string precision;
   double initLossScale = 0; ///< fp16-mixed: the loss_scale input of the first step
+  std::optional<CudaPlan> cuda;  ///< present in artifacts compiled with --target cuda
 };
 
 struct ParameterInfo {
@@ -84,8 +108,17 @@ struct ParameterInfo {
   bool trainable = true; ///< false for optimizer/EMA state and frozen parameters
 };
 
+/// The CUDA part of an artifact compiled with `medc compile --target cuda`.
+struct CudaInfo {
+  std::string arch;   ///< "sm_90"
+  std::string nvrtc;  ///< NVRTC version that compiled the kernels
+  int64_t kernels = 0, launches = 0;
+  std::string source, cubin, ptx; ///< the sections' contents
+};
+
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 2;
+  static constexpr uint32_t kFormatVersion = 3;
+  static constexpr uint32_t kOldestFormatVersion = 2; ///< still read: no binary sections
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;
@@ -95,6 +128,8 @@ struct Artifact {
   std::map<std::string, std::string> options; ///< compile options
   std::vector<ParameterInfo> parameters;
   std::vector<Function> functions;
+  std::map<std::string, std::string> sections; ///< binary sections by name (version 3)
+  std::optional<CudaInfo> cuda;                ///< with --target cuda
 
   /// Reads and validates an artifact file; throws Error naming the file and the problem
   /// (missing, truncated, corrupted, another format version, malformed plan).
@@ -107,7 +142,9 @@ struct Artifact {
 };
 
 /// Artifact container framing, shared with medc (docs/artifact.md):
-///   magic "MEDCART\0" | u32 version | u32 reserved | u64 json size | json | u32 crc32
+///   magic "MEDCART\0" | u32 version | u32 reserved | u64 json size | json |
+///   (version 3) u64 section count | per section: u64 name size, name, u64 size, bytes |
+///   u32 crc32
 /// All integers little-endian; the CRC-32 (IEEE) covers every byte before it.
 constexpr char kArtifactMagic[8] = {'M', 'E', 'D', 'C', 'A', 'R', 'T', '\0'};
 uint32_t crc32(const void *data, size_t size, uint32_t crc = 0);

@@ -1,0 +1,54 @@
+//===- Cuda.h - CUDA kernels and launch plans for the artifact ------------------===//
+//
+// The CUDA backend's compile-time half (docs/architecture.md, "CUDA backend"):
+//
+//  * generateCuda reads the op-level plan of every function of an artifact document and
+//    emits one CUDA C++ kernel per op (shapes baked in as constants; fp32), plus a launch
+//    plan per function ("cuda_plan": kernel launches, parameter bindings, aliases and
+//    deferred assigns) that it adds to the document.
+//  * compileCuda compiles that source with NVRTC into an sm_90 cubin and PTX, with no GPU.
+//
+// The plan and the source work on the JSON document alone, the same contract the runtime
+// reads (docs/artifact.md), so the runtime never needs to know an op's MLIR form.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MED_TARGET_CUDA_H
+#define MED_TARGET_CUDA_H
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+
+namespace mlir::med {
+
+struct CudaProgram {
+  std::string source;  ///< one translation unit holding every kernel
+  size_t kernels = 0;  ///< distinct kernels in the source (identical ones are shared)
+  size_t launches = 0; ///< kernel launches over all functions' plans
+};
+
+/// Emits the kernels of every function of `doc` (an artifact document, docs/artifact.md)
+/// and adds its launch plan to each function as "cuda_plan". Fails naming the op when one
+/// has no CUDA lowering (an unsupported op or element type).
+llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc);
+
+struct CudaBinary {
+  std::string cubin;   ///< sm_<arch> machine code
+  std::string ptx;     ///< compute_<arch> PTX (the fallback the driver JIT-compiles)
+  std::string log;     ///< NVRTC's log (warnings)
+  std::string version; ///< NVRTC version, "13.0"
+  double seconds = 0;  ///< compile time
+};
+
+/// True if medc was built with NVRTC (the CUDA toolkit was found at configure time).
+bool haveNvrtc();
+
+/// Compiles `source` with NVRTC for `arch` (e.g. 90: --gpu-architecture=sm_90,
+/// -default-device, --std=c++17). On a compile error, the error's message holds the
+/// numbered source and NVRTC's log.
+llvm::Expected<CudaBinary> compileCuda(const std::string &source, int arch);
+
+} // namespace mlir::med
+
+#endif // MED_TARGET_CUDA_H

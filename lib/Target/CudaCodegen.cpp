@@ -1,0 +1,1606 @@
+//===- CudaCodegen.cpp - one CUDA kernel per op of the artifact plan -------------===//
+//
+// Phase A of the CUDA backend: simple, correct kernels that reproduce the CPU reference
+// kernels (runtime/src/cpu) formula for formula, in fp32, with every shape, stride and
+// attribute baked in as a constant.
+//
+//  * Elementwise ops, data movement and the direct convolutions run one thread per output
+//    element (the convolutions sum their terms in the CPU kernels' order: input channel,
+//    then kd, kh, kw).
+//  * Reductions (norm statistics, weight gradients, reduce, loss sums) run one block per
+//    output; each thread sums a fixed strided subset and the block combines the partials
+//    in a fixed tree over thread indices. No float atomics: results are the same bits on
+//    every run.
+//  * Ops that need several passes (norms and their gradients, losses) get several kernels
+//    that pass statistics through scratch buffers.
+//  * param, reshape and assign need no kernel: the plan binds the parameter's buffer,
+//    aliases the reshaped value, and downloads an assigned value after the step.
+//
+// Identical kernels (same code, same constants) are emitted once and shared by every
+// launch that needs them.
+//
+// A kernel that finds invalid data (a dice_ce target that is no class index, an AdamW step
+// below 1) cannot throw; it writes its op's index + 1 into the function's status word
+// (scratch 0), which the runtime checks after the step.
+//
+//===----------------------------------------------------------------------------------===//
+
+#include "med/Target/Cuda.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <vector>
+
+using namespace mlir::med;
+namespace json = llvm::json;
+
+namespace {
+
+constexpr int kBlock = 256;            // threads per block
+constexpr int64_t kMaxGrid = 2147483647; // gridDim.x limit
+
+// ---- literals --------------------------------------------------------------------------
+
+/// A float literal that rounds to the same float as `v`.
+std::string flt(double v) {
+  if (std::isnan(v))
+    return "__int_as_float(0x7fc00000)";
+  if (std::isinf(v))
+    return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(static_cast<float>(v)));
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+/// A double literal.
+std::string dbl(double v) {
+  if (std::isnan(v))
+    return "__longlong_as_double(0x7ff8000000000000ll)";
+  if (std::isinf(v))
+    return v > 0 ? "__longlong_as_double(0x7ff0000000000000ll)"
+                 : "__longlong_as_double(0xfff0000000000000ll)";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+std::string num(int64_t v) { return std::to_string(v) + "ll"; }
+
+int64_t product(const std::vector<int64_t> &s, size_t begin = 0) {
+  int64_t n = 1;
+  for (auto it = s.begin() + std::min(begin, s.size()); it != s.end(); ++it)
+    n *= *it;
+  return n;
+}
+
+/// Smallest power of two >= n, clamped to [32, kBlock].
+int blockFor(int64_t n) {
+  int b = 32;
+  while (b < kBlock && b < n)
+    b *= 2;
+  return b;
+}
+
+/// The C type a value of `dtype` is stored as on the device (empty: unsupported).
+std::string ctype(llvm::StringRef dtype) {
+  return llvm::StringSwitch<std::string>(dtype)
+      .Case("f32", "float")
+      .Case("f64", "double")
+      .Case("i8", "signed char")
+      .Case("i16", "short")
+      .Case("i32", "int")
+      .Case("i64", "long long")
+      .Case("u8", "unsigned char")
+      .Case("bool", "unsigned char")
+      .Cases("bf16", "f16", "unsigned short")
+      .Default("");
+}
+
+/// Code that splits flat index `var` into per-axis indices `<prefix>0..` of `shape`.
+std::string decompose(const std::string &var, const std::vector<int64_t> &shape,
+                      const std::string &prefix) {
+  std::string code = "  i64 " + prefix + "t = " + var + ";\n";
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    std::string name = prefix + std::to_string(d);
+    if (d == 0) {
+      code += "  const i64 " + name + " = " + prefix + "t;\n";
+    } else {
+      code += "  const i64 " + name + " = " + prefix + "t % " + num(shape[d]) + "; " + prefix +
+              "t /= " + num(shape[d]) + ";\n";
+    }
+  }
+  code += "  (void)" + prefix + "t;\n";
+  return code;
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> st(shape.size());
+  int64_t a = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = a;
+    a *= shape[i];
+  }
+  return st;
+}
+
+/// Σ idx_d · stride_d as code (zero strides left out).
+std::string offsetExpr(const std::string &prefix, const std::vector<int64_t> &strides,
+                       size_t firstAxis = 0) {
+  std::string e;
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] == 0)
+      continue;
+    std::string term = prefix + std::to_string(d + firstAxis) +
+                       (strides[d] == 1 ? "" : " * " + num(strides[d]));
+    e += (e.empty() ? "" : " + ") + term;
+  }
+  return e.empty() ? "0" : e;
+}
+
+// The helpers every kernel may use. With -default-device, plain functions are device code.
+const char *kPrelude = R"(// Generated by medc: the CUDA kernels of one artifact (docs/architecture.md).
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Combines v over the block in a fixed tree over thread indices (blockDim.x a power of
+// two): the same bits on every run. Every thread gets the result.
+template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
+  const int t = threadIdx.x;
+  __syncthreads(); // sh may still be read from a previous call
+  sh[t] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s)
+      sh[t] = f(sh[t], sh[t + s]);
+    __syncthreads();
+  }
+  return sh[0];
+}
+struct Add {
+  template <typename T> T operator()(T a, T b) const { return a + b; }
+};
+// torch.maximum / torch.minimum: NaN wins.
+float maxNaN(float a, float b) { return a != a ? a : b != b ? b : (a < b ? b : a); }
+float minNaN(float a, float b) { return a != a ? a : b != b ? b : (b < a ? b : a); }
+struct Max {
+  float operator()(float a, float b) const { return maxNaN(a, b); }
+};
+struct Min {
+  float operator()(float a, float b) const { return minNaN(a, b); }
+};
+template <typename T> float blockSum(float v, T *sh) { return blockReduce(v, sh, Add()); }
+// Records the first failing op (its index + 1) in the function's status word.
+void medFail(unsigned *status, unsigned code) { atomicCAS(status, 0u, code); }
+
+)";
+
+struct ValueType {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t numel() const { return product(shape); }
+};
+
+struct Op {
+  size_t index;
+  std::string kind, loc;
+  std::map<std::string, std::vector<int>> operands;
+  std::vector<int> results;
+  const json::Object *attrs;
+};
+
+/// The module's source: kernels, shared between functions when identical.
+class Source {
+public:
+  std::string text = kPrelude;
+  size_t kernels = 0;
+
+  /// Adds (or finds) the kernel with these parameters and body; returns its name.
+  std::string kernel(const std::string &base, const std::vector<std::string> &params,
+                     const std::string &body, int block, const std::string &globals = "") {
+    std::string sig;
+    for (const std::string &p : params)
+      sig += (sig.empty() ? "" : ", ") + p;
+    std::string key = globals + "|" + std::to_string(block) + "|" + sig + "|" + body;
+    auto it = byBody.find(key);
+    if (it != byBody.end())
+      return it->second;
+    std::string name = base + "_" + std::to_string(kernels++);
+    std::string g = globals;
+    size_t at;
+    while ((at = g.find("KNAME")) != std::string::npos)
+      g.replace(at, 5, name);
+    std::string b = body;
+    while ((at = b.find("KNAME")) != std::string::npos)
+      b.replace(at, 5, name);
+    text += g;
+    text += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " +
+            name + "(" + sig + ") {\n" + b + "}\n\n";
+    byBody[key] = name;
+    return name;
+  }
+
+private:
+  std::map<std::string, std::string> byBody;
+};
+
+struct CodegenError {
+  std::string message;
+};
+
+/// Generates the kernels and the launch plan of one function.
+class FunctionGen {
+public:
+  FunctionGen(Source &src, const json::Object &fn) : src(src), fn(fn) {}
+
+  llvm::Expected<json::Object> run() {
+    const json::Array *vals = fn.getArray("values");
+    const json::Array *ops = fn.getArray("ops");
+    if (!vals || !ops)
+      return llvm::createStringError("malformed plan: a function has no values or ops");
+    for (const json::Value &v : *vals) {
+      ValueType t;
+      const json::Object *o = v.getAsObject();
+      if (auto d = o->getString("dtype"))
+        t.dtype = d->str();
+      if (const json::Array *s = o->getArray("shape"))
+        for (const json::Value &e : *s)
+          t.shape.push_back(*e.getAsInteger());
+      values.push_back(std::move(t));
+    }
+    scratchBytes.push_back(4); // scratch 0: the status word
+    for (size_t i = 0; i < ops->size(); ++i) {
+      const json::Object *o = (*ops)[i].getAsObject();
+      Op op;
+      op.index = i;
+      op.kind = o->getString("op").value_or("").str();
+      op.loc = o->getString("loc").value_or("").str();
+      if (const json::Object *g = o->getObject("operands"))
+        for (auto &[name, ids] : *g) {
+          std::vector<int> list;
+          for (const json::Value &id : *ids.getAsArray())
+            list.push_back(static_cast<int>(*id.getAsInteger()));
+          op.operands[name.str()] = list;
+        }
+      for (const json::Value &id : *o->getArray("results"))
+        op.results.push_back(static_cast<int>(*id.getAsInteger()));
+      static const json::Object empty;
+      op.attrs = o->getObject("attrs") ? o->getObject("attrs") : &empty;
+      try {
+        lower(op);
+      } catch (const CodegenError &e) {
+        return llvm::createStringError(
+            llvm::formatv("'med.{0}'{1}: CUDA code generation: {2}", op.kind,
+                          op.loc.empty() ? "" : " at " + op.loc, e.message)
+                .str());
+      }
+    }
+    json::Array scratch;
+    for (int64_t b : scratchBytes)
+      scratch.push_back(b);
+    return json::Object{{"scratch", std::move(scratch)}, {"steps", std::move(steps)}};
+  }
+
+  size_t launches = 0;
+
+private:
+  Source &src;
+  const json::Object &fn;
+  std::vector<ValueType> values;
+  std::vector<int64_t> scratchBytes;
+  json::Array steps;
+
+  [[noreturn]] static void error(const std::string &msg) { throw CodegenError{msg}; }
+
+  // ---- plan access ---------------------------------------------------------------------
+  int one(const Op &op, const std::string &name) const {
+    auto it = op.operands.find(name);
+    if (it == op.operands.end() || it->second.size() != 1)
+      error("operand '" + name + "' needs exactly one value");
+    return it->second.front();
+  }
+  std::optional<int> opt(const Op &op, const std::string &name) const {
+    auto it = op.operands.find(name);
+    if (it == op.operands.end() || it->second.empty())
+      return std::nullopt;
+    return it->second.front();
+  }
+  const std::vector<int> &group(const Op &op, const std::string &name) const {
+    auto it = op.operands.find(name);
+    if (it == op.operands.end())
+      error("the plan has no operand '" + name + "'");
+    return it->second;
+  }
+  int result(const Op &op, size_t i = 0) const {
+    if (i >= op.results.size())
+      error("the plan gives " + std::to_string(op.results.size()) + " results");
+    return op.results[i];
+  }
+  const json::Value &attr(const Op &op, const std::string &name) const {
+    const json::Value *v = op.attrs->get(name);
+    if (!v)
+      error("the plan has no attribute '" + name + "'");
+    return *v;
+  }
+  int64_t intAttr(const Op &op, const std::string &name) const {
+    if (auto i = attr(op, name).getAsInteger())
+      return *i;
+    error("attribute '" + name + "' is not an integer");
+  }
+  double floatAttr(const Op &op, const std::string &name) const {
+    if (auto d = attr(op, name).getAsNumber())
+      return *d;
+    error("attribute '" + name + "' is not a number");
+  }
+  bool boolAttr(const Op &op, const std::string &name) const {
+    if (auto b = attr(op, name).getAsBoolean())
+      return *b;
+    error("attribute '" + name + "' is not a boolean");
+  }
+  std::string strAttr(const Op &op, const std::string &name) const {
+    if (auto s = attr(op, name).getAsString())
+      return s->str();
+    error("attribute '" + name + "' is not a string");
+  }
+  std::vector<int64_t> intsAttr(const Op &op, const std::string &name) const {
+    std::vector<int64_t> out;
+    const json::Array *a = attr(op, name).getAsArray();
+    if (!a)
+      error("attribute '" + name + "' is not a list");
+    for (const json::Value &v : *a) {
+      auto i = v.getAsInteger();
+      if (!i)
+        error("attribute '" + name + "' is not a list of integers");
+      out.push_back(*i);
+    }
+    return out;
+  }
+  std::vector<double> floatsAttr(const Op &op, const std::string &name) const {
+    std::vector<double> out;
+    const json::Array *a = attr(op, name).getAsArray();
+    if (!a)
+      error("attribute '" + name + "' is not a list");
+    for (const json::Value &v : *a)
+      out.push_back(v.getAsNumber().value_or(NAN));
+    return out;
+  }
+  std::array<int64_t, 3> triple(const Op &op, const std::string &name) const {
+    std::vector<int64_t> v = intsAttr(op, name);
+    if (v.size() != 3)
+      error("'" + name + "' needs 3 entries");
+    return {v[0], v[1], v[2]};
+  }
+
+  const ValueType &type(int id) const { return values.at(id); }
+  const std::vector<int64_t> &shape(int id) const { return values.at(id).shape; }
+  void requireF32(int id, const std::string &what) const {
+    if (type(id).dtype != "f32")
+      error(what + " has element type " + type(id).dtype +
+            "; the CUDA backend computes in f32 only");
+  }
+
+  // ---- building blocks -----------------------------------------------------------------
+  int scratch(int64_t bytes) {
+    scratchBytes.push_back(std::max<int64_t>(bytes, 4));
+    return static_cast<int>(values.size() + scratchBytes.size() - 1);
+  }
+  int status() const { return static_cast<int>(values.size()); }
+  std::string code(const Op &op) const { return std::to_string(op.index + 1) + "u"; }
+
+  void launch(const Op &op, const std::string &kernel, int64_t grid, int block,
+              const std::vector<int> &args) {
+    if (grid <= 0)
+      return;
+    if (grid > kMaxGrid)
+      error("needs " + std::to_string(grid) + " blocks, more than a grid holds");
+    json::Array a;
+    for (int id : args)
+      a.push_back(id);
+    steps.push_back(json::Object{{"kind", "launch"},
+                                 {"op", static_cast<int64_t>(op.index)},
+                                 {"kernel", kernel},
+                                 {"grid", json::Array{grid, 1, 1}},
+                                 {"block", json::Array{block, 1, 1}},
+                                 {"shared", 0},
+                                 {"args", std::move(a)}});
+    ++launches;
+  }
+
+  /// One thread per element of [0, n): `body` sees `i`.
+  void elementwise(const Op &op, const std::string &base, const std::vector<std::string> &params,
+                   const std::vector<int> &args, int64_t n, const std::string &body,
+                   const std::string &globals = "") {
+    std::string b = "  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= " +
+                    num(n) + ") return;\n" + body;
+    launch(op, src.kernel(base, params, b, kBlock, globals), (n + kBlock - 1) / kBlock, kBlock,
+           args);
+  }
+
+  /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
+  void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
+                const std::vector<int> &args, int64_t outs, int block, const std::string &body) {
+    std::string b = "  const i64 o = blockIdx.x;\n  const int t = threadIdx.x;\n" + body;
+    launch(op, src.kernel(base, params, b, block), outs, block, args);
+  }
+
+  static std::string in(const std::string &name, const std::string &t = "float") {
+    return "const " + t + "* __restrict__ " + name;
+  }
+  static std::string out(const std::string &name, const std::string &t = "float") {
+    return t + "* __restrict__ " + name;
+  }
+
+  // ---- dispatch ------------------------------------------------------------------------
+  void lower(const Op &op) {
+    const std::string &k = op.kind;
+    if (k == "param") {
+      steps.push_back(json::Object{{"kind", "param"},
+                                   {"op", static_cast<int64_t>(op.index)},
+                                   {"name", strAttr(op, "name")},
+                                   {"value", result(op)}});
+    } else if (k == "assign") {
+      steps.push_back(json::Object{{"kind", "assign"},
+                                   {"op", static_cast<int64_t>(op.index)},
+                                   {"name", strAttr(op, "name")},
+                                   {"value", one(op, "value")}});
+    } else if (k == "reshape") {
+      int x = one(op, "input"), y = result(op);
+      if (type(x).numel() != type(y).numel() || type(x).dtype != type(y).dtype)
+        error("reshape changes the number of elements or the element type");
+      steps.push_back(json::Object{{"kind", "alias"},
+                                   {"op", static_cast<int64_t>(op.index)},
+                                   {"from", x},
+                                   {"value", y}});
+    } else if (k == "constant") {
+      constant(op);
+    } else if (k == "conv3d") {
+      conv(op, false);
+    } else if (k == "conv3d_transpose") {
+      conv(op, true);
+    } else if (k == "conv3d_grad_weight") {
+      convGradWeight(op);
+    } else if (k == "group_norm") {
+      groupNorm(op);
+    } else if (k == "channel_layer_norm") {
+      channelLayerNorm(op);
+    } else if (k == "grn") {
+      grn(op);
+    } else if (k == "gelu" || k == "sigmoid" || k == "neg" || k == "exp" || k == "log" ||
+               k == "sqrt") {
+      unary(op);
+    } else if (k == "add" || k == "sub" || k == "mul" || k == "div" || k == "max" || k == "min") {
+      binary(op);
+    } else if (k == "pad") {
+      pad(op);
+    } else if (k == "slice") {
+      slice(op);
+    } else if (k == "concat") {
+      concat(op);
+    } else if (k == "broadcast") {
+      broadcast(op);
+    } else if (k == "reduce") {
+      reduce(op);
+    } else if (k == "bce_with_logits" || k == "bce_with_logits_grad") {
+      bce(op, k == "bce_with_logits_grad");
+    } else if (k == "dice_ce" || k == "dice_ce_grad") {
+      diceCE(op, k == "dice_ce_grad");
+    } else if (k == "group_norm_grad") {
+      groupNormGrad(op);
+    } else if (k == "channel_layer_norm_grad") {
+      channelLayerNormGrad(op);
+    } else if (k == "grn_grad") {
+      grnGrad(op);
+    } else if (k == "gelu_grad") {
+      geluGrad(op);
+    } else if (k == "adamw") {
+      adamw(op);
+    } else if (k == "sgd") {
+      sgd(op);
+    } else {
+      error("no CUDA kernel for this op");
+    }
+  }
+
+  // ---- ops -----------------------------------------------------------------------------
+  void constant(const Op &op) {
+    int y = result(op);
+    requireF32(y, "the constant");
+    std::vector<double> v = floatsAttr(op, "value");
+    int64_t n = type(y).numel();
+    if (static_cast<int64_t>(v.size()) != n && v.size() != 1)
+      error("constant has " + std::to_string(v.size()) + " values for " + std::to_string(n) +
+            " elements");
+    if (v.size() == 1) {
+      elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = " + flt(v[0]) + ";\n");
+      return;
+    }
+    std::string data = "__device__ const float KNAME_data[" + std::to_string(n) + "] = {";
+    for (size_t i = 0; i < v.size(); ++i)
+      data += (i ? ", " : "") + flt(v[i]);
+    data += "};\n";
+    elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = KNAME_data[i];\n", data);
+  }
+
+  void conv(const Op &op, bool transposed) {
+    int x = one(op, "input"), w = one(op, "weight"), y = result(op);
+    std::optional<int> b = opt(op, "bias");
+    requireF32(x, "the input");
+    requireF32(w, "the weight");
+    requireF32(y, "the result");
+    if (b)
+      requireF32(*b, "the bias");
+    const auto &xs = shape(x), &ws = shape(w), &ys = shape(y);
+    if (xs.size() != 5 || ws.size() != 5 || ys.size() != 5)
+      error("expected rank-5 input, weight and result");
+    auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
+    int64_t groups = intAttr(op, "groups");
+    if (groups < 1 || xs[1] % groups || ys[1] % groups)
+      error("channels do not split into " + std::to_string(groups) + " groups");
+    for (int a = 0; a < 3; ++a)
+      if (s[a] < 1 || d[a] < 1)
+        error("stride and dilation must be positive");
+    const int64_t cin = xs[1], cout = ys[1], cinG = cin / groups, coutG = cout / groups;
+    const int64_t D = xs[2], H = xs[3], W = xs[4];
+    const int64_t kD = ws[2], kH = ws[3], kW = ws[4], kVol = kD * kH * kW;
+    std::string body = decompose("i", ys, "o");
+    body += "  const i64 gr = o1 / " + num(coutG) + ";\n";
+    if (transposed)
+      body += "  const i64 col = o1 % " + num(coutG) + ";\n";
+    body += "  float acc = 0.0f;\n"
+            "  for (i64 cl = 0; cl < " + num(cinG) + "; ++cl) {\n"
+            "    const i64 ci = gr * " + num(cinG) + " + cl;\n"
+            "    const float* xc = x + (o0 * " + num(cin) + " + ci) * " + num(D * H * W) + ";\n";
+    if (!transposed) {
+      body += "    const float* wc = w + (o1 * " + num(cinG) + " + cl) * " + num(kVol) + ";\n"
+              "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
+              "      const i64 id = o2 * " + num(s[0]) + " - " + num(p[0]) + " + kd * " + num(d[0]) + ";\n"
+              "      if (id < 0 || id >= " + num(D) + ") continue;\n"
+              "      for (i64 kh = 0; kh < " + num(kH) + "; ++kh) {\n"
+              "        const i64 ih = o3 * " + num(s[1]) + " - " + num(p[1]) + " + kh * " + num(d[1]) + ";\n"
+              "        if (ih < 0 || ih >= " + num(H) + ") continue;\n"
+              "        for (i64 kw = 0; kw < " + num(kW) + "; ++kw) {\n"
+              "          const i64 iw = o4 * " + num(s[2]) + " - " + num(p[2]) + " + kw * " + num(d[2]) + ";\n"
+              "          if (iw < 0 || iw >= " + num(W) + ") continue;\n"
+              "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+              "        }\n      }\n    }\n  }\n";
+    } else {
+      body += "    const float* wc = w + (ci * " + num(coutG) + " + col) * " + num(kVol) + ";\n"
+              "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
+              "      const i64 td = o2 + " + num(p[0]) + " - kd * " + num(d[0]) + ";\n"
+              "      if (td < 0 || td % " + num(s[0]) + " != 0 || td / " + num(s[0]) + " >= " + num(D) + ") continue;\n"
+              "      const i64 id = td / " + num(s[0]) + ";\n"
+              "      for (i64 kh = 0; kh < " + num(kH) + "; ++kh) {\n"
+              "        const i64 th = o3 + " + num(p[1]) + " - kh * " + num(d[1]) + ";\n"
+              "        if (th < 0 || th % " + num(s[1]) + " != 0 || th / " + num(s[1]) + " >= " + num(H) + ") continue;\n"
+              "        const i64 ih = th / " + num(s[1]) + ";\n"
+              "        for (i64 kw = 0; kw < " + num(kW) + "; ++kw) {\n"
+              "          const i64 tw = o4 + " + num(p[2]) + " - kw * " + num(d[2]) + ";\n"
+              "          if (tw < 0 || tw % " + num(s[2]) + " != 0 || tw / " + num(s[2]) + " >= " + num(W) + ") continue;\n"
+              "          const i64 iw = tw / " + num(s[2]) + ";\n"
+              "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+              "        }\n      }\n    }\n  }\n";
+    }
+    body += b ? "  y[i] = acc + bias[o1];\n" : "  y[i] = acc;\n";
+    std::vector<std::string> params{out("y"), in("x"), in("w")};
+    std::vector<int> args{y, x, w};
+    if (b) {
+      params.push_back(in("bias"));
+      args.push_back(*b);
+    }
+    elementwise(op, transposed ? "conv3d_transpose" : "conv3d", params, args, type(y).numel(),
+                body);
+  }
+
+  void convGradWeight(const Op &op) {
+    int x = one(op, "input"), dy = one(op, "grad_output"), dw = result(op);
+    requireF32(x, "the input");
+    requireF32(dy, "the output gradient");
+    requireF32(dw, "the result");
+    const auto &xs = shape(x), &gs = shape(dy), &ws = shape(dw);
+    if (xs.size() != 5 || gs.size() != 5 || ws.size() != 5)
+      error("expected rank-5 input, output gradient and weight");
+    auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
+    int64_t groups = intAttr(op, "groups");
+    const int64_t cin = xs[1], cout = gs[1];
+    if (groups < 1 || cin % groups || cout % groups || ws[0] != cout || ws[1] != cin / groups ||
+        gs[0] != xs[0])
+      error("input, output gradient and weight do not match for " + std::to_string(groups) +
+            " groups");
+    const int64_t cinG = cin / groups, coutG = cout / groups;
+    const int64_t D = xs[2], H = xs[3], W = xs[4], OD = gs[2], OH = gs[3], OW = gs[4];
+    const int64_t terms = xs[0] * OD * OH * OW;
+    const int block = blockFor(terms);
+    // One block per weight; threads stride over the (n, od, oh, ow) terms.
+    std::string body = decompose("o", ws, "w");
+    body += "  const i64 ci = (w0 / " + num(coutG) + ") * " + num(cinG) + " + w1;\n"
+            "  __shared__ float sh[" + std::to_string(block) + "];\n"
+            "  float acc = 0.0f;\n"
+            "  for (i64 r = t; r < " + num(terms) + "; r += " + std::to_string(block) + ") {\n" +
+            decompose("r", {xs[0], OD, OH, OW}, "q") +
+            "    const i64 id = q1 * " + num(s[0]) + " - " + num(p[0]) + " + w2 * " + num(d[0]) + ";\n"
+            "    const i64 ih = q2 * " + num(s[1]) + " - " + num(p[1]) + " + w3 * " + num(d[1]) + ";\n"
+            "    const i64 iw = q3 * " + num(s[2]) + " - " + num(p[2]) + " + w4 * " + num(d[2]) + ";\n"
+            "    if (id < 0 || id >= " + num(D) + " || ih < 0 || ih >= " + num(H) + " || iw < 0 || iw >= " + num(W) + ") continue;\n"
+            "    acc += dy[((q0 * " + num(cout) + " + w0) * " + num(OD) + " + q1) * " + num(OH * OW) + " + q2 * " + num(OW) + " + q3]"
+            " * x[((q0 * " + num(cin) + " + ci) * " + num(D) + " + id) * " + num(H * W) + " + ih * " + num(W) + " + iw];\n"
+            "  }\n"
+            "  acc = blockSum(acc, sh);\n"
+            "  if (t == 0) dw[o] = acc;\n";
+    perBlock(op, "conv3d_grad_weight", {out("dw"), in("x"), in("dy")}, {dw, x, dy},
+             type(dw).numel(), block, body);
+  }
+
+  /// N, C and trailing size S of an N×C×… value.
+  struct NCS {
+    int64_t n, c, s;
+  };
+  NCS ncs(int id) const {
+    const auto &s = shape(id);
+    if (s.size() < 2)
+      error("expected an N×C×… input");
+    return {s[0], s[1], product(s, 2)};
+  }
+
+  /// Kernel writing mean and rstd (interleaved) of `segs` contiguous runs of `len` values,
+  /// as the CPU kernel's corrected two-pass groupStatistics.
+  void segmentStats(const Op &op, int x, int64_t segs, int64_t len, double eps, int stats) {
+    const int block = blockFor(len);
+    std::string body =
+        "  __shared__ float sh[" + std::to_string(block) + "];\n"
+        "  const float* p = x + o * " + num(len) + ";\n"
+        "  float s = 0.0f;\n"
+        "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") s += p[j];\n"
+        "  const float mean = blockSum(s, sh) / (float)" + num(len) + ";\n"
+        "  float d1 = 0.0f, d2 = 0.0f;\n"
+        "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") {\n"
+        "    const float d = p[j] - mean;\n    d1 += d;\n    d2 += d * d;\n  }\n"
+        "  d1 = blockSum(d1, sh);\n  d2 = blockSum(d2, sh);\n"
+        "  if (t == 0) {\n"
+        "    const float m = (float)" + num(len) + ";\n"
+        "    const float var = fmaxf(0.0f, (d2 - d1 * d1 / m) / m);\n"
+        "    stats[2 * o] = mean + d1 / m;\n"
+        "    stats[2 * o + 1] = 1.0f / sqrtf(var + " + flt(eps) + ");\n"
+        "  }\n";
+    perBlock(op, "norm_stats", {out("stats"), in("x")}, {stats, x}, segs, block, body);
+  }
+
+  void groupNorm(const Op &op) {
+    int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
+    for (int id : {x, g, b, y})
+      requireF32(id, "an operand");
+    NCS d = ncs(x);
+    int64_t groups = intAttr(op, "groups");
+    if (groups < 1 || d.c % groups)
+      error("channels do not split into groups");
+    const int64_t cg = d.c / groups, segs = d.n * groups;
+    if (type(x).numel() == 0)
+      return;
+    int stats = scratch(segs * 2 * 4);
+    segmentStats(op, x, segs, cg * d.s, floatAttr(op, "epsilon"), stats);
+    std::string body =
+        "  const i64 row = i / " + num(d.s) + ";\n"
+        "  const i64 c = row % " + num(d.c) + ";\n"
+        "  const i64 seg = (row / " + num(d.c) + ") * " + num(groups) + " + c / " + num(cg) + ";\n"
+        "  const float mu = stats[2 * seg], scale = stats[2 * seg + 1] * gamma[c];\n"
+        "  y[i] = (x[i] - mu) * scale + beta[c];\n";
+    elementwise(op, "group_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
+                {y, x, stats, g, b}, type(y).numel(), body);
+  }
+
+  void channelLayerNorm(const Op &op) {
+    int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
+    for (int id : {x, g, b, y})
+      requireF32(id, "an operand");
+    NCS d = ncs(x);
+    // One thread per (n, position); channels summed in increasing order, as the CPU.
+    std::string body =
+        "  const i64 n = i / " + num(d.s) + ", s = i % " + num(d.s) + ";\n"
+        "  const float* xp = x + n * " + num(d.c * d.s) + " + s;\n"
+        "  float* yp = y + n * " + num(d.c * d.s) + " + s;\n"
+        "  float mean = 0.0f, sd = 0.0f;\n"
+        "  for (i64 c = 0; c < " + num(d.c) + "; ++c) mean += xp[c * " + num(d.s) + "];\n"
+        "  mean /= (float)" + num(d.c) + ";\n"
+        "  for (i64 c = 0; c < " + num(d.c) + "; ++c) {\n"
+        "    const float v = xp[c * " + num(d.s) + "] - mean;\n    sd += v * v;\n  }\n"
+        "  sd = sqrtf(sd / (float)" + num(d.c) + " + " + flt(floatAttr(op, "epsilon")) + ");\n"
+        "  for (i64 c = 0; c < " + num(d.c) + "; ++c)\n"
+        "    yp[c * " + num(d.s) + "] = (xp[c * " + num(d.s) + "] - mean) / sd * gamma[c] + beta[c];\n";
+    elementwise(op, "channel_layer_norm", {out("y"), in("x"), in("gamma"), in("beta")},
+                {y, x, g, b}, d.n * d.s, body);
+  }
+
+  /// Per row of `len` values: Σ x² (into out[row * stride + 0]) and, with dy, Σ dy and
+  /// Σ dy·x (into + 1, + 2).
+  void rowSums(const Op &op, int x, std::optional<int> dy, int64_t rows, int64_t len, int outBuf) {
+    const int block = blockFor(len);
+    const int64_t stride = dy ? 3 : 1;
+    std::string body =
+        "  __shared__ float sh[" + std::to_string(block) + "];\n"
+        "  const float* p = x + o * " + num(len) + ";\n";
+    if (dy)
+      body += "  const float* g = dy + o * " + num(len) + ";\n";
+    body += "  float s2 = 0.0f, sg = 0.0f, sgx = 0.0f;\n"
+            "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") {\n"
+            "    const float v = p[j];\n    s2 += v * v;\n";
+    if (dy)
+      body += "    sg += g[j];\n    sgx += g[j] * v;\n";
+    body += "  }\n  s2 = blockSum(s2, sh);\n";
+    if (dy)
+      body += "  sg = blockSum(sg, sh);\n  sgx = blockSum(sgx, sh);\n";
+    body += "  if (t == 0) {\n    sums[o * " + num(stride) + "] = s2;\n";
+    if (dy)
+      body += "    sums[o * 3 + 1] = sg;\n    sums[o * 3 + 2] = sgx;\n";
+    body += "  }\n  (void)sg; (void)sgx;\n";
+    std::vector<std::string> params{out("sums"), in("x")};
+    std::vector<int> args{outBuf, x};
+    if (dy) {
+      params.push_back(in("dy"));
+      args.push_back(*dy);
+    }
+    perBlock(op, dy ? "grn_grad_sums" : "grn_sums", params, args, rows, block, body);
+  }
+
+  void grn(const Op &op) {
+    int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
+    for (int id : {x, g, b, y})
+      requireF32(id, "an operand");
+    NCS d = ncs(x);
+    if (type(x).numel() == 0)
+      return;
+    int sums = scratch(d.n * d.c * 4), nx = scratch(d.n * d.c * 4);
+    rowSums(op, x, std::nullopt, d.n * d.c, d.s, sums);
+    // N_c = G_c / (mean_c G + eps), per sample, channels in order.
+    std::string norm =
+        "  for (i64 n = t; n < " + num(d.n) + "; n += blockDim.x) {\n"
+        "    float s = 0.0f;\n"
+        "    for (i64 c = 0; c < " + num(d.c) + "; ++c) s += sqrtf(sums[n * " + num(d.c) + " + c]);\n"
+        "    const float denom = s / (float)" + num(d.c) + " + " + flt(floatAttr(op, "epsilon")) + ";\n"
+        "    for (i64 c = 0; c < " + num(d.c) + "; ++c) nx[n * " + num(d.c) + " + c] = sqrtf(sums[n * " + num(d.c) + " + c]) / denom;\n"
+        "  }\n";
+    perBlock(op, "grn_norm", {out("nx"), in("sums")}, {nx, sums}, 1, kBlock, norm);
+    std::string body =
+        "  const i64 row = i / " + num(d.s) + ", c = row % " + num(d.c) + ";\n"
+        "  const float v = x[i];\n"
+        "  y[i] = gamma[c] * (v * nx[row]) + beta[c] + v;\n";
+    elementwise(op, "grn", {out("y"), in("x"), in("nx"), in("gamma"), in("beta")},
+                {y, x, nx, g, b}, type(y).numel(), body);
+  }
+
+  void unary(const Op &op) {
+    int x = one(op, "input"), y = result(op);
+    requireF32(x, "the input");
+    requireF32(y, "the result");
+    if (type(x).numel() != type(y).numel())
+      error("result and input sizes differ");
+    static const std::map<std::string, std::string> f = {
+        {"gelu", "v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f))"},
+        {"sigmoid", "1.0f / (1.0f + expf(-v))"},
+        {"neg", "-v"},
+        {"exp", "expf(v)"},
+        {"log", "logf(v)"},
+        {"sqrt", "sqrtf(v)"}};
+    elementwise(op, op.kind, {out("y"), in("x")}, {y, x}, type(y).numel(),
+                "  const float v = x[i];\n  y[i] = " + f.at(op.kind) + ";\n");
+  }
+
+  /// Strides of an operand of shape `s` broadcast (NumPy rules) to `to`.
+  std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &s,
+                                        const std::vector<int64_t> &to) const {
+    if (s.size() > to.size())
+      error("an operand has more axes than the result");
+    std::vector<int64_t> st(to.size(), 0);
+    size_t off = to.size() - s.size();
+    int64_t acc = 1;
+    for (int64_t i = static_cast<int64_t>(to.size()) - 1; i >= static_cast<int64_t>(off); --i) {
+      int64_t d = s[i - off];
+      if (d != to[i] && d != 1)
+        error("an operand does not broadcast to the result");
+      st[i] = d == 1 ? 0 : acc;
+      acc *= d;
+    }
+    return st;
+  }
+
+  void binary(const Op &op) {
+    int a = one(op, "lhs"), b = one(op, "rhs"), y = result(op);
+    for (int id : {a, b, y})
+      requireF32(id, "an operand");
+    const auto &ys = shape(y);
+    static const std::map<std::string, std::string> f = {
+        {"add", "u + v"}, {"sub", "u - v"},         {"mul", "u * v"},
+        {"div", "u / v"}, {"max", "maxNaN(u, v)"}, {"min", "minNaN(u, v)"}};
+    std::string body;
+    std::string ia = "i", ib = "i";
+    if (shape(a) != ys || shape(b) != ys) {
+      body += decompose("i", ys, "o");
+      ia = offsetExpr("o", broadcastStrides(shape(a), ys));
+      ib = offsetExpr("o", broadcastStrides(shape(b), ys));
+    }
+    body += "  const float u = a[" + ia + "], v = b[" + ib + "];\n  y[i] = " + f.at(op.kind) +
+            ";\n";
+    elementwise(op, op.kind, {out("y"), in("a"), in("b")}, {y, a, b}, type(y).numel(), body);
+  }
+
+  std::string elemType(int id) const {
+    std::string t = ctype(type(id).dtype);
+    if (t.empty())
+      error("unsupported element type " + type(id).dtype);
+    return t;
+  }
+
+  void pad(const Op &op) {
+    int x = one(op, "input"), y = result(op);
+    std::string t = elemType(x);
+    const auto &xs = shape(x), &ys = shape(y);
+    std::vector<int64_t> low = intsAttr(op, "low"), high = intsAttr(op, "high");
+    if (low.size() != xs.size() || high.size() != xs.size() || ys.size() != xs.size())
+      error("need one low and one high entry per axis");
+    double value = floatAttr(op, "value");
+    if ((type(x).dtype == "bf16" || type(x).dtype == "f16") && value != 0)
+      error("a non-zero fill value needs f32 or f64");
+    std::string fill = type(x).dtype == "f32"   ? flt(value)
+                       : type(x).dtype == "f64" ? dbl(value)
+                                                : "(" + t + ")" + dbl(value);
+    std::string body = decompose("i", ys, "o");
+    std::string inside, off;
+    std::vector<int64_t> st = contiguousStrides(xs);
+    for (size_t d = 0; d < xs.size(); ++d) {
+      std::string idx = "(o" + std::to_string(d) + " - " + num(low[d]) + ")";
+      inside += (inside.empty() ? "" : " && ") + idx + " >= 0 && " + idx + " < " + num(xs[d]);
+      off += (off.empty() ? "" : " + ") + idx + " * " + num(st[d]);
+    }
+    if (inside.empty())
+      inside = "true", off = "0";
+    body += "  y[i] = (" + inside + ") ? x[" + off + "] : " + fill + ";\n";
+    elementwise(op, "pad", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+  }
+
+  void slice(const Op &op) {
+    int x = one(op, "input"), y = result(op);
+    std::string t = elemType(x);
+    const auto &xs = shape(x), &ys = shape(y);
+    std::vector<int64_t> offs = intsAttr(op, "offsets"), strides = intsAttr(op, "strides");
+    if (strides.empty())
+      strides.assign(xs.size(), 1);
+    if (offs.size() != xs.size() || strides.size() != xs.size() || ys.size() != xs.size())
+      error("need one offset and stride per axis");
+    for (size_t d = 0; d < xs.size(); ++d)
+      if (ys[d] > 0 && (offs[d] < 0 || strides[d] < 1 || offs[d] + (ys[d] - 1) * strides[d] >= xs[d]))
+        error("the box does not lie inside the input");
+    std::vector<int64_t> st = contiguousStrides(xs);
+    std::string body = decompose("i", ys, "o"), off;
+    for (size_t d = 0; d < xs.size(); ++d)
+      off += (off.empty() ? "" : " + ") + std::string("(") + num(offs[d]) + " + o" +
+             std::to_string(d) + " * " + num(strides[d]) + ") * " + num(st[d]);
+    body += "  y[i] = x[" + (off.empty() ? std::string("0") : off) + "];\n";
+    elementwise(op, "slice", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+  }
+
+  void concat(const Op &op) {
+    const std::vector<int> &ins = group(op, "inputs");
+    int y = result(op);
+    std::string t = elemType(y);
+    const auto &ys = shape(y);
+    int64_t axis = intAttr(op, "axis"), r = static_cast<int64_t>(ys.size());
+    if (axis < 0)
+      axis += r;
+    if (axis < 0 || axis >= r)
+      error("axis out of range");
+    const int64_t inner = product(ys, axis + 1), ax = ys[axis];
+    std::string body = "  const i64 inner = i % " + num(inner) + ", q = i / " + num(inner) +
+                       ";\n  const i64 a = q % " + num(ax) + ", outer = q / " + num(ax) + ";\n";
+    std::vector<std::string> params{out("y", t)};
+    std::vector<int> args{y};
+    int64_t start = 0;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (elemType(ins[k]) != t || shape(ins[k]).size() != ys.size())
+        error("inputs and result differ in element type or rank");
+      int64_t len = shape(ins[k])[axis];
+      std::string name = "x" + std::to_string(k);
+      params.push_back(in(name, t));
+      args.push_back(ins[k]);
+      body += "  " + std::string(k ? "else " : "") + "if (a < " + num(start + len) + ") y[i] = " +
+              name + "[(outer * " + num(len) + " + (a - " + num(start) + ")) * " + num(inner) +
+              " + inner];\n";
+      start += len;
+    }
+    if (start != ax)
+      error("inputs do not add up to the result along the axis");
+    elementwise(op, "concat", params, args, type(y).numel(), body);
+  }
+
+  void broadcast(const Op &op) {
+    int x = one(op, "input"), y = result(op);
+    std::string t = elemType(x);
+    const auto &ys = shape(y);
+    std::string body = decompose("i", ys, "o");
+    body += "  y[i] = x[" + offsetExpr("o", broadcastStrides(shape(x), ys)) + "];\n";
+    elementwise(op, "broadcast", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+  }
+
+  void reduce(const Op &op) {
+    int x = one(op, "input"), y = result(op);
+    requireF32(x, "the input");
+    requireF32(y, "the result");
+    const auto &xs = shape(x);
+    std::string kind = strAttr(op, "kind");
+    const int64_t r = static_cast<int64_t>(xs.size());
+    std::vector<bool> reduced(r, false);
+    for (int64_t a : intsAttr(op, "axes")) {
+      int64_t ax = a < 0 ? a + r : a;
+      if (ax < 0 || ax >= r)
+        error("axis out of range");
+      reduced[ax] = true;
+    }
+    std::vector<int64_t> st = contiguousStrides(xs), keptSize, keptStride, redSize, redStride;
+    for (int64_t i = 0; i < r; ++i) {
+      (reduced[i] ? redSize : keptSize).push_back(xs[i]);
+      (reduced[i] ? redStride : keptStride).push_back(st[i]);
+    }
+    const int64_t outs = product(keptSize), count = product(redSize);
+    if (type(y).numel() != outs)
+      error("the result does not match the input reduced over the axes");
+    if (outs == 0)
+      return;
+    if (count == 0) { // torch: sum 0, mean NaN; max/min: NaN
+      elementwise(op, "reduce_empty", {out("y")}, {y}, outs,
+                  "  y[i] = " + flt(kind == "sum" ? 0.0 : NAN) + ";\n");
+      return;
+    }
+    const int block = blockFor(count);
+    std::string init = kind == "max" ? flt(-INFINITY) : kind == "min" ? flt(INFINITY) : "0.0f";
+    std::string comb = kind == "max" ? "maxNaN(acc, v)" : kind == "min" ? "minNaN(acc, v)" : "acc + v";
+    std::string fn = kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()";
+    if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
+      error("unknown reduction kind '" + kind + "'");
+    std::string body = "  __shared__ float sh[" + std::to_string(block) + "];\n";
+    body += decompose("o", keptSize, "k");
+    body += "  const float* base = x + " + offsetExpr("k", keptStride) + ";\n"
+            "  float acc = " + init + ";\n"
+            "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
+            decompose("j", redSize, "r") +
+            "    const float v = base[" + offsetExpr("r", redStride) + "];\n"
+            "    acc = " + comb + ";\n  }\n"
+            "  acc = blockReduce(acc, sh, " + fn + ");\n";
+    body += kind == "mean" ? "  if (t == 0) y[o] = acc / (float)" + num(count) + ";\n"
+                           : "  if (t == 0) y[o] = acc;\n";
+    perBlock(op, "reduce_" + kind, {out("y"), in("x")}, {y, x}, outs, block, body);
+  }
+
+  // ---- losses --------------------------------------------------------------------------
+
+  /// N, C, S as the CPU loss kernels see a value (rank 0: 1×1×1, rank 1: 1×1×S).
+  NCS lossLayout(int id) const {
+    const auto &s = shape(id);
+    if (s.empty())
+      return {1, 1, 1};
+    if (s.size() == 1)
+      return {1, 1, s[0]};
+    return {s[0], s[1], product(s, 2)};
+  }
+
+  void bce(const Op &op, bool grad) {
+    int x = one(op, "logits"), tg = one(op, "target"), y = result(op);
+    std::optional<int> mask = opt(op, "mask"), posw = opt(op, "pos_weight");
+    for (int id : {x, tg, y})
+      requireF32(id, "an operand");
+    if (mask)
+      requireF32(*mask, "the mask");
+    if (posw)
+      requireF32(*posw, "pos_weight");
+    const NCS L = lossLayout(x);
+    const int64_t n = type(x).numel();
+    if (type(tg).numel() != n || (mask && type(*mask).numel() != n))
+      error("target/mask shapes do not match the logits");
+    std::string red = strAttr(op, "reduction");
+    if (red != "mean" && red != "sum" && red != "none" && red != "per_channel")
+      error("unknown loss reduction '" + red + "'");
+    const bool autoPw = boolAttr(op, "auto_pos_weight");
+    const double maxPw = floatAttr(op, "max_pos_weight");
+    if (posw && !autoPw && type(*posw).numel() != L.c && type(*posw).numel() != 1)
+      error("pos_weight needs one value per channel or one value");
+    const int64_t perC = L.n * L.s;
+    const int block = blockFor(perC);
+    // Element index of term j of channel o (j over samples, then positions).
+    const std::string elem = "    const i64 e = (j / " + num(L.s) + " * " + num(L.c) + " + o) * " +
+                             num(L.s) + " + j % " + num(L.s) + ";\n";
+    const std::string counted = mask ? "(m[e] != 0.0f)" : "true";
+
+    // Positive weights: a scratch of C values, or read from the operand, or 1.
+    int pw = -1;
+    if (autoPw) {
+      pw = scratch(L.c * 4);
+      std::string body =
+          "  __shared__ float sh[" + std::to_string(block) + "];\n"
+          "  float ps = 0.0f, ng = 0.0f;\n"
+          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
+          "    if (!" + counted + ") continue;\n"
+          "    const float v = tg[e];\n    ps += v;\n    ng += 1.0f - v;\n  }\n"
+          "  ps = blockSum(ps, sh);\n  ng = blockSum(ng, sh);\n"
+          "  if (t == 0) pw[o] = ps == 0.0f ? " + flt(maxPw) + " : fminf(ng / ps, " + flt(maxPw) + ");\n";
+      std::vector<std::string> params{out("pw"), in("tg")};
+      std::vector<int> args{pw, tg};
+      if (mask) {
+        params.push_back(in("m"));
+        args.push_back(*mask);
+      }
+      perBlock(op, "bce_pos_weight", params, args, L.c, block, body);
+    }
+    auto pwExpr = [&](const std::string &c) -> std::string {
+      if (autoPw)
+        return "pw[" + c + "]";
+      if (posw)
+        return type(*posw).numel() == 1 ? "pwv[0]" : "pwv[" + c + "]";
+      return "1.0f";
+    };
+    auto pwParams = [&](std::vector<std::string> &params, std::vector<int> &args) {
+      if (autoPw) {
+        params.push_back(in("pw"));
+        args.push_back(pw);
+      } else if (posw) {
+        params.push_back(in("pwv"));
+        args.push_back(*posw);
+      }
+      if (mask) {
+        params.push_back(in("m"));
+        args.push_back(*mask);
+      }
+    };
+    const std::string lossAt =
+        "    const float xv = x[e], yv = tg[e];\n"
+        "    const float sp = log1pf(expf(-fabsf(xv))) + fmaxf(-xv, 0.0f);\n"
+        "    const float l = (1.0f - yv) * xv + (1.0f + (pc - 1.0f) * yv) * sp;\n";
+
+    if (!grad) {
+      if (red == "none") {
+        std::string body = "  const i64 e = i;\n  const i64 c = (i / " + num(L.s) + ") % " +
+                           num(L.c) + ";\n  const float pc = " + pwExpr("c") + ";\n" + lossAt +
+                           "  y[i] = " + counted + " ? l : 0.0f;\n";
+        std::vector<std::string> params{out("y"), in("x"), in("tg")};
+        std::vector<int> args{y, x, tg};
+        pwParams(params, args);
+        elementwise(op, "bce_none", params, args, n, body);
+        return;
+      }
+      // Per channel: Σ loss and the count of counted elements.
+      int sums = scratch(L.c * 4), counts = scratch(L.c * 8);
+      std::string body =
+          "  __shared__ float sh[" + std::to_string(block) + "];\n"
+          "  __shared__ u64 shc[" + std::to_string(block) + "];\n"
+          "  const float pc = " + pwExpr("o") + ";\n"
+          "  float s = 0.0f;\n  u64 cnt = 0;\n"
+          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
+          "    if (!" + counted + ") continue;\n" + lossAt + "    s += l;\n    ++cnt;\n  }\n"
+          "  s = blockSum(s, sh);\n  cnt = blockReduce(cnt, shc, Add());\n"
+          "  if (t == 0) { sums[o] = s; counts[o] = cnt; }\n";
+      std::vector<std::string> params{out("sums"), out("counts", "u64"), in("x"), in("tg")};
+      std::vector<int> args{sums, counts, x, tg};
+      pwParams(params, args);
+      perBlock(op, "bce_sums", params, args, L.c, block, body);
+      // The scalar, in double as the CPU kernel forms it.
+      std::string fin;
+      if (red == "per_channel")
+        fin = "  double total = 0.0;\n"
+              "  for (i64 c = 0; c < " + num(L.c) + "; ++c)\n"
+              "    total += counts[c] ? (double)sums[c] / (double)counts[c] : 0.0;\n"
+              "  y[0] = (float)total;\n";
+      else
+        fin = "  float s = 0.0f;\n  u64 cnt = 0;\n"
+              "  for (i64 c = 0; c < " + num(L.c) + "; ++c) { s += sums[c]; cnt += counts[c]; }\n" +
+              (red == "sum" ? "  y[0] = (float)(double)s;\n"
+                            : "  y[0] = (float)(cnt ? (double)s / (double)cnt : 0.0);\n");
+      perBlock(op, "bce_" + red, {out("y"), in("sums"), in("counts", "u64")}, {y, sums, counts},
+               1, 32, "  if (t != 0) return;\n" + fin);
+      return;
+    }
+
+    // Gradient: σ(x)·(1 + (p − 1)·y) − p·y, scaled per channel.
+    int dl = one(op, "grad_loss");
+    requireF32(dl, "the upstream gradient");
+    const bool none = red == "none";
+    if (none ? type(dl).numel() != n : type(dl).numel() != 1)
+      error("the upstream gradient does not match the reduction");
+    int counts = -1;
+    if (mask && (red == "mean" || red == "per_channel")) {
+      counts = scratch(L.c * 8);
+      std::string body =
+          "  __shared__ u64 shc[" + std::to_string(block) + "];\n"
+          "  u64 cnt = 0;\n"
+          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
+          "    cnt += m[e] != 0.0f;\n  }\n"
+          "  cnt = blockReduce(cnt, shc, Add());\n"
+          "  if (t == 0) counts[o] = cnt;\n";
+      perBlock(op, "bce_counts", {out("counts", "u64"), in("m")}, {counts, *mask}, L.c, block, body);
+    }
+    std::string body = "  const i64 e = i;\n  const i64 c = (i / " + num(L.s) + ") % " + num(L.c) +
+                       ";\n  const float pc = " + pwExpr("c") + ";\n";
+    if (none) {
+      body += "  const float sc = 1.0f, up = dl[i];\n";
+    } else {
+      body += "  const double g = dl[0];\n  const float up = 1.0f;\n";
+      if (red == "sum") {
+        body += "  const float sc = (float)g;\n";
+      } else {
+        std::string cntC = counts >= 0 ? "(i64)counts[c]" : num(L.n * L.s);
+        if (red == "per_channel") {
+          body += "  const i64 cn = " + cntC + ";\n";
+        } else if (counts >= 0) {
+          body += "  i64 cn = 0;\n  for (i64 k = 0; k < " + num(L.c) +
+                  "; ++k) cn += (i64)counts[k];\n";
+        } else {
+          body += "  const i64 cn = " + num(L.n * L.c * L.s) + ";\n";
+        }
+        body += "  const float sc = cn > 0 ? (float)(g / (double)cn) : 0.0f;\n";
+      }
+    }
+    body += "  const float xv = x[e], yv = tg[e];\n"
+            "  float sig;\n"
+            "  if (xv >= 0.0f) sig = 1.0f / (1.0f + expf(-xv));\n"
+            "  else { const float ex = expf(xv); sig = ex / (1.0f + ex); }\n"
+            "  const float gr = sig * (1.0f + (pc - 1.0f) * yv) - pc * yv;\n"
+            "  y[i] = " + counted + " ? gr * (sc * up) : 0.0f;\n";
+    std::vector<std::string> params{out("y"), in("x"), in("tg"), in("dl")};
+    std::vector<int> args{y, x, tg, dl};
+    pwParams(params, args);
+    if (counts >= 0) {
+      params.push_back(in("counts", "u64"));
+      args.push_back(counts);
+    }
+    elementwise(op, "bce_grad", params, args, n, body);
+  }
+
+  /// Code reading the class of voxel e of a dice target as `cls` (−1: not a class).
+  std::string readClass(int target, int64_t classes) const {
+    std::string d = type(target).dtype;
+    if (ctype(d).empty() || d == "bf16" || d == "f16")
+      error("dice_ce targets of element type " + d + " are not supported on CUDA");
+    return "    const double tv = (double)tgt[e];\n"
+           "    const i64 cls = (tv >= 0.0 && tv < " + dbl(static_cast<double>(classes)) +
+           ") ? (i64)tv : -1;\n";
+  }
+
+  /// Softmax of the C logits at voxel (n, s): mx, se as the CPU kernel computes them.
+  static std::string softmaxHead(int64_t C, int64_t S) {
+    return "    const float* xb = x + n * " + num(C * S) + " + s;\n"
+           "    float mx = xb[0];\n"
+           "    for (i64 c = 1; c < " + num(C) + "; ++c) { const float v = xb[c * " + num(S) +
+           "]; mx = v > mx || v != v ? v : mx; }\n"
+           "    float se = 0.0f;\n"
+           "    for (i64 c = 0; c < " + num(C) + "; ++c) se += expf(xb[c * " + num(S) + "] - mx);\n";
+  }
+
+  /// Per level: a scratch of [N][1 + 3C] sums (ce, tp[C], sp[C], sy[C]), one block per
+  /// (n, c); the block of c = 0 also sums the cross-entropy.
+  int diceSums(const Op &op, int x, int tgt, const NCS &L) {
+    const int64_t C = L.c, S = L.s, stride = 1 + 3 * C;
+    int sums = scratch(L.n * stride * 4);
+    const int block = blockFor(S);
+    std::string body =
+        "  __shared__ float sh[" + std::to_string(block) + "];\n"
+        "  const i64 n = o / " + num(C) + ", c0 = o % " + num(C) + ";\n"
+        "  float ce = 0.0f, tp = 0.0f, sp = 0.0f, sy = 0.0f;\n"
+        "  for (i64 s = t; s < " + num(S) + "; s += " + std::to_string(block) + ") {\n"
+        "    const i64 e = n * " + num(S) + " + s;\n" + readClass(tgt, C) +
+        "    if (cls < 0) { if (c0 == 0) medFail(status, " + code(op) + "); continue; }\n" +
+        softmaxHead(C, S) +
+        "    const float sm = expf(xb[c0 * " + num(S) + "] - mx) / se;\n"
+        "    sp += sm;\n"
+        "    if (cls == c0) { tp += sm; sy += 1.0f; }\n"
+        "    if (c0 == 0) ce += logf(se) - (xb[cls * " + num(S) + "] - mx);\n"
+        "  }\n"
+        "  ce = blockSum(ce, sh);\n  tp = blockSum(tp, sh);\n"
+        "  sp = blockSum(sp, sh);\n  sy = blockSum(sy, sh);\n"
+        "  if (t == 0) {\n"
+        "    float* q = sums + n * " + num(stride) + ";\n"
+        "    if (c0 == 0) q[0] = ce;\n"
+        "    q[1 + c0] = tp;\n    q[1 + " + num(C) + " + c0] = sp;\n    q[1 + " + num(2 * C) + " + c0] = sy;\n"
+        "  }\n";
+    std::string tt = ctype(type(tgt).dtype);
+    perBlock(op, "dice_sums", {out("sums"), out("status", "unsigned"), in("x"), in("tgt", tt)},
+             {sums, status(), x, tgt}, L.n * C, block, body);
+    return sums;
+  }
+
+  void diceCE(const Op &op, bool grad) {
+    const std::vector<int> &logits = group(op, "logits"), &targets = group(op, "targets");
+    std::vector<double> weights = floatsAttr(op, "weights");
+    if (logits.size() != targets.size() || logits.size() != weights.size())
+      error("needs as many logits, targets and weights");
+    const double smooth = floatAttr(op, "smooth"), ceW = floatAttr(op, "ce_weight"),
+                 diceW = floatAttr(op, "dice_weight");
+    const bool batchDice = boolAttr(op, "batch_dice"), bg = boolAttr(op, "include_background");
+    const int64_t c0 = bg ? 0 : 1;
+    std::vector<NCS> layouts;
+    std::vector<int> sums;
+    for (size_t l = 0; l < logits.size(); ++l) {
+      requireF32(logits[l], "the logits");
+      NCS L = lossLayout(logits[l]);
+      if (shape(logits[l]).size() < 2 || type(targets[l]).numel() != L.n * L.s)
+        error("level " + std::to_string(l) + ": logits and target do not match");
+      layouts.push_back(L);
+      sums.push_back(type(logits[l]).numel() ? diceSums(op, logits[l], targets[l], L) : -1);
+    }
+    if (!grad) {
+      int y = result(op);
+      requireF32(y, "the result");
+      // The scalar, level by level, in the CPU kernel's arithmetic (float sums, double
+      // means).
+      std::string fin = "  if (t != 0) return;\n  double total = 0.0;\n";
+      std::vector<std::string> params{out("y")};
+      std::vector<int> args{y};
+      for (size_t l = 0; l < logits.size(); ++l) {
+        const NCS &L = layouts[l];
+        const int64_t C = L.c, stride = 1 + 3 * C;
+        std::string q = "s" + std::to_string(l);
+        params.push_back(in(q));
+        args.push_back(sums[l] >= 0 ? sums[l] : status()); // unread when empty
+        fin += "  {\n    const float* q = " + q + ";\n"
+               "    float ce = 0.0f;\n"
+               "    for (i64 n = 0; n < " + num(L.n) + "; ++n) ce += q[n * " + num(stride) + "];\n"
+               "    const double ceMean = (double)ce / (double)" + num(L.n * L.s) + ";\n"
+               "    double diceSum = 0.0;\n    i64 kept = 0;\n";
+        std::string dc = "(double)((2.0f * tpv + " + flt(smooth) + ") / fmaxf(spv + syv + " +
+                         flt(smooth) + ", 1e-8f))";
+        if (batchDice)
+          fin += "    for (i64 c = " + num(c0) + "; c < " + num(C) + "; ++c) {\n"
+                 "      float tpv = 0.0f, spv = 0.0f, syv = 0.0f;\n"
+                 "      for (i64 n = 0; n < " + num(L.n) + "; ++n) {\n"
+                 "        tpv += q[n * " + num(stride) + " + 1 + c];\n"
+                 "        spv += q[n * " + num(stride) + " + 1 + " + num(C) + " + c];\n"
+                 "        syv += q[n * " + num(stride) + " + 1 + " + num(2 * C) + " + c];\n"
+                 "      }\n      diceSum += " + dc + ";\n      ++kept;\n    }\n";
+        else
+          fin += "    for (i64 n = 0; n < " + num(L.n) + "; ++n)\n"
+                 "      for (i64 c = " + num(c0) + "; c < " + num(C) + "; ++c) {\n"
+                 "        const float tpv = q[n * " + num(stride) + " + 1 + c];\n"
+                 "        const float spv = q[n * " + num(stride) + " + 1 + " + num(C) + " + c];\n"
+                 "        const float syv = q[n * " + num(stride) + " + 1 + " + num(2 * C) + " + c];\n"
+                 "        diceSum += " + dc + ";\n        ++kept;\n      }\n";
+        fin += "    const double dice = kept ? diceSum / (double)kept : " + dbl(NAN) + ";\n"
+               "    total += " + dbl(weights[l]) + " * (" + dbl(ceW) + " * ceMean - " + dbl(diceW) +
+               " * dice);\n  }\n";
+      }
+      fin += "  y[0] = (float)total;\n";
+      perBlock(op, "dice_ce", params, args, 1, 32, fin);
+      return;
+    }
+
+    int dl = one(op, "grad_loss");
+    requireF32(dl, "the upstream gradient");
+    if (type(dl).numel() != 1)
+      error("the upstream gradient must be a scalar");
+    for (size_t l = 0; l < logits.size(); ++l) {
+      const NCS &L = layouts[l];
+      const int64_t C = L.c, S = L.s, stride = 1 + 3 * C;
+      int x = logits[l], tgt = targets[l], dx = result(op, l);
+      requireF32(dx, "the result");
+      if (type(x).numel() == 0)
+        continue;
+      const int64_t kept = std::max<int64_t>(0, C - c0) * (batchDice ? 1 : L.n);
+      // α, β per (n, c) and the CE coefficient (at [2·N·C]).
+      int coef = scratch((2 * L.n * C + 1) * 4);
+      std::string body =
+          "  if (t != 0) return;\n"
+          "  const float* q = sums;\n"
+          "  const double w = " + dbl(weights[l]) + " * (double)dl[0];\n"
+          "  float* al = coef;\n  float* be = coef + " + num(L.n * C) + ";\n"
+          "  for (i64 k = 0; k < " + num(2 * L.n * C) + "; ++k) coef[k] = 0.0f;\n";
+      if (kept > 0) {
+        body +=
+            "  const double f = w * " + dbl(diceW) + " / (double)" + num(kept) + ";\n"
+            "  for (i64 c = " + num(c0) + "; c < " + num(C) + "; ++c)\n"
+            "    for (i64 n = 0; n < " + num(L.n) + "; ++n) {\n"
+            "      float tpv = 0.0f, spv = 0.0f, syv = 0.0f;\n";
+        if (batchDice)
+          body += "      for (i64 m = 0; m < " + num(L.n) + "; ++m) {\n"
+                  "        tpv += q[m * " + num(stride) + " + 1 + c];\n"
+                  "        spv += q[m * " + num(stride) + " + 1 + " + num(C) + " + c];\n"
+                  "        syv += q[m * " + num(stride) + " + 1 + " + num(2 * C) + " + c];\n"
+                  "      }\n";
+        else
+          body += "      tpv = q[n * " + num(stride) + " + 1 + c];\n"
+                  "      spv = q[n * " + num(stride) + " + 1 + " + num(C) + " + c];\n"
+                  "      syv = q[n * " + num(stride) + " + 1 + " + num(2 * C) + " + c];\n";
+        body += "      const float raw = spv + syv + " + flt(smooth) + ";\n"
+                "      const double den = (double)fmaxf(raw, 1e-8f);\n"
+                "      const double num = (double)(2.0f * tpv + " + flt(smooth) + ");\n"
+                "      al[n * " + num(C) + " + c] = (float)(-f * 2.0 / den);\n"
+                "      be[n * " + num(C) + " + c] = raw >= 1e-8f ? (float)(f * num / (den * den)) : 0.0f;\n"
+                "    }\n";
+      }
+      body += "  coef[" + num(2 * L.n * C) + "] = (float)(w * " + dbl(ceW) + " / (double)" +
+              num(L.n * S) + ");\n";
+      perBlock(op, "dice_ce_grad_coef", {out("coef"), in("sums"), in("dl")}, {coef, sums[l], dl},
+               1, 32, body);
+      // One thread per voxel (n, s): the softmax, then every class's gradient.
+      std::string tt = ctype(type(tgt).dtype);
+      std::string g =
+          "  const i64 n = i / " + num(S) + ", s = i % " + num(S) + ";\n"
+          "  const i64 e = i;\n" + readClass(tgt, C) +
+          "  float* db = dx + n * " + num(C * S) + " + s;\n"
+          "  if (cls < 0) {\n    medFail(status, " + code(op) + ");\n"
+          "    for (i64 c = 0; c < " + num(C) + "; ++c) db[c * " + num(S) + "] = 0.0f;\n    return;\n  }\n" +
+          softmaxHead(C, S) +
+          "  float pr[" + std::to_string(C) + "];\n"
+          "  for (i64 c = 0; c < " + num(C) + "; ++c) pr[c] = expf(xb[c * " + num(S) + "] - mx);\n"
+          "  for (i64 c = 0; c < " + num(C) + "; ++c) pr[c] /= se;\n"
+          "  const float* al = coef + n * " + num(C) + ";\n"
+          "  const float* be = coef + " + num(L.n * C) + " + n * " + num(C) + ";\n"
+          "  const float ceCoef = coef[" + num(2 * L.n * C) + "];\n"
+          "  float sg = al[cls] * pr[cls];\n"
+          "  for (i64 c = 0; c < " + num(C) + "; ++c) sg += be[c] * pr[c];\n"
+          "  for (i64 c = 0; c < " + num(C) + "; ++c) {\n"
+          "    const bool hit = cls == c;\n"
+          "    const float gc = (hit ? al[c] : 0.0f) + be[c];\n"
+          "    db[c * " + num(S) + "] = pr[c] * (gc - sg) + ceCoef * (hit ? pr[c] - 1.0f : pr[c]);\n"
+          "  }\n";
+      elementwise(op, "dice_ce_grad",
+                  {out("dx"), out("status", "unsigned"), in("x"), in("tgt", tt), in("coef")},
+                  {dx, status(), x, tgt, coef}, L.n * S, g);
+    }
+  }
+
+  // ---- norm gradients ------------------------------------------------------------------
+  void groupNormGrad(const Op &op) {
+    int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
+    int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
+    for (int id : {x, g, dy, dx, dg, db})
+      requireF32(id, "an operand");
+    NCS d = ncs(x);
+    int64_t groups = intAttr(op, "groups");
+    if (groups < 1 || d.c % groups)
+      error("channels do not split into groups");
+    const int64_t cg = d.c / groups, segs = d.n * groups, m = cg * d.s, rows = d.n * d.c;
+    if (type(x).numel() == 0) {
+      elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+      return;
+    }
+    int stats = scratch(segs * 2 * 4), rs = scratch(rows * 2 * 4), mg = scratch(segs * 2 * 4);
+    segmentStats(op, x, segs, m, floatAttr(op, "epsilon"), stats);
+    // Per (n, c): Σ dy and Σ dy·(x − μ).
+    const int block = blockFor(d.s);
+    std::string sums =
+        "  __shared__ float sh[" + std::to_string(block) + "];\n"
+        "  const i64 seg = o / " + num(cg) + ";\n"
+        "  const float mu = stats[2 * seg];\n"
+        "  const float* p = x + o * " + num(d.s) + ";\n"
+        "  const float* q = dy + o * " + num(d.s) + ";\n"
+        "  float a = 0.0f, b = 0.0f;\n"
+        "  for (i64 j = t; j < " + num(d.s) + "; j += " + std::to_string(block) + ") {\n"
+        "    const float gv = q[j];\n    a += gv;\n    b += gv * (p[j] - mu);\n  }\n"
+        "  a = blockSum(a, sh);\n  b = blockSum(b, sh);\n"
+        "  if (t == 0) { rs[2 * o] = a; rs[2 * o + 1] = b; }\n";
+    perBlock(op, "group_norm_grad_rows", {out("rs"), in("x"), in("dy"), in("stats")},
+             {rs, x, dy, stats}, rows, block, sums);
+    // Per (n, group): mean(g), mean(g·x̂); per channel: dγ, dβ.
+    std::string mix =
+        "  for (i64 seg = t; seg < " + num(segs) + "; seg += blockDim.x) {\n"
+        "    float a = 0.0f, b = 0.0f;\n"
+        "    for (i64 j = 0; j < " + num(cg) + "; ++j) {\n"
+        "      const i64 row = seg * " + num(cg) + " + j;\n"
+        "      const float gm = gamma[row % " + num(d.c) + "];\n"
+        "      a += gm * rs[2 * row];\n      b += gm * rs[2 * row + 1];\n    }\n"
+        "    mg[2 * seg] = a / (float)" + num(m) + ";\n"
+        "    mg[2 * seg + 1] = b * stats[2 * seg + 1] / (float)" + num(m) + ";\n  }\n"
+        "  for (i64 c = t; c < " + num(d.c) + "; c += blockDim.x) {\n"
+        "    float a = 0.0f, b = 0.0f;\n"
+        "    for (i64 n = 0; n < " + num(d.n) + "; ++n) {\n"
+        "      a += rs[2 * (n * " + num(d.c) + " + c) + 1] * stats[2 * (n * " + num(groups) + " + c / " + num(cg) + ") + 1];\n"
+        "      b += rs[2 * (n * " + num(d.c) + " + c)];\n    }\n"
+        "    dg[c] = a;\n    db[c] = b;\n  }\n";
+    perBlock(op, "group_norm_grad_mix",
+             {out("mg"), out("dg"), out("db"), in("rs"), in("stats"), in("gamma")},
+             {mg, dg, db, rs, stats, g}, 1, kBlock, mix);
+    std::string body =
+        "  const i64 row = i / " + num(d.s) + ";\n"
+        "  const i64 c = row % " + num(d.c) + ";\n"
+        "  const i64 seg = (row / " + num(d.c) + ") * " + num(groups) + " + c / " + num(cg) + ";\n"
+        "  const float mu = stats[2 * seg], r = stats[2 * seg + 1];\n"
+        "  const float xh = (x[i] - mu) * r;\n"
+        "  dx[i] = r * (gamma[c] * dy[i] - mg[2 * seg] - xh * mg[2 * seg + 1]);\n";
+    elementwise(op, "group_norm_grad",
+                {out("dx"), in("x"), in("dy"), in("gamma"), in("stats"), in("mg")},
+                {dx, x, dy, g, stats, mg}, type(x).numel(), body);
+  }
+
+  void channelLayerNormGrad(const Op &op) {
+    int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
+    int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
+    for (int id : {x, g, dy, dx, dg, db})
+      requireF32(id, "an operand");
+    NCS d = ncs(x);
+    if (type(x).numel() == 0) {
+      elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+      return;
+    }
+    const std::string C = num(d.c), S = num(d.s);
+    int st = scratch(d.n * d.s * 2 * 4);
+    // One thread per (n, position): statistics as the forward kernel, then dx.
+    std::string body =
+        "  const i64 n = i / " + S + ", s = i % " + S + ";\n"
+        "  const float* xp = x + n * " + num(d.c * d.s) + " + s;\n"
+        "  const float* gp = dy + n * " + num(d.c * d.s) + " + s;\n"
+        "  float* dp = dx + n * " + num(d.c * d.s) + " + s;\n"
+        "  float mean = 0.0f, sd = 0.0f;\n"
+        "  for (i64 c = 0; c < " + C + "; ++c) mean += xp[c * " + S + "];\n"
+        "  mean /= (float)" + C + ";\n"
+        "  for (i64 c = 0; c < " + C + "; ++c) { const float v = xp[c * " + S + "] - mean; sd += v * v; }\n"
+        "  sd = sqrtf(sd / (float)" + C + " + " + flt(floatAttr(op, "epsilon")) + ");\n"
+        "  float a = 0.0f, bx = 0.0f;\n"
+        "  for (i64 c = 0; c < " + C + "; ++c) {\n"
+        "    const float xh = (xp[c * " + S + "] - mean) / sd;\n"
+        "    const float gv = gp[c * " + S + "] * gamma[c];\n"
+        "    a += gv;\n    bx += gv * xh;\n  }\n"
+        "  a /= (float)" + C + ";\n  bx /= (float)" + C + ";\n"
+        "  for (i64 c = 0; c < " + C + "; ++c) {\n"
+        "    const float xh = (xp[c * " + S + "] - mean) / sd;\n"
+        "    dp[c * " + S + "] = (gp[c * " + S + "] * gamma[c] - a - xh * bx) / sd;\n  }\n"
+        "  st[2 * i] = mean;\n  st[2 * i + 1] = sd;\n";
+    elementwise(op, "channel_layer_norm_grad",
+                {out("dx"), out("st"), in("x"), in("dy"), in("gamma")}, {dx, st, x, dy, g},
+                d.n * d.s, body);
+    const int64_t terms = d.n * d.s;
+    const int block = blockFor(terms);
+    std::string red =
+        "  __shared__ float sh[" + std::to_string(block) + "];\n"
+        "  float a = 0.0f, b = 0.0f;\n"
+        "  for (i64 j = t; j < " + num(terms) + "; j += " + std::to_string(block) + ") {\n"
+        "    const i64 n = j / " + S + ", s = j % " + S + ";\n"
+        "    const i64 e = (n * " + C + " + o) * " + S + " + s;\n"
+        "    const float xh = (x[e] - st[2 * j]) / st[2 * j + 1];\n"
+        "    a += dy[e] * xh;\n    b += dy[e];\n  }\n"
+        "  a = blockSum(a, sh);\n  b = blockSum(b, sh);\n"
+        "  if (t == 0) { dg[o] = a; db[o] = b; }\n";
+    perBlock(op, "channel_layer_norm_grad_params",
+             {out("dg"), out("db"), in("x"), in("dy"), in("st")}, {dg, db, x, dy, st}, d.c, block,
+             red);
+  }
+
+  void grnGrad(const Op &op) {
+    int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
+    int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
+    for (int id : {x, g, dy, dx, dg, db})
+      requireF32(id, "an operand");
+    NCS d = ncs(x);
+    if (type(x).numel() == 0) {
+      elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+      return;
+    }
+    const int64_t rows = d.n * d.c;
+    const std::string C = num(d.c);
+    int sums = scratch(rows * 3 * 4), nc = scratch(rows * 2 * 4);
+    rowSums(op, x, dy, rows, d.s, sums);
+    // Per sample: N_c and the coefficient of x in dx; then dγ, dβ per channel.
+    std::string mix =
+        "  for (i64 n = t; n < " + num(d.n) + "; n += blockDim.x) {\n"
+        "    float s = 0.0f;\n"
+        "    for (i64 c = 0; c < " + C + "; ++c) s += sqrtf(sums[3 * (n * " + C + " + c)]);\n"
+        "    const float D = s / (float)" + C + " + " + flt(floatAttr(op, "epsilon")) + ";\n"
+        "    float s2 = 0.0f;\n"
+        "    for (i64 c = 0; c < " + C + "; ++c) {\n"
+        "      const i64 r = n * " + C + " + c;\n"
+        "      s2 += gamma[c] * sums[3 * r + 2] * sqrtf(sums[3 * r]);\n    }\n"
+        "    const float shared = s2 / ((float)" + C + " * D * D);\n"
+        "    for (i64 c = 0; c < " + C + "; ++c) {\n"
+        "      const i64 r = n * " + C + " + c;\n"
+        "      const float gx = sqrtf(sums[3 * r]);\n"
+        "      const float dG = gamma[c] * sums[3 * r + 2] / D - shared;\n"
+        "      nc[2 * r] = gx / D;\n"
+        "      nc[2 * r + 1] = gx > 0.0f ? dG / gx : 0.0f;\n    }\n  }\n"
+        "  __syncthreads();\n"
+        "  for (i64 c = t; c < " + C + "; c += blockDim.x) {\n"
+        "    float a = 0.0f, b = 0.0f;\n"
+        "    for (i64 n = 0; n < " + num(d.n) + "; ++n) {\n"
+        "      const i64 r = n * " + C + " + c;\n"
+        "      a += sums[3 * r + 2] * nc[2 * r];\n      b += sums[3 * r + 1];\n    }\n"
+        "    dg[c] = a;\n    db[c] = b;\n  }\n";
+    perBlock(op, "grn_grad_mix", {out("nc"), out("dg"), out("db"), in("sums"), in("gamma")},
+             {nc, dg, db, sums, g}, 1, kBlock, mix);
+    std::string body =
+        "  const i64 row = i / " + num(d.s) + ", c = row % " + C + ";\n"
+        "  const float scale = 1.0f + gamma[c] * nc[2 * row];\n"
+        "  dx[i] = dy[i] * scale + nc[2 * row + 1] * x[i];\n";
+    elementwise(op, "grn_grad", {out("dx"), in("x"), in("dy"), in("gamma"), in("nc")},
+                {dx, x, dy, g, nc}, type(x).numel(), body);
+  }
+
+  void geluGrad(const Op &op) {
+    int x = one(op, "input"), dy = one(op, "grad_output"), dx = result(op);
+    for (int id : {x, dy, dx})
+      requireF32(id, "an operand");
+    std::string body =
+        "  const float v = x[i];\n"
+        "  const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n"
+        "  const float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);\n"
+        "  dx[i] = dy[i] * (cdf + v * pdf);\n";
+    elementwise(op, "gelu_grad", {out("dx"), in("x"), in("dy")}, {dx, x, dy}, type(x).numel(),
+                body);
+  }
+
+  // ---- optimizers ----------------------------------------------------------------------
+  void adamw(const Op &op) {
+    int p = one(op, "param"), g = one(op, "grad"), m = one(op, "exp_avg"),
+        v = one(op, "exp_avg_sq"), lr = one(op, "lr"), step = one(op, "step");
+    int np = result(op, 0), nm = result(op, 1), nv = result(op, 2);
+    for (int id : {p, g, m, v, lr, step, np, nm, nv})
+      requireF32(id, "an operand");
+    const double b1 = floatAttr(op, "beta1"), b2 = floatAttr(op, "beta2"),
+                 eps = floatAttr(op, "epsilon"), wd = floatAttr(op, "weight_decay");
+    // The scalars in double from lr and step, as the CPU kernel forms them.
+    std::string body =
+        "  const double rate = lr[0], st = step[0];\n"
+        "  if (!(st >= 1.0)) { if (i == 0) medFail(status, " + code(op) + "); return; }\n"
+        "  const float decay = (float)(1.0 - rate * " + dbl(wd) + ");\n"
+        "  const float b1 = " + flt(b1) + ", b2 = " + flt(b2) + ";\n"
+        "  const float stepSize = (float)(rate / (1.0 - pow(" + dbl(b1) + ", st)));\n"
+        "  const float correction2 = (float)sqrt(1.0 - pow(" + dbl(b2) + ", st));\n"
+        "  const float gi = g[i], mo = m[i];\n"
+        "  const float mi = mo + (1 - b1) * (gi - mo);\n"
+        "  const float vi = b2 * v[i] + (1 - b2) * gi * gi;\n"
+        "  const float denom = sqrtf(vi) / correction2 + " + flt(eps) + ";\n"
+        "  np[i] = p[i] * decay - stepSize * mi / denom;\n"
+        "  nm[i] = mi;\n  nv[i] = vi;\n";
+    elementwise(op, "adamw",
+                {out("np"), out("nm"), out("nv"), out("status", "unsigned"), in("p"), in("g"),
+                 in("m"), in("v"), in("lr"), in("step")},
+                {np, nm, nv, status(), p, g, m, v, lr, step}, type(p).numel(), body);
+  }
+
+  void sgd(const Op &op) {
+    int p = one(op, "param"), g = one(op, "grad"), b = one(op, "momentum_buffer"),
+        lr = one(op, "lr");
+    int np = result(op, 0), nb = result(op, 1);
+    for (int id : {p, g, b, lr, np, nb})
+      requireF32(id, "an operand");
+    const bool nesterov = boolAttr(op, "nesterov");
+    std::string body =
+        "  const float r = (float)(double)lr[0];\n"
+        "  const float wd = " + flt(floatAttr(op, "weight_decay")) + ", mu = " +
+        flt(floatAttr(op, "momentum")) + ";\n"
+        "  float d = g[i] + wd * p[i];\n"
+        "  const float bi = mu * b[i] + d;\n" +
+        (nesterov ? "  d = d + mu * bi;\n" : "  d = bi;\n") +
+        "  np[i] = p[i] - r * d;\n  nb[i] = bi;\n";
+    elementwise(op, "sgd", {out("np"), out("nb"), in("p"), in("g"), in("b"), in("lr")},
+                {np, nb, p, g, b, lr}, type(p).numel(), body);
+  }
+};
+
+} // namespace
+
+llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc) {
+  json::Array *functions = doc.getArray("functions");
+  if (!functions)
+    return llvm::createStringError("malformed plan: no functions");
+  Source src;
+  CudaProgram program;
+  for (json::Value &f : *functions) {
+    json::Object *fn = f.getAsObject();
+    FunctionGen gen(src, *fn);
+    llvm::Expected<json::Object> plan = gen.run();
+    if (!plan)
+      return llvm::createStringError(llvm::formatv("function '{0}': {1}",
+                                                   fn->getString("name").value_or(""),
+                                                   llvm::toString(plan.takeError()))
+                                         .str());
+    (*fn)["cuda_plan"] = std::move(*plan);
+    program.launches += gen.launches;
+  }
+  program.source = std::move(src.text);
+  program.kernels = src.kernels;
+  return program;
+}

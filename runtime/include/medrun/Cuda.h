@@ -1,0 +1,61 @@
+//===- Cuda.h - running a function of an artifact on a CUDA GPU -------------------===//
+//
+// The CUDA backend's runtime half (docs/architecture.md, "CUDA backend"). libcuda is
+// loaded with dlopen, never linked, so medrun starts on machines without a driver and says
+// clearly that there is no GPU. The kernels come compiled in the artifact (medc compile
+// --target cuda): the sm_90 cubin, or the PTX when the cubin does not load.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDRUN_CUDA_H
+#define MEDRUN_CUDA_H
+
+#include "medrun/Artifact.h"
+#include "medrun/Tensor.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace medrun {
+
+/// True if libcuda loads and reports a GPU; otherwise false with the reason in `why`.
+bool cudaAvailable(std::string *why = nullptr);
+
+/// A CUDA context on GPU 0 with the artifact's kernels loaded, for running its functions
+/// repeatedly. Throws Error "no CUDA driver or GPU found; use --device cpu (...)" where
+/// there is none, and an Error naming the problem when the artifact has no CUDA kernels or
+/// neither the cubin nor the PTX loads.
+class CudaSession {
+public:
+  explicit CudaSession(const Artifact &artifact);
+  ~CudaSession();
+  CudaSession(const CudaSession &) = delete;
+  CudaSession &operator=(const CudaSession &) = delete;
+
+  /// Runs `fn` as runCpu does (same checks of inputs and parameters, f32 only): uploads
+  /// inputs and the parameters the function reads, launches the plan on one stream with no
+  /// host synchronisation between kernels, then downloads the outputs and the values the
+  /// function assigns (into `updates`). With `profile`, adds the seconds each op kind's
+  /// kernels took (CUDA events) to it. Errors name the kernel, the op and the CUDA error.
+  std::vector<Tensor> run(const Function &fn, const std::vector<Tensor> &inputs,
+                          const TensorMap &params, std::map<std::string, double> *profile = nullptr,
+                          TensorMap *updates = nullptr);
+
+  std::string deviceName() const;
+  bool loadedFromPtx() const; ///< the cubin did not load and the driver compiled the PTX
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// One-shot form of CudaSession::run, with runCpu's interface (precision f32).
+std::vector<Tensor> runCuda(const Artifact &artifact, const Function &fn,
+                            const std::vector<Tensor> &inputs, const TensorMap &params,
+                            std::map<std::string, double> *profile = nullptr,
+                            TensorMap *updates = nullptr);
+
+} // namespace medrun
+
+#endif // MEDRUN_CUDA_H

@@ -1,0 +1,63 @@
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda -o - | FileCheck %s
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --target cuda --emit plan -o - | %python %S/Inputs/plan_query.py /dev/stdin functions[0].cuda_plan.steps | FileCheck %s --check-prefix=PLAN
+// REQUIRES: nvrtc
+
+// The CUDA source of a few ops (medc compile --emit cuda): one kernel per op, extern "C",
+// shapes baked in as constants (batch 2, 4 channels, 5x6x7: 1680 elements, 210 per plane),
+// reductions one block per output with a fixed-order block reduction, and a launch plan
+// that binds parameters instead of running kernels for them.
+
+med.parameter @"dw.weight" : tensor<4x1x3x3x3xf32> init uniform(27)
+med.parameter @"n.weight" : tensor<4xf32> init ones
+med.parameter @"n.bias" : tensor<4xf32> init zeros
+med.parameter @"scale" : tensor<4x1x1x1xf32> init ones
+func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf32>) {
+  %dw = med.param @"dw.weight" : tensor<4x1x3x3x3xf32>
+  %g = med.param @"n.weight" : tensor<4xf32>
+  %be = med.param @"n.bias" : tensor<4xf32>
+  %s = med.param @"scale" : tensor<4x1x1x1xf32>
+  %1 = med.conv3d %x, %dw {groups = 4 : i64, padding = array<i64: 1, 1, 1>} : (tensor<?x4x?x?x?xf32>, tensor<4x1x3x3x3xf32>) -> tensor<?x4x?x?x?xf32>
+  %2 = med.group_norm %1, %g, %be {groups = 2 : i64} : (tensor<?x4x?x?x?xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<?x4x?x?x?xf32>
+  %3 = med.mul %2, %s : (tensor<?x4x?x?x?xf32>, tensor<4x1x1x1xf32>) -> tensor<?x4x?x?x?xf32>
+  %4 = med.reduce mean %3 {axes = array<i64: 0, 2, 3, 4>} : (tensor<?x4x?x?x?xf32>) -> tensor<4xf32>
+  return %3, %4 : tensor<?x4x?x?x?xf32>, tensor<4xf32>
+}
+
+// CHECK: template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
+// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_0(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
+// CHECK: if (i >= 1680ll) return;
+// CHECK: const float* xc = x + (o0 * 4ll + ci) * 210ll;
+// CHECK: const float* wc = w + (o1 * 1ll + cl) * 27ll;
+// CHECK: const i64 id = o2 * 1ll - 1ll + kd * 1ll;
+// CHECK: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
+// CHECK: y[i] = acc;
+
+// Group norm: statistics per (sample, group) of 2 channels x 210 positions, then the map.
+// CHECK-LABEL: norm_stats_1(float* __restrict__ stats, const float* __restrict__ x) {
+// CHECK: const float* p = x + o * 420ll;
+// CHECK: const float mean = blockSum(s, sh) / (float)420ll;
+// CHECK: stats[2 * o + 1] = 1.0f / sqrtf(var + 9.99999975e-06f);
+// CHECK-LABEL: group_norm_2(
+// CHECK: const i64 seg = (row / 4ll) * 2ll + c / 2ll;
+// CHECK: y[i] = (x[i] - mu) * scale + beta[c];
+
+// Broadcasting: the 4x1x1x1 operand is read at the channel index only.
+// CHECK-LABEL: mul_3(
+// CHECK: const float u = a[o0 * 840ll + o1 * 210ll + o2 * 42ll + o3 * 7ll + o4], v = b[o1];
+
+// Mean over axes 0, 2, 3, 4: one block per channel, 420 terms.
+// CHECK-LABEL: reduce_mean_4(
+// CHECK: const float* base = x + k0 * 210ll;
+// CHECK: for (i64 j = t; j < 420ll; j += 256) {
+// CHECK: const float v = base[r0 * 840ll + r1 * 42ll + r2 * 7ll + r3];
+// CHECK: acc = blockReduce(acc, sh, Add());
+// CHECK: if (t == 0) y[o] = acc / (float)420ll;
+
+// Values 0-8; buffer 9 is the status word (scratch 0), 10 the group statistics (scratch 1).
+// PLAN: {"kind":"param","name":"dw.weight","op":0,"value":1}
+// PLAN: {"kind":"param","name":"scale","op":3,"value":4}
+// PLAN-NEXT: {"args":[5,0,1],"block":[256,1,1],"grid":[7,1,1],"kernel":"conv3d_0","kind":"launch","op":4,"shared":0}
+// PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_1","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[7,1,1],"kernel":"group_norm_2","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[7,1,1],"kernel":"mul_3","kind":"launch","op":6,"shared":0}
+// PLAN-NEXT: {"args":[8,7],"block":[256,1,1],"grid":[4,1,1],"kernel":"reduce_mean_4","kind":"launch","op":7,"shared":0}
