@@ -506,6 +506,18 @@ private:
       grnGrad(op);
     } else if (k == "gelu_grad") {
       geluGrad(op);
+    } else if (k == "extremum_grad") {
+      extremumGrad(op);
+    } else if (k == "reduce_extremum_grad") {
+      reduceExtremumGrad(op);
+    } else if (k == "slice_grad") {
+      sliceGrad(op);
+    } else if (k == "any_non_finite") {
+      anyNonFinite(op);
+    } else if (k == "select") {
+      select(op);
+    } else if (k == "update_loss_scale") {
+      updateLossScale(op);
     } else if (k == "adamw") {
       adamw(op);
     } else if (k == "sgd") {
@@ -699,6 +711,14 @@ private:
         "  y[i] = (x[i] - mu) * scale + beta[c];\n";
     elementwise(op, "group_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
                 {y, x, stats, g, b}, type(y).numel(), body);
+    if (op.results.size() == 3) { // save_statistics: mean and rstd for group_norm_grad
+      int mean = result(op, 1), rstd = result(op, 2);
+      requireF32(mean, "the saved mean");
+      requireF32(rstd, "the saved rstd");
+      elementwise(op, "group_norm_save", {out("mean"), out("rstd"), in("stats")},
+                  {mean, rstd, stats}, segs,
+                  "  mean[i] = stats[2 * i];\n  rstd[i] = stats[2 * i + 1];\n");
+    }
   }
 
   void channelLayerNorm(const Op &op) {
@@ -1354,11 +1374,156 @@ private:
     }
   }
 
+  // ---- gradients of max/min and strided slices ------------------------------------------
+
+  /// torch.maximum/minimum backward: the winner takes the gradient, a tie gives each half,
+  /// a NaN operand passes it to both (no comparison holds).
+  void extremumGrad(const Op &op) {
+    int a = one(op, "lhs"), b = one(op, "rhs"), dy = one(op, "grad_output");
+    int da = result(op, 0), db = result(op, 1);
+    for (int id : {a, b, dy, da, db})
+      requireF32(id, "an operand");
+    const auto &ys = shape(dy);
+    if (shape(da) != ys || shape(db) != ys)
+      error("the gradients must have the output gradient's shape");
+    const bool isMax = strAttr(op, "kind") == "max";
+    std::string body, ia = "i", ib = "i";
+    if (shape(a) != ys || shape(b) != ys) {
+      body += decompose("i", ys, "o");
+      ia = offsetExpr("o", broadcastStrides(shape(a), ys));
+      ib = offsetExpr("o", broadcastStrides(shape(b), ys));
+    }
+    body += "  const float u = a[" + ia + "], v = b[" + ib + "], g = dy[i];\n"
+            "  const float shared = u == v ? g / 2.0f : g;\n";
+    body += isMax ? "  da[i] = u < v ? 0.0f : shared;\n  db[i] = u > v ? 0.0f : shared;\n"
+                  : "  da[i] = u > v ? 0.0f : shared;\n  db[i] = u < v ? 0.0f : shared;\n";
+    elementwise(op, isMax ? "max_grad" : "min_grad",
+                {out("da"), out("db"), in("a"), in("b"), in("dy")}, {da, db, a, b, dy},
+                type(dy).numel(), body);
+  }
+
+  /// torch.amax/amin backward: the gradient shared evenly among the elements equal to the
+  /// extremum. One block per output: count the ties, then write every element.
+  void reduceExtremumGrad(const Op &op) {
+    int x = one(op, "input"), m = one(op, "extremum"), dy = one(op, "grad_output");
+    int dx = result(op);
+    for (int id : {x, m, dy, dx})
+      requireF32(id, "an operand");
+    const auto &xs = shape(x);
+    const int64_t r = static_cast<int64_t>(xs.size());
+    std::vector<bool> reduced(r, false);
+    for (int64_t ax : intsAttr(op, "axes")) {
+      ax = ax < 0 ? ax + r : ax;
+      if (ax < 0 || ax >= r)
+        error("axis out of range");
+      reduced[ax] = true;
+    }
+    std::vector<int64_t> st = contiguousStrides(xs), keptSize, keptStride, redSize, redStride;
+    for (int64_t i = 0; i < r; ++i) {
+      (reduced[i] ? redSize : keptSize).push_back(xs[i]);
+      (reduced[i] ? redStride : keptStride).push_back(st[i]);
+    }
+    const int64_t outs = product(keptSize), count = product(redSize);
+    if (type(m).numel() != outs || type(dy).numel() != outs || shape(dx) != xs)
+      error("extremum, output gradient and result do not fit the input");
+    if (type(x).numel() == 0)
+      return;
+    const int block = blockFor(count);
+    std::string body = "  __shared__ float sh[" + std::to_string(block) + "];\n";
+    body += decompose("o", keptSize, "k");
+    body += "  const i64 base = " + offsetExpr("k", keptStride) + ";\n"
+            "  const float mx = m[o];\n"
+            "  float ties = 0.0f;\n"
+            "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
+            decompose("j", redSize, "r") +
+            "    ties += x[base + " + offsetExpr("r", redStride) + "] == mx ? 1.0f : 0.0f;\n  }\n"
+            "  ties = blockSum(ties, sh);\n"
+            "  const float share = dy[o] / ties;\n"
+            "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
+            decompose("j", redSize, "r") +
+            "    const i64 i = base + " + offsetExpr("r", redStride) + ";\n"
+            "    dx[i] = share * (x[i] == mx ? 1.0f : 0.0f);\n  }\n";
+    perBlock(op, "reduce_extremum_grad", {out("dx"), in("x"), in("m"), in("dy")},
+             {dx, x, m, dy}, outs, block, body);
+  }
+
+  /// The strided slice's gradient: zeros, and the gradient where the slice read.
+  void sliceGrad(const Op &op) {
+    int dy = one(op, "grad_output"), dx = result(op);
+    std::string t = elemType(dx);
+    const auto &gs = shape(dy), &xs = shape(dx);
+    std::vector<int64_t> offs = intsAttr(op, "offsets"), strides = intsAttr(op, "strides");
+    if (offs.size() != xs.size() || strides.size() != xs.size() || gs.size() != xs.size())
+      error("need one offset and stride per axis");
+    std::vector<int64_t> gst = contiguousStrides(gs);
+    std::string body = decompose("i", xs, "o"), hit, off;
+    for (size_t d = 0; d < xs.size(); ++d) {
+      std::string q = "(o" + std::to_string(d) + " - " + num(offs[d]) + ")";
+      hit += (hit.empty() ? "" : " && ") + q + " >= 0 && " + q + " % " + num(strides[d]) +
+             " == 0 && " + q + " / " + num(strides[d]) + " < " + num(gs[d]);
+      off += (off.empty() ? "" : " + ") + q + " / " + num(strides[d]) + " * " + num(gst[d]);
+    }
+    if (hit.empty())
+      hit = "true", off = "0";
+    body += "  y[i] = (" + hit + ") ? x[" + off + "] : (" + t + ")0;\n";
+    elementwise(op, "slice_grad", {out("y", t), in("x", t)}, {dx, dy}, type(dx).numel(), body);
+  }
+
+  // ---- loss scaling ----------------------------------------------------------------------
+
+  /// 1 if any element of any input is ±inf or NaN, else 0. Each input's kernel raises a
+  /// flag word (every writer writes the same 1: deterministic); the last turns it into f32.
+  void anyNonFinite(const Op &op) {
+    int y = result(op);
+    requireF32(y, "the result");
+    int flag = scratch(4);
+    elementwise(op, "flag_clear", {out("flag", "unsigned")}, {flag}, 1, "  flag[0] = 0u;\n");
+    for (int x : group(op, "inputs")) {
+      requireF32(x, "an input");
+      elementwise(op, "flag_non_finite", {out("flag", "unsigned"), in("x")}, {flag, x},
+                  type(x).numel(), "  if (!isfinite(x[i])) flag[0] = 1u;\n");
+    }
+    elementwise(op, "flag_to_float", {out("y"), in("flag", "unsigned")}, {y, flag}, 1,
+                "  y[0] = flag[0] ? 1.0f : 0.0f;\n");
+  }
+
+  /// A whole operand chosen by a scalar condition (NaN counts as true, as != 0).
+  void select(const Op &op) {
+    int c = one(op, "cond"), a = one(op, "on_true"), b = one(op, "on_false"), y = result(op);
+    requireF32(c, "the condition");
+    std::string t = elemType(y);
+    if (elemType(a) != t || elemType(b) != t || type(a).numel() != type(y).numel() ||
+        type(b).numel() != type(y).numel())
+      error("operands and result differ in type or size");
+    elementwise(op, "select", {out("y", t), in("c"), in("a", t), in("b", t)}, {y, c, a, b},
+                type(y).numel(), "  y[i] = c[0] != 0.0f ? a[i] : b[i];\n");
+  }
+
+  /// torch's GradScaler update (_amp_update_scale): float state, double factors.
+  void updateLossScale(const Op &op) {
+    int s = one(op, "scale"), n = one(op, "growth_tracker"), f = one(op, "found_inf");
+    int ns = result(op, 0), nn = result(op, 1);
+    for (int id : {s, n, f, ns, nn})
+      requireF32(id, "an operand");
+    std::string body =
+        "  float sc = s[0];\n  double tr = n[0];\n"
+        "  if (f[0] != 0.0f) {\n    sc = (float)(sc * " + dbl(floatAttr(op, "backoff_factor")) +
+        ");\n    tr = 0.0;\n"
+        "  } else if (tr + 1.0 == " + dbl(static_cast<double>(intAttr(op, "growth_interval"))) +
+        ") {\n    const float grown = (float)(sc * " + dbl(floatAttr(op, "growth_factor")) + ");\n"
+        "    if (isfinite(grown)) sc = grown;\n    tr = 0.0;\n"
+        "  } else {\n    tr = tr + 1.0;\n  }\n"
+        "  ns[0] = sc;\n  nn[0] = (float)tr;\n";
+    elementwise(op, "update_loss_scale",
+                {out("ns"), out("nn"), in("s"), in("n"), in("f")}, {ns, nn, s, n, f}, 1, body);
+  }
+
   // ---- norm gradients ------------------------------------------------------------------
   void groupNormGrad(const Op &op) {
     int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
+    int mean = one(op, "mean"), rstd = one(op, "rstd");
     int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
-    for (int id : {x, g, dy, dx, dg, db})
+    for (int id : {x, g, dy, mean, rstd, dx, dg, db})
       requireF32(id, "an operand");
     NCS d = ncs(x);
     int64_t groups = intAttr(op, "groups");
@@ -1369,14 +1534,16 @@ private:
       elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
       return;
     }
-    int stats = scratch(segs * 2 * 4), rs = scratch(rows * 2 * 4), mg = scratch(segs * 2 * 4);
-    segmentStats(op, x, segs, m, floatAttr(op, "epsilon"), stats);
+    if (type(mean).numel() != segs || type(rstd).numel() != segs)
+      error("mean and rstd need one entry per sample and group");
+    // The statistics the forward kernel normalized with (group_norm with save_statistics).
+    int rs = scratch(rows * 2 * 4), mg = scratch(segs * 2 * 4);
     // Per (n, c): Σ dy and Σ dy·(x − μ).
     const int block = blockFor(d.s);
     std::string sums =
         "  __shared__ float sh[" + std::to_string(block) + "];\n"
         "  const i64 seg = o / " + num(cg) + ";\n"
-        "  const float mu = stats[2 * seg];\n"
+        "  const float mu = mean[seg];\n"
         "  const float* p = x + o * " + num(d.s) + ";\n"
         "  const float* q = dy + o * " + num(d.s) + ";\n"
         "  float a = 0.0f, b = 0.0f;\n"
@@ -1384,8 +1551,8 @@ private:
         "    const float gv = q[j];\n    a += gv;\n    b += gv * (p[j] - mu);\n  }\n"
         "  a = blockSum(a, sh);\n  b = blockSum(b, sh);\n"
         "  if (t == 0) { rs[2 * o] = a; rs[2 * o + 1] = b; }\n";
-    perBlock(op, "group_norm_grad_rows", {out("rs"), in("x"), in("dy"), in("stats")},
-             {rs, x, dy, stats}, rows, block, sums);
+    perBlock(op, "group_norm_grad_rows", {out("rs"), in("x"), in("dy"), in("mean")},
+             {rs, x, dy, mean}, rows, block, sums);
     // Per (n, group): mean(g), mean(g·x̂); per channel: dγ, dβ.
     std::string mix =
         "  for (i64 seg = t; seg < " + num(segs) + "; seg += blockDim.x) {\n"
@@ -1395,26 +1562,26 @@ private:
         "      const float gm = gamma[row % " + num(d.c) + "];\n"
         "      a += gm * rs[2 * row];\n      b += gm * rs[2 * row + 1];\n    }\n"
         "    mg[2 * seg] = a / (float)" + num(m) + ";\n"
-        "    mg[2 * seg + 1] = b * stats[2 * seg + 1] / (float)" + num(m) + ";\n  }\n"
+        "    mg[2 * seg + 1] = b * rstd[seg] / (float)" + num(m) + ";\n  }\n"
         "  for (i64 c = t; c < " + num(d.c) + "; c += blockDim.x) {\n"
         "    float a = 0.0f, b = 0.0f;\n"
         "    for (i64 n = 0; n < " + num(d.n) + "; ++n) {\n"
-        "      a += rs[2 * (n * " + num(d.c) + " + c) + 1] * stats[2 * (n * " + num(groups) + " + c / " + num(cg) + ") + 1];\n"
+        "      a += rs[2 * (n * " + num(d.c) + " + c) + 1] * rstd[n * " + num(groups) + " + c / " + num(cg) + "];\n"
         "      b += rs[2 * (n * " + num(d.c) + " + c)];\n    }\n"
         "    dg[c] = a;\n    db[c] = b;\n  }\n";
     perBlock(op, "group_norm_grad_mix",
-             {out("mg"), out("dg"), out("db"), in("rs"), in("stats"), in("gamma")},
-             {mg, dg, db, rs, stats, g}, 1, kBlock, mix);
+             {out("mg"), out("dg"), out("db"), in("rs"), in("rstd"), in("gamma")},
+             {mg, dg, db, rs, rstd, g}, 1, kBlock, mix);
     std::string body =
         "  const i64 row = i / " + num(d.s) + ";\n"
         "  const i64 c = row % " + num(d.c) + ";\n"
         "  const i64 seg = (row / " + num(d.c) + ") * " + num(groups) + " + c / " + num(cg) + ";\n"
-        "  const float mu = stats[2 * seg], r = stats[2 * seg + 1];\n"
+        "  const float mu = mean[seg], r = rstd[seg];\n"
         "  const float xh = (x[i] - mu) * r;\n"
         "  dx[i] = r * (gamma[c] * dy[i] - mg[2 * seg] - xh * mg[2 * seg + 1]);\n";
     elementwise(op, "group_norm_grad",
-                {out("dx"), in("x"), in("dy"), in("gamma"), in("stats"), in("mg")},
-                {dx, x, dy, g, stats, mg}, type(x).numel(), body);
+                {out("dx"), in("x"), in("dy"), in("gamma"), in("mean"), in("rstd"), in("mg")},
+                {dx, x, dy, g, mean, rstd, mg}, type(x).numel(), body);
   }
 
   void channelLayerNormGrad(const Op &op) {
