@@ -78,6 +78,29 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
     cuda_check train_step 480 "$C/quickstart.medc" --func train_step --input "image=$C/image.npy" \
       --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
       --input ema_decay=0.99 --repeat 3 --profile
+    # The training loop on the GPU: the quickstart recipe (32³) for 100 steps; the mean loss
+    # of the last 10 steps must be below 90% of the first 10.
+    echo "== train: medrun train --device cuda"
+    rm -rf "$OUT/run"
+    timeout 480 "$M" train "$C/quickstart.json" --artifact "$C/quickstart.medc" --device cuda \
+      --steps 100 --set checkpoint.every=50 --out "$OUT/run" --progress lines >"$OUT/train.log" 2>&1
+    rc=$?
+    tail -6 "$OUT/train.log"
+    line=$(python3 - "$OUT/run/metrics.jsonl" "$rc" <<'PY'
+import json, sys
+try:
+    l = [json.loads(x)["loss"] for x in open(sys.argv[1])]
+    a, b = sum(l[:10]) / 10, sum(l[-10:]) / 10
+    t = [json.loads(x)["step_time"] for x in open(sys.argv[1])][5:]
+    ok = sys.argv[2] == "0" and len(l) == 100 and b < 0.9 * a
+    print("%s train: %d steps, rc %s, mean loss %.4f (first 10) -> %.4f (last 10), median step %.1f ms"
+          % ("PASS" if ok else "FAIL", len(l), sys.argv[2], a, b, 1e3 * sorted(t)[len(t) // 2]))
+except Exception as e:
+    print("FAIL train: %s" % e)
+PY
+)
+    case "$line" in PASS*) ;; *) status=1 ;; esac
+    printf '%-14s %s\n' "train" "$line" >>"$OUT/cuda.txt"
   else
     echo "FAIL cuda: $C/quickstart.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/cuda.txt"
     status=1

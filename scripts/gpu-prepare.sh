@@ -23,6 +23,8 @@ done
 mkdir -p .device/cuda
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
   -o .device/cuda/quickstart.medc
+# Its effective recipe: `medrun train` there runs it with no compiler (--artifact).
+"$BIN/medc" recipe configs/quickstart.yaml --set data.patch=32,32,32 >.device/cuda/quickstart.json
 /usr/bin/python3 - <<'PY'
 import numpy as np
 rng = np.random.default_rng(2024)

@@ -2,6 +2,7 @@
 #include "medrun/Train.h"
 
 #include "medrun/Checkpoint.h"
+#include "medrun/Cuda.h"
 #include "medrun/Data.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
@@ -236,9 +237,20 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       t.data<float>()[0] = static_cast<float>(v);
     inputs[i] = t;
   };
+  const Precision precision = precisionOf(fn);
+  if (options.cuda && precision != Precision::F32)
+    throw Error(str("the CUDA backend runs fp32 steps so far; this step is ", fn.precision,
+                    " (--set precision=fp32, or --device cpu)"));
+  std::unique_ptr<CudaSession> gpu;
+  if (options.cuda) {
+    if (!artifact.cuda)
+      throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
+    gpu = std::make_unique<CudaSession>(artifact);
+    std::fprintf(options.console, "device: %s%s\n", gpu->deviceName().c_str(),
+                 gpu->loadedFromPtx() ? " (kernels from PTX)" : "");
+  }
   // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
   // from step to step here and saved in checkpoints.
-  const Precision precision = precisionOf(fn);
   const bool scaling = input("loss_scale") >= 0;
   const int scaleOut = scaling ? output("loss_scale") : -1;
   const int trackerOut = scaling ? output("growth_tracker") : -1;
@@ -261,7 +273,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
         throw Error(str(artifact.path, ": train_step input '", fn.inputNames[i],
                         "' is not fed by the training loop"));
     TensorMap updates;
-    std::vector<Tensor> out = runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
+    std::vector<Tensor> out = gpu ? gpu->run(fn, inputs, params, nullptr, &updates)
+                                  : runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
     data.release(batch);
     auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
     double loss = value(lossOut), norm = value(normOut);

@@ -81,7 +81,7 @@ const std::vector<Section> &schema() {
        {{"steps", Type::Int, "1000", 1},
         {"seed", Type::Int, "0"},
         {"threads", Type::Int, "0"},
-        {"out", Type::Word},
+        {"out", Type::Word, ""}, // "": runs/<recipe name>
         {"nan", Type::Word, "stop"},
         {"device", Type::Word, "auto"}}},
       {"checkpoint", {{"every", Type::Int, "500", 1}, {"keep", Type::Int, "3", 1}}},

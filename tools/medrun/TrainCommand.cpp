@@ -19,7 +19,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <filesystem>
+#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,42 +99,98 @@ fs::path cacheDir() {
   return fs::temp_directory_path() / "medrun-cache";
 }
 
+// Whether a CUDA driver with at least one GPU is present (for --device auto).
+bool cudaPresent() {
+  const char *env = std::getenv("MEDRUN_LIBCUDA");
+  void *lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return false;
+  using Init = int (*)(unsigned);
+  using Count = int (*)(int *);
+  auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<Count>(dlsym(lib, "cuDeviceGetCount"));
+  int n = 0;
+  return init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+}
+
+// --set KEY=VALUE on an effective recipe (JSON): the key must exist; the value keeps its
+// JSON type (a number, true/false, a list as a,b,c) or is a string.
+void setKey(nlohmann::json &config, const std::string &spec) {
+  size_t eq = spec.find('='), dot = spec.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    throw Error(str("--set ", spec, ": expected section.key=value"));
+  std::string section = spec.substr(0, dot), key = spec.substr(dot + 1, eq - dot - 1);
+  std::string value = spec.substr(eq + 1);
+  if (!config.contains(section) || !config[section].is_object() || !config[section].contains(key))
+    throw Error(str("--set ", spec, ": the effective recipe has no key '", section, ".", key, "'"));
+  std::string text = value.find(',') != std::string::npos && value.front() != '[' ? "[" + value + "]"
+                                                                               : value;
+  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  config[section][key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+}
+
 } // namespace
 
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
-                 const std::optional<std::string> &resume, bool overwrite, int progressMode) {
+                 const std::optional<std::string> &resume, bool overwrite, int progressMode,
+                 const std::string &artifactPath) {
   if (!fs::exists(recipe))
     throw Error(str(recipe, ": no such recipe (see configs/ for examples)"));
-  const std::string medc = findMedc();
+  const bool effective = fs::path(recipe).extension() == ".json";
+  if (effective && artifactPath.empty())
+    throw Error(str(recipe, ": an effective recipe (JSON) trains a compiled artifact; give it "
+                            "with --artifact X.medc, or train the YAML recipe"));
+  const std::string medc = effective ? "" : findMedc();
   std::vector<std::string> recipeArgs = {recipe};
   for (const std::string &o : overrides) {
     recipeArgs.push_back("--set");
     recipeArgs.push_back(o);
   }
 
-  // 1. The effective recipe (medc checks every key).
-  std::string text;
-  std::vector<std::string> argv = {medc, "recipe"};
-  argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
-  if (int rc = runProcess(argv, &text); rc != 0)
-    return rc; // medc said why
-  nlohmann::json config = nlohmann::json::parse(text);
+  // 1. The effective recipe: medc checks every key; or one medc printed before (a machine
+  //    without the compiler trains a carried artifact).
+  nlohmann::json config;
+  std::vector<std::string> argv;
+  if (effective) {
+    std::ifstream in(recipe);
+    config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (config.is_discarded() || !config.is_object() || !config.contains("train"))
+      throw Error(str(recipe, ": not an effective recipe (the JSON `medc recipe` prints)"));
+    for (const std::string &o : overrides)
+      setKey(config, o);
+  } else {
+    std::string text;
+    argv = {medc, "recipe"};
+    argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
+    if (int rc = runProcess(argv, &text); rc != 0)
+      return rc; // medc said why
+    config = nlohmann::json::parse(text);
+  }
 
   std::string device = config["train"]["device"];
-  if (device == "cuda")
-    throw Error("--device cuda: this build has no CUDA backend yet; use --device cpu");
-  std::fprintf(stderr, "device: cpu%s\n", device == "auto" ? " (auto: no CUDA backend yet)" : "");
+  bool cuda = device == "cuda" || (device == "auto" && cudaPresent());
+  if (device == "cuda" && !cudaPresent())
+    throw Error("--device cuda: no CUDA driver or GPU found; use --device cpu");
+  std::fprintf(stderr, "device: %s%s\n", cuda ? "cuda" : "cpu",
+               device == "auto" ? (cuda ? " (auto: a GPU is present)" : " (auto: no GPU found)") : "");
 
-  // 2. The artifact, compiled once per compile hash.
-  fs::path cache = cacheDir();
-  fs::create_directories(cache);
-  fs::path artifact = cache / (config["compile_hash"].get<std::string>() + ".medc");
-  if (!fs::exists(artifact)) {
+  // 2. The artifact, compiled once per compile hash and target.
+  fs::path artifact = artifactPath;
+  if (artifact.empty()) {
+    fs::path cache = cacheDir();
+    fs::create_directories(cache);
+    artifact = cache / (config["compile_hash"].get<std::string>() + (cuda ? ".cuda" : "") + ".medc");
+  }
+  if (!artifactPath.empty()) {
+    std::fprintf(stderr, "using the compiled recipe %s\n", artifact.c_str());
+  } else if (!fs::exists(artifact)) {
     fs::path tmp = artifact.string() + ".tmp." + std::to_string(getpid());
     std::fprintf(stderr, "compiling %s -> %s\n", recipe.c_str(), artifact.c_str());
     auto start = std::chrono::steady_clock::now();
     argv = {medc, "compile", "--emit=artifact", "--recipe"};
     argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
+    if (cuda)
+      argv.insert(argv.end(), {"--target", "cuda"});
     argv.insert(argv.end(), {"-o", tmp.string()});
     if (int rc = runProcess(argv, nullptr); rc != 0) {
       fs::remove(tmp);
@@ -145,6 +203,10 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
     std::fprintf(stderr, "using the compiled recipe %s\n", artifact.c_str());
   }
   Artifact a = Artifact::load(artifact.string());
+  if (auto h = a.options.find("compile_hash");
+      h != a.options.end() && config.contains("compile_hash") && h->second != config["compile_hash"])
+    throw Error(str(artifact.string(), ": compiled from another recipe or compiler (compile hash ",
+                    h->second, ", the recipe's is ", config["compile_hash"].get<std::string>(), ")"));
 
   // 3. Train.
   TrainOptions options;
@@ -152,6 +214,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   options.out = out.empty() ? (fs::path("runs") / fs::path(recipe).stem()).string() : out;
   options.resume = resume;
   options.overwrite = overwrite;
+  options.cuda = cuda;
   options.stop = &stopRequests;
   options.progressMode = progressMode;
   struct sigaction sa = {};

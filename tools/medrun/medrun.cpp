@@ -96,8 +96,11 @@ Options of `train` (each one a shorthand for a --set):
                      step directory, a checkpoints directory or its latest/best pointer);
                      the continuation is bit-identical to an uninterrupted run
   --overwrite        start over in a DIR that holds a run (its checkpoints and logs go)
-  --device D         train.device: cpu, cuda or auto (default; the CPU until the CUDA
-                     backend exists)
+  --device D         train.device: cpu, cuda or auto (default: the GPU when a CUDA driver
+                     and GPU are present, else the CPU); cuda compiles with --target cuda
+  --artifact A       train A, compiled from the recipe before (`medc compile --recipe R
+                     [--target cuda]`); RECIPE may then be the JSON `medc recipe` prints,
+                     so a machine without the compiler trains (the GPU machine)
   --nan P            train.nan: stop (default) at a non-finite loss, or skip such steps
   --threads N        train.threads: CPU threads (default: all cores)
   --progress P       auto (a bar on a terminal, plain lines otherwise), bar or lines
@@ -122,7 +125,8 @@ struct Args {
 
 Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
-      {"train", {"set", "steps", "out", "resume", "overwrite", "device", "nan", "threads", "progress"}},
+      {"train", {"set", "steps", "out", "resume", "overwrite", "device", "nan", "threads", "progress",
+                 "artifact"}},
       {"info", {}},
       {"init", {"o", "seed"}},
       {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
@@ -642,7 +646,8 @@ int main(int argc, char **argv) {
       if (progress != "auto" && progress != "bar" && progress != "lines")
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
       return trainCommand(args.artifact, overrides, resume, args.options.count("overwrite") > 0,
-                          progress == "auto" ? 0 : progress == "bar" ? 1 : 2);
+                          progress == "auto" ? 0 : progress == "bar" ? 1 : 2,
+                          args.get("artifact"));
     }
     Artifact a = Artifact::load(args.artifact);
     if (args.command == "info")

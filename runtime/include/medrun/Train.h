@@ -2,7 +2,7 @@
 //
 // Runs the `train_step` of an artifact for the steps of an effective recipe (the JSON
 // `medc recipe` prints): batches from the data loader, the learning rate and EMA decay of
-// each step from the schedule, the step on the CPU backend, NaN handling, logs (JSONL,
+// each step from the schedule, the step on the CPU or the CUDA backend, NaN handling, logs (JSONL,
 // TensorBoard, progress) and checkpoints, and exact resumption from a checkpoint.
 //
 // Output directory:
@@ -32,6 +32,8 @@ struct TrainOptions {
   /// A fresh run refuses an output directory that holds checkpoints unless this is set;
   /// then the old checkpoints, metrics and event files are removed first.
   bool overwrite = false;
+  /// Run the steps on the CUDA backend (the artifact must be compiled with --target cuda).
+  bool cuda = false;
   /// Set (by a signal handler) to stop after the current step: a checkpoint is saved and
   /// the run ends normally.
   const std::atomic<int> *stop = nullptr;
