@@ -6,7 +6,8 @@
 // and a launch runs every block's threads as fibers (ucontext) that switch at
 // __syncthreads. medrun loads it through MEDRUN_LIBCUDA, so the whole CUDA path (plan,
 // arena, arguments, status word, downloads) runs in CI and is compared with the CPU backend.
-// FAKE_CUDA_REJECT_CUBIN=1 makes the cubin fail to load, to exercise the PTX fallback.
+// FAKE_CUDA_REJECT_CUBIN=1 makes the cubin fail to load, to exercise the PTX fallback;
+// FAKE_CUDA_MEM_BYTES sets the device memory it reports.
 //
 //===----------------------------------------------------------------------------------===//
 #include <dlfcn.h>
@@ -110,6 +111,13 @@ int cuMemAlloc_v2(unsigned long long *p, size_t n) {
   if (!m)
     return 2; // CUDA_ERROR_OUT_OF_MEMORY
   *p = reinterpret_cast<unsigned long long>(m);
+  return 0;
+}
+// FAKE_CUDA_MEM_BYTES: the device memory it reports (default 64 GiB), for the plan-time check.
+int cuMemGetInfo_v2(size_t *free, size_t *total) {
+  const char *env = std::getenv("FAKE_CUDA_MEM_BYTES");
+  *total = env ? std::strtoull(env, nullptr, 10) : (size_t(64) << 30);
+  *free = *total;
   return 0;
 }
 int cuMemFree_v2(unsigned long long p) {

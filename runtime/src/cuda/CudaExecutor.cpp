@@ -56,6 +56,7 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
+  CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr; // optional: the plan-time check
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
@@ -130,6 +131,7 @@ const Driver &driver() {
     get(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
     get(d.cuGetErrorString, {"cuGetErrorString"});
     get(d.cuGetErrorName, {"cuGetErrorName"});
+    d.cuMemGetInfo = reinterpret_cast<decltype(d.cuMemGetInfo)>(dlsym(d.lib, "cuMemGetInfo_v2"));
     if (!d.error.empty())
       return;
     if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
@@ -302,8 +304,25 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
         d.cuMemFree(base);
     }
   } arena{d};
-  impl->check(d.cuMemAlloc(&arena.base, std::max<size_t>(total, 256)),
-              str("cuMemAlloc of ", total, " bytes for function '", fn.name, "'"));
+  // Out of memory is said before anything runs: how much the plan needs, how much is free.
+  auto size = [](size_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, b >= (size_t(1) << 30) ? "%.2f GiB" : "%.1f MiB",
+                  b >= (size_t(1) << 30) ? b / 1073741824.0 : b / 1048576.0);
+    return std::string(buf);
+  };
+  std::string need = str("function '", fn.name, "' needs ", size(total),
+                         " of device memory (one arena: every value, the parameters it reads "
+                         "and scratch; no reuse yet)");
+  size_t freeBytes = 0, totalBytes = 0;
+  if (d.cuMemGetInfo && d.cuMemGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS &&
+      total > freeBytes)
+    throw Error(str(need, ", but the GPU has ", size(freeBytes), " free of ", size(totalBytes),
+                    "; lower data.batch or data.patch"));
+  CUresult allocated = d.cuMemAlloc(&arena.base, std::max<size_t>(total, 256));
+  if (allocated == 2) // CUDA_ERROR_OUT_OF_MEMORY
+    throw Error(str(need, ": out of device memory; lower data.batch or data.patch"));
+  impl->check(allocated, str("cuMemAlloc of ", total, " bytes for function '", fn.name, "'"));
   auto ptr = [&](int id) { return arena.base + offset[home[id]]; };
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(arena.base, 0x7fc00000u, std::max<size_t>(total, 256) / 4),
