@@ -7,6 +7,8 @@
 #             32³, batch 2): `infer`, then three `train_step`s, each backend continuing
 #             from its own updated parameters; every output and every updated parameter
 #             must agree to a relative error norm of 1e-4; per-op-kind kernel times.
+#   bench     PyTorch's MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and
+#             torch.compile
 # and prints a short table last. MED_GPU_CHECKS selects the parts (default: "medcheck cuda").
 # Every command runs under `timeout`, so the script ends even if a kernel hangs.
 set -uo pipefail
@@ -107,7 +109,20 @@ PY
   fi
 fi
 
+if [[ " $CHECKS " == *" bench "* ]]; then
+  # PyTorch on the same GPU: MedNeXt-L k3, 1->3, batch 2, 128³, bf16 autocast, fused AdamW,
+  # eager and torch.compile (bench/mednext_torch.py).
+  echo "== bench: PyTorch"
+  timeout 900 python3 bench/mednext_torch.py --size L --patch 128 --batch 2 --modes eager,compile \
+    >"$OUT/bench.log" 2>&1 || { status=1; echo "FAIL bench (exit $?)" >>"$OUT/bench.log"; }
+  tail -3 "$OUT/bench.log"
+fi
+
 echo
+if [ -s "$OUT/bench.log" ]; then
+  echo "PyTorch on this GPU:"
+  grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
+fi
 if [ -s "$OUT/table.txt" ]; then
   echo "medcheck against LibTorch $(python3 -c 'import torch; print(torch.__version__)') (CPU):"
   cat "$OUT/table.txt"
