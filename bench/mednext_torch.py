@@ -156,7 +156,7 @@ def bench(model, args, mode):
         torch.cuda.synchronize()
         times.append(a.elapsed_time(b))
     peak = torch.cuda.max_memory_allocated() / 2**30
-    return statistics.median(times), peak, warm, float(loss)
+    return statistics.median(times), peak, warm, float(loss.detach())
 
 
 def main():
