@@ -5,33 +5,11 @@ import argparse
 import glob
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "BF16": np.uint16, "I64": np.int64}
-
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    buf = data[8 + n:]
-    out = {}
-    for name, e in header.items():
-        a, b = e["data_offsets"]
-        out[name] = np.frombuffer(buf[a:b], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
-    return out
-
-
-def artifact_parameters(path):
-    data = open(path, "rb").read()
-    assert data[:8] == b"MEDCART\0", path
-    (n,) = struct.unpack("<Q", data[16:24])  # magic, version, reserved, size
-    doc = json.loads(data[24:24 + n])
-    return {p["name"]: p["shape"] for p in doc["parameters"]}
+from runfiles import artifact_parameters, read_safetensors
 
 
 def fail(msg):
