@@ -952,25 +952,37 @@ private:
     elementwise(op, "broadcast", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
   }
 
+  /// The sizes and strides of the kept and the reduced axes of a `reduce`-style op's input.
+  struct ReduceAxes {
+    std::vector<int64_t> keptSize, keptStride, redSize, redStride;
+  };
+  ReduceAxes reduceAxes(const Op &op, const std::vector<int64_t> &xs) const {
+    const int64_t r = static_cast<int64_t>(xs.size());
+    std::vector<bool> reduced(r, false);
+    for (int64_t a : intsAttr(op, "axes")) {
+      int64_t axis = a < 0 ? a + r : a;
+      if (axis < 0 || axis >= r)
+        error("axis out of range");
+      reduced[axis] = true;
+    }
+    ReduceAxes out;
+    std::vector<int64_t> st = contiguousStrides(xs);
+    for (int64_t i = 0; i < r; ++i) {
+      (reduced[i] ? out.redSize : out.keptSize).push_back(xs[i]);
+      (reduced[i] ? out.redStride : out.keptStride).push_back(st[i]);
+    }
+    return out;
+  }
+
   void reduce(const Op &op) {
     int x = one(op, "input"), y = result(op);
     requireF32(x, "the input");
     requireF32(y, "the result");
     const auto &xs = shape(x);
     std::string kind = strAttr(op, "kind");
-    const int64_t r = static_cast<int64_t>(xs.size());
-    std::vector<bool> reduced(r, false);
-    for (int64_t a : intsAttr(op, "axes")) {
-      int64_t ax = a < 0 ? a + r : a;
-      if (ax < 0 || ax >= r)
-        error("axis out of range");
-      reduced[ax] = true;
-    }
-    std::vector<int64_t> st = contiguousStrides(xs), keptSize, keptStride, redSize, redStride;
-    for (int64_t i = 0; i < r; ++i) {
-      (reduced[i] ? redSize : keptSize).push_back(xs[i]);
-      (reduced[i] ? redStride : keptStride).push_back(st[i]);
-    }
+    const ReduceAxes ax = reduceAxes(op, xs);
+    const auto &keptSize = ax.keptSize, &keptStride = ax.keptStride, &redSize = ax.redSize,
+               &redStride = ax.redStride;
     const int64_t outs = product(keptSize), count = product(redSize);
     if (type(y).numel() != outs)
       error("the result does not match the input reduced over the axes");
@@ -1410,19 +1422,9 @@ private:
     for (int id : {x, m, dy, dx})
       requireF32(id, "an operand");
     const auto &xs = shape(x);
-    const int64_t r = static_cast<int64_t>(xs.size());
-    std::vector<bool> reduced(r, false);
-    for (int64_t ax : intsAttr(op, "axes")) {
-      ax = ax < 0 ? ax + r : ax;
-      if (ax < 0 || ax >= r)
-        error("axis out of range");
-      reduced[ax] = true;
-    }
-    std::vector<int64_t> st = contiguousStrides(xs), keptSize, keptStride, redSize, redStride;
-    for (int64_t i = 0; i < r; ++i) {
-      (reduced[i] ? redSize : keptSize).push_back(xs[i]);
-      (reduced[i] ? redStride : keptStride).push_back(st[i]);
-    }
+    const ReduceAxes ax = reduceAxes(op, xs);
+    const auto &keptSize = ax.keptSize, &keptStride = ax.keptStride, &redSize = ax.redSize,
+               &redStride = ax.redStride;
     const int64_t outs = product(keptSize), count = product(redSize);
     if (type(m).numel() != outs || type(dy).numel() != outs || shape(dx) != xs)
       error("extremum, output gradient and result do not fit the input");
