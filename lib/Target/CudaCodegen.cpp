@@ -1521,21 +1521,42 @@ private:
   }
 
   // ---- norm gradients ------------------------------------------------------------------
-  void groupNormGrad(const Op &op) {
-    int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
-    int mean = one(op, "mean"), rstd = one(op, "rstd");
-    int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
-    for (int id : {x, g, dy, mean, rstd, dx, dg, db})
+  /// The operands of every norm gradient: input, gamma and output gradient in; dx, dgamma
+  /// and dbeta out; all f32.
+  struct NormGradArgs {
+    int x, g, dy, dx, dg, db;
+    NCS d;
+  };
+  NormGradArgs normGradArgs(const Op &op) const {
+    NormGradArgs a{one(op, "input"),  one(op, "gamma"), one(op, "grad_output"),
+                   result(op, 0),     result(op, 1),    result(op, 2), {}};
+    for (int id : {a.x, a.g, a.dy, a.dx, a.dg, a.db})
       requireF32(id, "an operand");
-    NCS d = ncs(x);
+    a.d = ncs(a.x);
+    return a;
+  }
+  /// An empty input: dgamma and dbeta are zero and nothing else runs.
+  bool zeroIfEmpty(const Op &op, const NormGradArgs &a) {
+    if (type(a.x).numel() != 0)
+      return false;
+    elementwise(op, "zero2", {out("a"), out("b")}, {a.dg, a.db}, a.d.c,
+                "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+    return true;
+  }
+
+  void groupNormGrad(const Op &op) {
+    const NormGradArgs a = normGradArgs(op);
+    const int x = a.x, g = a.g, dy = a.dy, dx = a.dx, dg = a.dg, db = a.db;
+    const NCS d = a.d;
+    int mean = one(op, "mean"), rstd = one(op, "rstd");
+    requireF32(mean, "the saved mean");
+    requireF32(rstd, "the saved rstd");
     int64_t groups = intAttr(op, "groups");
     if (groups < 1 || d.c % groups)
       error("channels do not split into groups");
     const int64_t cg = d.c / groups, segs = d.n * groups, m = cg * d.s, rows = d.n * d.c;
-    if (type(x).numel() == 0) {
-      elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+    if (zeroIfEmpty(op, a))
       return;
-    }
     if (type(mean).numel() != segs || type(rstd).numel() != segs)
       error("mean and rstd need one entry per sample and group");
     // The statistics the forward kernel normalized with (group_norm with save_statistics).
@@ -1587,15 +1608,11 @@ private:
   }
 
   void channelLayerNormGrad(const Op &op) {
-    int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
-    int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
-    for (int id : {x, g, dy, dx, dg, db})
-      requireF32(id, "an operand");
-    NCS d = ncs(x);
-    if (type(x).numel() == 0) {
-      elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+    const NormGradArgs a = normGradArgs(op);
+    const int x = a.x, g = a.g, dy = a.dy, dx = a.dx, dg = a.dg, db = a.db;
+    const NCS d = a.d;
+    if (zeroIfEmpty(op, a))
       return;
-    }
     const std::string C = num(d.c), S = num(d.s);
     int st = scratch(d.n * d.s * 2 * 4);
     // One thread per (n, position): statistics as the forward kernel, then dx.
@@ -1640,15 +1657,11 @@ private:
   }
 
   void grnGrad(const Op &op) {
-    int x = one(op, "input"), g = one(op, "gamma"), dy = one(op, "grad_output");
-    int dx = result(op, 0), dg = result(op, 1), db = result(op, 2);
-    for (int id : {x, g, dy, dx, dg, db})
-      requireF32(id, "an operand");
-    NCS d = ncs(x);
-    if (type(x).numel() == 0) {
-      elementwise(op, "zero2", {out("a"), out("b")}, {dg, db}, d.c, "  a[i] = 0.0f;\n  b[i] = 0.0f;\n");
+    const NormGradArgs a = normGradArgs(op);
+    const int x = a.x, g = a.g, dy = a.dy, dx = a.dx, dg = a.dg, db = a.db;
+    const NCS d = a.d;
+    if (zeroIfEmpty(op, a))
       return;
-    }
     const int64_t rows = d.n * d.c;
     const std::string C = num(d.c);
     int sums = scratch(rows * 3 * 4), nc = scratch(rows * 2 * 4);

@@ -9,6 +9,7 @@
 #include "TrainCommand.h"
 
 #include "medrun/Artifact.h"
+#include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Train.h"
 
@@ -19,7 +20,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
@@ -99,20 +99,6 @@ fs::path cacheDir() {
   return fs::temp_directory_path() / "medrun-cache";
 }
 
-// Whether a CUDA driver with at least one GPU is present (for --device auto).
-bool cudaPresent() {
-  const char *env = std::getenv("MEDRUN_LIBCUDA");
-  void *lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib)
-    return false;
-  using Init = int (*)(unsigned);
-  using Count = int (*)(int *);
-  auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
-  auto count = reinterpret_cast<Count>(dlsym(lib, "cuDeviceGetCount"));
-  int n = 0;
-  return init && count && init(0) == 0 && count(&n) == 0 && n > 0;
-}
-
 // --set KEY=VALUE on an effective recipe (JSON): the key must exist; the value keeps its
 // JSON type (a number, true/false, a list as a,b,c) or is a string.
 void setKey(nlohmann::json &config, const std::string &spec) {
@@ -168,9 +154,11 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   }
 
   std::string device = config["train"]["device"];
-  bool cuda = device == "cuda" || (device == "auto" && cudaPresent());
-  if (device == "cuda" && !cudaPresent())
-    throw Error("--device cuda: no CUDA driver or GPU found; use --device cpu");
+  std::string why;
+  const bool gpu = cudaAvailable(&why);
+  bool cuda = device == "cuda" || (device == "auto" && gpu);
+  if (device == "cuda" && !gpu)
+    throw Error(str("--device cuda: no CUDA driver or GPU found; use --device cpu (", why, ")"));
   std::fprintf(stderr, "device: %s%s\n", cuda ? "cuda" : "cpu",
                device == "auto" ? (cuda ? " (auto: a GPU is present)" : " (auto: no GPU found)") : "");
 
