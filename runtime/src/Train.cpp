@@ -322,7 +322,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                {"gradients/total_norm", norm},
                                {"time/step_s", elapsed},
                                {"time/data_wait_s", wait}});
-    progress.update(step + 1 - first, {{"loss", loss}, {"lr", lr}});
+    progress.update(step + 1, {{"loss", loss}, {"lr", lr}}); // steps done, counting resumed ones
 
     bool stopping = options.stop && options.stop->load() != 0;
     bool last = step + 1 == steps;
