@@ -210,6 +210,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   int64_t intervalSteps = 0;
   bool firstInterval = true;
 
+  std::unique_ptr<CudaSession> gpu; // with --device cuda
   auto save = [&](int64_t done) {
     TrainState state;
     state.step = done;
@@ -221,6 +222,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     state.growthTracker = growthTracker;
     if (intervalSteps > 0)
       state.metrics["loss"] = intervalLoss / intervalSteps;
+    if (gpu)
+      params = gpu->state();
     summary.checkpoint = saveCheckpoint(checkpoints, state, params, keep);
   };
 
@@ -241,13 +244,14 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   if (options.cuda && precision != Precision::F32)
     throw Error(str("the CUDA backend runs fp32 steps so far; this step is ", fn.precision,
                     " (--set precision=fp32, or --device cpu)"));
-  std::unique_ptr<CudaSession> gpu;
   if (options.cuda) {
     if (!artifact.cuda)
       throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
     gpu = std::make_unique<CudaSession>(artifact);
     std::fprintf(options.console, "device: %s%s\n", gpu->deviceName().c_str(),
                  gpu->loadedFromPtx() ? " (kernels from PTX)" : "");
+    // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
+    gpu->setState(params);
   }
   // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
   // from step to step here and saved in checkpoints.
@@ -273,7 +277,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
         throw Error(str(artifact.path, ": train_step input '", fn.inputNames[i],
                         "' is not fed by the training loop"));
     TensorMap updates;
-    std::vector<Tensor> out = gpu ? gpu->run(fn, inputs, params, nullptr, &updates)
+    std::vector<Tensor> out = gpu ? gpu->run(fn, inputs, params)
                                   : runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
     data.release(batch);
     auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
@@ -297,6 +301,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     } else {
       for (auto &[name, value] : updates)
         params[name] = std::move(value);
+      if (gpu)
+        gpu->commit();
       intervalLoss += loss;
       ++intervalSteps;
     }

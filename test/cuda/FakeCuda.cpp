@@ -132,6 +132,10 @@ int cuMemcpyDtoH_v2(void *d, unsigned long long s, size_t n) {
   std::memcpy(d, reinterpret_cast<void *>(s), n);
   return 0;
 }
+int cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void *) {
+  std::memmove(reinterpret_cast<void *>(d), reinterpret_cast<void *>(s), n);
+  return 0;
+}
 int cuMemsetD32_v2(unsigned long long d, unsigned v, size_t n) {
   unsigned *p = reinterpret_cast<unsigned *>(d);
   for (size_t i = 0; i < n; ++i)

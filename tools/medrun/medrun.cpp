@@ -490,6 +490,9 @@ int cudaCheck(const Artifact &a, const Args &args) {
       if (op.kind == "adamw" && !adamw)
         adamw = &op;
   }
+  // The GPU side keeps its state resident, as `medrun train` does: uploaded once, updated
+  // on the device by commit() after each run.
+  session.setState(gpuParams);
   std::set<std::string> noiseDriven;
   double noiseBound = 0; // 2 * sum over the steps so far of lr * B_s
   auto inputValue = [&](const std::vector<Tensor> &in, const char *name, double fallback) {
@@ -546,7 +549,8 @@ int cudaCheck(const Artifact &a, const Args &args) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> cpuOut = runCpu(a, fn, in, cpuParams, Precision::F32, nullptr, &cpuUpdates);
     auto t1 = std::chrono::steady_clock::now();
-    std::vector<Tensor> gpuOut = session.run(fn, in, gpuParams, nullptr, &gpuUpdates);
+    std::vector<Tensor> gpuOut = session.run(fn, in, {}, nullptr, &gpuUpdates);
+    session.commit();
     auto t2 = std::chrono::steady_clock::now();
     cpuSeconds += std::chrono::duration<double>(t1 - t0).count();
     gpuSeconds += std::chrono::duration<double>(t2 - t1).count();
@@ -600,9 +604,15 @@ int cudaCheck(const Artifact &a, const Args &args) {
     for (auto &[name, t] : gpuUpdates)
       gpuParams[name] = t;
   }
+  // What commit() left on the device is what the runs returned, bit for bit.
+  for (auto &[name, t] : session.state())
+    if (std::memcmp(t.raw(), gpuParams.at(name).raw(), t.nbytes()) != 0) {
+      ++failures;
+      std::printf("FAIL resident %s differs from the update the last run returned\n", name.c_str());
+    }
   if (args.options.count("profile")) {
     TensorMap unused;
-    session.run(fn, inputs, gpuParams, &profile, &unused);
+    session.run(fn, inputs, {}, &profile, &unused);
     double total = 0;
     for (auto &[k, t] : profile)
       total += t;

@@ -34,13 +34,28 @@ public:
   CudaSession &operator=(const CudaSession &) = delete;
 
   /// Runs `fn` as runCpu does (same checks of inputs and parameters, f32 only): uploads
-  /// inputs and the parameters the function reads, launches the plan on one stream with no
-  /// host synchronisation between kernels, then downloads the outputs and the values the
-  /// function assigns (into `updates`). With `profile`, adds the seconds each op kind's
-  /// kernels took (CUDA events) to it. Errors name the kernel, the op and the CUDA error.
+  /// inputs and the parameters the function reads that are not resident (setState),
+  /// launches the plan on one stream with no host synchronisation between kernels, then
+  /// downloads the outputs and, with `updates`, the values the function assigns. Values it
+  /// assigns to resident tensors wait on the device for commit(). With `profile`, adds the
+  /// seconds each op kind's kernels took (CUDA events) to it. Errors name the kernel, the op
+  /// and the CUDA error.
   std::vector<Tensor> run(const Function &fn, const std::vector<Tensor> &inputs,
                           const TensorMap &params, std::map<std::string, double> *profile = nullptr,
                           TensorMap *updates = nullptr);
+
+  /// Keeps `tensors` on the device (uploaded now, as f32 where floating): runs read
+  /// parameters of these names from there. Replaces resident tensors of the same names.
+  void setState(const TensorMap &tensors);
+  /// The resident tensors, downloaded (e.g. for a checkpoint).
+  TensorMap state() const;
+  /// Applies the last run's assignments to the resident tensors (on the device, in stream
+  /// order). Not calling it (a skipped step) leaves them as they were; the next run drops
+  /// assignments not committed.
+  void commit();
+
+  size_t arenaBytes() const; ///< device memory of the values of the largest plan run so far
+  size_t stateBytes() const; ///< device memory of the resident tensors
 
   std::string deviceName() const;
   bool loadedFromPtx() const; ///< the cubin did not load and the driver compiled the PTX

@@ -4,12 +4,16 @@
 // resolved by name (the `_v2` names where the API versioned them), so nothing here links
 // against the driver. A run:
 //
-//   1. lays out one device arena: every value the plan defines, the function's inputs, the
-//      parameters it reads and its scratch buffers, each 256-byte aligned (phase A: no
-//      reuse between values, so nothing can be overwritten while still needed);
-//   2. uploads inputs and parameters, zeroes the status word;
+//   1. places every buffer of the function (values, uploaded inputs and parameters,
+//      scratch) in one device arena by liveness (MemoryPlan.h), once per function; the
+//      arena is kept and reused by later runs;
+//   2. uploads inputs and the parameters that are not resident, zeroes the status word;
 //   3. launches every step of the plan in order on one stream, without synchronizing;
 //   4. synchronizes once, checks the status word, downloads outputs and assigned values.
+//
+// Resident state (setState) stays on the device between runs: parameters, optimizer
+// moments and EMA are neither uploaded nor downloaded per step; commit() copies a run's
+// assignments into them on the device.
 //
 // MEDRUN_CUDA_SYNC=1 synchronizes after every launch, so an error is reported at the
 // kernel that caused it; MEDRUN_LIBCUDA=PATH loads another driver library;
@@ -19,6 +23,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Cuda.h"
 #include "medrun/Error.h"
+#include "medrun/MemoryPlan.h"
 
 #include <dlfcn.h>
 
@@ -60,6 +65,7 @@ struct Driver {
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*cuMemsetD32)(CUdeviceptr, unsigned, size_t) = nullptr;
   CUresult (*cuStreamCreate)(CUstream *, unsigned) = nullptr;
   CUresult (*cuStreamDestroy)(CUstream) = nullptr;
@@ -120,6 +126,7 @@ const Driver &driver() {
     get(d.cuMemFree, {"cuMemFree_v2"});
     get(d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
     get(d.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
+    get(d.cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"});
     get(d.cuMemsetD32, {"cuMemsetD32_v2"});
     get(d.cuStreamCreate, {"cuStreamCreate"});
     get(d.cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"});
@@ -151,9 +158,53 @@ bool envFlag(const char *name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+/// Device memory that frees itself.
+struct DeviceBuffer {
+  const Driver *d = nullptr;
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { release(); }
+  void release() {
+    if (ptr)
+      d->cuMemFree(ptr);
+    ptr = 0;
+    bytes = 0;
+  }
+};
+
+std::string byteSize(size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, b >= (size_t(1) << 30) ? "%.2f GiB" : "%.1f MiB",
+                b >= (size_t(1) << 30) ? b / 1073741824.0 : b / 1048576.0);
+  return buf;
+}
+
+/// Where a function's buffers live, computed once per function (and again when the set of
+/// resident tensors changes).
+struct Layout {
+  uint64_t stateGeneration = 0;
+  std::vector<int> home;            ///< buffer id -> the buffer id whose memory it uses
+  std::vector<std::string> resident; ///< per home buffer: the resident tensor, or ""
+  std::vector<size_t> offset;        ///< per home buffer: offset in the arena
+  size_t arenaBytes = 0, naiveBytes = 0;
+};
+
+struct Resident {
+  DeviceBuffer buffer;
+  Shape shape;
+  DType dtype = DType::F32;
+};
+
+struct Pending {
+  std::string name;
+  CUdeviceptr from = 0;
+};
 
 } // namespace
+
 
 bool cudaAvailable(std::string *why) {
   const Driver &d = driver();
@@ -171,8 +222,13 @@ struct CudaSession::Impl {
   CUstream stream = nullptr;
   bool fromPtx = false;
   std::unordered_map<std::string, CUfunction> functions;
+  std::map<std::string, Resident> state;
+  uint64_t stateGeneration = 1;
+  std::unordered_map<const Function *, Layout> layouts;
+  DeviceBuffer arena;
+  std::vector<Pending> pending;
 
-  Impl(const Artifact &a) : artifact(a), d(driver()) {}
+  Impl(const Artifact &a) : artifact(a), d(driver()) { arena.d = &d; }
 
   void check(CUresult r, const std::string &what) const {
     if (r != CUDA_SUCCESS)
@@ -189,7 +245,85 @@ struct CudaSession::Impl {
     functions.emplace(name, f);
     return f;
   }
+
+  const Layout &layout(const Function &fn);
+  void reserveArena(const Function &fn, const Layout &l);
 };
+
+const Layout &CudaSession::Impl::layout(const Function &fn) {
+  Layout &l = layouts[&fn];
+  if (l.stateGeneration == stateGeneration)
+    return l;
+  const CudaPlan &plan = *fn.cuda;
+  const size_t V = fn.values.size(), B = V + plan.scratch.size();
+  l = Layout();
+  l.stateGeneration = stateGeneration;
+  l.home.resize(B);
+  for (size_t i = 0; i < B; ++i)
+    l.home[i] = static_cast<int>(i);
+  l.resident.assign(B, "");
+  std::vector<BufferLife> life(B);
+  for (size_t i = 0; i < B; ++i)
+    life[i].bytes = i < V ? static_cast<size_t>(numElements(fn.values[i].shape)) *
+                                dtypeSize(fn.values[i].dtype)
+                          : static_cast<size_t>(plan.scratch[i - V]);
+  for (int id : fn.inputs)
+    life[id].touch(BufferLife::kBeforeSteps);
+  for (size_t t = 0; t < plan.steps.size(); ++t) {
+    const CudaStep &s = plan.steps[t];
+    switch (s.kind) {
+    case CudaStep::Kind::Param:
+      if (state.count(s.name)) {
+        l.resident[s.value] = s.name;
+        life[s.value].bytes = 0; // lives in its resident buffer, not in the arena
+      } else {
+        life[s.value].touch(BufferLife::kBeforeSteps);
+      }
+      break;
+    case CudaStep::Kind::Alias:
+      l.home[s.value] = l.home[s.from];
+      life[s.value].bytes = 0;
+      break;
+    case CudaStep::Kind::Launch:
+      for (int a : s.args)
+        life[l.home[a]].touch(static_cast<int>(t));
+      break;
+    case CudaStep::Kind::Assign:
+      life[l.home[s.value]].touch(BufferLife::kAfterSteps); // downloaded or committed
+      break;
+    }
+  }
+  for (int id : fn.outputs)
+    life[l.home[id]].touch(BufferLife::kAfterSteps);
+  BufferLife &status = life[V]; // written by kernels, read after the run
+  status.touch(BufferLife::kBeforeSteps);
+  status.touch(BufferLife::kAfterSteps);
+  ArenaPlan placed = planArena(life);
+  l.offset = std::move(placed.offset);
+  l.arenaBytes = std::max<size_t>(placed.bytes, 256);
+  l.naiveBytes = placed.naiveBytes;
+  return l;
+}
+
+void CudaSession::Impl::reserveArena(const Function &fn, const Layout &l) {
+  if (arena.bytes >= l.arenaBytes)
+    return;
+  arena.release();
+  // Out of memory is said before anything runs: how much the plan needs, how much is free.
+  std::string need = str("function '", fn.name, "' needs ", byteSize(l.arenaBytes),
+                         " of device memory for its values (", byteSize(l.naiveBytes),
+                         " without reuse)");
+  size_t freeBytes = 0, totalBytes = 0;
+  if (d.cuMemGetInfo && d.cuMemGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS &&
+      l.arenaBytes > freeBytes)
+    throw Error(str(need, ", but the GPU has ", byteSize(freeBytes), " free of ",
+                    byteSize(totalBytes), "; lower data.batch or data.patch"));
+  CUresult r = d.cuMemAlloc(&arena.ptr, l.arenaBytes);
+  if (r == 2) // CUDA_ERROR_OUT_OF_MEMORY
+    throw Error(str(need, ": out of device memory; lower data.batch or data.patch"));
+  check(r, str("cuMemAlloc of ", l.arenaBytes, " bytes for function '", fn.name, "'"));
+  arena.bytes = l.arenaBytes;
+}
 
 CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>(artifact)) {
   const Driver &d = impl->d;
@@ -217,6 +351,10 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
 
 CudaSession::~CudaSession() {
   const Driver &d = impl->d;
+  if (impl->ctx)
+    d.cuCtxSetCurrent(impl->ctx);
+  impl->arena.release();
+  impl->state.clear();
   if (impl->stream)
     d.cuStreamDestroy(impl->stream);
   if (impl->module)
@@ -235,6 +373,72 @@ std::string CudaSession::deviceName() const {
 
 bool CudaSession::loadedFromPtx() const { return impl->fromPtx; }
 
+void CudaSession::setState(const TensorMap &tensors) {
+  const Driver &d = impl->d;
+  impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
+  impl->check(d.cuStreamSynchronize(impl->stream), "waiting for the stream");
+  impl->pending.clear();
+  for (const auto &[name, t] : tensors) {
+    Tensor host = isFloat(t.dtype()) && t.dtype() != DType::F32 ? t.to(DType::F32) : t;
+    auto it = impl->state.find(name);
+    if (it == impl->state.end()) {
+      it = impl->state.try_emplace(name).first;
+      it->second.buffer.d = &d;
+      ++impl->stateGeneration;
+    }
+    Resident &r = it->second;
+    if (r.buffer.bytes != host.nbytes()) {
+      r.buffer.release();
+      CUresult e = d.cuMemAlloc(&r.buffer.ptr, std::max<size_t>(host.nbytes(), 4));
+      if (e == 2)
+        throw Error(str("tensor '", name, "' (", byteSize(host.nbytes()),
+                        "): out of device memory keeping the training state on the GPU"));
+      impl->check(e, str("cuMemAlloc for tensor '", name, "'"));
+      r.buffer.bytes = host.nbytes();
+    }
+    r.shape = host.shape();
+    r.dtype = host.dtype();
+    if (host.nbytes())
+      impl->check(d.cuMemcpyHtoD(r.buffer.ptr, host.raw(), host.nbytes()),
+                  str("uploading tensor '", name, "'"));
+  }
+}
+
+TensorMap CudaSession::state() const {
+  const Driver &d = impl->d;
+  impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
+  impl->check(d.cuStreamSynchronize(impl->stream), "waiting for the stream");
+  TensorMap out;
+  for (const auto &[name, r] : impl->state) {
+    Tensor t(r.dtype, r.shape);
+    if (t.nbytes())
+      impl->check(d.cuMemcpyDtoH(t.raw(), r.buffer.ptr, t.nbytes()),
+                  str("downloading tensor '", name, "'"));
+    out.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+void CudaSession::commit() {
+  const Driver &d = impl->d;
+  for (const Pending &p : impl->pending) {
+    const Resident &r = impl->state.at(p.name);
+    if (p.from != r.buffer.ptr && r.buffer.bytes)
+      impl->check(d.cuMemcpyDtoDAsync(r.buffer.ptr, p.from, r.buffer.bytes, impl->stream),
+                  str("updating tensor '", p.name, "' on the device"));
+  }
+  impl->pending.clear();
+}
+
+size_t CudaSession::arenaBytes() const { return impl->arena.bytes; }
+
+size_t CudaSession::stateBytes() const {
+  size_t n = 0;
+  for (const auto &[name, r] : impl->state)
+    n += r.buffer.bytes;
+  return n;
+}
+
 std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tensor> &inputs,
                                      const TensorMap &params, std::map<std::string, double> *profile,
                                      TensorMap *updates) {
@@ -247,9 +451,9 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     throw Error(str(a.path, ": function '", fn.name, "' takes ", fn.inputs.size(),
                     " inputs, got ", inputs.size()));
   impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
+  impl->pending.clear(); // a previous run's assignments not committed are dropped
 
-  const size_t V = fn.values.size();
-  // Host tensors to upload into buffers: inputs, then parameters (as f32).
+  // Host tensors to upload into buffers: inputs, then parameters that are not resident.
   std::vector<std::pair<int, Tensor>> uploads;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ValueInfo &info = fn.values[fn.inputs[i]];
@@ -265,75 +469,43 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     if (isFloat(v.dtype) && v.dtype != DType::F32)
       throw Error(str("function '", fn.name, "' has ", dtypeName(v.dtype),
                       " values; the CUDA backend runs f32 programs only"));
-
-  // Which buffer each value lives in: its own, a parameter's upload, or an alias.
-  std::vector<int> home(V + plan.scratch.size());
-  for (size_t i = 0; i < home.size(); ++i)
-    home[i] = static_cast<int>(i);
   for (const CudaStep &s : plan.steps) {
-    if (s.kind == CudaStep::Kind::Param) {
-      auto it = params.find(s.name);
-      if (it == params.end())
-        throw Error(str(fn.ops[s.op].describe(), ": parameter '", s.name, "' is missing"));
-      const ValueInfo &info = fn.values[s.value];
-      if (it->second.shape() != info.shape || !isFloat(it->second.dtype()))
-        throw Error(str("parameter '", s.name, "': expected ", shapeStr(info.shape), ", got ",
-                        shapeStr(it->second.shape()), " ", dtypeName(it->second.dtype())));
-      uploads.emplace_back(s.value, it->second.dtype() == DType::F32 ? it->second
-                                                                     : it->second.to(DType::F32));
-    } else if (s.kind == CudaStep::Kind::Alias) {
-      home[s.value] = home[s.from];
-    }
-  }
-  std::vector<size_t> offset(home.size(), 0), bytes(home.size(), 0);
-  size_t total = 0;
-  for (size_t i = 0; i < home.size(); ++i) {
-    if (home[i] != static_cast<int>(i))
+    if (s.kind != CudaStep::Kind::Param)
       continue;
-    bytes[i] = i < V ? static_cast<size_t>(numElements(fn.values[i].shape)) *
-                           dtypeSize(fn.values[i].dtype)
-                     : static_cast<size_t>(plan.scratch[i - V]);
-    offset[i] = total;
-    total += align256(std::max<size_t>(bytes[i], 4));
-  }
-  struct Arena {
-    const Driver &d;
-    CUdeviceptr base = 0;
-    ~Arena() {
-      if (base)
-        d.cuMemFree(base);
+    const ValueInfo &info = fn.values[s.value];
+    if (auto r = impl->state.find(s.name); r != impl->state.end()) {
+      if (r->second.shape != info.shape || !isFloat(r->second.dtype))
+        throw Error(str("parameter '", s.name, "': expected ", shapeStr(info.shape), ", the "
+                        "device holds ", shapeStr(r->second.shape), " ", dtypeName(r->second.dtype)));
+      continue;
     }
-  } arena{d};
-  // Out of memory is said before anything runs: how much the plan needs, how much is free.
-  auto size = [](size_t b) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, b >= (size_t(1) << 30) ? "%.2f GiB" : "%.1f MiB",
-                  b >= (size_t(1) << 30) ? b / 1073741824.0 : b / 1048576.0);
-    return std::string(buf);
+    auto it = params.find(s.name);
+    if (it == params.end())
+      throw Error(str(fn.ops[s.op].describe(), ": parameter '", s.name, "' is missing"));
+    if (it->second.shape() != info.shape || !isFloat(it->second.dtype()))
+      throw Error(str("parameter '", s.name, "': expected ", shapeStr(info.shape), ", got ",
+                      shapeStr(it->second.shape()), " ", dtypeName(it->second.dtype())));
+    uploads.emplace_back(s.value, it->second.dtype() == DType::F32 ? it->second
+                                                                   : it->second.to(DType::F32));
+  }
+
+  const Layout &l = impl->layout(fn);
+  impl->reserveArena(fn, l);
+  const CUdeviceptr base = impl->arena.ptr;
+  auto ptr = [&](int id) -> CUdeviceptr {
+    int h = l.home[id];
+    if (!l.resident[h].empty())
+      return impl->state.at(l.resident[h]).buffer.ptr;
+    return base + l.offset[h];
   };
-  std::string need = str("function '", fn.name, "' needs ", size(total),
-                         " of device memory (one arena: every value, the parameters it reads "
-                         "and scratch; no reuse yet)");
-  size_t freeBytes = 0, totalBytes = 0;
-  if (d.cuMemGetInfo && d.cuMemGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS &&
-      total > freeBytes)
-    throw Error(str(need, ", but the GPU has ", size(freeBytes), " free of ", size(totalBytes),
-                    "; lower data.batch or data.patch"));
-  CUresult allocated = d.cuMemAlloc(&arena.base, std::max<size_t>(total, 256));
-  if (allocated == 2) // CUDA_ERROR_OUT_OF_MEMORY
-    throw Error(str(need, ": out of device memory; lower data.batch or data.patch"));
-  impl->check(allocated, str("cuMemAlloc of ", total, " bytes for function '", fn.name, "'"));
-  auto ptr = [&](int id) { return arena.base + offset[home[id]]; };
   if (envFlag("MEDRUN_CUDA_POISON"))
-    impl->check(d.cuMemsetD32(arena.base, 0x7fc00000u, std::max<size_t>(total, 256) / 4),
-                "cuMemsetD32 (poison)");
+    impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
   for (auto &[id, t] : uploads)
     if (t.nbytes())
       impl->check(d.cuMemcpyHtoD(ptr(id), t.raw(), t.nbytes()),
                   str("uploading value ", id, " of function '", fn.name, "'"));
-  const int statusId = static_cast<int>(V);
+  const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");
-
   // Launch the plan.
   const bool syncEach = envFlag("MEDRUN_CUDA_SYNC");
   std::vector<CUevent> events;
@@ -410,13 +582,18 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   std::vector<Tensor> outputs;
   for (int id : fn.outputs)
     outputs.push_back(download(id));
-  for (const CudaStep &s : plan.steps)
-    if (s.kind == CudaStep::Kind::Assign) {
-      if (!updates)
-        throw Error(str(fn.ops[s.op].describe(), ": assigns parameter '", s.name,
-                        "', but the caller takes no parameter updates"));
+  for (const CudaStep &s : plan.steps) {
+    if (s.kind != CudaStep::Kind::Assign)
+      continue;
+    bool resident = impl->state.count(s.name) != 0;
+    if (resident)
+      impl->pending.push_back({s.name, ptr(s.value)});
+    if (updates)
       (*updates)[s.name] = download(s.value);
-    }
+    else if (!resident)
+      throw Error(str(fn.ops[s.op].describe(), ": assigns parameter '", s.name,
+                      "', but the caller takes no parameter updates"));
+  }
   return outputs;
 }
 
