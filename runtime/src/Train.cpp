@@ -248,8 +248,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     if (!artifact.cuda)
       throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
     gpu = std::make_unique<CudaSession>(artifact);
-    std::fprintf(options.console, "device: %s%s\n", gpu->deviceName().c_str(),
-                 gpu->loadedFromPtx() ? " (kernels from PTX)" : "");
+    std::fprintf(options.console, "device: %s%s; convolutions: %s\n", gpu->deviceName().c_str(),
+                 gpu->loadedFromPtx() ? " (kernels from PTX)" : "", gpu->convolutions().c_str());
     // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
     gpu->setState(params);
   }

@@ -468,7 +468,8 @@ int cudaCheck(const Artifact &a, const Args &args) {
   CudaSession session(a);
   std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
-            << ", " << repeat << " run(s), tolerance " << tolerance << "\n";
+            << ", " << repeat << " run(s), tolerance " << tolerance << "\n"
+            << "convolutions: " << session.convolutions() << "\n";
   int failures = 0, checked = 0, noisy = 0;
   double worst = 0, cpuSeconds = 0, gpuSeconds = 0;
   std::string worstName;

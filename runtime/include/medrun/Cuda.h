@@ -56,6 +56,10 @@ public:
 
   size_t arenaBytes() const; ///< device memory of the values of the largest plan run so far
   size_t stateBytes() const; ///< device memory of the resident tensors
+  size_t workspaceBytes() const; ///< device memory of the cuDNN workspace
+  /// What runs the convolutions: "cuDNN 9.19.0 (benchmark)", or "generated kernels (why)".
+  /// MEDRUN_CUDNN=benchmark|deterministic|heuristic|off chooses (docs/architecture.md).
+  std::string convolutions() const;
 
   std::string deviceName() const;
   bool loadedFromPtx() const; ///< the cubin did not load and the driver compiled the PTX

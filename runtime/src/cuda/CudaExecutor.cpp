@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Cuda.h"
+#include "Cudnn.h"
 #include "medrun/Error.h"
 #include "medrun/MemoryPlan.h"
 
@@ -190,6 +191,9 @@ struct Layout {
   std::vector<std::string> resident; ///< per home buffer: the resident tensor, or ""
   std::vector<size_t> offset;        ///< per home buffer: offset in the arena
   size_t arenaBytes = 0, naiveBytes = 0;
+  /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
+  std::vector<std::unique_ptr<cudnn::Conv>> convs;
+  bool algorithmsChosen = false;
 };
 
 struct Resident {
@@ -227,8 +231,17 @@ struct CudaSession::Impl {
   std::unordered_map<const Function *, Layout> layouts;
   DeviceBuffer arena;
   std::vector<Pending> pending;
+  // Convolutions: cuDNN when it loads and makes a handle, else the generated kernels.
+  cudnn::Mode convMode = cudnn::Mode::Off;
+  std::unique_ptr<cudnn::Handle> dnn;
+  std::string convBackend;
+  std::unique_ptr<cudnn::AlgoCache> algoCache;
+  DeviceBuffer workspace;
 
-  Impl(const Artifact &a) : artifact(a), d(driver()) { arena.d = &d; }
+  Impl(const Artifact &a) : artifact(a), d(driver()) {
+    arena.d = &d;
+    workspace.d = &d;
+  }
 
   void check(CUresult r, const std::string &what) const {
     if (r != CUDA_SUCCESS)
@@ -246,11 +259,87 @@ struct CudaSession::Impl {
     return f;
   }
 
-  const Layout &layout(const Function &fn);
+  Layout &layout(const Function &fn);
   void reserveArena(const Function &fn, const Layout &l);
+  void setUpConvolutions(const std::string &deviceName);
+  void chooseAlgorithms(const Function &fn, Layout &l, const std::function<uint64_t(int)> &ptr);
+  void allocate(DeviceBuffer &b, size_t bytes, const std::string &what);
 };
 
-const Layout &CudaSession::Impl::layout(const Function &fn) {
+void CudaSession::Impl::allocate(DeviceBuffer &b, size_t bytes, const std::string &what) {
+  b.release();
+  CUresult r = d.cuMemAlloc(&b.ptr, std::max<size_t>(bytes, 256));
+  if (r == 2) // CUDA_ERROR_OUT_OF_MEMORY
+    throw Error(str(what, " (", byteSize(bytes), "): out of device memory; lower data.batch or "
+                          "data.patch"));
+  check(r, str("cuMemAlloc of ", bytes, " bytes for ", what));
+  b.bytes = bytes;
+}
+
+void CudaSession::Impl::setUpConvolutions(const std::string &deviceName) {
+  convMode = cudnn::modeFromEnv();
+  std::string why;
+  if (convMode == cudnn::Mode::Off) {
+    convBackend = "generated kernels (MEDRUN_CUDNN=off)";
+    return;
+  }
+  if (!cudnn::available(&why)) {
+    convBackend = str("generated kernels (", why, ")");
+    return;
+  }
+  try {
+    dnn = std::make_unique<cudnn::Handle>(stream);
+  } catch (const Error &e) {
+    convBackend = str("generated kernels (", e.what(), ")");
+    return;
+  }
+  convBackend = str("cuDNN ", cudnn::version(), " (", cudnn::modeName(convMode), ")");
+  // Chosen algorithms are kept per cuDNN version and GPU, beside the compiled recipes.
+  std::string dir;
+  if (const char *e = std::getenv("MEDRUN_CACHE"); e && *e)
+    dir = e;
+  else if (const char *h = std::getenv("HOME"); h && *h)
+    dir = str(h, "/.cache/medrun");
+  std::string gpu = deviceName;
+  for (char &c : gpu)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  algoCache = std::make_unique<cudnn::AlgoCache>(
+      dir.empty() ? std::string() : str(dir, "/cudnn-", cudnn::version(), "-", gpu, ".txt"));
+}
+
+/// On a function's first run: measures (or looks up) each convolution's algorithm on the
+/// arena's buffers, before anything is uploaded, then sizes the shared workspace.
+void CudaSession::Impl::chooseAlgorithms(const Function &fn, Layout &l,
+                                         const std::function<uint64_t(int)> &ptr) {
+  if (l.algorithmsChosen)
+    return;
+  size_t freeBytes = 0, totalBytes = 0;
+  if (d.cuMemGetInfo)
+    d.cuMemGetInfo(&freeBytes, &totalBytes);
+  // The search may use up to half of what is free (at most 4 GiB) as workspace.
+  size_t budget = std::min<size_t>(freeBytes / 2, size_t(4) << 30);
+  if (!d.cuMemGetInfo)
+    budget = size_t(256) << 20;
+  bool searching = false;
+  for (auto &c : l.convs)
+    if (c) {
+      if (!searching && workspace.bytes < budget) {
+        allocate(workspace, budget, "the cuDNN workspace of the algorithm search");
+        searching = true;
+      }
+      c->select(*dnn, convMode, *algoCache, ptr, workspace.ptr, workspace.bytes);
+    }
+  size_t need = 0;
+  for (auto &c : l.convs)
+    if (c)
+      need = std::max(need, c->workspaceBytes());
+  if (searching || workspace.bytes < need)
+    allocate(workspace, need, str("the cuDNN workspace of function '", fn.name, "'"));
+  l.algorithmsChosen = true;
+}
+
+Layout &CudaSession::Impl::layout(const Function &fn) {
   Layout &l = layouts[&fn];
   if (l.stateGeneration == stateGeneration)
     return l;
@@ -298,6 +387,12 @@ const Layout &CudaSession::Impl::layout(const Function &fn) {
   BufferLife &status = life[V]; // written by kernels, read after the run
   status.touch(BufferLife::kBeforeSteps);
   status.touch(BufferLife::kAfterSteps);
+  if (dnn) {
+    l.convs.resize(fn.ops.size());
+    for (size_t i = 0; i < fn.ops.size(); ++i)
+      if (cudnn::handles(fn.ops[i]))
+        l.convs[i] = std::make_unique<cudnn::Conv>(fn, fn.ops[i]);
+  }
   ArenaPlan placed = planArena(life);
   l.offset = std::move(placed.offset);
   l.arenaBytes = std::max<size_t>(placed.bytes, 256);
@@ -347,6 +442,7 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
     impl->fromPtx = true;
   }
   impl->check(d.cuStreamCreate(&impl->stream, 0), "cuStreamCreate");
+  impl->setUpConvolutions(deviceName());
 }
 
 CudaSession::~CudaSession() {
@@ -354,6 +450,9 @@ CudaSession::~CudaSession() {
   if (impl->ctx)
     d.cuCtxSetCurrent(impl->ctx);
   impl->arena.release();
+  impl->workspace.release();
+  impl->layouts.clear();
+  impl->dnn.reset();
   impl->state.clear();
   if (impl->stream)
     d.cuStreamDestroy(impl->stream);
@@ -431,6 +530,8 @@ void CudaSession::commit() {
 }
 
 size_t CudaSession::arenaBytes() const { return impl->arena.bytes; }
+size_t CudaSession::workspaceBytes() const { return impl->workspace.bytes; }
+std::string CudaSession::convolutions() const { return impl->convBackend; }
 
 size_t CudaSession::stateBytes() const {
   size_t n = 0;
@@ -489,15 +590,17 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                                                                    : it->second.to(DType::F32));
   }
 
-  const Layout &l = impl->layout(fn);
+  Layout &l = impl->layout(fn);
   impl->reserveArena(fn, l);
   const CUdeviceptr base = impl->arena.ptr;
-  auto ptr = [&](int id) -> CUdeviceptr {
+  const std::function<uint64_t(int)> ptr = [&](int id) -> uint64_t {
     int h = l.home[id];
     if (!l.resident[h].empty())
       return impl->state.at(l.resident[h]).buffer.ptr;
     return base + l.offset[h];
   };
+  if (impl->dnn)
+    impl->chooseAlgorithms(fn, l, ptr);
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
   for (auto &[id, t] : uploads)
@@ -528,10 +631,26 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     record();
   std::vector<CUdeviceptr> argValues;
   std::vector<void *> argPtrs;
+  int libraryOp = -1; // the op whose cuDNN call was enqueued last
   for (const CudaStep &s : plan.steps) {
     if (s.kind != CudaStep::Kind::Launch)
       continue;
     const OpInfo &op = fn.ops[s.op];
+    if (!l.convs.empty() && l.convs[s.op]) {
+      if (libraryOp == s.op)
+        continue; // the op's other kernels: the one call replaces them all
+      libraryOp = s.op;
+      l.convs[s.op]->run(*impl->dnn, ptr, impl->workspace.ptr);
+      if (syncEach)
+        if (CUresult r = d.cuStreamSynchronize(impl->stream); r != CUDA_SUCCESS)
+          throw Error(str(l.convs[s.op]->describe(), " in function '", fn.name, "': ",
+                          d.errorString(r)));
+      if (profile) {
+        record();
+        timedOps.push_back(s.op);
+      }
+      continue;
+    }
     CUfunction f = impl->function(s.kernel, op);
     argValues.assign(s.args.size(), 0);
     argPtrs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
