@@ -503,7 +503,8 @@ Artifact Artifact::load(const std::string &path) {
     };
     info.source = section("source");
     info.cubin = section("cubin");
-    info.ptx = section("ptx");
+    if (c.contains("ptx")) // left out by medc compile --cuda-ptx=false
+      info.ptx = section("ptx");
     if (info.cubin.empty() && info.ptx.empty())
       r.fail("cuda", "the cubin and PTX sections are empty");
     for (const Function &f : a.functions)

@@ -77,6 +77,15 @@ int cuDevicePrimaryCtxRetain(void **ctx, int) {
   return 0;
 }
 int cuDevicePrimaryCtxRelease_v2(int) { return 0; }
+// FAKE_CUDA_CC: the compute capability it reports, as major * 10 + minor (default 90).
+int cuDeviceGetAttribute(int *v, int attribute, int) {
+  const char *env = std::getenv("FAKE_CUDA_CC");
+  int cc = env ? std::atoi(env) : 90;
+  if (attribute != 75 && attribute != 76)
+    return 1; // CUDA_ERROR_INVALID_VALUE: not emulated
+  *v = attribute == 75 ? cc / 10 : cc % 10;
+  return 0;
+}
 int cuCtxSetCurrent(void *) { return 0; }
 
 int cuModuleLoadData(void **module, const void *image) {

@@ -101,6 +101,11 @@ cl::opt<Target> target(
     cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<int> cudaArch("cuda-arch", cl::desc("GPU architecture of the cubin (default 90: sm_90)"),
                       cl::init(90), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<bool> cudaPtx("cuda-ptx",
+                      cl::desc("Keep the compute_<arch> PTX beside the cubin, for GPUs of newer "
+                               "architectures, whose driver compiles it (default true; "
+                               "--cuda-ptx=false leaves it out)"),
+                      cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -460,11 +465,12 @@ int main(int argc, char **argv) {
           {"launches", static_cast<int64_t>(program->launches)},
           {"compile_seconds", std::round(binary->seconds * 100) / 100},
           {"source", "cuda.source"},
-          {"cubin", "cuda.cubin"},
-          {"ptx", "cuda.ptx"}};
-      sections = {{"cuda.source", program->source},
-                  {"cuda.cubin", binary->cubin},
-                  {"cuda.ptx", binary->ptx}};
+          {"cubin", "cuda.cubin"}};
+      sections = {{"cuda.source", program->source}, {"cuda.cubin", binary->cubin}};
+      if (cudaPtx) {
+        (*doc->getAsObject()->getObject("cuda"))["ptx"] = "cuda.ptx";
+        sections.push_back({"cuda.ptx", binary->ptx});
+      }
     }
     if (emit == Emit::Plan)
       output->os() << llvm::formatv("{0:2}", *doc) << "\n";

@@ -63,6 +63,7 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
   CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr; // optional: the plan-time check
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice) = nullptr; // optional: messages
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
@@ -140,6 +141,8 @@ const Driver &driver() {
     get(d.cuGetErrorString, {"cuGetErrorString"});
     get(d.cuGetErrorName, {"cuGetErrorName"});
     d.cuMemGetInfo = reinterpret_cast<decltype(d.cuMemGetInfo)>(dlsym(d.lib, "cuMemGetInfo_v2"));
+    d.cuDeviceGetAttribute =
+        reinterpret_cast<decltype(d.cuDeviceGetAttribute)>(dlsym(d.lib, "cuDeviceGetAttribute"));
     if (!d.error.empty())
       return;
     if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
@@ -432,6 +435,18 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
   impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
   // The cubin first; the PTX (JIT-compiled by the driver) if the GPU cannot run it.
   CUresult r = d.cuModuleLoadData(&impl->module, artifact.cuda->cubin.data());
+  if (r != CUDA_SUCCESS && artifact.cuda->ptx.empty()) {
+    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+    int major = 0, minor = 0;
+    std::string sm = "an unknown architecture";
+    if (d.cuDeviceGetAttribute && d.cuDeviceGetAttribute(&major, 75, impl->device) == CUDA_SUCCESS &&
+        d.cuDeviceGetAttribute(&minor, 76, impl->device) == CUDA_SUCCESS)
+      sm = str("sm_", major, minor);
+    throw Error(str(artifact.path, ": its kernels are an ", artifact.cuda->arch,
+                    " cubin without PTX, which ", deviceName(), " (", sm, ") cannot run (",
+                    d.errorString(r), "); recompile it with `medc compile ... --target cuda",
+                    major ? str(" --cuda-arch ", major, minor) : std::string(), "`"));
+  }
   if (r != CUDA_SUCCESS) {
     std::string ptx = artifact.cuda->ptx; // NUL-terminated copy
     CUresult p = d.cuModuleLoadData(&impl->module, ptx.c_str());
