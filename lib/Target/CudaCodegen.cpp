@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 using namespace mlir::med;
@@ -100,6 +101,7 @@ int blockFor(int64_t n) {
 std::string ctype(llvm::StringRef dtype) {
   return llvm::StringSwitch<std::string>(dtype)
       .Case("f32", "float")
+      .Case("bf16", "bf16")
       .Case("f64", "double")
       .Case("i8", "signed char")
       .Case("i16", "short")
@@ -107,7 +109,7 @@ std::string ctype(llvm::StringRef dtype) {
       .Case("i64", "long long")
       .Case("u8", "unsigned char")
       .Case("bool", "unsigned char")
-      .Cases("bf16", "f16", "unsigned short")
+      .Case("f16", "unsigned short")
       .Default("");
 }
 
@@ -187,6 +189,35 @@ template <typename T> float blockSum(float v, T *sh) { return blockReduce(v, sh,
 // Records the first failing op (its index + 1) in the function's status word.
 void medFail(unsigned *status, unsigned code) { atomicCAS(status, 0u, code); }
 
+// bf16-mixed storage. Kernels compute in float: a bf16 converts to float when read and
+// rounds to nearest even when assigned (NaN stays a quiet NaN), as the CPU backend's bf16.
+struct bf16 {
+  unsigned short bits;
+  operator float() const { return __uint_as_float((unsigned)bits << 16); }
+  bf16 &operator=(float f) {
+    const unsigned u = __float_as_uint(f);
+    bits = (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((u >> 16) | 0x40u)
+                                           : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return *this;
+  }
+};
+// An f32 operand of an op that computes in bf16: read rounded to bf16, as the CPU backend
+// converts such operands first.
+struct f32r {
+  float v;
+  operator float() const {
+    bf16 b;
+    b = v;
+    return b;
+  }
+};
+// Parameters kept in f32 on the device, read by bf16 ops (the executor launches this).
+extern "C" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {
+  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    y[i] = x[i];
+}
+
 )";
 
 struct ValueType {
@@ -198,6 +229,7 @@ struct ValueType {
 struct Op {
   size_t index;
   std::string kind, loc;
+  bool fp32 = false; // master-weight math: stays in f32 under mixed precision
   std::map<std::string, std::vector<int>> operands;
   std::vector<int> results;
   const json::Object *attrs;
@@ -263,6 +295,7 @@ public:
       values.push_back(std::move(t));
     }
     scratchBytes.push_back(4); // scratch 0: the status word
+    std::vector<Op> parsed;
     for (size_t i = 0; i < ops->size(); ++i) {
       const json::Object *o = (*ops)[i].getAsObject();
       Op op;
@@ -280,6 +313,19 @@ public:
         op.results.push_back(static_cast<int>(*id.getAsInteger()));
       static const json::Object empty;
       op.attrs = o->getObject("attrs") ? o->getObject("attrs") : &empty;
+      op.fp32 = o->getBoolean("fp32").value_or(false);
+      parsed.push_back(std::move(op));
+    }
+    if (fn.getString("precision").value_or("") == "bf16-mixed")
+      storeActivationsInBF16(parsed);
+    for (const Op &op : parsed) {
+      roundOnRead.clear();
+      if (bf16Mixed && isActivation(op))
+        for (auto &[name, ids] : op.operands)
+          if (name != "mean" && name != "rstd") // statistics: read as saved, in f32
+            for (int id : ids)
+              if (type(id).dtype == "f32")
+                roundOnRead.insert(id);
       try {
         lower(op);
       } catch (const CodegenError &e) {
@@ -292,7 +338,14 @@ public:
     json::Array scratch;
     for (int64_t b : scratchBytes)
       scratch.push_back(b);
-    return json::Object{{"scratch", std::move(scratch)}, {"steps", std::move(steps)}};
+    json::Object plan{{"scratch", std::move(scratch)}, {"steps", std::move(steps)}};
+    json::Array bf16Values;
+    for (size_t id = 0; id < values.size(); ++id)
+      if (values[id].dtype == "bf16")
+        bf16Values.push_back(static_cast<int64_t>(id));
+    if (!bf16Values.empty())
+      plan["bf16"] = std::move(bf16Values);
+    return plan;
   }
 
   size_t launches = 0;
@@ -303,6 +356,63 @@ private:
   std::vector<ValueType> values;
   std::vector<int64_t> scratchBytes;
   json::Array steps;
+  bool bf16Mixed = false;
+  std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
+
+  /// Under bf16-mixed, does `op` compute in bf16 (the CPU backend's rule): it is not marked
+  /// fp32 and has a float result that is not a scalar.
+  bool isActivation(const Op &op) const {
+    if (op.fp32)
+      return false;
+    for (int id : op.results)
+      if ((type(id).dtype == "f32" || type(id).dtype == "bf16") && !type(id).shape.empty())
+        return true;
+    return false;
+  }
+
+  /// bf16-mixed: the values the CPU backend stores in bf16 are stored in bf16 here too:
+  /// float arguments that are not scalars, and the float results of ops that compute in
+  /// bf16, but for group_norm's saved statistics. A reshape keeps its input's type (it
+  /// aliases the buffer).
+  void storeActivationsInBF16(const std::vector<Op> &ops) {
+    bf16Mixed = true;
+    if (const json::Array *in = fn.getArray("inputs"))
+      for (const json::Value &v : *in) {
+        ValueType &t = values.at(*v.getAsInteger());
+        if (t.dtype == "f32" && !t.shape.empty())
+          t.dtype = "bf16";
+      }
+    for (const Op &op : ops) {
+      if (op.kind == "reshape") {
+        values.at(result(op)).dtype = type(one(op, "input")).dtype;
+        continue;
+      }
+      if (!isActivation(op))
+        continue;
+      for (size_t i = 0; i < op.results.size(); ++i)
+        if (values.at(op.results[i]).dtype == "f32" && !(op.kind == "group_norm" && i > 0))
+          values[op.results[i]].dtype = "bf16";
+    }
+  }
+
+  /// The kernel parameters with each float buffer typed as its value is stored (`bf16`),
+  /// or read (`f32r`, an f32 operand of an op computing in bf16).
+  std::vector<std::string> typed(const std::vector<std::string> &params,
+                                 const std::vector<int> &args) const {
+    std::vector<std::string> out = params;
+    for (size_t i = 0; i < out.size() && i < args.size(); ++i) {
+      if (args[i] < 0 || static_cast<size_t>(args[i]) >= values.size())
+        continue; // scratch
+      size_t at = out[i].find("float*");
+      if (at == std::string::npos)
+        continue;
+      if (type(args[i]).dtype == "bf16")
+        out[i].replace(at, 5, "bf16");
+      else if (roundOnRead.count(args[i]) && out[i].rfind("const ", 0) == 0)
+        out[i].replace(at, 5, "f32r");
+    }
+    return out;
+  }
 
   [[noreturn]] static void error(const std::string &msg) { throw CodegenError{msg}; }
 
@@ -387,10 +497,10 @@ private:
 
   const ValueType &type(int id) const { return values.at(id); }
   const std::vector<int64_t> &shape(int id) const { return values.at(id).shape; }
-  void requireF32(int id, const std::string &what) const {
-    if (type(id).dtype != "f32")
+  void requireFloat(int id, const std::string &what) const {
+    if (type(id).dtype != "f32" && type(id).dtype != "bf16")
       error(what + " has element type " + type(id).dtype +
-            "; the CUDA backend computes in f32 only");
+            "; the CUDA backend stores floats as f32 or bf16 only");
   }
 
   // ---- building blocks -----------------------------------------------------------------
@@ -426,15 +536,15 @@ private:
                    const std::string &globals = "") {
     std::string b = "  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= " +
                     num(n) + ") return;\n" + body;
-    launch(op, src.kernel(base, params, b, kBlock, globals), (n + kBlock - 1) / kBlock, kBlock,
-           args);
+    launch(op, src.kernel(base, typed(params, args), b, kBlock, globals),
+           (n + kBlock - 1) / kBlock, kBlock, args);
   }
 
   /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
   void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
                 const std::vector<int> &args, int64_t outs, int block, const std::string &body) {
     std::string b = "  const i64 o = blockIdx.x;\n  const int t = threadIdx.x;\n" + body;
-    launch(op, src.kernel(base, params, b, block), outs, block, args);
+    launch(op, src.kernel(base, typed(params, args), b, block), outs, block, args);
   }
 
   static std::string in(const std::string &name, const std::string &t = "float") {
@@ -530,7 +640,7 @@ private:
   // ---- ops -----------------------------------------------------------------------------
   void constant(const Op &op) {
     int y = result(op);
-    requireF32(y, "the constant");
+    requireFloat(y, "the constant");
     std::vector<double> v = floatsAttr(op, "value");
     int64_t n = type(y).numel();
     if (static_cast<int64_t>(v.size()) != n && v.size() != 1)
@@ -550,11 +660,11 @@ private:
   void conv(const Op &op, bool transposed) {
     int x = one(op, "input"), w = one(op, "weight"), y = result(op);
     std::optional<int> b = opt(op, "bias");
-    requireF32(x, "the input");
-    requireF32(w, "the weight");
-    requireF32(y, "the result");
+    requireFloat(x, "the input");
+    requireFloat(w, "the weight");
+    requireFloat(y, "the result");
     if (b)
-      requireF32(*b, "the bias");
+      requireFloat(*b, "the bias");
     const auto &xs = shape(x), &ws = shape(w), &ys = shape(y);
     if (xs.size() != 5 || ws.size() != 5 || ys.size() != 5)
       error("expected rank-5 input, weight and result");
@@ -575,9 +685,9 @@ private:
     body += "  float acc = 0.0f;\n"
             "  for (i64 cl = 0; cl < " + num(cinG) + "; ++cl) {\n"
             "    const i64 ci = gr * " + num(cinG) + " + cl;\n"
-            "    const float* xc = x + (o0 * " + num(cin) + " + ci) * " + num(D * H * W) + ";\n";
+            "    const auto* xc = x + (o0 * " + num(cin) + " + ci) * " + num(D * H * W) + ";\n";
     if (!transposed) {
-      body += "    const float* wc = w + (o1 * " + num(cinG) + " + cl) * " + num(kVol) + ";\n"
+      body += "    const auto* wc = w + (o1 * " + num(cinG) + " + cl) * " + num(kVol) + ";\n"
               "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
               "      const i64 id = o2 * " + num(s[0]) + " - " + num(p[0]) + " + kd * " + num(d[0]) + ";\n"
               "      if (id < 0 || id >= " + num(D) + ") continue;\n"
@@ -590,7 +700,7 @@ private:
               "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
               "        }\n      }\n    }\n  }\n";
     } else {
-      body += "    const float* wc = w + (ci * " + num(coutG) + " + col) * " + num(kVol) + ";\n"
+      body += "    const auto* wc = w + (ci * " + num(coutG) + " + col) * " + num(kVol) + ";\n"
               "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
               "      const i64 td = o2 + " + num(p[0]) + " - kd * " + num(d[0]) + ";\n"
               "      if (td < 0 || td % " + num(s[0]) + " != 0 || td / " + num(s[0]) + " >= " + num(D) + ") continue;\n"
@@ -619,9 +729,9 @@ private:
 
   void convGradWeight(const Op &op) {
     int x = one(op, "input"), dy = one(op, "grad_output"), dw = result(op);
-    requireF32(x, "the input");
-    requireF32(dy, "the output gradient");
-    requireF32(dw, "the result");
+    requireFloat(x, "the input");
+    requireFloat(dy, "the output gradient");
+    requireFloat(dw, "the result");
     const auto &xs = shape(x), &gs = shape(dy), &ws = shape(dw);
     if (xs.size() != 5 || gs.size() != 5 || ws.size() != 5)
       error("expected rank-5 input, output gradient and weight");
@@ -673,7 +783,7 @@ private:
     const int block = blockFor(len);
     std::string body =
         "  __shared__ float sh[" + std::to_string(block) + "];\n"
-        "  const float* p = x + o * " + num(len) + ";\n"
+        "  const auto* p = x + o * " + num(len) + ";\n"
         "  float s = 0.0f;\n"
         "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") s += p[j];\n"
         "  const float mean = blockSum(s, sh) / (float)" + num(len) + ";\n"
@@ -693,7 +803,7 @@ private:
   void groupNorm(const Op &op) {
     int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
     for (int id : {x, g, b, y})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     NCS d = ncs(x);
     int64_t groups = intAttr(op, "groups");
     if (groups < 1 || d.c % groups)
@@ -713,8 +823,8 @@ private:
                 {y, x, stats, g, b}, type(y).numel(), body);
     if (op.results.size() == 3) { // save_statistics: mean and rstd for group_norm_grad
       int mean = result(op, 1), rstd = result(op, 2);
-      requireF32(mean, "the saved mean");
-      requireF32(rstd, "the saved rstd");
+      requireFloat(mean, "the saved mean");
+      requireFloat(rstd, "the saved rstd");
       elementwise(op, "group_norm_save", {out("mean"), out("rstd"), in("stats")},
                   {mean, rstd, stats}, segs,
                   "  mean[i] = stats[2 * i];\n  rstd[i] = stats[2 * i + 1];\n");
@@ -724,13 +834,13 @@ private:
   void channelLayerNorm(const Op &op) {
     int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
     for (int id : {x, g, b, y})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     NCS d = ncs(x);
     // One thread per (n, position); channels summed in increasing order, as the CPU.
     std::string body =
         "  const i64 n = i / " + num(d.s) + ", s = i % " + num(d.s) + ";\n"
-        "  const float* xp = x + n * " + num(d.c * d.s) + " + s;\n"
-        "  float* yp = y + n * " + num(d.c * d.s) + " + s;\n"
+        "  const auto* xp = x + n * " + num(d.c * d.s) + " + s;\n"
+        "  auto* yp = y + n * " + num(d.c * d.s) + " + s;\n"
         "  float mean = 0.0f, sd = 0.0f;\n"
         "  for (i64 c = 0; c < " + num(d.c) + "; ++c) mean += xp[c * " + num(d.s) + "];\n"
         "  mean /= (float)" + num(d.c) + ";\n"
@@ -750,9 +860,9 @@ private:
     const int64_t stride = dy ? 3 : 1;
     std::string body =
         "  __shared__ float sh[" + std::to_string(block) + "];\n"
-        "  const float* p = x + o * " + num(len) + ";\n";
+        "  const auto* p = x + o * " + num(len) + ";\n";
     if (dy)
-      body += "  const float* g = dy + o * " + num(len) + ";\n";
+      body += "  const auto* g = dy + o * " + num(len) + ";\n";
     body += "  float s2 = 0.0f, sg = 0.0f, sgx = 0.0f;\n"
             "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") {\n"
             "    const float v = p[j];\n    s2 += v * v;\n";
@@ -777,7 +887,7 @@ private:
   void grn(const Op &op) {
     int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
     for (int id : {x, g, b, y})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     NCS d = ncs(x);
     if (type(x).numel() == 0)
       return;
@@ -802,8 +912,8 @@ private:
 
   void unary(const Op &op) {
     int x = one(op, "input"), y = result(op);
-    requireF32(x, "the input");
-    requireF32(y, "the result");
+    requireFloat(x, "the input");
+    requireFloat(y, "the result");
     if (type(x).numel() != type(y).numel())
       error("result and input sizes differ");
     static const std::map<std::string, std::string> f = {
@@ -838,7 +948,7 @@ private:
   void binary(const Op &op) {
     int a = one(op, "lhs"), b = one(op, "rhs"), y = result(op);
     for (int id : {a, b, y})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     const auto &ys = shape(y);
     static const std::map<std::string, std::string> f = {
         {"add", "u + v"}, {"sub", "u - v"},         {"mul", "u * v"},
@@ -870,9 +980,9 @@ private:
     if (low.size() != xs.size() || high.size() != xs.size() || ys.size() != xs.size())
       error("need one low and one high entry per axis");
     double value = floatAttr(op, "value");
-    if ((type(x).dtype == "bf16" || type(x).dtype == "f16") && value != 0)
-      error("a non-zero fill value needs f32 or f64");
-    std::string fill = type(x).dtype == "f32"   ? flt(value)
+    if (type(x).dtype == "f16" && value != 0)
+      error("a non-zero fill value needs f32, bf16 or f64");
+    std::string fill = type(x).dtype == "f32" || type(x).dtype == "bf16" ? flt(value)
                        : type(x).dtype == "f64" ? dbl(value)
                                                 : "(" + t + ")" + dbl(value);
     std::string body = decompose("i", ys, "o");
@@ -976,8 +1086,8 @@ private:
 
   void reduce(const Op &op) {
     int x = one(op, "input"), y = result(op);
-    requireF32(x, "the input");
-    requireF32(y, "the result");
+    requireFloat(x, "the input");
+    requireFloat(y, "the result");
     const auto &xs = shape(x);
     std::string kind = strAttr(op, "kind");
     const ReduceAxes ax = reduceAxes(op, xs);
@@ -1001,7 +1111,7 @@ private:
       error("unknown reduction kind '" + kind + "'");
     std::string body = "  __shared__ float sh[" + std::to_string(block) + "];\n";
     body += decompose("o", keptSize, "k");
-    body += "  const float* base = x + " + offsetExpr("k", keptStride) + ";\n"
+    body += "  const auto* base = x + " + offsetExpr("k", keptStride) + ";\n"
             "  float acc = " + init + ";\n"
             "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
             decompose("j", redSize, "r") +
@@ -1029,11 +1139,11 @@ private:
     int x = one(op, "logits"), tg = one(op, "target"), y = result(op);
     std::optional<int> mask = opt(op, "mask"), posw = opt(op, "pos_weight");
     for (int id : {x, tg, y})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     if (mask)
-      requireF32(*mask, "the mask");
+      requireFloat(*mask, "the mask");
     if (posw)
-      requireF32(*posw, "pos_weight");
+      requireFloat(*posw, "pos_weight");
     const NCS L = lossLayout(x);
     const int64_t n = type(x).numel();
     if (type(tg).numel() != n || (mask && type(*mask).numel() != n))
@@ -1142,7 +1252,7 @@ private:
 
     // Gradient: σ(x)·(1 + (p − 1)·y) − p·y, scaled per channel.
     int dl = one(op, "grad_loss");
-    requireF32(dl, "the upstream gradient");
+    requireFloat(dl, "the upstream gradient");
     const bool none = red == "none";
     if (none ? type(dl).numel() != n : type(dl).numel() != 1)
       error("the upstream gradient does not match the reduction");
@@ -1207,7 +1317,7 @@ private:
 
   /// Softmax of the C logits at voxel (n, s): mx, se as the CPU kernel computes them.
   static std::string softmaxHead(int64_t C, int64_t S) {
-    return "    const float* xb = x + n * " + num(C * S) + " + s;\n"
+    return "    const auto* xb = x + n * " + num(C * S) + " + s;\n"
            "    float mx = xb[0];\n"
            "    for (i64 c = 1; c < " + num(C) + "; ++c) { const float v = xb[c * " + num(S) +
            "]; mx = v > mx || v != v ? v : mx; }\n"
@@ -1237,7 +1347,7 @@ private:
         "  ce = blockSum(ce, sh);\n  tp = blockSum(tp, sh);\n"
         "  sp = blockSum(sp, sh);\n  sy = blockSum(sy, sh);\n"
         "  if (t == 0) {\n"
-        "    float* q = sums + n * " + num(stride) + ";\n"
+        "    auto* q = sums + n * " + num(stride) + ";\n"
         "    if (c0 == 0) q[0] = ce;\n"
         "    q[1 + c0] = tp;\n    q[1 + " + num(C) + " + c0] = sp;\n    q[1 + " + num(2 * C) + " + c0] = sy;\n"
         "  }\n";
@@ -1259,7 +1369,7 @@ private:
     std::vector<NCS> layouts;
     std::vector<int> sums;
     for (size_t l = 0; l < logits.size(); ++l) {
-      requireF32(logits[l], "the logits");
+      requireFloat(logits[l], "the logits");
       NCS L = lossLayout(logits[l]);
       if (shape(logits[l]).size() < 2 || type(targets[l]).numel() != L.n * L.s)
         error("level " + std::to_string(l) + ": logits and target do not match");
@@ -1268,7 +1378,7 @@ private:
     }
     if (!grad) {
       int y = result(op);
-      requireF32(y, "the result");
+      requireFloat(y, "the result");
       // The scalar, level by level, in the CPU kernel's arithmetic (float sums, double
       // means).
       std::string fin = "  if (t != 0) return;\n  double total = 0.0;\n";
@@ -1280,7 +1390,7 @@ private:
         std::string q = "s" + std::to_string(l);
         params.push_back(in(q));
         args.push_back(sums[l] >= 0 ? sums[l] : status()); // unread when empty
-        fin += "  {\n    const float* q = " + q + ";\n"
+        fin += "  {\n    const auto* q = " + q + ";\n"
                "    float ce = 0.0f;\n"
                "    for (i64 n = 0; n < " + num(L.n) + "; ++n) ce += q[n * " + num(stride) + "];\n"
                "    const double ceMean = (double)ce / (double)" + num(L.n * L.s) + ";\n"
@@ -1312,14 +1422,14 @@ private:
     }
 
     int dl = one(op, "grad_loss");
-    requireF32(dl, "the upstream gradient");
+    requireFloat(dl, "the upstream gradient");
     if (type(dl).numel() != 1)
       error("the upstream gradient must be a scalar");
     for (size_t l = 0; l < logits.size(); ++l) {
       const NCS &L = layouts[l];
       const int64_t C = L.c, S = L.s, stride = 1 + 3 * C;
       int x = logits[l], tgt = targets[l], dx = result(op, l);
-      requireF32(dx, "the result");
+      requireFloat(dx, "the result");
       if (type(x).numel() == 0)
         continue;
       const int64_t kept = std::max<int64_t>(0, C - c0) * (batchDice ? 1 : L.n);
@@ -1327,9 +1437,9 @@ private:
       int coef = scratch((2 * L.n * C + 1) * 4);
       std::string body =
           "  if (t != 0) return;\n"
-          "  const float* q = sums;\n"
+          "  const auto* q = sums;\n"
           "  const double w = " + dbl(weights[l]) + " * (double)dl[0];\n"
-          "  float* al = coef;\n  float* be = coef + " + num(L.n * C) + ";\n"
+          "  auto* al = coef;\n  auto* be = coef + " + num(L.n * C) + ";\n"
           "  for (i64 k = 0; k < " + num(2 * L.n * C) + "; ++k) coef[k] = 0.0f;\n";
       if (kept > 0) {
         body +=
@@ -1363,15 +1473,15 @@ private:
       std::string g =
           "  const i64 n = i / " + num(S) + ", s = i % " + num(S) + ";\n"
           "  const i64 e = i;\n" + readClass(tgt, C) +
-          "  float* db = dx + n * " + num(C * S) + " + s;\n"
+          "  auto* db = dx + n * " + num(C * S) + " + s;\n"
           "  if (cls < 0) {\n    medFail(status, " + code(op) + ");\n"
           "    for (i64 c = 0; c < " + num(C) + "; ++c) db[c * " + num(S) + "] = 0.0f;\n    return;\n  }\n" +
           softmaxHead(C, S) +
           "  float pr[" + std::to_string(C) + "];\n"
           "  for (i64 c = 0; c < " + num(C) + "; ++c) pr[c] = expf(xb[c * " + num(S) + "] - mx);\n"
           "  for (i64 c = 0; c < " + num(C) + "; ++c) pr[c] /= se;\n"
-          "  const float* al = coef + n * " + num(C) + ";\n"
-          "  const float* be = coef + " + num(L.n * C) + " + n * " + num(C) + ";\n"
+          "  const auto* al = coef + n * " + num(C) + ";\n"
+          "  const auto* be = coef + " + num(L.n * C) + " + n * " + num(C) + ";\n"
           "  const float ceCoef = coef[" + num(2 * L.n * C) + "];\n"
           "  float sg = al[cls] * pr[cls];\n"
           "  for (i64 c = 0; c < " + num(C) + "; ++c) sg += be[c] * pr[c];\n"
@@ -1394,7 +1504,7 @@ private:
     int a = one(op, "lhs"), b = one(op, "rhs"), dy = one(op, "grad_output");
     int da = result(op, 0), db = result(op, 1);
     for (int id : {a, b, dy, da, db})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     const auto &ys = shape(dy);
     if (shape(da) != ys || shape(db) != ys)
       error("the gradients must have the output gradient's shape");
@@ -1420,7 +1530,7 @@ private:
     int x = one(op, "input"), m = one(op, "extremum"), dy = one(op, "grad_output");
     int dx = result(op);
     for (int id : {x, m, dy, dx})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     const auto &xs = shape(x);
     const ReduceAxes ax = reduceAxes(op, xs);
     const auto &keptSize = ax.keptSize, &keptStride = ax.keptStride, &redSize = ax.redSize,
@@ -1467,7 +1577,8 @@ private:
     }
     if (hit.empty())
       hit = "true", off = "0";
-    body += "  y[i] = (" + hit + ") ? x[" + off + "] : (" + t + ")0;\n";
+    body += "  y[i] = (" + hit + ") ? x[" + off + "] : " + (t == "bf16" ? "0.0f" : "(" + t + ")0") +
+            ";\n";
     elementwise(op, "slice_grad", {out("y", t), in("x", t)}, {dx, dy}, type(dx).numel(), body);
   }
 
@@ -1477,11 +1588,11 @@ private:
   /// flag word (every writer writes the same 1: deterministic); the last turns it into f32.
   void anyNonFinite(const Op &op) {
     int y = result(op);
-    requireF32(y, "the result");
+    requireFloat(y, "the result");
     int flag = scratch(4);
     elementwise(op, "flag_clear", {out("flag", "unsigned")}, {flag}, 1, "  flag[0] = 0u;\n");
     for (int x : group(op, "inputs")) {
-      requireF32(x, "an input");
+      requireFloat(x, "an input");
       elementwise(op, "flag_non_finite", {out("flag", "unsigned"), in("x")}, {flag, x},
                   type(x).numel(), "  if (!isfinite(x[i])) flag[0] = 1u;\n");
     }
@@ -1492,7 +1603,7 @@ private:
   /// A whole operand chosen by a scalar condition (NaN counts as true, as != 0).
   void select(const Op &op) {
     int c = one(op, "cond"), a = one(op, "on_true"), b = one(op, "on_false"), y = result(op);
-    requireF32(c, "the condition");
+    requireFloat(c, "the condition");
     std::string t = elemType(y);
     if (elemType(a) != t || elemType(b) != t || type(a).numel() != type(y).numel() ||
         type(b).numel() != type(y).numel())
@@ -1506,7 +1617,7 @@ private:
     int s = one(op, "scale"), n = one(op, "growth_tracker"), f = one(op, "found_inf");
     int ns = result(op, 0), nn = result(op, 1);
     for (int id : {s, n, f, ns, nn})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     std::string body =
         "  float sc = s[0];\n  double tr = n[0];\n"
         "  if (f[0] != 0.0f) {\n    sc = (float)(sc * " + dbl(floatAttr(op, "backoff_factor")) +
@@ -1531,7 +1642,7 @@ private:
     NormGradArgs a{one(op, "input"),  one(op, "gamma"), one(op, "grad_output"),
                    result(op, 0),     result(op, 1),    result(op, 2), {}};
     for (int id : {a.x, a.g, a.dy, a.dx, a.dg, a.db})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     a.d = ncs(a.x);
     return a;
   }
@@ -1549,8 +1660,8 @@ private:
     const int x = a.x, g = a.g, dy = a.dy, dx = a.dx, dg = a.dg, db = a.db;
     const NCS d = a.d;
     int mean = one(op, "mean"), rstd = one(op, "rstd");
-    requireF32(mean, "the saved mean");
-    requireF32(rstd, "the saved rstd");
+    requireFloat(mean, "the saved mean");
+    requireFloat(rstd, "the saved rstd");
     int64_t groups = intAttr(op, "groups");
     if (groups < 1 || d.c % groups)
       error("channels do not split into groups");
@@ -1567,8 +1678,8 @@ private:
         "  __shared__ float sh[" + std::to_string(block) + "];\n"
         "  const i64 seg = o / " + num(cg) + ";\n"
         "  const float mu = mean[seg];\n"
-        "  const float* p = x + o * " + num(d.s) + ";\n"
-        "  const float* q = dy + o * " + num(d.s) + ";\n"
+        "  const auto* p = x + o * " + num(d.s) + ";\n"
+        "  const auto* q = dy + o * " + num(d.s) + ";\n"
         "  float a = 0.0f, b = 0.0f;\n"
         "  for (i64 j = t; j < " + num(d.s) + "; j += " + std::to_string(block) + ") {\n"
         "    const float gv = q[j];\n    a += gv;\n    b += gv * (p[j] - mu);\n  }\n"
@@ -1618,9 +1729,9 @@ private:
     // One thread per (n, position): statistics as the forward kernel, then dx.
     std::string body =
         "  const i64 n = i / " + S + ", s = i % " + S + ";\n"
-        "  const float* xp = x + n * " + num(d.c * d.s) + " + s;\n"
-        "  const float* gp = dy + n * " + num(d.c * d.s) + " + s;\n"
-        "  float* dp = dx + n * " + num(d.c * d.s) + " + s;\n"
+        "  const auto* xp = x + n * " + num(d.c * d.s) + " + s;\n"
+        "  const auto* gp = dy + n * " + num(d.c * d.s) + " + s;\n"
+        "  auto* dp = dx + n * " + num(d.c * d.s) + " + s;\n"
         "  float mean = 0.0f, sd = 0.0f;\n"
         "  for (i64 c = 0; c < " + C + "; ++c) mean += xp[c * " + S + "];\n"
         "  mean /= (float)" + C + ";\n"
@@ -1703,7 +1814,7 @@ private:
   void geluGrad(const Op &op) {
     int x = one(op, "input"), dy = one(op, "grad_output"), dx = result(op);
     for (int id : {x, dy, dx})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     std::string body =
         "  const float v = x[i];\n"
         "  const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n"
@@ -1719,7 +1830,7 @@ private:
         v = one(op, "exp_avg_sq"), lr = one(op, "lr"), step = one(op, "step");
     int np = result(op, 0), nm = result(op, 1), nv = result(op, 2);
     for (int id : {p, g, m, v, lr, step, np, nm, nv})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     const double b1 = floatAttr(op, "beta1"), b2 = floatAttr(op, "beta2"),
                  eps = floatAttr(op, "epsilon"), wd = floatAttr(op, "weight_decay");
     // The scalars in double from lr and step, as the CPU kernel forms them.
@@ -1747,7 +1858,7 @@ private:
         lr = one(op, "lr");
     int np = result(op, 0), nb = result(op, 1);
     for (int id : {p, g, b, lr, np, nb})
-      requireF32(id, "an operand");
+      requireFloat(id, "an operand");
     const bool nesterov = boolAttr(op, "nesterov");
     std::string body =
         "  const float r = (float)(double)lr[0];\n"

@@ -336,6 +336,12 @@ struct Reader {
       }
       plan.steps.push_back(std::move(step));
     }
+    if (j.contains("bf16")) // bf16-mixed: the values stored in bf16 on the device
+      for (int64_t id : ints(j["bf16"], where + ".bf16")) {
+        if (id < 0 || id >= static_cast<int64_t>(f.values.size()) || !isFloat(f.values[id].dtype))
+          fail(where + ".bf16", str(id, " is not a float value"));
+        plan.bf16.push_back(static_cast<int>(id));
+      }
     return plan;
   }
 };

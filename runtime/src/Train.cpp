@@ -241,9 +241,9 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     inputs[i] = t;
   };
   const Precision precision = precisionOf(fn);
-  if (options.cuda && precision != Precision::F32)
-    throw Error(str("the CUDA backend runs fp32 steps so far; this step is ", fn.precision,
-                    " (--set precision=fp32, or --device cpu)"));
+  if (options.cuda && precision == Precision::F16)
+    throw Error(str("the CUDA backend runs fp32 and bf16-mixed steps so far; this step is ",
+                    fn.precision, " (--set precision=bf16-mixed, or --device cpu)"));
   if (options.cuda) {
     if (!artifact.cuda)
       throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));

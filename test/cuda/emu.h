@@ -30,6 +30,16 @@ inline float __int_as_float(unsigned v) {
   memcpy(&f, &v, 4);
   return f;
 }
+inline unsigned __float_as_uint(float f) {
+  unsigned v;
+  memcpy(&v, &f, 4);
+  return v;
+}
+inline float __uint_as_float(unsigned v) {
+  float f;
+  memcpy(&f, &v, 4);
+  return f;
+}
 inline double __longlong_as_double(long long v) {
   double d;
   memcpy(&d, &v, 8);

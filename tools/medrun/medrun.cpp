@@ -465,11 +465,17 @@ int cudaCheck(const Artifact &a, const Args &args) {
   if (!(tolerance > 0))
     throw Error(str("--tolerance: expected a positive number, got '", args.get("tolerance"), "'"));
   auto stepInput = std::find(fn.inputNames.begin(), fn.inputNames.end(), "step");
+  // The device stores bf16-mixed activations in bf16 and everything else in f32 (fp16-mixed
+  // steps too, so far): the CPU backend runs the same storage.
+  const Precision cpuPrecision = precisionOf(fn) == Precision::BF16 ? Precision::BF16 : Precision::F32;
   CudaSession session(a);
   std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
             << ", " << repeat << " run(s), tolerance " << tolerance << "\n"
             << "convolutions: " << session.convolutions() << "\n";
+  if (fn.cuda && !fn.cuda->bf16.empty())
+    std::cout << fn.precision << ": " << fn.cuda->bf16.size() << " of " << fn.values.size()
+              << " values stored in bf16 on the device\n";
   int failures = 0, checked = 0, noisy = 0;
   double worst = 0, cpuSeconds = 0, gpuSeconds = 0;
   std::string worstName;
@@ -548,7 +554,7 @@ int cudaCheck(const Artifact &a, const Args &args) {
     }
     TensorMap cpuUpdates, gpuUpdates;
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<Tensor> cpuOut = runCpu(a, fn, in, cpuParams, Precision::F32, nullptr, &cpuUpdates);
+    std::vector<Tensor> cpuOut = runCpu(a, fn, in, cpuParams, cpuPrecision, nullptr, &cpuUpdates);
     auto t1 = std::chrono::steady_clock::now();
     std::vector<Tensor> gpuOut = session.run(fn, in, {}, nullptr, &gpuUpdates);
     session.commit();

@@ -80,6 +80,7 @@ struct CudaStep {
 struct CudaPlan {
   std::vector<int64_t> scratch; ///< bytes of each scratch buffer
   std::vector<CudaStep> steps;  ///< in execution order
+  std::vector<int> bf16;        ///< bf16-mixed: values stored in bf16 on the device
 };
 
 struct Function {

@@ -193,6 +193,9 @@ struct Layout {
   std::vector<int> home;            ///< buffer id -> the buffer id whose memory it uses
   std::vector<std::string> resident; ///< per home buffer: the resident tensor, or ""
   std::vector<size_t> offset;        ///< per home buffer: offset in the arena
+  std::vector<DType> type;           ///< per value: as stored on the device
+  /// bf16 values bound to f32 resident parameters: converted before the plan runs.
+  std::vector<std::pair<std::string, int>> toBF16;
   size_t arenaBytes = 0, naiveBytes = 0;
   /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
   std::vector<std::unique_ptr<cudnn::Conv>> convs;
@@ -354,10 +357,15 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
   for (size_t i = 0; i < B; ++i)
     l.home[i] = static_cast<int>(i);
   l.resident.assign(B, "");
+  l.type.resize(V);
+  for (size_t i = 0; i < V; ++i)
+    l.type[i] = fn.values[i].dtype;
+  for (int id : plan.bf16)
+    l.type[id] = DType::BF16;
   std::vector<BufferLife> life(B);
   for (size_t i = 0; i < B; ++i)
     life[i].bytes = i < V ? static_cast<size_t>(numElements(fn.values[i].shape)) *
-                                dtypeSize(fn.values[i].dtype)
+                                dtypeSize(l.type[i])
                           : static_cast<size_t>(plan.scratch[i - V]);
   for (int id : fn.inputs)
     life[id].touch(BufferLife::kBeforeSteps);
@@ -365,7 +373,10 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
     const CudaStep &s = plan.steps[t];
     switch (s.kind) {
     case CudaStep::Kind::Param:
-      if (state.count(s.name)) {
+      if (state.count(s.name) && l.type[s.value] != state.at(s.name).dtype) {
+        l.toBF16.emplace_back(s.name, s.value); // read as bf16: a converted copy per run
+        life[s.value].touch(BufferLife::kBeforeSteps);
+      } else if (state.count(s.name)) {
         l.resident[s.value] = s.name;
         life[s.value].bytes = 0; // lives in its resident buffer, not in the arena
       } else {
@@ -393,8 +404,8 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
   if (dnn) {
     l.convs.resize(fn.ops.size());
     for (size_t i = 0; i < fn.ops.size(); ++i)
-      if (cudnn::handles(fn.ops[i]))
-        l.convs[i] = std::make_unique<cudnn::Conv>(fn, fn.ops[i]);
+      if (cudnn::handles(fn.ops[i], l.type))
+        l.convs[i] = std::make_unique<cudnn::Conv>(fn, fn.ops[i], l.type);
   }
   ArenaPlan placed = planArena(life);
   l.offset = std::move(placed.offset);
@@ -579,19 +590,20 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
       throw Error(str("function '", fn.name, "' argument arg", i, ": expected ",
                       shapeStr(info.shape), " ", dtypeName(info.dtype), ", got ",
                       shapeStr(t.shape()), " ", dtypeName(t.dtype())));
-    uploads.emplace_back(fn.inputs[i], t.dtype() == info.dtype ? t : t.to(info.dtype));
+    uploads.emplace_back(fn.inputs[i], t);
   }
   for (const ValueInfo &v : fn.values)
     if (isFloat(v.dtype) && v.dtype != DType::F32)
       throw Error(str("function '", fn.name, "' has ", dtypeName(v.dtype),
-                      " values; the CUDA backend runs f32 programs only"));
+                      " values; the CUDA backend runs programs of f32 values (bf16-mixed "
+                      "steps store bf16 on the device by their plan)"));
   for (const CudaStep &s : plan.steps) {
     if (s.kind != CudaStep::Kind::Param)
       continue;
     const ValueInfo &info = fn.values[s.value];
     if (auto r = impl->state.find(s.name); r != impl->state.end()) {
-      if (r->second.shape != info.shape || !isFloat(r->second.dtype))
-        throw Error(str("parameter '", s.name, "': expected ", shapeStr(info.shape), ", the "
+      if (r->second.shape != info.shape || r->second.dtype != DType::F32)
+        throw Error(str("parameter '", s.name, "': expected ", shapeStr(info.shape), " f32, the "
                         "device holds ", shapeStr(r->second.shape), " ", dtypeName(r->second.dtype)));
       continue;
     }
@@ -601,8 +613,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     if (it->second.shape() != info.shape || !isFloat(it->second.dtype()))
       throw Error(str("parameter '", s.name, "': expected ", shapeStr(info.shape), ", got ",
                       shapeStr(it->second.shape()), " ", dtypeName(it->second.dtype())));
-    uploads.emplace_back(s.value, it->second.dtype() == DType::F32 ? it->second
-                                                                   : it->second.to(DType::F32));
+    uploads.emplace_back(s.value, it->second);
   }
 
   Layout &l = impl->layout(fn);
@@ -618,10 +629,21 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     impl->chooseAlgorithms(fn, l, ptr);
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
-  for (auto &[id, t] : uploads)
+  for (auto &[id, host] : uploads) {
+    const Tensor t = host.dtype() == l.type[id] ? host : host.to(l.type[id]);
     if (t.nbytes())
       impl->check(d.cuMemcpyHtoD(ptr(id), t.raw(), t.nbytes()),
                   str("uploading value ", id, " of function '", fn.name, "'"));
+  }
+  for (auto &[name, id] : l.toBF16) {
+    CUfunction f = impl->function("med_f32_to_bf16", fn.ops.at(0));
+    CUdeviceptr from = impl->state.at(name).buffer.ptr, to = ptr(id);
+    long long n = numElements(fn.values[id].shape);
+    void *args[] = {&from, &to, &n, nullptr};
+    impl->check(d.cuLaunchKernel(f, static_cast<unsigned>((n + 255) / 256), 1, 1, 256, 1, 1, 0,
+                                 impl->stream, args, nullptr),
+                str("converting parameter '", name, "' to bf16"));
+  }
   const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");
   // Launch the plan.
@@ -707,7 +729,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
 
   auto download = [&](int id) {
     const ValueInfo &info = fn.values[id];
-    Tensor t(info.dtype, info.shape);
+    Tensor t(l.type[id], info.shape);
     if (t.nbytes())
       impl->check(d.cuMemcpyDtoH(t.raw(), ptr(id), t.nbytes()),
                   str("downloading value ", id, " of function '", fn.name, "'"));
@@ -720,6 +742,9 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     if (s.kind != CudaStep::Kind::Assign)
       continue;
     bool resident = impl->state.count(s.name) != 0;
+    if (resident && l.type[s.value] != impl->state.at(s.name).dtype)
+      throw Error(str(fn.ops[s.op].describe(), ": assigns a ", dtypeName(l.type[s.value]),
+                      " value to the f32 tensor '", s.name, "'"));
     if (resident)
       impl->pending.push_back({s.name, ptr(s.value)});
     if (updates)

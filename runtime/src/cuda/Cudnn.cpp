@@ -28,7 +28,8 @@ namespace {
 
 using Status = int;
 using Ptr = void *;
-constexpr int kDataFloat = 0, kFormatNCHW = 0, kCrossCorrelation = 1, kFmaMath = 3;
+constexpr int kDataFloat = 0, kDataBF16 = 9, kFormatNCHW = 0, kCrossCorrelation = 1;
+constexpr int kTensorOpMath = 1, kFmaMath = 3;
 constexpr int kDeterministic = 1;
 
 // cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t share this layout.
@@ -170,8 +171,17 @@ std::string version() {
   return str(v / 10000, ".", v / 100 % 100, ".", v % 100);
 }
 
-bool handles(const OpInfo &op) {
-  return op.kind == "conv3d" || op.kind == "conv3d_transpose" || op.kind == "conv3d_grad_weight";
+bool handles(const OpInfo &op, const std::vector<DType> &types) {
+  if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight")
+    return false;
+  const DType t = types.at(op.results.at(0));
+  if (t != DType::F32 && t != DType::BF16)
+    return false;
+  for (auto &[name, ids] : op.operands)
+    for (int id : ids)
+      if (types.at(id) != t)
+        return false;
+  return true;
 }
 
 AlgoCache::AlgoCache(std::string path) : file(std::move(path)) {
@@ -244,7 +254,8 @@ struct Conv::Desc {
   }
 };
 
-Conv::Conv(const Function &fn, const OpInfo &op) : desc(std::make_unique<Desc>()) {
+Conv::Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types)
+    : desc(std::make_unique<Desc>()) {
   const Library &l = library();
   int input = op.single("input"), out = op.results.at(0);
   if (op.kind == "conv3d") {
@@ -267,10 +278,12 @@ Conv::Conv(const Function &fn, const OpInfo &op) : desc(std::make_unique<Desc>()
              shapeStr(direction == 1 ? as : bs), " -> ", shapeStr(cs), ")");
   auto pad = op.intsAttr("padding"), stride = op.intsAttr("stride"), dil = op.intsAttr("dilation");
   const int groups = static_cast<int>(op.intAttr("groups"));
+  const bool bf16 = types.at(c) == DType::BF16;
+  const int data = bf16 ? kDataBF16 : kDataFloat;
   std::ostringstream k;
   k << op.kind << ":" << shapeStr(as) << ":" << shapeStr(bs) << ":" << shapeStr(cs) << ":p"
     << shapeStr(pad) << ":s" << shapeStr(stride) << ":d" << shapeStr(dil) << ":g" << groups
-    << ":f32";
+    << (bf16 ? ":bf16" : ":f32");
   key = k.str();
 
   const Shape *shapes[3] = {&as, &bs, &cs};
@@ -289,10 +302,10 @@ Conv::Conv(const Function &fn, const OpInfo &op) : desc(std::make_unique<Desc>()
     }
     if (desc->filter[i]) {
       check(l.createFilter(&desc->slot[i]), "cudnnCreateFilterDescriptor", what);
-      check(l.setFilterNd(desc->slot[i], kDataFloat, kFormatNCHW, 5, dims), "cudnnSetFilterNdDescriptor", what);
+      check(l.setFilterNd(desc->slot[i], data, kFormatNCHW, 5, dims), "cudnnSetFilterNdDescriptor", what);
     } else {
       check(l.createTensor(&desc->slot[i]), "cudnnCreateTensorDescriptor", what);
-      check(l.setTensorNd(desc->slot[i], kDataFloat, 5, dims, strides), "cudnnSetTensorNdDescriptor", what);
+      check(l.setTensorNd(desc->slot[i], data, 5, dims, strides), "cudnnSetTensorNdDescriptor", what);
     }
   }
   int p[3], s[3], d[3];
@@ -302,15 +315,17 @@ Conv::Conv(const Function &fn, const OpInfo &op) : desc(std::make_unique<Desc>()
     d[i] = static_cast<int>(dil.at(i));
   }
   check(l.createConv(&desc->conv), "cudnnCreateConvolutionDescriptor", what);
+  // Accumulation in f32 either way.
   check(l.setConvNd(desc->conv, 3, p, s, d, kCrossCorrelation, kDataFloat),
         "cudnnSetConvolutionNdDescriptor", what);
   check(l.setGroupCount(desc->conv, groups), "cudnnSetConvolutionGroupCount", what);
-  // fp32 programs compute in fp32: no TF32 tensor-core rounding of the operands.
-  check(l.setMathType(desc->conv, kFmaMath), "cudnnSetConvolutionMathType", what);
+  // fp32 programs compute in fp32 (no TF32 rounding of the operands); bf16 on tensor cores.
+  check(l.setMathType(desc->conv, bf16 ? kTensorOpMath : kFmaMath), "cudnnSetConvolutionMathType",
+        what);
   if (bias >= 0) {
     int dims[5] = {1, static_cast<int>(cs[1]), 1, 1, 1}, strides[5] = {dims[1], 1, 1, 1, 1};
     check(l.createTensor(&desc->bias), "cudnnCreateTensorDescriptor", what);
-    check(l.setTensorNd(desc->bias, kDataFloat, 5, dims, strides), "cudnnSetTensorNdDescriptor", what);
+    check(l.setTensorNd(desc->bias, data, 5, dims, strides), "cudnnSetTensorNdDescriptor", what);
   }
 }
 

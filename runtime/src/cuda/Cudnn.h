@@ -35,8 +35,9 @@ bool available(std::string *why);
 /// "9.19.0"
 std::string version();
 
-/// The op kinds cuDNN runs.
-bool handles(const OpInfo &op);
+/// Whether cuDNN runs `op`: a convolution whose operands are stored (`types`, per value id
+/// on the device) all in f32 or all in bf16.
+bool handles(const OpInfo &op, const std::vector<DType> &types);
 
 /// Chosen algorithms by shape, kept in a text file (one "key algo workspace" line each).
 class AlgoCache {
@@ -67,7 +68,7 @@ private:
 /// One convolution op of a function as a cuDNN call (plus cudnnAddTensor for a bias).
 class Conv {
 public:
-  Conv(const Function &fn, const OpInfo &op);
+  Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types);
   ~Conv();
   Conv(const Conv &) = delete;
   Conv &operator=(const Conv &) = delete;
