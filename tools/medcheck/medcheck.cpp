@@ -1,14 +1,17 @@
-//===- medcheck.cpp - checks medrun's CPU backend against LibTorch --------------------===//
+//===- medcheck.cpp - checks medrun's CPU or CUDA backend against LibTorch ------------===//
 //
 //   medcheck X.medc [--func NAME]... [--seed S] [--tolerance T] [--precision f32|f64]
 //            [--threads N] [--grad] [--fd N [--fd-params REGEX] [--fd-tolerance T]]
+//            [--device cpu|cuda] [--torch-device cpu|cuda]
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
 //            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
 //            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
+//            [--device cpu|cuda] [--torch-device cpu|cuda]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
-// draws random inputs by the role of each argument, runs the function with runCpu and
-// with the LibTorch reference of TorchReference.cpp, and compares every output.
+// draws random inputs by the role of each argument, runs the function with runCpu (or a
+// CudaSession, --device cuda) and with the LibTorch reference of TorchReference.cpp (on
+// torch's CPU or GPU, --torch-device), and compares every output.
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
 // --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
@@ -71,8 +74,9 @@ namespace {
 const char *kUsage =
     "usage: medcheck ARTIFACT.medc [options]\n"
     "\n"
-    "Runs functions of a medc artifact on medrun's CPU backend and, op by op, with\n"
-    "LibTorch, and compares every output.\n"
+    "Runs functions of a medc artifact on medrun's CPU backend (or its CUDA backend,\n"
+    "--device cuda) and, op by op, with LibTorch (on its CPU or its GPU), and compares\n"
+    "every output.\n"
     "\n"
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
     "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
@@ -99,7 +103,7 @@ const char *kUsage =
     "Gradient checks, for artifacts compiled with `medc compile --grad` and each function\n"
     "f that has an f_grad (--func selects by either name):\n"
     "\n"
-    "--grad  runs f_grad on our CPU backend and compares each output with torch: out<i>\n"
+    "--grad  runs f_grad on our backend and compares each output with torch: out<i>\n"
     "  with f's forward mapping, grad.* with torch autograd of out0 of f's mapping, the\n"
     "  parameters f reads and its float arguments being leaves. Lines, tolerance and the\n"
     "  vanishing rule as above. An argument that reaches the loss only as the target, mask\n"
@@ -127,14 +131,14 @@ const char *kUsage =
     "train_step and the plain loss function it was built from, `loss` unless the train\n"
     "options name another):\n"
     "\n"
-    "--train-steps N  runs N consecutive training steps on our CPU backend and, in\n"
-    "  parallel and independently, in LibTorch, and compares the two states after each.\n"
+    "--train-steps N  runs N consecutive training steps on our backend and,\n"
+    "  independently, in LibTorch, and compares the two states after each.\n"
     "  Both start from medrun::initParameters(seed); ONE random batch, drawn by the roles\n"
     "  above for the loss function's arguments, is reused by every step. Step s = 1..N uses\n"
     "  lr_s from --lr and --lr-schedule (constant: lr; cosine: lr * (1 + cos(pi (s-1)/N))/2)\n"
     "  and ema_decay_s = 0 for s <= W (--ema-warmup), D (--ema-decay) after; in f32 both are\n"
     "  rounded to f32 first, and torch gets the rounded values too.\n"
-    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s][, loss_scale,\n"
+    "    ours:  train_step(batch, lr_s, step = s[, ema_decay_s][, loss_scale,\n"
     "           growth_tracker], rng = s), inputs bound by name, then the values it assigns\n"
     "           (med.assign) replace the state.\n"
     "    torch: the loss function's op-by-op torch mapping with the trainable parameters as\n"
@@ -177,6 +181,25 @@ const char *kUsage =
     "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
     "  step's parameters (before the update) and compares every parameter gradient with\n"
     "  torch autograd's (before clipping), the vanishing rule above applying.\n"
+    "  Each step also prints the wall time of our run (with --train-grad, <loss>_grad and\n"
+    "  train_step) and of torch's.\n"
+    "\n"
+    "Devices:\n"
+    "\n"
+    "--device cuda  runs our side on medrun's CUDA backend: one CudaSession (GPU 0, the\n"
+    "  artifact's kernels loaded once) for the whole medcheck run, each function run as\n"
+    "  runCpu would (inputs and the parameters it reads uploaded, outputs and assigned\n"
+    "  values downloaded). Needs an artifact compiled with `medc compile --target cuda`\n"
+    "  and precision f32. Applies to the forward check, --grad and --train-steps\n"
+    "  (+ --train-grad); --fd always runs on the CPU backend in f64. MEDRUN_LIBCUDA names\n"
+    "  another driver library (as for medrun).\n"
+    "--torch-device cuda  computes the torch side on LibTorch's GPU 0: parameters, inputs,\n"
+    "  constants and optimizer state live there; results come back to the CPU (f64) to be\n"
+    "  compared. TF32 is off for cuDNN convolutions and cuBLAS matmuls (f32 products stay\n"
+    "  f32) and cuDNN benchmarking is off. Our run always ends (results on the host) before\n"
+    "  torch's starts, and the GPU memory torch's caching allocator keeps is released\n"
+    "  before each of our runs (LibTorch 2.10+, or an older CUDA build), so that both sides\n"
+    "  can use most of one GPU in turn. Needs a LibTorch with CUDA and a GPU.\n"
     "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
@@ -204,13 +227,17 @@ const char *kUsage =
     "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
     "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
+    "  --device D         our backend: cpu (default) or cuda (see above)\n"
+    "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
     "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
-    "--loss-scale on a step without loss scaling\n";
+    "--loss-scale on a step without loss scaling, --device cuda with a precision other\n"
+    "than f32. No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
+    "(--torch-device cuda): an error, exit status 1.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
