@@ -32,17 +32,19 @@
 #include <torch/version.h>
 
 // Releasing the GPU memory torch's caching allocator holds (between our run and torch's on
-// one GPU): the device-generic allocator interface of LibTorch 2.10+, else the CUDA caching
-// allocator of a CUDA build of an older LibTorch (MEDCHECK_TORCH_CUDA comes from CMake: the
-// header alone is no proof, Debian's CPU-only LibTorch ships it without libc10_cuda).
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+// one GPU): through c10::getDeviceAllocator where this LibTorch has it (found by
+// releaseCached below, so that no version number is assumed), else, in a CUDA build of a
+// LibTorch older than 2.10, through the CUDA caching allocator itself (MEDCHECK_TORCH_CUDA
+// comes from CMake: the header alone is no proof, Debian's CPU-only LibTorch ships it
+// without libc10_cuda).
+#if __has_include(<c10/core/CachingDeviceAllocator.h>)
 #include <c10/core/CachingDeviceAllocator.h>
-#define MEDCHECK_EMPTY_CACHE 1
-#elif defined(MEDCHECK_TORCH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>) && \
-    __has_include(<c10/cuda/impl/cuda_cmake_macros.h>) && \
-    __has_include(<cuda_runtime_api.h>)
+#endif
+#if (TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 10)) && \
+    defined(MEDCHECK_TORCH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>) && \
+    __has_include(<c10/cuda/impl/cuda_cmake_macros.h>) && __has_include(<cuda_runtime_api.h>)
 #include <c10/cuda/CUDACachingAllocator.h>
-#define MEDCHECK_EMPTY_CACHE 2
+#define MEDCHECK_CUDA_CACHING_ALLOCATOR 1
 #endif
 
 #include <algorithm>
@@ -198,8 +200,9 @@ const char *kUsage =
     "  compared. TF32 is off for cuDNN convolutions and cuBLAS matmuls (f32 products stay\n"
     "  f32) and cuDNN benchmarking is off. Our run always ends (results on the host) before\n"
     "  torch's starts, and the GPU memory torch's caching allocator keeps is released\n"
-    "  before each of our runs (LibTorch 2.10+, or an older CUDA build), so that both sides\n"
-    "  can use most of one GPU in turn. Needs a LibTorch with CUDA and a GPU.\n"
+    "  before each of our runs (c10::getDeviceAllocator's emptyCache, or in older CUDA\n"
+    "  builds the CUDA caching allocator's), so that both sides can use most of one GPU in\n"
+    "  turn. Needs a LibTorch with CUDA and a GPU.\n"
     "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
@@ -543,7 +546,7 @@ struct Comparison {
 Comparison compare(const medrun::Tensor &oursT, const torch::Tensor &ref) {
   Comparison c;
   torch::Tensor ours = medcheck::toTorch(oursT).to(torch::kDouble);
-  torch::Tensor theirs = ref.to(torch::kDouble).contiguous();
+  torch::Tensor theirs = ref.to(torch::kCPU, torch::kDouble).contiguous(); // from any device
   if (ours.sizes() != theirs.sizes()) {
     c.problem = str("shape ", medrun::shapeStr(oursT.shape()), " vs torch ",
                     medrun::shapeStr(medrun::Shape(ref.sizes().begin(), ref.sizes().end())));
@@ -589,6 +592,17 @@ double now() {
 
 // ---- the two sides --------------------------------------------------------------------
 
+/// Empties the cache of the device allocator of `type` and returns true, where LibTorch has
+/// c10::getDeviceAllocator (found by argument-dependent lookup, so that the overload drops
+/// out where it does not exist); false otherwise.
+template <typename DeviceType>
+auto releaseCached(DeviceType type, int)
+    -> decltype(getDeviceAllocator(type)->emptyCache(), bool()) {
+  getDeviceAllocator(type)->emptyCache();
+  return true;
+}
+template <typename DeviceType> bool releaseCached(DeviceType, long) { return false; }
+
 /// Where each side computes: ours on medrun's CPU backend, or on the CUDA backend through
 /// one CudaSession for the whole medcheck run (--device); torch on its CPU or its CUDA
 /// device (--torch-device). With both on one GPU, each run needs the memory the other
@@ -621,11 +635,21 @@ struct Sides {
     if (!torchDevice.is_cuda())
       return;
     torch::cuda::synchronize();
-#if MEDCHECK_EMPTY_CACHE == 1
-    c10::getDeviceAllocator(c10::DeviceType::CUDA)->emptyCache();
-#elif MEDCHECK_EMPTY_CACHE == 2
-    c10::cuda::CUDACachingAllocator::emptyCache();
+    std::string why = "this LibTorch offers no way to do it";
+    try {
+      if (releaseCached(c10::DeviceType::CUDA, 0))
+        return;
+#ifdef MEDCHECK_CUDA_CACHING_ALLOCATOR
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      return;
 #endif
+    } catch (const c10::Error &e) {
+      why = e.what_without_backtrace();
+    }
+    static bool told = false; // once: the check goes on, our runs get what torch leaves
+    if (!told)
+      std::cerr << "medcheck: torch's cached GPU memory is not released (" << why << ")\n";
+    told = true;
   }
 
   /// After torch's run: waits for its kernels, so that its wall time is complete.
