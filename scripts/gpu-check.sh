@@ -7,15 +7,21 @@
 #             32³, batch 2): `infer`, then three `train_step`s, each backend continuing
 #             from its own updated parameters; every output and every updated parameter
 #             must agree to a relative error norm of 1e-4; per-op-kind kernel times.
+#   large     the CUDA backend against LibTorch on the same GPU (medcheck --device cuda, torch
+#             on CUDA with TF32 off, f32, relative error norm <= 1e-3): one BANIS+ training
+#             step (MedNeXt-L k3, 1->6, 128³, batch 2; gradients, parameters, AdamW
+#             moments, EMA) and its `infer`, then MedNeXt-S k3 (quickstart, 32³): three
+#             steps and `infer`. Each side needs most of the GPU for MedNeXt-L, in turn.
 #   bench     PyTorch's MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and
 #             torch.compile
-# and prints a short table last. MED_GPU_CHECKS selects the parts (default: "medcheck cuda").
+# and prints a short table last. MED_GPU_CHECKS selects the parts (default:
+# "medcheck cuda large").
 # Every command runs under `timeout`, so the script ends even if a kernel hangs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-CHECKS=${MED_GPU_CHECKS:-medcheck cuda}
+CHECKS=${MED_GPU_CHECKS:-medcheck cuda large}
 N=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 export LD_LIBRARY_PATH=$N/cu13/lib:$N/cudnn/lib:$N/nccl/lib:${LD_LIBRARY_PATH:-}
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
@@ -32,6 +38,7 @@ echo "built medrun and medcheck in $(( $(date +%s) - start )) s"
 status=0
 : >"$OUT/table.txt"
 : >"$OUT/cuda.txt"
+: >"$OUT/large.txt"
 
 if [[ " $CHECKS " == *" medcheck "* ]]; then
   : >"$OUT/check.log"
@@ -109,6 +116,43 @@ PY
   fi
 fi
 
+if [[ " $CHECKS " == *" large "* ]]; then
+  C=.device/cuda
+  # large NAME LIMIT ARGS...: one `medcheck --device cuda` run (torch on the GPU too), its log
+  # in $OUT/large-NAME.log; its summary line (steps or outputs checked) and time line in the
+  # table, or its error. A failure or a timeout marks this row and the status, nothing else.
+  large() {
+    local name=$1 limit=$2; shift 2
+    local log="$OUT/large-$name.log"
+    echo "== $name: medcheck $*"
+    timeout "$limit" ./build-gpu/bin/medcheck "$@" >"$log" 2>&1
+    local rc=$?
+    tail -15 "$log"
+    local r=ok line
+    [ $rc -ne 0 ] && { r=FAILED; status=1; }
+    line=$(grep -E "(steps|outputs) checked" "$log" | tail -1)
+    local timing
+    timing=$(grep -E "^(train_step|infer)  time" "$log" | tail -1 | sed -e 's/  */ /g')
+    [ -n "$timing" ] && line="$line; $timing"
+    [ $rc -eq 124 ] && line="timed out after $limit s; $line"
+    [ -z "$line" ] && line=$(grep -E "^medcheck" "$log" | tail -1)
+    [ -z "$line" ] && line="exit $rc, no summary"
+    printf '%-18s %-7s %s\n' "$name" "$r" "$line" >>"$OUT/large.txt"
+  }
+  if [ -f "$C/banis_plus.medc" ]; then
+    ./build-gpu/bin/medrun info "$C/banis_plus.medc" | tail -1
+    large banis_plus.train 900 "$C/banis_plus.medc" --device cuda --train-steps 1 --train-grad --tolerance 1e-3
+    large banis_plus.infer 900 "$C/banis_plus.medc" --device cuda --func infer --tolerance 1e-3
+  else
+    echo "banis_plus         FAILED $C/banis_plus.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/large.txt"
+    status=1
+  fi
+  if [ -f "$C/quickstart.medc" ]; then
+    large quickstart.train 300 "$C/quickstart.medc" --device cuda --train-steps 3 --train-grad --tolerance 1e-3
+    large quickstart.infer 300 "$C/quickstart.medc" --device cuda --func infer --tolerance 1e-3
+  fi
+fi
+
 if [[ " $CHECKS " == *" bench "* ]]; then
   # PyTorch on the same GPU: MedNeXt-L k3, 1->3, batch 2, 128³, bf16 autocast, fused AdamW,
   # eager and torch.compile (bench/mednext_torch.py).
@@ -130,6 +174,10 @@ fi
 if [ -s "$OUT/cuda.txt" ]; then
   echo "CUDA backend vs CPU backend (MedNeXt-S k3, 32³, batch 2; relative error norm <= 1e-4):"
   cat "$OUT/cuda.txt"
+fi
+if [ -s "$OUT/large.txt" ]; then
+  echo "CUDA backend vs LibTorch on the GPU (medcheck --device cuda, f32, TF32 off; relative error norm <= 1e-3):"
+  cat "$OUT/large.txt"
 fi
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status

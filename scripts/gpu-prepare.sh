@@ -25,6 +25,12 @@ mkdir -p .device/cuda
   -o .device/cuda/quickstart.medc
 # Its effective recipe: `medrun train` there runs it with no compiler (--artifact).
 "$BIN/medc" recipe configs/quickstart.yaml --set data.patch=32,32,32 >.device/cuda/quickstart.json
+# The BANIS+ recipe (MedNeXt-L k3, 1->6 affinities, 128³, batch 2, per-channel BCE with
+# automatic pos_weight, AdamW with clipping, EMA) with CUDA kernels, for `medcheck --device
+# cuda --train-steps` (part `large` of scripts/gpu-check.sh): it holds train_step, the loss
+# function and loss_grad that --train-steps and --train-grad run, and infer. About 20 MB of
+# kernels (cubin + PTX); no parameters (medcheck draws them with medrun::initParameters).
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --target cuda -o .device/cuda/banis_plus.medc
 /usr/bin/python3 - <<'PY'
 import numpy as np
 rng = np.random.default_rng(2024)

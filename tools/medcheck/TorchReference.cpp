@@ -55,12 +55,13 @@ medrun::DType medrunType(torch::ScalarType t) {
   throw Error(str("torch dtype ", c10::toString(t), " has no medrun counterpart"));
 }
 
-torch::Tensor toTorch(const medrun::Tensor &t) {
+torch::Tensor toTorch(const medrun::Tensor &t, torch::Device device) {
   std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
   auto options = torch::TensorOptions().dtype(torchType(t.dtype()));
   if (t.numel() == 0)
-    return torch::empty(sizes, options);
-  return torch::from_blob(const_cast<void *>(t.raw()), sizes, options).clone();
+    return torch::empty(sizes, options.device(device));
+  torch::Tensor host = torch::from_blob(const_cast<void *>(t.raw()), sizes, options);
+  return device.is_cpu() ? host.clone() : host.to(device);
 }
 
 medrun::Tensor fromTorch(const torch::Tensor &t) {
@@ -81,6 +82,7 @@ struct Env {
   const medrun::Function &fn;
   std::vector<torch::Tensor> values;
   torch::ScalarType floatType;
+  torch::Device device; ///< where every value lives (that of the inputs)
 
   const torch::Tensor &get(int id, const OpInfo &op) const {
     if (id < 0 || id >= static_cast<int>(values.size()) || !values[id].defined())
@@ -99,6 +101,10 @@ struct Env {
     for (int id : op.operand(name))
       out.push_back(get(id, op));
     return out;
+  }
+  /// Options of a float value the mapping creates itself.
+  torch::TensorOptions floatOptions() const {
+    return torch::TensorOptions().dtype(floatType).device(device);
   }
   /// The torch type a value of the function is held in.
   torch::ScalarType typeOf(int id) const {
@@ -352,7 +358,8 @@ torch::Tensor bce(const OpInfo &op, const torch::Tensor &x, torch::Tensor y, tor
 /// batch when batch_dice, averaged, background left out unless include_background; the loss
 /// is −Dice), weighted and summed over levels. Targets are class indices: no gradient.
 torch::Tensor diceCE(const OpInfo &op, const std::vector<torch::Tensor> &logits,
-                     const std::vector<torch::Tensor> &targets, torch::ScalarType floatType) {
+                     const std::vector<torch::Tensor> &targets,
+                     const torch::TensorOptions &floatOptions) {
   std::vector<double> weights = nums(op, "weights");
   if (logits.size() != targets.size() || logits.size() != weights.size())
     throw Error(str(op.describe(), ": ", logits.size(), " logits, ", targets.size(),
@@ -392,7 +399,7 @@ torch::Tensor diceCE(const OpInfo &op, const std::vector<torch::Tensor> &logits,
     total = total.defined() ? total + weighted : weighted;
   }
   if (!total.defined())
-    total = torch::zeros({}, torch::TensorOptions().dtype(floatType));
+    total = torch::zeros({}, floatOptions);
   return total;
 }
 
@@ -407,7 +414,9 @@ torch::Tensor constant(const Env &env, const OpInfo &op) {
     v = v.expand({n});
   else if (v.numel() != n)
     throw Error(str(op.describe(), ": ", v.numel(), " values for ", n, " elements"));
-  return v.reshape(std::vector<int64_t>(shape.begin(), shape.end())).to(env.typeOf(id)).clone();
+  return v.reshape(std::vector<int64_t>(shape.begin(), shape.end()))
+      .to(env.device, env.typeOf(id))
+      .clone();
 }
 
 std::vector<int64_t> shapeAttr(const OpInfo &op) { return ints(op, "shape"); }
@@ -565,14 +574,14 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {bce(op, env.in(op, "logits"), env.in(op, "target"), env.opt(op, "mask"),
                 env.opt(op, "pos_weight"))};
   if (k == "dice_ce")
-    return {diceCE(op, env.group(op, "logits"), env.group(op, "targets"), env.floatType)};
+    return {diceCE(op, env.group(op, "logits"), env.group(op, "targets"), env.floatOptions())};
 
   // Dynamic loss scaling, written from torch.amp.GradScaler's documented behaviour.
   if (k == "any_non_finite") {
     bool found = false;
     for (const torch::Tensor &x : env.group(op, "inputs"))
       found |= (~torch::isfinite(x)).any().item<bool>();
-    return {torch::full({}, found ? 1.0 : 0.0, torch::TensorOptions().dtype(env.floatType))};
+    return {torch::full({}, found ? 1.0 : 0.0, env.floatOptions())};
   }
   if (k == "select") {
     bool cond = env.in(op, "cond").item<double>() != 0;
@@ -593,7 +602,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     } else {
       ++tracker;
     }
-    auto options = torch::TensorOptions().dtype(env.floatType);
+    auto options = env.floatOptions();
     return {torch::full({}, static_cast<double>(scale), options),
             torch::full({}, static_cast<double>(tracker), options)};
   }
@@ -662,7 +671,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   }
   if (k == "dice_ce_grad") {
     std::vector<torch::Tensor> targets = env.group(op, "targets");
-    return vjp([&](const Primals &p) { return diceCE(op, p, targets, env.floatType); },
+    return vjp([&](const Primals &p) { return diceCE(op, p, targets, env.floatOptions()); },
                env.group(op, "logits"), env.in(op, "grad_loss"), op);
   }
   throw Error(str(op.describe(), ": medcheck has no torch mapping for op '", k, "'"));
@@ -713,6 +722,19 @@ std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::
   return outputs;
 }
 
+/// The device the mapping computes on: that of the first input, else of the first
+/// parameter, else the CPU.
+torch::Device deviceOf(const std::vector<torch::Tensor> &inputs,
+                       const std::map<std::string, torch::Tensor> &params) {
+  for (const torch::Tensor &t : inputs)
+    if (t.defined())
+      return t.device();
+  for (const auto &[name, t] : params)
+    if (t.defined())
+      return t.device();
+  return torch::kCPU;
+}
+
 void setInputs(Env &env, const std::vector<torch::Tensor> &inputs) {
   const medrun::Function &fn = env.fn;
   if (inputs.size() != fn.inputs.size())
@@ -730,7 +752,7 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
                                     torch::ScalarType floatType) {
   (void)artifact;
   torch::NoGradGuard noGrad;
-  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType};
+  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType, deviceOf(inputs, params)};
   setInputs(env, inputs);
   return execute(env, params);
 }
@@ -746,7 +768,7 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
     throw Error(str("function '", fn.name, "': out0 is ", medrun::shapeStr(loss.shape), " ",
                     medrun::dtypeName(loss.dtype), ", not a scalar float loss"));
   torch::AutoGradMode enable(true);
-  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType};
+  Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType, deviceOf(inputs, params)};
 
   // Leaves: the float parameters the function reads (declaration order) and float inputs.
   TorchGradients result;
@@ -788,7 +810,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
   if (!leaves.empty() && outputs[0].requires_grad())
     grads = torch::autograd::grad({outputs[0]}, leaves,
                                   seed.defined()
-                                      ? torch::autograd::variable_list{seed.to(outputs[0].dtype())}
+                                      ? torch::autograd::variable_list{seed.to(
+                                            outputs[0].device(), outputs[0].scalar_type())}
                                       : torch::autograd::variable_list{},
                                   /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);

@@ -28,15 +28,18 @@ namespace medcheck {
 torch::ScalarType torchType(medrun::DType t);
 medrun::DType medrunType(torch::ScalarType t);
 
-/// Copies (never aliases) between the two tensor types.
-torch::Tensor toTorch(const medrun::Tensor &t);
+/// Copies (never aliases) between the two tensor types; toTorch puts the copy on `device`,
+/// fromTorch copies from any device.
+torch::Tensor toTorch(const medrun::Tensor &t, torch::Device device = torch::kCPU);
 medrun::Tensor fromTorch(const torch::Tensor &t);
 
 /// Runs `fn` op by op with LibTorch and returns its outputs (out0, out1, ...), reshaped to
 /// the declared result shapes. `inputs` are the arguments (arg0, ...), `params` the
 /// parameters by state_dict key. Float values are computed in `floatType` (F32 or F64):
 /// float inputs, parameters and constants are converted to it; integer values keep their
-/// type. Throws medrun::Error naming the op for a plan it cannot map (unknown op, missing
+/// type. Everything is computed on the device of the inputs (of the parameters when there
+/// are no inputs): values the mapping creates itself (constants, loss-scaling results) are
+/// put there too. Throws medrun::Error naming the op for a plan it cannot map (unknown op, missing
 /// parameter, a result shape torch disagrees with).
 std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                                     const std::vector<torch::Tensor> &inputs,

@@ -1,14 +1,17 @@
-//===- medcheck.cpp - checks medrun's CPU backend against LibTorch --------------------===//
+//===- medcheck.cpp - checks medrun's CPU or CUDA backend against LibTorch ------------===//
 //
 //   medcheck X.medc [--func NAME]... [--seed S] [--tolerance T] [--precision f32|f64]
 //            [--threads N] [--grad] [--fd N [--fd-params REGEX] [--fd-tolerance T]]
+//            [--device cpu|cuda] [--torch-device cpu|cuda]
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
 //            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
 //            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
+//            [--device cpu|cuda] [--torch-device cpu|cuda]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
-// draws random inputs by the role of each argument, runs the function with runCpu and
-// with the LibTorch reference of TorchReference.cpp, and compares every output.
+// draws random inputs by the role of each argument, runs the function with runCpu (or a
+// CudaSession, --device cuda) and with the LibTorch reference of TorchReference.cpp (on
+// torch's CPU or GPU, --torch-device), and compares every output.
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
 // --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
@@ -18,12 +21,31 @@
 #include "TorchReference.h"
 
 #include "medrun/Artifact.h"
+#include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Parallel.h"
 #include "medrun/Tensor.h"
 
+#include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
+#include <torch/version.h>
+
+// Releasing the GPU memory torch's caching allocator holds (between our run and torch's on
+// one GPU): through c10::getDeviceAllocator where this LibTorch has it (found by
+// releaseCached below, so that no version number is assumed), else, in a CUDA build of a
+// LibTorch older than 2.10, through the CUDA caching allocator itself (MEDCHECK_TORCH_CUDA
+// comes from CMake: the header alone is no proof, Debian's CPU-only LibTorch ships it
+// without libc10_cuda).
+#if __has_include(<c10/core/CachingDeviceAllocator.h>)
+#include <c10/core/CachingDeviceAllocator.h>
+#endif
+#if (TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 10)) && \
+    defined(MEDCHECK_TORCH_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>) && \
+    __has_include(<c10/cuda/impl/cuda_cmake_macros.h>) && __has_include(<cuda_runtime_api.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define MEDCHECK_CUDA_CACHING_ALLOCATOR 1
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -54,8 +76,9 @@ namespace {
 const char *kUsage =
     "usage: medcheck ARTIFACT.medc [options]\n"
     "\n"
-    "Runs functions of a medc artifact on medrun's CPU backend and, op by op, with\n"
-    "LibTorch, and compares every output.\n"
+    "Runs functions of a medc artifact on medrun's CPU backend (or its CUDA backend,\n"
+    "--device cuda) and, op by op, with LibTorch (on its CPU or its GPU), and compares\n"
+    "every output.\n"
     "\n"
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
     "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
@@ -82,7 +105,7 @@ const char *kUsage =
     "Gradient checks, for artifacts compiled with `medc compile --grad` and each function\n"
     "f that has an f_grad (--func selects by either name):\n"
     "\n"
-    "--grad  runs f_grad on our CPU backend and compares each output with torch: out<i>\n"
+    "--grad  runs f_grad on our backend and compares each output with torch: out<i>\n"
     "  with f's forward mapping, grad.* with torch autograd of out0 of f's mapping, the\n"
     "  parameters f reads and its float arguments being leaves. Lines, tolerance and the\n"
     "  vanishing rule as above. An argument that reaches the loss only as the target, mask\n"
@@ -110,14 +133,14 @@ const char *kUsage =
     "train_step and the plain loss function it was built from, `loss` unless the train\n"
     "options name another):\n"
     "\n"
-    "--train-steps N  runs N consecutive training steps on our CPU backend and, in\n"
-    "  parallel and independently, in LibTorch, and compares the two states after each.\n"
+    "--train-steps N  runs N consecutive training steps on our backend and,\n"
+    "  independently, in LibTorch, and compares the two states after each.\n"
     "  Both start from medrun::initParameters(seed); ONE random batch, drawn by the roles\n"
     "  above for the loss function's arguments, is reused by every step. Step s = 1..N uses\n"
     "  lr_s from --lr and --lr-schedule (constant: lr; cosine: lr * (1 + cos(pi (s-1)/N))/2)\n"
     "  and ema_decay_s = 0 for s <= W (--ema-warmup), D (--ema-decay) after; in f32 both are\n"
     "  rounded to f32 first, and torch gets the rounded values too.\n"
-    "    ours:  runCpu(train_step, batch, lr_s, step = s[, ema_decay_s][, loss_scale,\n"
+    "    ours:  train_step(batch, lr_s, step = s[, ema_decay_s][, loss_scale,\n"
     "           growth_tracker], rng = s), inputs bound by name, then the values it assigns\n"
     "           (med.assign) replace the state.\n"
     "    torch: the loss function's op-by-op torch mapping with the trainable parameters as\n"
@@ -160,6 +183,26 @@ const char *kUsage =
     "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
     "  step's parameters (before the update) and compares every parameter gradient with\n"
     "  torch autograd's (before clipping), the vanishing rule above applying.\n"
+    "  Each step also prints the wall time of our run (with --train-grad, <loss>_grad and\n"
+    "  train_step) and of torch's.\n"
+    "\n"
+    "Devices:\n"
+    "\n"
+    "--device cuda  runs our side on medrun's CUDA backend: one CudaSession (GPU 0, the\n"
+    "  artifact's kernels loaded once) for the whole medcheck run, each function run as\n"
+    "  runCpu would (inputs and the parameters it reads uploaded, outputs and assigned\n"
+    "  values downloaded). Needs an artifact compiled with `medc compile --target cuda`\n"
+    "  and precision f32. Applies to the forward check, --grad and --train-steps\n"
+    "  (+ --train-grad); --fd always runs on the CPU backend in f64. MEDRUN_LIBCUDA names\n"
+    "  another driver library (as for medrun).\n"
+    "--torch-device cuda  computes the torch side on LibTorch's GPU 0: parameters, inputs,\n"
+    "  constants and optimizer state live there; results come back to the CPU (f64) to be\n"
+    "  compared. TF32 is off for cuDNN convolutions and cuBLAS matmuls (f32 products stay\n"
+    "  f32) and cuDNN benchmarking is off. Our run always ends (results on the host) before\n"
+    "  torch's starts, and the GPU memory torch's caching allocator keeps is released\n"
+    "  before each of our runs (c10::getDeviceAllocator's emptyCache, or in older CUDA\n"
+    "  builds the CUDA caching allocator's), so that both sides can use most of one GPU in\n"
+    "  turn. Needs a LibTorch with CUDA and a GPU.\n"
     "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
@@ -187,13 +230,17 @@ const char *kUsage =
     "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
     "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
+    "  --device D         our backend: cpu (default) or cuda (see above)\n"
+    "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --help             print this help\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
     "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
-    "--loss-scale on a step without loss scaling\n";
+    "--loss-scale on a step without loss scaling, --device cuda with a precision other\n"
+    "than f32. No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
+    "(--torch-device cuda): an error, exit status 1.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -222,6 +269,8 @@ struct Options {
   double lossScale = 0; ///< > 0: --loss-scale
   bool trainGrad = false;
   bool hasTrainOnly = false; ///< an option that needs --train-steps
+  std::string device = "cpu"; ///< our backend: cpu or cuda
+  std::string torchDevice;    ///< where LibTorch computes: cpu or cuda (empty: as device)
 };
 
 uint64_t parseUnsigned(const std::string &opt, const std::string &s) {
@@ -341,6 +390,11 @@ Options parseArgs(int argc, char **argv) {
         throw UsageError("--train-grad takes no value");
       o.trainGrad = true;
       o.hasTrainOnly = true;
+    } else if (a == "--device" || a == "--torch-device") {
+      std::string d = next();
+      if (d != "cpu" && d != "cuda")
+        throw UsageError(str(a, " must be cpu or cuda, got '", d, "'"));
+      (a == "--device" ? o.device : o.torchDevice) = d;
     } else if (a.size() > 1 && a[0] == '-') {
       throw UsageError(str("unknown option '", a, "'"));
     } else if (o.artifact.empty()) {
@@ -363,6 +417,11 @@ Options parseArgs(int argc, char **argv) {
     throw UsageError("--precision bf16 and f16 (mixed precision) need --train-steps N");
   if (o.trainSteps > 0 && (o.grad || o.fd > 0 || !o.funcs.empty()))
     throw UsageError("--train-steps does not combine with --grad, --fd or --func");
+  if (o.torchDevice.empty())
+    o.torchDevice = o.device;
+  if (o.device == "cuda" && o.precision != medrun::Precision::F32)
+    throw UsageError("--device cuda runs f32 only (the CUDA backend has no other precision); "
+                     "other precisions need --device cpu");
   return o;
 }
 
@@ -487,7 +546,7 @@ struct Comparison {
 Comparison compare(const medrun::Tensor &oursT, const torch::Tensor &ref) {
   Comparison c;
   torch::Tensor ours = medcheck::toTorch(oursT).to(torch::kDouble);
-  torch::Tensor theirs = ref.to(torch::kDouble).contiguous();
+  torch::Tensor theirs = ref.to(torch::kCPU, torch::kDouble).contiguous(); // from any device
   if (ours.sizes() != theirs.sizes()) {
     c.problem = str("shape ", medrun::shapeStr(oursT.shape()), " vs torch ",
                     medrun::shapeStr(medrun::Shape(ref.sizes().begin(), ref.sizes().end())));
@@ -530,6 +589,83 @@ double now() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
+
+// ---- the two sides --------------------------------------------------------------------
+
+/// Empties the cache of the device allocator of `type` and returns true, where LibTorch has
+/// c10::getDeviceAllocator (found by argument-dependent lookup, so that the overload drops
+/// out where it does not exist); false otherwise.
+template <typename DeviceType>
+auto releaseCached(DeviceType type, int)
+    -> decltype(getDeviceAllocator(type)->emptyCache(), bool()) {
+  getDeviceAllocator(type)->emptyCache();
+  return true;
+}
+template <typename DeviceType> bool releaseCached(DeviceType, long) { return false; }
+
+/// Where each side computes: ours on medrun's CPU backend, or on the CUDA backend through
+/// one CudaSession for the whole medcheck run (--device); torch on its CPU or its CUDA
+/// device (--torch-device). With both on one GPU, each run needs the memory the other
+/// leaves: ours frees its arena when a run ends, and torch's cached blocks are released
+/// before each of our runs (beforeOurs).
+struct Sides {
+  const medrun::Artifact &artifact;
+  medrun::Precision precision = medrun::Precision::F32;
+  medrun::CudaSession *cuda = nullptr; ///< --device cuda
+  torch::Device torchDevice = torch::kCPU;
+
+  /// Our run of `fn` (runCpu's interface); outputs and `updates` come back on the host.
+  std::vector<medrun::Tensor> ours(const medrun::Function &fn,
+                                   const std::vector<medrun::Tensor> &inputs,
+                                   const medrun::TensorMap &params,
+                                   medrun::TensorMap *updates = nullptr) const {
+    if (cuda)
+      return cuda->run(fn, inputs, params, nullptr, updates);
+    return medrun::runCpu(artifact, fn, inputs, params, precision, nullptr, updates);
+  }
+
+  /// A copy of `t` on torch's device.
+  torch::Tensor toTorch(const medrun::Tensor &t) const {
+    return medcheck::toTorch(t, torchDevice);
+  }
+
+  /// Before each of our runs: with torch on a GPU, the memory its caching allocator keeps
+  /// goes back to the driver (the tensors still alive, parameters and optimizer state, stay).
+  void beforeOurs() const {
+    if (!torchDevice.is_cuda())
+      return;
+    torch::cuda::synchronize();
+    std::string why = "this LibTorch offers no way to do it";
+    try {
+      if (releaseCached(c10::DeviceType::CUDA, 0))
+        return;
+#ifdef MEDCHECK_CUDA_CACHING_ALLOCATOR
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      return;
+#endif
+    } catch (const c10::Error &e) {
+      why = e.what_without_backtrace();
+    }
+    static bool told = false; // once: the check goes on, our runs get what torch leaves
+    if (!told)
+      std::cerr << "medcheck: torch's cached GPU memory is not released (" << why << ")\n";
+    told = true;
+  }
+
+  /// After torch's run: waits for its kernels, so that its wall time is complete.
+  void afterTorch() const {
+    if (torchDevice.is_cuda())
+      torch::cuda::synchronize();
+  }
+
+  /// "2 threads" or "cuda", for the time lines.
+  std::string oursWhere() const {
+    return cuda ? std::string("cuda") : str(medrun::numThreads(), " threads");
+  }
+  std::string torchWhere() const {
+    return torchDevice.is_cuda() ? std::string("cuda") : str(torch::get_num_threads(), " threads");
+  }
+};
 
 // ---- gradients ------------------------------------------------------------------------
 
@@ -679,7 +815,7 @@ std::vector<bool> judge(const std::vector<Comparison> &cs, const std::vector<boo
   return ok;
 }
 
-Counts checkForward(const Options &o, const medrun::Artifact &artifact,
+Counts checkForward(const Options &o, const Sides &sides,
                     const std::vector<const medrun::Function *> &fns,
                     const medrun::TensorMap &params,
                     const std::map<std::string, torch::Tensor> &torchParams, double tolerance,
@@ -689,13 +825,15 @@ Counts checkForward(const Options &o, const medrun::Artifact &artifact,
     std::vector<medrun::Tensor> inputs = drawInputs(*fn, o.seed);
     std::vector<torch::Tensor> torchInputs;
     for (const medrun::Tensor &t : inputs)
-      torchInputs.push_back(medcheck::toTorch(t));
+      torchInputs.push_back(sides.toTorch(t));
 
+    sides.beforeOurs();
     double t0 = now();
-    std::vector<medrun::Tensor> ours = medrun::runCpu(artifact, *fn, inputs, params, o.precision);
+    std::vector<medrun::Tensor> ours = sides.ours(*fn, inputs, params);
     double t1 = now();
     std::vector<torch::Tensor> ref =
-        medcheck::runTorch(artifact, *fn, torchInputs, torchParams, floatType);
+        medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType);
+    sides.afterTorch();
     double t2 = now();
 
     if (ours.size() != ref.size())
@@ -714,17 +852,16 @@ Counts checkForward(const Options &o, const medrun::Artifact &artifact,
       n.failed += ok[i] ? 0 : 1;
       printLine(fn->name, outputName(*fn, i), ours[i].shape(), cs[i], ok[i], notes[i]);
     }
-    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << medrun::numThreads()
-              << " threads)  torch " << seconds(t2 - t1) << " (" << torch::get_num_threads()
-              << " threads)\n"
+    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << sides.oursWhere()
+              << ")  torch " << seconds(t2 - t1) << " (" << sides.torchWhere() << ")\n"
               << std::flush;
   }
   return n;
 }
 
 /// --grad: f_grad on our backend against torch autograd of f's mapping.
-Counts checkGrad(const Options &o, const medrun::Artifact &artifact,
-                 const std::vector<GradPair> &pairs, const medrun::TensorMap &params,
+Counts checkGrad(const Options &o, const Sides &sides, const std::vector<GradPair> &pairs,
+                 const medrun::TensorMap &params,
                  const std::map<std::string, torch::Tensor> &torchParams, double tolerance,
                  torch::ScalarType floatType) {
   Counts n;
@@ -733,14 +870,16 @@ Counts checkGrad(const Options &o, const medrun::Artifact &artifact,
     std::vector<medrun::Tensor> inputs = drawInputs(*p.f, o.seed);
     std::vector<torch::Tensor> torchInputs;
     for (const medrun::Tensor &t : inputs)
-      torchInputs.push_back(medcheck::toTorch(t));
+      torchInputs.push_back(sides.toTorch(t));
     std::vector<bool> paths = differentiablePaths(*p.f);
 
+    sides.beforeOurs();
     double t0 = now();
-    std::vector<medrun::Tensor> ours = medrun::runCpu(artifact, *p.g, inputs, params, o.precision);
+    std::vector<medrun::Tensor> ours = sides.ours(*p.g, inputs, params);
     double t1 = now();
     medcheck::TorchGradients ref =
-        medcheck::gradTorch(artifact, *p.f, torchInputs, torchParams, floatType);
+        medcheck::gradTorch(sides.artifact, *p.f, torchInputs, torchParams, floatType);
+    sides.afterTorch();
     double t2 = now();
 
     std::vector<Comparison> cs;
@@ -783,9 +922,8 @@ Counts checkGrad(const Options &o, const medrun::Artifact &artifact,
       n.failed += ok[i] ? 0 : 1;
       printLine(p.g->name, outputName(*p.g, i), ours[i].shape(), cs[i], ok[i], notes[i]);
     }
-    std::cout << p.g->name << "  time  ours " << seconds(t1 - t0) << " (" << medrun::numThreads()
-              << " threads)  torch autograd " << seconds(t2 - t1) << " ("
-              << torch::get_num_threads() << " threads)\n"
+    std::cout << p.g->name << "  time  ours " << seconds(t1 - t0) << " (" << sides.oursWhere()
+              << ")  torch autograd " << seconds(t2 - t1) << " (" << sides.torchWhere() << ")\n"
               << std::flush;
   }
   return n;
@@ -1078,8 +1216,9 @@ double defaultTolerance(medrun::Precision p) {
   return 1e-4;
 }
 
-int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolerance,
+int checkTrain(const Options &o, const Sides &sides, double tolerance,
                torch::ScalarType floatType) {
+  const medrun::Artifact &artifact = sides.artifact;
   auto find = [&](const std::string &name) -> const medrun::Function * {
     for (const medrun::Function &f : artifact.functions)
       if (f.name == name)
@@ -1169,7 +1308,7 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
     if (op.kind == "param")
       read.insert(op.strAttr("name"));
   for (const medrun::ParameterInfo &p : artifact.parameters) {
-    torchValues[p.name] = medcheck::toTorch(state.at(p.name)).to(
+    torchValues[p.name] = sides.toTorch(state.at(p.name)).to(
         medrun::isFloat(p.dtype) ? floatType : medcheck::torchType(p.dtype));
     if (p.trainable && read.count(p.name) && medrun::isFloat(p.dtype))
       trained.push_back(p.name);
@@ -1229,7 +1368,7 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
     x = asStorage(x);
   std::vector<torch::Tensor> torchBatch;
   for (const medrun::Tensor &x : batch)
-    torchBatch.push_back(medcheck::toTorch(x));
+    torchBatch.push_back(sides.toTorch(x));
 
   const std::string precisionName = medrunPrecisionName(o.precision);
   std::cout << "train_step  " << t.optimizer << "  " << trained.size()
@@ -1268,11 +1407,13 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
     lr = rounded(lr);
     double decay = rounded(s <= o.emaWarmup ? 0.0 : o.emaDecay);
 
-    // Ours.
+    // Ours, all of it on the host when it ends (a GPU run downloads its results), before
+    // torch starts.
+    sides.beforeOurs();
     double t0 = now();
     std::vector<medrun::Tensor> gradsOurs;
     if (gradFn)
-      gradsOurs = medrun::runCpu(artifact, *gradFn, batch, state, o.precision);
+      gradsOurs = sides.ours(*gradFn, batch, state);
     std::vector<medrun::Tensor> inputs(step->inputs.size());
     for (size_t i = 0; i < batchArgs; ++i)
       inputs[i] = batch[i];
@@ -1290,8 +1431,7 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
       inputs[slot.at("rng")] = counter;
     }
     medrun::TensorMap before = state, updates;
-    std::vector<medrun::Tensor> outs =
-        medrun::runCpu(artifact, *step, inputs, state, o.precision, nullptr, &updates);
+    std::vector<medrun::Tensor> outs = sides.ours(*step, inputs, state, &updates);
     for (auto &[name, x] : updates) {
       if (!state.count(name))
         throw Error(str("train_step assigns '", name, "', which is no parameter"));
@@ -1306,7 +1446,8 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
       values[name] = leaf.at(name).detach();
     torch::Tensor seed;
     if (scaling)
-      seed = torch::full({}, scaleTorch, torch::TensorOptions().dtype(floatType));
+      seed = torch::full({}, scaleTorch,
+                         torch::TensorOptions().dtype(floatType).device(sides.torchDevice));
     medcheck::TorchGradients ref =
         medcheck::gradTorch(artifact, *lossFn, torchBatch, values, floatType, seed);
     bool foundTorch = false;
@@ -1374,6 +1515,7 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
         ++trackerTorch;
       }
     }
+    sides.afterTorch();
     double t2 = now();
     oursTime += t1 - t0;
     torchTime += t2 - t1;
@@ -1556,10 +1698,12 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
       kindLine("ema", trained, ours, theirs, false);
     }
     failedSteps += stepFailed ? 1 : 0;
-    std::cout << std::flush;
+    std::cout << "step " << s << "  time  ours " << seconds(t1 - t0) << "  torch "
+              << seconds(t2 - t1) << "\n"
+              << std::flush;
   }
-  std::cout << "train_step  time  ours " << seconds(oursTime) << "  torch " << seconds(torchTime)
-            << " (" << medrun::numThreads() << " threads)\n";
+  std::cout << "train_step  time  ours " << seconds(oursTime) << " (" << sides.oursWhere()
+            << ")  torch " << seconds(torchTime) << " (" << sides.torchWhere() << ")\n";
   if (scaling)
     std::cout << "loss scaling  " << skippedSteps << " of " << o.trainSteps
               << " steps skipped, final scale " << scaleOurs << "\n";
@@ -1569,10 +1713,35 @@ int checkTrain(const Options &o, const medrun::Artifact &artifact, double tolera
 }
 
 int run(const Options &o) {
+  torch::Device torchDevice = torch::kCPU;
+  if (o.torchDevice == "cuda") {
+    if (!torch::cuda::is_available())
+      throw Error("--torch-device cuda: this LibTorch has no usable CUDA device (a CPU-only "
+                  "build, or no GPU or driver); use --torch-device cpu");
+    torchDevice = torch::Device(torch::kCUDA, 0);
+    // f32 products in f32: TF32 (10-bit mantissas) in cuDNN's convolutions or cuBLAS's
+    // matmuls would be far outside the f32 tolerances. No benchmarking: cuDNN picks its
+    // algorithms by its heuristics, the same in every step.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
   medrun::Artifact artifact = medrun::Artifact::load(o.artifact);
+  std::unique_ptr<medrun::CudaSession> session; // one for the whole run
+  if (o.device == "cuda")
+    session = std::make_unique<medrun::CudaSession>(artifact);
+  Sides sides{artifact, o.precision, session.get(), torchDevice};
+  if (session || torchDevice.is_cuda()) {
+    std::cout << "devices  ours " << o.device;
+    if (session)
+      std::cout << " (" << session->deviceName()
+                << (session->loadedFromPtx() ? ", kernels from PTX" : "") << ")";
+    std::cout << "  torch " << o.torchDevice << (torchDevice.is_cuda() ? " (TF32 off)" : "")
+              << "\n";
+  }
   if (o.trainSteps > 0) {
     double tolerance = o.tolerance > 0 ? o.tolerance : defaultTolerance(o.precision);
-    return checkTrain(o, artifact, tolerance,
+    return checkTrain(o, sides, tolerance,
                       o.precision == medrun::Precision::F64 ? torch::kDouble : torch::kFloat);
   }
   bool gradients = o.grad || o.fd > 0;
@@ -1638,18 +1807,18 @@ int run(const Options &o) {
   medrun::TensorMap params = medrun::initParameters(artifact, o.seed);
   std::map<std::string, torch::Tensor> torchParams;
   for (const auto &[name, t] : params)
-    torchParams[name] = medcheck::toTorch(t);
+    torchParams[name] = sides.toTorch(t);
 
   const char *precisionName = o.precision == medrun::Precision::F64 ? "f64" : "f32";
   bool failed = false;
   if (!gradients) {
-    Counts n = checkForward(o, artifact, fns, params, torchParams, tolerance, floatType);
+    Counts n = checkForward(o, sides, fns, params, torchParams, tolerance, floatType);
     std::cout << n.checked << " outputs checked, " << n.failed << " failed (tolerance "
               << sci(tolerance) << ", precision " << precisionName << ")\n";
     failed = n.failed > 0;
   }
   if (o.grad) {
-    Counts n = checkGrad(o, artifact, pairs, params, torchParams, tolerance, floatType);
+    Counts n = checkGrad(o, sides, pairs, params, torchParams, tolerance, floatType);
     std::cout << n.checked << " gradient outputs checked against torch autograd, " << n.failed
               << " failed (tolerance " << sci(tolerance) << ", precision " << precisionName
               << ")\n"
@@ -1657,6 +1826,9 @@ int run(const Options &o) {
     failed |= n.failed > 0;
   }
   if (o.fd > 0) {
+    if (session)
+      std::cout << "--fd: finite differences run on the CPU backend in f64 (--device cuda "
+                   "does not apply to them)\n";
     double fdTolerance = o.fdTolerance > 0 ? o.fdTolerance : 1e-6;
     size_t elements = 0;
     Counts n = checkFd(o, artifact, pairs, params, fdTolerance, elements);
