@@ -35,6 +35,7 @@ cmake -S . -B build-gpu -G Ninja -DMED_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Rel
 cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; echo "FAIL: build"; exit 1; }
 echo "built medrun and medcheck in $(( $(date +%s) - start )) s"
 
+for z in .device/cuda/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done # gpu-prepare.sh packed them
 status=0
 : >"$OUT/table.txt"
 : >"$OUT/cuda.txt"
@@ -56,6 +57,39 @@ if [[ " $CHECKS " == *" medcheck "* ]]; then
     done
   done
 fi
+
+# train_falls NAME TABLE LIMIT STEPS WINDOW RECIPE.json ARTIFACT [--set ...]: `medrun train
+# --device cuda` for STEPS steps; PASS when it exits 0 and the mean loss of the last WINDOW
+# steps is below 90% of the first WINDOW's. One line in TABLE.
+train_falls() {
+  local name=$1 table=$2 limit=$3 steps=$4 window=$5 recipe=$6 artifact=$7; shift 7
+  echo "== $name: medrun train $recipe --device cuda --steps $steps $*"
+  rm -rf "$OUT/run-$name"
+  timeout "$limit" ./build-gpu/bin/medrun train "$recipe" --artifact "$artifact" --device cuda \
+    --steps "$steps" --set checkpoint.every=50 --out "$OUT/run-$name" --progress lines "$@" \
+    >"$OUT/train-$name.log" 2>&1
+  local rc=$?
+  grep -E "device|memory" "$OUT/train-$name.log" | head -3
+  tail -4 "$OUT/train-$name.log"
+  local line
+  line=$(python3 - "$OUT/run-$name/metrics.jsonl" "$rc" "$steps" "$window" "$name" <<'PY'
+import json, sys
+path, rc, steps, w, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+try:
+    rows = [json.loads(x) for x in open(path)]
+    l = [r["loss"] for r in rows]
+    a, b = sum(l[:w]) / w, sum(l[-w:]) / w
+    t = sorted(r["step_time"] for r in rows[1:])
+    ok = rc == "0" and len(l) == steps and b < 0.9 * a
+    print("%s %s: %d steps, rc %s, mean loss %.4f (first %d) -> %.4f (last %d), median step %.1f ms"
+          % ("PASS" if ok else "FAIL", name, len(l), rc, a, w, b, w, 1e3 * t[len(t) // 2]))
+except Exception as e:
+    print("FAIL %s: %s" % (name, e))
+PY
+)
+  case "$line" in PASS*) ;; *) status=1 ;; esac
+  printf '%-14s %s\n' "$name" "$line" >>"$table"
+}
 
 if [[ " $CHECKS " == *" cuda "* ]]; then
   C=.device/cuda
@@ -89,27 +123,14 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
       --input ema_decay=0.99 --repeat 3 --profile
     # The training loop on the GPU: the quickstart recipe (32³) for 100 steps; the mean loss
     # of the last 10 steps must be below 90% of the first 10.
-    echo "== train: medrun train --device cuda"
-    rm -rf "$OUT/run"
-    timeout 480 "$M" train "$C/quickstart.json" --artifact "$C/quickstart.medc" --device cuda \
-      --steps 100 --set checkpoint.every=50 --out "$OUT/run" --progress lines >"$OUT/train.log" 2>&1
-    rc=$?
-    tail -6 "$OUT/train.log"
-    line=$(python3 - "$OUT/run/metrics.jsonl" "$rc" <<'PY'
-import json, sys
-try:
-    l = [json.loads(x)["loss"] for x in open(sys.argv[1])]
-    a, b = sum(l[:10]) / 10, sum(l[-10:]) / 10
-    t = [json.loads(x)["step_time"] for x in open(sys.argv[1])][5:]
-    ok = sys.argv[2] == "0" and len(l) == 100 and b < 0.9 * a
-    print("%s train: %d steps, rc %s, mean loss %.4f (first 10) -> %.4f (last 10), median step %.1f ms"
-          % ("PASS" if ok else "FAIL", len(l), sys.argv[2], a, b, 1e3 * sorted(t)[len(t) // 2]))
-except Exception as e:
-    print("FAIL train: %s" % e)
-PY
-)
-    case "$line" in PASS*) ;; *) status=1 ;; esac
-    printf '%-14s %s\n' "train" "$line" >>"$OUT/cuda.txt"
+    train_falls train "$OUT/cuda.txt" 480 100 10 "$C/quickstart.json" "$C/quickstart.medc"
+    # bf16-mixed: the device stores activations in bf16 as the CPU backend does; both run
+    # bf16, so they agree up to single roundings (2e-2, as under the emulation in CI).
+    if [ -f "$C/quickstart_bf16.medc" ]; then
+      cuda_check train_bf16 480 "$C/quickstart_bf16.medc" --func train_step --input "image=$C/image.npy" \
+        --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
+        --input ema_decay=0.99 --repeat 3 --tolerance 2e-2 --profile
+    fi
   else
     echo "FAIL cuda: $C/quickstart.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/cuda.txt"
     status=1
@@ -153,6 +174,16 @@ if [[ " $CHECKS " == *" large "* ]]; then
   fi
 fi
 
+if [[ " $CHECKS " == *" banis "* ]]; then
+  # The BANIS+ recipe (MedNeXt-L k3, 1->6, 128³, batch 2) trained on the GPU on synthetic
+  # data: 30 steps in fp32 and in bf16-mixed; the loss must fall.
+  C=.device/cuda
+  : >"$OUT/banis.txt"
+  train_falls banis.fp32 "$OUT/banis.txt" 400 30 5 "$C/banis_plus.json" "$C/banis_plus.medc"
+  [ -f "$C/banis_plus_bf16.medc" ] &&
+    train_falls banis.bf16 "$OUT/banis.txt" 400 30 5 "$C/banis_plus_bf16.json" "$C/banis_plus_bf16.medc"
+fi
+
 if [[ " $CHECKS " == *" bench "* ]]; then
   # PyTorch on the same GPU: MedNeXt-L k3, 1->3, batch 2, 128³, bf16 autocast, fused AdamW,
   # eager and torch.compile (bench/mednext_torch.py).
@@ -178,6 +209,10 @@ fi
 if [ -s "$OUT/large.txt" ]; then
   echo "CUDA backend vs LibTorch on the GPU (medcheck --device cuda, f32, TF32 off; relative error norm <= 1e-3):"
   cat "$OUT/large.txt"
+fi
+if [ -s "$OUT/banis.txt" ]; then
+  echo "medrun train --device cuda, BANIS+ (MedNeXt-L k3, 1->6, 128³, batch 2, synthetic data):"
+  cat "$OUT/banis.txt"
 fi
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status

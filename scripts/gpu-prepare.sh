@@ -31,6 +31,13 @@ mkdir -p .device/cuda
 # function and loss_grad that --train-steps and --train-grad run, and infer. About 20 MB of
 # kernels (cubin + PTX); no parameters (medcheck draws them with medrun::initParameters).
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --target cuda -o .device/cuda/banis_plus.medc
+"$BIN/medc" recipe configs/banis_plus.yaml >.device/cuda/banis_plus.json
+# The same recipe and the quickstart in bf16-mixed (part `banis`, and `cuda`'s bf16 check).
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
+  -o .device/cuda/banis_plus_bf16.medc
+"$BIN/medc" recipe configs/banis_plus.yaml --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
+"$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=bf16-mixed \
+  --target cuda -o .device/cuda/quickstart_bf16.medc
 /usr/bin/python3 - <<'PY'
 import numpy as np
 rng = np.random.default_rng(2024)
@@ -39,5 +46,8 @@ np.save(d + "image.npy", rng.standard_normal((2, 1, 32, 32, 32)).astype(np.float
 np.save(d + "target.npy", (rng.random((2, 3, 32, 32, 32)) < 0.3).astype(np.float32))
 np.save(d + "mask.npy", (rng.random((2, 3, 32, 32, 32)) < 0.9).astype(np.float32))
 PY
+# Kernel source and PTX compress well: the carried tree must stay under 64 MiB.
+# scripts/gpu-check.sh unpacks them.
+gzip -f .device/cuda/*.medc
 du -sh .device
 ls -la .device .device/cuda

@@ -606,7 +606,7 @@ template <typename DeviceType> bool releaseCached(DeviceType, long) { return fal
 /// Where each side computes: ours on medrun's CPU backend, or on the CUDA backend through
 /// one CudaSession for the whole medcheck run (--device); torch on its CPU or its CUDA
 /// device (--torch-device). With both on one GPU, each run needs the memory the other
-/// leaves: ours frees its arena when a run ends, and torch's cached blocks are released
+/// leaves: ours frees its arena when a run ends (releaseMemory), and torch's cached blocks are released
 /// before each of our runs (beforeOurs).
 struct Sides {
   const medrun::Artifact &artifact;
@@ -619,8 +619,12 @@ struct Sides {
                                    const std::vector<medrun::Tensor> &inputs,
                                    const medrun::TensorMap &params,
                                    medrun::TensorMap *updates = nullptr) const {
-    if (cuda)
-      return cuda->run(fn, inputs, params, nullptr, updates);
+    if (cuda) {
+      std::vector<medrun::Tensor> out = cuda->run(fn, inputs, params, nullptr, updates);
+      if (torchDevice.is_cuda())
+        cuda->releaseMemory(); // torch needs the GPU next
+      return out;
+    }
     return medrun::runCpu(artifact, fn, inputs, params, precision, nullptr, updates);
   }
 

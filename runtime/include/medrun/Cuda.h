@@ -54,6 +54,10 @@ public:
   /// assignments not committed.
   void commit();
 
+  /// Frees the arena and the cuDNN workspace (the next run allocates them again), e.g. to
+  /// leave the GPU to another library between runs. Resident state stays.
+  void releaseMemory();
+
   size_t arenaBytes() const; ///< device memory of the values of the largest plan run so far
   size_t stateBytes() const; ///< device memory of the resident tensors
   size_t workspaceBytes() const; ///< device memory of the cuDNN workspace

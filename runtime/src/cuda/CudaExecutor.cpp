@@ -200,6 +200,7 @@ struct Layout {
   /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
   std::vector<std::unique_ptr<cudnn::Conv>> convs;
   bool algorithmsChosen = false;
+  size_t workspaceBytes = 0; ///< the largest workspace of the chosen algorithms
 };
 
 struct Resident {
@@ -340,8 +341,9 @@ void CudaSession::Impl::chooseAlgorithms(const Function &fn, Layout &l,
   for (auto &c : l.convs)
     if (c)
       need = std::max(need, c->workspaceBytes());
-  if (searching || workspace.bytes < need)
-    allocate(workspace, need, str("the cuDNN workspace of function '", fn.name, "'"));
+  if (searching)
+    workspace.release();
+  l.workspaceBytes = need;
   l.algorithmsChosen = true;
 }
 
@@ -556,6 +558,14 @@ void CudaSession::commit() {
 }
 
 size_t CudaSession::arenaBytes() const { return impl->arena.bytes; }
+
+void CudaSession::releaseMemory() {
+  impl->check(impl->d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
+  impl->check(impl->d.cuStreamSynchronize(impl->stream), "waiting for the stream");
+  impl->pending.clear(); // they lived in the arena
+  impl->arena.release();
+  impl->workspace.release();
+}
 size_t CudaSession::workspaceBytes() const { return impl->workspace.bytes; }
 std::string CudaSession::convolutions() const { return impl->convBackend; }
 
@@ -625,8 +635,12 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
       return impl->state.at(l.resident[h]).buffer.ptr;
     return base + l.offset[h];
   };
-  if (impl->dnn)
+  if (impl->dnn) {
     impl->chooseAlgorithms(fn, l, ptr);
+    if (impl->workspace.bytes < l.workspaceBytes)
+      impl->allocate(impl->workspace, l.workspaceBytes,
+                     str("the cuDNN workspace of function '", fn.name, "'"));
+  }
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
   for (auto &[id, host] : uploads) {
