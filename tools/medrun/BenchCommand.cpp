@@ -60,8 +60,10 @@ std::string gib(double bytes) {
   char buf[64];
   if (bytes >= 1 << 30)
     std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1 << 30));
-  else
+  else if (bytes >= 1 << 20)
     std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / (1 << 10));
   return buf;
 }
 
