@@ -185,18 +185,47 @@ if [[ " $CHECKS " == *" banis "* ]]; then
 fi
 
 if [[ " $CHECKS " == *" bench "* ]]; then
+  # Ours first: the BANIS+ recipe's training step (MedNeXt-L k3, 1->6, batch 2, 128³, fp32)
+  # on the CUDA backend, 3 warm-up and 20 timed steps (medrun bench; docs/perf.md).
+  echo "== bench: medrun bench"
+  timeout 480 ./build-gpu/bin/medrun bench .device/cuda/banis_plus.json \
+    --artifact .device/cuda/banis_plus.medc --device cuda --steps 20 \
+    --json "$OUT/medrun-bench.json" >"$OUT/medrun-bench.log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    status=1
+    echo "FAIL medrun bench (exit $rc$([ $rc -eq 124 ] && echo ', timed out after 480 s'))" >>"$OUT/medrun-bench.log"
+  fi
+  tail -40 "$OUT/medrun-bench.log"
   # PyTorch on the same GPU: MedNeXt-L k3, 1->3, batch 2, 128³, bf16 autocast, fused AdamW,
   # eager and torch.compile (bench/mednext_torch.py).
   echo "== bench: PyTorch"
   timeout 900 python3 bench/mednext_torch.py --size L --patch 128 --batch 2 --modes eager,compile \
-    >"$OUT/bench.log" 2>&1 || { status=1; echo "FAIL bench (exit $?)" >>"$OUT/bench.log"; }
+    >"$OUT/bench.log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    status=1
+    echo "FAIL bench (exit $rc)" >>"$OUT/bench.log"
+  fi
   tail -3 "$OUT/bench.log"
 fi
 
 echo
-if [ -s "$OUT/bench.log" ]; then
-  echo "PyTorch on this GPU:"
-  grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
+if [ -s "$OUT/bench.log" ] || [ -s "$OUT/medrun-bench.log" ]; then
+  echo "Training step on this GPU (ours: fp32, 1->6; PyTorch: bf16 autocast, 1->3):"
+  [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
+  if [ -s "$OUT/medrun-bench.json" ]; then
+    python3 - "$OUT/medrun-bench.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+t = b["ms_per_step"]
+print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.1f TFLOP/s)"
+      % (b["device"], t["median"], b["peak_memory_bytes"] / 2**30, b["precision"], t["min"],
+         t["max"], b["tflops"]))
+PY
+  elif [ -s "$OUT/medrun-bench.log" ]; then
+    grep -E "^FAIL|medrun:" "$OUT/medrun-bench.log" | tail -2
+  fi
 fi
 if [ -s "$OUT/table.txt" ]; then
   echo "medcheck against LibTorch $(python3 -c 'import torch; print(torch.__version__)') (CPU):"

@@ -2,7 +2,8 @@
 //
 // Convolutions count 2 FLOPs per multiply-add. Other ops count an approximate number of
 // arithmetic operations per output element (normalizations 7: two sums, centre, scale,
-// affine; elementwise ops 1; losses 8 per input element); data movement counts none.
+// affine; elementwise ops 1; losses 8 per logit); data movement counts none. medrun counts an
+// artifact's functions by the same rules (runtime/src/Flops.cpp).
 //
 //===----------------------------------------------------------------------------------===//
 
@@ -149,10 +150,16 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
       stats.convMacs += macs;
       stats.flopsByFamily[family] += 2 * macs;
     } else {
-      // Losses scale with their input, everything else with its output.
-      Type sized = isa<BCEWithLogitsOp, DiceCEOp>(op) ? op->getOperand(0).getType()
-                                                       : op->getResult(0).getType();
-      stats.flopsByFamily[family] += perElementFlops(op) * numElements(sized);
+      // Losses scale with their logits (dice_ce: every deep-supervision level), everything
+      // else with its first result.
+      double elements = 0;
+      if (auto dice = dyn_cast<DiceCEOp>(op))
+        for (Value logits : dice.getLogits())
+          elements += numElements(logits.getType());
+      else
+        elements = numElements(isa<BCEWithLogitsOp>(op) ? op->getOperand(0).getType()
+                                                        : op->getResult(0).getType());
+      stats.flopsByFamily[family] += perElementFlops(op) * elements;
     }
 
     for (Value r : op->getResults()) {

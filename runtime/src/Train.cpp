@@ -88,14 +88,99 @@ double seconds() {
 
 } // namespace
 
+StepInputs::StepInputs(const Artifact &artifact, const json &config)
+    : artifact_(&artifact), fn_(&artifact.function("train_step")), schedule_(scheduleOf(config)) {
+  const Function &fn = *fn_;
+  if (input("ema_decay") >= 0) {
+    emaDecay_ = setting<double>(config, "ema", "decay");
+    emaWarmup_ = setting<int64_t>(config, "ema", "warmup_steps");
+  }
+  // Data: the embedded synthetic volumes, patches for the step's batch inputs.
+  synthetic_.shape = size3(config, "data", "volume_shape");
+  synthetic_.volumes = setting<int64_t>(config, "data", "volumes");
+  synthetic_.seed = setting<uint64_t>(config, "data", "seed");
+  loader_.batch = setting<int64_t>(config, "data", "batch");
+  loader_.patch = size3(config, "data", "patch");
+  loader_.workers = setting<int>(config, "data", "workers");
+  loader_.prefetch = setting<int>(config, "data", "prefetch");
+  loader_.foreground = setting<double>(config, "data", "foreground");
+  loader_.seed = synthetic_.seed;
+  feeds_ = batchTensors(fn, config);
+  loader_.tensors.clear();
+  for (auto &[name, tensor] : feeds_) {
+    loader_.tensors.push_back(tensor);
+    if (tensor == "affinity")
+      loader_.affinityChannels = fn.values[fn.inputs[input(name)]].shape.at(1);
+  }
+  for (auto &[name, tensor] : feeds_) { // the recipe and the artifact must agree
+    const Shape &want = fn.values[fn.inputs[input(name)]].shape;
+    if (want.size() != 5 || want[0] != loader_.batch)
+      throw Error(str(artifact.path, ": train_step input '", name, "' is ", shapeStr(want),
+                      ", but the recipe's batch is ", loader_.batch, " (recompile the recipe)"));
+  }
+}
+
+int StepInputs::input(const std::string &name) const {
+  for (size_t i = 0; i < fn_->inputNames.size(); ++i)
+    if (fn_->inputNames[i] == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+double StepInputs::learningRate(int64_t step) const {
+  return medrun::learningRate(schedule_, step);
+}
+
+double StepInputs::initialLossScale() const {
+  return fn_->initLossScale > 0 ? fn_->initLossScale : 1.0;
+}
+
+std::vector<Tensor> StepInputs::inputs(const Batch &batch, int64_t step, double lossScale,
+                                       int64_t growthTracker) const {
+  const Function &fn = *fn_;
+  std::vector<Tensor> inputs(fn.inputs.size());
+  for (auto &[name, tensor] : feeds_)
+    inputs[input(name)] = batch.tensors.at(tensor);
+  auto scalar = [&](const std::string &name, double v) {
+    int i = input(name);
+    if (i < 0)
+      return;
+    DType type = fn.values[fn.inputs[i]].dtype; // rng is i64, the others f32
+    Tensor t(type, {});
+    if (type == DType::I64)
+      t.data<int64_t>()[0] = static_cast<int64_t>(v);
+    else
+      t.data<float>()[0] = static_cast<float>(v);
+    inputs[i] = t;
+  };
+  scalar("lr", learningRate(step));
+  scalar("step", static_cast<double>(step + 1)); // the optimizer's 1-based step count
+  scalar("ema_decay", step < emaWarmup_ ? 0.0 : emaDecay_);
+  scalar("rng", static_cast<double>(step));
+  scalar("loss_scale", lossScale);
+  scalar("growth_tracker", static_cast<double>(growthTracker));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined())
+      throw Error(str(artifact_->path, ": train_step input '", fn.inputNames[i],
+                      "' is not fed by the training loop"));
+  return inputs;
+}
+
+std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
+                                             FILE *console) {
+  if (precisionOf(fn) == Precision::F16)
+    throw Error(str("the CUDA backend runs fp32 and bf16-mixed steps so far; this step is ",
+                    fn.precision, " (--set precision=bf16-mixed, or --device cpu)"));
+  if (!artifact.cuda)
+    throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
+  auto gpu = std::make_unique<CudaSession>(artifact);
+  std::fprintf(console, "device: %s%s; convolutions: %s\n", gpu->deviceName().c_str(),
+               gpu->loadedFromPtx() ? " (kernels from PTX)" : "", gpu->convolutions().c_str());
+  return gpu;
+}
+
 TrainSummary train(const Artifact &artifact, const json &config, const TrainOptions &options) {
   const Function &fn = artifact.function("train_step");
-  auto input = [&](const std::string &name) -> int {
-    for (size_t i = 0; i < fn.inputNames.size(); ++i)
-      if (fn.inputNames[i] == name)
-        return static_cast<int>(i);
-    return -1;
-  };
   auto output = [&](const std::string &name) -> int {
     for (size_t i = 0; i < fn.outputNames.size(); ++i)
       if (fn.outputNames[i] == name)
@@ -109,38 +194,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   const uint64_t seed = setting<uint64_t>(config, "train", "seed");
   if (int threads = setting<int>(config, "train", "threads"); threads > 0)
     setNumThreads(threads);
-  const ScheduleConfig schedule = scheduleOf(config);
-  const bool ema = input("ema_decay") >= 0;
-  const double emaDecay = ema ? setting<double>(config, "ema", "decay") : 0.0;
-  const int64_t emaWarmup = ema ? setting<int64_t>(config, "ema", "warmup_steps") : 0;
   const int64_t checkpointEvery = setting<int64_t>(config, "checkpoint", "every");
   const int64_t logEvery = setting<int64_t>(config, "logging", "every");
-
-  // Data: the embedded synthetic volumes, patches for the step's batch inputs.
-  SyntheticSpec synthetic;
-  synthetic.shape = size3(config, "data", "volume_shape");
-  synthetic.volumes = setting<int64_t>(config, "data", "volumes");
-  synthetic.seed = setting<uint64_t>(config, "data", "seed");
-  LoaderSpec loader;
-  loader.batch = setting<int64_t>(config, "data", "batch");
-  loader.patch = size3(config, "data", "patch");
-  loader.workers = setting<int>(config, "data", "workers");
-  loader.prefetch = setting<int>(config, "data", "prefetch");
-  loader.foreground = setting<double>(config, "data", "foreground");
-  loader.seed = synthetic.seed;
-  const std::map<std::string, std::string> feeds = batchTensors(fn, config);
-  loader.tensors.clear();
-  for (auto &[name, tensor] : feeds) {
-    loader.tensors.push_back(tensor);
-    if (tensor == "affinity")
-      loader.affinityChannels = fn.values[fn.inputs[input(name)]].shape.at(1);
-  }
-  for (auto &[name, tensor] : feeds) { // the recipe and the artifact must agree
-    const Shape &want = fn.values[fn.inputs[input(name)]].shape;
-    if (want.size() != 5 || want[0] != loader.batch)
-      throw Error(str(artifact.path, ": train_step input '", name, "' is ", shapeStr(want),
-                      ", but the recipe's batch is ", loader.batch, " (recompile the recipe)"));
-  }
+  const StepInputs feed(artifact, config);
+  const LoaderSpec &loader = feed.loader();
 
   if (!options.resume && fs::exists(fs::path(options.out) / "checkpoints") &&
       !listCheckpoints((fs::path(options.out) / "checkpoints").string()).empty()) {
@@ -162,7 +219,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   // Parameters, optimizer state and EMA: fresh, or from a checkpoint.
   TensorMap params;
   int64_t first = 0;
-  double lossScale = fn.initLossScale > 0 ? fn.initLossScale : 1.0;
+  double lossScale = feed.initialLossScale();
   int64_t growthTracker = 0;
   std::string compileHash = config.value("compile_hash", "");
   if (options.resume) {
@@ -185,7 +242,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",
                     steps, " (raise it with --steps)"));
 
-  auto dataset = makeSyntheticDataset(synthetic);
+  auto dataset = makeSyntheticDataset(feed.synthetic());
   DataLoader data(dataset, loader, first);
   JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
                    options.resume ? std::optional<int64_t>(first) : std::nullopt);
@@ -227,35 +284,15 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     summary.checkpoint = saveCheckpoint(checkpoints, state, params, keep);
   };
 
-  std::vector<Tensor> inputs(fn.inputs.size());
-  auto scalar = [&](const std::string &name, double v) {
-    int i = input(name);
-    if (i < 0)
-      return;
-    DType type = fn.values[fn.inputs[i]].dtype; // rng is i64, the others f32
-    Tensor t(type, {});
-    if (type == DType::I64)
-      t.data<int64_t>()[0] = static_cast<int64_t>(v);
-    else
-      t.data<float>()[0] = static_cast<float>(v);
-    inputs[i] = t;
-  };
   const Precision precision = precisionOf(fn);
-  if (options.cuda && precision == Precision::F16)
-    throw Error(str("the CUDA backend runs fp32 and bf16-mixed steps so far; this step is ",
-                    fn.precision, " (--set precision=bf16-mixed, or --device cpu)"));
   if (options.cuda) {
-    if (!artifact.cuda)
-      throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
-    gpu = std::make_unique<CudaSession>(artifact);
-    std::fprintf(options.console, "device: %s%s; convolutions: %s\n", gpu->deviceName().c_str(),
-                 gpu->loadedFromPtx() ? " (kernels from PTX)" : "", gpu->convolutions().c_str());
+    gpu = openCudaSession(artifact, fn, options.console);
     // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
     gpu->setState(params);
   }
   // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
   // from step to step here and saved in checkpoints.
-  const bool scaling = input("loss_scale") >= 0;
+  const bool scaling = feed.input("loss_scale") >= 0;
   const int scaleOut = scaling ? output("loss_scale") : -1;
   const int trackerOut = scaling ? output("growth_tracker") : -1;
   const int foundInfOut = scaling ? output("found_inf") : -1;
@@ -263,19 +300,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   for (; step < steps; ++step) {
     double start = seconds(), wait = 0;
     const Batch &batch = data.next(&wait);
-    for (auto &[name, tensor] : feeds)
-      inputs[input(name)] = batch.tensors.at(tensor);
-    double lr = learningRate(schedule, step);
-    scalar("lr", lr);
-    scalar("step", static_cast<double>(step + 1)); // the optimizer's 1-based step count
-    scalar("ema_decay", step < emaWarmup ? 0.0 : emaDecay);
-    scalar("rng", static_cast<double>(step));
-    scalar("loss_scale", lossScale);
-    scalar("growth_tracker", static_cast<double>(growthTracker));
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!inputs[i].defined())
-        throw Error(str(artifact.path, ": train_step input '", fn.inputNames[i],
-                        "' is not fed by the training loop"));
+    const double lr = feed.learningRate(step);
+    std::vector<Tensor> inputs = feed.inputs(batch, step, lossScale, growthTracker);
     TensorMap updates;
     std::vector<Tensor> out = gpu ? gpu->run(fn, inputs, params)
                                   : runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);

@@ -117,9 +117,8 @@ void setKey(nlohmann::json &config, const std::string &spec) {
 
 } // namespace
 
-int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
-                 const std::optional<std::string> &resume, bool overwrite, int progressMode,
-                 const std::string &artifactPath) {
+int prepareRecipe(const std::string &recipe, const std::vector<std::string> &overrides,
+                  const std::string &artifactPath, PreparedRecipe &prepared) {
   if (!fs::exists(recipe))
     throw Error(str(recipe, ": no such recipe (see configs/ for examples)"));
   const bool effective = fs::path(recipe).extension() == ".json";
@@ -195,6 +194,20 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
       h != a.options.end() && config.contains("compile_hash") && h->second != config["compile_hash"])
     throw Error(str(artifact.string(), ": compiled from another recipe or compiler (compile hash ",
                     h->second, ", the recipe's is ", config["compile_hash"].get<std::string>(), ")"));
+  prepared.config = std::move(config);
+  prepared.artifact = std::move(a);
+  prepared.cuda = cuda;
+  return 0;
+}
+
+int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
+                 const std::optional<std::string> &resume, bool overwrite, int progressMode,
+                 const std::string &artifactPath) {
+  PreparedRecipe prepared;
+  if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared); rc != 0)
+    return rc;
+  const nlohmann::json &config = prepared.config;
+  const Artifact &a = prepared.artifact;
 
   // 3. Train.
   TrainOptions options;
@@ -202,7 +215,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   options.out = out.empty() ? (fs::path("runs") / fs::path(recipe).stem()).string() : out;
   options.resume = resume;
   options.overwrite = overwrite;
-  options.cuda = cuda;
+  options.cuda = prepared.cuda;
   options.stop = &stopRequests;
   options.progressMode = progressMode;
   struct sigaction sa = {};

@@ -2,11 +2,33 @@
 #ifndef MEDRUN_TOOLS_TRAINCOMMAND_H
 #define MEDRUN_TOOLS_TRAINCOMMAND_H
 
+#include "medrun/Artifact.h"
+
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace medrun {
+
+/// A recipe ready to run: its effective form (medc recipe), the compiled artifact and the
+/// backend chosen by train.device.
+struct PreparedRecipe {
+  nlohmann::json config;
+  Artifact artifact;
+  bool cuda = false;
+};
+
+/// What `medrun train` does before training, shared with `medrun bench`: checks the recipe
+/// with its overrides (medc recipe), chooses the device (train.device; Error for cuda
+/// without a driver or GPU), and compiles the recipe unless the artifact is cached (for the
+/// GPU with --target cuda) or given as `artifactPath` (then `recipe` may be the effective
+/// recipe as JSON: no medc needed); the artifact must come from the recipe (compile hash).
+/// Prints a line per phase to stderr. Returns 0, or medc's exit status when medc failed
+/// (it said why).
+int prepareRecipe(const std::string &recipe, const std::vector<std::string> &overrides,
+                  const std::string &artifactPath, PreparedRecipe &prepared);
 
 /// Checks the recipe with its overrides (medc recipe), compiles it unless the artifact is
 /// cached (for the GPU with --target cuda when the device is cuda, or auto and a GPU is

@@ -1,6 +1,7 @@
 //===- medrun.cpp - the med runtime driver ---------------------------------------===//
 //
 //   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
+//   medrun bench RECIPE.yaml [--set key=value]... [--steps N] [--warmup W] [--json FILE]
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
 //   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
@@ -12,9 +13,11 @@
 #include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
+#include "medrun/Flops.h"
 #include "medrun/Npy.h"
 #include "medrun/Parallel.h"
 #include "medrun/Safetensors.h"
+#include "BenchCommand.h"
 #include "TrainCommand.h"
 
 #include <algorithm>
@@ -47,6 +50,15 @@ Usage:
       (metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR
       (default: runs/<recipe name>). Ctrl-C finishes the step, saves and exits; a second
       Ctrl-C quits at once.
+  medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]
+               [--steps N] [--warmup W] [--threads N] [--json FILE]
+      Times the recipe's training step: prepares it as `train` does (compile cache,
+      --artifact, --device), takes one batch of the synthetic data, runs W warm-up steps
+      (default 3) and N timed steps (default 20), parameters updated as in training, and one
+      more step profiled by op kind. Prints the median, min and max ms/step, TFLOP/s (FLOPs
+      counted as `medc stats` counts them), GB/s (every operand and result read or written
+      once), peak memory (GPU: arena + resident state; CPU: the process's max resident set)
+      and the time by op kind; --json FILE writes the numbers for scripts.
   medrun info X.medc
       Lists the artifact's functions (inputs, outputs) and parameters.
   medrun init X.medc -o PARAMS.safetensors [--seed S]
@@ -127,6 +139,7 @@ Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
       {"train", {"set", "steps", "out", "resume", "overwrite", "device", "nan", "threads", "progress",
                  "artifact"}},
+      {"bench", {"set", "artifact", "device", "steps", "warmup", "threads", "json"}},
       {"info", {}},
       {"init", {"o", "seed"}},
       {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
@@ -164,7 +177,7 @@ Args parseArgs(int argc, char **argv) {
   auto cmd = allowed.find(args.command);
   if (cmd == allowed.end())
     throw Error(str("unknown command '", args.command,
-                    "' (expected train, info, init, run or cuda-check)"));
+                    "' (expected train, bench, info, init, run or cuda-check)"));
   for (auto &[key, values] : args.options)
     if (std::find(cmd->second.begin(), cmd->second.end(), key) == cmd->second.end())
       throw Error(str("`medrun ", args.command, "` has no option --", key, " (see --help)"));
@@ -181,6 +194,19 @@ uint64_t parseSeed(const Args &args) {
   } catch (...) {
   }
   throw Error(str("--seed: expected a non-negative integer, got '", s, "'"));
+}
+
+// An integer option of at least `least`.
+int64_t parseCount(const Args &args, const char *key, int64_t fallback, int64_t least) {
+  std::string s = args.get(key, std::to_string(fallback));
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used);
+    if (used == s.size() && v >= least)
+      return v;
+  } catch (...) {
+  }
+  throw Error(str("--", key, ": expected an integer of at least ", least, ", got '", s, "'"));
 }
 
 std::string typeStr(const ValueInfo &v) { return shapeStr(v.shape) + " " + dtypeName(v.dtype); }
@@ -213,6 +239,13 @@ int info(const Artifact &a) {
               << " launches; " << a.cuda->arch << " cubin " << a.cuda->cubin.size()
               << " bytes, PTX " << a.cuda->ptx.size() << " bytes (NVRTC " << a.cuda->nvrtc
               << ")\n";
+  // What medrun bench divides by the time (runtime/include/medrun/Flops.h): FLOPs as medc
+  // stats counts them, bytes of every operand and result.
+  for (const Function &f : a.functions) {
+    FunctionCost cost = functionCost(f);
+    std::printf("cost %s: %.0f FLOP, %.0f bytes of operands and results\n", f.name.c_str(),
+                cost.total.flops, cost.total.bytes);
+  }
   return 0;
 }
 
@@ -665,6 +698,19 @@ int main(int argc, char **argv) {
       return trainCommand(args.artifact, overrides, resume, args.options.count("overwrite") > 0,
                           progress == "auto" ? 0 : progress == "bar" ? 1 : 2,
                           args.get("artifact"));
+    }
+    if (args.command == "bench") {
+      std::vector<std::string> overrides = args.all("set");
+      for (const char *key : {"device", "threads"})
+        for (const std::string &v : args.all(key))
+          overrides.push_back(str("train.", key, "=", v));
+      if (std::string d = args.get("device", "auto"); d != "cpu" && d != "cuda" && d != "auto")
+        throw Error(str("--device: expected cpu, cuda or auto, got '", d, "'"));
+      BenchOptions options;
+      options.steps = parseCount(args, "steps", 20, 1);
+      options.warmup = parseCount(args, "warmup", 3, 0);
+      options.json = args.get("json");
+      return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }
     Artifact a = Artifact::load(args.artifact);
     if (args.command == "info")

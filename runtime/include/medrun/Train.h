@@ -16,13 +16,19 @@
 #define MEDRUN_TRAIN_H
 
 #include "medrun/Artifact.h"
+#include "medrun/Cuda.h"
+#include "medrun/Data.h"
+#include "medrun/Schedule.h"
 
 #include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace medrun {
 
@@ -48,6 +54,47 @@ struct TrainSummary {
   int64_t skipped = 0; ///< steps skipped for a non-finite loss (train.nan = skip)
   std::string checkpoint; ///< the last checkpoint written
 };
+
+/// What the training loop feeds `train_step`, read from the effective recipe and checked
+/// against the artifact: the synthetic dataset and the loader's settings (`data:`), which
+/// loader tensor feeds each batch input (`image`, `target`, `mask`, `target.<i>`), and the
+/// scalar inputs of each step. `medrun train` and `medrun bench` share it.
+class StepInputs {
+public:
+  /// Throws Error naming the recipe key or the train_step input that does not fit.
+  StepInputs(const Artifact &artifact, const nlohmann::json &config);
+
+  const Function &function() const { return *fn_; }
+  const SyntheticSpec &synthetic() const { return synthetic_; }
+  const LoaderSpec &loader() const { return loader_; }
+  /// Index of the train_step input `name`, or -1.
+  int input(const std::string &name) const;
+  /// The learning rate of 0-based step `step` (the recipe's schedule).
+  double learningRate(int64_t step) const;
+  /// The loss scale of the first step (fp16-mixed: the compiled initial scale, else 1).
+  double initialLossScale() const;
+  /// Every input of 0-based step `step`: the batch's tensors, `lr`, `step` (1-based, the
+  /// optimizer's count), `ema_decay` (0 during the EMA warm-up), `rng`, and under
+  /// fp16-mixed `loss_scale` and `growth_tracker` carried from the previous step.
+  std::vector<Tensor> inputs(const Batch &batch, int64_t step, double lossScale = 1,
+                             int64_t growthTracker = 0) const;
+
+private:
+  const Artifact *artifact_;
+  const Function *fn_;
+  SyntheticSpec synthetic_;
+  LoaderSpec loader_;
+  std::map<std::string, std::string> feeds_; ///< train_step input -> loader tensor
+  ScheduleConfig schedule_;
+  double emaDecay_ = 0;
+  int64_t emaWarmup_ = 0;
+};
+
+/// A CUDA session for `fn` of the artifact, after checking that the artifact has CUDA
+/// kernels and the step is fp32 (Error saying what to change otherwise); prints the device
+/// to `console`.
+std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
+                                             FILE *console);
 
 /// Trains. `config` is the effective recipe (medc recipe); the artifact must hold
 /// `train_step` compiled from it. Throws Error for bad settings, a failing step (a

@@ -1,0 +1,268 @@
+//===- BenchCommand.cpp - `medrun bench RECIPE`: time the training step -------------===//
+//
+// The step is the one `medrun train` runs: same recipe handling and compile cache
+// (prepareRecipe), same parameters (initParameters with train.seed), same inputs (StepInputs:
+// a batch of the synthetic data, the schedule's lr, the step count, EMA decay, rng). Only one
+// batch is drawn, and the loader is stopped before the timing, so its worker threads do
+// not share the cores with the steps. Parameters evolve as in training: on the GPU they stay
+// resident (setState once, run + commit per step), on the CPU the updates are applied.
+// A step's time is wall time around one run, which ends with the download of the scalar
+// outputs (a synchronization on the GPU). See docs/perf.md, "How the numbers are made".
+//
+//===----------------------------------------------------------------------------------===//
+#include "BenchCommand.h"
+#include "TrainCommand.h"
+
+#include "medrun/Data.h"
+#include "medrun/Error.h"
+#include "medrun/Executor.h"
+#include "medrun/Flops.h"
+#include "medrun/Parallel.h"
+#include "medrun/Train.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace medrun {
+namespace {
+
+using json = nlohmann::json;
+
+double now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// The process's peak resident set (VmHWM), in bytes; 0 where /proc is not there.
+double peakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::atof(line.c_str() + 6) * 1024; // "VmHWM:   123456 kB"
+  return 0;
+}
+
+int outputIndex(const Function &fn, const std::string &name) {
+  for (size_t i = 0; i < fn.outputNames.size(); ++i)
+    if (fn.outputNames[i] == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::string gib(double bytes) {
+  char buf[64];
+  if (bytes >= 1 << 30)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1 << 30));
+  else if (bytes >= 1 << 20)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / (1 << 10));
+  return buf;
+}
+
+} // namespace
+
+int benchCommand(const std::string &recipe, const std::vector<std::string> &overrides,
+                 const std::string &artifactPath, const BenchOptions &options) {
+  if (options.steps < 1)
+    throw Error(str("--steps: expected at least 1 timed step, got ", options.steps));
+  if (options.warmup < 0)
+    throw Error(str("--warmup: expected 0 or more steps, got ", options.warmup));
+  PreparedRecipe prepared;
+  if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared); rc != 0)
+    return rc;
+  const json &config = prepared.config;
+  const Artifact &artifact = prepared.artifact;
+  std::ofstream jsonFile; // opened now: a wrong path fails before the steps run
+  if (!options.json.empty()) {
+    jsonFile.open(options.json);
+    if (!jsonFile)
+      throw Error(str(options.json, ": cannot write the benchmark's JSON"));
+  }
+  if (int threads = config["train"].value("threads", 0); threads > 0)
+    setNumThreads(threads);
+  const StepInputs feed(artifact, config);
+  const Function &fn = feed.function();
+  const FunctionCost cost = functionCost(fn);
+  const int lossOut = outputIndex(fn, "loss");
+  if (lossOut < 0)
+    throw Error(str(artifact.path, ": train_step has no output 'loss'"));
+  const int scaleOut = outputIndex(fn, "loss_scale"), trackerOut = outputIndex(fn, "growth_tracker");
+  const Precision precision = precisionOf(fn);
+
+  // One batch, copied out of the loader's buffers; the loader (and its workers) end here.
+  std::fprintf(stderr, "bench: preparing one batch of the synthetic data and the parameters\n");
+  Batch batch;
+  {
+    DataLoader data(makeSyntheticDataset(feed.synthetic()), feed.loader());
+    const Batch &b = data.next();
+    for (auto &[name, t] : b.tensors)
+      batch.tensors[name] = t.clone();
+    batch.step = b.step;
+  }
+  TensorMap params = initParameters(artifact, config["train"].value("seed", uint64_t(0)));
+  std::unique_ptr<CudaSession> gpu;
+  if (prepared.cuda) {
+    gpu = openCudaSession(artifact, fn, stderr);
+    gpu->setState(params); // parameters, moments and EMA stay on the device
+  }
+
+  // Step k (0-based, as in training: its lr, step count and EMA decay); `apply` keeps its
+  // parameter updates (and loss scale), as a training step does.
+  double lossScale = feed.initialLossScale();
+  int64_t growthTracker = 0;
+  auto runStep = [&](int64_t k, bool apply, std::map<std::string, double> *profile) {
+    std::vector<Tensor> inputs = feed.inputs(batch, k, lossScale, growthTracker);
+    TensorMap updates;
+    std::vector<Tensor> out =
+        gpu ? gpu->run(fn, inputs, {}, profile, nullptr)
+            : runCpu(artifact, fn, inputs, params, precision, profile, &updates);
+    auto value = [&](int i) { return out.at(i).to(DType::F64).data<double>()[0]; };
+    double loss = value(lossOut);
+    if (apply) {
+      for (auto &[name, t] : updates)
+        params[name] = std::move(t);
+      if (gpu)
+        gpu->commit();
+      if (scaleOut >= 0 && trackerOut >= 0) {
+        lossScale = value(scaleOut);
+        growthTracker = static_cast<int64_t>(value(trackerOut));
+      }
+    }
+    return loss;
+  };
+
+  int64_t k = 0;
+  if (options.warmup > 0) {
+    std::fprintf(stderr, "bench: warm-up, %lld steps\n", static_cast<long long>(options.warmup));
+    for (; k < options.warmup; ++k)
+      runStep(k, true, nullptr);
+  }
+  std::fprintf(stderr, "bench: timing %lld steps\n", static_cast<long long>(options.steps));
+  std::vector<double> ms;
+  double firstLoss = 0, lastLoss = 0;
+  for (int64_t i = 0; i < options.steps; ++i, ++k) {
+    double start = now();
+    double loss = runStep(k, true, nullptr);
+    ms.push_back(1e3 * (now() - start));
+    if (i == 0)
+      firstLoss = loss;
+    lastLoss = loss;
+  }
+  std::fprintf(stderr, "bench: one more step, profiled by op kind\n");
+  std::map<std::string, double> profile;
+  runStep(k, false, &profile);
+
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  const double tflops = cost.total.flops / (median * 1e-3) / 1e12;
+  const double gbps = cost.total.bytes / (median * 1e-3) / 1e9;
+  int64_t parameters = 0;
+  for (const ParameterInfo &p : artifact.parameters)
+    if (p.trainable)
+      parameters += numElements(p.shape);
+  const json &model = config.contains("model") ? config["model"] : json::object();
+  const std::string modelName =
+      model.is_object() && model.contains("file") ? model["file"].get<std::string>() : model.dump();
+  const auto patch = config["data"]["patch"].get<std::vector<int64_t>>();
+  const std::string patchStr = str(patch.at(0), "x", patch.at(1), "x", patch.at(2));
+  const int64_t batchSize = config["data"]["batch"].get<int64_t>();
+  const std::string device = gpu ? gpu->deviceName() : str("cpu, ", numThreads(), " threads");
+
+  std::printf("bench %s: train_step on %s\n", recipe.c_str(), device.c_str());
+  std::printf("model %s: %lld parameters; batch %lld, patch %s, precision %s\n",
+              modelName.c_str(), static_cast<long long>(parameters),
+              static_cast<long long>(batchSize), patchStr.c_str(), fn.precision.c_str());
+  std::printf("step: %zu ops, %.4g GFLOP, %.4g GB of operands and results\n", fn.ops.size(),
+              cost.total.flops / 1e9, cost.total.bytes / 1e9);
+  std::printf("time: %lld steps after %lld warm-up: median %.2f ms/step (min %.2f, max %.2f)\n",
+              static_cast<long long>(options.steps), static_cast<long long>(options.warmup),
+              median, sorted.front(), sorted.back());
+  std::printf("throughput: %.4g TFLOP/s, %.4g GB/s (every operand and result read or written "
+              "once)\n", tflops, gbps);
+  double peak = 0;
+  if (gpu) {
+    peak = static_cast<double>(gpu->arenaBytes() + gpu->stateBytes() + gpu->workspaceBytes());
+    std::printf("peak device memory: %s (arena %s + resident state %s + cuDNN workspace %s; "
+                "convolutions: %s)\n",
+                gib(peak).c_str(), gib(static_cast<double>(gpu->arenaBytes())).c_str(),
+                gib(static_cast<double>(gpu->stateBytes())).c_str(),
+                gib(static_cast<double>(gpu->workspaceBytes())).c_str(),
+                gpu->convolutions().c_str());
+  } else {
+    peak = peakResidentBytes();
+    std::printf("peak host memory: %s (max resident set of the process; the CPU backend has "
+                "no device memory)\n", gib(peak).c_str());
+  }
+  std::printf("loss: %.6g (first timed step) -> %.6g (last)\n", firstLoss, lastLoss);
+
+  std::vector<std::pair<double, std::string>> rows;
+  double total = 0;
+  for (auto &[kind, seconds] : profile) {
+    rows.emplace_back(seconds, kind);
+    total += seconds;
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("time by op kind (one more step; %s):\n",
+              gpu ? "CUDA events around each launch" : "wall time of each op");
+  json kinds = json::array();
+  for (auto &[seconds, kind] : rows) {
+    double share = total > 0 ? 100 * seconds / total : 0;
+    std::printf("  %-26s %10.3f ms  %5.1f%%\n", kind.c_str(), seconds * 1e3, share);
+    auto c = cost.byKind.find(kind);
+    kinds.push_back({{"kind", kind},
+                     {"ms", seconds * 1e3},
+                     {"percent", share},
+                     {"ops", c == cost.byKind.end() ? 0 : c->second.count},
+                     {"flops", c == cost.byKind.end() ? 0.0 : c->second.flops},
+                     {"bytes", c == cost.byKind.end() ? 0.0 : c->second.bytes}});
+  }
+  std::printf("  %-26s %10.3f ms\n", "total", total * 1e3);
+
+  if (!options.json.empty()) {
+    json out = {
+        {"recipe", recipe},
+        {"artifact", artifact.path},
+        {"device", gpu ? "cuda" : "cpu"},
+        {"device_name", device},
+        {"threads", gpu ? 0 : numThreads()},
+        {"model", modelName},
+        {"parameters", parameters},
+        {"batch", batchSize},
+        {"patch", patch},
+        {"precision", fn.precision},
+        {"ops", fn.ops.size()},
+        {"warmup", options.warmup},
+        {"steps", options.steps},
+        {"step_ms", ms},
+        {"ms_per_step", {{"median", median}, {"min", sorted.front()}, {"max", sorted.back()}}},
+        {"flops_per_step", cost.total.flops},
+        {"bytes_per_step", cost.total.bytes},
+        {"tflops", tflops},
+        {"gb_per_s", gbps},
+        {"peak_memory_bytes", peak},
+        {"peak_memory", gpu ? "device: arena + resident state" : "host: max resident set"},
+        {"loss_first", firstLoss},
+        {"loss_last", lastLoss},
+        {"profile_total_ms", total * 1e3},
+        {"profile", kinds},
+    };
+    jsonFile << out.dump(2) << "\n";
+    jsonFile.close();
+    if (!jsonFile)
+      throw Error(str(options.json, ": cannot write the benchmark's JSON"));
+    std::fprintf(stderr, "bench: wrote %s\n", options.json.c_str());
+  }
+  return 0;
+}
+
+} // namespace medrun
