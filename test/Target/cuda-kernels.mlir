@@ -26,15 +26,15 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
 // CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_0(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
 // CHECK: if (i >= 1680ll) return;
-// CHECK: const float* xc = x + (o0 * 4ll + ci) * 210ll;
-// CHECK: const float* wc = w + (o1 * 1ll + cl) * 27ll;
+// CHECK: const auto* xc = x + (o0 * 4ll + ci) * 210ll;
+// CHECK: const auto* wc = w + (o1 * 1ll + cl) * 27ll;
 // CHECK: const i64 id = o2 * 1ll - 1ll + kd * 1ll;
 // CHECK: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
 // CHECK: y[i] = acc;
 
 // Group norm: statistics per (sample, group) of 2 channels x 210 positions, then the map.
 // CHECK-LABEL: norm_stats_1(float* __restrict__ stats, const float* __restrict__ x) {
-// CHECK: const float* p = x + o * 420ll;
+// CHECK: const auto* p = x + o * 420ll;
 // CHECK: const float mean = blockSum(s, sh) / (float)420ll;
 // CHECK: stats[2 * o + 1] = 1.0f / sqrtf(var + 9.99999975e-06f);
 // CHECK-LABEL: group_norm_2(
@@ -47,7 +47,7 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 
 // Mean over axes 0, 2, 3, 4: one block per channel, 420 terms.
 // CHECK-LABEL: reduce_mean_4(
-// CHECK: const float* base = x + k0 * 210ll;
+// CHECK: const auto* base = x + k0 * 210ll;
 // CHECK: for (i64 j = t; j < 420ll; j += 256) {
 // CHECK: const float v = base[r0 * 840ll + r1 * 42ll + r2 * 7ll + r3];
 // CHECK: acc = blockReduce(acc, sh, Add());
