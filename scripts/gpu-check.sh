@@ -187,22 +187,26 @@ if [[ " $CHECKS " == *" banis "* ]]; then
 fi
 
 if [[ " $CHECKS " == *" bench "* ]]; then
-  # Ours first: the BANIS+ recipe's training step (MedNeXt-L k3, 1->6, batch 2, 128³, fp32)
-  # on the CUDA backend, 3 warm-up and 20 timed steps (medrun bench; docs/perf.md).
-  echo "== bench: medrun bench"
-  timeout 480 ./build-gpu/bin/medrun bench .device/cuda/banis_plus.json \
-    --artifact .device/cuda/banis_plus.medc --device cuda --steps 20 \
-    --json "$OUT/medrun-bench.json" >"$OUT/medrun-bench.log" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ]; then
-    status=1
-    echo "FAIL medrun bench (exit $rc$([ $rc -eq 124 ] && echo ', timed out after 480 s'))" >>"$OUT/medrun-bench.log"
-  fi
-  tail -40 "$OUT/medrun-bench.log"
-  # PyTorch on the same GPU: MedNeXt-L k3, 1->3, batch 2, 128³, bf16 autocast, fused AdamW,
+  # Ours first: the BANIS+ recipe's training step (MedNeXt-L k3, 1->6, batch 2, 128³) on the
+  # CUDA backend in fp32 and in bf16-mixed, 3 warm-up and 20 timed steps each (medrun bench;
+  # docs/perf.md).
+  : >"$OUT/medrun-bench.log"
+  for v in fp32:banis_plus bf16:banis_plus_bf16; do
+    p=${v%%:*} a=${v#*:}
+    echo "== bench: medrun bench $a"
+    timeout 300 ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
+      --device cuda --steps 20 --json "$OUT/medrun-bench-$p.json" >"$OUT/medrun-bench-$p.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      status=1
+      echo "FAIL medrun bench $p (exit $rc$([ $rc -eq 124 ] && echo ', timed out after 300 s'))" >>"$OUT/medrun-bench.log"
+    fi
+    tail -32 "$OUT/medrun-bench-$p.log"
+  done
+  # PyTorch on the same GPU: MedNeXt-L k3, 1->6, batch 2, 128³, bf16 autocast, fused AdamW,
   # eager and torch.compile (bench/mednext_torch.py).
   echo "== bench: PyTorch"
-  timeout 900 python3 bench/mednext_torch.py --size L --patch 128 --batch 2 --modes eager,compile \
+  timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes eager,compile \
     >"$OUT/bench.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
@@ -213,11 +217,12 @@ if [[ " $CHECKS " == *" bench "* ]]; then
 fi
 
 echo
-if [ -s "$OUT/bench.log" ] || [ -s "$OUT/medrun-bench.log" ]; then
-  echo "Training step on this GPU (ours: fp32, 1->6; PyTorch: bf16 autocast, 1->3):"
+if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
+  echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  if [ -s "$OUT/medrun-bench.json" ]; then
-    python3 - "$OUT/medrun-bench.json" <<'PY'
+  for p in fp32 bf16; do
+    [ -s "$OUT/medrun-bench-$p.json" ] || continue
+    python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
 t = b["ms_per_step"]
@@ -225,9 +230,8 @@ print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.
       % (b["device"], t["median"], b["peak_memory_bytes"] / 2**30, b["precision"], t["min"],
          t["max"], b["tflops"]))
 PY
-  elif [ -s "$OUT/medrun-bench.log" ]; then
-    grep -E "^FAIL|medrun:" "$OUT/medrun-bench.log" | tail -2
-  fi
+  done
+  [ -s "$OUT/medrun-bench.log" ] && cat "$OUT/medrun-bench.log"
 fi
 if [ -s "$OUT/table.txt" ]; then
   echo "medcheck against LibTorch $(python3 -c 'import torch; print(torch.__version__)') (CPU):"
