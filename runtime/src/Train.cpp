@@ -307,9 +307,9 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                   : runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
     data.release(batch);
     if (gpu && step == first)
-      progress.message(str("device memory: values ", gpu->arenaBytes() >> 20, " MiB, state ",
-                           gpu->stateBytes() >> 20, " MiB, cuDNN workspace ",
-                           gpu->workspaceBytes() >> 20, " MiB"));
+      progress.message(str("device memory: ", gpu->deviceBytes() >> 20, " MiB (values ",
+                           gpu->arenaBytes() >> 20, " MiB, state ", gpu->stateBytes() >> 20,
+                           " MiB, cuDNN workspace ", gpu->workspaceBytes() >> 20, " MiB)"));
     auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
     double loss = value(lossOut), norm = value(normOut);
     bool skip = false;

@@ -191,9 +191,9 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
               "once)\n", tflops, gbps);
   double peak = 0;
   if (gpu) {
-    peak = static_cast<double>(gpu->arenaBytes() + gpu->stateBytes() + gpu->workspaceBytes());
-    std::printf("peak device memory: %s (arena %s + resident state %s + cuDNN workspace %s; "
-                "convolutions: %s)\n",
+    peak = static_cast<double>(gpu->deviceBytes());
+    std::printf("peak device memory: %s (arena %s + resident state %s + cuDNN workspace %s + "
+                "input staging; convolutions: %s)\n",
                 gib(peak).c_str(), gib(static_cast<double>(gpu->arenaBytes())).c_str(),
                 gib(static_cast<double>(gpu->stateBytes())).c_str(),
                 gib(static_cast<double>(gpu->workspaceBytes())).c_str(),

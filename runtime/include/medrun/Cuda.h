@@ -61,6 +61,9 @@ public:
   size_t arenaBytes() const; ///< device memory of the values of the largest plan run so far
   size_t stateBytes() const; ///< device memory of the resident tensors
   size_t workspaceBytes() const; ///< device memory of the cuDNN workspace
+  /// All device memory the session holds: arena, state, workspace and the staging buffer of
+  /// f32 inputs converted to bf16 on the device.
+  size_t deviceBytes() const;
   /// What runs the convolutions: "cuDNN 9.19.0 (benchmark)", or "generated kernels (why)".
   /// MEDRUN_CUDNN=benchmark|deterministic|heuristic|off chooses (docs/architecture.md).
   std::string convolutions() const;

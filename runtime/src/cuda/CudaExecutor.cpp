@@ -179,6 +179,8 @@ struct DeviceBuffer {
   }
 };
 
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
 std::string byteSize(size_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, b >= (size_t(1) << 30) ? "%.2f GiB" : "%.1f MiB",
@@ -244,10 +246,12 @@ struct CudaSession::Impl {
   std::string convBackend;
   std::unique_ptr<cudnn::AlgoCache> algoCache;
   DeviceBuffer workspace;
+  DeviceBuffer staging; // f32 inputs on their way to bf16 values
 
   Impl(const Artifact &a) : artifact(a), d(driver()) {
     arena.d = &d;
     workspace.d = &d;
+    staging.d = &d;
   }
 
   void check(CUresult r, const std::string &what) const {
@@ -479,6 +483,7 @@ CudaSession::~CudaSession() {
     d.cuCtxSetCurrent(impl->ctx);
   impl->arena.release();
   impl->workspace.release();
+  impl->staging.release();
   impl->layouts.clear();
   impl->dnn.reset();
   impl->state.clear();
@@ -565,8 +570,12 @@ void CudaSession::releaseMemory() {
   impl->pending.clear(); // they lived in the arena
   impl->arena.release();
   impl->workspace.release();
+  impl->staging.release();
 }
 size_t CudaSession::workspaceBytes() const { return impl->workspace.bytes; }
+size_t CudaSession::deviceBytes() const {
+  return impl->arena.bytes + stateBytes() + impl->workspace.bytes + impl->staging.bytes;
+}
 std::string CudaSession::convolutions() const { return impl->convBackend; }
 
 size_t CudaSession::stateBytes() const {
@@ -643,20 +652,43 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   }
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
+  // f32 → bf16 on the device: f32 inputs of bf16 values are copied as they are into a
+  // staging buffer and converted by the module's med_f32_to_bf16 (converting 200 MB of
+  // batch on one host core took longer than the copy); f32 resident parameters likewise.
+  std::vector<std::pair<CUdeviceptr, int>> conversions; // (f32 source, bf16 value)
+  size_t staged = 0;
+  for (auto &[id, host] : uploads)
+    if (host.dtype() == DType::F32 && l.type[id] == DType::BF16)
+      staged += align256(host.nbytes());
+  if (impl->staging.bytes < staged)
+    impl->allocate(impl->staging, staged, "the staging buffer of bf16 inputs");
+  staged = 0;
   for (auto &[id, host] : uploads) {
-    const Tensor t = host.dtype() == l.type[id] ? host : host.to(l.type[id]);
-    if (t.nbytes())
-      impl->check(d.cuMemcpyHtoD(ptr(id), t.raw(), t.nbytes()),
+    CUdeviceptr to = ptr(id);
+    const Tensor *t = &host;
+    Tensor converted;
+    if (host.dtype() == DType::F32 && l.type[id] == DType::BF16) {
+      to = impl->staging.ptr + staged;
+      staged += align256(host.nbytes());
+      conversions.emplace_back(to, id);
+    } else if (host.dtype() != l.type[id]) {
+      converted = host.to(l.type[id]);
+      t = &converted;
+    }
+    if (t->nbytes())
+      impl->check(d.cuMemcpyHtoD(to, t->raw(), t->nbytes()),
                   str("uploading value ", id, " of function '", fn.name, "'"));
   }
-  for (auto &[name, id] : l.toBF16) {
+  for (auto &[name, id] : l.toBF16)
+    conversions.emplace_back(impl->state.at(name).buffer.ptr, id);
+  for (auto &[from, id] : conversions) {
     CUfunction f = impl->function("med_f32_to_bf16", fn.ops.at(0));
-    CUdeviceptr from = impl->state.at(name).buffer.ptr, to = ptr(id);
+    CUdeviceptr src = from, dst = ptr(id);
     long long n = numElements(fn.values[id].shape);
-    void *args[] = {&from, &to, &n, nullptr};
+    void *args[] = {&src, &dst, &n, nullptr};
     impl->check(d.cuLaunchKernel(f, static_cast<unsigned>((n + 255) / 256), 1, 1, 256, 1, 1, 0,
                                  impl->stream, args, nullptr),
-                str("converting parameter '", name, "' to bf16"));
+                str("converting value ", id, " of function '", fn.name, "' to bf16"));
   }
   const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");
