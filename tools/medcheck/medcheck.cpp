@@ -6,6 +6,7 @@
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
 //            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
 //            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
+//            [--against-autocast [--autocast-ratio R]]
 //            [--device cpu|cuda] [--torch-device cpu|cuda]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
@@ -15,7 +16,8 @@
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
 // --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
-// (+ a GradScaler written out here for fp16-mixed steps).
+// (+ a GradScaler written out here for fp16-mixed steps); with --against-autocast, a bf16
+// step is judged against torch autocast's error next to torch f32.
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -180,6 +182,32 @@ const char *kUsage =
     "  (1-b1)/(1-b1^s) * sqrt((1-b2^s)/(1-b2)) * sqrt(sum_{j<s} (b1^2/b2)^j) on\n"
     "  |m_hat / (sqrt(v_hat) + eps)| (AdamW; with SGD noise moves it by noise only).\n"
     "\n"
+    "--against-autocast  with --train-steps and --precision bf16: the acceptance check\n"
+    "  of bf16-mixed. Each step runs three times, in turn: ours (bf16), torch in f32 (the\n"
+    "  reference, as above) and torch with its forward passes under torch autocast to\n"
+    "  bf16 on the torch device (`with torch.autocast(device, dtype=torch.bfloat16)`\n"
+    "  around the loss, backward, clipping, optimizer and EMA outside it), the two torch\n"
+    "  runs from the same parameters and batch, each with its own optimizer, EMA and\n"
+    "  state across steps. Under autocast, autocast's own lists choose the ops computed\n"
+    "  in bf16 (conv3d; on CUDA also conv_transpose3d) and every float result keeps the\n"
+    "  type its op produced, as in a PyTorch model; the norms, the losses, exp and log\n"
+    "  read their operands in f32 (CUDA autocast's float32 list, applied on the CPU too:\n"
+    "  LibTorch 1.13's CPU autocast has no policy for the norms), and an op mixing bf16\n"
+    "  and f32 operands reads both in f32 (its promote policy). Per tensor (loss,\n"
+    "  grad_norm, each gradient with --train-grad, parameter, moment and EMA),\n"
+    "  e_ours = rel(ours, torch f32) and e_autocast = rel(autocast, torch f32), the\n"
+    "  relative error norms above; it passes when\n"
+    "      e_ours <= R * e_autocast  or  e_ours <= 1e-5,\n"
+    "  R from --autocast-ratio (default 1.5). Below 1e-5 both sides hold f32 rounding\n"
+    "  (our f32 steps match torch to ~1e-6): bf16 played no part and a ratio of two\n"
+    "  roundings says nothing. The vanishing rule (gradients, moments; T = --tolerance,\n"
+    "  default 5e-2) and the noise-driven rule (parameters, EMA) apply as above, before\n"
+    "  the ratio. Lines as above, with each tensor kind's largest ratio e_ours/e_autocast,\n"
+    "  the tensor that has it and its two errors, and `N at f32 level` for the tensors\n"
+    "  that pass by the 1e-5 floor alone; scalar lines add autocast's error and the ratio.\n"
+    "  On the CUDA backend only train_step carries the precision: <loss>_grad, which\n"
+    "  --train-grad compares, runs in f32 there.\n"
+    "\n"
     "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
     "  step's parameters (before the update) and compares every parameter gradient with\n"
     "  torch autograd's (before clipping), the vanishing rule above applying.\n"
@@ -192,7 +220,9 @@ const char *kUsage =
     "  artifact's kernels loaded once) for the whole medcheck run, each function run as\n"
     "  runCpu would (inputs and the parameters it reads uploaded, outputs and assigned\n"
     "  values downloaded). Needs an artifact compiled with `medc compile --target cuda`\n"
-    "  and precision f32. Applies to the forward check, --grad and --train-steps\n"
+    "  and precision f32, or for --train-steps also --precision bf16 with a train_step\n"
+    "  compiled with precision=bf16-mixed (the backend runs the precision the step was\n"
+    "  compiled for). Applies to the forward check, --grad and --train-steps\n"
     "  (+ --train-grad); --fd always runs on the CPU backend in f64. MEDRUN_LIBCUDA names\n"
     "  another driver library (as for medrun).\n"
     "--torch-device cuda  computes the torch side on LibTorch's GPU 0: parameters, inputs,\n"
@@ -230,6 +260,10 @@ const char *kUsage =
     "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
     "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
+    "  --against-autocast with --train-steps and --precision bf16: judge ours against\n"
+    "                     torch autocast's error (see above)\n"
+    "  --autocast-ratio R with --against-autocast: the largest e_ours / e_autocast that\n"
+    "                     passes (default 1.5)\n"
     "  --device D         our backend: cpu (default) or cuda (see above)\n"
     "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --help             print this help\n"
@@ -238,8 +272,9 @@ const char *kUsage =
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
     "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
-    "--loss-scale on a step without loss scaling, --device cuda with a precision other\n"
-    "than f32. No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
+    "--loss-scale on a step without loss scaling, --against-autocast without --precision\n"
+    "bf16, --autocast-ratio without --against-autocast, --device cuda with a precision\n"
+    "other than f32 (bf16 with --train-steps on a bf16-mixed step). No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
     "(--torch-device cuda): an error, exit status 1.\n";
 
 struct UsageError : std::runtime_error {
