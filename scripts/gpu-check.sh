@@ -12,6 +12,11 @@
 #             step (MedNeXt-L k3, 1->6, 128³, batch 2; gradients, parameters, AdamW
 #             moments, EMA) and its `infer`, then MedNeXt-S k3 (quickstart, 32³): three
 #             steps and `infer`. Each side needs most of the GPU for MedNeXt-L, in turn.
+#             Then bf16-mixed (medcheck --against-autocast): the same BANIS+ step and the
+#             quickstart's compiled with precision=bf16-mixed, ours and torch autocast to bf16
+#             each measured against torch f32; ours' relative error at most 1.5x
+#             autocast's on every tensor (loss, grad_norm, gradients, parameters, moments,
+#             EMA).
 #   bench     PyTorch's MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and
 #             torch.compile
 # and prints a short table last. MED_GPU_CHECKS selects the parts (default:
@@ -174,6 +179,17 @@ if [[ " $CHECKS " == *" large "* ]]; then
     large quickstart.train 300 "$C/quickstart.medc" --device cuda --train-steps 3 --train-grad --tolerance 1e-3
     large quickstart.infer 300 "$C/quickstart.medc" --device cuda --func infer --tolerance 1e-3
   fi
+  # bf16-mixed against torch autocast (bf16) and torch f32, three runs in turn per step.
+  for m in banis_plus_bf16:1:900 quickstart_bf16:3:300; do
+    IFS=: read -r a steps limit <<<"$m"
+    if [ -f "$C/$a.medc" ]; then
+      large "$a.autocast" "$limit" "$C/$a.medc" --device cuda --torch-device cuda --precision bf16 \
+        --against-autocast --train-steps "$steps" --train-grad
+    else
+      printf '%-18s %-7s %s\n' "$a.autocast" FAILED "$C/$a.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/large.txt"
+      status=1
+    fi
+  done
 fi
 
 if [[ " $CHECKS " == *" banis "* ]]; then
@@ -242,7 +258,7 @@ if [ -s "$OUT/cuda.txt" ]; then
   cat "$OUT/cuda.txt"
 fi
 if [ -s "$OUT/large.txt" ]; then
-  echo "CUDA backend vs LibTorch on the GPU (medcheck --device cuda, f32, TF32 off; relative error norm <= 1e-3):"
+  echo "CUDA backend vs LibTorch on the GPU (medcheck --device cuda, TF32 off; f32: relative error norm <= 1e-3; *_bf16.autocast: bf16-mixed, error vs torch f32 <= 1.5x torch autocast's):"
   cat "$OUT/large.txt"
 fi
 if [ -s "$OUT/banis.txt" ]; then

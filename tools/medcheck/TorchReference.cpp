@@ -10,6 +10,9 @@
 
 #include "medrun/Error.h"
 
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -83,6 +86,9 @@ struct Env {
   std::vector<torch::Tensor> values;
   torch::ScalarType floatType;
   torch::Device device; ///< where every value lives (that of the inputs)
+  /// Under torch autocast: a float result keeps the type the op computed it in (bf16 from
+  /// autocast's lower-precision ops, f32 from the others), as in a PyTorch model.
+  bool autocast = false;
 
   const torch::Tensor &get(int id, const OpInfo &op) const {
     if (id < 0 || id >= static_cast<int>(values.size()) || !values[id].defined())
@@ -677,6 +683,37 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   throw Error(str(op.describe(), ": medcheck has no torch mapping for op '", k, "'"));
 }
 
+/// Under autocast, the float32 policy of CUDA autocast for the ops that map onto its
+/// float32 list (group_norm, layer_norm, norm, binary_cross_entropy_with_logits,
+/// log_softmax, exp, log) on every device: their float operands are converted to f32 first.
+/// LibTorch 1.13's CPU autocast has no policy for the norms (a bf16 input with f32 affine
+/// parameters is an error there). Any other op whose float operands mix bf16 and f32 reads
+/// them in f32, as autocast's promote policy does. The converted operands' values are put
+/// into `env` for the op, their own values into `saved` (the caller puts them back).
+void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &saved) {
+  static const std::set<std::string> fp32{"group_norm",      "channel_layer_norm", "grn",
+                                          "bce_with_logits", "dice_ce",            "exp",
+                                          "log"};
+  std::set<torch::ScalarType> types;
+  for (const auto &group : op.operands)
+    for (int id : group.second)
+      if (id >= 0 && id < static_cast<int>(env.values.size()) && env.values[id].defined() &&
+          env.values[id].is_floating_point())
+        types.insert(env.values[id].scalar_type());
+  if (!fp32.count(op.kind) && types.size() <= 1)
+    return;
+  for (const auto &group : op.operands)
+    for (int id : group.second) {
+      if (id < 0 || id >= static_cast<int>(env.values.size()) || saved.count(id))
+        continue;
+      const torch::Tensor &v = env.values[id];
+      if (v.defined() && v.is_floating_point() && v.scalar_type() != env.floatType) {
+        saved[id] = v;
+        env.values[id] = v.to(env.floatType);
+      }
+    }
+}
+
 /// Runs the plan with the values already in `env` (the arguments); returns the outputs.
 /// Under autograd when the caller enabled it: every mapping is differentiable.
 std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::Tensor> &params) {
@@ -695,7 +732,17 @@ std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::
 
   for (size_t i = 0; i < fn.ops.size(); ++i) {
     const OpInfo &op = fn.ops[i];
-    std::vector<torch::Tensor> rs = runOp(env, op, params);
+    std::vector<torch::Tensor> rs;
+    std::map<int, torch::Tensor> lowered; // autocast: operands this op reads in f32 instead
+    if (env.autocast)
+      autocastOperands(env, op, lowered);
+    try {
+      rs = runOp(env, op, params);
+    } catch (const c10::Error &e) { // name the op: a torch error alone does not
+      throw Error(str(op.describe(), ": torch: ", e.what_without_backtrace()));
+    }
+    for (auto &[id, v] : lowered)
+      env.values[id] = v;
     if (op.results.size() != rs.size())
       throw Error(str(op.describe(), ": torch computes ", rs.size(), " results, the plan has ",
                       op.results.size()));
@@ -708,7 +755,10 @@ std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::
         throw Error(str(op.describe(), ": torch computes shape ",
                         medrun::shapeStr(medrun::Shape(r.sizes().begin(), r.sizes().end())),
                         " for result ", j, ", the plan declares ", medrun::shapeStr(info.shape)));
-      env.values[id] = r.reshape(declared).to(env.typeOf(id)).contiguous();
+      torch::ScalarType type = env.typeOf(id);
+      if (env.autocast && medrun::isFloat(info.dtype) && r.is_floating_point())
+        type = r.scalar_type();
+      env.values[id] = r.reshape(declared).to(type).contiguous();
     }
     for (const auto &group : op.operands)
       for (int used : group.second)
@@ -744,6 +794,60 @@ void setInputs(Env &env, const std::vector<torch::Tensor> &inputs) {
     env.values.at(fn.inputs[i]) = inputs[i].to(env.typeOf(fn.inputs[i]));
 }
 
+/// Torch autocast to bf16 on `device`'s type for the guard's lifetime, as
+/// `with torch.autocast(device_type, dtype=torch.bfloat16)`: enabled (the autocast dispatch
+/// key), dtype bf16, one nesting level (whose end clears autocast's cache of cast weights);
+/// the previous settings come back at the end. LibTorch 2.4 made the API take the device
+/// type; 1.x and early 2.x have a function per device.
+class AutocastGuard {
+public:
+  explicit AutocastGuard(torch::Device device) : type(device.type()) {
+    if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA)
+      throw Error(str("torch autocast: no autocast for device ", device.str()));
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    wasEnabled = at::autocast::is_autocast_enabled(type);
+    wasType = at::autocast::get_autocast_dtype(type);
+    at::autocast::set_autocast_dtype(type, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type, true);
+#else
+    bool cpu = type == c10::DeviceType::CPU;
+    wasEnabled = cpu ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+    wasType = cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+    if (cpu) {
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    } else {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    }
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (at::autocast::decrement_nesting() == 0)
+      at::autocast::clear_cache();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(type, wasEnabled);
+    at::autocast::set_autocast_dtype(type, wasType);
+#else
+    if (type == c10::DeviceType::CPU) {
+      at::autocast::set_cpu_enabled(wasEnabled);
+      at::autocast::set_autocast_cpu_dtype(wasType);
+    } else {
+      at::autocast::set_enabled(wasEnabled);
+      at::autocast::set_autocast_gpu_dtype(wasType);
+    }
+#endif
+  }
+  AutocastGuard(const AutocastGuard &) = delete;
+  AutocastGuard &operator=(const AutocastGuard &) = delete;
+
+private:
+  c10::DeviceType type;
+  bool wasEnabled = false;
+  at::ScalarType wasType = at::kBFloat16;
+};
+
 } // namespace
 
 std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
@@ -760,7 +864,8 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
 TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
-                         torch::ScalarType floatType, const torch::Tensor &seed) {
+                         torch::ScalarType floatType, const torch::Tensor &seed,
+                         bool autocast) {
   if (fn.outputs.empty())
     throw Error(str("function '", fn.name, "' has no result to differentiate"));
   const medrun::ValueInfo &loss = fn.values.at(fn.outputs[0]);
@@ -804,7 +909,16 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
     leafInputs.push_back(leaf);
   }
   setInputs(env, leafInputs);
-  std::vector<torch::Tensor> outputs = execute(env, leafParams);
+  std::vector<torch::Tensor> outputs;
+  if (autocast) {
+    // The forward pass only, as PyTorch recommends: the backward ops run in the types their
+    // forward ops chose.
+    AutocastGuard guard(env.device);
+    env.autocast = true;
+    outputs = execute(env, leafParams);
+  } else {
+    outputs = execute(env, leafParams);
+  }
 
   std::vector<torch::Tensor> grads(leaves.size());
   if (!leaves.empty() && outputs[0].requires_grad())

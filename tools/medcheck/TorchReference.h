@@ -62,11 +62,17 @@ struct TorchGradients {
 /// Independent of medrun's gradient rules and kernels. With a `seed` (a scalar), the
 /// backward pass starts from it instead of 1: the gradients of out0 · seed, as
 /// `(loss * scale).backward()` of torch.amp.GradScaler computes them.
+/// With `autocast`, the forward pass runs under torch autocast to bf16 on the device of the
+/// inputs (`with torch.autocast(device, dtype=torch.bfloat16)` around the model, backward
+/// outside): autocast's lower-precision ops (conv3d, ...) compute in bf16, and every float
+/// result keeps the type its op produced instead of being converted to `floatType`, as in a
+/// PyTorch model; the leaves (f32 here) and their gradients keep `floatType`. The outputs
+/// may then be bf16.
 TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
                          torch::ScalarType floatType = torch::kFloat,
-                         const torch::Tensor &seed = torch::Tensor());
+                         const torch::Tensor &seed = torch::Tensor(), bool autocast = false);
 
 } // namespace medcheck
 

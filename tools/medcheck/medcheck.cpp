@@ -6,6 +6,7 @@
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
 //            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
 //            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
+//            [--against-autocast [--autocast-ratio R]]
 //            [--device cpu|cuda] [--torch-device cpu|cuda]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
@@ -15,7 +16,8 @@
 // --grad compares the gradients <f>_grad computes with torch autograd of f's mapping;
 // --fd compares them with central finite differences of f on our own backend in f64.
 // --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
-// (+ a GradScaler written out here for fp16-mixed steps).
+// (+ a GradScaler written out here for fp16-mixed steps); with --against-autocast, a bf16
+// step is judged against torch autocast's error next to torch f32.
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -180,6 +182,32 @@ const char *kUsage =
     "  (1-b1)/(1-b1^s) * sqrt((1-b2^s)/(1-b2)) * sqrt(sum_{j<s} (b1^2/b2)^j) on\n"
     "  |m_hat / (sqrt(v_hat) + eps)| (AdamW; with SGD noise moves it by noise only).\n"
     "\n"
+    "--against-autocast  with --train-steps and --precision bf16: the acceptance check\n"
+    "  of bf16-mixed. Each step runs three times, in turn: ours (bf16), torch in f32 (the\n"
+    "  reference, as above) and torch with its forward passes under torch autocast to\n"
+    "  bf16 on the torch device (`with torch.autocast(device, dtype=torch.bfloat16)`\n"
+    "  around the loss, backward, clipping, optimizer and EMA outside it), the two torch\n"
+    "  runs from the same parameters and batch, each with its own optimizer, EMA and\n"
+    "  state across steps. Under autocast, autocast's own lists choose the ops computed\n"
+    "  in bf16 (conv3d; on CUDA also conv_transpose3d) and every float result keeps the\n"
+    "  type its op produced, as in a PyTorch model; the norms, the losses, exp and log\n"
+    "  read their operands in f32 (CUDA autocast's float32 list, applied on the CPU too:\n"
+    "  LibTorch 1.13's CPU autocast has no policy for the norms), and an op mixing bf16\n"
+    "  and f32 operands reads both in f32 (its promote policy). Per tensor (loss,\n"
+    "  grad_norm, each gradient with --train-grad, parameter, moment and EMA),\n"
+    "  e_ours = rel(ours, torch f32) and e_autocast = rel(autocast, torch f32), the\n"
+    "  relative error norms above; it passes when\n"
+    "      e_ours <= R * e_autocast  or  e_ours <= 1e-5,\n"
+    "  R from --autocast-ratio (default 1.5). Below 1e-5 both sides hold f32 rounding\n"
+    "  (our f32 steps match torch to ~1e-6): bf16 played no part and a ratio of two\n"
+    "  roundings says nothing. The vanishing rule (gradients, moments; T = --tolerance,\n"
+    "  default 5e-2) and the noise-driven rule (parameters, EMA) apply as above, before\n"
+    "  the ratio. Lines as above, with each tensor kind's largest ratio e_ours/e_autocast,\n"
+    "  the tensor that has it and its two errors, and `N at f32 level` for the tensors\n"
+    "  that pass by the 1e-5 floor alone; scalar lines add autocast's error and the ratio.\n"
+    "  On the CUDA backend only train_step carries the precision: <loss>_grad, which\n"
+    "  --train-grad compares, runs in f32 there.\n"
+    "\n"
     "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
     "  step's parameters (before the update) and compares every parameter gradient with\n"
     "  torch autograd's (before clipping), the vanishing rule above applying.\n"
@@ -192,7 +220,9 @@ const char *kUsage =
     "  artifact's kernels loaded once) for the whole medcheck run, each function run as\n"
     "  runCpu would (inputs and the parameters it reads uploaded, outputs and assigned\n"
     "  values downloaded). Needs an artifact compiled with `medc compile --target cuda`\n"
-    "  and precision f32. Applies to the forward check, --grad and --train-steps\n"
+    "  and precision f32, or for --train-steps also --precision bf16 with a train_step\n"
+    "  compiled with precision=bf16-mixed (the backend runs the precision the step was\n"
+    "  compiled for). Applies to the forward check, --grad and --train-steps\n"
     "  (+ --train-grad); --fd always runs on the CPU backend in f64. MEDRUN_LIBCUDA names\n"
     "  another driver library (as for medrun).\n"
     "--torch-device cuda  computes the torch side on LibTorch's GPU 0: parameters, inputs,\n"
@@ -230,6 +260,10 @@ const char *kUsage =
     "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
     "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
+    "  --against-autocast with --train-steps and --precision bf16: judge ours against\n"
+    "                     torch autocast's error (see above)\n"
+    "  --autocast-ratio R with --against-autocast: the largest e_ours / e_autocast that\n"
+    "                     passes (default 1.5)\n"
     "  --device D         our backend: cpu (default) or cuda (see above)\n"
     "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --help             print this help\n"
@@ -238,8 +272,9 @@ const char *kUsage =
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
     "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
-    "--loss-scale on a step without loss scaling, --device cuda with a precision other\n"
-    "than f32. No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
+    "--loss-scale on a step without loss scaling, --against-autocast without --precision\n"
+    "bf16, --autocast-ratio without --against-autocast, --device cuda with a precision\n"
+    "other than f32 (bf16 with --train-steps on a bf16-mixed step). No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
     "(--torch-device cuda): an error, exit status 1.\n";
 
 struct UsageError : std::runtime_error {
@@ -268,6 +303,9 @@ struct Options {
   int64_t emaWarmup = 0;
   double lossScale = 0; ///< > 0: --loss-scale
   bool trainGrad = false;
+  bool againstAutocast = false; ///< --against-autocast
+  double autocastRatio = 1.5;
+  bool hasAutocastRatio = false;
   bool hasTrainOnly = false; ///< an option that needs --train-steps
   std::string device = "cpu"; ///< our backend: cpu or cuda
   std::string torchDevice;    ///< where LibTorch computes: cpu or cuda (empty: as device)
@@ -390,6 +428,14 @@ Options parseArgs(int argc, char **argv) {
         throw UsageError("--train-grad takes no value");
       o.trainGrad = true;
       o.hasTrainOnly = true;
+    } else if (a == "--against-autocast") {
+      if (hasInline)
+        throw UsageError("--against-autocast takes no value");
+      o.againstAutocast = true;
+      o.hasTrainOnly = true;
+    } else if (a == "--autocast-ratio") {
+      o.autocastRatio = parsePositive(a, next());
+      o.hasAutocastRatio = true;
     } else if (a == "--device" || a == "--torch-device") {
       std::string d = next();
       if (d != "cpu" && d != "cuda")
@@ -410,8 +456,13 @@ Options parseArgs(int argc, char **argv) {
   if (o.fd == 0 && o.fdTolerance > 0)
     throw UsageError("--fd-tolerance needs --fd N");
   if (o.trainSteps == 0 && o.hasTrainOnly)
-    throw UsageError("--lr, --lr-schedule, --ema-decay, --ema-warmup, --loss-scale and "
-                     "--train-grad need --train-steps N");
+    throw UsageError("--lr, --lr-schedule, --ema-decay, --ema-warmup, --loss-scale, "
+                     "--train-grad and --against-autocast need --train-steps N");
+  if (o.againstAutocast && o.precision != medrun::Precision::BF16)
+    throw UsageError("--against-autocast needs --precision bf16 (ours in bf16-mixed, torch "
+                     "autocast to bf16)");
+  if (o.hasAutocastRatio && !o.againstAutocast)
+    throw UsageError("--autocast-ratio needs --against-autocast");
   if (o.trainSteps == 0 &&
       (o.precision == medrun::Precision::BF16 || o.precision == medrun::Precision::F16))
     throw UsageError("--precision bf16 and f16 (mixed precision) need --train-steps N");
@@ -419,9 +470,10 @@ Options parseArgs(int argc, char **argv) {
     throw UsageError("--train-steps does not combine with --grad, --fd or --func");
   if (o.torchDevice.empty())
     o.torchDevice = o.device;
-  if (o.device == "cuda" && o.precision != medrun::Precision::F32)
-    throw UsageError("--device cuda runs f32 only (the CUDA backend has no other precision); "
-                     "other precisions need --device cpu");
+  if (o.device == "cuda" && o.precision != medrun::Precision::F32 &&
+      !(o.precision == medrun::Precision::BF16 && o.trainSteps > 0))
+    throw UsageError("--device cuda runs f32, and bf16 with --train-steps (the CUDA backend "
+                     "runs bf16-mixed training steps only); other precisions need --device cpu");
   return o;
 }
 
@@ -543,12 +595,14 @@ struct Comparison {
   std::string problem; ///< non-empty: a mismatch other than the values
 };
 
-Comparison compare(const medrun::Tensor &oursT, const torch::Tensor &ref) {
+/// `x` (any device and float type) against `ref`, as compare below.
+Comparison compareTorch(const torch::Tensor &x, const torch::Tensor &ref) {
   Comparison c;
-  torch::Tensor ours = medcheck::toTorch(oursT).to(torch::kDouble);
+  torch::Tensor ours = x.to(torch::kCPU, torch::kDouble).contiguous();
   torch::Tensor theirs = ref.to(torch::kCPU, torch::kDouble).contiguous(); // from any device
   if (ours.sizes() != theirs.sizes()) {
-    c.problem = str("shape ", medrun::shapeStr(oursT.shape()), " vs torch ",
+    c.problem = str("shape ", medrun::shapeStr(medrun::Shape(x.sizes().begin(), x.sizes().end())),
+                    " vs torch ",
                     medrun::shapeStr(medrun::Shape(ref.sizes().begin(), ref.sizes().end())));
     c.maxAbs = c.rel = NAN;
     return c;
@@ -568,6 +622,10 @@ Comparison compare(const medrun::Tensor &oursT, const torch::Tensor &ref) {
   if (std::isnan(c.maxAbs) || std::isnan(diffNorm))
     c.maxAbs = c.rel = NAN;
   return c;
+}
+
+Comparison compare(const medrun::Tensor &ours, const torch::Tensor &ref) {
+  return compareTorch(medcheck::toTorch(ours), ref);
 }
 
 std::string sci(double v) {
@@ -1220,6 +1278,48 @@ double defaultTolerance(medrun::Precision p) {
   return 1e-4;
 }
 
+/// Torch's side of the training steps: the parameters as leaves, the optimizer, the EMA and
+/// GradScaler's state. The f32 reference and the autocast run (--against-autocast) each
+/// keep their own.
+struct TorchTrainer {
+  bool autocast = false; ///< forward passes under torch autocast to bf16
+  std::map<std::string, torch::Tensor> leaf, ema;
+  std::vector<torch::Tensor> leaves;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  double scale = 0;    ///< GradScaler's scale (fp16-mixed)
+  int64_t tracker = 0; ///< its growth tracker
+  int64_t applied = 0; ///< optimizer steps taken (skipped ones do not count)
+};
+
+/// What one torch training step gives for the comparison.
+struct TorchStep {
+  double loss = NAN, gradNorm = NAN, scaleUsed = 0;
+  bool foundInf = false;
+  std::map<std::string, torch::Tensor> grads; ///< unscaled, before clipping
+};
+
+/// --against-autocast: ours passes where its relative error (against torch f32) is within
+/// `ratio` times autocast's, or at most kAutocastFloor: errors that small are f32
+/// rounding (our f32 steps match torch to ~1e-6), where bf16 played no part on either side
+/// and a ratio of two roundings says nothing.
+constexpr double kAutocastFloor = 1e-5;
+bool withinAutocast(double rel, double autocastRel, double ratio) {
+  return rel <= ratio * autocastRel || rel <= kAutocastFloor;
+}
+double ratioOf(double rel, double autocastRel) {
+  if (std::isnan(rel) || std::isnan(autocastRel))
+    return INFINITY;
+  return autocastRel > 0 ? rel / autocastRel : rel > 0 ? INFINITY : 0;
+}
+std::string ratioStr(double rel, double autocastRel) {
+  double r = ratioOf(rel, autocastRel);
+  if (!std::isfinite(r))
+    return "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", r);
+  return buf;
+}
+
 int checkTrain(const Options &o, const Sides &sides, double tolerance,
                torch::ScalarType floatType) {
   const medrun::Artifact &artifact = sides.artifact;
@@ -1239,6 +1339,13 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     throw Error(str("train_step records precision ", step->precision, ", its train options ",
                     t.precision));
   const bool scaling = t.precision == "fp16-mixed";
+  // The CUDA backend runs the precision train_step was compiled for.
+  if (sides.cuda && (o.precision == medrun::Precision::BF16) != (t.precision == "bf16-mixed"))
+    throw UsageError(str("--device cuda runs train_step of ", o.artifact, " in ", t.precision,
+                         " as compiled; --precision ",
+                         o.precision == medrun::Precision::BF16 ? "bf16" : "f32",
+                         " needs an artifact compiled with precision=",
+                         o.precision == medrun::Precision::BF16 ? "bf16-mixed" : "fp32"));
   if (o.lossScale > 0 && !scaling)
     throw UsageError(str("--loss-scale: train_step of ", o.artifact, " is ", t.precision,
                          "; only fp16-mixed steps scale the loss"));
@@ -1317,54 +1424,61 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     if (p.trainable && read.count(p.name) && medrun::isFloat(p.dtype))
       trained.push_back(p.name);
   }
-  std::map<std::string, torch::Tensor> leaf, ema;
-  std::vector<torch::Tensor> leaves, decayed, exempt;
-  for (const std::string &name : trained) {
-    const medrun::ParameterInfo *info = artifact.parameter(name);
-    torch::Tensor x = torchValues.at(name).detach().clone().requires_grad_(true);
-    leaf[name] = x;
-    leaves.push_back(x);
-    bool ex = t.exemptNormBias &&
-              (info->shape.size() <= 1 || name.find("grn_") != std::string::npos);
-    (ex ? exempt : decayed).push_back(x);
-    if (t.ema)
-      ema[name] = x.detach().clone();
-  }
-  if (leaves.empty())
+  // Torch's trainers: the reference in floatType and, with --against-autocast, one whose
+  // forward passes run under torch autocast to bf16; each from the same initial values,
+  // each with its own optimizer, EMA and loss scale.
+  auto makeTrainer = [&](bool autocast) {
+    auto tr = std::make_unique<TorchTrainer>();
+    tr->autocast = autocast;
+    std::vector<torch::Tensor> decayed, exempt;
+    for (const std::string &name : trained) {
+      const medrun::ParameterInfo *info = artifact.parameter(name);
+      torch::Tensor x = torchValues.at(name).detach().clone().requires_grad_(true);
+      tr->leaf[name] = x;
+      tr->leaves.push_back(x);
+      bool ex = t.exemptNormBias &&
+                (info->shape.size() <= 1 || name.find("grn_") != std::string::npos);
+      (ex ? exempt : decayed).push_back(x);
+      if (t.ema)
+        tr->ema[name] = x.detach().clone();
+    }
+    if (t.optimizer == "adamw") {
+      auto options = [&](double wd) {
+        return torch::optim::AdamWOptions(o.lr)
+            .betas(std::make_tuple(t.beta1, t.beta2))
+            .eps(t.eps)
+            .weight_decay(wd)
+            .amsgrad(false);
+      };
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      if (!decayed.empty())
+        groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
+                                         options(t.weightDecay)));
+      if (!exempt.empty())
+        groups.emplace_back(exempt, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
+      tr->optimizer = std::make_unique<torch::optim::AdamW>(groups, options(t.weightDecay));
+    } else {
+      auto options = [&](double wd) {
+        return torch::optim::SGDOptions(o.lr)
+            .momentum(t.momentum)
+            .dampening(0)
+            .weight_decay(wd)
+            .nesterov(t.nesterov);
+      };
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      if (!decayed.empty())
+        groups.emplace_back(decayed,
+                            std::make_unique<torch::optim::SGDOptions>(options(t.weightDecay)));
+      if (!exempt.empty())
+        groups.emplace_back(exempt, std::make_unique<torch::optim::SGDOptions>(options(0.0)));
+      tr->optimizer = std::make_unique<torch::optim::SGD>(groups, options(t.weightDecay));
+    }
+    return tr;
+  };
+  if (trained.empty())
     throw Error(str(t.loss, " reads no trainable float parameter"));
-
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (t.optimizer == "adamw") {
-    auto options = [&](double wd) {
-      return torch::optim::AdamWOptions(o.lr)
-          .betas(std::make_tuple(t.beta1, t.beta2))
-          .eps(t.eps)
-          .weight_decay(wd)
-          .amsgrad(false);
-    };
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    if (!decayed.empty())
-      groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
-                                       options(t.weightDecay)));
-    if (!exempt.empty())
-      groups.emplace_back(exempt, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
-    optimizer = std::make_unique<torch::optim::AdamW>(groups, options(t.weightDecay));
-  } else {
-    auto options = [&](double wd) {
-      return torch::optim::SGDOptions(o.lr)
-          .momentum(t.momentum)
-          .dampening(0)
-          .weight_decay(wd)
-          .nesterov(t.nesterov);
-    };
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    if (!decayed.empty())
-      groups.emplace_back(decayed,
-                          std::make_unique<torch::optim::SGDOptions>(options(t.weightDecay)));
-    if (!exempt.empty())
-      groups.emplace_back(exempt, std::make_unique<torch::optim::SGDOptions>(options(0.0)));
-    optimizer = std::make_unique<torch::optim::SGD>(groups, options(t.weightDecay));
-  }
+  std::unique_ptr<TorchTrainer> reference = makeTrainer(false);
+  std::unique_ptr<TorchTrainer> autocast = o.againstAutocast ? makeTrainer(true) : nullptr;
 
   // One batch, drawn as the other modes draw the loss function's inputs.
   std::vector<medrun::Tensor> batch = drawInputs(*lossFn, o.seed);
@@ -1384,26 +1498,116 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
 
   // Loss scaling: ours feeds its loss_scale and growth_tracker outputs back as the next
   // step's inputs (as the runtime does); torch's GradScaler keeps its own.
-  double scaleOurs = 0, trackerOurs = 0, scaleTorch = 0;
-  int64_t trackerTorch = 0;
+  double scaleOurs = 0, trackerOurs = 0;
   size_t skippedSteps = 0;
   if (scaling) {
     double init = o.lossScale > 0 ? o.lossScale
                   : step->initLossScale > 0 ? step->initLossScale
                                             : t.initScale;
-    scaleOurs = scaleTorch = static_cast<float>(init);
-    std::cout << "loss scaling  init " << scaleTorch << "  growth " << t.growthFactor
+    scaleOurs = reference->scale = static_cast<float>(init);
+    std::cout << "loss scaling  init " << reference->scale << "  growth " << t.growthFactor
               << " every " << t.growthInterval << " steps  backoff " << t.backoffFactor
               << "\n";
   }
+  if (autocast) {
+    autocast->scale = reference->scale;
+    std::cout << "torch  f32 reference and autocast bf16 (" << sides.torchWhere()
+              << "), each from the same parameters with its own optimizer; pass: rel <= "
+              << o.autocastRatio << " * autocast's rel, or rel <= " << sci(kAutocastFloor)
+              << "\n";
+  }
+
+  // One torch step of `tr`: autograd, then GradScaler (scale, unscale_, the finiteness
+  // check, a skipped optimizer step, update) by hand around clip_grad_norm_ and the
+  // optimizer, then the EMA.
+  auto torchStep = [&](TorchTrainer &tr, double lr, double decay) {
+    TorchStep r;
+    std::map<std::string, torch::Tensor> values = torchValues;
+    for (const std::string &name : trained)
+      values[name] = tr.leaf.at(name).detach();
+    torch::Tensor seed;
+    if (scaling)
+      seed = torch::full({}, tr.scale,
+                         torch::TensorOptions().dtype(floatType).device(sides.torchDevice));
+    medcheck::TorchGradients ref = medcheck::gradTorch(artifact, *lossFn, torchBatch, values,
+                                                       floatType, seed, tr.autocast);
+    r.loss = ref.outputs.at(0).item<double>();
+    // inv_scale = scale.double().reciprocal().float(), as GradScaler.unscale_
+    double inverse = scaling ? rounded(1.0 / tr.scale) : 1.0;
+    for (const std::string &name : trained) {
+      torch::Tensor g = ref.params.at(name).to(floatType).detach().clone();
+      if (scaling) {
+        r.foundInf |= !torch::isfinite(g).all().item<bool>();
+        g = g * inverse;
+      }
+      r.grads[name] = g.clone();
+      tr.leaf.at(name).mutable_grad() = g;
+    }
+    ref = medcheck::TorchGradients(); // the forward values, before the optimizer's memory
+    if (t.clip > 0) {
+      r.gradNorm = torch::nn::utils::clip_grad_norm_(tr.leaves, t.clip);
+    } else {
+      std::vector<torch::Tensor> norms;
+      for (const torch::Tensor &x : tr.leaves)
+        norms.push_back(x.grad().norm());
+      r.gradNorm = torch::stack(norms).norm().item<double>();
+    }
+    for (auto &group : tr.optimizer->param_groups()) {
+      if (t.optimizer == "adamw")
+        static_cast<torch::optim::AdamWOptions &>(group.options()).lr(lr);
+      else
+        static_cast<torch::optim::SGDOptions &>(group.options()).lr(lr);
+    }
+    if (!r.foundInf) {
+      tr.optimizer->step();
+      ++tr.applied;
+      torch::NoGradGuard noGrad;
+      if (t.ema)
+        for (const std::string &name : trained)
+          tr.ema[name] = decay * tr.ema[name] + (1 - decay) * tr.leaf.at(name).detach();
+    }
+    r.scaleUsed = tr.scale;
+    if (scaling) { // torch._amp_update_scale_
+      if (r.foundInf) {
+        tr.scale = static_cast<float>(tr.scale * t.backoffFactor);
+        tr.tracker = 0;
+      } else if (tr.tracker + 1 == t.growthInterval) {
+        float grown = static_cast<float>(tr.scale * t.growthFactor);
+        if (std::isfinite(grown))
+          tr.scale = grown;
+        tr.tracker = 0;
+      } else {
+        ++tr.tracker;
+      }
+    }
+    sides.afterTorch();
+    return r;
+  };
+  // The optimizer moment `m` (exp_avg, exp_avg_sq, momentum_buffer) of a parameter of `tr`,
+  // from the torch optimizer's own state.
+  auto moment = [&](TorchTrainer &tr, const std::string &name, const std::string &m,
+                    int64_t s) {
+    torch::optim::OptimizerParamState *ps = findState(tr.optimizer->state(), tr.leaf.at(name));
+    if (!ps && tr.applied > 0)
+      throw Error(str("torch's optimizer has no state for '", name, "' after step ", s));
+    torch::Tensor x;
+    if (!ps) // no update yet (every step so far skipped): torch creates it on the first
+      x = torch::zeros_like(tr.leaf.at(name));
+    else if (m == "exp_avg")
+      x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg();
+    else if (m == "exp_avg_sq")
+      x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg_sq();
+    else
+      x = static_cast<torch::optim::SGDParamState &>(*ps).momentum_buffer();
+    return x.detach();
+  };
 
   size_t failedSteps = 0;
-  double oursTime = 0, torchTime = 0;
+  double oursTime = 0, torchTime = 0, autocastTime = 0;
   // Parameters whose torch gradient vanished (zero mathematically, rounding noise on both
   // sides) in some step so far, and the bound on how far AdamW can move them on noise.
   std::set<std::string> noiseDriven;
   double noiseBound = 0;
-  int64_t applied = 0; // optimizer steps torch took (skipped ones do not count)
   for (int64_t s = 1; s <= o.trainSteps; ++s) {
     double lr = o.lr;
     if (o.lrSchedule == "cosine")
@@ -1443,103 +1647,65 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     }
     double t1 = now();
 
-    // Torch: autograd, then GradScaler (scale, unscale_, the finiteness check, a skipped
-    // optimizer step, update) by hand around clip_grad_norm_ and the optimizer.
-    std::map<std::string, torch::Tensor> values = torchValues;
-    for (const std::string &name : trained)
-      values[name] = leaf.at(name).detach();
-    torch::Tensor seed;
-    if (scaling)
-      seed = torch::full({}, scaleTorch,
-                         torch::TensorOptions().dtype(floatType).device(sides.torchDevice));
-    medcheck::TorchGradients ref =
-        medcheck::gradTorch(artifact, *lossFn, torchBatch, values, floatType, seed);
-    bool foundTorch = false;
-    // inv_scale = scale.double().reciprocal().float(), as GradScaler.unscale_
-    double inverse = scaling ? rounded(1.0 / scaleTorch) : 1.0;
-    std::map<std::string, torch::Tensor> gradsTorch;
-    for (const std::string &name : trained) {
-      torch::Tensor g = ref.params.at(name).to(floatType).detach().clone();
-      if (scaling) {
-        foundTorch |= !torch::isfinite(g).all().item<bool>();
-        g = g * inverse;
-      }
-      gradsTorch[name] = g.clone();
-      leaf.at(name).mutable_grad() = g;
-    }
-    double gradNorm;
-    if (t.clip > 0) {
-      gradNorm = torch::nn::utils::clip_grad_norm_(leaves, t.clip);
-    } else {
-      std::vector<torch::Tensor> norms;
-      for (const torch::Tensor &x : leaves)
-        norms.push_back(x.grad().norm());
-      gradNorm = torch::stack(norms).norm().item<double>();
-    }
-    for (auto &group : optimizer->param_groups()) {
-      if (t.optimizer == "adamw")
-        static_cast<torch::optim::AdamWOptions &>(group.options()).lr(lr);
-      else
-        static_cast<torch::optim::SGDOptions &>(group.options()).lr(lr);
-    }
+    // Torch: the reference, then (--against-autocast) the autocast run, in turn.
+    TorchStep ref = torchStep(*reference, lr, decay);
+    const bool foundTorch = ref.foundInf;
     if (!foundTorch) {
-      optimizer->step();
-      ++applied;
       double largest = 0;
-      for (const auto &[name, g] : gradsTorch)
+      for (const auto &[name, g] : ref.grads)
         largest = std::max(largest, g.norm().item<double>());
-      for (const auto &[name, g] : gradsTorch)
+      for (const auto &[name, g] : ref.grads)
         if (g.norm().item<double>() <= kVanishing * tolerance * largest)
           noiseDriven.insert(name);
       if (t.optimizer == "adamw") {
         // |m_hat / (sqrt(v_hat) + eps)| <= (1-b1)/(1-b1^k) * sqrt((1-b2^k)/(1-b2)) *
         // sqrt(sum_{j<k} (b1^2/b2)^j) for any gradients (Cauchy-Schwarz), k = updates so far.
-        double sum = 0, k = double(applied);
-        for (int64_t j = 0; j < applied; ++j)
+        double sum = 0, k = double(reference->applied);
+        for (int64_t j = 0; j < reference->applied; ++j)
           sum += std::pow(t.beta1 * t.beta1 / t.beta2, double(j));
         noiseBound += lr * (1 - t.beta1) / (1 - std::pow(t.beta1, k)) *
                       std::sqrt((1 - std::pow(t.beta2, k)) / (1 - t.beta2)) * std::sqrt(sum);
       }
-      torch::NoGradGuard noGrad;
-      if (t.ema)
-        for (const std::string &name : trained)
-          ema[name] = decay * ema[name] + (1 - decay) * leaf.at(name).detach();
     }
-    double scaleUsed = scaleTorch;
-    if (scaling) { // torch._amp_update_scale_
-      if (foundTorch) {
-        scaleTorch = static_cast<float>(scaleTorch * t.backoffFactor);
-        trackerTorch = 0;
-      } else if (trackerTorch + 1 == t.growthInterval) {
-        float grown = static_cast<float>(scaleTorch * t.growthFactor);
-        if (std::isfinite(grown))
-          scaleTorch = grown;
-        trackerTorch = 0;
-      } else {
-        ++trackerTorch;
-      }
-    }
-    sides.afterTorch();
     double t2 = now();
+    TorchStep ac;
+    if (autocast)
+      ac = torchStep(*autocast, lr, decay);
+    double t3 = now();
     oursTime += t1 - t0;
     torchTime += t2 - t1;
+    autocastTime += t3 - t2;
+    const double scaleTorch = reference->scale;
+    const int64_t trackerTorch = reference->tracker;
+    const double scaleUsed = ref.scaleUsed;
+    const double gradNorm = ref.gradNorm;
+    const std::map<std::string, torch::Tensor> &gradsTorch = ref.grads;
 
     // Compare.
     bool stepFailed = false;
-    auto scalarLine = [&](const char *what, double ours, double theirs) {
-      double rel = theirs != 0 ? std::abs(ours - theirs) / std::abs(theirs)
-                               : std::abs(ours - theirs);
+    auto relOf = [](double x, double theirs) {
+      return theirs != 0 ? std::abs(x - theirs) / std::abs(theirs) : std::abs(x - theirs);
+    };
+    // `acValue`: the autocast run's value (--against-autocast).
+    auto scalarLine = [&](const char *what, double ours, double theirs, double acValue = NAN) {
+      double rel = relOf(ours, theirs);
       // Overflowed gradients give a non-finite norm, inf or NaN by the order of the
       // operations that met the infinities: any non-finite pair matches.
       bool ok = std::isfinite(ours) ? rel <= tolerance : !std::isfinite(theirs);
+      double acRel = relOf(acValue, theirs);
+      if (autocast && std::isfinite(ours))
+        ok = withinAutocast(rel, acRel, o.autocastRatio);
       stepFailed |= !ok;
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.9g", ours);
       std::cout << "step " << s << "  " << what << "  " << buf;
-      if (std::isfinite(ours) && std::isfinite(theirs))
+      if (std::isfinite(ours) && std::isfinite(theirs)) {
         std::cout << "  rel " << sci(rel);
-      else
+        if (autocast)
+          std::cout << "  autocast " << sci(acRel) << "  ratio " << ratioStr(rel, acRel);
+      } else {
         std::cout << "  torch " << theirs;
+      }
       std::cout << "  " << (ok ? "ok" : "FAIL") << "\n";
     };
     auto exactLine = [&](const char *what, double ours, double theirs) {
@@ -1554,8 +1720,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     if (scaling)
       std::cout << "  loss_scale " << scaleUsed;
     std::cout << "\n";
-    scalarLine("loss", toScalar(outs.at(outputIndex("loss"))), ref.outputs.at(0).item<double>());
-    scalarLine("grad_norm", toScalar(outs.at(outputIndex("grad_norm"))), gradNorm);
+    scalarLine("loss", toScalar(outs.at(outputIndex("loss"))), ref.loss, ac.loss);
+    scalarLine("grad_norm", toScalar(outs.at(outputIndex("grad_norm"))), gradNorm, ac.gradNorm);
     if (scaling) {
       double found = toScalar(outs.at(outputIndex("found_inf")));
       exactLine("found_inf", found, foundTorch ? 1 : 0);
@@ -1586,47 +1752,87 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
 
     // `gradients`: the vanishing rule applies (gradients, optimizer moments); `values`:
     // parameters and EMA, where a noise-driven parameter (see --help) passes within the
-    // AdamW noise bound.
+    // AdamW noise bound. `acs`: the autocast run's tensors (--against-autocast), which turn
+    // the tolerance into the bound on ours' error relative to autocast's.
     auto kindLine = [&](const std::string &kind, const std::vector<std::string> &names,
                         const std::vector<medrun::Tensor> &ours,
-                        const std::vector<torch::Tensor> &theirs, bool gradients) {
-      std::vector<Comparison> cs;
-      for (size_t i = 0; i < names.size(); ++i)
+                        const std::vector<torch::Tensor> &theirs,
+                        const std::vector<torch::Tensor> &acs, bool gradients) {
+      std::vector<Comparison> cs, acCs;
+      for (size_t i = 0; i < names.size(); ++i) {
         cs.push_back(compare(ours[i], theirs[i]));
+        if (autocast)
+          acCs.push_back(compareTorch(acs[i], theirs[i]));
+      }
       std::vector<std::string> notes(names.size());
       std::vector<bool> ok = judge(cs, std::vector<bool>(names.size(), gradients), tolerance,
                                    notes);
       KindSummary k;
-      size_t noisy = 0;
+      size_t noisy = 0, floored = 0;
+      double vanishing = 0; // with autocast: the vanishing rule's limit, as judge's
+      if (autocast && gradients)
+        for (const Comparison &c : cs)
+          if (std::isfinite(c.refNorm))
+            vanishing = std::max(vanishing, kVanishing * tolerance * c.refNorm);
       for (size_t i = 0; i < names.size(); ++i) {
         if (!gradients && noiseBound > 0 && noiseDriven.count(names[i]) && cs[i].problem.empty()) {
           ++noisy;
           ok[i] = cs[i].maxAbs <= 2 * noiseBound;
           notes[i] = str("noise-driven: max_abs within 2 * ", sci(noiseBound));
+        } else if (autocast && gradients && cs[i].problem.empty() &&
+                   cs[i].refNorm <= vanishing && cs[i].oursNorm <= vanishing) {
+          ok[i] = true;
+          notes[i] = str("vanishing: both norms below ", sci(vanishing));
+        } else if (autocast) {
+          const Comparison &c = cs[i], &a = acCs[i];
+          ok[i] = c.problem.empty() && a.problem.empty() &&
+                  withinAutocast(c.rel, a.rel, o.autocastRatio);
+          if (ok[i] && !(c.rel <= o.autocastRatio * a.rel)) {
+            ++floored;
+            notes[i] = str("f32 level: rel <= ", sci(kAutocastFloor));
+          } else {
+            notes[i] = str("autocast rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel));
+          }
         }
       }
       for (size_t i = 0; i < names.size(); ++i) {
         ++k.tensors;
-        if (!notes[i].empty() && notes[i].rfind("noise", 0) != 0)
+        bool special = notes[i].rfind("vanishing", 0) == 0 ||
+                       notes[i].rfind("noise", 0) == 0 || notes[i].rfind("f32", 0) == 0;
+        if (notes[i].rfind("vanishing", 0) == 0)
           ++k.vanishing;
         if (!ok[i]) {
           ++k.failed;
           if (k.firstFailed.empty())
             k.firstFailed = names[i];
         }
+        // The worst: the largest relative error, or with autocast the largest ratio.
         double r = std::isnan(cs[i].rel) ? INFINITY : cs[i].rel;
-        if (notes[i].empty() && (k.worstName.empty() || r > k.worst)) {
+        if (autocast)
+          r = ratioOf(cs[i].rel, acCs[i].rel);
+        if (!special && (k.worstName.empty() || r > k.worst)) {
           k.worst = r;
           k.worstName = names[i];
         }
       }
       stepFailed |= k.failed > 0;
-      std::cout << "step " << s << "  " << kind << "  " << k.tensors << " tensors  max rel "
-                << sci(k.worst) << " (" << k.worstName << ")";
+      std::cout << "step " << s << "  " << kind << "  " << k.tensors << " tensors  ";
+      if (!autocast) {
+        std::cout << "max rel " << sci(k.worst) << " (" << k.worstName << ")";
+      } else if (k.worstName.empty()) {
+        std::cout << "max ratio -";
+      } else {
+        size_t w = static_cast<size_t>(
+            std::find(names.begin(), names.end(), k.worstName) - names.begin());
+        std::cout << "max ratio " << ratioStr(cs[w].rel, acCs[w].rel) << " (" << k.worstName
+                  << ": rel " << sci(cs[w].rel) << ", autocast " << sci(acCs[w].rel) << ")";
+      }
       if (k.vanishing)
         std::cout << "  " << k.vanishing << " vanishing";
       if (noisy)
         std::cout << "  " << noisy << " noise-driven";
+      if (floored)
+        std::cout << "  " << floored << " at f32 level";
       if (k.failed)
         std::cout << "  " << k.failed << " FAIL, first " << k.firstFailed;
       std::cout << "  " << (k.failed ? "FAIL" : "ok") << "\n";
@@ -1645,7 +1851,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     if (gradFn) {
       std::vector<std::string> names;
       std::vector<medrun::Tensor> ours;
-      std::vector<torch::Tensor> theirs;
+      std::vector<torch::Tensor> theirs, acs;
       for (size_t i = 0; i < gradFn->outputs.size(); ++i) {
         std::string n = outputName(*gradFn, i);
         if (n.rfind("grad.", 0) != 0 || !gradsTorch.count(n.substr(5)))
@@ -1653,66 +1859,74 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         names.push_back(n.substr(5));
         ours.push_back(gradsOurs.at(i));
         theirs.push_back(gradsTorch.at(n.substr(5)));
+        if (autocast)
+          acs.push_back(ac.grads.at(n.substr(5)));
       }
-      kindLine("grads", names, ours, theirs, true);
+      kindLine("grads", names, ours, theirs, acs, true);
     }
     {
       std::vector<medrun::Tensor> ours;
-      std::vector<torch::Tensor> theirs;
+      std::vector<torch::Tensor> theirs, acs;
       for (const std::string &name : trained) {
         ours.push_back(stateOf(name));
-        theirs.push_back(leaf.at(name).detach());
+        theirs.push_back(reference->leaf.at(name).detach());
+        if (autocast)
+          acs.push_back(autocast->leaf.at(name).detach());
       }
-      kindLine("params", trained, ours, theirs, false);
+      kindLine("params", trained, ours, theirs, acs, false);
     }
     std::vector<std::string> moments = t.optimizer == "adamw"
                                            ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
                                            : std::vector<std::string>{"momentum_buffer"};
     for (const std::string &m : moments) {
       std::vector<medrun::Tensor> ours;
-      std::vector<torch::Tensor> theirs;
+      std::vector<torch::Tensor> theirs, acs;
       for (const std::string &name : trained) {
         ours.push_back(stateOf("optimizer." + m + "." + name));
         // (compared with the vanishing rule: the moments of a zero gradient are noise)
-        torch::optim::OptimizerParamState *ps = findState(optimizer->state(), leaf.at(name));
-        if (!ps && applied > 0)
-          throw Error(str("torch's optimizer has no state for '", name, "' after step ", s));
-        torch::Tensor x;
-        if (!ps) // no update yet (every step so far skipped): torch creates it on the first
-          x = torch::zeros_like(leaf.at(name));
-        else if (m == "exp_avg")
-          x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg();
-        else if (m == "exp_avg_sq")
-          x = static_cast<torch::optim::AdamWParamState &>(*ps).exp_avg_sq();
-        else
-          x = static_cast<torch::optim::SGDParamState &>(*ps).momentum_buffer();
-        theirs.push_back(x.detach());
+        theirs.push_back(moment(*reference, name, m, s));
+        if (autocast)
+          acs.push_back(moment(*autocast, name, m, s));
       }
-      kindLine(m, trained, ours, theirs, true);
+      kindLine(m, trained, ours, theirs, acs, true);
     }
     if (scaling && t.optimizer == "adamw")
-      exactLine("optimizer.step", toScalar(stateOf("optimizer.step")), double(applied));
+      exactLine("optimizer.step", toScalar(stateOf("optimizer.step")), double(reference->applied));
     if (t.ema) {
       std::vector<medrun::Tensor> ours;
-      std::vector<torch::Tensor> theirs;
+      std::vector<torch::Tensor> theirs, acs;
       for (const std::string &name : trained) {
         ours.push_back(stateOf("ema." + name));
-        theirs.push_back(ema.at(name));
+        theirs.push_back(reference->ema.at(name));
+        if (autocast)
+          acs.push_back(autocast->ema.at(name));
       }
-      kindLine("ema", trained, ours, theirs, false);
+      kindLine("ema", trained, ours, theirs, acs, false);
     }
     failedSteps += stepFailed ? 1 : 0;
     std::cout << "step " << s << "  time  ours " << seconds(t1 - t0) << "  torch "
-              << seconds(t2 - t1) << "\n"
-              << std::flush;
+              << seconds(t2 - t1);
+    if (autocast)
+      std::cout << "  autocast " << seconds(t3 - t2);
+    std::cout << "\n" << std::flush;
   }
   std::cout << "train_step  time  ours " << seconds(oursTime) << " (" << sides.oursWhere()
-            << ")  torch " << seconds(torchTime) << " (" << sides.torchWhere() << ")\n";
+            << ")  torch " << seconds(torchTime);
+  if (autocast)
+    std::cout << ", autocast " << seconds(autocastTime);
+  std::cout << " (" << sides.torchWhere() << ")\n";
   if (scaling)
     std::cout << "loss scaling  " << skippedSteps << " of " << o.trainSteps
               << " steps skipped, final scale " << scaleOurs << "\n";
-  std::cout << o.trainSteps << " steps checked, " << failedSteps << " failed (tolerance "
-            << sci(tolerance) << ", precision " << precisionName << ")\n";
+  if (autocast)
+    std::cout << o.trainSteps << " steps checked, " << failedSteps
+              << " failed (against torch autocast: rel <= " << o.autocastRatio
+              << " * autocast's rel or <= " << sci(kAutocastFloor) << ", vanishing below "
+              << sci(kVanishing * tolerance) << " of the largest; precision " << precisionName
+              << ")\n";
+  else
+    std::cout << o.trainSteps << " steps checked, " << failedSteps << " failed (tolerance "
+              << sci(tolerance) << ", precision " << precisionName << ")\n";
   return failedSteps > 0 ? 1 : 0;
 }
 
