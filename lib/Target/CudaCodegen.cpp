@@ -1109,18 +1109,48 @@ private:
     std::string fn = kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()";
     if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
       error("unknown reduction kind '" + kind + "'");
+    // Few outputs over many terms (bias gradients: a channel over N·D·H·W voxels) would leave
+    // most of the GPU idle with one block per output: each output's terms are then split in
+    // `parts` fixed chunks, one block each, whose partials a second kernel combines in a
+    // fixed tree. Either way the order of the sum is fixed: the same bits on every run.
+    const int64_t parts = outs < 512 && count >= (1 << 16)
+                              ? std::min<int64_t>(count / 8192, std::max<int64_t>(1, 2048 / outs))
+                              : 1;
+    const int64_t chunk = (count + parts - 1) / parts;
     std::string body = "  __shared__ float sh[" + std::to_string(block) + "];\n";
-    body += decompose("o", keptSize, "k");
+    if (parts > 1)
+      body += "  const i64 part = o % " + num(parts) + ";\n"
+              "  const i64 q = o / " + num(parts) + ";\n" + decompose("q", keptSize, "k") +
+              "  const i64 begin = part * " + num(chunk) + ";\n"
+              "  const i64 end = begin + " + num(chunk) + " < " + num(count) + " ? begin + " +
+              num(chunk) + " : " + num(count) + ";\n";
+    else
+      body += decompose("o", keptSize, "k") + "  const i64 begin = 0, end = " + num(count) + ";\n";
     body += "  const auto* base = x + " + offsetExpr("k", keptStride) + ";\n"
             "  float acc = " + init + ";\n"
-            "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
+            "  for (i64 j = begin + t; j < end; j += " + std::to_string(block) + ") {\n" +
             decompose("j", redSize, "r") +
             "    const float v = base[" + offsetExpr("r", redStride) + "];\n"
             "    acc = " + comb + ";\n  }\n"
             "  acc = blockReduce(acc, sh, " + fn + ");\n";
-    body += kind == "mean" ? "  if (t == 0) y[o] = acc / (float)" + num(count) + ";\n"
-                           : "  if (t == 0) y[o] = acc;\n";
-    perBlock(op, "reduce_" + kind, {out("y"), in("x")}, {y, x}, outs, block, body);
+    std::string finish = kind == "mean" ? "  if (t == 0) y[o] = acc / (float)" + num(count) + ";\n"
+                                        : "  if (t == 0) y[o] = acc;\n";
+    if (parts == 1) {
+      perBlock(op, "reduce_" + kind, {out("y"), in("x")}, {y, x}, outs, block, body + finish);
+      return;
+    }
+    int partial = scratch(outs * parts * 4);
+    perBlock(op, "reduce_" + kind + "_parts", {out("p"), in("x")}, {partial, x}, outs * parts,
+             block, body + "  if (t == 0) p[o] = acc;\n");
+    const int block2 = blockFor(parts);
+    std::string combine = "  __shared__ float sh[" + std::to_string(block2) + "];\n"
+                          "  float acc = " + init + ";\n"
+                          "  for (i64 j = t; j < " + num(parts) + "; j += " + std::to_string(block2) +
+                          ") {\n    const float v = p[o * " + num(parts) + " + j];\n"
+                          "    acc = " + comb + ";\n  }\n"
+                          "  acc = blockReduce(acc, sh, " + fn + ");\n";
+    perBlock(op, "reduce_" + kind + "_combine", {out("y"), in("p")}, {y, partial}, outs, block2,
+             combine + finish);
   }
 
   // ---- losses --------------------------------------------------------------------------
