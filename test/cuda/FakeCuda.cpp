@@ -159,10 +159,27 @@ int cuStreamCreate(void **s, unsigned) {
 int cuStreamDestroy_v2(void *) { return 0; }
 int cuStreamSynchronize(void *) { return 0; }
 
+// Stream capture: launches are recorded (function, sizes, argument values) and a graph
+// replays them in order.
+struct Recorded {
+  void *f;
+  unsigned gx, bx;
+  std::vector<void *> args;
+};
+using Graph = std::vector<Recorded>;
+Graph *capturing = nullptr;
+
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                    unsigned bz, unsigned, void *, void **params, void **) {
   if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx > 1024)
     return 1; // CUDA_ERROR_INVALID_VALUE: the plans use 1-D grids and blocks
+  if (capturing) {
+    Recorded r{f, gx, bx, {}};
+    for (unsigned n = 0; params[n]; ++n)
+      r.args.push_back(*static_cast<void **>(params[n]));
+    capturing->push_back(std::move(r));
+    return 0;
+  }
   // medrun passes one more, null, entry after the arguments.
   unsigned n = 0;
   for (; params[n]; ++n) {
@@ -202,6 +219,39 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
       }
     }
   }
+  return 0;
+}
+
+int cuStreamBeginCapture_v2(void *, int) {
+  capturing = new Graph();
+  return 0;
+}
+int cuStreamEndCapture(void *, void **graph) {
+  *graph = capturing;
+  capturing = nullptr;
+  return 0;
+}
+int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long) {
+  *exec = new Graph(*static_cast<Graph *>(graph));
+  return 0;
+}
+int cuGraphLaunch(void *exec, void *stream) {
+  for (Recorded &r : *static_cast<Graph *>(exec)) {
+    std::vector<void *> values = r.args, ptrs;
+    for (void *&v : values)
+      ptrs.push_back(&v);
+    ptrs.push_back(nullptr);
+    if (int e = cuLaunchKernel(r.f, r.gx, 1, 1, r.bx, 1, 1, 0, stream, ptrs.data(), nullptr))
+      return e;
+  }
+  return 0;
+}
+int cuGraphExecDestroy(void *exec) {
+  delete static_cast<Graph *>(exec);
+  return 0;
+}
+int cuGraphDestroy(void *graph) {
+  delete static_cast<Graph *>(graph);
   return 0;
 }
 

@@ -192,6 +192,7 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   double peak = 0;
   if (gpu) {
     peak = static_cast<double>(gpu->deviceBytes());
+    std::printf("launches: %s\n", gpu->graphs(fn).c_str());
     std::printf("peak device memory: %s (arena %s + resident state %s + cuDNN workspace %s + "
                 "input staging; convolutions: %s)\n",
                 gib(peak).c_str(), gib(static_cast<double>(gpu->arenaBytes())).c_str(),

@@ -644,6 +644,7 @@ int cudaCheck(const Artifact &a, const Args &args) {
     for (auto &[name, t] : gpuUpdates)
       gpuParams[name] = t;
   }
+  std::printf("launches: %s\n", session.graphs(fn).c_str());
   // What commit() left on the device is what the runs returned, bit for bit.
   for (auto &[name, t] : session.state())
     if (std::memcmp(t.raw(), gpuParams.at(name).raw(), t.nbytes()) != 0) {

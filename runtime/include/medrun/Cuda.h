@@ -67,6 +67,9 @@ public:
   /// What runs the convolutions: "cuDNN 9.19.0 (benchmark)", or "generated kernels (why)".
   /// MEDRUN_CUDNN=benchmark|deterministic|heuristic|off chooses (docs/architecture.md).
   std::string convolutions() const;
+  /// How `fn`'s runs reach the GPU: "one CUDA graph per run ..." or "launched one by one
+  /// (why)". MEDRUN_CUDA_NO_GRAPH=1 turns graphs off.
+  std::string graphs(const Function &fn) const;
 
   std::string deviceName() const;
   bool loadedFromPtx() const; ///< the cubin did not load and the driver compiled the PTX

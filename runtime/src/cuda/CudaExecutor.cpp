@@ -28,6 +28,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,13 @@ struct Driver {
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
+  // Optional: CUDA graphs (a step captured once and replayed).
+  CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, void **) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(void **, void *, unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(void *, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(void *) = nullptr;
+  CUresult (*cuGraphDestroy)(void *) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char **) = nullptr;
 
   std::string errorString(CUresult r) const {
@@ -143,6 +151,19 @@ const Driver &driver() {
     d.cuMemGetInfo = reinterpret_cast<decltype(d.cuMemGetInfo)>(dlsym(d.lib, "cuMemGetInfo_v2"));
     d.cuDeviceGetAttribute =
         reinterpret_cast<decltype(d.cuDeviceGetAttribute)>(dlsym(d.lib, "cuDeviceGetAttribute"));
+    auto optional = [&](auto &fn, std::initializer_list<const char *> names) {
+      for (const char *n : names)
+        if (void *p = dlsym(d.lib, n)) {
+          fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+          return;
+        }
+    };
+    optional(d.cuStreamBeginCapture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"});
+    optional(d.cuStreamEndCapture, {"cuStreamEndCapture"});
+    optional(d.cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"});
+    optional(d.cuGraphLaunch, {"cuGraphLaunch"});
+    optional(d.cuGraphExecDestroy, {"cuGraphExecDestroy"});
+    optional(d.cuGraphDestroy, {"cuGraphDestroy"});
     if (!d.error.empty())
       return;
     if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
@@ -203,6 +224,13 @@ struct Layout {
   std::vector<std::unique_ptr<cudnn::Conv>> convs;
   bool algorithmsChosen = false;
   size_t workspaceBytes = 0; ///< the largest workspace of the chosen algorithms
+  /// The step as one CUDA graph, captured on its second run (the first chooses algorithms)
+  /// and replayed while the buffers it was captured with stay where they are.
+  void *graph = nullptr;
+  std::array<uint64_t, 4> graphBuffers{}; ///< arena, workspace, staging, state allocations
+  int runs = 0;
+  std::string graphNote; ///< why the step runs without a graph, if it does
+  bool captureFailed = false;
 };
 
 struct Resident {
@@ -247,6 +275,7 @@ struct CudaSession::Impl {
   std::unique_ptr<cudnn::AlgoCache> algoCache;
   DeviceBuffer workspace;
   DeviceBuffer staging; // f32 inputs on their way to bf16 values
+  uint64_t stateAllocations = 0; // changes when a resident buffer moves
 
   Impl(const Artifact &a) : artifact(a), d(driver()) {
     arena.d = &d;
@@ -271,6 +300,11 @@ struct CudaSession::Impl {
   }
 
   Layout &layout(const Function &fn);
+  void dropGraph(Layout &l) {
+    if (l.graph)
+      d.cuGraphExecDestroy(l.graph);
+    l.graph = nullptr;
+  }
   void reserveArena(const Function &fn, const Layout &l);
   void setUpConvolutions(const std::string &deviceName);
   void chooseAlgorithms(const Function &fn, Layout &l, const std::function<uint64_t(int)> &ptr);
@@ -355,6 +389,7 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
   Layout &l = layouts[&fn];
   if (l.stateGeneration == stateGeneration)
     return l;
+  dropGraph(l);
   const CudaPlan &plan = *fn.cuda;
   const size_t V = fn.values.size(), B = V + plan.scratch.size();
   l = Layout();
@@ -484,6 +519,8 @@ CudaSession::~CudaSession() {
   impl->arena.release();
   impl->workspace.release();
   impl->staging.release();
+  for (auto &[fn, l] : impl->layouts)
+    impl->dropGraph(l);
   impl->layouts.clear();
   impl->dnn.reset();
   impl->state.clear();
@@ -521,6 +558,7 @@ void CudaSession::setState(const TensorMap &tensors) {
     Resident &r = it->second;
     if (r.buffer.bytes != host.nbytes()) {
       r.buffer.release();
+      ++impl->stateAllocations;
       CUresult e = d.cuMemAlloc(&r.buffer.ptr, std::max<size_t>(host.nbytes(), 4));
       if (e == 2)
         throw Error(str("tensor '", name, "' (", byteSize(host.nbytes()),
@@ -577,6 +615,17 @@ size_t CudaSession::deviceBytes() const {
   return impl->arena.bytes + stateBytes() + impl->workspace.bytes + impl->staging.bytes;
 }
 std::string CudaSession::convolutions() const { return impl->convBackend; }
+
+std::string CudaSession::graphs(const Function &fn) const {
+  auto it = impl->layouts.find(&fn);
+  if (it == impl->layouts.end() || it->second.runs == 0)
+    return "not run yet";
+  const Layout &l = it->second;
+  if (l.graph)
+    return "one CUDA graph per run (captured on run 2)";
+  return l.graphNote.empty() ? "launched one by one so far (captured on run 2)"
+                             : str("launched one by one (", l.graphNote, ")");
+}
 
 size_t CudaSession::stateBytes() const {
   size_t n = 0;
@@ -681,15 +730,6 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   }
   for (auto &[name, id] : l.toBF16)
     conversions.emplace_back(impl->state.at(name).buffer.ptr, id);
-  for (auto &[from, id] : conversions) {
-    CUfunction f = impl->function("med_f32_to_bf16", fn.ops.at(0));
-    CUdeviceptr src = from, dst = ptr(id);
-    long long n = numElements(fn.values[id].shape);
-    void *args[] = {&src, &dst, &n, nullptr};
-    impl->check(d.cuLaunchKernel(f, static_cast<unsigned>((n + 255) / 256), 1, 1, 256, 1, 1, 0,
-                                 impl->stream, args, nullptr),
-                str("converting value ", id, " of function '", fn.name, "' to bf16"));
-  }
   const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");
   // Launch the plan.
@@ -712,47 +752,101 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   } eventGuard{d, events};
   if (profile)
     record();
-  std::vector<CUdeviceptr> argValues;
-  std::vector<void *> argPtrs;
-  int libraryOp = -1; // the op whose cuDNN call was enqueued last
-  for (const CudaStep &s : plan.steps) {
-    if (s.kind != CudaStep::Kind::Launch)
-      continue;
-    const OpInfo &op = fn.ops[s.op];
-    if (!l.convs.empty() && l.convs[s.op]) {
-      if (libraryOp == s.op)
-        continue; // the op's other kernels: the one call replaces them all
-      libraryOp = s.op;
-      l.convs[s.op]->run(*impl->dnn, ptr, impl->workspace.ptr);
-      if (syncEach)
-        if (CUresult r = d.cuStreamSynchronize(impl->stream); r != CUDA_SUCCESS)
-          throw Error(str(l.convs[s.op]->describe(), " in function '", fn.name, "': ",
-                          d.errorString(r)));
+  // Everything the GPU does for the step, in stream order: bf16 conversions, then the plan.
+  auto enqueue = [&] {
+    for (auto &[from, id] : conversions) {
+      CUfunction f = impl->function("med_f32_to_bf16", fn.ops.at(0));
+      CUdeviceptr src = from, dst = ptr(id);
+      long long n = numElements(fn.values[id].shape);
+      void *args[] = {&src, &dst, &n, nullptr};
+      impl->check(d.cuLaunchKernel(f, static_cast<unsigned>((n + 255) / 256), 1, 1, 256, 1, 1, 0,
+                                   impl->stream, args, nullptr),
+                  str("converting value ", id, " of function '", fn.name, "' to bf16"));
+    }
+    std::vector<CUdeviceptr> argValues;
+    std::vector<void *> argPtrs;
+    int libraryOp = -1; // the op whose cuDNN call was enqueued last
+    for (const CudaStep &s : plan.steps) {
+      if (s.kind != CudaStep::Kind::Launch)
+        continue;
+      const OpInfo &op = fn.ops[s.op];
+      if (!l.convs.empty() && l.convs[s.op]) {
+        if (libraryOp == s.op)
+          continue; // the op's other kernels: the one call replaces them all
+        libraryOp = s.op;
+        l.convs[s.op]->run(*impl->dnn, ptr, impl->workspace.ptr);
+        if (syncEach)
+          if (CUresult r = d.cuStreamSynchronize(impl->stream); r != CUDA_SUCCESS)
+            throw Error(str(l.convs[s.op]->describe(), " in function '", fn.name, "': ",
+                            d.errorString(r)));
+        if (profile) {
+          record();
+          timedOps.push_back(s.op);
+        }
+        continue;
+      }
+      CUfunction f = impl->function(s.kernel, op);
+      argValues.assign(s.args.size(), 0);
+      argPtrs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
+      for (size_t i = 0; i < s.args.size(); ++i) {
+        argValues[i] = ptr(s.args[i]);
+        argPtrs[i] = &argValues[i];
+      }
+      CUresult r = d.cuLaunchKernel(f, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
+                                    s.block[2], s.shared, impl->stream, argPtrs.data(), nullptr);
+      if (r == CUDA_SUCCESS && syncEach)
+        r = d.cuStreamSynchronize(impl->stream);
+      if (r != CUDA_SUCCESS)
+        throw Error(str("kernel ", s.kernel, " of ", op.describe(), " in function '", fn.name,
+                        "': ", d.errorString(r)));
       if (profile) {
         record();
         timedOps.push_back(s.op);
       }
-      continue;
     }
-    CUfunction f = impl->function(s.kernel, op);
-    argValues.assign(s.args.size(), 0);
-    argPtrs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
-    for (size_t i = 0; i < s.args.size(); ++i) {
-      argValues[i] = ptr(s.args[i]);
-      argPtrs[i] = &argValues[i];
+  };
+  // A CUDA graph replays the step with one launch; captured on the second run (the first
+  // measures cuDNN's algorithms), recaptured when a buffer it uses has moved.
+  const std::array<uint64_t, 4> buffers{impl->arena.ptr, impl->workspace.ptr, impl->staging.ptr,
+                                        impl->stateAllocations};
+  if (l.graph && l.graphBuffers != buffers)
+    impl->dropGraph(l);
+  const bool graphs = d.cuGraphLaunch && !profile && !syncEach && !envFlag("MEDRUN_CUDA_NO_GRAPH");
+  if (!graphs && !l.captureFailed)
+    l.graphNote = !d.cuGraphLaunch ? "the driver has no graph API"
+                  : profile         ? "profiled runs launch one by one"
+                                    : "MEDRUN_CUDA_SYNC or MEDRUN_CUDA_NO_GRAPH";
+  if (graphs && !l.graph && l.runs > 0 && !l.captureFailed) {
+    impl->check(d.cuStreamBeginCapture(impl->stream, 1 /* thread-local mode */),
+                str("capturing function '", fn.name, "' as a CUDA graph"));
+    try {
+      enqueue();
+    } catch (...) {
+      void *broken = nullptr;
+      d.cuStreamEndCapture(impl->stream, &broken);
+      if (broken)
+        d.cuGraphDestroy(broken);
+      throw;
     }
-    CUresult r = d.cuLaunchKernel(f, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
-                                  s.block[2], s.shared, impl->stream, argPtrs.data(), nullptr);
-    if (r == CUDA_SUCCESS && syncEach)
-      r = d.cuStreamSynchronize(impl->stream);
-    if (r != CUDA_SUCCESS)
-      throw Error(str("kernel ", s.kernel, " of ", op.describe(), " in function '", fn.name,
-                      "': ", d.errorString(r)));
-    if (profile) {
-      record();
-      timedOps.push_back(s.op);
+    void *g = nullptr;
+    CUresult r = d.cuStreamEndCapture(impl->stream, &g);
+    if (r == CUDA_SUCCESS)
+      r = d.cuGraphInstantiateWithFlags(&l.graph, g, 0);
+    if (g)
+      d.cuGraphDestroy(g);
+    if (r != CUDA_SUCCESS) { // nothing of the capture ran: run the step as it is
+      l.graph = nullptr;
+      l.captureFailed = true;
+      l.graphNote = str("capture failed: ", d.errorString(r));
+    } else {
+      l.graphBuffers = buffers;
     }
   }
+  if (graphs && l.graph)
+    impl->check(d.cuGraphLaunch(l.graph, impl->stream), str("launching the graph of '", fn.name, "'"));
+  else
+    enqueue();
+  ++l.runs;
   if (CUresult r = d.cuStreamSynchronize(impl->stream); r != CUDA_SUCCESS)
     throw Error(str("function '", fn.name, "' failed on the GPU: ", d.errorString(r),
                     " (MEDRUN_CUDA_SYNC=1 finds the kernel)"));
