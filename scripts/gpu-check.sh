@@ -221,15 +221,17 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   done
   # PyTorch on the same GPU: MedNeXt-L k3, 1->6, batch 2, 128³, bf16 autocast, fused AdamW,
   # eager and torch.compile (bench/mednext_torch.py).
-  echo "== bench: PyTorch"
-  timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes eager,compile \
-    >"$OUT/bench.log" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ]; then
-    status=1
-    echo "FAIL bench (exit $rc)" >>"$OUT/bench.log"
+  if [ "${MED_BENCH_TORCH:-1}" != 0 ]; then # MED_BENCH_TORCH=0: ours only
+    echo "== bench: PyTorch"
+    timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes eager,compile \
+      >"$OUT/bench.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      status=1
+      echo "FAIL bench (exit $rc)" >>"$OUT/bench.log"
+    fi
+    tail -3 "$OUT/bench.log"
   fi
-  tail -3 "$OUT/bench.log"
 fi
 
 echo
