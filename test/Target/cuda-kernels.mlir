@@ -47,8 +47,9 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 
 // Mean over axes 0, 2, 3, 4: one block per channel, 420 terms.
 // CHECK-LABEL: reduce_mean_4(
+// CHECK: const i64 begin = 0, end = 420ll;
 // CHECK: const auto* base = x + k0 * 210ll;
-// CHECK: for (i64 j = t; j < 420ll; j += 256) {
+// CHECK: for (i64 j = begin + t; j < end; j += 256) {
 // CHECK: const float v = base[r0 * 840ll + r1 * 42ll + r2 * 7ll + r3];
 // CHECK: acc = blockReduce(acc, sh, Add());
 // CHECK: if (t == 0) y[o] = acc / (float)420ll;

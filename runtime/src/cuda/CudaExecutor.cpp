@@ -113,13 +113,17 @@ const Driver &driver() {
       d.error = str(name, " does not load: ", e ? e : "unknown reason");
       return;
     }
-    auto get = [&](auto &fn, std::initializer_list<const char *> names) {
+    // The first of `names` the library has; `get` also requires one.
+    auto optional = [&](auto &fn, std::initializer_list<const char *> names) {
       for (const char *n : names)
         if (void *p = dlsym(d.lib, n)) {
           fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
           return;
         }
-      if (d.error.empty())
+    };
+    auto get = [&](auto &fn, std::initializer_list<const char *> names) {
+      optional(fn, names);
+      if (!fn && d.error.empty())
         d.error = str("libcuda.so.1 lacks ", *names.begin());
     };
     get(d.cuInit, {"cuInit"});
@@ -148,16 +152,8 @@ const Driver &driver() {
     get(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
     get(d.cuGetErrorString, {"cuGetErrorString"});
     get(d.cuGetErrorName, {"cuGetErrorName"});
-    d.cuMemGetInfo = reinterpret_cast<decltype(d.cuMemGetInfo)>(dlsym(d.lib, "cuMemGetInfo_v2"));
-    d.cuDeviceGetAttribute =
-        reinterpret_cast<decltype(d.cuDeviceGetAttribute)>(dlsym(d.lib, "cuDeviceGetAttribute"));
-    auto optional = [&](auto &fn, std::initializer_list<const char *> names) {
-      for (const char *n : names)
-        if (void *p = dlsym(d.lib, n)) {
-          fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-          return;
-        }
-    };
+    optional(d.cuMemGetInfo, {"cuMemGetInfo_v2"});
+    optional(d.cuDeviceGetAttribute, {"cuDeviceGetAttribute"});
     optional(d.cuStreamBeginCapture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"});
     optional(d.cuStreamEndCapture, {"cuStreamEndCapture"});
     optional(d.cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"});
