@@ -109,7 +109,7 @@ std::string ctype(llvm::StringRef dtype) {
       .Case("i64", "long long")
       .Case("u8", "unsigned char")
       .Case("bool", "unsigned char")
-      .Case("f16", "unsigned short")
+      .Case("f16", "f16")
       .Default("");
 }
 
@@ -211,8 +211,47 @@ struct f32r {
     return b;
   }
 };
-// Parameters kept in f32 on the device, read by bf16 ops (the executor launches this).
+// fp16-mixed storage: IEEE binary16, converted as the CPU backend's f16 (nearest even,
+// overflow to inf from 65520 on, subnormals down to 2^-24, NaN kept).
+struct f16 {
+  unsigned short bits;
+  operator float() const {
+    const unsigned s = (unsigned)(bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+    if (e == 0) { // subnormal: m * 2^-24, exactly
+      const float v = (float)m * 5.9604644775390625e-8f;
+      return s ? -v : v;
+    }
+    if (e == 31)
+      return __uint_as_float(s | 0x7f800000u | (m << 13));
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+  }
+  f16 &operator=(float f) {
+    const unsigned u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+      bits = (unsigned short)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    } else if (a >= 0x477ff000u) {
+      bits = (unsigned short)(sign | 0x7c00u);
+    } else if (a >= 0x38800000u) { // normal: rebias, drop 13 bits to nearest even
+      unsigned r = a - 0x38000000u;
+      r += 0xfffu + ((r >> 13) & 1u);
+      bits = (unsigned short)(sign | (r >> 13));
+    } else { // subnormal: the nearest even multiple of 2^-24
+      const float m = fabsf(f) * 16777216.0f, whole = floorf(m), frac = m - whole;
+      unsigned n = (unsigned)whole;
+      if (frac > 0.5f || (frac == 0.5f && (n & 1u)))
+        ++n;
+      bits = (unsigned short)(sign | n);
+    }
+    return *this;
+  }
+};
+// Parameters kept in f32 on the device, read by bf16/f16 ops (the executor launches these).
 extern "C" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {
+  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    y[i] = x[i];
+}
+extern "C" __global__ void med_f32_to_f16(const float *x, f16 *y, i64 n) {
   const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)
     y[i] = x[i];
@@ -316,11 +355,12 @@ public:
       op.fp32 = o->getBoolean("fp32").value_or(false);
       parsed.push_back(std::move(op));
     }
-    if (fn.getString("precision").value_or("") == "bf16-mixed")
-      storeActivationsInBF16(parsed);
+    const std::string precision = fn.getString("precision").value_or("").str();
+    if (precision == "bf16-mixed" || precision == "fp16-mixed")
+      storeActivationsIn(parsed, precision == "bf16-mixed" ? "bf16" : "f16");
     for (const Op &op : parsed) {
       roundOnRead.clear();
-      if (bf16Mixed && isActivation(op))
+      if (mixedType == "bf16" && isActivation(op))
         for (auto &[name, ids] : op.operands)
           if (name != "mean" && name != "rstd") // statistics: read as saved, in f32
             for (int id : ids)
@@ -339,12 +379,12 @@ public:
     for (int64_t b : scratchBytes)
       scratch.push_back(b);
     json::Object plan{{"scratch", std::move(scratch)}, {"steps", std::move(steps)}};
-    json::Array bf16Values;
+    json::Array mixedValues;
     for (size_t id = 0; id < values.size(); ++id)
-      if (values[id].dtype == "bf16")
-        bf16Values.push_back(static_cast<int64_t>(id));
-    if (!bf16Values.empty())
-      plan["bf16"] = std::move(bf16Values);
+      if (!mixedType.empty() && values[id].dtype == mixedType)
+        mixedValues.push_back(static_cast<int64_t>(id));
+    if (!mixedValues.empty())
+      plan[mixedType] = std::move(mixedValues);
     return plan;
   }
 
@@ -356,31 +396,33 @@ private:
   std::vector<ValueType> values;
   std::vector<int64_t> scratchBytes;
   json::Array steps;
-  bool bf16Mixed = false;
+  std::string mixedType;     // "bf16" or "f16": the storage of activations (mixed precision)
   std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
 
-  /// Under bf16-mixed, does `op` compute in bf16 (the CPU backend's rule): it is not marked
-  /// fp32 and has a float result that is not a scalar.
+  /// Under mixed precision, does `op` compute in the activations' type (the CPU backend's
+  /// rule): it is not marked fp32 and has a float result that is not a scalar.
   bool isActivation(const Op &op) const {
     if (op.fp32)
       return false;
     for (int id : op.results)
-      if ((type(id).dtype == "f32" || type(id).dtype == "bf16") && !type(id).shape.empty())
+      if ((type(id).dtype == "f32" || type(id).dtype == mixedType) && !type(id).shape.empty())
         return true;
     return false;
   }
 
-  /// bf16-mixed: the values the CPU backend stores in bf16 are stored in bf16 here too:
-  /// float arguments that are not scalars, and the float results of ops that compute in
-  /// bf16, but for group_norm's saved statistics. A reshape keeps its input's type (it
-  /// aliases the buffer).
-  void storeActivationsInBF16(const std::vector<Op> &ops) {
-    bf16Mixed = true;
+  /// Mixed precision: the values the CPU backend stores in bf16 (bf16-mixed) or rounds to
+  /// binary16 (fp16-mixed) are stored in `dtype` here: float arguments that are not
+  /// scalars, and the float results of ops that compute in that type, but for group_norm's
+  /// saved statistics. A reshape keeps its input's type (it aliases the buffer). Under
+  /// bf16-mixed an op also reads its f32 operands rounded to bf16 (roundOnRead), as the CPU
+  /// backend converts them; under fp16-mixed the CPU backend reads them as they are.
+  void storeActivationsIn(const std::vector<Op> &ops, const std::string &dtype) {
+    mixedType = dtype;
     if (const json::Array *in = fn.getArray("inputs"))
       for (const json::Value &v : *in) {
         ValueType &t = values.at(*v.getAsInteger());
         if (t.dtype == "f32" && !t.shape.empty())
-          t.dtype = "bf16";
+          t.dtype = dtype;
       }
     for (const Op &op : ops) {
       if (op.kind == "reshape") {
@@ -391,7 +433,7 @@ private:
         continue;
       for (size_t i = 0; i < op.results.size(); ++i)
         if (values.at(op.results[i]).dtype == "f32" && !(op.kind == "group_norm" && i > 0))
-          values[op.results[i]].dtype = "bf16";
+          values[op.results[i]].dtype = dtype;
     }
   }
 
@@ -406,8 +448,8 @@ private:
       size_t at = out[i].find("float*");
       if (at == std::string::npos)
         continue;
-      if (type(args[i]).dtype == "bf16")
-        out[i].replace(at, 5, "bf16");
+      if (type(args[i]).dtype == "bf16" || type(args[i]).dtype == "f16")
+        out[i].replace(at, 5, type(args[i]).dtype);
       else if (roundOnRead.count(args[i]) && out[i].rfind("const ", 0) == 0)
         out[i].replace(at, 5, "f32r");
     }
@@ -498,9 +540,9 @@ private:
   const ValueType &type(int id) const { return values.at(id); }
   const std::vector<int64_t> &shape(int id) const { return values.at(id).shape; }
   void requireFloat(int id, const std::string &what) const {
-    if (type(id).dtype != "f32" && type(id).dtype != "bf16")
+    if (type(id).dtype != "f32" && type(id).dtype != "bf16" && type(id).dtype != "f16")
       error(what + " has element type " + type(id).dtype +
-            "; the CUDA backend stores floats as f32 or bf16 only");
+            "; the CUDA backend stores floats as f32, bf16 or f16 only");
   }
 
   // ---- building blocks -----------------------------------------------------------------
@@ -980,9 +1022,8 @@ private:
     if (low.size() != xs.size() || high.size() != xs.size() || ys.size() != xs.size())
       error("need one low and one high entry per axis");
     double value = floatAttr(op, "value");
-    if (type(x).dtype == "f16" && value != 0)
-      error("a non-zero fill value needs f32, bf16 or f64");
-    std::string fill = type(x).dtype == "f32" || type(x).dtype == "bf16" ? flt(value)
+    std::string fill = type(x).dtype == "f32" || type(x).dtype == "bf16" || type(x).dtype == "f16"
+                           ? flt(value)
                        : type(x).dtype == "f64" ? dbl(value)
                                                 : "(" + t + ")" + dbl(value);
     std::string body = decompose("i", ys, "o");
@@ -1607,7 +1648,8 @@ private:
     }
     if (hit.empty())
       hit = "true", off = "0";
-    body += "  y[i] = (" + hit + ") ? x[" + off + "] : " + (t == "bf16" ? "0.0f" : "(" + t + ")0") +
+    body += "  y[i] = (" + hit + ") ? x[" + off + "] : " +
+            (t == "bf16" || t == "f16" ? "0.0f" : "(" + t + ")0") +
             ";\n";
     elementwise(op, "slice_grad", {out("y", t), in("x", t)}, {dx, dy}, type(dx).numel(), body);
   }

@@ -336,12 +336,14 @@ struct Reader {
       }
       plan.steps.push_back(std::move(step));
     }
-    if (j.contains("bf16")) // bf16-mixed: the values stored in bf16 on the device
-      for (int64_t id : ints(j["bf16"], where + ".bf16")) {
-        if (id < 0 || id >= static_cast<int64_t>(f.values.size()) || !isFloat(f.values[id].dtype))
-          fail(where + ".bf16", str(id, " is not a float value"));
-        plan.bf16.push_back(static_cast<int>(id));
-      }
+    // Mixed precision: the values stored in bf16 (bf16-mixed) or f16 (fp16-mixed) on the device.
+    for (auto [key, list] : {std::pair{"bf16", &plan.bf16}, std::pair{"f16", &plan.f16}})
+      if (j.contains(key))
+        for (int64_t id : ints(j[key], str(where, ".", key))) {
+          if (id < 0 || id >= static_cast<int64_t>(f.values.size()) || !isFloat(f.values[id].dtype))
+            fail(str(where, ".", key), str(id, " is not a float value"));
+          list->push_back(static_cast<int>(id));
+        }
     return plan;
   }
 };

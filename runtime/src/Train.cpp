@@ -168,9 +168,6 @@ std::vector<Tensor> StepInputs::inputs(const Batch &batch, int64_t step, double 
 
 std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
                                              FILE *console) {
-  if (precisionOf(fn) == Precision::F16)
-    throw Error(str("the CUDA backend runs fp32 and bf16-mixed steps so far; this step is ",
-                    fn.precision, " (--set precision=bf16-mixed, or --device cpu)"));
   if (!artifact.cuda)
     throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
   auto gpu = std::make_unique<CudaSession>(artifact);

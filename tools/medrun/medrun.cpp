@@ -498,9 +498,8 @@ int cudaCheck(const Artifact &a, const Args &args) {
   if (!(tolerance > 0))
     throw Error(str("--tolerance: expected a positive number, got '", args.get("tolerance"), "'"));
   auto stepInput = std::find(fn.inputNames.begin(), fn.inputNames.end(), "step");
-  // The device stores bf16-mixed activations in bf16 and everything else in f32 (fp16-mixed
-  // steps too, so far): the CPU backend runs the same storage.
-  const Precision cpuPrecision = precisionOf(fn) == Precision::BF16 ? Precision::BF16 : Precision::F32;
+  // The device stores the activations of mixed-precision steps as the CPU backend does.
+  const Precision cpuPrecision = precisionOf(fn);
   CudaSession session(a);
   std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
@@ -509,6 +508,9 @@ int cudaCheck(const Artifact &a, const Args &args) {
   if (fn.cuda && !fn.cuda->bf16.empty())
     std::cout << fn.precision << ": " << fn.cuda->bf16.size() << " of " << fn.values.size()
               << " values stored in bf16 on the device\n";
+  if (fn.cuda && !fn.cuda->f16.empty())
+    std::cout << fn.precision << ": " << fn.cuda->f16.size() << " of " << fn.values.size()
+              << " values stored in f16 on the device\n";
   int failures = 0, checked = 0, noisy = 0;
   double worst = 0, cpuSeconds = 0, gpuSeconds = 0;
   std::string worstName;

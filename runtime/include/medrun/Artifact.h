@@ -81,6 +81,7 @@ struct CudaPlan {
   std::vector<int64_t> scratch; ///< bytes of each scratch buffer
   std::vector<CudaStep> steps;  ///< in execution order
   std::vector<int> bf16;        ///< bf16-mixed: values stored in bf16 on the device
+  std::vector<int> f16;         ///< fp16-mixed: values stored in f16 on the device
 };
 
 struct Function {

@@ -213,7 +213,7 @@ struct Layout {
   std::vector<std::string> resident; ///< per home buffer: the resident tensor, or ""
   std::vector<size_t> offset;        ///< per home buffer: offset in the arena
   std::vector<DType> type;           ///< per value: as stored on the device
-  /// bf16 values bound to f32 resident parameters: converted before the plan runs.
+  /// bf16/f16 values bound to f32 resident parameters: converted before the plan runs.
   std::vector<std::pair<std::string, int>> toBF16;
   size_t arenaBytes = 0, naiveBytes = 0;
   /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
@@ -399,6 +399,8 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
     l.type[i] = fn.values[i].dtype;
   for (int id : plan.bf16)
     l.type[id] = DType::BF16;
+  for (int id : plan.f16)
+    l.type[id] = DType::F16;
   std::vector<BufferLife> life(B);
   for (size_t i = 0; i < B; ++i)
     life[i].bytes = i < V ? static_cast<size_t>(numElements(fn.values[i].shape)) *
@@ -411,7 +413,7 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
     switch (s.kind) {
     case CudaStep::Kind::Param:
       if (state.count(s.name) && l.type[s.value] != state.at(s.name).dtype) {
-        l.toBF16.emplace_back(s.name, s.value); // read as bf16: a converted copy per run
+        l.toBF16.emplace_back(s.name, s.value); // read as bf16/f16: a converted copy per run
         life[s.value].touch(BufferLife::kBeforeSteps);
       } else if (state.count(s.name)) {
         l.resident[s.value] = s.name;
@@ -659,8 +661,8 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   for (const ValueInfo &v : fn.values)
     if (isFloat(v.dtype) && v.dtype != DType::F32)
       throw Error(str("function '", fn.name, "' has ", dtypeName(v.dtype),
-                      " values; the CUDA backend runs programs of f32 values (bf16-mixed "
-                      "steps store bf16 on the device by their plan)"));
+                      " values; the CUDA backend runs programs of f32 values (mixed-precision "
+                      "steps store bf16 or f16 on the device by their plan)"));
   for (const CudaStep &s : plan.steps) {
     if (s.kind != CudaStep::Kind::Param)
       continue;
@@ -702,8 +704,11 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   // batch on one host core took longer than the copy); f32 resident parameters likewise.
   std::vector<std::pair<CUdeviceptr, int>> conversions; // (f32 source, bf16 value)
   size_t staged = 0;
+  auto onDevice = [&](const Tensor &host, int id) { // converted by a kernel
+    return host.dtype() == DType::F32 && (l.type[id] == DType::BF16 || l.type[id] == DType::F16);
+  };
   for (auto &[id, host] : uploads)
-    if (host.dtype() == DType::F32 && l.type[id] == DType::BF16)
+    if (onDevice(host, id))
       staged += align256(host.nbytes());
   if (impl->staging.bytes < staged)
     impl->allocate(impl->staging, staged, "the staging buffer of bf16 inputs");
@@ -712,7 +717,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     CUdeviceptr to = ptr(id);
     const Tensor *t = &host;
     Tensor converted;
-    if (host.dtype() == DType::F32 && l.type[id] == DType::BF16) {
+    if (onDevice(host, id)) {
       to = impl->staging.ptr + staged;
       staged += align256(host.nbytes());
       conversions.emplace_back(to, id);
@@ -751,13 +756,15 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   // Everything the GPU does for the step, in stream order: bf16 conversions, then the plan.
   auto enqueue = [&] {
     for (auto &[from, id] : conversions) {
-      CUfunction f = impl->function("med_f32_to_bf16", fn.ops.at(0));
+      CUfunction f = impl->function(
+          l.type[id] == DType::F16 ? "med_f32_to_f16" : "med_f32_to_bf16", fn.ops.at(0));
       CUdeviceptr src = from, dst = ptr(id);
       long long n = numElements(fn.values[id].shape);
       void *args[] = {&src, &dst, &n, nullptr};
       impl->check(d.cuLaunchKernel(f, static_cast<unsigned>((n + 255) / 256), 1, 1, 256, 1, 1, 0,
                                    impl->stream, args, nullptr),
-                  str("converting value ", id, " of function '", fn.name, "' to bf16"));
+                  str("converting value ", id, " of function '", fn.name, "' to ",
+                      dtypeName(l.type[id])));
     }
     std::vector<CUdeviceptr> argValues;
     std::vector<void *> argPtrs;

@@ -28,7 +28,7 @@ namespace {
 
 using Status = int;
 using Ptr = void *;
-constexpr int kDataFloat = 0, kDataBF16 = 9, kFormatNCHW = 0, kCrossCorrelation = 1;
+constexpr int kDataFloat = 0, kDataHalf = 2, kDataBF16 = 9, kFormatNCHW = 0, kCrossCorrelation = 1;
 constexpr int kTensorOpMath = 1, kFmaMath = 3;
 constexpr int kDeterministic = 1;
 
@@ -175,7 +175,7 @@ bool handles(const OpInfo &op, const std::vector<DType> &types) {
   if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight")
     return false;
   const DType t = types.at(op.results.at(0));
-  if (t != DType::F32 && t != DType::BF16)
+  if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
     return false;
   for (auto &[name, ids] : op.operands)
     for (int id : ids)
@@ -278,12 +278,13 @@ Conv::Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types
              shapeStr(direction == 1 ? as : bs), " -> ", shapeStr(cs), ")");
   auto pad = op.intsAttr("padding"), stride = op.intsAttr("stride"), dil = op.intsAttr("dilation");
   const int groups = static_cast<int>(op.intAttr("groups"));
-  const bool bf16 = types.at(c) == DType::BF16;
-  const int data = bf16 ? kDataBF16 : kDataFloat;
+  const DType type = types.at(c);
+  const bool half = type != DType::F32; // bf16 or f16: tensor cores, f32 accumulation
+  const int data = type == DType::BF16 ? kDataBF16 : type == DType::F16 ? kDataHalf : kDataFloat;
   std::ostringstream k;
   k << op.kind << ":" << shapeStr(as) << ":" << shapeStr(bs) << ":" << shapeStr(cs) << ":p"
     << shapeStr(pad) << ":s" << shapeStr(stride) << ":d" << shapeStr(dil) << ":g" << groups
-    << (bf16 ? ":bf16" : ":f32");
+    << ":" << dtypeName(type);
   key = k.str();
 
   const Shape *shapes[3] = {&as, &bs, &cs};
@@ -319,8 +320,8 @@ Conv::Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types
   check(l.setConvNd(desc->conv, 3, p, s, d, kCrossCorrelation, kDataFloat),
         "cudnnSetConvolutionNdDescriptor", what);
   check(l.setGroupCount(desc->conv, groups), "cudnnSetConvolutionGroupCount", what);
-  // fp32 programs compute in fp32 (no TF32 rounding of the operands); bf16 on tensor cores.
-  check(l.setMathType(desc->conv, bf16 ? kTensorOpMath : kFmaMath), "cudnnSetConvolutionMathType",
+  // fp32 programs compute in fp32 (no TF32 rounding of the operands); bf16/f16 on tensor cores.
+  check(l.setMathType(desc->conv, half ? kTensorOpMath : kFmaMath), "cudnnSetConvolutionMathType",
         what);
   if (bias >= 0) {
     int dims[5] = {1, static_cast<int>(cs[1]), 1, 1, 1}, strides[5] = {dims[1], 1, 1, 1, 1};

@@ -36,7 +36,7 @@ bool available(std::string *why);
 std::string version();
 
 /// Whether cuDNN runs `op`: a convolution whose operands are stored (`types`, per value id
-/// on the device) all in f32 or all in bf16.
+/// on the device) all in f32, all in bf16 or all in f16.
 bool handles(const OpInfo &op, const std::vector<DType> &types);
 
 /// Chosen algorithms by shape, kept in a text file (one "key algo workspace" line each).
