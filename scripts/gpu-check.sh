@@ -19,7 +19,8 @@
 #             EMA).
 #   bench     PyTorch's MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and
 #             torch.compile
-# and prints a short table last. MED_GPU_CHECKS selects the parts (default:
+# and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_PRECISIONS
+# picks among "fp32 bf16 fp16"). MED_GPU_CHECKS selects the parts (default:
 # "medcheck cuda large").
 # Every command runs under `timeout`, so the script ends even if a kernel hangs.
 set -uo pipefail
@@ -138,6 +139,12 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
         --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
         --input ema_decay=0.99 --repeat 3 --tolerance 2e-2 --profile
     fi
+    # fp16-mixed likewise (binary16 keeps 11 bits: the two agree far more closely).
+    if [ -f "$C/quickstart_fp16.medc" ]; then
+      MEDRUN_CUDNN=off cuda_check train_fp16 480 "$C/quickstart_fp16.medc" --func train_step --input "image=$C/image.npy" \
+        --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
+        --input ema_decay=0.99 --repeat 3 --tolerance 1e-3 --profile
+    fi
   else
     echo "FAIL cuda: $C/quickstart.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/cuda.txt"
     status=1
@@ -207,8 +214,9 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # CUDA backend in fp32 and in bf16-mixed, 3 warm-up and 20 timed steps each (medrun bench;
   # docs/perf.md).
   : >"$OUT/medrun-bench.log"
-  for v in fp32:banis_plus bf16:banis_plus_bf16; do
+  for v in fp32:banis_plus bf16:banis_plus_bf16 fp16:banis_plus_fp16; do
     p=${v%%:*} a=${v#*:}
+    [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" $p "* ]] || continue
     echo "== bench: medrun bench $a"
     timeout 300 ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
       --device cuda --steps 20 --json "$OUT/medrun-bench-$p.json" >"$OUT/medrun-bench-$p.log" 2>&1
@@ -238,7 +246,7 @@ echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  for p in fp32 bf16; do
+  for p in fp32 bf16 fp16; do
     [ -s "$OUT/medrun-bench-$p.json" ] || continue
     python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys

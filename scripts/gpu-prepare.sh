@@ -38,6 +38,12 @@ mkdir -p .device/cuda
 "$BIN/medc" recipe configs/banis_plus.yaml --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=bf16-mixed \
   --target cuda -o .device/cuda/quickstart_bf16.medc
+# And in fp16-mixed (dynamic loss scaling): `cuda`'s fp16 check and `bench`.
+"$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=fp16-mixed \
+  --target cuda -o .device/cuda/quickstart_fp16.medc
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=fp16-mixed --target cuda \
+  -o .device/cuda/banis_plus_fp16.medc
+"$BIN/medc" recipe configs/banis_plus.yaml --set precision=fp16-mixed >.device/cuda/banis_plus_fp16.json
 /usr/bin/python3 - <<'PY'
 import numpy as np
 rng = np.random.default_rng(2024)
