@@ -17,8 +17,8 @@
 #             each measured against torch f32; ours' relative error at most 1.5x
 #             autocast's on every tensor (loss, grad_norm, gradients, parameters, moments,
 #             EMA).
-#   bench     PyTorch's MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and
-#             torch.compile
+#   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
+#             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"). MED_GPU_CHECKS selects the parts (default:
 # "medcheck cuda large").
@@ -143,7 +143,7 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
     if [ -f "$C/quickstart_fp16.medc" ]; then
       MEDRUN_CUDNN=off cuda_check train_fp16 480 "$C/quickstart_fp16.medc" --func train_step --input "image=$C/image.npy" \
         --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
-        --input ema_decay=0.99 --repeat 3 --tolerance 1e-3 --profile
+        --input ema_decay=0.99 --input loss_scale=65536 --input growth_tracker=0 --repeat 3 --tolerance 1e-3 --profile
     fi
   else
     echo "FAIL cuda: $C/quickstart.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/cuda.txt"
