@@ -154,6 +154,36 @@ Tensor Tensor::to(DType dtype) const {
   if (!isFloat(dtype))
     throw Error(str("cannot convert a ", dtypeName(dtype_), " tensor to ", dtypeName(dtype)));
   Tensor t(dtype, shape_);
+  // Typed loops for the conversions steps make (f32 to and from the others): the same values
+  // as the general path below, which reads every element through at().
+  auto each = [&](auto *out, auto convert) {
+    for (int64_t i = 0; i < numel_; ++i)
+      out[i] = convert(i);
+  };
+  if (dtype_ == DType::F32) {
+    const float *p = data<float>();
+    if (dtype == DType::F64)
+      each(t.data<double>(), [&](int64_t i) { return static_cast<double>(p[i]); });
+    else if (dtype == DType::BF16)
+      each(t.data<bf16>(), [&](int64_t i) { return bf16(p[i]); });
+    else
+      each(t.data<f16>(), [&](int64_t i) { return f16(p[i]); });
+    return t;
+  }
+  if (dtype == DType::F32 && (dtype_ == DType::BF16 || dtype_ == DType::F16 || dtype_ == DType::F64)) {
+    float *q = t.data<float>();
+    if (dtype_ == DType::BF16) {
+      const bf16 *p = data<bf16>();
+      each(q, [&](int64_t i) { return static_cast<float>(p[i]); });
+    } else if (dtype_ == DType::F16) {
+      const f16 *p = data<f16>();
+      each(q, [&](int64_t i) { return static_cast<float>(p[i]); });
+    } else {
+      const double *p = data<double>();
+      each(q, [&](int64_t i) { return static_cast<float>(p[i]); });
+    }
+    return t;
+  }
   for (int64_t i = 0; i < numel_; ++i) {
     double v = at(i);
     if (dtype == DType::F32)

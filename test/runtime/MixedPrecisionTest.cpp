@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -87,6 +88,32 @@ TEST(Half, TensorConversion) {
   Tensor back = h.to(DType::F32);
   EXPECT_EQ(back.data<float>()[0], roundToF16(0.1f));
   EXPECT_TRUE(std::isinf(back.data<float>()[1]));
+}
+
+// Tensor::to's typed loops (f32 to and from f64, bf16, f16) give what converting element by
+// element gives, on bit patterns from every range (subnormals, overflow, NaN, inf).
+TEST(Conversion, TypedLoopsMatchElementwise) {
+  Tensor t(DType::F32, {4096});
+  uint32_t u = 12345;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    u = u * 1664525u + 1013904223u;
+    uint32_t bits = i < 8 ? std::array<uint32_t, 8>{0x7fc00000u, 0x7f800000u, 0xff800000u, 0x00000001u,
+                                                     0x80000000u, 0x477ff000u, 0x38800000u, 0x33000000u}[i]
+                          : u;
+    std::memcpy(&t.data<float>()[i], &bits, 4);
+  }
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  for (DType d : {DType::F64, DType::BF16, DType::F16}) {
+    Tensor c = t.to(d), back = c.to(DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float x = t.data<float>()[i];
+      double want = d == DType::F64    ? static_cast<double>(x)
+                    : d == DType::BF16 ? static_cast<double>(static_cast<float>(bf16(x)))
+                                       : static_cast<double>(roundToF16(x));
+      ASSERT_TRUE(same(c.at(i), want)) << dtypeName(d) << " element " << i;
+      ASSERT_TRUE(same(back.data<float>()[i], static_cast<float>(want))) << dtypeName(d) << " back, element " << i;
+    }
+  }
 }
 
 // ---- kernels of dynamic loss scaling --------------------------------------------
