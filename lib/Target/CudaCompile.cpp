@@ -35,7 +35,8 @@ std::string numbered(const std::string &source) {
 }
 } // namespace
 
-llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int arch) {
+llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int arch,
+                                                  bool fmad) {
   auto start = std::chrono::steady_clock::now();
   CudaBinary bin;
   int major = 0, minor = 0;
@@ -49,8 +50,9 @@ llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int
     return llvm::createStringError(std::string("NVRTC: cannot create the program: ") +
                                    nvrtcGetErrorString(r));
   std::string archOpt = "--gpu-architecture=sm_" + std::to_string(arch);
-  const char *options[] = {archOpt.c_str(), "-default-device", "--std=c++17"};
-  nvrtcResult r = nvrtcCompileProgram(prog, 3, options);
+  const char *options[] = {archOpt.c_str(), "-default-device", "--std=c++17",
+                           fmad ? "--fmad=true" : "--fmad=false"};
+  nvrtcResult r = nvrtcCompileProgram(prog, 4, options);
   size_t logSize = 0;
   nvrtcGetProgramLogSize(prog, &logSize);
   bin.log.resize(logSize);

@@ -106,6 +106,11 @@ cl::opt<bool> cudaPtx("cuda-ptx",
                                "architectures, whose driver compiles it (default true; "
                                "--cuda-ptx=false leaves it out)"),
                       cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<bool> cudaFmad("cuda-fmad",
+                       cl::desc("Let NVRTC contract a*b+c into fused multiply-adds (default "
+                                "true); --cuda-fmad=false rounds every product and sum as the "
+                                "CPU backend does"),
+                       cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -452,7 +457,7 @@ int main(int argc, char **argv) {
         output->keep();
         return 0;
       }
-      llvm::Expected<med::CudaBinary> binary = med::compileCuda(program->source, cudaArch);
+      llvm::Expected<med::CudaBinary> binary = med::compileCuda(program->source, cudaArch, cudaFmad);
       if (!binary)
         return fail(llvm::toString(binary.takeError()));
       std::string arch = std::to_string(cudaArch);
@@ -460,7 +465,7 @@ int main(int argc, char **argv) {
           {"arch", "sm_" + arch},
           {"nvrtc", binary->version},
           {"options", llvm::json::Array{"--gpu-architecture=sm_" + arch, "-default-device",
-                                        "--std=c++17"}},
+                                        "--std=c++17", cudaFmad ? "--fmad=true" : "--fmad=false"}},
           {"kernels", static_cast<int64_t>(program->kernels)},
           {"launches", static_cast<int64_t>(program->launches)},
           {"compile_seconds", std::round(binary->seconds * 100) / 100},

@@ -47,7 +47,9 @@ bool haveNvrtc();
 /// Compiles `source` with NVRTC for `arch` (e.g. 90: --gpu-architecture=sm_90,
 /// -default-device, --std=c++17). On a compile error, the error's message holds the
 /// numbered source and NVRTC's log.
-llvm::Expected<CudaBinary> compileCuda(const std::string &source, int arch);
+/// `fmad`: let NVRTC contract a*b+c into fused multiply-adds (its default); without it every
+/// product and sum rounds as on the CPU.
+llvm::Expected<CudaBinary> compileCuda(const std::string &source, int arch, bool fmad = true);
 
 } // namespace mlir::med
 
