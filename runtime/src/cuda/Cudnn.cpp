@@ -31,6 +31,7 @@ using Ptr = void *;
 constexpr int kDataFloat = 0, kDataHalf = 2, kDataBF16 = 9, kFormatNCHW = 0, kCrossCorrelation = 1;
 constexpr int kTensorOpMath = 1, kFmaMath = 3;
 constexpr int kDeterministic = 1;
+const char *const kDirection[3] = {"Forward", "BackwardData", "BackwardFilter"};
 
 // cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t share this layout.
 struct AlgoPerf {
@@ -110,12 +111,11 @@ const Library &library() {
     get(l.setGroupCount, "cudnnSetConvolutionGroupCount");
     get(l.setMathType, "cudnnSetConvolutionMathType");
     get(l.addTensor, "cudnnAddTensor");
-    const char *dir[3] = {"Forward", "BackwardData", "BackwardFilter"};
     for (int d = 0; d < 3; ++d) {
-      get(l.find[d], str("cudnnFindConvolution", dir[d], "AlgorithmEx").c_str());
-      get(l.heuristic[d], str("cudnnGetConvolution", dir[d], "Algorithm_v7").c_str());
-      get(l.workspace[d], str("cudnnGetConvolution", dir[d], "WorkspaceSize").c_str());
-      get(l.run[d], str("cudnnConvolution", dir[d]).c_str());
+      get(l.find[d], str("cudnnFindConvolution", kDirection[d], "AlgorithmEx").c_str());
+      get(l.heuristic[d], str("cudnnGetConvolution", kDirection[d], "Algorithm_v7").c_str());
+      get(l.workspace[d], str("cudnnGetConvolution", kDirection[d], "WorkspaceSize").c_str());
+      get(l.run[d], str("cudnnConvolution", kDirection[d]).c_str());
     }
     if (l.error.empty() && l.getVersion() / 10000 != 9)
       l.error = str(name, " is cuDNN ", l.getVersion(), "; medrun needs cuDNN 9");
@@ -344,12 +344,12 @@ void Conv::select(const Handle &h, Mode mode, AlgoCache &cache,
   int n = 0;
   if (mode == Mode::Heuristic) {
     check(l.heuristic[direction](h.get(), s[0], s[1], desc->conv, s[2], kMax, &n, perf),
-          "cudnnGetConvolution*Algorithm_v7", what);
+          str("cudnnGetConvolution", kDirection[direction], "Algorithm_v7").c_str(), what);
   } else {
     auto p = [&](int id) { return reinterpret_cast<void *>(ptr(id)); };
     check(l.find[direction](h.get(), s[0], p(a), s[1], p(b), desc->conv, s[2], p(c), kMax, &n,
                             perf, reinterpret_cast<void *>(workspace), budget),
-          "cudnnFindConvolution*AlgorithmEx", what);
+          str("cudnnFindConvolution", kDirection[direction], "AlgorithmEx").c_str(), what);
   }
   for (int i = 0; i < n; ++i) {
     if (perf[i].status != 0 || perf[i].memory > budget)
@@ -377,7 +377,7 @@ void Conv::run(const Handle &h, const std::function<uint64_t(int)> &ptr, uint64_
   const Ptr *s = desc->slot;
   check(l.run[direction](h.get(), &one, s[0], p(a), s[1], p(b), desc->conv, algo,
                          reinterpret_cast<void *>(workspace), wsBytes, &zero, s[2], p(c)),
-        "cudnnConvolution*", what);
+        str("cudnnConvolution", kDirection[direction]).c_str(), what);
   if (bias >= 0)
     check(l.addTensor(h.get(), &one, desc->bias, p(bias), &one, s[2], p(c)), "cudnnAddTensor", what);
 }
