@@ -209,6 +209,14 @@ if [[ " $CHECKS " == *" banis "* ]]; then
     train_falls banis.bf16 "$OUT/banis.txt" 400 30 5 "$C/banis_plus_bf16.json" "$C/banis_plus_bf16.medc"
 fi
 
+# note_failure RC LIMIT WHAT LOG: a command that exited RC (124: ran past LIMIT s) fails the
+# run and says so in LOG.
+note_failure() {
+  [ "$1" -eq 0 ] && return
+  status=1
+  echo "FAIL $3 (exit $1$([ "$1" -eq 124 ] && echo ", timed out after $2 s"))" >>"$4"
+}
+
 if [[ " $CHECKS " == *" bench "* ]]; then
   # Ours first: the BANIS+ recipe's training step (MedNeXt-L k3, 1->6, batch 2, 128³) on the
   # CUDA backend in fp32 and in bf16-mixed, 3 warm-up and 20 timed steps each (medrun bench;
@@ -220,11 +228,7 @@ if [[ " $CHECKS " == *" bench "* ]]; then
     echo "== bench: medrun bench $a"
     timeout 300 ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
       --device cuda --steps 20 --json "$OUT/medrun-bench-$p.json" >"$OUT/medrun-bench-$p.log" 2>&1
-    rc=$?
-    if [ $rc -ne 0 ]; then
-      status=1
-      echo "FAIL medrun bench $p (exit $rc$([ $rc -eq 124 ] && echo ', timed out after 300 s'))" >>"$OUT/medrun-bench.log"
-    fi
+    note_failure $? 300 "medrun bench $p" "$OUT/medrun-bench.log"
     tail -32 "$OUT/medrun-bench-$p.log"
   done
   # PyTorch on the same GPU: MedNeXt-L k3, 1->6, batch 2, 128³, bf16 autocast, fused AdamW,
@@ -233,11 +237,7 @@ if [[ " $CHECKS " == *" bench "* ]]; then
     echo "== bench: PyTorch"
     timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes eager,compile \
       >"$OUT/bench.log" 2>&1
-    rc=$?
-    if [ $rc -ne 0 ]; then
-      status=1
-      echo "FAIL bench (exit $rc)" >>"$OUT/bench.log"
-    fi
+    note_failure $? 420 bench "$OUT/bench.log"
     tail -3 "$OUT/bench.log"
   fi
 fi

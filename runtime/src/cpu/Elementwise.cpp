@@ -69,6 +69,24 @@ template <typename A> inline A minNaN(A a, A b) {
 /// contiguous for the result and both operands alike.
 struct BroadcastPlan {
   std::vector<int64_t> size, strideA, strideB; // outermost first; the last is the row
+
+  /// Calls row(r, oa, ob) for every row r of the result (`rows` of `len` elements), in
+  /// parallel: oa and ob are the offsets of the row's first element in a and b.
+  template <typename F> void forEachRow(int64_t rows, int64_t len, F row) const {
+    const int64_t dims = static_cast<int64_t>(size.size());
+    parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t oa = 0, ob = 0, rest = r;
+        for (int64_t d = dims - 2; d >= 0; --d) {
+          int64_t i = rest % size[d];
+          rest /= size[d];
+          oa += i * strideA[d];
+          ob += i * strideB[d];
+        }
+        row(r, oa, ob);
+      }
+    });
+  }
 };
 
 BroadcastPlan planBroadcast(const Shape &a, const Shape &b, const Shape &y,
@@ -119,35 +137,24 @@ void mapBinary(const Tensor &a, const Tensor &b, Tensor &y, F f) {
   const T *ap = ptr<T>(a), *bp = ptr<T>(b);
   T *yp = ptr<T>(y);
   BroadcastPlan p = planBroadcast(a.shape(), b.shape(), y.shape());
-  const int64_t dims = static_cast<int64_t>(p.size.size());
   const int64_t len = p.size.back(), sa = p.strideA.back(), sb = p.strideB.back();
-  const int64_t rows = y.numel() / len;
-  parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t oa = 0, ob = 0, rest = r;
-      for (int64_t d = dims - 2; d >= 0; --d) {
-        int64_t i = rest % p.size[d];
-        rest /= p.size[d];
-        oa += i * p.strideA[d];
-        ob += i * p.strideB[d];
-      }
-      const T *ar = ap + oa, *br = bp + ob;
-      T *yr = yp + r * len;
-      if (sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < len; ++i)
-          yr[i] = store<T>(f(load(ar[i]), load(br[i])));
-      } else if (sa == 1 && sb == 0) {
-        const A bv = load(br[0]);
-        for (int64_t i = 0; i < len; ++i)
-          yr[i] = store<T>(f(load(ar[i]), bv));
-      } else if (sa == 0 && sb == 1) {
-        const A av = load(ar[0]);
-        for (int64_t i = 0; i < len; ++i)
-          yr[i] = store<T>(f(av, load(br[i])));
-      } else {
-        for (int64_t i = 0; i < len; ++i)
-          yr[i] = store<T>(f(load(ar[i * sa]), load(br[i * sb])));
-      }
+  p.forEachRow(y.numel() / len, len, [&](int64_t r, int64_t oa, int64_t ob) {
+    const T *ar = ap + oa, *br = bp + ob;
+    T *yr = yp + r * len;
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < len; ++i)
+        yr[i] = store<T>(f(load(ar[i]), load(br[i])));
+    } else if (sa == 1 && sb == 0) {
+      const A bv = load(br[0]);
+      for (int64_t i = 0; i < len; ++i)
+        yr[i] = store<T>(f(load(ar[i]), bv));
+    } else if (sa == 0 && sb == 1) {
+      const A av = load(ar[0]);
+      for (int64_t i = 0; i < len; ++i)
+        yr[i] = store<T>(f(av, load(br[i])));
+    } else {
+      for (int64_t i = 0; i < len; ++i)
+        yr[i] = store<T>(f(load(ar[i * sa]), load(br[i * sb])));
     }
   });
 }
@@ -212,25 +219,14 @@ void extremumGradImpl(Extremum op, const Tensor &a, const Tensor &b, const Tenso
   const bool isMax = op == Extremum::Max;
   const T *ap = ptr<T>(a), *bp = ptr<T>(b), *gp = ptr<T>(dy);
   T *dap = ptr<T>(da), *dbp = ptr<T>(db);
-  const int64_t dims = static_cast<int64_t>(p.size.size());
   const int64_t len = p.size.back(), sa = p.strideA.back(), sb = p.strideB.back();
-  const int64_t rows = dy.numel() / len;
-  parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t oa = 0, ob = 0, rest = r;
-      for (int64_t d = dims - 2; d >= 0; --d) {
-        int64_t i = rest % p.size[d];
-        rest /= p.size[d];
-        oa += i * p.strideA[d];
-        ob += i * p.strideB[d];
-      }
-      for (int64_t i = 0; i < len; ++i) {
-        const A u = load(ap[oa + i * sa]), v = load(bp[ob + i * sb]), g = load(gp[r * len + i]);
-        const A shared = u == v ? g / A(2) : g;
-        const bool uLoses = isMax ? u < v : u > v, vLoses = isMax ? u > v : u < v;
-        dap[r * len + i] = store<T>(uLoses ? A(0) : shared);
-        dbp[r * len + i] = store<T>(vLoses ? A(0) : shared);
-      }
+  p.forEachRow(dy.numel() / len, len, [&](int64_t r, int64_t oa, int64_t ob) {
+    for (int64_t i = 0; i < len; ++i) {
+      const A u = load(ap[oa + i * sa]), v = load(bp[ob + i * sb]), g = load(gp[r * len + i]);
+      const A shared = u == v ? g / A(2) : g;
+      const bool uLoses = isMax ? u < v : u > v, vLoses = isMax ? u > v : u < v;
+      dap[r * len + i] = store<T>(uLoses ? A(0) : shared);
+      dbp[r * len + i] = store<T>(vLoses ? A(0) : shared);
     }
   });
 }
@@ -246,27 +242,18 @@ void broadcastImpl(const Tensor &x, Tensor &y) {
   const size_t es = dtypeSize(x.dtype());
   const std::byte *xp = static_cast<const std::byte *>(x.raw());
   std::byte *yp = static_cast<std::byte *>(y.raw());
-  const int64_t dims = static_cast<int64_t>(p.size.size());
   const int64_t len = p.size.back(), sx = p.strideA.back();
-  const int64_t rows = y.numel() / len;
-  parallelFor(rows, grainFor(len, kElementGrain), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t ox = 0, rest = r;
-      for (int64_t d = dims - 2; d >= 0; --d) {
-        ox += (rest % p.size[d]) * p.strideA[d];
-        rest /= p.size[d];
-      }
-      const std::byte *xr = xp + ox * es;
-      std::byte *yr = yp + r * len * es;
-      if (sx == 1) {
-        std::memcpy(yr, xr, len * es);
-      } else if (sx == 0) {
-        for (int64_t i = 0; i < len; ++i)
-          std::memcpy(yr + i * es, xr, es);
-      } else {
-        for (int64_t i = 0; i < len; ++i)
-          std::memcpy(yr + i * es, xr + i * sx * es, es);
-      }
+  p.forEachRow(y.numel() / len, len, [&](int64_t r, int64_t ox, int64_t) {
+    const std::byte *xr = xp + ox * es;
+    std::byte *yr = yp + r * len * es;
+    if (sx == 1) {
+      std::memcpy(yr, xr, len * es);
+    } else if (sx == 0) {
+      for (int64_t i = 0; i < len; ++i)
+        std::memcpy(yr + i * es, xr, es);
+    } else {
+      for (int64_t i = 0; i < len; ++i)
+        std::memcpy(yr + i * es, xr + i * sx * es, es);
     }
   });
 }

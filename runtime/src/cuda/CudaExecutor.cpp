@@ -25,8 +25,7 @@
 #include "Cudnn.h"
 #include "medrun/Error.h"
 #include "medrun/MemoryPlan.h"
-
-#include <dlfcn.h>
+#include "SharedLibrary.h"
 
 #include <array>
 #include <chrono>
@@ -50,8 +49,7 @@ using CUevent = void *;
 constexpr CUresult CUDA_SUCCESS = 0;
 
 struct Driver {
-  void *lib = nullptr;
-  std::string error; // why it is unusable, empty if usable
+  SharedLibrary lib;
   CUresult (*cuInit)(unsigned) = nullptr;
   CUresult (*cuDeviceGetCount)(int *) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice *, int) = nullptr;
@@ -104,28 +102,11 @@ const Driver &driver() {
   static Driver d;
   static std::once_flag once;
   std::call_once(once, [] {
-    // MEDRUN_LIBCUDA names another driver library (tests: a missing one, an emulator).
-    const char *env = std::getenv("MEDRUN_LIBCUDA");
-    const std::string name = env && *env ? env : "libcuda.so.1";
-    d.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!d.lib) {
-      const char *e = dlerror();
-      d.error = str(name, " does not load: ", e ? e : "unknown reason");
+    d.lib.open("MEDRUN_LIBCUDA", "libcuda.so.1"); // tests: a missing library, an emulator
+    if (!d.lib.handle)
       return;
-    }
-    // The first of `names` the library has; `get` also requires one.
-    auto optional = [&](auto &fn, std::initializer_list<const char *> names) {
-      for (const char *n : names)
-        if (void *p = dlsym(d.lib, n)) {
-          fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-          return;
-        }
-    };
-    auto get = [&](auto &fn, std::initializer_list<const char *> names) {
-      optional(fn, names);
-      if (!fn && d.error.empty())
-        d.error = str("libcuda.so.1 lacks ", *names.begin());
-    };
+    auto get = [&](auto &fn, std::initializer_list<const char *> names) { d.lib.require(fn, names); };
+    auto optional = [&](auto &fn, std::initializer_list<const char *> names) { d.lib.find(fn, names); };
     get(d.cuInit, {"cuInit"});
     get(d.cuDeviceGetCount, {"cuDeviceGetCount"});
     get(d.cuDeviceGet, {"cuDeviceGet"});
@@ -160,15 +141,15 @@ const Driver &driver() {
     optional(d.cuGraphLaunch, {"cuGraphLaunch"});
     optional(d.cuGraphExecDestroy, {"cuGraphExecDestroy"});
     optional(d.cuGraphDestroy, {"cuGraphDestroy"});
-    if (!d.error.empty())
+    if (!d.lib.error.empty())
       return;
     if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
-      d.error = str("cuInit failed: ", d.errorString(r));
+      d.lib.error = str("cuInit failed: ", d.errorString(r));
       return;
     }
     int count = 0;
     if (CUresult r = d.cuDeviceGetCount(&count); r != CUDA_SUCCESS || count < 1)
-      d.error = r != CUDA_SUCCESS ? str("cuDeviceGetCount failed: ", d.errorString(r))
+      d.lib.error = r != CUDA_SUCCESS ? str("cuDeviceGetCount failed: ", d.errorString(r))
                                   : std::string("the driver reports no GPU");
   });
   return d;
@@ -213,8 +194,9 @@ struct Layout {
   std::vector<std::string> resident; ///< per home buffer: the resident tensor, or ""
   std::vector<size_t> offset;        ///< per home buffer: offset in the arena
   std::vector<DType> type;           ///< per value: as stored on the device
-  /// bf16/f16 values bound to f32 resident parameters: converted before the plan runs.
-  std::vector<std::pair<std::string, int>> toBF16;
+  /// bf16/f16 values bound to f32 resident parameters: converted copies made before the
+  /// plan runs.
+  std::vector<std::pair<std::string, int>> residentCopies;
   size_t arenaBytes = 0, naiveBytes = 0;
   /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
   std::vector<std::unique_ptr<cudnn::Conv>> convs;
@@ -246,8 +228,8 @@ struct Pending {
 bool cudaAvailable(std::string *why) {
   const Driver &d = driver();
   if (why)
-    *why = d.error;
-  return d.error.empty();
+    *why = d.lib.error;
+  return d.lib.error.empty();
 }
 
 struct CudaSession::Impl {
@@ -413,7 +395,7 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
     switch (s.kind) {
     case CudaStep::Kind::Param:
       if (state.count(s.name) && l.type[s.value] != state.at(s.name).dtype) {
-        l.toBF16.emplace_back(s.name, s.value); // read as bf16/f16: a converted copy per run
+        l.residentCopies.emplace_back(s.name, s.value); // read as bf16/f16: a converted copy per run
         life[s.value].touch(BufferLife::kBeforeSteps);
       } else if (state.count(s.name)) {
         l.resident[s.value] = s.name;
@@ -475,8 +457,8 @@ void CudaSession::Impl::reserveArena(const Function &fn, const Layout &l) {
 
 CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>(artifact)) {
   const Driver &d = impl->d;
-  if (!d.error.empty())
-    throw Error(str("no CUDA driver or GPU found; use --device cpu (", d.error, ")"));
+  if (!d.lib.error.empty())
+    throw Error(str("no CUDA driver or GPU found; use --device cpu (", d.lib.error, ")"));
   if (!artifact.cuda)
     throw Error(str(artifact.path, ": the artifact has no CUDA kernels; compile it with `medc "
                                    "compile ... --target cuda`"));
@@ -699,10 +681,10 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   }
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
-  // f32 → bf16 on the device: f32 inputs of bf16 values are copied as they are into a
-  // staging buffer and converted by the module's med_f32_to_bf16 (converting 200 MB of
+  // f32 → bf16/f16 on the device: f32 inputs of such values are copied as they are into a
+  // staging buffer and converted by the module's med_f32_to_bf16/_f16 (converting 200 MB of
   // batch on one host core took longer than the copy); f32 resident parameters likewise.
-  std::vector<std::pair<CUdeviceptr, int>> conversions; // (f32 source, bf16 value)
+  std::vector<std::pair<CUdeviceptr, int>> conversions; // (f32 source, bf16/f16 value)
   size_t staged = 0;
   auto onDevice = [&](const Tensor &host, int id) { // converted by a kernel
     return host.dtype() == DType::F32 && (l.type[id] == DType::BF16 || l.type[id] == DType::F16);
@@ -711,7 +693,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     if (onDevice(host, id))
       staged += align256(host.nbytes());
   if (impl->staging.bytes < staged)
-    impl->allocate(impl->staging, staged, "the staging buffer of bf16 inputs");
+    impl->allocate(impl->staging, staged, "the staging buffer of bf16/f16 inputs");
   staged = 0;
   for (auto &[id, host] : uploads) {
     CUdeviceptr to = ptr(id);
@@ -729,7 +711,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
       impl->check(d.cuMemcpyHtoD(to, t->raw(), t->nbytes()),
                   str("uploading value ", id, " of function '", fn.name, "'"));
   }
-  for (auto &[name, id] : l.toBF16)
+  for (auto &[name, id] : l.residentCopies)
     conversions.emplace_back(impl->state.at(name).buffer.ptr, id);
   const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");

@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------------------===//
 #include "Cudnn.h"
 
+#include "SharedLibrary.h"
 #include "medrun/Error.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,8 +52,7 @@ using RunFn = Status (*)(Ptr, const void *, Ptr, const void *, Ptr, const void *
                          size_t, const void *, Ptr, void *);
 
 struct Library {
-  void *lib = nullptr;
-  std::string error;
+  SharedLibrary lib;
   size_t (*getVersion)() = nullptr;
   const char *(*errorString)(Status) = nullptr;
   Status (*create)(Ptr *) = nullptr;
@@ -81,19 +80,10 @@ const Library &library() {
   static Library l;
   static std::once_flag once;
   std::call_once(once, [] {
-    const char *env = std::getenv("MEDRUN_LIBCUDNN");
-    const std::string name = env && *env ? env : "libcudnn.so.9";
-    l.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!l.lib) {
-      const char *e = dlerror();
-      l.error = str(name, " does not load: ", e ? e : "unknown reason");
+    l.lib.open("MEDRUN_LIBCUDNN", "libcudnn.so.9"); // tests: a missing library, a stand-in
+    if (!l.lib.handle)
       return;
-    }
-    auto get = [&](auto &fn, const char *symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(l.lib, symbol));
-      if (!fn && l.error.empty())
-        l.error = str(name, " lacks ", symbol);
-    };
+    auto get = [&](auto &fn, const std::string &symbol) { l.lib.require(fn, {symbol.c_str()}); };
     get(l.getVersion, "cudnnGetVersion");
     get(l.errorString, "cudnnGetErrorString");
     get(l.create, "cudnnCreate");
@@ -112,13 +102,13 @@ const Library &library() {
     get(l.setMathType, "cudnnSetConvolutionMathType");
     get(l.addTensor, "cudnnAddTensor");
     for (int d = 0; d < 3; ++d) {
-      get(l.find[d], str("cudnnFindConvolution", kDirection[d], "AlgorithmEx").c_str());
-      get(l.heuristic[d], str("cudnnGetConvolution", kDirection[d], "Algorithm_v7").c_str());
-      get(l.workspace[d], str("cudnnGetConvolution", kDirection[d], "WorkspaceSize").c_str());
-      get(l.run[d], str("cudnnConvolution", kDirection[d]).c_str());
+      get(l.find[d], str("cudnnFindConvolution", kDirection[d], "AlgorithmEx"));
+      get(l.heuristic[d], str("cudnnGetConvolution", kDirection[d], "Algorithm_v7"));
+      get(l.workspace[d], str("cudnnGetConvolution", kDirection[d], "WorkspaceSize"));
+      get(l.run[d], str("cudnnConvolution", kDirection[d]));
     }
-    if (l.error.empty() && l.getVersion() / 10000 != 9)
-      l.error = str(name, " is cuDNN ", l.getVersion(), "; medrun needs cuDNN 9");
+    if (l.lib.error.empty() && l.getVersion() / 10000 != 9)
+      l.lib.error = str(l.lib.name, " is cuDNN ", l.getVersion(), "; medrun needs cuDNN 9");
   });
   return l;
 }
@@ -162,8 +152,8 @@ const char *modeName(Mode m) {
 bool available(std::string *why) {
   const Library &l = library();
   if (why)
-    *why = l.error;
-  return l.error.empty();
+    *why = l.lib.error;
+  return l.lib.error.empty();
 }
 
 std::string version() {
@@ -227,8 +217,8 @@ void AlgoCache::put(const std::string &key, int algo, size_t workspace) {
 
 Handle::Handle(void *stream) {
   const Library &l = library();
-  if (!l.error.empty())
-    throw Error(l.error);
+  if (!l.lib.error.empty())
+    throw Error(l.lib.error);
   check(l.create(&handle), "cudnnCreate", "the CUDA backend");
   check(l.setStream(handle, stream), "cudnnSetStream", "the CUDA backend");
 }
