@@ -90,7 +90,8 @@ Options:
   --params F         parameters from a safetensors checkpoint (default: initialized with --seed)
   --out DIR          where outputs go (default: current directory)
   --precision P      f32 (default), f64, or bf16 (activations stored in bfloat16); the CUDA
-                     backend runs f32
+                     backend stores what the artifact's plan says (bf16 or f16 activations
+                     for steps compiled bf16-mixed or fp16-mixed, else f32)
   --device D         cpu (default) or cuda
   --seed S           seed for initialized parameters (default 0)
   --threads N        CPU threads (default: all cores, or MEDRUN_THREADS)
@@ -117,7 +118,11 @@ Options of `train` (each one a shorthand for a --set):
   --threads N        train.threads: CPU threads (default: all cores)
   --progress P       auto (a bar on a terminal, plain lines otherwise), bar or lines
   Environment: MEDC (the medc executable; default: beside medrun, then PATH),
-  MEDRUN_CACHE (compiled recipes; default ~/.cache/medrun)
+  MEDRUN_CACHE (compiled recipes and cuDNN's chosen algorithms; default ~/.cache/medrun),
+  MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape;
+  deterministic; heuristic; off: the generated convolution kernels), MEDRUN_CUDA_NO_GRAPH=1
+  (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_SYNC=1
+  (synchronize after each launch, to find the kernel of an asynchronous error)
   --help             this text
 )";
 
