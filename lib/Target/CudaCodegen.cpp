@@ -362,7 +362,7 @@ public:
       roundOnRead.clear();
       if (mixedType == "bf16" && isActivation(op))
         for (auto &[name, ids] : op.operands)
-          if (name != "mean" && name != "rstd") // statistics: read as saved, in f32
+          if (!readsWide(op, name))
             for (int id : ids)
               if (type(id).dtype == "f32")
                 roundOnRead.insert(id);
@@ -398,11 +398,26 @@ private:
   json::Array steps;
   std::string mixedType;     // "bf16" or "f16": the storage of activations (mixed precision)
   std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
+  std::set<int> normAffine;  // values used only as a norm's gamma or beta (kept in f32)
+
+  static bool isNorm(const std::string &kind) {
+    for (const char *k : {"group_norm", "channel_layer_norm", "grn"})
+      if (kind == k || kind == std::string(k) + "_grad")
+        return true;
+    return false;
+  }
+  /// Operands an op reads in f32 under bf16-mixed, as the CPU backend: saved statistics,
+  /// and a norm's gamma and beta (torch autocast computes the norms in f32).
+  static bool readsWide(const Op &op, const std::string &name) {
+    return name == "mean" || name == "rstd" ||
+           (isNorm(op.kind) && (name == "gamma" || name == "beta"));
+  }
 
   /// Under mixed precision, does `op` compute in the activations' type (the CPU backend's
-  /// rule): it is not marked fp32 and has a float result that is not a scalar.
+  /// rule): it is not marked fp32 and has a float result that is not a scalar. A parameter
+  /// used only as a norm's gamma or beta stays f32.
   bool isActivation(const Op &op) const {
-    if (op.fp32)
+    if (op.fp32 || (op.kind == "param" && normAffine.count(op.results.at(0))))
       return false;
     for (int id : op.results)
       if ((type(id).dtype == "f32" || type(id).dtype == mixedType) && !type(id).shape.empty())
@@ -412,12 +427,27 @@ private:
 
   /// Mixed precision: the values the CPU backend stores in bf16 (bf16-mixed) or rounds to
   /// binary16 (fp16-mixed) are stored in `dtype` here: float arguments that are not
-  /// scalars, and the float results of ops that compute in that type, but for group_norm's
-  /// saved statistics. A reshape keeps its input's type (it aliases the buffer). Under
-  /// bf16-mixed an op also reads its f32 operands rounded to bf16 (roundOnRead), as the CPU
-  /// backend converts them; under fp16-mixed the CPU backend reads them as they are.
+  /// scalars, and the float results of ops that compute in that type, but for the norms'
+  /// other results (group_norm's saved statistics, the gradients of gamma and beta). A
+  /// reshape keeps its input's type (it aliases the buffer). Under bf16-mixed an op also
+  /// reads its f32 operands rounded to bf16 (roundOnRead), as the CPU backend converts them,
+  /// except those of readsWide; under fp16-mixed the CPU backend reads them as they are.
   void storeActivationsIn(const std::vector<Op> &ops, const std::string &dtype) {
     mixedType = dtype;
+    // Values used only as a norm's gamma or beta.
+    std::map<int, int> uses, affineUses;
+    for (const Op &op : ops)
+      for (auto &[name, ids] : op.operands)
+        for (int id : ids) {
+          ++uses[id];
+          affineUses[id] += isNorm(op.kind) && (name == "gamma" || name == "beta");
+        }
+    if (const json::Array *out = fn.getArray("outputs"))
+      for (const json::Value &v : *out)
+        ++uses[static_cast<int>(*v.getAsInteger())];
+    for (auto &[id, n] : uses)
+      if (affineUses[id] == n)
+        normAffine.insert(id);
     if (const json::Array *in = fn.getArray("inputs"))
       for (const json::Value &v : *in) {
         ValueType &t = values.at(*v.getAsInteger());
@@ -432,7 +462,7 @@ private:
       if (!isActivation(op))
         continue;
       for (size_t i = 0; i < op.results.size(); ++i)
-        if (values.at(op.results[i]).dtype == "f32" && !(op.kind == "group_norm" && i > 0))
+        if (values.at(op.results[i]).dtype == "f32" && !(isNorm(op.kind) && i > 0))
           values[op.results[i]].dtype = dtype;
     }
   }

@@ -155,6 +155,10 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     auto names = gradFn->getAttrOfType<ArrayAttr>("med.output_names");
     if (!names)
       return signalPassFailure();
+    // The gradient function runs in the step's precision, so that its gradients can be
+    // checked on their own (fp16-mixed gradients exist only scaled, inside the step).
+    if (precision == "bf16-mixed")
+      gradFn->setAttr("med.precision", b.getStringAttr(precision));
 
     // Inputs: the batch, lr, step[, ema_decay][, loss_scale, growth_tracker], rng.
     Location loc = lossFn.getLoc();

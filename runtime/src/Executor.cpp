@@ -199,7 +199,9 @@ Tensor integerScalar(const Tensor &t, DType dtype) {
 // after every op. Scalars (losses, lr, norms, the loss scale) and the results of ops
 // medc marks `fp32` (master weights, optimizer state, EMA, gradient norms and unscaling)
 // stay in f32. Each op computes in the type of its kind; operands of another float type are
-// converted for it (exactly, when widening).
+// converted for it (exactly, when widening). As under torch autocast, the norms keep their
+// affine parameters in f32: gamma and beta (and a parameter used only as one) are read in
+// f32 and their gradients are f32 results, like the saved statistics.
 class Run {
 public:
   Run(const Function &fn, const TensorMap &params, Precision precision, TensorMap *updates)
@@ -217,6 +219,19 @@ public:
     for (size_t id = 0; id < last.size(); ++id)
       if (last[id] < fn.ops.size())
         frees[last[id]].push_back(static_cast<int>(id));
+    // Values used only as a norm's gamma or beta.
+    std::vector<int> affineUses(fn.values.size(), 0), uses(fn.values.size(), 0);
+    for (const OpInfo &op : fn.ops)
+      for (auto &[name, ids] : op.operands)
+        for (int id : ids) {
+          ++uses[id];
+          affineUses[id] += isNorm(op.kind) && (name == "gamma" || name == "beta");
+        }
+    for (int id : fn.outputs)
+      ++uses[id];
+    normAffine.resize(fn.values.size());
+    for (size_t id = 0; id < uses.size(); ++id)
+      normAffine[id] = uses[id] > 0 && affineUses[id] == uses[id];
   }
 
   void setInput(size_t index, const Tensor &t) {
@@ -257,8 +272,9 @@ public:
       if (half && activation)
         for (size_t i = 0; i < op.results.size(); ++i) {
           Tensor &v = values[op.results[i]];
-          bool statistic = op.kind == "group_norm" && i > 0;
-          if (v.defined() && v.dtype() == DType::F32 && !statistic)
+          // Saved statistics and the gradients of gamma and beta stay f32.
+          bool wideResult = isNorm(op.kind) && i > 0;
+          if (v.defined() && v.dtype() == DType::F32 && !wideResult)
             roundToHalf(v);
         }
     } catch (const Error &e) {
@@ -293,9 +309,16 @@ private:
   // keep everything in f64).
   DType wide() const { return mixed ? DType::F32 : storage; }
 
+  static bool isNorm(const std::string &kind) {
+    for (const char *k : {"group_norm", "channel_layer_norm", "grn"})
+      if (kind == k || kind == std::string(k) + "_grad")
+        return true;
+    return false;
+  }
+
   // Under mixed precision: does `op` produce activations (see the class comment)?
   bool isActivation(const OpInfo &op) const {
-    if (op.fp32)
+    if (op.fp32 || (op.kind == "param" && normAffine[op.results.at(0)]))
       return false;
     for (int id : op.results)
       if (isFloat(fn.values[id].dtype) && !fn.values[id].shape.empty())
@@ -338,6 +361,14 @@ private:
     return scratch.back();
   }
   const Tensor &in(const OpInfo &op, const std::string &name) { return in(op.single(name)); }
+  // A norm's gamma or beta, in the f32 math type.
+  const Tensor &affine(const OpInfo &op, const std::string &name) {
+    const Tensor &t = raw(op, name);
+    if (t.dtype() == wide())
+      return t;
+    scratch.push_back(t.to(wide()));
+    return scratch.back();
+  }
   const Tensor *optionalIn(const OpInfo &op, const std::string &name) {
     std::optional<int> id = op.optional(name);
     return id ? &in(*id) : nullptr;
@@ -357,9 +388,10 @@ private:
   // precision, never rounded to half): the backward pass reads the forward's own numbers.
   DType statisticsType() const { return wide(); }
 
-  // A saved statistic in the type the kernels read it in (it may come from elsewhere).
+  // A saved statistic in the type the kernels read it in (it may come from elsewhere), never
+  // through the op's compute type: under bf16 that would round it.
   Tensor statistic(const OpInfo &op, const std::string &name) {
-    const Tensor &t = in(op, name);
+    const Tensor &t = raw(op, name);
     return t.dtype() == statisticsType() ? t : t.to(statisticsType());
   }
 
@@ -408,13 +440,13 @@ private:
         throw Error(str("the plan gives ", op.results.size(), " results (expected 1, or 3 with "
                         "the saved statistics)"));
       }
-      cpu::groupNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.intAttr("groups"),
+      cpu::groupNorm(in(op, "input"), affine(op, "gamma"), affine(op, "beta"), op.intAttr("groups"),
                      op.floatAttr("epsilon"), y, mean, rstd);
     } else if (k == "channel_layer_norm") {
-      cpu::channelLayerNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"),
+      cpu::channelLayerNorm(in(op, "input"), affine(op, "gamma"), affine(op, "beta"),
                             op.floatAttr("epsilon"), result(op));
     } else if (k == "grn") {
-      cpu::grn(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.floatAttr("epsilon"),
+      cpu::grn(in(op, "input"), affine(op, "gamma"), affine(op, "beta"), op.floatAttr("epsilon"),
                result(op));
     } else if (auto u = kUnary.find(k); u != kUnary.end()) {
       cpu::unary(u->second, in(op, "input"), result(op));
@@ -460,11 +492,12 @@ private:
       cpu::conv3dGradWeight(in(op, "input"), in(op, "grad_output"), p, result(op));
     } else if (k == "group_norm_grad") {
       Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
-      cpu::groupNormGrad(in(op, "input"), in(op, "gamma"), mean, rstd, in(op, "grad_output"),
-                         op.intAttr("groups"), result(op, 0), result(op, 1), result(op, 2));
+      cpu::groupNormGrad(in(op, "input"), affine(op, "gamma"), mean, rstd, in(op, "grad_output"),
+                         op.intAttr("groups"), result(op, 0), result(op, 1, wide()),
+                         result(op, 2, wide()));
     } else if (k == "channel_layer_norm_grad" || k == "grn_grad") {
-      const Tensor &x = in(op, "input"), &gamma = in(op, "gamma"), &dy = in(op, "grad_output");
-      Tensor &dx = result(op, 0), &dgamma = result(op, 1), &dbeta = result(op, 2);
+      const Tensor &x = in(op, "input"), &gamma = affine(op, "gamma"), &dy = in(op, "grad_output");
+      Tensor &dx = result(op, 0), &dgamma = result(op, 1, wide()), &dbeta = result(op, 2, wide());
       double eps = op.floatAttr("epsilon");
       if (k == "channel_layer_norm_grad")
         cpu::channelLayerNormGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
@@ -549,6 +582,7 @@ private:
   std::deque<Tensor> scratch;    ///< operands converted for the op being executed
   std::vector<Tensor> values;
   std::vector<std::vector<int>> frees; ///< values whose last use is op i
+  std::vector<bool> normAffine;        ///< values used only as a norm's gamma or beta
 };
 
 } // namespace

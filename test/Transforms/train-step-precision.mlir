@@ -69,8 +69,11 @@ med.parameter @"c.bias" : tensor<4xf32> init uniform(2)
 // SGD: med.assign @optimizer.momentum_buffer.c.weight, %[[KB]]
 // SGD: med.update_loss_scale {{.*}} {med.fp32}
 
-// With bf16-mixed the step is the fp32 one, recorded as bf16-mixed; no loss scaling.
+// With bf16-mixed the step is the fp32 one, recorded as bf16-mixed; no loss scaling. The
+// gradient function it calls is recorded as bf16-mixed too.
 // BF16-NOT: @loss_scaled
+// BF16-LABEL: func.func @loss_grad(
+// BF16-SAME: med.precision = "bf16-mixed"
 // BF16-LABEL: func.func @train_step(
 // BF16-SAME: tensor<f32>, %{{[^:]*}}: tensor<f32>, %{{[^:]*}}: tensor<i64>) -> (tensor<f32>, tensor<f32>)
 // BF16-SAME: med.output_names = ["loss", "grad_norm"], med.precision = "bf16-mixed"

@@ -355,13 +355,14 @@ void checkNormGrad(NormKind kind, const Shape &shape, int64_t groups, uint64_t s
       x.data<double>()[S + i] = 0;
   }
   auto grads = [&](DType dt, bool bf) {
-    Tensor dx(dt, shape), dg(dt, ps), db(dt, ps);
-    Tensor xi = as(x, dt, bf), gi = as(g, dt, bf), ri = as(r, dt, bf);
+    // gamma, beta and their gradients in the accumulation type, as the executor keeps them
+    const DType st = dt == DType::F64 ? DType::F64 : DType::F32;
+    Tensor dx(dt, shape), dg(st, ps), db(st, ps);
+    Tensor xi = as(x, dt, bf), gi = as(g, st, bf), ri = as(r, dt, bf);
     switch (kind) {
     case NormKind::Group: { // from the statistics the forward kernel saves
-      const DType st = dt == DType::F64 ? DType::F64 : DType::F32;
       Tensor y(dt, shape), mean(st, {shape[0], groups}), rstd(st, {shape[0], groups});
-      groupNorm(xi, gi, as(b, dt, bf), groups, eps, y, &mean, &rstd);
+      groupNorm(xi, gi, as(b, st, bf), groups, eps, y, &mean, &rstd);
       groupNormGrad(xi, gi, mean, rstd, ri, groups, dx, dg, db);
       break;
     }
@@ -423,8 +424,8 @@ TEST(KernelsGrad, GroupNormRejectsBadStatistics) {
   EXPECT_THROW(groupNormGrad(x, g, f64, ok, x, 2, dx, dg, db), Error);
   EXPECT_THROW(groupNormGrad(x, g, ok, small, x, 2, dx, dg, db), Error);
   // bf16 storage reads its statistics in float.
-  Tensor xb(DType::BF16, {2, 4, 3}), gb(DType::BF16, {4}), dxb(DType::BF16, {2, 4, 3});
-  Tensor dgb(DType::BF16, {4}), dbb(DType::BF16, {4}), b16(DType::BF16, {2, 2});
+  Tensor xb(DType::BF16, {2, 4, 3}), gb(DType::F32, {4}), dxb(DType::BF16, {2, 4, 3});
+  Tensor dgb(DType::F32, {4}), dbb(DType::F32, {4}), b16(DType::BF16, {2, 2});
   EXPECT_THROW(groupNormGrad(xb, gb, b16, b16, xb, 2, dxb, dgb, dbb), Error);
 }
 
@@ -829,15 +830,15 @@ TEST(KernelsGrad, EmptyTensorsDoNotCrash) {
     padded.padding = {1, 0, 0};
     conv3dGradWeight(xs, dys, padded, dw);
     EXPECT_EQ(dw.at(0), 0.0);
-    Tensor g(dt, {3}), dg = make(dt, {3}, {1, 2, 3}), db = make(dt, {3}, {1, 2, 3});
-    Tensor dx(dt, {0, 3, 4, 4, 4});
     const DType st = dt == DType::F64 ? DType::F64 : DType::F32;
+    Tensor g(st, {3}), dg = make(st, {3}, {1, 2, 3}), db = make(st, {3}, {1, 2, 3});
+    Tensor dx(dt, {0, 3, 4, 4, 4});
     Tensor mean(st, {0, 3}), rstd(st, {0, 3});
     groupNormGrad(x, g, mean, rstd, dy3, 3, dx, dg, db);
     EXPECT_EQ(dg.at(1), 0.0);
     EXPECT_EQ(db.at(2), 0.0);
     channelLayerNormGrad(x, g, dy3, 1e-6, dx, dg, db);
-    Tensor g5(dt, {1, 3, 1, 1, 1}), dg5(dt, {1, 3, 1, 1, 1}), db5(dt, {1, 3, 1, 1, 1});
+    Tensor g5(st, {1, 3, 1, 1, 1}), dg5(st, {1, 3, 1, 1, 1}), db5(st, {1, 3, 1, 1, 1});
     grnGrad(x, g5, dy3, 1e-6, dx, dg5, db5);
     geluGrad(x, dy3, dx);
     Tensor e(dt, {0, 3}), eb(dt, {2, 0, 3});
@@ -848,7 +849,7 @@ TEST(KernelsGrad, EmptyTensorsDoNotCrash) {
     none.reduction = LossReduction::None;
     bceWithLogitsGrad(x, x, &x, nullptr, dy3, none, dx);
     Tensor gl(dt, {0, 3, 4, 4, 4}), gr(dt, {0, 3, 4, 4, 4});
-    extremumGrad(Extremum::Max, x, g5, dy3, gl, gr);
+    extremumGrad(Extremum::Max, x, Tensor(dt, {1, 3, 1, 1, 1}), dy3, gl, gr);
     Tensor m(dt, {0, 3}), dr(dt, {0, 3, 4, 4, 4});
     reduceExtremumGrad(x, m, m, {2, 3, 4}, dr);
     Tensor ds(dt, {0, 3, 9, 4, 4});

@@ -31,6 +31,8 @@ namespace {
 using Values = std::vector<double>;
 
 const DType kFloatTypes[] = {DType::F64, DType::F32, DType::BF16};
+/// The type of the norms' gamma and beta (and of their gradients): the accumulation type.
+DType affineType(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
 
 /// Relative error norm tolerated per storage type.
 double tolerance(DType t) {
@@ -391,8 +393,8 @@ TEST(KernelsNorm, GroupNorm) {
              {{2, 6, 5, 4, 3}, 1}, {{2, 6, 5, 4, 3}, 2}, {{2, 6, 5, 4, 3}, 3},
              {{2, 6, 5, 4, 3}, 6}, {{1, 4, 21, 22, 23}, 2}, {{3, 2, 7}, 2}}) {
       SCOPED_TRACE(shapeStr(shape) + " groups " + std::to_string(groups));
-      Tensor x = random(dt, shape, 10, -2, 3), g = random(dt, {shape[1]}, 11),
-             b = random(dt, {shape[1]}, 12);
+      Tensor x = random(dt, shape, 10, -2, 3), g = random(affineType(dt), {shape[1]}, 11),
+             b = random(affineType(dt), {shape[1]}, 12);
       Values ref = naiveGroupNorm(shape, vals(x), vals(g), vals(b), groups, 1e-5);
       auto run = [&] {
         Tensor y(dt, shape);
@@ -416,8 +418,8 @@ TEST(KernelsNorm, GroupNormSavesStatistics) {
              {{2, 6, 5, 4, 3}, 3}, {{3, 4, 7}, 1}, {{1, 5, 3, 2, 3}, 5}}) {
       SCOPED_TRACE(shapeStr(shape) + " groups " + std::to_string(groups));
       const double eps = 1e-3;
-      Tensor x = random(dt, shape, 16, -2, 3), g = random(dt, {shape[1]}, 17),
-             b = random(dt, {shape[1]}, 18);
+      Tensor x = random(dt, shape, 16, -2, 3), g = random(affineType(dt), {shape[1]}, 17),
+             b = random(affineType(dt), {shape[1]}, 18);
       Tensor y(dt, shape), ys(dt, shape), mean(st, {shape[0], groups}),
           rstd(st, {shape[0], groups});
       groupNorm(x, g, b, groups, eps, y);
@@ -464,8 +466,8 @@ TEST(KernelsNorm, ChannelLayerNorm) {
     SCOPED_TRACE(dtypeName(dt));
     for (Shape shape : std::vector<Shape>{{2, 5, 3, 4, 5}, {1, 7, 9, 10, 11}, {2, 3}}) {
       SCOPED_TRACE(shapeStr(shape));
-      Tensor x = random(dt, shape, 20, -2, 3), g = random(dt, {shape[1]}, 21),
-             b = random(dt, {shape[1]}, 22);
+      Tensor x = random(dt, shape, 20, -2, 3), g = random(affineType(dt), {shape[1]}, 21),
+             b = random(affineType(dt), {shape[1]}, 22);
       Values ref = naiveChannelLayerNorm(shape, vals(x), vals(g), vals(b), 1e-6);
       auto run = [&] {
         Tensor y(dt, shape);
@@ -484,8 +486,8 @@ TEST(KernelsNorm, Grn) {
     SCOPED_TRACE(dtypeName(dt));
     for (Shape shape : std::vector<Shape>{{2, 6, 5, 6, 7}, {1, 3, 20, 21, 22}}) {
       SCOPED_TRACE(shapeStr(shape));
-      Tensor x = random(dt, shape, 30), g = random(dt, {1, shape[1], 1, 1, 1}, 31),
-             b = random(dt, {1, shape[1], 1, 1, 1}, 32);
+      Tensor x = random(dt, shape, 30), g = random(affineType(dt), {1, shape[1], 1, 1, 1}, 31),
+             b = random(affineType(dt), {1, shape[1], 1, 1, 1}, 32);
       Values ref = naiveGrn(shape, vals(x), vals(g), vals(b), 1e-6);
       auto run = [&] {
         Tensor y(dt, shape);
@@ -1122,12 +1124,12 @@ TEST(KernelsEdge, EmptyTensorsDoNotCrash) {
     dw.padding = {1, 1, 1};
     conv3d(x, w3, nullptr, dw, y3);
     conv3dTranspose(x, w3, nullptr, dw, y3);
-    Tensor g(dt, {3}), be(dt, {3}), g5(dt, {1, 3, 1, 1, 1});
+    Tensor g(affineType(dt), {3}), be(affineType(dt), {3}), g5(affineType(dt), {1, 3, 1, 1, 1});
     groupNorm(x, g, be, 3, 1e-5, y3);
     channelLayerNorm(x, g, be, 1e-6, y3);
     grn(x, g5, g5, 1e-6, y3);
     unary(Unary::Gelu, x, y3);
-    binary(Binary::Add, x, g5, y3);
+    binary(Binary::Add, x, Tensor(dt, {1, 3, 1, 1, 1}), y3);
     Tensor s(dt, {3});
     reduce(Reduce::Sum, x, {0, 2, 3, 4}, s);
     EXPECT_EQ(s.at(0), 0.0);

@@ -683,17 +683,32 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   throw Error(str(op.describe(), ": medcheck has no torch mapping for op '", k, "'"));
 }
 
-/// Under autocast, the float32 policy of CUDA autocast for the ops that map onto its
-/// float32 list (group_norm, layer_norm, norm, binary_cross_entropy_with_logits,
-/// log_softmax, exp, log) on every device: their float operands are converted to f32 first.
-/// LibTorch 1.13's CPU autocast has no policy for the norms (a bf16 input with f32 affine
-/// parameters is an error there). Any other op whose float operands mix bf16 and f32 reads
-/// them in f32, as autocast's promote policy does. The converted operands' values are put
-/// into `env` for the op, their own values into `saved` (the caller puts them back).
+/// Under autocast, CUDA autocast's policy on every device, so that a check on the CPU
+/// judges what the GPU check judges:
+/// - its float32 list, for the ops that map onto it (group_norm, layer_norm, norm,
+///   binary_cross_entropy_with_logits, log_softmax, exp, log): their float operands are
+///   converted to f32 first. LibTorch 1.13's CPU autocast has no policy for the norms (a
+///   bf16 input with f32 affine parameters is an error there);
+/// - its lower-precision list beyond the CPU's: conv_transpose3d reads bf16 operands
+///   (the CPU list has conv3d only).
+/// Any other op whose float operands mix bf16 and f32 reads them in f32, as autocast's
+/// promote policy does. The converted operands' values are put into `env` for the op,
+/// their own values into `saved` (the caller puts them back).
 void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &saved) {
   static const std::set<std::string> fp32{"group_norm",      "channel_layer_norm", "grn",
                                           "bce_with_logits", "dice_ce",            "exp",
                                           "log"};
+  if (op.kind == "conv3d_transpose" && env.device.is_cpu()) {
+    for (const auto &group : op.operands)
+      for (int id : group.second) {
+        const torch::Tensor &v = env.get(id, op);
+        if (!saved.count(id) && v.is_floating_point() && v.scalar_type() != torch::kBFloat16) {
+          saved[id] = v;
+          env.values[id] = v.to(torch::kBFloat16);
+        }
+      }
+    return;
+  }
   std::set<torch::ScalarType> types;
   for (const auto &group : op.operands)
     for (int id : group.second)

@@ -188,12 +188,14 @@ const char *kUsage =
     "  bf16 on the torch device (`with torch.autocast(device, dtype=torch.bfloat16)`\n"
     "  around the loss, backward, clipping, optimizer and EMA outside it), the two torch\n"
     "  runs from the same parameters and batch, each with its own optimizer, EMA and\n"
-    "  state across steps. Under autocast, autocast's own lists choose the ops computed\n"
-    "  in bf16 (conv3d; on CUDA also conv_transpose3d) and every float result keeps the\n"
-    "  type its op produced, as in a PyTorch model; the norms, the losses, exp and log\n"
-    "  read their operands in f32 (CUDA autocast's float32 list, applied on the CPU too:\n"
-    "  LibTorch 1.13's CPU autocast has no policy for the norms), and an op mixing bf16\n"
-    "  and f32 operands reads both in f32 (its promote policy). Per tensor (loss,\n"
+    "  state across steps. Under autocast, CUDA autocast's policy holds on any torch\n"
+    "  device: conv3d and conv_transpose3d compute in bf16 (autocast's own lists; the\n"
+    "  transposed convolution's operands are converted by hand on the CPU, whose list\n"
+    "  lacks it) and every float result keeps the type its op produced, as in a PyTorch\n"
+    "  model; the norms, the losses, exp and log read their operands in f32 (CUDA\n"
+    "  autocast's float32 list, by hand on the CPU: LibTorch 1.13's CPU autocast has no\n"
+    "  policy for the norms), and an op mixing bf16 and f32 operands reads both in f32\n"
+    "  (its promote policy). Per tensor (loss,\n"
     "  grad_norm, each gradient with --train-grad, parameter, moment and EMA),\n"
     "  e_ours = rel(ours, torch f32) and e_autocast = rel(autocast, torch f32), the\n"
     "  relative error norms above; it passes when\n"
@@ -205,8 +207,19 @@ const char *kUsage =
     "  the ratio. Lines as above, with each tensor kind's largest ratio e_ours/e_autocast,\n"
     "  the tensor that has it and its two errors, and `N at f32 level` for the tensors\n"
     "  that pass by the 1e-5 floor alone; scalar lines add autocast's error and the ratio.\n"
-    "  On the CUDA backend only train_step carries the precision: <loss>_grad, which\n"
-    "  --train-grad compares, runs in f32 there.\n"
+    "  Errors made of a few discrete events are compared as counts. AdamW turns the sign\n"
+    "  of each gradient element into an update of up to lr, so an element whose gradient\n"
+    "  is within rounding noise of 0 moves by up to the noise bound B above (2B between\n"
+    "  two runs), whichever run it is. With --train-grad a `sign flips` line counts, per\n"
+    "  step, the gradient elements of ours and of autocast whose sign differs from torch\n"
+    "  f32's. For parameters and EMA, e in units of one element moved by 2B (2B/|ref|;\n"
+    "  for the EMA, B followed through the EMA) is k = e^2 elements' worth. A count k of\n"
+    "  ours (flips, or elements' worth) passes when\n"
+    "      k_ours <= R^2 k_autocast + 3 sqrt(R^2 k_autocast) + 3,\n"
+    "  the ratio rule plus what chance gives two runs of equal quality: three standard\n"
+    "  deviations of a Poisson count, and 3. For large counts this is the ratio rule.\n"
+    "  A bf16-mixed artifact's <loss>_grad runs in bf16 on either backend, so\n"
+    "  --train-grad compares bf16 gradients.\n"
     "\n"
     "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
     "  step's parameters (before the update) and compares every parameter gradient with\n"
@@ -1306,6 +1319,15 @@ constexpr double kAutocastFloor = 1e-5;
 bool withinAutocast(double rel, double autocastRel, double ratio) {
   return rel <= ratio * autocastRel || rel <= kAutocastFloor;
 }
+/// The same for errors made of few discrete events (sign flips; elements moved by up to
+/// the AdamW noise bound), `rel` and `autocastRel` in units of one event: the counts
+/// k = rel^2 are compared as Poisson counts, ours passing up to R^2 times autocast's count
+/// plus three standard deviations of that count plus 3. For large counts this is the
+/// ratio rule; for a handful it allows what chance alone gives two runs of equal quality.
+bool withinAutocastCount(double rel, double autocastRel, double ratio) {
+  const double expected = ratio * ratio * autocastRel * autocastRel;
+  return rel * rel <= expected + 3 * std::sqrt(expected) + 3;
+}
 double ratioOf(double rel, double autocastRel) {
   if (std::isnan(rel) || std::isnan(autocastRel))
     return INFINITY;
@@ -1608,6 +1630,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
   // sides) in some step so far, and the bound on how far AdamW can move them on noise.
   std::set<std::string> noiseDriven;
   double noiseBound = 0;
+  // The same bound for the EMA of such a parameter: e_s = d e_{s-1} + (1-d) p_s.
+  double emaNoiseBound = 0;
   for (int64_t s = 1; s <= o.trainSteps; ++s) {
     double lr = o.lr;
     if (o.lrSchedule == "cosine")
@@ -1666,6 +1690,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         noiseBound += lr * (1 - t.beta1) / (1 - std::pow(t.beta1, k)) *
                       std::sqrt((1 - std::pow(t.beta2, k)) / (1 - t.beta2)) * std::sqrt(sum);
       }
+      emaNoiseBound = decay * emaNoiseBound + (1 - decay) * noiseBound;
     }
     double t2 = now();
     TorchStep ac;
@@ -1750,14 +1775,47 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       }
     }
 
+    // Gradient elements whose sign differs from torch f32's: AdamW turns each into an
+    // update of the other sign. Counted per tensor, judged by withinAutocastCount.
+    auto signLine = [&](const std::vector<std::string> &names,
+                        const std::vector<medrun::Tensor> &ours,
+                        const std::vector<torch::Tensor> &theirs,
+                        const std::vector<torch::Tensor> &acs) {
+      int64_t totalOurs = 0, totalAc = 0, elements = 0;
+      std::vector<std::string> failed;
+      for (size_t i = 0; i < names.size(); ++i) {
+        torch::Tensor ref = theirs[i].to(torch::kCPU, torch::kDouble).sign();
+        torch::Tensor mine =
+            medcheck::toTorch(ours[i]).to(torch::kDouble).reshape(ref.sizes()).sign();
+        torch::Tensor flipOurs = mine != ref,
+                      flipAc = acs[i].to(torch::kCPU, torch::kDouble).sign() != ref;
+        const int64_t nOurs = flipOurs.sum().item<int64_t>(), nAc = flipAc.sum().item<int64_t>();
+        totalOurs += nOurs;
+        totalAc += nAc;
+        elements += ref.numel();
+        if (!withinAutocastCount(std::sqrt(double(nOurs)), std::sqrt(double(nAc)),
+                                 o.autocastRatio))
+          failed.push_back(str(names[i], ": ", nOurs, " against autocast's ", nAc));
+      }
+      stepFailed |= !failed.empty();
+      std::cout << "step " << s << "  sign flips  ours " << totalOurs << ", autocast " << totalAc
+                << " of " << elements << " gradient elements";
+      if (!failed.empty())
+        std::cout << "  " << failed.size() << " FAIL, first " << failed.front();
+      std::cout << "  " << (failed.empty() ? "ok" : "FAIL") << "\n";
+    };
+
     // `gradients`: the vanishing rule applies (gradients, optimizer moments); `values`:
     // parameters and EMA, where a noise-driven parameter (see --help) passes within the
     // AdamW noise bound. `acs`: the autocast run's tensors (--against-autocast), which turn
-    // the tolerance into the bound on ours' error relative to autocast's.
+    // the tolerance into the bound on ours' error relative to autocast's. `elementBound`
+    // (values, with autocast): how far the AdamW noise bound lets one element of this kind
+    // move; errors of a few such elements are compared as counts (withinAutocastCount).
     auto kindLine = [&](const std::string &kind, const std::vector<std::string> &names,
                         const std::vector<medrun::Tensor> &ours,
                         const std::vector<torch::Tensor> &theirs,
-                        const std::vector<torch::Tensor> &acs, bool gradients) {
+                        const std::vector<torch::Tensor> &acs, bool gradients,
+                        double elementBound = 0) {
       std::vector<Comparison> cs, acCs;
       for (size_t i = 0; i < names.size(); ++i) {
         cs.push_back(compare(ours[i], theirs[i]));
@@ -1768,7 +1826,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       std::vector<bool> ok = judge(cs, std::vector<bool>(names.size(), gradients), tolerance,
                                    notes);
       KindSummary k;
-      size_t noisy = 0, floored = 0;
+      size_t noisy = 0, floored = 0, counted = 0;
       double vanishing = 0; // with autocast: the vanishing rule's limit, as judge's
       if (autocast && gradients)
         for (const Comparison &c : cs)
@@ -1785,9 +1843,16 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           notes[i] = str("vanishing: both norms below ", sci(vanishing));
         } else if (autocast) {
           const Comparison &c = cs[i], &a = acCs[i];
-          ok[i] = c.problem.empty() && a.problem.empty() &&
-                  withinAutocast(c.rel, a.rel, o.autocastRatio);
-          if (ok[i] && !(c.rel <= o.autocastRatio * a.rel)) {
+          const double unit = c.refNorm > 0 ? 2 * elementBound / c.refNorm : 0;
+          const bool byRatio = withinAutocast(c.rel, a.rel, o.autocastRatio);
+          const bool byCount = unit > 0 && withinAutocastCount(c.rel / unit, a.rel / unit,
+                                                               o.autocastRatio);
+          ok[i] = c.problem.empty() && a.problem.empty() && (byRatio || byCount);
+          if (ok[i] && !byRatio) {
+            ++counted;
+            notes[i] = str("counted: ", sci(std::pow(c.rel / unit, 2)), " elements' worth, autocast ",
+                           sci(std::pow(a.rel / unit, 2)));
+          } else if (ok[i] && !(c.rel <= o.autocastRatio * a.rel)) {
             ++floored;
             notes[i] = str("f32 level: rel <= ", sci(kAutocastFloor));
           } else {
@@ -1798,7 +1863,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       for (size_t i = 0; i < names.size(); ++i) {
         ++k.tensors;
         bool special = notes[i].rfind("vanishing", 0) == 0 ||
-                       notes[i].rfind("noise", 0) == 0 || notes[i].rfind("f32", 0) == 0;
+                       notes[i].rfind("noise", 0) == 0 || notes[i].rfind("f32", 0) == 0 ||
+                       notes[i].rfind("counted", 0) == 0;
         if (notes[i].rfind("vanishing", 0) == 0)
           ++k.vanishing;
         if (!ok[i]) {
@@ -1833,6 +1899,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         std::cout << "  " << noisy << " noise-driven";
       if (floored)
         std::cout << "  " << floored << " at f32 level";
+      if (counted)
+        std::cout << "  " << counted << " within the count of noise-moved elements";
       if (k.failed)
         std::cout << "  " << k.failed << " FAIL, first " << k.firstFailed;
       std::cout << "  " << (k.failed ? "FAIL" : "ok") << "\n";
@@ -1863,6 +1931,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           acs.push_back(ac.grads.at(n.substr(5)));
       }
       kindLine("grads", names, ours, theirs, acs, true);
+      if (autocast && !foundTorch)
+        signLine(names, ours, theirs, acs);
     }
     {
       std::vector<medrun::Tensor> ours;
@@ -1873,7 +1943,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         if (autocast)
           acs.push_back(autocast->leaf.at(name).detach());
       }
-      kindLine("params", trained, ours, theirs, acs, false);
+      kindLine("params", trained, ours, theirs, acs, false, noiseBound);
     }
     std::vector<std::string> moments = t.optimizer == "adamw"
                                            ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
@@ -1901,7 +1971,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         if (autocast)
           acs.push_back(autocast->ema.at(name));
       }
-      kindLine("ema", trained, ours, theirs, acs, false);
+      kindLine("ema", trained, ours, theirs, acs, false, emaNoiseBound);
     }
     failedSteps += stepFailed ? 1 : 0;
     std::cout << "step " << s << "  time  ours " << seconds(t1 - t0) << "  torch "

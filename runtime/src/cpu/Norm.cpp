@@ -147,8 +147,8 @@ void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int
                    double eps, Tensor &y, Tensor *meanOut, Tensor *rstdOut) {
   using A = Acc<T>;
   const char *k = "group_norm";
-  requireDType(k, "gamma", gamma, x.dtype());
-  requireDType(k, "beta", beta, x.dtype());
+  requireDType(k, "gamma", gamma, accDType<T>());
+  requireDType(k, "beta", beta, accDType<T>());
   requireDType(k, "result", y, x.dtype());
   NCS d = ncs(k, x);
   if (groups < 1 || d.c % groups != 0)
@@ -174,7 +174,8 @@ void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int
   }
   if (x.numel() == 0)
     return;
-  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *bp = ptr<T>(beta);
+  const T *xp = ptr<T>(x);
+  const A *gp = ptr<A>(gamma), *bp = ptr<A>(beta);
   T *yp = ptr<T>(y);
 
   // Rows are (n, c) planes of S values.
@@ -193,13 +194,14 @@ void channelLayerNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &be
                           Tensor &y) {
   using A = Acc<T>;
   const char *k = "channel_layer_norm";
-  requireDType(k, "gamma", gamma, x.dtype());
-  requireDType(k, "beta", beta, x.dtype());
+  requireDType(k, "gamma", gamma, accDType<T>());
+  requireDType(k, "beta", beta, accDType<T>());
   requireDType(k, "result", y, x.dtype());
   NCS d = ncs(k, x);
   if (x.numel() == 0)
     return;
-  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *bp = ptr<T>(beta);
+  const T *xp = ptr<T>(x);
+  const A *gp = ptr<A>(gamma), *bp = ptr<A>(beta);
   T *yp = ptr<T>(y);
   // A task normalizes a block of positions of one sample, looping channels outside and
   // positions inside (contiguous); each position sums its channels in increasing order.
@@ -224,13 +226,14 @@ template <typename T>
 void grnImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps, Tensor &y) {
   using A = Acc<T>;
   const char *k = "grn";
-  requireDType(k, "gamma", gamma, x.dtype());
-  requireDType(k, "beta", beta, x.dtype());
+  requireDType(k, "gamma", gamma, accDType<T>());
+  requireDType(k, "beta", beta, accDType<T>());
   requireDType(k, "result", y, x.dtype());
   NCS d = ncs(k, x);
   if (x.numel() == 0)
     return;
-  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *bp = ptr<T>(beta);
+  const T *xp = ptr<T>(x);
+  const A *gp = ptr<A>(gamma), *bp = ptr<A>(beta);
   T *yp = ptr<T>(y);
   std::vector<A> unused, nx;
   segmentMoments<A>(xp, d.n * d.c, d.s, {}, unused, nx);
@@ -305,11 +308,11 @@ void rowDots(const T *x, const T *dy, int64_t rows, int64_t len, const std::vect
 template <typename T>
 bool normGradOperands(const char *k, const Tensor &x, const Tensor &gamma, const Tensor &dy,
                       Tensor &dx, Tensor &dgamma, Tensor &dbeta, int64_t channels) {
-  requireDType(k, "gamma", gamma, x.dtype());
+  requireDType(k, "gamma", gamma, accDType<T>());
   requireDType(k, "output gradient", dy, x.dtype());
   requireDType(k, "input gradient", dx, x.dtype());
-  requireDType(k, "gamma gradient", dgamma, x.dtype());
-  requireDType(k, "beta gradient", dbeta, x.dtype());
+  requireDType(k, "gamma gradient", dgamma, accDType<T>());
+  requireDType(k, "beta gradient", dbeta, accDType<T>());
   if (dy.numel() != x.numel() || dx.numel() != x.numel())
     throw Error(str("med kernel ", k, ": input ", shapeStr(x.shape()), ", output gradient ",
                     shapeStr(dy.shape()), " and input gradient ", shapeStr(dx.shape()),
@@ -320,8 +323,8 @@ bool normGradOperands(const char *k, const Tensor &x, const Tensor &gamma, const
                     " need ", channels, " values"));
   if (x.numel() != 0)
     return true;
-  std::fill(ptr<T>(dgamma), ptr<T>(dgamma) + channels, store<T>(Acc<T>(0)));
-  std::fill(ptr<T>(dbeta), ptr<T>(dbeta) + channels, store<T>(Acc<T>(0)));
+  std::fill(ptr<Acc<T>>(dgamma), ptr<Acc<T>>(dgamma) + channels, Acc<T>(0));
+  std::fill(ptr<Acc<T>>(dbeta), ptr<Acc<T>>(dbeta) + channels, Acc<T>(0));
   return false;
 }
 
@@ -342,7 +345,8 @@ void groupNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &meanT
   checkStatistic<T>(k, "rstd", rstdT, d.n, groups);
   if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
     return;
-  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
+  const T *xp = ptr<T>(x), *dyp = ptr<T>(dy);
+  const A *gp = ptr<A>(gamma);
   T *dxp = ptr<T>(dx);
   const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
 
@@ -367,15 +371,15 @@ void groupNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &meanT
     mg[seg] = a / A(m);
     mgx[seg] = b * rstd[seg] / A(m);
   }
-  T *dgp = ptr<T>(dgamma), *dbp = ptr<T>(dbeta);
+  A *dgp = ptr<A>(dgamma), *dbp = ptr<A>(dbeta);
   for (int64_t c = 0; c < d.c; ++c) {
     A a = A(0), b = A(0);
     for (int64_t n = 0; n < d.n; ++n) {
       a += sDyX[n * d.c + c] * rstd[n * groups + c / cg];
       b += sDy[n * d.c + c];
     }
-    dgp[c] = store<T>(a);
-    dbp[c] = store<T>(b);
+    dgp[c] = a;
+    dbp[c] = b;
   }
 
   forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
@@ -402,7 +406,8 @@ void channelLayerNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor
   NCS d = ncs(k, x);
   if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
     return;
-  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
+  const T *xp = ptr<T>(x), *dyp = ptr<T>(dy);
+  const A *gp = ptr<A>(gamma);
   T *dxp = ptr<T>(dx);
   constexpr int64_t block = 256, piece = 16 * block;
   const int64_t pieces = numChunks(d.s, piece), tasks = d.n * pieces;
@@ -453,15 +458,15 @@ void channelLayerNormGradImpl(const Tensor &x, const Tensor &gamma, const Tensor
       }
     }
   });
-  T *dgp = ptr<T>(dgamma), *dbp = ptr<T>(dbeta);
+  A *dgp = ptr<A>(dgamma), *dbp = ptr<A>(dbeta);
   for (int64_t c = 0; c < d.c; ++c) {
     A sg = A(0), sb = A(0);
     for (int64_t t = 0; t < tasks; ++t) {
       sg += part[t * 2 * d.c + c];
       sb += part[t * 2 * d.c + d.c + c];
     }
-    dgp[c] = store<T>(sg);
-    dbp[c] = store<T>(sb);
+    dgp[c] = sg;
+    dbp[c] = sb;
   }
 }
 
@@ -479,7 +484,8 @@ void grnGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, double 
   NCS d = ncs(k, x);
   if (!normGradOperands<T>(k, x, gamma, dy, dx, dgamma, dbeta, d.c))
     return;
-  const T *xp = ptr<T>(x), *gp = ptr<T>(gamma), *dyp = ptr<T>(dy);
+  const T *xp = ptr<T>(x), *dyp = ptr<T>(dy);
+  const A *gp = ptr<A>(gamma);
   T *dxp = ptr<T>(dx);
   const int64_t rows = d.n * d.c;
   // G and N exactly as grnImpl.
@@ -511,15 +517,15 @@ void grnGradImpl(const Tensor &x, const Tensor &gamma, const Tensor &dy, double 
       coef[r] = gx[r] > A(0) ? dG / gx[r] : A(0);
     }
   }
-  T *dgp = ptr<T>(dgamma), *dbp = ptr<T>(dbeta);
+  A *dgp = ptr<A>(dgamma), *dbp = ptr<A>(dbeta);
   for (int64_t c = 0; c < d.c; ++c) {
     A a = A(0), b = A(0);
     for (int64_t n = 0; n < d.n; ++n) {
       a += sDyX[n * d.c + c] * nx[n * d.c + c];
       b += sDy[n * d.c + c];
     }
-    dgp[c] = store<T>(a);
-    dbp[c] = store<T>(b);
+    dgp[c] = a;
+    dbp[c] = b;
   }
   forRows(rows, d.s, [&](int64_t row, int64_t b, int64_t e) {
     const A scale = A(1) + load(gp[row % d.c]) * nx[row], cf = coef[row];
