@@ -14,8 +14,9 @@
 // function (cuLaunchHostFunc), as the real one is captured as kernels.
 //
 // Test switches: FAKE_CUBLASLT_FAIL=1 makes cublasLtMatmul return
-// CUBLAS_STATUS_EXECUTION_FAILED; FAKE_CUBLASLT_SLOW_ALGO=i makes algorithm i sleep 20 ms
-// per call; FAKE_CUBLASLT_NO_ALGO=1 makes the heuristic find nothing.
+// CUBLAS_STATUS_EXECUTION_FAILED; FAKE_CUBLASLT_DELAY_MS=d0,d1,d2 makes algorithm i take di
+// ms more per call (to steer a measured choice); FAKE_CUBLASLT_NO_ALGO=1 makes the heuristic
+// find nothing.
 //
 //===----------------------------------------------------------------------------------===//
 #include <dlfcn.h>
@@ -167,8 +168,15 @@ void compute(void *arg) {
         store(D, j.d.type, row + col * j.d.ld, v);
       }
   }
-  if (const char *slow = std::getenv("FAKE_CUBLASLT_SLOW_ALGO"); slow && std::atoi(slow) == j.algo)
-    usleep(20000);
+  // FAKE_CUBLASLT_DELAY_MS=d0,d1,d2: algorithm i sleeps di ms per call.
+  if (const char *delays = std::getenv("FAKE_CUBLASLT_DELAY_MS")) {
+    const char *p = delays;
+    for (int i = 0; i < j.algo && p; ++i)
+      if ((p = std::strchr(p, ',')))
+        ++p;
+    if (p)
+      usleep(static_cast<useconds_t>(std::atoi(p)) * 1000);
+  }
 }
 
 /// Whether op(A)·op(B) + C -> D is a product the real library accepts.

@@ -365,9 +365,11 @@ Gemm::Gemm(const Function &fn, const OpInfo &op, const std::vector<DType> &types
                  dtypeName(dtype), biasId >= 0 ? ":bias" : "");
   main = std::make_unique<Product>(what, A, opA, B, opB, D);
   if (biasId >= 0) {
+    // ones: S×1 (ld S); b^T: the Cout×1 vector (ld Cout, better aligned than a 1×Cout row
+    // with ld 1) transposed; both the same for every sample (stride 0).
     const Matrix one{dtype, D.rows, 1, D.rows, D.batch, 0, 0};
-    const Matrix vec{dtype, 1, D.cols, 1, D.batch, 0, 0};
-    bias = std::make_unique<Product>(what, one, kOpN, vec, kOpN, D);
+    const Matrix vec{dtype, D.cols, 1, D.cols, D.batch, 0, 0};
+    bias = std::make_unique<Product>(what, one, kOpN, vec, kOpT, D);
   }
 }
 
