@@ -237,6 +237,10 @@ int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long) {
 }
 int cuGraphLaunch(void *exec, void *stream) {
   for (Recorded &r : *static_cast<Graph *>(exec)) {
+    if (r.bx == 0) { // a host function (cuLaunchHostFunc)
+      reinterpret_cast<void (*)(void *)>(r.f)(r.args.at(0));
+      continue;
+    }
     std::vector<void *> values = r.args, ptrs;
     for (void *&v : values)
       ptrs.push_back(&v);
@@ -252,6 +256,16 @@ int cuGraphExecDestroy(void *exec) {
 }
 int cuGraphDestroy(void *graph) {
   delete static_cast<Graph *>(graph);
+  return 0;
+}
+
+// Host functions (the stand-in cuBLASLt enqueues its products so): run at once, or recorded
+// into the graph being captured (as a launch of no threads, which cuGraphLaunch calls).
+int cuLaunchHostFunc(void *, void (*fn)(void *), void *data) {
+  if (capturing)
+    capturing->push_back({reinterpret_cast<void *>(fn), 0, 0, {data}});
+  else
+    fn(data);
   return 0;
 }
 

@@ -2,15 +2,20 @@
 // records nothing, but a convolution computes nothing either. It lets CI check the paths
 // around cuDNN: the handle, one measured algorithm per shape and its on-disk cache, and how
 // a failing call is reported. FAKE_CUDNN_FAIL=1 makes every convolution call return
-// CUDNN_STATUS_EXECUTION_FAILED (8).
+// CUDNN_STATUS_EXECUTION_FAILED (8); FAKE_CUDNN_DELAY_MS=T makes each take T ms (to lose a
+// measured comparison with cuBLASLt).
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+
+#include <unistd.h>
 
 namespace {
 int handles = 0;
 bool failing() {
   const char *v = std::getenv("FAKE_CUDNN_FAIL");
+  if (const char *delay = std::getenv("FAKE_CUDNN_DELAY_MS"))
+    usleep(static_cast<useconds_t>(std::atoi(delay)) * 1000);
   return v && std::strcmp(v, "1") == 0;
 }
 struct AlgoPerf { // the layout of cudnnConvolution*AlgoPerf_t

@@ -193,12 +193,13 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   if (gpu) {
     peak = static_cast<double>(gpu->deviceBytes());
     std::printf("launches: %s\n", gpu->graphs(fn).c_str());
-    std::printf("peak device memory: %s (arena %s + resident state %s + cuDNN workspace %s + "
-                "input staging; convolutions: %s)\n",
+    std::printf("peak device memory: %s (arena %s + resident state %s + convolution workspace "
+                "%s + input staging)\n",
                 gib(peak).c_str(), gib(static_cast<double>(gpu->arenaBytes())).c_str(),
                 gib(static_cast<double>(gpu->stateBytes())).c_str(),
-                gib(static_cast<double>(gpu->workspaceBytes())).c_str(),
-                gpu->convolutions().c_str());
+                gib(static_cast<double>(gpu->workspaceBytes())).c_str());
+    std::printf("convolutions: %s; %s\n", gpu->convolutions().c_str(),
+                gpu->convolutions(fn).c_str());
   } else {
     peak = peakResidentBytes();
     std::printf("peak host memory: %s (max resident set of the process; the CPU backend has "

@@ -119,8 +119,12 @@ Options of `train` (each one a shorthand for a --set):
   --progress P       auto (a bar on a terminal, plain lines otherwise), bar or lines
   Environment: MEDC (the medc executable; default: beside medrun, then PATH),
   MEDRUN_CACHE (compiled recipes and cuDNN's chosen algorithms; default ~/.cache/medrun),
-  MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape;
-  deterministic; heuristic; off: the generated convolution kernels), MEDRUN_CUDA_NO_GRAPH=1
+  MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape, and
+  for 1x1x1 convolutions cuBLASLt's too, keeping the faster; deterministic and heuristic:
+  1x1x1 convolutions through cuBLASLt's first heuristic algorithm, the others as cuDNN
+  chooses; off: the generated convolution kernels), MEDRUN_CUBLASLT=off (1x1x1
+  convolutions through cuDNN too; cuBLASLt is libcublasLt.so.13, else .so.12),
+  MEDRUN_CUDA_NO_GRAPH=1
   (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_SYNC=1
   (synchronize after each launch, to find the kernel of an asynchronous error)
   --help             this text
@@ -652,6 +656,7 @@ int cudaCheck(const Artifact &a, const Args &args) {
       gpuParams[name] = t;
   }
   std::printf("launches: %s\n", session.graphs(fn).c_str());
+  std::printf("convolutions of %s: %s\n", fn.name.c_str(), session.convolutions(fn).c_str());
   // What commit() left on the device is what the runs returned, bit for bit.
   for (auto &[name, t] : session.state())
     if (std::memcmp(t.raw(), gpuParams.at(name).raw(), t.nbytes()) != 0) {

@@ -64,9 +64,14 @@ public:
   /// All device memory the session holds: arena, state, workspace and the staging buffer of
   /// f32 inputs converted to bf16 on the device.
   size_t deviceBytes() const;
-  /// What runs the convolutions: "cuDNN 9.19.0 (benchmark)", or "generated kernels (why)".
-  /// MEDRUN_CUDNN=benchmark|deterministic|heuristic|off chooses (docs/architecture.md).
+  /// What runs the convolutions: "cuDNN 9.19.0 (benchmark)", or "generated kernels (why)",
+  /// then what runs the 1x1x1 ones: "; 1x1x1 through cuBLASLt 13.0.2 (benchmark)", "; no
+  /// cuBLASLt (why)". MEDRUN_CUDNN=benchmark|deterministic|heuristic|off and
+  /// MEDRUN_CUBLASLT=on|off choose (docs/architecture.md).
   std::string convolutions() const;
+  /// How many of `fn`'s convolutions run through cuBLASLt, cuDNN and the generated kernels
+  /// (known after its first run): "2 through cuBLASLt, 5 through cuDNN, 0 through ...".
+  std::string convolutions(const Function &fn) const;
   /// How `fn`'s runs reach the GPU: "one CUDA graph per run ..." or "launched one by one
   /// (why)". MEDRUN_CUDA_NO_GRAPH=1 turns graphs off.
   std::string graphs(const Function &fn) const;

@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Cuda.h"
+#include "Cublaslt.h"
 #include "Cudnn.h"
 #include "medrun/Error.h"
 #include "medrun/MemoryPlan.h"
@@ -200,6 +201,11 @@ struct Layout {
   size_t arenaBytes = 0, naiveBytes = 0;
   /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
   std::vector<std::unique_ptr<cudnn::Conv>> convs;
+  /// Per op: its cuBLASLt products (1x1x1 convolutions), chosen over `convs` when set.
+  std::vector<std::unique_ptr<cublaslt::Gemm>> gemms;
+  /// Ones of each storage type (f32, bf16, f16, 256-byte aligned) for the biases of gemms.
+  std::unique_ptr<DeviceBuffer> ones;
+  size_t onesCount = 0;
   bool algorithmsChosen = false;
   size_t workspaceBytes = 0; ///< the largest workspace of the chosen algorithms
   /// The step as one CUDA graph, captured on its second run (the first chooses algorithms)
@@ -251,6 +257,10 @@ struct CudaSession::Impl {
   std::unique_ptr<cudnn::Handle> dnn;
   std::string convBackend;
   std::unique_ptr<cudnn::AlgoCache> algoCache;
+  // 1x1x1 convolutions: cuBLASLt when it loads (and MEDRUN_CUBLASLT is not off).
+  std::unique_ptr<cublaslt::Handle> lt;
+  std::string gemmBackend;
+  std::unique_ptr<cudnn::AlgoCache> gemmCache;
   DeviceBuffer workspace;
   DeviceBuffer staging; // f32 inputs on their way to bf16 values
   uint64_t stateAllocations = 0; // changes when a resident buffer moves
@@ -286,6 +296,10 @@ struct CudaSession::Impl {
   void reserveArena(const Function &fn, const Layout &l);
   void setUpConvolutions(const std::string &deviceName);
   void chooseAlgorithms(const Function &fn, Layout &l, const std::function<uint64_t(int)> &ptr);
+  cublaslt::Buffers gemmBuffers(const Function &fn, const Layout &l,
+                                const std::function<uint64_t(int)> &ptr, const cublaslt::Gemm &g,
+                                const OpInfo &op);
+  double timeMs(const std::function<void()> &enqueue); ///< per call, with CUDA events
   void allocate(DeviceBuffer &b, size_t bytes, const std::string &what);
 };
 
@@ -301,23 +315,13 @@ void CudaSession::Impl::allocate(DeviceBuffer &b, size_t bytes, const std::strin
 
 void CudaSession::Impl::setUpConvolutions(const std::string &deviceName) {
   convMode = cudnn::modeFromEnv();
+  const bool gemmsOn = cublaslt::enabledFromEnv();
   std::string why;
   if (convMode == cudnn::Mode::Off) {
     convBackend = "generated kernels (MEDRUN_CUDNN=off)";
     return;
   }
-  if (!cudnn::available(&why)) {
-    convBackend = str("generated kernels (", why, ")");
-    return;
-  }
-  try {
-    dnn = std::make_unique<cudnn::Handle>(stream);
-  } catch (const Error &e) {
-    convBackend = str("generated kernels (", e.what(), ")");
-    return;
-  }
-  convBackend = str("cuDNN ", cudnn::version(), " (", cudnn::modeName(convMode), ")");
-  // Chosen algorithms are kept per cuDNN version and GPU, beside the compiled recipes.
+  // Chosen algorithms are kept per library version and GPU, beside the compiled recipes.
   std::string dir;
   if (const char *e = std::getenv("MEDRUN_CACHE"); e && *e)
     dir = e;
@@ -327,12 +331,87 @@ void CudaSession::Impl::setUpConvolutions(const std::string &deviceName) {
   for (char &c : gpu)
     if (!std::isalnum(static_cast<unsigned char>(c)))
       c = '_';
-  algoCache = std::make_unique<cudnn::AlgoCache>(
-      dir.empty() ? std::string() : str(dir, "/cudnn-", cudnn::version(), "-", gpu, ".txt"));
+  auto cacheFile = [&](const std::string &library) {
+    return dir.empty() ? std::string() : str(dir, "/", library, "-", gpu, ".txt");
+  };
+  if (!cudnn::available(&why)) {
+    convBackend = str("generated kernels (", why, ")");
+  } else {
+    try {
+      dnn = std::make_unique<cudnn::Handle>(stream);
+      convBackend = str("cuDNN ", cudnn::version(), " (", cudnn::modeName(convMode), ")");
+      algoCache = std::make_unique<cudnn::AlgoCache>(cacheFile(str("cudnn-", cudnn::version())));
+    } catch (const Error &e) {
+      convBackend = str("generated kernels (", e.what(), ")");
+    }
+  }
+  if (!gemmsOn) {
+    gemmBackend = "cuBLASLt off (MEDRUN_CUBLASLT=off)";
+  } else if (!cublaslt::available(&why)) {
+    gemmBackend = str("no cuBLASLt (", why, ")");
+  } else {
+    try {
+      lt = std::make_unique<cublaslt::Handle>();
+      gemmBackend = str("1x1x1 through cuBLASLt ", cublaslt::version(), " (",
+                        cudnn::modeName(convMode), ")");
+      gemmCache =
+          std::make_unique<cudnn::AlgoCache>(cacheFile(str("cublaslt-", cublaslt::version())));
+    } catch (const Error &e) {
+      gemmBackend = str("no cuBLASLt (", e.what(), ")");
+    }
+  }
+}
+
+cublaslt::Buffers CudaSession::Impl::gemmBuffers(const Function &fn, const Layout &l,
+                                                  const std::function<uint64_t(int)> &ptr,
+                                                  const cublaslt::Gemm &g, const OpInfo &op) {
+  cublaslt::Buffers b;
+  b.ptr = ptr;
+  b.workspace = workspace.ptr;
+  if (l.ones) { // f32, then bf16, then f16 ones
+    const size_t f32 = align256(l.onesCount * 4), half = align256(l.onesCount * 2);
+    b.ones = l.ones->ptr + (g.type() == DType::BF16 ? f32 : g.type() == DType::F16 ? f32 + half : 0);
+  }
+  b.narrow = [this, &fn, &op, type = g.type()](uint64_t from, uint64_t to, int64_t n) {
+    CUfunction f = function(type == DType::F16 ? "med_f32_to_f16" : "med_f32_to_bf16", op);
+    long long count = n;
+    void *args[] = {&from, &to, &count, nullptr};
+    check(d.cuLaunchKernel(f, static_cast<unsigned>((n + 255) / 256), 1, 1, 256, 1, 1, 0, stream,
+                           args, nullptr),
+          str("converting the f32 sums of ", op.describe(), " in function '", fn.name, "'"));
+  };
+  return b;
+}
+
+double CudaSession::Impl::timeMs(const std::function<void()> &enqueue) {
+  constexpr int kReps = 3;
+  enqueue(); // warm-up: the first call may load kernels
+  CUevent e[2] = {nullptr, nullptr};
+  struct Guard {
+    const Driver &d;
+    CUevent *e;
+    ~Guard() {
+      for (int i = 0; i < 2; ++i)
+        if (e[i])
+          d.cuEventDestroy(e[i]);
+    }
+  } guard{d, e};
+  for (CUevent &x : e)
+    check(d.cuEventCreate(&x, 0), "cuEventCreate");
+  check(d.cuEventRecord(e[0], stream), "cuEventRecord");
+  for (int i = 0; i < kReps; ++i)
+    enqueue();
+  check(d.cuEventRecord(e[1], stream), "cuEventRecord");
+  check(d.cuStreamSynchronize(stream), "measuring a convolution");
+  float ms = 0;
+  check(d.cuEventElapsedTime(&ms, e[0], e[1]), "cuEventElapsedTime");
+  return ms / kReps;
 }
 
 /// On a function's first run: measures (or looks up) each convolution's algorithm on the
-/// arena's buffers, before anything is uploaded, then sizes the shared workspace.
+/// arena's buffers, before anything is uploaded, then sizes the shared workspace. A 1x1x1
+/// convolution both libraries run goes to the faster under MEDRUN_CUDNN=benchmark, to
+/// cuBLASLt under deterministic and heuristic (cublaslt::choose).
 void CudaSession::Impl::chooseAlgorithms(const Function &fn, Layout &l,
                                          const std::function<uint64_t(int)> &ptr) {
   if (l.algorithmsChosen)
@@ -344,19 +423,61 @@ void CudaSession::Impl::chooseAlgorithms(const Function &fn, Layout &l,
   size_t budget = std::min<size_t>(freeBytes / 2, size_t(4) << 30);
   if (!d.cuMemGetInfo)
     budget = size_t(256) << 20;
-  bool searching = false;
-  for (auto &c : l.convs)
-    if (c) {
-      if (!searching && workspace.bytes < budget) {
-        allocate(workspace, budget, "the cuDNN workspace of the algorithm search");
-        searching = true;
-      }
-      c->select(*dnn, convMode, *algoCache, ptr, workspace.ptr, workspace.bytes);
+  if (l.onesCount && !l.ones) { // the bias broadcasts' ones, in each storage type
+    const size_t n = l.onesCount, f32 = align256(n * 4), half = align256(n * 2);
+    std::vector<uint8_t> host(f32 + 2 * half);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t one = 0x3f800000u;
+      const uint16_t bf16 = 0x3f80, f16 = 0x3c00;
+      std::memcpy(&host[i * 4], &one, 4);
+      std::memcpy(&host[f32 + i * 2], &bf16, 2);
+      std::memcpy(&host[f32 + half + i * 2], &f16, 2);
     }
+    l.ones = std::make_unique<DeviceBuffer>();
+    l.ones->d = &d;
+    allocate(*l.ones, host.size(), "the ones of the 1x1x1 convolutions' biases");
+    check(d.cuMemcpyHtoD(l.ones->ptr, host.data(), host.size()), "uploading the biases' ones");
+  }
+  bool searching = false;
+  for (size_t i = 0; i < fn.ops.size(); ++i) {
+    std::unique_ptr<cudnn::Conv> *conv = i < l.convs.size() && l.convs[i] ? &l.convs[i] : nullptr;
+    std::unique_ptr<cublaslt::Gemm> *gemm = i < l.gemms.size() && l.gemms[i] ? &l.gemms[i] : nullptr;
+    if (!conv && !gemm)
+      continue;
+    if (!searching && workspace.bytes < budget) {
+      allocate(workspace, budget, "the convolution workspace of the algorithm search");
+      searching = true;
+    }
+    const bool measure = convMode == cudnn::Mode::Benchmark;
+    if (conv && (!gemm || measure))
+      (*conv)->select(*dnn, convMode, *algoCache, ptr, workspace.ptr, workspace.bytes);
+    if (!gemm)
+      continue;
+    const OpInfo &op = fn.ops[i];
+    const std::function<void()> runGemm = [&] {
+      (*gemm)->run(*lt, stream, gemmBuffers(fn, l, ptr, **gemm, op));
+    };
+    const std::function<void()> runConv = [&] { (*conv)->run(*dnn, ptr, workspace.ptr); };
+    const bool useGemm = cublaslt::choose(
+        **gemm, *lt, convMode, *gemmCache, workspace.bytes,
+        [this](const std::function<void()> &f) { return timeMs(f); }, runGemm,
+        conv ? &runConv : nullptr, dnn ? str("cudnn-", cudnn::version()) : std::string());
+    if (useGemm) {
+      if (conv)
+        conv->reset();
+    } else {
+      gemm->reset();
+      if (conv && !measure)
+        (*conv)->select(*dnn, convMode, *algoCache, ptr, workspace.ptr, workspace.bytes);
+    }
+  }
   size_t need = 0;
   for (auto &c : l.convs)
     if (c)
       need = std::max(need, c->workspaceBytes());
+  for (auto &g : l.gemms)
+    if (g)
+      need = std::max(need, g->workspaceBytes());
   if (searching)
     workspace.release();
   l.workspaceBytes = need;
@@ -422,11 +543,17 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
   BufferLife &status = life[V]; // written by kernels, read after the run
   status.touch(BufferLife::kBeforeSteps);
   status.touch(BufferLife::kAfterSteps);
-  if (dnn) {
+  if (dnn || lt) {
     l.convs.resize(fn.ops.size());
-    for (size_t i = 0; i < fn.ops.size(); ++i)
-      if (cudnn::handles(fn.ops[i], l.type))
+    l.gemms.resize(fn.ops.size());
+    for (size_t i = 0; i < fn.ops.size(); ++i) {
+      if (dnn && cudnn::handles(fn.ops[i], l.type))
         l.convs[i] = std::make_unique<cudnn::Conv>(fn, fn.ops[i], l.type);
+      if (lt && cublaslt::handles(fn, fn.ops[i], l.type)) {
+        l.gemms[i] = std::make_unique<cublaslt::Gemm>(fn, fn.ops[i], l.type);
+        l.onesCount = std::max(l.onesCount, l.gemms[i]->onesNeeded());
+      }
+    }
   }
   ArenaPlan placed = planArena(life);
   l.offset = std::move(placed.offset);
@@ -503,6 +630,7 @@ CudaSession::~CudaSession() {
     impl->dropGraph(l);
   impl->layouts.clear();
   impl->dnn.reset();
+  impl->lt.reset();
   impl->state.clear();
   if (impl->stream)
     d.cuStreamDestroy(impl->stream);
@@ -594,7 +722,31 @@ size_t CudaSession::workspaceBytes() const { return impl->workspace.bytes; }
 size_t CudaSession::deviceBytes() const {
   return impl->arena.bytes + stateBytes() + impl->workspace.bytes + impl->staging.bytes;
 }
-std::string CudaSession::convolutions() const { return impl->convBackend; }
+std::string CudaSession::convolutions() const {
+  return impl->gemmBackend.empty() ? impl->convBackend
+                                   : str(impl->convBackend, "; ", impl->gemmBackend);
+}
+
+std::string CudaSession::convolutions(const Function &fn) const {
+  auto it = impl->layouts.find(&fn);
+  if (it == impl->layouts.end() || it->second.runs == 0)
+    return "not run yet";
+  const Layout &l = it->second;
+  int gemms = 0, convs = 0, kernels = 0;
+  for (size_t i = 0; i < fn.ops.size(); ++i) {
+    const std::string &k = fn.ops[i].kind;
+    if (k != "conv3d" && k != "conv3d_transpose" && k != "conv3d_grad_weight")
+      continue;
+    if (i < l.gemms.size() && l.gemms[i])
+      ++gemms;
+    else if (i < l.convs.size() && l.convs[i])
+      ++convs;
+    else
+      ++kernels;
+  }
+  return str(gemms, " through cuBLASLt, ", convs, " through cuDNN, ", kernels,
+             " through generated kernels");
+}
 
 std::string CudaSession::graphs(const Function &fn) const {
   auto it = impl->layouts.find(&fn);
@@ -673,11 +825,11 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
       return impl->state.at(l.resident[h]).buffer.ptr;
     return base + l.offset[h];
   };
-  if (impl->dnn) {
+  if (impl->dnn || impl->lt) {
     impl->chooseAlgorithms(fn, l, ptr);
     if (impl->workspace.bytes < l.workspaceBytes)
       impl->allocate(impl->workspace, l.workspaceBytes,
-                     str("the cuDNN workspace of function '", fn.name, "'"));
+                     str("the convolution workspace of function '", fn.name, "'"));
   }
   if (envFlag("MEDRUN_CUDA_POISON"))
     impl->check(d.cuMemsetD32(base, 0x7fc00000u, l.arenaBytes / 4), "cuMemsetD32 (poison)");
@@ -750,20 +902,24 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     }
     std::vector<CUdeviceptr> argValues;
     std::vector<void *> argPtrs;
-    int libraryOp = -1; // the op whose cuDNN call was enqueued last
+    int libraryOp = -1; // the op whose cuDNN or cuBLASLt call was enqueued last
     for (const CudaStep &s : plan.steps) {
       if (s.kind != CudaStep::Kind::Launch)
         continue;
       const OpInfo &op = fn.ops[s.op];
-      if (!l.convs.empty() && l.convs[s.op]) {
+      const cublaslt::Gemm *gemm = l.gemms.empty() ? nullptr : l.gemms[s.op].get();
+      if (gemm || (!l.convs.empty() && l.convs[s.op])) {
         if (libraryOp == s.op)
           continue; // the op's other kernels: the one call replaces them all
         libraryOp = s.op;
-        l.convs[s.op]->run(*impl->dnn, ptr, impl->workspace.ptr);
+        if (gemm)
+          gemm->run(*impl->lt, impl->stream, impl->gemmBuffers(fn, l, ptr, *gemm, op));
+        else
+          l.convs[s.op]->run(*impl->dnn, ptr, impl->workspace.ptr);
         if (syncEach)
           if (CUresult r = d.cuStreamSynchronize(impl->stream); r != CUDA_SUCCESS)
-            throw Error(str(l.convs[s.op]->describe(), " in function '", fn.name, "': ",
-                            d.errorString(r)));
+            throw Error(str(gemm ? gemm->describe() : l.convs[s.op]->describe(), " in function '",
+                            fn.name, "': ", d.errorString(r)));
         if (profile) {
           record();
           timedOps.push_back(s.op);

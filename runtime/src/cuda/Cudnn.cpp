@@ -182,7 +182,7 @@ AlgoCache::AlgoCache(std::string path) : file(std::move(path)) {
     std::string key;
     int algo = -1;
     size_t ws = 0;
-    if (ls >> key >> algo >> ws && algo >= 0)
+    if (ls >> key >> algo >> ws && algo >= -1)
       entries[key] = {algo, ws};
   }
 }

@@ -39,7 +39,8 @@ std::string version();
 /// on the device) all in f32, all in bf16 or all in f16.
 bool handles(const OpInfo &op, const std::vector<DType> &types);
 
-/// Chosen algorithms by shape, kept in a text file (one "key algo workspace" line each).
+/// Chosen algorithms by shape, kept in a text file (one "key algo workspace" line each; the
+/// cuBLASLt choices use -1 for "cuDNN is faster").
 class AlgoCache {
 public:
   explicit AlgoCache(std::string path);
