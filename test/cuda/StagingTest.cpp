@@ -150,15 +150,17 @@ TEST(CudaStaging, MismatchesAreErrorsNamingTheInput) {
   ASSERT_TRUE(s.stage(f, {b1, Tensor()}));
   ASSERT_TRUE(s.stage(f, {b2, Tensor()}));
   EXPECT_ERROR(s.stage(f, {b3, Tensor()}), "2 staged uploads are already waiting");
-  // A run must get the tensors staged for it, in order.
-  EXPECT_ERROR(s.run(f, {b2, scalar(0)}, {}), "function 'f' input 'x': not the tensor staged");
+  // Staged inputs run in order; a run of other tensors uploads them itself.
+  EXPECT_ERROR(s.run(f, {b2, scalar(0)}, {}),
+               "function 'f': run with inputs staged for a later run");
+  expectRun(s, b3, 0);
   expectRun(s, b1, 1);
   expectRun(s, b2, 2);
   // releaseMemory drops what is staged: the runs upload themselves.
   ASSERT_TRUE(s.stage(f, {b3, Tensor()}));
   s.releaseMemory();
   expectRun(s, b1, 3);
-  EXPECT_NE(s.uploads().find("2 of 3 runs"), std::string::npos) << s.uploads();
+  EXPECT_NE(s.uploads().find("2 of 4 runs"), std::string::npos) << s.uploads();
 }
 
 TEST(CudaStaging, ScalarsAndBatchesTogether) {
@@ -166,6 +168,8 @@ TEST(CudaStaging, ScalarsAndBatchesTogether) {
   const Function &f = artifact().function("f");
   Tensor b1 = batch(s, 1), n = scalar(42);
   ASSERT_TRUE(s.stage(f, {b1, n}));
+  EXPECT_ERROR(s.run(f, {b1, scalar(42)}, {}),
+               "function 'f' input 'n': not the tensor staged with the run's other inputs");
   std::vector<Tensor> out = s.run(f, {b1, n}, {});
   EXPECT_EQ(out[1].data<int64_t>()[0], 42);
   EXPECT_EQ(std::memcmp(out[0].raw(), b1.raw(), b1.nbytes()), 0);

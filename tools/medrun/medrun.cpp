@@ -121,7 +121,9 @@ Options of `train` (each one a shorthand for a --set):
   MEDRUN_CACHE (compiled recipes and cuDNN's chosen algorithms; default ~/.cache/medrun),
   MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape;
   deterministic; heuristic; off: the generated convolution kernels), MEDRUN_CUDA_NO_GRAPH=1
-  (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_SYNC=1
+  (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_NO_PREFETCH=1
+  (upload each batch at its step instead of copying the next one, from pinned host memory,
+  on a second stream while the current step runs), MEDRUN_CUDA_SYNC=1
   (synchronize after each launch, to find the kernel of an asynchronous error)
   --help             this text
 )";

@@ -56,9 +56,10 @@ public:
   /// Each defined tensor must have the input's exact shape and dtype (Error naming the input
   /// otherwise) and must stay unchanged until that run returns. The copies go to one of two
   /// device slots on a second stream, issued as soon as the next run has launched its step
-  /// (so they overlap it); the run that uses them waits for them on the device and must get
-  /// the same tensors. Runs of `fn` use staged inputs in the order they were staged; at most
-  /// two are waiting. Returns false, staging nothing, where canStage() is false.
+  /// (so they overlap it); the run that gets the same tensors waits for them on the device
+  /// and uses them (a run of other tensors uploads them itself). Staged inputs must be run
+  /// in the order they were staged (Error otherwise); at most two are waiting. Returns
+  /// false, staging nothing, where canStage() is false.
   bool stage(const Function &fn, const std::vector<Tensor> &inputs);
   /// False where MEDRUN_CUDA_NO_PREFETCH=1 or the driver lacks asynchronous copies.
   bool canStage() const;

@@ -842,17 +842,32 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                       shapeStr(t.shape()), " ", dtypeName(t.dtype())));
     uploads.emplace_back(fn.inputs[i], t);
   }
-  // Inputs staged for this run: uploaded ahead into a slot, moved into place below.
+  // Inputs staged for this run (the same tensors): uploaded ahead into a slot, moved into
+  // place below. A run of other tensors uploads them itself, unless they were staged for a
+  // later run or only some of them were staged.
   Staged *ahead = nullptr;
-  if (!impl->staged.empty() && impl->staged.front().fn == &fn) {
-    ahead = &impl->staged.front();
+  for (size_t k = 0; k < impl->staged.size(); ++k) {
+    Staged &st = impl->staged[k];
+    if (st.fn != &fn)
+      continue;
+    int same = 0, other = 0;
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (ahead->inputs[i].defined() && (inputs[i].raw() != ahead->inputs[i].raw() ||
-                                         inputs[i].shape() != ahead->inputs[i].shape() ||
-                                         inputs[i].dtype() != ahead->inputs[i].dtype()))
+      if (st.inputs[i].defined())
+        ++(inputs[i].raw() == st.inputs[i].raw() && inputs[i].shape() == st.inputs[i].shape() &&
+                   inputs[i].dtype() == st.inputs[i].dtype()
+               ? same
+               : other);
+    if (same == 0)
+      continue;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (other && st.inputs[i].defined() && inputs[i].raw() != st.inputs[i].raw())
         throw Error(str("function '", fn.name, "' input '", inputName(fn, i),
-                        "': not the tensor staged for this run (runs use staged inputs in "
-                        "the order they were staged)"));
+                        "': not the tensor staged with the run's other inputs"));
+    if (k != 0 || impl->staged.front().fn != &fn)
+      throw Error(str("function '", fn.name, "': run with inputs staged for a later run (runs "
+                      "use staged inputs in the order they were staged)"));
+    ahead = &st;
+    break;
   }
   for (const ValueInfo &v : fn.values)
     if (isFloat(v.dtype) && v.dtype != DType::F32)
