@@ -419,6 +419,16 @@ void DataLoader::release() {
   release(*oldest);
 }
 
+bool DataLoader::ready() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_)
+    return true;
+  for (const Slot &slot : slots_)
+    if (slot.state == SlotState::Ready && slot.batch.step == nextServe_)
+      return true;
+  return false;
+}
+
 int64_t DataLoader::nextStep() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return nextServe_;

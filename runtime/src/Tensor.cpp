@@ -72,11 +72,21 @@ int64_t numElements(const Shape &shape) {
 }
 
 Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)),
-      buffer_(std::make_shared<std::vector<std::byte>>(nbytes())) {
+    : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)) {
   for (int64_t d : shape_)
     if (d < 0)
       throw Error(str("tensor shape ", shapeStr(shape_), " has a negative size"));
+  buffer_.reset(new std::byte[nbytes()](), std::default_delete<std::byte[]>());
+}
+
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<void> memory)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)),
+      buffer_(std::move(memory)) {
+  for (int64_t d : shape_)
+    if (d < 0)
+      throw Error(str("tensor shape ", shapeStr(shape_), " has a negative size"));
+  if (!buffer_)
+    throw Error(str("tensor ", shapeStr(shape_), ": no memory given"));
 }
 
 Tensor Tensor::clone() const {

@@ -138,9 +138,7 @@ double StepInputs::initialLossScale() const {
 std::vector<Tensor> StepInputs::inputs(const Batch &batch, int64_t step, double lossScale,
                                        int64_t growthTracker) const {
   const Function &fn = *fn_;
-  std::vector<Tensor> inputs(fn.inputs.size());
-  for (auto &[name, tensor] : feeds_)
-    inputs[input(name)] = batch.tensors.at(tensor);
+  std::vector<Tensor> inputs = batchInputs(batch);
   auto scalar = [&](const std::string &name, double v) {
     int i = input(name);
     if (i < 0)
@@ -163,6 +161,13 @@ std::vector<Tensor> StepInputs::inputs(const Batch &batch, int64_t step, double 
     if (!inputs[i].defined())
       throw Error(str(artifact_->path, ": train_step input '", fn.inputNames[i],
                       "' is not fed by the training loop"));
+  return inputs;
+}
+
+std::vector<Tensor> StepInputs::batchInputs(const Batch &batch) const {
+  std::vector<Tensor> inputs(fn_->inputs.size());
+  for (auto &[name, tensor] : feeds_)
+    inputs[input(name)] = batch.tensors.at(tensor);
   return inputs;
 }
 
@@ -239,8 +244,20 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",
                     steps, " (raise it with --steps)"));
 
+  const Precision precision = precisionOf(fn);
+  std::unique_ptr<CudaSession> gpu; // with --device cuda
+  if (options.cuda) {
+    gpu = openCudaSession(artifact, fn, options.console);
+    // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
+    gpu->setState(params);
+  }
   auto dataset = makeSyntheticDataset(feed.synthetic());
-  DataLoader data(dataset, loader, first);
+  // On the GPU, batches are born in pinned host memory: uploaded with no host-side copy,
+  // and the next one while the current step runs (below).
+  BatchAllocator allocate;
+  if (gpu)
+    allocate = [&gpu](DType dtype, const Shape &shape) { return gpu->pinnedTensor(dtype, shape); };
+  DataLoader data(dataset, loader, first, allocate);
   JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
                    options.resume ? std::optional<int64_t>(first) : std::nullopt);
   std::unique_ptr<TensorBoardWriter> board;
@@ -264,7 +281,6 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   int64_t intervalSteps = 0;
   bool firstInterval = true;
 
-  std::unique_ptr<CudaSession> gpu; // with --device cuda
   auto save = [&](int64_t done) {
     TrainState state;
     state.step = done;
@@ -281,24 +297,27 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     summary.checkpoint = saveCheckpoint(checkpoints, state, params, keep);
   };
 
-  const Precision precision = precisionOf(fn);
-  if (options.cuda) {
-    gpu = openCudaSession(artifact, fn, options.console);
-    // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
-    gpu->setState(params);
-  }
   // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
   // from step to step here and saved in checkpoints.
   const bool scaling = feed.input("loss_scale") >= 0;
   const int scaleOut = scaling ? output("loss_scale") : -1;
   const int trackerOut = scaling ? output("growth_tracker") : -1;
   const int foundInfOut = scaling ? output("found_inf") : -1;
+  const bool prefetch = gpu && gpu->canStage(); // MEDRUN_CUDA_NO_PREFETCH=1 turns it off
+  const Batch *ahead = nullptr; // the next step's batch, uploading during this step
   int64_t step = first;
   for (; step < steps; ++step) {
     double start = seconds(), wait = 0;
-    const Batch &batch = data.next(&wait);
+    const Batch &batch = ahead ? *ahead : data.next(&wait);
+    ahead = nullptr;
     const double lr = feed.learningRate(step);
     std::vector<Tensor> inputs = feed.inputs(batch, step, lossScale, growthTracker);
+    // The next batch, if the loader has it ready, is copied to the GPU on a second stream
+    // while this step runs; its scalars (the loss scale comes from this step) follow with it.
+    if (prefetch && step + 1 < steps && data.ready()) {
+      ahead = &data.next();
+      gpu->stage(fn, feed.batchInputs(*ahead));
+    }
     TensorMap updates;
     std::vector<Tensor> out = gpu ? gpu->run(fn, inputs, params)
                                   : runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
@@ -382,6 +401,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     }
   }
   summary.lastStep = step;
+  if (gpu)
+    progress.message(str("uploads: ", gpu->uploads()));
   progress.finish({{"loss", summary.lastLoss}});
   if (board)
     board->close();

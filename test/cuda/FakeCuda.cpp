@@ -9,6 +9,16 @@
 // FAKE_CUDA_REJECT_CUBIN=1 makes the cubin fail to load, to exercise the PTX fallback;
 // FAKE_CUDA_MEM_BYTES sets the device memory it reports.
 //
+// Streams: a blocking stream (flags 0, the executor's compute stream) runs each operation
+// when it is enqueued, as the legacy default stream does. A non-blocking stream (flags 1,
+// the copy stream of inputs uploaded ahead) defers its operations to the latest moment a
+// GPU may run them: until a stream waits on an event recorded after them, or the stream is
+// synchronized or destroyed. An asynchronous copy reads its source when it runs, so a
+// missing wait, a wrong slot or a host buffer reused before its copy ran gives wrong data.
+// Pinned host memory (cuMemHostAlloc) is tracked: freeing it while a deferred copy still
+// reads it aborts; FAKE_CUDA_NO_PINNED=1 makes cuMemHostAlloc fail; FAKE_CUDA_REQUIRE_PINNED=1
+// refuses asynchronous copies from pageable memory (a check that batches are pinned).
+//
 //===----------------------------------------------------------------------------------===//
 #include <dlfcn.h>
 #include <ucontext.h>
@@ -18,6 +28,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
 #include <vector>
 
 namespace {
@@ -52,9 +65,62 @@ void fiberMain() {
   // returning switches to uc_link (the scheduler)
 }
 
+struct Stream;
 struct Event {
   std::chrono::steady_clock::time_point t;
+  Stream *stream = nullptr; ///< a deferred stream it was recorded on, with
+  uint64_t position = 0;    ///< the number of that stream's operations before the record
 };
+
+/// An operation of a deferred stream; `reads` is the host memory a copy reads, if any.
+struct Op {
+  std::function<void()> run;
+  const char *reads = nullptr;
+  size_t bytes = 0;
+};
+
+struct Stream {
+  bool deferred = false; // CU_STREAM_NON_BLOCKING
+  std::deque<Op> queue;
+  uint64_t enqueued = 0, done = 0;
+  void runUntil(uint64_t position) {
+    while (done < position) {
+      Op op = std::move(queue.front());
+      queue.pop_front();
+      ++done;
+      op.run();
+    }
+  }
+};
+std::vector<Stream *> streams;
+
+bool envSet(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v == '1';
+}
+
+// Pinned host allocations: start -> size.
+std::map<const char *, size_t> pinned;
+bool isPinned(const void *p, size_t n) {
+  const char *c = static_cast<const char *>(p);
+  auto it = pinned.upper_bound(c);
+  if (it == pinned.begin())
+    return false;
+  --it;
+  return c + n <= it->first + it->second;
+}
+
+/// Runs `op` now on a blocking (or the null) stream, later on a deferred one.
+int enqueue(void *stream, std::function<void()> op, const void *reads = nullptr, size_t bytes = 0) {
+  Stream *s = static_cast<Stream *>(stream);
+  if (!s || !s->deferred) {
+    op();
+    return 0;
+  }
+  s->queue.push_back({std::move(op), static_cast<const char *>(reads), bytes});
+  ++s->enqueued;
+  return 0;
+}
 } // namespace
 
 extern "C" {
@@ -130,7 +196,33 @@ int cuMemGetInfo_v2(size_t *free, size_t *total) {
   return 0;
 }
 int cuMemFree_v2(unsigned long long p) {
+  for (Stream *s : streams) // cuMemFree synchronizes the device
+    s->runUntil(s->enqueued);
   std::free(reinterpret_cast<void *>(p));
+  return 0;
+}
+int cuMemHostAlloc(void **p, size_t n, unsigned) {
+  if (envSet("FAKE_CUDA_NO_PINNED"))
+    return 2; // CUDA_ERROR_OUT_OF_MEMORY
+  *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+  if (!*p)
+    return 2;
+  pinned[static_cast<const char *>(*p)] = n;
+  return 0;
+}
+int cuMemFreeHost(void *p) {
+  auto it = pinned.find(static_cast<const char *>(p));
+  if (it == pinned.end())
+    return 1; // CUDA_ERROR_INVALID_VALUE
+  for (Stream *s : streams)
+    for (const Op &op : s->queue)
+      if (op.reads && op.reads < it->first + it->second && it->first < op.reads + op.bytes) {
+        std::fprintf(stderr, "fake libcuda: cuMemFreeHost of pinned memory that a copy not yet "
+                             "run reads\n");
+        std::abort();
+      }
+  pinned.erase(it);
+  std::free(p);
   return 0;
 }
 int cuMemcpyHtoD_v2(unsigned long long d, const void *s, size_t n) {
@@ -141,36 +233,68 @@ int cuMemcpyDtoH_v2(void *d, unsigned long long s, size_t n) {
   std::memcpy(d, reinterpret_cast<void *>(s), n);
   return 0;
 }
-int cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void *) {
-  std::memmove(reinterpret_cast<void *>(d), reinterpret_cast<void *>(s), n);
-  return 0;
-}
+int cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void *stream);
+int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *s, size_t n, void *stream);
 int cuMemsetD32_v2(unsigned long long d, unsigned v, size_t n) {
   unsigned *p = reinterpret_cast<unsigned *>(d);
   for (size_t i = 0; i < n; ++i)
     p[i] = v;
   return 0;
 }
-int cuStreamCreate(void **s, unsigned) {
-  static int st;
-  *s = &st;
+int cuStreamCreate(void **s, unsigned flags) {
+  Stream *st = new Stream();
+  st->deferred = (flags & 1) != 0; // CU_STREAM_NON_BLOCKING
+  streams.push_back(st);
+  *s = st;
   return 0;
 }
-int cuStreamDestroy_v2(void *) { return 0; }
-int cuStreamSynchronize(void *) { return 0; }
+int cuStreamSynchronize(void *stream) {
+  if (Stream *s = static_cast<Stream *>(stream))
+    s->runUntil(s->enqueued);
+  return 0;
+}
+int cuStreamDestroy_v2(void *stream) {
+  cuStreamSynchronize(stream); // its work completes
+  for (size_t i = 0; i < streams.size(); ++i)
+    if (streams[i] == stream)
+      streams.erase(streams.begin() + i);
+  delete static_cast<Stream *>(stream);
+  return 0;
+}
 
-// Stream capture: launches are recorded (function, sizes, argument values) and a graph
-// replays them in order.
+// Stream capture: launches (function, sizes, argument values) and asynchronous copies
+// (addresses, size) are recorded, and a graph replays them in order, at those addresses.
 struct Recorded {
-  void *f;
+  void *f; // null: a copy
   unsigned gx, bx;
   std::vector<void *> args;
+  unsigned long long dst = 0;
+  const void *src = nullptr;
+  size_t bytes = 0;
 };
 using Graph = std::vector<Recorded>;
 Graph *capturing = nullptr;
+void *captureStream = nullptr;
+
+int copyAsync(unsigned long long d, const void *s, size_t n, void *stream, bool fromHost) {
+  if (fromHost && envSet("FAKE_CUDA_REQUIRE_PINNED") && !isPinned(s, n))
+    return 1; // CUDA_ERROR_INVALID_VALUE: refused for the test
+  if (capturing && stream == captureStream) {
+    capturing->push_back({nullptr, 0, 0, {}, d, s, n});
+    return 0;
+  }
+  return enqueue(stream, [=] { std::memmove(reinterpret_cast<void *>(d), s, n); },
+                 fromHost ? s : nullptr, fromHost ? n : 0);
+}
+int cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void *stream) {
+  return copyAsync(d, reinterpret_cast<const void *>(s), n, stream, false);
+}
+int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *s, size_t n, void *stream) {
+  return copyAsync(d, s, n, stream, true);
+}
 
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                   unsigned bz, unsigned, void *, void **params, void **) {
+                   unsigned bz, unsigned, void *stream, void **params, void **) {
   if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx > 1024)
     return 1; // CUDA_ERROR_INVALID_VALUE: the plans use 1-D grids and blocks
   if (capturing) {
@@ -179,6 +303,18 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
       r.args.push_back(*static_cast<void **>(params[n]));
     capturing->push_back(std::move(r));
     return 0;
+  }
+  if (Stream *s = static_cast<Stream *>(stream); s && s->deferred) {
+    std::vector<void *> values;
+    for (unsigned n = 0; params[n]; ++n)
+      values.push_back(*static_cast<void **>(params[n]));
+    return enqueue(stream, [=]() mutable {
+      std::vector<void *> ptrs;
+      for (void *&v : values)
+        ptrs.push_back(&v);
+      ptrs.push_back(nullptr);
+      cuLaunchKernel(f, gx, 1, 1, bx, 1, 1, 0, nullptr, ptrs.data(), nullptr);
+    });
   }
   // medrun passes one more, null, entry after the arguments.
   unsigned n = 0;
@@ -222,13 +358,15 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   return 0;
 }
 
-int cuStreamBeginCapture_v2(void *, int) {
+int cuStreamBeginCapture_v2(void *stream, int) {
   capturing = new Graph();
+  captureStream = stream;
   return 0;
 }
 int cuStreamEndCapture(void *, void **graph) {
   *graph = capturing;
   capturing = nullptr;
+  captureStream = nullptr;
   return 0;
 }
 int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long) {
@@ -237,6 +375,10 @@ int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long) {
 }
 int cuGraphLaunch(void *exec, void *stream) {
   for (Recorded &r : *static_cast<Graph *>(exec)) {
+    if (!r.f) { // a copy (cuMemcpy*Async)
+      copyAsync(r.dst, r.src, r.bytes, stream, false);
+      continue;
+    }
     if (r.bx == 0) { // a host function (cuLaunchHostFunc)
       reinterpret_cast<void (*)(void *)>(r.f)(r.args.at(0));
       continue;
@@ -277,9 +419,26 @@ int cuEventDestroy_v2(void *e) {
   delete static_cast<Event *>(e);
   return 0;
 }
-int cuEventRecord(void *e, void *) {
-  static_cast<Event *>(e)->t = std::chrono::steady_clock::now();
-  return 0;
+int cuEventRecord(void *e, void *stream) {
+  Event *ev = static_cast<Event *>(e);
+  Stream *s = static_cast<Stream *>(stream);
+  int r = enqueue(stream, [ev] { ev->t = std::chrono::steady_clock::now(); });
+  ev->stream = s && s->deferred ? s : nullptr;
+  ev->position = s ? s->enqueued : 0; // the record included
+  return r;
+}
+// Waiting runs the recording stream's operations up to the record: at once for a blocking
+// stream, when the waiting stream gets there for a deferred one. Inside a capture only
+// events of the capture may be waited on (CUDA_ERROR_STREAM_CAPTURE_ISOLATION otherwise).
+int cuStreamWaitEvent(void *stream, void *e, unsigned) {
+  if (capturing && stream == captureStream)
+    return 905;
+  Event *ev = static_cast<Event *>(e);
+  Stream *from = ev->stream;
+  uint64_t position = ev->position;
+  if (!from)
+    return 0; // recorded on a stream that ran it already, or never recorded
+  return enqueue(stream, [from, position] { from->runUntil(position); });
 }
 int cuEventElapsedTime_v2(float *ms, void *a, void *b) {
   *ms = std::chrono::duration<float, std::milli>(static_cast<Event *>(b)->t -
@@ -288,7 +447,11 @@ int cuEventElapsedTime_v2(float *ms, void *a, void *b) {
   return 0;
 }
 int cuGetErrorName(int r, const char **s) {
-  *s = r == 200 ? "CUDA_ERROR_INVALID_IMAGE" : r == 500 ? "CUDA_ERROR_NOT_FOUND" : "CUDA_ERROR";
+  *s = r == 200   ? "CUDA_ERROR_INVALID_IMAGE"
+       : r == 500 ? "CUDA_ERROR_NOT_FOUND"
+       : r == 905 ? "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"
+       : r == 2   ? "CUDA_ERROR_OUT_OF_MEMORY"
+                  : "CUDA_ERROR";
   return 0;
 }
 int cuGetErrorString(int r, const char **s) {

@@ -14,10 +14,12 @@
 
 #include "gtest/gtest.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <set>
+#include <thread>
 
 using namespace medrun;
 
@@ -546,7 +548,15 @@ TEST(Data, BuffersAreReusedAndHeldBatchesStayIntact) {
   std::vector<Batch> reference = collect(smallDataset(), spec, 0, 6);
   // Hold two batches at once, then release in the other order.
   const Batch &b0 = loader.next();
+  // ready(): the next batch is filled (the workers get there; nothing else changes it).
+  auto waitReady = [&] {
+    for (int i = 0; i < 10000 && !loader.ready(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return loader.ready();
+  };
+  EXPECT_TRUE(waitReady());
   const Batch &b1 = loader.next();
+  EXPECT_FALSE(loader.ready()); // both buffers held: step 2 cannot be filled
   EXPECT_ERROR(loader.next(), "all 2 batch buffers are held", "release()");
   EXPECT_TRUE(sameBatch(b0, reference[0]));
   EXPECT_TRUE(sameBatch(b1, reference[1]));

@@ -125,7 +125,9 @@ Options of `train` (each one a shorthand for a --set):
   chooses; off: the generated convolution kernels), MEDRUN_CUBLASLT=off (1x1x1
   convolutions through cuDNN too; cuBLASLt is libcublasLt.so.13, else .so.12),
   MEDRUN_CUDA_NO_GRAPH=1
-  (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_SYNC=1
+  (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_NO_PREFETCH=1
+  (upload each batch at its step instead of copying the next one, from pinned host memory,
+  on a second stream while the current step runs), MEDRUN_CUDA_SYNC=1
   (synchronize after each launch, to find the kernel of an asynchronous error)
   --help             this text
 )";

@@ -44,6 +44,29 @@ public:
                           const TensorMap &params, std::map<std::string, double> *profile = nullptr,
                           TensorMap *updates = nullptr);
 
+  /// A zero-filled host tensor in page-locked memory (cuMemHostAlloc): the GPU copies from
+  /// it asynchronously at full bus speed. It frees itself (cuMemFreeHost) when its last copy
+  /// goes, also after the session (it keeps the context alive). Where pinning fails it is
+  /// ordinary memory, with a one-line warning on stderr (once per session). Thread-safe, so
+  /// it can serve as the DataLoader's BatchAllocator.
+  Tensor pinnedTensor(DType dtype, const Shape &shape);
+
+  /// Starts uploading inputs of a later run of `fn` while the current work runs: `inputs`
+  /// has one entry per input of `fn`, undefined where the run uploads the input itself.
+  /// Each defined tensor must have the input's exact shape and dtype (Error naming the input
+  /// otherwise) and must stay unchanged until that run returns. The copies go to one of two
+  /// device slots on a second stream, issued as soon as the next run has launched its step
+  /// (so they overlap it); the run that gets the same tensors waits for them on the device
+  /// and uses them (a run of other tensors uploads them itself). Staged inputs must be run
+  /// in the order they were staged (Error otherwise); at most two are waiting. Returns
+  /// false, staging nothing, where canStage() is false.
+  bool stage(const Function &fn, const std::vector<Tensor> &inputs);
+  /// False where MEDRUN_CUDA_NO_PREFETCH=1 or the driver lacks asynchronous copies.
+  bool canStage() const;
+  /// How inputs reached the GPU so far, e.g. "2 of 3 runs' inputs copied ahead on a copy
+  /// stream; batches in pinned host memory (1.2 MiB)".
+  std::string uploads() const;
+
   /// Keeps `tensors` on the device (uploaded now, as f32 where floating): runs read
   /// parameters of these names from there. Replaces resident tensors of the same names.
   void setState(const TensorMap &tensors);
@@ -54,15 +77,17 @@ public:
   /// assignments not committed.
   void commit();
 
-  /// Frees the arena and the cuDNN workspace (the next run allocates them again), e.g. to
-  /// leave the GPU to another library between runs. Resident state stays.
+  /// Frees the arena, the cuDNN workspace and the slots of staged inputs (the next run
+  /// allocates them again), e.g. to leave the GPU to another library between runs; waits
+  /// for copies in flight first and drops staged inputs not run yet (their runs upload
+  /// them). Resident state stays.
   void releaseMemory();
 
   size_t arenaBytes() const; ///< device memory of the values of the largest plan run so far
   size_t stateBytes() const; ///< device memory of the resident tensors
   size_t workspaceBytes() const; ///< device memory of the cuDNN workspace
-  /// All device memory the session holds: arena, state, workspace and the staging buffer of
-  /// f32 inputs converted to bf16 on the device.
+  /// All device memory the session holds: arena, state, workspace, the staging buffer of
+  /// f32 inputs converted to bf16 on the device and the slots of staged inputs.
   size_t deviceBytes() const;
   /// What runs the convolutions: "cuDNN 9.19.0 (benchmark)", or "generated kernels (why)",
   /// then what runs the 1x1x1 ones: "; 1x1x1 through cuBLASLt 13.0.2 (benchmark)", "; no

@@ -161,6 +161,8 @@ public:
   /// blocked waiting for workers. Throws Error if every buffer is held by the consumer
   /// (it would wait forever), and rethrows a worker's failure.
   const Batch &next(double *waitSeconds = nullptr);
+  /// True if next() would return at once: the next step's batch is filled (or failed).
+  bool ready() const;
   /// Gives a batch returned by next() back to the pool.
   void release(const Batch &batch);
   /// Gives the oldest batch still held back to the pool.

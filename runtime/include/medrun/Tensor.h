@@ -79,6 +79,10 @@ public:
   Tensor() = default;
   /// Zero-filled tensor.
   Tensor(DType dtype, Shape shape);
+  /// A tensor in memory allocated elsewhere (e.g. page-locked host memory for fast GPU
+  /// uploads): `memory` holds at least nbytes() bytes, and its deleter frees them when the
+  /// last copy of the tensor goes.
+  Tensor(DType dtype, Shape shape, std::shared_ptr<void> memory);
 
   DType dtype() const { return dtype_; }
   const Shape &shape() const { return shape_; }
@@ -88,8 +92,8 @@ public:
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtypeSize(dtype_); }
   bool defined() const { return buffer_ != nullptr; }
 
-  void *raw() { return buffer_ ? buffer_->data() : nullptr; }
-  const void *raw() const { return buffer_ ? buffer_->data() : nullptr; }
+  void *raw() { return buffer_.get(); }
+  const void *raw() const { return buffer_.get(); }
   /// Typed access; throws Error if T does not match the dtype.
   template <typename T> T *data() {
     checkType(dtypeOf<T>());
@@ -113,7 +117,7 @@ private:
   DType dtype_ = DType::F32;
   Shape shape_;
   int64_t numel_ = 0;
-  std::shared_ptr<std::vector<std::byte>> buffer_;
+  std::shared_ptr<void> buffer_;
 };
 
 /// Named tensors (parameters by state_dict key, checkpoint contents).

@@ -78,6 +78,9 @@ public:
   /// fp16-mixed `loss_scale` and `growth_tracker` carried from the previous step.
   std::vector<Tensor> inputs(const Batch &batch, int64_t step, double lossScale = 1,
                              int64_t growthTracker = 0) const;
+  /// The batch's tensors at their train_step input positions, undefined elsewhere: what
+  /// the CUDA session can upload ahead, before the step's scalars are known.
+  std::vector<Tensor> batchInputs(const Batch &batch) const;
 
 private:
   const Artifact *artifact_;
