@@ -1155,6 +1155,190 @@ private:
     return out;
   }
 
+  // ---- split sums ----------------------------------------------------------------------
+  //
+  // A sum (or max/min) of many terms per output, with few outputs (bias gradients, loss
+  // sums), runs near memory bandwidth only if (1) enough blocks share it, (2) the inner loop
+  // walks contiguous memory without per-element index arithmetic and (3) every thread keeps
+  // several loads in flight. Each output's terms (row q, column i: term q·cols + i) are cut
+  // into `parts` contiguous ranges of `len` terms, one block each; a thread walks a range
+  // row by row with `kUnroll` independent accumulators, the block combines them in a fixed
+  // tree, and a second kernel (only when parts > 1) combines the parts of each output in a
+  // fixed tree. The order of every sum depends on the shapes only: the same bits on every run.
+
+  static constexpr int kUnroll = 8;            // independent accumulators per thread
+  static constexpr int64_t kSplitBlocks = 4096; // blocks to aim for over all outputs
+  static constexpr int64_t kMinPart = 4096;     // fewest terms a part is worth
+
+  /// An accumulator of a split sum: per thread `type a_<name>[kUnroll]` (the term code
+  /// updates `a_<name>[u]`), over the block and the parts `wide <name>`, combined with the
+  /// functor `fn` (Add(), Max(), Min()).
+  struct SplitAcc {
+    std::string name, type, wide, init, fn;
+  };
+  struct SplitSum {
+    int64_t outs = 1, count = 1, cols = 1; // outputs, terms per output, terms per row
+    std::string base;  // code defining `const i64 ob`, the element of term 0 of output `out`
+    std::string row;   // code defining `const i64 ro`, the offset of row `q` from ob
+    std::string term;  // code for the term at element `e` (u: the accumulator to update)
+    std::vector<SplitAcc> accs;
+  };
+
+  /// Parts per output and terms per part of a split sum: about kSplitBlocks blocks in all,
+  /// each part at least kMinPart terms and a multiple of one unrolled sweep of the block.
+  static std::pair<int64_t, int64_t> splitParts(int64_t outs, int64_t count) {
+    int64_t parts = 1;
+    if (outs < kSplitBlocks && count >= 2 * kMinPart)
+      parts = std::min((count + kMinPart - 1) / kMinPart, (kSplitBlocks + outs - 1) / outs);
+    if (parts <= 1)
+      return {1, count};
+    const int64_t sweep = kUnroll * kBlock;
+    int64_t len = (count + parts - 1) / parts;
+    len = (len + sweep - 1) / sweep * sweep;
+    return {(count + len - 1) / len, len};
+  }
+
+  /// Emits a split sum: `params`/`args` are what the terms read, `outParams`/`outArgs` what
+  /// `finish` writes; `finish` runs in thread 0 once per output `o`, with each accumulator's
+  /// total as `<name>`. Returns the number of parts.
+  int64_t splitSum(const Op &op, const std::string &kernelBase, const SplitSum &s,
+                   const std::vector<std::string> &params, const std::vector<int> &args,
+                   const std::vector<std::string> &outParams, const std::vector<int> &outArgs,
+                   const std::string &finish) {
+    const auto [parts, len] = splitParts(s.outs, s.count);
+    const int block = blockFor((std::min(len, s.count) + 3) / 4);
+    const std::string B = std::to_string(block), U = std::to_string(kUnroll);
+    // 32-bit column arithmetic where a row allows it.
+    const std::string ct = s.cols + int64_t(kUnroll) * block < 2147483647 ? "int" : "i64";
+    std::set<std::string> wides;
+    for (const SplitAcc &a : s.accs)
+      wides.insert(a.wide);
+    auto shName = [](const std::string &w) { return "sh_" + std::string(w == "float" ? "f" : w); };
+    std::string shared;
+    for (const std::string &w : wides)
+      shared += "  __shared__ " + w + " " + shName(w) + "[" + B + "];\n";
+
+    std::string body = shared + "  const i64 out = o / " + num(parts) + ", part = o % " +
+                       num(parts) + ";\n" + s.base;
+    for (const SplitAcc &a : s.accs)
+      body += "  " + a.type + " a_" + a.name + "[" + U + "];\n  for (int u = 0; u < " + U +
+              "; ++u) a_" + a.name + "[u] = " + a.init + ";\n";
+    body += "  i64 j = part * " + num(len) + ";\n"
+            "  const i64 jEnd = j + " + num(len) + " < " + num(s.count) + " ? j + " + num(len) +
+            " : " + num(s.count) + ";\n"
+            "  while (j < jEnd) { // the part's piece of row q: columns [c0, cEnd)\n"
+            "    const i64 q = j / " + num(s.cols) + ";\n"
+            "    const " + ct + " c0 = (" + ct + ")(j - q * " + num(s.cols) + ");\n"
+            "    const " + ct + " cEnd = (" + ct + ")(jEnd - q * " + num(s.cols) + " < " +
+            num(s.cols) + " ? jEnd - q * " + num(s.cols) + " : " + num(s.cols) + ");\n" +
+            s.row +
+            "    const i64 rb = ob + ro;\n"
+            "    for (" + ct + " c = c0 + t; c < cEnd; c += " + std::to_string(kUnroll * block) +
+            ") {\n"
+            "#pragma unroll\n"
+            "      for (int u = 0; u < " + U + "; ++u) { // independent loads in flight\n"
+            "        if (c + u * " + B + " >= cEnd) break;\n"
+            "        const i64 e = rb + c + u * " + B + ";\n" + s.term +
+            "      }\n    }\n"
+            "    j = q * " + num(s.cols) + " + cEnd;\n  }\n";
+    for (const SplitAcc &a : s.accs)
+      body += "  for (int u = 1; u < " + U + "; ++u) a_" + a.name + "[0] = " + a.fn + "(a_" +
+              a.name + "[0], a_" + a.name + "[u]);\n"
+              "  const " + a.wide + " " + a.name + " = blockReduce((" + a.wide + ")a_" + a.name +
+              "[0], " + shName(a.wide) + ", " + a.fn + ");\n";
+
+    std::vector<std::string> ps = params;
+    std::vector<int> as = args;
+    if (parts == 1) {
+      ps.insert(ps.begin(), outParams.begin(), outParams.end());
+      as.insert(as.begin(), outArgs.begin(), outArgs.end());
+      perBlock(op, kernelBase, ps, as, s.outs, block, body + "  if (t == 0) {\n" + finish + "  }\n");
+      return 1;
+    }
+    // Partials: one value per (output, part) and accumulator.
+    std::vector<std::string> pp, cp = outParams;
+    std::vector<int> pa, ca = outArgs;
+    std::string store;
+    for (const SplitAcc &a : s.accs) {
+      int id = scratch(s.outs * parts * (a.wide == "float" ? 4 : 8));
+      pp.push_back(out("p_" + a.name, a.wide));
+      pa.push_back(id);
+      cp.push_back(in("p_" + a.name, a.wide));
+      ca.push_back(id);
+      store += "    p_" + a.name + "[o] = " + a.name + ";\n";
+    }
+    ps.insert(ps.begin(), pp.begin(), pp.end());
+    as.insert(as.begin(), pa.begin(), pa.end());
+    perBlock(op, kernelBase + "_parts", ps, as, s.outs * parts, block,
+             body + "  if (t == 0) {\n" + store + "  }\n");
+    const int block2 = blockFor(parts);
+    std::string combine;
+    for (const std::string &w : wides)
+      combine += "  __shared__ " + w + " " + shName(w) + "[" + std::to_string(block2) + "];\n";
+    for (const SplitAcc &a : s.accs)
+      combine += "  " + a.wide + " " + a.name + " = " + a.init + ";\n"
+                 "  for (i64 k = t; k < " + num(parts) + "; k += " + std::to_string(block2) +
+                 ") " + a.name + " = " + a.fn + "(" + a.name + ", p_" + a.name + "[o * " +
+                 num(parts) + " + k]);\n"
+                 "  " + a.name + " = blockReduce(" + a.name + ", " + shName(a.wide) + ", " +
+                 a.fn + ");\n";
+    perBlock(op, kernelBase + "_combine", cp, ca, s.outs, block2,
+             combine + "  if (t == 0) {\n" + finish + "  }\n");
+    return parts;
+  }
+
+  /// A reduce whose innermost axes (after dropping axes of size 1 and merging neighbours)
+  /// are reduced: each output's terms are rows of contiguous elements, a split sum.
+  /// Returns false for other reduces (the innermost axis kept).
+  bool splitReduce(const Op &op, int x, int y, const std::string &kind, const std::string &init,
+                   const std::string &fn) {
+    const auto &xs = shape(x);
+    std::vector<bool> reduced(xs.size(), false);
+    for (int64_t a : intsAttr(op, "axes"))
+      reduced[a < 0 ? a + static_cast<int64_t>(xs.size()) : a] = true;
+    const std::vector<int64_t> st = contiguousStrides(xs);
+    struct Group {
+      int64_t size, stride;
+      bool reduced;
+    };
+    std::vector<Group> groups;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (xs[i] == 1)
+        continue;
+      if (!groups.empty() && groups.back().reduced == reduced[i]) {
+        groups.back().size *= xs[i];
+        groups.back().stride = st[i];
+      } else {
+        groups.push_back({xs[i], st[i], static_cast<bool>(reduced[i])});
+      }
+    }
+    if (groups.empty() || !groups.back().reduced)
+      return false;
+    std::vector<int64_t> keptSize, keptStride, rowSize, rowStride;
+    for (size_t i = 0; i + 1 < groups.size(); ++i) {
+      (groups[i].reduced ? rowSize : keptSize).push_back(groups[i].size);
+      (groups[i].reduced ? rowStride : keptStride).push_back(groups[i].stride);
+    }
+    SplitSum s;
+    s.outs = product(keptSize);
+    s.cols = groups.back().size;
+    s.count = s.cols * product(rowSize);
+    s.base = decompose("out", keptSize, "k") + "  const i64 ob = " + offsetExpr("k", keptStride) +
+             ";\n";
+    s.row = decompose("q", rowSize, "r") + "    const i64 ro = " + offsetExpr("r", rowStride) +
+            ";\n";
+    const std::string v = "x[e]";
+    s.term = kind == "max"   ? "        a_acc[u] = maxNaN(a_acc[u], " + v + ");\n"
+             : kind == "min" ? "        a_acc[u] = minNaN(a_acc[u], " + v + ");\n"
+                             : "        a_acc[u] += " + v + ";\n";
+    s.accs.push_back({"acc", "float", "float", init, fn});
+    const std::string finish = kind == "mean"
+                                   ? "    y[o] = acc / (float)" + num(s.count) + ";\n"
+                                   : "    y[o] = acc;\n";
+    splitSum(op, "reduce_" + kind, s, {in("x")}, {x}, {out("y")}, {y}, finish);
+    return true;
+  }
+
   void reduce(const Op &op) {
     int x = one(op, "input"), y = result(op);
     requireFloat(x, "the input");
@@ -1180,6 +1364,8 @@ private:
     std::string fn = kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()";
     if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
       error("unknown reduction kind '" + kind + "'");
+    if (splitReduce(op, x, y, kind, init, fn))
+      return;
     // Few outputs over many terms (bias gradients: a channel over N·D·H·W voxels) would leave
     // most of the GPU idle with one block per output: each output's terms are then split in
     // `parts` fixed chunks, one block each, whose partials a second kernel combines in a
