@@ -1442,32 +1442,35 @@ private:
     const double maxPw = floatAttr(op, "max_pos_weight");
     if (posw && !autoPw && type(*posw).numel() != L.c && type(*posw).numel() != 1)
       error("pos_weight needs one value per channel or one value");
-    const int64_t perC = L.n * L.s;
-    const int block = blockFor(perC);
-    // Element index of term j of channel o (j over samples, then positions).
-    const std::string elem = "    const i64 e = (j / " + num(L.s) + " * " + num(L.c) + " + o) * " +
-                             num(L.s) + " + j % " + num(L.s) + ";\n";
+    // Per-channel sums: split sums whose rows are the channel's spatial extent per sample.
+    auto channelSum = [&]() {
+      SplitSum s;
+      s.outs = L.c;
+      s.count = L.n * L.s;
+      s.cols = L.s;
+      s.base = "  const i64 ob = out * " + num(L.s) + ";\n";
+      s.row = "    const i64 ro = q * " + num(L.c * L.s) + ";\n";
+      return s;
+    };
     const std::string counted = mask ? "(m[e] != 0.0f)" : "true";
 
     // Positive weights: a scratch of C values, or read from the operand, or 1.
     int pw = -1;
     if (autoPw) {
       pw = scratch(L.c * 4);
-      std::string body =
-          "  __shared__ float sh[" + std::to_string(block) + "];\n"
-          "  float ps = 0.0f, ng = 0.0f;\n"
-          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
-          "    if (!" + counted + ") continue;\n"
-          "    const float v = tg[e];\n    ps += v;\n    ng += 1.0f - v;\n  }\n"
-          "  ps = blockSum(ps, sh);\n  ng = blockSum(ng, sh);\n"
-          "  if (t == 0) pw[o] = ps == 0.0f ? " + flt(maxPw) + " : fminf(ng / ps, " + flt(maxPw) + ");\n";
-      std::vector<std::string> params{out("pw"), in("tg")};
-      std::vector<int> args{pw, tg};
+      SplitSum s = channelSum();
+      s.term = "        if (!" + counted + ") continue;\n"
+               "        const float v = tg[e];\n"
+               "        a_ps[u] += v;\n        a_ng[u] += 1.0f - v;\n";
+      s.accs = {{"ps", "float", "float", "0.0f", "Add()"}, {"ng", "float", "float", "0.0f", "Add()"}};
+      std::vector<std::string> params{in("tg")};
+      std::vector<int> args{tg};
       if (mask) {
         params.push_back(in("m"));
         args.push_back(*mask);
       }
-      perBlock(op, "bce_pos_weight", params, args, L.c, block, body);
+      splitSum(op, "bce_pos_weight", s, params, args, {out("pw")}, {pw},
+               "    pw[o] = ps == 0.0f ? " + flt(maxPw) + " : fminf(ng / ps, " + flt(maxPw) + ");\n");
     }
     auto pwExpr = [&](const std::string &c) -> std::string {
       if (autoPw)
@@ -1507,19 +1510,16 @@ private:
       }
       // Per channel: Σ loss and the count of counted elements.
       int sums = scratch(L.c * 4), counts = scratch(L.c * 8);
-      std::string body =
-          "  __shared__ float sh[" + std::to_string(block) + "];\n"
-          "  __shared__ u64 shc[" + std::to_string(block) + "];\n"
-          "  const float pc = " + pwExpr("o") + ";\n"
-          "  float s = 0.0f;\n  u64 cnt = 0;\n"
-          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
-          "    if (!" + counted + ") continue;\n" + lossAt + "    s += l;\n    ++cnt;\n  }\n"
-          "  s = blockSum(s, sh);\n  cnt = blockReduce(cnt, shc, Add());\n"
-          "  if (t == 0) { sums[o] = s; counts[o] = cnt; }\n";
-      std::vector<std::string> params{out("sums"), out("counts", "u64"), in("x"), in("tg")};
-      std::vector<int> args{sums, counts, x, tg};
+      SplitSum s = channelSum();
+      s.base += "  const float pc = " + pwExpr("out") + ";\n";
+      s.term = "        if (!" + counted + ") continue;\n" + lossAt +
+               "        a_s[u] += l;\n        ++a_cnt[u];\n";
+      s.accs = {{"s", "float", "float", "0.0f", "Add()"}, {"cnt", "unsigned", "u64", "0", "Add()"}};
+      std::vector<std::string> params{in("x"), in("tg")};
+      std::vector<int> args{x, tg};
       pwParams(params, args);
-      perBlock(op, "bce_sums", params, args, L.c, block, body);
+      splitSum(op, "bce_sums", s, params, args, {out("sums"), out("counts", "u64")},
+               {sums, counts}, "    sums[o] = s;\n    counts[o] = cnt;\n");
       // The scalar, in double as the CPU kernel forms it.
       std::string fin;
       if (red == "per_channel")
@@ -1546,14 +1546,11 @@ private:
     int counts = -1;
     if (mask && (red == "mean" || red == "per_channel")) {
       counts = scratch(L.c * 8);
-      std::string body =
-          "  __shared__ u64 shc[" + std::to_string(block) + "];\n"
-          "  u64 cnt = 0;\n"
-          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
-          "    cnt += m[e] != 0.0f;\n  }\n"
-          "  cnt = blockReduce(cnt, shc, Add());\n"
-          "  if (t == 0) counts[o] = cnt;\n";
-      perBlock(op, "bce_counts", {out("counts", "u64"), in("m")}, {counts, *mask}, L.c, block, body);
+      SplitSum s = channelSum();
+      s.term = "        a_cnt[u] += m[e] != 0.0f;\n";
+      s.accs = {{"cnt", "unsigned", "u64", "0", "Add()"}};
+      splitSum(op, "bce_counts", s, {in("m")}, {*mask}, {out("counts", "u64")}, {counts},
+               "    counts[o] = cnt;\n");
     }
     std::string body = "  const i64 e = i;\n  const i64 c = (i / " + num(L.s) + ") % " + num(L.c) +
                        ";\n  const float pc = " + pwExpr("c") + ";\n";
