@@ -1182,6 +1182,7 @@ private:
     std::string row;   // code defining `const i64 ro`, the offset of row `q` from ob
     std::string term;  // code for the term at element `e` (u: the accumulator to update)
     std::vector<SplitAcc> accs;
+    int unroll = kUnroll; // accumulators per thread (fewer where a term has many)
   };
 
   /// Parts per output and terms per part of a split sum: about kSplitBlocks blocks in all,
@@ -1207,9 +1208,9 @@ private:
                    const std::string &finish) {
     const auto [parts, len] = splitParts(s.outs, s.count);
     const int block = blockFor((std::min(len, s.count) + 3) / 4);
-    const std::string B = std::to_string(block), U = std::to_string(kUnroll);
+    const std::string B = std::to_string(block), U = std::to_string(s.unroll);
     // 32-bit column arithmetic where a row allows it.
-    const std::string ct = s.cols + int64_t(kUnroll) * block < 2147483647 ? "int" : "i64";
+    const std::string ct = s.cols + int64_t(s.unroll) * block < 2147483647 ? "int" : "i64";
     std::set<std::string> wides;
     for (const SplitAcc &a : s.accs)
       wides.insert(a.wide);
@@ -1233,7 +1234,7 @@ private:
             num(s.cols) + " ? jEnd - q * " + num(s.cols) + " : " + num(s.cols) + ");\n" +
             s.row +
             "    const i64 rb = ob + ro;\n"
-            "    for (" + ct + " c = c0 + t; c < cEnd; c += " + std::to_string(kUnroll * block) +
+            "    for (" + ct + " c = c0 + t; c < cEnd; c += " + std::to_string(s.unroll * block) +
             ") {\n"
             "#pragma unroll\n"
             "      for (int u = 0; u < " + U + "; ++u) { // independent loads in flight\n"
@@ -1609,11 +1610,41 @@ private:
            "    for (i64 c = 0; c < " + num(C) + "; ++c) se += expf(xb[c * " + num(S) + "] - mx);\n";
   }
 
-  /// Per level: a scratch of [N][1 + 3C] sums (ce, tp[C], sp[C], sy[C]), one block per
-  /// (n, c); the block of c = 0 also sums the cross-entropy.
+  /// Per level: a scratch of [N][1 + 3C] sums (ce, tp[C], sp[C], sy[C]). Up to 16 classes,
+  /// a split sum per sample whose threads compute each voxel's softmax once for every class;
+  /// beyond, one block per (n, c), the block of c = 0 also summing the cross-entropy.
   int diceSums(const Op &op, int x, int tgt, const NCS &L) {
     const int64_t C = L.c, S = L.s, stride = 1 + 3 * C;
     int sums = scratch(L.n * stride * 4);
+    std::string tt = ctype(type(tgt).dtype);
+    if (C <= 16) {
+      SplitSum s;
+      s.outs = L.n;
+      s.count = s.cols = S;
+      s.unroll = C <= 4 ? 2 : 1; // the C logits of a voxel are loads in flight already
+      s.base = "  const i64 n = out, ob = n * " + num(S) + ";\n";
+      s.row = "    const i64 ro = 0;\n";
+      s.term = "        const i64 s = e - ob;\n" + readClass(tgt, C) +
+               "        if (cls < 0) { medFail(status, " + code(op) + "); continue; }\n" +
+               softmaxHead(C, S) +
+               "        a_ce[u] += logf(se) - (xb[cls * " + num(S) + "] - mx);\n";
+      std::string finish = "    auto* q = sums + o * " + num(stride) + ";\n    q[0] = ce;\n";
+      s.accs.push_back({"ce", "float", "float", "0.0f", "Add()"});
+      for (int64_t k = 0; k < C; ++k) {
+        const std::string K = std::to_string(k);
+        s.term += "        {\n          const float sm = expf(xb[" + num(k * S) + "] - mx) / se;\n"
+                  "          a_sp" + K + "[u] += sm;\n"
+                  "          if (cls == " + K + ") { a_tp" + K + "[u] += sm; a_sy" + K +
+                  "[u] += 1.0f; }\n        }\n";
+        for (const char *name : {"tp", "sp", "sy"})
+          s.accs.push_back({name + K, "float", "float", "0.0f", "Add()"});
+        finish += "    q[" + num(1 + k) + "] = tp" + K + ";\n    q[" + num(1 + C + k) + "] = sp" + K +
+                  ";\n    q[" + num(1 + 2 * C + k) + "] = sy" + K + ";\n";
+      }
+      splitSum(op, "dice_sums", s, {out("status", "unsigned"), in("x"), in("tgt", tt)},
+               {status(), x, tgt}, {out("sums")}, {sums}, finish);
+      return sums;
+    }
     const int block = blockFor(S);
     std::string body =
         "  __shared__ float sh[" + std::to_string(block) + "];\n"
@@ -1635,7 +1666,6 @@ private:
         "    if (c0 == 0) q[0] = ce;\n"
         "    q[1 + c0] = tp;\n    q[1 + " + num(C) + " + c0] = sp;\n    q[1 + " + num(2 * C) + " + c0] = sy;\n"
         "  }\n";
-    std::string tt = ctype(type(tgt).dtype);
     perBlock(op, "dice_sums", {out("sums"), out("status", "unsigned"), in("x"), in("tgt", tt)},
              {sums, status(), x, tgt}, L.n * C, block, body);
     return sums;

@@ -44,3 +44,11 @@ func.func @bce_tiny(%x: tensor<2x3x2x3x2xf32>, %y: tensor<2x3x2x3x2xf32>, %m: te
   %0 = med.bce_with_logits %x, %y mask %m {reduction = #med<reduction per_channel>} : (tensor<2x3x2x3x2xf32>, tensor<2x3x2x3x2xf32>, tensor<2x3x2x3x2xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// Dice + CE sums per sample over 20·20·21 = 8400 voxels: 3 parts each, every thread taking
+// the softmax of a voxel once for all classes.
+func.func @dice_split(%x: tensor<2x3x20x20x21xf32>, %t: tensor<2x1x20x20x21xf32>) -> (tensor<f32>, tensor<f32>) {
+  %0 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 1.0>} : (tensor<2x3x20x20x21xf32>, tensor<2x1x20x20x21xf32>) -> tensor<f32>
+  %1 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 1.0>, batch_dice = false, include_background} : (tensor<2x3x20x20x21xf32>, tensor<2x1x20x20x21xf32>) -> tensor<f32>
+  return %0, %1 : tensor<f32>, tensor<f32>
+}
