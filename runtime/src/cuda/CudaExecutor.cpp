@@ -968,6 +968,23 @@ size_t CudaSession::stateBytes() const {
   return n;
 }
 
+/// The profile's key for an op: its kind; for a convolution also its family (depthwise,
+/// 1x1x1 or k×k×k), which decides which library and algorithm run it.
+static std::string profileKey(const Function &fn, const OpInfo &op) {
+  if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight")
+    return op.kind;
+  const int w = op.kind == "conv3d_grad_weight" ? op.results.at(0) : op.single("weight");
+  const Shape &ws = fn.values.at(w).shape; // O × I/groups × k × k × k
+  const int64_t groups = op.intAttr("groups");
+  if (ws.size() != 5)
+    return op.kind;
+  if (groups > 1 && ws[1] == 1)
+    return op.kind + " depthwise";
+  if (ws[2] == 1 && ws[3] == 1 && ws[4] == 1)
+    return op.kind + " 1x1x1";
+  return str(op.kind, " ", ws[2], "x", ws[3], "x", ws[4]);
+}
+
 std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tensor> &inputs,
                                      const TensorMap &params, std::map<std::string, double> *profile,
                                      TensorMap *updates) {
@@ -1253,7 +1270,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     for (size_t i = 0; i < timedOps.size(); ++i) {
       float ms = 0;
       impl->check(d.cuEventElapsedTime(&ms, events[i], events[i + 1]), "cuEventElapsedTime");
-      (*profile)[fn.ops[timedOps[i]].kind] += ms / 1000.0;
+      (*profile)[profileKey(fn, fn.ops[timedOps[i]])] += ms / 1000.0;
     }
   uint32_t status = 0;
   impl->check(d.cuMemcpyDtoH(&status, ptr(statusId), 4), "reading the status word");
