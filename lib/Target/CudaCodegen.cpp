@@ -717,8 +717,11 @@ private:
         return out;
       };
       b += "  if (i0 + " + K + " <= " + N + ") {\n" + indent(whole) +
-           "  } else { // the last thread: " + std::to_string(n % lanes) + " elements\n"
-           "    for (int k = 0; i0 + k < " + N + "; ++k) {\n";
+           "  } else { // the last thread: " + N + " is no multiple of " + K + "\n"
+           // Unrolled (constant lanes): registers, not local memory, for the vectors.
+           "#pragma unroll\n"
+           "    for (int k = 0; k < " + K + "; ++k) {\n"
+           "      if (i0 + k >= " + N + ") break;\n";
       for (const Moved &m : loads)
         b += "      " + m.name + "_v[k] = " + m.name + "[" + m.at + " + k];\n";
       b += "      element(k);\n";
