@@ -4,9 +4,12 @@
 // kernels (runtime/src/cpu) formula for formula, in fp32, with every shape, stride and
 // attribute baked in as a constant.
 //
-//  * Elementwise ops, data movement and the direct convolutions run one thread per output
-//    element (the convolutions sum their terms in the CPU kernels' order: input channel,
-//    then kd, kh, kw).
+//  * Data movement and the direct convolutions run one thread per output element (the
+//    convolutions sum their terms in the CPU kernels' order: input channel, then kd, kh,
+//    kw). Unary and binary ops, gelu_grad and the group norm maps give each thread one
+//    16-byte vector of consecutive elements (`vectorized`): more bytes in flight per
+//    thread, 32-bit index math. Only the mapping of elements to threads differs; each
+//    element is computed by the same code.
 //  * Reductions (norm statistics, weight gradients, reduce, loss sums) run one block per
 //    output; each thread sums a fixed strided subset and the block combines the partials
 //    in a fixed tree over thread indices. No float atomics: results are the same bits on
