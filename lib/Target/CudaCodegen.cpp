@@ -1355,6 +1355,191 @@ private:
     return out;
   }
 
+  // ---- split sums ----------------------------------------------------------------------
+  //
+  // A sum (or max/min) of many terms per output, with few outputs (bias gradients, loss
+  // sums), runs near memory bandwidth only if (1) enough blocks share it, (2) the inner loop
+  // walks contiguous memory without per-element index arithmetic and (3) every thread keeps
+  // several loads in flight. Each output's terms (row q, column i: term q·cols + i) are cut
+  // into `parts` contiguous ranges of `len` terms, one block each; a thread walks a range
+  // row by row with `kUnroll` independent accumulators, the block combines them in a fixed
+  // tree, and a second kernel (only when parts > 1) combines the parts of each output in a
+  // fixed tree. The order of every sum depends on the shapes only: the same bits on every run.
+
+  static constexpr int kUnroll = 8;            // independent accumulators per thread
+  static constexpr int64_t kSplitBlocks = 4096; // blocks to aim for over all outputs
+  static constexpr int64_t kMinPart = 4096;     // fewest terms a part is worth
+
+  /// An accumulator of a split sum: per thread `type a_<name>[kUnroll]` (the term code
+  /// updates `a_<name>[u]`), over the block and the parts `wide <name>`, combined with the
+  /// functor `fn` (Add(), Max(), Min()).
+  struct SplitAcc {
+    std::string name, type, wide, init, fn;
+  };
+  struct SplitSum {
+    int64_t outs = 1, count = 1, cols = 1; // outputs, terms per output, terms per row
+    std::string base;  // code defining `const i64 ob`, the element of term 0 of output `out`
+    std::string row;   // code defining `const i64 ro`, the offset of row `q` from ob
+    std::string term;  // code for the term at element `e` (u: the accumulator to update)
+    std::vector<SplitAcc> accs;
+    int unroll = kUnroll; // accumulators per thread (fewer where a term has many)
+  };
+
+  /// Parts per output and terms per part of a split sum: about kSplitBlocks blocks in all,
+  /// each part at least kMinPart terms and a multiple of one unrolled sweep of the block.
+  static std::pair<int64_t, int64_t> splitParts(int64_t outs, int64_t count) {
+    int64_t parts = 1;
+    if (outs < kSplitBlocks && count >= 2 * kMinPart)
+      parts = std::min((count + kMinPart - 1) / kMinPart, (kSplitBlocks + outs - 1) / outs);
+    if (parts <= 1)
+      return {1, count};
+    const int64_t sweep = kUnroll * kBlock;
+    int64_t len = (count + parts - 1) / parts;
+    len = (len + sweep - 1) / sweep * sweep;
+    return {(count + len - 1) / len, len};
+  }
+
+  /// Emits a split sum: `params`/`args` are what the terms read, `outParams`/`outArgs` what
+  /// `finish` writes; `finish` runs in thread 0 once per output `o`, with each accumulator's
+  /// total as `<name>`. Returns the number of parts.
+  int64_t splitSum(const Op &op, const std::string &kernelBase, const SplitSum &s,
+                   const std::vector<std::string> &params, const std::vector<int> &args,
+                   const std::vector<std::string> &outParams, const std::vector<int> &outArgs,
+                   const std::string &finish) {
+    const auto [parts, len] = splitParts(s.outs, s.count);
+    const int block = blockFor((std::min(len, s.count) + 3) / 4);
+    const std::string B = std::to_string(block), U = std::to_string(s.unroll);
+    // 32-bit column arithmetic where a row allows it.
+    const std::string ct = s.cols + int64_t(s.unroll) * block < 2147483647 ? "int" : "i64";
+    std::set<std::string> wides;
+    for (const SplitAcc &a : s.accs)
+      wides.insert(a.wide);
+    auto shName = [](const std::string &w) { return "sh_" + std::string(w == "float" ? "f" : w); };
+    std::string shared;
+    for (const std::string &w : wides)
+      shared += "  __shared__ " + w + " " + shName(w) + "[" + B + "];\n";
+
+    std::string body = shared + "  const i64 out = o / " + num(parts) + ", part = o % " +
+                       num(parts) + ";\n" + s.base;
+    for (const SplitAcc &a : s.accs)
+      body += "  " + a.type + " a_" + a.name + "[" + U + "];\n  for (int u = 0; u < " + U +
+              "; ++u) a_" + a.name + "[u] = " + a.init + ";\n";
+    body += "  i64 j = part * " + num(len) + ";\n"
+            "  const i64 jEnd = j + " + num(len) + " < " + num(s.count) + " ? j + " + num(len) +
+            " : " + num(s.count) + ";\n"
+            "  while (j < jEnd) { // the part's piece of row q: columns [c0, cEnd)\n"
+            "    const i64 q = j / " + num(s.cols) + ";\n"
+            "    const " + ct + " c0 = (" + ct + ")(j - q * " + num(s.cols) + ");\n"
+            "    const " + ct + " cEnd = (" + ct + ")(jEnd - q * " + num(s.cols) + " < " +
+            num(s.cols) + " ? jEnd - q * " + num(s.cols) + " : " + num(s.cols) + ");\n" +
+            s.row +
+            "    const i64 rb = ob + ro;\n"
+            "    for (" + ct + " c = c0 + t; c < cEnd; c += " + std::to_string(s.unroll * block) +
+            ") {\n"
+            "#pragma unroll\n"
+            "      for (int u = 0; u < " + U + "; ++u) { // independent loads in flight\n"
+            "        if (c + u * " + B + " >= cEnd) break;\n"
+            "        const i64 e = rb + c + u * " + B + ";\n" + s.term +
+            "      }\n    }\n"
+            "    j = q * " + num(s.cols) + " + cEnd;\n  }\n";
+    for (const SplitAcc &a : s.accs)
+      body += "  for (int u = 1; u < " + U + "; ++u) a_" + a.name + "[0] = " + a.fn + "(a_" +
+              a.name + "[0], a_" + a.name + "[u]);\n"
+              "  const " + a.wide + " " + a.name + " = blockReduce((" + a.wide + ")a_" + a.name +
+              "[0], " + shName(a.wide) + ", " + a.fn + ");\n";
+
+    std::vector<std::string> ps = params;
+    std::vector<int> as = args;
+    if (parts == 1) {
+      ps.insert(ps.begin(), outParams.begin(), outParams.end());
+      as.insert(as.begin(), outArgs.begin(), outArgs.end());
+      perBlock(op, kernelBase, ps, as, s.outs, block, body + "  if (t == 0) {\n" + finish + "  }\n");
+      return 1;
+    }
+    // Partials: one value per (output, part) and accumulator.
+    std::vector<std::string> pp, cp = outParams;
+    std::vector<int> pa, ca = outArgs;
+    std::string store;
+    for (const SplitAcc &a : s.accs) {
+      int id = scratch(s.outs * parts * (a.wide == "float" ? 4 : 8));
+      pp.push_back(out("p_" + a.name, a.wide));
+      pa.push_back(id);
+      cp.push_back(in("p_" + a.name, a.wide));
+      ca.push_back(id);
+      store += "    p_" + a.name + "[o] = " + a.name + ";\n";
+    }
+    ps.insert(ps.begin(), pp.begin(), pp.end());
+    as.insert(as.begin(), pa.begin(), pa.end());
+    perBlock(op, kernelBase + "_parts", ps, as, s.outs * parts, block,
+             body + "  if (t == 0) {\n" + store + "  }\n");
+    const int block2 = blockFor(parts);
+    std::string combine;
+    for (const std::string &w : wides)
+      combine += "  __shared__ " + w + " " + shName(w) + "[" + std::to_string(block2) + "];\n";
+    for (const SplitAcc &a : s.accs)
+      combine += "  " + a.wide + " " + a.name + " = " + a.init + ";\n"
+                 "  for (i64 k = t; k < " + num(parts) + "; k += " + std::to_string(block2) +
+                 ") " + a.name + " = " + a.fn + "(" + a.name + ", p_" + a.name + "[o * " +
+                 num(parts) + " + k]);\n"
+                 "  " + a.name + " = blockReduce(" + a.name + ", " + shName(a.wide) + ", " +
+                 a.fn + ");\n";
+    perBlock(op, kernelBase + "_combine", cp, ca, s.outs, block2,
+             combine + "  if (t == 0) {\n" + finish + "  }\n");
+    return parts;
+  }
+
+  /// A reduce whose innermost axes (after dropping axes of size 1 and merging neighbours)
+  /// are reduced: each output's terms are rows of contiguous elements, a split sum.
+  /// Returns false for other reduces (the innermost axis kept).
+  bool splitReduce(const Op &op, int x, int y, const std::string &kind, const std::string &init,
+                   const std::string &fn) {
+    const auto &xs = shape(x);
+    std::vector<bool> reduced(xs.size(), false);
+    for (int64_t a : intsAttr(op, "axes"))
+      reduced[a < 0 ? a + static_cast<int64_t>(xs.size()) : a] = true;
+    const std::vector<int64_t> st = contiguousStrides(xs);
+    struct Group {
+      int64_t size, stride;
+      bool reduced;
+    };
+    std::vector<Group> groups;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (xs[i] == 1)
+        continue;
+      if (!groups.empty() && groups.back().reduced == reduced[i]) {
+        groups.back().size *= xs[i];
+        groups.back().stride = st[i];
+      } else {
+        groups.push_back({xs[i], st[i], static_cast<bool>(reduced[i])});
+      }
+    }
+    if (groups.empty() || !groups.back().reduced)
+      return false;
+    std::vector<int64_t> keptSize, keptStride, rowSize, rowStride;
+    for (size_t i = 0; i + 1 < groups.size(); ++i) {
+      (groups[i].reduced ? rowSize : keptSize).push_back(groups[i].size);
+      (groups[i].reduced ? rowStride : keptStride).push_back(groups[i].stride);
+    }
+    SplitSum s;
+    s.outs = product(keptSize);
+    s.cols = groups.back().size;
+    s.count = s.cols * product(rowSize);
+    s.base = decompose("out", keptSize, "k") + "  const i64 ob = " + offsetExpr("k", keptStride) +
+             ";\n";
+    s.row = decompose("q", rowSize, "r") + "    const i64 ro = " + offsetExpr("r", rowStride) +
+            ";\n";
+    const std::string v = "x[e]";
+    s.term = kind == "max"   ? "        a_acc[u] = maxNaN(a_acc[u], " + v + ");\n"
+             : kind == "min" ? "        a_acc[u] = minNaN(a_acc[u], " + v + ");\n"
+                             : "        a_acc[u] += " + v + ";\n";
+    s.accs.push_back({"acc", "float", "float", init, fn});
+    const std::string finish = kind == "mean"
+                                   ? "    y[o] = acc / (float)" + num(s.count) + ";\n"
+                                   : "    y[o] = acc;\n";
+    splitSum(op, "reduce_" + kind, s, {in("x")}, {x}, {out("y")}, {y}, finish);
+    return true;
+  }
+
   void reduce(const Op &op) {
     int x = one(op, "input"), y = result(op);
     requireFloat(x, "the input");
@@ -1380,6 +1565,8 @@ private:
     std::string fn = kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()";
     if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
       error("unknown reduction kind '" + kind + "'");
+    if (splitReduce(op, x, y, kind, init, fn))
+      return;
     // Few outputs over many terms (bias gradients: a channel over N·D·H·W voxels) would leave
     // most of the GPU idle with one block per output: each output's terms are then split in
     // `parts` fixed chunks, one block each, whose partials a second kernel combines in a
@@ -1456,32 +1643,35 @@ private:
     const double maxPw = floatAttr(op, "max_pos_weight");
     if (posw && !autoPw && type(*posw).numel() != L.c && type(*posw).numel() != 1)
       error("pos_weight needs one value per channel or one value");
-    const int64_t perC = L.n * L.s;
-    const int block = blockFor(perC);
-    // Element index of term j of channel o (j over samples, then positions).
-    const std::string elem = "    const i64 e = (j / " + num(L.s) + " * " + num(L.c) + " + o) * " +
-                             num(L.s) + " + j % " + num(L.s) + ";\n";
+    // Per-channel sums: split sums whose rows are the channel's spatial extent per sample.
+    auto channelSum = [&]() {
+      SplitSum s;
+      s.outs = L.c;
+      s.count = L.n * L.s;
+      s.cols = L.s;
+      s.base = "  const i64 ob = out * " + num(L.s) + ";\n";
+      s.row = "    const i64 ro = q * " + num(L.c * L.s) + ";\n";
+      return s;
+    };
     const std::string counted = mask ? "(m[e] != 0.0f)" : "true";
 
     // Positive weights: a scratch of C values, or read from the operand, or 1.
     int pw = -1;
     if (autoPw) {
       pw = scratch(L.c * 4);
-      std::string body =
-          "  __shared__ float sh[" + std::to_string(block) + "];\n"
-          "  float ps = 0.0f, ng = 0.0f;\n"
-          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
-          "    if (!" + counted + ") continue;\n"
-          "    const float v = tg[e];\n    ps += v;\n    ng += 1.0f - v;\n  }\n"
-          "  ps = blockSum(ps, sh);\n  ng = blockSum(ng, sh);\n"
-          "  if (t == 0) pw[o] = ps == 0.0f ? " + flt(maxPw) + " : fminf(ng / ps, " + flt(maxPw) + ");\n";
-      std::vector<std::string> params{out("pw"), in("tg")};
-      std::vector<int> args{pw, tg};
+      SplitSum s = channelSum();
+      s.term = "        if (!" + counted + ") continue;\n"
+               "        const float v = tg[e];\n"
+               "        a_ps[u] += v;\n        a_ng[u] += 1.0f - v;\n";
+      s.accs = {{"ps", "float", "float", "0.0f", "Add()"}, {"ng", "float", "float", "0.0f", "Add()"}};
+      std::vector<std::string> params{in("tg")};
+      std::vector<int> args{tg};
       if (mask) {
         params.push_back(in("m"));
         args.push_back(*mask);
       }
-      perBlock(op, "bce_pos_weight", params, args, L.c, block, body);
+      splitSum(op, "bce_pos_weight", s, params, args, {out("pw")}, {pw},
+               "    pw[o] = ps == 0.0f ? " + flt(maxPw) + " : fminf(ng / ps, " + flt(maxPw) + ");\n");
     }
     auto pwExpr = [&](const std::string &c) -> std::string {
       if (autoPw)
@@ -1521,19 +1711,16 @@ private:
       }
       // Per channel: Σ loss and the count of counted elements.
       int sums = scratch(L.c * 4), counts = scratch(L.c * 8);
-      std::string body =
-          "  __shared__ float sh[" + std::to_string(block) + "];\n"
-          "  __shared__ u64 shc[" + std::to_string(block) + "];\n"
-          "  const float pc = " + pwExpr("o") + ";\n"
-          "  float s = 0.0f;\n  u64 cnt = 0;\n"
-          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
-          "    if (!" + counted + ") continue;\n" + lossAt + "    s += l;\n    ++cnt;\n  }\n"
-          "  s = blockSum(s, sh);\n  cnt = blockReduce(cnt, shc, Add());\n"
-          "  if (t == 0) { sums[o] = s; counts[o] = cnt; }\n";
-      std::vector<std::string> params{out("sums"), out("counts", "u64"), in("x"), in("tg")};
-      std::vector<int> args{sums, counts, x, tg};
+      SplitSum s = channelSum();
+      s.base += "  const float pc = " + pwExpr("out") + ";\n";
+      s.term = "        if (!" + counted + ") continue;\n" + lossAt +
+               "        a_s[u] += l;\n        ++a_cnt[u];\n";
+      s.accs = {{"s", "float", "float", "0.0f", "Add()"}, {"cnt", "unsigned", "u64", "0", "Add()"}};
+      std::vector<std::string> params{in("x"), in("tg")};
+      std::vector<int> args{x, tg};
       pwParams(params, args);
-      perBlock(op, "bce_sums", params, args, L.c, block, body);
+      splitSum(op, "bce_sums", s, params, args, {out("sums"), out("counts", "u64")},
+               {sums, counts}, "    sums[o] = s;\n    counts[o] = cnt;\n");
       // The scalar, in double as the CPU kernel forms it.
       std::string fin;
       if (red == "per_channel")
@@ -1560,14 +1747,11 @@ private:
     int counts = -1;
     if (mask && (red == "mean" || red == "per_channel")) {
       counts = scratch(L.c * 8);
-      std::string body =
-          "  __shared__ u64 shc[" + std::to_string(block) + "];\n"
-          "  u64 cnt = 0;\n"
-          "  for (i64 j = t; j < " + num(perC) + "; j += " + std::to_string(block) + ") {\n" + elem +
-          "    cnt += m[e] != 0.0f;\n  }\n"
-          "  cnt = blockReduce(cnt, shc, Add());\n"
-          "  if (t == 0) counts[o] = cnt;\n";
-      perBlock(op, "bce_counts", {out("counts", "u64"), in("m")}, {counts, *mask}, L.c, block, body);
+      SplitSum s = channelSum();
+      s.term = "        a_cnt[u] += m[e] != 0.0f;\n";
+      s.accs = {{"cnt", "unsigned", "u64", "0", "Add()"}};
+      splitSum(op, "bce_counts", s, {in("m")}, {*mask}, {out("counts", "u64")}, {counts},
+               "    counts[o] = cnt;\n");
     }
     std::string body = "  const i64 e = i;\n  const i64 c = (i / " + num(L.s) + ") % " + num(L.c) +
                        ";\n  const float pc = " + pwExpr("c") + ";\n";
@@ -1626,11 +1810,41 @@ private:
            "    for (i64 c = 0; c < " + num(C) + "; ++c) se += expf(xb[c * " + num(S) + "] - mx);\n";
   }
 
-  /// Per level: a scratch of [N][1 + 3C] sums (ce, tp[C], sp[C], sy[C]), one block per
-  /// (n, c); the block of c = 0 also sums the cross-entropy.
+  /// Per level: a scratch of [N][1 + 3C] sums (ce, tp[C], sp[C], sy[C]). Up to 16 classes,
+  /// a split sum per sample whose threads compute each voxel's softmax once for every class;
+  /// beyond, one block per (n, c), the block of c = 0 also summing the cross-entropy.
   int diceSums(const Op &op, int x, int tgt, const NCS &L) {
     const int64_t C = L.c, S = L.s, stride = 1 + 3 * C;
     int sums = scratch(L.n * stride * 4);
+    std::string tt = ctype(type(tgt).dtype);
+    if (C <= 16) {
+      SplitSum s;
+      s.outs = L.n;
+      s.count = s.cols = S;
+      s.unroll = C <= 4 ? 2 : 1; // the C logits of a voxel are loads in flight already
+      s.base = "  const i64 n = out, ob = n * " + num(S) + ";\n";
+      s.row = "    const i64 ro = 0;\n";
+      s.term = "        const i64 s = e - ob;\n" + readClass(tgt, C) +
+               "        if (cls < 0) { medFail(status, " + code(op) + "); continue; }\n" +
+               softmaxHead(C, S) +
+               "        a_ce[u] += logf(se) - (xb[cls * " + num(S) + "] - mx);\n";
+      std::string finish = "    auto* q = sums + o * " + num(stride) + ";\n    q[0] = ce;\n";
+      s.accs.push_back({"ce", "float", "float", "0.0f", "Add()"});
+      for (int64_t k = 0; k < C; ++k) {
+        const std::string K = std::to_string(k);
+        s.term += "        {\n          const float sm = expf(xb[" + num(k * S) + "] - mx) / se;\n"
+                  "          a_sp" + K + "[u] += sm;\n"
+                  "          if (cls == " + K + ") { a_tp" + K + "[u] += sm; a_sy" + K +
+                  "[u] += 1.0f; }\n        }\n";
+        for (const char *name : {"tp", "sp", "sy"})
+          s.accs.push_back({name + K, "float", "float", "0.0f", "Add()"});
+        finish += "    q[" + num(1 + k) + "] = tp" + K + ";\n    q[" + num(1 + C + k) + "] = sp" + K +
+                  ";\n    q[" + num(1 + 2 * C + k) + "] = sy" + K + ";\n";
+      }
+      splitSum(op, "dice_sums", s, {out("status", "unsigned"), in("x"), in("tgt", tt)},
+               {status(), x, tgt}, {out("sums")}, {sums}, finish);
+      return sums;
+    }
     const int block = blockFor(S);
     std::string body =
         "  __shared__ float sh[" + std::to_string(block) + "];\n"
@@ -1652,7 +1866,6 @@ private:
         "    if (c0 == 0) q[0] = ce;\n"
         "    q[1 + c0] = tp;\n    q[1 + " + num(C) + " + c0] = sp;\n    q[1 + " + num(2 * C) + " + c0] = sy;\n"
         "  }\n";
-    std::string tt = ctype(type(tgt).dtype);
     perBlock(op, "dice_sums", {out("sums"), out("status", "unsigned"), in("x"), in("tgt", tt)},
              {sums, status(), x, tgt}, L.n * C, block, body);
     return sums;

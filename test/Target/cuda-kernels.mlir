@@ -4,7 +4,7 @@
 
 // The CUDA source of a few ops (medc compile --emit cuda): one kernel per op, extern "C",
 // shapes baked in as constants (batch 2, 4 channels, 5x6x7: 1680 elements, 210 per plane),
-// reductions one block per output with a fixed-order block reduction, and a launch plan
+// reductions with a fixed-order block reduction, and a launch plan
 // that binds parameters instead of running kernels for them.
 
 med.parameter @"dw.weight" : tensor<4x1x3x3x3xf32> init uniform(27)
@@ -58,14 +58,17 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: const float u = a_v[k], v = b[o1];
 // CHECK: a_v = vload<4>(a + i0);
 
-// Mean over axes 0, 2, 3, 4: one block per channel, 420 terms.
+// Mean over axes 0, 2, 3, 4: one block per channel (420 terms: too few to split in parts),
+// walking 2 rows of 210 contiguous terms with 8 accumulators per thread.
 // CHECK-LABEL: reduce_mean_4(
-// CHECK: const i64 begin = 0, end = 420ll;
-// CHECK: const auto* base = x + k0 * 210ll;
-// CHECK: for (i64 j = begin + t; j < end; j += 256) {
-// CHECK: const float v = base[r0 * 840ll + r1 * 42ll + r2 * 7ll + r3];
-// CHECK: acc = blockReduce(acc, sh, Add());
-// CHECK: if (t == 0) y[o] = acc / (float)420ll;
+// CHECK: const i64 out = o / 1ll, part = o % 1ll;
+// CHECK: const i64 ob = k0 * 210ll;
+// CHECK: const i64 ro = r0 * 840ll;
+// CHECK: for (int c = c0 + t; c < cEnd; c += 1024) {
+// CHECK: if (c + u * 128 >= cEnd) break;
+// CHECK: a_acc[u] += x[e];
+// CHECK: const float acc = blockReduce((float)a_acc[0], sh_f, Add());
+// CHECK: y[o] = acc / (float)420ll;
 
 // Values 0-8; buffer 9 is the status word (scratch 0), 10 the group statistics (scratch 1).
 // PLAN: {"kind":"param","name":"dw.weight","op":0,"value":1}
@@ -74,4 +77,4 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_1","kind":"launch","op":5,"shared":0}
 // PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_2","kind":"launch","op":5,"shared":0}
 // PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[2,1,1],"kernel":"mul_3","kind":"launch","op":6,"shared":0}
-// PLAN-NEXT: {"args":[8,7],"block":[256,1,1],"grid":[4,1,1],"kernel":"reduce_mean_4","kind":"launch","op":7,"shared":0}
+// PLAN-NEXT: {"args":[8,7],"block":[128,1,1],"grid":[4,1,1],"kernel":"reduce_mean_4","kind":"launch","op":7,"shared":0}

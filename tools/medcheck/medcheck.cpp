@@ -218,6 +218,10 @@ const char *kUsage =
     "      k_ours <= R^2 k_autocast + 3 sqrt(R^2 k_autocast) + 3,\n"
     "  the ratio rule plus what chance gives two runs of equal quality: three standard\n"
     "  deviations of a Poisson count, and 3. For large counts this is the ratio rule.\n"
+    "  exp_avg_sq, made of the squared gradients, holds its error in its few largest\n"
+    "  elements, so the ratio of two such errors is itself noisy: where autocast's error\n"
+    "  d is spread over n = (sum d^2)^2 / sum d^4 elements, k = n e^2 / e_autocast^2 is\n"
+    "  also compared as a count (k_autocast = n) by the rule above.\n"
     "  A bf16-mixed artifact's <loss>_grad runs in bf16 on either backend, so\n"
     "  --train-grad compares bf16 gradients.\n"
     "\n"
@@ -605,6 +609,9 @@ uint64_t mixSeed(uint64_t seed, const std::string &fn, size_t arg) {
 struct Comparison {
   double maxAbs = 0, rel = 0;
   double oursNorm = 0, refNorm = 0; ///< 2-norms of the finite values
+  /// How many elements the error is spread over: (sum d^2)^2 / sum d^4 of the differences
+  /// d (1 when one element holds it all, the element count when all are alike).
+  double spread = 0;
   std::string problem; ///< non-empty: a mismatch other than the values
 };
 
@@ -632,6 +639,11 @@ Comparison compareTorch(const torch::Tensor &x, const torch::Tensor &ref) {
   c.refNorm = refNorm;
   c.oursNorm = torch::where(ours.isfinite(), ours, torch::zeros_like(ours)).norm().item<double>();
   c.rel = refNorm > 0 ? diffNorm / refNorm : diffNorm;
+  if (diffNorm > 0) {
+    torch::Tensor sq = (diff / diff.abs().max()).square(); // scaled: no underflow in d^4
+    double s2 = sq.sum().item<double>(), s4 = sq.square().sum().item<double>();
+    c.spread = s4 > 0 ? s2 * s2 / s4 : 0;
+  }
   if (std::isnan(c.maxAbs) || std::isnan(diffNorm))
     c.maxAbs = c.rel = NAN;
   return c;
@@ -1811,11 +1823,13 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     // the tolerance into the bound on ours' error relative to autocast's. `elementBound`
     // (values, with autocast): how far the AdamW noise bound lets one element of this kind
     // move; errors of a few such elements are compared as counts (withinAutocastCount).
+    // `bySpreadToo`: an error carried by few elements (Comparison::spread) is compared as a
+    // count of autocast's per-element shares (see --help).
     auto kindLine = [&](const std::string &kind, const std::vector<std::string> &names,
                         const std::vector<medrun::Tensor> &ours,
                         const std::vector<torch::Tensor> &theirs,
                         const std::vector<torch::Tensor> &acs, bool gradients,
-                        double elementBound = 0) {
+                        double elementBound = 0, bool bySpreadToo = false) {
       std::vector<Comparison> cs, acCs;
       for (size_t i = 0; i < names.size(); ++i) {
         cs.push_back(compare(ours[i], theirs[i]));
@@ -1826,7 +1840,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       std::vector<bool> ok = judge(cs, std::vector<bool>(names.size(), gradients), tolerance,
                                    notes);
       KindSummary k;
-      size_t noisy = 0, floored = 0, counted = 0;
+      size_t noisy = 0, floored = 0, counted = 0, spread = 0;
       double vanishing = 0; // with autocast: the vanishing rule's limit, as judge's
       if (autocast && gradients)
         for (const Comparison &c : cs)
@@ -1847,8 +1861,16 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           const bool byRatio = withinAutocast(c.rel, a.rel, o.autocastRatio);
           const bool byCount = unit > 0 && withinAutocastCount(c.rel / unit, a.rel / unit,
                                                                o.autocastRatio);
-          ok[i] = c.problem.empty() && a.problem.empty() && (byRatio || byCount);
-          if (ok[i] && !byRatio) {
+          // Autocast's error in units of its share per element it is spread over.
+          const double share = a.spread > 0 ? a.rel / std::sqrt(a.spread) : 0;
+          const bool bySpread = bySpreadToo && share > 0 &&
+                                withinAutocastCount(c.rel / share, a.rel / share, o.autocastRatio);
+          ok[i] = c.problem.empty() && a.problem.empty() && (byRatio || byCount || bySpread);
+          if (ok[i] && !byRatio && !byCount) {
+            ++spread;
+            notes[i] = str("spread: autocast's error over ", sci(a.spread), " elements, ratio ",
+                           ratioStr(c.rel, a.rel));
+          } else if (ok[i] && !byRatio) {
             ++counted;
             notes[i] = str("counted: ", sci(std::pow(c.rel / unit, 2)), " elements' worth, autocast ",
                            sci(std::pow(a.rel / unit, 2)));
@@ -1856,7 +1878,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
             ++floored;
             notes[i] = str("f32 level: rel <= ", sci(kAutocastFloor));
           } else {
-            notes[i] = str("autocast rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel));
+            notes[i] = str("autocast rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel),
+                           ", spread over ", sci(a.spread), " elements");
           }
         }
       }
@@ -1864,7 +1887,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         ++k.tensors;
         bool special = notes[i].rfind("vanishing", 0) == 0 ||
                        notes[i].rfind("noise", 0) == 0 || notes[i].rfind("f32", 0) == 0 ||
-                       notes[i].rfind("counted", 0) == 0;
+                       notes[i].rfind("counted", 0) == 0 || notes[i].rfind("spread", 0) == 0;
         if (notes[i].rfind("vanishing", 0) == 0)
           ++k.vanishing;
         if (!ok[i]) {
@@ -1901,6 +1924,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         std::cout << "  " << floored << " at f32 level";
       if (counted)
         std::cout << "  " << counted << " within the count of noise-moved elements";
+      if (spread)
+        std::cout << "  " << spread << " within the spread of autocast's error";
       if (k.failed)
         std::cout << "  " << k.failed << " FAIL, first " << k.firstFailed;
       std::cout << "  " << (k.failed ? "FAIL" : "ok") << "\n";
@@ -1958,7 +1983,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         if (autocast)
           acs.push_back(moment(*autocast, name, m, s));
       }
-      kindLine(m, trained, ours, theirs, acs, true);
+      // exp_avg_sq, the squares of the gradients, holds its error in its largest elements.
+      kindLine(m, trained, ours, theirs, acs, true, 0, m == "exp_avg_sq");
     }
     if (scaling && t.optimizer == "adamw")
       exactLine("optimizer.step", toScalar(stateOf("optimizer.step")), double(reference->applied));
@@ -1992,7 +2018,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     std::cout << o.trainSteps << " steps checked, " << failedSteps
               << " failed (against torch autocast: rel <= " << o.autocastRatio
               << " * autocast's rel or <= " << sci(kAutocastFloor) << ", vanishing below "
-              << sci(kVanishing * tolerance) << " of the largest; precision " << precisionName
+              << sci(kVanishing * tolerance)
+              << " of the largest, errors of few elements as counts; precision " << precisionName
               << ")\n";
   else
     std::cout << o.trainSteps << " steps checked, " << failedSteps << " failed (tolerance "
