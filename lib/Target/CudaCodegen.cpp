@@ -4,9 +4,12 @@
 // kernels (runtime/src/cpu) formula for formula, in fp32, with every shape, stride and
 // attribute baked in as a constant.
 //
-//  * Elementwise ops, data movement and the direct convolutions run one thread per output
-//    element (the convolutions sum their terms in the CPU kernels' order: input channel,
-//    then kd, kh, kw).
+//  * Data movement and the direct convolutions run one thread per output element (the
+//    convolutions sum their terms in the CPU kernels' order: input channel, then kd, kh,
+//    kw). Unary and binary ops, gelu_grad and the group norm maps give each thread one
+//    16-byte vector of consecutive elements (`vectorized`): more bytes in flight per
+//    thread, 32-bit index math. Only the mapping of elements to threads differs; each
+//    element is computed by the same code.
 //  * Reductions (norm statistics, weight gradients, reduce, loss sums) run one block per
 //    output; each thread sums a fixed strided subset and the block combines the partials
 //    in a fixed tree over thread indices. No float atomics: results are the same bits on
@@ -27,6 +30,7 @@
 
 #include "med/Target/Cuda.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -34,6 +38,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -113,17 +118,27 @@ std::string ctype(llvm::StringRef dtype) {
       .Default("");
 }
 
+/// The integer type of a kernel's element indices: `int` where every index fits (32-bit
+/// address math, and divisions by constants that are a multiply and a shift), else i64.
+struct Index {
+  bool narrow = false;
+  std::string type() const { return narrow ? "int" : "i64"; }
+  std::string lit(int64_t v) const { return narrow ? std::to_string(v) : num(v); }
+};
+const Index kWide;
+
 /// Code that splits flat index `var` into per-axis indices `<prefix>0..` of `shape`.
 std::string decompose(const std::string &var, const std::vector<int64_t> &shape,
-                      const std::string &prefix) {
-  std::string code = "  i64 " + prefix + "t = " + var + ";\n";
+                      const std::string &prefix, const Index &ix = kWide) {
+  const std::string t = ix.type();
+  std::string code = "  " + t + " " + prefix + "t = " + var + ";\n";
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
     std::string name = prefix + std::to_string(d);
     if (d == 0) {
-      code += "  const i64 " + name + " = " + prefix + "t;\n";
+      code += "  const " + t + " " + name + " = " + prefix + "t;\n";
     } else {
-      code += "  const i64 " + name + " = " + prefix + "t % " + num(shape[d]) + "; " + prefix +
-              "t /= " + num(shape[d]) + ";\n";
+      code += "  const " + t + " " + name + " = " + prefix + "t % " + ix.lit(shape[d]) + "; " +
+              prefix + "t /= " + ix.lit(shape[d]) + ";\n";
     }
   }
   code += "  (void)" + prefix + "t;\n";
@@ -142,13 +157,13 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
 
 /// Σ idx_d · stride_d as code (zero strides left out).
 std::string offsetExpr(const std::string &prefix, const std::vector<int64_t> &strides,
-                       size_t firstAxis = 0) {
+                       size_t firstAxis = 0, const Index &ix = kWide) {
   std::string e;
   for (size_t d = 0; d < strides.size(); ++d) {
     if (strides[d] == 0)
       continue;
     std::string term = prefix + std::to_string(d + firstAxis) +
-                       (strides[d] == 1 ? "" : " * " + num(strides[d]));
+                       (strides[d] == 1 ? "" : " * " + ix.lit(strides[d]));
     e += (e.empty() ? "" : " + ") + term;
   }
   return e.empty() ? "0" : e;
@@ -245,6 +260,21 @@ struct f16 {
     return *this;
   }
 };
+// K consecutive elements of one operand, held in registers by a thread of a vectorized
+// elementwise kernel and moved with one vector load or store (K * sizeof(T) is 8 or 16
+// bytes). Every buffer is 256-byte aligned (the executor's allocations and arena offsets)
+// and a thread's first element is a multiple of K, so the address is K * sizeof(T)-aligned.
+template <typename T, int K> struct alignas(sizeof(T) * K) Vec {
+  T v[K];
+  T &operator[](int k) { return v[k]; }
+  const T &operator[](int k) const { return v[k]; }
+};
+template <int K, typename T> Vec<T, K> vload(const T *p) {
+  return *reinterpret_cast<const Vec<T, K> *>(p);
+}
+template <int K, typename T> void vstore(T *p, const Vec<T, K> &v) {
+  *reinterpret_cast<Vec<T, K> *>(p) = v;
+}
 // Parameters kept in f32 on the device, read by bf16/f16 ops (the executor launches these).
 extern "C" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {
   const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -612,6 +642,110 @@ private:
            (n + kBlock - 1) / kBlock, kBlock, args);
   }
 
+  /// Elements per thread of a vectorized kernel moving `ids`: one 16-byte vector of the
+  /// widest (8 of bf16 or f16, 4 of f32).
+  int lanesFor(const std::vector<int> &ids) const {
+    for (int id : ids)
+      if (type(id).dtype != "bf16" && type(id).dtype != "f16")
+        return 4;
+    return 8;
+  }
+  /// The index type for a kernel whose indices stay below `bound` (with room for the
+  /// rounding up of the last block).
+  static Index indexFor(int64_t bound) {
+    return Index{bound <= int64_t{2147483647} - 16 * kBlock};
+  }
+
+  /// An operand a vectorized kernel moves as vectors: parameter `name`, the thread's
+  /// elements starting at `at` (code seeing i0; a multiple of the lanes).
+  struct Moved {
+    std::string name, at = "i0";
+  };
+
+  /// K consecutive elements of [0, n) per thread, K = `lanes`: each of `loads` is read into
+  /// registers NAME_v with one vector load, `body` computes element i = i0 + k from lane k
+  /// (NAME_v[k]) and sets lane k of each of `stores`, which go back with one vector store
+  /// each. `perThread` runs once per thread, first (it sees i0). Where n is no multiple of
+  /// K, the last thread moves its elements one by one. The mapping of elements to threads
+  /// is all that differs from `elementwise`: each element is computed by the same code.
+  void vectorized(const Op &op, const std::string &base, const std::vector<std::string> &params,
+                  const std::vector<int> &args, int64_t n, int lanes, const Index &ix,
+                  const std::vector<Moved> &loads, const std::vector<std::string> &stores,
+                  const std::string &perThread, const std::string &body) {
+    if (n <= 0)
+      return;
+    const std::vector<std::string> ps = typed(params, args);
+    auto elemType = [&](const std::string &name) {
+      for (const std::string &p : ps)
+        if (llvm::StringRef(p).ends_with(" " + name)) {
+          llvm::StringRef t = llvm::StringRef(p).split('*').first.trim();
+          t.consume_front("const ");
+          return t.str();
+        }
+      error("no kernel parameter '" + name + "'");
+    };
+    const std::string I = ix.type(), K = std::to_string(lanes), N = ix.lit(n);
+    std::string b = ix.narrow
+                        ? "  const int i0 = (int)(blockIdx.x * " + std::to_string(kBlock) +
+                              "u + threadIdx.x) * " + K + ";\n"
+                        : "  const i64 i0 = ((i64)blockIdx.x * " + std::to_string(kBlock) +
+                              " + threadIdx.x) * " + K + ";\n";
+    b += "  if (i0 >= " + N + ") return;\n" + perThread;
+    std::vector<std::string> vecs;
+    for (const Moved &m : loads)
+      vecs.push_back(m.name);
+    vecs.insert(vecs.end(), stores.begin(), stores.end());
+    for (const std::string &v : vecs)
+      b += "  Vec<" + elemType(v) + ", " + K + "> " + v + "_v;\n";
+    // The body once, as a lambda: whole vectors, and the remainder of the last thread.
+    b += "  const auto element = [&](int k) {\n";
+    if (usesIdentifier(body, "i"))
+      b += "    const " + I + " i = i0 + k;\n";
+    for (llvm::StringRef line : llvm::split(llvm::StringRef(body).rtrim('\n'), '\n'))
+      b += "  " + line.str() + "\n";
+    b += "  };\n";
+    std::string whole;
+    for (const Moved &m : loads)
+      whole += "  " + m.name + "_v = vload<" + K + ">(" + m.name + " + " + m.at + ");\n";
+    whole += "#pragma unroll\n  for (int k = 0; k < " + K + "; ++k)\n    element(k);\n";
+    for (const std::string &s : stores)
+      whole += "  vstore(" + s + " + i0, " + s + "_v);\n";
+    if (n % lanes == 0) {
+      b += whole;
+    } else {
+      auto indent = [](const std::string &code) {
+        std::string out;
+        for (llvm::StringRef line : llvm::split(llvm::StringRef(code).rtrim('\n'), '\n'))
+          out += (line.starts_with("#") ? "" : "  ") + line.str() + "\n";
+        return out;
+      };
+      b += "  if (i0 + " + K + " <= " + N + ") {\n" + indent(whole) +
+           "  } else { // the last thread: " + N + " is no multiple of " + K + "\n"
+           // Unrolled (constant lanes): registers, not local memory, for the vectors.
+           "#pragma unroll\n"
+           "    for (int k = 0; k < " + K + "; ++k) {\n"
+           "      if (i0 + k >= " + N + ") break;\n";
+      for (const Moved &m : loads)
+        b += "      " + m.name + "_v[k] = " + m.name + "[" + m.at + " + k];\n";
+      b += "      element(k);\n";
+      for (const std::string &s : stores)
+        b += "      " + s + "[i0 + k] = " + s + "_v[k];\n";
+      b += "    }\n  }\n";
+    }
+    const int64_t threads = (n + lanes - 1) / lanes;
+    launch(op, src.kernel(base, ps, b, kBlock), (threads + kBlock - 1) / kBlock, kBlock, args);
+  }
+
+  /// Does `code` use the identifier `id` (a whole token)?
+  static bool usesIdentifier(const std::string &code, const std::string &id) {
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (size_t at = code.find(id); at != std::string::npos; at = code.find(id, at + 1))
+      if ((at == 0 || !ident(code[at - 1])) &&
+          (at + id.size() == code.size() || !ident(code[at + id.size()])))
+        return true;
+    return false;
+  }
+
   /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
   void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
                 const std::vector<int> &args, int64_t outs, int block, const std::string &body) {
@@ -885,14 +1019,21 @@ private:
       return;
     int stats = scratch(segs * 2 * 4);
     segmentStats(op, x, segs, cg * d.s, floatAttr(op, "epsilon"), stats);
-    std::string body =
-        "  const i64 row = i / " + num(d.s) + ";\n"
-        "  const i64 c = row % " + num(d.c) + ";\n"
-        "  const i64 seg = (row / " + num(d.c) + ") * " + num(groups) + " + c / " + num(cg) + ";\n"
-        "  const float mu = stats[2 * seg], scale = stats[2 * seg + 1] * gamma[c];\n"
-        "  y[i] = (x[i] - mu) * scale + beta[c];\n";
-    elementwise(op, "group_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
-                {y, x, stats, g, b}, type(y).numel(), body);
+    const int64_t n = type(y).numel();
+    const int lanes = lanesFor({y, x});
+    const Index ix = indexFor(std::max(n, 2 * segs));
+    // A thread's elements share their channel where the planes are whole vectors.
+    const bool perThread = d.s % lanes == 0;
+    const std::string I = ix.type();
+    std::string channel =
+        "  const " + I + " row = " + (perThread ? "i0" : "i") + " / " + ix.lit(d.s) + ";\n"
+        "  const " + I + " c = row % " + ix.lit(d.c) + ";\n"
+        "  const " + I + " seg = (row / " + ix.lit(d.c) + ") * " + ix.lit(groups) + " + c / " + ix.lit(cg) + ";\n"
+        "  const float mu = stats[2 * seg], scale = stats[2 * seg + 1] * gamma[c];\n";
+    std::string body = "  y_v[k] = (x_v[k] - mu) * scale + beta[c];\n";
+    vectorized(op, "group_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
+               {y, x, stats, g, b}, n, lanes, ix, {{"x"}}, {"y"}, perThread ? channel : "",
+               perThread ? body : channel + body);
     if (op.results.size() == 3) { // save_statistics: mean and rstd for group_norm_grad
       int mean = result(op, 1), rstd = result(op, 2);
       requireFloat(mean, "the saved mean");
@@ -995,8 +1136,9 @@ private:
         {"exp", "expf(v)"},
         {"log", "logf(v)"},
         {"sqrt", "sqrtf(v)"}};
-    elementwise(op, op.kind, {out("y"), in("x")}, {y, x}, type(y).numel(),
-                "  const float v = x[i];\n  y[i] = " + f.at(op.kind) + ";\n");
+    const int64_t n = type(y).numel();
+    vectorized(op, op.kind, {out("y"), in("x")}, {y, x}, n, lanesFor({y, x}), indexFor(n),
+               {{"x"}}, {"y"}, "", "  const float v = x_v[k];\n  y_v[k] = " + f.at(op.kind) + ";\n");
   }
 
   /// Strides of an operand of shape `s` broadcast (NumPy rules) to `to`.
@@ -1025,16 +1167,74 @@ private:
     static const std::map<std::string, std::string> f = {
         {"add", "u + v"}, {"sub", "u - v"},         {"mul", "u * v"},
         {"div", "u / v"}, {"max", "maxNaN(u, v)"}, {"min", "minNaN(u, v)"}};
-    std::string body;
-    std::string ia = "i", ib = "i";
-    if (shape(a) != ys || shape(b) != ys) {
-      body += decompose("i", ys, "o");
-      ia = offsetExpr("o", broadcastStrides(shape(a), ys));
-      ib = offsetExpr("o", broadcastStrides(shape(b), ys));
+    const int64_t n = type(y).numel();
+    const int lanes = lanesFor({y, a, b});
+    const Index ix = indexFor(n);
+    // An operand of the result's shape moves as vectors; a broadcast one is read once per
+    // thread where the thread's elements share its element, as vectors where they are
+    // consecutive in it, else element by element.
+    std::vector<Moved> loads;
+    std::string perThread, perElement, value[2];
+    bool threadDecomposed = false, decomposed = false; // i0 into q*, i into o*
+    for (int side = 0; side < 2; ++side) {
+      const int id = side ? b : a;
+      const std::string name = side ? "b" : "a";
+      if (shape(id) == ys) {
+        loads.push_back({name});
+        value[side] = name + "_v[k]";
+        continue;
+      }
+      const std::vector<int64_t> st = broadcastStrides(shape(id), ys);
+      const BroadcastRun run = broadcastRun(st, ys);
+      if (run.shared % lanes == 0 || run.consecutive % lanes == 0) {
+        const std::string at = offsetExpr("q", st, 0, ix);
+        if (!threadDecomposed && at != "0")
+          perThread += decompose("i0", ys, "q", ix);
+        threadDecomposed = threadDecomposed || at != "0";
+        if (run.shared % lanes == 0) {
+          perThread += "  const float " + name + "_s = " + name + "[" + at + "];\n";
+          value[side] = name + "_s";
+        } else {
+          loads.push_back({name, at});
+          value[side] = name + "_v[k]";
+        }
+        continue;
+      }
+      if (!decomposed)
+        perElement += decompose("i", ys, "o", ix);
+      decomposed = true;
+      value[side] = name + "[" + offsetExpr("o", st, 0, ix) + "]";
     }
-    body += "  const float u = a[" + ia + "], v = b[" + ib + "];\n  y[i] = " + f.at(op.kind) +
-            ";\n";
-    elementwise(op, op.kind, {out("y"), in("a"), in("b")}, {y, a, b}, type(y).numel(), body);
+    perElement += "  const float u = " + value[0] + ", v = " + value[1] + ";\n  y_v[k] = " +
+                  f.at(op.kind) + ";\n";
+    vectorized(op, op.kind, {out("y"), in("a"), in("b")}, {y, a, b}, n, lanes, ix, loads, {"y"},
+               perThread, perElement);
+  }
+
+  /// Of a broadcast operand with strides `st` (broadcastStrides) into `to`: how many
+  /// consecutive result elements share an element of it (`shared`: the trailing axes it is
+  /// broadcast along), and over how many consecutive result elements it is consecutive
+  /// too (`consecutive`: the trailing axes it is not broadcast along). Axes of size 1 count
+  /// for both.
+  struct BroadcastRun {
+    int64_t shared = 1, consecutive = 1;
+  };
+  static BroadcastRun broadcastRun(const std::vector<int64_t> &st, const std::vector<int64_t> &to) {
+    BroadcastRun r;
+    bool sharing = true, following = true;
+    for (int64_t d = static_cast<int64_t>(to.size()) - 1; d >= 0; --d) {
+      if (to[d] == 1)
+        continue;
+      sharing = sharing && st[d] == 0;
+      following = following && st[d] == r.consecutive;
+      if (sharing)
+        r.shared *= to[d];
+      if (following)
+        r.consecutive *= to[d];
+    }
+    if (sharing) // broadcast along every axis: one element for all
+      r.shared = 0;
+    return r;
   }
 
   std::string elemType(int id) const {
@@ -2021,16 +2221,24 @@ private:
     perBlock(op, "group_norm_grad_mix",
              {out("mg"), out("dg"), out("db"), in("rs"), in("rstd"), in("gamma")},
              {mg, dg, db, rs, rstd, g}, 1, kBlock, mix);
+    const int64_t n = type(x).numel();
+    const int lanes = lanesFor({dx, x, dy});
+    const Index ix = indexFor(std::max(n, 2 * segs));
+    // A thread's elements share their channel where the planes are whole vectors.
+    const bool perThread = d.s % lanes == 0;
+    const std::string I = ix.type();
+    std::string channel =
+        "  const " + I + " row = " + (perThread ? "i0" : "i") + " / " + ix.lit(d.s) + ";\n"
+        "  const " + I + " c = row % " + ix.lit(d.c) + ";\n"
+        "  const " + I + " seg = (row / " + ix.lit(d.c) + ") * " + ix.lit(groups) + " + c / " + ix.lit(cg) + ";\n"
+        "  const float mu = mean[seg], r = rstd[seg];\n";
     std::string body =
-        "  const i64 row = i / " + num(d.s) + ";\n"
-        "  const i64 c = row % " + num(d.c) + ";\n"
-        "  const i64 seg = (row / " + num(d.c) + ") * " + num(groups) + " + c / " + num(cg) + ";\n"
-        "  const float mu = mean[seg], r = rstd[seg];\n"
-        "  const float xh = (x[i] - mu) * r;\n"
-        "  dx[i] = r * (gamma[c] * dy[i] - mg[2 * seg] - xh * mg[2 * seg + 1]);\n";
-    elementwise(op, "group_norm_grad",
-                {out("dx"), in("x"), in("dy"), in("gamma"), in("mean"), in("rstd"), in("mg")},
-                {dx, x, dy, g, mean, rstd, mg}, type(x).numel(), body);
+        "  const float xh = (x_v[k] - mu) * r;\n"
+        "  dx_v[k] = r * (gamma[c] * dy_v[k] - mg[2 * seg] - xh * mg[2 * seg + 1]);\n";
+    vectorized(op, "group_norm_grad",
+               {out("dx"), in("x"), in("dy"), in("gamma"), in("mean"), in("rstd"), in("mg")},
+               {dx, x, dy, g, mean, rstd, mg}, n, lanes, ix, {{"x"}, {"dy"}}, {"dx"},
+               perThread ? channel : "", perThread ? body : channel + body);
   }
 
   void channelLayerNormGrad(const Op &op) {
@@ -2131,12 +2339,13 @@ private:
     for (int id : {x, dy, dx})
       requireFloat(id, "an operand");
     std::string body =
-        "  const float v = x[i];\n"
+        "  const float v = x_v[k];\n"
         "  const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n"
         "  const float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);\n"
-        "  dx[i] = dy[i] * (cdf + v * pdf);\n";
-    elementwise(op, "gelu_grad", {out("dx"), in("x"), in("dy")}, {dx, x, dy}, type(x).numel(),
-                body);
+        "  dx_v[k] = dy_v[k] * (cdf + v * pdf);\n";
+    const int64_t n = type(x).numel();
+    vectorized(op, "gelu_grad", {out("dx"), in("x"), in("dy")}, {dx, x, dy}, n,
+               lanesFor({dx, x, dy}), indexFor(n), {{"x"}, {"dy"}}, {"dx"}, "", body);
   }
 
   // ---- optimizers ----------------------------------------------------------------------
