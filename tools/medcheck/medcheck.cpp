@@ -215,9 +215,12 @@ const char *kUsage =
     "  f32's. For parameters and EMA, e in units of one element moved by 2B (2B/|ref|;\n"
     "  for the EMA, B followed through the EMA) is k = e^2 elements' worth. A count k of\n"
     "  ours (flips, or elements' worth) passes when\n"
-    "      k_ours <= R^2 k_autocast + 3 sqrt(R^2 k_autocast) + 3,\n"
-    "  the ratio rule plus what chance gives two runs of equal quality: three standard\n"
-    "  deviations of a Poisson count, and 3. For large counts this is the ratio rule.\n"
+    "      k_ours <= R^2 k_autocast  or  k_ours - R^2 k_autocast <= 3 R sqrt(k_ours + k_autocast),\n"
+    "  two Poisson counts whose rates may be in the ratio R^2, allowed three standard\n"
+    "  deviations: for large counts the ratio rule, for a handful what chance gives two\n"
+    "  runs of equal quality. loss and grad_norm, single numbers, pass this way too with\n"
+    "  k_autocast = 1 (of two runs with equal error spreads, one is 1.5 times the other's\n"
+    "  in a third of the cases).\n"
     "  exp_avg_sq, made of the squared gradients, holds its error in its few largest\n"
     "  elements, so the ratio of two such errors is itself noisy: where autocast's error\n"
     "  d is spread over n = (sum d^2)^2 / sum d^4 elements, k = n e^2 / e_autocast^2 is\n"
@@ -1332,13 +1335,14 @@ bool withinAutocast(double rel, double autocastRel, double ratio) {
   return rel <= ratio * autocastRel || rel <= kAutocastFloor;
 }
 /// The same for errors made of few discrete events (sign flips; elements moved by up to
-/// the AdamW noise bound), `rel` and `autocastRel` in units of one event: the counts
-/// k = rel^2 are compared as Poisson counts, ours passing up to R^2 times autocast's count
-/// plus three standard deviations of that count plus 3. For large counts this is the
-/// ratio rule; for a handful it allows what chance alone gives two runs of equal quality.
+/// the AdamW noise bound; a scalar), `rel` and `autocastRel` in units of one event: the
+/// counts k = rel^2 are compared as two Poisson counts. Ours fails only where k_ours exceeds
+/// R^2 k_autocast by more than three standard deviations of that difference at the limit
+/// (rates in the ratio R^2, estimated from both counts): the ratio rule for large counts,
+/// and for a handful no more than chance gives two runs of equal quality.
 bool withinAutocastCount(double rel, double autocastRel, double ratio) {
-  const double expected = ratio * ratio * autocastRel * autocastRel;
-  return rel * rel <= expected + 3 * std::sqrt(expected) + 3;
+  const double k = rel * rel, kAc = autocastRel * autocastRel, r2 = ratio * ratio;
+  return k <= r2 * kAc || k - r2 * kAc <= 3 * ratio * std::sqrt(k + kAc);
 }
 double ratioOf(double rel, double autocastRel) {
   if (std::isnan(rel) || std::isnan(autocastRel))
@@ -1731,7 +1735,10 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       bool ok = std::isfinite(ours) ? rel <= tolerance : !std::isfinite(theirs);
       double acRel = relOf(acValue, theirs);
       if (autocast && std::isfinite(ours))
-        ok = withinAutocast(rel, acRel, o.autocastRatio);
+        // A scalar is one element: two runs of equal quality differ by 1.5x in a third of
+        // the cases, so it is compared as a count of one as well.
+        ok = withinAutocast(rel, acRel, o.autocastRatio) ||
+             (acRel > 0 && withinAutocastCount(rel / acRel, 1, o.autocastRatio));
       stepFailed |= !ok;
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.9g", ours);
