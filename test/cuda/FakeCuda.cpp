@@ -7,7 +7,8 @@
 // __syncthreads. medrun loads it through MEDRUN_LIBCUDA, so the whole CUDA path (plan,
 // arena, arguments, status word, downloads) runs in CI and is compared with the CPU backend.
 // FAKE_CUDA_REJECT_CUBIN=1 makes the cubin fail to load, to exercise the PTX fallback;
-// FAKE_CUDA_MEM_BYTES sets the device memory it reports.
+// FAKE_CUDA_MEM_BYTES sets the device memory it reports; FAKE_CUDA_KERNEL_DELAY_MS=T makes
+// each kernel launch take T ms more (to lose a measured comparison with cuDNN).
 //
 // Streams: a blocking stream (flags 0, the executor's compute stream) runs each operation
 // when it is enqueued, as the legacy default stream does. A non-blocking stream (flags 1,
@@ -24,6 +25,7 @@
 #include <ucontext.h>
 
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -325,6 +327,8 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   }
   for (unsigned i = n; i < 16; ++i)
     runArgs[i] = nullptr;
+  if (const char *delay = std::getenv("FAKE_CUDA_KERNEL_DELAY_MS")) // to lose a measurement
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
   runKernel = reinterpret_cast<Kernel>(f);
   *kernels.gridDim = {gx, 1, 1};
   *kernels.blockDim = {bx, 1, 1};

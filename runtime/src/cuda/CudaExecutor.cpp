@@ -347,6 +347,8 @@ struct CudaSession::Impl {
   void reserveArena(const Function &fn, const Layout &l);
   void setUpConvolutions(const std::string &deviceName);
   void chooseAlgorithms(const Function &fn, Layout &l, const std::function<uint64_t(int)> &ptr);
+  bool generatedFaster(const Function &fn, size_t i, const Layout &l,
+                       const std::function<uint64_t(int)> &ptr);
   cublaslt::Buffers gemmBuffers(const Function &fn, const Layout &l,
                                 const std::function<uint64_t(int)> &ptr, const cublaslt::Gemm &g,
                                 const OpInfo &op);
@@ -482,6 +484,43 @@ double CudaSession::Impl::timeMs(const std::function<void()> &enqueue) {
   return ms / kReps;
 }
 
+/// MEDRUN_CUDNN=benchmark: whether the generated kernels of convolution `i` (forward or
+/// backward data) beat its cuDNN call, measured on the arena's buffers once per shape and
+/// cached with cuDNN's algorithms (1: the generated kernels). cuDNN's depthwise algorithms
+/// can lose to a plain stencil; weight gradients are left to cuDNN (the generated ones are
+/// plain reductions, far slower, and measuring them would cost seconds).
+bool CudaSession::Impl::generatedFaster(const Function &fn, size_t i, const Layout &l,
+                                        const std::function<uint64_t(int)> &ptr) {
+  const cudnn::Conv &conv = *l.convs[i];
+  const std::string key = conv.cacheKey() + ":generated";
+  int choice = 0;
+  size_t unused = 0;
+  if (algoCache->find(key, &choice, &unused))
+    return choice == 1;
+  const OpInfo &op = fn.ops[i];
+  std::vector<CUdeviceptr> values;
+  std::vector<void *> args;
+  const std::function<void()> generated = [&] {
+    for (const CudaStep &s : fn.cuda->steps) {
+      if (s.kind != CudaStep::Kind::Launch || s.op != static_cast<int>(i))
+        continue;
+      values.assign(s.args.size(), 0);
+      args.assign(s.args.size() + 1, nullptr);
+      for (size_t j = 0; j < s.args.size(); ++j) {
+        values[j] = ptr(s.args[j]);
+        args[j] = &values[j];
+      }
+      check(d.cuLaunchKernel(function(s.kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
+                             s.block[1], s.block[2], s.shared, stream, args.data(), nullptr),
+            str("timing kernel ", s.kernel, " of ", op.describe()));
+    }
+  };
+  const double dnnMs = timeMs([&] { conv.run(*dnn, ptr, workspace.ptr); });
+  choice = timeMs(generated) < dnnMs ? 1 : 0;
+  algoCache->put(key, choice, 0);
+  return choice == 1;
+}
+
 /// On a function's first run: measures (or looks up) each convolution's algorithm on the
 /// arena's buffers, before anything is uploaded, then sizes the shared workspace. A 1x1x1
 /// convolution both libraries run goes to the faster under MEDRUN_CUDNN=benchmark, to
@@ -545,6 +584,10 @@ void CudaSession::Impl::chooseAlgorithms(const Function &fn, Layout &l,
         (*conv)->select(*dnn, convMode, *algoCache, ptr, workspace.ptr, workspace.bytes);
     }
   }
+  if (convMode == cudnn::Mode::Benchmark)
+    for (size_t i = 0; i < fn.ops.size() && i < l.convs.size(); ++i)
+      if (l.convs[i] && fn.ops[i].kind != "conv3d_grad_weight" && generatedFaster(fn, i, l, ptr))
+        l.convs[i].reset();
   size_t need = 0;
   for (auto &c : l.convs)
     if (c)

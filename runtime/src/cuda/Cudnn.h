@@ -83,6 +83,8 @@ public:
   void run(const Handle &h, const std::function<uint64_t(int)> &ptr, uint64_t workspace) const;
   /// "'med.conv3d' at f:1:2 (input 2x32x8x8x8, weight 64x32x3x3x3 -> 2x64x8x8x8)"
   const std::string &describe() const { return what; }
+  /// The shape key its algorithm is cached under.
+  const std::string &cacheKey() const { return key; }
 
 private:
   struct Desc;
