@@ -120,7 +120,8 @@ Options of `train` (each one a shorthand for a --set):
   Environment: MEDC (the medc executable; default: beside medrun, then PATH),
   MEDRUN_CACHE (compiled recipes and cuDNN's chosen algorithms; default ~/.cache/medrun),
   MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape, and
-  for 1x1x1 convolutions cuBLASLt's too, keeping the faster; deterministic and heuristic:
+  for 1x1x1 convolutions cuBLASLt's too, for forward and backward-data convolutions the
+  generated kernels too, keeping the fastest; deterministic and heuristic:
   1x1x1 convolutions through cuBLASLt's first heuristic algorithm, the others as cuDNN
   chooses; off: the generated convolution kernels), MEDRUN_CUBLASLT=off (1x1x1
   convolutions through cuDNN too; cuBLASLt is libcublasLt.so.13, else .so.12),
