@@ -1006,6 +1006,18 @@ private:
     perBlock(op, "norm_stats", {out("stats"), in("x")}, {stats, x}, segs, block, body);
   }
 
+  /// The per-element prologue of the group-norm passes: the (n, c) row of element `i` (of
+  /// a thread's first element `i0` where the planes are whole vectors), its channel `c` and
+  /// its (n, group) segment `seg`.
+  static std::string groupOf(const Index &ix, bool perThread, const NCS &d, int64_t groups,
+                             int64_t cg) {
+    const std::string I = ix.type();
+    return "  const " + I + " row = " + (perThread ? "i0" : "i") + " / " + ix.lit(d.s) + ";\n"
+           "  const " + I + " c = row % " + ix.lit(d.c) + ";\n"
+           "  const " + I + " seg = (row / " + ix.lit(d.c) + ") * " + ix.lit(groups) +
+           " + c / " + ix.lit(cg) + ";\n";
+  }
+
   void groupNorm(const Op &op) {
     int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
     for (int id : {x, g, b, y})
@@ -1024,11 +1036,7 @@ private:
     const Index ix = indexFor(std::max(n, 2 * segs));
     // A thread's elements share their channel where the planes are whole vectors.
     const bool perThread = d.s % lanes == 0;
-    const std::string I = ix.type();
-    std::string channel =
-        "  const " + I + " row = " + (perThread ? "i0" : "i") + " / " + ix.lit(d.s) + ";\n"
-        "  const " + I + " c = row % " + ix.lit(d.c) + ";\n"
-        "  const " + I + " seg = (row / " + ix.lit(d.c) + ") * " + ix.lit(groups) + " + c / " + ix.lit(cg) + ";\n"
+    std::string channel = groupOf(ix, perThread, d, groups, cg) +
         "  const float mu = stats[2 * seg], scale = stats[2 * seg + 1] * gamma[c];\n";
     std::string body = "  y_v[k] = (x_v[k] - mu) * scale + beta[c];\n";
     vectorized(op, "group_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
@@ -2226,11 +2234,7 @@ private:
     const Index ix = indexFor(std::max(n, 2 * segs));
     // A thread's elements share their channel where the planes are whole vectors.
     const bool perThread = d.s % lanes == 0;
-    const std::string I = ix.type();
-    std::string channel =
-        "  const " + I + " row = " + (perThread ? "i0" : "i") + " / " + ix.lit(d.s) + ";\n"
-        "  const " + I + " c = row % " + ix.lit(d.c) + ";\n"
-        "  const " + I + " seg = (row / " + ix.lit(d.c) + ") * " + ix.lit(groups) + " + c / " + ix.lit(cg) + ";\n"
+    std::string channel = groupOf(ix, perThread, d, groups, cg) +
         "  const float mu = mean[seg], r = rstd[seg];\n";
     std::string body =
         "  const float xh = (x_v[k] - mu) * r;\n"
