@@ -612,9 +612,6 @@ uint64_t mixSeed(uint64_t seed, const std::string &fn, size_t arg) {
 struct Comparison {
   double maxAbs = 0, rel = 0;
   double oursNorm = 0, refNorm = 0; ///< 2-norms of the finite values
-  /// How many elements the error is spread over: (sum d^2)^2 / sum d^4 of the differences
-  /// d (1 when one element holds it all, the element count when all are alike).
-  double spread = 0;
   std::string problem; ///< non-empty: a mismatch other than the values
 };
 
@@ -642,14 +639,22 @@ Comparison compareTorch(const torch::Tensor &x, const torch::Tensor &ref) {
   c.refNorm = refNorm;
   c.oursNorm = torch::where(ours.isfinite(), ours, torch::zeros_like(ours)).norm().item<double>();
   c.rel = refNorm > 0 ? diffNorm / refNorm : diffNorm;
-  if (diffNorm > 0) {
-    torch::Tensor sq = (diff / diff.abs().max()).square(); // scaled: no underflow in d^4
-    double s2 = sq.sum().item<double>(), s4 = sq.square().sum().item<double>();
-    c.spread = s4 > 0 ? s2 * s2 / s4 : 0;
-  }
   if (std::isnan(c.maxAbs) || std::isnan(diffNorm))
     c.maxAbs = c.rel = NAN;
   return c;
+}
+
+/// How many elements the difference d = x - ref is spread over: (sum d^2)^2 / sum d^4 (1 when
+/// one element holds it all, the element count when all are alike; 0 for no difference).
+double spreadOf(const torch::Tensor &x, const torch::Tensor &ref) {
+  torch::Tensor d = x.to(torch::kCPU, torch::kDouble) - ref.to(torch::kCPU, torch::kDouble);
+  d = torch::where(d.isfinite(), d, torch::zeros_like(d));
+  const double largest = d.numel() ? d.abs().max().item<double>() : 0;
+  if (!(largest > 0))
+    return 0;
+  torch::Tensor sq = (d / largest).square(); // scaled: no underflow in d^4
+  const double s2 = sq.sum().item<double>(), s4 = sq.square().sum().item<double>();
+  return s2 * s2 / s4;
 }
 
 Comparison compare(const medrun::Tensor &ours, const torch::Tensor &ref) {
@@ -1830,7 +1835,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     // the tolerance into the bound on ours' error relative to autocast's. `elementBound`
     // (values, with autocast): how far the AdamW noise bound lets one element of this kind
     // move; errors of a few such elements are compared as counts (withinAutocastCount).
-    // `bySpreadToo`: an error carried by few elements (Comparison::spread) is compared as a
+    // `bySpreadToo`: an error carried by few elements (spreadOf) is compared as a
     // count of autocast's per-element shares (see --help).
     auto kindLine = [&](const std::string &kind, const std::vector<std::string> &names,
                         const std::vector<medrun::Tensor> &ours,
@@ -1868,14 +1873,16 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           const bool byRatio = withinAutocast(c.rel, a.rel, o.autocastRatio);
           const bool byCount = unit > 0 && withinAutocastCount(c.rel / unit, a.rel / unit,
                                                                o.autocastRatio);
-          // Autocast's error in units of its share per element it is spread over.
-          const double share = a.spread > 0 ? a.rel / std::sqrt(a.spread) : 0;
-          const bool bySpread = bySpreadToo && share > 0 &&
+          // Autocast's error in units of its share per element it is spread over (only
+          // where the ratio rule fails: the spread takes a pass over the tensor).
+          const double n = bySpreadToo && !byRatio ? spreadOf(acs[i], theirs[i]) : 0;
+          const double share = n > 0 ? a.rel / std::sqrt(n) : 0;
+          const bool bySpread = share > 0 &&
                                 withinAutocastCount(c.rel / share, a.rel / share, o.autocastRatio);
           ok[i] = c.problem.empty() && a.problem.empty() && (byRatio || byCount || bySpread);
           if (ok[i] && !byRatio && !byCount) {
             ++spread;
-            notes[i] = str("spread: autocast's error over ", sci(a.spread), " elements, ratio ",
+            notes[i] = str("spread: autocast's error over ", sci(n), " elements, ratio ",
                            ratioStr(c.rel, a.rel));
           } else if (ok[i] && !byRatio) {
             ++counted;
@@ -1885,8 +1892,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
             ++floored;
             notes[i] = str("f32 level: rel <= ", sci(kAutocastFloor));
           } else {
-            notes[i] = str("autocast rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel),
-                           ", spread over ", sci(a.spread), " elements");
+            notes[i] = str("autocast rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel));
           }
         }
       }

@@ -349,6 +349,10 @@ struct CudaSession::Impl {
   void chooseAlgorithms(const Function &fn, Layout &l, const std::function<uint64_t(int)> &ptr);
   bool generatedFaster(const Function &fn, size_t i, const Layout &l,
                        const std::function<uint64_t(int)> &ptr);
+  /// Enqueues one generated kernel of the plan on the stream, its buffers from `ptr`.
+  CUresult launch(const CudaStep &s, const OpInfo &op, const std::function<uint64_t(int)> &ptr);
+  std::vector<CUdeviceptr> launchValues; ///< launch's argument buffers
+  std::vector<void *> launchArgs;
   cublaslt::Buffers gemmBuffers(const Function &fn, const Layout &l,
                                 const std::function<uint64_t(int)> &ptr, const cublaslt::Gemm &g,
                                 const OpInfo &op);
@@ -498,27 +502,27 @@ bool CudaSession::Impl::generatedFaster(const Function &fn, size_t i, const Layo
   if (algoCache->find(key, &choice, &unused))
     return choice == 1;
   const OpInfo &op = fn.ops[i];
-  std::vector<CUdeviceptr> values;
-  std::vector<void *> args;
   const std::function<void()> generated = [&] {
-    for (const CudaStep &s : fn.cuda->steps) {
-      if (s.kind != CudaStep::Kind::Launch || s.op != static_cast<int>(i))
-        continue;
-      values.assign(s.args.size(), 0);
-      args.assign(s.args.size() + 1, nullptr);
-      for (size_t j = 0; j < s.args.size(); ++j) {
-        values[j] = ptr(s.args[j]);
-        args[j] = &values[j];
-      }
-      check(d.cuLaunchKernel(function(s.kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
-                             s.block[1], s.block[2], s.shared, stream, args.data(), nullptr),
-            str("timing kernel ", s.kernel, " of ", op.describe()));
-    }
+    for (const CudaStep &s : fn.cuda->steps)
+      if (s.kind == CudaStep::Kind::Launch && s.op == static_cast<int>(i))
+        check(launch(s, op, ptr), str("timing kernel ", s.kernel, " of ", op.describe()));
   };
   const double dnnMs = timeMs([&] { conv.run(*dnn, ptr, workspace.ptr); });
   choice = timeMs(generated) < dnnMs ? 1 : 0;
   algoCache->put(key, choice, 0);
   return choice == 1;
+}
+
+CUresult CudaSession::Impl::launch(const CudaStep &s, const OpInfo &op,
+                                   const std::function<uint64_t(int)> &ptr) {
+  launchValues.assign(s.args.size(), 0); // reused: a step enqueues thousands of launches
+  launchArgs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
+  for (size_t j = 0; j < s.args.size(); ++j) {
+    launchValues[j] = ptr(s.args[j]);
+    launchArgs[j] = &launchValues[j];
+  }
+  return d.cuLaunchKernel(function(s.kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
+                          s.block[1], s.block[2], s.shared, stream, launchArgs.data(), nullptr);
 }
 
 /// On a function's first run: measures (or looks up) each convolution's algorithm on the
@@ -1208,8 +1212,6 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                   str("converting value ", id, " of function '", fn.name, "' to ",
                       dtypeName(l.type[id])));
     }
-    std::vector<CUdeviceptr> argValues;
-    std::vector<void *> argPtrs;
     int libraryOp = -1; // the op whose cuDNN or cuBLASLt call was enqueued last
     for (const CudaStep &s : plan.steps) {
       if (s.kind != CudaStep::Kind::Launch)
@@ -1234,15 +1236,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
         }
         continue;
       }
-      CUfunction f = impl->function(s.kernel, op);
-      argValues.assign(s.args.size(), 0);
-      argPtrs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
-      for (size_t i = 0; i < s.args.size(); ++i) {
-        argValues[i] = ptr(s.args[i]);
-        argPtrs[i] = &argValues[i];
-      }
-      CUresult r = d.cuLaunchKernel(f, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
-                                    s.block[2], s.shared, impl->stream, argPtrs.data(), nullptr);
+      CUresult r = impl->launch(s, op, ptr);
       if (r == CUDA_SUCCESS && syncEach)
         r = d.cuStreamSynchronize(impl->stream);
       if (r != CUDA_SUCCESS)
