@@ -323,6 +323,12 @@ struct Reader {
             fail(w, str("argument ", id, " is neither a value nor a scratch buffer"));
           step.args.push_back(static_cast<int>(id));
         }
+        if (s.contains("scalars"))
+          for (int64_t v : ints(s["scalars"], w + ".scalars")) {
+            if (v < 0 || v > 0xffffffffLL)
+              fail(w, str("scalar argument ", v, " is not a 32-bit unsigned value"));
+            step.scalars.push_back(static_cast<uint32_t>(v));
+          }
       } else if (kind == "param" || kind == "assign") {
         step.kind = kind == "param" ? CudaStep::Kind::Param : CudaStep::Kind::Assign;
         step.name = string(s, "name", w);

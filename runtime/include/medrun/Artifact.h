@@ -69,6 +69,7 @@ struct CudaStep {
   std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
   uint32_t shared = 0;              ///< Launch: dynamic shared memory in bytes
   std::vector<int> args;            ///< Launch: buffer ids, one device pointer each
+  std::vector<uint32_t> scalars;    ///< Launch: 32-bit unsigned arguments after the pointers
   std::string name;                 ///< Param / Assign: the parameter
   int value = -1;                   ///< Param, Alias: the value defined; Assign: the value assigned
   int from = -1;                    ///< Alias: the value whose buffer `value` shares

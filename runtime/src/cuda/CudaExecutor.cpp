@@ -515,10 +515,13 @@ bool CudaSession::Impl::generatedFaster(const Function &fn, size_t i, const Layo
 
 CUresult CudaSession::Impl::launch(const CudaStep &s, const OpInfo &op,
                                    const std::function<uint64_t(int)> &ptr) {
-  launchValues.assign(s.args.size(), 0); // reused: a step enqueues thousands of launches
-  launchArgs.assign(s.args.size() + 1, nullptr); // null-terminated (the driver reads only the args)
-  for (size_t j = 0; j < s.args.size(); ++j) {
-    launchValues[j] = ptr(s.args[j]);
+  const size_t n = s.args.size() + s.scalars.size();
+  launchValues.assign(n, 0); // reused: a step enqueues thousands of launches
+  launchArgs.assign(n + 1, nullptr); // null-terminated (the driver reads only the args)
+  for (size_t j = 0; j < n; ++j) {
+    // A scalar sits in the low bytes of its 8-byte slot: the driver copies the 4 bytes of
+    // an `unsigned` parameter from there (little-endian).
+    launchValues[j] = j < s.args.size() ? ptr(s.args[j]) : s.scalars[j - s.args.size()];
     launchArgs[j] = &launchValues[j];
   }
   return d.cuLaunchKernel(function(s.kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
