@@ -38,4 +38,23 @@ def Med_NotDifferentiable : NativeOpTrait<"NotDifferentiable"> {
   let cppNamespace = "::mlir::med";
 }
 
+def Med_FusionOpInterface : OpInterface<"FusionOpInterface"> {
+  let cppNamespace = "::mlir::med";
+  let description = [{
+    How an op takes part in a fusion (`med.fusion`): its access pattern, from which the
+    fusion passes and the templates' matchers decide, never from op names.
+
+    - `Elementwise`: each result element depends on the operand elements at the same index
+      (every operand and result of one shape);
+    - `Broadcast`: elementwise after NumPy broadcasting of some operands to the result;
+    - `Reduction`, `Contraction`, `Stencil`: sums over axes, products over a channel axis,
+      windows of neighbouring elements (for the templates that take them);
+    - `Opaque`: none of these; never fused by pattern. Ops without this interface are opaque.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's access pattern, for fusion.", "::mlir::med::FusionKind",
+                    "getFusionKind">,
+  ];
+}
+
 #endif // MED_INTERFACES_TD

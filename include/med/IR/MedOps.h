@@ -10,6 +10,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 
 #include "med/IR/MedEnums.h.inc"
 
@@ -17,6 +18,9 @@ namespace mlir::med {
 /// Marks ops that give no gradient to any operand (constants, the gradient ops).
 template <typename ConcreteType>
 class NotDifferentiable : public OpTrait::TraitBase<ConcreteType, NotDifferentiable> {};
+
+/// An op's access pattern for fusion (FusionOpInterface).
+enum class FusionKind { Elementwise, Broadcast, Reduction, Contraction, Stencil, Opaque };
 } // namespace mlir::med
 
 #include "med/IR/MedInterfaces.h.inc"
@@ -32,9 +36,23 @@ LogicalResult inferBroadcastType(std::optional<Location> loc, StringRef opName, 
 bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
 /// Reports a declared result type that the inferred one does not fit.
 LogicalResult verifyResultTypes(Operation *op, TypeRange inferred);
+/// The access pattern of any op: its FusionOpInterface's, or Opaque without one.
+FusionKind fusionKind(Operation *op);
+/// Elementwise when every operand has the result's type, else Broadcast (binary ops).
+FusionKind broadcastingKind(Operation *op);
 } // namespace mlir::med
 
 #define GET_OP_CLASSES
 #include "med/IR/MedOps.h.inc"
+
+namespace mlir::med {
+/// The matcher of a fusion template: does `body` (a med.fusion's block) hold only what the
+/// template `name` can run? Reports the first problem through `report` (when given).
+/// Shared by the verifier of med.fusion and the passes that form fusions.
+LogicalResult matchFusionTemplate(StringRef name, Block &body,
+                                  llvm::function_ref<InFlightDiagnostic()> report);
+/// The fusion templates medc knows.
+ArrayRef<StringRef> fusionTemplates();
+} // namespace mlir::med
 
 #endif // MED_IR_MEDOPS_H

@@ -14,6 +14,7 @@ include "med/IR/MedInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 // Pure op whose result types are inferred from operands and attributes. Declared result
 // types may be less static (`?`) than the inferred ones.
@@ -278,8 +279,10 @@ def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable]> {
 // Elementwise
 //===----------------------------------------------------------------------------------===//
 
+defvar Med_Fusible = DeclareOpInterfaceMethods<Med_FusionOpInterface>;
+
 class Med_UnaryOp<string mnemonic, string formula>
-    : Med_ShapedOp<mnemonic, [Med_Differentiable]> {
+    : Med_ShapedOp<mnemonic, [Med_Differentiable, Med_Fusible]> {
   let summary = "elementwise " # formula;
   let description = "Computes `" # formula # "` for every element.";
   let arguments = (ins Med_FloatTensor:$input);
@@ -291,6 +294,9 @@ class Med_UnaryOp<string mnemonic, string formula>
         ::llvm::SmallVectorImpl<::mlir::Type> &out) {
       out.push_back(adaptor.getInput().getType());
       return ::mlir::success();
+    }
+    ::mlir::med::FusionKind $cppClass::getFusionKind() {
+      return ::mlir::med::FusionKind::Elementwise;
     }
   }];
 }
@@ -305,7 +311,7 @@ def Med_LogOp : Med_UnaryOp<"log", "log(x)">;
 def Med_SqrtOp : Med_UnaryOp<"sqrt", "√x">;
 
 class Med_BinaryOp<string mnemonic, string formula>
-    : Med_ShapedOp<mnemonic, [Med_Differentiable]> {
+    : Med_ShapedOp<mnemonic, [Med_Differentiable, Med_Fusible]> {
   let summary = "elementwise " # formula # " with broadcasting";
   let description = [{
     Applies the operation elementwise with NumPy/PyTorch broadcasting: shapes are aligned at
@@ -325,6 +331,9 @@ class Med_BinaryOp<string mnemonic, string formula>
         ::llvm::SmallVectorImpl<::mlir::Type> &out) {
       return ::mlir::med::inferBroadcastType(loc, getOperationName(),
           adaptor.getLhs().getType(), adaptor.getRhs().getType(), out);
+    }
+    ::mlir::med::FusionKind $cppClass::getFusionKind() {
+      return ::mlir::med::broadcastingKind(getOperation());
     }
   }];
 }
@@ -699,7 +708,7 @@ def Med_GRNGradOp : Med_NormGradOp<"grn_grad", "grn"> {
                        Med_FloatTensor:$grad_output, DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
 }
 
-def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable]> {
+def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "gradient of med.gelu";
   let description = [{
     `grad_output · (Φ(x) + x·φ(x))` with Φ, φ the standard normal CDF and density.
@@ -823,5 +832,7 @@ def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
     `logits` `(` $logits `)` `targets` `(` $targets `)` `grad` $grad_loss attr-dict `:` functional-type(operands, results)
   }];
 }
+
+include "med/IR/MedFusionOps.td"
 
 #endif // MED_OPS_TD

@@ -164,4 +164,27 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
+  let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
+  let description = [{
+    Forms `elementwise` fusions (`med.fusion`) in each function. Ops say how they fuse
+    through FusionOpInterface (elementwise or broadcast access); no op is matched by name.
+
+    Walking the function in order, an op joins the fusion of each producer whose result has
+    the op's shape and is used by this op alone, and that marks master-weight math (`med.fp32`)
+    as the op does. Each such join saves a store and a load of the producer's result
+    (`2 · elements · bytes`); nothing is computed twice, because a producer used elsewhere
+    stays outside (its result has to be stored anyway). Chains that result: bias + GELU, a
+    residual add after a scale, the EMA update `e + (1 − d)(p − e)`, casts and loss-scaling
+    arithmetic. A group of one op stays as it is.
+
+    Each group becomes a `med.fusion "elementwise"` at its last op: the inputs are the
+    values the group reads from outside (once each, in order of first use), the body clones
+    the ops, and the result is the last op's. The op's `med.fp32` mark carries over.
+
+    Runs after `med-train-step` (autodiff and the training step read unfused ops).
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 #endif // MED_TRANSFORMS_PASSES_TD

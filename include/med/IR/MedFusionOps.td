@@ -1,0 +1,60 @@
+//===- MedFusionOps.td - fusions: one kernel for a group of ops ----------------===//
+//
+// A fusion holds ordinary med ops in an isolated region; the passes that form fusions
+// decide what goes in (lib/Transforms/FormFusions.cpp), and a template named by the op runs
+// the body as one kernel on the GPU (lib/Target). The CPU backend and the LibTorch checker
+// run the body op by op, so all three executors run the same body.
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef MED_FUSION_OPS_TD
+#define MED_FUSION_OPS_TD
+
+def Med_YieldOp : Med_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"FusionOp">]> {
+  let summary = "the results of a fusion's body";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
+}
+
+def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentiable,
+                                      SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "ops run as one kernel by a template";
+  let description = [{
+    The body computes the results from the block arguments, which are the op's inputs in
+    order; it may not use values from outside. `template_name` names the template that runs
+    it as one kernel, and the template's matcher is the verifier: a body it cannot run is
+    rejected with the reason.
+
+    - `elementwise`: ops of elementwise or broadcast access (FusionOpInterface) that all
+      produce the shape of the fusion's results; a block argument may broadcast to it.
+
+    Numerics: values inside a fusion are f32 and never stored; only the results are rounded
+    to their storage type (under bf16-mixed or fp16-mixed), and the inputs are read as the
+    ops of their kind read them.
+
+    ```mlir
+    %y = med.fusion "elementwise" (%x, %b) : (tensor<2x8x4x4x4xf32>, tensor<1x8x1x1x1xf32>) -> tensor<2x8x4x4x4xf32> {
+    ^bb0(%a: tensor<2x8x4x4x4xf32>, %c: tensor<1x8x1x1x1xf32>):
+      %0 = med.add %a, %c : (tensor<2x8x4x4x4xf32>, tensor<1x8x1x1x1xf32>) -> tensor<2x8x4x4x4xf32>
+      %1 = med.gelu %0 : tensor<2x8x4x4x4xf32>
+      med.yield %1 : tensor<2x8x4x4x4xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$template_name, Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $template_name `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    // An empty body with one block argument per input; the caller fills it and yields.
+    OpBuilder<(ins "::llvm::StringRef":$templateName, "::mlir::TypeRange":$results,
+                   "::mlir::ValueRange":$inputs)>
+  ];
+}
+
+#endif // MED_FUSION_OPS_TD
