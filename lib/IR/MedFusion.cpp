@@ -65,18 +65,14 @@ LogicalResult matchElementwise(Block &body, llvm::function_ref<InFlightDiagnosti
           !isa<FloatType>(shapeOf(r).getElementType()))
         return fail("template 'elementwise': '", op.getName(), "' produces ", r.getType(),
                     ", expected floats of the results' shape ", space);
-    for (Value v : op.getOperands()) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      if (!arg)
-        continue; // a body value: the results' shape, checked where it is defined
-      if (!isa<FloatType>(shapeOf(v).getElementType()) ||
-          !broadcastsTo(shapeOf(v).getShape(), space.getShape()))
-        return fail("template 'elementwise': input #", arg.getArgNumber(), " of type ",
-                    v.getType(), " does not broadcast to the results' shape ", space);
-    }
   }
   if (ops == 0)
     return fail("template 'elementwise': the body has no ops");
+  for (BlockArgument arg : body.getArguments())
+    if (!isa<FloatType>(shapeOf(arg).getElementType()) ||
+        !broadcastsTo(shapeOf(arg).getShape(), space.getShape()))
+      return fail("template 'elementwise': input #", arg.getArgNumber(), " of type ",
+                  arg.getType(), " does not broadcast to the results' shape ", space);
   for (Value v : yield.getValues()) {
     if (isa<BlockArgument>(v))
       return fail("template 'elementwise': a result is an input; expected results of body ops");

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CRC.h"
@@ -57,30 +58,33 @@ std::string locationStr(Location loc) {
   return result;
 }
 
+/// The fusion bodies of a module, each once (structurally equal bodies share an entry).
+struct FusionTable {
+  json::Array bodies;
+  llvm::StringMap<int64_t> index; ///< by the body's JSON text
+
+  int64_t add(json::Object body) {
+    std::string key;
+    llvm::raw_string_ostream(key) << json::Value(json::Object(body));
+    auto [it, inserted] = index.try_emplace(key, static_cast<int64_t>(bodies.size()));
+    if (inserted)
+      bodies.push_back(std::move(body));
+    return it->second;
+  }
+};
+
 // Serializes the functions of one module; value ids are per function.
 class PlanWriter {
 public:
+  /// `inBody`: writing a fusion body, whose ops carry no source location, so that bodies
+  /// equal but for where they came from are one entry (the fusion op has the location).
+  explicit PlanWriter(FusionTable &fusions, bool inBody = false)
+      : fusions(fusions), inBody(inBody) {}
+
   FailureOr<json::Value> function(func::FuncOp f) {
-    ids.clear();
-    values = json::Array();
     json::Array inputs, outputs, ops;
-    for (BlockArgument arg : f.getArguments()) {
-      FailureOr<int64_t> id = define(arg, f);
-      if (failed(id))
-        return failure();
-      inputs.push_back(*id);
-    }
-    for (Operation &op : f.getBody().front()) {
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (Value v : ret.getOperands())
-          outputs.push_back(ids.lookup(v));
-        continue;
-      }
-      FailureOr<json::Value> entry = this->op(&op);
-      if (failed(entry))
-        return failure();
-      ops.push_back(std::move(*entry));
-    }
+    if (failed(block(f.getBody().front(), f, inputs, outputs, ops)))
+      return failure();
     json::Array names;
     auto given = f->getAttrOfType<ArrayAttr>("med.output_names");
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -110,6 +114,45 @@ public:
   }
 
 private:
+  /// Defines the block's arguments as `inputs` and serializes its ops; the terminator's
+  /// operands become `outputs`. Value ids start at 0.
+  LogicalResult block(Block &b, Operation *owner, json::Array &inputs, json::Array &outputs,
+                      json::Array &ops) {
+    ids.clear();
+    values = json::Array();
+    for (BlockArgument arg : b.getArguments()) {
+      FailureOr<int64_t> id = define(arg, owner);
+      if (failed(id))
+        return failure();
+      inputs.push_back(*id);
+    }
+    for (Operation &op : b) {
+      if (op.hasTrait<OpTrait::IsTerminator>()) {
+        for (Value v : op.getOperands())
+          outputs.push_back(ids.lookup(v));
+        continue;
+      }
+      FailureOr<json::Value> entry = this->op(&op);
+      if (failed(entry))
+        return failure();
+      ops.push_back(std::move(*entry));
+    }
+    return success();
+  }
+
+  /// A fusion's body as a function-shaped entry of the fusion table; returns its index.
+  FailureOr<int64_t> fusionBody(FusionOp fusion) {
+    PlanWriter inner(fusions, /*inBody=*/true);
+    json::Array inputs, outputs, ops;
+    if (failed(inner.block(fusion.getBody().front(), fusion, inputs, outputs, ops)))
+      return failure();
+    return fusions.add(json::Object{{"template", fusion.getTemplateName()},
+                                    {"values", std::move(inner.values)},
+                                    {"inputs", std::move(inputs)},
+                                    {"outputs", std::move(outputs)},
+                                    {"ops", std::move(ops)}});
+  }
+
   FailureOr<int64_t> define(Value v, Operation *where) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type || !type.hasStaticShape())
@@ -135,7 +178,15 @@ private:
   FailureOr<json::Value> op(Operation *op) {
     json::Object operands, attrs;
     // clang-format off
+    bool bodyFailed = false;
     bool known = llvm::TypeSwitch<Operation *, bool>(op)
+      .Case<FusionOp>([&](FusionOp o) {
+        operands = json::Object{{"inputs", group(o.getInputs())}};
+        FailureOr<int64_t> body = fusionBody(o);
+        bodyFailed = failed(body);
+        attrs = json::Object{{"template", o.getTemplateName()},
+                             {"body", bodyFailed ? -1 : *body}};
+        return true; })
       .Case<ParamOp>([&](ParamOp o) {
         attrs["name"] = o.getName();
         return true; })
@@ -332,6 +383,8 @@ private:
     // clang-format on
     if (!known)
       return op->emitError("artifact: no runtime plan for this op");
+    if (bodyFailed)
+      return failure();
     json::Array results;
     for (Value r : op->getResults()) {
       FailureOr<int64_t> id = define(r, op);
@@ -344,14 +397,17 @@ private:
     json::Object entry{{"op", name},
                        {"operands", std::move(operands)},
                        {"results", std::move(results)},
-                       {"attrs", std::move(attrs)},
-                       {"loc", locationStr(op->getLoc())}};
+                       {"attrs", std::move(attrs)}};
+    if (!inBody)
+      entry["loc"] = locationStr(op->getLoc());
     // Master-weight math of a training step: f32 whatever the activations' precision.
     if (op->hasAttr("med.fp32"))
       entry["fp32"] = true;
     return json::Value(std::move(entry));
   }
 
+  FusionTable &fusions;
+  bool inBody;
   llvm::DenseMap<Value, int64_t> ids;
   json::Array values;
 };
@@ -384,7 +440,8 @@ template <typename T> void appendLE(std::string &out, T value) {
 FailureOr<json::Value> mlir::med::artifactDocument(ModuleOp module,
                                                    const ArtifactManifest &manifest) {
   json::Array functions;
-  PlanWriter writer;
+  FusionTable fusions;
+  PlanWriter writer(fusions);
   for (auto f : module.getOps<func::FuncOp>()) {
     if (!f.isPublic() || f.isExternal())
       continue;
@@ -405,7 +462,8 @@ FailureOr<json::Value> mlir::med::artifactDocument(ModuleOp module,
                                   {"source_sha256", manifest.sourceSha256},
                                   {"options", std::move(options)},
                                   {"parameters", parameterTable(module)},
-                                  {"functions", std::move(functions)}});
+                                  {"functions", std::move(functions)},
+                                  {"fusions", std::move(fusions.bodies)}});
 }
 
 void mlir::med::writeArtifactContainer(const json::Value &doc, ArrayRef<ArtifactSection> sections,

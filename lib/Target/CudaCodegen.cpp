@@ -194,6 +194,12 @@ struct Add {
 // torch.maximum / torch.minimum: NaN wins.
 float maxNaN(float a, float b) { return a != a ? a : b != b ? b : (a < b ? b : a); }
 float minNaN(float a, float b) { return a != a ? a : b != b ? b : (b < a ? b : a); }
+// d gelu(v) / dv = Phi(v) + v phi(v).
+float geluGradFactor(float v) {
+  const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
+  const float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);
+  return cdf + v * pdf;
+}
 struct Max {
   float operator()(float a, float b) const { return maxNaN(a, b); }
 };
@@ -289,6 +295,44 @@ extern "C" __global__ void med_f32_to_f16(const float *x, f16 *y, i64 n) {
 
 )";
 
+/// The scalar expression of an elementwise op: the f32 result from its operands' f32
+/// expressions, in operand order. One definition serves the op's own kernel and every
+/// fused kernel it is part of. Empty for ops without one.
+std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x) {
+  if (x.size() == 1) {
+    const std::string &v = x[0];
+    if (kind == "gelu")
+      return v + " * 0.5f * (1.0f + erff(" + v + " * 0.70710678118654752440f))";
+    if (kind == "sigmoid")
+      return "1.0f / (1.0f + expf(-" + v + "))";
+    if (kind == "neg")
+      return "-" + v;
+    if (kind == "exp")
+      return "expf(" + v + ")";
+    if (kind == "log")
+      return "logf(" + v + ")";
+    if (kind == "sqrt")
+      return "sqrtf(" + v + ")";
+  } else if (x.size() == 2) {
+    const std::string &u = x[0], &v = x[1];
+    if (kind == "add")
+      return u + " + " + v;
+    if (kind == "sub")
+      return u + " - " + v;
+    if (kind == "mul")
+      return u + " * " + v;
+    if (kind == "div")
+      return u + " / " + v;
+    if (kind == "max")
+      return "maxNaN(" + u + ", " + v + ")";
+    if (kind == "min")
+      return "minNaN(" + u + ", " + v + ")";
+    if (kind == "gelu_grad") // x, dy
+      return v + " * geluGradFactor(" + u + ")";
+  }
+  return "";
+}
+
 struct ValueType {
   std::string dtype;
   std::vector<int64_t> shape;
@@ -346,7 +390,8 @@ struct CodegenError {
 /// Generates the kernels and the launch plan of one function.
 class FunctionGen {
 public:
-  FunctionGen(Source &src, const json::Object &fn) : src(src), fn(fn) {}
+  FunctionGen(Source &src, const json::Object &fn, const json::Array *fusions)
+      : src(src), fn(fn), fusions(fusions) {}
 
   llvm::Expected<json::Object> run() {
     const json::Array *vals = fn.getArray("values");
@@ -423,6 +468,7 @@ public:
 private:
   Source &src;
   const json::Object &fn;
+  const json::Array *fusions; ///< the plan's fusion bodies (may be null: none)
   std::vector<ValueType> values;
   std::vector<int64_t> scratchBytes;
   json::Array steps;
@@ -827,6 +873,8 @@ private:
       channelLayerNormGrad(op);
     } else if (k == "grn_grad") {
       grnGrad(op);
+    } else if (k == "fusion") {
+      fusion(op);
     } else if (k == "gelu_grad") {
       geluGrad(op);
     } else if (k == "extremum_grad") {
@@ -1144,16 +1192,10 @@ private:
     requireFloat(y, "the result");
     if (type(x).numel() != type(y).numel())
       error("result and input sizes differ");
-    static const std::map<std::string, std::string> f = {
-        {"gelu", "v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f))"},
-        {"sigmoid", "1.0f / (1.0f + expf(-v))"},
-        {"neg", "-v"},
-        {"exp", "expf(v)"},
-        {"log", "logf(v)"},
-        {"sqrt", "sqrtf(v)"}};
     const int64_t n = type(y).numel();
     vectorized(op, op.kind, {out("y"), in("x")}, {y, x}, n, lanesFor({y, x}), indexFor(n),
-               {{"x"}}, {"y"}, "", "  const float v = x_v[k];\n  y_v[k] = " + f.at(op.kind) + ";\n");
+               {{"x"}}, {"y"}, "",
+               "  const float v = x_v[k];\n  y_v[k] = " + scalarExpr(op.kind, {"v"}) + ";\n");
   }
 
   /// Strides of an operand of shape `s` broadcast (NumPy rules) to `to`.
@@ -1179,51 +1221,120 @@ private:
     for (int id : {a, b, y})
       requireFloat(id, "an operand");
     const auto &ys = shape(y);
-    static const std::map<std::string, std::string> f = {
-        {"add", "u + v"}, {"sub", "u - v"},         {"mul", "u * v"},
-        {"div", "u / v"}, {"max", "maxNaN(u, v)"}, {"min", "minNaN(u, v)"}};
     const int64_t n = type(y).numel();
     const int lanes = lanesFor({y, a, b});
     const Index ix = indexFor(n);
-    // An operand of the result's shape moves as vectors; a broadcast one is read once per
-    // thread where the thread's elements share its element, as vectors where they are
-    // consecutive in it, else element by element.
+    OperandReads r{ys, lanes, ix};
+    const std::string u = read(r, a, "a"), v = read(r, b, "b");
+    r.perElement += "  const float u = " + u + ", v = " + v + ";\n  y_v[k] = " +
+                    scalarExpr(op.kind, {"u", "v"}) + ";\n";
+    vectorized(op, op.kind, {out("y"), in("a"), in("b")}, {y, a, b}, n, lanes, ix, r.loads, {"y"},
+               r.perThread, r.perElement);
+  }
+
+  /// How a vectorized kernel over `space` reads its operands (read()).
+  struct OperandReads {
+    const std::vector<int64_t> &space;
+    int lanes;
+    Index ix;
     std::vector<Moved> loads;
-    std::string perThread, perElement, value[2];
+    std::string perThread, perElement;
     bool threadDecomposed = false, decomposed = false; // i0 into q*, i into o*
-    for (int side = 0; side < 2; ++side) {
-      const int id = side ? b : a;
-      const std::string name = side ? "b" : "a";
-      if (shape(id) == ys) {
-        loads.push_back({name});
-        value[side] = name + "_v[k]";
-        continue;
-      }
-      const std::vector<int64_t> st = broadcastStrides(shape(id), ys);
-      const BroadcastRun run = broadcastRun(st, ys);
-      if (run.shared % lanes == 0 || run.consecutive % lanes == 0) {
-        const std::string at = offsetExpr("q", st, 0, ix);
-        if (!threadDecomposed && at != "0")
-          perThread += decompose("i0", ys, "q", ix);
-        threadDecomposed = threadDecomposed || at != "0";
-        if (run.shared % lanes == 0) {
-          perThread += "  const float " + name + "_s = " + name + "[" + at + "];\n";
-          value[side] = name + "_s";
-        } else {
-          loads.push_back({name, at});
-          value[side] = name + "_v[k]";
-        }
-        continue;
-      }
-      if (!decomposed)
-        perElement += decompose("i", ys, "o", ix);
-      decomposed = true;
-      value[side] = name + "[" + offsetExpr("o", st, 0, ix) + "]";
+  };
+
+  /// The expression of element k of operand `id` (kernel parameter `name`) in a vectorized
+  /// kernel over r.space: an operand of that shape moves as vectors; a broadcast one is read
+  /// once per thread where the thread's elements share its element, as vectors where they
+  /// are consecutive in it, else element by element.
+  std::string read(OperandReads &r, int id, const std::string &name) const {
+    const std::vector<int64_t> &ys = r.space;
+    if (shape(id) == ys) {
+      r.loads.push_back({name});
+      return name + "_v[k]";
     }
-    perElement += "  const float u = " + value[0] + ", v = " + value[1] + ";\n  y_v[k] = " +
-                  f.at(op.kind) + ";\n";
-    vectorized(op, op.kind, {out("y"), in("a"), in("b")}, {y, a, b}, n, lanes, ix, loads, {"y"},
-               perThread, perElement);
+    const std::vector<int64_t> st = broadcastStrides(shape(id), ys);
+    const BroadcastRun run = broadcastRun(st, ys);
+    if (run.shared % r.lanes == 0 || run.consecutive % r.lanes == 0) {
+      const std::string at = offsetExpr("q", st, 0, r.ix);
+      if (!r.threadDecomposed && at != "0")
+        r.perThread += decompose("i0", ys, "q", r.ix);
+      r.threadDecomposed = r.threadDecomposed || at != "0";
+      if (run.shared % r.lanes == 0) {
+        r.perThread += "  const float " + name + "_s = " + name + "[" + at + "];\n";
+        return name + "_s";
+      }
+      r.loads.push_back({name, at});
+      return name + "_v[k]";
+    }
+    if (!r.decomposed)
+      r.perElement += decompose("i", ys, "o", r.ix);
+    r.decomposed = true;
+    return name + "[" + offsetExpr("o", st, 0, r.ix) + "]";
+  }
+
+  /// An `elementwise` fusion: one vectorized kernel over the results' shape computing the
+  /// body's scalar expressions in f32 registers; inputs read as read() reads them, each
+  /// result stored once in its storage type.
+  void fusion(const Op &op) {
+    const json::Object *body = nullptr;
+    if (std::optional<int64_t> index = attr(op, "body").getAsInteger())
+      if (fusions && *index >= 0 && static_cast<size_t>(*index) < fusions->size())
+        body = (*fusions)[*index].getAsObject();
+    if (!body)
+      error("the fusion's body is missing from the plan");
+    if (body->getString("template").value_or("") != "elementwise")
+      error("no CUDA template '" + body->getString("template").value_or("").str() + "'");
+    const std::vector<int> &inputs = op.operands.at("inputs");
+    const json::Array &bodyInputs = *body->getArray("inputs"), &bodyOutputs = *body->getArray("outputs");
+    if (bodyInputs.size() != inputs.size() || bodyOutputs.size() != op.results.size())
+      error("the fusion's inputs or results do not match its body");
+    for (int id : inputs)
+      requireFloat(id, "an input");
+    for (int id : op.results)
+      requireFloat(id, "a result");
+    const std::vector<int64_t> &ys = shape(op.results.at(0));
+    for (int id : op.results)
+      if (shape(id) != ys)
+        error("results of different shapes");
+    // Expressions of the body's values: inputs as read, then one register per op result.
+    std::vector<int> ids = op.results;
+    ids.insert(ids.end(), inputs.begin(), inputs.end());
+    const int64_t n = product(ys);
+    const int lanes = lanesFor(ids);
+    const Index ix = indexFor(n);
+    OperandReads r{ys, lanes, ix};
+    std::map<int64_t, std::string> expr;
+    std::vector<std::string> params;
+    for (size_t j = 0; j < op.results.size(); ++j)
+      params.push_back(out("y" + std::to_string(j)));
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      params.push_back(in("x" + std::to_string(j)));
+      expr[*bodyInputs[j].getAsInteger()] = read(r, inputs[j], "x" + std::to_string(j));
+    }
+    for (const json::Value &v : *body->getArray("ops")) {
+      const json::Object &o = *v.getAsObject();
+      const std::string kind = o.getString("op").value_or("").str();
+      // Operands in ODS order: the single-value groups as the plan names them.
+      std::vector<std::string> xs;
+      for (const char *name : {"input", "lhs", "rhs", "grad_output"})
+        if (const json::Array *g = o.getObject("operands")->getArray(name))
+          for (const json::Value &id : *g)
+            xs.push_back(expr.at(*id.getAsInteger()));
+      const std::string e = scalarExpr(kind, xs);
+      const int64_t result = *(*o.getArray("results"))[0].getAsInteger();
+      if (e.empty())
+        error("'med." + kind + "' in a fusion body has no scalar expression");
+      r.perElement += "  const float t" + std::to_string(result) + " = " + e + ";\n";
+      expr[result] = "t" + std::to_string(result);
+    }
+    std::vector<std::string> stores;
+    for (size_t j = 0; j < op.results.size(); ++j) {
+      stores.push_back("y" + std::to_string(j));
+      r.perElement += "  y" + std::to_string(j) + "_v[k] = " +
+                      expr.at(*bodyOutputs[j].getAsInteger()) + ";\n";
+    }
+    vectorized(op, "fusion", params, ids, n, lanes, ix, r.loads, stores, r.perThread,
+               r.perElement);
   }
 
   /// Of a broadcast operand with strides `st` (broadcastStrides) into `to`: how many
@@ -2349,11 +2460,7 @@ private:
     int x = one(op, "input"), dy = one(op, "grad_output"), dx = result(op);
     for (int id : {x, dy, dx})
       requireFloat(id, "an operand");
-    std::string body =
-        "  const float v = x_v[k];\n"
-        "  const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n"
-        "  const float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);\n"
-        "  dx_v[k] = dy_v[k] * (cdf + v * pdf);\n";
+    std::string body = "  dx_v[k] = " + scalarExpr("gelu_grad", {"x_v[k]", "dy_v[k]"}) + ";\n";
     const int64_t n = type(x).numel();
     vectorized(op, "gelu_grad", {out("dx"), in("x"), in("dy")}, {dx, x, dy}, n,
                lanesFor({dx, x, dy}), indexFor(n), {{"x"}, {"dy"}}, {"dx"}, "", body);
@@ -2418,7 +2525,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc) {
   CudaProgram program;
   for (json::Value &f : *functions) {
     json::Object *fn = f.getAsObject();
-    FunctionGen gen(src, *fn);
+    FunctionGen gen(src, *fn, doc.getArray("fusions"));
     llvm::Expected<json::Object> plan = gen.run();
     if (!plan)
       return llvm::createStringError(llvm::formatv("function '{0}': {1}",

@@ -109,6 +109,7 @@ namespace {
 // Reads fields of the JSON plan, reporting where a malformed one sits.
 struct Reader {
   std::string file;
+  std::vector<std::shared_ptr<const Function>> fusions; ///< bodies read so far
 
   [[noreturn]] void fail(const std::string &where, const std::string &msg) const {
     throw Error(str(file, ": malformed artifact: ", where, ": ", msg));
@@ -259,6 +260,8 @@ struct Reader {
         fail(w, "'attrs' must be an object");
       for (auto it = attrs.begin(); it != attrs.end(); ++it)
         op.attrs[it.key()] = attr(it.value(), w + ".attrs." + it.key());
+      if (op.kind == "fusion")
+        op.body = fusionBodyOf(op, f, w);
       f.ops.push_back(std::move(op));
     }
     for (int id : f.outputs)
@@ -267,6 +270,32 @@ struct Reader {
     if (j.contains("cuda_plan"))
       f.cuda = cudaPlan(j["cuda_plan"], f, where + ".cuda_plan");
     return f;
+  }
+
+  /// The body a `fusion` op refers to, checked against the op's inputs and results.
+  std::shared_ptr<const Function> fusionBodyOf(const OpInfo &op, const Function &f,
+                                               const std::string &w) const {
+    auto it = op.attrs.find("body");
+    const int64_t *index = it == op.attrs.end() ? nullptr : std::get_if<int64_t>(&it->second);
+    if (!index || *index < 0 || *index >= static_cast<int64_t>(fusions.size()))
+      fail(w, str("a fusion needs 'body', the index of its body in 'fusions' (",
+                  fusions.size(), " bodies)"));
+    std::shared_ptr<const Function> body = fusions[*index];
+    auto same = [&](const std::vector<int> &outer, const std::vector<int> &inner,
+                    const char *what) {
+      if (outer.size() != inner.size())
+        fail(w, str("the fusion has ", outer.size(), " ", what, ", ", body->name, " has ",
+                    inner.size()));
+      for (size_t i = 0; i < outer.size(); ++i) {
+        const ValueInfo &a = f.values[outer[i]], &b = body->values[inner[i]];
+        if (a.shape != b.shape || a.dtype != b.dtype)
+          fail(w, str(what, " #", i, " is ", shapeStr(a.shape), " ", dtypeName(a.dtype), ", in ",
+                      body->name, " ", shapeStr(b.shape), " ", dtypeName(b.dtype)));
+      }
+    };
+    same(op.operand("inputs"), body->inputs, "inputs");
+    same(op.results, body->outputs, "results");
+    return body;
   }
 
   CudaPlan cudaPlan(const json &j, const Function &f, const std::string &where) const {
@@ -383,7 +412,9 @@ Artifact Artifact::load(const std::string &path) {
   uint32_t version = readLE<uint32_t>(bytes, 8);
   if (version < kOldestFormatVersion || version > kFormatVersion)
     throw Error(str(path, ": artifact format version ", version, ", but this medrun reads version ",
-                    kOldestFormatVersion, " to ", kFormatVersion,
+                    kOldestFormatVersion == kFormatVersion
+                        ? str(kFormatVersion, " only")
+                        : str(kOldestFormatVersion, " to ", kFormatVersion),
                     "; recompile the model with a matching medc"));
   uint64_t jsonSize = readLE<uint64_t>(bytes, 16);
   auto truncated = [&](uint64_t need) {
@@ -493,6 +524,25 @@ Artifact Artifact::load(const std::string &path) {
         r.fail(str("parameter '", p.name, "'"),
                str("copies '", p.source, "', which is missing, a copy, or of another shape"));
     }
+  // Fusion bodies first: ops of the functions refer to them. A body is shaped like a
+  // function (values, inputs, outputs, ops) and names its template.
+  if (doc.contains("fusions")) {
+    const json &bodies = doc["fusions"];
+    if (!bodies.is_array())
+      r.fail("document", "'fusions' must be a list");
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      json body = bodies[i];
+      if (!body.is_object())
+        r.fail(str("fusions[", i, "]"), "not an object");
+      body["name"] = str("fusion body ", i);
+      Function f = r.function(body, i);
+      f.fusionTemplate = r.string(body, "template", f.name);
+      if (f.cuda)
+        r.fail(f.name, "a fusion body has no CUDA plan of its own");
+      r.fusions.push_back(std::make_shared<const Function>(std::move(f)));
+    }
+  }
+  a.fusions = r.fusions;
   const json &functions = r.field(doc, "functions", "document");
   if (!functions.is_array() || functions.empty())
     r.fail("document", "'functions' must be a non-empty list");

@@ -560,6 +560,8 @@ private:
       p.growthInterval = op.intAttr("growth_interval");
       cpu::updateLossScale(raw(op, "scale"), raw(op, "growth_tracker"), raw(op, "found_inf"), p,
                            result(op, 0), result(op, 1));
+    } else if (k == "fusion") {
+      fusion(op);
     } else if (k == "assign") {
       const std::string &name = op.strAttr("name");
       if (!updates)
@@ -569,6 +571,22 @@ private:
     } else {
       throw Error("the CPU backend has no kernel for this op");
     }
+  }
+
+  /// A fusion runs its body op by op: the inputs read as the op's kind reads them, every
+  /// value inside in f32 (f64 in f64 runs) and never rounded, the results stored as the
+  /// op's kind stores them (docs/dialect.md, med.fusion).
+  void fusion(const OpInfo &op) {
+    const Function &body = *op.body;
+    Run inner(body, params, wide() == DType::F64 ? Precision::F64 : Precision::F32, nullptr);
+    const std::vector<int> &inputs = op.operand("inputs");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      inner.setInput(i, convert(in(inputs[i]), wide()));
+    for (size_t i = 0; i < body.ops.size(); ++i)
+      inner.execute(body.ops[i], i);
+    std::vector<Tensor> outs = inner.outputs();
+    for (size_t i = 0; i < outs.size(); ++i)
+      values[op.results.at(i)] = convert(outs[i], compute);
   }
 
   const Function &fn;

@@ -61,6 +61,10 @@ OpCost opCost(const Function &fn, const OpInfo &op) {
   } else if (isLoss(op.kind)) {
     for (int logits : op.operand("logits")) // dice_ce: one per deep-supervision level
       cost.flops += 8 * elements(fn, logits);
+  } else if (op.kind == "fusion" && op.body) {
+    // The body's arithmetic; only the fusion's own inputs and results move (below).
+    for (const OpInfo &inner : op.body->ops)
+      cost.flops += opCost(*op.body, inner).flops;
   } else if (!op.results.empty()) {
     cost.flops = flopsPerElement(op.kind) * elements(fn, op.results.front());
   }

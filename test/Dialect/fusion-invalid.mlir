@@ -15,6 +15,7 @@ func.func @opaque_op(%x: tensor<1x2x3x3x3xf32>, %w: tensor<2x2x1x1x1xf32>) -> te
 
 // A capture of an outer value: the body may read its block arguments only.
 func.func @capture(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-note @+1 {{required by region isolation constraints}}
   %0 = med.fusion "elementwise"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     // expected-error @+1 {{using value defined outside the region}}

@@ -45,7 +45,7 @@ const Artifact &artifact() {
   static Artifact a = [] {
     std::string json = kPlan;
     std::string bytes(kArtifactMagic, 8);
-    test::appendLE<uint32_t>(bytes, 3);
+    test::appendLE<uint32_t>(bytes, Artifact::kFormatVersion);
     test::appendLE<uint32_t>(bytes, 0);
     test::appendLE<uint64_t>(bytes, json.size());
     bytes += json;

@@ -25,11 +25,11 @@ const char *kPlan = R"({"format":"medc-artifact","compiler":"test","source":"t.m
 using test::container;
 using test::writeTemp;
 
-/// A version-3 container with binary sections.
+/// A container of the current version with binary sections.
 std::string withSections(const std::string &json,
                          const std::vector<std::pair<std::string, std::string>> &sections) {
   std::string bytes(kArtifactMagic, 8);
-  test::appendLE<uint32_t>(bytes, 3);
+  test::appendLE<uint32_t>(bytes, Artifact::kFormatVersion);
   test::appendLE<uint32_t>(bytes, 0);
   test::appendLE<uint64_t>(bytes, json.size());
   bytes += json;
@@ -73,21 +73,78 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  std::string msg = loadError(writeTemp("v1.medc", container(kPlan, 1)));
-  EXPECT_NE(msg.find("artifact format version 1, but this medrun reads version 2 to 3"),
-            std::string::npos)
-      << msg;
-  msg = loadError(writeTemp("v4.medc", container(kPlan, 4)));
-  EXPECT_NE(msg.find("artifact format version 4, but this medrun reads version 2 to 3"),
-            std::string::npos)
-      << msg;
+  // Version 3 plans (before fusion bodies) are no longer read: recompile them.
+  for (uint32_t v : {1u, 2u, 3u, 5u}) {
+    std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
+    EXPECT_NE(msg.find(str("artifact format version ", v,
+                           ", but this medrun reads version 4 only; recompile")),
+              std::string::npos)
+        << msg;
+  }
 }
 
-TEST(Artifact, ReadsVersionTwo) {
-  Artifact a = Artifact::load(writeTemp("v2.medc", container(kPlan, 2)));
-  EXPECT_EQ(a.version, 2u);
-  EXPECT_TRUE(a.sections.empty());
-  EXPECT_FALSE(a.cuda);
+/// kPlan's function as one fusion `f(x) = x + w` of the body table, with `body` and
+/// `bodies` spliced in.
+std::string fusionPlan(const std::string &body, const std::string &bodies) {
+  return R"({"format":"medc-artifact","compiler":"test","source":"t.mlir",
+ "source_sha256":"00","options":{},
+ "parameters":[{"name":"w","dtype":"f32","shape":[2,3],"init":"uniform","fan_in":3}],
+ "fusions":[)" + bodies + R"(],
+ "functions":[{"name":"f","values":[{"dtype":"f32","shape":[2,3]},{"dtype":"f32","shape":[2,3]},
+   {"dtype":"f32","shape":[2,3]}],"inputs":[0],"outputs":[2],
+   "ops":[{"op":"param","operands":{},"results":[1],"attrs":{"name":"w"},"loc":"t.mlir:3:5"},
+          {"op":"fusion","operands":{"inputs":[0,1]},"results":[2],
+           "attrs":{"template":"elementwise","body":)" + body + R"(},"loc":"t.mlir:4:5"}]}]})";
+}
+
+const char *kAddBody = R"({"template":"elementwise","values":[{"dtype":"f32","shape":[2,3]},
+  {"dtype":"f32","shape":[2,3]},{"dtype":"f32","shape":[2,3]}],"inputs":[0,1],"outputs":[2],
+  "ops":[{"op":"add","operands":{"lhs":[0],"rhs":[1]},"results":[2],"attrs":{}}]})";
+
+TEST(Artifact, ReadsFusionBodies) {
+  Artifact a = Artifact::load(writeTemp("fusion.medc", container(fusionPlan("0", kAddBody))));
+  ASSERT_EQ(a.fusions.size(), 1u);
+  const OpInfo &op = a.function("f").ops.at(1);
+  ASSERT_TRUE(op.body);
+  EXPECT_EQ(op.body.get(), a.fusions[0].get());
+  EXPECT_EQ(op.body->fusionTemplate, "elementwise");
+  EXPECT_EQ(op.body->ops.at(0).kind, "add");
+}
+
+TEST(Artifact, RejectsBadFusions) {
+  auto error = [](const std::string &body, const std::string &bodies) {
+    return loadError(writeTemp("badfusion.medc", container(fusionPlan(body, bodies))));
+  };
+  // A body that is not in the table.
+  std::string msg = error("1", kAddBody);
+  EXPECT_NE(msg.find("function 'f'.ops[1]: a fusion needs 'body', the index of its body in "
+                     "'fusions' (1 bodies)"),
+            std::string::npos)
+      << msg;
+  msg = error("0", "");
+  EXPECT_NE(msg.find("(0 bodies)"), std::string::npos) << msg;
+  // A body whose inputs or results do not match the op.
+  std::string oneInput = kAddBody;
+  const std::string twoInputs = "\"inputs\":[0,1]";
+  oneInput.replace(oneInput.find(twoInputs), twoInputs.size(), "\"inputs\":[0]");
+  oneInput.replace(oneInput.find("\"rhs\":[1]"), 9, "\"rhs\":[0]"); // x + x
+  msg = error("0", oneInput);
+  EXPECT_NE(msg.find("the fusion has 2 inputs, fusion body 0 has 1"), std::string::npos)
+      << msg;
+  std::string otherShape = kAddBody;
+  otherShape.replace(otherShape.rfind("[2,3]"), 5, "[3,2]");
+  msg = error("0", otherShape);
+  EXPECT_NE(msg.find("results #0 is 2x3 f32, in fusion body 0 3x2 f32"), std::string::npos) << msg;
+  // A body that refers to a missing value.
+  std::string missing = kAddBody;
+  const std::string rhs = "\"rhs\":[1]";
+  missing.replace(missing.find(rhs), rhs.size(), "\"rhs\":[7]");
+  msg = error("0", missing);
+  EXPECT_NE(msg.find("'fusion body 0'.ops[0].operands.rhs: value id 7 out of range (3 values)"),
+            std::string::npos)
+      << msg;
+  msg = error("0", R"({"values":[],"inputs":[],"outputs":[],"ops":[]})");
+  EXPECT_NE(msg.find("fusion body 0: missing 'template'"), std::string::npos) << msg;
 }
 
 TEST(Artifact, ReadsSections) {

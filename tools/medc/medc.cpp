@@ -129,6 +129,17 @@ cl::opt<std::string> train("train",
                                    "ema=true\" (see docs/passes.md)"),
                           cl::value_desc("options"), cl::init(""), cl::sub(compileCmd),
                           cl::cat(outputCategory));
+cl::list<std::string> disabledPasses(
+    "disable-pass",
+    cl::desc("Leave out an optimizing pass of compile's pipeline (med-form-fusions); "
+             "repeatable"),
+    cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::list<std::string> printIRAfter(
+    "print-ir-after",
+    cl::desc("Print the module to standard error after the named pass of compile's pipeline "
+             "(med-specialize, med-autodiff, med-train-step, med-form-fusions, ...); "
+             "repeatable"),
+    cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
@@ -160,6 +171,17 @@ OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
 SmallVector<int64_t> specializedPatch() {
   return patch.empty() ? SmallVector<int64_t>{128, 128, 128}
                        : SmallVector<int64_t>(patch.begin(), patch.end());
+}
+
+// --print-ir-after: the module after each pass named there, to standard error.
+void printAfterNamedPasses(PassManager &pm) {
+  if (printIRAfter.empty())
+    return;
+  pm.getContext()->disableMultithreading(); // module-scope printing needs it
+  pm.enableIRPrinting(
+      [](Pass *, Operation *) { return false; },
+      [](Pass *pass, Operation *) { return llvm::is_contained(printIRAfter, pass->getArgument()); },
+      /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
 }
 
 // Inline the blocks, fix batch and patch, re-infer every type. With --entry, only that
@@ -198,6 +220,25 @@ LogicalResult specialize(ModuleOp module) {
     pm.addPass(createInlinerPass());
   }
   pm.addPass(createSymbolDCEPass());
+  printAfterNamedPasses(pm);
+  return pm.run(module);
+}
+
+/// The optimizing passes of `medc compile` (after the program is complete). Each can be
+/// left out with --disable-pass.
+LogicalResult optimize(ModuleOp module) {
+  static const llvm::SmallVector<llvm::StringRef> known = {"med-form-fusions"};
+  for (const std::string &name : disabledPasses)
+    if (!llvm::is_contained(known, llvm::StringRef(name))) {
+      fail("--disable-pass: no optional pass '" + name + "' (optional passes: " +
+           llvm::join(known, ", ") + ")");
+      return failure();
+    }
+  auto enabled = [](llvm::StringRef name) { return !llvm::is_contained(disabledPasses, name); };
+  PassManager pm(module.getContext());
+  if (enabled("med-form-fusions"))
+    pm.addNestedPass<func::FuncOp>(med::createMedFormFusions());
+  printAfterNamedPasses(pm);
   return pm.run(module);
 }
 
@@ -418,6 +459,8 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  if (failed(optimize(*module)))
+    return 1;
   bool artifact = emit == Emit::Artifact ||
                   (emit == Emit::Auto && llvm::StringRef(outputFile).ends_with(".medc"));
   std::string error;

@@ -99,6 +99,12 @@ const char *kUsage =
     "group_norm saved) to torch's native_group_norm_backward, so this also checks <f>_grad\n"
     "functions op by op.\n"
     "\n"
+    "--fusions  checks each distinct fusion body of the artifact (med.fusion, the\n"
+    "  table `fusions` of plan v4) in isolation: random inputs (from --seed), the body\n"
+    "  run op by op on our CPU backend and in LibTorch, in f32 (f64 with --precision f64)\n"
+    "  as values inside a fusion are; one line per body and output: `fusion <k>`, its\n"
+    "  template, its op count, then as above. Fails when the artifact has no fusion.\n"
+    "\n"
     "A gradient output whose norm and torch's are both below 1e-2 * T * (the largest\n"
     "gradient norm of the function), T the tolerance, passes as `vanishing`: it is zero\n"
     "mathematically (a bias right before an instance norm, a norm over one voxel) and\n"
@@ -310,6 +316,7 @@ struct Options {
   int threads = 0;
   bool help = false;
   bool grad = false;
+  bool fusions = false; ///< --fusions: each fusion body in isolation
   int64_t fd = 0; ///< > 0: finite differences with this many elements per tensor
   std::string fdParams;
   bool hasFdParams = false;
@@ -393,6 +400,10 @@ Options parseArgs(int argc, char **argv) {
       if (n < 1 || n > 4096)
         throw UsageError(str("--threads expects 1 to 4096, got '", n, "'"));
       o.threads = static_cast<int>(n);
+    } else if (a == "--fusions") {
+      if (hasInline)
+        throw UsageError("--fusions takes no value");
+      o.fusions = true;
     } else if (a == "--grad") {
       if (hasInline)
         throw UsageError("--grad takes no value");
@@ -2040,6 +2051,41 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
   return failedSteps > 0 ? 1 : 0;
 }
 
+/// --fusions: every distinct fusion body against LibTorch, in isolation.
+int checkFusions(const Options &o, const medrun::Artifact &artifact, torch::Device device) {
+  const bool f64 = o.precision == medrun::Precision::F64;
+  const double tolerance = o.tolerance > 0 ? o.tolerance : f64 ? 1e-10 : 1e-5;
+  if (artifact.fusions.empty()) {
+    std::cout << artifact.path << ": no fusion bodies to check (compiled with "
+              << "--disable-pass=med-form-fusions, or nothing to fuse)\n";
+    return 1;
+  }
+  size_t checked = 0, failed = 0;
+  for (size_t k = 0; k < artifact.fusions.size(); ++k) {
+    const medrun::Function &body = *artifact.fusions[k];
+    std::vector<medrun::Tensor> inputs = drawInputs(body, o.seed + k);
+    std::vector<medrun::Tensor> ours =
+        medrun::runCpu(artifact, body, inputs, {}, f64 ? medrun::Precision::F64 : medrun::Precision::F32);
+    std::vector<torch::Tensor> torchInputs;
+    for (const medrun::Tensor &t : inputs)
+      torchInputs.push_back(medcheck::toTorch(t).to(device));
+    std::vector<torch::Tensor> ref = medcheck::runTorch(artifact, body, torchInputs, {},
+                                                        f64 ? torch::kDouble : torch::kFloat);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      Comparison c = compare(ours[i], ref.at(i));
+      const bool ok = c.problem.empty() && c.rel <= tolerance;
+      ++checked;
+      failed += !ok;
+      printLine(str("fusion ", k, "  ", body.fusionTemplate, "  ", body.ops.size(), " ops"),
+                str("out", i), body.values.at(body.outputs[i]).shape, c, ok, "");
+    }
+  }
+  std::cout << artifact.fusions.size() << " fusion bodies, " << checked << " outputs checked, "
+            << failed << " failed (tolerance " << sci(tolerance) << ", precision "
+            << (f64 ? "f64" : "f32") << ")\n";
+  return failed ? 1 : 0;
+}
+
 int run(const Options &o) {
   torch::Device torchDevice = torch::kCPU;
   if (o.torchDevice == "cuda") {
@@ -2058,6 +2104,8 @@ int run(const Options &o) {
   std::unique_ptr<medrun::CudaSession> session; // one for the whole run
   if (o.device == "cuda")
     session = std::make_unique<medrun::CudaSession>(artifact);
+  if (o.fusions)
+    return checkFusions(o, artifact, torchDevice);
   Sides sides{artifact, o.precision, session.get(), torchDevice};
   if (session || torchDevice.is_cuda()) {
     std::cout << "devices  ours " << o.device;

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -28,6 +29,8 @@ struct ValueInfo {
   Shape shape;
 };
 
+struct Function;
+
 /// One med op. Operands are named groups of value ids (ODS operand names: "input",
 /// "weight", "bias", ...); an absent optional operand is an empty group. Every attribute is
 /// present, defaults included.
@@ -40,6 +43,8 @@ struct OpInfo {
   /// Master-weight math of a training step (medc's `med.fp32`): computed and kept in f32
   /// even when the activations are stored in bf16 or f16.
   bool fp32 = false;
+  /// A `fusion` op's body (Artifact::fusions), which computes its results from its inputs.
+  std::shared_ptr<const Function> body;
 
   const std::vector<int> &operand(const std::string &name) const;
   /// The value of a group that must hold exactly one value.
@@ -98,6 +103,7 @@ struct Function {
   /// Executor.h maps it to the CPU backend's precision.
   std::string precision;
   double initLossScale = 0; ///< fp16-mixed: the loss_scale input of the first step
+  std::string fusionTemplate; ///< a fusion body: the template that runs it ("elementwise")
   std::optional<CudaPlan> cuda;  ///< present in artifacts compiled with --target cuda
 };
 
@@ -120,8 +126,9 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 3;
-  static constexpr uint32_t kOldestFormatVersion = 2; ///< still read: no binary sections
+  static constexpr uint32_t kFormatVersion = 4;
+  /// Version 4 added fusion bodies; older plans are read no more (recompile them).
+  static constexpr uint32_t kOldestFormatVersion = 4;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;
@@ -131,6 +138,8 @@ struct Artifact {
   std::map<std::string, std::string> options; ///< compile options
   std::vector<ParameterInfo> parameters;
   std::vector<Function> functions;
+  /// Fusion bodies (plan v4), each once; `fusion` ops point at theirs (OpInfo::body).
+  std::vector<std::shared_ptr<const Function>> fusions;
   std::map<std::string, std::string> sections; ///< binary sections by name (version 3)
   std::optional<CudaInfo> cuda;                ///< with --target cuda
 

@@ -2,12 +2,12 @@
 
 usage: check_cuda_artifact.py X.medc [--arch sm_90]
 
-Reads the container of docs/artifact.md (format version 3) with struct/zlib/json only and
+Reads the container of docs/artifact.md (format version 4) with struct/zlib/json only and
 checks: the CRC; the cuda.source, cuda.cubin and cuda.ptx sections are present and non-empty;
 the cubin is a CUDA ELF (e_machine 190) for the requested arch (its e_flags hold the SM
 number); every op of every function is covered by its plan (a launch of at least one
 kernel, or a param/alias/assign step for param, reshape and assign, or no work at all for
-a value of zero elements); every launched kernel is defined in the source and named in the
+a value of zero elements; a fusion refers to a body of the table); every launched kernel is defined in the source and named in the
 cubin's symbol table; the PTX targets the same arch. Prints one summary line per function.
 """
 import json
@@ -28,8 +28,8 @@ b = open(path, "rb").read()
 if b[:8] != b"MEDCART\0":
     fail("not an artifact")
 version, = struct.unpack("<I", b[8:12])
-if version != 3:
-    fail("format version %d, expected 3" % version)
+if version != 4:
+    fail("format version %d, expected 4" % version)
 if zlib.crc32(b[:-4]) != struct.unpack("<I", b[-4:])[0]:
     fail("CRC mismatch")
 n, = struct.unpack("<Q", b[16:24])
@@ -108,10 +108,12 @@ for f in doc["functions"]:
             kernels_ops += 1
         if not ok:
             fail("%s: op %d (%s) is covered by %s" % (f["name"], i, op["op"], sorted(kinds) or "nothing"))
-    print("%s: %d ops, %d with kernels, %d launches, %d scratch buffers: ok" % (
-        f["name"], len(f["ops"]), kernels_ops,
+        if op["op"] == "fusion" and not 0 <= op["attrs"]["body"] < len(doc.get("fusions", [])):
+            fail("%s: op %d is a fusion without a body" % (f["name"], i))
+    print("%s: %d ops, %d fusions, %d with kernels, %d launches, %d scratch buffers: ok" % (
+        f["name"], len(f["ops"]), sum(1 for op in f["ops"] if op["op"] == "fusion"), kernels_ops,
         sum(1 for s in plan["steps"] if s["kind"] == "launch"), len(plan["scratch"])))
 if launches != cuda["launches"]:
     fail("%d launches in the plans, the document says %d" % (launches, cuda["launches"]))
-print("cuda: %d kernels for %s (NVRTC %s), all in the cubin; %d launches; PTX %d bytes" % (
-    len(defined), arch, cuda["nvrtc"], launches, len(ptx)))
+print("cuda: %d kernels for %s (NVRTC %s), all in the cubin; %d launches; %d fusion bodies; PTX %d bytes" % (
+    len(defined), arch, cuda["nvrtc"], launches, len(doc.get("fusions", [])), len(ptx)))
