@@ -165,18 +165,18 @@ void checkEffectiveRecipe(const json &config, const std::string &file) {
 
   const json &data = config["data"];
   int64_t voxels = data["batch"].get<int64_t>();
-  for (int i = 0; i < 3; ++i) {
-    int64_t p = data["patch"][i].get<int64_t>(), v = data["volume_shape"][i].get<int64_t>();
-    if (__builtin_mul_overflow(voxels, p, &voxels) || voxels > recipe::kMaxBatchVoxels)
+  for (int i = 0; i < 3; ++i)
+    if (__builtin_mul_overflow(voxels, data["patch"][i].get<int64_t>(), &voxels) ||
+        voxels > recipe::kMaxBatchVoxels)
       throw Error(str(file, ": data.batch x data.patch (", data["batch"].dump(), " x ",
                       data["patch"].dump(), ") must be at most 2^40 voxels: the plan cannot "
                       "address a larger step"));
-    if (v < p)
+  for (int i = 0; i < 3; ++i)
+    if (data["volume_shape"][i].get<int64_t>() < data["patch"][i].get<int64_t>())
       throw Error(str(file, ": data.volume_shape ", data["volume_shape"].dump(),
                       " is smaller than data.patch ", data["patch"].dump(),
                       ": patches would be mostly padding (a loss of exactly 0 on masked "
                       "targets); make each volume at least the patch"));
-  }
 }
 
 } // namespace medrun

@@ -332,7 +332,7 @@ Error checkValues(const Reader &r, const json::Object &effective, const Recipe &
     for (const json::Value &e : list ? *list : json::Array{*v})
       if (std::optional<double> d = e.getAsNumber(); d && !medrun::recipe::inRange(rule, *d))
         return r.fail(key + (list ? " must each be " : " must be ") + rule.rule + ", got " +
-                      formatv("{0}", *v).str());
+                      formatv("{0:g}", *d).str());
   }
   auto checkName = [&](const char *section, const char *key,
                        const std::vector<std::string> &valid) -> Error {
@@ -355,19 +355,17 @@ Error checkValues(const Reader &r, const json::Object &effective, const Recipe &
 
   const json::Object &data = *effective.getObject("data");
   int64_t voxels = recipe.batch;
-  for (int i = 0; i < 3; ++i) {
-    if (__builtin_mul_overflow(voxels, recipe.patch[i], &voxels) ||
-        voxels > medrun::recipe::kMaxBatchVoxels)
+  for (int64_t p : recipe.patch)
+    if (__builtin_mul_overflow(voxels, p, &voxels) || voxels > medrun::recipe::kMaxBatchVoxels)
       return r.fail("data.batch x data.patch (" + Twine(recipe.batch) + " x " +
                     formatv("{0}", *data.get("patch")).str() +
                     ") must be at most 2^40 voxels: the plan cannot address a larger step");
-    int64_t volume = *(*data.getArray("volume_shape"))[i].getAsInteger();
-    if (volume < recipe.patch[i])
+  for (int i = 0; i < 3; ++i)
+    if (*(*data.getArray("volume_shape"))[i].getAsInteger() < recipe.patch[i])
       return r.fail("data.volume_shape " + formatv("{0}", *data.get("volume_shape")).str() +
                     " is smaller than data.patch " + formatv("{0}", *data.get("patch")).str() +
                     ": patches would be mostly padding (a loss of exactly 0 on masked "
                     "targets); make each volume at least the patch");
-  }
   return Error::success();
 }
 
@@ -482,10 +480,6 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
   }
   recipe.model = std::string(resolved);
-  if (!sys::fs::is_regular_file(recipe.model))
-    return r.fail("model: no such model file '" + recipe.model + "' (" +
-                  (sys::path::is_absolute(modelFile) ? "" : "relative to the recipe's folder; ") +
-                  "e.g. model: ../models/mednext_s.mlir)");
   json::Object modelJson{{"file", recipe.model}};
   if (!recipe.network.empty())
     modelJson["network"] = recipe.network;
@@ -552,6 +546,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     return r.fail("precision: expected fp32, bf16-mixed or fp16-mixed, got '" + precision + "'");
   if (precision != "fp32")
     train.push_back("precision=" + precision.str());
+  if (!sys::fs::is_regular_file(recipe.model))
+    return r.fail("model: no such model file '" + recipe.model + "' (" +
+                  (sys::path::is_absolute(modelFile) ? "" : "relative to the recipe's folder; ") +
+                  "e.g. model: ../models/mednext_s.mlir)");
   recipe.lossOptions = join(loss, " ");
   recipe.trainOptions = join(train, " ");
   recipe.effective = std::move(effective);
