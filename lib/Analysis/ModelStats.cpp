@@ -103,8 +103,17 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
 
   auto isStatic = [&](Value v, Operation *where) -> LogicalResult {
     auto t = dyn_cast<ShapedType>(v.getType());
-    if (t && t.hasStaticShape())
+    if (t && t.hasStaticShape()) {
+      // Counts are int64 (bytes) and double sums of them: a tensor of 2^48 bytes or more
+      // would overflow them or their totals; refuse it rather than print negative counts.
+      int64_t bytes = (t.getElementTypeBitWidth() + 7) / 8;
+      for (int64_t d : t.getShape())
+        if (__builtin_mul_overflow(bytes, d, &bytes) || bytes >= (int64_t(1) << 48))
+          return where->emitError("a value of type ")
+                 << v.getType() << " holds 2^48 bytes or more: too large to count (use a "
+                 << "smaller batch or patch)";
       return success();
+    }
     return where->emitError("needs static shapes to count; got ")
            << v.getType() << " (specialize the batch and patch size first)";
   };

@@ -575,4 +575,42 @@ Checkpoint loadCheckpoint(const std::string &path) {
   return c;
 }
 
+//===----------------------------------------------------------------------------------===//
+// Saving in the background
+//===----------------------------------------------------------------------------------===//
+
+CheckpointWriter::~CheckpointWriter() {
+  if (worker_.joinable())
+    worker_.join();
+}
+
+void CheckpointWriter::save(TrainState state, TensorMap tensors) {
+  wait();
+  finished_ = false;
+  worker_ = std::thread([this, state = std::move(state), tensors = std::move(tensors)] {
+    try {
+      saved_ = saveCheckpoint(root_, state, tensors, options_);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    finished_ = true;
+  });
+}
+
+std::string CheckpointWriter::poll() {
+  return finished_ ? wait() : std::string();
+}
+
+std::string CheckpointWriter::wait() {
+  if (!worker_.joinable())
+    return "";
+  worker_.join();
+  finished_ = false;
+  std::string saved = std::move(saved_);
+  saved_.clear();
+  if (std::exception_ptr e = std::exchange(error_, nullptr))
+    std::rethrow_exception(e);
+  return saved;
+}
+
 } // namespace medrun

@@ -24,7 +24,8 @@ double perElementMacs(const Function &fn, const OpInfo &op, int weight) {
   const Shape &w = shapeOf(fn, weight);
   if (w.size() != 5)
     throw Error(str(op.describe(), ": expected a rank-5 weight, got ", shapeStr(w)));
-  return static_cast<double>(w[1]) * static_cast<double>(w[2] * w[3] * w[4]);
+  return static_cast<double>(w[1]) * static_cast<double>(w[2]) * static_cast<double>(w[3]) *
+         static_cast<double>(w[4]); // in double: no int64 product to overflow
 }
 
 double flopsPerElement(const std::string &kind) {

@@ -67,7 +67,9 @@ std::string shapeStr(const Shape &shape) {
 int64_t numElements(const Shape &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      throw Error(str("a tensor of shape ", shapeStr(shape), " has ",
+                      d < 0 ? "a negative size" : "more than 2^63 elements"));
   return n;
 }
 

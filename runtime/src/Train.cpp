@@ -10,11 +10,18 @@
 #include "medrun/Schedule.h"
 #include "medrun/TrainLog.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 namespace medrun {
 namespace {
@@ -33,7 +40,11 @@ template <typename T> T setting(const json &config, const char *sec, const char 
   auto it = s.find(key);
   if (it == s.end())
     throw Error(str("recipe: missing '", sec, ".", key, "' (run the recipe through `medc recipe`)"));
-  return it->get<T>();
+  try {
+    return it->get<T>();
+  } catch (const json::exception &) { // checkEffectiveRecipe catches these first
+    throw Error(str("recipe: ", sec, ".", key, ": a value of the wrong type, ", it->dump()));
+  }
 }
 
 std::array<int64_t, 3> size3(const json &config, const char *sec, const char *key) {
@@ -84,6 +95,62 @@ bool finite(double v) { return std::isfinite(v); }
 double seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// One run per output directory: two runs in one directory would overwrite each other's
+// checkpoints and logs. An exclusive flock on OUT/medrun.lock, held while the run lives; the
+// kernel drops it when the process ends, however it ends, so a crash leaves no stale lock.
+// The file says who holds it.
+class RunLock {
+public:
+  explicit RunLock(const std::string &dir) {
+    const std::string path = (fs::path(dir) / "medrun.lock").string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ < 0)
+      throw Error(str(path, ": cannot open the run's lock file: ", std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      char buf[512] = {};
+      ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!holder.empty() && holder.back() == '\n')
+        holder.pop_back();
+      ::close(fd_);
+      if (err != EWOULDBLOCK)
+        throw Error(str(path, ": cannot lock the run directory: ", std::strerror(err)));
+      throw Error(str(dir, " is in use by another run (", holder.empty() ? "holder unknown" : holder,
+                      "; lock ", path, "): wait for it to end, or train elsewhere with --out DIR"));
+    }
+    char host[256] = "?";
+    ::gethostname(host, sizeof host - 1);
+    char when[32] = "?";
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    if (::gmtime_r(&now, &utc))
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    std::string who = str("medrun train, pid ", ::getpid(), " on ", host, ", started ", when, "\n");
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
+      // The lock holds without the note; a second run then says "holder unknown".
+    }
+  }
+  ~RunLock() { ::close(fd_); } // not unlinked: another run may have opened it already
+  RunLock(const RunLock &) = delete;
+  RunLock &operator=(const RunLock &) = delete;
+
+private:
+  int fd_ = -1;
+};
+
+// step_<N>.tmp directories under `root`: saves that did not finish.
+std::string unfinishedSaves(const std::string &root) {
+  std::string names;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(root, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) == 0 && entry.path().extension() == ".tmp")
+      names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
 }
 
 } // namespace
@@ -201,22 +268,36 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   const StepInputs feed(artifact, config);
   const LoaderSpec &loader = feed.loader();
 
-  if (!options.resume && fs::exists(fs::path(options.out) / "checkpoints") &&
-      !listCheckpoints((fs::path(options.out) / "checkpoints").string()).empty()) {
+  fs::create_directories(options.out);
+  RunLock lock(options.out);
+  const std::string checkpoints = (fs::path(options.out) / "checkpoints").string();
+  // --resume-or-start: the run's latest checkpoint if it has one, else a fresh run.
+  std::optional<std::string> resume = options.resume;
+  if (resume && resume->empty() && listCheckpoints(checkpoints).empty()) {
+    if (!options.resumeOrStart) {
+      std::string unfinished = unfinishedSaves(checkpoints);
+      throw Error(str("--resume: ", checkpoints, " holds no complete checkpoint",
+                      unfinished.empty() ? "" : str(" (only ", unfinished,
+                                                    ": a save that did not finish)"),
+                      "; --resume-or-start starts the run from step 0 when there is none"));
+    }
+    std::fprintf(options.console, "no checkpoint in %s: starting at step 0\n",
+                 checkpoints.c_str());
+    resume.reset();
+  }
+  if (!resume && !listCheckpoints(checkpoints).empty()) {
     if (!options.overwrite)
       throw Error(str(options.out, " already holds checkpoints of a run: --resume continues it, "
                                    "--overwrite starts it over, --out DIR trains elsewhere"));
     for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl"})
       fs::remove_all(fs::path(options.out) / old);
   }
-  fs::create_directories(options.out);
   {
     std::ofstream cfg(fs::path(options.out) / "config.json");
     cfg << config.dump(2) << "\n";
     if (!cfg)
       throw Error(str(options.out, "/config.json: cannot write the effective recipe"));
   }
-  const std::string checkpoints = (fs::path(options.out) / "checkpoints").string();
 
   // Parameters, optimizer state and EMA: fresh, or from a checkpoint.
   TensorMap params;
@@ -224,8 +305,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   double lossScale = feed.initialLossScale();
   int64_t growthTracker = 0;
   std::string compileHash = config.value("compile_hash", "");
-  if (options.resume) {
-    Checkpoint ckpt = loadCheckpoint(options.resume->empty() ? checkpoints : *options.resume);
+  if (resume) {
+    Checkpoint ckpt = loadCheckpoint(resume->empty() ? checkpoints : *resume);
     checkParameters(artifact, ckpt.tensors);
     params = std::move(ckpt.tensors);
     first = ckpt.state.step;
@@ -259,7 +340,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     allocate = [&gpu](DType dtype, const Shape &shape) { return gpu->pinnedTensor(dtype, shape); };
   DataLoader data(dataset, loader, first, allocate);
   JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
-                   options.resume ? std::optional<int64_t>(first) : std::nullopt);
+                   resume ? std::optional<int64_t>(first) : std::nullopt);
   std::unique_ptr<TensorBoardWriter> board;
   if (setting<bool>(config, "logging", "tensorboard"))
     board = std::make_unique<TensorBoardWriter>((fs::path(options.out) / "tensorboard").string());
@@ -275,6 +356,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   CheckpointOptions keep;
   keep.keepLast = static_cast<int>(setting<int64_t>(config, "checkpoint", "keep"));
   keep.bestMetric = "loss";
+  CheckpointWriter writer(checkpoints, keep); // saves while the next steps run
   TrainSummary summary;
   summary.firstStep = first;
   double intervalLoss = 0;
@@ -292,9 +374,15 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     state.growthTracker = growthTracker;
     if (intervalSteps > 0)
       state.metrics["loss"] = intervalLoss / intervalSteps;
-    if (gpu)
-      params = gpu->state();
-    summary.checkpoint = saveCheckpoint(checkpoints, state, params, keep);
+    // The snapshot: downloaded from the GPU, or a copy of the map, which shares the tensors
+    // (the loop replaces a tensor with its update, it never writes into one).
+    writer.save(std::move(state), gpu ? gpu->state() : params);
+  };
+  auto saved = [&](const std::string &dir) {
+    if (!dir.empty()) {
+      summary.checkpoint = dir;
+      progress.message(str("checkpoint ", dir));
+    }
   };
 
   // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
@@ -386,10 +474,9 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       if (intervalSteps > 0)
         summary.lastLoss = intervalLoss / intervalSteps;
     }
-    if ((step + 1) % checkpointEvery == 0 || last || stopping) {
+    saved(writer.poll());
+    if ((step + 1) % checkpointEvery == 0 || last || stopping)
       save(step + 1);
-      progress.message(str("checkpoint ", summary.checkpoint));
-    }
     if ((step + 1) % logEvery == 0) {
       intervalLoss = 0;
       intervalSteps = 0;
@@ -401,6 +488,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     }
   }
   summary.lastStep = step;
+  saved(writer.wait());
   if (gpu)
     progress.message(str("uploads: ", gpu->uploads()));
   progress.finish({{"loss", summary.lastLoss}});

@@ -18,8 +18,9 @@ namespace {
 
 Json number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
-/// Byte offset where a resumed log is cut: the start of the first line logged after
-/// `resumeStep`, or of a partial last line; the file size if nothing is cut.
+/// Byte offset where a resumed log is cut: the start of the first line of 0-based step
+/// `resumeStep` or later (a checkpoint of step N holds N completed steps, 0..N-1), or of a
+/// partial last line; the file size if nothing is cut.
 uint64_t resumeOffset(const std::string &path, int64_t resumeStep) {
   std::ifstream in(path, std::ios::binary);
   uint64_t offset = 0;
@@ -29,7 +30,7 @@ uint64_t resumeOffset(const std::string &path, int64_t resumeStep) {
       return offset;
     Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() > resumeStep)
+        j["step"].get<int64_t>() >= resumeStep)
       return offset;
     offset += line.size() + 1;
   }

@@ -16,6 +16,8 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <chrono>
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -320,6 +322,44 @@ TEST_F(CheckpointTest, ModelOnlyAndReplacingAStep) {
   saveCheckpoint(root, makeTrainState(5), second);
   expectSameTensors(loadCheckpoint(root).tensors, second);
   EXPECT_EQ(listing(), (std::vector<std::string>{"latest", "step_00000005"}));
+}
+
+TEST_F(CheckpointTest, WriterSavesInTheBackgroundInOrder) {
+  CheckpointWriter writer(root, CheckpointOptions{});
+  EXPECT_EQ(writer.poll(), "");
+  EXPECT_EQ(writer.wait(), ""); // nothing started
+  TensorMap a = makeState(1), b = makeState(2);
+  writer.save(makeTrainState(2), a);
+  writer.save(makeTrainState(4), b); // waits for step 2 first
+  std::string last = writer.wait();
+  EXPECT_EQ(fs::path(last).filename(), "step_00000004");
+  EXPECT_EQ(writer.poll(), "");
+  EXPECT_EQ(listing(), (std::vector<std::string>{"latest", "step_00000002", "step_00000004"}));
+  expectSameTensors(loadCheckpoint(root + "/step_00000002").tensors, a);
+  expectSameTensors(loadCheckpoint(root).tensors, b);
+
+  // A finished save is reported by poll() once.
+  writer.save(makeTrainState(6), b);
+  std::string polled;
+  for (int i = 0; i < 2000 && polled.empty(); ++i) {
+    polled = writer.poll();
+    if (polled.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(fs::path(polled).filename(), "step_00000006");
+  EXPECT_EQ(writer.wait(), "");
+}
+
+TEST_F(CheckpointTest, WriterReportsAFailedSave) {
+  writeBytes(dir + "/file", "not a directory");
+  CheckpointWriter writer(dir + "/file/ckpt", CheckpointOptions{});
+  writer.save(makeTrainState(3), makeState(1)); // returns: the error comes with wait()
+  expectError([&] { writer.wait(); }, {"file/ckpt", "cannot create the checkpoint directory"});
+  EXPECT_EQ(writer.wait(), ""); // reported once
+  // ... or with the next save, which does not start.
+  writer.save(makeTrainState(4), makeState(1));
+  expectError([&] { writer.save(makeTrainState(5), makeState(1)); }, {"file/ckpt"});
+  EXPECT_EQ(writer.wait(), "");
 }
 
 TEST_F(CheckpointTest, KeepLastAndBest) {

@@ -317,24 +317,24 @@ TEST_F(TrainLogTest, JsonlResumeCutsWhatFollowsTheCheckpoint) {
     out << "{\"step\":11,\"lo";
   }
   {
-    JsonlLog log(path, /*resumeStep=*/7);
+    JsonlLog log(path, /*resumeStep=*/7); // 7 steps done: 1..6 kept, 7 logged again
     StepRecord r;
-    r.step = 8;
+    r.step = 7;
     log.write(r);
   }
   std::vector<std::string> ls = lines(readBytes(path));
-  ASSERT_EQ(ls.size(), 9u);
+  ASSERT_EQ(ls.size(), 8u);
   std::vector<int64_t> steps;
   for (const auto &l : ls) {
     Json j = Json::parse(l);
     steps.push_back(j.contains("step") ? j["step"].get<int64_t>() : -1);
   }
-  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, -1, 6, 7, 8}));
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, -1, 6, 7}));
 
   // Resuming past the end only drops the partial line; a new run starts afresh.
   { std::ofstream(path, std::ios::app) << "{\"step\":9,"; }
   { JsonlLog log(path, 100); }
-  EXPECT_EQ(lines(readBytes(path)).size(), 9u);
+  EXPECT_EQ(lines(readBytes(path)).size(), 8u);
   EXPECT_EQ(readBytes(path).back(), '\n');
   { JsonlLog log(path); }
   EXPECT_EQ(readBytes(path), "");

@@ -1,8 +1,12 @@
 //===- Recipe.cpp - training recipes (configs/*.yaml) ----------------------------===//
 #include "Recipe.h"
 
+#include "medrun/RecipeRules.h" // the value rules medrun applies to effective recipes too
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -123,6 +127,10 @@ std::string suggest(StringRef key, ArrayRef<std::string> valid) {
   if (bestDistance <= std::max<size_t>(2, key.size() / 3))
     return " (did you mean '" + best.str() + "'?)";
   return " (valid: " + join(valid, ", ") + ")";
+}
+
+template <size_t N> std::vector<std::string> names(const char *const (&list)[N]) {
+  return std::vector<std::string>(std::begin(list), std::end(list));
 }
 
 std::vector<std::string> keyNames(StringRef section) {
@@ -310,6 +318,57 @@ Error applyOverride(Node &root, const std::string &spec) {
   return Error::success();
 }
 
+// The value rules of RecipeRules.h on the effective recipe (types are checked already),
+// and the names of the loss, optimizer and schedule types: errors name the recipe and key.
+Error checkValues(const Reader &r, const json::Object &effective, const Recipe &recipe) {
+  for (const medrun::recipe::Range &rule : medrun::recipe::kRanges) {
+    const json::Object *section =
+        *rule.section ? effective.getObject(rule.section) : &effective;
+    const json::Value *v = section ? section->get(rule.key) : nullptr;
+    if (!v)
+      continue;
+    std::string key = *rule.section ? std::string(rule.section) + "." + rule.key : rule.key;
+    const json::Array *list = v->getAsArray();
+    for (const json::Value &e : list ? *list : json::Array{*v})
+      if (std::optional<double> d = e.getAsNumber(); d && !medrun::recipe::inRange(rule, *d))
+        return r.fail(key + (list ? " must each be " : " must be ") + rule.rule + ", got " +
+                      formatv("{0:g}", *d).str());
+  }
+  auto checkName = [&](const char *section, const char *key,
+                       const std::vector<std::string> &valid) -> Error {
+    const json::Object *s = effective.getObject(section);
+    std::optional<StringRef> v = s ? s->getString(key) : std::nullopt;
+    if (!v || is_contained(valid, v->str()))
+      return Error::success();
+    std::string hint = suggest(*v, valid); // " (did you mean 'x'?)" or " (valid: ...)"
+    if (StringRef(hint).starts_with(" (did"))
+      hint = hint.substr(0, hint.size() - 1) + "; valid: " + join(valid, ", ") + ")";
+    return r.fail(Twine(section) + "." + key + ": unknown " + section + " type '" + *v + "'" +
+                  hint);
+  };
+  if (Error e = checkName("loss", "type", names(medrun::recipe::kLossTypes)))
+    return e;
+  if (Error e = checkName("optimizer", "type", names(medrun::recipe::kOptimizerTypes)))
+    return e;
+  if (Error e = checkName("schedule", "type", names(medrun::recipe::kScheduleTypes)))
+    return e;
+
+  const json::Object &data = *effective.getObject("data");
+  int64_t voxels = recipe.batch;
+  for (int64_t p : recipe.patch)
+    if (__builtin_mul_overflow(voxels, p, &voxels) || voxels > medrun::recipe::kMaxBatchVoxels)
+      return r.fail("data.batch x data.patch (" + Twine(recipe.batch) + " x " +
+                    formatv("{0}", *data.get("patch")).str() +
+                    ") must be at most 2^40 voxels: the plan cannot address a larger step");
+  for (int i = 0; i < 3; ++i)
+    if (*(*data.getArray("volume_shape"))[i].getAsInteger() < recipe.patch[i])
+      return r.fail("data.volume_shape " + formatv("{0}", *data.get("volume_shape")).str() +
+                    " is smaller than data.patch " + formatv("{0}", *data.get("patch")).str() +
+                    ": patches would be mostly padding (a loss of exactly 0 on masked "
+                    "targets); make each volume at least the patch");
+  return Error::success();
+}
+
 } // namespace
 
 Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::string> &overrides) {
@@ -439,6 +498,8 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (*data.getString("source") != "synthetic")
     return r.fail("data.source: only 'synthetic' (the embedded dataset) is available, got '" +
                   *data.getString("source") + "'");
+  if (Error e = checkValues(r, effective, recipe))
+    return std::move(e);
   json::Object &trainSection = *effective.getObject("train");
   StringRef nan = *trainSection.getString("nan"), device = *trainSection.getString("device");
   if (nan != "stop" && nan != "skip")
@@ -485,6 +546,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     return r.fail("precision: expected fp32, bf16-mixed or fp16-mixed, got '" + precision + "'");
   if (precision != "fp32")
     train.push_back("precision=" + precision.str());
+  if (!sys::fs::is_regular_file(recipe.model))
+    return r.fail("model: no such model file '" + recipe.model + "' (" +
+                  (sys::path::is_absolute(modelFile) ? "" : "relative to the recipe's folder; ") +
+                  "e.g. model: ../models/mednext_s.mlir)");
   recipe.lossOptions = join(loss, " ");
   recipe.trainOptions = join(train, " ");
   recipe.effective = std::move(effective);

@@ -13,6 +13,10 @@
 #include "med/Target/Cuda.h"
 #include "med/Transforms/Passes.h"
 #include "Recipe.h"
+#include "med/IR/MedOps.h"
+#include "medrun/RecipeRules.h"
+
+#include <array>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -266,6 +270,93 @@ func::FuncOp entryFunction(ModuleOp module) {
   return found;
 }
 
+// The factor each patch size must be a multiple of: the largest cumulative stride a value
+// of the network sees, per axis (a strided convolution multiplies it, a transposed one
+// divides it). MedNeXt's four stride-2 blocks give 16. Follows calls into the block
+// functions.
+using Strides = std::array<int64_t, 3>;
+SmallVector<Strides> cumulativeStrides(ModuleOp module, func::FuncOp f, ArrayRef<Strides> args,
+                                       Strides &largest) {
+  llvm::DenseMap<Value, Strides> of;
+  for (auto [arg, s] : llvm::zip(f.getArguments(), args))
+    of[arg] = s;
+  auto get = [&](Value v) { return of.lookup(v).front() ? of.lookup(v) : Strides{1, 1, 1}; };
+  SmallVector<Strides> results;
+  for (Operation &op : f.getBody().front()) {
+    Strides s = {1, 1, 1};
+    for (Value v : op.getOperands())
+      for (int i = 0; i < 3; ++i)
+        s[i] = std::max(s[i], get(v)[i]);
+    if (isa<func::ReturnOp>(op)) {
+      for (Value v : op.getOperands())
+        results.push_back(get(v));
+      continue;
+    }
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      if (!callee || callee.isExternal())
+        continue;
+      SmallVector<Strides> in;
+      for (Value v : call.getOperands())
+        in.push_back(get(v));
+      SmallVector<Strides> out = cumulativeStrides(module, callee, in, largest);
+      for (auto [r, o] : llvm::zip(call.getResults(), out))
+        of[r] = o;
+      continue;
+    }
+    if (auto stride = op.getAttrOfType<DenseI64ArrayAttr>("stride"); stride && stride.size() == 3)
+      for (int i = 0; i < 3; ++i)
+        s[i] = isa<med::Conv3dTransposeOp>(op) ? std::max<int64_t>(1, s[i] / stride[i])
+                                               : s[i] * stride[i];
+    for (int i = 0; i < 3; ++i)
+      largest[i] = std::max(largest[i], s[i]);
+    for (Value r : op.getResults())
+      of[r] = s;
+  }
+  return results;
+}
+
+// A recipe's patch must be a multiple of its network's downsampling factor on each axis:
+// said here, naming the recipe and the rule, rather than as a shape error deep in the model.
+LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe &recipe,
+                               ArrayRef<int64_t> sizes) {
+  DialectRegistry registry;
+  med::registerMedDialects(registry);
+  MLIRContext ctx(registry);
+  llvm::SourceMgr sources;
+  SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
+  std::string error;
+  auto file = openInputFile(recipe.model, &error);
+  if (!file)
+    return fail("cannot read '" + recipe.model + "': " + error), failure();
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &ctx);
+  if (!module)
+    return failure();
+  SmallVector<func::FuncOp> candidates;
+  for (auto f : module->getOps<func::FuncOp>())
+    if (recipe.network.empty() ? f.isPublic() && !f.isExternal() : f.getSymName() == recipe.network)
+      candidates.push_back(f);
+  func::FuncOp network = candidates.size() == 1 ? candidates.front() : func::FuncOp();
+  if (!network || network.getBody().empty())
+    return success(); // no single network: the compiler's own errors say why
+  Strides largest = {1, 1, 1};
+  SmallVector<Strides> args(network.getNumArguments(), Strides{1, 1, 1});
+  cumulativeStrides(*module, network, args, largest);
+  for (int i = 0; i < 3; ++i)
+    if (sizes[i] % largest[i] != 0) {
+      int64_t f = largest[i], below = sizes[i] / f * f;
+      return fail(recipePath + ": data.patch [" +
+                  llvm::join(llvm::map_range(sizes, [](int64_t d) { return std::to_string(d); }), ", ") +
+                  "] must be a multiple of " + llvm::Twine(f) + " on each axis: @" +
+                  network.getSymName() + " downsamples by " + llvm::Twine(f) + " (e.g. " +
+                  (below > 0 ? std::to_string(below) + " or " : "") + std::to_string(below + f) +
+                  " instead of " + std::to_string(sizes[i]) + ")"),
+             failure();
+    }
+  return success();
+}
+
 std::string withCommas(int64_t n) {
   std::string digits = std::to_string(n), out;
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -397,6 +488,8 @@ int main(int argc, char **argv) {
     llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeInput, overrides);
     if (!recipe)
       return fail(llvm::toString(recipe.takeError()));
+    if (failed(checkRecipePatch(recipeInput, *recipe, recipe->patch)))
+      return 1;
     if (!recipe->effective.getObject("optimizer")->get("lr"))
       return fail(recipeInput + ": missing 'optimizer.lr' (the base learning rate of the "
                                 "schedule, e.g. 1.0e-3)");
@@ -425,6 +518,8 @@ int main(int argc, char **argv) {
     if (patch.empty())
       for (int64_t d : recipe->patch)
         patch.push_back(d);
+    if (patch.size() == 3 && failed(checkRecipePatch(recipeFile, *recipe, specializedPatch())))
+      return 1;
     effectiveLoss = recipe->lossOptions;
     effectiveTrain = recipe->trainOptions;
   }
@@ -436,6 +531,16 @@ int main(int argc, char **argv) {
     return fail("--patch needs three sizes D,H,W, got " + llvm::Twine(patch.size()));
   if (batch < 1 || llvm::any_of(patch, [](int64_t d) { return d < 1; }))
     return fail("--batch and --patch sizes must be positive");
+  {
+    int64_t voxels = batch;
+    for (int64_t d : specializedPatch())
+      if (__builtin_mul_overflow(voxels, d, &voxels) || voxels > medrun::recipe::kMaxBatchVoxels)
+        return fail("--batch x --patch (" + llvm::Twine(batch.getValue()) + " x " +
+                    llvm::join(llvm::map_range(specializedPatch(),
+                                               [](int64_t d) { return std::to_string(d); }),
+                               ",") +
+                    ") must be at most 2^40 voxels: sizes past that cannot be planned or counted");
+  }
 
   DialectRegistry registry;
   med::registerMedDialects(registry);

@@ -11,6 +11,7 @@
 #include "medrun/Artifact.h"
 #include "medrun/Cuda.h"
 #include "medrun/Error.h"
+#include "medrun/RecipeCheck.h"
 #include "medrun/Train.h"
 
 #include <nlohmann/json.hpp>
@@ -31,11 +32,15 @@ namespace {
 namespace fs = std::filesystem;
 
 std::atomic<int> stopRequests{0};
+std::atomic<int> stopSignal{0};
 
-// First SIGINT/SIGTERM: finish the step, save, exit 0. Second: leave at once.
-void onSignal(int) {
+// First SIGINT/SIGTERM: finish the step, save, then exit 130 after SIGINT (the shell's status
+// of an interrupted command) and 0 after SIGTERM (a scheduler that preempts a job and
+// requeues it sees a clean end). Second: leave at once with 130.
+void onSignal(int sig) {
   if (stopRequests.fetch_add(1) >= 1)
     _exit(130);
+  stopSignal = sig;
   const char msg[] = "\nmedrun: stopping after this step (checkpoint follows); "
                      "signal again to quit at once\n";
   ssize_t ignored = write(2, msg, sizeof msg - 1);
@@ -143,6 +148,7 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
       throw Error(str(recipe, ": not an effective recipe (the JSON `medc recipe` prints)"));
     for (const std::string &o : overrides)
       setKey(config, o);
+    checkEffectiveRecipe(config, recipe);
   } else {
     std::string text;
     argv = {medc, "recipe"};
@@ -190,10 +196,26 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
     std::fprintf(stderr, "using the compiled recipe %s\n", artifact.c_str());
   }
   Artifact a = Artifact::load(artifact.string());
-  if (auto h = a.options.find("compile_hash");
-      h != a.options.end() && config.contains("compile_hash") && h->second != config["compile_hash"])
-    throw Error(str(artifact.string(), ": compiled from another recipe or compiler (compile hash ",
-                    h->second, ", the recipe's is ", config["compile_hash"].get<std::string>(), ")"));
+  // The artifact must be the recipe compiled: the same compile hash (what `medc recipe`
+  // says the recipe compiles to). Name both sides when they differ.
+  if (config.contains("compile_hash")) {
+    auto option = [&](const char *key) {
+      auto it = a.options.find(key);
+      return it == a.options.end() ? std::string() : it->second;
+    };
+    const std::string want = config["compile_hash"].get<std::string>(), have = option("compile_hash");
+    const std::string recipeName = config.value("recipe", recipe);
+    if (have.empty())
+      throw Error(str(artifact.string(), ": not compiled from a recipe (it was compiled from ",
+                      a.source, " with no compile hash), but ", recipeName, " compiles to ",
+                      want, "; compile the recipe with `medc compile --recipe ", recipeName,
+                      " -o A.medc`"));
+    if (have != want)
+      throw Error(str(artifact.string(), ": compiled from a different recipe or compiler (",
+                      option("recipe").empty() ? a.source : option("recipe"), ", compile hash ",
+                      have, ") than ", recipeName, " (compile hash ", want,
+                      "); recompile it with `medc compile --recipe ", recipeName, "`"));
+  }
   prepared.config = std::move(config);
   prepared.artifact = std::move(a);
   prepared.cuda = cuda;
@@ -201,8 +223,8 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
 }
 
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
-                 const std::optional<std::string> &resume, bool overwrite, int progressMode,
-                 const std::string &artifactPath) {
+                 const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
+                 int progressMode, const std::string &artifactPath) {
   PreparedRecipe prepared;
   if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared); rc != 0)
     return rc;
@@ -214,6 +236,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   std::string out = config["train"].value("out", "");
   options.out = out.empty() ? (fs::path("runs") / fs::path(recipe).stem()).string() : out;
   options.resume = resume;
+  options.resumeOrStart = resumeOrStart;
   options.overwrite = overwrite;
   options.cuda = prepared.cuda;
   options.stop = &stopRequests;
@@ -233,7 +256,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
                static_cast<long long>(config["logging"]["every"].get<int64_t>()), s.lastLoss,
                s.skipped ? str(", ", s.skipped, " steps skipped (non-finite loss)").c_str() : "");
   std::fprintf(stderr, "checkpoint: %s\n", s.checkpoint.c_str());
-  return 0;
+  return s.interrupted && stopSignal == SIGINT ? 130 : 0;
 }
 
 } // namespace medrun

@@ -33,11 +33,12 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
 /// Checks the recipe with its overrides (medc recipe), compiles it unless the artifact is
 /// cached (for the GPU with --target cuda when the device is cuda, or auto and a GPU is
 /// present), and trains. `recipe` may also be an effective recipe (JSON, `medc recipe`)
-/// with `artifactPath` compiled from it: no medc needed. `resume`: "" = the run's own checkpoints, or a checkpoint path.
-/// `progressMode`: 0 auto, 1 bar, 2 plain lines. Returns the exit status.
+/// with `artifactPath` compiled from it: no medc needed. `resume`: "" = the run's own
+/// checkpoints, or a checkpoint path; `resumeOrStart`: a fresh run when the run has none.
+/// `progressMode`: 0 auto, 1 bar, 2 plain lines. Returns the exit status (130 after SIGINT).
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
-                 const std::optional<std::string> &resume, bool overwrite, int progressMode,
-                 const std::string &artifactPath = "");
+                 const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
+                 int progressMode, const std::string &artifactPath = "");
 
 } // namespace medrun
 

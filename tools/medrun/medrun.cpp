@@ -44,12 +44,14 @@ const char *kUsage = R"(medrun: runs artifacts compiled by medc
 
 Usage:
   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
-               [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip] [--threads N] [--progress P]
+               [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip] [--threads N] [--progress P]
       Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with
       medc unless the compiled step is cached, then runs the training loop with logs
       (metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR
-      (default: runs/<recipe name>). Ctrl-C finishes the step, saves and exits; a second
-      Ctrl-C quits at once.
+      (default: runs/<recipe name>), which one run at a time may use (a lock file).
+      Ctrl-C (SIGINT) finishes the step, saves a checkpoint and exits with status 130;
+      SIGTERM does the same and exits with 0 (a scheduler that requeues sees a clean end);
+      a second signal quits at once (130).
   medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]
                [--steps N] [--warmup W] [--threads N] [--json FILE]
       Times the recipe's training step: prepares it as `train` does (compile cache,
@@ -107,7 +109,11 @@ Options of `train` (each one a shorthand for a --set):
   --out DIR          train.out: where logs, checkpoints and config.json go
   --resume [CKPT]    continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a
                      step directory, a checkpoints directory or its latest/best pointer);
-                     the continuation is bit-identical to an uninterrupted run
+                     the continuation is bit-identical to an uninterrupted run. Without a
+                     complete checkpoint in DIR (none yet, or a save that did not finish)
+                     it is an error
+  --resume-or-start  continue from the latest checkpoint in DIR/checkpoints, or start at step
+                     0 if there is none (for a job script that is requeued)
   --overwrite        start over in a DIR that holds a run (its checkpoints and logs go)
   --device D         train.device: cpu, cuda or auto (default: the GPU when a CUDA driver
                      and GPU are present, else the CPU); cuda compiles with --target cuda
@@ -149,8 +155,8 @@ struct Args {
 
 Args parseArgs(int argc, char **argv) {
   static const std::map<std::string, std::vector<std::string>> allowed = {
-      {"train", {"set", "steps", "out", "resume", "overwrite", "device", "nan", "threads", "progress",
-                 "artifact"}},
+      {"train", {"set", "steps", "out", "resume", "resume-or-start", "overwrite", "device", "nan",
+                 "threads", "progress", "artifact"}},
       {"bench", {"set", "artifact", "device", "steps", "warmup", "threads", "json"}},
       {"info", {}},
       {"init", {"o", "seed"}},
@@ -169,7 +175,8 @@ Args parseArgs(int argc, char **argv) {
         key = key.substr(0, eq);
       } else if (key == "resume" && (i + 1 >= argc || argv[i + 1][0] == '-')) {
         // --resume alone: the run's own latest checkpoint
-      } else if (key != "help" && key != "profile" && key != "overwrite") {
+      } else if (key != "help" && key != "profile" && key != "overwrite" &&
+                 key != "resume-or-start") {
         if (i + 1 >= argc)
           throw Error(str("option --", key, " needs a value"));
         value = argv[++i];
@@ -708,10 +715,17 @@ int main(int argc, char **argv) {
       std::optional<std::string> resume;
       if (args.options.count("resume"))
         resume = args.get("resume");
+      const bool resumeOrStart = args.options.count("resume-or-start") > 0;
+      if (resumeOrStart && resume)
+        throw Error("--resume-or-start already resumes the run's latest checkpoint; give "
+                    "--resume CKPT or --resume-or-start, not both");
+      if (resumeOrStart)
+        resume = "";
       std::string progress = args.get("progress", "auto");
       if (progress != "auto" && progress != "bar" && progress != "lines")
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      return trainCommand(args.artifact, overrides, resume, args.options.count("overwrite") > 0,
+      return trainCommand(args.artifact, overrides, resume, resumeOrStart,
+                          args.options.count("overwrite") > 0,
                           progress == "auto" ? 0 : progress == "bar" ? 1 : 2,
                           args.get("artifact"));
     }

@@ -29,9 +29,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -136,6 +139,38 @@ Checkpoint loadCheckpoint(const std::string &path);
 
 /// The complete step directories under `root` (no *.tmp), ordered by step.
 std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string &root);
+
+/// Saves checkpoints on a background thread, so that training goes on while a step's files
+/// are written. Each save is saveCheckpoint (atomic: tmp directory, then rename); saves run
+/// one at a time, in the order given. A failed save is reported by the next call.
+class CheckpointWriter {
+public:
+  CheckpointWriter(std::string root, CheckpointOptions options)
+      : root_(std::move(root)), options_(std::move(options)) {}
+  /// Waits for a save in progress; its error, if any, is dropped (call wait() to see it).
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter &) = delete;
+  CheckpointWriter &operator=(const CheckpointWriter &) = delete;
+
+  /// Starts saving `tensors` and `state` and returns. The tensors are the snapshot: nothing
+  /// may write into them until the save is done (the training loop replaces tensors, it
+  /// never writes into one). Waits for the previous save first; throws its Error.
+  void save(TrainState state, TensorMap tensors);
+  /// The step directory of a save that finished since the last call, or "" (none, or one
+  /// still running). Throws the Error of a save that failed.
+  std::string poll();
+  /// Waits for the save in progress. Returns its step directory ("" if there was none);
+  /// throws its Error.
+  std::string wait();
+
+private:
+  std::string root_;
+  CheckpointOptions options_;
+  std::thread worker_;
+  std::atomic<bool> finished_{false};
+  std::string saved_;
+  std::exception_ptr error_;
+};
 
 } // namespace medrun
 

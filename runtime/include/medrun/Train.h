@@ -10,6 +10,8 @@
 //   metrics.jsonl      one line per step (appended on resume)
 //   tensorboard/       event files
 //   checkpoints/       step_<N>/{model,ema,optimizer}.safetensors + state.json, latest, best
+//   medrun.lock        held (flock) by the run in progress: a second run in the directory
+//                      fails, naming the holder's pid, host and start time
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_TRAIN_H
@@ -35,6 +37,9 @@ namespace medrun {
 struct TrainOptions {
   std::string out;                   ///< output directory (created)
   std::optional<std::string> resume; ///< checkpoint to resume from ("" = out/checkpoints)
+  /// With resume "": start from step 0 when out/checkpoints holds no complete checkpoint
+  /// (a job that is requeued runs with it from its first start). Without it that is an Error.
+  bool resumeOrStart = false;
   /// A fresh run refuses an output directory that holds checkpoints unless this is set;
   /// then the old checkpoints, metrics and event files are removed first.
   bool overwrite = false;
@@ -100,8 +105,10 @@ std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Fun
                                              FILE *console);
 
 /// Trains. `config` is the effective recipe (medc recipe); the artifact must hold
-/// `train_step` compiled from it. Throws Error for bad settings, a failing step (a
-/// non-finite loss with train.nan = stop names the step), I/O failures.
+/// `train_step` compiled from it. Checkpoints are written by a background thread while the
+/// next steps run; the last one is waited for. Throws Error for bad settings, a failing step
+/// (a non-finite loss with train.nan = stop names the step), I/O failures (a failed
+/// checkpoint save ends the run), an output directory in use by another run.
 TrainSummary train(const Artifact &artifact, const nlohmann::json &config,
                    const TrainOptions &options);
 

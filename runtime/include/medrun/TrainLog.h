@@ -89,7 +89,9 @@ class JsonlLog {
 public:
   /// A new run (`resumeStep` empty) starts `path` afresh. A resumed run appends to it,
   /// after cutting what follows the checkpoint it resumes from: the first line whose
-  /// "step" is greater than `*resumeStep` and everything after it, and a partial last line.
+  /// (0-based) "step" is `*resumeStep` or more and everything after it, and a partial last
+  /// line. `*resumeStep` is the checkpoint's step: the count of steps it completed, so the
+  /// first step the resumed run logs.
   explicit JsonlLog(const std::string &path, std::optional<int64_t> resumeStep = std::nullopt);
   ~JsonlLog();
   JsonlLog(const JsonlLog &) = delete;

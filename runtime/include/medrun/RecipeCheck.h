@@ -1,0 +1,23 @@
+//===- RecipeCheck.h - checking an effective recipe (JSON) ---------------------------===//
+//
+// `medrun train` takes an effective recipe (the JSON `medc recipe` prints) from a machine
+// without the compiler, possibly edited by hand. It is checked as medc checks a YAML recipe
+// before any of it is used: the type of every key the runtime reads, and the value rules of
+// RecipeRules.h.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDRUN_RECIPECHECK_H
+#define MEDRUN_RECIPECHECK_H
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace medrun {
+
+/// Throws Error naming `file`, the key and what was expected.
+void checkEffectiveRecipe(const nlohmann::json &config, const std::string &file);
+
+} // namespace medrun
+
+#endif // MEDRUN_RECIPECHECK_H
