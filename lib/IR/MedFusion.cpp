@@ -124,3 +124,7 @@ LogicalResult FusionOp::verifyRegions() {
 }
 
 FusionKind GeluGradOp::getFusionKind() { return FusionKind::Elementwise; }
+// The optimizers update each element from the same element of the parameter, gradient and
+// state, with the scalar learning rate (and step) broadcast.
+FusionKind AdamWOp::getFusionKind() { return FusionKind::Broadcast; }
+FusionKind SGDOp::getFusionKind() { return FusionKind::Broadcast; }

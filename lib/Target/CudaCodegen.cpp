@@ -333,6 +333,68 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
   return "";
 }
 
+/// The operands of an op with a scalar form, in the order its scalar form takes them.
+const std::vector<const char *> &scalarOperands(const std::string &kind) {
+  static const std::vector<const char *> unary{"input"}, binary{"lhs", "rhs"},
+      geluGrad{"input", "grad_output"},
+      adamw{"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step"},
+      sgd{"param", "grad", "momentum_buffer", "lr"}, none;
+  if (kind == "gelu_grad")
+    return geluGrad;
+  if (kind == "adamw")
+    return adamw;
+  if (kind == "sgd")
+    return sgd;
+  if (!scalarExpr(kind, {"v"}).empty())
+    return unary;
+  if (!scalarExpr(kind, {"u", "v"}).empty())
+    return binary;
+  return none;
+}
+
+/// The scalar statement of an optimizer step on one element: reads `x` (expressions of the
+/// operands in scalarOperands order; the learning rate and step may be any float
+/// expressions), assigns `y` (the new parameter and state, in result order). It may fail the
+/// function through the status word (`status`, `code`), as AdamW does for a step below 1.
+/// One definition for the optimizer's own kernel and every fusion it is part of.
+std::string optimizerStatement(const std::string &kind, const llvm::json::Object &attrs,
+                               const std::vector<std::string> &x,
+                               const std::vector<std::string> &y) {
+  auto num = [&](const char *name) { return attrs.getNumber(name).value_or(0.0); };
+  if (kind == "adamw") {
+    const double b1 = num("beta1"), b2 = num("beta2");
+    // The scalars in double from lr and step, as the CPU kernel forms them.
+    return "  {\n"
+           "    const double rate = " + x[4] + ", st = " + x[5] + ";\n"
+           "    if (!(st >= 1.0)) { if (i == 0) medFail(status, code); return; }\n"
+           "    const float decay = (float)(1.0 - rate * " + dbl(num("weight_decay")) + ");\n"
+           "    const float b1 = " + flt(b1) + ", b2 = " + flt(b2) + ";\n"
+           "    const float stepSize = (float)(rate / (1.0 - pow(" + dbl(b1) + ", st)));\n"
+           "    const float correction2 = (float)sqrt(1.0 - pow(" + dbl(b2) + ", st));\n"
+           "    const float gi = " + x[1] + ", mo = " + x[2] + ";\n"
+           "    const float mi = mo + (1 - b1) * (gi - mo);\n"
+           "    const float vi = b2 * " + x[3] + " + (1 - b2) * gi * gi;\n"
+           "    const float denom = sqrtf(vi) / correction2 + " + flt(num("epsilon")) + ";\n"
+           "    " + y[0] + " = " + x[0] + " * decay - stepSize * mi / denom;\n"
+           "    " + y[1] + " = mi;\n    " + y[2] + " = vi;\n"
+           "  }\n";
+  }
+  if (kind == "sgd") {
+    const bool nesterov = attrs.getBoolean("nesterov").value_or(false);
+    return "  {\n"
+           "    const float r = (float)(double)" + x[3] + ";\n"
+           "    const float wd = " + flt(num("weight_decay")) + ", mu = " +
+           flt(num("momentum")) + ";\n"
+           "    const float pi = " + x[0] + ";\n"
+           "    float d = " + x[1] + " + wd * pi;\n"
+           "    const float bi = mu * " + x[2] + " + d;\n" +
+           (nesterov ? "    d = d + mu * bi;\n" : "    d = bi;\n") +
+           "    " + y[0] + " = pi - r * d;\n    " + y[1] + " = bi;\n"
+           "  }\n";
+  }
+  return "";
+}
+
 struct ValueType {
   std::string dtype;
   std::vector<int64_t> shape;
@@ -1311,21 +1373,39 @@ private:
       params.push_back(in("x" + std::to_string(j)));
       expr[*bodyInputs[j].getAsInteger()] = read(r, inputs[j], "x" + std::to_string(j));
     }
+    bool usesStatus = false;
+    static const json::Object noAttrs;
     for (const json::Value &v : *body->getArray("ops")) {
       const json::Object &o = *v.getAsObject();
       const std::string kind = o.getString("op").value_or("").str();
-      // Operands in ODS order: the single-value groups as the plan names them.
+      const json::Object *operands = o.getObject("operands");
       std::vector<std::string> xs;
-      for (const char *name : {"input", "lhs", "rhs", "grad_output"})
-        if (const json::Array *g = o.getObject("operands")->getArray(name))
-          for (const json::Value &id : *g)
-            xs.push_back(expr.at(*id.getAsInteger()));
-      const std::string e = scalarExpr(kind, xs);
-      const int64_t result = *(*o.getArray("results"))[0].getAsInteger();
+      for (const char *name : scalarOperands(kind)) {
+        const json::Array *g = operands ? operands->getArray(name) : nullptr;
+        if (!g || g->size() != 1)
+          error("'med." + kind + "' in a fusion body: operand '" + name + "' needs one value");
+        xs.push_back(expr.at(*(*g)[0].getAsInteger()));
+      }
+      std::vector<std::string> ys;
+      for (const json::Value &id : *o.getArray("results")) {
+        ys.push_back("t" + std::to_string(*id.getAsInteger()));
+        expr[*id.getAsInteger()] = ys.back();
+      }
+      const json::Object *attrs = o.getObject("attrs");
+      const std::string statement = optimizerStatement(kind, attrs ? *attrs : noAttrs, xs, ys);
+      if (!statement.empty()) {
+        r.perElement += "  float " + llvm::join(ys, ", ") + ";\n" + statement;
+        usesStatus = usesStatus || usesIdentifier(statement, "status");
+        continue;
+      }
+      const std::string e = ys.size() == 1 ? scalarExpr(kind, xs) : "";
       if (e.empty())
-        error("'med." + kind + "' in a fusion body has no scalar expression");
-      r.perElement += "  const float t" + std::to_string(result) + " = " + e + ";\n";
-      expr[result] = "t" + std::to_string(result);
+        error("'med." + kind + "' in a fusion body has no scalar form");
+      r.perElement += "  const float " + ys[0] + " = " + e + ";\n";
+    }
+    if (usesStatus) { // after the results and inputs: the vectors index params by name
+      params.push_back(out("status", "unsigned"));
+      ids.push_back(status());
     }
     std::vector<std::string> stores;
     for (size_t j = 0; j < op.results.size(); ++j) {
@@ -2473,26 +2553,13 @@ private:
     int np = result(op, 0), nm = result(op, 1), nv = result(op, 2);
     for (int id : {p, g, m, v, lr, step, np, nm, nv})
       requireFloat(id, "an operand");
-    const double b1 = floatAttr(op, "beta1"), b2 = floatAttr(op, "beta2"),
-                 eps = floatAttr(op, "epsilon"), wd = floatAttr(op, "weight_decay");
-    // The scalars in double from lr and step, as the CPU kernel forms them.
-    std::string body =
-        "  const double rate = lr[0], st = step[0];\n"
-        "  if (!(st >= 1.0)) { if (i == 0) medFail(status, " + code(op) + "); return; }\n"
-        "  const float decay = (float)(1.0 - rate * " + dbl(wd) + ");\n"
-        "  const float b1 = " + flt(b1) + ", b2 = " + flt(b2) + ";\n"
-        "  const float stepSize = (float)(rate / (1.0 - pow(" + dbl(b1) + ", st)));\n"
-        "  const float correction2 = (float)sqrt(1.0 - pow(" + dbl(b2) + ", st));\n"
-        "  const float gi = g[i], mo = m[i];\n"
-        "  const float mi = mo + (1 - b1) * (gi - mo);\n"
-        "  const float vi = b2 * v[i] + (1 - b2) * gi * gi;\n"
-        "  const float denom = sqrtf(vi) / correction2 + " + flt(eps) + ";\n"
-        "  np[i] = p[i] * decay - stepSize * mi / denom;\n"
-        "  nm[i] = mi;\n  nv[i] = vi;\n";
     elementwise(op, "adamw",
                 {out("np"), out("nm"), out("nv"), out("status", "unsigned"), in("p"), in("g"),
                  in("m"), in("v"), in("lr"), in("step")},
-                {np, nm, nv, status(), p, g, m, v, lr, step}, type(p).numel(), body);
+                {np, nm, nv, status(), p, g, m, v, lr, step}, type(p).numel(),
+                optimizerStatement("adamw", *op.attrs,
+                                   {"p[i]", "g[i]", "m[i]", "v[i]", "lr[0]", "step[0]"},
+                                   {"np[i]", "nm[i]", "nv[i]"}));
   }
 
   void sgd(const Op &op) {
@@ -2501,17 +2568,10 @@ private:
     int np = result(op, 0), nb = result(op, 1);
     for (int id : {p, g, b, lr, np, nb})
       requireFloat(id, "an operand");
-    const bool nesterov = boolAttr(op, "nesterov");
-    std::string body =
-        "  const float r = (float)(double)lr[0];\n"
-        "  const float wd = " + flt(floatAttr(op, "weight_decay")) + ", mu = " +
-        flt(floatAttr(op, "momentum")) + ";\n"
-        "  float d = g[i] + wd * p[i];\n"
-        "  const float bi = mu * b[i] + d;\n" +
-        (nesterov ? "  d = d + mu * bi;\n" : "  d = bi;\n") +
-        "  np[i] = p[i] - r * d;\n  nb[i] = bi;\n";
     elementwise(op, "sgd", {out("np"), out("nb"), in("p"), in("g"), in("b"), in("lr")},
-                {np, nb, p, g, b, lr}, type(p).numel(), body);
+                {np, nb, p, g, b, lr}, type(p).numel(),
+                optimizerStatement("sgd", *op.attrs, {"p[i]", "g[i]", "b[i]", "lr[0]"},
+                                   {"np[i]", "nb[i]"}));
   }
 };
 

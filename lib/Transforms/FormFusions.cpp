@@ -15,40 +15,74 @@ using namespace mlir::med;
 
 namespace {
 
+/// An op of elementwise or broadcast access whose results are float tensors of one static
+/// shape (the iteration space of the fusion it may join).
 bool isFusible(Operation *op) {
   FusionKind kind = fusionKind(op);
   if ((kind != FusionKind::Elementwise && kind != FusionKind::Broadcast) ||
-      op->getNumResults() != 1)
+      op->getNumResults() == 0)
     return false;
-  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  return type && type.hasStaticShape() && isa<FloatType>(type.getElementType());
+  auto first = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!first || !first.hasStaticShape())
+    return false;
+  for (Value r : op->getResults()) {
+    auto type = dyn_cast<RankedTensorType>(r.getType());
+    if (!type || type.getShape() != first.getShape() || !isa<FloatType>(type.getElementType()))
+      return false;
+  }
+  return true;
 }
 
 bool isMasterWeightMath(Operation *op) { return op->hasAttr("med.fp32"); }
 
-/// May `user` take `producer`'s group in, reading its result `v`? Only when nothing else
-/// reads `v` (so it need not be stored, and nothing is computed twice), at the same shape.
-bool joins(Operation *producer, Value v, Operation *user) {
-  for (Operation *u : v.getUsers())
-    if (u != user)
-      return false;
-  return cast<ShapedType>(v.getType()).getShape() ==
-             cast<ShapedType>(user->getResult(0).getType()).getShape() &&
-         isMasterWeightMath(producer) == isMasterWeightMath(user);
-}
+/// The groups being formed: lists of ops in block order, an op's group found by index.
+struct Groups {
+  llvm::DenseMap<Operation *, size_t> of;
+  std::vector<SmallVector<Operation *>> lists;
 
-/// Replaces the ops of `group` (in block order; the last is the root) by one fusion.
+  /// May `user` take group `g` in? Its ops produce `user`'s shape with the same precision
+  /// mark, and every other use of their results comes after `user`: such a result is then
+  /// one more result of the fusion at `user`, and nothing reads it before it exists.
+  bool joins(size_t g, Operation *user) const {
+    Operation *producer = lists[g].back();
+    if (cast<ShapedType>(producer->getResult(0).getType()).getShape() !=
+            cast<ShapedType>(user->getResult(0).getType()).getShape() ||
+        isMasterWeightMath(producer) != isMasterWeightMath(user))
+      return false;
+    for (Operation *m : lists[g])
+      for (Operation *u : m->getUsers()) {
+        auto it = of.find(u);
+        if (u != user && !(it != of.end() && it->second == g) && !user->isBeforeInBlock(u))
+          return false;
+      }
+    return true;
+  }
+
+  void merge(size_t from, size_t into) {
+    for (Operation *m : lists[from])
+      of[m] = into;
+    lists[into].append(lists[from].begin(), lists[from].end());
+    lists[from].clear();
+  }
+};
+
+/// Replaces the ops of `group` (in block order; the last is the root) by one fusion at the
+/// root, yielding every result of the group that is used outside it.
 void outline(ArrayRef<Operation *> group) {
   Operation *root = group.back();
   llvm::SmallPtrSet<Operation *, 8> members(group.begin(), group.end());
-  SmallVector<Value> inputs;
-  for (Operation *op : group)
+  SmallVector<Value> inputs, escaping;
+  for (Operation *op : group) {
     for (Value v : op->getOperands())
       if (!members.contains(v.getDefiningOp()) && !llvm::is_contained(inputs, v))
         inputs.push_back(v);
+    for (Value r : op->getResults())
+      if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); }))
+        escaping.push_back(r);
+  }
   OpBuilder b(root);
   auto fusion = b.create<FusionOp>(root->getLoc(), "elementwise",
-                                   root->getResultTypes(), inputs);
+                                   ValueRange(escaping).getTypes(), inputs);
   if (isMasterWeightMath(root))
     fusion->setAttr("med.fp32", b.getUnitAttr());
   Block &body = fusion.getBody().front();
@@ -57,8 +91,12 @@ void outline(ArrayRef<Operation *> group) {
   b.setInsertionPointToStart(&body);
   for (Operation *op : group)
     b.clone(*op, map);
-  b.create<YieldOp>(root->getLoc(), map.lookup(root->getResult(0)));
-  root->getResult(0).replaceAllUsesWith(fusion.getResult(0));
+  SmallVector<Value> yielded;
+  for (Value r : escaping)
+    yielded.push_back(map.lookup(r));
+  b.create<YieldOp>(root->getLoc(), yielded);
+  for (auto [r, f] : llvm::zip(escaping, fusion.getResults()))
+    r.replaceUsesWithIf(f, [&](OpOperand &use) { return !members.contains(use.getOwner()); });
   for (Operation *op : llvm::reverse(group))
     op->erase();
 }
@@ -68,29 +106,21 @@ struct MedFormFusions : med::impl::MedFormFusionsBase<MedFormFusions> {
 
   void runOnOperation() override {
     for (Block &block : getOperation().getBody()) {
-      // Groups as lists of ops in block order; an op's group is found through its root.
-      llvm::DenseMap<Operation *, size_t> groupOf;
-      std::vector<SmallVector<Operation *>> groups;
+      Groups groups;
       for (Operation &op : block) {
         if (!isFusible(&op))
           continue;
-        size_t g = groups.size();
-        groups.push_back({});
+        size_t g = groups.lists.size();
+        groups.lists.push_back({});
         for (Value v : op.getOperands()) {
-          Operation *producer = v.getDefiningOp();
-          auto it = producer ? groupOf.find(producer) : groupOf.end();
-          if (it == groupOf.end() || it->second == g || !joins(producer, v, &op))
-            continue;
-          SmallVector<Operation *> &from = groups[it->second];
-          for (Operation *m : from)
-            groupOf[m] = g;
-          groups[g].append(from.begin(), from.end());
-          from.clear();
+          auto it = groups.of.find(v.getDefiningOp());
+          if (it != groups.of.end() && it->second != g && groups.joins(it->second, &op))
+            groups.merge(it->second, g);
         }
-        groups[g].push_back(&op);
-        groupOf[&op] = g;
+        groups.lists[g].push_back(&op);
+        groups.of[&op] = g;
       }
-      for (SmallVector<Operation *> &group : groups) {
+      for (SmallVector<Operation *> &group : groups.lists) {
         if (group.size() < 2)
           continue;
         llvm::sort(group, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });

@@ -21,18 +21,19 @@ func.func @bias_gelu_residual(%x: tensor<2x8x4x4x4xf32>, %b: tensor<1x8x1x1x1xf3
 
 // -----
 
-// A producer read elsewhere too stays outside (its result is stored anyway; nothing is
-// computed twice); so does an opaque op (conv3d). A value read twice by one op joins.
+// A producer read by several ops of the chain is computed once inside and never stored
+// (the fusion yields what is read outside: both results); an opaque op (conv3d) stays out.
+// A value read twice by one op joins.
 // CHECK-LABEL: func.func @shared_producer
 // CHECK: %[[C:.*]] = med.conv3d
-// CHECK-NEXT: %[[G:.*]] = med.gelu %[[C]]
-// CHECK-NEXT: %[[F:.*]] = med.fusion "elementwise"(%[[G]])
+// CHECK-NEXT: %[[F:.*]]:2 = med.fusion "elementwise"(%[[C]])
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<1x2x3x3x3xf32>):
-// CHECK-NEXT: %[[E:.*]] = med.exp %[[A]]
+// CHECK-NEXT: %[[G:.*]] = med.gelu %[[A]]
+// CHECK-NEXT: %[[E:.*]] = med.exp %[[G]]
 // CHECK-NEXT: %[[M:.*]] = med.mul %[[E]], %[[E]]
-// CHECK-NEXT: med.yield %[[M]]
-// CHECK: %[[N:.*]] = med.neg %[[G]]
-// CHECK-NEXT: return %[[F]], %[[N]]
+// CHECK-NEXT: %[[N:.*]] = med.neg %[[G]]
+// CHECK-NEXT: med.yield %[[M]], %[[N]]
+// CHECK: return %[[F]]#0, %[[F]]#1
 func.func @shared_producer(%x: tensor<1x2x3x3x3xf32>, %w: tensor<2x2x1x1x1xf32>) -> (tensor<1x2x3x3x3xf32>, tensor<1x2x3x3x3xf32>) {
   %c = med.conv3d %x, %w : (tensor<1x2x3x3x3xf32>, tensor<2x2x1x1x1xf32>) -> tensor<1x2x3x3x3xf32>
   %g = med.gelu %c : tensor<1x2x3x3x3xf32>
@@ -74,4 +75,59 @@ func.func @precision_marks(%p: tensor<6xf32>, %e: tensor<6xf32>, %d: tensor<f32>
   %1 = med.mul %0, %d {med.fp32} : (tensor<6xf32>, tensor<f32>) -> tensor<6xf32>
   %2 = med.mul %1, %p : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
   return %2 : tensor<6xf32>
+}
+
+// -----
+
+// One parameter's update: the clipped gradient, AdamW and the EMA become one fusion with
+// several results (the new parameter, moments and EMA), each stored once; the assigns after
+// it read them. The step's scalars are broadcast inputs.
+// CHECK-LABEL: func.func @optimizer
+// CHECK: %[[F:.*]]:4 = med.fusion "elementwise"(%{{.*}}) {med.fp32}
+// CHECK: med.mul
+// CHECK-NEXT: %[[NP:[a-z_0-9]+]], %[[NM:[a-z_0-9]+]], %[[NV:[a-z_0-9]+]] = med.adamw
+// CHECK-NEXT: %[[D:.*]] = med.sub %[[NP]]
+// CHECK-NEXT: %[[S:.*]] = med.mul %[[D]]
+// CHECK-NEXT: %[[U:.*]] = med.add %{{.*}}, %[[S]]
+// CHECK-NEXT: med.yield %[[NP]], %[[NM]], %[[NV]], %[[U]]
+// CHECK: med.assign @m, %[[F]]#1
+// CHECK-NEXT: med.assign @v, %[[F]]#2
+// CHECK-NEXT: med.assign @p, %[[F]]#0
+// CHECK-NEXT: med.assign @e, %[[F]]#3
+module {
+  med.parameter @p : tensor<4x3xf32> init zeros
+  med.parameter @m : tensor<4x3xf32> init zeros
+  med.parameter @v : tensor<4x3xf32> init zeros
+  med.parameter @e : tensor<4x3xf32> init zeros
+  func.func @optimizer(%g: tensor<4x3xf32>, %c: tensor<f32>, %lr: tensor<f32>, %t: tensor<f32>, %k: tensor<f32>) {
+    %p = med.param @p {med.fp32} : tensor<4x3xf32>
+    %m = med.param @m {med.fp32} : tensor<4x3xf32>
+    %v = med.param @v {med.fp32} : tensor<4x3xf32>
+    %e = med.param @e {med.fp32} : tensor<4x3xf32>
+    %cg = med.mul %g, %c {med.fp32} : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+    %n:3 = med.adamw %p, %cg, %m, %v, %lr, %t {med.fp32} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
+    %d = med.sub %n#0, %e {med.fp32} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+    %s = med.mul %d, %k {med.fp32} : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+    %u = med.add %e, %s {med.fp32} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+    med.assign @m, %n#1 : tensor<4x3xf32>
+    med.assign @v, %n#2 : tensor<4x3xf32>
+    med.assign @p, %n#0 : tensor<4x3xf32>
+    med.assign @e, %u : tensor<4x3xf32>
+    return
+  }
+}
+
+// -----
+
+// A result read before the consumer by another op cannot escape: the consumer would define
+// it too late. The producer stays outside.
+// CHECK-LABEL: func.func @early_use
+// CHECK: %[[E:.*]] = med.exp
+// CHECK-NEXT: %[[R:.*]] = med.reduce
+// CHECK-NEXT: %[[N:.*]] = med.neg %[[E]]
+func.func @early_use(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>) {
+  %e = med.exp %x : tensor<4xf32>
+  %r = med.reduce sum %e {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+  %n = med.neg %e : tensor<4xf32>
+  return %n, %r : tensor<4xf32>, tensor<f32>
 }

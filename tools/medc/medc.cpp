@@ -135,8 +135,8 @@ cl::opt<std::string> train("train",
                           cl::cat(outputCategory));
 cl::list<std::string> disabledPasses(
     "disable-pass",
-    cl::desc("Leave out an optimizing pass of compile's pipeline (med-form-fusions); "
-             "repeatable"),
+    cl::desc("Leave out an optimizing pass of compile's pipeline (cse, med-sink-assigns, "
+             "med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
@@ -231,7 +231,8 @@ LogicalResult specialize(ModuleOp module) {
 /// The optimizing passes of `medc compile` (after the program is complete). Each can be
 /// left out with --disable-pass.
 LogicalResult optimize(ModuleOp module) {
-  static const llvm::SmallVector<llvm::StringRef> known = {"med-form-fusions"};
+  static const llvm::SmallVector<llvm::StringRef> known = {"cse", "med-sink-assigns",
+                                                            "med-form-fusions"};
   for (const std::string &name : disabledPasses)
     if (!llvm::is_contained(known, llvm::StringRef(name))) {
       fail("--disable-pass: no optional pass '" + name + "' (optional passes: " +
@@ -240,6 +241,10 @@ LogicalResult optimize(ModuleOp module) {
     }
   auto enabled = [](llvm::StringRef name) { return !llvm::is_contained(disabledPasses, name); };
   PassManager pm(module.getContext());
+  if (enabled("cse")) // one `1 - decay` for every EMA, one constant of each value
+    pm.addNestedPass<func::FuncOp>(createCSEPass());
+  if (enabled("med-sink-assigns"))
+    pm.addNestedPass<func::FuncOp>(med::createMedSinkAssigns());
   if (enabled("med-form-fusions"))
     pm.addNestedPass<func::FuncOp>(med::createMedFormFusions());
   printAfterNamedPasses(pm);

@@ -603,6 +603,27 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       found |= (~torch::isfinite(x)).any().item<bool>();
     return {torch::full({}, found ? 1.0 : 0.0, env.floatOptions())};
   }
+  if (k == "adamw") {
+    // torch.optim.AdamW's single-tensor step, written out with torch ops (the training
+    // check compares whole steps with torch.optim itself).
+    const double lr = env.in(op, "lr").item<double>(), t = env.in(op, "step").item<double>();
+    const double b1 = num(op, "beta1"), b2 = num(op, "beta2");
+    const torch::Tensor &g = env.in(op, "grad");
+    torch::Tensor p = env.in(op, "param") * (1 - lr * num(op, "weight_decay"));
+    torch::Tensor m = env.in(op, "exp_avg").lerp(g, 1 - b1);
+    torch::Tensor v = env.in(op, "exp_avg_sq") * b2 + (1 - b2) * g * g;
+    torch::Tensor denom = v.sqrt() / std::sqrt(1 - std::pow(b2, t)) + num(op, "epsilon");
+    return {p.addcdiv(m, denom, -lr / (1 - std::pow(b1, t))), m, v};
+  }
+  if (k == "sgd") {
+    // torch.optim.SGD's step (no dampening): the buffer starts at zero, as its first copy.
+    const double lr = env.in(op, "lr").item<double>(), mu = num(op, "momentum");
+    const torch::Tensor &p = env.in(op, "param");
+    torch::Tensor d = env.in(op, "grad") + num(op, "weight_decay") * p;
+    torch::Tensor b = mu * env.in(op, "momentum_buffer") + d;
+    d = flag(op, "nesterov") ? d + mu * b : b;
+    return {p - lr * d, b};
+  }
   if (k == "select") {
     bool cond = env.in(op, "cond").item<double>() != 0;
     return {(cond ? env.in(op, "on_true") : env.in(op, "on_false")).clone()};

@@ -85,8 +85,9 @@ const char *kUsage =
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
     "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
     "`targets` of med.dice_ce class indices in [0, C), the `target` of\n"
-    "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2) values, anything else\n"
-    "standard normal values.\n"
+    "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2) values, an optimizer's\n"
+    "`lr` U(0.5,2), AdamW's `exp_avg_sq` U(0,1) and `step` an integer in [1, 20],\n"
+    "anything else standard normal values.\n"
     "\n"
     "Each output prints one line: function, output name (out0, out1, ...; grad.<parameter>\n"
     "and grad.arg<i> for the gradients of a <f>_grad function), shape, the largest\n"
@@ -512,7 +513,7 @@ Options parseArgs(int argc, char **argv) {
 
 /// How an argument is used, which decides its random values.
 struct Role {
-  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight } kind = Normal;
+  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step } kind = Normal;
   int64_t classes = 0; ///< ClassIndex: the C of the matching logits
 };
 
@@ -533,6 +534,12 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           r.kind = Role::Probability;
         } else if (op.kind == "bce_with_logits" && name == "pos_weight") {
           r.kind = Role::PositiveWeight;
+        } else if ((op.kind == "adamw" || op.kind == "sgd") && name == "lr") {
+          r.kind = Role::PositiveWeight;
+        } else if (op.kind == "adamw" && name == "exp_avg_sq") {
+          r.kind = Role::Probability; // a second moment: not negative
+        } else if (op.kind == "adamw" && name == "step") {
+          r.kind = Role::Step;
         } else {
           continue;
         }
@@ -584,6 +591,12 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
     std::uniform_real_distribution<double> d(0.5, 2.0);
     for (double &x : v)
       x = d(rng);
+    break;
+  }
+  case Role::Step: { // an optimizer's step count: 1, 2, ...
+    std::uniform_int_distribution<int64_t> d(1, 20);
+    for (double &x : v)
+      x = static_cast<double>(d(rng));
     break;
   }
   case Role::Normal: {

@@ -486,7 +486,7 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differ
 // Optimizers: one op per parameter tensor, returning the updated tensors.
 //===----------------------------------------------------------------------------------===//
 
-def Med_AdamWOp : Med_ShapedOp<"adamw", [Med_NotDifferentiable]> {
+def Med_AdamWOp : Med_ShapedOp<"adamw", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "one AdamW step, exactly as torch.optim.AdamW";
   let description = [{
     With t = `step` (1 for the first step) and the learning rate `lr` (both scalars, inputs
@@ -509,7 +509,7 @@ def Med_AdamWOp : Med_ShapedOp<"adamw", [Med_NotDifferentiable]> {
   }];
 }
 
-def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable]> {
+def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "one SGD step with momentum (optionally Nesterov), as torch.optim.SGD";
   let description = [{
     `d ← g + weight_decay·p`; `b ← momentum·b + d`; `d ← d + momentum·b` (Nesterov) or

@@ -164,23 +164,38 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
+  let summary = "moves med.assign ops to the end of their block";
+  let description = [{
+    An assign takes effect when the function returns (reads of the parameter in the same
+    function see the old value), so where it sits in the block does not change what the
+    function computes. Moving every assign to the end, in their order, leaves the values it
+    stores free of early uses: the updates of a training step (AdamW's new parameter and
+    moments, the EMA) can then be formed into one fusion per parameter by
+    `med-form-fusions`, the assigns reading its results after it.
+  }];
+}
+
 def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{
     Forms `elementwise` fusions (`med.fusion`) in each function. Ops say how they fuse
     through FusionOpInterface (elementwise or broadcast access); no op is matched by name.
 
-    Walking the function in order, an op joins the fusion of each producer whose result has
-    the op's shape and is used by this op alone, and that marks master-weight math (`med.fp32`)
-    as the op does. Each such join saves a store and a load of the producer's result
-    (`2 · elements · bytes`); nothing is computed twice, because a producer used elsewhere
-    stays outside (its result has to be stored anyway). Chains that result: bias + GELU, a
-    residual add after a scale, the EMA update `e + (1 − d)(p − e)`, casts and loss-scaling
+    Walking the function in order, an op joins the fusion of each producer group it reads
+    whose ops produce the op's shape and mark master-weight math (`med.fp32`) as the op does,
+    when every other use of the group's results comes after the op. Each join saves at least
+    the load of the producer's result by the op and one launch; a result used only inside
+    the group is never stored (`2 · elements · bytes` saved). Nothing is computed twice: a
+    result used elsewhere too becomes one more result of the fusion, stored once. Chains that
+    result: bias + GELU, residual adds, the clipped gradient + AdamW (or SGD) + the EMA update
+    `e + (1 − d)(p − e)` of one parameter, the gradient norm's sum of squares, loss-scaling
     arithmetic. A group of one op stays as it is.
 
     Each group becomes a `med.fusion "elementwise"` at its last op: the inputs are the
     values the group reads from outside (once each, in order of first use), the body clones
-    the ops, and the result is the last op's. The op's `med.fp32` mark carries over.
+    the ops, and the results are those of the group's results used outside it, in op order.
+    The ops' `med.fp32` mark carries over.
 
     Runs after `med-train-step` (autodiff and the training step read unfused ops).
   }];

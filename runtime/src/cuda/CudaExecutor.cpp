@@ -1316,11 +1316,18 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   impl->check(d.cuMemcpyDtoH(&status, ptr(statusId), 4), "reading the status word");
   if (status != 0) {
     const OpInfo &op = fn.ops.at(status - 1);
+    auto why = [](const std::string &kind) -> const char * {
+      return kind.rfind("dice_ce", 0) == 0 ? "a target voxel is not a class index"
+             : kind == "adamw"             ? "the step is below 1"
+                                           : nullptr;
+    };
+    const char *reason = why(op.kind);
+    if (op.kind == "fusion" && op.body) // the body op that can fail
+      for (const OpInfo &inner : op.body->ops)
+        if (!reason)
+          reason = why(inner.kind);
     throw Error(str(op.describe(), " in function '", fn.name, "': invalid data on the GPU (",
-                    op.kind.rfind("dice_ce", 0) == 0 ? "a target voxel is not a class index"
-                    : op.kind == "adamw"             ? "the step is below 1"
-                                                     : "see docs/architecture.md",
-                    ")"));
+                    reason ? reason : "see docs/architecture.md", ")"));
   }
 
   auto download = [&](int id) {

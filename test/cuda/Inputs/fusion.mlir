@@ -24,3 +24,21 @@ func.func @inner_broadcast(%x: tensor<2x3x5x7xf32>, %w: tensor<1x1x5x1xf32>, %v:
   %7 = med.div %6, %w : (tensor<2x3x5x7xf32>, tensor<1x1x5x1xf32>) -> tensor<2x3x5x7xf32>
   return %7 : tensor<2x3x5x7xf32>
 }
+// One parameter's update as medc forms it: the clipped gradient, AdamW and the EMA as one
+// kernel with four results (the step is a constant: at least 1).
+func.func @optimizer(%p: tensor<3x5x7xf32>, %g: tensor<3x5x7xf32>, %m: tensor<3x5x7xf32>, %v: tensor<3x5x7xf32>, %e: tensor<3x5x7xf32>, %c: tensor<f32>, %k: tensor<f32>) -> (tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>) {
+  %lr = med.constant dense<0.01> : tensor<f32>
+  %t = med.constant dense<3.0> : tensor<f32>
+  %vv = med.mul %v, %v : (tensor<3x5x7xf32>, tensor<3x5x7xf32>) -> tensor<3x5x7xf32>
+  %cg = med.mul %g, %c : (tensor<3x5x7xf32>, tensor<f32>) -> tensor<3x5x7xf32>
+  %n:3 = med.adamw %p, %cg, %m, %vv, %lr, %t {weight_decay = 0.05} : (tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<f32>, tensor<f32>) -> (tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>)
+  %d = med.sub %n#0, %e : (tensor<3x5x7xf32>, tensor<3x5x7xf32>) -> tensor<3x5x7xf32>
+  %s = med.mul %d, %k : (tensor<3x5x7xf32>, tensor<f32>) -> tensor<3x5x7xf32>
+  %u = med.add %e, %s : (tensor<3x5x7xf32>, tensor<3x5x7xf32>) -> tensor<3x5x7xf32>
+  return %n#0, %n#1, %n#2, %u : tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>, tensor<3x5x7xf32>
+}
+func.func @sgd(%p: tensor<2x3x5xf32>, %g: tensor<2x3x5xf32>, %b: tensor<2x3x5xf32>, %lr: tensor<f32>) -> (tensor<2x3x5xf32>, tensor<2x3x5xf32>) {
+  %gg = med.neg %g : tensor<2x3x5xf32>
+  %n:2 = med.sgd %p, %gg, %b, %lr {momentum = 0.9, weight_decay = 0.01, nesterov} : (tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<f32>) -> (tensor<2x3x5xf32>, tensor<2x3x5xf32>)
+  return %n#0, %n#1 : tensor<2x3x5xf32>, tensor<2x3x5xf32>
+}
