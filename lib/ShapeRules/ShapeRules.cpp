@@ -327,6 +327,23 @@ Error conv3dGradWeight(const TensorType &in, const TensorType &dy, const Dims &k
   if (!sameDim(in.shape[0], dy.shape[0]))
     return "grad_output: batch " + num(dy.shape[0]) + " differs from the input's " +
            num(in.shape[0]);
+  // grad_output is the convolution of the input: its output size o, or (the weight gradient of
+  // a transposed convolution, whose output_padding may reach dilation − 1) down to
+  // o − (dilation − 1) / stride.
+  for (int i = 0; i < 3; ++i) {
+    int64_t n = in.shape[2 + i], m = dy.shape[2 + i], extent, t;
+    if (isDyn(n) || isDyn(m))
+      continue;
+    if (!mul(dilation[i], kernel[i] - 1, extent) || !add(extent, 1, extent) ||
+        !mul(padding[i], 2, t) || !add(t, n, t))
+      return overflow("input");
+    int64_t o = t < extent ? 0 : (t - extent) / stride[i] + 1;
+    if (m > o || m < o - (dilation[i] - 1) / stride[i])
+      return "grad_output: spatial size " + num(m) + " on axis " + num(i) +
+             " does not fit the convolution of the input (size " + num(n) + ", kernel " +
+             num(kernel[i]) + ", stride " + num(stride[i]) + ", padding " + num(padding[i]) +
+             ", dilation " + num(dilation[i]) + " gives " + num(o) + ")";
+  }
   Dims shape = {cout, isDyn(cin) ? kDynamic : cin / groups};
   shape.insert(shape.end(), kernel.begin(), kernel.end());
   out.push_back({shape, in.element});
