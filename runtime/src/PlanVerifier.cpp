@@ -328,10 +328,10 @@ struct Verifier {
           throw Error(str("operand '", o.name, "' (value ", id, "): expected a float tensor, got ",
                           typeStr(fn.values[id])));
     }
-    for (auto &[name, ids] : op.operands)
+    for (auto &group : op.operands)
       if (std::none_of(spec->second.operands.begin(), spec->second.operands.end(),
-                       [&](const OperandSpec &o) { return name == o.name; }))
-        throw Error(str("unexpected operand '", name, "'"));
+                       [&](const OperandSpec &o) { return group.first == o.name; }))
+        throw Error(str("unexpected operand '", group.first, "'"));
 
     std::vector<ValueInfo> expected;
     if (op.kind == "param" || op.kind == "assign") {
