@@ -1,6 +1,7 @@
 //===- Artifact.cpp - reading and validating artifacts -------------------------===//
 #include "medrun/Artifact.h"
 #include "medrun/Error.h"
+#include "PlanVerifier.h"
 
 #include <nlohmann/json.hpp>
 
@@ -344,7 +345,8 @@ struct Reader {
         if (uint64_t(step.block[0]) * step.block[1] * step.block[2] > 1024)
           fail(w, "a block has more than 1024 threads");
         const json &shared = field(s, "shared", w);
-        if (!shared.is_number_integer() || shared.get<int64_t>() < 0)
+        if (!shared.is_number_integer() || shared.get<int64_t>() < 0 ||
+            shared.get<int64_t>() > 0xffffffff)
           fail(w, "'shared' must be a byte count");
         step.shared = shared.get<uint32_t>();
         for (int64_t id : ints(field(s, "args", w), w + ".args")) {
@@ -576,6 +578,7 @@ Artifact Artifact::load(const std::string &path) {
         r.fail(str("function '", f.name, "'"), "has no 'cuda_plan' in an artifact with CUDA kernels");
     a.cuda = std::move(info);
   }
+  verifyPlan(a);
   return a;
 }
 

@@ -88,6 +88,23 @@ func.func @gw_batch(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<3x4x8x8x8xf32>) {
 
 // -----
 
+// grad_output must be the convolution's output: padding 1 with kernel 3 keeps 8, padding 2 makes 10.
+func.func @gw_spatial(%x: tensor<2x4x8x8x8xf32>, %dy: tensor<2x4x8x8x8xf32>) {
+  // expected-error @+1 {{grad_output: spatial size 8 on axis 0 does not fit the convolution of the input (size 8, kernel 3, stride 1, padding 2, dilation 1 gives 10)}}
+  %0 = med.conv3d_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>, padding = array<i64: 2, 2, 2>} : (tensor<2x4x8x8x8xf32>, tensor<2x4x8x8x8xf32>) -> tensor<4x4x3x3x3xf32>
+  return
+}
+
+// -----
+
+// The weight gradient of a transposed convolution swaps input and grad_output.
+func.func @gw_transposed(%y: tensor<1x2x8x8x8xf32>, %x: tensor<1x2x4x4x4xf32>) -> tensor<2x2x2x2x2xf32> {
+  %0 = med.conv3d_grad_weight %y, %x {kernel = array<i64: 2, 2, 2>, stride = array<i64: 2, 2, 2>} : (tensor<1x2x8x8x8xf32>, tensor<1x2x4x4x4xf32>) -> tensor<2x2x2x2x2xf32>
+  return %0 : tensor<2x2x2x2x2xf32>
+}
+
+// -----
+
 func.func @gn_groups(%x: tensor<2x6x4x4x4xf32>, %g: tensor<6xf32>, %s: tensor<2x1xf32>) {
   // expected-error @+1 {{'med.group_norm_grad' op 'groups' must be at least 1, got 0}}
   %0:3 = med.group_norm_grad %x, %g, %s, %s, %x {groups = 0 : i64} : (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x6x4x4x4xf32>) -> (tensor<2x6x4x4x4xf32>, tensor<6xf32>, tensor<6xf32>)

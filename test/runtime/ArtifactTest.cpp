@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 
+#include <array>
 #include <cstdio>
 #include <string>
 
@@ -182,7 +183,9 @@ TEST(Artifact, ValidatesCudaPlan) {
     {"kind":"launch","op":1,"kernel":"add_0","grid":[1,1,1],"block":[256,1,1],"shared":0,
      "args":[2,0,1,3]}]})";
   std::vector<std::pair<std::string, std::string>> secs = {
-      {"cuda.source", "src"}, {"cuda.cubin", "bin"}, {"cuda.ptx", "ptx"}};
+      {"cuda.source", "extern \"C\" __global__ void add_0(float *y, const float *a, "
+                      "const float *b, unsigned *status) {}"},
+      {"cuda.cubin", "bin"}, {"cuda.ptx", "ptx"}};
   Artifact a = Artifact::load(writeTemp("plan.medc", withSections(withPlan(good, cuda), secs)));
   ASSERT_TRUE(a.cuda);
   EXPECT_EQ(a.cuda->cubin, "bin");
@@ -197,6 +200,19 @@ TEST(Artifact, ValidatesCudaPlan) {
   std::string msg = loadError(writeTemp("plan2.medc", withSections(withPlan(bad, cuda), secs)));
   EXPECT_NE(msg.find("argument 4 is neither a value nor a scratch buffer"), std::string::npos)
       << msg;
+  // The plan verifier: the kernel must be in the source, take as many pointers as the
+  // launch passes, and the launch touch only its op's operands and results.
+  for (auto [from, to, expected] : std::vector<std::array<std::string, 3>>{
+           {"\"add_0\"", "\"mul_0\"", "kernel 'mul_0' is not in the module"},
+           {"[2,0,1,3]", "[2,0,1]", "kernel 'add_0' takes 4 pointers, the launch passes 3"},
+           {"\"op\":1,\"kernel\"", "\"op\":0,\"kernel\"",
+            "argument value 2 is neither an operand nor a result of the op"}}) {
+    std::string edited = good;
+    edited.replace(edited.find(from), from.size(), to);
+    msg = loadError(writeTemp("plan4.medc", withSections(withPlan(edited, cuda), secs)));
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    EXPECT_NE(msg.find("invalid plan: function 'f'"), std::string::npos) << msg;
+  }
   msg = loadError(writeTemp("plan3.medc", withSections(withPlan(good, cuda), {secs[0], secs[2]})));
   EXPECT_NE(msg.find("names the section 'cuda.cubin', which the file lacks"), std::string::npos)
       << msg;

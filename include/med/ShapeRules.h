@@ -1,0 +1,115 @@
+//===- ShapeRules.h - the shape rules of the med ops, without MLIR ---------------===//
+//
+// One rule per op (or op family): operand types and attribute values in, result types or
+// one message out. The message names the operand or attribute and the expected vs actual
+// value. The dialect's verifier and type inference (lib/IR/MedOps.cpp) and the runtime's
+// plan verifier (runtime/src/PlanVerifier.cpp) both call these functions, so a compiled
+// plan is re-checked by exactly the rules that built it.
+//
+// Sizes may be kDynamic (MLIR's `?`, which the runtime never has): a rule then checks what it
+// can and infers kDynamic. Size arithmetic is checked: sizes that overflow int64 are an error.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MED_SHAPERULES_H
+#define MED_SHAPERULES_H
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace med::shape {
+
+/// An unknown size; equal to mlir::ShapedType::kDynamic.
+constexpr int64_t kDynamic = std::numeric_limits<int64_t>::min();
+
+using Dims = std::vector<int64_t>;
+
+/// A ranked tensor type: sizes and the element type in MLIR's spelling ("f32", "bf16", "i64").
+struct TensorType {
+  Dims shape;
+  std::string element;
+  bool operator==(const TensorType &o) const { return shape == o.shape && element == o.element; }
+  bool operator!=(const TensorType &o) const { return !(*this == o); }
+};
+using Types = std::vector<TensorType>;
+
+/// The result of a rule: empty when the operands fit, else the message (without the op name).
+using Error = std::string;
+
+/// "2x3x4", "?x3" ("scalar" for rank 0), as in the verifier's messages.
+std::string shapeStr(const Dims &shape);
+/// "[1, 2, 3]".
+std::string listStr(const std::vector<int64_t> &values);
+/// "tensor<2x3xf32>", as MLIR prints the type.
+std::string typeStr(const TensorType &t);
+
+// Convolutions. `outputPadding` is {0, 0, 0} for conv3d; `transposed` selects
+// conv3d_transpose's output-size formula and weight layout.
+Error conv3d(const TensorType &input, const TensorType &weight, const TensorType *bias,
+             const Dims &stride, const Dims &padding, const Dims &dilation,
+             const Dims &outputPadding, int64_t groups, bool transposed, Types &out);
+Error conv3dGradWeight(const TensorType &input, const TensorType &gradOutput, const Dims &kernel,
+                       const Dims &stride, const Dims &padding, const Dims &dilation,
+                       int64_t groups, Types &out);
+
+// Normalizations and their gradients.
+Error groupNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,
+                int64_t groups, double epsilon, bool saveStatistics, Types &out);
+Error channelLayerNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,
+                       double epsilon, Types &out);
+Error grn(const TensorType &input, const TensorType &gamma, const TensorType &beta, Types &out);
+Error groupNormGrad(const TensorType &input, const TensorType &gamma, const TensorType &mean,
+                    const TensorType &rstd, const TensorType &gradOutput, int64_t groups,
+                    Types &out);
+Error channelLayerNormGrad(const TensorType &input, const TensorType &gamma,
+                           const TensorType &gradOutput, Types &out);
+Error grnGrad(const TensorType &input, const TensorType &gamma, const TensorType &gradOutput,
+              Types &out);
+
+// Elementwise.
+Error unary(const TensorType &input, Types &out);
+Error broadcastBinary(const TensorType &lhs, const TensorType &rhs, Types &out);
+Error geluGrad(const TensorType &input, const TensorType &gradOutput, Types &out);
+Error extremumGrad(const TensorType &lhs, const TensorType &rhs, const TensorType &gradOutput,
+                   Types &out);
+
+// Data movement and shapes. `strides` of slice may be null (all 1).
+Error pad(const TensorType &input, const Dims &low, const Dims &high, Types &out);
+Error slice(const TensorType &input, const Dims &offsets, const Dims &sizes, const Dims *strides,
+            Types &out);
+Error sliceGrad(const TensorType &gradOutput, const Dims &offsets, const Dims &strides,
+                const Dims &shape, Types &out);
+Error concat(const Types &inputs, int64_t axis, Types &out);
+Error reshape(const TensorType &input, const Dims &shape, Types &out);
+Error broadcastTo(const TensorType &input, const Dims &shape, Types &out);
+
+// Reductions.
+Error reduce(const TensorType &input, const Dims &axes, bool keepdims, Types &out);
+Error reduceExtremumGrad(const TensorType &input, const TensorType &extremum,
+                         const TensorType &gradOutput, const Dims &axes, bool keepdims,
+                         Types &out);
+
+// Losses. `gradLoss` is null for the losses themselves and given for their gradients.
+Error bceWithLogits(const TensorType &logits, const TensorType &target, const TensorType *mask,
+                    const TensorType *posWeight, bool reductionNone, bool autoPosWeight,
+                    double maxPosWeight, const TensorType *gradLoss, Types &out);
+Error diceCE(const Types &logits, const Types &targets, const std::vector<double> &weights,
+             const TensorType *gradLoss, Types &out);
+
+// Optimizers and mixed precision.
+Error adamw(const TensorType &param, const TensorType &grad, const TensorType &expAvg,
+            const TensorType &expAvgSq, const TensorType &lr, const TensorType &step,
+            double beta1, double beta2, double epsilon, Types &out);
+Error sgd(const TensorType &param, const TensorType &grad, const TensorType &momentumBuffer,
+          const TensorType &lr, double momentum, bool nesterov, Types &out);
+Error anyNonFinite(const Types &inputs, Types &out);
+Error select(const TensorType &cond, const TensorType &onTrue, const TensorType &onFalse,
+             Types &out);
+Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,
+                      const TensorType &foundInf, double growthFactor, double backoffFactor,
+                      int64_t growthInterval, Types &out);
+
+} // namespace med::shape
+
+#endif // MED_SHAPERULES_H

@@ -1,0 +1,792 @@
+//===- ShapeRules.cpp - the shape rules of the med ops, without MLIR -------------===//
+//
+// The messages are the verifier's (test/Dialect/*-invalid.mlir pins them); the MLIR
+// verifier prefixes them with "'med.<op>' op ", the runtime with the function and op.
+//
+//===----------------------------------------------------------------------------------===//
+#include "med/ShapeRules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace med::shape {
+
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+bool isDyn(int64_t d) { return d == kDynamic; }
+
+// Two sizes agree when equal or when either is unknown.
+bool sameDim(int64_t a, int64_t b) { return isDyn(a) || isDyn(b) || a == b; }
+
+bool sameShape(const Dims &a, const Dims &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!sameDim(a[i], b[i]))
+      return false;
+  return true;
+}
+
+int64_t rankOf(const TensorType &t) { return static_cast<int64_t>(t.shape.size()); }
+
+// Checked size arithmetic: false when the result does not fit int64 (or is kDynamic's value).
+bool add(int64_t a, int64_t b, int64_t &r) {
+  return !__builtin_add_overflow(a, b, &r) && !isDyn(r);
+}
+bool mul(int64_t a, int64_t b, int64_t &r) {
+  return !__builtin_mul_overflow(a, b, &r) && !isDyn(r);
+}
+
+Error overflow(const std::string &what) { return what + ": sizes overflow 64-bit integers"; }
+
+Error sameElementType(const std::string &what, const std::string &actual,
+                      const std::string &expected, const std::string &expectedFrom) {
+  if (actual == expected)
+    return {};
+  return what + ": expected element type " + expected + " (that of " + expectedFrom + "), got " +
+         actual;
+}
+
+// A per-axis attribute: exactly `rank` entries (one per `axisKind`), each >= `minValue`.
+Error axisList(const std::string &name, const Dims &values, size_t rank, int64_t minValue,
+               const std::string &axisKind = "axis") {
+  if (values.size() != rank)
+    return "'" + name + "' needs " + std::to_string(rank) + " entries (one per " + axisKind +
+           "), got " + listStr(values);
+  for (int64_t v : values)
+    if (v < minValue)
+      return "'" + name + "' entries must be " +
+             (minValue == 0 ? std::string("non-negative") : "at least " + num(minValue)) +
+             ", got " + listStr(values);
+  return {};
+}
+
+Error rank(const std::string &what, const TensorType &t, int64_t expected,
+           const std::string &layout) {
+  if (rankOf(t) == expected)
+    return {};
+  return what + ": expected " + num(expected) + (expected == 1 ? " dimension (" : " dimensions (") +
+         layout + "), got " + shapeStr(t.shape);
+}
+
+Error vectorOf(const std::string &what, const TensorType &t, int64_t expected,
+               const std::string &meaning) {
+  if (Error e = rank(what, t, 1, meaning); !e.empty())
+    return e;
+  if (sameDim(t.shape[0], expected))
+    return {};
+  return what + ": expected " + num(expected) + " elements (" + meaning + "), got " +
+         num(t.shape[0]);
+}
+
+// An operand that must have `expected`'s shape (described by `of`) and element type (that of
+// the operand `elementOf`).
+Error sameTypeAs(const std::string &name, const TensorType &t, const TensorType &expected,
+                 const std::string &of, const std::string &elementOf = "input") {
+  if (Error e = sameElementType(name, t.element, expected.element, elementOf); !e.empty())
+    return e;
+  if (!sameShape(t.shape, expected.shape))
+    return name + ": expected shape " + shapeStr(expected.shape) + " (" + of + "), got " +
+           shapeStr(t.shape);
+  return {};
+}
+
+Error requireScalar(const std::string &name, const TensorType &t) {
+  if (rankOf(t) != 0)
+    return name + ": expected a scalar (rank 0), got shape " + shapeStr(t.shape);
+  return {};
+}
+
+TensorType f32Scalar() { return {{}, "f32"}; }
+
+// Normalizations with per-channel affine vectors on axis 1.
+Error channelAffine(const TensorType &in, const TensorType &gamma, const TensorType &beta) {
+  if (rankOf(in) < 2)
+    return "input: expected at least 2 dimensions (N x C x ...), got " + shapeStr(in.shape);
+  int64_t channels = in.shape[1];
+  for (auto [name, t] : {std::pair<const char *, const TensorType *>{"gamma", &gamma},
+                         {"beta", &beta}}) {
+    if (Error e = sameElementType(name, t->element, in.element, "input"); !e.empty())
+      return e;
+    if (Error e = vectorOf(name, *t, channels, "one per input channel"); !e.empty())
+      return e;
+  }
+  return {};
+}
+
+// group_norm and its gradient: at least one group, dividing the channels.
+Error normGroups(const TensorType &in, int64_t groups) {
+  int64_t channels = in.shape[1];
+  if (groups < 1)
+    return "'groups' must be at least 1, got " + num(groups);
+  if (!isDyn(channels) && channels % groups != 0)
+    return "input: " + num(channels) + " channels are not divisible by groups = " + num(groups);
+  return {};
+}
+
+// The mean and rstd group_norm saves: N × groups in the input's element type.
+TensorType statistics(const TensorType &in, int64_t groups) {
+  return {{in.shape[0], groups}, in.element};
+}
+
+// The result shape of reducing `in` over `axes` (distinct, in range).
+Error reducedShape(const TensorType &in, const Dims &axes, bool keepdims, Dims &shape) {
+  std::set<int64_t> seen;
+  for (int64_t a : axes) {
+    if (a < 0 || a >= rankOf(in))
+      return "'axes' entries must be in [0, " + num(rankOf(in)) + "), got " + listStr(axes);
+    if (!seen.insert(a).second)
+      return "'axes' must not repeat an axis, got " + listStr(axes);
+  }
+  for (int64_t d = 0; d < rankOf(in); ++d) {
+    if (!seen.count(d))
+      shape.push_back(in.shape[d]);
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  return {};
+}
+
+// Shared by the normalization gradients: dy like the input; results input, gamma, gamma.
+Error normGrad(const TensorType &in, const TensorType &gamma, const TensorType &dy, Types &out) {
+  if (Error e = sameElementType("grad_output", dy.element, in.element, "input"); !e.empty())
+    return e;
+  if (!sameShape(dy.shape, in.shape))
+    return "grad_output: expected shape " + shapeStr(in.shape) + " (that of the input), got " +
+           shapeStr(dy.shape);
+  out = {in, gamma, gamma};
+  return {};
+}
+
+// The upstream gradient of a loss: a scalar, or `expected` for an unreduced loss.
+Error lossGrad(const TensorType &grad, const TensorType &expected) {
+  if (grad == expected)
+    return {};
+  if (grad.element == "f32" && expected.element == "f32" && sameShape(grad.shape, expected.shape))
+    return {};
+  return "grad_loss: expected " + typeStr(expected) + " (the type of the loss), got " +
+         typeStr(grad);
+}
+
+// Optimizer state tensors have the parameter's type; the schedule inputs are scalars.
+Error optimizer(const TensorType &param,
+                std::initializer_list<std::pair<const char *, const TensorType *>> like,
+                std::initializer_list<std::pair<const char *, const TensorType *>> scalars) {
+  for (auto [name, t] : like)
+    if (*t != param)
+      return std::string(name) + ": expected " + typeStr(param) + " (the type of param), got " +
+             typeStr(*t);
+  for (auto [name, t] : scalars)
+    if (Error e = requireScalar(name, *t); !e.empty())
+      return e;
+  return {};
+}
+
+} // namespace
+
+std::string shapeStr(const Dims &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + (isDyn(shape[i]) ? std::string("?") : num(shape[i]));
+  return s;
+}
+
+std::string listStr(const std::vector<int64_t> &values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    s += (i ? ", " : "") + num(values[i]);
+  return s + "]";
+}
+
+std::string typeStr(const TensorType &t) {
+  std::string s = "tensor<";
+  for (int64_t d : t.shape)
+    s += (isDyn(d) ? std::string("?") : num(d)) + "x";
+  return s + t.element + ">";
+}
+
+//===----------------------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------------------===//
+
+Error conv3d(const TensorType &in, const TensorType &w, const TensorType *bias,
+             const Dims &stride, const Dims &padding, const Dims &dilation,
+             const Dims &outputPadding, int64_t groups, bool transposed, Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = rank("weight", w, 5,
+                     transposed ? "Cin x Cout/groups x kD x kH x kW"
+                                : "Cout x Cin/groups x kD x kH x kW");
+      !e.empty())
+    return e;
+  const char *spatial = "spatial axis";
+  for (Error e : {axisList("stride", stride, 3, 1, spatial),
+                  axisList("padding", padding, 3, 0, spatial),
+                  axisList("dilation", dilation, 3, 1, spatial),
+                  axisList("output_padding", outputPadding, 3, 0, spatial)})
+    if (!e.empty())
+      return e;
+  if (groups < 1)
+    return "'groups' must be at least 1, got " + num(groups);
+  if (Error e = sameElementType("weight", w.element, in.element, "input"); !e.empty())
+    return e;
+
+  int64_t cin = in.shape[1];
+  if (!isDyn(cin) && cin % groups != 0)
+    return "input: " + num(cin) + " channels are not divisible by groups = " + num(groups);
+  // Expected weight shape, from the input channels and groups.
+  int64_t cout;
+  if (transposed) {
+    if (!sameDim(w.shape[0], cin))
+      return "weight: expected shape " + num(cin) + "xCout/groups x kD x kH x kW " +
+             "(input channels first), got " + shapeStr(w.shape);
+    cout = kDynamic;
+    if (!isDyn(w.shape[1]) && !mul(w.shape[1], groups, cout))
+      return overflow("weight");
+  } else {
+    cout = w.shape[0];
+    int64_t perGroup = isDyn(cin) ? kDynamic : cin / groups;
+    if (!sameDim(w.shape[1], perGroup))
+      return "weight: expected shape Cout x " + num(perGroup) + " x kD x kH x kW (input channels " +
+             num(cin) + " / groups " + num(groups) + "), got " + shapeStr(w.shape);
+    if (!isDyn(cout) && cout % groups != 0)
+      return "weight: " + num(cout) + " output channels are not divisible by groups = " +
+             num(groups);
+  }
+  if (bias) {
+    if (Error e = sameElementType("bias", bias->element, in.element, "input"); !e.empty())
+      return e;
+    if (Error e = vectorOf("bias", *bias, cout, "one per output channel"); !e.empty())
+      return e;
+  }
+  if (transposed)
+    for (int i = 0; i < 3; ++i)
+      if (outputPadding[i] >= stride[i] && outputPadding[i] >= dilation[i])
+        return "'output_padding' must be smaller than stride or dilation on each axis, got " +
+               listStr(outputPadding) + " with stride " + listStr(stride) + " and dilation " +
+               listStr(dilation);
+
+  Dims shape = {in.shape[0], cout};
+  for (int i = 0; i < 3; ++i) {
+    int64_t n = in.shape[2 + i], k = w.shape[2 + i];
+    if (isDyn(n) || isDyn(k)) {
+      shape.push_back(kDynamic);
+      continue;
+    }
+    // extent = dilation·(k−1) + 1; conv: (n + 2·padding − extent) / stride + 1;
+    // transposed: (n − 1)·stride − 2·padding + extent + output_padding.
+    int64_t extent, twoPad, size, t;
+    if (!mul(dilation[i], k - 1, extent) || !add(extent, 1, extent) ||
+        !mul(padding[i], 2, twoPad))
+      return overflow("input");
+    if (transposed) {
+      if (!mul(n - 1, stride[i], t) || !add(t, -twoPad, t) || !add(t, extent, t) ||
+          !add(t, outputPadding[i], size))
+        return overflow("input");
+    } else {
+      if (!add(n, twoPad, t))
+        return overflow("input");
+      size = t < extent ? 0 : (t - extent) / stride[i] + 1;
+    }
+    if (size < 1)
+      return "input: spatial size " + num(n) + " on axis " + num(i) + " is too small for kernel " +
+             num(k) + " (dilation " + num(dilation[i]) + ", padding " + num(padding[i]) +
+             "); the output would be empty";
+    shape.push_back(size);
+  }
+  out.push_back({shape, in.element});
+  return {};
+}
+
+Error conv3dGradWeight(const TensorType &in, const TensorType &dy, const Dims &kernel,
+                       const Dims &stride, const Dims &padding, const Dims &dilation,
+                       int64_t groups, Types &out) {
+  const char *spatial = "spatial axis";
+  for (Error e : {rank("input", in, 5, "N x C x D x H x W"),
+                  rank("grad_output", dy, 5, "N x C x D x H x W"),
+                  axisList("kernel", kernel, 3, 1, spatial),
+                  axisList("stride", stride, 3, 1, spatial),
+                  axisList("padding", padding, 3, 0, spatial),
+                  axisList("dilation", dilation, 3, 1, spatial)})
+    if (!e.empty())
+      return e;
+  if (Error e = sameElementType("grad_output", dy.element, in.element, "input"); !e.empty())
+    return e;
+  if (groups < 1)
+    return "'groups' must be at least 1, got " + num(groups);
+  int64_t cin = in.shape[1], cout = dy.shape[1];
+  if (!isDyn(cin) && cin % groups != 0)
+    return "input: " + num(cin) + " channels are not divisible by groups = " + num(groups);
+  if (!isDyn(cout) && cout % groups != 0)
+    return "grad_output: " + num(cout) + " channels are not divisible by groups = " + num(groups);
+  if (!sameDim(in.shape[0], dy.shape[0]))
+    return "grad_output: batch " + num(dy.shape[0]) + " differs from the input's " +
+           num(in.shape[0]);
+  // grad_output is the convolution of the input: its output size o, or (the weight gradient of
+  // a transposed convolution, whose output_padding may reach dilation − 1) down to
+  // o − (dilation − 1) / stride.
+  for (int i = 0; i < 3; ++i) {
+    int64_t n = in.shape[2 + i], m = dy.shape[2 + i], extent, t;
+    if (isDyn(n) || isDyn(m))
+      continue;
+    if (!mul(dilation[i], kernel[i] - 1, extent) || !add(extent, 1, extent) ||
+        !mul(padding[i], 2, t) || !add(t, n, t))
+      return overflow("input");
+    int64_t o = t < extent ? 0 : (t - extent) / stride[i] + 1;
+    if (m > o || m < o - (dilation[i] - 1) / stride[i])
+      return "grad_output: spatial size " + num(m) + " on axis " + num(i) +
+             " does not fit the convolution of the input (size " + num(n) + ", kernel " +
+             num(kernel[i]) + ", stride " + num(stride[i]) + ", padding " + num(padding[i]) +
+             ", dilation " + num(dilation[i]) + " gives " + num(o) + ")";
+  }
+  Dims shape = {cout, isDyn(cin) ? kDynamic : cin / groups};
+  shape.insert(shape.end(), kernel.begin(), kernel.end());
+  out.push_back({shape, in.element});
+  return {};
+}
+
+//===----------------------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------------------===//
+
+Error groupNorm(const TensorType &in, const TensorType &gamma, const TensorType &beta,
+                int64_t groups, double epsilon, bool saveStatistics, Types &out) {
+  if (Error e = channelAffine(in, gamma, beta); !e.empty())
+    return e;
+  if (Error e = normGroups(in, groups); !e.empty())
+    return e;
+  if (!(epsilon > 0))
+    return "'epsilon' must be positive";
+  out.push_back(in);
+  if (saveStatistics)
+    out.insert(out.end(), 2, statistics(in, groups));
+  return {};
+}
+
+Error channelLayerNorm(const TensorType &in, const TensorType &gamma, const TensorType &beta,
+                       double epsilon, Types &out) {
+  if (!(epsilon > 0))
+    return "'epsilon' must be positive";
+  if (Error e = channelAffine(in, gamma, beta); !e.empty())
+    return e;
+  out.push_back(in);
+  return {};
+}
+
+Error grn(const TensorType &in, const TensorType &gamma, const TensorType &beta, Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  Dims expected = {1, in.shape[1], 1, 1, 1};
+  for (auto [name, t] : {std::pair<const char *, const TensorType *>{"gamma", &gamma},
+                         {"beta", &beta}}) {
+    if (Error e = sameElementType(name, t->element, in.element, "input"); !e.empty())
+      return e;
+    if (!sameShape(t->shape, expected))
+      return std::string(name) + ": expected shape " + shapeStr(expected) + ", got " +
+             shapeStr(t->shape);
+  }
+  out.push_back(in);
+  return {};
+}
+
+Error groupNormGrad(const TensorType &in, const TensorType &gamma, const TensorType &mean,
+                    const TensorType &rstd, const TensorType &dy, int64_t groups, Types &out) {
+  if (Error e = channelAffine(in, gamma, gamma); !e.empty())
+    return e;
+  if (Error e = normGroups(in, groups); !e.empty())
+    return e;
+  TensorType stats = statistics(in, groups);
+  const char *of = "N x groups, as group_norm saves them";
+  if (Error e = sameTypeAs("mean", mean, stats, of); !e.empty())
+    return e;
+  if (Error e = sameTypeAs("rstd", rstd, stats, of); !e.empty())
+    return e;
+  return normGrad(in, gamma, dy, out);
+}
+
+Error channelLayerNormGrad(const TensorType &in, const TensorType &gamma, const TensorType &dy,
+                           Types &out) {
+  if (Error e = channelAffine(in, gamma, gamma); !e.empty())
+    return e;
+  return normGrad(in, gamma, dy, out);
+}
+
+Error grnGrad(const TensorType &in, const TensorType &gamma, const TensorType &dy, Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  Dims expected = {1, in.shape[1], 1, 1, 1};
+  if (!sameShape(gamma.shape, expected))
+    return "gamma: expected shape " + shapeStr(expected) + ", got " + shapeStr(gamma.shape);
+  return normGrad(in, gamma, dy, out);
+}
+
+//===----------------------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------------------===//
+
+Error unary(const TensorType &in, Types &out) {
+  out.push_back(in);
+  return {};
+}
+
+Error broadcastBinary(const TensorType &lhs, const TensorType &rhs, Types &out) {
+  if (Error e = sameElementType("rhs", rhs.element, lhs.element, "lhs"); !e.empty())
+    return e;
+  int64_t r = std::max(rankOf(lhs), rankOf(rhs));
+  Dims shape(r);
+  for (int64_t i = 0; i < r; ++i) {
+    // Align at the trailing axis; a missing leading axis acts as size 1.
+    int64_t li = i - (r - rankOf(lhs)), ri = i - (r - rankOf(rhs));
+    int64_t a = li < 0 ? 1 : lhs.shape[li], b = ri < 0 ? 1 : rhs.shape[ri];
+    if (a == 1)
+      shape[i] = b;
+    else if (b == 1)
+      shape[i] = a;
+    else if (isDyn(a))
+      shape[i] = b;
+    else if (isDyn(b) || a == b)
+      shape[i] = a;
+    else
+      return "operands do not broadcast: lhs " + shapeStr(lhs.shape) + " and rhs " +
+             shapeStr(rhs.shape) + " differ on axis " + num(i) + " (" + num(a) + " vs " + num(b) +
+             "; sizes must be equal or 1)";
+  }
+  out.push_back({shape, lhs.element});
+  return {};
+}
+
+Error geluGrad(const TensorType &in, const TensorType &dy, Types &out) {
+  if (Error e = normGrad(in, in, dy, out); !e.empty())
+    return e;
+  out.resize(1);
+  return {};
+}
+
+Error extremumGrad(const TensorType &lhs, const TensorType &rhs, const TensorType &dy,
+                   Types &out) {
+  Types forward;
+  if (Error e = broadcastBinary(lhs, rhs, forward); !e.empty())
+    return e;
+  if (Error e = sameTypeAs("grad_output", dy, forward[0], "lhs and rhs broadcast", "lhs");
+      !e.empty())
+    return e;
+  out.assign(2, dy);
+  return {};
+}
+
+//===----------------------------------------------------------------------------------===//
+// Data movement and shapes
+//===----------------------------------------------------------------------------------===//
+
+Error pad(const TensorType &in, const Dims &low, const Dims &high, Types &out) {
+  size_t r = in.shape.size();
+  if (Error e = axisList("low", low, r, 0); !e.empty())
+    return e;
+  if (Error e = axisList("high", high, r, 0); !e.empty())
+    return e;
+  Dims shape;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t n = in.shape[i], size = n;
+    if (!isDyn(n) && (!add(n, low[i], size) || !add(size, high[i], size)))
+      return overflow("input");
+    shape.push_back(size);
+  }
+  out.push_back({shape, in.element});
+  return {};
+}
+
+Error slice(const TensorType &in, const Dims &offsets, const Dims &sizes, const Dims *stridesAttr,
+            Types &out) {
+  size_t r = in.shape.size();
+  Dims strides = stridesAttr ? *stridesAttr : Dims(r, 1);
+  for (Error e : {axisList("offsets", offsets, r, 0), axisList("sizes", sizes, r, 1),
+                  axisList("strides", strides, r, 1)})
+    if (!e.empty())
+      return e;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t n = in.shape[i], last;
+    if (!mul(sizes[i] - 1, strides[i], last) || !add(last, offsets[i], last))
+      return overflow("input");
+    if (!isDyn(n) && last >= n)
+      return "input: the box reaches index " + num(last) + " on axis " + num(i) +
+             ", but the input has only " + num(n) + " elements there (shape " +
+             shapeStr(in.shape) + ")";
+  }
+  out.push_back({sizes, in.element});
+  return {};
+}
+
+Error sliceGrad(const TensorType &dy, const Dims &offsets, const Dims &strides,
+                const Dims &shape, Types &out) {
+  size_t r = dy.shape.size();
+  for (Error e : {axisList("offsets", offsets, r, 0), axisList("strides", strides, r, 1),
+                  axisList("shape", shape, r, 0)})
+    if (!e.empty())
+      return e;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t n = dy.shape[i], last;
+    if (isDyn(n) || n == 0)
+      continue;
+    if (!mul(n - 1, strides[i], last) || !add(last, offsets[i], last))
+      return overflow("grad_output");
+    if (last >= shape[i])
+      return "grad_output: the box reaches index " + num(last) + " on axis " + num(i) +
+             ", but 'shape' has only " + num(shape[i]) + " elements there (" + shapeStr(shape) +
+             ")";
+  }
+  out.push_back({shape, dy.element});
+  return {};
+}
+
+Error concat(const Types &inputs, int64_t axis, Types &out) {
+  if (inputs.empty())
+    return "needs at least one input";
+  const TensorType &first = inputs.front();
+  int64_t r = rankOf(first);
+  if (axis < 0 || axis >= r)
+    return "'axis' must be in [0, " + num(r) + "), got " + num(axis);
+  Dims shape = first.shape;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const TensorType &t = inputs[i];
+    std::string name = "input " + std::to_string(i);
+    if (Error e = sameElementType(name, t.element, first.element, "input 0"); !e.empty())
+      return e;
+    bool ok = rankOf(t) == r;
+    for (int64_t d = 0; ok && d < r; ++d)
+      if (d != axis && !sameDim(t.shape[d], shape[d]))
+        ok = false;
+    if (!ok)
+      return name + ": expected shape " + shapeStr(shape) + " except on axis " + num(axis) +
+             ", got " + shapeStr(t.shape);
+    int64_t n = t.shape[axis];
+    if (isDyn(n) || isDyn(shape[axis]))
+      shape[axis] = kDynamic;
+    else if (!add(shape[axis], n, shape[axis]))
+      return overflow(name);
+  }
+  out.push_back({shape, first.element});
+  return {};
+}
+
+Error reshape(const TensorType &in, const Dims &shape, Types &out) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return "'shape' sizes must be non-negative, got " + listStr(shape);
+    if (!mul(n, d, n))
+      return overflow("'shape'");
+  }
+  bool isStatic = std::none_of(in.shape.begin(), in.shape.end(), isDyn);
+  if (isStatic) {
+    int64_t m = 1;
+    for (int64_t d : in.shape)
+      if (!mul(m, d, m))
+        return overflow("input");
+    if (m != n)
+      return "'shape' " + shapeStr(shape) + " has " + num(n) + " elements, the input " +
+             shapeStr(in.shape) + " has " + num(m);
+  }
+  out.push_back({shape, in.element});
+  return {};
+}
+
+Error broadcastTo(const TensorType &in, const Dims &shape, Types &out) {
+  int64_t offset = static_cast<int64_t>(shape.size()) - rankOf(in);
+  bool ok = offset >= 0 && std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+  for (int64_t i = 0; ok && i < rankOf(in); ++i) {
+    int64_t d = in.shape[i];
+    ok = d == 1 || isDyn(d) || d == shape[offset + i];
+  }
+  if (!ok)
+    return "input " + shapeStr(in.shape) + " does not broadcast to " + shapeStr(shape) +
+           " (trailing axes must be equal or 1)";
+  out.push_back({shape, in.element});
+  return {};
+}
+
+//===----------------------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------------------===//
+
+Error reduce(const TensorType &in, const Dims &axes, bool keepdims, Types &out) {
+  Dims shape;
+  if (Error e = reducedShape(in, axes, keepdims, shape); !e.empty())
+    return e;
+  out.push_back({shape, in.element});
+  return {};
+}
+
+Error reduceExtremumGrad(const TensorType &in, const TensorType &extremum, const TensorType &dy,
+                         const Dims &axes, bool keepdims, Types &out) {
+  Dims shape;
+  if (Error e = reducedShape(in, axes, keepdims, shape); !e.empty())
+    return e;
+  TensorType reduced{shape, in.element};
+  const char *of = "the input reduced over 'axes'";
+  if (Error e = sameTypeAs("extremum", extremum, reduced, of); !e.empty())
+    return e;
+  if (Error e = sameTypeAs("grad_output", dy, reduced, of); !e.empty())
+    return e;
+  out.push_back(in);
+  return {};
+}
+
+//===----------------------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------------------===//
+
+Error bceWithLogits(const TensorType &logits, const TensorType &target, const TensorType *mask,
+                    const TensorType *posWeight, bool reductionNone, bool autoPosWeight,
+                    double maxPosWeight, const TensorType *gradLoss, Types &out) {
+  if (rankOf(logits) < 2)
+    return "logits: expected at least 2 dimensions (N x C x ...), got " + shapeStr(logits.shape);
+  auto sameAsLogits = [&](const char *name, const TensorType &t) -> Error {
+    if (Error e = sameElementType(name, t.element, logits.element, "logits"); !e.empty())
+      return e;
+    if (!sameShape(t.shape, logits.shape))
+      return std::string(name) + ": expected shape " + shapeStr(logits.shape) +
+             " (that of logits), got " + shapeStr(t.shape);
+    return {};
+  };
+  if (Error e = sameAsLogits("target", target); !e.empty())
+    return e;
+  if (mask)
+    if (Error e = sameAsLogits("mask", *mask); !e.empty())
+      return e;
+  if (posWeight) {
+    if (autoPosWeight)
+      return "pos_weight: give either the operand or 'auto_pos_weight', not both";
+    if (Error e = sameElementType("pos_weight", posWeight->element, logits.element, "logits");
+        !e.empty())
+      return e;
+    if (Error e = vectorOf("pos_weight", *posWeight, logits.shape[1], "one per channel");
+        !e.empty())
+      return e;
+  }
+  if (autoPosWeight && !(maxPosWeight > 0))
+    return "'max_pos_weight' must be positive";
+  // The loss: the elementwise loss for reduction none, else an f32 scalar.
+  TensorType loss = reductionNone ? logits : f32Scalar();
+  if (!gradLoss) {
+    out.push_back(loss);
+    return {};
+  }
+  if (Error e = lossGrad(*gradLoss, loss); !e.empty())
+    return e;
+  out.push_back(logits);
+  return {};
+}
+
+Error diceCE(const Types &logits, const Types &targets, const std::vector<double> &weights,
+             const TensorType *gradLoss, Types &out) {
+  if (logits.empty())
+    return "needs at least one logits operand";
+  if (targets.size() != logits.size())
+    return "expected one target per logits operand (" + std::to_string(logits.size()) +
+           "), got " + std::to_string(targets.size());
+  if (weights.size() != logits.size())
+    return "'weights' needs one entry per logits operand (" + std::to_string(logits.size()) +
+           "), got " + std::to_string(weights.size());
+  for (double w : weights)
+    if (!(w >= 0))
+      return "'weights' must be non-negative";
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const TensorType &x = logits[i], &t = targets[i];
+    std::string n = std::to_string(i);
+    if (rankOf(x) < 3)
+      return "logits " + n + ": expected at least 3 dimensions (N x C x spatial), got " +
+             shapeStr(x.shape);
+    if (x.shape[1] == 1)
+      return "logits " + n + ": needs at least 2 classes on axis 1, got shape " +
+             shapeStr(x.shape);
+    Dims expected = x.shape;
+    expected[1] = 1;
+    if (!sameShape(t.shape, expected))
+      return "target " + n + ": expected shape " + shapeStr(expected) +
+             " (class indices for logits " + n + "), got " + shapeStr(t.shape);
+  }
+  if (!gradLoss) {
+    out.push_back(f32Scalar());
+    return {};
+  }
+  if (Error e = lossGrad(*gradLoss, f32Scalar()); !e.empty())
+    return e;
+  out = logits;
+  return {};
+}
+
+//===----------------------------------------------------------------------------------===//
+// Optimizers and mixed precision
+//===----------------------------------------------------------------------------------===//
+
+Error adamw(const TensorType &param, const TensorType &grad, const TensorType &expAvg,
+            const TensorType &expAvgSq, const TensorType &lr, const TensorType &step,
+            double beta1, double beta2, double epsilon, Types &out) {
+  if (Error e = optimizer(param, {{"grad", &grad}, {"exp_avg", &expAvg}, {"exp_avg_sq", &expAvgSq}},
+                          {{"lr", &lr}, {"step", &step}});
+      !e.empty())
+    return e;
+  for (double beta : {beta1, beta2})
+    if (!(beta >= 0 && beta < 1))
+      return "betas must be in [0, 1), got " + std::to_string(beta);
+  if (!(epsilon > 0))
+    return "'epsilon' must be positive";
+  out.assign(3, param);
+  return {};
+}
+
+Error sgd(const TensorType &param, const TensorType &grad, const TensorType &momentumBuffer,
+          const TensorType &lr, double momentum, bool nesterov, Types &out) {
+  if (Error e = optimizer(param, {{"grad", &grad}, {"momentum_buffer", &momentumBuffer}},
+                          {{"lr", &lr}});
+      !e.empty())
+    return e;
+  if (!(momentum >= 0))
+    return "'momentum' must be non-negative";
+  if (nesterov && momentum <= 0)
+    return "Nesterov momentum needs a positive 'momentum'";
+  out.assign(2, param);
+  return {};
+}
+
+Error anyNonFinite(const Types &inputs, Types &out) {
+  if (inputs.empty())
+    return "needs at least one input";
+  out.push_back(f32Scalar());
+  return {};
+}
+
+Error select(const TensorType &cond, const TensorType &onTrue, const TensorType &onFalse,
+             Types &out) {
+  if (Error e = requireScalar("cond", cond); !e.empty())
+    return e;
+  if (onTrue != onFalse)
+    return "on_false: expected " + typeStr(onTrue) + " (the type of on_true), got " +
+           typeStr(onFalse);
+  out.push_back(onTrue);
+  return {};
+}
+
+Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,
+                      const TensorType &foundInf, double growth, double backoff,
+                      int64_t growthInterval, Types &out) {
+  for (Error e : {requireScalar("scale", scale), requireScalar("growth_tracker", growthTracker),
+                  requireScalar("found_inf", foundInf)})
+    if (!e.empty())
+      return e;
+  if (!(growth > 1) || !std::isfinite(growth))
+    return "'growth_factor' must be a finite number > 1, got " + std::to_string(growth);
+  if (!(backoff > 0 && backoff < 1))
+    return "'backoff_factor' must be in (0, 1), got " + std::to_string(backoff);
+  if (growthInterval < 1)
+    return "'growth_interval' must be at least 1, got " + num(growthInterval);
+  out = {scale, growthTracker};
+  return {};
+}
+
+} // namespace med::shape

@@ -1,0 +1,500 @@
+//===- PlanVerifier.cpp - re-checking a loaded plan before anything runs --------===//
+//
+// Three layers, in order: sizes (every value's element and byte count fits, with checked
+// arithmetic, before anything is allocated), ops (each op's operand groups, attributes and
+// result types, by the dialect's own shape rules in med/ShapeRules.h: this file only adapts
+// the plan's JSON form to them) and the CUDA launch plan (what each step touches).
+//
+//===----------------------------------------------------------------------------------===//
+#include "PlanVerifier.h"
+
+#include "med/ShapeRules.h"
+#include "medrun/Error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <limits>
+#include <set>
+
+namespace medrun {
+
+namespace {
+
+namespace shape = med::shape;
+
+/// Elements of `shape` times `elementBytes`, or -1 when that exceeds kMaxTensorBytes.
+int64_t boundedBytes(const Shape &shape, size_t elementBytes) {
+  int64_t n = static_cast<int64_t>(elementBytes);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxTensorBytes)
+      return -1;
+  return n;
+}
+
+/// "5 dimensions of 2x3x... (N bytes)", or why the sizes are out of bounds; empty when fine.
+std::string sizeProblem(DType dtype, const Shape &shape) {
+  if (shape.size() > kMaxRank)
+    return str("rank ", shape.size(), " exceeds the limit of ", kMaxRank);
+  if (boundedBytes(shape, dtypeSize(dtype)) < 0)
+    return str("shape ", shapeStr(shape), " of ", dtypeName(dtype), " exceeds the limit of ",
+               kMaxTensorBytes, " bytes per tensor");
+  return {};
+}
+
+//===----------------------------------------------------------------------------------===//
+// The ops: signatures (operand groups) and the adapters to the shape rules
+//===----------------------------------------------------------------------------------===//
+
+enum class Arity { One, Optional, Variadic };
+enum class Element { Float, Label }; ///< Label: float or integer (class indices)
+
+struct OperandSpec {
+  const char *name;
+  Arity arity = Arity::One;
+  Element element = Element::Float;
+};
+
+/// The plan's view of one op, in the rules' types.
+struct OpView {
+  const Function &fn;
+  const OpInfo &op;
+
+  shape::TensorType type(int id) const {
+    const ValueInfo &v = fn.values[id];
+    return {v.shape, dtypeName(v.dtype)};
+  }
+  shape::TensorType in(const std::string &name) const { return type(op.single(name)); }
+  std::optional<shape::TensorType> optional(const std::string &name) const {
+    std::optional<int> id = op.optional(name);
+    return id ? std::optional(type(*id)) : std::nullopt;
+  }
+  shape::Types all(const std::string &name) const {
+    shape::Types out;
+    for (int id : op.operand(name))
+      out.push_back(type(id));
+    return out;
+  }
+  /// A string attribute that must be one of `allowed`.
+  const std::string &oneOf(const std::string &name, std::initializer_list<const char *> allowed) const {
+    const std::string &v = op.strAttr(name);
+    std::string list;
+    for (const char *a : allowed) {
+      if (v == a)
+        return v;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    throw Error(str("'", name, "' is '", v, "', expected one of ", list));
+  }
+};
+
+const shape::TensorType *ptr(const std::optional<shape::TensorType> &t) { return t ? &*t : nullptr; }
+
+using Rule = std::function<shape::Error(const OpView &, shape::Types &)>;
+
+struct OpSpec {
+  std::vector<OperandSpec> operands;
+  Rule rule;
+};
+
+const std::map<std::string, OpSpec> &opSpecs() {
+  static const std::map<std::string, OpSpec> specs = [] {
+    std::map<std::string, OpSpec> m;
+    const OperandSpec bias{"bias", Arity::Optional};
+    auto conv = [](bool transposed) {
+      return [transposed](const OpView &v, shape::Types &out) {
+        auto bias = v.optional("bias");
+        return shape::conv3d(v.in("input"), v.in("weight"), ptr(bias), v.op.intsAttr("stride"),
+                             v.op.intsAttr("padding"), v.op.intsAttr("dilation"),
+                             transposed ? v.op.intsAttr("output_padding") : shape::Dims{0, 0, 0},
+                             v.op.intAttr("groups"), transposed, out);
+      };
+    };
+    m["conv3d"] = {{{"input"}, {"weight"}, bias}, conv(false)};
+    m["conv3d_transpose"] = {{{"input"}, {"weight"}, bias}, conv(true)};
+    m["group_norm"] = {{{"input"}, {"gamma"}, {"beta"}}, [](const OpView &v, shape::Types &out) {
+      return shape::groupNorm(v.in("input"), v.in("gamma"), v.in("beta"), v.op.intAttr("groups"),
+                              v.op.floatAttr("epsilon"), v.op.boolAttr("save_statistics"), out);
+    }};
+    m["channel_layer_norm"] = {{{"input"}, {"gamma"}, {"beta"}},
+                               [](const OpView &v, shape::Types &out) {
+      return shape::channelLayerNorm(v.in("input"), v.in("gamma"), v.in("beta"),
+                                     v.op.floatAttr("epsilon"), out);
+    }};
+    m["grn"] = {{{"input"}, {"gamma"}, {"beta"}}, [](const OpView &v, shape::Types &out) {
+      v.op.floatAttr("epsilon");
+      return shape::grn(v.in("input"), v.in("gamma"), v.in("beta"), out);
+    }};
+    for (const char *k : {"gelu", "sigmoid", "neg", "exp", "log", "sqrt"})
+      m[k] = {{{"input"}},
+              [](const OpView &v, shape::Types &out) { return shape::unary(v.in("input"), out); }};
+    for (const char *k : {"add", "sub", "mul", "div", "max", "min"})
+      m[k] = {{{"lhs"}, {"rhs"}}, [](const OpView &v, shape::Types &out) {
+        return shape::broadcastBinary(v.in("lhs"), v.in("rhs"), out);
+      }};
+    m["pad"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      v.op.floatAttr("value");
+      return shape::pad(v.in("input"), v.op.intsAttr("low"), v.op.intsAttr("high"), out);
+    }};
+    m["slice"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      shape::Dims strides = v.op.intsAttr("strides"); // the plan always writes them
+      return shape::slice(v.in("input"), v.op.intsAttr("offsets"), v.op.intsAttr("sizes"),
+                          &strides, out);
+    }};
+    m["concat"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+      return shape::concat(v.all("inputs"), v.op.intAttr("axis"), out);
+    }};
+    m["reduce"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      v.oneOf("kind", {"sum", "mean", "max", "min"});
+      return shape::reduce(v.in("input"), v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);
+    }};
+    auto bce = [](bool grad) {
+      return [grad](const OpView &v, shape::Types &out) {
+        auto mask = v.optional("mask"), posWeight = v.optional("pos_weight");
+        std::optional<shape::TensorType> gradLoss;
+        if (grad)
+          gradLoss = v.in("grad_loss");
+        bool none = v.oneOf("reduction", {"mean", "sum", "none", "per_channel"}) == "none";
+        return shape::bceWithLogits(v.in("logits"), v.in("target"), ptr(mask), ptr(posWeight),
+                                    none, v.op.boolAttr("auto_pos_weight"),
+                                    v.op.floatAttr("max_pos_weight"), ptr(gradLoss), out);
+      };
+    };
+    std::vector<OperandSpec> bceOperands = {
+        {"logits"}, {"target"}, {"mask", Arity::Optional}, {"pos_weight", Arity::Optional}};
+    m["bce_with_logits"] = {bceOperands, bce(false)};
+    bceOperands.push_back({"grad_loss"});
+    m["bce_with_logits_grad"] = {bceOperands, bce(true)};
+    auto dice = [](bool grad) {
+      return [grad](const OpView &v, shape::Types &out) {
+        std::optional<shape::TensorType> gradLoss;
+        if (grad)
+          gradLoss = v.in("grad_loss");
+        for (const char *a : {"smooth", "ce_weight", "dice_weight"})
+          v.op.floatAttr(a);
+        v.op.boolAttr("batch_dice");
+        v.op.boolAttr("include_background");
+        return shape::diceCE(v.all("logits"), v.all("targets"), v.op.floatsAttr("weights"),
+                             ptr(gradLoss), out);
+      };
+    };
+    std::vector<OperandSpec> diceOperands = {{"logits", Arity::Variadic},
+                                             {"targets", Arity::Variadic, Element::Label}};
+    m["dice_ce"] = {diceOperands, dice(false)};
+    diceOperands.push_back({"grad_loss"});
+    m["dice_ce_grad"] = {diceOperands, dice(true)};
+    m["adamw"] = {{{"param"}, {"grad"}, {"exp_avg"}, {"exp_avg_sq"}, {"lr"}, {"step"}},
+                  [](const OpView &v, shape::Types &out) {
+      v.op.floatAttr("weight_decay");
+      return shape::adamw(v.in("param"), v.in("grad"), v.in("exp_avg"), v.in("exp_avg_sq"),
+                          v.in("lr"), v.in("step"), v.op.floatAttr("beta1"),
+                          v.op.floatAttr("beta2"), v.op.floatAttr("epsilon"), out);
+    }};
+    m["sgd"] = {{{"param"}, {"grad"}, {"momentum_buffer"}, {"lr"}},
+                [](const OpView &v, shape::Types &out) {
+      v.op.floatAttr("weight_decay");
+      return shape::sgd(v.in("param"), v.in("grad"), v.in("momentum_buffer"), v.in("lr"),
+                        v.op.floatAttr("momentum"), v.op.boolAttr("nesterov"), out);
+    }};
+    m["any_non_finite"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+      return shape::anyNonFinite(v.all("inputs"), out);
+    }};
+    m["select"] = {{{"cond"}, {"on_true"}, {"on_false"}}, [](const OpView &v, shape::Types &out) {
+      return shape::select(v.in("cond"), v.in("on_true"), v.in("on_false"), out);
+    }};
+    m["update_loss_scale"] = {{{"scale"}, {"growth_tracker"}, {"found_inf"}},
+                              [](const OpView &v, shape::Types &out) {
+      return shape::updateLossScale(v.in("scale"), v.in("growth_tracker"), v.in("found_inf"),
+                                    v.op.floatAttr("growth_factor"),
+                                    v.op.floatAttr("backoff_factor"),
+                                    v.op.intAttr("growth_interval"), out);
+    }};
+    m["reshape"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      return shape::reshape(v.in("input"), v.op.intsAttr("shape"), out);
+    }};
+    m["broadcast"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      return shape::broadcastTo(v.in("input"), v.op.intsAttr("shape"), out);
+    }};
+    m["conv3d_grad_weight"] = {{{"input"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+      return shape::conv3dGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
+                                     v.op.intsAttr("stride"), v.op.intsAttr("padding"),
+                                     v.op.intsAttr("dilation"), v.op.intAttr("groups"), out);
+    }};
+    m["group_norm_grad"] = {{{"input"}, {"gamma"}, {"mean"}, {"rstd"}, {"grad_output"}},
+                            [](const OpView &v, shape::Types &out) {
+      return shape::groupNormGrad(v.in("input"), v.in("gamma"), v.in("mean"), v.in("rstd"),
+                                  v.in("grad_output"), v.op.intAttr("groups"), out);
+    }};
+    m["channel_layer_norm_grad"] = {{{"input"}, {"gamma"}, {"grad_output"}},
+                                    [](const OpView &v, shape::Types &out) {
+      v.op.floatAttr("epsilon");
+      return shape::channelLayerNormGrad(v.in("input"), v.in("gamma"), v.in("grad_output"), out);
+    }};
+    m["grn_grad"] = {{{"input"}, {"gamma"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+      v.op.floatAttr("epsilon");
+      return shape::grnGrad(v.in("input"), v.in("gamma"), v.in("grad_output"), out);
+    }};
+    m["gelu_grad"] = {{{"input"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+      return shape::geluGrad(v.in("input"), v.in("grad_output"), out);
+    }};
+    m["extremum_grad"] = {{{"lhs"}, {"rhs"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+      v.oneOf("kind", {"max", "min"});
+      return shape::extremumGrad(v.in("lhs"), v.in("rhs"), v.in("grad_output"), out);
+    }};
+    m["reduce_extremum_grad"] = {{{"input"}, {"extremum"}, {"grad_output"}},
+                                 [](const OpView &v, shape::Types &out) {
+      v.oneOf("kind", {"max", "min"});
+      return shape::reduceExtremumGrad(v.in("input"), v.in("extremum"), v.in("grad_output"),
+                                       v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);
+    }};
+    m["slice_grad"] = {{{"grad_output"}}, [](const OpView &v, shape::Types &out) {
+      return shape::sliceGrad(v.in("grad_output"), v.op.intsAttr("offsets"),
+                              v.op.intsAttr("strides"), v.op.intsAttr("shape"), out);
+    }};
+    // param, constant and assign read or write the parameter table; their rules are below.
+    m["param"] = {{}, nullptr};
+    m["constant"] = {{}, nullptr};
+    m["assign"] = {{{"value"}}, nullptr};
+    return m;
+  }();
+  return specs;
+}
+
+std::string typeStr(const ValueInfo &v) {
+  return shape::typeStr({v.shape, dtypeName(v.dtype)});
+}
+
+struct Verifier {
+  const Artifact &a;
+
+  [[noreturn]] void fail(const Function &fn, const std::string &msg) const {
+    throw Error(str(a.path, ": invalid plan: function '", fn.name, "': ", msg));
+  }
+  [[noreturn]] void fail(const Function &fn, size_t index, const OpInfo &op,
+                         const std::string &msg) const {
+    fail(fn, str("op ", index, " ", op.describe(), ": ", msg));
+  }
+
+  void parameters() const {
+    for (const ParameterInfo &p : a.parameters)
+      if (std::string problem = sizeProblem(p.dtype, p.shape); !problem.empty())
+        throw Error(str(a.path, ": invalid plan: parameter '", p.name, "': ", problem));
+  }
+
+  void function(const Function &fn) const {
+    for (size_t id = 0; id < fn.values.size(); ++id)
+      if (std::string problem = sizeProblem(fn.values[id].dtype, fn.values[id].shape);
+          !problem.empty())
+        fail(fn, str("value ", id, ": ", problem));
+    std::set<int> inputs;
+    for (int id : fn.inputs)
+      if (!inputs.insert(id).second)
+        fail(fn, str("value ", id, " is listed twice among the inputs"));
+    for (size_t i = 0; i < fn.ops.size(); ++i) {
+      const OpInfo &op = fn.ops[i];
+      try {
+        this->op(fn, op);
+      } catch (const Error &e) {
+        // OpInfo's accessors name the op themselves; the function and index are added here.
+        std::string msg = e.what(), prefix = op.describe() + ": ";
+        if (msg.compare(0, prefix.size(), prefix) == 0)
+          msg = msg.substr(prefix.size());
+        fail(fn, i, op, msg);
+      }
+    }
+    if (fn.cuda)
+      cudaPlan(fn, *fn.cuda);
+  }
+
+  // Throws Error (without the op's name) for the first inconsistency of `op`.
+  void op(const Function &fn, const OpInfo &op) const {
+    const auto &specs = opSpecs();
+    auto spec = specs.find(op.kind);
+    if (spec == specs.end())
+      throw Error(str("unknown op kind '", op.kind, "'"));
+    // Operand groups: exactly the op's, each with as many values as its arity allows.
+    for (const OperandSpec &o : spec->second.operands) {
+      auto it = std::find_if(op.operands.begin(), op.operands.end(),
+                             [&](auto &g) { return g.first == o.name; });
+      if (it == op.operands.end())
+        throw Error(str("the plan has no operand '", o.name, "'"));
+      size_t n = it->second.size();
+      if ((o.arity == Arity::One && n != 1) || (o.arity == Arity::Optional && n > 1))
+        throw Error(str("operand '", o.name, "': expected ",
+                        o.arity == Arity::One ? "one value" : "at most one value", ", the plan has ",
+                        n));
+      for (int id : it->second)
+        if (o.element == Element::Float && !isFloat(fn.values[id].dtype))
+          throw Error(str("operand '", o.name, "' (value ", id, "): expected a float tensor, got ",
+                          typeStr(fn.values[id])));
+    }
+    for (auto &group : op.operands)
+      if (std::none_of(spec->second.operands.begin(), spec->second.operands.end(),
+                       [&](const OperandSpec &o) { return group.first == o.name; }))
+        throw Error(str("unexpected operand '", group.first, "'"));
+
+    std::vector<ValueInfo> expected;
+    if (op.kind == "param" || op.kind == "assign") {
+      const std::string &name = op.strAttr("name");
+      const ParameterInfo *p = a.parameter(name);
+      if (!p)
+        throw Error(str("parameter '", name, "' is not declared in the artifact"));
+      ValueInfo declared{p->dtype, p->shape};
+      if (op.kind == "assign") {
+        const ValueInfo &v = fn.values[op.single("value")];
+        if (v.dtype != p->dtype || v.shape != p->shape)
+          throw Error(str("operand 'value': expected ", typeStr(declared), " (the type of parameter '",
+                          name, "'), got ", typeStr(v)));
+      } else {
+        expected.push_back(declared);
+      }
+    } else if (op.kind == "constant") {
+      if (op.results.size() != 1)
+        throw Error(str("expected 1 result, the plan has ", op.results.size()));
+      const ValueInfo &v = fn.values[op.results[0]];
+      size_t count = op.floatsAttr("value").size();
+      if (count != 1 && static_cast<int64_t>(count) != numElements(v.shape))
+        throw Error(str("'value' has ", count, " numbers, the result ", typeStr(v), " has ",
+                        numElements(v.shape), " elements"));
+      expected.push_back(v);
+    } else {
+      shape::Types inferred;
+      shape::Error problem = spec->second.rule(OpView{fn, op}, inferred);
+      if (!problem.empty())
+        throw Error(problem);
+      for (const shape::TensorType &t : inferred) {
+        ValueInfo v;
+        v.dtype = parseDType(t.element, "element type");
+        v.shape = t.shape;
+        expected.push_back(v);
+      }
+    }
+    if (op.results.size() != expected.size())
+      throw Error(str("expected ", expected.size(), " result", expected.size() == 1 ? "" : "s",
+                      " (inferred from the operands), the plan has ", op.results.size()));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const ValueInfo &v = fn.values[op.results[i]];
+      if (v.dtype != expected[i].dtype || v.shape != expected[i].shape)
+        throw Error(str("result ", i, " (value ", op.results[i], "): expected ",
+                        typeStr(expected[i]), " (inferred from the operands), got ", typeStr(v)));
+    }
+  }
+
+  void cudaPlan(const Function &fn, const CudaPlan &plan) const {
+    const size_t values = fn.values.size();
+    for (size_t k = 0; k < plan.scratch.size(); ++k)
+      if (plan.scratch[k] > kMaxTensorBytes)
+        fail(fn, str("cuda_plan: scratch buffer ", k, " has ", plan.scratch[k],
+                     " bytes, more than the limit of ", kMaxTensorBytes));
+    const std::string &source = a.cuda ? a.cuda->source : std::string();
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+      const CudaStep &step = plan.steps[s];
+      const OpInfo &op = fn.ops[step.op];
+      auto bad = [&](const std::string &msg) {
+        fail(fn, step.op, op, str("cuda_plan step ", s, ": ", msg));
+      };
+      auto isOperand = [&](int id) {
+        for (auto &[name, ids] : op.operands)
+          if (std::count(ids.begin(), ids.end(), id))
+            return true;
+        return false;
+      };
+      auto isResult = [&](int id) {
+        return std::count(op.results.begin(), op.results.end(), id) > 0;
+      };
+      switch (step.kind) {
+      case CudaStep::Kind::Launch: {
+        if (a.cuda && !declaresKernel(source, step.kernel))
+          bad(str("kernel '", step.kernel, "' is not in the module"));
+        if (step.shared > kMaxSharedBytes)
+          bad(str("'shared' is ", step.shared, " bytes, more than the ", kMaxSharedBytes,
+                  " a block can have"));
+        // A launch touches its op's operands and results and scratch buffers, nothing else.
+        for (int id : step.args)
+          if (static_cast<size_t>(id) < values && !isOperand(id) && !isResult(id))
+            bad(str("argument value ", id, " is neither an operand nor a result of the op"));
+        if (a.cuda) {
+          int params = kernelParameters(source, step.kernel);
+          if (params >= 0 && static_cast<size_t>(params) != step.args.size())
+            bad(str("kernel '", step.kernel, "' takes ", params, " pointers, the launch passes ",
+                    step.args.size()));
+        }
+        break;
+      }
+      case CudaStep::Kind::Param:
+      case CudaStep::Kind::Assign: {
+        bool param = step.kind == CudaStep::Kind::Param;
+        if (op.kind != (param ? "param" : "assign") || op.strAttr("name") != step.name ||
+            !(param ? isResult(step.value) : isOperand(step.value)))
+          bad(str("'", param ? "param" : "assign", "' step of parameter '", step.name, "', value ",
+                  step.value, " does not match the op"));
+        break;
+      }
+      case CudaStep::Kind::Alias: {
+        const ValueInfo &from = fn.values[step.from], &to = fn.values[step.value];
+        if (!isResult(step.value) || !isOperand(step.from))
+          bad(str("alias of value ", step.from, " as value ", step.value,
+                  ": expected an operand and a result of the op"));
+        if (boundedBytes(from.shape, dtypeSize(from.dtype)) !=
+            boundedBytes(to.shape, dtypeSize(to.dtype)))
+          bad(str("alias of value ", step.from, " (", typeStr(from), ") as value ", step.value, " (",
+                  typeStr(to), "): the sizes differ"));
+        break;
+      }
+      }
+    }
+  }
+
+  /// Dynamic shared memory one block of sm_90 may have.
+  static constexpr uint32_t kMaxSharedBytes = 227 * 1024;
+
+  /// The position just past "name(" where the source defines kernel `name`, or npos.
+  static size_t kernelStart(const std::string &source, const std::string &name) {
+    if (name.empty())
+      return std::string::npos;
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (size_t at = source.find(name); at != std::string::npos; at = source.find(name, at + 1)) {
+      size_t end = at + name.size();
+      if ((at == 0 || !ident(source[at - 1])) && end < source.size() && source[end] == '(' &&
+          source.rfind("__global__", at) != std::string::npos)
+        return end + 1;
+    }
+    return std::string::npos;
+  }
+  static bool declaresKernel(const std::string &source, const std::string &name) {
+    return kernelStart(source, name) != std::string::npos;
+  }
+  /// Parameters of kernel `name` in the source, or -1 if its parameter list is not plain.
+  static int kernelParameters(const std::string &source, const std::string &name) {
+    size_t at = kernelStart(source, name);
+    if (at == std::string::npos)
+      return -1;
+    int depth = 0, commas = 0;
+    bool any = false;
+    for (size_t i = at; i < source.size(); ++i) {
+      char c = source[i];
+      if (c == '(' || c == '<')
+        ++depth;
+      else if ((c == ')' || c == '>') && depth > 0)
+        --depth;
+      else if (c == ')')
+        return any ? commas + 1 : 0;
+      else if (c == ',' && depth == 0)
+        ++commas;
+      else if (!std::isspace(static_cast<unsigned char>(c)))
+        any = true;
+    }
+    return -1;
+  }
+};
+
+} // namespace
+
+void verifyPlan(const Artifact &artifact) {
+  Verifier v{artifact};
+  v.parameters();
+  for (const Function &fn : artifact.functions)
+    v.function(fn);
+}
+
+} // namespace medrun

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The sanitizer build: configures FUZZ_BUILD (default build-fuzz) with clang-19,
+# AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer coverage (-DMED_FUZZ=ON), builds
+# only the fuzz targets (test/fuzz) and the unit tests, runs the unit tests, then runs every
+# fuzz target for SECONDS (default 30, what CI runs) from seed corpora made from the test
+# inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
+# Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
+#
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors recipe mlir)
+# Seeds need the tools of the ordinary build (BUILD, default build: scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
+BUILD=${BUILD:-build}
+SECONDS_EACH=${1:-30}
+shift || true
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors recipe mlir)
+
+if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
+  CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_BUILD" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DMED_FUZZ=ON \
+    -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+fi
+cmake --build "$FUZZ_BUILD" -j "$(nproc)" --target medrun-unittests med-unittests \
+  $(printf 'fuzz-%s ' "${TARGETS[@]}")
+
+# Leaks are findings too; UBSan reports stop the program (-fno-sanitize-recover).
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+echo "fuzz: unit tests under ASan and UBSan"
+(cd "$FUZZ_BUILD/test/runtime" && ./medrun-unittests --gtest_brief=1)
+(cd "$FUZZ_BUILD/test/unit" && ./med-unittests --gtest_brief=1)
+
+# Seed corpora, made fresh from the test inputs.
+SEEDS="$FUZZ_BUILD/seeds"
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,recipe,mlir}
+MEDC="$BUILD/bin/medc" MEDRUN="$BUILD/bin/medrun"
+"$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 -o "$SEEDS/artifact/tiny.medc"
+"$MEDC" compile test/medrun/Inputs/tiny_loss.mlir --batch 1 --patch 2,2,3 --train "clip=1.0 ema=true" \
+  -o "$SEEDS/artifact/step.medc"
+"$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 --target cuda \
+  -o "$SEEDS/artifact/tiny-cuda.medc" 2>/dev/null || echo "fuzz: no CUDA seed (medc without NVRTC)"
+"$MEDRUN" init "$SEEDS/artifact/tiny.medc" -o "$SEEDS/safetensors/tiny.safetensors" >/dev/null
+/usr/bin/python3 - "$SEEDS/npy" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+np.save(d + "/f32.npy", np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+np.save(d + "/f64-fortran.npy", np.asfortranarray(np.ones((3, 2))))
+np.save(d + "/i64-scalar.npy", np.array(7, dtype=np.int64))
+np.save(d + "/u8.npy", np.zeros((4,), dtype=np.uint8))
+np.save(d + "/f16-be.npy", np.ones((2, 2), dtype=">f2"))
+PY
+cp configs/*.yaml test/medrun/Inputs/tiny_recipe.yaml "$SEEDS/recipe/"
+/usr/bin/python3 - "$SEEDS/mlir" test/Dialect/*.mlir test/Transforms/*.mlir test/medrun/Inputs/*.mlir <<'PY'
+import os, sys
+out = sys.argv[1]
+for path in sys.argv[2:]:
+    for i, part in enumerate(open(path).read().split("// -----")):
+        open(os.path.join(out, "%s.%d.mlir" % (os.path.basename(path), i)), "w").write(part)
+PY
+
+status=0
+for t in "${TARGETS[@]}"; do
+  bin="$FUZZ_BUILD/test/fuzz/fuzz-$t"
+  if [ -d "test/fuzz/regressions/$t" ] && [ -n "$(ls -A "test/fuzz/regressions/$t")" ]; then
+    ASAN_OPTIONS=$ASAN_OPTIONS:allow_user_poisoning=0 "$bin" -runs=1 "test/fuzz/regressions/$t"/* 2>"$FUZZ_BUILD/fuzz-$t-regressions.log" ||
+      { tail -30 "$FUZZ_BUILD/fuzz-$t-regressions.log"; echo "FAIL: fuzz-$t regression input"; exit 1; }
+  fi
+  corpus="$FUZZ_BUILD/corpus/$t"
+  mkdir -p "$corpus" "$FUZZ_BUILD/findings/$t"
+  # fuzz-mlir links LLVM's libraries, built without ASan: their inline allocators poison
+  # memory that the uninstrumented copies never unpoison (false reports), so it runs without
+  # user poisoning.
+  opts=$ASAN_OPTIONS
+  [ "$t" != mlir ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0
+  if ASAN_OPTIONS=$opts "$bin" "$corpus" "$SEEDS/$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 \
+       -max_len=1048576 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/$t/" \
+       >"$FUZZ_BUILD/fuzz-$t.log" 2>&1; then
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$FUZZ_BUILD/fuzz-$t.log" | grep -o '[0-9]*$')
+    echo "fuzz-$t: ${runs:-?} executions in ${SECONDS_EACH} s, no findings"
+  else
+    tail -40 "$FUZZ_BUILD/fuzz-$t.log"
+    echo "FAIL: fuzz-$t (the input is in $FUZZ_BUILD/findings/$t/)"
+    status=1
+  fi
+done
+exit $status
