@@ -14,6 +14,7 @@ void mlir::med::registerMedDialects(DialectRegistry &registry) {
 
 void mlir::med::registerAllMedPasses() {
   registerMedPasses();
+  registerMedPipelines();
   registerInlinerPass();
   registerCanonicalizerPass();
   registerCSEPass();

@@ -21,7 +21,8 @@
 #             EMA).
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
 #             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
-# and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_PRECISIONS
+# and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
+# eager,compile by default; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"). MED_GPU_CHECKS selects the parts (default:
 # "medcheck cuda large").
 # Every command runs under `timeout`, so the script ends even if a kernel hangs.
@@ -243,7 +244,7 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # eager and torch.compile (bench/mednext_torch.py).
   if [ "${MED_BENCH_TORCH:-1}" != 0 ]; then # MED_BENCH_TORCH=0: ours only
     echo "== bench: PyTorch"
-    timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes eager,compile \
+    timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes "${MED_BENCH_TORCH_MODES:-eager,compile}" \
       >"$OUT/bench.log" 2>&1
     note_failure $? 420 bench "$OUT/bench.log"
     tail -3 "$OUT/bench.log"

@@ -15,6 +15,9 @@ config.test_exec_root = os.path.join(config.med_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# medc's cubin cache (lib/Target/CudaCompile.cpp): one for the test run, inside the build
+# tree, never the user's; tests that compile the same kernels share its entries.
+config.environment["MEDC_CACHE_DIR"] = os.path.join(config.med_obj_root, "test", "cubin-cache")
 config.substitutions.append(("%models", os.path.join(config.med_src_root, "models")))
 config.substitutions.append(("%scripts", os.path.join(config.med_src_root, "scripts")))
 config.substitutions.append(("%python", config.python_executable))

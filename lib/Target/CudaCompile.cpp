@@ -8,9 +8,17 @@
 
 #include "med/Target/Cuda.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <optional>
 #include <sstream>
 
 #ifdef MED_HAVE_NVRTC
@@ -33,15 +41,109 @@ std::string numbered(const std::string &source) {
     out << llvm::formatv("{0,6}  ", n).str() << line << "\n";
   return out.str();
 }
+
+// ---- the on-disk cubin cache -----------------------------------------------------------
+//
+// One file per (source, options, NVRTC version), named by the SHA-256 of the three: a
+// header line, the sizes, the cubin, the PTX and the SHA-256 of both, so a truncated or
+// altered entry is recompiled rather than used. Written to a temporary file and renamed.
+
+constexpr llvm::StringLiteral kCacheMagic = "medc-cubin-cache 1\n";
+
+/// The cache directory: $MEDC_CACHE_DIR, else $XDG_CACHE_HOME/medc/cubin, else
+/// ~/.cache/medc/cubin; empty (no cache) when MEDC_CUBIN_CACHE=off or no home is known.
+std::string cacheDir() {
+  if (auto off = llvm::sys::Process::GetEnv("MEDC_CUBIN_CACHE"); off && *off == "off")
+    return "";
+  if (auto dir = llvm::sys::Process::GetEnv("MEDC_CACHE_DIR"); dir && !dir->empty())
+    return *dir;
+  llvm::SmallString<256> path;
+  if (auto xdg = llvm::sys::Process::GetEnv("XDG_CACHE_HOME"); xdg && !xdg->empty())
+    path = *xdg;
+  else if (llvm::sys::path::home_directory(path))
+    llvm::sys::path::append(path, ".cache");
+  else
+    return "";
+  llvm::sys::path::append(path, "medc", "cubin");
+  return std::string(path);
+}
+
+std::string sha256(llvm::StringRef bytes) {
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes)), /*LowerCase=*/true);
+}
+
+std::string entryPath(const std::string &dir, const std::string &key) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, key + ".bin");
+  return std::string(path);
+}
+
+/// The cached binary for `key`, if a complete, intact entry exists.
+std::optional<CudaBinary> lookup(const std::string &dir, const std::string &key) {
+  auto file = llvm::MemoryBuffer::getFile(entryPath(dir, key));
+  if (!file)
+    return std::nullopt;
+  llvm::StringRef data = (*file)->getBuffer();
+  if (!data.consume_front(kCacheMagic))
+    return std::nullopt;
+  auto [sizes, rest] = data.split('\n');
+  auto [cubinSize, ptxSize] = sizes.split(' ');
+  size_t nc = 0, np = 0;
+  if (cubinSize.getAsInteger(10, nc) || ptxSize.getAsInteger(10, np) || nc == 0 ||
+      rest.size() != nc + np + 64)
+    return std::nullopt;
+  CudaBinary bin;
+  bin.cubin = rest.substr(0, nc).str();
+  bin.ptx = rest.substr(nc, np).str();
+  if (sha256(bin.cubin + bin.ptx) != rest.substr(nc + np) ||
+      llvm::StringRef(bin.cubin).take_front(4) != "\x7f" "ELF")
+    return std::nullopt;
+  bin.cached = true;
+  return bin;
+}
+
+/// Stores `bin` under `key`; a cache that cannot be written is skipped silently (the
+/// artifact does not depend on it).
+void store(const std::string &dir, const std::string &key, const CudaBinary &bin) {
+  if (llvm::sys::fs::create_directories(dir))
+    return;
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (llvm::sys::fs::createUniqueFile(entryPath(dir, key) + ".tmp-%%%%%%", fd, tmp))
+    return;
+  {
+    llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+    out << kCacheMagic << bin.cubin.size() << ' ' << bin.ptx.size() << '\n' << bin.cubin
+        << bin.ptx << sha256(bin.cubin + bin.ptx);
+    if (out.has_error()) {
+      out.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return;
+    }
+  }
+  if (llvm::sys::fs::rename(tmp, entryPath(dir, key)))
+    llvm::sys::fs::remove(tmp);
+}
 } // namespace
 
 llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int arch,
                                                   bool fmad) {
   auto start = std::chrono::steady_clock::now();
-  CudaBinary bin;
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
-  bin.version = std::to_string(major) + "." + std::to_string(minor);
+  const std::string version = std::to_string(major) + "." + std::to_string(minor);
+  const std::string dir = cacheDir();
+  const std::string key =
+      sha256(source + '\0' + std::to_string(arch) + (fmad ? " fmad" : " nofmad") + '\0' + version);
+  if (!dir.empty())
+    if (std::optional<CudaBinary> hit = lookup(dir, key)) {
+      hit->version = version;
+      hit->seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return *hit;
+    }
+  CudaBinary bin;
+  bin.version = version;
 
   nvrtcProgram prog;
   if (nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), "medc_kernels.cu", 0, nullptr,
@@ -84,6 +186,8 @@ llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int
   nvrtcDestroyProgram(&prog);
   if (bin.cubin.empty())
     return llvm::createStringError("NVRTC produced no cubin");
+  if (!dir.empty())
+    store(dir, key, bin);
   bin.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return bin;

@@ -35,6 +35,25 @@ bool isFusible(Operation *op) {
 
 bool isMasterWeightMath(Operation *op) { return op->hasAttr("med.fp32"); }
 
+/// A fusion reads and writes at most this many values: its kernel takes one pointer each
+/// (and the status word), well inside CUDA's 4 KiB of kernel parameters, and the CPU
+/// emulation of the kernels in CI passes at most 64 arguments.
+constexpr size_t kMaxFusionValues = 60;
+
+/// The values a group of ops reads from outside and the results read outside it.
+size_t boundaryValues(const llvm::SmallPtrSetImpl<Operation *> &members) {
+  llvm::SmallPtrSet<Value, 16> inputs;
+  size_t results = 0;
+  for (Operation *op : members) {
+    for (Value v : op->getOperands())
+      if (!members.contains(v.getDefiningOp()))
+        inputs.insert(v);
+    for (Value r : op->getResults())
+      results += llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); });
+  }
+  return inputs.size() + results;
+}
+
 /// The groups being formed: lists of ops in block order, an op's group found by index.
 struct Groups {
   llvm::DenseMap<Operation *, size_t> of;
@@ -43,7 +62,9 @@ struct Groups {
   /// May `user` take group `g` in? Its ops produce `user`'s shape with the same precision
   /// mark, and every other use of their results comes after `user`: such a result is then
   /// one more result of the fusion at `user`, and nothing reads it before it exists.
-  bool joins(size_t g, Operation *user) const {
+  /// `user`'s group so far is `own` (the producers it took in already). The fusion stays
+  /// within kMaxFusionValues.
+  bool joins(size_t g, Operation *user, size_t own) const {
     Operation *producer = lists[g].back();
     if (cast<ShapedType>(producer->getResult(0).getType()).getShape() !=
             cast<ShapedType>(user->getResult(0).getType()).getShape() ||
@@ -55,7 +76,10 @@ struct Groups {
         if (u != user && !(it != of.end() && it->second == g) && !user->isBeforeInBlock(u))
           return false;
       }
-    return true;
+    llvm::SmallPtrSet<Operation *, 16> merged(lists[g].begin(), lists[g].end());
+    merged.insert(lists[own].begin(), lists[own].end());
+    merged.insert(user);
+    return boundaryValues(merged) <= kMaxFusionValues;
   }
 
   void merge(size_t from, size_t into) {
@@ -114,7 +138,7 @@ struct MedFormFusions : med::impl::MedFormFusionsBase<MedFormFusions> {
         groups.lists.push_back({});
         for (Value v : op.getOperands()) {
           auto it = groups.of.find(v.getDefiningOp());
-          if (it != groups.of.end() && it->second != g && groups.joins(it->second, &op))
+          if (it != groups.of.end() && it->second != g && groups.joins(it->second, &op, g))
             groups.merge(it->second, g);
         }
         groups.lists[g].push_back(&op);

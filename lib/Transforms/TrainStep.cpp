@@ -94,8 +94,8 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
   // (the seed of the reverse sweep is the scale, so gradients are scaled from the loss
   // on). Both are private: they only exist to be inlined into the step.
   FailureOr<func::FuncOp> buildScaledGradient(func::FuncOp lossFn) {
-    std::string name = (lossFn.getSymName() + "_scaled").str();
-    for (StringRef taken : {StringRef(name), StringRef(name + "_grad")})
+    std::string name = (lossFn.getSymName() + "_scaled").str(), gradName = name + "_grad";
+    for (StringRef taken : {StringRef(name), StringRef(gradName)})
       if (module.lookupSymbol(taken))
         return module.emitError("med-train-step: @") << taken << " already exists";
     OpBuilder::InsertionGuard guard(b);

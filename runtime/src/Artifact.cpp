@@ -294,7 +294,11 @@ struct Reader {
                       body->name, " ", shapeStr(b.shape), " ", dtypeName(b.dtype)));
       }
     };
-    same(op.operand("inputs"), body->inputs, "inputs");
+    auto inputs = std::find_if(op.operands.begin(), op.operands.end(),
+                               [](const auto &g) { return g.first == "inputs"; });
+    if (inputs == op.operands.end())
+      fail(w, "a fusion needs the operand group 'inputs'");
+    same(inputs->second, body->inputs, "inputs");
     same(op.results, body->outputs, "results");
     return body;
   }

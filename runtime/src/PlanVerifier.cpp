@@ -252,6 +252,7 @@ const std::map<std::string, OpSpec> &opSpecs() {
                               v.op.intsAttr("strides"), v.op.intsAttr("shape"), out);
     }};
     // param, constant and assign read or write the parameter table; their rules are below.
+    m["fusion"] = {{{"inputs", Arity::Variadic}}, nullptr}; // results: its body's outputs
     m["param"] = {{}, nullptr};
     m["constant"] = {{}, nullptr};
     m["assign"] = {{{"value"}}, nullptr};
@@ -268,7 +269,9 @@ struct Verifier {
   const Artifact &a;
 
   [[noreturn]] void fail(const Function &fn, const std::string &msg) const {
-    throw Error(str(a.path, ": invalid plan: function '", fn.name, "': ", msg));
+    throw Error(str(a.path, ": invalid plan: ",
+                    fn.fusionTemplate.empty() ? str("function '", fn.name, "'") : fn.name, ": ",
+                    msg));
   }
   [[noreturn]] void fail(const Function &fn, size_t index, const OpInfo &op,
                          const std::string &msg) const {
@@ -348,6 +351,17 @@ struct Verifier {
       } else {
         expected.push_back(declared);
       }
+    } else if (op.kind == "fusion") {
+      // Artifact::load attached the body and matched it to the inputs and results; the
+      // body itself is verified as a function (verifyPlan).
+      if (!op.body)
+        throw Error("a fusion without a body");
+      const std::string &name = op.strAttr("template");
+      if (name != op.body->fusionTemplate)
+        throw Error(str("template '", name, "', but its body is for template '",
+                        op.body->fusionTemplate, "'"));
+      for (int id : op.body->outputs)
+        expected.push_back(op.body->values[id]);
     } else if (op.kind == "constant") {
       if (op.results.size() != 1)
         throw Error(str("expected 1 result, the plan has ", op.results.size()));
@@ -415,9 +429,9 @@ struct Verifier {
             bad(str("argument value ", id, " is neither an operand nor a result of the op"));
         if (a.cuda) {
           int params = kernelParameters(source, step.kernel);
-          if (params >= 0 && static_cast<size_t>(params) != step.args.size())
-            bad(str("kernel '", step.kernel, "' takes ", params, " pointers, the launch passes ",
-                    step.args.size()));
+          if (params >= 0 && static_cast<size_t>(params) != step.args.size() + step.scalars.size())
+            bad(str("kernel '", step.kernel, "' takes ", params, " parameters, the launch passes ",
+                    step.args.size(), " pointers and ", step.scalars.size(), " scalars"));
         }
         break;
       }
@@ -493,6 +507,12 @@ struct Verifier {
 void verifyPlan(const Artifact &artifact) {
   Verifier v{artifact};
   v.parameters();
+  for (const auto &body : artifact.fusions) {
+    if (body->fusionTemplate != "elementwise")
+      throw Error(str(artifact.path, ": invalid plan: ", body->name, ": unknown template '",
+                      body->fusionTemplate, "' (expected elementwise)"));
+    v.function(*body);
+  }
   for (const Function &fn : artifact.functions)
     v.function(fn);
 }

@@ -32,7 +32,9 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <utility>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -52,17 +54,22 @@ std::vector<ucontext_t> fibers;
 std::vector<std::vector<char>> stacks;
 std::vector<bool> done;
 unsigned current = 0;
-using Kernel = void (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *,
-                        void *, void *, void *, void *, void *, void *, void *);
-Kernel runKernel;
-void *runArgs[16];
+// A kernel is called with kMaxArgs pointer-sized arguments, its own first and zeros after
+// (the x86-64 calling convention lets a function ignore trailing arguments; a 32-bit scalar
+// parameter reads the low half of its slot).
+constexpr unsigned kMaxArgs = 64;
+void *runKernel;
+void *runArgs[kMaxArgs];
+
+template <size_t... I> void callKernel(std::index_sequence<I...>) {
+  using Kernel = void (*)(decltype((void)I, static_cast<void *>(nullptr))...);
+  reinterpret_cast<Kernel>(runKernel)(runArgs[I]...);
+}
 
 void yieldToScheduler() { swapcontext(&fibers[current], &scheduler); }
 
 void fiberMain() {
-  runKernel(runArgs[0], runArgs[1], runArgs[2], runArgs[3], runArgs[4], runArgs[5], runArgs[6],
-            runArgs[7], runArgs[8], runArgs[9], runArgs[10], runArgs[11], runArgs[12],
-            runArgs[13], runArgs[14], runArgs[15]);
+  callKernel(std::make_index_sequence<kMaxArgs>());
   done[current] = true;
   // returning switches to uc_link (the scheduler)
 }
@@ -321,15 +328,15 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   // medrun passes one more, null, entry after the arguments.
   unsigned n = 0;
   for (; params[n]; ++n) {
-    if (n == 16)
+    if (n == kMaxArgs)
       return 1;
     runArgs[n] = *static_cast<void **>(params[n]);
   }
-  for (unsigned i = n; i < 16; ++i)
+  for (unsigned i = n; i < kMaxArgs; ++i)
     runArgs[i] = nullptr;
   if (const char *delay = std::getenv("FAKE_CUDA_KERNEL_DELAY_MS")) // to lose a measurement
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
-  runKernel = reinterpret_cast<Kernel>(f);
+  runKernel = f;
   *kernels.gridDim = {gx, 1, 1};
   *kernels.blockDim = {bx, 1, 1};
   fibers.resize(bx);

@@ -204,7 +204,7 @@ TEST(Artifact, ValidatesCudaPlan) {
   // launch passes, and the launch touch only its op's operands and results.
   for (auto [from, to, expected] : std::vector<std::array<std::string, 3>>{
            {"\"add_0\"", "\"mul_0\"", "kernel 'mul_0' is not in the module"},
-           {"[2,0,1,3]", "[2,0,1]", "kernel 'add_0' takes 4 pointers, the launch passes 3"},
+           {"[2,0,1,3]", "[2,0,1]", "kernel 'add_0' takes 4 parameters, the launch passes 3 pointers and 0 scalars"},
            {"\"op\":1,\"kernel\"", "\"op\":0,\"kernel\"",
             "argument value 2 is neither an operand nor a result of the op"}}) {
     std::string edited = good;

@@ -231,22 +231,12 @@ LogicalResult specialize(ModuleOp module) {
 /// The optimizing passes of `medc compile` (after the program is complete). Each can be
 /// left out with --disable-pass.
 LogicalResult optimize(ModuleOp module) {
-  static const llvm::SmallVector<llvm::StringRef> known = {"cse", "med-sink-assigns",
-                                                            "med-form-fusions"};
-  for (const std::string &name : disabledPasses)
-    if (!llvm::is_contained(known, llvm::StringRef(name))) {
-      fail("--disable-pass: no optional pass '" + name + "' (optional passes: " +
-           llvm::join(known, ", ") + ")");
-      return failure();
-    }
-  auto enabled = [](llvm::StringRef name) { return !llvm::is_contained(disabledPasses, name); };
   PassManager pm(module.getContext());
-  if (enabled("cse")) // one `1 - decay` for every EMA, one constant of each value
-    pm.addNestedPass<func::FuncOp>(createCSEPass());
-  if (enabled("med-sink-assigns"))
-    pm.addNestedPass<func::FuncOp>(med::createMedSinkAssigns());
-  if (enabled("med-form-fusions"))
-    pm.addNestedPass<func::FuncOp>(med::createMedFormFusions());
+  std::vector<std::string> disabled(disabledPasses.begin(), disabledPasses.end());
+  if (failed(med::buildOptimizationPipeline(pm, disabled, [](const llvm::Twine &msg) {
+        fail("--disable-pass: " + msg);
+      })))
+    return failure();
   printAfterNamedPasses(pm);
   return pm.run(module);
 }
@@ -622,6 +612,7 @@ int main(int argc, char **argv) {
           {"kernels", static_cast<int64_t>(program->kernels)},
           {"launches", static_cast<int64_t>(program->launches)},
           {"compile_seconds", std::round(binary->seconds * 100) / 100},
+          {"cubin_cached", binary->cached},
           {"source", "cuda.source"},
           {"cubin", "cuda.cubin"}};
       sections = {{"cuda.source", program->source}, {"cuda.cubin", binary->cubin}};

@@ -547,9 +547,14 @@ int cudaCheck(const Artifact &a, const Args &args) {
     for (const Function &f : a.functions)
       if (f.name.size() > 5 && f.name.compare(f.name.size() - 5, 5, "_grad") == 0)
         lossGrad = &f;
-    for (const OpInfo &op : fn.ops)
+    for (const OpInfo &op : fn.ops) {
       if (op.kind == "adamw" && !adamw)
         adamw = &op;
+      if (op.kind == "fusion" && op.body) // AdamW fused with its parameter's update
+        for (const OpInfo &inner : op.body->ops)
+          if (inner.kind == "adamw" && !adamw)
+            adamw = &inner;
+    }
   }
   // The GPU side keeps its state resident, as `medrun train` does: uploaded once, updated
   // on the device by commit() after each run.

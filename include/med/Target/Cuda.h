@@ -39,6 +39,7 @@ struct CudaBinary {
   std::string log;     ///< NVRTC's log (warnings)
   std::string version; ///< NVRTC version, "13.0"
   double seconds = 0;  ///< compile time
+  bool cached = false; ///< taken from the on-disk cubin cache (compileCuda)
 };
 
 /// True if medc was built with NVRTC (the CUDA toolkit was found at configure time).
@@ -49,6 +50,9 @@ bool haveNvrtc();
 /// numbered source and NVRTC's log.
 /// `fmad`: let NVRTC contract a*b+c into fused multiply-adds (its default); without it every
 /// product and sum rounds as on the CPU.
+/// Results are cached on disk by the SHA-256 of source, options and NVRTC version
+/// ($MEDC_CACHE_DIR, else $XDG_CACHE_HOME/medc/cubin or ~/.cache/medc/cubin;
+/// MEDC_CUBIN_CACHE=off turns it off); an entry that fails its checksum is recompiled.
 llvm::Expected<CudaBinary> compileCuda(const std::string &source, int arch, bool fmad = true);
 
 } // namespace mlir::med

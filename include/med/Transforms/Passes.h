@@ -22,6 +22,15 @@ LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols);
 /// returns it; reports an error at `f` or at the op without a gradient rule.
 FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 
+/// The optimizing passes of `medc compile`, in pipeline order; each can be left out.
+ArrayRef<StringRef> optimizationPasses();
+/// Adds them to `pm` (on a module), but those named in `disabled`; an unknown name is
+/// reported through `error`.
+LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
+                                        llvm::function_ref<void(const Twine &)> error);
+/// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
+void registerMedPipelines();
+
 } // namespace mlir::med
 
 #endif // MED_TRANSFORMS_PASSES_H

@@ -54,7 +54,7 @@ check(close(total, b["profile_total_ms"], 1e-6), "profile rows sum to %s, total 
 check(abs(sum(r["percent"] for r in prof) - 100) < 1e-6, "profile shares do not sum to 100")
 check([r["ms"] for r in prof] == sorted((r["ms"] for r in prof), reverse=True), "profile not sorted")
 kinds = {r["kind"]: r for r in prof}
-for k in ("conv3d", "conv3d_transpose", "conv3d_grad_weight", "group_norm", "gelu", "adamw"):
+for k in ("conv3d", "conv3d_transpose", "conv3d_grad_weight", "group_norm", "gelu", "fusion"):
     check(k in kinds, "no %s in the profile" % k)
 if "conv3d" in kinds and "conv3d_grad_weight" in kinds:
     # Every convolution's weight gradient is taken: the same multiply-adds.

@@ -20,6 +20,7 @@ import copy
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -260,6 +261,33 @@ def mutations(doc, fname):
             def f(d, i=i):
                 F(d)["cuda_plan"]["scratch"][i] = 1 << 50
             add("scratch %d 2^50 bytes" % i, "reject", f)
+
+    # Fusion bodies the function uses (plan v4): their values and operand ids, and the
+    # fusion ops' references to them. The loader matches a body to its op's inputs and
+    # results, and the verifier checks its ops like a function's.
+    for k, op in enumerate(fn["ops"]):
+        if op["op"] != "fusion":
+            continue
+        b = op["attrs"]["body"]
+        body = doc["fusions"][b]
+        for vid, v in enumerate(body["values"]):
+            def f(d, b=b, vid=vid):
+                d["fusions"][b]["values"][vid]["shape"].append(3)
+            add("fusion body %d: value %d rank + 1" % (b, vid), "reject", f, k)
+            def f(d, b=b, vid=vid):
+                d["fusions"][b]["values"][vid]["dtype"] = "i64"
+            add("fusion body %d: value %d dtype i64" % (b, vid), "reject", f, k)
+        for j, bop in enumerate(body["ops"]):
+            for name in bop["operands"]:
+                def f(d, b=b, j=j, name=name):
+                    d["fusions"][b]["ops"][j]["operands"][name][0] = len(d["fusions"][b]["values"]) + 2
+                add("fusion body %d: op %d operand %s out of range" % (b, j, name), "reject", f, k)
+        def f(d, k=k):
+            F(d)["ops"][k]["attrs"]["body"] = len(d["fusions"])
+        add("op %d fusion: body out of range" % k, "reject", f, k)
+        def f(d, k=k):
+            F(d)["ops"][k]["attrs"]["template"] = "mlp"
+        add("op %d fusion: another template" % k, "reject", f, k)
     return out
 
 
@@ -350,9 +378,13 @@ def main():
                 problems.append("info rejects (%s) but run says (%d) %s" % (msg, r.returncode, r.stderr.strip()))
             if len(msg.splitlines()) != 1 or not msg.startswith("medrun: " + path + ":"):
                 problems.append("not one line naming the file: " + msg)
-            if opindex is not None and "function '%s'" % args.func not in msg:
+            body = re.match(r"fusion body (\d+):", desc)
+            if body:  # a body is shared by the functions that use it: it is what is named
+                if "fusion body %s" % body.group(1) not in msg:
+                    problems.append("the message does not name the fusion body: " + msg)
+            elif opindex is not None and "function '%s'" % args.func not in msg:
                 problems.append("the message does not name the function: " + msg)
-            if opindex is not None and "invalid plan" in msg and "op %d " % opindex not in msg:
+            if not body and opindex is not None and "invalid plan" in msg and "op %d " % opindex not in msg:
                 problems.append("the message does not name op %d: %s" % (opindex, msg))
         outcome = "rejected" if rejected else ("same" if r.returncode == 0 and outputs(out) == reference
                                                else "ran" if r.returncode == 0 else "failed at run")

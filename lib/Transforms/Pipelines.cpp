@@ -1,0 +1,54 @@
+//===- Pipelines.cpp - the pass pipelines medc runs, registered for med-opt ------===//
+#include "med/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+ArrayRef<StringRef> mlir::med::optimizationPasses() {
+  static const StringRef names[] = {"cse", "med-sink-assigns", "med-form-fusions"};
+  return names;
+}
+
+LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
+                                                   ArrayRef<std::string> disabled,
+                                                   llvm::function_ref<void(const Twine &)> error) {
+  for (const std::string &name : disabled)
+    if (!llvm::is_contained(optimizationPasses(), StringRef(name))) {
+      error("no optional pass '" + name + "' (optional passes: " +
+            llvm::join(optimizationPasses(), ", ") + ")");
+      return failure();
+    }
+  auto enabled = [&](StringRef name) { return !llvm::is_contained(disabled, name.str()); };
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  if (enabled("cse")) // one `1 - decay` for every EMA, one constant of each value
+    fn.addPass(createCSEPass());
+  if (enabled("med-sink-assigns"))
+    fn.addPass(createMedSinkAssigns());
+  if (enabled("med-form-fusions"))
+    fn.addPass(createMedFormFusions());
+  return success();
+}
+
+namespace {
+struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
+  ListOption<std::string> disable{*this, "disable",
+                                  llvm::cl::desc("optional passes to leave out")};
+};
+} // namespace
+
+void mlir::med::registerMedPipelines() {
+  PassPipelineRegistration<OptimizationOptions>(
+      "med-optimize",
+      "the optimizing passes of `medc compile` after the program is complete (cse, "
+      "med-sink-assigns, med-form-fusions), exactly as medc runs them",
+      [](OpPassManager &pm, const OptimizationOptions &options) {
+        std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
+        (void)buildOptimizationPipeline(pm, disabled, [](const Twine &msg) {
+          llvm::errs() << "med-optimize: " << msg << "\n";
+        });
+      });
+}
