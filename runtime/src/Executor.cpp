@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 namespace medrun {
@@ -82,12 +83,19 @@ TensorMap initParameters(const Artifact &artifact, uint64_t seed) {
   return params;
 }
 
-void checkParameters(const Artifact &artifact, const TensorMap &params) {
+void checkParameters(const Artifact &artifact, const TensorMap &params, const Function *fn) {
+  std::set<std::string> needed; // with `fn`: the parameters its `param` ops read
+  if (fn)
+    for (const OpInfo &op : fn->ops)
+      if (op.kind == "param")
+        needed.insert(op.strAttr("name"));
   for (const ParameterInfo &p : artifact.parameters) {
     auto it = params.find(p.name);
+    if (it == params.end() && fn && !needed.count(p.name))
+      continue;
     if (it == params.end())
       throw Error(str("parameter '", p.name, "' (", shapeStr(p.shape), " ", dtypeName(p.dtype),
-                      ") is missing"));
+                      ") is missing", fn ? str(" (function '", fn->name, "' reads it)") : ""));
     const Tensor &t = it->second;
     if (t.shape() != p.shape || !isFloat(t.dtype()))
       throw Error(str("parameter '", p.name, "': expected ", shapeStr(p.shape), " ",
