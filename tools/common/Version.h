@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace med {
+namespace medtool {
 
 /// A library and its version, e.g. {"MLIR", "19.1.7"}; for a library loaded at run time
 /// the version found or why it does not load.
@@ -25,6 +25,6 @@ const char *gitCommit();
 /// "<tool> <version> (git <commit>)\n" followed by "  <library>: <version>\n" per line.
 std::string versionText(const std::string &tool, const VersionLines &libraries);
 
-} // namespace med
+} // namespace medtool
 
 #endif // MED_TOOLS_VERSION_H

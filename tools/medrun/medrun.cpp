@@ -917,7 +917,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (args.has("version")) {
-      med::VersionLines lines = {
+      medtool::VersionLines lines = {
           {"artifact format",
            Artifact::kOldestFormatVersion == Artifact::kFormatVersion
                ? str("reads version ", Artifact::kFormatVersion)
@@ -925,7 +925,7 @@ int main(int argc, char **argv) {
                      Artifact::kFormatVersion)}};
       for (auto &line : gpuLibraryVersions())
         lines.push_back(line);
-      std::cout << med::versionText("medrun", lines);
+      std::cout << medtool::versionText("medrun", lines);
       return 0;
     }
     if (args.is("train")) {
