@@ -11,6 +11,8 @@
 #include "medrun/Parallel.h"
 #include "medrun/Random.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -95,7 +97,7 @@ void checkParameters(const Artifact &artifact, const TensorMap &params, const Fu
       continue;
     if (it == params.end())
       throw Error(str("parameter '", p.name, "' (", shapeStr(p.shape), " ", dtypeName(p.dtype),
-                      ") is missing", fn ? str(" (function '", fn->name, "' reads it)") : ""));
+                      ") is missing", fn ? fmt::format(" (function '{}' reads it)", fn->name) : ""));
     const Tensor &t = it->second;
     if (t.shape() != p.shape || !isFloat(t.dtype()))
       throw Error(str("parameter '", p.name, "': expected ", shapeStr(p.shape), " ",

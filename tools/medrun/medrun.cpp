@@ -382,23 +382,23 @@ int64_t parseCount(const Args &args, const char *key, int64_t fallback, int64_t 
 std::string typeStr(const ValueInfo &v) { return shapeStr(v.shape) + " " + dtypeName(v.dtype); }
 
 int info(const Artifact &a) {
-  std::cout << a.path << ": " << a.compiler << ", from " << a.source << "\n";
+  fmt::print("{}: {}, from {}\n", a.path, a.compiler, a.source);
   for (const Function &f : a.functions) {
-    std::cout << "function " << f.name << " (" << f.ops.size() << " ops";
-    if (f.cuda) {
-      size_t launches = 0;
-      for (const CudaStep &s : f.cuda->steps)
-        launches += s.kind == CudaStep::Kind::Launch;
-      std::cout << ", " << launches << " CUDA kernel launches";
-    }
-    std::cout << ")\n";
+    std::string launches;
+    if (f.cuda)
+      launches = fmt::format(", {} CUDA kernel launches",
+                             std::count_if(f.cuda->steps.begin(), f.cuda->steps.end(),
+                                           [](const CudaStep &s) {
+                                             return s.kind == CudaStep::Kind::Launch;
+                                           }));
+    fmt::print("function {} ({} ops{})\n", f.name, f.ops.size(), launches);
     for (size_t i = 0; i < f.inputs.size(); ++i) {
-      std::string arg = "arg" + std::to_string(i);
-      std::cout << "  " << arg << "  " << (f.inputNames[i] == arg ? "" : f.inputNames[i] + "  ")
-                << typeStr(f.values[f.inputs[i]]) << "\n";
+      std::string arg = fmt::format("arg{}", i);
+      fmt::print("  {}  {}{}\n", arg, f.inputNames[i] == arg ? "" : f.inputNames[i] + "  ",
+                 typeStr(f.values[f.inputs[i]]));
     }
     for (size_t i = 0; i < f.outputs.size(); ++i)
-      std::cout << "  " << f.outputNames[i] << "  " << typeStr(f.values[f.outputs[i]]) << "\n";
+      fmt::print("  {}  {}\n", f.outputNames[i], typeStr(f.values[f.outputs[i]]));
   }
   // The parameter table: model parameters, then the state a training step keeps (optimizer
   // moments, EMA), which is not trainable.
@@ -422,16 +422,15 @@ int info(const Artifact &a) {
   fmt::print("{} parameters, {} elements ({:.1f} MiB); {} trainable, {} elements\n",
              a.parameters.size(), count, bytes / 1048576.0, trainable, trainableElements);
   if (a.cuda)
-    std::cout << "cuda: " << a.cuda->kernels << " kernels, " << a.cuda->launches
-              << " launches; " << a.cuda->arch << " cubin " << a.cuda->cubin.size()
-              << " bytes, PTX " << a.cuda->ptx.size() << " bytes (NVRTC " << a.cuda->nvrtc
-              << ")\n";
+    fmt::print("cuda: {} kernels, {} launches; {} cubin {} bytes, PTX {} bytes (NVRTC {})\n",
+               a.cuda->kernels, a.cuda->launches, a.cuda->arch, a.cuda->cubin.size(),
+               a.cuda->ptx.size(), a.cuda->nvrtc);
   // What medrun bench divides by the time (runtime/include/medrun/Flops.h): FLOPs as medc
   // stats counts them, bytes of every operand and result.
   for (const Function &f : a.functions) {
     FunctionCost cost = functionCost(f);
-    std::printf("cost %s: %.0f FLOP, %.0f bytes of operands and results\n", f.name.c_str(),
-                cost.total.flops, cost.total.bytes);
+    fmt::print("cost {}: {:.0f} FLOP, {:.0f} bytes of operands and results\n", f.name,
+               cost.total.flops, cost.total.bytes);
   }
   return 0;
 }
@@ -516,7 +515,7 @@ std::vector<Tensor> readInputs(const Function &fn, const Args &args, bool allowM
 TensorMap readParams(const Artifact &a, const Function &fn, const Args &args) {
   std::string path = args.get("params"), weights = args.get("weights", "model");
   if (weights != "model" && weights != "ema")
-    throw Error(str("--weights: expected model or ema, got '", weights, "'"));
+    throw Error(fmt::format("--weights: expected model or ema, got '{}'", weights));
   if (path.empty()) {
     if (weights == "ema")
       throw Error("--weights ema takes the EMA weights from --params (a checkpoint); none given");
@@ -542,9 +541,9 @@ TensorMap readParams(const Artifact &a, const Function &fn, const Args &args) {
     for (const std::string &key : read) {
       auto ema = params.find("ema." + key);
       if (ema == params.end())
-        throw Error(str(path, ": --weights ema: no EMA weight 'ema.", key,
-                        "' for the parameter '", key, "' that function '", fn.name,
-                        "' reads (was the run trained with ema?)"));
+        throw Error(fmt::format("{}: --weights ema: no EMA weight 'ema.{}' for the parameter "
+                                "'{}' that function '{}' reads (was the run trained with ema?)",
+                                path, key, key, fn.name));
       params[key] = ema->second;
     }
   }
@@ -726,8 +725,8 @@ int cudaCheck(const Artifact &a, const Args &args) {
   const Precision cpuPrecision = precisionOf(fn);
   // CudaSession's own message suggests --device cpu, an option of run and train only.
   if (std::string why; !cudaAvailable(&why))
-    throw Error(str("cuda-check compares the CUDA backend with the CPU backend and needs a CUDA "
-                    "driver and GPU: none found (", why, ")"));
+    throw Error(fmt::format("cuda-check compares the CUDA backend with the CPU backend and needs "
+                            "a CUDA driver and GPU: none found ({})", why));
   CudaSession session(a);
   std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
