@@ -43,6 +43,7 @@ cmake -S . -B build-gpu -G Ninja -DMED_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Rel
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; echo "FAIL: configure"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; echo "FAIL: build"; exit 1; }
 echo "built medrun and medcheck in $(( $(date +%s) - start )) s"
+./build-gpu/bin/medrun --version # the commit (.deps/git-commit) and the GPU libraries found
 
 for z in .device/cuda/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done # gpu-prepare.sh packed them
 status=0

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs here (the build machine, which has MLIR): compiles the artifacts the GPU machine checks
-# into .device/ and copies the header-only dependencies it lacks into .deps/. Both folders are
+# into .device/ and copies the header-only dependencies it lacks (nlohmann/json, fmt) into .deps/
+# with the git commit (.deps/git-commit, for --version). Both folders are
 # ignored by git; name them in the device call's `carry`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
 BIN=${BUILD:-build}/bin
 rm -rf .device && mkdir -p .device .deps/include
-cp -r /usr/include/nlohmann .deps/include/
+cp -r /usr/include/nlohmann /usr/include/fmt .deps/include/
+# The tree carried there is no git checkout: --version names the commit recorded here.
+git describe --always --dirty --abbrev=12 >.deps/git-commit 2>/dev/null || rm -f .deps/git-commit
 for f in test/check/{conv,norm,elementwise,data,reduce,loss}.mlir; do
   "$BIN/medc" compile "$f" -o ".device/$(basename "$f" .mlir).medc"
 done

@@ -6,7 +6,7 @@ PACKAGES=(
   cmake ninja-build ccache g++ git
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev libncurses-dev
-  libgtest-dev python3 python3-numpy python3-torch nlohmann-json3-dev libtorch-dev
+  libgtest-dev python3 python3-numpy python3-torch nlohmann-json3-dev libfmt-dev libtorch-dev
   clang-19 libclang-rt-19-dev
 )
 missing=()

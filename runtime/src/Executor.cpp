@@ -11,12 +11,15 @@
 #include "medrun/Parallel.h"
 #include "medrun/Random.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 namespace medrun {
@@ -82,12 +85,19 @@ TensorMap initParameters(const Artifact &artifact, uint64_t seed) {
   return params;
 }
 
-void checkParameters(const Artifact &artifact, const TensorMap &params) {
+void checkParameters(const Artifact &artifact, const TensorMap &params, const Function *fn) {
+  std::set<std::string> needed; // with `fn`: the parameters its `param` ops read
+  if (fn)
+    for (const OpInfo &op : fn->ops)
+      if (op.kind == "param")
+        needed.insert(op.strAttr("name"));
   for (const ParameterInfo &p : artifact.parameters) {
     auto it = params.find(p.name);
+    if (it == params.end() && fn && !needed.count(p.name))
+      continue;
     if (it == params.end())
       throw Error(str("parameter '", p.name, "' (", shapeStr(p.shape), " ", dtypeName(p.dtype),
-                      ") is missing"));
+                      ") is missing", fn ? fmt::format(" (function '{}' reads it)", fn->name) : ""));
     const Tensor &t = it->second;
     if (t.shape() != p.shape || !isFloat(t.dtype()))
       throw Error(str("parameter '", p.name, "': expected ", shapeStr(p.shape), " ",

@@ -15,6 +15,7 @@
 #include "Recipe.h"
 #include "med/IR/MedOps.h"
 #include "medrun/RecipeRules.h"
+#include "Version.h"
 
 #include <array>
 
@@ -27,6 +28,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -463,6 +465,16 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   // LLVM's own options stay usable but out of --help.
   cl::HideUnrelatedOptions({&shapeCategory, &outputCategory});
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << medtool::versionText(
+        "medc", {{"MLIR", LLVM_VERSION_STRING},
+#ifdef MED_CUDA_TOOLKIT_VERSION
+                 {"CUDA toolkit", MED_CUDA_TOOLKIT_VERSION " (NVRTC, linked)"},
+#else
+                 {"CUDA toolkit", "none (built without it: no --target cuda)"},
+#endif
+                 {"artifact format", "writes version " + std::to_string(mlir::med::kArtifactFormatVersion)}});
+  });
   cl::ParseCommandLineOptions(
       argc, argv,
       "medc: the med compiler\n\n"

@@ -21,11 +21,13 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
+#include "Version.h"
 
 #include "medrun/Artifact.h"
 #include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
+#include "medrun/GpuLibraries.h"
 #include "medrun/Parallel.h"
 #include "medrun/Tensor.h"
 
@@ -294,6 +296,7 @@ const char *kUsage =
     "  --device D         our backend: cpu (default) or cuda (see above)\n"
     "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --help             print this help\n"
+    "  --version          the version, the git commit, LibTorch's and the GPU libraries'\n"
     "\n"
     "exit status: 0 all outputs within the tolerance, 1 a failed comparison or an error,\n"
     "2 a usage error, including --grad or --fd on an artifact (or a --func selection)\n"
@@ -316,6 +319,7 @@ struct Options {
   medrun::Precision precision = medrun::Precision::F32;
   int threads = 0;
   bool help = false;
+  bool version = false;
   bool grad = false;
   bool fusions = false; ///< --fusions: each fusion body in isolation
   int64_t fd = 0; ///< > 0: finite differences with this many elements per tensor
@@ -378,6 +382,8 @@ Options parseArgs(int argc, char **argv) {
     };
     if (a == "--help" || a == "-h") {
       o.help = true;
+    } else if (a == "--version") {
+      o.version = true;
     } else if (a == "--func") {
       o.funcs.push_back(next());
     } else if (a == "--seed") {
@@ -481,7 +487,7 @@ Options parseArgs(int argc, char **argv) {
       throw UsageError(str("more than one artifact given: '", o.artifact, "' and '", a, "'"));
     }
   }
-  if (!o.help && o.artifact.empty())
+  if (!o.help && !o.version && o.artifact.empty())
     throw UsageError("no artifact given");
   if (o.fd == 0 && o.hasFdParams)
     throw UsageError("--fd-params needs --fd N");
@@ -2241,6 +2247,13 @@ int main(int argc, char **argv) {
   }
   if (o.help) {
     std::cout << kUsage;
+    return 0;
+  }
+  if (o.version) {
+    medtool::VersionLines lines = {{"LibTorch", TORCH_VERSION}};
+    for (auto &line : medrun::gpuLibraryVersions())
+      lines.push_back(line);
+    std::cout << medtool::versionText("medcheck", lines);
     return 0;
   }
   try {

@@ -4,21 +4,28 @@
 //   medrun bench RECIPE.yaml [--set key=value]... [--steps N] [--warmup W] [--json FILE]
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
-//   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
-//              [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--device cpu|cuda]
-//   medrun cuda-check X.medc --func NAME [--input ...] [--params F] [--repeat N] [--tolerance T]
+//   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE|CHECKPOINT]
+//              [--weights model|ema] [--out DIR] [--precision f32|f64|bf16] [--seed S]
+//              [--threads N] [--device cpu|cuda]
+//   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
+//   medrun COMMAND --help, medrun --version
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Artifact.h"
+#include "medrun/Checkpoint.h"
 #include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Flops.h"
+#include "medrun/GpuLibraries.h"
 #include "medrun/Npy.h"
 #include "medrun/Parallel.h"
 #include "medrun/Safetensors.h"
 #include "BenchCommand.h"
 #include "TrainCommand.h"
+#include "Version.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,7 +39,7 @@
 #include <map>
 #include <set>
 #include <cstring>
-#include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,107 +47,237 @@ using namespace medrun;
 
 namespace {
 
-const char *kUsage = R"(medrun: runs artifacts compiled by medc
+/// One option of a command: its name, its value's name ("" for a flag, "[CKPT]" for a value
+/// that may be left out) and its help, lines separated by '\n'.
+struct Option {
+  const char *name, *value, *help;
+};
 
-Usage:
-  medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
-               [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip] [--threads N] [--progress P]
-      Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with
-      medc unless the compiled step is cached, then runs the training loop with logs
-      (metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR
-      (default: runs/<recipe name>), which one run at a time may use (a lock file).
-      Ctrl-C (SIGINT) finishes the step, saves a checkpoint and exits with status 130;
-      SIGTERM does the same and exits with 0 (a scheduler that requeues sees a clean end);
-      a second signal quits at once (130).
-  medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]
-               [--steps N] [--warmup W] [--threads N] [--json FILE]
-      Times the recipe's training step: prepares it as `train` does (compile cache,
-      --artifact, --device), takes one batch of the synthetic data, runs W warm-up steps
-      (default 3) and N timed steps (default 20), parameters updated as in training, and one
-      more step profiled by op kind. Prints the median, min and max ms/step, TFLOP/s (FLOPs
-      counted as `medc stats` counts them), GB/s (every operand and result read or written
-      once), peak memory (GPU: arena + resident state; CPU: the process's max resident set)
-      and the time by op kind; --json FILE writes the numbers for scripts.
-  medrun info X.medc
-      Lists the artifact's functions (inputs, outputs) and parameters.
-  medrun init X.medc -o PARAMS.safetensors [--seed S]
-      Writes parameters initialized as PyTorch initializes each layer (state_dict keys).
-  medrun run X.medc [--func NAME] [--input [NAME=]FILE.npy]... [--params FILE.safetensors]
-             [--out DIR] [--precision f32|f64|bf16] [--seed S] [--threads N] [--profile]
-             [--save-params FILE] [--device cpu|cuda]
-      Runs a function on the CPU backend (or the CUDA backend: artifacts compiled with
-      `medc compile --target cuda`) and writes each output as DIR/NAME.npy (out0, ...,
-      and grad.<parameter> for gradient functions).
-  medrun cuda-check X.medc [--func NAME] [--input ...] [--params F] [--seed S] [--repeat N]
-             [--tolerance T] [--profile]
-      Runs a function on the CPU and the CUDA backend with the same inputs (those not given
-      drawn at random by their use: masks, class indices, ...) and parameters and compares
-      every output and every assigned parameter (relative error norm |cuda - cpu| / |cpu|
-      <= T, default 1e-4); with --repeat N, N times, each backend continuing from its own
-      updated parameters and the `step` input counting up (three training steps: --repeat
-      3). In a train_step, a parameter whose gradient vanishes (<loss>_grad on the CPU: norm
-      <= 1e-2 T times the largest; a conv bias before an instance norm is zero exactly) holds
-      rounding noise that AdamW turns into updates of up to lr: it and its EMA must agree to
-      2 sum_s lr B_s (medcheck's bound, `medcheck --help`), its moments be finite. Prints a
-      FAIL line per failing value and a summary; exits 1 on any failure.
+/// One command: its usage lines, what it does and its options. --help and the argument
+/// parser both read this table, so a command's help lists exactly the options it accepts.
+struct Command {
+  const char *name, *usage, *summary;
+  std::vector<Option> options;
+  bool environment; ///< the environment variables matter (recipes, the CUDA backend)
+};
 
-Options:
-  --func NAME        function to run (default: the only one in the artifact)
-  --input [NAME=]F   a .npy file for the input NAME (`image`, `target`, `lr`, ... as
-                     `medrun info` lists them, or argN; without NAME=, inputs in order), or a
-                     number for a scalar argument (learning rate, step, ...)
-  --params F         parameters from a safetensors checkpoint (default: initialized with --seed)
-  --out DIR          where outputs go (default: current directory)
-  --precision P      f32 (default), f64, or bf16 (activations stored in bfloat16); the CUDA
-                     backend stores what the artifact's plan says (bf16 or f16 activations
-                     for steps compiled bf16-mixed or fp16-mixed, else f32)
-  --device D         cpu (default) or cuda
-  --seed S           seed for initialized parameters (default 0)
-  --threads N        CPU threads (default: all cores, or MEDRUN_THREADS)
-  --profile          print the time spent in each op kind
-  --save-params F    write all parameters and state after the function's updates (training
-                     steps assign new values) to safetensors file F
-  -o FILE            output file of `init`
+const Option kThreads{"threads", "N", "CPU threads (default: all cores, or MEDRUN_THREADS)"};
+const Option kSeed{"seed", "S", "seed for initialized parameters (default 0)"};
+const Option kFunc{"func", "NAME", "function to run (default: the only one in the artifact)"};
+const Option kInput{"input", "[NAME=]F",
+                    "a .npy file for the input NAME (`image`, `target`, `lr`, ... as\n"
+                    "`medrun info` lists them, or argN; without NAME=, inputs in order), or a\n"
+                    "number for a scalar argument (learning rate, step, ...)"};
+const Option kParams{"params", "P",
+                     "parameters from a safetensors file, or from a training checkpoint: a\n"
+                     "step directory (DIR/checkpoints/step_N), a checkpoints directory or its\n"
+                     "latest/best pointer. Only those the function reads are needed; optimizer\n"
+                     "and EMA state the artifact does not declare is ignored (default:\n"
+                     "initialized with --seed)"};
+const Option kWeights{"weights", "W",
+                      "model (default) or ema: each parameter the function reads takes its\n"
+                      "EMA value from --params (ema.<name>; a checkpoint's ema.safetensors)"};
+const Option kProfile{"profile", "", "print the time spent in each op kind"};
+const Option kSet{"set", "K=V",
+                  "override a recipe key, e.g. --set data.batch=1 --set data.patch=32,32,32\n"
+                  "(`medc recipe RECIPE` prints every key with its value)"};
+const Option kRecipeDevice{"device", "D",
+                           "train.device: cpu, cuda or auto (default: the GPU when a CUDA driver\n"
+                           "and GPU are present, else the CPU); cuda compiles with --target cuda"};
+const Option kArtifact{"artifact", "A",
+                       "use A, compiled from the recipe before (`medc compile --recipe R\n"
+                       "[--target cuda]`); RECIPE may then be the JSON `medc recipe` prints,\n"
+                       "so a machine without the compiler runs it (the GPU machine)"};
+const Option kRecipeThreads{"threads", "N", "train.threads: CPU threads (default: all cores)"};
 
-Options of `train` (each one a shorthand for a --set):
-  --set K=V          override a recipe key, e.g. --set data.batch=1 --set data.patch=32,32,32
-                     (`medc recipe RECIPE` prints every key with its value)
-  --steps N          train.steps: steps of the whole run (a resumed run continues to N)
-  --out DIR          train.out: where logs, checkpoints and config.json go
-  --resume [CKPT]    continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a
-                     step directory, a checkpoints directory or its latest/best pointer);
-                     the continuation is bit-identical to an uninterrupted run. Without a
-                     complete checkpoint in DIR (none yet, or a save that did not finish)
-                     it is an error
-  --resume-or-start  continue from the latest checkpoint in DIR/checkpoints, or start at step
-                     0 if there is none (for a job script that is requeued)
-  --overwrite        start over in a DIR that holds a run (its checkpoints and logs go)
-  --device D         train.device: cpu, cuda or auto (default: the GPU when a CUDA driver
-                     and GPU are present, else the CPU); cuda compiles with --target cuda
-  --artifact A       train A, compiled from the recipe before (`medc compile --recipe R
-                     [--target cuda]`); RECIPE may then be the JSON `medc recipe` prints,
-                     so a machine without the compiler trains (the GPU machine)
-  --nan P            train.nan: stop (default) at a non-finite loss, or skip such steps
-  --threads N        train.threads: CPU threads (default: all cores)
-  --progress P       auto (a bar on a terminal, plain lines otherwise), bar or lines
-  Environment: MEDC (the medc executable; default: beside medrun, then PATH),
-  MEDRUN_CACHE (compiled recipes and cuDNN's chosen algorithms; default ~/.cache/medrun),
-  MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape, and
-  for 1x1x1 convolutions cuBLASLt's too, for forward and backward-data convolutions the
-  generated kernels too, keeping the fastest; deterministic and heuristic:
-  1x1x1 convolutions through cuBLASLt's first heuristic algorithm, the others as cuDNN
-  chooses; off: the generated convolution kernels), MEDRUN_CUBLASLT=off (1x1x1
-  convolutions through cuDNN too; cuBLASLt is libcublasLt.so.13, else .so.12),
-  MEDRUN_CUDA_NO_GRAPH=1
-  (launch kernels one by one instead of one CUDA graph per step), MEDRUN_CUDA_NO_PREFETCH=1
-  (upload each batch at its step instead of copying the next one, from pinned host memory,
-  on a second stream while the current step runs), MEDRUN_CUDA_SYNC=1
-  (synchronize after each launch, to find the kernel of an asynchronous error)
-  --help             this text
+const std::vector<Command> &commands() {
+  static const std::vector<Command> table = {
+      {"train",
+       "medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]\n"
+       "             [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip]\n"
+       "             [--threads N] [--progress P] [--artifact A]",
+       "Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with\n"
+       "medc unless the compiled step is cached, then runs the training loop with logs\n"
+       "(metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR\n"
+       "(default: runs/<recipe name>), which one run at a time may use (a lock file).\n"
+       "Ctrl-C (SIGINT) finishes the step, saves a checkpoint and exits with status 130;\n"
+       "SIGTERM does the same and exits with 0 (a scheduler that requeues sees a clean end);\n"
+       "a second signal quits at once (130). Each option but --resume, --resume-or-start,\n"
+       "--overwrite, --artifact and --progress is a shorthand for a --set.",
+       {kSet,
+        {"steps", "N", "train.steps: steps of the whole run (a resumed run continues to N)"},
+        {"out", "DIR", "train.out: where logs, checkpoints and config.json go"},
+        {"resume", "[CKPT]",
+         "continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a\n"
+         "step directory, a checkpoints directory or its latest/best pointer);\n"
+         "the continuation is bit-identical to an uninterrupted run. Without a\n"
+         "complete checkpoint in DIR (none yet, or a save that did not finish)\n"
+         "it is an error"},
+        {"resume-or-start", "",
+         "continue from the latest checkpoint in DIR/checkpoints, or start at step\n"
+         "0 if there is none (for a job script that is requeued)"},
+        {"overwrite", "", "start over in a DIR that holds a run (its checkpoints and logs go)"},
+        kRecipeDevice,
+        kArtifact,
+        {"nan", "P", "train.nan: stop (default) at a non-finite loss, or skip such steps"},
+        kRecipeThreads,
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+       true},
+      {"bench",
+       "medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]\n"
+       "             [--steps N] [--warmup W] [--threads N] [--json FILE]",
+       "Times the recipe's training step: prepares it as `train` does (compile cache,\n"
+       "--artifact, --device), takes one batch of the synthetic data, runs W warm-up steps\n"
+       "(default 3) and N timed steps (default 20), parameters updated as in training, and one\n"
+       "more step profiled by op kind. Prints the median, min and max ms/step, TFLOP/s (FLOPs\n"
+       "counted as `medc stats` counts them), GB/s (every operand and result read or written\n"
+       "once), peak memory (GPU: arena + resident state; CPU: the process's max resident set)\n"
+       "and the time by op kind; --json FILE writes the numbers for scripts.",
+       {kSet,
+        kArtifact,
+        kRecipeDevice,
+        {"steps", "N", "timed steps (default 20)"},
+        {"warmup", "W", "warm-up steps before them (default 3)"},
+        kRecipeThreads,
+        {"json", "FILE", "also write the numbers as JSON to FILE"}},
+       true},
+      {"info", "medrun info X.medc",
+       "Lists the artifact's functions (inputs, outputs), its parameters (name, shape,\n"
+       "dtype, trainable) with a summary line, its CUDA kernels and each function's FLOPs\n"
+       "and bytes (those `medrun bench` divides by the time).",
+       {},
+       false},
+      {"init", "medrun init X.medc -o PARAMS.safetensors [--seed S]",
+       "Writes parameters initialized as PyTorch initializes each layer (state_dict keys).",
+       {{"o", "FILE", "the safetensors file to write"}, kSeed},
+       false},
+      {"run",
+       "medrun run X.medc [--func NAME] [--input [NAME=]FILE.npy]... [--params P]\n"
+       "           [--weights model|ema] [--out DIR] [--precision f32|f64|bf16] [--seed S]\n"
+       "           [--threads N] [--profile] [--save-params FILE] [--device cpu|cuda]",
+       "Runs a function on the CPU backend (or the CUDA backend: artifacts compiled with\n"
+       "`medc compile --target cuda`) and writes each output as DIR/NAME.npy (out0, ...,\n"
+       "and grad.<parameter> for gradient functions).",
+       {kFunc,
+        kInput,
+        kParams,
+        kWeights,
+        {"out", "DIR", "where outputs go (default: current directory)"},
+        {"precision", "P",
+         "f32 (default), f64, or bf16 (activations stored in bfloat16); the CUDA\n"
+         "backend stores what the artifact's plan says (bf16 or f16 activations\n"
+         "for steps compiled bf16-mixed or fp16-mixed, else f32)"},
+        {"device", "D", "cpu (default) or cuda"},
+        kSeed,
+        kThreads,
+        kProfile,
+        {"save-params", "F",
+         "write the parameters and state after the function's updates (training\n"
+         "steps assign new values) to safetensors file F"}},
+       true},
+      {"cuda-check",
+       "medrun cuda-check X.medc [--func NAME] [--input ...] [--params P] [--weights W]\n"
+       "           [--seed S] [--repeat N] [--tolerance T] [--profile]",
+       "Runs a function on the CPU and the CUDA backend (a CUDA driver and GPU needed) with\n"
+       "the same inputs (those not given drawn at random by their use: masks, class indices,\n"
+       "...) and parameters and compares every output and every assigned parameter (relative\n"
+       "error norm |cuda - cpu| / |cpu| <= T, default 1e-4); with --repeat N, N times, each\n"
+       "backend continuing from its own updated parameters and the `step` input counting up\n"
+       "(three training steps: --repeat 3). In a train_step, a parameter whose gradient\n"
+       "vanishes (<loss>_grad on the CPU: norm <= 1e-2 T times the largest; a conv bias\n"
+       "before an instance norm is zero exactly) holds rounding noise that AdamW turns into\n"
+       "updates of up to lr: it and its EMA must agree to 2 sum_s lr B_s (medcheck's bound,\n"
+       "`medcheck --help`), its moments be finite. Prints a FAIL line per failing value and\n"
+       "a summary; exits 1 on any failure.",
+       {kFunc,
+        kInput,
+        kParams,
+        kWeights,
+        kSeed,
+        kThreads,
+        {"repeat", "N", "runs, each continuing from the last one's parameters (default 1)"},
+        {"tolerance", "T", "largest relative error norm that passes (default 1e-4)"},
+        kProfile},
+       true}};
+  return table;
+}
+
+const char *kEnvironment =
+    R"(Environment: MEDC (the medc executable; default: beside medrun, then PATH),
+MEDRUN_CACHE (compiled recipes and cuDNN's chosen algorithms; default ~/.cache/medrun),
+MEDRUN_CUDNN (benchmark, the default: measure cuDNN's algorithms once per shape, and
+for 1x1x1 convolutions cuBLASLt's too, for forward and backward-data convolutions the
+generated kernels too, keeping the fastest; deterministic and heuristic:
+1x1x1 convolutions through cuBLASLt's first heuristic algorithm, the others as cuDNN
+chooses; off: the generated convolution kernels), MEDRUN_CUBLASLT=off (1x1x1
+convolutions through cuDNN too; cuBLASLt is libcublasLt.so.13, else .so.12),
+MEDRUN_CUDA_NO_GRAPH=1 (launch kernels one by one instead of one CUDA graph per step),
+MEDRUN_CUDA_NO_PREFETCH=1 (upload each batch at its step instead of copying the next one,
+from pinned host memory, on a second stream while the current step runs),
+MEDRUN_CUDA_SYNC=1 (synchronize after each launch, to find the kernel of an asynchronous
+error)
 )";
 
+/// Options every command takes.
+const std::vector<Option> kCommon = {
+    {"help", "", "this text; `medrun COMMAND --help`: that command's usage and options"},
+    {"version", "", "the version, the git commit and the GPU libraries found"}};
+
+/// "  --name VALUE       help" with the help's further lines aligned below its first.
+std::string optionLines(const Option &o) {
+  std::string head = fmt::format("{}{} {}", std::strlen(o.name) == 1 ? "-" : "--", o.name, o.value);
+  std::string out, line;
+  std::istringstream help(o.help);
+  bool first = true;
+  if (head.size() > 18) {
+    out += fmt::format("  {}\n", head);
+    first = false;
+  }
+  while (std::getline(help, line)) {
+    out += fmt::format("  {:<18} {}\n", first ? head : "", line);
+    first = false;
+  }
+  return out;
+}
+
+/// "  <usage>\n      <summary>", indented as the usage section shows a command.
+std::string commandUsage(const Command &c) {
+  std::string out = fmt::format("  {}\n", c.usage), line;
+  std::istringstream summary(c.summary);
+  while (std::getline(summary, line))
+    out += fmt::format("      {}\n", line);
+  return out;
+}
+
+std::string usage(const Command *command) {
+  std::string out;
+  if (!command) {
+    out = "medrun: runs artifacts compiled by medc\n\nUsage:\n";
+    for (const Command &c : commands())
+      out += commandUsage(c);
+    out += "\nRun `medrun COMMAND --help` for a command's options.\n\nOptions:\n";
+    for (const Option &o : kCommon)
+      out += optionLines(o);
+    return out + "\n" + kEnvironment;
+  }
+  out = "Usage:\n" + commandUsage(*command) + "\nOptions:\n";
+  for (const Option &o : command->options)
+    out += optionLines(o);
+  for (const Option &o : kCommon)
+    out += optionLines(o);
+  return command->environment ? out + "\n" + kEnvironment : out;
+}
+
+const Command *findCommand(const std::string &name) {
+  for (const Command &c : commands())
+    if (name == c.name)
+      return &c;
+  return nullptr;
+}
+
 struct Args {
-  std::string command, artifact;
+  const Command *command = nullptr;
+  std::string artifact;
   std::map<std::string, std::vector<std::string>> options;
 
   std::string get(const std::string &key, const std::string &fallback = "") const {
@@ -151,32 +288,47 @@ struct Args {
     auto it = options.find(key);
     return it == options.end() ? std::vector<std::string>{} : it->second;
   }
+  bool has(const std::string &key) const { return options.count(key) > 0; }
+  bool is(const char *name) const { return command && command->name == std::string(name); }
 };
 
 Args parseArgs(int argc, char **argv) {
-  static const std::map<std::string, std::vector<std::string>> allowed = {
-      {"train", {"set", "steps", "out", "resume", "resume-or-start", "overwrite", "device", "nan",
-                 "threads", "progress", "artifact"}},
-      {"bench", {"set", "artifact", "device", "steps", "warmup", "threads", "json"}},
-      {"info", {}},
-      {"init", {"o", "seed"}},
-      {"run", {"func", "input", "params", "out", "precision", "seed", "threads", "profile",
-               "save-params", "device"}},
-      {"cuda-check", {"func", "input", "params", "seed", "threads", "repeat", "tolerance",
-                      "profile"}}};
+  // The command comes first; its table says which options take a value.
   Args args;
   std::vector<std::string> positional;
+  for (int i = 1; i < argc && !args.command; ++i)
+    if (argv[i][0] != '-')
+      args.command = findCommand(argv[i]);
+  auto find = [&](const std::string &key) -> const Option * {
+    for (const std::vector<Option> *list : {&kCommon, args.command ? &args.command->options : nullptr})
+      if (list)
+        for (const Option &o : *list)
+          if (key == o.name)
+            return &o;
+    return nullptr;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.size() > 1 && a[0] == '-') {
       std::string key = a.substr(a[1] == '-' ? 2 : 1), value;
+      bool inline_ = false;
       if (size_t eq = key.find('='); eq != std::string::npos) {
         value = key.substr(eq + 1);
         key = key.substr(0, eq);
-      } else if (key == "resume" && (i + 1 >= argc || argv[i + 1][0] == '-')) {
-        // --resume alone: the run's own latest checkpoint
-      } else if (key != "help" && key != "profile" && key != "overwrite" &&
-                 key != "resume-or-start") {
+        inline_ = true;
+      }
+      const Option *o = find(key);
+      if (!o && args.command)
+        throw Error(str("`medrun ", args.command->name, "` has no option --", key,
+                        " (see medrun ", args.command->name, " --help)"));
+      if (!o && key != "help" && key != "version")
+        throw Error(str("unknown option --", key, " (see --help)"));
+      std::string kind = o ? o->value : "";
+      if (inline_ || kind.empty()) {
+        // a flag, or a value given as --key=value
+      } else if (kind.front() == '[' && (i + 1 >= argc || argv[i + 1][0] == '-')) {
+        // an optional value left out (--resume alone: the run's own latest checkpoint)
+      } else {
         if (i + 1 >= argc)
           throw Error(str("option --", key, " needs a value"));
         value = argv[++i];
@@ -186,20 +338,19 @@ Args parseArgs(int argc, char **argv) {
       positional.push_back(a);
     }
   }
-  if (args.options.count("help"))
+  if (args.has("help") || args.has("version")) {
+    if (!args.command && !positional.empty())
+      throw Error(str("unknown command '", positional[0],
+                      "' (expected train, bench, info, init, run or cuda-check)"));
     return args;
+  }
   if (positional.size() != 2)
     throw Error("expected a command and its file, e.g. `medrun train configs/quickstart.yaml` or "
                 "`medrun run model.medc` (see --help)");
-  args.command = positional[0];
-  args.artifact = positional[1];
-  auto cmd = allowed.find(args.command);
-  if (cmd == allowed.end())
-    throw Error(str("unknown command '", args.command,
+  if (!args.command)
+    throw Error(str("unknown command '", positional[0],
                     "' (expected train, bench, info, init, run or cuda-check)"));
-  for (auto &[key, values] : args.options)
-    if (std::find(cmd->second.begin(), cmd->second.end(), key) == cmd->second.end())
-      throw Error(str("`medrun ", args.command, "` has no option --", key, " (see --help)"));
+  args.artifact = positional[1];
   return args;
 }
 
@@ -231,39 +382,55 @@ int64_t parseCount(const Args &args, const char *key, int64_t fallback, int64_t 
 std::string typeStr(const ValueInfo &v) { return shapeStr(v.shape) + " " + dtypeName(v.dtype); }
 
 int info(const Artifact &a) {
-  std::cout << a.path << ": " << a.compiler << ", from " << a.source << "\n";
+  fmt::print("{}: {}, from {}\n", a.path, a.compiler, a.source);
   for (const Function &f : a.functions) {
-    std::cout << "function " << f.name << " (" << f.ops.size() << " ops";
-    if (f.cuda) {
-      size_t launches = 0;
-      for (const CudaStep &s : f.cuda->steps)
-        launches += s.kind == CudaStep::Kind::Launch;
-      std::cout << ", " << launches << " CUDA kernel launches";
-    }
-    std::cout << ")\n";
+    std::string launches;
+    if (f.cuda)
+      launches = fmt::format(", {} CUDA kernel launches",
+                             std::count_if(f.cuda->steps.begin(), f.cuda->steps.end(),
+                                           [](const CudaStep &s) {
+                                             return s.kind == CudaStep::Kind::Launch;
+                                           }));
+    fmt::print("function {} ({} ops{})\n", f.name, f.ops.size(), launches);
     for (size_t i = 0; i < f.inputs.size(); ++i) {
-      std::string arg = "arg" + std::to_string(i);
-      std::cout << "  " << arg << "  " << (f.inputNames[i] == arg ? "" : f.inputNames[i] + "  ")
-                << typeStr(f.values[f.inputs[i]]) << "\n";
+      std::string arg = fmt::format("arg{}", i);
+      fmt::print("  {}  {}{}\n", arg, f.inputNames[i] == arg ? "" : f.inputNames[i] + "  ",
+                 typeStr(f.values[f.inputs[i]]));
     }
     for (size_t i = 0; i < f.outputs.size(); ++i)
-      std::cout << "  " << f.outputNames[i] << "  " << typeStr(f.values[f.outputs[i]]) << "\n";
+      fmt::print("  {}  {}\n", f.outputNames[i], typeStr(f.values[f.outputs[i]]));
   }
-  int64_t count = 0;
-  for (const ParameterInfo &p : a.parameters)
+  // The parameter table: model parameters, then the state a training step keeps (optimizer
+  // moments, EMA), which is not trainable.
+  size_t width = std::string("name").size(), shapeWidth = std::string("shape").size();
+  for (const ParameterInfo &p : a.parameters) {
+    width = std::max(width, p.name.size());
+    shapeWidth = std::max(shapeWidth, shapeStr(p.shape).size());
+  }
+  if (!a.parameters.empty())
+    fmt::print("parameters:\n  {:<{}}  {:<{}}  {:<5}  {}\n", "name", width, "shape", shapeWidth,
+               "dtype", "trainable");
+  int64_t count = 0, trainable = 0, trainableElements = 0, bytes = 0;
+  for (const ParameterInfo &p : a.parameters) {
+    fmt::print("  {:<{}}  {:<{}}  {:<5}  {}\n", p.name, width, shapeStr(p.shape), shapeWidth,
+               dtypeName(p.dtype), p.trainable ? "yes" : "no");
     count += numElements(p.shape);
-  std::cout << a.parameters.size() << " parameters, " << count << " elements\n";
+    bytes += numElements(p.shape) * static_cast<int64_t>(dtypeSize(p.dtype));
+    trainable += p.trainable;
+    trainableElements += p.trainable ? numElements(p.shape) : 0;
+  }
+  fmt::print("{} parameters, {} elements ({:.1f} MiB); {} trainable, {} elements\n",
+             a.parameters.size(), count, bytes / 1048576.0, trainable, trainableElements);
   if (a.cuda)
-    std::cout << "cuda: " << a.cuda->kernels << " kernels, " << a.cuda->launches
-              << " launches; " << a.cuda->arch << " cubin " << a.cuda->cubin.size()
-              << " bytes, PTX " << a.cuda->ptx.size() << " bytes (NVRTC " << a.cuda->nvrtc
-              << ")\n";
+    fmt::print("cuda: {} kernels, {} launches; {} cubin {} bytes, PTX {} bytes (NVRTC {})\n",
+               a.cuda->kernels, a.cuda->launches, a.cuda->arch, a.cuda->cubin.size(),
+               a.cuda->ptx.size(), a.cuda->nvrtc);
   // What medrun bench divides by the time (runtime/include/medrun/Flops.h): FLOPs as medc
   // stats counts them, bytes of every operand and result.
   for (const Function &f : a.functions) {
     FunctionCost cost = functionCost(f);
-    std::printf("cost %s: %.0f FLOP, %.0f bytes of operands and results\n", f.name.c_str(),
-                cost.total.flops, cost.total.bytes);
+    fmt::print("cost {}: {:.0f} FLOP, {:.0f} bytes of operands and results\n", f.name,
+               cost.total.flops, cost.total.bytes);
   }
   return 0;
 }
@@ -342,18 +509,52 @@ std::vector<Tensor> readInputs(const Function &fn, const Args &args, bool allowM
   return inputs;
 }
 
-TensorMap readParams(const Artifact &a, const Args &args) {
+/// The parameters `fn` runs with: --params (a safetensors file or a training checkpoint) or,
+/// without it, initialized with --seed. --weights ema puts each EMA value (ema.<name>) in
+/// place of its parameter.
+TensorMap readParams(const Artifact &a, const Function &fn, const Args &args) {
+  std::string path = args.get("params"), weights = args.get("weights", "model");
+  if (weights != "model" && weights != "ema")
+    throw Error(fmt::format("--weights: expected model or ema, got '{}'", weights));
+  if (path.empty()) {
+    if (weights == "ema")
+      throw Error("--weights ema takes the EMA weights from --params (a checkpoint); none given");
+    return initParameters(a, parseSeed(args));
+  }
+  // A directory or a latest/best pointer is a checkpoint (its files merged back into the
+  // artifact's names: model keys, ema.<key>, optimizer.<...>); anything else safetensors.
+  std::string name = std::filesystem::path(path).filename().string();
   TensorMap params;
-  if (std::string path = args.get("params"); !path.empty()) {
+  if (std::filesystem::is_directory(path) || name == "latest" || name == "best")
+    params = loadCheckpoint(path).tensors;
+  else
     for (auto &[key, t] : readSafetensors(path).tensors)
       params.emplace(key, std::move(t));
-    try {
-      checkParameters(a, params);
-    } catch (const Error &e) {
-      throw Error(str(path, ": ", e.what()));
+  auto isState = [](const std::string &key) {
+    return key.rfind("ema.", 0) == 0 || key.rfind("optimizer.", 0) == 0;
+  };
+  if (weights == "ema") {
+    std::set<std::string> read;
+    for (const OpInfo &op : fn.ops)
+      if (op.kind == "param" && !isState(op.strAttr("name")))
+        read.insert(op.strAttr("name"));
+    for (const std::string &key : read) {
+      auto ema = params.find("ema." + key);
+      if (ema == params.end())
+        throw Error(fmt::format("{}: --weights ema: no EMA weight 'ema.{}' for the parameter "
+                                "'{}' that function '{}' reads (was the run trained with ema?)",
+                                path, key, key, fn.name));
+      params[key] = ema->second;
     }
-  } else {
-    params = initParameters(a, parseSeed(args));
+  }
+  // Training state the artifact does not declare (an inference artifact and a training
+  // checkpoint) is no use to it, and no error.
+  for (auto it = params.begin(); it != params.end();)
+    it = isState(it->first) && !a.parameter(it->first) ? params.erase(it) : std::next(it);
+  try {
+    checkParameters(a, params, &fn);
+  } catch (const Error &e) {
+    throw Error(str(path, ": ", e.what()));
   }
   return params;
 }
@@ -362,7 +563,7 @@ int run(const Artifact &a, const Args &args) {
   setThreads(args);
   const Function &fn = selectFunction(a, args);
   std::vector<Tensor> inputs = readInputs(fn, args);
-  TensorMap params = readParams(a, args);
+  TensorMap params = readParams(a, fn, args);
   std::string device = args.get("device", "cpu");
   if (device != "cpu" && device != "cuda")
     throw Error(str("--device: expected cpu or cuda, got '", device, "'"));
@@ -378,11 +579,11 @@ int run(const Artifact &a, const Args &args) {
     session = std::make_unique<CudaSession>(a); // module load stays out of the timing
   auto start = std::chrono::steady_clock::now();
   if (session)
-    outputs = session->run(fn, inputs, params, args.options.count("profile") ? &profile : nullptr,
+    outputs = session->run(fn, inputs, params, args.has("profile") ? &profile : nullptr,
                            &updates);
   else
     outputs = runCpu(a, fn, inputs, params, precision,
-                     args.options.count("profile") ? &profile : nullptr, &updates);
+                     args.has("profile") ? &profile : nullptr, &updates);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::filesystem::path dir = args.get("out", ".");
@@ -398,7 +599,10 @@ int run(const Artifact &a, const Args &args) {
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const ParameterInfo &p : a.parameters) {
       auto u = updates.find(p.name);
-      const Tensor &t = u != updates.end() ? u->second : params.at(p.name);
+      auto given = params.find(p.name);
+      if (u == updates.end() && given == params.end())
+        continue; // not read by the function and not in --params
+      const Tensor &t = u != updates.end() ? u->second : given->second;
       tensors.emplace_back(p.name, t.dtype() == p.dtype ? t : t.to(p.dtype));
     }
     writeSafetensors(path, tensors, {{"source", a.source}});
@@ -509,7 +713,7 @@ int cudaCheck(const Artifact &a, const Args &args) {
   const Function &fn = selectFunction(a, args);
   std::vector<Tensor> inputs = readInputs(fn, args, /*allowMissing=*/true);
   randomInputs(fn, inputs, parseSeed(args) + 1);
-  TensorMap cpuParams = readParams(a, args), gpuParams = cpuParams;
+  TensorMap cpuParams = readParams(a, fn, args), gpuParams = cpuParams;
   const int repeat = std::atoi(args.get("repeat", "1").c_str());
   if (repeat < 1)
     throw Error(str("--repeat: expected a positive integer, got '", args.get("repeat"), "'"));
@@ -519,6 +723,10 @@ int cudaCheck(const Artifact &a, const Args &args) {
   auto stepInput = std::find(fn.inputNames.begin(), fn.inputNames.end(), "step");
   // The device stores the activations of mixed-precision steps as the CPU backend does.
   const Precision cpuPrecision = precisionOf(fn);
+  // CudaSession's own message suggests --device cpu, an option of run and train only.
+  if (std::string why; !cudaAvailable(&why))
+    throw Error(fmt::format("cuda-check compares the CUDA backend with the CPU backend and needs "
+                            "a CUDA driver and GPU: none found ({})", why));
   CudaSession session(a);
   std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
@@ -678,7 +886,7 @@ int cudaCheck(const Artifact &a, const Args &args) {
       ++failures;
       std::printf("FAIL resident %s differs from the update the last run returned\n", name.c_str());
     }
-  if (args.options.count("profile")) {
+  if (args.has("profile")) {
     TensorMap unused;
     session.run(fn, inputs, {}, &profile, &unused);
     double total = 0;
@@ -708,19 +916,31 @@ int cudaCheck(const Artifact &a, const Args &args) {
 int main(int argc, char **argv) {
   try {
     Args args = parseArgs(argc, argv);
-    if (args.options.count("help")) {
-      std::cout << kUsage;
+    if (args.has("help")) {
+      std::cout << usage(args.command);
       return 0;
     }
-    if (args.command == "train") {
+    if (args.has("version")) {
+      medtool::VersionLines lines = {
+          {"artifact format",
+           Artifact::kOldestFormatVersion == Artifact::kFormatVersion
+               ? str("reads version ", Artifact::kFormatVersion)
+               : str("reads versions ", Artifact::kOldestFormatVersion, " to ",
+                     Artifact::kFormatVersion)}};
+      for (auto &line : gpuLibraryVersions())
+        lines.push_back(line);
+      std::cout << medtool::versionText("medrun", lines);
+      return 0;
+    }
+    if (args.is("train")) {
       std::vector<std::string> overrides = args.all("set");
       for (const char *key : {"steps", "out", "device", "nan", "threads"})
         for (const std::string &v : args.all(key))
           overrides.push_back(str("train.", key, "=", v));
       std::optional<std::string> resume;
-      if (args.options.count("resume"))
+      if (args.has("resume"))
         resume = args.get("resume");
-      const bool resumeOrStart = args.options.count("resume-or-start") > 0;
+      const bool resumeOrStart = args.has("resume-or-start");
       if (resumeOrStart && resume)
         throw Error("--resume-or-start already resumes the run's latest checkpoint; give "
                     "--resume CKPT or --resume-or-start, not both");
@@ -730,11 +950,11 @@ int main(int argc, char **argv) {
       if (progress != "auto" && progress != "bar" && progress != "lines")
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
       return trainCommand(args.artifact, overrides, resume, resumeOrStart,
-                          args.options.count("overwrite") > 0,
+                          args.has("overwrite"),
                           progress == "auto" ? 0 : progress == "bar" ? 1 : 2,
                           args.get("artifact"));
     }
-    if (args.command == "bench") {
+    if (args.is("bench")) {
       std::vector<std::string> overrides = args.all("set");
       for (const char *key : {"device", "threads"})
         for (const std::string &v : args.all(key))
@@ -748,11 +968,11 @@ int main(int argc, char **argv) {
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }
     Artifact a = Artifact::load(args.artifact);
-    if (args.command == "info")
+    if (args.is("info"))
       return info(a);
-    if (args.command == "init")
+    if (args.is("init"))
       return init(a, args);
-    if (args.command == "cuda-check")
+    if (args.is("cuda-check"))
       return cudaCheck(a, args);
     return run(a, args);
   } catch (const Error &e) {

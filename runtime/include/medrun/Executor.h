@@ -30,9 +30,12 @@ Precision precisionOf(const Function &fn);
 /// parameter's name (Philox counters), independent of order and thread count.
 TensorMap initParameters(const Artifact &artifact, uint64_t seed);
 
-/// Checks that `params` holds exactly the parameters of the artifact with the declared
-/// shapes and dtypes; throws Error naming a missing key, an unknown key or a wrong shape.
-void checkParameters(const Artifact &artifact, const TensorMap &params);
+/// Checks that `params` holds the parameters of the artifact with the declared shapes and
+/// dtypes: all of them, or with `fn` those its `param` ops read (a function needs only
+/// what it reads: `infer` no optimizer or EMA state). Throws Error naming a missing key, an
+/// unknown key or a wrong shape.
+void checkParameters(const Artifact &artifact, const TensorMap &params,
+                     const Function *fn = nullptr);
 
 /// Runs `fn` on the CPU backend and returns its outputs. `inputs` are the function's
 /// arguments in order (arg0, arg1, ...), checked against the declared shapes and dtypes
