@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -182,8 +183,23 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   std::printf("model %s: %lld parameters; batch %lld, patch %s, precision %s\n",
               modelName.c_str(), static_cast<long long>(parameters),
               static_cast<long long>(batchSize), patchStr.c_str(), fn.precision.c_str());
-  std::printf("step: %zu ops, %.4g GFLOP, %.4g GB of operands and results\n", fn.ops.size(),
-              cost.total.flops / 1e9, cost.total.bytes / 1e9);
+  // What the compiler made of the step: fusions among the ops, and on the GPU the kernel
+  // launches of its plan and how many distinct kernels they run.
+  const size_t fusions = static_cast<size_t>(
+      std::count_if(fn.ops.begin(), fn.ops.end(), [](const OpInfo &op) { return op.kind == "fusion"; }));
+  size_t launches = 0;
+  std::set<std::string> kernels;
+  if (fn.cuda)
+    for (const CudaStep &step : fn.cuda->steps)
+      if (step.kind == CudaStep::Kind::Launch) {
+        ++launches;
+        kernels.insert(step.kernel);
+      }
+  std::printf("step: %zu ops (%zu fusions), %.4g GFLOP, %.4g GB of operands and results\n",
+              fn.ops.size(), fusions, cost.total.flops / 1e9, cost.total.bytes / 1e9);
+  if (fn.cuda)
+    std::printf("kernels: %zu launches of %zu distinct kernels in the step's plan\n", launches,
+                kernels.size());
   std::printf("time: %lld steps after %lld warm-up: median %.2f ms/step (min %.2f, max %.2f)\n",
               static_cast<long long>(options.steps), static_cast<long long>(options.warmup),
               median, sorted.front(), sorted.back());
@@ -243,6 +259,9 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
         {"patch", patch},
         {"precision", fn.precision},
         {"ops", fn.ops.size()},
+        {"fusions", fusions},
+        {"launches", launches},
+        {"kernels", kernels.size()},
         {"warmup", options.warmup},
         {"steps", options.steps},
         {"step_ms", ms},
