@@ -190,7 +190,8 @@ def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
     result used elsewhere too becomes one more result of the fusion, stored once. Chains that
     result: bias + GELU, residual adds, the clipped gradient + AdamW (or SGD) + the EMA update
     `e + (1 − d)(p − e)` of one parameter, the gradient norm's sum of squares, loss-scaling
-    arithmetic. A group of one op stays as it is.
+    arithmetic. A fusion reads and writes at most 60 values (its kernel takes a pointer to
+    each), so a longer chain becomes several fusions. A group of one op stays as it is.
 
     Each group becomes a `med.fusion "elementwise"` at its last op: the inputs are the
     values the group reads from outside (once each, in order of first use), the body clones
