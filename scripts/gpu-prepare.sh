@@ -26,6 +26,9 @@ done
 mkdir -p .device/cuda
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
   -o .device/cuda/quickstart.medc
+# Its fused kernels one by one (fusion_check_<k>, `medrun cuda-check --fusions`).
+"$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
+  --fusion-checks -o .device/cuda/quickstart_fusions.medc
 # Its effective recipe: `medrun train` there runs it with no compiler (--artifact).
 "$BIN/medc" recipe configs/quickstart.yaml --set data.patch=32,32,32 >.device/cuda/quickstart.json
 # The BANIS+ recipe (MedNeXt-L k3, 1->6 affinities, 128³, batch 2, per-channel BCE with

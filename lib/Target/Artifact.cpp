@@ -466,6 +466,35 @@ FailureOr<json::Value> mlir::med::artifactDocument(ModuleOp module,
                                   {"fusions", std::move(fusions.bodies)}});
 }
 
+size_t mlir::med::appendFusionCheckFunctions(json::Object &doc) {
+  json::Array *functions = doc.getArray("functions");
+  const json::Array *bodies = doc.getArray("fusions");
+  if (!functions || !bodies)
+    return 0;
+  for (size_t k = 0; k < bodies->size(); ++k) {
+    const json::Object &body = *(*bodies)[k].getAsObject();
+    json::Array values, inputs, outputs, inputNames;
+    int64_t id = 0;
+    for (const char *part : {"inputs", "outputs"})
+      for (const json::Value &v : *body.getArray(part)) {
+        values.push_back((*body.getArray("values"))[*v.getAsInteger()]);
+        (part == std::string("inputs") ? inputs : outputs).push_back(id++);
+      }
+    json::Object op{{"op", "fusion"},
+                    {"operands", json::Object{{"inputs", json::Array(inputs)}}},
+                    {"results", json::Array(outputs)},
+                    {"attrs", json::Object{{"template", *body.getString("template")},
+                                           {"body", static_cast<int64_t>(k)}}},
+                    {"loc", ""}};
+    functions->push_back(json::Object{{"name", "fusion_check_" + std::to_string(k)},
+                                      {"values", std::move(values)},
+                                      {"inputs", std::move(inputs)},
+                                      {"outputs", std::move(outputs)},
+                                      {"ops", json::Array{std::move(op)}}});
+  }
+  return bodies->size();
+}
+
 void mlir::med::writeArtifactContainer(const json::Value &doc, ArrayRef<ArtifactSection> sections,
                                        llvm::raw_ostream &os) {
   std::string text;

@@ -112,6 +112,12 @@ cl::opt<bool> cudaPtx("cuda-ptx",
                                "architectures, whose driver compiles it (default true; "
                                "--cuda-ptx=false leaves it out)"),
                       cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<bool> fusionChecks(
+    "fusion-checks",
+    cl::desc("Add a function fusion_check_<k> per fusion body (its inputs, one fusion op, "
+             "its results), so that `medrun cuda-check --fusions` checks each fused kernel "
+             "in isolation against the CPU backend"),
+    cl::init(false), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<bool> cudaFmad("cuda-fmad",
                        cl::desc("Let NVRTC contract a*b+c into fused multiply-adds (default "
                                 "true); --cuda-fmad=false rounds every product and sum as the "
@@ -601,6 +607,8 @@ int main(int argc, char **argv) {
     if (failed(doc))
       return 1;
     std::vector<med::ArtifactSection> sections;
+    if (fusionChecks)
+      med::appendFusionCheckFunctions(*doc->getAsObject());
     if (target == Target::Cuda || emit == Emit::Cuda) {
       llvm::Expected<med::CudaProgram> program = med::generateCuda(*doc->getAsObject());
       if (!program)

@@ -188,8 +188,11 @@ const std::vector<Command> &commands() {
        "before an instance norm is zero exactly) holds rounding noise that AdamW turns into\n"
        "updates of up to lr: it and its EMA must agree to 2 sum_s lr B_s (medcheck's bound,\n"
        "`medcheck --help`), its moments be finite. Prints a FAIL line per failing value and\n"
-       "a summary; exits 1 on any failure.",
+       "a summary; exits 1 on any failure. --fusions checks instead every function\n"
+       "fusion_check_<k> (`medc compile --fusion-checks`): each runs one fused kernel on\n"
+       "random inputs, so a wrong fused kernel is found in isolation.",
        {kFunc,
+        {"fusions", "", "check each fused kernel alone (the artifact's fusion_check_<k>)"},
         kInput,
         kParams,
         kWeights,
@@ -648,9 +651,28 @@ double relativeError(const Tensor &a, const Tensor &b) {
 /// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
 /// `step` and `ema_decay` 1e-3, 1 and 0.99; anything else N(0, 1).
 void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
-  enum Role { Normal, Mask, Classes, Probability, PosWeight };
+  enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square };
   std::map<int, std::pair<Role, int64_t>> roles;
-  for (const OpInfo &op : fn.ops)
+  for (const OpInfo &op : fn.ops) {
+    // A fusion's inputs take the roles its body gives them (the optimizers' step, lr and
+    // second moment).
+    if (op.kind == "fusion" && op.body) {
+      const std::vector<int> &outer = op.operand("inputs");
+      for (const OpInfo &inner : op.body->ops)
+        for (const auto &[name, ids] : inner.operands)
+          for (int id : ids) {
+            auto at = std::find(op.body->inputs.begin(), op.body->inputs.end(), id);
+            if (at == op.body->inputs.end())
+              continue;
+            int v = outer.at(at - op.body->inputs.begin());
+            if (inner.kind == "adamw" && name == "step")
+              roles[v] = {Step, 0};
+            else if ((inner.kind == "adamw" || inner.kind == "sgd") && name == "lr")
+              roles[v] = {Rate, 0};
+            else if (inner.kind == "adamw" && name == "exp_avg_sq")
+              roles[v] = {Square, 0};
+          }
+    }
     for (const auto &[name, ids] : op.operands)
       for (size_t j = 0; j < ids.size(); ++j) {
         if (name == "mask")
@@ -662,6 +684,7 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
         else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
           roles[ids[j]] = {PosWeight, 0};
       }
+  }
   std::mt19937_64 rng(seed);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].defined())
@@ -680,6 +703,9 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
       case Classes: p[k] = std::floor(unit(rng) * it->second.second); break;
       case Probability: p[k] = unit(rng) < 0.3 ? 1.0 : 0.0; break;
       case PosWeight: p[k] = 0.5 + 1.5 * unit(rng); break;
+      case Step: p[k] = std::floor(1 + 10 * unit(rng)); break;
+      case Rate: p[k] = 1e-3; break;
+      case Square: p[k] = unit(rng); break;
       case Normal:
         p[k] = name == "lr" ? 1e-3 : name == "step" ? 1.0 : name == "ema_decay" ? 0.99 : normal(rng);
         break;
@@ -708,9 +734,34 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
   }
 }
 
+int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaSession &session);
+
 int cudaCheck(const Artifact &a, const Args &args) {
   setThreads(args);
-  const Function &fn = selectFunction(a, args);
+  // CudaSession's own message suggests --device cpu, an option of run and train only.
+  if (std::string why; !cudaAvailable(&why))
+    throw Error(fmt::format("cuda-check compares the CUDA backend with the CPU backend and needs "
+                            "a CUDA driver and GPU: none found ({})", why));
+  CudaSession session(a);
+  if (!args.has("fusions"))
+    return checkFunction(a, selectFunction(a, args), args, session);
+  if (args.has("func"))
+    throw Error("--fusions checks every fusion_check_<k> function; give it or --func, not both");
+  int failed = 0, checked = 0;
+  for (const Function &fn : a.functions)
+    if (fn.name.rfind("fusion_check_", 0) == 0) {
+      ++checked;
+      failed += checkFunction(a, fn, args, session) != 0;
+    }
+  if (checked == 0)
+    throw Error(str(a.path, ": no fusion_check_<k> functions; compile with `medc compile "
+                            "--target cuda --fusion-checks`"));
+  std::printf("%s fusions: %d fused kernels checked, %d failed\n", failed ? "FAIL" : "PASS",
+              checked, failed);
+  return failed ? 1 : 0;
+}
+
+int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaSession &session) {
   std::vector<Tensor> inputs = readInputs(fn, args, /*allowMissing=*/true);
   randomInputs(fn, inputs, parseSeed(args) + 1);
   TensorMap cpuParams = readParams(a, fn, args), gpuParams = cpuParams;
@@ -723,11 +774,6 @@ int cudaCheck(const Artifact &a, const Args &args) {
   auto stepInput = std::find(fn.inputNames.begin(), fn.inputNames.end(), "step");
   // The device stores the activations of mixed-precision steps as the CPU backend does.
   const Precision cpuPrecision = precisionOf(fn);
-  // CudaSession's own message suggests --device cpu, an option of run and train only.
-  if (std::string why; !cudaAvailable(&why))
-    throw Error(fmt::format("cuda-check compares the CUDA backend with the CPU backend and needs "
-                            "a CUDA driver and GPU: none found ({})", why));
-  CudaSession session(a);
   std::cout << "cuda-check " << a.path << " function " << fn.name << " on "
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
             << ", " << repeat << " run(s), tolerance " << tolerance << "\n"

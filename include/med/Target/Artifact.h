@@ -43,6 +43,12 @@ LogicalResult writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
                             llvm::raw_ostream &os);
 
 /// Writes a document and its binary sections in the container of docs/artifact.md.
+/// Appends to the document's "functions" one function per fusion body, `fusion_check_<k>`:
+/// the body's inputs as arguments, one `fusion` op of body k, its outputs as results. Run on
+/// the CUDA backend and the CPU backend, each checks one fused kernel in isolation (medrun
+/// cuda-check --fusions). Returns how many were added.
+size_t appendFusionCheckFunctions(llvm::json::Object &doc);
+
 void writeArtifactContainer(const llvm::json::Value &doc, llvm::ArrayRef<ArtifactSection> sections,
                             llvm::raw_ostream &os);
 
