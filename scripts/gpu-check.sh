@@ -40,6 +40,7 @@ echo "torch $(python3 -c 'import torch; print(torch.__version__)'), C++11 ABI $A
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: no GPU listed"
 start=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DMED_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
+  -DMED_GIT_COMMIT="$(cat .deps/git-commit 2>/dev/null)" \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$ABI" \
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; echo "FAIL: configure"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; echo "FAIL: build"; exit 1; }
