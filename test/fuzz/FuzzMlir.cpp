@@ -5,6 +5,7 @@
 // input and are dropped; a crash, a sanitizer report or a hang is a finding.
 //
 //===----------------------------------------------------------------------------------===//
+#include "med/IR/ParserGuard.h"
 #include "med/InitMed.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -25,6 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   context.loadAllAvailableDialects();
   mlir::ScopedDiagnosticHandler drop(&context, [](mlir::Diagnostic &) { return mlir::success(); });
   std::string text(reinterpret_cast<const char *>(data), size);
+  if (mlir::med::findUnsafeSyntax(text)) // refused before parsing, as medc does
+    return 0;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, mlir::ParserConfig(&context));
   if (module)

@@ -8,6 +8,7 @@
 
 #include "med/Analysis/ModelStats.h"
 #include "med/IR/MedDialect.h"
+#include "med/IR/ParserGuard.h"
 #include "med/InitMed.h"
 #include "med/Target/Artifact.h"
 #include "med/Target/Cuda.h"
@@ -166,6 +167,19 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+// Parses the source manager's main file, refusing first what MLIR 19's parser would crash
+// on (med/IR/ParserGuard.h) with an error at its place.
+OwningOpRef<ModuleOp> parseChecked(llvm::SourceMgr &sources, MLIRContext &ctx) {
+  const llvm::MemoryBuffer *buffer = sources.getMemoryBuffer(sources.getMainFileID());
+  if (std::optional<med::UnsafeSyntax> unsafe = med::findUnsafeSyntax(buffer->getBuffer())) {
+    sources.PrintMessage(llvm::errs(),
+                         llvm::SMLoc::getFromPointer(buffer->getBufferStart() + unsafe->offset),
+                         llvm::SourceMgr::DK_Error, unsafe->message);
+    return nullptr;
+  }
+  return parseSourceFile<ModuleOp>(sources, &ctx);
+}
+
 // Parses and verifies; diagnostics carry the file location.
 OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
   std::string error;
@@ -177,7 +191,7 @@ OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
   sourceSha256 = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(file->getBuffer())),
                              /*LowerCase=*/true);
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  return parseSourceFile<ModuleOp>(sources, &ctx);
+  return parseChecked(sources, ctx);
 }
 
 SmallVector<int64_t> specializedPatch() {
@@ -333,7 +347,7 @@ LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe
   if (!file)
     return fail("cannot read '" + recipe.model + "': " + error), failure();
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &ctx);
+  OwningOpRef<ModuleOp> module = parseChecked(sources, ctx);
   if (!module)
     return failure();
   SmallVector<func::FuncOp> candidates;
