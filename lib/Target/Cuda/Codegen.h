@@ -113,9 +113,9 @@ public:
   std::string text = std::string(kPrelude) + "\n"; // a blank line before the kernels
   size_t kernels = 0;
 
+  /// Adds (or finds) the kernel with these parameters and body; returns its name.
   std::string kernel(const std::string &base, const std::vector<std::string> &params,
                      const std::string &body, int block, const std::string &globals = "");
-
 
 private:
   std::map<std::string, std::string> byBody;
