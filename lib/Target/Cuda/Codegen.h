@@ -1,0 +1,524 @@
+//===- Codegen.h - the CUDA code generator's shared building blocks ------------------===//
+//
+// Internal to lib/Target/Cuda. FunctionGen generates the kernels and the launch plan of one
+// function of the artifact plan: the plan access and the kernel building blocks are defined
+// in KernelBuilder.cpp, the run over a function, mixed precision and the dispatch in
+// Codegen.cpp, and each op family's emitters in a file of its own (Conv.cpp, Norm.cpp,
+// Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp; a fusion template
+// in Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind,
+// which `lower` looks the op up in.
+//
+//===------------------------------------------------------------------------------===//
+
+#ifndef MED_TARGET_CUDA_CODEGEN_H
+#define MED_TARGET_CUDA_CODEGEN_H
+
+#include "med/Target/Cuda.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mlir::med::cuda {
+
+namespace json = llvm::json;
+
+constexpr int kBlock = 256;            // threads per block
+constexpr int64_t kMaxGrid = 2147483647; // gridDim.x limit
+
+/// The helpers every kernel may use: prelude.cuh, embedded at build time. With
+/// -default-device, plain functions are device code.
+extern const char kPrelude[];
+
+// ---- literals and index code (KernelBuilder.cpp) ---------------------------------------
+
+/// A float literal that rounds to the same float as `v`.
+std::string flt(double v);
+/// A double literal.
+std::string dbl(double v);
+std::string num(int64_t v);
+int64_t product(const std::vector<int64_t> &s, size_t begin = 0);
+/// Smallest power of two >= n, clamped to [32, kBlock].
+int blockFor(int64_t n);
+/// The C type a value of `dtype` is stored as on the device (empty: unsupported).
+std::string ctype(llvm::StringRef dtype);
+
+/// The integer type of a kernel's element indices: `int` where every index fits (32-bit
+/// address math, and divisions by constants that are a multiply and a shift), else i64.
+struct Index {
+  bool narrow = false;
+  std::string type() const { return narrow ? "int" : "i64"; }
+  std::string lit(int64_t v) const { return narrow ? std::to_string(v) : num(v); }
+};
+const Index kWide;
+
+/// Code that splits flat index `var` into per-axis indices `<prefix>0..` of `shape`.
+std::string decompose(const std::string &var, const std::vector<int64_t> &shape,
+                      const std::string &prefix, const Index &ix = kWide);
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);
+/// Σ idx_d · stride_d as code (zero strides left out).
+std::string offsetExpr(const std::string &prefix, const std::vector<int64_t> &strides,
+                       size_t firstAxis = 0, const Index &ix = kWide);
+
+// ---- scalar forms (Elementwise.cpp, Optimizer.cpp) -------------------------------------
+
+/// The scalar expression of an elementwise op: the f32 result from its operands' f32
+/// expressions, in operand order. One definition serves the op's own kernel and every
+/// fused kernel it is part of. Empty for ops without one.
+std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x);
+
+/// The operands of an op with a scalar form, in the order its scalar form takes them.
+const std::vector<const char *> &scalarOperands(const std::string &kind);
+
+/// The scalar statement of an optimizer step on one element: reads `x` (expressions of the
+/// operands in scalarOperands order; the learning rate and step may be any float
+/// expressions), assigns `y` (the new parameter and state, in result order). It may fail the
+/// function through the status word (`status`, `code`), as AdamW does for a step below 1.
+/// One definition for the optimizer's own kernel and every fusion it is part of.
+std::string optimizerStatement(const std::string &kind, const llvm::json::Object &attrs,
+                               const std::vector<std::string> &x,
+                               const std::vector<std::string> &y);
+
+struct ValueType {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t numel() const { return product(shape); }
+};
+
+struct Op {
+  size_t index;
+  std::string kind, loc;
+  bool fp32 = false; // master-weight math: stays in f32 under mixed precision
+  std::map<std::string, std::vector<int>> operands;
+  std::vector<int> results;
+  const json::Object *attrs;
+};
+
+/// The module's source: kernels, shared between functions when identical.
+class Source {
+public:
+  std::string text = std::string(kPrelude) + "\n"; // a blank line before the kernels
+  size_t kernels = 0;
+
+  /// Adds (or finds) the kernel with these parameters and body; returns its name.
+  std::string kernel(const std::string &base, const std::vector<std::string> &params,
+                     const std::string &body, int block, const std::string &globals = "");
+
+private:
+  std::map<std::string, std::string> byBody;
+};
+
+struct CodegenError {
+  std::string message;
+};
+
+class FunctionGen;
+/// The emitter of an op kind: appends the op's kernels and launch steps.
+using Emitter = void (*)(FunctionGen &, const Op &);
+using Emitters = std::map<std::string, Emitter>;
+/// A fusion template: emits a `fusion` op whose plan body names it.
+using FusionTemplate = void (*)(FunctionGen &, const Op &, const json::Object &body);
+using FusionTemplates = std::map<std::string, FusionTemplate>;
+
+/// Generates the kernels and the launch plan of one function.
+class FunctionGen {
+public:
+  FunctionGen(Source &src, const json::Object &fn, const json::Array *fusions)
+      : src(src), fn(fn), fusions(fusions) {}
+
+  /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
+  llvm::Expected<json::Object> run();
+
+  size_t launches = 0;
+
+  /// Each op family adds its emitters, keyed by op kind; each template file its template.
+  static void registerConv(Emitters &e);
+  static void registerNorm(Emitters &e);
+  static void registerElementwise(Emitters &e);
+  static void registerDataMovement(Emitters &e);
+  static void registerReduce(Emitters &e);
+  static void registerLoss(Emitters &e);
+  static void registerOptimizer(Emitters &e);
+  static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
+  static void registerElementwiseFusion(FusionTemplates &t);
+
+private:
+  Source &src;
+  const json::Object &fn;
+  const json::Array *fusions; ///< the plan's fusion bodies (may be null: none)
+  std::vector<ValueType> values;
+  std::vector<int64_t> scratchBytes;
+  json::Array steps;
+  std::string mixedType;     // "bf16" or "f16": the storage of activations (mixed precision)
+  std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
+  std::set<int> normAffine;  // values used only as a norm's gamma or beta (kept in f32)
+
+  static bool isNorm(const std::string &kind) {
+    for (const char *k : {"group_norm", "channel_layer_norm", "grn"})
+      if (kind == k || kind == std::string(k) + "_grad")
+        return true;
+    return false;
+  }
+  /// Operands an op reads in f32 under bf16-mixed, as the CPU backend: saved statistics,
+  /// and a norm's gamma and beta (torch autocast computes the norms in f32).
+  static bool readsWide(const Op &op, const std::string &name) {
+    return name == "mean" || name == "rstd" ||
+           (isNorm(op.kind) && (name == "gamma" || name == "beta"));
+  }
+
+  /// Under mixed precision, does `op` compute in the activations' type (the CPU backend's
+  /// rule): it is not marked fp32 and has a float result that is not a scalar. A parameter
+  /// used only as a norm's gamma or beta stays f32.
+  bool isActivation(const Op &op) const {
+    if (op.fp32 || (op.kind == "param" && normAffine.count(op.results.at(0))))
+      return false;
+    for (int id : op.results)
+      if ((type(id).dtype == "f32" || type(id).dtype == mixedType) && !type(id).shape.empty())
+        return true;
+    return false;
+  }
+
+  /// Mixed precision: the values the CPU backend stores in bf16 (bf16-mixed) or rounds to
+  /// binary16 (fp16-mixed) are stored in `dtype` here: float arguments that are not
+  /// scalars, and the float results of ops that compute in that type, but for the norms'
+  /// other results (group_norm's saved statistics, the gradients of gamma and beta). A
+  /// reshape keeps its input's type (it aliases the buffer). Under bf16-mixed an op also
+  /// reads its f32 operands rounded to bf16 (roundOnRead), as the CPU backend converts them,
+  /// except those of readsWide; under fp16-mixed the CPU backend reads them as they are.
+  void storeActivationsIn(const std::vector<Op> &ops, const std::string &dtype);
+
+  /// The kernel parameters with each float buffer typed as its value is stored (`bf16`),
+  /// or read (`f32r`, an f32 operand of an op computing in bf16).
+  std::vector<std::string> typed(const std::vector<std::string> &params,
+                                 const std::vector<int> &args) const;
+
+  [[noreturn]] static void error(const std::string &msg) { throw CodegenError{msg}; }
+
+  // ---- plan access ---------------------------------------------------------------------
+  int one(const Op &op, const std::string &name) const {
+    auto it = op.operands.find(name);
+    if (it == op.operands.end() || it->second.size() != 1)
+      error("operand '" + name + "' needs exactly one value");
+    return it->second.front();
+  }
+  std::optional<int> opt(const Op &op, const std::string &name) const {
+    auto it = op.operands.find(name);
+    if (it == op.operands.end() || it->second.empty())
+      return std::nullopt;
+    return it->second.front();
+  }
+  const std::vector<int> &group(const Op &op, const std::string &name) const {
+    auto it = op.operands.find(name);
+    if (it == op.operands.end())
+      error("the plan has no operand '" + name + "'");
+    return it->second;
+  }
+  int result(const Op &op, size_t i = 0) const {
+    if (i >= op.results.size())
+      error("the plan gives " + std::to_string(op.results.size()) + " results");
+    return op.results[i];
+  }
+  const json::Value &attr(const Op &op, const std::string &name) const {
+    const json::Value *v = op.attrs->get(name);
+    if (!v)
+      error("the plan has no attribute '" + name + "'");
+    return *v;
+  }
+  int64_t intAttr(const Op &op, const std::string &name) const {
+    if (auto i = attr(op, name).getAsInteger())
+      return *i;
+    error("attribute '" + name + "' is not an integer");
+  }
+  double floatAttr(const Op &op, const std::string &name) const {
+    if (auto d = attr(op, name).getAsNumber())
+      return *d;
+    error("attribute '" + name + "' is not a number");
+  }
+  bool boolAttr(const Op &op, const std::string &name) const {
+    if (auto b = attr(op, name).getAsBoolean())
+      return *b;
+    error("attribute '" + name + "' is not a boolean");
+  }
+  std::string strAttr(const Op &op, const std::string &name) const {
+    if (auto s = attr(op, name).getAsString())
+      return s->str();
+    error("attribute '" + name + "' is not a string");
+  }
+  std::vector<int64_t> intsAttr(const Op &op, const std::string &name) const {
+    std::vector<int64_t> out;
+    const json::Array *a = attr(op, name).getAsArray();
+    if (!a)
+      error("attribute '" + name + "' is not a list");
+    for (const json::Value &v : *a) {
+      auto i = v.getAsInteger();
+      if (!i)
+        error("attribute '" + name + "' is not a list of integers");
+      out.push_back(*i);
+    }
+    return out;
+  }
+  std::vector<double> floatsAttr(const Op &op, const std::string &name) const {
+    std::vector<double> out;
+    const json::Array *a = attr(op, name).getAsArray();
+    if (!a)
+      error("attribute '" + name + "' is not a list");
+    for (const json::Value &v : *a)
+      out.push_back(v.getAsNumber().value_or(NAN));
+    return out;
+  }
+  std::array<int64_t, 3> triple(const Op &op, const std::string &name) const {
+    std::vector<int64_t> v = intsAttr(op, name);
+    if (v.size() != 3)
+      error("'" + name + "' needs 3 entries");
+    return {v[0], v[1], v[2]};
+  }
+
+  const ValueType &type(int id) const { return values.at(id); }
+  const std::vector<int64_t> &shape(int id) const { return values.at(id).shape; }
+  void requireFloat(int id, const std::string &what) const {
+    if (type(id).dtype != "f32" && type(id).dtype != "bf16" && type(id).dtype != "f16")
+      error(what + " has element type " + type(id).dtype +
+            "; the CUDA backend stores floats as f32, bf16 or f16 only");
+  }
+
+  // ---- building blocks -----------------------------------------------------------------
+  int scratch(int64_t bytes) {
+    scratchBytes.push_back(std::max<int64_t>(bytes, 4));
+    return static_cast<int>(values.size() + scratchBytes.size() - 1);
+  }
+  int status() const { return static_cast<int>(values.size()); }
+  /// The status code of a failing op: a kernel argument (op index + 1), not a constant, so
+  /// that kernels of different ops with equal bodies are one kernel.
+  static std::string code(const Op &) { return "code"; }
+
+  void launch(const Op &op, const std::string &kernel, int64_t grid, int block,
+              const std::vector<int> &args);
+
+  /// One thread per element of [0, n): `body` sees `i`.
+  void elementwise(const Op &op, const std::string &base, const std::vector<std::string> &params,
+                   const std::vector<int> &args, int64_t n, const std::string &body,
+                   const std::string &globals = "");
+
+  /// Elements per thread of a vectorized kernel moving `ids`: one 16-byte vector of the
+  /// widest (8 of bf16 or f16, 4 of f32).
+  int lanesFor(const std::vector<int> &ids) const {
+    for (int id : ids)
+      if (type(id).dtype != "bf16" && type(id).dtype != "f16")
+        return 4;
+    return 8;
+  }
+  /// The index type for a kernel whose indices stay below `bound` (with room for the
+  /// rounding up of the last block).
+  static Index indexFor(int64_t bound) {
+    return Index{bound <= int64_t{2147483647} - 16 * kBlock};
+  }
+
+  /// An operand a vectorized kernel moves as vectors: parameter `name`, the thread's
+  /// elements starting at `at` (code seeing i0; a multiple of the lanes).
+  struct Moved {
+    std::string name, at = "i0";
+  };
+
+  /// K consecutive elements of [0, n) per thread, K = `lanes`: each of `loads` is read into
+  /// registers NAME_v with one vector load, `body` computes element i = i0 + k from lane k
+  /// (NAME_v[k]) and sets lane k of each of `stores`, which go back with one vector store
+  /// each. `perThread` runs once per thread, first (it sees i0). Where n is no multiple of
+  /// K, the last thread moves its elements one by one. The mapping of elements to threads
+  /// is all that differs from `elementwise`: each element is computed by the same code.
+  void vectorized(const Op &op, const std::string &base, const std::vector<std::string> &params,
+                  const std::vector<int> &args, int64_t n, int lanes, const Index &ix,
+                  const std::vector<Moved> &loads, const std::vector<std::string> &stores,
+                  const std::string &perThread, const std::string &body);
+
+  /// Does `code` use the identifier `id` (a whole token)?
+  static bool usesIdentifier(const std::string &code, const std::string &id) {
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (size_t at = code.find(id); at != std::string::npos; at = code.find(id, at + 1))
+      if ((at == 0 || !ident(code[at - 1])) &&
+          (at + id.size() == code.size() || !ident(code[at + id.size()])))
+        return true;
+    return false;
+  }
+
+  /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
+  void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
+                const std::vector<int> &args, int64_t outs, int block, const std::string &body);
+  static std::string in(const std::string &name, const std::string &t = "float") {
+    return "const " + t + "* __restrict__ " + name;
+  }
+  static std::string out(const std::string &name, const std::string &t = "float") {
+    return t + "* __restrict__ " + name;
+  }
+
+  // ---- operands ------------------------------------------------------------------------
+  /// N, C and trailing size S of an N×C×… value.
+  struct NCS {
+    int64_t n, c, s;
+  };
+  NCS ncs(int id) const;
+  /// Strides of an operand of shape `s` broadcast (NumPy rules) to `to`.
+  std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &s,
+                                        const std::vector<int64_t> &to) const;
+
+  /// How a vectorized kernel over `space` reads its operands (read()).
+  struct OperandReads {
+    const std::vector<int64_t> &space;
+    int lanes;
+    Index ix;
+    std::vector<Moved> loads;
+    std::string perThread, perElement;
+    bool threadDecomposed = false, decomposed = false; // i0 into q*, i into o*
+  };
+
+  /// The expression of element k of operand `id` (kernel parameter `name`) in a vectorized
+  /// kernel over r.space: an operand of that shape moves as vectors; a broadcast one is read
+  /// once per thread where the thread's elements share its element, as vectors where they
+  /// are consecutive in it, else element by element.
+  std::string read(OperandReads &r, int id, const std::string &name) const;
+
+  /// Of a broadcast operand with strides `st` (broadcastStrides) into `to`: how many
+  /// consecutive result elements share an element of it (`shared`: the trailing axes it is
+  /// broadcast along), and over how many consecutive result elements it is consecutive
+  /// too (`consecutive`: the trailing axes it is not broadcast along). Axes of size 1 count
+  /// for both.
+  struct BroadcastRun {
+    int64_t shared = 1, consecutive = 1;
+  };
+  static BroadcastRun broadcastRun(const std::vector<int64_t> &st, const std::vector<int64_t> &to);
+  std::string elemType(int id) const;
+
+  // ---- split sums ----------------------------------------------------------------------
+  //
+  // A sum (or max/min) of many terms per output, with few outputs (bias gradients, loss
+  // sums), runs near memory bandwidth only if (1) enough blocks share it, (2) the inner loop
+  // walks contiguous memory without per-element index arithmetic and (3) every thread keeps
+  // several loads in flight. Each output's terms (row q, column i: term q·cols + i) are cut
+  // into `parts` contiguous ranges of `len` terms, one block each; a thread walks a range
+  // row by row with `kUnroll` independent accumulators, the block combines them in a fixed
+  // tree, and a second kernel (only when parts > 1) combines the parts of each output in a
+  // fixed tree. The order of every sum depends on the shapes only: the same bits on every run.
+
+  static constexpr int kUnroll = 8;            // independent accumulators per thread
+  static constexpr int64_t kSplitBlocks = 4096; // blocks to aim for over all outputs
+  static constexpr int64_t kMinPart = 4096;     // fewest terms a part is worth
+
+  /// An accumulator of a split sum: per thread `type a_<name>[kUnroll]` (the term code
+  /// updates `a_<name>[u]`), over the block and the parts `wide <name>`, combined with the
+  /// functor `fn` (Add(), Max(), Min()).
+  struct SplitAcc {
+    std::string name, type, wide, init, fn;
+  };
+  struct SplitSum {
+    int64_t outs = 1, count = 1, cols = 1; // outputs, terms per output, terms per row
+    std::string base;  // code defining `const i64 ob`, the element of term 0 of output `out`
+    std::string row;   // code defining `const i64 ro`, the offset of row `q` from ob
+    std::string term;  // code for the term at element `e` (u: the accumulator to update)
+    std::vector<SplitAcc> accs;
+    int unroll = kUnroll; // accumulators per thread (fewer where a term has many)
+  };
+
+  /// Parts per output and terms per part of a split sum: about kSplitBlocks blocks in all,
+  /// each part at least kMinPart terms and a multiple of one unrolled sweep of the block.
+  static std::pair<int64_t, int64_t> splitParts(int64_t outs, int64_t count);
+  /// Emits a split sum: `params`/`args` are what the terms read, `outParams`/`outArgs` what
+  /// `finish` writes; `finish` runs in thread 0 once per output `o`, with each accumulator's
+  /// total as `<name>`. Returns the number of parts.
+  int64_t splitSum(const Op &op, const std::string &kernelBase, const SplitSum &s,
+                   const std::vector<std::string> &params, const std::vector<int> &args,
+                   const std::vector<std::string> &outParams, const std::vector<int> &outArgs,
+                   const std::string &finish);
+  /// A reduce whose innermost axes (after dropping axes of size 1 and merging neighbours)
+  /// are reduced: each output's terms are rows of contiguous elements, a split sum.
+  /// Returns false for other reduces (the innermost axis kept).
+  bool splitReduce(const Op &op, int x, int y, const std::string &kind, const std::string &init,
+                   const std::string &fn);
+
+  // ---- dispatch (Codegen.cpp) ------------------------------------------------------------
+  /// Appends the op's steps: the emitter its kind is registered under.
+  void lower(const Op &op);
+  /// A `fusion` op: the template its plan body names.
+  void fusion(const Op &op);
+
+  // ---- Conv.cpp --------------------------------------------------------------------------
+  void conv(const Op &op, bool transposed);
+  void convGradWeight(const Op &op);
+
+  // ---- Norm.cpp --------------------------------------------------------------------------
+  void segmentStats(const Op &op, int x, int64_t segs, int64_t len, double eps, int stats);
+  static std::string groupOf(const Index &ix, bool perThread, const NCS &d, int64_t groups,
+                             int64_t cg);
+  void groupNorm(const Op &op);
+  void channelLayerNorm(const Op &op);
+  void rowSums(const Op &op, int x, std::optional<int> dy, int64_t rows, int64_t len, int outBuf);
+  void grn(const Op &op);
+  /// The operands of every norm gradient: input, gamma and output gradient in; dx, dgamma
+  /// and dbeta out; all f32.
+  struct NormGradArgs {
+    int x, g, dy, dx, dg, db;
+    NCS d;
+  };
+  NormGradArgs normGradArgs(const Op &op) const;
+  bool zeroIfEmpty(const Op &op, const NormGradArgs &a);
+  void groupNormGrad(const Op &op);
+  void channelLayerNormGrad(const Op &op);
+  void grnGrad(const Op &op);
+
+  // ---- Elementwise.cpp, Fusion/Elementwise.cpp ------------------------------------------
+  void constant(const Op &op);
+  void unary(const Op &op);
+  void binary(const Op &op);
+  void geluGrad(const Op &op);
+  void extremumGrad(const Op &op);
+  void elementwiseFusion(const Op &op, const json::Object &body);
+
+  // ---- DataMovement.cpp ------------------------------------------------------------------
+  void param(const Op &op);
+  void assign(const Op &op);
+  void reshape(const Op &op);
+  void pad(const Op &op);
+  void slice(const Op &op);
+  void concat(const Op &op);
+  void broadcast(const Op &op);
+  void sliceGrad(const Op &op);
+
+  // ---- Reduce.cpp ------------------------------------------------------------------------
+  /// The sizes and strides of the kept and the reduced axes of a `reduce`-style op's input.
+  struct ReduceAxes {
+    std::vector<int64_t> keptSize, keptStride, redSize, redStride;
+  };
+  ReduceAxes reduceAxes(const Op &op, const std::vector<int64_t> &xs) const;
+  void reduce(const Op &op);
+  void reduceExtremumGrad(const Op &op);
+
+  // ---- Loss.cpp --------------------------------------------------------------------------
+  NCS lossLayout(int id) const;
+  void bce(const Op &op, bool grad);
+  std::string readClass(int target, int64_t classes) const;
+  static std::string softmaxHead(int64_t C, int64_t S);
+  int diceSums(const Op &op, int x, int tgt, const NCS &L);
+  void diceCE(const Op &op, bool grad);
+
+  // ---- Optimizer.cpp ---------------------------------------------------------------------
+  void anyNonFinite(const Op &op);
+  void select(const Op &op);
+  void updateLossScale(const Op &op);
+  void adamw(const Op &op);
+  void sgd(const Op &op);
+};
+
+} // namespace mlir::med::cuda
+
+#endif // MED_TARGET_CUDA_CODEGEN_H

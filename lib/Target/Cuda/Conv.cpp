@@ -1,0 +1,127 @@
+//===- Conv.cpp - direct convolutions and their weight gradients ---------------------===//
+//
+// One thread per output element; each sums its terms in the CPU kernels' order (input
+// channel, then kd, kh, kw). The weight gradient is a split sum per weight element.
+//
+//===------------------------------------------------------------------------------===//
+
+#include "Cuda/Codegen.h"
+
+namespace mlir::med::cuda {
+
+void FunctionGen::conv(const Op &op, bool transposed) {
+  int x = one(op, "input"), w = one(op, "weight"), y = result(op);
+  std::optional<int> b = opt(op, "bias");
+  requireFloat(x, "the input");
+  requireFloat(w, "the weight");
+  requireFloat(y, "the result");
+  if (b)
+    requireFloat(*b, "the bias");
+  const auto &xs = shape(x), &ws = shape(w), &ys = shape(y);
+  if (xs.size() != 5 || ws.size() != 5 || ys.size() != 5)
+    error("expected rank-5 input, weight and result");
+  auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
+  int64_t groups = intAttr(op, "groups");
+  if (groups < 1 || xs[1] % groups || ys[1] % groups)
+    error("channels do not split into " + std::to_string(groups) + " groups");
+  for (int a = 0; a < 3; ++a)
+    if (s[a] < 1 || d[a] < 1)
+      error("stride and dilation must be positive");
+  const int64_t cin = xs[1], cout = ys[1], cinG = cin / groups, coutG = cout / groups;
+  const int64_t D = xs[2], H = xs[3], W = xs[4];
+  const int64_t kD = ws[2], kH = ws[3], kW = ws[4], kVol = kD * kH * kW;
+  std::string body = decompose("i", ys, "o");
+  body += "  const i64 gr = o1 / " + num(coutG) + ";\n";
+  if (transposed)
+    body += "  const i64 col = o1 % " + num(coutG) + ";\n";
+  body += "  float acc = 0.0f;\n"
+          "  for (i64 cl = 0; cl < " + num(cinG) + "; ++cl) {\n"
+          "    const i64 ci = gr * " + num(cinG) + " + cl;\n"
+          "    const auto* xc = x + (o0 * " + num(cin) + " + ci) * " + num(D * H * W) + ";\n";
+  if (!transposed) {
+    body += "    const auto* wc = w + (o1 * " + num(cinG) + " + cl) * " + num(kVol) + ";\n"
+            "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
+            "      const i64 id = o2 * " + num(s[0]) + " - " + num(p[0]) + " + kd * " + num(d[0]) + ";\n"
+            "      if (id < 0 || id >= " + num(D) + ") continue;\n"
+            "      for (i64 kh = 0; kh < " + num(kH) + "; ++kh) {\n"
+            "        const i64 ih = o3 * " + num(s[1]) + " - " + num(p[1]) + " + kh * " + num(d[1]) + ";\n"
+            "        if (ih < 0 || ih >= " + num(H) + ") continue;\n"
+            "        for (i64 kw = 0; kw < " + num(kW) + "; ++kw) {\n"
+            "          const i64 iw = o4 * " + num(s[2]) + " - " + num(p[2]) + " + kw * " + num(d[2]) + ";\n"
+            "          if (iw < 0 || iw >= " + num(W) + ") continue;\n"
+            "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+            "        }\n      }\n    }\n  }\n";
+  } else {
+    body += "    const auto* wc = w + (ci * " + num(coutG) + " + col) * " + num(kVol) + ";\n"
+            "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
+            "      const i64 td = o2 + " + num(p[0]) + " - kd * " + num(d[0]) + ";\n"
+            "      if (td < 0 || td % " + num(s[0]) + " != 0 || td / " + num(s[0]) + " >= " + num(D) + ") continue;\n"
+            "      const i64 id = td / " + num(s[0]) + ";\n"
+            "      for (i64 kh = 0; kh < " + num(kH) + "; ++kh) {\n"
+            "        const i64 th = o3 + " + num(p[1]) + " - kh * " + num(d[1]) + ";\n"
+            "        if (th < 0 || th % " + num(s[1]) + " != 0 || th / " + num(s[1]) + " >= " + num(H) + ") continue;\n"
+            "        const i64 ih = th / " + num(s[1]) + ";\n"
+            "        for (i64 kw = 0; kw < " + num(kW) + "; ++kw) {\n"
+            "          const i64 tw = o4 + " + num(p[2]) + " - kw * " + num(d[2]) + ";\n"
+            "          if (tw < 0 || tw % " + num(s[2]) + " != 0 || tw / " + num(s[2]) + " >= " + num(W) + ") continue;\n"
+            "          const i64 iw = tw / " + num(s[2]) + ";\n"
+            "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+            "        }\n      }\n    }\n  }\n";
+  }
+  body += b ? "  y[i] = acc + bias[o1];\n" : "  y[i] = acc;\n";
+  std::vector<std::string> params{out("y"), in("x"), in("w")};
+  std::vector<int> args{y, x, w};
+  if (b) {
+    params.push_back(in("bias"));
+    args.push_back(*b);
+  }
+  elementwise(op, transposed ? "conv3d_transpose" : "conv3d", params, args, type(y).numel(),
+              body);
+}
+
+void FunctionGen::convGradWeight(const Op &op) {
+  int x = one(op, "input"), dy = one(op, "grad_output"), dw = result(op);
+  requireFloat(x, "the input");
+  requireFloat(dy, "the output gradient");
+  requireFloat(dw, "the result");
+  const auto &xs = shape(x), &gs = shape(dy), &ws = shape(dw);
+  if (xs.size() != 5 || gs.size() != 5 || ws.size() != 5)
+    error("expected rank-5 input, output gradient and weight");
+  auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
+  int64_t groups = intAttr(op, "groups");
+  const int64_t cin = xs[1], cout = gs[1];
+  if (groups < 1 || cin % groups || cout % groups || ws[0] != cout || ws[1] != cin / groups ||
+      gs[0] != xs[0])
+    error("input, output gradient and weight do not match for " + std::to_string(groups) +
+          " groups");
+  const int64_t cinG = cin / groups, coutG = cout / groups;
+  const int64_t D = xs[2], H = xs[3], W = xs[4], OD = gs[2], OH = gs[3], OW = gs[4];
+  const int64_t terms = xs[0] * OD * OH * OW;
+  const int block = blockFor(terms);
+  // One block per weight; threads stride over the (n, od, oh, ow) terms.
+  std::string body = decompose("o", ws, "w");
+  body += "  const i64 ci = (w0 / " + num(coutG) + ") * " + num(cinG) + " + w1;\n"
+          "  __shared__ float sh[" + std::to_string(block) + "];\n"
+          "  float acc = 0.0f;\n"
+          "  for (i64 r = t; r < " + num(terms) + "; r += " + std::to_string(block) + ") {\n" +
+          decompose("r", {xs[0], OD, OH, OW}, "q") +
+          "    const i64 id = q1 * " + num(s[0]) + " - " + num(p[0]) + " + w2 * " + num(d[0]) + ";\n"
+          "    const i64 ih = q2 * " + num(s[1]) + " - " + num(p[1]) + " + w3 * " + num(d[1]) + ";\n"
+          "    const i64 iw = q3 * " + num(s[2]) + " - " + num(p[2]) + " + w4 * " + num(d[2]) + ";\n"
+          "    if (id < 0 || id >= " + num(D) + " || ih < 0 || ih >= " + num(H) + " || iw < 0 || iw >= " + num(W) + ") continue;\n"
+          "    acc += dy[((q0 * " + num(cout) + " + w0) * " + num(OD) + " + q1) * " + num(OH * OW) + " + q2 * " + num(OW) + " + q3]"
+          " * x[((q0 * " + num(cin) + " + ci) * " + num(D) + " + id) * " + num(H * W) + " + ih * " + num(W) + " + iw];\n"
+          "  }\n"
+          "  acc = blockSum(acc, sh);\n"
+          "  if (t == 0) dw[o] = acc;\n";
+  perBlock(op, "conv3d_grad_weight", {out("dw"), in("x"), in("dy")}, {dw, x, dy},
+           type(dw).numel(), block, body);
+}
+
+void FunctionGen::registerConv(Emitters &e) {
+  e["conv3d"] = [](FunctionGen &g, const Op &op) { g.conv(op, false); };
+  e["conv3d_transpose"] = [](FunctionGen &g, const Op &op) { g.conv(op, true); };
+  e["conv3d_grad_weight"] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
+}
+
+} // namespace mlir::med::cuda

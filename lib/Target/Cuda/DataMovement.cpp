@@ -1,0 +1,162 @@
+//===- DataMovement.cpp - param, assign, reshape, pad, slice, concat, broadcast ------===//
+//
+// One thread per output element; param, assign and reshape need no kernel.
+//
+//===------------------------------------------------------------------------------===//
+
+#include "Cuda/Codegen.h"
+
+namespace mlir::med::cuda {
+
+/// A parameter binds its resident buffer: no kernel.
+void FunctionGen::param(const Op &op) {
+  steps.push_back(json::Object{{"kind", "param"},
+                               {"op", static_cast<int64_t>(op.index)},
+                               {"name", strAttr(op, "name")},
+                               {"value", result(op)}});
+}
+
+/// An assigned value is downloaded after the step: no kernel.
+void FunctionGen::assign(const Op &op) {
+  steps.push_back(json::Object{{"kind", "assign"},
+                               {"op", static_cast<int64_t>(op.index)},
+                               {"name", strAttr(op, "name")},
+                               {"value", one(op, "value")}});
+}
+
+/// A reshape aliases its input's buffer: no kernel.
+void FunctionGen::reshape(const Op &op) {
+  int x = one(op, "input"), y = result(op);
+  if (type(x).numel() != type(y).numel() || type(x).dtype != type(y).dtype)
+    error("reshape changes the number of elements or the element type");
+  steps.push_back(json::Object{{"kind", "alias"},
+                               {"op", static_cast<int64_t>(op.index)},
+                               {"from", x},
+                               {"value", y}});
+}
+
+void FunctionGen::pad(const Op &op) {
+  int x = one(op, "input"), y = result(op);
+  std::string t = elemType(x);
+  const auto &xs = shape(x), &ys = shape(y);
+  std::vector<int64_t> low = intsAttr(op, "low"), high = intsAttr(op, "high");
+  if (low.size() != xs.size() || high.size() != xs.size() || ys.size() != xs.size())
+    error("need one low and one high entry per axis");
+  double value = floatAttr(op, "value");
+  std::string fill = type(x).dtype == "f32" || type(x).dtype == "bf16" || type(x).dtype == "f16"
+                         ? flt(value)
+                     : type(x).dtype == "f64" ? dbl(value)
+                                              : "(" + t + ")" + dbl(value);
+  std::string body = decompose("i", ys, "o");
+  std::string inside, off;
+  std::vector<int64_t> st = contiguousStrides(xs);
+  for (size_t d = 0; d < xs.size(); ++d) {
+    std::string idx = "(o" + std::to_string(d) + " - " + num(low[d]) + ")";
+    inside += (inside.empty() ? "" : " && ") + idx + " >= 0 && " + idx + " < " + num(xs[d]);
+    off += (off.empty() ? "" : " + ") + idx + " * " + num(st[d]);
+  }
+  if (inside.empty())
+    inside = "true", off = "0";
+  body += "  y[i] = (" + inside + ") ? x[" + off + "] : " + fill + ";\n";
+  elementwise(op, "pad", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+}
+
+void FunctionGen::slice(const Op &op) {
+  int x = one(op, "input"), y = result(op);
+  std::string t = elemType(x);
+  const auto &xs = shape(x), &ys = shape(y);
+  std::vector<int64_t> offs = intsAttr(op, "offsets"), strides = intsAttr(op, "strides");
+  if (strides.empty())
+    strides.assign(xs.size(), 1);
+  if (offs.size() != xs.size() || strides.size() != xs.size() || ys.size() != xs.size())
+    error("need one offset and stride per axis");
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (ys[d] > 0 && (offs[d] < 0 || strides[d] < 1 || offs[d] + (ys[d] - 1) * strides[d] >= xs[d]))
+      error("the box does not lie inside the input");
+  std::vector<int64_t> st = contiguousStrides(xs);
+  std::string body = decompose("i", ys, "o"), off;
+  for (size_t d = 0; d < xs.size(); ++d)
+    off += (off.empty() ? "" : " + ") + std::string("(") + num(offs[d]) + " + o" +
+           std::to_string(d) + " * " + num(strides[d]) + ") * " + num(st[d]);
+  body += "  y[i] = x[" + (off.empty() ? std::string("0") : off) + "];\n";
+  elementwise(op, "slice", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+}
+
+void FunctionGen::concat(const Op &op) {
+  const std::vector<int> &ins = group(op, "inputs");
+  int y = result(op);
+  std::string t = elemType(y);
+  const auto &ys = shape(y);
+  int64_t axis = intAttr(op, "axis"), r = static_cast<int64_t>(ys.size());
+  if (axis < 0)
+    axis += r;
+  if (axis < 0 || axis >= r)
+    error("axis out of range");
+  const int64_t inner = product(ys, axis + 1), ax = ys[axis];
+  std::string body = "  const i64 inner = i % " + num(inner) + ", q = i / " + num(inner) +
+                     ";\n  const i64 a = q % " + num(ax) + ", outer = q / " + num(ax) + ";\n";
+  std::vector<std::string> params{out("y", t)};
+  std::vector<int> args{y};
+  int64_t start = 0;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (elemType(ins[k]) != t || shape(ins[k]).size() != ys.size())
+      error("inputs and result differ in element type or rank");
+    int64_t len = shape(ins[k])[axis];
+    std::string name = "x" + std::to_string(k);
+    params.push_back(in(name, t));
+    args.push_back(ins[k]);
+    body += "  " + std::string(k ? "else " : "") + "if (a < " + num(start + len) + ") y[i] = " +
+            name + "[(outer * " + num(len) + " + (a - " + num(start) + ")) * " + num(inner) +
+            " + inner];\n";
+    start += len;
+  }
+  if (start != ax)
+    error("inputs do not add up to the result along the axis");
+  elementwise(op, "concat", params, args, type(y).numel(), body);
+}
+
+void FunctionGen::broadcast(const Op &op) {
+  int x = one(op, "input"), y = result(op);
+  std::string t = elemType(x);
+  const auto &ys = shape(y);
+  std::string body = decompose("i", ys, "o");
+  body += "  y[i] = x[" + offsetExpr("o", broadcastStrides(shape(x), ys)) + "];\n";
+  elementwise(op, "broadcast", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+}
+
+/// The strided slice's gradient: zeros, and the gradient where the slice read.
+void FunctionGen::sliceGrad(const Op &op) {
+  int dy = one(op, "grad_output"), dx = result(op);
+  std::string t = elemType(dx);
+  const auto &gs = shape(dy), &xs = shape(dx);
+  std::vector<int64_t> offs = intsAttr(op, "offsets"), strides = intsAttr(op, "strides");
+  if (offs.size() != xs.size() || strides.size() != xs.size() || gs.size() != xs.size())
+    error("need one offset and stride per axis");
+  std::vector<int64_t> gst = contiguousStrides(gs);
+  std::string body = decompose("i", xs, "o"), hit, off;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    std::string q = "(o" + std::to_string(d) + " - " + num(offs[d]) + ")";
+    hit += (hit.empty() ? "" : " && ") + q + " >= 0 && " + q + " % " + num(strides[d]) +
+           " == 0 && " + q + " / " + num(strides[d]) + " < " + num(gs[d]);
+    off += (off.empty() ? "" : " + ") + q + " / " + num(strides[d]) + " * " + num(gst[d]);
+  }
+  if (hit.empty())
+    hit = "true", off = "0";
+  body += "  y[i] = (" + hit + ") ? x[" + off + "] : " +
+          (t == "bf16" || t == "f16" ? "0.0f" : "(" + t + ")0") +
+          ";\n";
+  elementwise(op, "slice_grad", {out("y", t), in("x", t)}, {dx, dy}, type(dx).numel(), body);
+}
+
+void FunctionGen::registerDataMovement(Emitters &e) {
+  e["param"] = [](FunctionGen &g, const Op &op) { g.param(op); };
+  e["assign"] = [](FunctionGen &g, const Op &op) { g.assign(op); };
+  e["reshape"] = [](FunctionGen &g, const Op &op) { g.reshape(op); };
+  e["pad"] = [](FunctionGen &g, const Op &op) { g.pad(op); };
+  e["slice"] = [](FunctionGen &g, const Op &op) { g.slice(op); };
+  e["concat"] = [](FunctionGen &g, const Op &op) { g.concat(op); };
+  e["broadcast"] = [](FunctionGen &g, const Op &op) { g.broadcast(op); };
+  e["slice_grad"] = [](FunctionGen &g, const Op &op) { g.sliceGrad(op); };
+}
+
+} // namespace mlir::med::cuda

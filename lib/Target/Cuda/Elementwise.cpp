@@ -1,0 +1,170 @@
+//===- Elementwise.cpp - the scalar table and the elementwise op kernels -------------===//
+//
+// Each elementwise op has one scalar expression (scalarExpr), used by its own vectorized
+// kernel and by every fused kernel it is part of (Fusion/Elementwise.cpp).
+//
+//===------------------------------------------------------------------------------===//
+
+#include "Cuda/Codegen.h"
+
+namespace mlir::med::cuda {
+
+/// The scalar expression of an elementwise op: the f32 result from its operands' f32
+/// expressions, in operand order. One definition serves the op's own kernel and every
+/// fused kernel it is part of. Empty for ops without one.
+std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x) {
+  if (x.size() == 1) {
+    const std::string &v = x[0];
+    if (kind == "gelu")
+      return v + " * 0.5f * (1.0f + erff(" + v + " * 0.70710678118654752440f))";
+    if (kind == "sigmoid")
+      return "1.0f / (1.0f + expf(-" + v + "))";
+    if (kind == "neg")
+      return "-" + v;
+    if (kind == "exp")
+      return "expf(" + v + ")";
+    if (kind == "log")
+      return "logf(" + v + ")";
+    if (kind == "sqrt")
+      return "sqrtf(" + v + ")";
+  } else if (x.size() == 2) {
+    const std::string &u = x[0], &v = x[1];
+    if (kind == "add")
+      return u + " + " + v;
+    if (kind == "sub")
+      return u + " - " + v;
+    if (kind == "mul")
+      return u + " * " + v;
+    if (kind == "div")
+      return u + " / " + v;
+    if (kind == "max")
+      return "maxNaN(" + u + ", " + v + ")";
+    if (kind == "min")
+      return "minNaN(" + u + ", " + v + ")";
+    if (kind == "gelu_grad") // x, dy
+      return v + " * geluGradFactor(" + u + ")";
+  }
+  return "";
+}
+
+/// The operands of an op with a scalar form, in the order its scalar form takes them.
+const std::vector<const char *> &scalarOperands(const std::string &kind) {
+  static const std::vector<const char *> unary{"input"}, binary{"lhs", "rhs"},
+      geluGrad{"input", "grad_output"},
+      adamw{"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step"},
+      sgd{"param", "grad", "momentum_buffer", "lr"}, none;
+  if (kind == "gelu_grad")
+    return geluGrad;
+  if (kind == "adamw")
+    return adamw;
+  if (kind == "sgd")
+    return sgd;
+  if (!scalarExpr(kind, {"v"}).empty())
+    return unary;
+  if (!scalarExpr(kind, {"u", "v"}).empty())
+    return binary;
+  return none;
+}
+
+void FunctionGen::constant(const Op &op) {
+  int y = result(op);
+  requireFloat(y, "the constant");
+  std::vector<double> v = floatsAttr(op, "value");
+  int64_t n = type(y).numel();
+  if (static_cast<int64_t>(v.size()) != n && v.size() != 1)
+    error("constant has " + std::to_string(v.size()) + " values for " + std::to_string(n) +
+          " elements");
+  if (v.size() == 1) {
+    elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = " + flt(v[0]) + ";\n");
+    return;
+  }
+  std::string data = "__device__ const float KNAME_data[" + std::to_string(n) + "] = {";
+  for (size_t i = 0; i < v.size(); ++i)
+    data += (i ? ", " : "") + flt(v[i]);
+  data += "};\n";
+  elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = KNAME_data[i];\n", data);
+}
+
+void FunctionGen::unary(const Op &op) {
+  int x = one(op, "input"), y = result(op);
+  requireFloat(x, "the input");
+  requireFloat(y, "the result");
+  if (type(x).numel() != type(y).numel())
+    error("result and input sizes differ");
+  const int64_t n = type(y).numel();
+  vectorized(op, op.kind, {out("y"), in("x")}, {y, x}, n, lanesFor({y, x}), indexFor(n),
+             {{"x"}}, {"y"}, "",
+             "  const float v = x_v[k];\n  y_v[k] = " + scalarExpr(op.kind, {"v"}) + ";\n");
+}
+
+void FunctionGen::binary(const Op &op) {
+  int a = one(op, "lhs"), b = one(op, "rhs"), y = result(op);
+  for (int id : {a, b, y})
+    requireFloat(id, "an operand");
+  const auto &ys = shape(y);
+  const int64_t n = type(y).numel();
+  const int lanes = lanesFor({y, a, b});
+  const Index ix = indexFor(n);
+  OperandReads r{ys, lanes, ix};
+  const std::string u = read(r, a, "a"), v = read(r, b, "b");
+  r.perElement += "  const float u = " + u + ", v = " + v + ";\n  y_v[k] = " +
+                  scalarExpr(op.kind, {"u", "v"}) + ";\n";
+  vectorized(op, op.kind, {out("y"), in("a"), in("b")}, {y, a, b}, n, lanes, ix, r.loads, {"y"},
+             r.perThread, r.perElement);
+}
+
+void FunctionGen::geluGrad(const Op &op) {
+  int x = one(op, "input"), dy = one(op, "grad_output"), dx = result(op);
+  for (int id : {x, dy, dx})
+    requireFloat(id, "an operand");
+  std::string body = "  dx_v[k] = " + scalarExpr("gelu_grad", {"x_v[k]", "dy_v[k]"}) + ";\n";
+  const int64_t n = type(x).numel();
+  vectorized(op, "gelu_grad", {out("dx"), in("x"), in("dy")}, {dx, x, dy}, n,
+             lanesFor({dx, x, dy}), indexFor(n), {{"x"}, {"dy"}}, {"dx"}, "", body);
+}
+
+/// torch.maximum/minimum backward: the winner takes the gradient, a tie gives each half,
+/// a NaN operand passes it to both (no comparison holds).
+void FunctionGen::extremumGrad(const Op &op) {
+  int a = one(op, "lhs"), b = one(op, "rhs"), dy = one(op, "grad_output");
+  int da = result(op, 0), db = result(op, 1);
+  for (int id : {a, b, dy, da, db})
+    requireFloat(id, "an operand");
+  const auto &ys = shape(dy);
+  if (shape(da) != ys || shape(db) != ys)
+    error("the gradients must have the output gradient's shape");
+  const bool isMax = strAttr(op, "kind") == "max";
+  std::string body, ia = "i", ib = "i";
+  if (shape(a) != ys || shape(b) != ys) {
+    body += decompose("i", ys, "o");
+    ia = offsetExpr("o", broadcastStrides(shape(a), ys));
+    ib = offsetExpr("o", broadcastStrides(shape(b), ys));
+  }
+  body += "  const float u = a[" + ia + "], v = b[" + ib + "], g = dy[i];\n"
+          "  const float shared = u == v ? g / 2.0f : g;\n";
+  body += isMax ? "  da[i] = u < v ? 0.0f : shared;\n  db[i] = u > v ? 0.0f : shared;\n"
+                : "  da[i] = u > v ? 0.0f : shared;\n  db[i] = u < v ? 0.0f : shared;\n";
+  elementwise(op, isMax ? "max_grad" : "min_grad",
+              {out("da"), out("db"), in("a"), in("b"), in("dy")}, {da, db, a, b, dy},
+              type(dy).numel(), body);
+}
+
+void FunctionGen::registerElementwise(Emitters &e) {
+  e["constant"] = [](FunctionGen &g, const Op &op) { g.constant(op); };
+  e["gelu"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e["sigmoid"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e["neg"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e["exp"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e["log"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e["sqrt"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e["add"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["sub"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["mul"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["div"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["max"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["min"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["gelu_grad"] = [](FunctionGen &g, const Op &op) { g.geluGrad(op); };
+  e["extremum_grad"] = [](FunctionGen &g, const Op &op) { g.extremumGrad(op); };
+}
+
+} // namespace mlir::med::cuda
