@@ -2,6 +2,8 @@
 // RUN: medc compile %s --target cuda --emit plan -o - | %python %S/Inputs/plan_query.py /dev/stdin functions[0].cuda_plan.steps | FileCheck %s --check-prefix=PLAN
 // RUN: medc compile %S/../cuda/Inputs/vectorized-train.mlir --batch 1 --patch 4,6,7 --train 'precision=bf16-mixed' --disable-pass=med-form-fusions --emit cuda -o - | FileCheck %s --check-prefix=BF16
 // REQUIRES: nvrtc
+// (The bf16 training step is compiled without med-form-fusions: these checks are about each
+// op's own vectorized kernel; the fused kernels have cuda-fusion-elementwise.mlir.)
 
 // The shape of the vectorized elementwise kernels (medc compile --emit cuda): 4 f32 (8 bf16)
 // consecutive elements per thread, moved with one 16-byte vector per operand; 32-bit indices

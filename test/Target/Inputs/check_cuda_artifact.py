@@ -10,11 +10,13 @@ kernel, or a param/alias/assign step for param, reshape and assign, or no work a
 a value of zero elements; a fusion refers to a body of the table); every launched kernel is defined in the source and named in the
 cubin's symbol table; the PTX targets the same arch. Prints one summary line per function.
 """
-import json
+import os
 import re
 import struct
 import sys
-import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import artifact_container  # noqa: E402
 
 
 def fail(msg):
@@ -24,31 +26,10 @@ def fail(msg):
 
 path = sys.argv[1]
 arch = sys.argv[sys.argv.index("--arch") + 1] if "--arch" in sys.argv else "sm_90"
-b = open(path, "rb").read()
-if b[:8] != b"MEDCART\0":
-    fail("not an artifact")
-version, = struct.unpack("<I", b[8:12])
-if version != 4:
-    fail("format version %d, expected 4" % version)
-if zlib.crc32(b[:-4]) != struct.unpack("<I", b[-4:])[0]:
-    fail("CRC mismatch")
-n, = struct.unpack("<Q", b[16:24])
-doc = json.loads(b[24:24 + n])
-off = 24 + n
-count, = struct.unpack("<Q", b[off:off + 8])
-off += 8
-sections = {}
-for _ in range(count):
-    ln, = struct.unpack("<Q", b[off:off + 8])
-    off += 8
-    name = b[off:off + ln].decode()
-    off += ln
-    sz, = struct.unpack("<Q", b[off:off + 8])
-    off += 8
-    sections[name] = b[off:off + sz]
-    off += sz
-if off != len(b) - 4:
-    fail("sections do not end at the checksum")
+try:
+    doc, sections = artifact_container.read(path)
+except ValueError as e:
+    fail(str(e))
 cuda = doc.get("cuda")
 if not cuda:
     fail("no 'cuda' part in the document")

@@ -3,26 +3,15 @@ medc's cache (the document's cuda.cubin_cached).
 
 usage: cubin_cache.py A.medc B.medc
 """
-import json
-import struct
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import artifact_container  # noqa: E402
 
 
 def read(path):
-    b = open(path, "rb").read()
-    n, = struct.unpack("<Q", b[16:24])
-    doc = json.loads(b[24:24 + n])
-    off = 24 + n
-    count, = struct.unpack("<Q", b[off:off + 8])
-    off += 8
-    sections = {}
-    for _ in range(count):
-        ln, = struct.unpack("<Q", b[off:off + 8])
-        name = b[off + 8:off + 8 + ln].decode()
-        off += 8 + ln
-        sz, = struct.unpack("<Q", b[off:off + 8])
-        sections[name] = b[off + 8:off + 8 + sz]
-        off += 8 + sz
+    doc, sections = artifact_container.read(path)
     return doc["cuda"], sections
 
 
