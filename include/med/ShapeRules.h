@@ -104,6 +104,11 @@ Error adamw(const TensorType &param, const TensorType &grad, const TensorType &e
 Error sgd(const TensorType &param, const TensorType &grad, const TensorType &momentumBuffer,
           const TensorType &lr, double momentum, bool nesterov, Types &out);
 Error anyNonFinite(const Types &inputs, Types &out);
+/// The sum of the squares of every element of every input: an f32 scalar.
+Error sumSquares(const Types &inputs, Types &out);
+/// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at
+/// element offset `offsets[i]`, ascending and without overlap; the rest are zeros.
+Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out);
 Error select(const TensorType &cond, const TensorType &onTrue, const TensorType &onFalse,
              Types &out);
 Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,

@@ -128,3 +128,4 @@ FusionKind GeluGradOp::getFusionKind() { return FusionKind::Elementwise; }
 // state, with the scalar learning rate (and step) broadcast.
 FusionKind AdamWOp::getFusionKind() { return FusionKind::Broadcast; }
 FusionKind SGDOp::getFusionKind() { return FusionKind::Broadcast; }
+FusionKind SelectOp::getFusionKind() { return FusionKind::Broadcast; }

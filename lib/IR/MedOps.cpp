@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -122,27 +123,79 @@ LogicalResult ParameterOp::verify() {
   return success();
 }
 
+/// The type of the state tensor `name` (a med.parameter or a med.flat_buffer), or null.
+static Type stateType(SymbolTableCollection &symbols, Operation *user, FlatSymbolRefAttr name) {
+  Operation *decl = symbols.lookupNearestSymbolFrom(user, name);
+  if (auto p = dyn_cast_or_null<ParameterOp>(decl))
+    return p.getType();
+  if (auto f = dyn_cast_or_null<FlatBufferOp>(decl))
+    return f.getType();
+  return {};
+}
+
 LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto decl = symbols.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
-  if (!decl)
+  Type declared = stateType(symbols, *this, getNameAttr());
+  if (!declared)
     return emitOpError("parameter ") << getNameAttr()
-                                     << " is not declared (no med.parameter of that name)";
-  if (decl.getType() != getType())
+                                     << " is not declared (no med.parameter or med.flat_buffer "
+                                        "of that name)";
+  if (declared != getType())
     return emitOpError("result type ")
-           << getType() << " differs from the declared type " << decl.getType()
-           << " of parameter " << getNameAttr();
+           << getType() << " differs from the declared type " << declared << " of parameter "
+           << getNameAttr();
   return success();
 }
 
 LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto decl = symbols.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
-  if (!decl)
+  Type declared = stateType(symbols, *this, getNameAttr());
+  if (!declared)
     return emitOpError("parameter ") << getNameAttr()
-                                     << " is not declared (no med.parameter of that name)";
-  if (decl.getType() != getValue().getType())
+                                     << " is not declared (no med.parameter or med.flat_buffer "
+                                        "of that name)";
+  if (declared != getValue().getType())
     return emitOpError("value type ")
-           << getValue().getType() << " differs from the declared type " << decl.getType()
+           << getValue().getType() << " differs from the declared type " << declared
            << " of parameter " << getNameAttr();
+  return success();
+}
+
+LogicalResult FlatBufferOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  RankedTensorType type = getTensorType();
+  if (type.getRank() != 1 || !type.hasStaticShape() || !type.getElementType().isF32())
+    return emitOpError("type must be a 1-D f32 tensor of static size, got ") << type;
+  if (getAlignment() < 1)
+    return emitOpError("alignment must be positive, got ") << getAlignment();
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (offsets.size() != getMembers().size())
+    return emitOpError("needs one offset per member (") << getMembers().size() << "), got "
+                                                        << offsets.size();
+  int64_t end = 0;
+  for (auto [attr, offset] : llvm::zip(getMembers(), offsets)) {
+    auto name = cast<FlatSymbolRefAttr>(attr);
+    auto member = symbols.lookupNearestSymbolFrom<ParameterOp>(*this, name);
+    if (!member)
+      return emitOpError("member ") << name << " is not a med.parameter";
+    if (!member.getTensorType().getElementType().isF32())
+      return emitOpError("member ") << name << " must have f32 elements, got "
+                                    << member.getType();
+    if (offset < end || offset % getAlignment() != 0)
+      return emitOpError("member ") << name << " at offset " << offset
+                                    << ": expected a multiple of " << getAlignment()
+                                    << " at or after " << end << " (the end of the one before)";
+    end = offset + member.getTensorType().getNumElements();
+    if (end > type.getNumElements())
+      return emitOpError("member ") << name << " ends at " << end << ", beyond the size "
+                                    << type.getNumElements();
+  }
+  // A tensor lives in one place: no member is in another flat buffer.
+  llvm::DenseSet<Attribute> mine(getMembers().begin(), getMembers().end());
+  for (auto other : (*this)->getParentOp()->getRegion(0).getOps<FlatBufferOp>()) {
+    if (other == *this)
+      continue;
+    for (Attribute m : other.getMembers())
+      if (mine.contains(m))
+        return emitOpError("member ") << m << " is also a member of " << other.getSymNameAttr();
+  }
   return success();
 }
 
@@ -270,6 +323,15 @@ LogicalResult ConcatOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
                    types, out);
 }
 
+LogicalResult PackOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                  SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::pack(r.types(adaptor.getInputs()), Rule::dims(adaptor.getOffsets()),
+                               adaptor.getSize(), types),
+                   types, out);
+}
+
 //===----------------------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------------------===//
@@ -362,6 +424,13 @@ LogicalResult AnyNonFiniteOp::inferShapes(MLIRContext *ctx, std::optional<Locati
   Rule r{ctx, loc, getOperationName()};
   shape::Types types;
   return r.verdict(shape::anyNonFinite(r.types(adaptor.getInputs()), types), types, out);
+}
+
+LogicalResult SumSquaresOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::sumSquares(r.types(adaptor.getInputs()), types), types, out);
 }
 
 LogicalResult SelectOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,

@@ -761,6 +761,47 @@ Error anyNonFinite(const Types &inputs, Types &out) {
   return {};
 }
 
+Error sumSquares(const Types &inputs, Types &out) {
+  if (inputs.empty())
+    return "needs at least one input";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].element != "f32")
+      return "input " + std::to_string(i) + ": expected f32 elements, got " + inputs[i].element;
+  out.push_back(f32Scalar());
+  return {};
+}
+
+Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out) {
+  if (inputs.empty())
+    return "needs at least one input";
+  if (offsets.size() != inputs.size())
+    return "'offsets' needs one offset per input (" + num(int64_t(inputs.size())) + "), got " +
+           num(int64_t(offsets.size()));
+  if (size < 0)
+    return "'size' must be non-negative, got " + num(size);
+  int64_t end = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = "input " + std::to_string(i);
+    if (inputs[i].element != "f32")
+      return name + ": expected f32 elements, got " + inputs[i].element;
+    int64_t n = 1;
+    for (int64_t d : inputs[i].shape) {
+      if (isDyn(d))
+        return name + ": expected a static shape, got " + shapeStr(inputs[i].shape);
+      if (!mul(n, d, n))
+        return overflow(name);
+    }
+    if (offsets[i] < end)
+      return "'offsets': input " + std::to_string(i) + " at " + num(offsets[i]) +
+             " overlaps the one before it (which ends at " + num(end) + ")";
+    if (!add(offsets[i], n, end) || end > size)
+      return name + " (" + num(n) + " elements at offset " + num(offsets[i]) +
+             ") does not fit in 'size' " + num(size);
+  }
+  out.push_back({{size}, "f32"});
+  return {};
+}
+
 Error select(const TensorType &cond, const TensorType &onTrue, const TensorType &onFalse,
              Types &out) {
   if (Error e = requireScalar("cond", cond); !e.empty())

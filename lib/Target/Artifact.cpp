@@ -300,8 +300,12 @@ private:
                              {"weight_decay", o.getWeightDecay().convertToDouble()},
                              {"nesterov", o.getNesterov()}};
         return true; })
-      .Case<AnyNonFiniteOp>([&](AnyNonFiniteOp o) {
+      .Case<AnyNonFiniteOp, SumSquaresOp>([&](auto o) {
         operands = json::Object{{"inputs", group(o.getInputs())}};
+        return true; })
+      .Case<PackOp>([&](PackOp o) {
+        operands = json::Object{{"inputs", group(o.getInputs())}};
+        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"size", int64_t(o.getSize())}};
         return true; })
       .Case<SelectOp>([&](SelectOp o) {
         operands = json::Object{{"cond", group(o.getCond())}, {"on_true", group(o.getOnTrue())},
@@ -429,6 +433,23 @@ json::Value parameterTable(ModuleOp module) {
   return params;
 }
 
+/// Every med.flat_buffer: its size and where each member lies (format version 5).
+json::Value flatBufferTable(ModuleOp module) {
+  json::Array buffers;
+  for (auto f : module.getOps<FlatBufferOp>()) {
+    json::Array members;
+    for (auto [m, offset] : llvm::zip(f.getMembers(), f.getOffsets()))
+      members.push_back(json::Object{{"name", cast<FlatSymbolRefAttr>(m).getValue()},
+                                     {"offset", offset}});
+    buffers.push_back(json::Object{{"name", f.getSymName()},
+                                   {"dtype", dtypeName(f.getTensorType().getElementType())},
+                                   {"size", f.getTensorType().getNumElements()},
+                                   {"alignment", int64_t(f.getAlignment())},
+                                   {"members", std::move(members)}});
+  }
+  return buffers;
+}
+
 template <typename T> void appendLE(std::string &out, T value) {
   char bytes[sizeof(T)];
   llvm::support::endian::write<T, llvm::endianness::little>(bytes, value);
@@ -462,6 +483,7 @@ FailureOr<json::Value> mlir::med::artifactDocument(ModuleOp module,
                                   {"source_sha256", manifest.sourceSha256},
                                   {"options", std::move(options)},
                                   {"parameters", parameterTable(module)},
+                                  {"flat_buffers", flatBufferTable(module)},
                                   {"functions", std::move(functions)},
                                   {"fusions", std::move(fusions.bodies)}});
 }

@@ -9,7 +9,8 @@
 using namespace mlir;
 
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
-  static const StringRef names[] = {"cse", "med-sink-assigns", "med-form-fusions"};
+  static const StringRef names[] = {"med-flatten-optimizer", "cse", "med-sink-assigns",
+                                    "med-form-fusions"};
   return names;
 }
 
@@ -23,8 +24,11 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
       return failure();
     }
   auto enabled = [&](StringRef name) { return !llvm::is_contained(disabled, name.str()); };
+  // Before cse, which would merge the updates of two parameters with one gradient value.
+  if (enabled("med-flatten-optimizer"))
+    pm.addPass(createMedFlattenOptimizer());
   OpPassManager &fn = pm.nest<func::FuncOp>();
-  if (enabled("cse")) // one `1 - decay` for every EMA, one constant of each value
+  if (enabled("cse")) // one constant of each value
     fn.addPass(createCSEPass());
   if (enabled("med-sink-assigns"))
     fn.addPass(createMedSinkAssigns());
@@ -43,8 +47,8 @@ struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
 void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
-      "the optimizing passes of `medc compile` after the program is complete (cse, "
-      "med-sink-assigns, med-form-fusions), exactly as medc runs them",
+      "the optimizing passes of `medc compile` after the program is complete "
+      "(med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         (void)buildOptimizationPipeline(pm, disabled, [](const Twine &msg) {

@@ -8,7 +8,6 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
-#include <numeric>
 
 namespace mlir::med {
 #define GEN_PASS_DEF_MEDTRAINSTEP
@@ -238,14 +237,13 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       return foundInf ? b.create<SelectOp>(loc, foundInf, old, updated).getResult() : updated;
     };
 
-    // Global norm of all gradients, then optional clipping.
+    // Global norm of all gradients (one op, summed in a fixed order), then optional clipping.
     Value normSq;
-    for (ParameterOp p : params) {
-      Value g = grads[p.getSymName()];
-      SmallVector<int64_t> axes(p.getTensorType().getRank());
-      std::iota(axes.begin(), axes.end(), 0);
-      Value sq = b.create<ReduceOp>(loc, ReduceKind::sum, b.create<MulOp>(loc, g, g), axes, false);
-      normSq = normSq ? b.create<AddOp>(loc, normSq, sq).getResult() : sq;
+    if (!params.empty()) {
+      SmallVector<Value> all;
+      for (ParameterOp p : params)
+        all.push_back(grads[p.getSymName()]);
+      normSq = b.create<SumSquaresOp>(loc, all);
     }
     Value norm = normSq ? b.create<SqrtOp>(loc, normSq).getResult() : scalar(loc, 0.0);
     if (clip > 0) {
@@ -264,7 +262,8 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       t = b.create<AddOp>(loc, appliedBefore, scalar(loc, 1.0));
     }
 
-    Value one = ema ? scalar(loc, 1.0) : Value();
+    // 1 - decay once for every EMA update: the updates differ only in their tensors.
+    Value emaRate = ema ? b.create<SubOp>(loc, scalar(loc, 1.0), emaDecay).getResult() : Value();
     for (ParameterOp p : params) {
       StringRef name = p.getSymName();
       Type type = p.getType();
@@ -295,8 +294,7 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
         std::string e = ("ema." + name).str();
         declareState(p, e, InitKind::copy, loc);
         Value old = read(loc, e, type);
-        Value delta = b.create<MulOp>(loc, b.create<SubOp>(loc, updated, old),
-                                      b.create<SubOp>(loc, one, emaDecay));
+        Value delta = b.create<MulOp>(loc, b.create<SubOp>(loc, updated, old), emaRate);
         b.create<AssignOp>(loc, e, keep(old, b.create<AddOp>(loc, old, delta)));
       }
     }

@@ -530,6 +530,53 @@ Artifact Artifact::load(const std::string &path) {
         r.fail(str("parameter '", p.name, "'"),
                str("copies '", p.source, "', which is missing, a copy, or of another shape"));
     }
+  // Flat buffers: members are distinct f32 parameters, aligned, ascending, inside the buffer.
+  std::set<std::string> members;
+  const json &flats = r.field(doc, "flat_buffers", "document");
+  if (!flats.is_array())
+    r.fail("document", "'flat_buffers' must be a list");
+  for (size_t i = 0; i < flats.size(); ++i) {
+    FlatBuffer f;
+    f.name = r.string(flats[i], "name", str("flat_buffers[", i, "]"));
+    const std::string where = str("flat buffer '", f.name, "'");
+    if (r.string(flats[i], "dtype", where) != "f32")
+      r.fail(where, "'dtype' must be f32");
+    auto integer = [&](const char *key, int64_t least) {
+      const json &v = r.field(flats[i], key, where);
+      if (!v.is_number_integer() || v.get<int64_t>() < least)
+        r.fail(where, str("'", key, "' must be an integer of at least ", least));
+      return v.get<int64_t>();
+    };
+    f.size = integer("size", 0);
+    f.alignment = integer("alignment", 1);
+    if (!names.insert(f.name).second)
+      r.fail(where, "has the name of a parameter or of another flat buffer");
+    const json &list = r.field(flats[i], "members", where);
+    if (!list.is_array())
+      r.fail(where, "'members' must be a list");
+    int64_t end = 0;
+    for (size_t j = 0; j < list.size(); ++j) {
+      FlatBuffer::Member m;
+      m.name = r.string(list[j], "name", str(where, " member ", j));
+      const json &offset = r.field(list[j], "offset", str(where, " member '", m.name, "'"));
+      const ParameterInfo *p = a.parameter(m.name);
+      if (!p || p->dtype != DType::F32)
+        r.fail(where, str("member '", m.name, "' is not an f32 parameter of the table"));
+      if (!members.insert(m.name).second)
+        r.fail(where, str("member '", m.name, "' is a member twice"));
+      if (!offset.is_number_integer() || offset.get<int64_t>() < end ||
+          offset.get<int64_t>() % f.alignment != 0)
+        r.fail(where, str("member '", m.name, "': 'offset' must be a multiple of ", f.alignment,
+                          " at or after ", end, " (the end of the member before it)"));
+      m.offset = offset.get<int64_t>();
+      m.shape = p->shape;
+      end = m.offset + numElements(p->shape);
+      if (end > f.size)
+        r.fail(where, str("member '", m.name, "' ends at ", end, ", beyond the size ", f.size));
+      f.members.push_back(std::move(m));
+    }
+    a.flatBuffers.push_back(std::move(f));
+  }
   // Fusion bodies first: ops of the functions refer to them. A body is shaped like a
   // function (values, inputs, outputs, ops) and names its template.
   if (doc.contains("fusions")) {
@@ -594,6 +641,13 @@ const Function &Artifact::function(const std::string &name) const {
   for (const Function &f : functions)
     available += (available.empty() ? "" : ", ") + f.name;
   throw Error(str(path, ": no function '", name, "' (the artifact has: ", available, ")"));
+}
+
+const FlatBuffer *Artifact::flatBuffer(const std::string &name) const {
+  for (const FlatBuffer &f : flatBuffers)
+    if (f.name == name)
+      return &f;
+  return nullptr;
 }
 
 const ParameterInfo *Artifact::parameter(const std::string &name) const {

@@ -89,8 +89,12 @@ void checkParameters(const Artifact &artifact, const TensorMap &params, const Fu
   std::set<std::string> needed; // with `fn`: the parameters its `param` ops read
   if (fn)
     for (const OpInfo &op : fn->ops)
-      if (op.kind == "param")
+      if (op.kind == "param") {
         needed.insert(op.strAttr("name"));
+        if (const FlatBuffer *f = artifact.flatBuffer(op.strAttr("name")))
+          for (const FlatBuffer::Member &m : f->members)
+            needed.insert(m.name);
+      }
   for (const ParameterInfo &p : artifact.parameters) {
     auto it = params.find(p.name);
     if (it == params.end() && fn && !needed.count(p.name))
@@ -214,8 +218,9 @@ Tensor integerScalar(const Tensor &t, DType dtype) {
 // f32 and their gradients are f32 results, like the saved statistics.
 class Run {
 public:
-  Run(const Function &fn, const TensorMap &params, Precision precision, TensorMap *updates)
-      : fn(fn), params(params), updates(updates), storage(storageType(precision)),
+  Run(const Function &fn, const TensorMap &params, Precision precision, TensorMap *updates,
+      const std::vector<FlatBuffer> &flats)
+      : fn(fn), params(params), updates(updates), flats(flats), storage(storageType(precision)),
         mixed(precision == Precision::BF16 || precision == Precision::F16),
         half(precision == Precision::F16), values(fn.values.size()) {
     std::vector<size_t> last(fn.values.size(), 0);
@@ -405,9 +410,33 @@ private:
     return t.dtype() == statisticsType() ? t : t.to(statisticsType());
   }
 
+  const FlatBuffer *flat(const std::string &name) const {
+    for (const FlatBuffer &f : flats)
+      if (f.name == name)
+        return &f;
+    return nullptr;
+  }
+
   void dispatch(const OpInfo &op) {
     const std::string &k = op.kind;
-    if (k == "param") {
+    if (k == "param" && flat(op.strAttr("name"))) {
+      // A flat buffer is read as its members laid out (zeros between them).
+      const FlatBuffer &f = *flat(op.strAttr("name"));
+      Tensor &y = result(op);
+      std::vector<const Tensor *> members;
+      std::vector<Tensor> converted;
+      converted.reserve(f.members.size());
+      std::vector<int64_t> offsets;
+      for (const FlatBuffer::Member &m : f.members) {
+        auto it = params.find(m.name);
+        if (it == params.end())
+          throw Error(str("parameter '", m.name, "' (of flat buffer '", f.name, "') is missing"));
+        converted.push_back(convert(it->second, y.dtype()));
+        members.push_back(&converted.back());
+        offsets.push_back(m.offset);
+      }
+      cpu::pack(members, offsets, y);
+    } else if (k == "param") {
       const std::string &name = op.strAttr("name");
       auto it = params.find(name);
       if (it == params.end())
@@ -556,6 +585,16 @@ private:
       p.nesterov = op.boolAttr("nesterov");
       cpu::sgd(in(op, "param"), in(op, "grad"), in(op, "momentum_buffer"), in(op, "lr"), p,
                result(op, 0), result(op, 1));
+    } else if (k == "sum_squares") {
+      std::vector<const Tensor *> inputs;
+      for (int id : op.operand("inputs"))
+        inputs.push_back(&in(id));
+      cpu::sumSquares(inputs, result(op));
+    } else if (k == "pack") {
+      std::vector<const Tensor *> inputs;
+      for (int id : op.operand("inputs"))
+        inputs.push_back(&in(id));
+      cpu::pack(inputs, op.intsAttr("offsets"), result(op));
     } else if (k == "any_non_finite") {
       std::vector<const Tensor *> inputs;
       for (int id : op.operand("inputs"))
@@ -577,7 +616,17 @@ private:
       if (!updates)
         throw Error(str("assigns parameter '", name,
                         "', but the caller takes no parameter updates"));
-      (*updates)[name] = raw(op, "value").clone();
+      if (const FlatBuffer *f = flat(name)) { // each member its slice
+        const Tensor &v = raw(op, "value");
+        const size_t es = dtypeSize(v.dtype());
+        for (const FlatBuffer::Member &m : f->members) {
+          Tensor t(v.dtype(), m.shape);
+          std::memcpy(t.raw(), static_cast<const std::byte *>(v.raw()) + m.offset * es, t.nbytes());
+          (*updates)[m.name] = std::move(t);
+        }
+      } else {
+        (*updates)[name] = raw(op, "value").clone();
+      }
     } else {
       throw Error("the CPU backend has no kernel for this op");
     }
@@ -588,7 +637,7 @@ private:
   /// op's kind stores them (docs/dialect.md, med.fusion).
   void fusion(const OpInfo &op) {
     const Function &body = *op.body;
-    Run inner(body, params, wide() == DType::F64 ? Precision::F64 : Precision::F32, nullptr);
+    Run inner(body, params, wide() == DType::F64 ? Precision::F64 : Precision::F32, nullptr, flats);
     const std::vector<int> &inputs = op.operand("inputs");
     for (size_t i = 0; i < inputs.size(); ++i)
       inner.setInput(i, convert(in(inputs[i]), wide()));
@@ -602,6 +651,7 @@ private:
   const Function &fn;
   const TensorMap &params;
   TensorMap *updates; ///< where med.assign puts new parameter values
+  const std::vector<FlatBuffer> &flats;
   DType storage;      ///< of activations
   bool mixed;         ///< BF16 or F16: scalars and fp32 ops in f32
   bool half;          ///< F16: activations rounded to binary16
@@ -622,7 +672,7 @@ std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
   if (inputs.size() != fn.inputs.size())
     throw Error(str(artifact.path, ": function '", fn.name, "' takes ", fn.inputs.size(),
                     " inputs, got ", inputs.size()));
-  Run run(fn, params, precision, updates);
+  Run run(fn, params, precision, updates, artifact.flatBuffers);
   for (size_t i = 0; i < inputs.size(); ++i)
     run.setInput(i, inputs[i]);
   for (size_t i = 0; i < fn.ops.size(); ++i) {

@@ -199,6 +199,12 @@ const std::map<std::string, OpSpec> &opSpecs() {
     m["any_non_finite"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
       return shape::anyNonFinite(v.all("inputs"), out);
     }};
+    m["sum_squares"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+      return shape::sumSquares(v.all("inputs"), out);
+    }};
+    m["pack"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+      return shape::pack(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
+    }};
     m["select"] = {{{"cond"}, {"on_true"}, {"on_false"}}, [](const OpView &v, shape::Types &out) {
       return shape::select(v.in("cond"), v.in("on_true"), v.in("on_false"), out);
     }};
@@ -340,12 +346,13 @@ struct Verifier {
     if (op.kind == "param" || op.kind == "assign") {
       const std::string &name = op.strAttr("name");
       const ParameterInfo *p = a.parameter(name);
-      if (!p)
+      const FlatBuffer *flat = p ? nullptr : a.flatBuffer(name);
+      if (!p && !flat)
         throw Error(str("parameter '", name, "' is not declared in the artifact"));
-      ValueInfo declared{p->dtype, p->shape};
+      ValueInfo declared = p ? ValueInfo{p->dtype, p->shape} : ValueInfo{DType::F32, {flat->size}};
       if (op.kind == "assign") {
         const ValueInfo &v = fn.values[op.single("value")];
-        if (v.dtype != p->dtype || v.shape != p->shape)
+        if (v.dtype != declared.dtype || v.shape != declared.shape)
           throw Error(str("operand 'value': expected ", typeStr(declared), " (the type of parameter '",
                           name, "'), got ", typeStr(v)));
       } else {

@@ -38,6 +38,13 @@ def Med_NotDifferentiable : NativeOpTrait<"NotDifferentiable"> {
   let cppNamespace = "::mlir::med";
 }
 
+// Ops whose result depends only on the multiset of all their operands' elements, to which
+// zeros add nothing (sum of squares, any non-finite): operands may be regrouped, e.g. into
+// the flat buffers of med-flatten-optimizer, without changing the result.
+def Med_ElementSetReduction : NativeOpTrait<"ElementSetReduction"> {
+  let cppNamespace = "::mlir::med";
+}
+
 def Med_FusionOpInterface : OpInterface<"FusionOpInterface"> {
   let cppNamespace = "::mlir::med";
   let description = [{

@@ -19,6 +19,11 @@ namespace mlir::med {
 template <typename ConcreteType>
 class NotDifferentiable : public OpTrait::TraitBase<ConcreteType, NotDifferentiable> {};
 
+/// Marks ops whose result depends only on the multiset of their operands' elements, zeros
+/// adding nothing (med.sum_squares, med.any_non_finite).
+template <typename ConcreteType>
+class ElementSetReduction : public OpTrait::TraitBase<ConcreteType, ElementSetReduction> {};
+
 /// An op's access pattern for fusion (FusionOpInterface).
 enum class FusionKind { Elementwise, Broadcast, Reduction, Contraction, Stencil, Opaque };
 } // namespace mlir::med

@@ -102,12 +102,44 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
   }];
 }
 
+def Med_FlatBufferOp : Med_Op<"flat_buffer", [Symbol, HasParent<"ModuleOp">,
+                                              DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "lays out several f32 state tensors in one contiguous buffer";
+  let description = [{
+    Declares a 1-D f32 tensor whose elements are the state tensors `members` (each a
+    `med.parameter` of f32 elements), member i starting at element `offsets[i]`: offsets
+    ascend, members do not overlap, each offset is a multiple of `alignment` elements so
+    that every member starts where a vector load may, and the elements between members
+    are zeros. A tensor belongs to at most one flat buffer. `med.param` of the buffer
+    reads all its members at once; `med.assign` to it sets them all. The members keep their
+    names (checkpoints hold them, not the buffer). `med-flatten-optimizer` creates these
+    for the optimizer's state, so that one kernel updates every parameter.
+
+    ```mlir
+    med.flat_buffer @"flat.0.param" : tensor<1024xf32> members [@"stem.conv.weight", @"stem.conv.bias"] offsets [0, 64] alignment 64
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Med_FloatTensor>:$type,
+                       FlatSymbolRefArrayAttr:$members,
+                       DenseI64ArrayAttr:$offsets,
+                       I64Attr:$alignment);
+  let assemblyFormat = [{
+    $sym_name `:` $type `members` $members `offsets` $offsets `alignment` $alignment attr-dict
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
 def Med_ParamOp : Med_Op<"param", [Pure, Med_NotDifferentiable,
                                    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads a parameter declared by med.parameter";
   let description = [{
-    Produces the current value of the parameter `name`. The result type must equal the
-    declared type.
+    Produces the current value of the parameter (or flat buffer) `name`. The result type
+    must equal the declared type.
 
     ```mlir
     %w = med.param @"stem.conv.weight" : tensor<32x1x1x1x1xf32>
@@ -397,6 +429,27 @@ def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_PackOp : Med_ShapedOp<"pack", [Med_NotDifferentiable]> {
+  let summary = "lays out tensors in one 1-D tensor at given offsets, zeros between them";
+  let description = [{
+    The result is a 1-D f32 tensor of `size` elements; input i (f32, any shape) is copied,
+    flattened in row-major order, to the elements from `offsets[i]` on. Offsets ascend and
+    inputs do not overlap; the elements no input covers are zero. The optimizer packs the
+    gradients into the layout of a `med.flat_buffer` this way; the CUDA backend lets each
+    gradient's producer write straight into its slice.
+
+    ```mlir
+    %g = med.pack %a, %b offsets [0, 64] size 128 : (tensor<4x3xf32>, tensor<5xf32>) -> tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Med_FloatTensor>:$inputs, DenseI64ArrayAttr:$offsets,
+                       I64Attr:$size);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = [{
+    $inputs `offsets` $offsets `size` $size attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------------------===//
@@ -534,7 +587,8 @@ def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable, Med_Fusible]> {
 // skip an update is data (a scalar 0/1), and the state is chosen with med.select.
 //===----------------------------------------------------------------------------------===//
 
-def Med_AnyNonFiniteOp : Med_ShapedOp<"any_non_finite", [Med_NotDifferentiable]> {
+def Med_AnyNonFiniteOp : Med_ShapedOp<"any_non_finite", [Med_NotDifferentiable,
+                                                           Med_ElementSetReduction]> {
   let summary = "1 if any element of any operand is inf or NaN, else 0";
   let description = [{
     Returns an f32 scalar: 1 when some element of some operand is +inf, −inf or NaN, 0
@@ -550,7 +604,24 @@ def Med_AnyNonFiniteOp : Med_ShapedOp<"any_non_finite", [Med_NotDifferentiable]>
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_SelectOp : Med_ShapedOp<"select", [Med_NotDifferentiable]> {
+def Med_SumSquaresOp : Med_ShapedOp<"sum_squares", [Med_NotDifferentiable,
+                                                    Med_ElementSetReduction]> {
+  let summary = "the sum of the squares of every element of every operand";
+  let description = [{
+    Returns an f32 scalar: Σ over all operands (f32, any shapes) of Σ x². The training step's
+    global gradient norm is its square root. Summed in a fixed order (each operand in a
+    fixed tree, then the operands in order), so a run gives the same bits every time.
+
+    ```mlir
+    %sq = med.sum_squares %g0, %g1 : (tensor<4x2x1x1x1xf32>, tensor<4xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Med_FloatTensor>:$inputs);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_SelectOp : Med_ShapedOp<"select", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "one of two tensors, chosen by a scalar condition";
   let description = [{
     Returns `on_true` when the scalar `cond` is non-zero (NaN counts as non-zero) and

@@ -164,6 +164,36 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedFlattenOptimizer : Pass<"med-flatten-optimizer", "::mlir::ModuleOp"> {
+  let summary = "one update over flat buffers for all parameters that update alike";
+  let description = [{
+    A training step updates each parameter with its own chain of elementwise ops: the
+    clipped gradient, AdamW or SGD, the EMA, the selects that keep the state of a skipped
+    step. The pass finds these chains ("lanes") and replaces the lanes that are the same up
+    to shapes by one chain over flat tensors:
+
+    1. A lane grows backwards from each `med.assign` of an f32 state tensor, over ops that
+       access their operands elementwise or broadcast scalars (FusionOpInterface), produce
+       the lane's shape and whose results are used only inside the lane. Its leaves are
+       state reads (`med.param`), values of the lane's shape computed elsewhere (the
+       gradients) and scalars (learning rate, step, clip coefficient).
+    2. Lanes with the same ops, attributes and scalar operands form a group (AdamW with and
+       without weight decay are two groups). Each state tensor of a group's lanes becomes a
+       member of a `med.flat_buffer` (members in step order, each at a multiple of
+       `alignment` elements); the gradients are laid out the same way by `med.pack`.
+    3. One chain over the flat tensors replaces the group's lanes, reading and assigning the
+       flat buffers. Ops that reduce the multiset of every gradient element
+       (`med.sum_squares`, `med.any_non_finite`) read the packed gradients instead.
+
+    Groups of a single lane are left alone. The members keep their names, so checkpoints do
+    not change.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
+           "members start at a multiple of this many elements (64 f32: 256 bytes)">,
+  ];
+}
+
 def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
   let summary = "moves med.assign ops to the end of their block";
   let description = [{

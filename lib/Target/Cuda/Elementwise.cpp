@@ -43,6 +43,9 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
       return "minNaN(" + u + ", " + v + ")";
     if (kind == "gelu_grad") // x, dy
       return v + " * geluGradFactor(" + u + ")";
+  } else if (x.size() == 3) {
+    if (kind == "select") // cond, on_true, on_false; NaN counts as true, as != 0 does
+      return "(" + x[0] + " != 0.0f ? " + x[1] + " : " + x[2] + ")";
   }
   return "";
 }
@@ -52,13 +55,15 @@ const std::vector<const char *> &scalarOperands(const std::string &kind) {
   static const std::vector<const char *> unary{"input"}, binary{"lhs", "rhs"},
       geluGrad{"input", "grad_output"},
       adamw{"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step"},
-      sgd{"param", "grad", "momentum_buffer", "lr"}, none;
+      sgd{"param", "grad", "momentum_buffer", "lr"}, select{"cond", "on_true", "on_false"}, none;
   if (kind == "gelu_grad")
     return geluGrad;
   if (kind == "adamw")
     return adamw;
   if (kind == "sgd")
     return sgd;
+  if (kind == "select")
+    return select;
   if (!scalarExpr(kind, {"v"}).empty())
     return unary;
   if (!scalarExpr(kind, {"u", "v"}).empty())

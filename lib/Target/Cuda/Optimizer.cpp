@@ -77,7 +77,7 @@ void FunctionGen::select(const Op &op) {
       type(b).numel() != type(y).numel())
     error("operands and result differ in type or size");
   elementwise(op, "select", {out("y", t), in("c"), in("a", t), in("b", t)}, {y, c, a, b},
-              type(y).numel(), "  y[i] = c[0] != 0.0f ? a[i] : b[i];\n");
+              type(y).numel(), "  y[i] = " + scalarExpr("select", {"c[0]", "a[i]", "b[i]"}) + ";\n");
 }
 
 /// torch's GradScaler update (_amp_update_scale): float state, double factors.

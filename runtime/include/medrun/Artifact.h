@@ -117,6 +117,19 @@ struct ParameterInfo {
   bool trainable = true; ///< false for optimizer/EMA state and frozen parameters
 };
 
+/// A `med.flat_buffer`: f32 state tensors laid out in one buffer (format version 5).
+struct FlatBuffer {
+  struct Member {
+    std::string name; ///< a parameter of the table
+    int64_t offset = 0; ///< its first element in the buffer
+    Shape shape;        ///< the parameter's
+  };
+  std::string name;
+  int64_t size = 0;      ///< elements (f32)
+  int64_t alignment = 1; ///< every offset is a multiple of it
+  std::vector<Member> members; ///< in ascending offsets
+};
+
 /// The CUDA part of an artifact compiled with `medc compile --target cuda`.
 struct CudaInfo {
   std::string arch;   ///< "sm_90"
@@ -126,9 +139,10 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 4;
-  /// Version 4 added fusion bodies; older plans are read no more (recompile them).
-  static constexpr uint32_t kOldestFormatVersion = 4;
+  static constexpr uint32_t kFormatVersion = 5;
+  /// Version 4 added fusion bodies, version 5 flat buffers; older plans are read no more
+  /// (recompile them).
+  static constexpr uint32_t kOldestFormatVersion = 5;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;
@@ -138,6 +152,7 @@ struct Artifact {
   std::map<std::string, std::string> options; ///< compile options
   std::vector<ParameterInfo> parameters;
   std::vector<Function> functions;
+  std::vector<FlatBuffer> flatBuffers;
   /// Fusion bodies (plan v4), each once; `fusion` ops point at theirs (OpInfo::body).
   std::vector<std::shared_ptr<const Function>> fusions;
   std::map<std::string, std::string> sections; ///< binary sections by name (version 3)
@@ -151,6 +166,8 @@ struct Artifact {
   const Function &function(const std::string &name) const;
   /// The parameter `name`, or nullptr.
   const ParameterInfo *parameter(const std::string &name) const;
+  /// The flat buffer `name`, or nullptr.
+  const FlatBuffer *flatBuffer(const std::string &name) const;
 };
 
 /// Artifact container framing, shared with medc (docs/artifact.md):

@@ -59,10 +59,17 @@ void pad(const Tensor &x, const std::vector<int64_t> &low, const std::vector<int
 void slice(const Tensor &x, const std::vector<int64_t> &offsets,
            const std::vector<int64_t> &strides, Tensor &y);
 void concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &y);
+/// y (1-D) = zeros, with input i flattened at element offsets[i] (med.pack). Inputs have
+/// y's dtype.
+void pack(const std::vector<const Tensor *> &inputs, const std::vector<int64_t> &offsets,
+          Tensor &y);
 
 enum class Reduce { Sum, Mean, Max, Min };
 /// Reduces over `axes`; y has the reduced axes removed or kept as 1 (the caller's shape).
 void reduce(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y);
+/// y (a scalar) = Σ over the inputs of Σ x², each input in fixed chunks combined in order,
+/// then the inputs in order (med.sum_squares).
+void sumSquares(const std::vector<const Tensor *> &inputs, Tensor &y);
 
 enum class LossReduction { Mean, Sum, None, PerChannel };
 struct BceParams {

@@ -138,6 +138,24 @@ void pad(const Tensor &x, const std::vector<int64_t> &low, const std::vector<int
   });
 }
 
+void pack(const std::vector<const Tensor *> &inputs, const std::vector<int64_t> &offsets,
+          Tensor &y) {
+  if (y.rank() != 1 || offsets.size() != inputs.size())
+    throw Error("med kernel pack: needs a 1-D result and one offset per input");
+  const size_t es = dtypeSize(y.dtype());
+  std::byte *yp = static_cast<std::byte *>(y.raw());
+  std::memset(yp, 0, y.nbytes());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor &x = *inputs[i];
+    if (x.dtype() != y.dtype() || offsets[i] < 0 || offsets[i] + x.numel() > y.numel())
+      throw Error(str("med kernel pack: input ", i, " (", shapeStr(x.shape()), " ",
+                      dtypeName(x.dtype()), ") does not fit at offset ", offsets[i], " of ",
+                      shapeStr(y.shape()), " ", dtypeName(y.dtype())));
+    if (x.numel())
+      std::memcpy(yp + offsets[i] * es, x.raw(), x.nbytes());
+  }
+}
+
 void slice(const Tensor &x, const std::vector<int64_t> &offsets,
            const std::vector<int64_t> &strides, Tensor &y) {
   checkSameType("slice", x, y);

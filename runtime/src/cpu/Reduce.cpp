@@ -220,6 +220,33 @@ void reduceExtremumGrad(const Tensor &x, const Tensor &y, const Tensor &dy,
   });
 }
 
+void sumSquares(const std::vector<const Tensor *> &inputs, Tensor &y) {
+  if (y.numel() != 1)
+    throw Error(str("med kernel sum_squares: the result must be a scalar, got ", shapeStr(y.shape())));
+  double total = 0;
+  for (const Tensor *x : inputs)
+    dispatchFloat(x->dtype(), "sum_squares", [&](auto tag) {
+      using T = decltype(tag);
+      const T *p = ptr<T>(*x);
+      const int64_t n = x->numel(), per = numChunks(n, kReduceChunk);
+      std::vector<double> part(static_cast<size_t>(per));
+      parallelFor(per, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          double acc = 0;
+          for (int64_t i = c * kReduceChunk, e = std::min(n, i + kReduceChunk); i < e; ++i)
+            acc += double(load(p[i])) * double(load(p[i]));
+          part[c] = acc;
+        }
+      });
+      for (double v : part)
+        total += v;
+    });
+  dispatchFloat(y.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    ptr<T>(y)[0] = store<T>(static_cast<Acc<T>>(total));
+  });
+}
+
 void reduce(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y) {
   dispatchFloat(x.dtype(), "reduce", [&](auto tag) { reduceImpl<decltype(tag)>(op, x, axes, y); });
 }
