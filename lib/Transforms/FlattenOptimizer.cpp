@@ -154,8 +154,7 @@ struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimi
     llvm::DenseMap<Operation *, unsigned> index;
     llvm::StringMap<unsigned> stateSlot;
     llvm::DenseMap<Value, unsigned> valueSlot, uniformSlot;
-    std::string sig;
-    llvm::raw_string_ostream os(sig);
+    llvm::raw_string_ostream os(lane.signature);
     auto slotOf = [&](StringRef name) -> std::optional<unsigned> {
       if (taken.contains(name) || !state(name, lane.type))
         return std::nullopt;
@@ -208,7 +207,10 @@ struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimi
     // Scalars must be the very same values in every lane of a group.
     for (Value u : lane.uniforms)
       os << "|" << u.getAsOpaquePointer();
-    return !lane.states.empty();
+    // A lane of assigns alone updates nothing: flattening it would only copy.
+    return !lane.states.empty() && llvm::any_of(lane.ops, [](Operation *op) {
+      return !isa<AssignOp>(op);
+    });
   }
 
   void rewrite(func::FuncOp fn, ArrayRef<Lane *> group) {

@@ -372,8 +372,18 @@ struct Reader {
         step.kind = CudaStep::Kind::Alias;
         step.value = valueId(s, "value", w);
         step.from = valueId(s, "from", w);
+      } else if (kind == "place") {
+        step.kind = CudaStep::Kind::Place;
+        step.value = valueId(s, "value", w);
+        step.from = valueId(s, "into", w);
+        const json &offset = field(s, "offset", w);
+        if (!offset.is_number_integer() || offset.get<int64_t>() < 0 ||
+            offset.get<int64_t>() % 16 != 0)
+          fail(w, "'offset' must be a byte count that is a multiple of 16");
+        step.offset = offset.get<size_t>();
       } else {
-        fail(w, str("unknown step kind '", kind, "' (expected launch, param, alias or assign)"));
+        fail(w, str("unknown step kind '", kind,
+                    "' (expected launch, param, alias, place or assign)"));
       }
       plan.steps.push_back(std::move(step));
     }

@@ -408,6 +408,7 @@ struct Verifier {
         fail(fn, str("cuda_plan: scratch buffer ", k, " has ", plan.scratch[k],
                      " bytes, more than the limit of ", kMaxTensorBytes));
     const std::string &source = a.cuda ? a.cuda->source : std::string();
+    std::set<int> placed;
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       const CudaStep &step = plan.steps[s];
       const OpInfo &op = fn.ops[step.op];
@@ -449,6 +450,22 @@ struct Verifier {
             !(param ? isResult(step.value) : isOperand(step.value)))
           bad(str("'", param ? "param" : "assign", "' step of parameter '", step.name, "', value ",
                   step.value, " does not match the op"));
+        break;
+      }
+      case CudaStep::Kind::Place: {
+        // A value laid out inside a result of this op (a gradient in the packed gradients):
+        // same element type, inside it, and placed once.
+        if (!isResult(step.from) || static_cast<size_t>(step.value) >= values)
+          bad(str("place of value ", step.value, " into value ", step.from,
+                  ": expected a value and a result of the op"));
+        const ValueInfo &v = fn.values[step.value], &into = fn.values[step.from];
+        if (v.dtype != into.dtype ||
+            step.offset + boundedBytes(v.shape, dtypeSize(v.dtype)) >
+                boundedBytes(into.shape, dtypeSize(into.dtype)))
+          bad(str("place of value ", step.value, " (", typeStr(v), ") at byte ", step.offset,
+                  " of value ", step.from, " (", typeStr(into), "): it does not fit"));
+        if (!placed.insert(step.value).second)
+          bad(str("value ", step.value, " is placed twice"));
         break;
       }
       case CudaStep::Kind::Alias: {

@@ -603,6 +603,20 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       found |= (~torch::isfinite(x)).any().item<bool>();
     return {torch::full({}, found ? 1.0 : 0.0, env.floatOptions())};
   }
+  if (k == "sum_squares") {
+    torch::Tensor total = torch::zeros({}, env.floatOptions().dtype(torch::kFloat64));
+    for (const torch::Tensor &x : env.group(op, "inputs"))
+      total = total + x.to(torch::kFloat64).square().sum();
+    return {total.to(env.typeOf(op.results.at(0)))};
+  }
+  if (k == "pack") {
+    const std::vector<int64_t> offsets = op.intsAttr("offsets");
+    torch::Tensor y = torch::zeros({op.intAttr("size")}, env.floatOptions());
+    const std::vector<torch::Tensor> xs = env.group(op, "inputs");
+    for (size_t i = 0; i < xs.size(); ++i)
+      y.narrow(0, offsets.at(i), xs[i].numel()).copy_(xs[i].reshape({-1}));
+    return {y};
+  }
   if (k == "adamw") {
     // torch.optim.AdamW's single-tensor step, written out with torch ops (the training
     // check compares whole steps with torch.optim itself).

@@ -108,9 +108,9 @@ def Med_FlatBufferOp : Med_Op<"flat_buffer", [Symbol, HasParent<"ModuleOp">,
   let description = [{
     Declares a 1-D f32 tensor whose elements are the state tensors `members` (each a
     `med.parameter` of f32 elements), member i starting at element `offsets[i]`: offsets
-    ascend, members do not overlap, each offset is a multiple of `alignment` elements so
-    that every member starts where a vector load may, and the elements between members
-    are zeros. A tensor belongs to at most one flat buffer. `med.param` of the buffer
+    ascend, members do not overlap, and each offset is a multiple of `alignment` elements so
+    that every member starts where a vector load may. The elements between members belong
+    to no member; updates are elementwise, so no member depends on them. A tensor belongs to at most one flat buffer. `med.param` of the buffer
     reads all its members at once; `med.assign` to it sets them all. The members keep their
     names (checkpoints hold them, not the buffer). `med-flatten-optimizer` creates these
     for the optimizer's state, so that one kernel updates every parameter.

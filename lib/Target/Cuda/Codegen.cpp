@@ -89,6 +89,8 @@ llvm::Expected<json::Object> FunctionGen::run() {
           for (int id : ids)
             if (type(id).dtype == "f32")
               roundOnRead.insert(id);
+    for (int id : op.results)
+      producers[id] = static_cast<int64_t>(op.index);
     try {
       lower(op);
     } catch (const CodegenError &e) {

@@ -165,6 +165,8 @@ private:
   std::string mixedType;     // "bf16" or "f16": the storage of activations (mixed precision)
   std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
   std::set<int> normAffine;  // values used only as a norm's gamma or beta (kept in f32)
+  std::map<int, int64_t> producers; // value id -> the op that defines it
+  std::set<int> placed;      // values a pack placed in its result (med.pack)
 
   static bool isNorm(const std::string &kind) {
     for (const char *k : {"group_norm", "channel_layer_norm", "grn"})
@@ -488,6 +490,7 @@ private:
   void param(const Op &op);
   void assign(const Op &op);
   void reshape(const Op &op);
+  void pack(const Op &op);
   void pad(const Op &op);
   void slice(const Op &op);
   void concat(const Op &op);
@@ -513,6 +516,7 @@ private:
 
   // ---- Optimizer.cpp ---------------------------------------------------------------------
   void anyNonFinite(const Op &op);
+  void sumSquares(const Op &op);
   void select(const Op &op);
   void updateLossScale(const Op &op);
   void adamw(const Op &op);

@@ -148,10 +148,82 @@ void FunctionGen::sliceGrad(const Op &op) {
   elementwise(op, "slice_grad", {out("y", t), in("x", t)}, {dx, dy}, type(dx).numel(), body);
 }
 
+/// Packed tensors: each input that a kernel of this function writes is placed in its slice
+/// of the result (its producer writes there; no copy), the rest are copied. The result is
+/// zeroed before the first producer writes into it, which leaves the gaps zero.
+void FunctionGen::pack(const Op &op) {
+  int y = result(op);
+  const std::vector<int> &xs = group(op, "inputs");
+  const std::vector<int64_t> offsets = intsAttr(op, "offsets");
+  if (type(y).dtype != "f32" || offsets.size() != xs.size())
+    error("needs an f32 result and one offset per input");
+  // Aliases (reshapes) and producers of the function's values so far.
+  std::map<int, int> aliasOf;
+  std::set<int64_t> launching;
+  for (const json::Value &v : steps) {
+    const json::Object &step = *v.getAsObject();
+    const std::string kind = step.getString("kind").value_or("").str();
+    const int64_t at = *step.getInteger("op");
+    if (kind == "alias")
+      aliasOf[*step.getInteger("value")] = *step.getInteger("from");
+    if (kind == "launch")
+      launching.insert(at);
+  }
+  std::optional<int64_t> first; // the earliest producer of a placed input
+  json::Array places;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    int root = xs[i];
+    while (aliasOf.count(root))
+      root = aliasOf[root];
+    auto p = producers.find(root);
+    const bool placeable = type(root).dtype == "f32" && p != producers.end() &&
+                           launching.count(p->second) && !placed.count(root) &&
+                           offsets[i] >= 0 && offsets[i] % 4 == 0 &&
+                           offsets[i] + type(xs[i]).numel() <= type(y).numel();
+    if (!placeable)
+      continue;
+    placed.insert(root);
+    first = std::min(first.value_or(p->second), p->second);
+    places.push_back(json::Object{{"kind", "place"},
+                                  {"op", static_cast<int64_t>(op.index)},
+                                  {"value", root},
+                                  {"into", y},
+                                  {"offset", offsets[i] * 4}});
+  }
+  // Zero the result before anything writes into it: before the first placed producer.
+  const size_t mark = steps.size();
+  elementwise(op, "pack_zero", {out("y")}, {y}, type(y).numel(), "  y[i] = 0.0f;\n");
+  if (first && steps.size() > mark) {
+    json::Value zero = std::move(steps.back());
+    steps.pop_back();
+    auto at = std::find_if(steps.begin(), steps.end(), [&](const json::Value &v) {
+      return *v.getAsObject()->getInteger("op") == *first;
+    });
+    steps.insert(at, std::move(zero));
+  }
+  for (json::Value &v : places)
+    steps.push_back(std::move(v));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    int root = xs[i];
+    while (aliasOf.count(root))
+      root = aliasOf[root];
+    if (placed.count(root) && std::any_of(steps.begin(), steps.end(), [&](const json::Value &v) {
+          const json::Object &s = *v.getAsObject();
+          return s.getString("kind") == "place" && *s.getInteger("value") == root &&
+                 *s.getInteger("op") == static_cast<int64_t>(op.index) &&
+                 *s.getInteger("offset") == offsets[i] * 4;
+        }))
+      continue;
+    elementwise(op, "pack_copy", {out("y"), in("x", elemType(xs[i]))}, {y, xs[i]},
+                type(xs[i]).numel(), "  y[" + num(offsets[i]) + " + i] = (float)x[i];\n");
+  }
+}
+
 void FunctionGen::registerDataMovement(Emitters &e) {
   e["param"] = [](FunctionGen &g, const Op &op) { g.param(op); };
   e["assign"] = [](FunctionGen &g, const Op &op) { g.assign(op); };
   e["reshape"] = [](FunctionGen &g, const Op &op) { g.reshape(op); };
+  e["pack"] = [](FunctionGen &g, const Op &op) { g.pack(op); };
   e["pad"] = [](FunctionGen &g, const Op &op) { g.pad(op); };
   e["slice"] = [](FunctionGen &g, const Op &op) { g.slice(op); };
   e["concat"] = [](FunctionGen &g, const Op &op) { g.concat(op); };

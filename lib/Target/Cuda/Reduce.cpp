@@ -132,7 +132,46 @@ void FunctionGen::reduceExtremumGrad(const Op &op) {
            {dx, x, m, dy}, outs, block, body);
 }
 
+/// Σ x² over every operand: each operand in fixed chunks, one block per chunk, into a
+/// partial; one block then sums the partials in a fixed tree. The same bits every run.
+void FunctionGen::sumSquares(const Op &op) {
+  int y = result(op);
+  requireFloat(y, "the result");
+  const std::vector<int> &xs = group(op, "inputs");
+  constexpr int64_t kChunk = 16384;
+  int64_t total = 0;
+  for (int x : xs)
+    total += std::max<int64_t>(1, (type(x).numel() + kChunk - 1) / kChunk);
+  int partial = scratch(total * 4);
+  int64_t at = 0;
+  for (int x : xs) {
+    requireFloat(x, "an input");
+    const int64_t n = type(x).numel(), chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk);
+    std::string body = "  __shared__ float sh[" + std::to_string(kBlock) + "];\n"
+                       "  const i64 begin = o * " + num(kChunk) + ";\n"
+                       "  const i64 end = begin + " + num(kChunk) + " < " + num(n) + " ? begin + " +
+                       num(kChunk) + " : " + num(n) + ";\n"
+                       "  float acc = 0.0f;\n"
+                       "  for (i64 j = begin + t; j < end; j += " + std::to_string(kBlock) + ") {\n"
+                       "    const float v = (float)x[j];\n    acc += v * v;\n  }\n"
+                       "  acc = blockReduce(acc, sh, Add());\n"
+                       "  if (t == 0) p[" + num(at) + " + o] = acc;\n";
+    perBlock(op, "sum_squares_parts", {out("p"), in("x", elemType(x))}, {partial, x}, chunks,
+             kBlock, body);
+    at += chunks;
+  }
+  const int block = blockFor(total);
+  std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
+                        "  float acc = 0.0f;\n"
+                        "  for (i64 j = t; j < " + num(total) + "; j += " + std::to_string(block) +
+                        ") acc += p[j];\n"
+                        "  acc = blockReduce(acc, sh, Add());\n"
+                        "  if (t == 0) y[0] = acc;\n";
+  perBlock(op, "sum_squares_combine", {out("y"), in("p")}, {y, partial}, 1, block, combine);
+}
+
 void FunctionGen::registerReduce(Emitters &e) {
+  e["sum_squares"] = [](FunctionGen &g, const Op &op) { g.sumSquares(op); };
   e["reduce"] = [](FunctionGen &g, const Op &op) { g.reduce(op); };
   e["reduce_extremum_grad"] = [](FunctionGen &g, const Op &op) { g.reduceExtremumGrad(op); };
 }

@@ -67,7 +67,7 @@ struct OpInfo {
 
 /// One step of a function's CUDA launch plan (docs/artifact.md, "cuda_plan").
 struct CudaStep {
-  enum class Kind { Launch, Param, Alias, Assign };
+  enum class Kind { Launch, Param, Alias, Assign, Place };
   Kind kind = Kind::Launch;
   int op = -1;                      ///< index of the op in Function::ops it belongs to
   std::string kernel;               ///< Launch: the kernel's name in the module
@@ -77,7 +77,9 @@ struct CudaStep {
   std::vector<uint32_t> scalars;    ///< Launch: 32-bit unsigned arguments after the pointers
   std::string name;                 ///< Param / Assign: the parameter
   int value = -1;                   ///< Param, Alias: the value defined; Assign: the value assigned
-  int from = -1;                    ///< Alias: the value whose buffer `value` shares
+  int from = -1;                    ///< Alias: the value whose buffer `value` shares;
+                                    ///< Place: the value whose buffer holds `value`
+  size_t offset = 0;                ///< Place: where `value` starts in it, in bytes
 };
 
 /// A function's CUDA plan. Buffer ids below Function::values.size() are values; id

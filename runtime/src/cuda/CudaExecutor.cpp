@@ -208,6 +208,7 @@ std::string byteSize(size_t b) {
 struct Layout {
   uint64_t stateGeneration = 0;
   std::vector<int> home;            ///< buffer id -> the buffer id whose memory it uses
+  std::vector<size_t> shift;        ///< buffer id -> its byte offset in its home (placed values)
   std::vector<std::string> resident; ///< per home buffer: the resident tensor, or ""
   std::vector<size_t> offset;        ///< per home buffer: offset in the arena
   std::vector<DType> type;           ///< per value: as stored on the device
@@ -233,10 +234,16 @@ struct Layout {
   bool captureFailed = false;
 };
 
+/// A tensor kept on the device. A member of a flat buffer (Artifact::flatBuffers) owns no
+/// memory: it is a view into its buffer's, so that one kernel updates all members.
 struct Resident {
   DeviceBuffer buffer;
+  CUdeviceptr view = 0; ///< a member: where it lies in its flat buffer
+  size_t viewBytes = 0;
   Shape shape;
   DType dtype = DType::F32;
+  CUdeviceptr address() const { return view ? view : buffer.ptr; }
+  size_t bytes() const { return view ? viewBytes : buffer.bytes; }
 };
 
 struct Pending {
@@ -320,6 +327,37 @@ struct CudaSession::Impl {
     staging.d = &d;
     for (UploadSlot &s : slots)
       s.buffer.d = &d;
+  }
+
+  /// The flat buffer `name` is a member of, and its entry there (nulls if none).
+  std::pair<const FlatBuffer *, const FlatBuffer::Member *> memberOf(const std::string &name) const {
+    for (const FlatBuffer &f : artifact.flatBuffers)
+      for (const FlatBuffer::Member &m : f.members)
+        if (m.name == name)
+          return {&f, &m};
+    return {nullptr, nullptr};
+  }
+
+  /// The resident flat buffer, allocated and zeroed the first time a member is set.
+  Resident &flatResident(const FlatBuffer &f) {
+    auto [it, fresh] = state.try_emplace(f.name);
+    Resident &r = it->second;
+    if (fresh) {
+      r.buffer.d = &d;
+      ++stateGeneration;
+      ++stateAllocations;
+      const size_t bytes = static_cast<size_t>(f.size) * 4;
+      CUresult e = d.cuMemAlloc(&r.buffer.ptr, std::max<size_t>(bytes, 4));
+      if (e == 2)
+        throw Error(str("flat buffer '", f.name, "' (", byteSize(bytes),
+                        "): out of device memory keeping the training state on the GPU"));
+      check(e, str("cuMemAlloc for flat buffer '", f.name, "'"));
+      r.buffer.bytes = bytes;
+      r.shape = {f.size};
+      if (bytes)
+        check(d.cuMemsetD32(r.buffer.ptr, 0u, bytes / 4), str("zeroing flat buffer '", f.name, "'"));
+    }
+    return r;
   }
 
   void check(CUresult r, const std::string &what) const {
@@ -618,8 +656,16 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
   l = Layout();
   l.stateGeneration = stateGeneration;
   l.home.resize(B);
+  l.shift.assign(B, 0);
   for (size_t i = 0; i < B; ++i)
     l.home[i] = static_cast<int>(i);
+  // Values placed inside another value's buffer (a gradient in its slice of the packed
+  // gradients) before anything else: aliases of them and launches then find them there.
+  for (const CudaStep &s : plan.steps)
+    if (s.kind == CudaStep::Kind::Place) {
+      l.home[s.value] = s.from;
+      l.shift[s.value] = s.offset;
+    }
   l.resident.assign(B, "");
   l.type.resize(V);
   for (size_t i = 0; i < V; ++i)
@@ -651,7 +697,11 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
       break;
     case CudaStep::Kind::Alias:
       l.home[s.value] = l.home[s.from];
+      l.shift[s.value] = l.shift[s.from];
       life[s.value].bytes = 0;
+      break;
+    case CudaStep::Kind::Place:
+      life[s.value].bytes = 0; // lives in the buffer of s.from
       break;
     case CudaStep::Kind::Launch:
       for (int a : s.args)
@@ -798,7 +848,16 @@ void CudaSession::setState(const TensorMap &tensors) {
       ++impl->stateGeneration;
     }
     Resident &r = it->second;
-    if (r.buffer.bytes != host.nbytes()) {
+    if (auto [flat, member] = impl->memberOf(name); flat) {
+      Resident &f = impl->flatResident(*flat);
+      if (host.dtype() != DType::F32 || numElements(host.shape()) != numElements(member->shape))
+        throw Error(str("tensor '", name, "': expected ", shapeStr(member->shape), " f32 (a member "
+                        "of flat buffer '", flat->name, "'), got ", shapeStr(host.shape()), " ",
+                        dtypeName(host.dtype())));
+      r.buffer.release();
+      r.view = f.buffer.ptr + static_cast<size_t>(member->offset) * 4;
+      r.viewBytes = host.nbytes();
+    } else if (r.buffer.bytes != host.nbytes()) {
       r.buffer.release();
       ++impl->stateAllocations;
       CUresult e = d.cuMemAlloc(&r.buffer.ptr, std::max<size_t>(host.nbytes(), 4));
@@ -811,7 +870,7 @@ void CudaSession::setState(const TensorMap &tensors) {
     r.shape = host.shape();
     r.dtype = host.dtype();
     if (host.nbytes())
-      impl->check(d.cuMemcpyHtoD(r.buffer.ptr, host.raw(), host.nbytes()),
+      impl->check(d.cuMemcpyHtoD(r.address(), host.raw(), host.nbytes()),
                   str("uploading tensor '", name, "'"));
   }
 }
@@ -822,9 +881,11 @@ TensorMap CudaSession::state() const {
   impl->check(d.cuStreamSynchronize(impl->stream), "waiting for the stream");
   TensorMap out;
   for (const auto &[name, r] : impl->state) {
+    if (impl->artifact.flatBuffer(name)) // its members are the state
+      continue;
     Tensor t(r.dtype, r.shape);
     if (t.nbytes())
-      impl->check(d.cuMemcpyDtoH(t.raw(), r.buffer.ptr, t.nbytes()),
+      impl->check(d.cuMemcpyDtoH(t.raw(), r.address(), t.nbytes()),
                   str("downloading tensor '", name, "'"));
     out.emplace(name, std::move(t));
   }
@@ -835,8 +896,8 @@ void CudaSession::commit() {
   const Driver &d = impl->d;
   for (const Pending &p : impl->pending) {
     const Resident &r = impl->state.at(p.name);
-    if (p.from != r.buffer.ptr && r.buffer.bytes)
-      impl->check(d.cuMemcpyDtoDAsync(r.buffer.ptr, p.from, r.buffer.bytes, impl->stream),
+    if (p.from != r.address() && r.bytes())
+      impl->check(d.cuMemcpyDtoDAsync(r.address(), p.from, r.bytes(), impl->stream),
                   str("updating tensor '", p.name, "' on the device"));
   }
   impl->pending.clear();
@@ -1014,7 +1075,7 @@ std::string CudaSession::graphs(const Function &fn) const {
 size_t CudaSession::stateBytes() const {
   size_t n = 0;
   for (const auto &[name, r] : impl->state)
-    n += r.buffer.bytes;
+    n += r.buffer.bytes; // members own nothing: their flat buffer is counted
   return n;
 }
 
@@ -1103,6 +1164,23 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                         "device holds ", shapeStr(r->second.shape), " ", dtypeName(r->second.dtype)));
       continue;
     }
+    if (const FlatBuffer *flat = a.flatBuffer(s.name)) { // its members, laid out
+      Tensor packed(DType::F32, {flat->size});
+      std::memset(packed.raw(), 0, packed.nbytes());
+      for (const FlatBuffer::Member &m : flat->members) {
+        auto it = params.find(m.name);
+        if (it == params.end())
+          throw Error(str(fn.ops[s.op].describe(), ": parameter '", m.name, "' (of flat buffer '",
+                          flat->name, "') is missing"));
+        Tensor t = it->second.to(DType::F32);
+        if (t.shape() != m.shape)
+          throw Error(str("parameter '", m.name, "': expected ", shapeStr(m.shape), ", got ",
+                          shapeStr(t.shape())));
+        std::memcpy(static_cast<float *>(packed.raw()) + m.offset, t.raw(), t.nbytes());
+      }
+      uploads.emplace_back(s.value, std::move(packed));
+      continue;
+    }
     auto it = params.find(s.name);
     if (it == params.end())
       throw Error(str(fn.ops[s.op].describe(), ": parameter '", s.name, "' is missing"));
@@ -1118,8 +1196,8 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
   const std::function<uint64_t(int)> ptr = [&](int id) -> uint64_t {
     int h = l.home[id];
     if (!l.resident[h].empty())
-      return impl->state.at(l.resident[h]).buffer.ptr;
-    return base + l.offset[h];
+      return impl->state.at(l.resident[h]).address();
+    return base + l.offset[h] + l.shift[id];
   };
   if (impl->dnn || impl->lt) {
     impl->chooseAlgorithms(fn, l, ptr);
@@ -1179,7 +1257,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     impl->check(d.cuEventRecord(impl->slots[ahead->slot].drained, impl->stream),
                 "cuEventRecord (staged inputs)");
   for (auto &[name, id] : l.residentCopies)
-    conversions.emplace_back(impl->state.at(name).buffer.ptr, id);
+    conversions.emplace_back(impl->state.at(name).address(), id);
   const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");
   // Launch the plan.
@@ -1350,7 +1428,15 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                       " value to the f32 tensor '", s.name, "'"));
     if (resident)
       impl->pending.push_back({s.name, ptr(s.value)});
-    if (updates)
+    if (updates && a.flatBuffer(s.name)) { // each member its slice
+      Tensor all = download(s.value);
+      for (const FlatBuffer::Member &m : a.flatBuffer(s.name)->members) {
+        Tensor t(all.dtype(), m.shape);
+        std::memcpy(t.raw(), static_cast<const std::byte *>(all.raw()) + m.offset * dtypeSize(all.dtype()),
+                    t.nbytes());
+        (*updates)[m.name] = std::move(t);
+      }
+    } else if (updates)
       (*updates)[s.name] = download(s.value);
     else if (!resident)
       throw Error(str(fn.ops[s.op].describe(), ": assigns parameter '", s.name,
