@@ -542,7 +542,8 @@ Artifact Artifact::load(const std::string &path) {
     }
   // Flat buffers: members are distinct f32 parameters, aligned, ascending, inside the buffer.
   std::set<std::string> members;
-  const json &flats = r.field(doc, "flat_buffers", "document");
+  static const json none = json::array();
+  const json &flats = doc.contains("flat_buffers") ? doc["flat_buffers"] : none; // absent: none
   if (!flats.is_array())
     r.fail("document", "'flat_buffers' must be a list");
   for (size_t i = 0; i < flats.size(); ++i) {

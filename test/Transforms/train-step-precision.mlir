@@ -31,8 +31,8 @@ med.parameter @"c.bias" : tensor<4xf32> init uniform(2)
 // CHECK: %[[INV:.*]] = med.div %{{.*}}, %[[SCALE]] {med.fp32}
 // CHECK: %[[UW:.*]] = med.mul %[[G]]#2, %[[INV]] {med.fp32}
 // CHECK: %[[UB:.*]] = med.mul %[[G]]#3, %[[INV]] {med.fp32}
-// CHECK: med.mul %[[UW]], %[[UW]] {med.fp32}
-// CHECK: %[[NORM:.*]] = med.sqrt {{.*}} {med.fp32}
+// CHECK: %[[SQ:.*]] = med.sum_squares %[[UW]], %[[UB]] {med.fp32}
+// CHECK: %[[NORM:.*]] = med.sqrt %[[SQ]] {med.fp32}
 // CHECK: %[[COEF:.*]] = med.min
 // CHECK: %[[GW:.*]] = med.mul %[[UW]], %[[COEF]] {med.fp32}
 // CHECK: %[[N0:.*]] = med.param @optimizer.step {med.fp32}

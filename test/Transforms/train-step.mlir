@@ -19,19 +19,18 @@ med.parameter @"frozen.weight" : tensor<4x1x1x1xf32> init ones frozen
 // CHECK-SAME: med.output_names = ["loss", "grad_norm"]
 // CHECK-SAME: med.precision = "fp32"
 // CHECK: %[[G:.*]]:5 = call @loss_grad(%[[X]], %[[Y]])
-// CHECK: %[[SQW:.*]] = med.mul %[[G]]#1, %[[G]]#1
-// CHECK: %[[SQB:.*]] = med.mul %[[G]]#2, %[[G]]#2
-// CHECK: %[[NORM:.*]] = med.sqrt
+// CHECK: %[[SQ:.*]] = med.sum_squares %[[G]]#1, %[[G]]#2 {med.fp32}
+// CHECK: %[[NORM:.*]] = med.sqrt %[[SQ]]
 // CHECK: %[[COEF:.*]] = med.min
 // CHECK: %[[GW:.*]] = med.mul %[[G]]#1, %[[COEF]]
 // CHECK: %[[GB:.*]] = med.mul %[[G]]#2, %[[COEF]]
+// CHECK: %[[ONEMINUS:.*]] = med.sub %{{.*}}, %[[D]]
 // CHECK: %[[W:.*]] = med.param @c.weight
 // CHECK: %[[NW:[a-z_]+]], %[[M:[a-z_0-9]+]], %[[V:[a-z_0-9]+]] = med.adamw %[[W]], %[[GW]], %{{.*}}, %{{.*}}, %[[LR]], %[[T]] {med.fp32, weight_decay = 5.000000e-02 : f64}
 // CHECK: med.assign @optimizer.exp_avg.c.weight, %[[M]]
 // CHECK: med.assign @optimizer.exp_avg_sq.c.weight, %[[V]]
 // CHECK: med.assign @c.weight, %[[NW]]
 // CHECK: %[[E:.*]] = med.param @ema.c.weight
-// CHECK: %[[ONEMINUS:.*]] = med.sub %{{.*}}, %[[D]]
 // CHECK: %[[DIFF:.*]] = med.sub %[[NW]], %[[E]]
 // CHECK: %[[STEP:.*]] = med.mul %[[DIFF]], %[[ONEMINUS]]
 // CHECK: %[[NE:.*]] = med.add %[[E]], %[[STEP]]

@@ -132,21 +132,19 @@ void FunctionGen::reduceExtremumGrad(const Op &op) {
            {dx, x, m, dy}, outs, block, body);
 }
 
-/// Σ x² over every operand: each operand in fixed chunks, one block per chunk, into a
-/// partial; one block then sums the partials in a fixed tree. The same bits every run.
+/// Σ x² over every operand: each operand in fixed chunks, one block per chunk, into
+/// partials; one block sums them in a fixed tree and adds the operand's sum to the result
+/// (the operands in order). The same bits every run; kernels depend on sizes only, so
+/// operands of one size share theirs.
 void FunctionGen::sumSquares(const Op &op) {
   int y = result(op);
   requireFloat(y, "the result");
-  const std::vector<int> &xs = group(op, "inputs");
   constexpr int64_t kChunk = 16384;
-  int64_t total = 0;
-  for (int x : xs)
-    total += std::max<int64_t>(1, (type(x).numel() + kChunk - 1) / kChunk);
-  int partial = scratch(total * 4);
-  int64_t at = 0;
-  for (int x : xs) {
+  bool first = true;
+  for (int x : group(op, "inputs")) {
     requireFloat(x, "an input");
     const int64_t n = type(x).numel(), chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk);
+    int partial = scratch(chunks * 4);
     std::string body = "  __shared__ float sh[" + std::to_string(kBlock) + "];\n"
                        "  const i64 begin = o * " + num(kChunk) + ";\n"
                        "  const i64 end = begin + " + num(kChunk) + " < " + num(n) + " ? begin + " +
@@ -155,19 +153,20 @@ void FunctionGen::sumSquares(const Op &op) {
                        "  for (i64 j = begin + t; j < end; j += " + std::to_string(kBlock) + ") {\n"
                        "    const float v = (float)x[j];\n    acc += v * v;\n  }\n"
                        "  acc = blockReduce(acc, sh, Add());\n"
-                       "  if (t == 0) p[" + num(at) + " + o] = acc;\n";
+                       "  if (t == 0) p[o] = acc;\n";
     perBlock(op, "sum_squares_parts", {out("p"), in("x", elemType(x))}, {partial, x}, chunks,
              kBlock, body);
-    at += chunks;
+    const int block = blockFor(chunks);
+    std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
+                          "  float acc = 0.0f;\n"
+                          "  for (i64 j = t; j < " + num(chunks) + "; j += " +
+                          std::to_string(block) + ") acc += p[j];\n"
+                          "  acc = blockReduce(acc, sh, Add());\n" +
+                          (first ? "  if (t == 0) y[0] = acc;\n" : "  if (t == 0) y[0] += acc;\n");
+    perBlock(op, first ? "sum_squares_first" : "sum_squares_add", {out("y"), in("p")},
+             {y, partial}, 1, block, combine);
+    first = false;
   }
-  const int block = blockFor(total);
-  std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
-                        "  float acc = 0.0f;\n"
-                        "  for (i64 j = t; j < " + num(total) + "; j += " + std::to_string(block) +
-                        ") acc += p[j];\n"
-                        "  acc = blockReduce(acc, sh, Add());\n"
-                        "  if (t == 0) y[0] = acc;\n";
-  perBlock(op, "sum_squares_combine", {out("y"), in("p")}, {y, partial}, 1, block, combine);
 }
 
 void FunctionGen::registerReduce(Emitters &e) {

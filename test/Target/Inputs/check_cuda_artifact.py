@@ -2,7 +2,7 @@
 
 usage: check_cuda_artifact.py X.medc [--arch sm_90]
 
-Reads the container of docs/artifact.md (format version 4) with struct/zlib/json only and
+Reads the container of docs/artifact.md (format version 5) with struct/zlib/json only and
 checks: the CRC; the cuda.source, cuda.cubin and cuda.ptx sections are present and non-empty;
 the cubin is a CUDA ELF (e_machine 190) for the requested arch (its e_flags hold the SM
 number); every op of every function is covered by its plan (a launch of at least one
@@ -84,6 +84,9 @@ for f in doc["functions"]:
             ok = kinds == {"assign"}
         elif op["op"] == "reshape":
             ok = kinds == {"alias"}
+        elif op["op"] == "pack":  # zeroes its result, places its inputs (or copies them)
+            ok = "launch" in kinds and kinds <= {"launch", "place"}
+            kernels_ops += 1
         else:
             ok = kinds == {"launch"} or (not steps and empty)
             kernels_ops += 1
