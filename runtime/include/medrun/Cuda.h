@@ -25,7 +25,7 @@ bool cudaAvailable(std::string *why = nullptr);
 /// The key under which CudaSession::run's profile adds an op's time: its kind; for a
 /// convolution also its family ("conv3d 1x1x1", "conv3d depthwise", "conv3d 3x3x3"), which
 /// decides which library and algorithm run it; for a fusion its template
-/// ("fusion:elementwise", "fusion:optimizer"), whose generated kernel runs it.
+/// ("fusion:elementwise", one key per template), whose generated kernel runs it.
 std::string profileKey(const Function &fn, const OpInfo &op);
 
 /// A CUDA context on GPU 0 with the artifact's kernels loaded, for running its functions
