@@ -38,13 +38,13 @@ mkdir -p .device/cuda
 # kernels (cubin + PTX); no parameters (medcheck draws them with medrun::initParameters).
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --target cuda -o .device/cuda/banis_plus.medc
 "$BIN/medc" recipe configs/banis_plus.yaml >.device/cuda/banis_plus.json
-# The same recipe and the quickstart in bf16-mixed (part `banis`, and `cuda`'s bf16 check).
+# The same recipe and the quickstart in bf16-mixed (parts `large`, `banis` and `bench`).
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_plus_bf16.medc
 "$BIN/medc" recipe configs/banis_plus.yaml --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=bf16-mixed \
   --target cuda -o .device/cuda/quickstart_bf16.medc
-# And in fp16-mixed (dynamic loss scaling): `cuda`'s fp16 check and `bench`.
+# And in fp16-mixed (dynamic loss scaling): parts `large` and `bench`.
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=fp16-mixed \
   --target cuda -o .device/cuda/quickstart_fp16.medc
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=fp16-mixed --target cuda \

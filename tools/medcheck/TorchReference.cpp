@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -86,9 +87,10 @@ struct Env {
   std::vector<torch::Tensor> values;
   torch::ScalarType floatType;
   torch::Device device; ///< where every value lives (that of the inputs)
-  /// Under torch autocast: a float result keeps the type the op computed it in (bf16 from
-  /// autocast's lower-precision ops, f32 from the others), as in a PyTorch model.
-  bool autocast = false;
+  /// Under torch autocast to this type (bf16 or f16): a float result keeps the type the op
+  /// computed it in (the autocast type from autocast's lower-precision ops, f32 from the
+  /// others), as in a PyTorch model.
+  std::optional<torch::ScalarType> autocast;
 
   const torch::Tensor &get(int id, const OpInfo &op) const {
     if (id < 0 || id >= static_cast<int>(values.size()) || !values[id].defined())
@@ -740,7 +742,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
 ///   bf16 input with f32 affine parameters is an error there);
 /// - its lower-precision list beyond the CPU's: conv_transpose3d reads bf16 operands
 ///   (the CPU list has conv3d only).
-/// Any other op whose float operands mix bf16 and f32 reads them in f32, as autocast's
+/// Any other op whose float operands mix types (bf16 or f16 and f32) reads them in f32, as autocast's
 /// promote policy does. The converted operands' values are put into `env` for the op,
 /// their own values into `saved` (the caller puts them back).
 void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &saved) {
@@ -751,9 +753,9 @@ void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &
     for (const auto &group : op.operands)
       for (int id : group.second) {
         const torch::Tensor &v = env.get(id, op);
-        if (!saved.count(id) && v.is_floating_point() && v.scalar_type() != torch::kBFloat16) {
+        if (!saved.count(id) && v.is_floating_point() && v.scalar_type() != *env.autocast) {
           saved[id] = v;
-          env.values[id] = v.to(torch::kBFloat16);
+          env.values[id] = v.to(*env.autocast);
         }
       }
     return;
@@ -858,30 +860,30 @@ void setInputs(Env &env, const std::vector<torch::Tensor> &inputs) {
     env.values.at(fn.inputs[i]) = inputs[i].to(env.typeOf(fn.inputs[i]));
 }
 
-/// Torch autocast to bf16 on `device`'s type for the guard's lifetime, as
-/// `with torch.autocast(device_type, dtype=torch.bfloat16)`: enabled (the autocast dispatch
-/// key), dtype bf16, one nesting level (whose end clears autocast's cache of cast weights);
+/// Torch autocast to `dtype` (bf16 or f16) on `device`'s type for the guard's lifetime, as
+/// `with torch.autocast(device_type, dtype=...)`: enabled (the autocast dispatch
+/// key), the dtype, one nesting level (whose end clears autocast's cache of cast weights);
 /// the previous settings come back at the end. LibTorch 2.4 made the API take the device
 /// type; 1.x and early 2.x have a function per device.
 class AutocastGuard {
 public:
-  explicit AutocastGuard(torch::Device device) : type(device.type()) {
+  AutocastGuard(torch::Device device, torch::ScalarType dtype) : type(device.type()) {
     if (type != c10::DeviceType::CPU && type != c10::DeviceType::CUDA)
       throw Error(str("torch autocast: no autocast for device ", device.str()));
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
     wasEnabled = at::autocast::is_autocast_enabled(type);
     wasType = at::autocast::get_autocast_dtype(type);
-    at::autocast::set_autocast_dtype(type, at::kBFloat16);
+    at::autocast::set_autocast_dtype(type, dtype);
     at::autocast::set_autocast_enabled(type, true);
 #else
     bool cpu = type == c10::DeviceType::CPU;
     wasEnabled = cpu ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
     wasType = cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
     if (cpu) {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_autocast_cpu_dtype(dtype);
       at::autocast::set_cpu_enabled(true);
     } else {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_autocast_gpu_dtype(dtype);
       at::autocast::set_enabled(true);
     }
 #endif
@@ -914,6 +916,24 @@ private:
 
 } // namespace
 
+void checkAutocast(torch::Device device, torch::ScalarType dtype) {
+  std::string why;
+  try {
+    AutocastGuard guard(device, dtype);
+    torch::Tensor x = torch::ones({1, 1, 1, 1, 1}, torch::TensorOptions().device(device));
+    torch::ScalarType got = torch::conv3d(x, x).scalar_type();
+    if (got == dtype)
+      return;
+    why = str("conv3d computes in ", c10::toString(got));
+  } catch (const c10::Error &e) {
+    why = e.what_without_backtrace();
+    why = why.substr(0, why.find('\n'));
+  }
+  throw Error(str("torch autocast to ", dtype == torch::kHalf ? "float16" : "bfloat16", " on ",
+                  device.str(),
+                  " is not available in this LibTorch (", TORCH_VERSION, "): ", why));
+}
+
 std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                                     const std::vector<torch::Tensor> &inputs,
                                     const std::map<std::string, torch::Tensor> &params,
@@ -929,7 +949,7 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
                          torch::ScalarType floatType, const torch::Tensor &seed,
-                         bool autocast) {
+                         std::optional<torch::ScalarType> autocast) {
   if (fn.outputs.empty())
     throw Error(str("function '", fn.name, "' has no result to differentiate"));
   const medrun::ValueInfo &loss = fn.values.at(fn.outputs[0]);
@@ -977,8 +997,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
   if (autocast) {
     // The forward pass only, as PyTorch recommends: the backward ops run in the types their
     // forward ops chose.
-    AutocastGuard guard(env.device);
-    env.autocast = true;
+    AutocastGuard guard(env.device, *autocast);
+    env.autocast = autocast;
     outputs = execute(env, leafParams);
   } else {
     outputs = execute(env, leafParams);

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,17 +63,23 @@ struct TorchGradients {
 /// Independent of medrun's gradient rules and kernels. With a `seed` (a scalar), the
 /// backward pass starts from it instead of 1: the gradients of out0 · seed, as
 /// `(loss * scale).backward()` of torch.amp.GradScaler computes them.
-/// With `autocast`, the forward pass runs under torch autocast to bf16 on the device of the
-/// inputs (`with torch.autocast(device, dtype=torch.bfloat16)` around the model, backward
-/// outside): autocast's lower-precision ops (conv3d, ...) compute in bf16, and every float
-/// result keeps the type its op produced instead of being converted to `floatType`, as in a
-/// PyTorch model; the leaves (f32 here) and their gradients keep `floatType`. The outputs
-/// may then be bf16.
+/// With `autocast` (kBFloat16 or kHalf), the forward pass runs under torch autocast to that
+/// type on the device of the inputs (`with torch.autocast(device, dtype=...)` around the
+/// model, backward outside): autocast's lower-precision ops (conv3d, ...) compute in it, and
+/// every float result keeps the type its op produced instead of being converted to
+/// `floatType`, as in a PyTorch model; the leaves (f32 here) and their gradients keep
+/// `floatType`. The outputs may then be bf16 or f16.
 TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
                          torch::ScalarType floatType = torch::kFloat,
-                         const torch::Tensor &seed = torch::Tensor(), bool autocast = false);
+                         const torch::Tensor &seed = torch::Tensor(),
+                         std::optional<torch::ScalarType> autocast = std::nullopt);
+
+/// Returns when torch autocast to `dtype` works on `device` (a convolution under it computes
+/// in `dtype`); otherwise throws medrun::Error saying why. LibTorch 1.13's CPU autocast
+/// takes bf16 only, and its CPU convolutions have no f16 kernels.
+void checkAutocast(torch::Device device, torch::ScalarType dtype);
 
 } // namespace medcheck
 

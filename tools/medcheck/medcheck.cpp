@@ -6,7 +6,7 @@
 //   medcheck X.medc --train-steps N [--lr L] [--lr-schedule constant|cosine]
 //            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
 //            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
-//            [--against-autocast [--autocast-ratio R]]
+//            [--against-autocast [--autocast-ratio R] [--autocast-type bf16|f16]]
 //            [--device cpu|cuda] [--torch-device cpu|cuda]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
@@ -17,7 +17,7 @@
 // --fd compares them with central finite differences of f on our own backend in f64.
 // --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
 // (+ a GradScaler written out here for fp16-mixed steps); with --against-autocast, a bf16
-// step is judged against torch autocast's error next to torch f32.
+// or f16 step is judged against torch autocast's error next to torch f32.
 //
 //===----------------------------------------------------------------------------------===//
 #include "TorchReference.h"
@@ -191,19 +191,25 @@ const char *kUsage =
     "  (1-b1)/(1-b1^s) * sqrt((1-b2^s)/(1-b2)) * sqrt(sum_{j<s} (b1^2/b2)^j) on\n"
     "  |m_hat / (sqrt(v_hat) + eps)| (AdamW; with SGD noise moves it by noise only).\n"
     "\n"
-    "--against-autocast  with --train-steps and --precision bf16: the acceptance check\n"
-    "  of bf16-mixed. Each step runs three times, in turn: ours (bf16), torch in f32 (the\n"
-    "  reference, as above) and torch with its forward passes under torch autocast to\n"
-    "  bf16 on the torch device (`with torch.autocast(device, dtype=torch.bfloat16)`\n"
-    "  around the loss, backward, clipping, optimizer and EMA outside it), the two torch\n"
-    "  runs from the same parameters and batch, each with its own optimizer, EMA and\n"
-    "  state across steps. Under autocast, CUDA autocast's policy holds on any torch\n"
-    "  device: conv3d and conv_transpose3d compute in bf16 (autocast's own lists; the\n"
+    "--against-autocast  with --train-steps and --precision bf16 or f16: the acceptance\n"
+    "  check of bf16-mixed and fp16-mixed. Each step runs three times, in turn: ours, torch\n"
+    "  in f32 (the reference, as above) and torch with its forward passes under torch\n"
+    "  autocast to bf16 or f16 on the torch device (`with torch.autocast(device,\n"
+    "  dtype=...)` around the loss, backward, clipping, optimizer and EMA outside it), the\n"
+    "  two torch runs from the same parameters and batch, each with its own optimizer, EMA\n"
+    "  and state across steps. Autocast to f16 runs with its own GradScaler as above\n"
+    "  (PyTorch's fp16 recipe), from ours' first scale (the artifact's init_loss_scale, or\n"
+    "  65536 for a step without loss scaling). The autocast type is --precision's, or\n"
+    "  --autocast-type's (a step in one type against autocast in the other: ours in\n"
+    "  bf16-mixed against autocast to f16 is the negative control of the f16 check).\n"
+    "  LibTorch 1.13's CPU autocast has no f16 (an error before any step: use\n"
+    "  --torch-device cuda). Under autocast, CUDA autocast's policy holds on any torch\n"
+    "  device: conv3d and conv_transpose3d compute in bf16 or f16 (autocast's own lists; the\n"
     "  transposed convolution's operands are converted by hand on the CPU, whose list\n"
     "  lacks it) and every float result keeps the type its op produced, as in a PyTorch\n"
     "  model; the norms, the losses, exp and log read their operands in f32 (CUDA\n"
     "  autocast's float32 list, by hand on the CPU: LibTorch 1.13's CPU autocast has no\n"
-    "  policy for the norms), and an op mixing bf16 and f32 operands reads both in f32\n"
+    "  policy for the norms), and an op mixing bf16 or f16 and f32 operands reads both in f32\n"
     "  (its promote policy). Per tensor (loss,\n"
     "  grad_norm, each gradient with --train-grad, parameter, moment and EMA),\n"
     "  e_ours = rel(ours, torch f32) and e_autocast = rel(autocast, torch f32), the\n"
@@ -235,7 +241,13 @@ const char *kUsage =
     "  d is spread over n = (sum d^2)^2 / sum d^4 elements, k = n e^2 / e_autocast^2 is\n"
     "  also compared as a count (k_autocast = n) by the rule above.\n"
     "  A bf16-mixed artifact's <loss>_grad runs in bf16 on either backend, so\n"
-    "  --train-grad compares bf16 gradients.\n"
+    "  --train-grad compares bf16 gradients (an fp16-mixed artifact has none: its\n"
+    "  gradients exist only scaled, inside the step).\n"
+    "  With loss scaling, ours' found_inf must equal torch f32's or autocast's (ours\n"
+    "  overflows where one of them does, or nowhere), and ours' loss_scale, growth_tracker\n"
+    "  and optimizer.step must equal what GradScaler's update makes of ours' found_inf; a\n"
+    "  non-finite grad_norm passes where torch f32's or autocast's is. A run in which ours\n"
+    "  skipped every step compared nothing of the step and fails.\n"
     "\n"
     "--train-grad  with --train-steps: also runs <loss>_grad on our backend with each\n"
     "  step's parameters (before the update) and compares every parameter gradient with\n"
@@ -249,9 +261,9 @@ const char *kUsage =
     "  artifact's kernels loaded once) for the whole medcheck run, each function run as\n"
     "  runCpu would (inputs and the parameters it reads uploaded, outputs and assigned\n"
     "  values downloaded). Needs an artifact compiled with `medc compile --target cuda`\n"
-    "  and precision f32, or for --train-steps also --precision bf16 with a train_step\n"
-    "  compiled with precision=bf16-mixed (the backend runs the precision the step was\n"
-    "  compiled for). Applies to the forward check, --grad and --train-steps\n"
+    "  and precision f32, or for --train-steps also --precision bf16 or f16 with a\n"
+    "  train_step compiled with precision=bf16-mixed or fp16-mixed (the backend runs the\n"
+    "  precision the step was compiled for). Applies to the forward check, --grad and --train-steps\n"
     "  (+ --train-grad); --fd always runs on the CPU backend in f64. MEDRUN_LIBCUDA names\n"
     "  another driver library (as for medrun).\n"
     "--torch-device cuda  computes the torch side on LibTorch's GPU 0: parameters, inputs,\n"
@@ -289,10 +301,12 @@ const char *kUsage =
     "  --loss-scale S     with --train-steps on an fp16-mixed step: the first loss scale\n"
     "                     (default: the artifact's init_loss_scale)\n"
     "  --train-grad       with --train-steps: compare the gradients too (see above)\n"
-    "  --against-autocast with --train-steps and --precision bf16: judge ours against\n"
-    "                     torch autocast's error (see above)\n"
+    "  --against-autocast with --train-steps and --precision bf16 or f16: judge ours\n"
+    "                     against torch autocast's error (see above)\n"
     "  --autocast-ratio R with --against-autocast: the largest e_ours / e_autocast that\n"
     "                     passes (default 1.5)\n"
+    "  --autocast-type T  with --against-autocast: bf16 or f16, the type torch autocast\n"
+    "                     computes in (default: --precision's)\n"
     "  --device D         our backend: cpu (default) or cuda (see above)\n"
     "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --help             print this help\n"
@@ -303,8 +317,9 @@ const char *kUsage =
     "without <f>_grad functions, and a --fd-params matching no tensor, --train-steps on an\n"
     "artifact without train_step or its loss function, --train-grad without <loss>_grad,\n"
     "--loss-scale on a step without loss scaling, --against-autocast without --precision\n"
-    "bf16, --autocast-ratio without --against-autocast, --device cuda with a precision\n"
-    "other than f32 (bf16 with --train-steps on a bf16-mixed step). No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
+    "bf16 or f16, --autocast-ratio or --autocast-type without --against-autocast, --device\n"
+    "cuda with a precision other than f32 (bf16 or f16 with --train-steps on a step\n"
+    "compiled for it). No CUDA driver or GPU (--device cuda), or a LibTorch without CUDA\n"
     "(--torch-device cuda): an error, exit status 1.\n";
 
 struct UsageError : std::runtime_error {
@@ -338,6 +353,7 @@ struct Options {
   bool againstAutocast = false; ///< --against-autocast
   double autocastRatio = 1.5;
   bool hasAutocastRatio = false;
+  std::optional<medrun::Precision> autocastType; ///< --autocast-type (default: --precision)
   bool hasTrainOnly = false; ///< an option that needs --train-steps
   std::string device = "cpu"; ///< our backend: cpu or cuda
   std::string torchDevice;    ///< where LibTorch computes: cpu or cuda (empty: as device)
@@ -474,6 +490,14 @@ Options parseArgs(int argc, char **argv) {
     } else if (a == "--autocast-ratio") {
       o.autocastRatio = parsePositive(a, next());
       o.hasAutocastRatio = true;
+    } else if (a == "--autocast-type") {
+      std::string p = next();
+      if (p == "bf16")
+        o.autocastType = medrun::Precision::BF16;
+      else if (p == "f16")
+        o.autocastType = medrun::Precision::F16;
+      else
+        throw UsageError(str("--autocast-type must be bf16 or f16, got '", p, "'"));
     } else if (a == "--device" || a == "--torch-device") {
       std::string d = next();
       if (d != "cpu" && d != "cuda")
@@ -496,11 +520,16 @@ Options parseArgs(int argc, char **argv) {
   if (o.trainSteps == 0 && o.hasTrainOnly)
     throw UsageError("--lr, --lr-schedule, --ema-decay, --ema-warmup, --loss-scale, "
                      "--train-grad and --against-autocast need --train-steps N");
-  if (o.againstAutocast && o.precision != medrun::Precision::BF16)
-    throw UsageError("--against-autocast needs --precision bf16 (ours in bf16-mixed, torch "
-                     "autocast to bf16)");
+  if (o.againstAutocast && o.precision != medrun::Precision::BF16 &&
+      o.precision != medrun::Precision::F16)
+    throw UsageError("--against-autocast needs --precision bf16 or f16 (ours in bf16-mixed or "
+                     "fp16-mixed, torch autocast to the same type)");
   if (o.hasAutocastRatio && !o.againstAutocast)
     throw UsageError("--autocast-ratio needs --against-autocast");
+  if (o.autocastType && !o.againstAutocast)
+    throw UsageError("--autocast-type needs --against-autocast");
+  if (o.againstAutocast && !o.autocastType)
+    o.autocastType = o.precision;
   if (o.trainSteps == 0 &&
       (o.precision == medrun::Precision::BF16 || o.precision == medrun::Precision::F16))
     throw UsageError("--precision bf16 and f16 (mixed precision) need --train-steps N");
@@ -509,9 +538,11 @@ Options parseArgs(int argc, char **argv) {
   if (o.torchDevice.empty())
     o.torchDevice = o.device;
   if (o.device == "cuda" && o.precision != medrun::Precision::F32 &&
-      !(o.precision == medrun::Precision::BF16 && o.trainSteps > 0))
-    throw UsageError("--device cuda runs f32, and bf16 with --train-steps (the CUDA backend "
-                     "runs bf16-mixed training steps only); other precisions need --device cpu");
+      !((o.precision == medrun::Precision::BF16 || o.precision == medrun::Precision::F16) &&
+        o.trainSteps > 0))
+    throw UsageError("--device cuda runs f32, and bf16 or f16 with --train-steps (the CUDA "
+                     "backend runs bf16-mixed and fp16-mixed training steps only); other "
+                     "precisions need --device cpu");
   return o;
 }
 
@@ -1345,7 +1376,8 @@ double defaultTolerance(medrun::Precision p) {
 /// GradScaler's state. The f32 reference and the autocast run (--against-autocast) each
 /// keep their own.
 struct TorchTrainer {
-  bool autocast = false; ///< forward passes under torch autocast to bf16
+  std::optional<torch::ScalarType> autocast; ///< forward passes under torch autocast to it
+  bool scaling = false; ///< a GradScaler: fp16-mixed, or autocast to f16 (torch's recipe)
   std::map<std::string, torch::Tensor> leaf, ema;
   std::vector<torch::Tensor> leaves;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -1413,12 +1445,13 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
                     t.precision));
   const bool scaling = t.precision == "fp16-mixed";
   // The CUDA backend runs the precision train_step was compiled for.
-  if (sides.cuda && (o.precision == medrun::Precision::BF16) != (t.precision == "bf16-mixed"))
+  const char *compiledFor = o.precision == medrun::Precision::BF16  ? "bf16-mixed"
+                            : o.precision == medrun::Precision::F16 ? "fp16-mixed"
+                                                                    : "fp32";
+  if (sides.cuda && t.precision != compiledFor)
     throw UsageError(str("--device cuda runs train_step of ", o.artifact, " in ", t.precision,
-                         " as compiled; --precision ",
-                         o.precision == medrun::Precision::BF16 ? "bf16" : "f32",
-                         " needs an artifact compiled with precision=",
-                         o.precision == medrun::Precision::BF16 ? "bf16-mixed" : "fp32"));
+                         " as compiled; --precision ", medrunPrecisionName(o.precision),
+                         " needs an artifact compiled with precision=", compiledFor));
   if (o.lossScale > 0 && !scaling)
     throw UsageError(str("--loss-scale: train_step of ", o.artifact, " is ", t.precision,
                          "; only fp16-mixed steps scale the loss"));
@@ -1498,11 +1531,12 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       trained.push_back(p.name);
   }
   // Torch's trainers: the reference in floatType and, with --against-autocast, one whose
-  // forward passes run under torch autocast to bf16; each from the same initial values,
-  // each with its own optimizer, EMA and loss scale.
-  auto makeTrainer = [&](bool autocast) {
+  // forward passes run under torch autocast to bf16 or f16; each from the same initial
+  // values, each with its own optimizer, EMA and loss scale.
+  auto makeTrainer = [&](std::optional<torch::ScalarType> autocast, bool scales) {
     auto tr = std::make_unique<TorchTrainer>();
     tr->autocast = autocast;
+    tr->scaling = scales;
     std::vector<torch::Tensor> decayed, exempt;
     for (const std::string &name : trained) {
       const medrun::ParameterInfo *info = artifact.parameter(name);
@@ -1550,8 +1584,24 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
   };
   if (trained.empty())
     throw Error(str(t.loss, " reads no trainable float parameter"));
-  std::unique_ptr<TorchTrainer> reference = makeTrainer(false);
-  std::unique_ptr<TorchTrainer> autocast = o.againstAutocast ? makeTrainer(true) : nullptr;
+  std::unique_ptr<TorchTrainer> reference = makeTrainer(std::nullopt, scaling);
+  std::unique_ptr<TorchTrainer> autocast;
+  std::string autocastName; // "bf16" or "f16"
+  if (o.againstAutocast) {
+    autocastName = medrunPrecisionName(*o.autocastType);
+    const torch::ScalarType type =
+        *o.autocastType == medrun::Precision::F16 ? torch::kHalf : torch::kBFloat16;
+    try { // before anything runs: LibTorch 1.13's CPU autocast has no f16
+      medcheck::checkAutocast(sides.torchDevice, type);
+    } catch (const Error &e) {
+      throw Error(str("--against-autocast: ", e.what(),
+                      sides.torchDevice.is_cpu() ? "; compute torch on a GPU (--torch-device cuda)"
+                                                 : ""));
+    }
+    // PyTorch trains in f16 with autocast and a GradScaler: an autocast run to f16 scales
+    // its loss whether ours does or not.
+    autocast = makeTrainer(type, scaling || type == torch::kHalf);
+  }
 
   // One batch, drawn as the other modes draw the loss function's inputs.
   std::vector<medrun::Tensor> batch = drawInputs(*lossFn, o.seed);
@@ -1583,17 +1633,35 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
               << "\n";
   }
   if (autocast) {
-    autocast->scale = reference->scale;
-    std::cout << "torch  f32 reference and autocast bf16 (" << sides.torchWhere()
+    autocast->scale = scaling ? reference->scale : static_cast<float>(t.initScale);
+    std::cout << "torch  f32 reference and autocast " << autocastName;
+    if (autocast->scaling && !scaling)
+      std::cout << " with GradScaler from " << autocast->scale;
+    std::cout << " (" << sides.torchWhere()
               << "), each from the same parameters with its own optimizer; pass: rel <= "
               << o.autocastRatio << " * autocast's rel, or rel <= " << sci(kAutocastFloor)
               << "\n";
   }
 
+  // torch._amp_update_scale_: GradScaler's update of its scale and growth tracker.
+  auto updateScale = [&](double &scale, int64_t &tracker, bool foundInf) {
+    if (foundInf) {
+      scale = static_cast<float>(scale * t.backoffFactor);
+      tracker = 0;
+    } else if (tracker + 1 == t.growthInterval) {
+      float grown = static_cast<float>(scale * t.growthFactor);
+      if (std::isfinite(grown))
+        scale = grown;
+      tracker = 0;
+    } else {
+      ++tracker;
+    }
+  };
   // One torch step of `tr`: autograd, then GradScaler (scale, unscale_, the finiteness
   // check, a skipped optimizer step, update) by hand around clip_grad_norm_ and the
   // optimizer, then the EMA.
   auto torchStep = [&](TorchTrainer &tr, double lr, double decay) {
+    const bool scaling = tr.scaling;
     TorchStep r;
     std::map<std::string, torch::Tensor> values = torchValues;
     for (const std::string &name : trained)
@@ -1640,19 +1708,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           tr.ema[name] = decay * tr.ema[name] + (1 - decay) * tr.leaf.at(name).detach();
     }
     r.scaleUsed = tr.scale;
-    if (scaling) { // torch._amp_update_scale_
-      if (r.foundInf) {
-        tr.scale = static_cast<float>(tr.scale * t.backoffFactor);
-        tr.tracker = 0;
-      } else if (tr.tracker + 1 == t.growthInterval) {
-        float grown = static_cast<float>(tr.scale * t.growthFactor);
-        if (std::isfinite(grown))
-          tr.scale = grown;
-        tr.tracker = 0;
-      } else {
-        ++tr.tracker;
-      }
-    }
+    if (scaling)
+      updateScale(tr.scale, tr.tracker, r.foundInf);
     sides.afterTorch();
     return r;
   };
@@ -1675,6 +1732,10 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     return x.detach();
   };
 
+  // GradScaler's state as torch._amp_update_scale_ makes it from ours' found_inf, which
+  // ours' loss_scale and growth_tracker must equal; ours' updates applied so far.
+  double expectScale = scaleOurs;
+  int64_t expectTracker = 0, appliedOurs = 0;
   size_t failedSteps = 0;
   double oursTime = 0, torchTime = 0, autocastTime = 0;
   // Parameters whose torch gradient vanished (zero mathematically, rounding noise on both
@@ -1751,8 +1812,6 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     oursTime += t1 - t0;
     torchTime += t2 - t1;
     autocastTime += t3 - t2;
-    const double scaleTorch = reference->scale;
-    const int64_t trackerTorch = reference->tracker;
     const double scaleUsed = ref.scaleUsed;
     const double gradNorm = ref.gradNorm;
     const std::map<std::string, torch::Tensor> &gradsTorch = ref.grads;
@@ -1769,6 +1828,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       // operations that met the infinities: any non-finite pair matches.
       bool ok = std::isfinite(ours) ? rel <= tolerance : !std::isfinite(theirs);
       double acRel = relOf(acValue, theirs);
+      if (autocast && !std::isfinite(ours)) // overflowed as autocast's fp16 run did
+        ok = !std::isfinite(theirs) || !std::isfinite(acValue);
       if (autocast && std::isfinite(ours))
         // A scalar is one element: two runs of equal quality differ by 1.5x in a third of
         // the cases, so it is compared as a count of one as well.
@@ -1784,6 +1845,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           std::cout << "  autocast " << sci(acRel) << "  ratio " << ratioStr(rel, acRel);
       } else {
         std::cout << "  torch " << theirs;
+        if (autocast)
+          std::cout << "  autocast " << acValue;
       }
       std::cout << "  " << (ok ? "ok" : "FAIL") << "\n";
     };
@@ -1801,13 +1864,26 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     std::cout << "\n";
     scalarLine("loss", toScalar(outs.at(outputIndex("loss"))), ref.loss, ac.loss);
     scalarLine("grad_norm", toScalar(outs.at(outputIndex("grad_norm"))), gradNorm, ac.gradNorm);
+    bool skipped = false;
     if (scaling) {
       double found = toScalar(outs.at(outputIndex("found_inf")));
-      exactLine("found_inf", found, foundTorch ? 1 : 0);
+      skipped = found != 0;
+      if (autocast) {
+        // Ours overflows where one of the torch runs does (autocast's f16 run has f16's
+        // range too), or nowhere.
+        const double acFound = ac.foundInf ? 1 : 0;
+        const bool ok = found == (foundTorch ? 1 : 0) || found == acFound;
+        stepFailed |= !ok;
+        std::cout << "step " << s << "  found_inf  " << found << "  torch " << foundTorch
+                  << "  autocast " << acFound << "  " << (ok ? "ok" : "FAIL") << "\n";
+      } else {
+        exactLine("found_inf", found, foundTorch ? 1 : 0);
+      }
+      updateScale(expectScale, expectTracker, skipped);
       scaleOurs = toScalar(outs.at(outputIndex("loss_scale")));
       trackerOurs = toScalar(outs.at(outputIndex("growth_tracker")));
-      exactLine("loss_scale", scaleOurs, scaleTorch);
-      exactLine("growth_tracker", trackerOurs, double(trackerTorch));
+      exactLine("loss_scale", scaleOurs, expectScale);
+      exactLine("growth_tracker", trackerOurs, double(expectTracker));
       if (found != 0) {
         // A skipped step leaves every state tensor exactly as it was.
         ++skippedSteps;
@@ -1828,6 +1904,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         std::cout << "  " << (changed ? "FAIL" : "ok") << "\n";
       }
     }
+    appliedOurs += skipped ? 0 : 1;
 
     // Gradient elements whose sign differs from torch f32's: AdamW turns each into an
     // update of the other sign. Counted per tensor, judged by withinAutocastCount.
@@ -2030,7 +2107,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       kindLine(m, trained, ours, theirs, acs, true, 0, m == "exp_avg_sq");
     }
     if (scaling && t.optimizer == "adamw")
-      exactLine("optimizer.step", toScalar(stateOf("optimizer.step")), double(reference->applied));
+      exactLine("optimizer.step", toScalar(stateOf("optimizer.step")), double(appliedOurs));
     if (t.ema) {
       std::vector<medrun::Tensor> ours;
       std::vector<torch::Tensor> theirs, acs;
@@ -2057,17 +2134,23 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
   if (scaling)
     std::cout << "loss scaling  " << skippedSteps << " of " << o.trainSteps
               << " steps skipped, final scale " << scaleOurs << "\n";
+  // A step that ours skipped compares the old state with itself: with no update at all, the
+  // check against autocast would pass without having seen the mixed-precision step.
+  const bool vacuous = autocast && appliedOurs == 0;
+  if (vacuous)
+    std::cout << "FAIL: every step overflowed (found_inf) and none updated the state, so "
+                 "nothing of the step was compared; start from a smaller --loss-scale\n";
   if (autocast)
     std::cout << o.trainSteps << " steps checked, " << failedSteps
               << " failed (against torch autocast: rel <= " << o.autocastRatio
               << " * autocast's rel or <= " << sci(kAutocastFloor) << ", vanishing below "
               << sci(kVanishing * tolerance)
               << " of the largest, errors of few elements as counts; precision " << precisionName
-              << ")\n";
+              << (autocastName != precisionName ? ", autocast " + autocastName : "") << ")\n";
   else
     std::cout << o.trainSteps << " steps checked, " << failedSteps << " failed (tolerance "
               << sci(tolerance) << ", precision " << precisionName << ")\n";
-  return failedSteps > 0 ? 1 : 0;
+  return failedSteps > 0 || vacuous ? 1 : 0;
 }
 
 /// --fusions: every distinct fusion body against LibTorch, in isolation.

@@ -13,6 +13,7 @@
 #include "BenchCommand.h"
 #include "TrainCommand.h"
 
+#include "medrun/Cuda.h"
 #include "medrun/Data.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
@@ -232,17 +233,22 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   std::sort(rows.rbegin(), rows.rend());
   std::printf("time by op kind (one more step; %s):\n",
               gpu ? "CUDA events around each launch" : "wall time of each op");
+  // The cost of each row: the ops under the profile's keys (on the GPU profileKey's: a
+  // convolution's family, a fusion's template; on the CPU the op kind).
+  std::map<std::string, OpCost> costByRow;
+  for (const OpInfo &op : fn.ops)
+    costByRow[gpu ? profileKey(fn, op) : op.kind] += opCost(fn, op);
   json kinds = json::array();
   for (auto &[seconds, kind] : rows) {
     double share = total > 0 ? 100 * seconds / total : 0;
     std::printf("  %-26s %10.3f ms  %5.1f%%\n", kind.c_str(), seconds * 1e3, share);
-    auto c = cost.byKind.find(kind);
+    const OpCost &c = costByRow[kind];
     kinds.push_back({{"kind", kind},
                      {"ms", seconds * 1e3},
                      {"percent", share},
-                     {"ops", c == cost.byKind.end() ? 0 : c->second.count},
-                     {"flops", c == cost.byKind.end() ? 0.0 : c->second.flops},
-                     {"bytes", c == cost.byKind.end() ? 0.0 : c->second.bytes}});
+                     {"ops", c.count},
+                     {"flops", c.flops},
+                     {"bytes", c.bytes}});
   }
   std::printf("  %-26s %10.3f ms\n", "total", total * 1e3);
 

@@ -22,6 +22,12 @@ namespace medrun {
 /// True if libcuda loads and reports a GPU; otherwise false with the reason in `why`.
 bool cudaAvailable(std::string *why = nullptr);
 
+/// The key under which CudaSession::run's profile adds an op's time: its kind; for a
+/// convolution also its family ("conv3d 1x1x1", "conv3d depthwise", "conv3d 3x3x3"), which
+/// decides which library and algorithm run it; for a fusion its template
+/// ("fusion:elementwise", one key per template), whose generated kernel runs it.
+std::string profileKey(const Function &fn, const OpInfo &op);
+
 /// A CUDA context on GPU 0 with the artifact's kernels loaded, for running its functions
 /// repeatedly. Throws Error "no CUDA driver or GPU found; use --device cpu (...)" where
 /// there is none, and an Error naming the problem when the artifact has no CUDA kernels or
@@ -38,8 +44,8 @@ public:
   /// launches the plan on one stream with no host synchronisation between kernels, then
   /// downloads the outputs and, with `updates`, the values the function assigns. Values it
   /// assigns to resident tensors wait on the device for commit(). With `profile`, adds the
-  /// seconds each op kind's kernels took (CUDA events) to it. Errors name the kernel, the op
-  /// and the CUDA error.
+  /// seconds each op's kernels took (CUDA events) to it under the op's profileKey. Errors
+  /// name the kernel, the op and the CUDA error.
   std::vector<Tensor> run(const Function &fn, const std::vector<Tensor> &inputs,
                           const TensorMap &params, std::map<std::string, double> *profile = nullptr,
                           TensorMap *updates = nullptr);

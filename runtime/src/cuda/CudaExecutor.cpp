@@ -1079,9 +1079,9 @@ size_t CudaSession::stateBytes() const {
   return n;
 }
 
-/// The profile's key for an op: its kind; for a convolution also its family (depthwise,
-/// 1x1x1 or k×k×k), which decides which library and algorithm run it.
-static std::string profileKey(const Function &fn, const OpInfo &op) {
+std::string profileKey(const Function &fn, const OpInfo &op) {
+  if (op.kind == "fusion" && op.body) // one generated kernel per template instance
+    return "fusion:" + op.body->fusionTemplate;
   if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight")
     return op.kind;
   const int w = op.kind == "conv3d_grad_weight" ? op.results.at(0) : op.single("weight");
