@@ -250,9 +250,11 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # CUDA backend in fp32 and in bf16-mixed, 3 warm-up and 20 timed steps each (medrun bench;
   # docs/perf.md).
   : >"$OUT/medrun-bench.log"
-  for v in fp32:banis_plus bf16:banis_plus_bf16 fp16:banis_plus_fp16; do
+  # bf16-ab: the bf16-mixed step without one pass (gpu-prepare.sh with MED_PREPARE_AB=PASS).
+  for v in fp32:banis_plus bf16:banis_plus_bf16 bf16-ab:banis_plus_bf16_ab fp16:banis_plus_fp16; do
     p=${v%%:*} a=${v#*:}
-    [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" $p "* ]] || continue
+    [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" ${p%-ab} "* ]] || continue
+    [ -f ".device/cuda/$a.medc" ] || continue
     echo "== bench: medrun bench $a"
     timeout 300 ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
       --device cuda --steps 20 --json "$OUT/medrun-bench-$p.json" >"$OUT/medrun-bench-$p.log" 2>&1
@@ -274,15 +276,15 @@ echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  for p in fp32 bf16 fp16; do
+  for p in fp32 bf16 bf16-ab fp16; do
     [ -s "$OUT/medrun-bench-$p.json" ] || continue
     python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
 t = b["ms_per_step"]
-print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.1f TFLOP/s)"
+print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.1f TFLOP/s) %s"
       % (b["device"], t["median"], b["peak_memory_bytes"] / 2**30, b["precision"], t["min"],
-         t["max"], b["tflops"]))
+         t["max"], b["tflops"], sys.argv[1].rsplit("-", 1)[-1][:-5]))
 PY
   done
   [ -s "$OUT/medrun-bench.log" ] && cat "$OUT/medrun-bench.log"

@@ -42,6 +42,13 @@ mkdir -p .device/cuda
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_plus_bf16.medc
 "$BIN/medc" recipe configs/banis_plus.yaml --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
+# With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
+# `bench` times beside it (the A/B of a change, docs/perf.md).
+if [ -n "${MED_PREPARE_AB:-}" ]; then
+  "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
+    --disable-pass="$MED_PREPARE_AB" -o .device/cuda/banis_plus_bf16_ab.medc
+  cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_ab.json
+fi
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=bf16-mixed \
   --target cuda -o .device/cuda/quickstart_bf16.medc
 # And in fp16-mixed (dynamic loss scaling): parts `large` and `bench`.
