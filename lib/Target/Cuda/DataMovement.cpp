@@ -203,19 +203,39 @@ void FunctionGen::pack(const Op &op) {
   }
   for (json::Value &v : places)
     steps.push_back(std::move(v));
+  // The rest is copied (converted from bf16/f16 where stored so), up to kPerCopy inputs per
+  // kernel: one thread per element, each finding its input among the chunk's.
+  std::vector<size_t> rest;
   for (size_t i = 0; i < xs.size(); ++i) {
     int root = xs[i];
     while (aliasOf.count(root))
       root = aliasOf[root];
-    if (placed.count(root) && std::any_of(steps.begin(), steps.end(), [&](const json::Value &v) {
-          const json::Object &s = *v.getAsObject();
-          return s.getString("kind") == "place" && *s.getInteger("value") == root &&
-                 *s.getInteger("op") == static_cast<int64_t>(op.index) &&
-                 *s.getInteger("offset") == offsets[i] * 4;
-        }))
-      continue;
-    elementwise(op, "pack_copy", {out("y"), in("x", elemType(xs[i]))}, {y, xs[i]},
-                type(xs[i]).numel(), "  y[" + num(offsets[i]) + " + i] = (float)x[i];\n");
+    const bool here = placed.count(root) && std::any_of(steps.begin(), steps.end(), [&](const json::Value &v) {
+      const json::Object &s = *v.getAsObject();
+      return s.getString("kind") == "place" && *s.getInteger("value") == root &&
+             *s.getInteger("op") == static_cast<int64_t>(op.index) &&
+             *s.getInteger("offset") == offsets[i] * 4;
+    });
+    if (!here && type(xs[i]).numel() > 0)
+      rest.push_back(i);
+  }
+  constexpr size_t kPerCopy = 24;
+  for (size_t c = 0; c < rest.size(); c += kPerCopy) {
+    std::vector<std::string> params{out("y")};
+    std::vector<int> args{y};
+    std::string body;
+    int64_t begin = 0;
+    for (size_t k = c; k < std::min(rest.size(), c + kPerCopy); ++k) {
+      const size_t i = rest[k];
+      const std::string x = "x" + std::to_string(k - c);
+      params.push_back(in(x, elemType(xs[i])));
+      args.push_back(xs[i]);
+      const int64_t end = begin + type(xs[i]).numel();
+      body += "  " + std::string(k == c ? "" : "else ") + "if (i < " + num(end) + ") y[" +
+              num(offsets[i] - begin) + " + i] = (float)" + x + "[i - " + num(begin) + "];\n";
+      begin = end;
+    }
+    elementwise(op, "pack_copy", params, args, begin, body);
   }
 }
 
