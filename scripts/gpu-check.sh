@@ -27,7 +27,8 @@
 #             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_PRECISIONS
-# picks among "fp32 bf16 fp16"). MED_GPU_CHECKS selects the parts (default:
+# picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
+# matches). MED_GPU_CHECKS selects the parts (default:
 # "medcheck cuda large").
 # Every command runs under `timeout`, so the script ends even if a kernel hangs.
 set -uo pipefail
@@ -162,6 +163,7 @@ if [[ " $CHECKS " == *" large "* ]]; then
   # table, or its error. A failure or a timeout marks this row and the status, nothing else.
   large() {
     local name=$1 limit=$2; shift 2
+    [[ "$name" =~ ${MED_LARGE_ONLY:-.} ]] || return 0 # MED_LARGE_ONLY=REGEX: some rows only
     local log="$OUT/large-$name.log"
     echo "== $name: medcheck $*"
     timeout "$limit" ./build-gpu/bin/medcheck "$@" >"$log" 2>&1
@@ -210,7 +212,7 @@ if [[ " $CHECKS " == *" large "* ]]; then
   # has only bf16, ours' bf16 errors are 3 to 16 times ours' f16 errors). The row passes
   # when medcheck ran to its summary and counted failed steps; an error or a timeout is no
   # pass.
-  if [ -f "$C/quickstart_bf16.medc" ]; then
+  if [ -f "$C/quickstart_bf16.medc" ] && [[ control.bf16_f16 =~ ${MED_LARGE_ONLY:-.} ]]; then
     log="$OUT/large-control_bf16_vs_f16.log"
     echo "== control: medcheck quickstart_bf16 against autocast to f16 (must fail)"
     timeout 300 ./build-gpu/bin/medcheck "$C/quickstart_bf16.medc" --device cuda --torch-device cuda \
