@@ -187,14 +187,15 @@ LogicalResult FlatBufferOp::verifySymbolUses(SymbolTableCollection &symbols) {
       return emitOpError("member ") << name << " ends at " << end << ", beyond the size "
                                     << type.getNumElements();
   }
-  // A tensor lives in one place: no member is in another flat buffer.
+  // A tensor lives in one place: no member is in a flat buffer declared before this one.
   llvm::DenseSet<Attribute> mine(getMembers().begin(), getMembers().end());
   for (auto other : (*this)->getParentOp()->getRegion(0).getOps<FlatBufferOp>()) {
     if (other == *this)
-      continue;
+      break;
     for (Attribute m : other.getMembers())
       if (mine.contains(m))
-        return emitOpError("member ") << m << " is also a member of " << other.getSymNameAttr();
+        return emitOpError("member ")
+               << m << " is also a member of " << FlatSymbolRefAttr::get(other.getSymNameAttr());
   }
   return success();
 }

@@ -368,6 +368,11 @@ struct Reader {
         step.kind = kind == "param" ? CudaStep::Kind::Param : CudaStep::Kind::Assign;
         step.name = string(s, "name", w);
         step.value = valueId(s, "value", w);
+        if (kind == "assign" && s.contains("in_place")) {
+          if (!s["in_place"].is_boolean())
+            fail(w, "'in_place' must be true or false");
+          step.inPlace = s["in_place"].get<bool>();
+        }
       } else if (kind == "alias") {
         step.kind = CudaStep::Kind::Alias;
         step.value = valueId(s, "value", w);
@@ -581,7 +586,12 @@ Artifact Artifact::load(const std::string &path) {
                           " at or after ", end, " (the end of the member before it)"));
       m.offset = offset.get<int64_t>();
       m.shape = p->shape;
-      end = m.offset + numElements(p->shape);
+      int64_t n = 1; // checked: the plan verifier bounds sizes only later
+      for (int64_t d : p->shape)
+        if (d < 0 || (d > 0 && n > f.size / d) || (n *= d) > f.size)
+          r.fail(where, str("member '", m.name, "' (", shapeStr(p->shape), ") does not fit in ",
+                            "the size ", f.size));
+      end = m.offset + n;
       if (end > f.size)
         r.fail(where, str("member '", m.name, "' ends at ", end, ", beyond the size ", f.size));
       f.members.push_back(std::move(m));

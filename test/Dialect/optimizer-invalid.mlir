@@ -2,7 +2,7 @@
 
 med.parameter @w : tensor<4xf32> init zeros
 func.func @assign_undeclared(%x: tensor<4xf32>) {
-  // expected-error @+1 {{parameter @nope is not declared (no med.parameter of that name)}}
+  // expected-error @+1 {{parameter @nope is not declared (no med.parameter or med.flat_buffer of that name)}}
   med.assign @nope, %x : tensor<4xf32>
   return
 }

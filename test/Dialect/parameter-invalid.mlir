@@ -21,7 +21,7 @@ med.parameter @w : tensor<?xf32> init zeros
 // -----
 
 func.func @undeclared() -> tensor<4xf32> {
-  // expected-error @+1 {{parameter @nope is not declared (no med.parameter of that name)}}
+  // expected-error @+1 {{parameter @nope is not declared (no med.parameter or med.flat_buffer of that name)}}
   %0 = med.param @nope : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
@@ -79,3 +79,69 @@ med.parameter @b : tensor<4xf32> init copy from @a
 med.parameter @w : tensor<4xf32> init zeros
 // expected-error @+1 {{init ones copies nothing; remove `from`}}
 med.parameter @b : tensor<4xf32> init ones from @w
+
+// -----
+
+med.parameter @a : tensor<3xf32> init zeros
+// expected-error @+1 {{member @b is not a med.parameter}}
+med.flat_buffer @f : tensor<128xf32> members [@a, @b] offsets [0, 64] alignment 64
+
+// -----
+
+med.parameter @a : tensor<3xf32> init zeros
+med.parameter @b : tensor<5xf32> init zeros
+// expected-error @+1 {{member @b at offset 32: expected a multiple of 64 at or after 3}}
+med.flat_buffer @f : tensor<128xf32> members [@a, @b] offsets [0, 32] alignment 64
+
+// -----
+
+med.parameter @a : tensor<100xf32> init zeros
+med.parameter @b : tensor<5xf32> init zeros
+// expected-error @+1 {{member @b at offset 64: expected a multiple of 64 at or after 100}}
+med.flat_buffer @f : tensor<256xf32> members [@a, @b] offsets [0, 64] alignment 64
+
+// -----
+
+med.parameter @a : tensor<3xf32> init zeros
+med.parameter @b : tensor<100xf32> init zeros
+// expected-error @+1 {{member @b ends at 164, beyond the size 128}}
+med.flat_buffer @f : tensor<128xf32> members [@a, @b] offsets [0, 64] alignment 64
+
+// -----
+
+med.parameter @a : tensor<3xf32> init zeros
+med.flat_buffer @f : tensor<64xf32> members [@a] offsets [0] alignment 64
+// expected-error @+1 {{member @a is also a member of @f}}
+med.flat_buffer @g : tensor<64xf32> members [@a] offsets [0] alignment 64
+
+// -----
+
+med.parameter @a : tensor<3xf32> init zeros
+// expected-error @+1 {{type must be a 1-D f32 tensor of static size, got 'tensor<8x8xf32>'}}
+med.flat_buffer @f : tensor<8x8xf32> members [@a] offsets [0] alignment 64
+
+// -----
+
+med.parameter @a : tensor<3xf32> init zeros
+med.flat_buffer @f : tensor<64xf32> members [@a] offsets [0] alignment 64
+func.func @wrong_read() -> tensor<3xf32> {
+  // expected-error @+1 {{result type 'tensor<3xf32>' differs from the declared type 'tensor<64xf32>' of parameter @f}}
+  %0 = med.param @f : tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @pack_overlap(%a: tensor<3xf32>, %b: tensor<5xf32>) -> tensor<64xf32> {
+  // expected-error @+1 {{'med.pack' op 'offsets': input 1 at 2 overlaps the one before it (which ends at 3)}}
+  %0 = med.pack %a, %b offsets [0, 2] size 64 : (tensor<3xf32>, tensor<5xf32>) -> tensor<64xf32>
+  return %0 : tensor<64xf32>
+}
+
+// -----
+
+func.func @pack_size(%a: tensor<3xf32>, %b: tensor<5xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'med.pack' op input 1 (5 elements at offset 4) does not fit in 'size' 8}}
+  %0 = med.pack %a, %b offsets [0, 4] size 8 : (tensor<3xf32>, tensor<5xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

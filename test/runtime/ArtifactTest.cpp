@@ -74,11 +74,11 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  // Version 3 plans (before fusion bodies) are no longer read: recompile them.
-  for (uint32_t v : {1u, 2u, 3u, 5u}) {
+  // Version 4 plans (before flat buffers) and older are no longer read: recompile them.
+  for (uint32_t v : {1u, 2u, 3u, 4u, 6u}) {
     std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
     EXPECT_NE(msg.find(str("artifact format version ", v,
-                           ", but this medrun reads version 4 only; recompile")),
+                           ", but this medrun reads version 5 only; recompile")),
               std::string::npos)
         << msg;
   }

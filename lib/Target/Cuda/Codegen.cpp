@@ -81,6 +81,7 @@ llvm::Expected<json::Object> FunctionGen::run() {
   const std::string precision = fn.getString("precision").value_or("").str();
   if (precision == "bf16-mixed" || precision == "fp16-mixed")
     storeActivationsIn(parsed, precision == "bf16-mixed" ? "bf16" : "f16");
+  findInPlaceUpdates(parsed);
   for (const Op &op : parsed) {
     roundOnRead.clear();
     if (mixedType == "bf16" && isActivation(op))
@@ -111,6 +112,47 @@ llvm::Expected<json::Object> FunctionGen::run() {
   if (!mixedValues.empty())
     plan[mixedType] = std::move(mixedValues);
   return plan;
+}
+
+void FunctionGen::findInPlaceUpdates(const std::vector<Op> &ops) {
+  std::map<int, size_t> producer;
+  std::map<int, std::vector<size_t>> users;
+  std::map<std::string, std::vector<int>> reads; // state name -> values of its param ops
+  for (const Op &op : ops) {
+    for (int id : op.results)
+      producer[id] = op.index;
+    for (auto &[name, ids] : op.operands)
+      for (int id : ids)
+        users[id].push_back(op.index);
+    if (op.kind == "param")
+      reads[strAttr(op, "name")].push_back(result(op));
+  }
+  if (const json::Array *out = fn.getArray("outputs"))
+    for (const json::Value &v : *out)
+      users[static_cast<int>(*v.getAsInteger())].push_back(ops.size()); // read after the end
+  for (const Op &op : ops) {
+    if (op.kind != "assign")
+      continue;
+    const int v = one(op, "value");
+    const std::string name = strAttr(op, "name");
+    auto p = producer.find(v);
+    if (p == producer.end() || users[v].size() != 1 || type(v).dtype != "f32")
+      continue;
+    const Op &f = ops[p->second];
+    if (f.kind != "fusion")
+      continue;
+    // The fusion reads the tensor it updates, and no op reads that tensor after it.
+    bool readsIt = false, readAfter = false;
+    for (int x : reads[name]) {
+      const std::vector<int> &in = f.operands.at("inputs");
+      readsIt = readsIt || (std::count(in.begin(), in.end(), x) && type(x).dtype == "f32" &&
+                            type(x).shape == type(v).shape);
+      for (size_t u : users[x])
+        readAfter = readAfter || u > f.index;
+    }
+    if (readsIt && !readAfter)
+      inPlace[v] = name;
+  }
 }
 
 void FunctionGen::storeActivationsIn(const std::vector<Op> &ops, const std::string &dtype) {

@@ -167,6 +167,12 @@ private:
   std::set<int> normAffine;  // values used only as a norm's gamma or beta (kept in f32)
   std::map<int, int64_t> producers; // value id -> the op that defines it
   std::set<int> placed;      // values a pack placed in its result (med.pack)
+  /// Values a fusion writes straight into the resident state tensor its assign names
+  /// (the update reads that tensor at the same element first, and nothing reads it after):
+  /// their assign steps say `in_place`, and the fusion's kernel writes nothing once the
+  /// status word reports a failed op, so that a failed step changes no state.
+  std::map<int, std::string> inPlace;
+  void findInPlaceUpdates(const std::vector<Op> &ops);
 
   static bool isNorm(const std::string &kind) {
     for (const char *k : {"group_norm", "channel_layer_norm", "grn"})

@@ -18,10 +18,13 @@ void FunctionGen::param(const Op &op) {
 
 /// An assigned value is downloaded after the step: no kernel.
 void FunctionGen::assign(const Op &op) {
-  steps.push_back(json::Object{{"kind", "assign"},
-                               {"op", static_cast<int64_t>(op.index)},
-                               {"name", strAttr(op, "name")},
-                               {"value", one(op, "value")}});
+  json::Object step{{"kind", "assign"},
+                    {"op", static_cast<int64_t>(op.index)},
+                    {"name", strAttr(op, "name")},
+                    {"value", one(op, "value")}};
+  if (inPlace.count(one(op, "value")))
+    step["in_place"] = true;
+  steps.push_back(std::move(step));
 }
 
 /// A reshape aliases its input's buffer: no kernel.

@@ -80,6 +80,9 @@ struct CudaStep {
   int from = -1;                    ///< Alias: the value whose buffer `value` shares;
                                     ///< Place: the value whose buffer holds `value`
   size_t offset = 0;                ///< Place: where `value` starts in it, in bytes
+  /// Assign: the value's producer may write it straight into the resident tensor `name`
+  /// (it reads that tensor at the same element first, and nothing reads it after).
+  bool inPlace = false;
 };
 
 /// A function's CUDA plan. Buffer ids below Function::values.size() are values; id

@@ -708,6 +708,12 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
         life[l.home[a]].touch(static_cast<int>(t));
       break;
     case CudaStep::Kind::Assign:
+      if (s.inPlace && state.count(s.name) && state.at(s.name).dtype == l.type[s.value] &&
+          l.home[s.value] == s.value && l.resident[s.value].empty()) {
+        l.resident[s.value] = s.name; // its producer writes the resident tensor itself
+        life[s.value].bytes = 0;
+        break;
+      }
       life[l.home[s.value]].touch(BufferLife::kAfterSteps); // downloaded or committed
       break;
     }

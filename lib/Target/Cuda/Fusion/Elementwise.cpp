@@ -70,6 +70,13 @@ void FunctionGen::elementwiseFusion(const Op &op, const json::Object &body) {
       error("'med." + kind + "' in a fusion body has no scalar form");
     r.perElement += "  const float " + ys[0] + " = " + e + ";\n";
   }
+  // Writing into the resident state: nothing once an earlier op of the step has failed.
+  const bool guarded = std::any_of(op.results.begin(), op.results.end(),
+                                   [&](int id) { return inPlace.count(id) != 0; });
+  if (guarded) {
+    r.perThread = "  if (status[0] != 0u) return;\n" + r.perThread;
+    usesStatus = true;
+  }
   if (usesStatus) { // after the results and inputs: the vectors index params by name
     params.push_back(out("status", "unsigned"));
     ids.push_back(status());
