@@ -98,7 +98,9 @@ const std::vector<Command> &commands() {
        "medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]\n"
        "             [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip]\n"
        "             [--threads N] [--progress P] [--artifact A]",
-       "Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with\n"
+       "Trains the recipe (configs/*.yaml) on its data (data.source: the embedded synthetic\n"
+       "volumes, volume files listed in the recipe, or an nnU-Net raw dataset folder; the\n"
+       "split is written to DIR/split.json): compiles it with\n"
        "medc unless the compiled step is cached, then runs the training loop with logs\n"
        "(metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR\n"
        "(default: runs/<recipe name>), which one run at a time may use (a lock file).\n"
