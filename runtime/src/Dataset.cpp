@@ -263,6 +263,18 @@ public:
       v.shape = a.shape;
       v.image->setCache(cache);
       v.label->setCache(cache);
+      // A chunk larger than the cache is decoded again for every patch that touches it.
+      for (const VolumeInfo *info : {&a, &b}) {
+        const double mib = static_cast<double>(info->chunk[0] * info->chunk[1] * info->chunk[2] *
+                                               static_cast<int64_t>(voxelSize(info->type))) /
+                           (1 << 20);
+        if (log && mib > static_cast<double>(spec.cacheMb) / 2)
+          std::fprintf(log,
+                       "data: warning: %s decodes in chunks of %.0f MiB, more than half of "
+                       "data.cache_mb = %lld: patches will decode them again and again (raise "
+                       "data.cache_mb, or store the volume chunked or uncompressed)\n",
+                       info->name().c_str(), mib, static_cast<long long>(spec.cacheMb));
+      }
     }
     // One pass over each volume, by slabs: foreground locations, statistics.
     std::string norm = split.normalization;
