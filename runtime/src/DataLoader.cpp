@@ -119,65 +119,106 @@ void checkVolumeTensor(size_t index, const char *what, const Tensor &t, DType dt
 
 } // namespace
 
-Sampler::Sampler(std::shared_ptr<const std::vector<Volume>> volumes, const LoaderSpec &spec)
-    : volumes_(std::move(volumes)), spec_(spec) {
-  validate(spec_);
-  if (!volumes_ || volumes_->empty())
-    throw Error("data: the dataset has no volumes (expected at least 1)");
-  const std::vector<Volume> &vols = *volumes_;
-  for (size_t i = 0; i < vols.size(); ++i) {
-    const Tensor &img = vols[i].image;
-    if (!img.defined() || img.dtype() != DType::F32 || img.rank() != 4 || img.dim(0) != 1)
-      throw Error(str("data: volume ", i, ": image: expected f32 1xDxHxW, got ",
-                      img.defined() ? str(dtypeName(img.dtype()), " ", shapeStr(img.shape()))
-                                    : std::string("nothing")));
-    const Tensor &seg = vols[i].segmentation;
-    if (seg.defined())
-      checkVolumeTensor(i, "segmentation", seg, DType::U8, 1, spatialShape(vols[i]));
-    else
-      checkVolumeTensor(i, "labels", vols[i].labels, DType::I32, 1, spatialShape(vols[i]));
-  }
-  // Foreground voxels per class (the segmentation's classes, or labels != 0 as class 1).
-  foreground_.resize(vols.size());
-  classes_.resize(vols.size());
-  parallelFor(static_cast<int64_t>(vols.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const Volume &v = vols[i];
-      const int64_t n = v.image.numel();
-      std::vector<std::vector<int64_t>> byClass(v.segmentation.defined() ? 256 : 2);
-      if (v.segmentation.defined()) {
-        const uint8_t *s = v.segmentation.data<uint8_t>();
-        for (int64_t k = 0; k < n; ++k)
-          if (s[k] != 0)
-            byClass[s[k]].push_back(k);
-      } else {
-        const int32_t *l = v.labels.data<int32_t>();
-        for (int64_t k = 0; k < n; ++k)
-          if (l[k] != 0)
-            byClass[1].push_back(k);
-      }
-      for (size_t c = 1; c < byClass.size(); ++c)
-        if (!byClass[c].empty()) {
-          classes_[i].push_back(static_cast<int64_t>(c));
-          foreground_[i].push_back(std::move(byClass[c]));
-        }
+PatchSource::~PatchSource() = default;
+
+namespace {
+
+/// In-memory volumes: views are the volumes themselves.
+class MemorySource : public PatchSource {
+public:
+  explicit MemorySource(std::shared_ptr<const std::vector<Volume>> volumes)
+      : volumes_(std::move(volumes)) {
+    if (!volumes_ || volumes_->empty())
+      throw Error("data: the dataset has no volumes (expected at least 1)");
+    const std::vector<Volume> &vols = *volumes_;
+    for (size_t i = 0; i < vols.size(); ++i) {
+      const Tensor &img = vols[i].image;
+      if (!img.defined() || img.dtype() != DType::F32 || img.rank() != 4 || img.dim(0) != 1)
+        throw Error(str("data: volume ", i, ": image: expected f32 1xDxHxW, got ",
+                        img.defined() ? str(dtypeName(img.dtype()), " ", shapeStr(img.shape()))
+                                      : std::string("nothing")));
+      const Tensor &seg = vols[i].segmentation;
+      if (seg.defined())
+        checkVolumeTensor(i, "segmentation", seg, DType::U8, 1, spatialShape(vols[i]));
+      else
+        checkVolumeTensor(i, "labels", vols[i].labels, DType::I32, 1, spatialShape(vols[i]));
     }
-  });
+    // Foreground voxels per class (the segmentation's classes, or labels != 0 as class 1).
+    foreground_.resize(vols.size());
+    classes_.resize(vols.size());
+    parallelFor(static_cast<int64_t>(vols.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const Volume &v = vols[i];
+        const int64_t n = v.image.numel();
+        std::vector<std::vector<int64_t>> byClass(v.segmentation.defined() ? 256 : 2);
+        if (v.segmentation.defined()) {
+          const uint8_t *s = v.segmentation.data<uint8_t>();
+          for (int64_t k = 0; k < n; ++k)
+            if (s[k] != 0)
+              byClass[s[k]].push_back(k);
+        } else {
+          const int32_t *l = v.labels.data<int32_t>();
+          for (int64_t k = 0; k < n; ++k)
+            if (l[k] != 0)
+              byClass[1].push_back(k);
+        }
+        for (size_t c = 1; c < byClass.size(); ++c)
+          if (!byClass[c].empty()) {
+            classes_[i].push_back(static_cast<int64_t>(c));
+            foreground_[i].push_back(std::move(byClass[c]));
+          }
+      }
+    });
+  }
+  int64_t size() const override { return static_cast<int64_t>(volumes_->size()); }
+  Index3 shape(int64_t v) const override { return spatialShape((*volumes_)[v]); }
+  const std::vector<int64_t> &classes(int64_t v) const override { return classes_[v]; }
+  const std::vector<std::vector<int64_t>> &foreground(int64_t v) const override {
+    return foreground_[v];
+  }
+  const Volume &read(int64_t v, const Index3 &, const Index3 &, Volume &,
+                     Index3 &origin) const override {
+    origin = {0, 0, 0};
+    return (*volumes_)[v];
+  }
+  const std::vector<Volume> &volumes() const { return *volumes_; }
+
+private:
+  std::shared_ptr<const std::vector<Volume>> volumes_;
+  /// foreground_[v][k]: flat voxel indices of class classes_[v][k] in volume v.
+  std::vector<std::vector<std::vector<int64_t>>> foreground_;
+  std::vector<std::vector<int64_t>> classes_;
+};
+
+} // namespace
+
+std::shared_ptr<const PatchSource> memorySource(std::shared_ptr<const std::vector<Volume>> volumes) {
+  return std::make_shared<MemorySource>(std::move(volumes));
+}
+
+Sampler::Sampler(std::shared_ptr<const std::vector<Volume>> volumes, const LoaderSpec &spec)
+    : Sampler(memorySource(std::move(volumes)), spec) {}
+
+Sampler::Sampler(std::shared_ptr<const PatchSource> source, const LoaderSpec &spec)
+    : source_(std::move(source)), spec_(spec) {
+  validate(spec_);
+  if (!source_ || source_->size() == 0)
+    throw Error("data: the dataset has no volumes (expected at least 1)");
 }
 
 PatchInfo Sampler::sample(int64_t step, int64_t j) const {
   data::Stream s(spec_.seed, data::TagSample | static_cast<uint32_t>(j) << 8, data::lo32(step),
                  (data::hi32(step) & 0xffffu) | static_cast<uint32_t>(spec_.rank) << 16);
   PatchInfo info;
-  info.volume = static_cast<int64_t>(s.below(volumes_->size()));
-  const Index3 shape = spatialShape((*volumes_)[info.volume]);
+  info.volume = static_cast<int64_t>(s.below(static_cast<uint64_t>(source_->size())));
+  const Index3 shape = source_->shape(info.volume);
   Index3 lo, hi;
   for (int a = 0; a < 3; ++a)
     cornerRange(shape[a], spec_.patch[a], lo[a], hi[a]);
-  const auto &classes = classes_[info.volume];
+  const auto &classes = source_->classes(info.volume);
   if (oversampled(j, spec_.batch, spec_.foreground) && !classes.empty()) {
     const size_t k = s.below(classes.size());
-    const std::vector<int64_t> &voxels = foreground_[info.volume][k];
+    const std::vector<int64_t> &voxels = source_->foreground(info.volume)[k];
     const int64_t v = voxels[s.below(voxels.size())];
     const Index3 at = {v / (shape[1] * shape[2]), v / shape[2] % shape[1], v % shape[2]};
     for (int a = 0; a < 3; ++a)
@@ -228,7 +269,34 @@ void cropChannel(const T *src, const Index3 &V, const Index3 &corner, int64_t st
 
 DataLoader::DataLoader(std::shared_ptr<const std::vector<Volume>> volumes, LoaderSpec spec,
                        int64_t firstStep, BatchAllocator allocate)
-    : volumes_(std::move(volumes)), spec_(std::move(spec)), sampler_(volumes_, spec_),
+    : DataLoader(memorySource(volumes), std::move(spec), firstStep, std::move(allocate), false) {
+  using Source = Request::Source;
+  for (size_t i = 0; i < volumes->size(); ++i) {
+    const Volume &v = (*volumes)[i];
+    const Index3 shape = spatialShape(v);
+    for (const Request &r : requests_) {
+      if (r.source == Source::Labels)
+        checkVolumeTensor(i, "labels", v.labels, DType::I32, 1, shape);
+      else if (r.source == Source::Affinity)
+        checkVolumeTensor(i, "affinity", v.affinity, DType::U8, 6, shape);
+      else if (r.source == Source::AffinityMask)
+        checkVolumeTensor(i, "affinity_mask", v.affinityMask, DType::U8, 6, shape);
+      else if (r.source == Source::Segmentation)
+        checkVolumeTensor(i, "segmentation", v.segmentation, DType::U8, 1, shape);
+    }
+  }
+  start();
+}
+
+DataLoader::DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spec,
+                       int64_t firstStep, BatchAllocator allocate)
+    : DataLoader(std::move(source), std::move(spec), firstStep, std::move(allocate), false) {
+  start();
+}
+
+DataLoader::DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spec,
+                       int64_t firstStep, BatchAllocator allocate, bool)
+    : source_(std::move(source)), spec_(std::move(spec)), sampler_(source_, spec_),
       nextClaim_(firstStep), nextServe_(firstStep) {
   if (firstStep < 0)
     throw Error(str("data: the first step must be >= 0, got ", firstStep));
@@ -248,20 +316,6 @@ DataLoader::DataLoader(std::shared_ptr<const std::vector<Volume>> volumes, Loade
     shapes_[name] = {spec_.batch, r.channels, spec_.patch[0] / r.factor,
                      spec_.patch[1] / r.factor, spec_.patch[2] / r.factor};
   }
-  for (size_t i = 0; i < volumes_->size(); ++i) {
-    const Volume &v = (*volumes_)[i];
-    const Index3 shape = spatialShape(v);
-    for (const Request &r : requests_) {
-      if (r.source == Source::Labels)
-        checkVolumeTensor(i, "labels", v.labels, DType::I32, 1, shape);
-      else if (r.source == Source::Affinity)
-        checkVolumeTensor(i, "affinity", v.affinity, DType::U8, 6, shape);
-      else if (r.source == Source::AffinityMask)
-        checkVolumeTensor(i, "affinity_mask", v.affinityMask, DType::U8, 6, shape);
-      else if (r.source == Source::Segmentation)
-        checkVolumeTensor(i, "segmentation", v.segmentation, DType::U8, 1, shape);
-    }
-  }
   if (!allocate)
     allocate = [](DType dtype, const Shape &shape) { return Tensor(dtype, shape); };
   slots_.resize(spec_.prefetch);
@@ -275,6 +329,9 @@ DataLoader::DataLoader(std::shared_ptr<const std::vector<Volume>> volumes, Loade
     }
     slot.batch.samples.resize(spec_.batch);
   }
+}
+
+void DataLoader::start() {
   threads_.reserve(spec_.workers);
   for (int w = 0; w < spec_.workers; ++w)
     threads_.emplace_back([this] { work(); });
@@ -329,9 +386,17 @@ void DataLoader::fill(Batch &batch) {
   for (int64_t j = 0; j < spec_.batch && !stop_; ++j) {
     const PatchInfo info = sampler_.sample(batch.step, j);
     batch.samples[j] = info;
-    const Volume &v = (*volumes_)[info.volume];
+    // The view reaches past the patch by the longest affinity offset, so affinities near
+    // the patch's trailing edge see their partner voxels (BANIS's long-range margin).
+    Volume scratch;
+    Index3 origin, extent = spec_.patch;
+    for (int a = 0; a < 3; ++a)
+      extent[a] += kAffinityMargin;
+    const Volume &v = source_->read(info.volume, info.corner, extent, scratch, origin);
     const Index3 V = spatialShape(v);
     const int64_t nV = V[0] * V[1] * V[2];
+    const Index3 corner = {info.corner[0] - origin[0], info.corner[1] - origin[1],
+                           info.corner[2] - origin[2]};
     for (const Request &r : requests_) {
       const Index3 O = {spec_.patch[0] / r.factor, spec_.patch[1] / r.factor,
                         spec_.patch[2] / r.factor};
@@ -340,19 +405,19 @@ void DataLoader::fill(Batch &batch) {
       for (int64_t c = 0; c < r.channels; ++c, dst += nO) {
         switch (r.source) {
         case Source::Image:
-          cropChannel(v.image.data<float>(), V, info.corner, 1, dst, O);
+          cropChannel(v.image.data<float>(), V, corner, 1, dst, O);
           break;
         case Source::Labels:
-          cropChannel(v.labels.data<int32_t>(), V, info.corner, 1, dst, O);
+          cropChannel(v.labels.data<int32_t>(), V, corner, 1, dst, O);
           break;
         case Source::Affinity:
-          cropChannel(v.affinity.data<uint8_t>() + c * nV, V, info.corner, 1, dst, O);
+          cropChannel(v.affinity.data<uint8_t>() + c * nV, V, corner, 1, dst, O);
           break;
         case Source::AffinityMask:
-          cropChannel(v.affinityMask.data<uint8_t>() + c * nV, V, info.corner, 1, dst, O);
+          cropChannel(v.affinityMask.data<uint8_t>() + c * nV, V, corner, 1, dst, O);
           break;
         case Source::Segmentation:
-          cropChannel(v.segmentation.data<uint8_t>(), V, info.corner, r.factor, dst, O);
+          cropChannel(v.segmentation.data<uint8_t>(), V, corner, r.factor, dst, O);
           break;
         }
       }

@@ -393,8 +393,10 @@ std::string hexBytes(const unsigned char *p, size_t n) {
 // readNpy / writeNpy
 //===----------------------------------------------------------------------------------===//
 
-Tensor readNpy(const std::string &path) {
-  detail::InputFile f(path);
+namespace detail {
+
+NpyHeader readNpyHeader(const InputFile &f) {
+  const std::string &path = f.path();
   auto fail = [&](const std::string &why) -> Error { return Error(str(path, ": ", why)); };
 
   unsigned char pre[12] = {};
@@ -447,18 +449,10 @@ Tensor readNpy(const std::string &path) {
     if (!v)
       throw fail(str("header dict is missing key '", name, "'"));
 
-  DType dtype;
   if (descr->kind != PyValue::Str)
     throw fail(str("unsupported descr ",
                    descr->kind == PyValue::Seq ? "(a structured dtype)" : repr(*descr),
                    " (expected ", kSupportedDescrs, ")"));
-  if (!descrToDType(descr->s, dtype)) {
-    std::string hint = !descr->s.empty() && descr->s[0] == '>'
-                           ? "; big-endian data is not supported, convert with "
-                             "a.astype(a.dtype.newbyteorder('<'))"
-                           : "";
-    throw fail(str("unsupported descr '", descr->s, "' (expected ", kSupportedDescrs, hint, ")"));
-  }
   if (fortran->kind != PyValue::Bool)
     throw fail(str("fortran_order must be True or False, found ", repr(*fortran)));
   if (fortran->b)
@@ -477,6 +471,24 @@ Tensor readNpy(const std::string &path) {
       throw fail(str("shape ", repr(*shapeV), " has a negative dimension"));
     shape.push_back(d.i);
   }
+  return {descr->s, shape, preamble + hlen};
+}
+
+} // namespace detail
+
+Tensor readNpy(const std::string &path) {
+  detail::InputFile f(path);
+  auto fail = [&](const std::string &why) -> Error { return Error(str(path, ": ", why)); };
+  const detail::NpyHeader h = readNpyHeader(f);
+  const Shape &shape = h.shape;
+  DType dtype;
+  if (!descrToDType(h.descr, dtype)) {
+    std::string hint = !h.descr.empty() && h.descr[0] == '>'
+                           ? "; big-endian data is not supported, convert with "
+                             "a.astype(a.dtype.newbyteorder('<'))"
+                           : "";
+    throw fail(str("unsupported descr '", h.descr, "' (expected ", kSupportedDescrs, hint, ")"));
+  }
   // Element count with an overflow check (a zero dimension makes any shape empty).
   uint64_t numel = 1;
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
@@ -485,19 +497,19 @@ Tensor readNpy(const std::string &path) {
     const uint64_t limit = uint64_t(1) << 60;
     for (int64_t d : shape) {
       if (numel > limit / static_cast<uint64_t>(d))
-        throw fail(str("shape ", repr(*shapeV), " is too large"));
+        throw fail(str("shape ", shapeStr(shape), " is too large"));
       numel *= static_cast<uint64_t>(d);
     }
   }
   uint64_t nbytes = numel * dtypeSize(dtype);
-  uint64_t dataOffset = preamble + hlen;
+  uint64_t dataOffset = h.dataOffset;
   uint64_t avail = f.size() - dataOffset;
   if (avail < nbytes)
     throw fail(str("truncated: expected ", nbytes, " bytes of array data (shape ", shapeStr(shape),
-                   ", descr '", descr->s, "'), file has ", avail));
+                   ", descr '", h.descr, "'), file has ", avail));
   if (avail > nbytes)
     throw fail(str("unexpected trailing data: expected ", nbytes, " bytes of array data (shape ",
-                   shapeStr(shape), ", descr '", descr->s, "'), file has ", avail));
+                   shapeStr(shape), ", descr '", h.descr, "'), file has ", avail));
 
   Tensor t(dtype, shape);
   if (nbytes)

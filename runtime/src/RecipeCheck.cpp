@@ -11,7 +11,7 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class Kind { Word, Int, Number, Bool, Size3, Numbers };
+enum class Kind { Word, Int, Number, Bool, Size3, Numbers, Words };
 
 struct KeyType {
   const char *section, *key;
@@ -30,6 +30,17 @@ const KeyType kKeys[] = {
     {"data", "workers", Kind::Int, 1, true},
     {"data", "prefetch", Kind::Int, 1, true},
     {"data", "foreground", Kind::Number, 0, true},
+    {"data", "source", Kind::Word, 0, false},
+    {"data", "path", Kind::Word, 0, false},
+    {"data", "images", Kind::Words, 0, false},
+    {"data", "labels", Kind::Words, 0, false},
+    {"data", "image_key", Kind::Word, 0, false},
+    {"data", "label_key", Kind::Word, 0, false},
+    {"data", "normalization", Kind::Word, 0, false},
+    {"data", "splits", Kind::Word, 0, false},
+    {"data", "fold", Kind::Int, 0, false},
+    {"data", "val_fraction", Kind::Number, 0, false},
+    {"data", "cache_mb", Kind::Int, 1, false},
     {"loss", "type", Kind::Word, 0, true},
     {"loss", "max_pos_weight", Kind::Number, 0, false},
     {"loss", "weights", Kind::Numbers, 0, false},
@@ -89,6 +100,7 @@ const char *expected(const KeyType &k) {
   case Kind::Bool: return "true or false";
   case Kind::Size3: return "three sizes [D, H, W], each an integer >= 1";
   case Kind::Numbers: return "a list of numbers";
+  case Kind::Words: return "a list of strings";
   }
   return "";
 }
@@ -107,10 +119,11 @@ bool fits(const KeyType &k, const json &v) {
         return false;
     return true;
   case Kind::Numbers:
+  case Kind::Words:
     if (!v.is_array())
       return false;
     for (const json &e : v)
-      if (!e.is_number())
+      if (k.kind == Kind::Numbers ? !e.is_number() : !e.is_string())
         return false;
     return true;
   }
@@ -162,6 +175,8 @@ void checkEffectiveRecipe(const json &config, const std::string &file) {
   checkName(config, file, "loss", "type", recipe::kLossTypes);
   checkName(config, file, "optimizer", "type", recipe::kOptimizerTypes);
   checkName(config, file, "schedule", "type", recipe::kScheduleTypes);
+  checkName(config, file, "data", "source", recipe::kDataSources);
+  checkName(config, file, "data", "normalization", recipe::kNormalizations);
 
   const json &data = config["data"];
   int64_t voxels = data["batch"].get<int64_t>();
@@ -171,7 +186,8 @@ void checkEffectiveRecipe(const json &config, const std::string &file) {
       throw Error(str(file, ": data.batch x data.patch (", data["batch"].dump(), " x ",
                       data["patch"].dump(), ") must be at most 2^40 voxels: the plan cannot "
                       "address a larger step"));
-  for (int i = 0; i < 3; ++i)
+  const bool synthetic = data.value("source", "synthetic") == "synthetic";
+  for (int i = 0; i < 3 && synthetic; ++i)
     if (data["volume_shape"][i].get<int64_t>() < data["patch"][i].get<int64_t>())
       throw Error(str(file, ": data.volume_shape ", data["volume_shape"].dump(),
                       " is smaller than data.patch ", data["patch"].dump(),

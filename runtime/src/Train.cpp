@@ -4,6 +4,7 @@
 #include "medrun/Checkpoint.h"
 #include "medrun/Cuda.h"
 #include "medrun/Data.h"
+#include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Parallel.h"
@@ -172,6 +173,21 @@ StepInputs::StepInputs(const Artifact &artifact, const json &config)
   loader_.prefetch = setting<int>(config, "data", "prefetch");
   loader_.foreground = setting<double>(config, "data", "foreground");
   loader_.seed = synthetic_.seed;
+  // Volume files (data.source files or nnunet); keys absent from older recipes keep defaults.
+  const json &data = section(config, "data");
+  dataset_.source = data.value("source", "synthetic");
+  dataset_.path = data.value("path", "");
+  dataset_.images = data.value("images", std::vector<std::string>{});
+  dataset_.labels = data.value("labels", std::vector<std::string>{});
+  dataset_.imageKey = data.value("image_key", "");
+  dataset_.labelKey = data.value("label_key", "");
+  dataset_.normalization = data.value("normalization", "auto");
+  dataset_.splits = data.value("splits", "");
+  dataset_.fold = data.value("fold", int64_t(0));
+  dataset_.valFraction = data.value("val_fraction", 0.2);
+  dataset_.cacheMb = data.value("cache_mb", int64_t(1024));
+  dataset_.seed = synthetic_.seed;
+  dataset_.classes = setting<std::string>(config, "loss", "type") == "dice_ce";
   feeds_ = batchTensors(fn, config);
   loader_.tensors.clear();
   for (auto &[name, tensor] : feeds_) {
@@ -332,13 +348,30 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
     gpu->setState(params);
   }
-  auto dataset = makeSyntheticDataset(feed.synthetic());
   // On the GPU, batches are born in pinned host memory: uploaded with no host-side copy,
   // and the next one while the current step runs (below).
   BatchAllocator allocate;
   if (gpu)
     allocate = [&gpu](DType dtype, const Shape &shape) { return gpu->pinnedTensor(dtype, shape); };
-  DataLoader data(dataset, loader, first, allocate);
+  std::unique_ptr<DataLoader> loaderPtr;
+  if (feed.dataset().source == "synthetic") {
+    loaderPtr = std::make_unique<DataLoader>(makeSyntheticDataset(feed.synthetic()), loader, first,
+                                             allocate);
+  } else {
+    // Volume files: the split goes to OUT/split.json (what validation and inference use).
+    DatasetSplit split = splitDataset(feed.dataset());
+    json record = {{"how", split.how}, {"train", json::array()}, {"validation", json::array()}};
+    for (auto [list, key] : {std::pair{&split.train, "train"}, {&split.validation, "validation"}})
+      for (const Case &c : *list)
+        record[key].push_back({{"name", c.name}, {"image", c.image}, {"label", c.label}});
+    std::ofstream out(fs::path(options.out) / "split.json");
+    out << record.dump(2) << "\n";
+    if (!out)
+      throw Error(str(options.out, "/split.json: cannot write the dataset split"));
+    loaderPtr = std::make_unique<DataLoader>(openDataset(feed.dataset(), split, options.console),
+                                             loader, first, allocate);
+  }
+  DataLoader &data = *loaderPtr;
   JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
                    resume ? std::optional<int64_t>(first) : std::nullopt);
   std::unique_ptr<TensorBoardWriter> board;

@@ -30,7 +30,7 @@ struct Node {
 
 // The schema: every key a recipe may hold, its type and its default (nullptr: none; the
 // pass or the runtime decides).
-enum class Type { Word, Int, Number, Bool, List, Size3 };
+enum class Type { Word, Int, Number, Bool, List, Size3, Words };
 struct Key {
   StringRef name;
   Type type;
@@ -54,7 +54,18 @@ const std::vector<Section> &schema() {
         {"seed", Type::Int, "0"},
         {"workers", Type::Int, "2", 1},
         {"prefetch", Type::Int, "4", 1},
-        {"foreground", Type::Number, "0.33"}}},
+        {"foreground", Type::Number, "0.33"},
+        // Volume files (runtime/include/medrun/Dataset.h); paths relative to the recipe.
+        {"path", Type::Word},
+        {"images", Type::Words},
+        {"labels", Type::Words},
+        {"image_key", Type::Word},
+        {"label_key", Type::Word},
+        {"normalization", Type::Word, "auto"},
+        {"splits", Type::Word},
+        {"fold", Type::Int, "0"},
+        {"val_fraction", Type::Number, "0.2"},
+        {"cache_mb", Type::Int, "1024", 1}}},
       {"loss",
        {{"type", Type::Word},
         {"mask", Type::Bool},
@@ -217,6 +228,7 @@ struct Reader {
       double d;
       switch (key.type) {
       case Type::Word:
+      case Type::Words:
         return json::Value(s.str());
       case Type::Int:
       case Type::Size3:
@@ -235,7 +247,7 @@ struct Reader {
       }
       llvm_unreachable("type");
     };
-    bool wantsList = key.type == Type::List || key.type == Type::Size3;
+    bool wantsList = key.type == Type::List || key.type == Type::Size3 || key.type == Type::Words;
     if (n.kind == Node::Section || (n.kind == Node::List) != wantsList) {
       if (key.type == Type::Size3)
         return fail(where + ": expected three sizes [D, H, W]");
@@ -352,6 +364,10 @@ Error checkValues(const Reader &r, const json::Object &effective, const Recipe &
     return e;
   if (Error e = checkName("schedule", "type", names(medrun::recipe::kScheduleTypes)))
     return e;
+  if (Error e = checkName("data", "source", names(medrun::recipe::kDataSources)))
+    return e;
+  if (Error e = checkName("data", "normalization", names(medrun::recipe::kNormalizations)))
+    return e;
 
   const json::Object &data = *effective.getObject("data");
   int64_t voxels = recipe.batch;
@@ -360,7 +376,8 @@ Error checkValues(const Reader &r, const json::Object &effective, const Recipe &
       return r.fail("data.batch x data.patch (" + Twine(recipe.batch) + " x " +
                     formatv("{0}", *data.get("patch")).str() +
                     ") must be at most 2^40 voxels: the plan cannot address a larger step");
-  for (int i = 0; i < 3; ++i)
+  const bool synthetic = *data.getString("source") == "synthetic";
+  for (int i = 0; i < 3 && synthetic; ++i)
     if (*(*data.getArray("volume_shape"))[i].getAsInteger() < recipe.patch[i])
       return r.fail("data.volume_shape " + formatv("{0}", *data.get("volume_shape")).str() +
                     " is smaller than data.patch " + formatv("{0}", *data.get("patch")).str() +
@@ -444,7 +461,7 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
       if (!k.fallback || section->get(k.name))
         continue;
       Node n;
-      n.kind = k.type == Type::Size3 || k.type == Type::List ? Node::List : Node::Scalar;
+      n.kind = k.type == Type::Size3 || k.type == Type::List || k.type == Type::Words ? Node::List : Node::Scalar;
       SmallVector<StringRef> parts;
       StringRef(k.fallback).split(parts, ',');
       for (StringRef p : parts)
@@ -495,9 +512,23 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
       shape.push_back(p + p / 2);
     data["volume_shape"] = std::move(shape);
   }
-  if (*data.getString("source") != "synthetic")
-    return r.fail("data.source: only 'synthetic' (the embedded dataset) is available, got '" +
-                  *data.getString("source") + "'");
+  // Data paths are relative to the recipe, as the model file is.
+  auto resolve = [&](StringRef p) {
+    SmallString<256> out(p);
+    if (!p.empty() && !sys::path::is_absolute(p)) {
+      out = sys::path::parent_path(path);
+      sys::path::append(out, p);
+      sys::path::remove_dots(out, /*remove_dot_dot=*/true);
+    }
+    return std::string(out);
+  };
+  for (const char *key : {"path", "splits"})
+    if (std::optional<StringRef> p = data.getString(key))
+      data[key] = resolve(*p);
+  for (const char *key : {"images", "labels"})
+    if (json::Array *list = data.getArray(key))
+      for (json::Value &v : *list)
+        v = resolve(*v.getAsString());
   if (Error e = checkValues(r, effective, recipe))
     return std::move(e);
   json::Object &trainSection = *effective.getObject("train");

@@ -8,6 +8,7 @@
 //              [--weights model|ema] [--out DIR] [--precision f32|f64|bf16] [--seed S]
 //              [--threads N] [--device cpu|cuda]
 //   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
+//   medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]
 //   medrun COMMAND --help, medrun --version
 //
 //===----------------------------------------------------------------------------------===//
@@ -23,6 +24,7 @@
 #include "medrun/Safetensors.h"
 #include "BenchCommand.h"
 #include "TrainCommand.h"
+#include "VolumeCommand.h"
 #include "Version.h"
 
 #include <fmt/format.h>
@@ -96,7 +98,9 @@ const std::vector<Command> &commands() {
        "medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]\n"
        "             [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip]\n"
        "             [--threads N] [--progress P] [--artifact A]",
-       "Trains the recipe (configs/*.yaml) on the embedded synthetic data: compiles it with\n"
+       "Trains the recipe (configs/*.yaml) on its data (data.source: the embedded synthetic\n"
+       "volumes, volume files listed in the recipe, or an nnU-Net raw dataset folder; the\n"
+       "split is written to DIR/split.json): compiles it with\n"
        "medc unless the compiled step is cached, then runs the training loop with logs\n"
        "(metrics.jsonl, tensorboard/) and checkpoints (checkpoints/step_N/) in DIR\n"
        "(default: runs/<recipe name>), which one run at a time may use (a lock file).\n"
@@ -141,6 +145,17 @@ const std::vector<Command> &commands() {
         kRecipeThreads,
         {"json", "FILE", "also write the numbers as JSON to FILE"}},
        true},
+      {"volume", "medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
+       "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
+       "chunks and affine. PATH is a file (.nii, .nii.gz, .npy) or a container and the\n"
+       "array in it: FILE.h5/KEY (HDF5; the first dataset without KEY), DIR.zarr/KEY\n"
+       "(Zarr v2). With -o, writes the volume, or the box at corner Z,Y,X of size D,H,W,\n"
+       "to OUT in any of these formats (float32, or int64 for integer volumes; spacing and\n"
+       "affine kept): a converter, and a way to see a patch as training reads it.",
+       {{"box", "Z,Y,X:D,H,W", "only this box (corner and size, voxels)"},
+        {"o", "OUT", "write the volume (or box) to OUT (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
+        {"json", "", "print the description as one JSON object"}},
+       false},
       {"info", "medrun info X.medc",
        "Lists the artifact's functions (inputs, outputs), its parameters (name, shape,\n"
        "dtype, trainable) with a summary line, its CUDA kernels and each function's FLOPs\n"
@@ -344,7 +359,7 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, info, init, run or cuda-check)"));
+                      "' (expected train, bench, volume, info, init, run or cuda-check)"));
     return args;
   }
   if (positional.size() != 2)
@@ -352,7 +367,7 @@ Args parseArgs(int argc, char **argv) {
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, info, init, run or cuda-check)"));
+                    "' (expected train, bench, volume, info, init, run or cuda-check)"));
   args.artifact = positional[1];
   return args;
 }
@@ -1013,6 +1028,8 @@ int main(int argc, char **argv) {
       options.json = args.get("json");
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }
+    if (args.is("volume"))
+      return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"));
     Artifact a = Artifact::load(args.artifact);
     if (args.is("info"))
       return info(a);

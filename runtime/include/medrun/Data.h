@@ -46,6 +46,8 @@ struct Volume {
 
 /// BANIS offsets (z, y, x) of the six affinity channels: short range 1, long range 10.
 const std::array<Index3, 6> &banisOffsets();
+/// The longest offset: a patch's targets need this many voxels past its trailing edges.
+constexpr int64_t kAffinityMargin = 10;
 
 /// BANIS targets (`data.py::comp_affinities`), forward convention: for channel c with
 /// offset o, aff[c][v] = labels[v] == labels[v+o] && labels[v] != 0, and
@@ -114,6 +116,30 @@ struct PatchInfo {
 /// iff j >= round(B * (1 - fraction)), round half to even as Python's round.
 bool oversampled(int64_t j, int64_t batch, double fraction);
 
+/// Where the sampler and the loader take volumes from: the in-memory synthetic volumes, or
+/// volume files (Dataset.h). A patch is read as a view: a Volume holding at least the box
+/// [corner, corner + extent) clipped to the volume, with its tensors as Volume documents
+/// them, and the volume coordinate of the view's voxel (0,0,0).
+class PatchSource {
+public:
+  virtual ~PatchSource();
+  virtual int64_t size() const = 0;
+  /// D, H, W of volume v.
+  virtual Index3 shape(int64_t v) const = 0;
+  /// The foreground classes present in volume v (class indices, or 1 for any nonzero
+  /// instance id), and for each the flat indices of its voxels (all, or a sample).
+  virtual const std::vector<int64_t> &classes(int64_t v) const = 0;
+  virtual const std::vector<std::vector<int64_t>> &foreground(int64_t v) const = 0;
+  /// A view of volume v covering [corner, corner + extent) where it overlaps the volume.
+  /// `view` is scratch space a reading source fills; the returned Volume may be it.
+  virtual const Volume &read(int64_t v, const Index3 &corner, const Index3 &extent,
+                             Volume &view, Index3 &origin) const = 0;
+};
+
+/// The synthetic (or any in-memory) volumes as a PatchSource: views are the volumes.
+/// Checks the tensors as the loader needs them (Error naming the volume otherwise).
+std::shared_ptr<const PatchSource> memorySource(std::shared_ptr<const std::vector<Volume>> volumes);
+
 /// Counter-based patch choice. Non-forced samples: a uniformly random volume and corner
 /// (per axis uniform in [min(0, V-P), max(0, V-P)], so a patch larger than the volume holds
 /// all of it). Forced samples: a random volume, a random class among the foreground classes
@@ -122,15 +148,13 @@ bool oversampled(int64_t j, int64_t batch, double fraction);
 class Sampler {
 public:
   Sampler(std::shared_ptr<const std::vector<Volume>> volumes, const LoaderSpec &spec);
+  Sampler(std::shared_ptr<const PatchSource> source, const LoaderSpec &spec);
   /// A pure function of (seed, rank, step, j).
   PatchInfo sample(int64_t step, int64_t j) const;
 
 private:
-  std::shared_ptr<const std::vector<Volume>> volumes_;
+  std::shared_ptr<const PatchSource> source_;
   LoaderSpec spec_;
-  /// foreground_[v][k]: flat voxel indices of class classes_[v][k] in volume v.
-  std::vector<std::vector<std::vector<int64_t>>> foreground_;
-  std::vector<std::vector<int64_t>> classes_;
 };
 
 /// One step's batch: the requested tensors plus where each sample came from.
@@ -153,6 +177,9 @@ class DataLoader {
 public:
   DataLoader(std::shared_ptr<const std::vector<Volume>> volumes, LoaderSpec spec,
              int64_t firstStep = 0, BatchAllocator allocate = {});
+  /// Patches read from `source` by the workers (volume files: Dataset.h).
+  DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spec, int64_t firstStep = 0,
+             BatchAllocator allocate = {});
   ~DataLoader();
   DataLoader(const DataLoader &) = delete;
   DataLoader &operator=(const DataLoader &) = delete;
@@ -188,10 +215,13 @@ private:
     SlotState state = SlotState::Free;
     std::exception_ptr error;
   };
+  DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spec, int64_t firstStep,
+             BatchAllocator allocate, bool);
+  void start(); ///< starts the workers
   void work();
   void fill(Batch &batch);
 
-  std::shared_ptr<const std::vector<Volume>> volumes_;
+  std::shared_ptr<const PatchSource> source_;
   LoaderSpec spec_;
   Sampler sampler_;
   std::vector<Request> requests_;

@@ -33,6 +33,20 @@ void writeNpy(const std::string &path, const Tensor &t);
 
 namespace detail {
 
+class InputFile;
+
+/// A .npy file's header: the descr as written ('<f4', '>u2', ...), the shape and where the
+/// C-order data begins.
+struct NpyHeader {
+  std::string descr;
+  Shape shape;
+  uint64_t dataOffset = 0;
+};
+
+/// Reads and checks the header (magic, version, the dict, fortran_order False, the shape);
+/// the descr is left to the caller. Errors name the file.
+NpyHeader readNpyHeader(const InputFile &f);
+
 /// Shared by the tensor file readers: a read-only regular file with its size at open time.
 /// Errors name the file.
 class InputFile {

@@ -39,6 +39,7 @@ inline constexpr Range kRanges[] = {
     {"loss", "max_pos_weight", 0, kInf, true, true, "> 0"},
     {"loss", "weights", 0, kInf, false, true, ">= 0"},
     {"data", "foreground", 0, 1, false, false, "in [0, 1]"},
+    {"data", "val_fraction", 0, 1, false, true, "in [0, 1)"},
     {"schedule", "warmup_start_factor", 0, 1, false, false, "in [0, 1]"},
     {"schedule", "min_lr", 0, kInf, false, true, ">= 0"},
     {"schedule", "power", 0, kInf, true, true, "> 0"},
@@ -51,6 +52,10 @@ inline bool inRange(const Range &r, double v) {
 inline constexpr const char *kLossTypes[] = {"bce_with_logits", "dice_ce"};
 inline constexpr const char *kOptimizerTypes[] = {"adamw", "sgd"};
 inline constexpr const char *kScheduleTypes[] = {"constant", "cosine", "poly", "linear"};
+/// data.source: the embedded volumes, volume files listed in the recipe, an nnU-Net raw
+/// dataset folder (Dataset.h).
+inline constexpr const char *kDataSources[] = {"synthetic", "files", "nnunet"};
+inline constexpr const char *kNormalizations[] = {"auto", "none", "divide255", "zscore", "ct"};
 
 /// data.batch x the patch's voxels: at most 2^40. The plan addresses every tensor with
 /// 64-bit offsets; a batch past this (its activations exceed 2^50 bytes) cannot be planned

@@ -20,6 +20,7 @@
 #include "medrun/Artifact.h"
 #include "medrun/Cuda.h"
 #include "medrun/Data.h"
+#include "medrun/Dataset.h"
 #include "medrun/Schedule.h"
 
 #include <nlohmann/json.hpp>
@@ -71,6 +72,8 @@ public:
 
   const Function &function() const { return *fn_; }
   const SyntheticSpec &synthetic() const { return synthetic_; }
+  /// data.source and the keys of volume files (source synthetic: the synthetic volumes).
+  const DatasetSpec &dataset() const { return dataset_; }
   const LoaderSpec &loader() const { return loader_; }
   /// Index of the train_step input `name`, or -1.
   int input(const std::string &name) const;
@@ -91,6 +94,7 @@ private:
   const Artifact *artifact_;
   const Function *fn_;
   SyntheticSpec synthetic_;
+  DatasetSpec dataset_;
   LoaderSpec loader_;
   std::map<std::string, std::string> feeds_; ///< train_step input -> loader tensor
   ScheduleConfig schedule_;

@@ -1,0 +1,147 @@
+//===- Volume.h - 3-D volumes in files: HDF5, NIfTI, Zarr v2, NumPy ----------------===//
+//
+// One interface for the formats training data and predictions come in:
+//
+//   auto v = openVolume("cremi_A.hdf/volumes/raw");   // or "case.nii.gz", "data.zarr/img",
+//   v->info().shape, .type, .spacing, .affine           //    "x.npy", "pytc.h5" (first dataset)
+//   v->read(lo, size, floatBuffer);                     // any box inside the volume
+//
+// A volume is named by one path: a file (.nii, .nii.gz, .npy), or a container and the
+// array inside it (HDF5: FILE.h5/KEY with the dataset's path, the first dataset when KEY is
+// left out; Zarr: DIR.zarr/KEY, the array's directory, DIR.zarr itself when it is an
+// array). Axes are (z, y, x) = (D, H, W), x fastest: HDF5, Zarr and NumPy arrays as
+// stored (C order), NIfTI's i, j, k as x, y, z. Reads go chunk by chunk through a cache of
+// decoded chunks bounded in bytes (the format's chunks: HDF5 and Zarr chunks, planes of an
+// uncompressed NIfTI or .npy file, a whole gzip'd NIfTI image, which gzip cannot seek into),
+// so a patch never decodes more than the chunks it touches.
+//
+// Every failure is a medrun::Error naming the file (and key) and what was expected.
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDRUN_VOLUME_H
+#define MEDRUN_VOLUME_H
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace medrun {
+
+using Box3 = std::array<int64_t, 3>;
+
+/// Element types of volume files.
+enum class VoxelType : uint8_t { U8, I8, U16, I16, U32, I32, U64, I64, F32, F64 };
+size_t voxelSize(VoxelType t);
+/// "uint8", ..., "float64" (NumPy's names).
+const char *voxelTypeName(VoxelType t);
+bool isIntegerVoxel(VoxelType t);
+
+struct VolumeInfo {
+  std::string path;   ///< the file or container
+  std::string key;    ///< the array inside a container ("" for files)
+  std::string format; ///< "hdf5", "nifti", "zarr", "npy"
+  Box3 shape{};       ///< D, H, W
+  VoxelType type = VoxelType::F32;
+  /// Voxel size along (z, y, x) in the file's unit (NIfTI: pixdim, usually mm; HDF5/Zarr:
+  /// the `resolution` attribute, CREMI's nm); 1 where the file says nothing.
+  std::array<double, 3> spacing{1, 1, 1};
+  /// Voxel (x, y, z) index -> world, row-major 4x4 (NIfTI: sform, else qform, else
+  /// pixdim scaling; otherwise spacing on the diagonal and `offset` attributes as the
+  /// translation). Kept so predictions can be written in the input's space.
+  std::array<double, 16> affine{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+  Box3 chunk{}; ///< the unit the reader decodes
+  /// "path" or "path/key": how messages name the volume.
+  std::string name() const { return key.empty() ? path : path + "/" + key; }
+};
+
+/// Decoded chunks shared by readers, least recently used evicted past `bytes` (a chunk in
+/// use stays until its reader lets go). Thread-safe; concurrent misses of one chunk decode
+/// it once.
+class ChunkCache {
+public:
+  explicit ChunkCache(size_t bytes);
+  ~ChunkCache();
+  ChunkCache(const ChunkCache &) = delete;
+  ChunkCache &operator=(const ChunkCache &) = delete;
+  size_t capacity() const;
+  /// Bytes held now, and decodes so far (misses).
+  size_t held() const;
+  uint64_t decodes() const;
+
+  struct Impl;
+
+private:
+  friend class VolumeReader;
+  std::unique_ptr<Impl> impl_;
+};
+
+class VolumeReader {
+public:
+  virtual ~VolumeReader();
+  const VolumeInfo &info() const { return info_; }
+
+  /// Reads the box [lo, lo + size), which must lie inside the volume, into `dst` (C order,
+  /// size[0] x size[1] x size[2]), converting to float / int64. Thread-safe.
+  void read(const Box3 &lo, const Box3 &size, float *dst) const;
+  void read(const Box3 &lo, const Box3 &size, int64_t *dst) const;
+  /// The whole volume.
+  std::vector<float> readAll() const;
+
+  /// Chunks come from `cache` (shared with other readers); without one, a private cache
+  /// of 256 MiB.
+  void setCache(std::shared_ptr<ChunkCache> cache);
+
+protected:
+  VolumeReader();
+  /// Decodes the chunk box [lo, lo + size) (a chunk clipped to the volume) in the file's
+  /// type into `dst`, C order.
+  virtual void decode(const Box3 &lo, const Box3 &size, void *dst) const = 0;
+  VolumeInfo info_;
+
+private:
+  template <typename T> void readAs(const Box3 &lo, const Box3 &size, T *dst) const;
+  std::shared_ptr<ChunkCache> cache_;
+  uint64_t id_; ///< distinguishes this reader's chunks in a shared cache
+};
+
+/// Opens a volume by path (see above). Throws Error for a missing file or key, a format
+/// or dtype or codec it does not read, or an array that is not 3-D (leading or trailing
+/// axes of size 1 are dropped: a 1xDxHxW array or a NIfTI image with dim[4] = 1 is 3-D).
+std::unique_ptr<VolumeReader> openVolume(const std::string &path);
+
+/// Where a volume's samples come from, for writeVolume.
+struct VolumeData {
+  Box3 shape{};
+  VoxelType type = VoxelType::F32;
+  const void *data = nullptr; ///< C order, shape[0] x shape[1] x shape[2] of `type`
+  std::array<double, 3> spacing{1, 1, 1};
+  std::array<double, 16> affine{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+};
+
+/// Writes a volume to `path` named as openVolume names it: .nii/.nii.gz (qform and sform
+/// from `affine`, pixdim from `spacing`), .npy, HDF5 FILE.h5/KEY (gzip'd chunks, a
+/// `resolution` attribute; the file is created or the key added), Zarr DIR.zarr/KEY (zlib
+/// chunks, `resolution` in .zattrs). Throws Error naming the path.
+void writeVolume(const std::string &path, const VolumeData &volume);
+
+namespace io {
+// The formats (runtime/src/io/). `container` is the file or directory, `key` the array.
+std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &key);
+std::unique_ptr<VolumeReader> openNifti(const std::string &path);
+std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::string &key);
+std::unique_ptr<VolumeReader> openNpy(const std::string &path);
+void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v);
+void writeNifti(const std::string &path, const VolumeData &v);
+void writeZarr(const std::string &container, const std::string &key, const VolumeData &v);
+void writeNpyVolume(const std::string &path, const VolumeData &v);
+
+/// Drops leading and trailing axes of size 1; throws Error naming `what` unless 3 remain.
+Box3 squeeze3(const std::vector<int64_t> &shape, const std::string &what);
+} // namespace io
+
+} // namespace medrun
+
+#endif // MEDRUN_VOLUME_H

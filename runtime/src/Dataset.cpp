@@ -1,0 +1,490 @@
+//===- Dataset.cpp - training data from volume files -----------------------------===//
+//
+// Cases are found (listed, or by nnU-Net's raw layout), split, opened once, and scanned
+// once by slabs for the foreground locations and intensity statistics. A patch is then a
+// box read through the shared chunk cache: the image normalised, the labels relabelled to
+// small ids (instances) or checked as class indices, and the targets computed on the box
+// as the synthetic source computes them on a whole volume.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Dataset.h"
+#include "medrun/Error.h"
+#include "medrun/Parallel.h"
+#include "medrun/Volume.h"
+
+#include "DataRandom.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+namespace medrun {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr uint32_t kTagSplit = 6, kTagReservoir = 7;
+constexpr size_t kLocations = 10000; // foreground voxels kept per class and volume (nnU-Net)
+constexpr size_t kIntensities = 10000; // foreground intensities per volume for CT statistics
+
+json readJson(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(str(path, ": cannot read"));
+  try {
+    return json::parse(in);
+  } catch (const json::exception &e) {
+    throw Error(str(path, ": malformed JSON (", e.what(), ")"));
+  }
+}
+
+std::string withKey(const std::string &file, const std::string &key) {
+  return key.empty() ? file : file + "/" + key;
+}
+
+bool endsWith(const std::string &s, const std::string &e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
+/// nnU-Net raw: dataset.json, imagesTr/CASE_0000<ending>, labelsTr/CASE<ending>.
+std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
+  const std::string dir = spec.path;
+  if (dir.empty())
+    throw Error("data.path: data.source nnunet needs the dataset folder (holding dataset.json, "
+                "imagesTr/ and labelsTr/)");
+  const std::string meta = (fs::path(dir) / "dataset.json").string();
+  if (!fs::exists(meta))
+    throw Error(str(meta, ": no such file (data.path must be an nnU-Net raw dataset folder)"));
+  json d = readJson(meta);
+  if (!d.is_object() || !d.contains("channel_names") || !d["channel_names"].is_object() ||
+      !d.contains("labels") || !d["labels"].is_object())
+    throw Error(str(meta, ": expected the keys channel_names and labels (nnU-Net v2 format)"));
+  const json &channels = d["channel_names"];
+  if (channels.size() != 1)
+    throw Error(str(meta, ": channel_names lists ", channels.size(),
+                    " channels; the models take 1 input channel (expected one, \"0\")"));
+  std::string modality = channels.begin()->is_string() ? channels.begin()->get<std::string>() : "";
+  for (auto &[name, value] : d["labels"].items()) {
+    if (value.is_array())
+      throw Error(str(meta, ": labels.", name, " is a region ", value.dump(),
+                      "; region-based training needs a sigmoid loss per region, and medrun "
+                      "trains softmax classes: expected integer labels"));
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 255)
+      throw Error(str(meta, ": labels.", name, " = ", value.dump(),
+                      ": expected an integer class index in 0..255"));
+    split.maxLabel = std::max(split.maxLabel, value.get<int64_t>());
+  }
+  if (d.contains("regions_class_order"))
+    throw Error(str(meta, ": regions_class_order: region-based datasets are not supported "
+                          "(expected integer labels)"));
+  const std::string ending = d.value("file_ending", ".nii.gz");
+  const fs::path labelsDir = fs::path(dir) / "labelsTr", imagesDir = fs::path(dir) / "imagesTr";
+  if (!fs::is_directory(labelsDir) || !fs::is_directory(imagesDir))
+    throw Error(str(dir, ": expected the folders imagesTr/ and labelsTr/ (nnU-Net raw layout)"));
+  std::vector<Case> cases;
+  for (const auto &entry : fs::directory_iterator(labelsDir)) {
+    std::string name = entry.path().filename().string();
+    if (!endsWith(name, ending) || name[0] == '.')
+      continue;
+    Case c;
+    c.name = name.substr(0, name.size() - ending.size());
+    c.label = entry.path().string();
+    c.image = (imagesDir / (c.name + "_0000" + ending)).string();
+    if (!fs::exists(c.image))
+      throw Error(str(c.image, ": no such file (the image of case ", c.name, ", labelled in ",
+                      c.label, ")"));
+    cases.push_back(c);
+  }
+  if (cases.empty())
+    throw Error(str(labelsDir.string(), ": no label files ending in ", ending));
+  if (spec.normalization == "auto")
+    split.normalization = modality == "CT" ? "ct" : modality == "noNorm" ? "none" : "zscore";
+  return cases;
+}
+
+std::vector<Case> listedCases(const DatasetSpec &spec) {
+  if (spec.images.empty())
+    throw Error("data.images: data.source files needs the image volumes (a list of files, "
+                "with data.labels or data.label_key for their labels)");
+  if (!spec.labels.empty() && spec.labels.size() != spec.images.size())
+    throw Error(str("data.labels: ", spec.labels.size(), " label volumes for ",
+                    spec.images.size(), " images (expected one per image)"));
+  if (spec.labels.empty() && spec.labelKey.empty())
+    throw Error("data.labels: name the label volumes (a list as long as data.images), or "
+                "data.label_key for the labels inside each image's container");
+  std::vector<Case> cases;
+  for (size_t i = 0; i < spec.images.size(); ++i) {
+    Case c;
+    c.image = withKey(spec.images[i], spec.imageKey);
+    c.label = spec.labels.empty() ? withKey(spec.images[i], spec.labelKey)
+                                  : withKey(spec.labels[i], spec.labelKey);
+    c.name = spec.images[i];
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+} // namespace
+
+DatasetSplit splitDataset(const DatasetSpec &spec) {
+  DatasetSplit split;
+  split.normalization = spec.normalization;
+  std::vector<Case> cases;
+  if (spec.source == "nnunet")
+    cases = nnunetCases(spec, split);
+  else if (spec.source == "files")
+    cases = listedCases(spec);
+  else
+    throw Error(str("data.source: expected synthetic, files or nnunet, got '", spec.source, "'"));
+  std::sort(cases.begin(), cases.end(), [](const Case &a, const Case &b) { return a.name < b.name; });
+
+  std::string splits = spec.splits;
+  if (splits.empty() && spec.source == "nnunet" &&
+      fs::exists(fs::path(spec.path) / "splits_final.json"))
+    splits = (fs::path(spec.path) / "splits_final.json").string();
+  if (!splits.empty()) {
+    // nnU-Net: a list of folds, each {"train": [cases], "val": [cases]}.
+    json s = readJson(splits);
+    if (!s.is_array() || s.empty())
+      throw Error(str(splits, ": expected a list of folds [{\"train\": [...], \"val\": [...]}]"));
+    if (spec.fold < 0 || spec.fold >= static_cast<int64_t>(s.size()))
+      throw Error(str("data.fold: ", spec.fold, " is not a fold of ", splits, " (it has ",
+                      s.size(), ": 0..", s.size() - 1, ")"));
+    const json &fold = s[spec.fold];
+    auto names = [&](const char *key) {
+      if (!fold.is_object() || !fold.contains(key) || !fold[key].is_array())
+        throw Error(str(splits, ": fold ", spec.fold, " has no list '", key, "'"));
+      std::vector<std::string> out;
+      for (const json &n : fold[key]) {
+        if (!n.is_string())
+          throw Error(str(splits, ": fold ", spec.fold, ".", key, ": expected case names"));
+        out.push_back(n.get<std::string>());
+      }
+      return out;
+    };
+    for (const char *key : {"train", "val"})
+      for (const std::string &n : names(key)) {
+        auto it = std::find_if(cases.begin(), cases.end(), [&](const Case &c) { return c.name == n; });
+        if (it == cases.end())
+          throw Error(str(splits, ": fold ", spec.fold, ".", key, " names case '", n,
+                          "', which the dataset does not have"));
+        (std::string(key) == "train" ? split.train : split.validation).push_back(*it);
+      }
+    split.how = str(fs::path(splits).filename().string(), " fold ", spec.fold);
+  } else {
+    if (!(spec.valFraction >= 0 && spec.valFraction < 1))
+      throw Error(str("data.val_fraction: expected a fraction in [0, 1), got ", spec.valFraction));
+    const size_t n = cases.size();
+    size_t nval = static_cast<size_t>(std::llround(spec.valFraction * static_cast<double>(n)));
+    nval = std::min(nval, n - 1); // at least one training case
+    // A seeded permutation (Fisher-Yates on Philox): the first nval cases validate.
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i)
+      order[i] = i;
+    data::Stream s(spec.seed, kTagSplit, 0, 0);
+    for (size_t i = n; i > 1; --i)
+      std::swap(order[i - 1], order[s.below(i)]);
+    std::vector<bool> val(n, false);
+    for (size_t i = 0; i < nval; ++i)
+      val[order[i]] = true;
+    for (size_t i = 0; i < n; ++i)
+      (val[i] ? split.validation : split.train).push_back(cases[i]);
+    split.how = str("val_fraction ", spec.valFraction, ", seed ", spec.seed);
+  }
+  if (split.train.empty())
+    throw Error(str("data: the split (", split.how, ") leaves no training case"));
+  return split;
+}
+
+namespace {
+
+struct Normalize {
+  enum class Kind { None, Divide255, ZScore, CT } kind = Kind::None;
+  double mean = 0, std = 1, lo = -INFINITY, hi = INFINITY;
+  void apply(float *x, int64_t n) const {
+    switch (kind) {
+    case Kind::None: return;
+    case Kind::Divide255:
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = x[i] / 255.0f;
+      return;
+    case Kind::ZScore:
+    case Kind::CT: {
+      const double inv = 1.0 / std::max(std, 1e-8);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = static_cast<float>((std::clamp<double>(x[i], lo, hi) - mean) * inv);
+      return;
+    }
+    }
+  }
+};
+
+struct FileVolume {
+  Case c;
+  std::unique_ptr<VolumeReader> image, label;
+  Index3 shape;
+  Normalize norm;
+  std::vector<int64_t> classes;
+  std::vector<std::vector<int64_t>> foreground;
+  std::vector<float> fgIntensities; ///< sampled, for CT statistics
+};
+
+class FileSource : public PatchSource {
+public:
+  FileSource(const DatasetSpec &spec, const DatasetSplit &split, FILE *log)
+      : classMode_(spec.classes), maxLabel_(split.maxLabel) {
+    auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(spec.cacheMb) << 20);
+    vols_.resize(split.train.size());
+    for (size_t i = 0; i < vols_.size(); ++i) {
+      FileVolume &v = vols_[i];
+      v.c = split.train[i];
+      v.image = openVolume(v.c.image);
+      v.label = openVolume(v.c.label);
+      const VolumeInfo &a = v.image->info(), &b = v.label->info();
+      if (a.shape != b.shape)
+        throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " is ", a.shape[0], "x",
+                        a.shape[1], "x", a.shape[2], " but the labels ", b.name(), " are ",
+                        b.shape[0], "x", b.shape[1], "x", b.shape[2],
+                        " (expected one shape, z x y x x)"));
+      for (int k = 0; k < 3; ++k)
+        if (std::abs(a.spacing[k] - b.spacing[k]) > 1e-3 * std::max(a.spacing[k], b.spacing[k]))
+          throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " has spacing ",
+                          a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
+                          " but the labels ", b.name(), " have ", b.spacing[0], " x ",
+                          b.spacing[1], " x ", b.spacing[2], " (expected the same spacing)"));
+      if (!isIntegerVoxel(b.type))
+        throw Error(str(b.name(), ": labels are ", voxelTypeName(b.type),
+                        "; expected an integer type (instance ids or class indices)"));
+      v.shape = a.shape;
+      v.image->setCache(cache);
+      v.label->setCache(cache);
+      // A chunk larger than the cache is decoded again for every patch that touches it.
+      for (const VolumeInfo *info : {&a, &b}) {
+        const double mib = static_cast<double>(info->chunk[0] * info->chunk[1] * info->chunk[2] *
+                                               static_cast<int64_t>(voxelSize(info->type))) /
+                           (1 << 20);
+        if (log && mib > static_cast<double>(spec.cacheMb) / 2)
+          std::fprintf(log,
+                       "data: warning: %s decodes in chunks of %.0f MiB, more than half of "
+                       "data.cache_mb = %lld: patches will decode them again and again (raise "
+                       "data.cache_mb, or store the volume chunked or uncompressed)\n",
+                       info->name().c_str(), mib, static_cast<long long>(spec.cacheMb));
+      }
+    }
+    // One pass over each volume, by slabs: foreground locations, statistics.
+    std::string norm = split.normalization;
+    if (norm == "auto")
+      norm = vols_[0].image->info().type == VoxelType::U8 ? "divide255" : "zscore";
+    std::vector<std::exception_ptr> errors(vols_.size());
+    parallelFor(static_cast<int64_t>(vols_.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        try {
+          scan(i, spec.seed, norm);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+    });
+    for (auto &e : errors)
+      if (e)
+        std::rethrow_exception(e);
+    Normalize global;
+    if (norm == "none") {
+    } else if (norm == "divide255") {
+      global.kind = Normalize::Kind::Divide255;
+    } else if (norm == "ct") {
+      // nnU-Net's CTNormalization: clip to the 0.5 and 99.5 percentiles of the foreground
+      // intensities of the dataset, then subtract their mean and divide by their std.
+      std::vector<float> all;
+      for (const FileVolume &v : vols_)
+        all.insert(all.end(), v.fgIntensities.begin(), v.fgIntensities.end());
+      std::sort(all.begin(), all.end());
+      auto pct = [&](double q) { // NumPy's linear percentile
+        double pos = q / 100.0 * static_cast<double>(all.size() - 1);
+        size_t k = static_cast<size_t>(pos);
+        double f = pos - static_cast<double>(k);
+        return k + 1 < all.size() ? all[k] * (1 - f) + all[k + 1] * f : all[k];
+      };
+      double sum = 0, sq = 0;
+      for (float x : all)
+        sum += x;
+      global.mean = sum / static_cast<double>(all.size());
+      for (float x : all)
+        sq += (x - global.mean) * (x - global.mean);
+      global.std = std::sqrt(sq / static_cast<double>(all.size()));
+      global.lo = pct(0.5);
+      global.hi = pct(99.5);
+      global.kind = Normalize::Kind::CT;
+    } else if (norm != "zscore") {
+      throw Error(str("data.normalization: expected auto, none, divide255, zscore or ct, got '",
+                      norm, "'"));
+    }
+    for (FileVolume &v : vols_)
+      if (norm != "zscore")
+        v.norm = global;
+    if (log) {
+      int64_t voxels = 0;
+      for (const FileVolume &v : vols_)
+        voxels += v.shape[0] * v.shape[1] * v.shape[2];
+      std::fprintf(log, "data: %zu training, %zu validation cases (%s), %.1f Mvoxels; "
+                        "normalization %s%s; chunk cache %lld MiB\n",
+                   split.train.size(), split.validation.size(), split.how.c_str(), voxels / 1e6,
+                   norm.c_str(),
+                   norm == "ct" ? str(" (clip ", global.lo, "..", global.hi, ", mean ",
+                                      global.mean, ", std ", global.std, ")").c_str()
+                                : "",
+                   static_cast<long long>(spec.cacheMb));
+    }
+  }
+
+  int64_t size() const override { return static_cast<int64_t>(vols_.size()); }
+  Index3 shape(int64_t v) const override { return vols_[v].shape; }
+  const std::vector<int64_t> &classes(int64_t v) const override { return vols_[v].classes; }
+  const std::vector<std::vector<int64_t>> &foreground(int64_t v) const override {
+    return vols_[v].foreground;
+  }
+
+  const Volume &read(int64_t index, const Index3 &corner, const Index3 &extent, Volume &view,
+                     Index3 &origin) const override {
+    const FileVolume &v = vols_[index];
+    Index3 size;
+    for (int a = 0; a < 3; ++a) {
+      origin[a] = std::clamp<int64_t>(corner[a], 0, v.shape[a] - 1);
+      size[a] = std::clamp<int64_t>(corner[a] + extent[a], origin[a] + 1, v.shape[a]) - origin[a];
+    }
+    const int64_t n = size[0] * size[1] * size[2];
+    view.image = Tensor(DType::F32, {1, size[0], size[1], size[2]});
+    v.image->read(origin, size, view.image.data<float>());
+    v.norm.apply(view.image.data<float>(), n);
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    v.label->read(origin, size, ids.data());
+    view.labels = Tensor(DType::I32, {1, size[0], size[1], size[2]});
+    int32_t *lab = view.labels.data<int32_t>();
+    if (classMode_) {
+      view.segmentation = Tensor(DType::U8, {1, size[0], size[1], size[2]});
+      uint8_t *seg = view.segmentation.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        if (ids[i] < 0 || ids[i] > 255)
+          throw Error(str(v.c.label, ": label value ", ids[i],
+                          " is not a class index (expected 0..255)"));
+        seg[i] = static_cast<uint8_t>(ids[i]);
+        lab[i] = static_cast<int32_t>(ids[i]);
+      }
+    } else {
+      // Instance ids (uint64 in CREMI) become small ids; equal stays equal. Negative ids
+      // (CREMI's uint64(-1), "no label") are background.
+      std::unordered_map<int64_t, int32_t> small;
+      for (int64_t i = 0; i < n; ++i) {
+        if (ids[i] <= 0) {
+          lab[i] = 0;
+          continue;
+        }
+        auto [it, fresh] = small.emplace(ids[i], static_cast<int32_t>(small.size() + 1));
+        lab[i] = it->second;
+      }
+      computeAffinities(view.labels, view.affinity, view.affinityMask);
+    }
+    return view;
+  }
+
+private:
+  void scan(int64_t index, uint64_t seed, const std::string &norm) {
+    FileVolume &v = vols_[index];
+    const Index3 V = v.shape;
+    const int64_t plane = V[1] * V[2];
+    const int64_t slab = std::clamp<int64_t>(v.label->info().chunk[0], 1, V[0]);
+    std::vector<int64_t> ids(static_cast<size_t>(slab * plane));
+    std::vector<float> img(static_cast<size_t>(slab * plane));
+    // Reservoir samples (Algorithm R on Philox, keyed by volume and class).
+    std::unordered_map<int64_t, std::vector<int64_t>> kept;
+    std::unordered_map<int64_t, int64_t> seen;
+    std::unordered_map<int64_t, data::Stream> streams;
+    data::Stream fgStream(seed, kTagReservoir, static_cast<uint32_t>(index), 0xffffffffu);
+    int64_t fgSeen = 0;
+    double sum = 0, sq = 0;
+    const bool wantImage = norm == "zscore" || norm == "ct";
+    for (int64_t z0 = 0; z0 < V[0]; z0 += slab) {
+      const int64_t d = std::min(slab, V[0] - z0);
+      v.label->read({z0, 0, 0}, {d, V[1], V[2]}, ids.data());
+      if (wantImage)
+        v.image->read({z0, 0, 0}, {d, V[1], V[2]}, img.data());
+      for (int64_t k = 0; k < d * plane; ++k) {
+        if (wantImage) {
+          sum += img[k];
+          sq += static_cast<double>(img[k]) * img[k];
+        }
+        int64_t id = ids[k];
+        if (id <= 0)
+          continue;
+        if (classMode_ && (id > 255 || (maxLabel_ >= 0 && id > maxLabel_)))
+          throw Error(str(v.c.label, ": label value ", id, " at voxel (z, y, x) = (",
+                          z0 + k / plane, ", ", k / V[2] % V[1], ", ", k % V[2], "): expected a "
+                          "class index in 0..", maxLabel_ >= 0 ? maxLabel_ : 255,
+                          maxLabel_ >= 0 ? " (dataset.json labels)" : ""));
+        const int64_t cls = classMode_ ? id : 1;
+        const int64_t flat = z0 * plane + k;
+        auto &list = kept[cls];
+        int64_t &count = seen[cls];
+        ++count;
+        if (list.size() < kLocations) {
+          list.push_back(flat);
+        } else {
+          auto it = streams.try_emplace(cls, seed, kTagReservoir, static_cast<uint32_t>(index),
+                                        static_cast<uint32_t>(cls)).first;
+          uint64_t r = it->second.below(static_cast<uint64_t>(count));
+          if (r < kLocations)
+            list[r] = flat;
+        }
+        if (norm == "ct") {
+          ++fgSeen;
+          if (v.fgIntensities.size() < kIntensities) {
+            v.fgIntensities.push_back(img[k]);
+          } else {
+            uint64_t r = fgStream.below(static_cast<uint64_t>(fgSeen));
+            if (r < kIntensities)
+              v.fgIntensities[r] = img[k];
+          }
+        }
+      }
+    }
+    if (kept.empty())
+      throw Error(str(v.c.label, ": the label volume is empty (every voxel 0): expected at "
+                                 "least one labelled voxel"));
+    std::vector<int64_t> classes;
+    for (auto &[cls, list] : kept)
+      classes.push_back(cls);
+    std::sort(classes.begin(), classes.end());
+    for (int64_t cls : classes) {
+      std::vector<int64_t> list = std::move(kept[cls]);
+      std::sort(list.begin(), list.end());
+      v.classes.push_back(cls);
+      v.foreground.push_back(std::move(list));
+    }
+    if (norm == "zscore") {
+      // nnU-Net's ZScoreNormalization: each image by its own mean and std.
+      const double n = static_cast<double>(V[0] * plane);
+      v.norm.kind = Normalize::Kind::ZScore;
+      v.norm.mean = sum / n;
+      v.norm.std = std::sqrt(std::max(0.0, sq / n - v.norm.mean * v.norm.mean));
+    }
+  }
+
+  std::vector<FileVolume> vols_;
+  bool classMode_;
+  int64_t maxLabel_;
+};
+
+} // namespace
+
+std::shared_ptr<const PatchSource> openDataset(const DatasetSpec &spec, const DatasetSplit &split,
+                                               FILE *log) {
+  if (spec.cacheMb < 1)
+    throw Error(str("data.cache_mb: expected at least 1 MiB, got ", spec.cacheMb));
+  return std::make_shared<FileSource>(spec, split, log);
+}
+
+} // namespace medrun

@@ -1,0 +1,295 @@
+//===- Hdf5.cpp - HDF5 volumes (CREMI, PyTorch Connectomics) through libhdf5 ---------===//
+//
+// A dataset is read by hyperslabs of its own chunks (HDF5 decodes them, filters
+// included); a contiguous dataset by slabs. `resolution` (z, y, x; CREMI: nm) gives the
+// spacing and `offset` (z, y, x, world units) the translation. Without a key the first
+// dataset in name order is read, as PyTorch Connectomics' readh5 does.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Error.h"
+#include "medrun/Volume.h"
+
+#ifdef MEDRUN_HAVE_HDF5
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+namespace medrun::io {
+namespace {
+
+/// An HDF5 handle closed with its own close function.
+class Handle {
+public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Handle(Handle &&o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle &operator=(Handle &&o) noexcept {
+    std::swap(id_, o.id_);
+    std::swap(close_, o.close_);
+    return *this;
+  }
+  ~Handle() {
+    if (id_ >= 0 && close_)
+      close_(id_);
+  }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+/// HDF5 prints its error stack by default; the reader reports errors itself.
+void quiet() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+hid_t nativeType(VoxelType t) {
+  switch (t) {
+  case VoxelType::U8: return H5T_NATIVE_UINT8;
+  case VoxelType::I8: return H5T_NATIVE_INT8;
+  case VoxelType::U16: return H5T_NATIVE_UINT16;
+  case VoxelType::I16: return H5T_NATIVE_INT16;
+  case VoxelType::U32: return H5T_NATIVE_UINT32;
+  case VoxelType::I32: return H5T_NATIVE_INT32;
+  case VoxelType::U64: return H5T_NATIVE_UINT64;
+  case VoxelType::I64: return H5T_NATIVE_INT64;
+  case VoxelType::F32: return H5T_NATIVE_FLOAT;
+  case VoxelType::F64: return H5T_NATIVE_DOUBLE;
+  }
+  return -1;
+}
+
+herr_t collectDataset(hid_t, const char *name, const H5O_info_t *info, void *out) {
+  if (info->type == H5O_TYPE_DATASET && std::string(name) != ".")
+    static_cast<std::vector<std::string> *>(out)->push_back(name);
+  return 0;
+}
+
+std::vector<std::string> datasets(hid_t file) {
+  std::vector<std::string> names;
+  H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, collectDataset, &names);
+  return names;
+}
+
+/// True if every component of `key` exists (H5Lexists needs the parents to exist).
+bool exists(hid_t file, const std::string &key) {
+  size_t pos = 0;
+  for (;;) {
+    size_t slash = key.find('/', pos);
+    std::string prefix = key.substr(0, slash);
+    if (!prefix.empty() && H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0)
+      return false;
+    if (slash == std::string::npos)
+      return true;
+    pos = slash + 1;
+  }
+}
+
+/// A numeric attribute of n values, or empty.
+std::vector<double> attribute(hid_t obj, const char *name) {
+  if (H5Aexists(obj, name) <= 0)
+    return {};
+  Handle attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  Handle space(H5Aget_space(attr.get()), H5Sclose);
+  Handle type(H5Aget_type(attr.get()), H5Tclose);
+  H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT)
+    return {};
+  hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 1 || n > 16)
+    return {};
+  std::vector<double> v(static_cast<size_t>(n));
+  if (H5Aread(attr.get(), H5T_NATIVE_DOUBLE, v.data()) < 0)
+    return {};
+  return v;
+}
+
+class Hdf5Reader : public VolumeReader {
+public:
+  Hdf5Reader(const std::string &container, const std::string &requested) {
+    quiet();
+    info_.path = container;
+    info_.format = "hdf5";
+    file_ = Handle(H5Fopen(container.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!file_.valid())
+      throw Error(str(container, ": cannot open as an HDF5 file"));
+    std::string key = requested;
+    std::vector<std::string> all = datasets(file_.get());
+    if (key.empty()) {
+      if (all.empty())
+        throw Error(str(container, ": the HDF5 file holds no dataset"));
+      key = all.front();
+    }
+    info_.key = key;
+    if (!exists(file_.get(), key)) {
+      std::string list;
+      for (const std::string &d : all)
+        list += (list.empty() ? "" : ", ") + d;
+      throw Error(str(container, ": no dataset '", key, "' (the file holds ",
+                      list.empty() ? std::string("no dataset") : list, ")"));
+    }
+    dset_ = Handle(H5Dopen2(file_.get(), key.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!dset_.valid())
+      throw Error(str(info_.name(), ": not a dataset (a group?)"));
+
+    Handle type(H5Dget_type(dset_.get()), H5Tclose);
+    const H5T_class_t cls = H5Tget_class(type.get());
+    const size_t bytes = H5Tget_size(type.get());
+    if (cls == H5T_INTEGER) {
+      const bool sign = H5Tget_sign(type.get()) == H5T_SGN_2;
+      const VoxelType s[] = {VoxelType::I8, VoxelType::I16, VoxelType::I32, VoxelType::I64};
+      const VoxelType u[] = {VoxelType::U8, VoxelType::U16, VoxelType::U32, VoxelType::U64};
+      int k = bytes == 1 ? 0 : bytes == 2 ? 1 : bytes == 4 ? 2 : bytes == 8 ? 3 : -1;
+      if (k < 0)
+        throw Error(str(info_.name(), ": unsupported integer size ", bytes, " bytes"));
+      info_.type = sign ? s[k] : u[k];
+    } else if (cls == H5T_FLOAT && (bytes == 4 || bytes == 8)) {
+      info_.type = bytes == 4 ? VoxelType::F32 : VoxelType::F64;
+    } else {
+      throw Error(str(info_.name(), ": unsupported element type (HDF5 class ", int(cls), ", ",
+                      bytes, " bytes; expected integers of 1, 2, 4, 8 bytes or float32/64)"));
+    }
+
+    Handle space(H5Dget_space(dset_.get()), H5Sclose);
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    if (rank < 0 || rank > 32)
+      throw Error(str(info_.name(), ": cannot read the dataspace"));
+    std::vector<hsize_t> dims(rank);
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    full_.assign(dims.begin(), dims.end());
+    info_.shape = squeeze3(full_, info_.name());
+    // Which axes of the file are the volume's (the others have size 1).
+    for (first_ = 0; first_ + 3 < full_.size() && full_[first_] == 1; ++first_)
+      ;
+
+    Handle dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
+    const int filters = H5Pget_nfilters(dcpl.get());
+    for (int i = 0; i < filters; ++i) {
+      unsigned flags = 0, config = 0;
+      size_t nelem = 0;
+      char name[64] = {};
+      H5Z_filter_t id = H5Pget_filter2(dcpl.get(), i, &flags, &nelem, nullptr, sizeof name, name,
+                                       &config);
+      if (H5Zfilter_avail(id) <= 0)
+        throw Error(str(info_.name(), ": compressed with HDF5 filter ", id,
+                        name[0] ? str(" (", name, ")") : std::string(),
+                        ", which this libhdf5 cannot decode (gzip, shuffle, fletcher32, szip "
+                        "and scaleoffset are built in; others need an HDF5 filter plugin)"));
+    }
+    if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+      std::vector<hsize_t> chunk(rank);
+      H5Pget_chunk(dcpl.get(), rank, chunk.data());
+      for (int a = 0; a < 3; ++a)
+        info_.chunk[a] = std::min<int64_t>(static_cast<int64_t>(chunk[first_ + a]), info_.shape[a]);
+    } else {
+      // Contiguous: slabs of whole planes, about 4 MiB each.
+      const int64_t plane = info_.shape[1] * info_.shape[2] * static_cast<int64_t>(bytes);
+      info_.chunk = {std::clamp<int64_t>((int64_t(4) << 20) / plane, 1, info_.shape[0]),
+                     info_.shape[1], info_.shape[2]};
+    }
+    // Spacing and origin (z, y, x), as CREMI writes them.
+    std::vector<double> res = attribute(dset_.get(), "resolution");
+    if (res.size() == full_.size() && full_.size() > 3)
+      res.erase(res.begin(), res.begin() + first_);
+    if (res.size() >= 3)
+      for (int a = 0; a < 3; ++a)
+        if (res[a] > 0)
+          info_.spacing[a] = res[a];
+    std::vector<double> off = attribute(dset_.get(), "offset");
+    for (int a = 0; a < 3; ++a) {
+      info_.affine[a * 4 + a] = info_.spacing[2 - a]; // x, y, z rows
+      if (off.size() == 3)
+        info_.affine[a * 4 + 3] = off[2 - a];
+    }
+  }
+
+protected:
+  void decode(const Box3 &lo, const Box3 &size, void *dst) const override {
+    std::vector<hsize_t> start(full_.size(), 0), count(full_.size(), 1);
+    for (int a = 0; a < 3; ++a) {
+      start[first_ + a] = static_cast<hsize_t>(lo[a]);
+      count[first_ + a] = static_cast<hsize_t>(size[a]);
+    }
+    Handle fspace(H5Dget_space(dset_.get()), H5Sclose);
+    hsize_t mdims[3] = {hsize_t(size[0]), hsize_t(size[1]), hsize_t(size[2])};
+    Handle mspace(H5Screate_simple(3, mdims, nullptr), H5Sclose);
+    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr) < 0 ||
+        H5Dread(dset_.get(), nativeType(info_.type), mspace.get(), fspace.get(), H5P_DEFAULT,
+                dst) < 0)
+      throw Error(str(info_.name(), ": cannot read the box at ", lo[0], ",", lo[1], ",", lo[2],
+                      " (a corrupt or truncated file?)"));
+  }
+
+private:
+  Handle file_, dset_;
+  std::vector<int64_t> full_; ///< the dataset's shape as stored
+  size_t first_ = 0;          ///< index of the volume's first axis in full_
+};
+
+} // namespace
+
+std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &key) {
+  return std::make_unique<Hdf5Reader>(container, key);
+}
+
+void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v) {
+  quiet();
+  const std::string name = container + "/" + key;
+  Handle file;
+  if (std::filesystem::exists(container))
+    file = Handle(H5Fopen(container.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  else
+    file = Handle(H5Fcreate(container.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.valid())
+    throw Error(str(container, ": cannot open or create the HDF5 file for writing"));
+  if (exists(file.get(), key) && H5Ldelete(file.get(), key.c_str(), H5P_DEFAULT) < 0)
+    throw Error(str(name, ": cannot replace the existing dataset"));
+  hsize_t dims[3], chunk[3];
+  for (int a = 0; a < 3; ++a) {
+    dims[a] = static_cast<hsize_t>(v.shape[a]);
+    chunk[a] = std::min<hsize_t>(dims[a], 64);
+  }
+  Handle space(H5Screate_simple(3, dims, nullptr), H5Sclose);
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_chunk(dcpl.get(), 3, chunk);
+  H5Pset_deflate(dcpl.get(), 4);
+  Handle dset(H5Dcreate2(file.get(), key.c_str(), nativeType(v.type), space.get(), lcpl.get(),
+                         dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+  if (!dset.valid() ||
+      H5Dwrite(dset.get(), nativeType(v.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data) < 0)
+    throw Error(str(name, ": cannot write the dataset"));
+  hsize_t three = 3;
+  Handle aspace(H5Screate_simple(1, &three, nullptr), H5Sclose);
+  Handle attr(H5Acreate2(dset.get(), "resolution", H5T_NATIVE_DOUBLE, aspace.get(), H5P_DEFAULT,
+                         H5P_DEFAULT),
+              H5Aclose);
+  if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, v.spacing.data()) < 0 ||
+      H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
+    throw Error(str(name, ": cannot write the dataset"));
+}
+
+} // namespace medrun::io
+
+#else // no libhdf5 at build time
+
+namespace medrun::io {
+std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &) {
+  throw Error(str(container, ": medrun was built without HDF5 (install libhdf5-dev and rebuild)"));
+}
+void writeHdf5(const std::string &container, const std::string &, const VolumeData &) {
+  throw Error(str(container, ": medrun was built without HDF5 (install libhdf5-dev and rebuild)"));
+}
+} // namespace medrun::io
+
+#endif

@@ -1,0 +1,89 @@
+//===- NpyVolume.cpp - NumPy .npy files as volumes ------------------------------------===//
+//
+// The header is Npy.cpp's; the data is read in place by slabs of whole planes (one pread
+// each), so a patch reads only the planes it touches. Descrs beyond the tensor reader's:
+// unsigned 16/32/64-bit integers (label volumes).
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Error.h"
+#include "medrun/Npy.h"
+#include "medrun/Volume.h"
+
+#include <algorithm>
+
+namespace medrun::io {
+namespace {
+
+class NpyReader : public VolumeReader {
+public:
+  explicit NpyReader(const std::string &path) : file_(path) {
+    info_.path = path;
+    info_.format = "npy";
+    const detail::NpyHeader h = detail::readNpyHeader(file_);
+    static const std::pair<const char *, VoxelType> codes[] = {
+        {"u1", VoxelType::U8},  {"i1", VoxelType::I8},  {"b1", VoxelType::U8},
+        {"u2", VoxelType::U16}, {"i2", VoxelType::I16}, {"u4", VoxelType::U32},
+        {"i4", VoxelType::I32}, {"u8", VoxelType::U64}, {"i8", VoxelType::I64},
+        {"f4", VoxelType::F32}, {"f8", VoxelType::F64}};
+    bool known = false;
+    if (h.descr.size() == 3 && (h.descr[0] == '<' || h.descr[0] == '|' || h.descr[0] == '='))
+      for (auto &[c, t] : codes)
+        if (h.descr.compare(1, 2, c) == 0) {
+          info_.type = t;
+          known = true;
+        }
+    if (!known)
+      throw Error(str(path, ": unsupported descr '", h.descr,
+                      "' for a volume (expected little-endian u1, i1, b1, u2, i2, u4, i4, u8, "
+                      "i8, f4 or f8)"));
+    info_.shape = squeeze3(h.shape, path);
+    const uint64_t need = static_cast<uint64_t>(info_.shape[0] * info_.shape[1] * info_.shape[2]) *
+                          voxelSize(info_.type);
+    if (file_.size() - h.dataOffset != need)
+      throw Error(str(path, ": expected ", need, " bytes of array data, the file has ",
+                      file_.size() - h.dataOffset));
+    offset_ = h.dataOffset;
+    const int64_t plane = info_.shape[1] * info_.shape[2] * static_cast<int64_t>(voxelSize(info_.type));
+    info_.chunk = {std::clamp<int64_t>((int64_t(4) << 20) / plane, 1, info_.shape[0]),
+                   info_.shape[1], info_.shape[2]};
+  }
+
+protected:
+  void decode(const Box3 &lo, const Box3 &size, void *dst) const override {
+    // Chunks are slabs of whole planes: one contiguous read.
+    const uint64_t plane = static_cast<uint64_t>(info_.shape[1] * info_.shape[2]) *
+                           voxelSize(info_.type);
+    file_.read(offset_ + lo[0] * plane, dst, static_cast<size_t>(size[0] * plane), "array data");
+  }
+
+private:
+  detail::InputFile file_;
+  uint64_t offset_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<VolumeReader> openNpy(const std::string &path) {
+  return std::make_unique<NpyReader>(path);
+}
+
+void writeNpyVolume(const std::string &path, const VolumeData &v) {
+  DType t;
+  switch (v.type) {
+  case VoxelType::U8: t = DType::U8; break;
+  case VoxelType::I8: t = DType::I8; break;
+  case VoxelType::I16: t = DType::I16; break;
+  case VoxelType::I32: t = DType::I32; break;
+  case VoxelType::I64: t = DType::I64; break;
+  case VoxelType::F32: t = DType::F32; break;
+  case VoxelType::F64: t = DType::F64; break;
+  default:
+    throw Error(str(path, ": cannot write ", voxelTypeName(v.type), " as .npy (write int64 or "
+                          "another format)"));
+  }
+  Tensor tensor(t, {v.shape[0], v.shape[1], v.shape[2]});
+  std::copy_n(static_cast<const char *>(v.data), tensor.nbytes(), static_cast<char *>(tensor.raw()));
+  writeNpy(path, tensor);
+}
+
+} // namespace medrun::io

@@ -1,0 +1,354 @@
+//===- Volume.cpp - opening volumes by path, the chunk cache, typed box reads -------===//
+//
+// A format only decodes chunk boxes in its own element type (VolumeReader::decode); this
+// file assembles any box from the chunks it touches, through the shared cache, converting
+// to float or int64 on the way.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Volume.h"
+#include "medrun/Error.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <mutex>
+
+namespace medrun {
+
+namespace fs = std::filesystem;
+
+size_t voxelSize(VoxelType t) {
+  switch (t) {
+  case VoxelType::U8:
+  case VoxelType::I8: return 1;
+  case VoxelType::U16:
+  case VoxelType::I16: return 2;
+  case VoxelType::U32:
+  case VoxelType::I32:
+  case VoxelType::F32: return 4;
+  case VoxelType::U64:
+  case VoxelType::I64:
+  case VoxelType::F64: return 8;
+  }
+  return 0;
+}
+
+const char *voxelTypeName(VoxelType t) {
+  switch (t) {
+  case VoxelType::U8: return "uint8";
+  case VoxelType::I8: return "int8";
+  case VoxelType::U16: return "uint16";
+  case VoxelType::I16: return "int16";
+  case VoxelType::U32: return "uint32";
+  case VoxelType::I32: return "int32";
+  case VoxelType::U64: return "uint64";
+  case VoxelType::I64: return "int64";
+  case VoxelType::F32: return "float32";
+  case VoxelType::F64: return "float64";
+  }
+  return "?";
+}
+
+bool isIntegerVoxel(VoxelType t) { return t != VoxelType::F32 && t != VoxelType::F64; }
+
+// ---- ChunkCache ------------------------------------------------------------------------
+
+using Chunk = std::shared_ptr<const std::vector<char>>;
+
+struct ChunkCache::Impl {
+  struct Key {
+    uint64_t reader, chunk;
+    bool operator<(const Key &o) const {
+      return reader != o.reader ? reader < o.reader : chunk < o.chunk;
+    }
+  };
+  struct Entry {
+    Chunk data;   ///< null while being decoded
+    bool failed = false;
+    std::list<Key>::iterator lru;
+  };
+  size_t capacity;
+  size_t held = 0;
+  uint64_t decodes = 0;
+  std::mutex mutex;
+  std::condition_variable decoded;
+  std::map<Key, Entry> entries;
+  std::list<Key> lru; ///< ready entries, most recently used first
+
+  template <typename Decode> Chunk get(const Key &key, size_t bytes, Decode &&decode) {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      auto it = entries.find(key);
+      if (it == entries.end())
+        break;
+      if (it->second.data) {
+        lru.splice(lru.begin(), lru, it->second.lru);
+        return it->second.data;
+      }
+      decoded.wait(lock); // another thread decodes it; look again (it may have failed)
+    }
+    entries[key]; // a placeholder: others wait for it
+    ++decodes;
+    lock.unlock();
+    auto buffer = std::make_shared<std::vector<char>>(bytes);
+    try {
+      decode(buffer->data());
+    } catch (...) {
+      lock.lock();
+      entries.erase(key);
+      decoded.notify_all();
+      throw;
+    }
+    lock.lock();
+    Entry &e = entries[key];
+    e.data = buffer;
+    lru.push_front(key);
+    e.lru = lru.begin();
+    held += bytes;
+    // Evict the least recently used (not the new one); readers holding a chunk keep it alive.
+    while (held > capacity && lru.size() > 1) {
+      Key old = lru.back();
+      lru.pop_back();
+      auto victim = entries.find(old);
+      held -= victim->second.data->size();
+      entries.erase(victim);
+    }
+    decoded.notify_all();
+    return buffer;
+  }
+};
+
+ChunkCache::ChunkCache(size_t bytes) : impl_(std::make_unique<Impl>()) {
+  impl_->capacity = bytes;
+}
+ChunkCache::~ChunkCache() = default;
+size_t ChunkCache::capacity() const { return impl_->capacity; }
+size_t ChunkCache::held() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->held;
+}
+uint64_t ChunkCache::decodes() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->decodes;
+}
+
+// ---- VolumeReader ----------------------------------------------------------------------
+
+namespace {
+
+std::atomic<uint64_t> nextReaderId{1};
+
+template <typename S, typename T> void convertRow(const char *src, T *dst, int64_t n) {
+  const S *s = reinterpret_cast<const S *>(src);
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = static_cast<T>(s[i]);
+}
+
+template <typename T> void convertRow(VoxelType type, const char *src, T *dst, int64_t n) {
+  switch (type) {
+  case VoxelType::U8: return convertRow<uint8_t>(src, dst, n);
+  case VoxelType::I8: return convertRow<int8_t>(src, dst, n);
+  case VoxelType::U16: return convertRow<uint16_t>(src, dst, n);
+  case VoxelType::I16: return convertRow<int16_t>(src, dst, n);
+  case VoxelType::U32: return convertRow<uint32_t>(src, dst, n);
+  case VoxelType::I32: return convertRow<int32_t>(src, dst, n);
+  case VoxelType::U64: return convertRow<uint64_t>(src, dst, n); // ids: bits kept as int64
+  case VoxelType::I64: return convertRow<int64_t>(src, dst, n);
+  case VoxelType::F32: return convertRow<float>(src, dst, n);
+  case VoxelType::F64: return convertRow<double>(src, dst, n);
+  }
+}
+
+std::string boxStr(const Box3 &lo, const Box3 &size) {
+  return str("[", lo[0], ":", lo[0] + size[0], ", ", lo[1], ":", lo[1] + size[1], ", ", lo[2],
+             ":", lo[2] + size[2], "]");
+}
+
+} // namespace
+
+VolumeReader::VolumeReader()
+    : cache_(std::make_shared<ChunkCache>(size_t(256) << 20)), id_(nextReaderId++) {}
+
+VolumeReader::~VolumeReader() = default;
+
+void VolumeReader::setCache(std::shared_ptr<ChunkCache> cache) { cache_ = std::move(cache); }
+
+template <typename T>
+void VolumeReader::readAs(const Box3 &lo, const Box3 &size, T *dst) const {
+  const Box3 &V = info_.shape, &C = info_.chunk;
+  for (int a = 0; a < 3; ++a)
+    if (lo[a] < 0 || size[a] < 0 || lo[a] + size[a] > V[a])
+      throw Error(str(info_.name(), ": the box ", boxStr(lo, size), " is not inside the volume ",
+                      V[0], "x", V[1], "x", V[2]));
+  if (size[0] == 0 || size[1] == 0 || size[2] == 0)
+    return;
+  const size_t elem = voxelSize(info_.type);
+  Box3 first, last, grid;
+  for (int a = 0; a < 3; ++a) {
+    first[a] = lo[a] / C[a];
+    last[a] = (lo[a] + size[a] - 1) / C[a];
+    grid[a] = (V[a] + C[a] - 1) / C[a];
+  }
+  for (int64_t cz = first[0]; cz <= last[0]; ++cz)
+    for (int64_t cy = first[1]; cy <= last[1]; ++cy)
+      for (int64_t cx = first[2]; cx <= last[2]; ++cx) {
+        const Box3 c0 = {cz * C[0], cy * C[1], cx * C[2]};
+        Box3 cs;
+        for (int a = 0; a < 3; ++a)
+          cs[a] = std::min(C[a], V[a] - c0[a]);
+        const uint64_t index = static_cast<uint64_t>((cz * grid[1] + cy) * grid[2] + cx);
+        Chunk chunk = cache_->impl_->get({id_, index}, cs[0] * cs[1] * cs[2] * elem,
+                                         [&](char *buf) { decode(c0, cs, buf); });
+        // The overlap of the chunk and the box, in volume coordinates.
+        Box3 a0, a1;
+        for (int a = 0; a < 3; ++a) {
+          a0[a] = std::max(lo[a], c0[a]);
+          a1[a] = std::min(lo[a] + size[a], c0[a] + cs[a]);
+        }
+        const int64_t n = a1[2] - a0[2];
+        for (int64_t z = a0[0]; z < a1[0]; ++z)
+          for (int64_t y = a0[1]; y < a1[1]; ++y) {
+            const char *src =
+                chunk->data() +
+                (((z - c0[0]) * cs[1] + (y - c0[1])) * cs[2] + (a0[2] - c0[2])) * elem;
+            T *d = dst + ((z - lo[0]) * size[1] + (y - lo[1])) * size[2] + (a0[2] - lo[2]);
+            convertRow(info_.type, src, d, n);
+          }
+      }
+}
+
+void VolumeReader::read(const Box3 &lo, const Box3 &size, float *dst) const {
+  readAs(lo, size, dst);
+}
+void VolumeReader::read(const Box3 &lo, const Box3 &size, int64_t *dst) const {
+  readAs(lo, size, dst);
+}
+
+std::vector<float> VolumeReader::readAll() const {
+  const Box3 &V = info_.shape;
+  std::vector<float> out(static_cast<size_t>(V[0] * V[1] * V[2]));
+  read({0, 0, 0}, V, out.data());
+  return out;
+}
+
+// ---- opening and writing by path -----------------------------------------------------
+
+namespace io {
+
+Box3 squeeze3(const std::vector<int64_t> &shape, const std::string &what) {
+  size_t b = 0, e = shape.size();
+  while (e - b > 3 && shape[b] == 1)
+    ++b;
+  while (e - b > 3 && shape[e - 1] == 1)
+    --e;
+  if (e - b != 3) {
+    std::string s;
+    for (size_t i = 0; i < shape.size(); ++i)
+      s += (i ? "x" : "") + std::to_string(shape[i]);
+    throw Error(str(what, ": expected a 3-D volume (D x H x W; axes of size 1 before or after "
+                          "are dropped), got shape ",
+                    s.empty() ? "() (a scalar)" : s));
+  }
+  for (size_t i = b; i < e; ++i)
+    if (shape[i] < 1)
+      throw Error(str(what, ": the volume is empty (a dimension of size 0)"));
+  return {shape[b], shape[b + 1], shape[b + 2]};
+}
+
+} // namespace io
+
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+enum class Format { Hdf5, Zarr, Nifti, Npy, Unknown };
+
+Format formatOf(const std::string &file) {
+  std::string lower = file;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  for (const char *e : {".h5", ".hdf5", ".hdf", ".he5"})
+    if (endsWith(lower, e))
+      return Format::Hdf5;
+  if (endsWith(lower, ".zarr"))
+    return Format::Zarr;
+  if (endsWith(lower, ".nii") || endsWith(lower, ".nii.gz"))
+    return Format::Nifti;
+  if (endsWith(lower, ".npy"))
+    return Format::Npy;
+  return Format::Unknown;
+}
+
+const char *kFormats = ".h5/.hdf5/.hdf (HDF5, FILE/KEY), .zarr (Zarr v2, DIR/KEY), .nii/.nii.gz "
+                       "(NIfTI) or .npy";
+
+/// Splits "a/b.h5/volumes/raw" into the container "a/b.h5" and the key "volumes/raw": the
+/// first path component with a container suffix. Plain files have no key.
+void splitPath(const std::string &path, std::string &container, std::string &key, Format &f) {
+  size_t pos = 0;
+  for (;;) {
+    size_t slash = path.find('/', pos);
+    std::string head = path.substr(0, slash);
+    f = formatOf(head);
+    if (f == Format::Hdf5 || f == Format::Zarr) {
+      container = head;
+      key = slash == std::string::npos ? "" : path.substr(slash + 1);
+      while (!key.empty() && key.back() == '/')
+        key.pop_back();
+      return;
+    }
+    if (slash == std::string::npos)
+      break;
+    pos = slash + 1;
+  }
+  container = path;
+  key.clear();
+  f = formatOf(path);
+}
+
+} // namespace
+
+std::unique_ptr<VolumeReader> openVolume(const std::string &path) {
+  std::string container, key;
+  Format f;
+  splitPath(path, container, key, f);
+  if (f == Format::Unknown)
+    throw Error(str(path, ": not a volume file this reader knows (expected ", kFormats, ")"));
+  std::error_code ec;
+  if (!fs::exists(container, ec))
+    throw Error(str(container, ": no such file or directory"));
+  switch (f) {
+  case Format::Hdf5: return io::openHdf5(container, key);
+  case Format::Zarr: return io::openZarr(container, key);
+  case Format::Nifti: return io::openNifti(container);
+  case Format::Npy: return io::openNpy(container);
+  case Format::Unknown: break;
+  }
+  return nullptr;
+}
+
+void writeVolume(const std::string &path, const VolumeData &volume) {
+  std::string container, key;
+  Format f;
+  splitPath(path, container, key, f);
+  for (int64_t d : volume.shape)
+    if (d < 1)
+      throw Error(str(path, ": cannot write an empty volume"));
+  switch (f) {
+  case Format::Hdf5:
+    if (key.empty())
+      throw Error(str(path, ": name the dataset to write (FILE.h5/KEY, e.g. ", path, "/main)"));
+    return io::writeHdf5(container, key, volume);
+  case Format::Zarr: return io::writeZarr(container, key, volume);
+  case Format::Nifti: return io::writeNifti(container, volume);
+  case Format::Npy: return io::writeNpyVolume(container, volume);
+  case Format::Unknown: break;
+  }
+  throw Error(str(path, ": cannot write this format (expected ", kFormats, ")"));
+}
+
+} // namespace medrun

@@ -1,0 +1,419 @@
+//===- Zarr.cpp - Zarr v2 arrays (BANIS/NISB data.zarr/img, seg) ----------------------===//
+//
+// An array is a directory with `.zarray` (JSON: shape, chunks, dtype, compressor,
+// fill_value, order, filters, dimension_separator) and one file per chunk, named by its
+// grid index joined with '.' or '/'; a missing chunk is all fill_value. Chunks are
+// decoded by the codec libraries numcodecs wraps: Blosc (libblosc, which reads its own
+// inner lz4/zstd/zlib), Zstd (libzstd), Zlib and GZip (zlib), LZ4 (liblz4, numcodecs'
+// 4-byte size header). `resolution` and `offset` in `.zattrs` give spacing and origin.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Error.h"
+#include "medrun/Volume.h"
+
+#include <nlohmann/json.hpp>
+
+#ifdef MEDRUN_HAVE_BLOSC
+#include <blosc.h>
+#endif
+#ifdef MEDRUN_HAVE_ZSTD
+#include <zstd.h>
+#endif
+#ifdef MEDRUN_HAVE_ZLIB
+#include <zlib.h>
+#endif
+#ifdef MEDRUN_HAVE_LZ4
+#include <lz4.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+namespace medrun::io {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string readFile(const fs::path &p, bool &missing) {
+  std::ifstream in(p, std::ios::binary);
+  missing = !in;
+  if (missing)
+    return {};
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+json readJson(const fs::path &p, const std::string &what) {
+  bool missing = false;
+  std::string text = readFile(p, missing);
+  if (missing)
+    throw Error(str(p.string(), ": cannot read ", what));
+  try {
+    return json::parse(text);
+  } catch (const json::exception &e) {
+    throw Error(str(p.string(), ": malformed JSON (", e.what(), ")"));
+  }
+}
+
+/// Arrays (directories with .zarray) under `root`, relative paths, sorted.
+std::vector<std::string> arraysUnder(const fs::path &root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
+       it.increment(ec))
+    if (it->path().filename() == ".zarray")
+      out.push_back(fs::relative(it->path().parent_path(), root).generic_string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Bytes of the decompressed chunk in `out` (exactly out.size() expected).
+void decompress(const json &compressor, const std::string &src, std::vector<char> &out,
+                const std::string &file) {
+  if (compressor.is_null()) {
+    if (src.size() != out.size())
+      throw Error(str(file, ": an uncompressed chunk of ", src.size(), " bytes, expected ",
+                      out.size()));
+    std::memcpy(out.data(), src.data(), out.size());
+    return;
+  }
+  const std::string id = compressor.value("id", "");
+  auto bad = [&](const std::string &why) {
+    return Error(str(file, ": cannot decode the ", id, " chunk: ", why));
+  };
+  if (id == "blosc") {
+#ifdef MEDRUN_HAVE_BLOSC
+    size_t nbytes = 0, cbytes = 0, blocksize = 0;
+    if (src.size() < 16)
+      throw bad("shorter than a Blosc header");
+    blosc_cbuffer_sizes(src.data(), &nbytes, &cbytes, &blocksize);
+    if (nbytes != out.size() || cbytes > src.size())
+      throw bad(str("it holds ", nbytes, " bytes, expected ", out.size()));
+    int n = blosc_decompress_ctx(src.data(), out.data(), out.size(), 1);
+    if (n != static_cast<int>(out.size())) {
+      const char *lib = blosc_cbuffer_complib(src.data());
+      throw bad(str("libblosc failed (inner codec ", lib ? lib : "unknown",
+                    "; this libblosc has ", blosc_list_compressors(), ")"));
+    }
+    return;
+#else
+    throw bad("medrun was built without libblosc (install libblosc-dev and rebuild)");
+#endif
+  }
+  if (id == "zstd") {
+#ifdef MEDRUN_HAVE_ZSTD
+    size_t n = ZSTD_decompress(out.data(), out.size(), src.data(), src.size());
+    if (ZSTD_isError(n) || n != out.size())
+      throw bad(ZSTD_isError(n) ? std::string(ZSTD_getErrorName(n))
+                                : str("got ", n, " bytes, expected ", out.size()));
+    return;
+#else
+    throw bad("medrun was built without libzstd (install libzstd-dev and rebuild)");
+#endif
+  }
+  if (id == "zlib" || id == "gzip") {
+#ifdef MEDRUN_HAVE_ZLIB
+    z_stream zs{};
+    if (inflateInit2(&zs, id == "gzip" ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK)
+      throw bad("inflateInit failed");
+    zs.next_in = reinterpret_cast<Bytef *>(const_cast<char *>(src.data()));
+    zs.avail_in = static_cast<uInt>(src.size());
+    zs.next_out = reinterpret_cast<Bytef *>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    int rc = inflate(&zs, Z_FINISH);
+    size_t got = out.size() - zs.avail_out;
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END || got != out.size())
+      throw bad(rc == Z_STREAM_END ? str("got ", got, " bytes, expected ", out.size())
+                                   : str("zlib error ", rc, " (corrupt or truncated)"));
+    return;
+#else
+    throw bad("medrun was built without zlib (install zlib1g-dev and rebuild)");
+#endif
+  }
+  if (id == "lz4") {
+#ifdef MEDRUN_HAVE_LZ4
+    // numcodecs.LZ4: a little-endian uint32 of the decompressed size, then one LZ4 block.
+    if (src.size() < 4)
+      throw bad("shorter than its size header");
+    uint32_t size = 0;
+    std::memcpy(&size, src.data(), 4);
+    if (size != out.size())
+      throw bad(str("it holds ", size, " bytes, expected ", out.size()));
+    int n = LZ4_decompress_safe(src.data() + 4, out.data(), static_cast<int>(src.size() - 4),
+                                static_cast<int>(out.size()));
+    if (n != static_cast<int>(out.size()))
+      throw bad("corrupt or truncated LZ4 block");
+    return;
+#else
+    throw bad("medrun was built without liblz4 (install liblz4-dev and rebuild)");
+#endif
+  }
+  throw Error(str(file, ": unsupported compressor '", id,
+                  "' (expected blosc, zstd, zlib, gzip, lz4 or none)"));
+}
+
+class ZarrReader : public VolumeReader {
+public:
+  ZarrReader(const std::string &container, const std::string &requested) {
+    info_.path = container;
+    info_.format = "zarr";
+    std::string key = requested;
+    fs::path root(container);
+    if (key.empty() && !fs::exists(root / ".zarray")) {
+      std::vector<std::string> arrays = arraysUnder(root);
+      if (arrays.empty())
+        throw Error(str(container, ": no Zarr v2 array (.zarray) in it"));
+      key = arrays.front();
+    }
+    info_.key = key;
+    dir_ = key.empty() ? root : root / key;
+    if (!fs::exists(dir_ / ".zarray")) {
+      std::string list;
+      for (const std::string &a : arraysUnder(root))
+        list += (list.empty() ? "" : ", ") + a;
+      throw Error(str(container, ": no Zarr array '", key, "' (",
+                      fs::exists(dir_ / ".zgroup") ? "a group; " : "",
+                      list.empty() ? std::string("no arrays there") : "arrays: " + list, ")"));
+    }
+    const std::string meta = (dir_ / ".zarray").string();
+    json z = readJson(dir_ / ".zarray", "the array metadata");
+    auto fail = [&](const std::string &why) { return Error(str(meta, ": ", why)); };
+    try {
+      if (z.value("zarr_format", 0) != 2)
+        throw fail(str("zarr_format ", z.value("zarr_format", json()).dump(),
+                       ": expected 2 (Zarr v2)"));
+      shape_ = z.at("shape").get<std::vector<int64_t>>();
+      chunks_ = z.at("chunks").get<std::vector<int64_t>>();
+      if (chunks_.size() != shape_.size())
+        throw fail("shape and chunks have different lengths");
+      for (int64_t c : chunks_)
+        if (c < 1)
+          throw fail("chunk sizes must be >= 1");
+      const json &dt = z.at("dtype");
+      if (!dt.is_string())
+        throw fail(str("structured dtype ", dt.dump(), ": expected a numeric dtype"));
+      parseDtype(dt.get<std::string>(), fail);
+      if (z.value("order", "C") != "C")
+        throw fail("order F: only C-order arrays are read (rewrite with order='C')");
+      if (z.contains("filters") && !z["filters"].is_null() && !z["filters"].empty())
+        throw fail(str("filters ", z["filters"].dump(),
+                       " are not supported (expected none; compressors only)"));
+      compressor_ = z.value("compressor", json());
+      if (!compressor_.is_null()) {
+        std::string id = compressor_.value("id", "");
+        if (id != "blosc" && id != "zstd" && id != "zlib" && id != "gzip" && id != "lz4")
+          throw fail(str("unsupported compressor '", id,
+                         "' (expected blosc, zstd, zlib, gzip, lz4 or none)"));
+      }
+      separator_ = z.value("dimension_separator", ".");
+      if (separator_ != "." && separator_ != "/")
+        throw fail(str("dimension_separator '", separator_, "': expected '.' or '/'"));
+      const json &fill = z.value("fill_value", json());
+      if (fill.is_number())
+        fill_ = fill.get<double>();
+      else if (fill.is_string())
+        fill_ = fill == "NaN" ? std::nan("") : fill == "-Infinity" ? -INFINITY : INFINITY;
+    } catch (const json::exception &e) {
+      throw fail(str("malformed array metadata (", e.what(), ")"));
+    }
+    info_.shape = squeeze3(shape_, info_.name());
+    for (first_ = 0; first_ + 3 < shape_.size() && shape_[first_] == 1; ++first_)
+      ;
+    for (int a = 0; a < 3; ++a)
+      info_.chunk[a] = std::min(chunks_[first_ + a], info_.shape[a]);
+    if (fs::exists(dir_ / ".zattrs")) {
+      json attrs = readJson(dir_ / ".zattrs", "the attributes");
+      auto three = [&](const char *name) -> std::vector<double> {
+        if (!attrs.is_object() || !attrs.contains(name) || !attrs[name].is_array())
+          return {};
+        std::vector<double> v;
+        for (const json &e : attrs[name])
+          if (e.is_number())
+            v.push_back(e.get<double>());
+        if (v.size() > 3)
+          v.erase(v.begin(), v.end() - 3);
+        return v.size() == 3 ? v : std::vector<double>{};
+      };
+      std::vector<double> res = three("resolution"), off = three("offset");
+      for (int a = 0; a < 3; ++a)
+        if (res.size() == 3 && res[a] > 0)
+          info_.spacing[a] = res[a];
+      for (int a = 0; a < 3; ++a) {
+        info_.affine[a * 4 + a] = info_.spacing[2 - a];
+        if (off.size() == 3)
+          info_.affine[a * 4 + 3] = off[2 - a];
+      }
+    }
+  }
+
+protected:
+  void decode(const Box3 &lo, const Box3 &size, void *dst) const override {
+    const size_t elem = voxelSize(info_.type);
+    std::string name;
+    int64_t chunkElems = 1;
+    for (size_t a = 0; a < shape_.size(); ++a) {
+      int64_t index = 0;
+      if (a >= first_ && a < first_ + 3)
+        index = lo[a - first_] / chunks_[a];
+      name += (a ? separator_ : "") + std::to_string(index);
+      chunkElems *= chunks_[a];
+    }
+    const fs::path file = dir_ / name;
+    bool missing = false;
+    std::string raw = readFile(file, missing);
+    std::vector<char> chunk(static_cast<size_t>(chunkElems) * elem);
+    if (missing) {
+      fillValue(static_cast<char *>(dst), size[0] * size[1] * size[2]);
+      return;
+    }
+    decompress(compressor_, raw, chunk, file.string());
+    if (swap_)
+      for (size_t i = 0; i < chunk.size(); i += elem)
+        std::reverse(chunk.begin() + i, chunk.begin() + i + elem);
+    // The chunk is C order over all axes; the volume's axes are first_ .. first_+2.
+    std::vector<int64_t> stride(shape_.size(), 1);
+    for (size_t a = shape_.size() - 1; a > 0; --a)
+      stride[a - 1] = stride[a] * chunks_[a];
+    const int64_t sz = stride[first_], sy = stride[first_ + 1], sx = stride[first_ + 2];
+    char *out = static_cast<char *>(dst);
+    for (int64_t z = 0; z < size[0]; ++z)
+      for (int64_t y = 0; y < size[1]; ++y) {
+        const char *src = chunk.data() + (z * sz + y * sy) * elem;
+        char *d = out + ((z * size[1] + y) * size[2]) * elem;
+        if (sx == 1)
+          std::memcpy(d, src, size[2] * elem);
+        else
+          for (int64_t x = 0; x < size[2]; ++x)
+            std::memcpy(d + x * elem, src + x * sx * elem, elem);
+      }
+  }
+
+private:
+  template <typename F> void parseDtype(const std::string &dt, F &&fail) {
+    if (dt.size() < 3)
+      throw fail(str("unsupported dtype '", dt, "'"));
+    const char order = dt[0];
+    const std::string code = dt.substr(1);
+    static const std::pair<const char *, VoxelType> codes[] = {
+        {"u1", VoxelType::U8},  {"i1", VoxelType::I8},  {"b1", VoxelType::U8},
+        {"u2", VoxelType::U16}, {"i2", VoxelType::I16}, {"u4", VoxelType::U32},
+        {"i4", VoxelType::I32}, {"u8", VoxelType::U64}, {"i8", VoxelType::I64},
+        {"f4", VoxelType::F32}, {"f8", VoxelType::F64}};
+    for (auto &[c, t] : codes)
+      if (code == c && (order == '<' || order == '>' || order == '|' || order == '=')) {
+        info_.type = t;
+        swap_ = order == '>' && voxelSize(t) > 1;
+        return;
+      }
+    throw fail(str("unsupported dtype '", dt,
+                   "' (expected u1, i1, b1, u2, i2, u4, i4, u8, i8, f4 or f8)"));
+  }
+
+  void fillValue(char *dst, int64_t n) const {
+    std::vector<char> one(voxelSize(info_.type));
+    double f = fill_;
+    switch (info_.type) {
+    case VoxelType::F32: { float v = static_cast<float>(f); std::memcpy(one.data(), &v, 4); break; }
+    case VoxelType::F64: std::memcpy(one.data(), &f, 8); break;
+    default: {
+      int64_t v = std::isfinite(f) ? static_cast<int64_t>(f) : 0;
+      std::memcpy(one.data(), &v, one.size()); // little-endian: the low bytes
+    }
+    }
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * one.size(), one.data(), one.size());
+  }
+
+  fs::path dir_;
+  std::vector<int64_t> shape_, chunks_;
+  size_t first_ = 0;
+  json compressor_;
+  std::string separator_ = ".";
+  double fill_ = 0;
+  bool swap_ = false;
+};
+
+const char *dtypeString(VoxelType t) {
+  switch (t) {
+  case VoxelType::U8: return "|u1";
+  case VoxelType::I8: return "|i1";
+  case VoxelType::U16: return "<u2";
+  case VoxelType::I16: return "<i2";
+  case VoxelType::U32: return "<u4";
+  case VoxelType::I32: return "<i4";
+  case VoxelType::U64: return "<u8";
+  case VoxelType::I64: return "<i8";
+  case VoxelType::F32: return "<f4";
+  case VoxelType::F64: return "<f8";
+  }
+  return "";
+}
+
+void writeText(const fs::path &p, const std::string &text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out)
+    throw Error(str(p.string(), ": cannot write"));
+}
+
+} // namespace
+
+std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::string &key) {
+  return std::make_unique<ZarrReader>(container, key);
+}
+
+void writeZarr(const std::string &container, const std::string &key, const VolumeData &v) {
+#ifdef MEDRUN_HAVE_ZLIB
+  const fs::path root(container), dir = key.empty() ? root : root / key;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw Error(str(dir.string(), ": cannot create the Zarr array directory: ", ec.message()));
+  if (!key.empty() && !fs::exists(root / ".zgroup"))
+    writeText(root / ".zgroup", "{\"zarr_format\": 2}\n");
+  const Box3 chunk = {std::min<int64_t>(v.shape[0], 64), std::min<int64_t>(v.shape[1], 64),
+                      std::min<int64_t>(v.shape[2], 64)};
+  json meta = {{"zarr_format", 2},
+               {"shape", {v.shape[0], v.shape[1], v.shape[2]}},
+               {"chunks", {chunk[0], chunk[1], chunk[2]}},
+               {"dtype", dtypeString(v.type)},
+               {"compressor", {{"id", "zlib"}, {"level", 5}}},
+               {"fill_value", 0},
+               {"order", "C"},
+               {"filters", nullptr},
+               {"dimension_separator", "."}};
+  writeText(dir / ".zarray", meta.dump(2) + "\n");
+  writeText(dir / ".zattrs", json({{"resolution", v.spacing}}).dump(2) + "\n");
+  const size_t elem = voxelSize(v.type);
+  std::vector<char> buf(static_cast<size_t>(chunk[0] * chunk[1] * chunk[2]) * elem);
+  const char *src = static_cast<const char *>(v.data);
+  for (int64_t cz = 0; cz * chunk[0] < v.shape[0]; ++cz)
+    for (int64_t cy = 0; cy * chunk[1] < v.shape[1]; ++cy)
+      for (int64_t cx = 0; cx * chunk[2] < v.shape[2]; ++cx) {
+        std::fill(buf.begin(), buf.end(), 0); // edge chunks are padded with the fill value
+        const Box3 c0 = {cz * chunk[0], cy * chunk[1], cx * chunk[2]};
+        const int64_t nx = std::min(chunk[2], v.shape[2] - c0[2]);
+        for (int64_t z = 0; z < chunk[0] && c0[0] + z < v.shape[0]; ++z)
+          for (int64_t y = 0; y < chunk[1] && c0[1] + y < v.shape[1]; ++y)
+            std::memcpy(buf.data() + ((z * chunk[1] + y) * chunk[2]) * elem,
+                        src + (((c0[0] + z) * v.shape[1] + c0[1] + y) * v.shape[2] + c0[2]) * elem,
+                        nx * elem);
+        uLongf n = compressBound(buf.size());
+        std::string packed(n, '\0');
+        if (compress2(reinterpret_cast<Bytef *>(packed.data()), &n,
+                      reinterpret_cast<const Bytef *>(buf.data()), buf.size(), 5) != Z_OK)
+          throw Error(str(dir.string(), ": zlib compression failed"));
+        packed.resize(n);
+        writeText(dir / str(cz, ".", cy, ".", cx), packed);
+      }
+#else
+  throw Error(str(container, ": medrun was built without zlib (install zlib1g-dev and rebuild)"));
+#endif
+}
+
+} // namespace medrun::io
