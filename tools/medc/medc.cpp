@@ -19,6 +19,8 @@
 #include "Version.h"
 
 #include <array>
+#include <chrono>
+#include <thread>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -124,6 +126,12 @@ cl::opt<bool> cudaFmad("cuda-fmad",
                                 "true); --cuda-fmad=false rounds every product and sum as the "
                                 "CPU backend does"),
                        cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaModules(
+    "cuda-modules",
+    cl::desc("Split the CUDA kernels into at most this many modules, which NVRTC compiles "
+             "in parallel and the cubin cache keeps apart (default 0: one per hardware "
+             "thread)"),
+    cl::init(0), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -624,36 +632,53 @@ int main(int argc, char **argv) {
     if (fusionChecks)
       med::appendFusionCheckFunctions(*doc->getAsObject());
     if (target == Target::Cuda || emit == Emit::Cuda) {
-      llvm::Expected<med::CudaProgram> program = med::generateCuda(*doc->getAsObject());
+      const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+      llvm::Expected<med::CudaProgram> program =
+          med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads);
       if (!program)
         return fail(llvm::toString(program.takeError()));
-      if (cudaInjectError)
+      if (cudaInjectError) {
         program->source += "\nthis line is not C++ (injected by --cuda-inject-error);\n";
+        program->modules.back() += "\nthis line is not C++ (injected by --cuda-inject-error);\n";
+      }
       if (emit == Emit::Cuda) {
         output->os() << program->source;
         output->keep();
         return 0;
       }
-      llvm::Expected<med::CudaBinary> binary = med::compileCuda(program->source, cudaArch, cudaFmad);
-      if (!binary)
-        return fail(llvm::toString(binary.takeError()));
+      auto start = std::chrono::steady_clock::now();
+      llvm::Expected<std::vector<med::CudaBinary>> binaries =
+          med::compileCudaModules(program->modules, cudaArch, cudaFmad, threads);
+      if (!binaries)
+        return fail(llvm::toString(binaries.takeError()));
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::string arch = std::to_string(cudaArch);
+      llvm::json::Array modules;
+      for (size_t m = 0; m < binaries->size(); ++m) {
+        const med::CudaBinary &b = (*binaries)[m];
+        std::string suffix = "." + std::to_string(m);
+        llvm::json::Object module{{"source", "cuda.source" + suffix},
+                                  {"cubin", "cuda.cubin" + suffix},
+                                  {"compile_seconds", std::round(b.seconds * 100) / 100},
+                                  {"cached", b.cached}};
+        sections.push_back({"cuda.source" + suffix, program->modules[m]});
+        sections.push_back({"cuda.cubin" + suffix, b.cubin});
+        if (cudaPtx) {
+          module["ptx"] = "cuda.ptx" + suffix;
+          sections.push_back({"cuda.ptx" + suffix, b.ptx});
+        }
+        modules.push_back(std::move(module));
+      }
       (*doc->getAsObject())["cuda"] = llvm::json::Object{
           {"arch", "sm_" + arch},
-          {"nvrtc", binary->version},
+          {"nvrtc", binaries->front().version},
           {"options", llvm::json::Array{"--gpu-architecture=sm_" + arch, "-default-device",
                                         "--std=c++17", cudaFmad ? "--fmad=true" : "--fmad=false"}},
           {"kernels", static_cast<int64_t>(program->kernels)},
           {"launches", static_cast<int64_t>(program->launches)},
-          {"compile_seconds", std::round(binary->seconds * 100) / 100},
-          {"cubin_cached", binary->cached},
-          {"source", "cuda.source"},
-          {"cubin", "cuda.cubin"}};
-      sections = {{"cuda.source", program->source}, {"cuda.cubin", binary->cubin}};
-      if (cudaPtx) {
-        (*doc->getAsObject()->getObject("cuda"))["ptx"] = "cuda.ptx";
-        sections.push_back({"cuda.ptx", binary->ptx});
-      }
+          {"compile_seconds", std::round(seconds * 100) / 100},
+          {"modules", std::move(modules)}};
     }
     if (emit == Emit::Plan)
       output->os() << llvm::formatv("{0:2}", *doc) << "\n";
