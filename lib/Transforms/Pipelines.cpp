@@ -9,7 +9,8 @@
 using namespace mlir;
 
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
-  static const StringRef names[] = {"cse", "med-sink-assigns", "med-form-fusions"};
+  static const StringRef names[] = {"canonicalize", "cse", "med-sink-assigns",
+                                    "med-form-fusions"};
   return names;
 }
 
@@ -24,6 +25,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     }
   auto enabled = [&](StringRef name) { return !llvm::is_contained(disabled, name.str()); };
   OpPassManager &fn = pm.nest<func::FuncOp>();
+  if (enabled("canonicalize")) // the ops' folds: zero gradients, identities, shape chains
+    fn.addPass(createCanonicalizerPass());
   if (enabled("cse")) // one `1 - decay` for every EMA, one constant of each value
     fn.addPass(createCSEPass());
   if (enabled("med-sink-assigns"))
@@ -43,8 +46,8 @@ struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
 void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
-      "the optimizing passes of `medc compile` after the program is complete (cse, "
-      "med-sink-assigns, med-form-fusions), exactly as medc runs them",
+      "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
+      "cse, med-sink-assigns, med-form-fusions), exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         (void)buildOptimizationPipeline(pm, disabled, [](const Twine &msg) {

@@ -152,8 +152,8 @@ cl::opt<std::string> train("train",
                           cl::cat(outputCategory));
 cl::list<std::string> disabledPasses(
     "disable-pass",
-    cl::desc("Leave out an optimizing pass of compile's pipeline (cse, med-sink-assigns, "
-             "med-form-fusions); repeatable"),
+    cl::desc("Leave out an optimizing pass of compile's pipeline (canonicalize, cse, "
+             "med-sink-assigns, med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
@@ -251,7 +251,8 @@ LogicalResult specialize(ModuleOp module) {
         })))
       return failure();
     pm.addPass(std::move(step));
-    pm.addPass(createInlinerPass());
+    // Inlining only: canonicalize runs once, in the optimizing pipeline (--disable-pass).
+    pm.addPass(createInlinerPass({}, [](OpPassManager &) {}));
   }
   pm.addPass(createSymbolDCEPass());
   printAfterNamedPasses(pm);
