@@ -96,8 +96,9 @@ cl::opt<Emit> emit("emit", cl::desc("What compile writes"), cl::init(Emit::Auto)
                                          "the artifact's JSON document, indented (to read)"),
                               clEnumValN(Emit::Mlir, "mlir", "the compiled module as MLIR"),
                               clEnumValN(Emit::Cuda, "cuda",
-                                         "the generated CUDA source (as --target cuda puts "
-                                         "it in the artifact)")),
+                                         "the generated CUDA source: every kernel in one "
+                                         "translation unit (the artifact splits them into "
+                                         "modules)")),
                    cl::sub(compileCmd), cl::cat(outputCategory));
 enum class Target { Cpu, Cuda };
 cl::opt<Target> target(
