@@ -2,7 +2,9 @@
 //
 // Compiled with MED_HAVE_NVRTC when CMake found the CUDA toolkit; otherwise compileCuda
 // reports that this medc cannot generate CUDA code. The kernels need no headers (the
-// generated prelude is self-contained), so no include path is passed.
+// generated prelude is self-contained), so no include path is passed. The modules of one
+// artifact compile on threads of their own: NVRTC time is most of `medc compile --target
+// cuda`, and NVRTC programs share nothing.
 //
 //===----------------------------------------------------------------------------------===//
 
@@ -17,9 +19,11 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #ifdef MED_HAVE_NVRTC
 #include <nvrtc.h>
@@ -126,12 +130,19 @@ void store(const std::string &dir, const std::string &key, const CudaBinary &bin
 }
 } // namespace
 
-llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int arch,
-                                                  bool fmad) {
-  auto start = std::chrono::steady_clock::now();
+namespace {
+/// NVRTC's version, "13.0".
+std::string nvrtcVersionString() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
-  const std::string version = std::to_string(major) + "." + std::to_string(minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+/// One translation unit, named `file` in NVRTC's messages; `what` says which in an error.
+llvm::Expected<CudaBinary> compileOne(const std::string &source, int arch, bool fmad,
+                                      const std::string &version, const std::string &file,
+                                      const std::string &what) {
+  auto start = std::chrono::steady_clock::now();
   const std::string dir = cacheDir();
   const std::string key =
       sha256(source + '\0' + std::to_string(arch) + (fmad ? " fmad" : " nofmad") + '\0' + version);
@@ -146,7 +157,7 @@ llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int
   bin.version = version;
 
   nvrtcProgram prog;
-  if (nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), "medc_kernels.cu", 0, nullptr,
+  if (nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), file.c_str(), 0, nullptr,
                                          nullptr);
       r != NVRTC_SUCCESS)
     return llvm::createStringError(std::string("NVRTC: cannot create the program: ") +
@@ -165,9 +176,9 @@ llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int
   if (r != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
     return llvm::createStringError(
-        llvm::formatv("NVRTC {0} failed to compile the generated CUDA source for sm_{1} ({2}).\n"
-                      "--- source ---\n{3}--- NVRTC log ---\n{4}",
-                      bin.version, arch, nvrtcGetErrorString(r), numbered(source), bin.log)
+        llvm::formatv("NVRTC {0} failed to compile the generated CUDA source{1} for sm_{2} ({3}).\n"
+                      "--- source ---\n{4}--- NVRTC log ---\n{5}",
+                      bin.version, what, arch, nvrtcGetErrorString(r), numbered(source), bin.log)
             .str());
   }
   size_t size = 0;
@@ -192,16 +203,72 @@ llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return bin;
 }
+} // namespace
+
+llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int arch,
+                                                  bool fmad) {
+  return compileOne(source, arch, fmad, nvrtcVersionString(), "medc_kernels.cu", "");
+}
+
+llvm::Expected<std::vector<CudaBinary>>
+mlir::med::compileCudaModules(const std::vector<std::string> &sources, int arch, bool fmad,
+                              unsigned threads) {
+  const std::string version = nvrtcVersionString();
+  std::vector<std::optional<llvm::Expected<CudaBinary>>> results(sources.size());
+  // NVRTC programs are independent: each worker takes the next module not yet taken.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t m = next++; m < sources.size(); m = next++)
+      results[m].emplace(compileOne(
+          sources[m], arch, fmad, version, "medc_module_" + std::to_string(m) + ".cu",
+          sources.size() == 1 ? std::string()
+                              : llvm::formatv(" (module {0} of {1})", m, sources.size()).str()));
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(std::max(threads, 1u), sources.size()); ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  // The first failing module in module order is reported (the same one on every run); the
+  // others' errors are dropped.
+  std::vector<CudaBinary> out;
+  llvm::Error first = llvm::Error::success();
+  for (auto &r : results) {
+    if (!*r) {
+      if (first)
+        llvm::consumeError(r->takeError());
+      else
+        first = r->takeError();
+      continue;
+    }
+    out.push_back(std::move(**r));
+  }
+  if (first)
+    return std::move(first);
+  return out;
+}
 
 #else
 
 bool mlir::med::haveNvrtc() { return false; }
 
-llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &, int) {
+namespace {
+llvm::Error noNvrtc() {
   return llvm::createStringError(
       "this medc was built without the CUDA toolkit (NVRTC), so it cannot generate CUDA "
       "kernels; reconfigure with the toolkit installed (CUDAToolkit_ROOT=/usr/local/cuda) or "
       "compile with --target cpu");
+}
+} // namespace
+
+llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &, int, bool) {
+  return noNvrtc();
+}
+
+llvm::Expected<std::vector<CudaBinary>>
+mlir::med::compileCudaModules(const std::vector<std::string> &, int, bool, unsigned) {
+  return noNvrtc();
 }
 
 #endif

@@ -9,8 +9,8 @@
 using namespace mlir;
 
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
-  static const StringRef names[] = {"med-flatten-optimizer", "cse", "med-sink-assigns",
-                                    "med-form-fusions"};
+  static const StringRef names[] = {"canonicalize", "med-flatten-optimizer", "cse",
+                                    "med-sink-assigns", "med-form-fusions"};
   return names;
 }
 
@@ -24,6 +24,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
       return failure();
     }
   auto enabled = [&](StringRef name) { return !llvm::is_contained(disabled, name.str()); };
+  if (enabled("canonicalize")) // the ops' folds: zero gradients, identities, shape chains
+    pm.nest<func::FuncOp>().addPass(createCanonicalizerPass());
   // Before cse, which would merge the updates of two parameters with one gradient value.
   if (enabled("med-flatten-optimizer"))
     pm.addPass(createMedFlattenOptimizer());
@@ -47,8 +49,9 @@ struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
 void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
-      "the optimizing passes of `medc compile` after the program is complete "
-      "(med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), exactly as medc runs them",
+      "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
+      "med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), exactly as medc runs "
+      "them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         (void)buildOptimizationPipeline(pm, disabled, [](const Twine &msg) {

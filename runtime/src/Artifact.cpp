@@ -404,6 +404,27 @@ struct Reader {
   }
 };
 
+/// The names of the kernels a CUDA source defines: `__global__ void [__launch_bounds__(N)] NAME(`.
+std::vector<std::string> kernelsDefinedIn(const std::string &source) {
+  std::vector<std::string> names;
+  const std::string marker = "__global__ void ";
+  for (size_t at = source.find(marker); at != std::string::npos;
+       at = source.find(marker, at + 1)) {
+    size_t p = at + marker.size();
+    if (source.compare(p, 18, "__launch_bounds__(") == 0) {
+      p = source.find(')', p);
+      if (p == std::string::npos)
+        break;
+      p = source.find_first_not_of(' ', p + 1);
+    }
+    size_t end = source.find('(', p);
+    if (p == std::string::npos || end == std::string::npos)
+      break;
+    names.push_back(source.substr(p, end - p));
+  }
+  return names;
+}
+
 std::string readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -632,19 +653,32 @@ Artifact Artifact::load(const std::string &path) {
       info.kernels = c["kernels"].get<int64_t>();
     if (c.contains("launches") && c["launches"].is_number_integer())
       info.launches = c["launches"].get<int64_t>();
-    auto section = [&](const char *key) {
-      std::string name = r.string(c, key, "cuda");
-      auto it = a.sections.find(name);
-      if (it == a.sections.end())
-        r.fail("cuda", str("'", key, "' names the section '", name, "', which the file lacks"));
-      return it->second;
-    };
-    info.source = section("source");
-    info.cubin = section("cubin");
-    if (c.contains("ptx")) // left out by medc compile --cuda-ptx=false
-      info.ptx = section("ptx");
-    if (info.cubin.empty() && info.ptx.empty())
-      r.fail("cuda", "the cubin and PTX sections are empty");
+    // The kernels come in modules compiled apart (docs/artifact.md); each names its sections.
+    const json &modules = r.field(c, "modules", "cuda");
+    if (!modules.is_array() || modules.empty())
+      r.fail("cuda", "'modules' must be a non-empty list");
+    for (size_t m = 0; m < modules.size(); ++m) {
+      std::string where = str("cuda.modules[", m, "]");
+      if (!modules[m].is_object())
+        r.fail(where, "not an object");
+      auto section = [&](const char *key) {
+        std::string name = r.string(modules[m], key, where);
+        auto it = a.sections.find(name);
+        if (it == a.sections.end())
+          r.fail(where, str("'", key, "' names the section '", name, "', which the file lacks"));
+        return it->second;
+      };
+      CudaModule module;
+      module.source = section("source");
+      module.cubin = section("cubin");
+      if (modules[m].contains("ptx")) // left out by medc compile --cuda-ptx=false
+        module.ptx = section("ptx");
+      if (module.cubin.empty() && module.ptx.empty())
+        r.fail(where, "the cubin and PTX sections are empty");
+      for (const std::string &k : kernelsDefinedIn(module.source))
+        info.kernelModule.emplace(k, m); // the prelude's, in every module: the first
+      info.modules.push_back(std::move(module));
+    }
     for (const Function &f : a.functions)
       if (!f.cuda)
         r.fail(str("function '", f.name, "'"), "has no 'cuda_plan' in an artifact with CUDA kernels");

@@ -407,7 +407,6 @@ struct Verifier {
       if (plan.scratch[k] > kMaxTensorBytes)
         fail(fn, str("cuda_plan: scratch buffer ", k, " has ", plan.scratch[k],
                      " bytes, more than the limit of ", kMaxTensorBytes));
-    const std::string &source = a.cuda ? a.cuda->source : std::string();
     std::set<int> placed;
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       const CudaStep &step = plan.steps[s];
@@ -426,8 +425,10 @@ struct Verifier {
       };
       switch (step.kind) {
       case CudaStep::Kind::Launch: {
-        if (a.cuda && !declaresKernel(source, step.kernel))
-          bad(str("kernel '", step.kernel, "' is not in the module"));
+        auto module = a.cuda ? a.cuda->kernelModule.find(step.kernel)
+                             : std::map<std::string, size_t>::const_iterator();
+        if (a.cuda && module == a.cuda->kernelModule.end())
+          bad(str("kernel '", step.kernel, "' is in no module"));
         if (step.shared > kMaxSharedBytes)
           bad(str("'shared' is ", step.shared, " bytes, more than the ", kMaxSharedBytes,
                   " a block can have"));
@@ -436,7 +437,7 @@ struct Verifier {
           if (static_cast<size_t>(id) < values && !isOperand(id) && !isResult(id))
             bad(str("argument value ", id, " is neither an operand nor a result of the op"));
         if (a.cuda) {
-          int params = kernelParameters(source, step.kernel);
+          int params = kernelParameters(a.cuda->modules[module->second].source, step.kernel);
           if (params >= 0 && static_cast<size_t>(params) != step.args.size() + step.scalars.size())
             bad(str("kernel '", step.kernel, "' takes ", params, " parameters, the launch passes ",
                     step.args.size(), " pointers and ", step.scalars.size(), " scalars"));
@@ -498,9 +499,6 @@ struct Verifier {
         return end + 1;
     }
     return std::string::npos;
-  }
-  static bool declaresKernel(const std::string &source, const std::string &name) {
-    return kernelStart(source, name) != std::string::npos;
   }
   /// Parameters of kernel `name` in the source, or -1 if its parameter list is not plain.
   static int kernelParameters(const std::string &source, const std::string &name) {

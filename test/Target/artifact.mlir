@@ -1,4 +1,4 @@
-// RUN: medc compile %s --batch 2 --patch 6,6,6 --disable-pass=cse --emit=plan -o %t.json
+// RUN: medc compile %s --batch 2 --patch 6,6,6 --disable-pass=canonicalize --disable-pass=cse --emit=plan -o %t.json
 // RUN: %python %S/Inputs/plan_query.py %t.json parameters | FileCheck %s --check-prefix=PARAMS
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[0].ops | FileCheck %s --check-prefix=NET
 // RUN: %python %S/Inputs/plan_query.py %t.json functions[1].ops | FileCheck %s --check-prefix=LOSS
@@ -11,6 +11,8 @@
 // Every attribute is written with its default filled in, operands are grouped by their
 // ODS names (empty for an absent optional operand), and every function is specialized.
 // JSON numbers that are integral print without a fraction (0, 10); readers accept both.
+// The plan is the program as written: canonicalize and cse, which hoist, merge and fold
+// constants, are left out.
 
 med.parameter @"c.weight" : tensor<4x2x3x3x3xf32> init uniform(54)
 med.parameter @"n.weight" : tensor<4xf32> init ones

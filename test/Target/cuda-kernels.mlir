@@ -24,7 +24,7 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 }
 
 // CHECK: template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
-// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_0(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
+// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
 // CHECK: if (i >= 1680ll) return;
 // CHECK: const auto* xc = x + (o0 * 4ll + ci) * 210ll;
 // CHECK: const auto* wc = w + (o1 * 1ll + cl) * 27ll;
@@ -33,13 +33,13 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: y[i] = acc;
 
 // Group norm: statistics per (sample, group) of 2 channels x 210 positions, then the map.
-// CHECK-LABEL: norm_stats_1(float* __restrict__ stats, const float* __restrict__ x) {
+// CHECK-LABEL: norm_stats_{{[0-9a-f]+}}(float* __restrict__ stats, const float* __restrict__ x) {
 // CHECK: const auto* p = x + o * 420ll;
 // CHECK: const float mean = blockSum(s, sh) / (float)420ll;
 // CHECK: stats[2 * o + 1] = 1.0f / sqrtf(var + 9.99999975e-06f);
 // The map: 4 elements per thread, moved as one 16-byte vector, 32-bit indices. Planes of
 // 210 are no whole vectors, so each element finds its channel.
-// CHECK-LABEL: group_norm_2(
+// CHECK-LABEL: group_norm_{{[0-9a-f]+}}(
 // CHECK: const int i0 = (int)(blockIdx.x * 256u + threadIdx.x) * 4;
 // CHECK-NEXT: if (i0 >= 1680) return;
 // CHECK: const auto element = [&](int k) {
@@ -53,14 +53,14 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 
 // Broadcasting: the 4x1x1x1 operand is read at the channel index only, the other one as
 // vectors.
-// CHECK-LABEL: mul_3(
+// CHECK-LABEL: mul_{{[0-9a-f]+}}(
 // CHECK: const int o1 = ot % 4; ot /= 4;
 // CHECK: const float u = a_v[k], v = b[o1];
 // CHECK: a_v = vload<4>(a + i0);
 
 // Mean over axes 0, 2, 3, 4: one block per channel (420 terms: too few to split in parts),
 // walking 2 rows of 210 contiguous terms with 8 accumulators per thread.
-// CHECK-LABEL: reduce_mean_4(
+// CHECK-LABEL: reduce_mean_{{[0-9a-f]+}}(
 // CHECK: const i64 out = o / 1ll, part = o % 1ll;
 // CHECK: const i64 ob = k0 * 210ll;
 // CHECK: const i64 ro = r0 * 840ll;
@@ -73,8 +73,8 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // Values 0-8; buffer 9 is the status word (scratch 0), 10 the group statistics (scratch 1).
 // PLAN: {"kind":"param","name":"dw.weight","op":0,"value":1}
 // PLAN: {"kind":"param","name":"scale","op":3,"value":4}
-// PLAN-NEXT: {"args":[5,0,1],"block":[256,1,1],"grid":[7,1,1],"kernel":"conv3d_0","kind":"launch","op":4,"shared":0}
-// PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_1","kind":"launch","op":5,"shared":0}
-// PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_2","kind":"launch","op":5,"shared":0}
-// PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[2,1,1],"kernel":"mul_3","kind":"launch","op":6,"shared":0}
-// PLAN-NEXT: {"args":[8,7],"block":[128,1,1],"grid":[4,1,1],"kernel":"reduce_mean_4","kind":"launch","op":7,"shared":0}
+// PLAN-NEXT: {"args":[5,0,1],"block":[256,1,1],"grid":[7,1,1],"kernel":"conv3d_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
+// PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[2,1,1],"kernel":"mul_{{[0-9a-f]+}}","kind":"launch","op":6,"shared":0}
+// PLAN-NEXT: {"args":[8,7],"block":[128,1,1],"grid":[4,1,1],"kernel":"reduce_mean_{{[0-9a-f]+}}","kind":"launch","op":7,"shared":0}

@@ -16,7 +16,7 @@
 // CHECK: template <typename T, int K> struct alignas(sizeof(T) * K) Vec {
 
 // 2^31 elements: 64-bit indices.
-// CHECK-LABEL: void __launch_bounds__(256) gelu_0(float* __restrict__ y, const float* __restrict__ x) {
+// CHECK-LABEL: void __launch_bounds__(256) gelu_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x) {
 // CHECK-NEXT: const i64 i0 = ((i64)blockIdx.x * 256 + threadIdx.x) * 4;
 // CHECK-NEXT: if (i0 >= 2147483648ll) return;
 // CHECK-NEXT: Vec<float, 4> x_v;
@@ -42,7 +42,7 @@ func.func @kernels(%big: tensor<2x1024x1024x1024xf32>, %x: tensor<3x5x7xf32>, %a
 }
 
 // 105 elements: 32-bit indices; the last thread's one element moved alone.
-// CHECK-LABEL: sigmoid_1(
+// CHECK-LABEL: sigmoid_{{[0-9a-f]+}}(
 // CHECK-NEXT: const int i0 = (int)(blockIdx.x * 256u + threadIdx.x) * 4;
 // CHECK-NEXT: if (i0 >= 105) return;
 // CHECK: if (i0 + 4 <= 105) {
@@ -57,7 +57,7 @@ func.func @kernels(%big: tensor<2x1024x1024x1024xf32>, %x: tensor<3x5x7xf32>, %a
 // CHECK-NEXT: y[i0 + k] = y_v[k];
 
 // A channel value shared by the thread's 4 elements (planes of 160): read once.
-// CHECK-LABEL: mul_2(
+// CHECK-LABEL: mul_{{[0-9a-f]+}}(
 // CHECK: const int q1 = qt % 3; qt /= 3;
 // CHECK: const float b_s = b[q1];
 // CHECK: const float u = a_v[k], v = b_s;
@@ -65,20 +65,20 @@ func.func @kernels(%big: tensor<2x1024x1024x1024xf32>, %x: tensor<3x5x7xf32>, %a
 // CHECK-NOT: vload
 
 // A 4x8 plane: consecutive over 32 elements, read as vectors at the thread's offset in it.
-// CHECK-LABEL: sub_3(
+// CHECK-LABEL: sub_{{[0-9a-f]+}}(
 // CHECK: const float u = a_v[k], v = b_v[k];
 // CHECK: a_v = vload<4>(a + q3 * 8 + q4);
 // CHECK-NEXT: b_v = vload<4>(b + i0);
 
 // Runs of 7: element by element.
-// CHECK-LABEL: add_4(
+// CHECK-LABEL: add_{{[0-9a-f]+}}(
 // CHECK: const auto element = [&](int k) {
 // CHECK-NEXT: const int i = i0 + k;
 // CHECK: const int o2 = ot % 7; ot /= 7;
 // CHECK: const float u = a_v[k], v = b[o2];
 
 // Planes of 24: the channel once per thread.
-// CHECK-LABEL: group_norm_6(
+// CHECK-LABEL: group_norm_{{[0-9a-f]+}}(
 // CHECK: if (i0 >= 192) return;
 // CHECK-NEXT: const int row = i0 / 24;
 // CHECK-NEXT: const int c = row % 4;
@@ -88,25 +88,25 @@ func.func @kernels(%big: tensor<2x1024x1024x1024xf32>, %x: tensor<3x5x7xf32>, %a
 // CHECK-NEXT: y_v[k] = (x_v[k] - mu) * scale + beta[c];
 // CHECK-NEXT: };
 
-// PLAN: "grid":[2097152,1,1],"kernel":"gelu_0"
-// PLAN: "grid":[1,1,1],"kernel":"sigmoid_1"
-// PLAN: "grid":[1,1,1],"kernel":"mul_2"
+// PLAN: "grid":[2097152,1,1],"kernel":"gelu_{{[0-9a-f]+}}"
+// PLAN: "grid":[1,1,1],"kernel":"sigmoid_{{[0-9a-f]+}}"
+// PLAN: "grid":[1,1,1],"kernel":"mul_{{[0-9a-f]+}}"
 
 // bf16-mixed: 8 elements per thread, 16-byte vectors; f32 parameters read as bf16 copies.
 // Planes of 168: group norm and its gradient find the channel once per thread.
-// BF16-LABEL: group_norm_{{[0-9]+}}(bf16* __restrict__ y, const bf16* __restrict__ x,
+// BF16-LABEL: group_norm_{{[0-9a-f]+}}(bf16* __restrict__ y, const bf16* __restrict__ x,
 // BF16-NEXT: const int i0 = (int)(blockIdx.x * 256u + threadIdx.x) * 8;
 // BF16-NEXT: if (i0 >= 504) return;
 // BF16-NEXT: const int row = i0 / 168;
 // BF16: Vec<bf16, 8> x_v;
 // BF16-NEXT: Vec<bf16, 8> y_v;
 // BF16: x_v = vload<8>(x + i0);
-// BF16-LABEL: gelu_{{[0-9]+}}(bf16* __restrict__ y, const bf16* __restrict__ x) {
+// BF16-LABEL: gelu_{{[0-9a-f]+}}(bf16* __restrict__ y, const bf16* __restrict__ x) {
 // BF16: vstore(y + i0, y_v);
-// BF16-LABEL: gelu_grad_{{[0-9]+}}(bf16* __restrict__ dx, const bf16* __restrict__ x, const bf16* __restrict__ dy) {
+// BF16-LABEL: gelu_grad_{{[0-9a-f]+}}(bf16* __restrict__ dx, const bf16* __restrict__ x, const bf16* __restrict__ dy) {
 // BF16: x_v = vload<8>(x + i0);
 // BF16-NEXT: dy_v = vload<8>(dy + i0);
 // BF16: vstore(dx + i0, dx_v);
-// BF16-LABEL: group_norm_grad_{{[0-9]+}}(bf16* __restrict__ dx, const bf16* __restrict__ x, const bf16* __restrict__ dy,
+// BF16-LABEL: group_norm_grad_{{[0-9a-f]+}}(bf16* __restrict__ dx, const bf16* __restrict__ x, const bf16* __restrict__ dy,
 // BF16: const int row = i0 / 168;
 // BF16: dx_v[k] = r * (gamma[c] * dy_v[k] - mg[2 * seg] - xh * mg[2 * seg + 1]);

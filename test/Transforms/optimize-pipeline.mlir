@@ -1,7 +1,7 @@
 // RUN: med-opt %s --med-optimize | FileCheck %s
 // RUN: med-opt %s --med-optimize="disable=med-form-fusions" | FileCheck %s --check-prefix=NOFUSE
 
-// med-optimize is medc compile's optimizing pipeline (cse, med-sink-assigns,
+// med-optimize is medc compile's optimizing pipeline (canonicalize, cse, med-sink-assigns,
 // med-form-fusions) as medc builds it. On two parameters' updates as med-train-step writes
 // them: the two `1 - decay` become one (cse), the assigns move to the end, and each
 // parameter's AdamW + EMA becomes one fusion.

@@ -2,7 +2,9 @@
 //
 // Implements the driver functions medrun's CUDA executor resolves, on the host: device
 // memory is host memory, a "module" is a shared object compiled from the artifact's CUDA
-// source with emu.h (its path in MEDRUN_FAKE_CUDA_KERNELS, since the cubin cannot run here),
+// source with emu.h (its path in MEDRUN_FAKE_CUDA_KERNELS, since the cubin cannot run here)
+// that offers only the kernels the loaded image defines (the cubin's symbol table, the PTX's
+// entries), so a kernel looked up in another module than its own is not found, as on a GPU,
 // and a launch runs every block's threads as fibers (ucontext) that switch at
 // __syncthreads. medrun loads it through MEDRUN_LIBCUDA, so the whole CUDA path (plan,
 // arena, arguments, status word, downloads) runs in CI and is compared with the CPU backend.
@@ -34,6 +36,8 @@
 #include <functional>
 #include <utility>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -119,6 +123,46 @@ bool isPinned(const void *p, size_t n) {
   return c + n <= it->first + it->second;
 }
 
+// A loaded module: the kernels' shared object (one for all modules) and the names of the
+// functions its image defines, read from the cubin's symbol table or the PTX's entries.
+struct Module {
+  void *lib;
+  std::set<std::string> kernels;
+};
+std::deque<Module> modules;
+
+std::set<std::string> kernelsOf(const void *image) {
+  std::set<std::string> names;
+  const char *b = static_cast<const char *>(image);
+  auto at = [&](uint64_t offset, auto type) {
+    decltype(type) v;
+    std::memcpy(&v, b + offset, sizeof v);
+    return v;
+  };
+  if (std::memcmp(b, "\x7f" "ELF", 4) == 0) { // ELF64: the defined functions of .symtab
+    uint64_t shoff = at(0x28, uint64_t());
+    uint16_t shentsize = at(0x3a, uint16_t()), shnum = at(0x3c, uint16_t());
+    for (uint16_t i = 0; i < shnum; ++i) {
+      uint64_t sh = shoff + uint64_t(i) * shentsize;
+      if (at(sh + 4, uint32_t()) != 2) // SHT_SYMTAB
+        continue;
+      uint64_t off = at(sh + 0x18, uint64_t()), size = at(sh + 0x20, uint64_t());
+      uint64_t strtab = at(shoff + uint64_t(at(sh + 0x28, uint32_t())) * shentsize + 0x18,
+                           uint64_t());
+      for (uint64_t sym = off; sym + 24 <= off + size; sym += 24)
+        if ((at(sym + 4, uint8_t()) & 0xf) == 2 && at(sym + 6, uint16_t()) != 0) // STT_FUNC
+          names.insert(b + strtab + at(sym, uint32_t()));
+    }
+  } else if (std::strstr(b, ".target")) { // PTX: `.entry NAME(`
+    for (const char *p = std::strstr(b, ".entry "); p; p = std::strstr(p + 1, ".entry ")) {
+      const char *name = p + 7, *end = std::strchr(name, '(');
+      if (end)
+        names.insert(std::string(name, end));
+    }
+  }
+  return names;
+}
+
 /// Runs `op` now on a blocking (or the null) stream, later on a deferred one.
 int enqueue(void *stream, std::function<void()> op, const void *reads = nullptr, size_t bytes = 0) {
   Stream *s = static_cast<Stream *>(stream);
@@ -181,12 +225,15 @@ int cuModuleLoadData(void **module, const void *image) {
   if (!kernels.threadIdx || !kernels.syncHook)
     return 200;
   *kernels.syncHook = yieldToScheduler;
-  *module = kernels.lib;
+  modules.push_back({kernels.lib, kernelsOf(image)});
+  *module = &modules.back();
   return 0;
 }
 int cuModuleUnload(void *) { return 0; }
+// A function is found in the module whose image defines it, as on a GPU.
 int cuModuleGetFunction(void **f, void *module, const char *name) {
-  *f = dlsym(module, name);
+  const Module *m = static_cast<const Module *>(module);
+  *f = m->kernels.count(name) ? dlsym(m->lib, name) : nullptr;
   return *f ? 0 : 500; // CUDA_ERROR_NOT_FOUND
 }
 

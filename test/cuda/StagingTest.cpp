@@ -39,7 +39,7 @@ const char *kPlan = R"({"format":"medc-artifact","compiler":"test","source":"t.m
    "inputs":[0,1],"input_names":["x","n"],"outputs":[0,1],"ops":[],
    "cuda_plan":{"scratch":[4],"steps":[]}}],
  "cuda":{"arch":"sm_90","nvrtc":"13.0","kernels":0,"launches":0,
-   "source":"cuda.source","cubin":"cuda.cubin"}})";
+   "modules":[{"source":"cuda.source.0","cubin":"cuda.cubin.0"}]}})";
 
 const Artifact &artifact() {
   static Artifact a = [] {
@@ -50,7 +50,7 @@ const Artifact &artifact() {
     test::appendLE<uint64_t>(bytes, json.size());
     bytes += json;
     test::appendLE<uint64_t>(bytes, 2);
-    for (const char *name : {"cuda.source", "cuda.cubin"}) {
+    for (const char *name : {"cuda.source.0", "cuda.cubin.0"}) {
       test::appendLE<uint64_t>(bytes, std::strlen(name));
       bytes += name;
       test::appendLE<uint64_t>(bytes, 4);

@@ -176,19 +176,34 @@ TEST(Artifact, ValidatesCudaPlan) {
     p.insert(p.size() - 1, cuda);
     return p;
   };
-  const std::string cuda = R"(,"cuda":{"arch":"sm_90","nvrtc":"13.0","kernels":1,"launches":1,
-    "source":"cuda.source","cubin":"cuda.cubin","ptx":"cuda.ptx"})";
+  // Two modules compiled apart: add_0 in the first, mul_1 in the second; both have the
+  // prelude's conversion kernel.
+  const std::string cuda = R"(,"cuda":{"arch":"sm_90","nvrtc":"13.0","kernels":2,"launches":1,
+    "modules":[{"source":"cuda.source.0","cubin":"cuda.cubin.0","ptx":"cuda.ptx.0"},
+               {"source":"cuda.source.1","cubin":"cuda.cubin.1"}]})";
   const std::string good = R"({"scratch":[4],"steps":[
     {"kind":"param","op":0,"name":"w","value":1},
     {"kind":"launch","op":1,"kernel":"add_0","grid":[1,1,1],"block":[256,1,1],"shared":0,
      "args":[2,0,1,3]}]})";
+  const std::string prelude =
+      "extern \"C\" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {}\n";
   std::vector<std::pair<std::string, std::string>> secs = {
-      {"cuda.source", "extern \"C\" __global__ void add_0(float *y, const float *a, "
-                      "const float *b, unsigned *status) {}"},
-      {"cuda.cubin", "bin"}, {"cuda.ptx", "ptx"}};
+      {"cuda.source.0", prelude + "extern \"C\" __global__ void __launch_bounds__(256) "
+                                  "add_0(float *y, const float *a, const float *b, unsigned "
+                                  "*status) {}"},
+      {"cuda.cubin.0", "bin"}, {"cuda.ptx.0", "ptx"},
+      {"cuda.source.1", prelude + "extern \"C\" __global__ void __launch_bounds__(128) "
+                                  "mul_1(float *y, const float *a, const float *b) {}"},
+      {"cuda.cubin.1", "bin1"}};
   Artifact a = Artifact::load(writeTemp("plan.medc", withSections(withPlan(good, cuda), secs)));
   ASSERT_TRUE(a.cuda);
-  EXPECT_EQ(a.cuda->cubin, "bin");
+  ASSERT_EQ(a.cuda->modules.size(), 2u);
+  EXPECT_EQ(a.cuda->modules[0].cubin, "bin");
+  EXPECT_EQ(a.cuda->modules[0].ptx, "ptx");
+  EXPECT_EQ(a.cuda->modules[1].cubin, "bin1");
+  EXPECT_EQ(a.cuda->modules[1].ptx, "");
+  EXPECT_EQ(a.cuda->kernelModule,
+            (std::map<std::string, size_t>{{"add_0", 0}, {"mul_1", 1}, {"med_f32_to_bf16", 0}}));
   const Function &f = a.function("f");
   ASSERT_TRUE(f.cuda);
   ASSERT_EQ(f.cuda->steps.size(), 2u);
@@ -200,10 +215,12 @@ TEST(Artifact, ValidatesCudaPlan) {
   std::string msg = loadError(writeTemp("plan2.medc", withSections(withPlan(bad, cuda), secs)));
   EXPECT_NE(msg.find("argument 4 is neither a value nor a scratch buffer"), std::string::npos)
       << msg;
-  // The plan verifier: the kernel must be in the source, take as many pointers as the
-  // launch passes, and the launch touch only its op's operands and results.
+  // The plan verifier: the kernel must be in a module, take as many pointers as the launch
+  // passes (counted in its own module's source), and the launch touch only its op's
+  // operands and results.
   for (auto [from, to, expected] : std::vector<std::array<std::string, 3>>{
-           {"\"add_0\"", "\"mul_0\"", "kernel 'mul_0' is not in the module"},
+           {"\"add_0\"", "\"sub_0\"", "kernel 'sub_0' is in no module"},
+           {"\"add_0\"", "\"mul_1\"", "kernel 'mul_1' takes 3 parameters, the launch passes 4 pointers and 0 scalars"},
            {"[2,0,1,3]", "[2,0,1]", "kernel 'add_0' takes 4 parameters, the launch passes 3 pointers and 0 scalars"},
            {"\"op\":1,\"kernel\"", "\"op\":0,\"kernel\"",
             "argument value 2 is neither an operand nor a result of the op"}}) {
@@ -213,9 +230,16 @@ TEST(Artifact, ValidatesCudaPlan) {
     EXPECT_NE(msg.find(expected), std::string::npos) << msg;
     EXPECT_NE(msg.find("invalid plan: function 'f'"), std::string::npos) << msg;
   }
-  msg = loadError(writeTemp("plan3.medc", withSections(withPlan(good, cuda), {secs[0], secs[2]})));
-  EXPECT_NE(msg.find("names the section 'cuda.cubin', which the file lacks"), std::string::npos)
+  msg = loadError(writeTemp("plan3.medc", withSections(withPlan(good, cuda),
+                                                       {secs[0], secs[1], secs[2], secs[3]})));
+  EXPECT_NE(msg.find("cuda.modules[1]: 'cubin' names the section 'cuda.cubin.1', which the file "
+                     "lacks"),
+            std::string::npos)
       << msg;
+  std::string noModules = cuda;
+  noModules.replace(noModules.find("\"modules\":["), 11, "\"modules\":[],\"x\":[");
+  msg = loadError(writeTemp("plan5.medc", withSections(withPlan(good, noModules), secs)));
+  EXPECT_NE(msg.find("cuda: 'modules' must be a non-empty list"), std::string::npos) << msg;
 }
 
 TEST(Artifact, RejectsTruncated) {

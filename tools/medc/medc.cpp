@@ -19,6 +19,8 @@
 #include "Version.h"
 
 #include <array>
+#include <chrono>
+#include <thread>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -94,8 +96,9 @@ cl::opt<Emit> emit("emit", cl::desc("What compile writes"), cl::init(Emit::Auto)
                                          "the artifact's JSON document, indented (to read)"),
                               clEnumValN(Emit::Mlir, "mlir", "the compiled module as MLIR"),
                               clEnumValN(Emit::Cuda, "cuda",
-                                         "the generated CUDA source (as --target cuda puts "
-                                         "it in the artifact)")),
+                                         "the generated CUDA source: every kernel in one "
+                                         "translation unit (the artifact splits them into "
+                                         "modules)")),
                    cl::sub(compileCmd), cl::cat(outputCategory));
 enum class Target { Cpu, Cuda };
 cl::opt<Target> target(
@@ -124,6 +127,12 @@ cl::opt<bool> cudaFmad("cuda-fmad",
                                 "true); --cuda-fmad=false rounds every product and sum as the "
                                 "CPU backend does"),
                        cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaModules(
+    "cuda-modules",
+    cl::desc("Split the CUDA kernels into at most this many modules, which NVRTC compiles "
+             "in parallel and the cubin cache keeps apart (default 0: one per hardware "
+             "thread)"),
+    cl::init(0), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -144,8 +153,8 @@ cl::opt<std::string> train("train",
                           cl::cat(outputCategory));
 cl::list<std::string> disabledPasses(
     "disable-pass",
-    cl::desc("Leave out an optimizing pass of compile's pipeline (cse, med-sink-assigns, "
-             "med-form-fusions); repeatable"),
+    cl::desc("Leave out an optimizing pass of compile's pipeline (canonicalize, cse, "
+             "med-sink-assigns, med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
@@ -243,7 +252,8 @@ LogicalResult specialize(ModuleOp module) {
         })))
       return failure();
     pm.addPass(std::move(step));
-    pm.addPass(createInlinerPass());
+    // Inlining only: canonicalize runs once, in the optimizing pipeline (--disable-pass).
+    pm.addPass(createInlinerPass({}, [](OpPassManager &) {}));
   }
   pm.addPass(createSymbolDCEPass());
   printAfterNamedPasses(pm);
@@ -624,36 +634,53 @@ int main(int argc, char **argv) {
     if (fusionChecks)
       med::appendFusionCheckFunctions(*doc->getAsObject());
     if (target == Target::Cuda || emit == Emit::Cuda) {
-      llvm::Expected<med::CudaProgram> program = med::generateCuda(*doc->getAsObject());
+      const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+      llvm::Expected<med::CudaProgram> program =
+          med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads);
       if (!program)
         return fail(llvm::toString(program.takeError()));
-      if (cudaInjectError)
+      if (cudaInjectError) {
         program->source += "\nthis line is not C++ (injected by --cuda-inject-error);\n";
+        program->modules.back() += "\nthis line is not C++ (injected by --cuda-inject-error);\n";
+      }
       if (emit == Emit::Cuda) {
         output->os() << program->source;
         output->keep();
         return 0;
       }
-      llvm::Expected<med::CudaBinary> binary = med::compileCuda(program->source, cudaArch, cudaFmad);
-      if (!binary)
-        return fail(llvm::toString(binary.takeError()));
+      auto start = std::chrono::steady_clock::now();
+      llvm::Expected<std::vector<med::CudaBinary>> binaries =
+          med::compileCudaModules(program->modules, cudaArch, cudaFmad, threads);
+      if (!binaries)
+        return fail(llvm::toString(binaries.takeError()));
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::string arch = std::to_string(cudaArch);
+      llvm::json::Array modules;
+      for (size_t m = 0; m < binaries->size(); ++m) {
+        const med::CudaBinary &b = (*binaries)[m];
+        std::string suffix = "." + std::to_string(m);
+        llvm::json::Object module{{"source", "cuda.source" + suffix},
+                                  {"cubin", "cuda.cubin" + suffix},
+                                  {"compile_seconds", std::round(b.seconds * 100) / 100},
+                                  {"cached", b.cached}};
+        sections.push_back({"cuda.source" + suffix, program->modules[m]});
+        sections.push_back({"cuda.cubin" + suffix, b.cubin});
+        if (cudaPtx) {
+          module["ptx"] = "cuda.ptx" + suffix;
+          sections.push_back({"cuda.ptx" + suffix, b.ptx});
+        }
+        modules.push_back(std::move(module));
+      }
       (*doc->getAsObject())["cuda"] = llvm::json::Object{
           {"arch", "sm_" + arch},
-          {"nvrtc", binary->version},
+          {"nvrtc", binaries->front().version},
           {"options", llvm::json::Array{"--gpu-architecture=sm_" + arch, "-default-device",
                                         "--std=c++17", cudaFmad ? "--fmad=true" : "--fmad=false"}},
           {"kernels", static_cast<int64_t>(program->kernels)},
           {"launches", static_cast<int64_t>(program->launches)},
-          {"compile_seconds", std::round(binary->seconds * 100) / 100},
-          {"cubin_cached", binary->cached},
-          {"source", "cuda.source"},
-          {"cubin", "cuda.cubin"}};
-      sections = {{"cuda.source", program->source}, {"cuda.cubin", binary->cubin}};
-      if (cudaPtx) {
-        (*doc->getAsObject()->getObject("cuda"))["ptx"] = "cuda.ptx";
-        sections.push_back({"cuda.ptx", binary->ptx});
-      }
+          {"compile_seconds", std::round(seconds * 100) / 100},
+          {"modules", std::move(modules)}};
     }
     if (emit == Emit::Plan)
       output->os() << llvm::formatv("{0:2}", *doc) << "\n";

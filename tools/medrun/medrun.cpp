@@ -439,10 +439,17 @@ int info(const Artifact &a) {
   }
   fmt::print("{} parameters, {} elements ({:.1f} MiB); {} trainable, {} elements\n",
              a.parameters.size(), count, bytes / 1048576.0, trainable, trainableElements);
-  if (a.cuda)
-    fmt::print("cuda: {} kernels, {} launches; {} cubin {} bytes, PTX {} bytes (NVRTC {})\n",
-               a.cuda->kernels, a.cuda->launches, a.cuda->arch, a.cuda->cubin.size(),
-               a.cuda->ptx.size(), a.cuda->nvrtc);
+  if (a.cuda) {
+    size_t cubin = 0, ptx = 0;
+    for (const CudaModule &m : a.cuda->modules) {
+      cubin += m.cubin.size();
+      ptx += m.ptx.size();
+    }
+    fmt::print("cuda: {} kernels, {} launches; {} cubin {} bytes, PTX {} bytes (NVRTC {}); "
+               "{} module{}\n",
+               a.cuda->kernels, a.cuda->launches, a.cuda->arch, cubin, ptx, a.cuda->nvrtc,
+               a.cuda->modules.size(), a.cuda->modules.size() == 1 ? "" : "s");
+  }
   // What medrun bench divides by the time (runtime/include/medrun/Flops.h): FLOPs as medc
   // stats counts them, bytes of every operand and result.
   for (const Function &f : a.functions) {

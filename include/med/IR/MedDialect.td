@@ -28,8 +28,16 @@ def Med_Dialect : Dialect {
     (gradient norm, unscaling, optimizer, EMA, the parameter reads feeding them): under
     mixed precision (bf16, f16 activations) a backend computes such an op and keeps its
     results in f32. `med-train-step` sets it; the artifact carries it as `fp32: true`.
+
+    Folds (applied by `canonicalize`): `x + 0`, `x − 0`, `x · 1`, `x / 1` are `x` where `x`
+    has the result's type; `x · 0` and any reduction of zeros are zeros; a reshape or
+    broadcast to its own type is its input, two in a row are one, and either of a splat
+    constant is a constant. Zero is absorbing (`x · 0` is 0 even for an infinite or NaN
+    `x`, as for a gradient that is zero by construction) and the sign of a zero result is
+    not kept; other values are unchanged.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1; // folds may produce constants (med.constant)
 }
 
 class Med_Op<string mnemonic, list<Trait> traits = []>

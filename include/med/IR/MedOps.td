@@ -370,10 +370,11 @@ class Med_BinaryOp<string mnemonic, string formula>
   }];
 }
 
-def Med_AddOp : Med_BinaryOp<"add", "lhs + rhs">;
-def Med_SubOp : Med_BinaryOp<"sub", "lhs − rhs">;
-def Med_MulOp : Med_BinaryOp<"mul", "lhs · rhs">;
-def Med_DivOp : Med_BinaryOp<"div", "lhs / rhs">;
+// Folds (lib/IR/MedFolds.cpp): x + 0, x − 0, x · 1, x / 1 → x; x · 0 → 0.
+def Med_AddOp : Med_BinaryOp<"add", "lhs + rhs"> { let hasFolder = 1; }
+def Med_SubOp : Med_BinaryOp<"sub", "lhs − rhs"> { let hasFolder = 1; }
+def Med_MulOp : Med_BinaryOp<"mul", "lhs · rhs"> { let hasFolder = 1; }
+def Med_DivOp : Med_BinaryOp<"div", "lhs / rhs"> { let hasFolder = 1; }
 def Med_MaxOp : Med_BinaryOp<"max", "max(lhs, rhs)">;
 def Med_MinOp : Med_BinaryOp<"min", "min(lhs, rhs)">;
 
@@ -468,6 +469,7 @@ def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable]> {
                        DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$kind $input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1; // a reduction of zeros is zeros (lib/IR/MedFolds.cpp)
 }
 
 //===----------------------------------------------------------------------------------===//
@@ -686,6 +688,7 @@ def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable]> {
   let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1; // to its own type, of itself, of a splat (lib/IR/MedFolds.cpp)
 }
 
 def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
@@ -701,6 +704,7 @@ def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
   let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1; // to its own type, of itself, of a splat (lib/IR/MedFolds.cpp)
 }
 
 //===----------------------------------------------------------------------------------===//

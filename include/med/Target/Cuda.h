@@ -6,7 +6,8 @@
 //    emits one CUDA C++ kernel per op (shapes baked in as constants; fp32), plus a launch
 //    plan per function ("cuda_plan": kernel launches, parameter bindings, aliases and
 //    deferred assigns) that it adds to the document.
-//  * compileCuda compiles that source with NVRTC into an sm_90 cubin and PTX, with no GPU.
+//  * compileCuda compiles that source with NVRTC into an sm_90 cubin and PTX, with no GPU;
+//    compileCudaModules compiles the kernels split into independent modules in parallel.
 //
 // The plan and the source work on the JSON document alone, the same contract the runtime
 // reads (docs/artifact.md), so the runtime never needs to know an op's MLIR form.
@@ -19,19 +20,25 @@
 #include "llvm/Support/JSON.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::med {
 
 struct CudaProgram {
-  std::string source;  ///< one translation unit holding every kernel
+  std::string source;  ///< one translation unit holding every kernel (medc --emit cuda)
+  /// The same kernels as independent translation units, each the prelude and its share of
+  /// the kernels; a kernel's module depends on its code alone (a hash), so an edit changes
+  /// only the modules of the kernels it touches.
+  std::vector<std::string> modules;
   size_t kernels = 0;  ///< distinct kernels in the source (identical ones are shared)
   size_t launches = 0; ///< kernel launches over all functions' plans
 };
 
 /// Emits the kernels of every function of `doc` (an artifact document, docs/artifact.md)
 /// and adds its launch plan to each function as "cuda_plan". Fails naming the op when one
-/// has no CUDA lowering (an unsupported op or element type).
-llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc);
+/// has no CUDA lowering (an unsupported op or element type). The kernels are split into at
+/// most `modules` modules (fewer when some would hold no kernel).
+llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1);
 
 struct CudaBinary {
   std::string cubin;   ///< sm_<arch> machine code
@@ -54,6 +61,13 @@ bool haveNvrtc();
 /// ($MEDC_CACHE_DIR, else $XDG_CACHE_HOME/medc/cubin or ~/.cache/medc/cubin;
 /// MEDC_CUBIN_CACHE=off turns it off); an entry that fails its checksum is recompiled.
 llvm::Expected<CudaBinary> compileCuda(const std::string &source, int arch, bool fmad = true);
+
+/// Compiles each module as compileCuda does (each cached on its own), up to `threads` at a
+/// time (NVRTC programs are independent). Binaries in module order; on errors, the first
+/// failing module's.
+llvm::Expected<std::vector<CudaBinary>>
+compileCudaModules(const std::vector<std::string> &sources, int arch, bool fmad,
+                   unsigned threads);
 
 } // namespace mlir::med
 

@@ -248,7 +248,7 @@ void FunctionGen::fusion(const Op &op) {
 
 } // namespace mlir::med::cuda
 
-llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc) {
+llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -266,7 +266,8 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc) {
     (*fn)["cuda_plan"] = std::move(*plan);
     program.launches += gen.launches;
   }
-  program.source = std::move(src.text);
-  program.kernels = src.kernels;
+  program.source = src.text();
+  program.modules = src.modules(modules);
+  program.kernels = src.kernels();
   return program;
 }

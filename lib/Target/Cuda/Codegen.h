@@ -107,18 +107,30 @@ struct Op {
   const json::Object *attrs;
 };
 
-/// The module's source: kernels, shared between functions when identical.
+/// The kernels of an artifact, shared between functions when identical. A kernel is named
+/// by its kind and a hash of its code (`gelu_3f0c1a2b`), so adding or changing one kernel
+/// renames no other: the modules the others land in stay the same text.
 class Source {
 public:
-  std::string text = std::string(kPrelude) + "\n"; // a blank line before the kernels
-  size_t kernels = 0;
-
   /// Adds (or finds) the kernel with these parameters and body; returns its name.
   std::string kernel(const std::string &base, const std::vector<std::string> &params,
                      const std::string &body, int block, const std::string &globals = "");
 
+  size_t kernels() const { return list.size(); }
+  /// The prelude, a blank line, then every kernel: one translation unit.
+  std::string text() const;
+  /// The kernels split into `count` modules, each the prelude and its kernels (in the
+  /// order they were added). A kernel's module is its hash modulo `count`.
+  std::vector<std::string> modules(size_t count) const;
+
 private:
-  std::map<std::string, std::string> byBody;
+  struct Kernel {
+    std::string code; ///< globals and definition
+    uint64_t hash;
+  };
+  std::vector<Kernel> list;
+  std::map<std::string, std::string> byBody; ///< dedup key -> name
+  std::set<std::string> names;
 };
 
 struct CodegenError {

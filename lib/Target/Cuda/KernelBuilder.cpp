@@ -8,6 +8,8 @@
 
 #include "Cuda/Codegen.h"
 
+#include "llvm/Support/xxhash.h"
+
 namespace mlir::med::cuda {
 
 // The prelude, read from prelude.cuh at build time (lib/Target/CMakeLists.txt).
@@ -130,7 +132,15 @@ std::string Source::kernel(const std::string &base, const std::vector<std::strin
   auto it = byBody.find(key);
   if (it != byBody.end())
     return it->second;
-  std::string name = base + "_" + std::to_string(kernels++);
+  // The name hashes the code, not the order of emission. A 32-bit suffix clashes about
+  // once in 10^4 artifacts of 1000 kernels; the later kernel then takes the full 64 bits.
+  const uint64_t hash = llvm::xxh3_64bits(base + "|" + key);
+  std::string name = base + "_" + llvm::utohexstr(hash & 0xffffffffu, /*LowerCase=*/true, 8);
+  if (names.count(name))
+    name = base + "_" + llvm::utohexstr(hash, /*LowerCase=*/true, 16);
+  for (int n = 1; names.count(name); ++n)
+    name = base + "_" + llvm::utohexstr(hash, true, 16) + "_" + std::to_string(n);
+  names.insert(name);
   std::string g = globals;
   size_t at;
   while ((at = g.find("KNAME")) != std::string::npos)
@@ -138,11 +148,34 @@ std::string Source::kernel(const std::string &base, const std::vector<std::strin
   std::string b = body;
   while ((at = b.find("KNAME")) != std::string::npos)
     b.replace(at, 5, name);
-  text += g;
-  text += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") " +
-          name + "(" + sig + ") {\n" + b + "}\n\n";
+  list.push_back({g + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) +
+                      ") " + name + "(" + sig + ") {\n" + b + "}\n\n",
+                  hash});
   byBody[key] = name;
   return name;
+}
+
+std::string Source::text() const {
+  std::string text = std::string(kPrelude) + "\n"; // a blank line before the kernels
+  for (const Kernel &k : list)
+    text += k.code;
+  return text;
+}
+
+std::vector<std::string> Source::modules(size_t count) const {
+  std::vector<std::string> out(std::max<size_t>(count, 1), std::string(kPrelude) + "\n");
+  std::vector<bool> used(out.size());
+  for (const Kernel &k : list) {
+    out[k.hash % out.size()] += k.code;
+    used[k.hash % out.size()] = true;
+  }
+  // A module without kernels of its own is left out (the first is kept: a program may
+  // have no kernels but the prelude's).
+  std::vector<std::string> kept;
+  for (size_t m = 0; m < out.size(); ++m)
+    if (used[m] || (m == 0 && list.empty()))
+      kept.push_back(std::move(out[m]));
+  return kept;
 }
 
 // ---- FunctionGen: building blocks --------------------------------------------------

@@ -135,12 +135,20 @@ struct FlatBuffer {
   std::vector<Member> members; ///< in ascending offsets
 };
 
+/// One independently compiled module of kernels: the sections' contents.
+struct CudaModule {
+  std::string source, cubin, ptx; ///< ptx empty when left out (--cuda-ptx=false)
+};
+
 /// The CUDA part of an artifact compiled with `medc compile --target cuda`.
 struct CudaInfo {
   std::string arch;   ///< "sm_90"
   std::string nvrtc;  ///< NVRTC version that compiled the kernels
   int64_t kernels = 0, launches = 0;
-  std::string source, cubin, ptx; ///< the sections' contents
+  std::vector<CudaModule> modules;
+  /// The module whose source defines each kernel (the prelude's kernels, which every
+  /// module has: the first).
+  std::map<std::string, size_t> kernelModule;
 };
 
 struct Artifact {

@@ -288,7 +288,7 @@ struct CudaSession::Impl {
   const Driver &d;
   CUdevice device = 0;
   CUcontext ctx = nullptr;
-  CUmodule module = nullptr;
+  std::vector<CUmodule> modules; ///< one per module of the artifact, in its order
   CUstream stream = nullptr;
   bool fromPtx = false;
   std::unordered_map<std::string, CUfunction> functions;
@@ -370,8 +370,11 @@ struct CudaSession::Impl {
     if (it != functions.end())
       return it->second;
     CUfunction f = nullptr;
-    check(d.cuModuleGetFunction(&f, module, name.c_str()),
-          str("kernel ", name, " of ", op.describe(), ": not in the loaded module"));
+    auto m = artifact.cuda->kernelModule.find(name);
+    if (m == artifact.cuda->kernelModule.end())
+      throw Error(str("kernel ", name, " of ", op.describe(), ": in no module of the artifact"));
+    check(d.cuModuleGetFunction(&f, modules.at(m->second), name.c_str()),
+          str("kernel ", name, " of ", op.describe(), ": not in its loaded module ", m->second));
     functions.emplace(name, f);
     return f;
   }
@@ -772,28 +775,36 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
   impl->check(d.cuDeviceGet(&impl->device, 0), "cuDeviceGet");
   impl->check(d.cuDevicePrimaryCtxRetain(&impl->ctx, impl->device), "cuDevicePrimaryCtxRetain");
   impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
-  // The cubin first; the PTX (JIT-compiled by the driver) if the GPU cannot run it.
-  CUresult r = d.cuModuleLoadData(&impl->module, artifact.cuda->cubin.data());
-  if (r != CUDA_SUCCESS && artifact.cuda->ptx.empty()) {
-    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
-    int major = 0, minor = 0;
-    std::string sm = "an unknown architecture";
-    if (d.cuDeviceGetAttribute && d.cuDeviceGetAttribute(&major, 75, impl->device) == CUDA_SUCCESS &&
-        d.cuDeviceGetAttribute(&minor, 76, impl->device) == CUDA_SUCCESS)
-      sm = str("sm_", major, minor);
-    throw Error(str(artifact.path, ": its kernels are an ", artifact.cuda->arch,
-                    " cubin without PTX, which ", deviceName(), " (", sm, ") cannot run (",
-                    d.errorString(r), "); recompile it with `medc compile ... --target cuda",
-                    major ? str(" --cuda-arch ", major, minor) : std::string(), "`"));
-  }
-  if (r != CUDA_SUCCESS) {
-    std::string ptx = artifact.cuda->ptx; // NUL-terminated copy
-    CUresult p = d.cuModuleLoadData(&impl->module, ptx.c_str());
-    if (p != CUDA_SUCCESS)
-      throw Error(str(artifact.path, ": neither the ", artifact.cuda->arch,
-                      " cubin nor the PTX loads on ", deviceName(), ": cubin: ",
-                      d.errorString(r), "; PTX: ", d.errorString(p)));
-    impl->fromPtx = true;
+  // Each module's cubin first; its PTX (JIT-compiled by the driver) if the GPU cannot run it.
+  const std::vector<CudaModule> &modules = artifact.cuda->modules;
+  for (size_t m = 0; m < modules.size(); ++m) {
+    const std::string which =
+        modules.size() == 1 ? std::string() : str(" (module ", m, " of ", modules.size(), ")");
+    CUmodule module = nullptr;
+    CUresult r = d.cuModuleLoadData(&module, modules[m].cubin.data());
+    if (r != CUDA_SUCCESS && modules[m].ptx.empty()) {
+      // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+      int major = 0, minor = 0;
+      std::string sm = "an unknown architecture";
+      if (d.cuDeviceGetAttribute &&
+          d.cuDeviceGetAttribute(&major, 75, impl->device) == CUDA_SUCCESS &&
+          d.cuDeviceGetAttribute(&minor, 76, impl->device) == CUDA_SUCCESS)
+        sm = str("sm_", major, minor);
+      throw Error(str(artifact.path, ": its kernels are an ", artifact.cuda->arch,
+                      " cubin without PTX, which ", deviceName(), " (", sm, ") cannot run (",
+                      d.errorString(r), "); recompile it with `medc compile ... --target cuda",
+                      major ? str(" --cuda-arch ", major, minor) : std::string(), "`"));
+    }
+    if (r != CUDA_SUCCESS) {
+      std::string ptx = modules[m].ptx; // NUL-terminated copy
+      CUresult p = d.cuModuleLoadData(&module, ptx.c_str());
+      if (p != CUDA_SUCCESS)
+        throw Error(str(artifact.path, ": neither the ", artifact.cuda->arch, " cubin nor the PTX",
+                        which, " loads on ", deviceName(), ": cubin: ", d.errorString(r),
+                        "; PTX: ", d.errorString(p)));
+      impl->fromPtx = true;
+    }
+    impl->modules.push_back(module);
   }
   impl->check(d.cuStreamCreate(&impl->stream, 0), "cuStreamCreate");
   impl->setUpConvolutions(deviceName());
@@ -824,8 +835,8 @@ CudaSession::~CudaSession() {
   impl->state.clear();
   if (impl->stream)
     d.cuStreamDestroy(impl->stream);
-  if (impl->module)
-    d.cuModuleUnload(impl->module);
+  for (CUmodule m : impl->modules)
+    d.cuModuleUnload(m);
   if (impl->ctx)
     d.cuDevicePrimaryCtxRelease(impl->device);
 }

@@ -3,12 +3,14 @@
 usage: check_cuda_artifact.py X.medc [--arch sm_90]
 
 Reads the container of docs/artifact.md (format version 5) with struct/zlib/json only and
-checks: the CRC; the cuda.source, cuda.cubin and cuda.ptx sections are present and non-empty;
-the cubin is a CUDA ELF (e_machine 190) for the requested arch (its e_flags hold the SM
-number); every op of every function is covered by its plan (a launch of at least one
-kernel, or a param/alias/assign step for param, reshape and assign, or no work at all for
-a value of zero elements; a fusion refers to a body of the table); every launched kernel is defined in the source and named in the
-cubin's symbol table; the PTX targets the same arch. Prints one summary line per function.
+checks: the CRC; each module's source, cubin and PTX sections are present and non-empty;
+each cubin is a CUDA ELF (e_machine 190) for the requested arch (its e_flags hold the SM
+number) and each PTX targets it; each module defines kernels of its own, none defined by
+another module, each named in its cubin's symbol table and its PTX's entries; every op of
+every function is covered by its plan (a launch of at least one kernel, or a
+param/alias/assign step for param, reshape and assign, or no work at all for a value of
+zero elements; a fusion refers to a body of the table); every launched kernel is defined in
+a module. Prints one summary line per function.
 """
 import os
 import re
@@ -33,31 +35,42 @@ except ValueError as e:
 cuda = doc.get("cuda")
 if not cuda:
     fail("no 'cuda' part in the document")
-for key in ("source", "cubin", "ptx"):
-    if not sections.get(cuda[key]):
-        fail("section %s missing or empty" % cuda[key])
-source = sections[cuda["source"]].decode()
-cubin = sections[cuda["cubin"]]
-ptx = sections[cuda["ptx"]].decode(errors="replace")
-
-# ELF64 header: e_machine at 18 (EM_CUDA = 190); e_flags at 48 hold the SM version.
-if cubin[:4] != b"\x7fELF" or struct.unpack("<H", cubin[18:20])[0] != 190:
-    fail("the cubin is not a CUDA ELF")
+modules = cuda.get("modules")
+if not modules:
+    fail("the 'cuda' part lists no modules")
 sm = int(arch.split("_")[1])
-flags, = struct.unpack("<I", cubin[48:52])
-# e_flags encodes the SM as (flags >> 8) & 0xff in CUDA 12+ cubins, or flags & 0xff before.
-if sm not in ((flags >> 8) & 0xFF, flags & 0xFF):
-    fail("cubin e_flags 0x%x do not name %s" % (flags, arch))
-if (".target %s" % arch) not in ptx:
-    fail("the PTX does not target %s" % arch)
+defined, ptx_bytes = set(), 0
+for m, module in enumerate(modules):
+    for key in ("source", "cubin", "ptx"):
+        if not sections.get(module[key]):
+            fail("module %d: section %s missing or empty" % (m, module[key]))
+    source = sections[module["source"]].decode()
+    cubin = sections[module["cubin"]]
+    ptx = sections[module["ptx"]].decode(errors="replace")
+    ptx_bytes += len(ptx)
 
-defined = set(re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', source))
+    # ELF64 header: e_machine at 18 (EM_CUDA = 190); e_flags at 48 hold the SM version.
+    if cubin[:4] != b"\x7fELF" or struct.unpack("<H", cubin[18:20])[0] != 190:
+        fail("module %d: the cubin is not a CUDA ELF" % m)
+    flags, = struct.unpack("<I", cubin[48:52])
+    # e_flags encodes the SM as (flags >> 8) & 0xff in CUDA 12+ cubins, or flags & 0xff before.
+    if sm not in ((flags >> 8) & 0xFF, flags & 0xFF):
+        fail("module %d: cubin e_flags 0x%x do not name %s" % (m, flags, arch))
+    if (".target %s" % arch) not in ptx:
+        fail("module %d: the PTX does not target %s" % (m, arch))
+
+    here = set(re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', source))
+    if not here and len(modules) > 1:
+        fail("module %d defines no kernel of its own" % m)
+    if here & defined:
+        fail("module %d defines kernels another module has: %s" % (m, ", ".join(sorted(here & defined)[:5])))
+    defined |= here
+    # Symbol names in the module's cubin and entries of its PTX: every kernel of its source.
+    missing = [k for k in here if (b"\0" + k.encode() + b"\0") not in cubin or (".entry %s(" % k) not in ptx]
+    if missing:
+        fail("module %d: kernels missing from its cubin or PTX: %s" % (m, ", ".join(sorted(missing)[:5])))
 if len(defined) != cuda["kernels"]:
-    fail("the source defines %d kernels, the document says %d" % (len(defined), cuda["kernels"]))
-# Symbol names in the cubin: every kernel must be there (string table).
-missing = [k for k in defined if (b"\0" + k.encode() + b"\0") not in cubin]
-if missing:
-    fail("kernels missing from the cubin: %s" % ", ".join(sorted(missing)[:5]))
+    fail("the modules define %d kernels, the document says %d" % (len(defined), cuda["kernels"]))
 
 launches = 0
 for f in doc["functions"]:
@@ -99,5 +112,5 @@ for f in doc["functions"]:
         sum(1 for s in plan["steps"] if s["kind"] == "launch"), len(plan["scratch"])))
 if launches != cuda["launches"]:
     fail("%d launches in the plans, the document says %d" % (launches, cuda["launches"]))
-print("cuda: %d kernels for %s (NVRTC %s), all in the cubin; %d launches; %d fusion bodies; PTX %d bytes" % (
-    len(defined), arch, cuda["nvrtc"], launches, len(doc.get("fusions", [])), len(ptx)))
+print("cuda: %d kernels for %s (NVRTC %s), each in its module's cubin; %d launches; %d fusion bodies; %d modules; PTX %d bytes" % (
+    len(defined), arch, cuda["nvrtc"], launches, len(doc.get("fusions", [])), len(modules), ptx_bytes))
