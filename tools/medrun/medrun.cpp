@@ -8,6 +8,8 @@
 //              [--weights model|ema] [--out DIR] [--precision f32|f64|bf16] [--seed S]
 //              [--threads N] [--device cpu|cuda]
 //   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
+//   medrun infer X.medc --image VOLUME... -o OUT --params CKPT [--weights model|ema]
+//                [--overlap F] [--mirror] [--activation A] [--device cpu|cuda]
 //   medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]
 //   medrun COMMAND --help, medrun --version
 //
@@ -24,6 +26,7 @@
 #include "medrun/Safetensors.h"
 #include "BenchCommand.h"
 #include "TrainCommand.h"
+#include "InferCommand.h"
 #include "VolumeCommand.h"
 #include "Version.h"
 
@@ -156,6 +159,38 @@ const std::vector<Command> &commands() {
         {"o", "OUT", "write the volume (or box) to OUT (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
         {"json", "", "print the description as one JSON object"}},
        false},
+      {"infer",
+       "medrun infer X.medc --image VOLUME [--image VOLUME]... -o OUT --params P\n"
+       "             [--weights model|ema] [--overlap F] [--mirror] [--activation A]\n"
+       "             [--normalization N] [--device cpu|cuda] [--threads N] [--progress P]",
+       "Predicts a whole volume with the `infer` function of a recipe's artifact (`medc\n"
+       "compile --recipe R [--target cuda]`): windows of the recipe's patch step over the\n"
+       "volume with an overlap, the last ones aligned to its end (a volume smaller than the\n"
+       "window is padded), the recipe's batch of windows per run, and the predictions are\n"
+       "blended with nnU-Net's Gaussian importance map. Writes the network's outputs\n"
+       "(logits or affinities, after --activation) as float32, channel-first (C, D, H, W),\n"
+       "with the input's spacing and affine (NIfTI: its header's transform; C in dim[4]).",
+       {{"image", "VOLUME",
+         "the volume to predict (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY); once per\n"
+         "input channel of the network, in order, all of one shape"},
+        {"o", "OUT", "where the prediction goes (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
+        {"params", "P",
+         "the trained weights: a checkpoint (a run's checkpoints/best or latest, a step\n"
+         "directory) or a safetensors file"},
+        {"weights", "W",
+         "ema or model (default: ema where the checkpoint has EMA weights, else model)"},
+        {"overlap", "F", "fraction of a window its neighbours share, in [0, 1) (default 0.5)"},
+        {"mirror", "", "test-time augmentation: average the 8 flips of the spatial axes"},
+        {"activation", "A",
+         "sigmoid, softmax (over channels) or none (default: sigmoid for recipes with\n"
+         "a bce loss, softmax for dice_ce)"},
+        {"normalization", "N",
+         "the image normalization of training: auto (default: divide255 for uint8\n"
+         "volumes, else zscore), none, divide255 or zscore (per volume)"},
+        {"device", "D", "cpu (default) or cuda (artifacts compiled with --target cuda)"},
+        kThreads,
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+       true},
       {"info", "medrun info X.medc",
        "Lists the artifact's functions (inputs, outputs), its parameters (name, shape,\n"
        "dtype, trainable) with a summary line, its CUDA kernels and each function's FLOPs\n"
@@ -359,7 +394,7 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, volume, info, init, run or cuda-check)"));
+                      "' (expected train, bench, infer, volume, info, init, run or cuda-check)"));
     return args;
   }
   if (positional.size() != 2)
@@ -367,7 +402,7 @@ Args parseArgs(int argc, char **argv) {
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, volume, info, init, run or cuda-check)"));
+                    "' (expected train, bench, infer, volume, info, init, run or cuda-check)"));
   args.artifact = positional[1];
   return args;
 }
@@ -1037,6 +1072,35 @@ int main(int argc, char **argv) {
     }
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"));
+    if (args.is("infer")) {
+      setThreads(args);
+      InferOptions o;
+      o.artifact = args.artifact;
+      o.images = args.all("image");
+      o.out = args.get("o");
+      o.params = args.get("params");
+      o.weights = args.get("weights");
+      o.activation = args.get("activation");
+      o.normalization = args.get("normalization", "auto");
+      o.device = args.get("device", "cpu");
+      o.mirror = args.has("mirror");
+      const std::string overlap = args.get("overlap", "0.5");
+      try {
+        size_t used = 0;
+        o.overlap = std::stod(overlap, &used);
+        if (used != overlap.size())
+          o.overlap = -1;
+      } catch (...) {
+        o.overlap = -1;
+      }
+      if (!(o.overlap >= 0 && o.overlap < 1))
+        throw Error(str("--overlap: expected a fraction in [0, 1), got '", overlap, "'"));
+      std::string progress = args.get("progress", "auto");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      return inferCommand(o);
+    }
     Artifact a = Artifact::load(args.artifact);
     if (args.is("info"))
       return info(a);

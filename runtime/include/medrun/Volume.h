@@ -116,7 +116,10 @@ std::unique_ptr<VolumeReader> openVolume(const std::string &path);
 struct VolumeData {
   Box3 shape{};
   VoxelType type = VoxelType::F32;
-  const void *data = nullptr; ///< C order, shape[0] x shape[1] x shape[2] of `type`
+  const void *data = nullptr; ///< C order, channels x shape[0] x shape[1] x shape[2] of `type`
+  /// More than 1: a leading channel axis (network outputs), written as a 4-D array
+  /// (C, D, H, W); NIfTI: dim[4] = C.
+  int64_t channels = 1;
   std::array<double, 3> spacing{1, 1, 1};
   std::array<double, 16> affine{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 };
@@ -124,7 +127,8 @@ struct VolumeData {
 /// Writes a volume to `path` named as openVolume names it: .nii/.nii.gz (qform and sform
 /// from `affine`, pixdim from `spacing`), .npy, HDF5 FILE.h5/KEY (gzip'd chunks, a
 /// `resolution` attribute; the file is created or the key added), Zarr DIR.zarr/KEY (zlib
-/// chunks, `resolution` in .zattrs). Throws Error naming the path.
+/// chunks, `resolution` in .zattrs), each with the channel axis first if there is one.
+/// Throws Error naming the path.
 void writeVolume(const std::string &path, const VolumeData &volume);
 
 namespace io {

@@ -252,16 +252,17 @@ void writeHdf5(const std::string &container, const std::string &key, const Volum
     throw Error(str(container, ": cannot open or create the HDF5 file for writing"));
   if (exists(file.get(), key) && H5Ldelete(file.get(), key.c_str(), H5P_DEFAULT) < 0)
     throw Error(str(name, ": cannot replace the existing dataset"));
-  hsize_t dims[3], chunk[3];
+  const int rank = v.channels > 1 ? 4 : 3, lead = rank - 3;
+  hsize_t dims[4] = {static_cast<hsize_t>(v.channels), 1, 1, 1}, chunk[4] = {1, 1, 1, 1};
   for (int a = 0; a < 3; ++a) {
-    dims[a] = static_cast<hsize_t>(v.shape[a]);
-    chunk[a] = std::min<hsize_t>(dims[a], 64);
+    dims[lead + a] = static_cast<hsize_t>(v.shape[a]);
+    chunk[lead + a] = std::min<hsize_t>(dims[lead + a], 64);
   }
-  Handle space(H5Screate_simple(3, dims, nullptr), H5Sclose);
+  Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  H5Pset_chunk(dcpl.get(), 3, chunk);
+  H5Pset_chunk(dcpl.get(), rank, chunk);
   H5Pset_deflate(dcpl.get(), 4);
   Handle dset(H5Dcreate2(file.get(), key.c_str(), nativeType(v.type), space.get(), lcpl.get(),
                          dcpl.get(), H5P_DEFAULT),

@@ -190,7 +190,7 @@ void writeNifti(const std::string &path, const VolumeData &v) {
   const std::string tmpStem = tmp.substr(0, tmp.size() - ext.size());
   std::lock_guard<std::mutex> lock(niftiMutex());
   nifti_set_debug_level(0);
-  int64_t dims[8] = {3, v.shape[2], v.shape[1], v.shape[0], 1, 1, 1, 1};
+  int64_t dims[8] = {v.channels > 1 ? 4 : 3, v.shape[2], v.shape[1], v.shape[0], v.channels, 1, 1, 1};
   nifti_image *nim = nifti_make_new_nim(dims, datatypeOf(v.type), 0);
   if (!nim)
     throw Error(str(path, ": cannot create a NIfTI image"));

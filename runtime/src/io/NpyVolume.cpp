@@ -81,7 +81,8 @@ void writeNpyVolume(const std::string &path, const VolumeData &v) {
     throw Error(str(path, ": cannot write ", voxelTypeName(v.type), " as .npy (write int64 or "
                           "another format)"));
   }
-  Tensor tensor(t, {v.shape[0], v.shape[1], v.shape[2]});
+  Tensor tensor(t, v.channels > 1 ? Shape{v.channels, v.shape[0], v.shape[1], v.shape[2]}
+                                   : Shape{v.shape[0], v.shape[1], v.shape[2]});
   std::copy_n(static_cast<const char *>(v.data), tensor.nbytes(), static_cast<char *>(tensor.raw()));
   writeNpy(path, tensor);
 }

@@ -338,6 +338,8 @@ void writeVolume(const std::string &path, const VolumeData &volume) {
   for (int64_t d : volume.shape)
     if (d < 1)
       throw Error(str(path, ": cannot write an empty volume"));
+  if (volume.channels < 1)
+    throw Error(str(path, ": cannot write a volume of ", volume.channels, " channels"));
   switch (f) {
   case Format::Hdf5:
     if (key.empty())

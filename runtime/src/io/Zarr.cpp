@@ -378,9 +378,15 @@ void writeZarr(const std::string &container, const std::string &key, const Volum
     writeText(root / ".zgroup", "{\"zarr_format\": 2}\n");
   const Box3 chunk = {std::min<int64_t>(v.shape[0], 64), std::min<int64_t>(v.shape[1], 64),
                       std::min<int64_t>(v.shape[2], 64)};
+  const bool channels = v.channels > 1; // a leading channel axis, one chunk per channel
+  json shape = {v.shape[0], v.shape[1], v.shape[2]}, chunks = {chunk[0], chunk[1], chunk[2]};
+  if (channels) {
+    shape.insert(shape.begin(), v.channels);
+    chunks.insert(chunks.begin(), 1);
+  }
   json meta = {{"zarr_format", 2},
-               {"shape", {v.shape[0], v.shape[1], v.shape[2]}},
-               {"chunks", {chunk[0], chunk[1], chunk[2]}},
+               {"shape", shape},
+               {"chunks", chunks},
                {"dtype", dtypeString(v.type)},
                {"compressor", {{"id", "zlib"}, {"level", 5}}},
                {"fill_value", 0},
@@ -391,26 +397,30 @@ void writeZarr(const std::string &container, const std::string &key, const Volum
   writeText(dir / ".zattrs", json({{"resolution", v.spacing}}).dump(2) + "\n");
   const size_t elem = voxelSize(v.type);
   std::vector<char> buf(static_cast<size_t>(chunk[0] * chunk[1] * chunk[2]) * elem);
-  const char *src = static_cast<const char *>(v.data);
-  for (int64_t cz = 0; cz * chunk[0] < v.shape[0]; ++cz)
-    for (int64_t cy = 0; cy * chunk[1] < v.shape[1]; ++cy)
-      for (int64_t cx = 0; cx * chunk[2] < v.shape[2]; ++cx) {
-        std::fill(buf.begin(), buf.end(), 0); // edge chunks are padded with the fill value
-        const Box3 c0 = {cz * chunk[0], cy * chunk[1], cx * chunk[2]};
-        const int64_t nx = std::min(chunk[2], v.shape[2] - c0[2]);
-        for (int64_t z = 0; z < chunk[0] && c0[0] + z < v.shape[0]; ++z)
-          for (int64_t y = 0; y < chunk[1] && c0[1] + y < v.shape[1]; ++y)
-            std::memcpy(buf.data() + ((z * chunk[1] + y) * chunk[2]) * elem,
-                        src + (((c0[0] + z) * v.shape[1] + c0[1] + y) * v.shape[2] + c0[2]) * elem,
-                        nx * elem);
-        uLongf n = compressBound(buf.size());
-        std::string packed(n, '\0');
-        if (compress2(reinterpret_cast<Bytef *>(packed.data()), &n,
-                      reinterpret_cast<const Bytef *>(buf.data()), buf.size(), 5) != Z_OK)
-          throw Error(str(dir.string(), ": zlib compression failed"));
-        packed.resize(n);
-        writeText(dir / str(cz, ".", cy, ".", cx), packed);
-      }
+  for (int64_t ch = 0; ch < v.channels; ++ch) {
+    const char *src = static_cast<const char *>(v.data) +
+                      ch * v.shape[0] * v.shape[1] * v.shape[2] * static_cast<int64_t>(elem);
+    const std::string prefix = channels ? str(ch, ".") : "";
+    for (int64_t cz = 0; cz * chunk[0] < v.shape[0]; ++cz)
+      for (int64_t cy = 0; cy * chunk[1] < v.shape[1]; ++cy)
+        for (int64_t cx = 0; cx * chunk[2] < v.shape[2]; ++cx) {
+          std::fill(buf.begin(), buf.end(), 0); // edge chunks are padded with the fill value
+          const Box3 c0 = {cz * chunk[0], cy * chunk[1], cx * chunk[2]};
+          const int64_t nx = std::min(chunk[2], v.shape[2] - c0[2]);
+          for (int64_t z = 0; z < chunk[0] && c0[0] + z < v.shape[0]; ++z)
+            for (int64_t y = 0; y < chunk[1] && c0[1] + y < v.shape[1]; ++y)
+              std::memcpy(buf.data() + ((z * chunk[1] + y) * chunk[2]) * elem,
+                          src + (((c0[0] + z) * v.shape[1] + c0[1] + y) * v.shape[2] + c0[2]) * elem,
+                          nx * elem);
+          uLongf n = compressBound(buf.size());
+          std::string packed(n, '\0');
+          if (compress2(reinterpret_cast<Bytef *>(packed.data()), &n,
+                        reinterpret_cast<const Bytef *>(buf.data()), buf.size(), 5) != Z_OK)
+            throw Error(str(dir.string(), ": zlib compression failed"));
+          packed.resize(n);
+          writeText(dir / str(prefix, cz, ".", cy, ".", cx), packed);
+        }
+  }
 #else
   throw Error(str(container, ": medrun was built without zlib (install zlib1g-dev and rebuild)"));
 #endif

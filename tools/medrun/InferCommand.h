@@ -1,0 +1,30 @@
+//===- InferCommand.h - `medrun infer`: predict whole volumes -------------------------===//
+#ifndef MEDRUN_TOOL_INFERCOMMAND_H
+#define MEDRUN_TOOL_INFERCOMMAND_H
+
+#include <string>
+#include <vector>
+
+namespace medrun {
+
+struct InferOptions {
+  std::string artifact;            ///< a recipe's artifact (its `infer` function)
+  std::vector<std::string> images; ///< one volume per input channel, same shape
+  std::string out;                 ///< where the prediction goes (writeVolume's names)
+  std::string params;              ///< a checkpoint or safetensors file
+  std::string weights;             ///< model, ema, or "" (ema where the checkpoint has it)
+  std::string activation;          ///< sigmoid, softmax, none, or "" (by the recipe's loss)
+  std::string normalization = "auto"; ///< auto, none, divide255, zscore (as training)
+  std::string device = "cpu";      ///< cpu or cuda
+  double overlap = 0.5;
+  bool mirror = false;
+  int progress = 0;                ///< 0 auto, 1 bar, 2 lines
+};
+
+/// Predicts the volume with the artifact's `infer` function over sliding windows
+/// (SlidingWindow.h) and writes the channel-first float32 prediction to `out`.
+int inferCommand(const InferOptions &options);
+
+} // namespace medrun
+
+#endif // MEDRUN_TOOL_INFERCOMMAND_H
