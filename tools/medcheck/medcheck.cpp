@@ -577,6 +577,8 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           r.kind = Role::Probability; // a second moment: not negative
         } else if (op.kind == "adamw" && name == "step") {
           r.kind = Role::Step;
+        } else if (op.kind == "sqrt" || op.kind == "log") {
+          r.kind = Role::PositiveWeight; // N(0, 1) would give NaN on both sides
         } else {
           continue;
         }

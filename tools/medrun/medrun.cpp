@@ -706,9 +706,10 @@ double relativeError(const Tensor &a, const Tensor &b) {
 
 /// Random values for the inputs not given, by how the function uses them: masks 0/1,
 /// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
-/// `step` and `ema_decay` 1e-3, 1 and 0.99; anything else N(0, 1).
+/// `step` and `ema_decay` 1e-3, 1 and 0.99; what sqrt or log read in [0.1, 2.1] (N(0, 1)
+/// would give NaN on both backends, which compare equal); anything else N(0, 1).
 void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
-  enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square };
+  enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square, Positive };
   std::map<int, std::pair<Role, int64_t>> roles;
   for (const OpInfo &op : fn.ops) {
     // A fusion's inputs take the roles its body gives them (the optimizers' step, lr and
@@ -728,12 +729,16 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
               roles[v] = {Rate, 0};
             else if (inner.kind == "adamw" && name == "exp_avg_sq")
               roles[v] = {Square, 0};
+            else if (inner.kind == "sqrt" || inner.kind == "log")
+              roles[v] = {Positive, 0};
           }
     }
     for (const auto &[name, ids] : op.operands)
       for (size_t j = 0; j < ids.size(); ++j) {
         if (name == "mask")
           roles[ids[j]] = {Mask, 0};
+        else if (op.kind == "sqrt" || op.kind == "log")
+          roles[ids[j]] = {Positive, 0};
         else if (op.kind.rfind("dice_ce", 0) == 0 && name == "targets")
           roles[ids[j]] = {Classes, fn.values.at(op.operand("logits").at(j)).shape.at(1)};
         else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "target")
@@ -763,6 +768,7 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
       case Step: p[k] = std::floor(1 + 10 * unit(rng)); break;
       case Rate: p[k] = 1e-3; break;
       case Square: p[k] = unit(rng); break;
+      case Positive: p[k] = 0.1 + 2 * unit(rng); break;
       case Normal:
         p[k] = name == "lr" ? 1e-3 : name == "step" ? 1.0 : name == "ema_decay" ? 0.99 : normal(rng);
         break;
