@@ -698,6 +698,32 @@ const Function &Artifact::function(const std::string &name) const {
   throw Error(str(path, ": no function '", name, "' (the artifact has: ", available, ")"));
 }
 
+Tensor gatherFlat(const FlatBuffer &flat, const TensorMap &tensors, DType dtype) {
+  Tensor y(dtype, {flat.size});
+  std::memset(y.raw(), 0, y.nbytes());
+  const size_t es = dtypeSize(dtype);
+  for (const FlatBuffer::Member &m : flat.members) {
+    auto it = tensors.find(m.name);
+    if (it == tensors.end())
+      throw Error(str("parameter '", m.name, "' (of flat buffer '", flat.name, "') is missing"));
+    if (it->second.shape() != m.shape)
+      throw Error(str("parameter '", m.name, "': expected ", shapeStr(m.shape), ", got ",
+                      shapeStr(it->second.shape())));
+    const Tensor t = it->second.dtype() == dtype ? it->second : it->second.to(dtype);
+    std::memcpy(static_cast<std::byte *>(y.raw()) + m.offset * es, t.raw(), t.nbytes());
+  }
+  return y;
+}
+
+void scatterFlat(const FlatBuffer &flat, const Tensor &value, TensorMap &out) {
+  const size_t es = dtypeSize(value.dtype());
+  for (const FlatBuffer::Member &m : flat.members) {
+    Tensor t(value.dtype(), m.shape);
+    std::memcpy(t.raw(), static_cast<const std::byte *>(value.raw()) + m.offset * es, t.nbytes());
+    out[m.name] = std::move(t);
+  }
+}
+
 const FlatBuffer *Artifact::flatBuffer(const std::string &name) const {
   for (const FlatBuffer &f : flatBuffers)
     if (f.name == name)

@@ -575,6 +575,16 @@ Checkpoint loadCheckpoint(const std::string &path) {
   return c;
 }
 
+TensorMap loadTensors(const std::string &path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (std::filesystem::is_directory(path) || name == "latest" || name == "best")
+    return loadCheckpoint(path).tensors;
+  TensorMap tensors;
+  for (auto &[key, t] : readSafetensors(path).tensors)
+    tensors.emplace(key, std::move(t));
+  return tensors;
+}
+
 //===----------------------------------------------------------------------------------===//
 // Saving in the background
 //===----------------------------------------------------------------------------------===//

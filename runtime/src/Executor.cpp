@@ -421,21 +421,8 @@ private:
     const std::string &k = op.kind;
     if (k == "param" && flat(op.strAttr("name"))) {
       // A flat buffer is read as its members laid out (zeros between them).
-      const FlatBuffer &f = *flat(op.strAttr("name"));
       Tensor &y = result(op);
-      std::vector<const Tensor *> members;
-      std::vector<Tensor> converted;
-      converted.reserve(f.members.size());
-      std::vector<int64_t> offsets;
-      for (const FlatBuffer::Member &m : f.members) {
-        auto it = params.find(m.name);
-        if (it == params.end())
-          throw Error(str("parameter '", m.name, "' (of flat buffer '", f.name, "') is missing"));
-        converted.push_back(convert(it->second, y.dtype()));
-        members.push_back(&converted.back());
-        offsets.push_back(m.offset);
-      }
-      cpu::pack(members, offsets, y);
+      y = gatherFlat(*flat(op.strAttr("name")), params, y.dtype());
     } else if (k == "param") {
       const std::string &name = op.strAttr("name");
       auto it = params.find(name);
@@ -617,13 +604,7 @@ private:
         throw Error(str("assigns parameter '", name,
                         "', but the caller takes no parameter updates"));
       if (const FlatBuffer *f = flat(name)) { // each member its slice
-        const Tensor &v = raw(op, "value");
-        const size_t es = dtypeSize(v.dtype());
-        for (const FlatBuffer::Member &m : f->members) {
-          Tensor t(v.dtype(), m.shape);
-          std::memcpy(t.raw(), static_cast<const std::byte *>(v.raw()) + m.offset * es, t.nbytes());
-          (*updates)[m.name] = std::move(t);
-        }
+        scatterFlat(*f, raw(op, "value"), *updates);
       } else {
         (*updates)[name] = raw(op, "value").clone();
       }

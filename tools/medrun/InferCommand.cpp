@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <set>
 
@@ -36,13 +35,7 @@ TensorMap loadWeights(const Artifact &a, const Function &fn, const std::string &
                 "checkpoints/best, a step directory) or a safetensors file");
   if (!weights.empty() && weights != "model" && weights != "ema")
     throw Error(str("--weights: expected model or ema, got '", weights, "'"));
-  const std::string name = std::filesystem::path(path).filename().string();
-  TensorMap params;
-  if (std::filesystem::is_directory(path) || name == "latest" || name == "best")
-    params = loadCheckpoint(path).tensors;
-  else
-    for (auto &[key, t] : readSafetensors(path).tensors)
-      params.emplace(key, std::move(t));
+  TensorMap params = loadTensors(path);
   std::set<std::string> read;
   for (const OpInfo &op : fn.ops)
     if (op.kind == "param" && !isState(op.strAttr("name")))

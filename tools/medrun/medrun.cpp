@@ -581,15 +581,7 @@ TensorMap readParams(const Artifact &a, const Function &fn, const Args &args) {
       throw Error("--weights ema takes the EMA weights from --params (a checkpoint); none given");
     return initParameters(a, parseSeed(args));
   }
-  // A directory or a latest/best pointer is a checkpoint (its files merged back into the
-  // artifact's names: model keys, ema.<key>, optimizer.<...>); anything else safetensors.
-  std::string name = std::filesystem::path(path).filename().string();
-  TensorMap params;
-  if (std::filesystem::is_directory(path) || name == "latest" || name == "best")
-    params = loadCheckpoint(path).tensors;
-  else
-    for (auto &[key, t] : readSafetensors(path).tensors)
-      params.emplace(key, std::move(t));
+  TensorMap params = loadTensors(path);
   auto isState = [](const std::string &key) {
     return key.rfind("ema.", 0) == 0 || key.rfind("optimizer.", 0) == 0;
   };

@@ -174,6 +174,7 @@ void FunctionGen::pack(const Op &op) {
   }
   std::optional<int64_t> first; // the earliest producer of a placed input
   json::Array places;
+  std::vector<size_t> rest; // the inputs copied instead
   for (size_t i = 0; i < xs.size(); ++i) {
     int root = xs[i];
     while (aliasOf.count(root))
@@ -183,8 +184,11 @@ void FunctionGen::pack(const Op &op) {
                            launching.count(p->second) && !placed.count(root) &&
                            offsets[i] >= 0 && offsets[i] % 4 == 0 &&
                            offsets[i] + type(xs[i]).numel() <= type(y).numel();
-    if (!placeable)
+    if (!placeable) {
+      if (type(xs[i]).numel() > 0)
+        rest.push_back(i);
       continue;
+    }
     placed.insert(root);
     first = std::min(first.value_or(p->second), p->second);
     places.push_back(json::Object{{"kind", "place"},
@@ -208,20 +212,6 @@ void FunctionGen::pack(const Op &op) {
     steps.push_back(std::move(v));
   // The rest is copied (converted from bf16/f16 where stored so), up to kPerCopy inputs per
   // kernel: one thread per element, each finding its input among the chunk's.
-  std::vector<size_t> rest;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    int root = xs[i];
-    while (aliasOf.count(root))
-      root = aliasOf[root];
-    const bool here = placed.count(root) && std::any_of(steps.begin(), steps.end(), [&](const json::Value &v) {
-      const json::Object &s = *v.getAsObject();
-      return s.getString("kind") == "place" && *s.getInteger("value") == root &&
-             *s.getInteger("op") == static_cast<int64_t>(op.index) &&
-             *s.getInteger("offset") == offsets[i] * 4;
-    });
-    if (!here && type(xs[i]).numel() > 0)
-      rest.push_back(i);
-  }
   constexpr size_t kPerCopy = 24;
   for (size_t c = 0; c < rest.size(); c += kPerCopy) {
     std::vector<std::string> params{out("y")};

@@ -135,6 +135,12 @@ struct FlatBuffer {
   std::vector<Member> members; ///< in ascending offsets
 };
 
+/// The members of `flat`, taken from `tensors` by name, laid out in one 1-D tensor of `dtype`
+/// (zeros between them). Throws Error naming a missing member.
+Tensor gatherFlat(const FlatBuffer &flat, const TensorMap &tensors, DType dtype);
+/// Each member of `flat` cut out of `value` (1-D, laid out as `flat`) into `out`, by name.
+void scatterFlat(const FlatBuffer &flat, const Tensor &value, TensorMap &out);
+
 /// One independently compiled module of kernels: the sections' contents.
 struct CudaModule {
   std::string source, cubin, ptx; ///< ptx empty when left out (--cuda-ptx=false)

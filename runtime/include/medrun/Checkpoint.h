@@ -137,6 +137,11 @@ Json verifyCheckpoint(const std::string &stepDir);
 /// resolveCheckpoint, verifyCheckpoint, then reads and merges the tensor files.
 Checkpoint loadCheckpoint(const std::string &path);
 
+/// The tensors of `path`: a checkpoint (a directory, or a `latest`/`best` pointer: its files
+/// merged back into the artifact's names, model keys, ema.<key>, optimizer.<...>), anything
+/// else a safetensors file.
+TensorMap loadTensors(const std::string &path);
+
 /// The complete step directories under `root` (no *.tmp), ordered by step.
 std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string &root);
 

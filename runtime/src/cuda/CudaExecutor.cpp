@@ -1182,20 +1182,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
       continue;
     }
     if (const FlatBuffer *flat = a.flatBuffer(s.name)) { // its members, laid out
-      Tensor packed(DType::F32, {flat->size});
-      std::memset(packed.raw(), 0, packed.nbytes());
-      for (const FlatBuffer::Member &m : flat->members) {
-        auto it = params.find(m.name);
-        if (it == params.end())
-          throw Error(str(fn.ops[s.op].describe(), ": parameter '", m.name, "' (of flat buffer '",
-                          flat->name, "') is missing"));
-        Tensor t = it->second.to(DType::F32);
-        if (t.shape() != m.shape)
-          throw Error(str("parameter '", m.name, "': expected ", shapeStr(m.shape), ", got ",
-                          shapeStr(t.shape())));
-        std::memcpy(static_cast<float *>(packed.raw()) + m.offset, t.raw(), t.nbytes());
-      }
-      uploads.emplace_back(s.value, std::move(packed));
+      uploads.emplace_back(s.value, gatherFlat(*flat, params, DType::F32));
       continue;
     }
     auto it = params.find(s.name);
@@ -1445,15 +1432,9 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                       " value to the f32 tensor '", s.name, "'"));
     if (resident)
       impl->pending.push_back({s.name, ptr(s.value)});
-    if (updates && a.flatBuffer(s.name)) { // each member its slice
-      Tensor all = download(s.value);
-      for (const FlatBuffer::Member &m : a.flatBuffer(s.name)->members) {
-        Tensor t(all.dtype(), m.shape);
-        std::memcpy(t.raw(), static_cast<const std::byte *>(all.raw()) + m.offset * dtypeSize(all.dtype()),
-                    t.nbytes());
-        (*updates)[m.name] = std::move(t);
-      }
-    } else if (updates)
+    if (updates && a.flatBuffer(s.name)) // each member its slice
+      scatterFlat(*a.flatBuffer(s.name), download(s.value), *updates);
+    else if (updates)
       (*updates)[s.name] = download(s.value);
     else if (!resident)
       throw Error(str(fn.ops[s.op].describe(), ": assigns parameter '", s.name,
