@@ -300,7 +300,7 @@ if [ -s "$OUT/cuda.txt" ]; then
   cat "$OUT/cuda.txt"
 fi
 if [ -s "$OUT/large.txt" ]; then
-  echo "CUDA backend vs LibTorch on the GPU (medcheck --device cuda, TF32 off; f32: relative error norm <= 1e-3; *.autocast: bf16-/fp16-mixed, error vs torch f32 <= 1.5x torch autocast's; control.*: a wrong variant that must fail):"
+  echo "CUDA backend vs LibTorch on the GPU (medcheck --device cuda, TF32 off; f32: relative error norm <= 1e-3; *.autocast: bf16-/fp16-mixed, error vs torch f32 <= 1.5x torch autocast's (gradients and moments: or within one bf16/f16 rounding); control.*: a wrong variant that must fail):"
   cat "$OUT/large.txt"
 fi
 if [ -s "$OUT/banis.txt" ]; then

@@ -217,7 +217,11 @@ const char *kUsage =
     "      e_ours <= R * e_autocast  or  e_ours <= 1e-5,\n"
     "  R from --autocast-ratio (default 1.5). Below 1e-5 both sides hold f32 rounding\n"
     "  (our f32 steps match torch to ~1e-6): bf16 played no part and a ratio of two\n"
-    "  roundings says nothing. The vanishing rule (gradients, moments; T = --tolerance,\n"
+    "  roundings says nothing. A gradient or moment also passes at the autocast type's\n"
+    "  rounding level, rel <= u (2^-8 bf16, 2^-11 f16; 2u for exp_avg_sq, the squares):\n"
+    "  a gradient stored in that type carries up to one such rounding per element\n"
+    "  whatever computed it, and on a tensor of a few elements autocast's own rounding\n"
+    "  may land closer by chance. The vanishing rule (gradients, moments; T = --tolerance,\n"
     "  default 5e-2) and the noise-driven rule (parameters, EMA) apply as above, before\n"
     "  the ratio. Lines as above, with each tensor kind's largest ratio e_ours/e_autocast,\n"
     "  the tensor that has it and its two errors, and `N at f32 level` for the tensors\n"
@@ -692,6 +696,12 @@ Comparison compareTorch(const torch::Tensor &x, const torch::Tensor &ref) {
   }
   if (ours.numel() == 0)
     return c;
+  // Two results that are not finite anywhere agree on nothing: comparing them checks nothing.
+  if (!theirs.isfinite().any().item<bool>()) {
+    c.problem = "torch's result is not finite anywhere: nothing to compare";
+    c.maxAbs = c.rel = NAN;
+    return c;
+  }
   // Equal where both are NaN or both hold the same value (infinities included).
   torch::Tensor same = (ours.isnan() & theirs.isnan()) | ours.eq(theirs);
   torch::Tensor diff = torch::where(same, torch::zeros_like(ours), ours - theirs);
@@ -1403,6 +1413,15 @@ constexpr double kAutocastFloor = 1e-5;
 bool withinAutocast(double rel, double autocastRel, double ratio) {
   return rel <= ratio * autocastRel || rel <= kAutocastFloor;
 }
+/// The unit roundoff of the autocast type (2^-8 bf16, 2^-11 f16): a gradient stored in it
+/// carries a relative error of up to this much per element, whatever computed it. A
+/// gradient or moment of ours within that of torch f32 holds no more than that one
+/// rounding, which no run in the type can be asked to beat, even where autocast's own
+/// rounding happened to land closer on a tensor of a few elements (the squares of
+/// exp_avg_sq double it).
+double unitRoundoff(medrun::Precision p) {
+  return p == medrun::Precision::F16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+}
 /// The same for errors made of few discrete events (sign flips; elements moved by up to
 /// the AdamW noise bound; a scalar), `rel` and `autocastRel` in units of one event: the
 /// counts k = rel^2 are compared as two Poisson counts. Ours fails only where k_ours exceeds
@@ -1642,7 +1661,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     std::cout << " (" << sides.torchWhere()
               << "), each from the same parameters with its own optimizer; pass: rel <= "
               << o.autocastRatio << " * autocast's rel, or rel <= " << sci(kAutocastFloor)
-              << "\n";
+              << " (gradients and moments: or <= " << sci(unitRoundoff(*o.autocastType))
+              << ", one " << autocastName << " rounding)\n";
   }
 
   // torch._amp_update_scale_: GradScaler's update of its scale and growth tracker.
@@ -1961,7 +1981,12 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       std::vector<bool> ok = judge(cs, std::vector<bool>(names.size(), gradients), tolerance,
                                    notes);
       KindSummary k;
-      size_t noisy = 0, floored = 0, counted = 0, spread = 0;
+      size_t noisy = 0, floored = 0, rounded = 0, counted = 0, spread = 0;
+      // Gradients and moments: one rounding to the autocast type (unitRoundoff).
+      const double roundingLevel =
+          autocast && gradients
+              ? unitRoundoff(*o.autocastType) * (kind == "exp_avg_sq" ? 2 : 1)
+              : 0;
       double vanishing = 0; // with autocast: the vanishing rule's limit, as judge's
       if (autocast && gradients)
         for (const Comparison &c : cs)
@@ -1988,8 +2013,14 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
           const double share = n > 0 ? a.rel / std::sqrt(n) : 0;
           const bool bySpread = share > 0 &&
                                 withinAutocastCount(c.rel / share, a.rel / share, o.autocastRatio);
-          ok[i] = c.problem.empty() && a.problem.empty() && (byRatio || byCount || bySpread);
-          if (ok[i] && !byRatio && !byCount) {
+          const bool byRounding = c.rel <= roundingLevel;
+          ok[i] = c.problem.empty() && a.problem.empty() &&
+                  (byRatio || byCount || bySpread || byRounding);
+          if (ok[i] && !byRatio && !byCount && !bySpread) {
+            ++rounded;
+            notes[i] = str("rounding level: rel <= ", sci(roundingLevel), ", autocast ",
+                           sci(a.rel));
+          } else if (ok[i] && !byRatio && !byCount) {
             ++spread;
             notes[i] = str("spread: autocast's error over ", sci(n), " elements, ratio ",
                            ratioStr(c.rel, a.rel));
@@ -2008,6 +2039,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       for (size_t i = 0; i < names.size(); ++i) {
         ++k.tensors;
         bool special = notes[i].rfind("vanishing", 0) == 0 ||
+                       notes[i].rfind("rounding", 0) == 0 ||
                        notes[i].rfind("noise", 0) == 0 || notes[i].rfind("f32", 0) == 0 ||
                        notes[i].rfind("counted", 0) == 0 || notes[i].rfind("spread", 0) == 0;
         if (notes[i].rfind("vanishing", 0) == 0)
@@ -2044,6 +2076,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
         std::cout << "  " << noisy << " noise-driven";
       if (floored)
         std::cout << "  " << floored << " at f32 level";
+      if (rounded)
+        std::cout << "  " << rounded << " at " << autocastName << " rounding level";
       if (counted)
         std::cout << "  " << counted << " within the count of noise-moved elements";
       if (spread)

@@ -674,13 +674,21 @@ int run(const Artifact &a, const Args &args) {
   return 0;
 }
 
+bool anyFinite(const Tensor &t) {
+  Tensor x = t.to(DType::F64);
+  const double *p = x.data<double>();
+  return std::any_of(p, p + x.numel(), [](double v) { return std::isfinite(v); });
+}
+
 // ‖a − b‖₂ / ‖b‖₂ in double over the finite elements (0 when both are 0). Elements that are
 // NaN in both, or the same infinity in both, agree; any other non-finite element gives NaN
-// (a failure).
+// (a failure). So does a reference `b` with no finite element at all: two results that are
+// NaN everywhere agree on nothing, and such a comparison would check nothing.
 double relativeError(const Tensor &a, const Tensor &b) {
   Tensor x = a.to(DType::F64), y = b.to(DType::F64);
   const double *p = x.data<double>(), *q = y.data<double>();
   double diff = 0, norm = 0;
+  int64_t finite = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (!std::isfinite(p[i]) || !std::isfinite(q[i])) {
       bool same = (std::isnan(p[i]) && std::isnan(q[i])) || p[i] == q[i];
@@ -688,9 +696,12 @@ double relativeError(const Tensor &a, const Tensor &b) {
         return NAN;
       continue;
     }
+    ++finite;
     diff += (p[i] - q[i]) * (p[i] - q[i]);
     norm += q[i] * q[i];
   }
+  if (finite == 0 && x.numel() > 0)
+    return NAN;
   if (diff == 0)
     return 0;
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
@@ -940,7 +951,10 @@ int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaS
         worstName = what;
       }
       if (!ok)
-        std::printf("FAIL run %d %-48s rel.err %.3e\n", r + 1, what.c_str(), e);
+        std::printf("FAIL run %d %-48s rel.err %.3e%s\n", r + 1, what.c_str(), e,
+                    cpu.numel() > 0 && !anyFinite(cpu)
+                        ? " (the CPU result is not finite anywhere: nothing to compare)"
+                        : "");
     };
     for (size_t i = 0; i < cpuOut.size(); ++i)
       compare("output " + fn.outputNames[i], gpuOut[i], cpuOut[i]);
