@@ -609,5 +609,36 @@ LogicalResult mlir::med::verifyResultTypes(Operation *op, TypeRange inferred) {
   return diag;
 }
 
+/// A reshape shares its input's buffer (the executors alias it), so it is a view of it.
+Value ReshapeOp::getViewSource() { return getInput(); }
+
+//===----------------------------------------------------------------------------------===//
+// Normalizations under mixed precision: the operands read in f32 (NormalizationOpInterface)
+//===----------------------------------------------------------------------------------===//
+
+bool GroupNormOp::readsF32Operand(unsigned index) {
+  return index == getGammaMutable().getOperandNumber() ||
+         index == getBetaMutable().getOperandNumber();
+}
+bool ChannelLayerNormOp::readsF32Operand(unsigned index) {
+  return index == getGammaMutable().getOperandNumber() ||
+         index == getBetaMutable().getOperandNumber();
+}
+bool GRNOp::readsF32Operand(unsigned index) {
+  return index == getGammaMutable().getOperandNumber() ||
+         index == getBetaMutable().getOperandNumber();
+}
+bool GroupNormGradOp::readsF32Operand(unsigned index) {
+  return index == getGammaMutable().getOperandNumber() ||
+         index == getMeanMutable().getOperandNumber() ||
+         index == getRstdMutable().getOperandNumber();
+}
+bool ChannelLayerNormGradOp::readsF32Operand(unsigned index) {
+  return index == getGammaMutable().getOperandNumber();
+}
+bool GRNGradOp::readsF32Operand(unsigned index) {
+  return index == getGammaMutable().getOperandNumber();
+}
+
 #define GET_OP_CLASSES
 #include "med/IR/MedOps.cpp.inc"

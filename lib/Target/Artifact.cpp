@@ -82,6 +82,11 @@ public:
       : fusions(fusions), inBody(inBody) {}
 
   FailureOr<json::Value> function(func::FuncOp f) {
+    auto precision = f->getAttrOfType<StringAttr>("med.precision");
+    if (precision && precision != "fp32" && !f->hasAttr("med.arg_storage"))
+      return f.emitError("artifact: function @")
+             << f.getSymName() << " is " << precision.getValue()
+             << " but has no storage types (run med-assign-storage)";
     json::Array inputs, outputs, ops;
     if (failed(block(f.getBody().front(), f, inputs, outputs, ops)))
       return failure();
@@ -163,7 +168,22 @@ private:
       return where->emitError("artifact: unsupported element type ") << type.getElementType();
     int64_t id = static_cast<int64_t>(ids.size());
     ids[v] = id;
-    values.push_back(json::Object{{"dtype", dtype}, {"shape", ints(type.getShape())}});
+    json::Object value{{"dtype", dtype}, {"shape", ints(type.getShape())}};
+    // med-assign-storage's decision (mixed precision; none inside a fusion body).
+    if (!inBody) {
+      auto decided = isa<BlockArgument>(v)
+                         ? where->getAttrOfType<ArrayAttr>("med.arg_storage")
+                         : v.getDefiningOp()->getAttrOfType<ArrayAttr>("med.storage");
+      if (decided) {
+        unsigned n = isa<BlockArgument>(v) ? cast<BlockArgument>(v).getArgNumber()
+                                           : cast<OpResult>(v).getResultNumber();
+        auto t = n < decided.size() ? dyn_cast<TypeAttr>(decided[n]) : TypeAttr();
+        if (!t || dtypeName(t.getValue()).empty())
+          return where->emitError("artifact: malformed storage decision of value #") << n;
+        value["storage"] = dtypeName(t.getValue());
+      }
+    }
+    values.push_back(std::move(value));
     return id;
   }
 

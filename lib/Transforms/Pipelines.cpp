@@ -36,6 +36,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedSinkAssigns());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());
+  // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.
+  fn.addPass(createMedAssignStorage());
   return success();
 }
 
@@ -50,8 +52,8 @@ void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
-      "med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), exactly as medc runs "
-      "them",
+      "med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), then "
+      "med-assign-storage, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         (void)buildOptimizationPipeline(pm, disabled, [](const Twine &msg) {

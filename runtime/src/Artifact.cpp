@@ -177,8 +177,19 @@ struct Reader {
     const json &values = field(j, "values", where);
     if (!values.is_array())
       fail(where, "'values' must be a list");
-    for (const json &v : values)
-      f.values.push_back({parseDType(string(v, "dtype", where + ".values"), file), shape(v, where)});
+    for (size_t i = 0; i < values.size(); ++i) {
+      const json &v = values[i];
+      const std::string w = str(where, ".values[", i, "]");
+      ValueInfo info{parseDType(string(v, "dtype", w), file), shape(v, where)};
+      info.storage = info.dtype;
+      if (v.contains("storage")) { // med-assign-storage's decision (mixed precision)
+        info.storage = parseDType(string(v, "storage", w), file);
+        if (!isFloat(info.dtype) ? info.storage != info.dtype : !isFloat(info.storage))
+          fail(w, str("storage ", dtypeName(info.storage), " for a value of type ",
+                      dtypeName(info.dtype)));
+      }
+      f.values.push_back(info);
+    }
     auto ids = [&](const json &arr, const std::string &w) {
       std::vector<int> out;
       for (int64_t id : ints(arr, w)) {
@@ -214,6 +225,12 @@ struct Reader {
         fail(where, str("unknown precision '", f.precision,
                         "' (expected fp32, bf16-mixed or fp16-mixed)"));
     }
+    // A mixed-precision function says how each value is stored (med-assign-storage).
+    if (!f.precision.empty() && f.precision != "fp32")
+      for (size_t i = 0; i < values.size(); ++i)
+        if (!values[i].contains("storage"))
+          fail(str(where, ".values[", i, "]"),
+               str("a ", f.precision, " function needs the storage type of every value"));
     if (j.contains("init_loss_scale")) {
       const json &s = j["init_loss_scale"];
       if (!s.is_number() || !(s.get<double>() > 0))
@@ -392,14 +409,6 @@ struct Reader {
       }
       plan.steps.push_back(std::move(step));
     }
-    // Mixed precision: the values stored in bf16 (bf16-mixed) or f16 (fp16-mixed) on the device.
-    for (auto [key, list] : {std::pair{"bf16", &plan.bf16}, std::pair{"f16", &plan.f16}})
-      if (j.contains(key))
-        for (int64_t id : ints(j[key], str(where, ".", key))) {
-          if (id < 0 || id >= static_cast<int64_t>(f.values.size()) || !isFloat(f.values[id].dtype))
-            fail(str(where, ".", key), str(id, " is not a float value"));
-          list->push_back(static_cast<int>(id));
-        }
     return plan;
   }
 };

@@ -208,14 +208,12 @@ Tensor integerScalar(const Tensor &t, DType dtype) {
 
 // State of one run: the live values and how they are stored.
 //
-// Under mixed precision (BF16, F16) values are of two kinds. Activations (results of ops
-// with a non-scalar result) are stored in the storage type, and for F16 rounded to binary16
-// after every op. Scalars (losses, lr, norms, the loss scale) and the results of ops
-// medc marks `fp32` (master weights, optimizer state, EMA, gradient norms and unscaling)
-// stay in f32. Each op computes in the type of its kind; operands of another float type are
-// converted for it (exactly, when widening). As under torch autocast, the norms keep their
-// affine parameters in f32: gamma and beta (and a parameter used only as one) are read in
-// f32 and their gradients are f32 results, like the saved statistics.
+// Under mixed precision (BF16, F16) each value is stored as the plan says (ValueInfo::storage,
+// decided by medc's med-assign-storage): activations in bf16, or for F16 in f32 rounded to
+// binary16 after every op; the rest (scalars, master-weight math, the norms' statistics and
+// affine gradients) in f32. An op with a result stored in the low type computes in that
+// type, any other in f32; operands of another float type are converted for it (exactly,
+// when widening).
 class Run {
 public:
   Run(const Function &fn, const TensorMap &params, Precision precision, TensorMap *updates,
@@ -223,6 +221,11 @@ public:
       : fn(fn), params(params), updates(updates), flats(flats), storage(storageType(precision)),
         mixed(precision == Precision::BF16 || precision == Precision::F16),
         half(precision == Precision::F16), values(fn.values.size()) {
+    if (mixed && (fn.precision.empty() || fn.precision == "fp32"))
+      throw Error(str("function '", fn.name, "' was compiled for fp32: it has no storage types "
+                      "for a ", precision == Precision::BF16 ? "bf16" : "f16",
+                      " run (compile it with precision=bf16-mixed or fp16-mixed, or run it "
+                      "in f32 or f64)"));
     std::vector<size_t> last(fn.values.size(), 0);
     for (size_t i = 0; i < fn.ops.size(); ++i)
       for (auto &[name, ids] : fn.ops[i].operands)
@@ -234,19 +237,6 @@ public:
     for (size_t id = 0; id < last.size(); ++id)
       if (last[id] < fn.ops.size())
         frees[last[id]].push_back(static_cast<int>(id));
-    // Values used only as a norm's gamma or beta.
-    std::vector<int> affineUses(fn.values.size(), 0), uses(fn.values.size(), 0);
-    for (const OpInfo &op : fn.ops)
-      for (auto &[name, ids] : op.operands)
-        for (int id : ids) {
-          ++uses[id];
-          affineUses[id] += isNorm(op.kind) && (name == "gamma" || name == "beta");
-        }
-    for (int id : fn.outputs)
-      ++uses[id];
-    normAffine.resize(fn.values.size());
-    for (size_t id = 0; id < uses.size(); ++id)
-      normAffine[id] = uses[id] > 0 && affineUses[id] == uses[id];
   }
 
   void setInput(size_t index, const Tensor &t) {
@@ -273,23 +263,26 @@ public:
       values[id] = t;
       return;
     }
-    bool activation = !(mixed && t.shape().empty());
+    bool activation = !mixed || lowStored(id);
     values[id] = half && activation ? owned(t, storage) : convert(t, activation ? storage : wide());
     if (half && activation)
       roundToHalf(values[id]);
   }
 
   void execute(const OpInfo &op, size_t index) {
-    activation = !mixed || isActivation(op);
+    activation = !mixed || computesLow(op);
     compute = activation ? storage : wide();
     try {
       dispatch(op);
-      if (half && activation)
-        for (size_t i = 0; i < op.results.size(); ++i) {
-          Tensor &v = values[op.results[i]];
-          // Saved statistics and the gradients of gamma and beta stay f32.
-          bool wideResult = isNorm(op.kind) && i > 0;
-          if (v.defined() && v.dtype() == DType::F32 && !wideResult)
+      if (mixed) // each result as the plan stores it
+        for (int id : op.results) {
+          Tensor &v = values[id];
+          if (!v.defined() || !isFloat(v.dtype()))
+            continue;
+          const DType stored = lowStored(id) ? storage : DType::F32;
+          if (v.dtype() != stored)
+            v = v.to(stored);
+          if (half && lowStored(id))
             roundToHalf(v);
         }
     } catch (const Error &e) {
@@ -324,21 +317,15 @@ private:
   // keep everything in f64).
   DType wide() const { return mixed ? DType::F32 : storage; }
 
-  static bool isNorm(const std::string &kind) {
-    for (const char *k : {"group_norm", "channel_layer_norm", "grn"})
-      if (kind == k || kind == std::string(k) + "_grad")
-        return true;
-    return false;
+  // Is value `id` stored in the low type (bf16 or f16 in the plan: this run's precision's)?
+  bool lowStored(int id) const {
+    DType d = fn.values[id].storage;
+    return d == DType::BF16 || d == DType::F16;
   }
-
-  // Under mixed precision: does `op` produce activations (see the class comment)?
-  bool isActivation(const OpInfo &op) const {
-    if (op.fp32 || (op.kind == "param" && normAffine[op.results.at(0)]))
-      return false;
-    for (int id : op.results)
-      if (isFloat(fn.values[id].dtype) && !fn.values[id].shape.empty())
-        return true;
-    return false;
+  // Under mixed precision: does `op` compute in the low type (see the class comment)?
+  bool computesLow(const OpInfo &op) const {
+    return std::any_of(op.results.begin(), op.results.end(),
+                       [&](int id) { return lowStored(id); });
   }
 
   static Tensor convert(const Tensor &t, DType dtype) {
@@ -641,7 +628,6 @@ private:
   std::deque<Tensor> scratch;    ///< operands converted for the op being executed
   std::vector<Tensor> values;
   std::vector<std::vector<int>> frees; ///< values whose last use is op i
-  std::vector<bool> normAffine;        ///< values used only as a norm's gamma or beta
 };
 
 } // namespace

@@ -74,11 +74,11 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  // Version 4 plans (before flat buffers) and older are no longer read: recompile them.
-  for (uint32_t v : {1u, 2u, 3u, 4u, 6u}) {
+  // Version 5 plans (before storage types) and older are no longer read: recompile them.
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 7u}) {
     std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
     EXPECT_NE(msg.find(str("artifact format version ", v,
-                           ", but this medrun reads version 5 only; recompile")),
+                           ", but this medrun reads version 6 only; recompile")),
               std::string::npos)
         << msg;
   }
@@ -285,12 +285,31 @@ TEST(Artifact, ReadsPrecision) {
   plan.replace(plan.find("\"outputs\":[2]"), 13,
                "\"outputs\":[2],\"precision\":\"fp16-mixed\",\"init_loss_scale\":65536");
   plan.replace(plan.find("\"loc\":\"\""), 8, "\"loc\":\"\",\"fp32\":true");
+  // A mixed-precision function records how each value is stored (med-assign-storage).
+  std::string unstored = plan;
+  const std::string shape = "\"shape\":[2,3]}";
+  for (const char *storage : {"f16", "f16", "f32"})
+    plan.replace(plan.find(shape), shape.size(),
+                 std::string("\"shape\":[2,3],\"storage\":\"") + storage + "\"}");
   Artifact a = Artifact::load(writeTemp("prec.medc", container(plan)));
   const Function &f = a.function("f");
   EXPECT_EQ(f.precision, "fp16-mixed");
   EXPECT_EQ(f.initLossScale, 65536);
   EXPECT_FALSE(f.ops[0].fp32);
   EXPECT_TRUE(f.ops[1].fp32);
+  EXPECT_EQ(f.values[0].storage, DType::F16);
+  EXPECT_EQ(f.values[2].storage, DType::F32);
+  std::string msg = loadError(writeTemp("unstored.medc", container(unstored)));
+  EXPECT_NE(msg.find("function 'f'.values[0]: a fp16-mixed function needs the storage type of "
+                     "every value"),
+            std::string::npos)
+      << msg;
+  std::string intStored = plan;
+  intStored.replace(intStored.find("\"storage\":\"f32\""), 15, "\"storage\":\"i32\"");
+  msg = loadError(writeTemp("intstored.medc", container(intStored)));
+  EXPECT_NE(msg.find("function 'f'.values[2]: storage i32 for a value of type f32"),
+            std::string::npos)
+      << msg;
   // Absent: no precision recorded, no op marked.
   Artifact plain = Artifact::load(writeTemp("plain.medc", container(kPlan)));
   EXPECT_EQ(plain.function("f").precision, "");
@@ -298,7 +317,7 @@ TEST(Artifact, ReadsPrecision) {
 
   std::string bad = kPlan;
   bad.replace(bad.find("\"outputs\":[2]"), 13, "\"outputs\":[2],\"precision\":\"fp8\"");
-  std::string msg = loadError(writeTemp("badprec.medc", container(bad)));
+  msg = loadError(writeTemp("badprec.medc", container(bad)));
   EXPECT_NE(msg.find("function 'f': unknown precision 'fp8' (expected fp32, bf16-mixed or "
                      "fp16-mixed)"),
             std::string::npos)

@@ -674,33 +674,33 @@ int run(const Artifact &a, const Args &args) {
   return 0;
 }
 
-bool anyFinite(const Tensor &t) {
+bool anyNumber(const Tensor &t) {
   Tensor x = t.to(DType::F64);
   const double *p = x.data<double>();
-  return std::any_of(p, p + x.numel(), [](double v) { return std::isfinite(v); });
+  return std::any_of(p, p + x.numel(), [](double v) { return !std::isnan(v); });
 }
 
 // ‖a − b‖₂ / ‖b‖₂ in double over the finite elements (0 when both are 0). Elements that are
 // NaN in both, or the same infinity in both, agree; any other non-finite element gives NaN
-// (a failure). So does a reference `b` with no finite element at all: two results that are
-// NaN everywhere agree on nothing, and such a comparison would check nothing.
+// (a failure). So does a reference `b` that is NaN everywhere: two such results agree on
+// nothing, and the comparison would check nothing (infinities are compared, signs included).
 double relativeError(const Tensor &a, const Tensor &b) {
   Tensor x = a.to(DType::F64), y = b.to(DType::F64);
   const double *p = x.data<double>(), *q = y.data<double>();
   double diff = 0, norm = 0;
-  int64_t finite = 0;
+  int64_t numbers = 0; // elements of b that are not NaN
   for (int64_t i = 0; i < x.numel(); ++i) {
+    numbers += !std::isnan(q[i]);
     if (!std::isfinite(p[i]) || !std::isfinite(q[i])) {
       bool same = (std::isnan(p[i]) && std::isnan(q[i])) || p[i] == q[i];
       if (!same)
         return NAN;
       continue;
     }
-    ++finite;
     diff += (p[i] - q[i]) * (p[i] - q[i]);
     norm += q[i] * q[i];
   }
-  if (finite == 0 && x.numel() > 0)
+  if (numbers == 0 && x.numel() > 0)
     return NAN;
   if (diff == 0)
     return 0;
@@ -844,12 +844,13 @@ int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaS
             << session.deviceName() << (session.loadedFromPtx() ? " (kernels from PTX)" : "")
             << ", " << repeat << " run(s), tolerance " << tolerance << "\n"
             << "convolutions: " << session.convolutions() << "\n";
-  if (fn.cuda && !fn.cuda->bf16.empty())
-    std::cout << fn.precision << ": " << fn.cuda->bf16.size() << " of " << fn.values.size()
-              << " values stored in bf16 on the device\n";
-  if (fn.cuda && !fn.cuda->f16.empty())
-    std::cout << fn.precision << ": " << fn.cuda->f16.size() << " of " << fn.values.size()
-              << " values stored in f16 on the device\n";
+  for (DType low : {DType::BF16, DType::F16}) {
+    const auto stored = std::count_if(fn.values.begin(), fn.values.end(),
+                                      [&](const ValueInfo &v) { return v.storage == low; });
+    if (stored)
+      std::cout << fn.precision << ": " << stored << " of " << fn.values.size()
+                << " values stored in " << dtypeName(low) << " on the device\n";
+  }
   int failures = 0, checked = 0, noisy = 0;
   double worst = 0, cpuSeconds = 0, gpuSeconds = 0;
   std::string worstName;
@@ -952,8 +953,8 @@ int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaS
       }
       if (!ok)
         std::printf("FAIL run %d %-48s rel.err %.3e%s\n", r + 1, what.c_str(), e,
-                    cpu.numel() > 0 && !anyFinite(cpu)
-                        ? " (the CPU result is not finite anywhere: nothing to compare)"
+                    cpu.numel() > 0 && !anyNumber(cpu)
+                        ? " (the CPU result is NaN everywhere: nothing to compare)"
                         : "");
     };
     for (size_t i = 0; i < cpuOut.size(); ++i)

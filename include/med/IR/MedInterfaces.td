@@ -64,4 +64,19 @@ def Med_FusionOpInterface : OpInterface<"FusionOpInterface"> {
   ];
 }
 
+def Med_NormalizationOpInterface : OpInterface<"NormalizationOpInterface"> {
+  let cppNamespace = "::mlir::med";
+  let description = [{
+    A normalization or its gradient. Under mixed precision it computes as torch autocast's
+    float32 policy has it: it reads its affine parameters and saved statistics in f32, and
+    its results after the first (saved statistics, the gradients of gamma and beta) stay in
+    f32. `med-assign-storage` decides storage types from this, never from op names.
+  }];
+  let methods = [
+    InterfaceMethod<"Whether the operand at `index` is read in f32 under mixed precision "
+                    "(gamma, beta, saved statistics).",
+                    "bool", "readsF32Operand", (ins "unsigned":$index)>,
+  ];
+}
+
 #endif // MED_INTERFACES_TD

@@ -15,6 +15,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 // Pure op whose result types are inferred from operands and attributes. Declared result
 // types may be less static (`?`) than the inferred ones.
@@ -23,6 +24,7 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 // error naming the operand; type inference (builders, parser) runs it silently and falls
 // back to an unranked type that the verifier then rejects.
 defvar Med_Differentiable = DeclareOpInterfaceMethods<Med_GradientOpInterface>;
+defvar Med_Normalization = DeclareOpInterfaceMethods<Med_NormalizationOpInterface>;
 
 class Med_ShapedOpDefinitions<string numResultsOnFailure> {
   code body = [{
@@ -242,7 +244,7 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable
 //===----------------------------------------------------------------------------------===//
 
 def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
-    DeclareOpInterfaceMethods<Med_GradientOpInterface, ["saveForGradient"]>]> {
+    DeclareOpInterfaceMethods<Med_GradientOpInterface, ["saveForGradient"]>, Med_Normalization]> {
   let summary = "group normalization, as torch.nn.GroupNorm";
   let description = [{
     Splits the C channels of an N×C×… input into `groups` groups, normalizes each (sample,
@@ -274,7 +276,7 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable]> {
+def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable, Med_Normalization]> {
   let summary = "layer normalization over the channel axis only (channels-first)";
   let description = [{
     MedNeXt's channels-first LayerNorm: at every sample and voxel, normalizes the C values of
@@ -290,7 +292,7 @@ def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentia
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable]> {
+def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable, Med_Normalization]> {
   let summary = "global response normalization (ConvNeXt-V2), as in MedNeXt";
   let description = [{
     `g = ‖x‖₂` over the spatial axes per sample and channel; `n = g / (mean over channels of g +
@@ -676,7 +678,8 @@ def Med_UpdateLossScaleOp : Med_ShapedOp<"update_loss_scale", [Med_NotDifferenti
 // Shape manipulation (used by gradients; differentiable themselves)
 //===----------------------------------------------------------------------------------===//
 
-def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable]> {
+def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "gives a tensor a new shape with the same number of elements";
   let description = [{
     Reinterprets the elements (in row-major order) with the shape `shape`.
@@ -736,7 +739,7 @@ def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferen
   let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_GroupNormGradOp : Med_ShapedOp<"group_norm_grad", [Med_NotDifferentiable]> {
+def Med_GroupNormGradOp : Med_ShapedOp<"group_norm_grad", [Med_NotDifferentiable, Med_Normalization]> {
   let summary = "gradient of med.group_norm, from the statistics its forward pass saved";
   let description = [{
     From the forward input, gamma, the `mean` and `rstd` that `med.group_norm` returned with
@@ -762,7 +765,7 @@ def Med_GroupNormGradOp : Med_ShapedOp<"group_norm_grad", [Med_NotDifferentiable
   }];
 }
 
-class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [Med_NotDifferentiable]> {
+class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [Med_NotDifferentiable, Med_Normalization]> {
   let summary = "gradient of med." # forward;
   let description = [{
     From the forward input, gamma and the gradient of the forward result, computes the

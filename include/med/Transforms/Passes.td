@@ -233,4 +233,26 @@ def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
+def MedAssignStorage : Pass<"med-assign-storage", "::mlir::func::FuncOp"> {
+  let summary = "decides the storage type of every value of a mixed-precision function";
+  let description = [{
+    Under bf16-mixed or fp16-mixed (the function's `med.precision`), values are of two kinds,
+    as under torch autocast. Activations are stored in bf16 or f16: the function's
+    non-scalar f32 arguments, and the f32 results of every op that computes in that type.
+    An op computes in it unless it is master-weight math (`med.fp32`: the optimizer, the EMA,
+    the gradient norm, loss scaling), has no non-scalar float result, or is a `med.param`
+    read only in f32; a normalization (NormalizationOpInterface) reads its affine parameters
+    and statistics in f32, and its results after the first stay in f32. A view
+    (ViewLikeOpInterface: `med.reshape`) is stored as its source. Everything else stays f32.
+
+    The decision is written once, as `med.storage` on each op (one element type per result)
+    and `med.arg_storage` on the function; the artifact records it per value, and the CPU
+    backend, the CUDA code generator and medcheck store each value as it says. Functions
+    without a mixed precision are left alone. Values inside a `med.fusion` are f32 and
+    never stored: only the fusion's results get a storage type.
+
+    Runs last, after the passes that create or remove ops; medc always runs it.
+  }];
+}
+
 #endif // MED_TRANSFORMS_PASSES_TD

@@ -49,7 +49,8 @@ llvm::Expected<json::Object> FunctionGen::run() {
   for (const json::Value &v : *vals) {
     ValueType t;
     const json::Object *o = v.getAsObject();
-    if (auto d = o->getString("dtype"))
+    // Stored as med-assign-storage decided (mixed precision), else as its type.
+    if (auto d = o->getString("storage") ? o->getString("storage") : o->getString("dtype"))
       t.dtype = d->str();
     if (const json::Array *s = o->getArray("shape"))
       for (const json::Value &e : *s)
@@ -80,11 +81,11 @@ llvm::Expected<json::Object> FunctionGen::run() {
   }
   const std::string precision = fn.getString("precision").value_or("").str();
   if (precision == "bf16-mixed" || precision == "fp16-mixed")
-    storeActivationsIn(parsed, precision == "bf16-mixed" ? "bf16" : "f16");
+    mixedType = precision == "bf16-mixed" ? "bf16" : "f16";
   findInPlaceUpdates(parsed);
   for (const Op &op : parsed) {
     roundOnRead.clear();
-    if (mixedType == "bf16" && isActivation(op))
+    if (mixedType == "bf16" && computesLow(op))
       for (auto &[name, ids] : op.operands)
         if (!readsWide(op, name))
           for (int id : ids)
@@ -105,12 +106,6 @@ llvm::Expected<json::Object> FunctionGen::run() {
   for (int64_t b : scratchBytes)
     scratch.push_back(b);
   json::Object plan{{"scratch", std::move(scratch)}, {"steps", std::move(steps)}};
-  json::Array mixedValues;
-  for (size_t id = 0; id < values.size(); ++id)
-    if (!mixedType.empty() && values[id].dtype == mixedType)
-      mixedValues.push_back(static_cast<int64_t>(id));
-  if (!mixedValues.empty())
-    plan[mixedType] = std::move(mixedValues);
   return plan;
 }
 
@@ -152,41 +147,6 @@ void FunctionGen::findInPlaceUpdates(const std::vector<Op> &ops) {
     }
     if (readsIt && !readAfter)
       inPlace[v] = name;
-  }
-}
-
-void FunctionGen::storeActivationsIn(const std::vector<Op> &ops, const std::string &dtype) {
-  mixedType = dtype;
-  // Values used only as a norm's gamma or beta.
-  std::map<int, int> uses, affineUses;
-  for (const Op &op : ops)
-    for (auto &[name, ids] : op.operands)
-      for (int id : ids) {
-        ++uses[id];
-        affineUses[id] += isNorm(op.kind) && (name == "gamma" || name == "beta");
-      }
-  if (const json::Array *out = fn.getArray("outputs"))
-    for (const json::Value &v : *out)
-      ++uses[static_cast<int>(*v.getAsInteger())];
-  for (auto &[id, n] : uses)
-    if (affineUses[id] == n)
-      normAffine.insert(id);
-  if (const json::Array *in = fn.getArray("inputs"))
-    for (const json::Value &v : *in) {
-      ValueType &t = values.at(*v.getAsInteger());
-      if (t.dtype == "f32" && !t.shape.empty())
-        t.dtype = dtype;
-    }
-  for (const Op &op : ops) {
-    if (op.kind == "reshape") {
-      values.at(result(op)).dtype = type(one(op, "input")).dtype;
-      continue;
-    }
-    if (!isActivation(op))
-      continue;
-    for (size_t i = 0; i < op.results.size(); ++i)
-      if (values.at(op.results[i]).dtype == "f32" && !(isNorm(op.kind) && i > 0))
-        values[op.results[i]].dtype = dtype;
   }
 }
 

@@ -151,7 +151,7 @@ public:
   FunctionGen(Source &src, const json::Object &fn, const json::Array *fusions)
       : src(src), fn(fn), fusions(fusions) {}
 
-  /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
+  /// The function's CUDA plan: scratch sizes and launch steps.
   llvm::Expected<json::Object> run();
 
   size_t launches = 0;
@@ -176,7 +176,6 @@ private:
   json::Array steps;
   std::string mixedType;     // "bf16" or "f16": the storage of activations (mixed precision)
   std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
-  std::set<int> normAffine;  // values used only as a norm's gamma or beta (kept in f32)
   std::map<int, int64_t> producers; // value id -> the op that defines it
   std::set<int> placed;      // values a pack placed in its result (med.pack)
   /// Values a fusion writes straight into the resident state tensor its assign names
@@ -199,26 +198,16 @@ private:
            (isNorm(op.kind) && (name == "gamma" || name == "beta"));
   }
 
-  /// Under mixed precision, does `op` compute in the activations' type (the CPU backend's
-  /// rule): it is not marked fp32 and has a float result that is not a scalar. A parameter
-  /// used only as a norm's gamma or beta stays f32.
-  bool isActivation(const Op &op) const {
-    if (op.fp32 || (op.kind == "param" && normAffine.count(op.results.at(0))))
-      return false;
-    for (int id : op.results)
-      if ((type(id).dtype == "f32" || type(id).dtype == mixedType) && !type(id).shape.empty())
-        return true;
-    return false;
+  /// Under mixed precision, does `op` compute in the activations' type: is one of its
+  /// results stored in it (med-assign-storage's decision, as the CPU backend reads it)?
+  /// Under bf16-mixed such an op also reads its f32 operands rounded to bf16 (roundOnRead),
+  /// as the CPU backend converts them, except those of readsWide; under fp16-mixed the CPU
+  /// backend reads them as they are.
+  bool computesLow(const Op &op) const {
+    return !mixedType.empty() && std::any_of(op.results.begin(), op.results.end(), [&](int id) {
+             return type(id).dtype == mixedType;
+           });
   }
-
-  /// Mixed precision: the values the CPU backend stores in bf16 (bf16-mixed) or rounds to
-  /// binary16 (fp16-mixed) are stored in `dtype` here: float arguments that are not
-  /// scalars, and the float results of ops that compute in that type, but for the norms'
-  /// other results (group_norm's saved statistics, the gradients of gamma and beta). A
-  /// reshape keeps its input's type (it aliases the buffer). Under bf16-mixed an op also
-  /// reads its f32 operands rounded to bf16 (roundOnRead), as the CPU backend converts them,
-  /// except those of readsWide; under fp16-mixed the CPU backend reads them as they are.
-  void storeActivationsIn(const std::vector<Op> &ops, const std::string &dtype);
 
   /// The kernel parameters with each float buffer typed as its value is stored (`bf16`),
   /// or read (`f32r`, an f32 operand of an op computing in bf16).
@@ -475,6 +464,8 @@ private:
   // ---- Conv.cpp --------------------------------------------------------------------------
   void conv(const Op &op, bool transposed);
   void convGradWeight(const Op &op);
+  void depthwiseGradWeight(const Op &op, int x, int dy, int dw, const std::array<int64_t, 3> &s,
+                           const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
 
   // ---- Norm.cpp --------------------------------------------------------------------------
   void segmentStats(const Op &op, int x, int64_t segs, int64_t len, double eps, int stats);

@@ -1,7 +1,8 @@
 //===- Conv.cpp - direct convolutions and their weight gradients ---------------------===//
 //
 // One thread per output element; each sums its terms in the CPU kernels' order (input
-// channel, then kd, kh, kw). The weight gradient is a split sum per weight element.
+// channel, then kd, kh, kw). The weight gradient is a split sum per weight element; the
+// depthwise one a split reduction over spatial parts (depthwiseGradWeight).
 //
 //===------------------------------------------------------------------------------===//
 
@@ -79,6 +80,76 @@ void FunctionGen::conv(const Op &op, bool transposed) {
               body);
 }
 
+// The depthwise weight gradient (groups = C, one input channel per group) as a split
+// reduction over two kernels. The first gives each block one (channel, kd) pair, one sample
+// and one part of the output positions: each thread sums dy·x for the kH·kW taps of that kd
+// over a fixed strided subset of the positions (x read through the cache, each element by
+// up to kH·kW neighbouring threads), and the block combines each tap in a fixed tree into a
+// partial. The second sums each weight's partials (samples × parts) in a fixed tree. Every
+// input element is read about kD times instead of once per weight: the reads of the plain
+// reduction (one block per weight over all positions) shrink by the kernel volume over kD.
+void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
+                                      const std::array<int64_t, 3> &s,
+                                      const std::array<int64_t, 3> &p,
+                                      const std::array<int64_t, 3> &d) {
+  const auto &xs = shape(x), &gs = shape(dy), &ws = shape(dw);
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+  const int64_t OD = gs[2], OH = gs[3], OW = gs[4], ODHW = OD * OH * OW;
+  const int64_t kD = ws[2], kH = ws[3], kW = ws[4], kHW = kH * kW;
+  // Parts per (sample, channel): about 64 positions per thread, at least one part.
+  const int64_t S = std::max<int64_t>(1, ODHW / (int64_t{kBlock} * 64));
+  const int64_t parts = N * S;
+  const int buf = scratch(C * kD * kHW * parts * 4);
+  const std::string i = indexFor(N * C * std::max(D * H * W, ODHW)).type();
+  std::string body =
+      "  const int t = threadIdx.x;\n"
+      "  i64 r = blockIdx.x;\n"
+      "  const " + i + " s = r % " + num(S) + "; r /= " + num(S) + ";\n"
+      "  const " + i + " n = r % " + num(N) + "; r /= " + num(N) + ";\n"
+      "  const " + i + " kd = r % " + num(kD) + ", c = r / " + num(kD) + ";\n"
+      "  const auto* xc = x + ((i64)n * " + num(C) + " + c) * " + num(D * H * W) + ";\n"
+      "  const auto* gc = dy + ((i64)n * " + num(C) + " + c) * " + num(ODHW) + ";\n"
+      "  float acc[" + num(kHW) + "];\n"
+      "  #pragma unroll\n"
+      "  for (int k = 0; k < " + num(kHW) + "; ++k) acc[k] = 0.0f;\n"
+      "  for (" + i + " q = s * " + std::to_string(kBlock) + " + t; q < " + num(ODHW) +
+      "; q += " + num(S * kBlock) + ") {\n"
+      "    const " + i + " ow = q % " + num(OW) + ", u = q / " + num(OW) + ";\n"
+      "    const " + i + " oh = u % " + num(OH) + ", od = u / " + num(OH) + ";\n"
+      "    const " + i + " id = od * " + num(s[0]) + " - " + num(p[0]) + " + kd * " + num(d[0]) + ";\n"
+      "    if (id < 0 || id >= " + num(D) + ") continue;\n"
+      "    const float g = gc[q];\n"
+      "    #pragma unroll\n"
+      "    for (int kh = 0; kh < " + num(kH) + "; ++kh) {\n"
+      "      const " + i + " ih = oh * " + num(s[1]) + " - " + num(p[1]) + " + kh * " + num(d[1]) + ";\n"
+      "      if (ih < 0 || ih >= " + num(H) + ") continue;\n"
+      "      #pragma unroll\n"
+      "      for (int kw = 0; kw < " + num(kW) + "; ++kw) {\n"
+      "        const " + i + " iw = ow * " + num(s[2]) + " - " + num(p[2]) + " + kw * " + num(d[2]) + ";\n"
+      "        if (iw >= 0 && iw < " + num(W) + ")\n"
+      "          acc[kh * " + num(kW) + " + kw] += g * (float)xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "  __shared__ float sh[" + std::to_string(kBlock) + "];\n"
+      "  for (int k = 0; k < " + num(kHW) + "; ++k) {\n"
+      "    const float v = blockSum(acc[k], sh);\n"
+      "    if (t == 0) parts[((i64)(c * " + num(kD) + " + kd) * " + num(kHW) + " + k) * " +
+      num(parts) + " + n * " + num(S) + " + s] = v;\n"
+      "  }\n";
+  launch(op, src.kernel("dwconv_grad_weight_parts", typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body, kBlock),
+         C * kD * N * S, kBlock, {buf, x, dy});
+  const int block = blockFor(parts);
+  std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
+                        "  float acc = 0.0f;\n"
+                        "  for (i64 r = t; r < " + num(parts) + "; r += " + std::to_string(block) + ")\n"
+                        "    acc += parts[o * " + num(parts) + " + r];\n"
+                        "  acc = blockSum(acc, sh);\n"
+                        "  if (t == 0) dw[o] = acc;\n";
+  perBlock(op, "dwconv_grad_weight_sum", {out("dw"), in("parts")}, {dw, buf}, type(dw).numel(),
+           block, combine);
+}
+
 void FunctionGen::convGradWeight(const Op &op) {
   int x = one(op, "input"), dy = one(op, "grad_output"), dw = result(op);
   requireFloat(x, "the input");
@@ -95,6 +166,8 @@ void FunctionGen::convGradWeight(const Op &op) {
     error("input, output gradient and weight do not match for " + std::to_string(groups) +
           " groups");
   const int64_t cinG = cin / groups, coutG = cout / groups;
+  if (cinG == 1 && coutG == 1)
+    return depthwiseGradWeight(op, x, dy, dw, s, p, d);
   const int64_t D = xs[2], H = xs[3], W = xs[4], OD = gs[2], OH = gs[3], OW = gs[4];
   const int64_t terms = xs[0] * OD * OH * OW;
   const int block = blockFor(terms);

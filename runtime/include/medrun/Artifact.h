@@ -27,6 +27,9 @@ using AttrValue =
 struct ValueInfo {
   DType dtype = DType::F32;
   Shape shape;
+  /// How the value is stored: its dtype, or under mixed precision the type medc's
+  /// med-assign-storage decided (bf16 or f16 for activations, f32 for the rest).
+  DType storage = DType::F32;
 };
 
 struct Function;
@@ -91,8 +94,6 @@ struct CudaStep {
 struct CudaPlan {
   std::vector<int64_t> scratch; ///< bytes of each scratch buffer
   std::vector<CudaStep> steps;  ///< in execution order
-  std::vector<int> bf16;        ///< bf16-mixed: values stored in bf16 on the device
-  std::vector<int> f16;         ///< fp16-mixed: values stored in f16 on the device
 };
 
 struct Function {
@@ -158,10 +159,11 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 5;
-  /// Version 4 added fusion bodies, version 5 flat buffers; older plans are read no more
+  static constexpr uint32_t kFormatVersion = 6;
+  /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types; older
+  /// plans are read no more
   /// (recompile them).
-  static constexpr uint32_t kOldestFormatVersion = 5;
+  static constexpr uint32_t kOldestFormatVersion = 6;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;

@@ -529,11 +529,20 @@ double CudaSession::Impl::timeMs(const std::function<void()> &enqueue) {
   return ms / kReps;
 }
 
-/// MEDRUN_CUDNN=benchmark: whether the generated kernels of convolution `i` (forward or
-/// backward data) beat its cuDNN call, measured on the arena's buffers once per shape and
-/// cached with cuDNN's algorithms (1: the generated kernels). cuDNN's depthwise algorithms
-/// can lose to a plain stencil; weight gradients are left to cuDNN (the generated ones are
-/// plain reductions, far slower, and measuring them would cost seconds).
+/// Is `op` (a convolution or its weight gradient) depthwise: one input channel per group?
+static bool depthwise(const Function &fn, const OpInfo &op) {
+  const int w = op.kind == "conv3d_grad_weight" ? op.results.at(0) : op.single("weight");
+  const Shape &ws = fn.values.at(w).shape; // O × I/groups × k × k × k
+  return ws.size() == 5 && op.intAttr("groups") > 1 && ws[1] == 1 &&
+         op.intAttr("groups") == ws[0];
+}
+
+/// MEDRUN_CUDNN=benchmark: whether the generated kernels of convolution `i` (forward,
+/// backward data, or a depthwise weight gradient) beat its cuDNN call, measured on the
+/// arena's buffers once per shape and cached with cuDNN's algorithms (1: the generated
+/// kernels). cuDNN's depthwise algorithms can lose to a plain stencil and to the split
+/// reduction of the depthwise weight gradient; other weight gradients are left to cuDNN (the
+/// generated ones are plain reductions, far slower, and measuring them would cost seconds).
 bool CudaSession::Impl::generatedFaster(const Function &fn, size_t i, const Layout &l,
                                         const std::function<uint64_t(int)> &ptr) {
   const cudnn::Conv &conv = *l.convs[i];
@@ -634,7 +643,9 @@ void CudaSession::Impl::chooseAlgorithms(const Function &fn, Layout &l,
   }
   if (convMode == cudnn::Mode::Benchmark)
     for (size_t i = 0; i < fn.ops.size() && i < l.convs.size(); ++i)
-      if (l.convs[i] && fn.ops[i].kind != "conv3d_grad_weight" && generatedFaster(fn, i, l, ptr))
+      if (l.convs[i] &&
+          (fn.ops[i].kind != "conv3d_grad_weight" || depthwise(fn, fn.ops[i])) &&
+          generatedFaster(fn, i, l, ptr))
         l.convs[i].reset();
   size_t need = 0;
   for (auto &c : l.convs)
@@ -671,12 +682,8 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
     }
   l.resident.assign(B, "");
   l.type.resize(V);
-  for (size_t i = 0; i < V; ++i)
-    l.type[i] = fn.values[i].dtype;
-  for (int id : plan.bf16)
-    l.type[id] = DType::BF16;
-  for (int id : plan.f16)
-    l.type[id] = DType::F16;
+  for (size_t i = 0; i < V; ++i) // as med-assign-storage decided (bf16/f16 activations)
+    l.type[i] = fn.values[i].storage;
   std::vector<BufferLife> life(B);
   for (size_t i = 0; i < B; ++i)
     life[i].bytes = i < V ? static_cast<size_t>(numElements(fn.values[i].shape)) *

@@ -1,4 +1,4 @@
-// log(−exp(x)) is NaN for every x: a result that is not finite anywhere.
+// log(−exp(x)) is NaN for every x: a result that is NaN everywhere.
 func.func @nowhere(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
   %e = med.exp %x : tensor<3x5xf32>
   %n = med.neg %e : tensor<3x5xf32>

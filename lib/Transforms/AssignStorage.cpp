@@ -1,0 +1,90 @@
+//===- AssignStorage.cpp - one storage type per value of a mixed-precision function ----===//
+//
+// The rule (Passes.td, MedAssignStorage) lives here and nowhere else: the artifact carries
+// its decisions, and the executors store values as they say.
+//
+//===----------------------------------------------------------------------------------===//
+#include "med/IR/MedOps.h"
+#include "med/Transforms/Passes.h"
+
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace mlir::med {
+#define GEN_PASS_DEF_MEDASSIGNSTORAGE
+#include "med/Transforms/Passes.h.inc"
+} // namespace mlir::med
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+bool isActivationShaped(Type t) {
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  return tensor && tensor.getElementType().isF32() && tensor.getRank() > 0;
+}
+
+/// Whether every use of `v` reads it in f32 (a normalization's gamma or beta).
+bool readOnlyInF32(Value v) {
+  if (v.use_empty())
+    return false;
+  return llvm::all_of(v.getUses(), [](OpOperand &use) {
+    auto norm = dyn_cast<NormalizationOpInterface>(use.getOwner());
+    return norm && norm.readsF32Operand(use.getOperandNumber());
+  });
+}
+
+/// Does `op` compute in the activations' type?
+bool computesLow(Operation *op) {
+  if (op->hasAttr("med.fp32"))
+    return false;
+  if (isa<ParamOp>(op) && readOnlyInF32(op->getResult(0)))
+    return false; // autocast keeps the norms' affine parameters in f32
+  return llvm::any_of(op->getResultTypes(), [](Type t) {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    return tensor && isa<FloatType>(tensor.getElementType()) && tensor.getRank() > 0;
+  });
+}
+
+struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    auto precision = f->getAttrOfType<StringAttr>("med.precision");
+    if (!precision || (precision != "bf16-mixed" && precision != "fp16-mixed"))
+      return;
+    Builder b(f.getContext());
+    const Type low = precision == "bf16-mixed" ? Type(b.getBF16Type()) : Type(b.getF16Type());
+    DenseMap<Value, Type> storage;
+    auto elementType = [](Value v) { return getElementTypeOrSelf(v.getType()); };
+
+    SmallVector<Attribute> args;
+    for (BlockArgument a : f.getArguments()) {
+      storage[a] = isActivationShaped(a.getType()) ? low : elementType(a);
+      args.push_back(TypeAttr::get(storage[a]));
+    }
+    f->setAttr("med.arg_storage", b.getArrayAttr(args));
+
+    for (Operation &op : f.getBody().getOps()) {
+      if (op.getNumResults() == 0)
+        continue;
+      auto view = dyn_cast<ViewLikeOpInterface>(&op);
+      const bool lowOp = computesLow(&op);
+      const bool norm = isa<NormalizationOpInterface>(&op);
+      SmallVector<Attribute> types;
+      for (OpResult r : op.getResults()) {
+        Type t = elementType(r);
+        if (view && r.getResultNumber() == 0)
+          t = storage.lookup(view.getViewSource());
+        else if (lowOp && t.isF32() && !(norm && r.getResultNumber() > 0))
+          t = low;
+        storage[r] = t;
+        types.push_back(TypeAttr::get(t));
+      }
+      op.setAttr("med.storage", b.getArrayAttr(types));
+    }
+  }
+};
+
+} // namespace
