@@ -10,7 +10,7 @@
 //   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
 //   medrun infer X.medc --image VOLUME... -o OUT --params CKPT [--weights model|ema]
 //                [--overlap F] [--mirror] [--activation A] [--device cpu|cuda]
-//   medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]
+//   medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]
 //   medrun COMMAND --help, medrun --version
 //
 //===----------------------------------------------------------------------------------===//
@@ -148,14 +148,17 @@ const std::vector<Command> &commands() {
         kRecipeThreads,
         {"json", "FILE", "also write the numbers as JSON to FILE"}},
        true},
-      {"volume", "medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
+      {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
        "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
        "chunks and affine. PATH is a file (.nii, .nii.gz, .npy) or a container and the\n"
        "array in it: FILE.h5/KEY (HDF5; the first dataset without KEY), DIR.zarr/KEY\n"
        "(Zarr v2). With -o, writes the volume, or the box at corner Z,Y,X of size D,H,W,\n"
        "to OUT in any of these formats (float32, or int64 for integer volumes; spacing and\n"
        "affine kept): a converter, and a way to see a patch as training reads it.",
-       {{"box", "Z,Y,X:D,H,W", "only this box (corner and size, voxels)"},
+       {{"channel", "C",
+         "channel C of a C x D x H x W array (predictions: `medrun infer` writes the\n"
+         "channels first; NIfTI: dim[4])"},
+        {"box", "Z,Y,X:D,H,W", "only this box (corner and size, voxels)"},
         {"o", "OUT", "write the volume (or box) to OUT (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
         {"json", "", "print the description as one JSON object"}},
        false},
@@ -1069,7 +1072,8 @@ int main(int argc, char **argv) {
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }
     if (args.is("volume"))
-      return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"));
+      return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),
+                           args.has("channel") ? parseCount(args, "channel", 0, 0) : -1);
     if (args.is("infer")) {
       setThreads(args);
       InferOptions o;
