@@ -215,6 +215,9 @@ int evalCommand(const EvalOptions &o) {
   }
 
   json result = {{"prediction", pred.name()}, {"labels", lab.name()}};
+  if (mode == "instances" && !o.thresholds.empty())
+    throw Error(str(predText, " is an instance segmentation: --thresholds applies to "
+                    "affinities"));
   if (mode == "instances") {
     std::vector<int64_t> seg(static_cast<size_t>(n));
     first->read({0, 0, 0}, pred.shape, seg.data());
@@ -252,6 +255,9 @@ int evalCommand(const EvalOptions &o) {
         throw Error(str(lab.name(), ": the labels hold no object (every id is 0 or negative, "
                         "background): nothing to score"));
     }
+    if (mode == "segmentation" && (!o.thresholds.empty() || o.minSize > 0))
+      throw Error(str(predText, " is scored as a segmentation (class scores): --thresholds and "
+                      "--min-size apply to affinities and instances"));
     if (mode == "segmentation") {
       std::vector<ClassScore> dice;
       try {
