@@ -3,7 +3,7 @@
 Writes small volumes in every format and codec medrun reads (HDF5 gzip chunks, NIfTI .nii
 and .nii.gz, Zarr v2 with blosc/zstd/zlib/gzip/lz4 and '.' and '/' separators, .npy),
 reads them back with `medrun volume` (whole and by boxes: a patch equals the slice of the
-whole), writes them with `medrun volume -o` and reads those with the Python libraries
+whole; each channel of C x D x H x W arrays with --channel), writes them with `medrun volume -o` and reads those with the Python libraries
 (round trip with spacing and affine), and checks that bad files fail with a message naming
 the file, the key and what was expected.
 
@@ -36,16 +36,16 @@ def medrun(*args):
     return subprocess.run([a.medrun, "volume", *args], capture_output=True, text=True)
 
 
-def info(path):
-    r = medrun(path, "--json")
+def info(path, *args):
+    r = medrun(path, "--json", *args)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
-def read(path, box=None):
+def read(path, box=None, args=()):
     out = "out_%d.npy" % read.n
     read.n += 1
-    r = medrun(path, "-o", out, *(["--box", box] if box else []))
+    r = medrun(path, "-o", out, *(["--box", box] if box else []), *args)
     assert r.returncode == 0, (path, r.stderr)
     return np.load(out)
 read.n = 0
@@ -73,12 +73,12 @@ boxes = [((0, 0, 0), shape), ((3, 5, 7), (9, 11, 13)), ((18, 22, 28), (1, 1, 1))
          ((2, 0, 1), (16, 23, 27))]
 
 
-def patches(path, want, kind):
-    whole = read(path)
+def patches(path, want, kind, args=()):
+    whole = read(path, args=args)
     check("%s: whole volume" % path, whole.shape == want.shape and (whole == want).all())
     for lo, size in boxes:
         box = "%d,%d,%d:%d,%d,%d" % (*lo, *size)
-        got = read(path, box)
+        got = read(path, box, args)
         sl = tuple(slice(l, l + s) for l, s in zip(lo, size))
         check("%s: box %s = slice of the whole" % (path, box),
               got.shape == tuple(size) and (got == whole[sl]).all() and (got == want[sl]).all())
@@ -166,6 +166,31 @@ r = medrun("ct.nii.gz", "--box", "2,3,4:5,6,7", "-o", "box.nii.gz")
 check("a box keeps its place in the world",
       np.allclose(nib.load("box.nii.gz").affine, aff @ np.array(
           [[1, 0, 0, 4], [0, 1, 0, 3], [0, 0, 1, 2], [0, 0, 0, 1]])))
+
+# Channels (openChannel): C x D x H x W arrays as `medrun infer` writes predictions, each
+# channel read whole and by boxes; Zarr and HDF5 chunks holding 2 channels; NIfTI's dim[4].
+chans = rng.standard_normal((3,) + shape).astype(np.float32)
+with h5py.File("pred.h5", "w") as f:
+    f.create_dataset("pred", data=chans, chunks=(2, 8, 8, 8), compression="gzip")
+root.create_dataset("pred", data=chans, chunks=(2, 7, 9, 11), compressor=numcodecs.Zlib())
+nib.save(nib.Nifti1Image(np.transpose(chans, (3, 2, 1, 0)), aff), "pred.nii.gz")
+np.save("pred.npy", chans[None])  # 1 x C x D x H x W: the leading axis is dropped
+np.save("pred3d.npy", flt)
+for path in ("pred.h5/pred", "data.zarr/pred", "pred.nii.gz", "pred.npy"):
+    for c in range(3):
+        patches(path, chans[c], "float32", ("--channel", str(c)))
+    i = info(path, "--channel", "1")
+    check("%s: 3 channels" % path, i["channels"] == 3 and i["shape"] == list(shape), str(i))
+patches("pred3d.npy", flt, "float32", ("--channel", "0"))  # a 3-D volume is one channel
+fails("channel past the last", "pred.h5/pred", "pred.h5/pred", "no channel 3 (the volume has 3 channels)",
+      args=("--channel", "3"))
+fails("channel past the last (NIfTI)", "pred.nii.gz", "pred.nii.gz", "no channel 5", "3 channels in dim[4]",
+      args=("--channel", "5"))
+fails("channel of a 3-D volume", "pred3d.npy", "pred3d.npy", "no channel 1 (the volume has 1 channel)",
+      args=("--channel", "1"))
+np.save("five_d.npy", np.zeros((2, 2, 3, 4, 5), np.float32))
+fails("5-D with --channel", "five_d.npy", "five_d.npy", "expected channels and a volume (C x D x H x W)",
+      "2x2x3x4x5", args=("--channel", "0"))
 
 # Bad input: one clear error naming the file, the key and what was expected.
 fails("missing HDF5 key", "cremi.hdf/volumes/labels/clefts", "cremi.hdf", "no dataset 'volumes/labels/clefts'",

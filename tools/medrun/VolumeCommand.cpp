@@ -37,8 +37,8 @@ Box3 parse3(const std::string &s, const std::string &what) {
 } // namespace
 
 int volumeCommand(const std::string &path, const std::string &box, const std::string &out,
-                  bool asJson) {
-  auto v = openVolume(path);
+                  bool asJson, int64_t channel) {
+  auto v = channel < 0 ? openVolume(path) : openChannel(path, channel);
   const VolumeInfo &info = v->info();
   if (asJson) {
     nlohmann::json j = {{"path", info.path},
@@ -48,11 +48,14 @@ int volumeCommand(const std::string &path, const std::string &box, const std::st
                         {"dtype", voxelTypeName(info.type)},
                         {"spacing", info.spacing},
                         {"chunk", info.chunk},
+                        {"channels", info.channels},
                         {"affine", info.affine}};
     fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("{}: {}, {}x{}x{} (z, y, x) {}, spacing {} x {} x {}, chunks {}x{}x{}\n",
-               info.name(), info.format, info.shape[0], info.shape[1], info.shape[2],
+    fmt::print("{}: {}, {}{}x{}x{} (z, y, x) {}, spacing {} x {} x {}, chunks {}x{}x{}\n",
+               info.name(), info.format,
+               channel < 0 ? "" : fmt::format("channel {} of {}, ", channel, info.channels),
+               info.shape[0], info.shape[1], info.shape[2],
                voxelTypeName(info.type), info.spacing[0], info.spacing[1], info.spacing[2],
                info.chunk[0], info.chunk[1], info.chunk[2]);
     for (int r = 0; r < 3; ++r)

@@ -10,7 +10,9 @@
 //   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
 //   medrun infer X.medc --image VOLUME... -o OUT --params CKPT [--weights model|ema]
 //                [--overlap F] [--mirror] [--activation A] [--device cpu|cuda]
-//   medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]
+//   medrun eval PRED --labels LABELS [--mode M] [--thresholds T,...] [--min-size N]
+//               [--json FILE] [-o OUT]
+//   medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]
 //   medrun COMMAND --help, medrun --version
 //
 //===----------------------------------------------------------------------------------===//
@@ -27,6 +29,7 @@
 #include "BenchCommand.h"
 #include "TrainCommand.h"
 #include "InferCommand.h"
+#include "EvalCommand.h"
 #include "VolumeCommand.h"
 #include "Version.h"
 
@@ -148,14 +151,17 @@ const std::vector<Command> &commands() {
         kRecipeThreads,
         {"json", "FILE", "also write the numbers as JSON to FILE"}},
        true},
-      {"volume", "medrun volume PATH [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
+      {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
        "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
        "chunks and affine. PATH is a file (.nii, .nii.gz, .npy) or a container and the\n"
        "array in it: FILE.h5/KEY (HDF5; the first dataset without KEY), DIR.zarr/KEY\n"
        "(Zarr v2). With -o, writes the volume, or the box at corner Z,Y,X of size D,H,W,\n"
        "to OUT in any of these formats (float32, or int64 for integer volumes; spacing and\n"
        "affine kept): a converter, and a way to see a patch as training reads it.",
-       {{"box", "Z,Y,X:D,H,W", "only this box (corner and size, voxels)"},
+       {{"channel", "C",
+         "channel C of a C x D x H x W array (predictions: `medrun infer` writes the\n"
+         "channels first; NIfTI: dim[4])"},
+        {"box", "Z,Y,X:D,H,W", "only this box (corner and size, voxels)"},
         {"o", "OUT", "write the volume (or box) to OUT (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
         {"json", "", "print the description as one JSON object"}},
        false},
@@ -191,6 +197,36 @@ const std::vector<Command> &commands() {
         kThreads,
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        true},
+      {"eval",
+       "medrun eval PRED --labels LABELS [--mode M] [--thresholds T,T,...] [--min-size N]\n"
+       "            [--json FILE] [-o OUT] [--progress P]",
+       "Scores a prediction against ground truth. Affinities (`medrun infer` of a BANIS\n"
+       "recipe: 3 or more channels, the first 3 short-range z, y, x) become instances as\n"
+       "BANIS makes them: voxels joined by an affinity above a threshold are one object\n"
+       "(6-connected, numbered by first voxel; a voxel joined to none is background), over\n"
+       "a sweep of thresholds, each scored by CREMI's VOI split and merge (bits) and adapted\n"
+       "Rand error against the instance ids of LABELS (ids <= 0: background, left out); the\n"
+       "best is the lowest VOI sum. Class scores (softmax or logits of a segmentation\n"
+       "recipe, background first) are scored by their argmax: Dice and IoU per class\n"
+       "against class indices (nan for a class in neither, as nnU-Net) and the mean over\n"
+       "the foreground classes. An integer volume is an instance segmentation, scored as is.\n"
+       "PRED and LABELS are volumes as `medrun volume` reads them (FILE.h5/KEY, DIR.zarr/KEY,\n"
+       ".nii[.gz], .npy); prints a table, --json writes the numbers.",
+       {{"labels", "LABELS", "the ground truth: instance ids, or class indices (same shape)"},
+        {"mode", "M",
+         "auto (default: integer volume -> instances; channels summing to 1 ->\n"
+         "segmentation; else 3 or more channels -> affinities), affinities,\n"
+         "segmentation or instances"},
+        {"thresholds", "T,T,...",
+         "affinity thresholds to sweep (default: BANIS's, the logit above k for\n"
+         "k = -1..11: sigmoid(k) on probabilities, k on logits)"},
+        {"min-size", "N", "objects of fewer than N voxels become background (default 0)"},
+        {"json", "FILE", "write the results (every threshold, the best) as JSON"},
+        {"o", "OUT",
+         "write the best segmentation (int64; the class map for segmentations) to OUT\n"
+         "(.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+       false},
       {"info", "medrun info X.medc",
        "Lists the artifact's functions (inputs, outputs), its parameters (name, shape,\n"
        "dtype, trainable) with a summary line, its CUDA kernels and each function's FLOPs\n"
@@ -394,7 +430,7 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, infer, volume, info, init, run or cuda-check)"));
+                      "' (expected train, bench, infer, eval, volume, info, init, run or cuda-check)"));
     return args;
   }
   if (positional.size() != 2)
@@ -402,7 +438,7 @@ Args parseArgs(int argc, char **argv) {
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, infer, volume, info, init, run or cuda-check)"));
+                    "' (expected train, bench, infer, eval, volume, info, init, run or cuda-check)"));
   args.artifact = positional[1];
   return args;
 }
@@ -1084,7 +1120,24 @@ int main(int argc, char **argv) {
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }
     if (args.is("volume"))
-      return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"));
+      return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),
+                           args.has("channel") ? parseCount(args, "channel", 0, 0) : -1);
+    if (args.is("eval")) {
+      EvalOptions o;
+      o.prediction = args.artifact;
+      o.labels = args.get("labels");
+      o.mode = args.get("mode", "auto");
+      if (args.has("thresholds"))
+        o.thresholds = parseThresholds(args.get("thresholds"));
+      o.minSize = parseCount(args, "min-size", 0, 0);
+      o.json = args.get("json");
+      o.out = args.get("o");
+      std::string progress = args.get("progress", "auto");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      return evalCommand(o);
+    }
     if (args.is("infer")) {
       setThreads(args);
       InferOptions o;

@@ -53,6 +53,9 @@ struct VolumeInfo {
   /// translation). Kept so predictions can be written in the input's space.
   std::array<double, 16> affine{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
   Box3 chunk{}; ///< the unit the reader decodes
+  /// Channels of the array (openChannel: its leading axis, NIfTI's dim[4]); the reader
+  /// reads one of them. 1 for a 3-D volume.
+  int64_t channels = 1;
   /// "path" or "path/key": how messages name the volume.
   std::string name() const { return key.empty() ? path : path + "/" + key; }
 };
@@ -112,6 +115,12 @@ private:
 /// axes of size 1 are dropped: a 1xDxHxW array or a NIfTI image with dim[4] = 1 is 3-D).
 std::unique_ptr<VolumeReader> openVolume(const std::string &path);
 
+/// Opens channel `channel` of a volume with a leading channel axis, C x D x H x W (what
+/// writeVolume writes for channels > 1, e.g. `medrun infer`'s predictions; NIfTI: dim[4]
+/// = C; axes of size 1 before or after are dropped until 4 remain); info().channels is C.
+/// A 3-D volume is one channel. Throws Error naming the path for a channel past C.
+std::unique_ptr<VolumeReader> openChannel(const std::string &path, int64_t channel);
+
 /// Where a volume's samples come from, for writeVolume.
 struct VolumeData {
   Box3 shape{};
@@ -132,11 +141,14 @@ struct VolumeData {
 void writeVolume(const std::string &path, const VolumeData &volume);
 
 namespace io {
-// The formats (runtime/src/io/). `container` is the file or directory, `key` the array.
-std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &key);
-std::unique_ptr<VolumeReader> openNifti(const std::string &path);
-std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::string &key);
-std::unique_ptr<VolumeReader> openNpy(const std::string &path);
+// The formats (runtime/src/io/). `container` is the file or directory, `key` the array;
+// `channel` < 0: a 3-D volume, else that channel of a C x D x H x W array (openChannel).
+std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &key,
+                                       int64_t channel = -1);
+std::unique_ptr<VolumeReader> openNifti(const std::string &path, int64_t channel = -1);
+std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::string &key,
+                                       int64_t channel = -1);
+std::unique_ptr<VolumeReader> openNpy(const std::string &path, int64_t channel = -1);
 void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v);
 void writeNifti(const std::string &path, const VolumeData &v);
 void writeZarr(const std::string &container, const std::string &key, const VolumeData &v);
@@ -144,6 +156,17 @@ void writeNpyVolume(const std::string &path, const VolumeData &v);
 
 /// Drops leading and trailing axes of size 1; throws Error naming `what` unless 3 remain.
 Box3 squeeze3(const std::vector<int64_t> &shape, const std::string &what);
+
+/// Where a reader finds its volume in a stored array's axes.
+struct ArrayAxes {
+  Box3 shape{};            ///< D, H, W
+  size_t first = 0;        ///< the index of D in the stored axes
+  int64_t channels = 1;    ///< the channel axis's size (1 without one)
+  int64_t channelAxis = -1; ///< its index, -1 for none
+};
+/// `channel` < 0: squeeze3's axes; else size-1 axes are dropped until 4 remain (the first
+/// is the channel axis) or 3 (one channel), and `channel` must be below the channels.
+ArrayAxes arrayAxes(const std::vector<int64_t> &shape, const std::string &what, int64_t channel);
 } // namespace io
 
 } // namespace medrun

@@ -113,7 +113,8 @@ std::vector<double> attribute(hid_t obj, const char *name) {
 
 class Hdf5Reader : public VolumeReader {
 public:
-  Hdf5Reader(const std::string &container, const std::string &requested) {
+  Hdf5Reader(const std::string &container, const std::string &requested, int64_t channel)
+      : channel_(channel) {
     quiet();
     info_.path = container;
     info_.format = "hdf5";
@@ -164,10 +165,12 @@ public:
     std::vector<hsize_t> dims(rank);
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     full_.assign(dims.begin(), dims.end());
-    info_.shape = squeeze3(full_, info_.name());
-    // Which axes of the file are the volume's (the others have size 1).
-    for (first_ = 0; first_ + 3 < full_.size() && full_[first_] == 1; ++first_)
-      ;
+    // Which axes of the file are the volume's (the others have size 1, or are channels).
+    const ArrayAxes axes = arrayAxes(full_, info_.name(), channel);
+    info_.shape = axes.shape;
+    info_.channels = axes.channels;
+    first_ = axes.first;
+    channelAxis_ = axes.channelAxis;
 
     Handle dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
     const int filters = H5Pget_nfilters(dcpl.get());
@@ -217,6 +220,8 @@ protected:
       start[first_ + a] = static_cast<hsize_t>(lo[a]);
       count[first_ + a] = static_cast<hsize_t>(size[a]);
     }
+    if (channelAxis_ >= 0)
+      start[channelAxis_] = static_cast<hsize_t>(channel_);
     Handle fspace(H5Dget_space(dset_.get()), H5Sclose);
     hsize_t mdims[3] = {hsize_t(size[0]), hsize_t(size[1]), hsize_t(size[2])};
     Handle mspace(H5Screate_simple(3, mdims, nullptr), H5Sclose);
@@ -232,12 +237,14 @@ private:
   Handle file_, dset_;
   std::vector<int64_t> full_; ///< the dataset's shape as stored
   size_t first_ = 0;          ///< index of the volume's first axis in full_
+  int64_t channel_ = -1, channelAxis_ = -1; ///< the channel read, and its axis in full_
 };
 
 } // namespace
 
-std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &key) {
-  return std::make_unique<Hdf5Reader>(container, key);
+std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &key,
+                                       int64_t channel) {
+  return std::make_unique<Hdf5Reader>(container, key, channel);
 }
 
 void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v) {
@@ -285,7 +292,8 @@ void writeHdf5(const std::string &container, const std::string &key, const Volum
 #else // no libhdf5 at build time
 
 namespace medrun::io {
-std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &) {
+std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::string &,
+                                       int64_t) {
   throw Error(str(container, ": medrun was built without HDF5 (install libhdf5-dev and rebuild)"));
 }
 void writeHdf5(const std::string &container, const std::string &, const VolumeData &) {

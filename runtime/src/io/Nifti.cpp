@@ -73,7 +73,7 @@ template <typename S> void scaleInto(const void *src, float *dst, int64_t n, dou
 
 class NiftiReader : public VolumeReader {
 public:
-  explicit NiftiReader(const std::string &path) {
+  NiftiReader(const std::string &path, int64_t channel) : channel_(std::max<int64_t>(channel, 0)) {
     info_.path = path;
     info_.format = "nifti";
     {
@@ -92,12 +92,20 @@ public:
       dims.push_back(nim_->dim[d] > 0 ? nim_->dim[d] : 1);
     if (nim_->dim[0] < 1 || nim_->dim[0] > 7)
       throw Error(str(path, ": bad NIfTI dim[0] = ", nim_->dim[0], " (expected 1..7)"));
-    if (nim_->dim[0] > 3 && nim_->nt * nim_->nu * nim_->nv * nim_->nw > 1)
+    // Channels (openChannel) are dim[4], t, as writeNifti writes them.
+    const int64_t t = nim_->dim[0] > 3 ? std::max<int64_t>(nim_->nt, 1) : 1;
+    const int64_t more = nim_->dim[0] > 4 ? int64_t(nim_->nu) * nim_->nv * nim_->nw : 1;
+    if (channel < 0 ? t * more > 1 : more > 1)
       throw Error(str(path, ": a ", nim_->dim[0], "-D image (dim = ", nim_->nx, "x", nim_->ny, "x",
                       nim_->nz, "x", nim_->nt, "...): expected a 3-D volume, one channel per "
-                      "file (nnU-Net's CASE_0000, CASE_0001, ...)"));
+                      "file (nnU-Net's CASE_0000, CASE_0001, ...)",
+                      channel < 0 ? "" : ", or channels in dim[4]"));
     std::vector<int64_t> spatial(dims.end() - 3, dims.end());
     info_.shape = squeeze3(spatial, path);
+    info_.channels = channel < 0 ? 1 : t;
+    if (channel >= info_.channels)
+      throw Error(str(path, ": no channel ", channel, " (the image has ", info_.channels,
+                      info_.channels == 1 ? " channel)" : " channels in dim[4])"));
     info_.type = fileType_;
     slope_ = nim_->scl_slope, inter_ = nim_->scl_inter;
     scaled_ = std::isfinite(slope_) && slope_ != 0 && (slope_ != 1 || inter_ != 0);
@@ -129,7 +137,7 @@ public:
 
 protected:
   void decode(const Box3 &lo, const Box3 &size, void *dst) const override {
-    int64_t start[7] = {lo[2], lo[1], lo[0], 0, 0, 0, 0};
+    int64_t start[7] = {lo[2], lo[1], lo[0], channel_, 0, 0, 0};
     int64_t count[7] = {size[2], size[1], size[0], 1, 1, 1, 1};
     const int64_t n = size[0] * size[1] * size[2];
     void *data = nullptr;
@@ -168,12 +176,13 @@ private:
   VoxelType fileType_ = VoxelType::F32;
   double slope_ = 0, inter_ = 0;
   bool scaled_ = false, compressed_ = false;
+  int64_t channel_ = 0; ///< the t index read
 };
 
 } // namespace
 
-std::unique_ptr<VolumeReader> openNifti(const std::string &path) {
-  return std::make_unique<NiftiReader>(path);
+std::unique_ptr<VolumeReader> openNifti(const std::string &path, int64_t channel) {
+  return std::make_unique<NiftiReader>(path, channel);
 }
 
 void writeNifti(const std::string &path, const VolumeData &v) {
@@ -231,7 +240,7 @@ void writeNifti(const std::string &path, const VolumeData &v) {
 #else // no nifticlib at build time
 
 namespace medrun::io {
-std::unique_ptr<VolumeReader> openNifti(const std::string &path) {
+std::unique_ptr<VolumeReader> openNifti(const std::string &path, int64_t) {
   throw Error(str(path, ": medrun was built without NIfTI (install libnifti2-dev and rebuild)"));
 }
 void writeNifti(const std::string &path, const VolumeData &) {

@@ -16,7 +16,7 @@ namespace {
 
 class NpyReader : public VolumeReader {
 public:
-  explicit NpyReader(const std::string &path) : file_(path) {
+  NpyReader(const std::string &path, int64_t channel) : file_(path) {
     info_.path = path;
     info_.format = "npy";
     const detail::NpyHeader h = detail::readNpyHeader(file_);
@@ -36,13 +36,15 @@ public:
       throw Error(str(path, ": unsupported descr '", h.descr,
                       "' for a volume (expected little-endian u1, i1, b1, u2, i2, u4, i4, u8, "
                       "i8, f4 or f8)"));
-    info_.shape = squeeze3(h.shape, path);
-    const uint64_t need = static_cast<uint64_t>(info_.shape[0] * info_.shape[1] * info_.shape[2]) *
-                          voxelSize(info_.type);
-    if (file_.size() - h.dataOffset != need)
-      throw Error(str(path, ": expected ", need, " bytes of array data, the file has ",
-                      file_.size() - h.dataOffset));
-    offset_ = h.dataOffset;
+    const ArrayAxes axes = arrayAxes(h.shape, path, channel);
+    info_.shape = axes.shape;
+    info_.channels = axes.channels;
+    const uint64_t bytes = static_cast<uint64_t>(info_.shape[0] * info_.shape[1] * info_.shape[2]) *
+                           voxelSize(info_.type);
+    if (file_.size() - h.dataOffset != bytes * info_.channels)
+      throw Error(str(path, ": expected ", bytes * info_.channels,
+                      " bytes of array data, the file has ", file_.size() - h.dataOffset));
+    offset_ = h.dataOffset + bytes * std::max<int64_t>(channel, 0); // channels come first
     const int64_t plane = info_.shape[1] * info_.shape[2] * static_cast<int64_t>(voxelSize(info_.type));
     info_.chunk = {std::clamp<int64_t>((int64_t(4) << 20) / plane, 1, info_.shape[0]),
                    info_.shape[1], info_.shape[2]};
@@ -63,8 +65,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<VolumeReader> openNpy(const std::string &path) {
-  return std::make_unique<NpyReader>(path);
+std::unique_ptr<VolumeReader> openNpy(const std::string &path, int64_t channel) {
+  return std::make_unique<NpyReader>(path, channel);
 }
 
 void writeNpyVolume(const std::string &path, const VolumeData &v) {

@@ -258,6 +258,42 @@ Box3 squeeze3(const std::vector<int64_t> &shape, const std::string &what) {
   return {shape[b], shape[b + 1], shape[b + 2]};
 }
 
+ArrayAxes arrayAxes(const std::vector<int64_t> &shape, const std::string &what, int64_t channel) {
+  ArrayAxes axes;
+  if (channel < 0) {
+    axes.shape = squeeze3(shape, what);
+    while (axes.first + 3 < shape.size() && shape[axes.first] == 1)
+      ++axes.first; // squeeze3 drops these leading axes
+    return axes;
+  }
+  size_t b = 0, e = shape.size();
+  while (e - b > 4 && shape[b] == 1)
+    ++b;
+  while (e - b > 4 && shape[e - 1] == 1)
+    --e;
+  if (e - b != 3 && e - b != 4) {
+    std::string s;
+    for (size_t i = 0; i < shape.size(); ++i)
+      s += (i ? "x" : "") + std::to_string(shape[i]);
+    throw Error(str(what, ": expected channels and a volume (C x D x H x W) or a 3-D volume, "
+                          "got shape ",
+                    s.empty() ? "() (a scalar)" : s));
+  }
+  for (size_t i = b; i < e; ++i)
+    if (shape[i] < 1)
+      throw Error(str(what, ": the volume is empty (a dimension of size 0)"));
+  if (e - b == 4) {
+    axes.channelAxis = static_cast<int64_t>(b);
+    axes.channels = shape[b++];
+  }
+  axes.first = b;
+  axes.shape = {shape[b], shape[b + 1], shape[b + 2]};
+  if (channel >= axes.channels)
+    throw Error(str(what, ": no channel ", channel, " (the volume has ", axes.channels,
+                    axes.channels == 1 ? " channel)" : " channels)"));
+  return axes;
+}
+
 } // namespace io
 
 namespace {
@@ -310,9 +346,8 @@ void splitPath(const std::string &path, std::string &container, std::string &key
   f = formatOf(path);
 }
 
-} // namespace
-
-std::unique_ptr<VolumeReader> openVolume(const std::string &path) {
+/// Opens a 3-D volume (channel < 0) or one channel of a C x D x H x W array.
+std::unique_ptr<VolumeReader> open(const std::string &path, int64_t channel) {
   std::string container, key;
   Format f;
   splitPath(path, container, key, f);
@@ -322,13 +357,23 @@ std::unique_ptr<VolumeReader> openVolume(const std::string &path) {
   if (!fs::exists(container, ec))
     throw Error(str(container, ": no such file or directory"));
   switch (f) {
-  case Format::Hdf5: return io::openHdf5(container, key);
-  case Format::Zarr: return io::openZarr(container, key);
-  case Format::Nifti: return io::openNifti(container);
-  case Format::Npy: return io::openNpy(container);
+  case Format::Hdf5: return io::openHdf5(container, key, channel);
+  case Format::Zarr: return io::openZarr(container, key, channel);
+  case Format::Nifti: return io::openNifti(container, channel);
+  case Format::Npy: return io::openNpy(container, channel);
   case Format::Unknown: break;
   }
   return nullptr;
+}
+
+} // namespace
+
+std::unique_ptr<VolumeReader> openVolume(const std::string &path) { return open(path, -1); }
+
+std::unique_ptr<VolumeReader> openChannel(const std::string &path, int64_t channel) {
+  if (channel < 0)
+    throw Error(str(path, ": no channel ", channel));
+  return open(path, channel);
 }
 
 void writeVolume(const std::string &path, const VolumeData &volume) {

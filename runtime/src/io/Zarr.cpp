@@ -159,7 +159,8 @@ void decompress(const json &compressor, const std::string &src, std::vector<char
 
 class ZarrReader : public VolumeReader {
 public:
-  ZarrReader(const std::string &container, const std::string &requested) {
+  ZarrReader(const std::string &container, const std::string &requested, int64_t channel)
+      : channel_(channel) {
     info_.path = container;
     info_.format = "zarr";
     std::string key = requested;
@@ -221,9 +222,11 @@ public:
     } catch (const json::exception &e) {
       throw fail(str("malformed array metadata (", e.what(), ")"));
     }
-    info_.shape = squeeze3(shape_, info_.name());
-    for (first_ = 0; first_ + 3 < shape_.size() && shape_[first_] == 1; ++first_)
-      ;
+    const ArrayAxes axes = arrayAxes(shape_, info_.name(), channel);
+    info_.shape = axes.shape;
+    info_.channels = axes.channels;
+    first_ = axes.first;
+    channelAxis_ = axes.channelAxis;
     for (int a = 0; a < 3; ++a)
       info_.chunk[a] = std::min(chunks_[first_ + a], info_.shape[a]);
     if (fs::exists(dir_ / ".zattrs")) {
@@ -260,6 +263,8 @@ protected:
       int64_t index = 0;
       if (a >= first_ && a < first_ + 3)
         index = lo[a - first_] / chunks_[a];
+      else if (static_cast<int64_t>(a) == channelAxis_)
+        index = channel_ / chunks_[a];
       name += (a ? separator_ : "") + std::to_string(index);
       chunkElems *= chunks_[a];
     }
@@ -280,10 +285,11 @@ protected:
     for (size_t a = shape_.size() - 1; a > 0; --a)
       stride[a - 1] = stride[a] * chunks_[a];
     const int64_t sz = stride[first_], sy = stride[first_ + 1], sx = stride[first_ + 2];
+    const int64_t c0 = channelAxis_ < 0 ? 0 : channel_ % chunks_[channelAxis_] * stride[channelAxis_];
     char *out = static_cast<char *>(dst);
     for (int64_t z = 0; z < size[0]; ++z)
       for (int64_t y = 0; y < size[1]; ++y) {
-        const char *src = chunk.data() + (z * sz + y * sy) * elem;
+        const char *src = chunk.data() + (c0 + z * sz + y * sy) * elem;
         char *d = out + ((z * size[1] + y) * size[2]) * elem;
         if (sx == 1)
           std::memcpy(d, src, size[2] * elem);
@@ -332,6 +338,7 @@ private:
   fs::path dir_;
   std::vector<int64_t> shape_, chunks_;
   size_t first_ = 0;
+  int64_t channel_ = -1, channelAxis_ = -1; ///< the channel read, and its axis in shape_
   json compressor_;
   std::string separator_ = ".";
   double fill_ = 0;
@@ -363,8 +370,9 @@ void writeText(const fs::path &p, const std::string &text) {
 
 } // namespace
 
-std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::string &key) {
-  return std::make_unique<ZarrReader>(container, key);
+std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::string &key,
+                                       int64_t channel) {
+  return std::make_unique<ZarrReader>(container, key, channel);
 }
 
 void writeZarr(const std::string &container, const std::string &key, const VolumeData &v) {

@@ -1,0 +1,31 @@
+//===- EvalCommand.h - `medrun eval`: score predictions against labels ---------------===//
+#ifndef MEDRUN_TOOL_EVALCOMMAND_H
+#define MEDRUN_TOOL_EVALCOMMAND_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace medrun {
+
+struct EvalOptions {
+  std::string prediction; ///< `medrun infer`'s output, or an instance segmentation
+  std::string labels;     ///< ground truth: instance ids or class indices
+  std::string mode = "auto"; ///< auto, affinities, segmentation, instances
+  std::vector<double> thresholds; ///< affinities: empty for the default sweep
+  int64_t minSize = 0;    ///< objects below this many voxels become background
+  std::string json;       ///< write the results here
+  std::string out;        ///< write the best segmentation (or the class map) here
+  int progress = 0;       ///< 0 auto, 1 bar, 2 lines
+};
+
+/// Reads the prediction and the labels, segments (affinities: a threshold sweep; class
+/// scores: argmax), scores (Metrics.h), prints a table and writes JSON.
+int evalCommand(const EvalOptions &options);
+
+/// "0.5,0.7" -> {0.5, 0.7}; throws Error naming --thresholds.
+std::vector<double> parseThresholds(const std::string &text);
+
+} // namespace medrun
+
+#endif // MEDRUN_TOOL_EVALCOMMAND_H
