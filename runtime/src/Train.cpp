@@ -496,8 +496,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   auto validate = [&](int64_t step, const TensorMap &state) {
     const double start = seconds();
     TensorMap weights;
-    for (const std::string &name : inferParams)
-      weights[name] = state.at(emaWeights ? "ema." + name : name);
+    for (const std::string &name : inferParams) { // a frozen parameter has no EMA copy
+      auto ema = emaWeights ? state.find("ema." + name) : state.end();
+      weights[name] = ema != state.end() ? ema->second : state.at(name);
+    }
     WindowPredictor predict;
     if (gpu) {
       if (!validationGpu)
