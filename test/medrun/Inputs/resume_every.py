@@ -19,8 +19,11 @@ VALIDATION = ("step", "val_dice", "val_dice_ema", "val_dice_per_class", "val_bes
 def metrics(d):
     lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
     got = [tuple(l[k] for k in (VALIDATION if "val_dice" in l else KEYS)) for l in lines]
+    # `best` by validation Dice is resumed exactly; by training loss it is not (the loss
+    # averaged since the last log line starts afresh at the resumed step).
     best = os.path.join(d, "checkpoints", "best")
-    return got, open(best).read() if os.path.exists(best) else None
+    best = json.load(open(best)) if os.path.exists(best) else None
+    return got, best if best and best["metric"] == "val_dice" else None
 
 
 straight = metrics(run)
