@@ -235,8 +235,9 @@ void updateBest(const std::string &root, const std::string &dirName, const Train
       Pointer old = readPointer(path);
       bool sameMetric = old.doc.contains("metric") && old.doc["metric"] == options.bestMetric &&
                         old.doc.contains("value") && old.doc["value"].is_number();
+      const double was = sameMetric ? old.doc["value"].get<double>() : 0;
       if (sameMetric && old.dir != dirName && isStepDir(join(root, old.dir)) &&
-          old.doc["value"].get<double>() <= it->second)
+          (options.bestHigher ? was >= it->second : was <= it->second))
         return; // the old best is still better (ties keep the older step)
     } catch (const Error &) {
       // An unreadable pointer is replaced.

@@ -236,13 +236,17 @@ struct FileVolume {
 
 class FileSource : public PatchSource {
 public:
-  FileSource(const DatasetSpec &spec, const DatasetSplit &split, FILE *log)
+  /// The training cases of `split`, or with `training` its validation cases, normalised
+  /// as `training`'s (CT: with the training cases' statistics).
+  FileSource(const DatasetSpec &spec, const DatasetSplit &split, FILE *log,
+             const FileSource *training = nullptr)
       : classMode_(spec.classes), maxLabel_(split.maxLabel) {
     auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(spec.cacheMb) << 20);
-    vols_.resize(split.train.size());
+    const std::vector<Case> &cases = training ? split.validation : split.train;
+    vols_.resize(cases.size());
     for (size_t i = 0; i < vols_.size(); ++i) {
       FileVolume &v = vols_[i];
-      v.c = split.train[i];
+      v.c = cases[i];
       v.image = openVolume(v.c.image);
       v.label = openVolume(v.c.label);
       const VolumeInfo &a = v.image->info(), &b = v.label->info();
@@ -277,9 +281,10 @@ public:
       }
     }
     // One pass over each volume, by slabs: foreground locations, statistics.
-    std::string norm = split.normalization;
+    std::string norm = training ? training->norm_ : split.normalization;
     if (norm == "auto")
       norm = vols_[0].image->info().type == VoxelType::U8 ? "divide255" : "zscore";
+    norm_ = norm;
     std::vector<std::exception_ptr> errors(vols_.size());
     parallelFor(static_cast<int64_t>(vols_.size()), 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
@@ -292,8 +297,10 @@ public:
     for (auto &e : errors)
       if (e)
         std::rethrow_exception(e);
-    Normalize global;
-    if (norm == "none") {
+    Normalize &global = global_;
+    if (training) {
+      global = training->global_;
+    } else if (norm == "none") {
     } else if (norm == "divide255") {
       global.kind = Normalize::Kind::Divide255;
     } else if (norm == "ct") {
@@ -326,7 +333,7 @@ public:
     for (FileVolume &v : vols_)
       if (norm != "zscore")
         v.norm = global;
-    if (log) {
+    if (log && !training) {
       int64_t voxels = 0;
       for (const FileVolume &v : vols_)
         voxels += v.shape[0] * v.shape[1] * v.shape[2];
@@ -476,6 +483,8 @@ private:
   std::vector<FileVolume> vols_;
   bool classMode_;
   int64_t maxLabel_;
+  std::string norm_; ///< the resolved normalization
+  Normalize global_; ///< of every volume but under zscore
 };
 
 } // namespace
@@ -485,6 +494,17 @@ std::shared_ptr<const PatchSource> openDataset(const DatasetSpec &spec, const Da
   if (spec.cacheMb < 1)
     throw Error(str("data.cache_mb: expected at least 1 MiB, got ", spec.cacheMb));
   return std::make_shared<FileSource>(spec, split, log);
+}
+
+std::shared_ptr<const PatchSource> openValidationDataset(const DatasetSpec &spec,
+                                                         const DatasetSplit &split,
+                                                         const PatchSource &training) {
+  const auto *train = dynamic_cast<const FileSource *>(&training);
+  if (!train)
+    throw Error("openValidationDataset: the training source is not one of volume files");
+  if (split.validation.empty())
+    return nullptr;
+  return std::make_shared<FileSource>(spec, split, nullptr, train);
 }
 
 } // namespace medrun

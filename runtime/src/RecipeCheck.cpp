@@ -69,6 +69,12 @@ const KeyType kKeys[] = {
     {"checkpoint", "keep", Kind::Int, 1, true},
     {"logging", "every", Kind::Int, 1, true},
     {"logging", "tensorboard", Kind::Bool, 0, true},
+    {"validation", "every", Kind::Int, 0, false},
+    {"validation", "box", Kind::Size3, 1, false},
+    {"validation", "overlap", Kind::Number, 0, false},
+    {"validation", "mirror", Kind::Bool, 0, false},
+    {"validation", "volumes", Kind::Int, 1, false},
+    {"validation", "seed", Kind::Int, 0, false},
     {"", "compile_hash", Kind::Word, 0, false},
 };
 

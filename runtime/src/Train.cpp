@@ -8,9 +8,12 @@
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Parallel.h"
+#include "medrun/ProgressPlot.h"
 #include "medrun/Schedule.h"
 #include "medrun/TrainLog.h"
+#include "medrun/Validation.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -93,6 +96,14 @@ std::map<std::string, std::string> batchTensors(const Function &fn, const json &
 
 bool finite(double v) { return std::isfinite(v); }
 
+std::string fmtNumber(double v) {
+  if (!std::isfinite(v))
+    return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
 double seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -141,6 +152,30 @@ public:
 private:
   int fd_ = -1;
 };
+
+// The curves of progress.png from the log of a resumed run (what precedes the resumed step).
+ProgressHistory readHistory(const std::string &path) {
+  ProgressHistory h;
+  std::ifstream in(path);
+  std::string line;
+  auto number = [](const json &j, const char *key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
+  };
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
+      continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (j.contains("val_dice")) {
+      h.dice.push_back({step, number(j, "val_dice")});
+      h.diceEma.push_back({step, number(j, "val_dice_ema")});
+    } else if (!j.contains("skipped")) {
+      h.loss.push_back({step, number(j, "loss")});
+    }
+  }
+  return h;
+}
 
 // step_<N>.tmp directories under `root`: saves that did not finish.
 std::string unfinishedSaves(const std::string &root) {
@@ -305,7 +340,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     if (!options.overwrite)
       throw Error(str(options.out, " already holds checkpoints of a run: --resume continues it, "
                                    "--overwrite starts it over, --out DIR trains elsewhere"));
-    for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl"})
+    for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl", "progress.png"})
       fs::remove_all(fs::path(options.out) / old);
   }
   {
@@ -321,8 +356,11 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   double lossScale = feed.initialLossScale();
   int64_t growthTracker = 0;
   std::string compileHash = config.value("compile_hash", "");
+  Json resumedValidation; // the best validation so far, from the checkpoint
   if (resume) {
     Checkpoint ckpt = loadCheckpoint(resume->empty() ? checkpoints : *resume);
+    if (ckpt.state.extra.contains("validation"))
+      resumedValidation = ckpt.state.extra["validation"];
     checkParameters(artifact, ckpt.tensors);
     params = std::move(ckpt.tensors);
     first = ckpt.state.step;
@@ -354,9 +392,21 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   if (gpu)
     allocate = [&gpu](DType dtype, const Shape &shape) { return gpu->pinnedTensor(dtype, shape); };
   std::unique_ptr<DataLoader> loaderPtr;
+  // Validation (validation.every > 0): the validation cases of the split, or synthetic
+  // volumes drawn with their own seed.
+  const json &validationConfig = section(config, "validation");
+  const int64_t validateEvery = validationConfig.value(
+      "every", feed.dataset().source == "synthetic" ? int64_t(0) : checkpointEvery);
+  std::shared_ptr<const PatchSource> validationSource;
   if (feed.dataset().source == "synthetic") {
     loaderPtr = std::make_unique<DataLoader>(makeSyntheticDataset(feed.synthetic()), loader, first,
                                              allocate);
+    if (validateEvery > 0) {
+      SyntheticSpec spec = feed.synthetic();
+      spec.seed = validationConfig.value("seed", spec.seed + 1);
+      spec.volumes = validationConfig.value("volumes", int64_t(2));
+      validationSource = memorySource(makeSyntheticDataset(spec));
+    }
   } else {
     // Volume files: the split goes to OUT/split.json (what validation and inference use).
     DatasetSplit split = splitDataset(feed.dataset());
@@ -368,8 +418,14 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     out << record.dump(2) << "\n";
     if (!out)
       throw Error(str(options.out, "/split.json: cannot write the dataset split"));
-    loaderPtr = std::make_unique<DataLoader>(openDataset(feed.dataset(), split, options.console),
-                                             loader, first, allocate);
+    std::shared_ptr<const PatchSource> source = openDataset(feed.dataset(), split, options.console);
+    loaderPtr = std::make_unique<DataLoader>(source, loader, first, allocate);
+    if (validateEvery > 0) {
+      validationSource = openValidationDataset(feed.dataset(), split, *source);
+      if (!validationSource)
+        std::fprintf(options.console, "validation: off: the split (%s) leaves no validation case\n",
+                     split.how.c_str());
+    }
   }
   DataLoader &data = *loaderPtr;
   JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
@@ -386,9 +442,136 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                         : Progress::Mode::Auto;
   Progress progress(options.console, po);
 
+  // Validation: the `infer` function over each validation volume (sliding window), with
+  // the EMA weights when the step keeps them; its Dice chooses `best`.
+  std::unique_ptr<Validator> validator;
+  const Function *inferFn = nullptr;
+  const bool emaWeights = feed.input("ema_decay") >= 0;
+  std::vector<std::string> inferParams; // the parameters `infer` reads
+  if (validationSource) {
+    if (std::none_of(artifact.functions.begin(), artifact.functions.end(),
+                     [](const Function &f) { return f.name == "infer"; }))
+      throw Error(str(artifact.path, ": has no function 'infer' to validate with (compile the "
+                                     "recipe with medc compile --recipe)"));
+    inferFn = &artifact.function("infer");
+    for (const OpInfo &op : inferFn->ops)
+      if (op.kind == "param")
+        inferParams.push_back(op.strAttr("name"));
+    const Shape &in = inferFn->values[inferFn->inputs.at(0)].shape;
+    const Shape &out = inferFn->values[inferFn->outputs.at(0)].shape;
+    ValidationOptions vo;
+    vo.affinities = setting<std::string>(config, "loss", "type") == "bce_with_logits";
+    if (auto box = validationConfig.find("box"); box != validationConfig.end())
+      vo.box = size3(config, "validation", "box");
+    vo.window.window = {in.at(2), in.at(3), in.at(4)};
+    vo.window.batch = in.at(0);
+    vo.window.overlap = validationConfig.value("overlap", 0.5);
+    vo.window.mirror = validationConfig.value("mirror", false);
+    validator = std::make_unique<Validator>(validationSource, out.at(1), vo);
+    progress.message(str("validation: every ", validateEvery, " steps and at the end, ",
+                         validationSource->size(), " volume(s), ", validator->batches(),
+                         " window batches, ", emaWeights ? "EMA" : "model",
+                         " weights; the Dice chooses checkpoints/best",
+                         pngSupported() ? "; progress.png" : "; no progress.png (medrun was "
+                                                             "built without libpng-dev)"));
+  }
+  std::unique_ptr<CudaSession> validationGpu; // infer's own session: the weights validated
+  std::optional<double> bestDice;             // the best validation so far and its step
+  int64_t bestStep = 0;
+  std::optional<double> diceEma;              // nnU-Net's moving average of the Dice
+  if (validator && resumedValidation.is_object()) {
+    if (resumedValidation.value("best", Json()).is_number()) {
+      bestDice = resumedValidation["best"].get<double>();
+      bestStep = resumedValidation.value("best_step", int64_t(0));
+    }
+    if (resumedValidation.value("dice_ema", Json()).is_number())
+      diceEma = resumedValidation["dice_ema"].get<double>();
+  }
+  const std::string plotPath = (fs::path(options.out) / "progress.png").string();
+  ProgressHistory history;
+  if (validator && resume)
+    history = readHistory(metrics.path());
+  std::optional<double> validated; // the Dice of this step, if it validated
+
+  auto validate = [&](int64_t step, const TensorMap &state) {
+    const double start = seconds();
+    TensorMap weights;
+    for (const std::string &name : inferParams) { // a frozen parameter has no EMA copy
+      auto ema = emaWeights ? state.find("ema." + name) : state.end();
+      weights[name] = ema != state.end() ? ema->second : state.at(name);
+    }
+    WindowPredictor predict;
+    if (gpu) {
+      if (!validationGpu)
+        validationGpu = std::make_unique<CudaSession>(artifact);
+      validationGpu->setState(weights);
+      predict = [&](const Tensor &batch) { return validationGpu->run(*inferFn, {batch}, weights)[0]; };
+    } else {
+      const Precision p = precisionOf(*inferFn);
+      predict = [&](const Tensor &batch) { return runCpu(artifact, *inferFn, {batch}, weights, p)[0]; };
+    }
+    Progress::Options vpo;
+    vpo.total = validator->batches();
+    vpo.desc = "validate";
+    vpo.mode = po.mode;
+    ValidationResult r;
+    {
+      Progress bar(options.console, vpo);
+      r = validator->run(predict, [&](int64_t done, int64_t) { bar.update(done); });
+    }
+    const double elapsed = seconds() - start;
+    validated = r.dice;
+    std::string classes;
+    nlohmann::ordered_json perClass = nlohmann::ordered_json::object();
+    std::vector<std::pair<std::string, double>> scalars = {{"val/dice", r.dice}};
+    for (size_t c = 0; c < r.names.size(); ++c) {
+      perClass[r.names[c]] = std::isfinite(r.perClass[c]) ? nlohmann::ordered_json(r.perClass[c])
+                                                          : nlohmann::ordered_json(nullptr);
+      scalars.push_back({"val/dice/" + r.names[c], r.perClass[c]});
+      classes += str(c ? ", " : "", r.names[c], " ", fmtNumber(r.perClass[c]));
+    }
+    if (std::isfinite(r.dice)) {
+      diceEma = diceEma ? 0.9 * *diceEma + 0.1 * r.dice : r.dice;
+      if (!bestDice || r.dice > *bestDice) { // ties keep the earlier step
+        bestDice = r.dice;
+        bestStep = step + 1;
+      }
+    }
+    if (diceEma)
+      scalars.push_back({"val/dice_ema", *diceEma});
+    nlohmann::ordered_json record = {{"step", step},
+                                     {"val_dice", std::isfinite(r.dice) ? nlohmann::ordered_json(r.dice)
+                                                                        : nlohmann::ordered_json(nullptr)},
+                                     {"val_dice_ema", diceEma ? nlohmann::ordered_json(*diceEma)
+                                                              : nlohmann::ordered_json(nullptr)},
+                                     {"val_dice_per_class", perClass},
+                                     {"val_best", bestDice ? nlohmann::ordered_json(*bestDice)
+                                                           : nlohmann::ordered_json(nullptr)},
+                                     {"val_volumes", r.volumes},
+                                     {"val_time", elapsed}};
+    metrics.write(record);
+    if (board)
+      board->addScalars(step, scalars);
+    progress.message(str("validation after step ", step + 1, ": Dice ", fmtNumber(r.dice), " (",
+                         classes, "), moving average ", diceEma ? fmtNumber(*diceEma) : "-",
+                         "; best ", bestDice ? fmtNumber(*bestDice) : "-", " after step ",
+                         bestStep, " (", r.volumes, " volume(s), ", r.voxels, " voxels, ",
+                         Progress::formatInterval(elapsed), ")"));
+    history.dice.push_back({step, r.dice});
+    history.diceEma.push_back({step, diceEma ? *diceEma : std::nan("")});
+    if (pngSupported()) {
+      try {
+        writePng(plotPath, drawProgress(history));
+      } catch (const Error &e) {
+        progress.message(str("medrun: warning: ", e.what()));
+      }
+    }
+  };
+
   CheckpointOptions keep;
   keep.keepLast = static_cast<int>(setting<int64_t>(config, "checkpoint", "keep"));
-  keep.bestMetric = "loss";
+  keep.bestMetric = validator ? "val_dice" : "loss";
+  keep.bestHigher = validator != nullptr;
   CheckpointWriter writer(checkpoints, keep); // saves while the next steps run
   TrainSummary summary;
   summary.firstStep = first;
@@ -396,7 +579,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   int64_t intervalSteps = 0;
   bool firstInterval = true;
 
-  auto save = [&](int64_t done) {
+  auto save = [&](int64_t done, TensorMap snapshot) {
     TrainState state;
     state.step = done;
     state.seed = seed;
@@ -407,9 +590,19 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     state.growthTracker = growthTracker;
     if (intervalSteps > 0)
       state.metrics["loss"] = intervalLoss / intervalSteps;
-    // The snapshot: downloaded from the GPU, or a copy of the map, which shares the tensors
-    // (the loop replaces a tensor with its update, it never writes into one).
-    writer.save(std::move(state), gpu ? gpu->state() : params);
+    if (validated)
+      state.metrics["val_dice"] = *validated;
+    if (bestDice || diceEma) {
+      Json v = {{"metric", "val_dice"}};
+      if (bestDice) {
+        v["best"] = *bestDice;
+        v["best_step"] = bestStep;
+      }
+      if (diceEma)
+        v["dice_ema"] = *diceEma;
+      state.extra["validation"] = v;
+    }
+    writer.save(std::move(state), std::move(snapshot));
   };
   auto saved = [&](const std::string &dir) {
     if (!dir.empty()) {
@@ -482,6 +675,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     record.stepTime = elapsed;
     record.samplesPerSecond = loader.batch / elapsed;
     record.dataWait = wait;
+    if (validator && !skip)
+      history.loss.push_back({step, loss});
     if (skip)
       record.extra["skipped"] = true;
     if (scaling) {
@@ -508,8 +703,18 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
         summary.lastLoss = intervalLoss / intervalSteps;
     }
     saved(writer.poll());
-    if ((step + 1) % checkpointEvery == 0 || last || stopping)
-      save(step + 1);
+    // The snapshot: downloaded from the GPU, or a copy of the map, which shares the tensors
+    // (the loop replaces a tensor with its update, it never writes into one).
+    validated.reset();
+    bool newBest = false;
+    std::optional<TensorMap> snapshot;
+    if (validator && !stopping && ((step + 1) % validateEvery == 0 || last)) {
+      snapshot = gpu ? gpu->state() : params;
+      validate(step, *snapshot);
+      newBest = bestDice && bestStep == step + 1; // saved, so that `best` can point to it
+    }
+    if ((step + 1) % checkpointEvery == 0 || last || stopping || newBest)
+      save(step + 1, snapshot ? std::move(*snapshot) : gpu ? gpu->state() : params);
     if ((step + 1) % logEvery == 0) {
       intervalLoss = 0;
       intervalSteps = 0;

@@ -401,6 +401,33 @@ TEST_F(CheckpointTest, KeepLastAndBest) {
   EXPECT_EQ(pointer("best")["step"], 700);
 }
 
+
+// A validation Dice: higher is better, ties keep the older step, and a pointer of another
+// metric (the training loss of steps before validation) is replaced.
+TEST_F(CheckpointTest, BestHigherIsBetter) {
+  CheckpointOptions byLoss;
+  byLoss.keepLast = 1;
+  byLoss.bestMetric = "loss";
+  saveCheckpoint(root, makeTrainState(10, {{"loss", 0.1}}), makeState(10), byLoss);
+  EXPECT_EQ(pointer("best")["metric"], "loss");
+  CheckpointOptions opt;
+  opt.keepLast = 1;
+  opt.bestMetric = "val_dice";
+  opt.bestHigher = true;
+  const std::vector<std::pair<int64_t, double>> runs = {
+      {20, 0.3}, {30, 0.6}, {40, 0.4}, {50, 0.6}, {60, NAN}};
+  for (const auto &[step, dice] : runs)
+    saveCheckpoint(root, makeTrainState(step, {{"loss", 1.0 / step}, {"val_dice", dice}}),
+                   makeState(step), opt);
+  EXPECT_EQ(pointer("best"), (Json{{"dir", "step_00000030"},
+                                   {"step", 30},
+                                   {"metric", "val_dice"},
+                                   {"value", 0.6}}));
+  EXPECT_EQ(listing(), (std::vector<std::string>{"best", "latest", "step_00000030",
+                                                 "step_00000060"}));
+  saveCheckpoint(root, makeTrainState(70, {{"val_dice", 0.61}}), makeState(70), opt);
+  EXPECT_EQ(pointer("best")["step"], 70);
+}
 TEST_F(CheckpointTest, LatestPointerAndFallbacks) {
   for (int64_t step : {10, 20, 30})
     saveCheckpoint(root, makeTrainState(step), makeState(static_cast<uint32_t>(step)));

@@ -101,6 +101,13 @@ const std::vector<Section> &schema() {
         {"device", Type::Word, "auto"}}},
       {"checkpoint", {{"every", Type::Int, "500", 1}, {"keep", Type::Int, "3", 1}}},
       {"logging", {{"every", Type::Int, "10", 1}, {"tensorboard", Type::Bool, "true"}}},
+      {"validation", // runtime/include/medrun/Validation.h
+       {{"every", Type::Int}, // default: checkpoint.every; 0 (off) for synthetic data
+        {"box", Type::Size3, "256,256,256", 1},
+        {"overlap", Type::Number, "0.5"},
+        {"mirror", Type::Bool, "false"},
+        {"volumes", Type::Int, "2", 1}, // synthetic validation volumes
+        {"seed", Type::Int}}},          // default: data.seed + 1
   };
   return s;
 }
@@ -449,7 +456,7 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   for (const Section &s : schema()) {
     bool present = top.count(s.name.str());
     // Sections of the training loop exist with their defaults; the others when written.
-    if (!present && !llvm::is_contained({"data", "train", "checkpoint", "logging", "schedule"},
+    if (!present && !llvm::is_contained({"data", "train", "checkpoint", "logging", "schedule", "validation"},
                                         s.name))
       continue;
     json::Object *section = effective.getObject(s.name);
@@ -537,6 +544,13 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     return r.fail("train.nan: expected stop or skip, got '" + nan + "'");
   if (device != "cpu" && device != "cuda" && device != "auto")
     return r.fail("train.device: expected cpu, cuda or auto, got '" + device + "'");
+  json::Object &validation = *effective.getObject("validation");
+  if (!validation.get("every"))
+    validation["every"] = *data.getString("source") == "synthetic"
+                              ? 0
+                              : *effective.getObject("checkpoint")->getInteger("every");
+  if (!validation.get("seed"))
+    validation["seed"] = *data.getInteger("seed") + 1;
   json::Object &schedule = *effective.getObject("schedule");
   if (!schedule.get("total_steps"))
     schedule["total_steps"] = *trainSection.getInteger("steps");

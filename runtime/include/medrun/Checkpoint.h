@@ -103,6 +103,8 @@ struct CheckpointOptions {
   /// Metric of TrainState::metrics that selects `best` (lower is better); empty: no `best`.
   /// A step whose metrics lack it (or have NaN) never becomes the best.
   std::string bestMetric;
+  /// Higher values of bestMetric are better (a validation Dice); ties keep the older step.
+  bool bestHigher = false;
 };
 
 /// "step_00001000" (at least 8 digits).

@@ -63,6 +63,13 @@ DatasetSplit splitDataset(const DatasetSpec &spec);
 std::shared_ptr<const PatchSource> openDataset(const DatasetSpec &spec, const DatasetSplit &split,
                                                FILE *log = nullptr);
 
+/// The validation cases (null if the split has none), opened and checked as openDataset
+/// opens the training cases and normalised as `training` (what openDataset returned for
+/// the same split) normalises: CT with the training cases' statistics.
+std::shared_ptr<const PatchSource> openValidationDataset(const DatasetSpec &spec,
+                                                         const DatasetSplit &split,
+                                                         const PatchSource &training);
+
 } // namespace medrun
 
 #endif // MEDRUN_DATASET_H

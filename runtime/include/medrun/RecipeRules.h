@@ -43,6 +43,7 @@ inline constexpr Range kRanges[] = {
     {"schedule", "warmup_start_factor", 0, 1, false, false, "in [0, 1]"},
     {"schedule", "min_lr", 0, kInf, false, true, ">= 0"},
     {"schedule", "power", 0, kInf, true, true, "> 0"},
+    {"validation", "overlap", 0, 1, false, true, "in [0, 1)"},
 };
 
 inline bool inRange(const Range &r, double v) {

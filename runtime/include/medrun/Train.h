@@ -7,7 +7,8 @@
 //
 // Output directory:
 //   config.json        the effective recipe of the run
-//   metrics.jsonl      one line per step (appended on resume)
+//   metrics.jsonl      one line per step and per validation (appended on resume)
+//   progress.png       loss and validation Dice curves, redrawn at each validation
 //   tensorboard/       event files
 //   checkpoints/       step_<N>/{model,ema,optimizer}.safetensors + state.json, latest, best
 //   medrun.lock        held (flock) by the run in progress: a second run in the directory
