@@ -10,6 +10,7 @@
 #include "medrun/Error.h"
 #include "medrun/Npy.h" // detail::InputFile, detail::writeFileAtomic
 #include "medrun/Safetensors.h"
+#include "medrun/TorchFile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -580,8 +581,15 @@ TensorMap loadTensors(const std::string &path) {
   if (std::filesystem::is_directory(path) || name == "latest" || name == "best")
     return loadCheckpoint(path).tensors;
   TensorMap tensors;
-  for (auto &[key, t] : readSafetensors(path).tensors)
-    tensors.emplace(key, std::move(t));
+  if (isTorchFile(path)) {
+    tensors = readTorchStateDict(path);
+  } else {
+    for (auto &[key, t] : readSafetensors(path).tensors)
+      tensors.emplace(key, std::move(t));
+  }
+  // MedNeXt v1's dummy_tensor (in exported files and PyTorch state_dicts) serves only its
+  // gradient checkpointing; no model of ours has it.
+  tensors.erase("dummy_tensor");
   return tensors;
 }
 
