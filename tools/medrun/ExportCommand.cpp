@@ -133,9 +133,11 @@ int exportCommand(const ExportOptions &o) {
     std::vector<std::pair<std::string, Shape>> expected;
     for (const ParameterInfo *p : modelParameters(a))
       expected.push_back({p->name, p->shape});
+    auto recipe = a.options.find("recipe");
     checkKeys(expected, chosen,
               str(source, ": the weights do not match the model of ", artifactPath, " (",
-                  a.options.count("recipe") ? a.options.at("recipe") : a.source, ")"));
+                  recipe != a.options.end() && !recipe->second.empty() ? recipe->second : a.source,
+                  ")"));
     checkedRun = str("the run's model (", artifactPath, ")");
   }
   const MedNeXtV1 net = mednextV1Of(chosen, source);
