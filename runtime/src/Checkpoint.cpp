@@ -8,6 +8,7 @@
 #include "medrun/Checkpoint.h"
 #include "medrun/Checksum.h"
 #include "medrun/Error.h"
+#include "medrun/Interop.h"
 #include "medrun/Npy.h" // detail::InputFile, detail::writeFileAtomic
 #include "medrun/Safetensors.h"
 #include "medrun/TorchFile.h"
@@ -589,7 +590,7 @@ TensorMap loadTensors(const std::string &path) {
   }
   // MedNeXt v1's dummy_tensor (in exported files and PyTorch state_dicts) serves only its
   // gradient checkpointing; no model of ours has it.
-  tensors.erase("dummy_tensor");
+  eraseDummyTensor(tensors);
   return tensors;
 }
 

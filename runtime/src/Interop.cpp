@@ -215,6 +215,12 @@ MedNeXtV1 mednextV1Of(const TensorMap &tensors, const std::string &what) {
   return n;
 }
 
+void eraseDummyTensor(TensorMap &tensors) {
+  auto it = tensors.find("dummy_tensor");
+  if (it != tensors.end() && it->second.shape() == Shape{1})
+    tensors.erase(it);
+}
+
 std::vector<const ParameterInfo *> modelParameters(const Artifact &artifact) {
   std::vector<const ParameterInfo *> out;
   for (const ParameterInfo &p : artifact.parameters)
@@ -263,7 +269,7 @@ TensorMap readStateDict(const std::string &path, std::string *note) {
     if (t.dtype() != DType::F32)
       t = t.to(DType::F32);
   }
-  tensors.erase("dummy_tensor");
+  eraseDummyTensor(tensors);
   if (note)
     *note = done;
   return tensors;
@@ -343,7 +349,7 @@ std::vector<std::string> initFromWeights(const Artifact &artifact, TensorMap &pa
   for (const ParameterInfo *p : modelParameters(artifact))
     expected.push_back({p->name, p->shape});
   TensorMap given = weights;
-  given.erase("dummy_tensor");
+  eraseDummyTensor(given);
   std::vector<std::string> resized;
   if (upkern) {
     // upkern_load_weights: a weight of another spatial size (not a bias or a norm) whose

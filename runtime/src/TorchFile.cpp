@@ -34,13 +34,17 @@ std::string readAll(const std::string &path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-uint64_t le(const std::string &b, size_t at, int bytes) {
-  if (at + bytes > b.size())
+uint64_t le(const std::string &b, uint64_t at, int bytes) {
+  if (at > b.size() || b.size() - at < static_cast<uint64_t>(bytes))
     throw Error("truncated");
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i)
     v = (v << 8) | static_cast<unsigned char>(b[at + i]);
   return v;
+}
+
+bool signature(const std::string &b, uint64_t at, const char *sig) {
+  return at <= b.size() && b.size() - at >= 4 && b.compare(at, 4, sig) == 0;
 }
 
 //===--------------------------------------------------------------------------------===//
@@ -52,7 +56,7 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> zipEntries(const std::strin
   // End of central directory: the last "PK\5\6" within the final 64 KiB + 22 bytes.
   size_t eocd = std::string::npos;
   for (size_t i = b.size() >= 22 ? b.size() - 22 : 0, stop = i > 65557 ? i - 65557 : 0;; --i) {
-    if (b.compare(i, 4, "PK\5\6") == 0) {
+    if (signature(b, i, "PK\5\6")) {
       eocd = i;
       break;
     }
@@ -63,9 +67,9 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> zipEntries(const std::strin
     throw Error(str(path, ": a zip file without its central directory (truncated?)"));
   uint64_t count = le(b, eocd + 10, 2), offset = le(b, eocd + 16, 4);
   if ((count == 0xffff || offset == 0xffffffff) && eocd >= 20 &&
-      b.compare(eocd - 20, 4, "PK\6\7") == 0) {
+      signature(b, eocd - 20, "PK\6\7")) {
     uint64_t z64 = le(b, eocd - 20 + 8, 8);
-    if (b.compare(z64, 4, "PK\6\6") != 0)
+    if (!signature(b, z64, "PK\6\6"))
       throw Error(str(path, ": bad zip64 end of central directory"));
     count = le(b, z64 + 32, 8);
     offset = le(b, z64 + 48, 8);
@@ -73,13 +77,15 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> zipEntries(const std::strin
   std::map<std::string, std::pair<uint64_t, uint64_t>> entries; // name -> (data, size)
   uint64_t at = offset;
   for (uint64_t e = 0; e < count; ++e) {
-    if (b.compare(at, 4, "PK\1\2") != 0)
+    if (!signature(b, at, "PK\1\2"))
       throw Error(str(path, ": bad zip central directory entry ", e));
     const uint64_t method = le(b, at + 10, 2);
     uint64_t compressed = le(b, at + 20, 4), size = le(b, at + 24, 4);
     const uint64_t nameLen = le(b, at + 28, 2), extraLen = le(b, at + 30, 2),
                    commentLen = le(b, at + 32, 2);
     uint64_t local = le(b, at + 42, 4);
+    if (at + 46 > b.size() || b.size() - (at + 46) < nameLen)
+      throw Error(str(path, ": bad zip central directory entry ", e));
     const std::string name = b.substr(at + 46, nameLen);
     // Zip64 extra field: the 64-bit values of the fields that read 0xffffffff, in order.
     for (uint64_t x = at + 46 + nameLen, end = x + extraLen; x + 4 <= end;) {
@@ -99,10 +105,10 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> zipEntries(const std::strin
       throw Error(str(path, ": zip entry '", name, "' is compressed (method ", method,
                       "); torch.save stores entries uncompressed. Convert the file with\n  ",
                       torchConversionHint(path)));
-    if (b.compare(local, 4, "PK\3\4") != 0)
+    if (!signature(b, local, "PK\3\4"))
       throw Error(str(path, ": bad zip local header of '", name, "'"));
     const uint64_t data = local + 30 + le(b, local + 26, 2) + le(b, local + 28, 2);
-    if (data + size > b.size())
+    if (data > b.size() || size > b.size() - data)
       throw Error(str(path, ": zip entry '", name, "' runs past the end of the file"));
     entries[name] = {data, size};
     at += 46 + nameLen + extraLen + commentLen;
@@ -114,8 +120,10 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> zipEntries(const std::strin
 // Pickle opcodes as data
 //===--------------------------------------------------------------------------------===//
 
+// Objects live in the unpickler's arena and point at each other (a pickle may build
+// cycles through its memo): nothing is freed before the whole reader is.
 struct Obj;
-using Ref = std::shared_ptr<Obj>;
+using Ref = Obj *;
 
 struct Obj {
   enum Kind { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Call, Storage, TensorK, Mark };
@@ -128,12 +136,6 @@ struct Obj {
   DType dtype = DType::F32;               // Storage
   Tensor tensor;                          // TensorK
 };
-
-Ref make(Obj::Kind k) {
-  auto o = std::make_shared<Obj>();
-  o->kind = k;
-  return o;
-}
 
 const char *kindName(Obj::Kind k) {
   static const char *names[] = {"None", "bool", "int", "float", "str", "tuple", "list",
@@ -216,7 +218,7 @@ public:
       case 0x8e: pushStr(take(le(take(8), 0, 8))); break;            // BINBYTES8
       case 'q': memo(byte()); break;                                 // BINPUT
       case 'r': memo(le(take(4), 0, 4)); break;                      // LONG_BINPUT
-      case 0x94: memo(memo_.size()); break;                          // MEMOIZE
+      case 0x94: memo(memo_.size()); break;                          // MEMOIZE (next index)
       case 'h': get(byte()); break;                                  // BINGET
       case 'j': get(le(take(4), 0, 4)); break;                       // LONG_BINGET
       case 'c': { // GLOBAL "module\nname\n"
@@ -319,7 +321,7 @@ private:
     pos_ = end + 1;
     return s;
   }
-  void push(Ref o) { stack_.push_back(std::move(o)); }
+  void push(Ref o) { stack_.push_back(o); }
   void pushInt(int64_t v) { Ref o = make(Obj::Int); o->i = v; push(o); }
   void pushStr(std::string s) { Ref o = make(Obj::Str); o->s = std::move(s); push(o); }
   Ref top() {
@@ -339,15 +341,17 @@ private:
     stack_.pop_back();
     return {items.rbegin(), items.rend()};
   }
-  void memo(uint64_t k) {
-    if (memo_.size() <= k)
-      memo_.resize(k + 1);
-    memo_[k] = top();
+  Ref make(Obj::Kind k) {
+    arena_.push_back(std::make_unique<Obj>());
+    arena_.back()->kind = k;
+    return arena_.back().get();
   }
+  void memo(uint64_t k) { memo_[k] = top(); }
   void get(uint64_t k) {
-    if (k >= memo_.size() || !memo_[k])
+    auto it = memo_.find(k);
+    if (it == memo_.end())
       throw Error(str(path_, ": data.pkl: memo entry ", k, " is not set (corrupted)"));
-    push(memo_[k]);
+    push(it->second);
   }
   static Shape ints(const Ref &t) {
     Shape v;
@@ -382,7 +386,9 @@ private:
   const std::string &path_;
   std::function<Tensor(const Obj &, int64_t, const Shape &, const Shape &)> rebuild_;
   size_t pos_ = 0;
-  std::vector<Ref> stack_, memo_;
+  std::vector<std::unique_ptr<Obj>> arena_;
+  std::vector<Ref> stack_;
+  std::map<uint64_t, Ref> memo_;
 };
 
 } // namespace
@@ -433,19 +439,23 @@ TensorMap readTorchStateDict(const std::string &path, std::string *note) {
     if (size.size() != stride.size())
       throw Error(str(path, ": a tensor with ", size.size(), " sizes and ", stride.size(),
                       " strides"));
-    Tensor t(storage.dtype, size);
-    // Strided gather into a dense tensor; every index checked against the storage.
-    int64_t last = offset;
+    // The elements it reads, checked against the storage before anything is allocated.
+    int64_t last = offset, numel = 1;
+    bool overflow = offset < 0;
     for (size_t d = 0; d < size.size(); ++d) {
       if (size[d] < 0 || stride[d] < 0)
         throw Error(str(path, ": a tensor with a negative size or stride"));
-      if (size[d] == 0)
-        return t;
-      last += (size[d] - 1) * stride[d];
+      int64_t reach = 0;
+      overflow = overflow || __builtin_mul_overflow(size[d] ? size[d] - 1 : 0, stride[d], &reach) ||
+                 __builtin_add_overflow(last, reach, &last) ||
+                 __builtin_mul_overflow(numel, size[d], &numel);
     }
-    if (offset < 0 || last >= available)
+    if (!overflow && numel == 0)
+      return Tensor(storage.dtype, size);
+    if (overflow || last >= available || numel > available)
       throw Error(str(path, ": a tensor of ", shapeStr(size), " reads past its storage '",
                       storage.s, "' (", available, " elements)"));
+    Tensor t(storage.dtype, size);
     const char *src = bytes.data() + it->second.first;
     char *dst = static_cast<char *>(t.raw());
     std::vector<int64_t> index(size.size(), 0);
@@ -464,7 +474,8 @@ TensorMap readTorchStateDict(const std::string &path, std::string *note) {
   };
   const auto &pkl = entries.at(archive + "data.pkl");
   const std::string pickle = bytes.substr(pkl.first, pkl.second);
-  Ref root = Unpickler(pickle, path, rebuild).run();
+  Unpickler unpickler(pickle, path, rebuild); // owns every object until the end
+  Ref root = unpickler.run();
 
   auto tensorsOf = [&](const Ref &d, const std::string &where) {
     TensorMap out;

@@ -77,7 +77,7 @@ int exportCommand(const ExportOptions &o) {
     run = runOf(fs::path(ckpt->dir).parent_path());
   } else {
     tensors = isTorchFile(o.input) ? readStateDict(o.input, &note) : loadTensors(o.input);
-    tensors.erase("dummy_tensor");
+    eraseDummyTensor(tensors);
     source = o.input;
   }
 

@@ -56,6 +56,10 @@ std::vector<std::pair<std::string, Shape>> mednextV1StateDict(const MedNeXtV1 &n
 /// lists the missing, unexpected and mismatched keys otherwise.
 MedNeXtV1 mednextV1Of(const TensorMap &tensors, const std::string &what);
 
+/// Removes MedNeXt v1's `dummy_tensor` (shape [1]) from `tensors`; one of another shape
+/// stays, so that a strict check reports it.
+void eraseDummyTensor(TensorMap &tensors);
+
 /// The model parameters of an artifact (neither optimizer nor EMA state), in table order.
 std::vector<const ParameterInfo *> modelParameters(const Artifact &artifact);
 
