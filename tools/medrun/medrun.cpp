@@ -101,7 +101,8 @@ const Option kInitFrom{"init-from", "W",
                        "start from the weights in W: a state_dict of MedNeXt v1 (safetensors,\n"
                        "e.g. from `medrun export`, or a PyTorch .pth/.pt zip file, read without\n"
                        "running its pickle code). Keys and shapes must match the model exactly;\n"
-                       "dummy_tensor is ignored. Optimizer state starts fresh, EMA weights as W"};
+                       "dummy_tensor is ignored. Optimizer state starts fresh, EMA weights as W.\n"
+                       "With --resume-or-start only when the run starts (not when it resumes)"};
 const Option kUpkern{"upkern", "",
                      "with --init-from: kernels of another size (kernel 3 weights, kernel 5\n"
                      "model) are resized by trilinear interpolation, as MedNeXt's UpKern"};
@@ -1088,7 +1089,7 @@ int main(int argc, char **argv) {
       const std::string initFrom = args.get("init-from");
       if (args.has("upkern") && initFrom.empty())
         throw Error("--upkern resizes the kernels of --init-from W; give --init-from too");
-      if (!initFrom.empty() && resume)
+      if (!initFrom.empty() && args.has("resume"))
         throw Error("--init-from starts a run from other weights; --resume continues a run "
                     "from its own checkpoint: give one of them");
       return trainCommand(args.artifact, overrides, resume, resumeOrStart,
