@@ -6,7 +6,7 @@
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors recipe mlir)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch recipe mlir)
 # Seeds need the tools of the ordinary build (BUILD, default build: scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ BUILD=${BUILD:-build}
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors recipe mlir)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch recipe mlir)
 
 if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_BUILD" -G Ninja \
@@ -35,7 +35,7 @@ echo "fuzz: unit tests under ASan and UBSan"
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
-rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,recipe,mlir}
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,recipe,mlir}
 MEDC="$BUILD/bin/medc" MEDRUN="$BUILD/bin/medrun"
 "$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 -o "$SEEDS/artifact/tiny.medc"
 "$MEDC" compile test/medrun/Inputs/tiny_loss.mlir --batch 1 --patch 2,2,3 --train "clip=1.0 ema=true" \
@@ -51,6 +51,16 @@ np.save(d + "/f64-fortran.npy", np.asfortranarray(np.ones((3, 2))))
 np.save(d + "/i64-scalar.npy", np.array(7, dtype=np.int64))
 np.save(d + "/u8.npy", np.zeros((4,), dtype=np.uint8))
 np.save(d + "/f16-be.npy", np.ones((2, 2), dtype=">f2"))
+PY
+/usr/bin/python3 - "$SEEDS/torch" <<'PY'
+import argparse, collections, sys, torch
+d = sys.argv[1]
+sd = collections.OrderedDict(w=torch.arange(24.).reshape(2, 3, 4), b=torch.ones(3, dtype=torch.float16))
+torch.save(sd, d + "/plain.pth")
+torch.save({"epoch": 1, "state_dict": collections.OrderedDict(("module." + k, v.t() if v.dim() == 2 else v)
+                                                              for k, v in sd.items()),
+            "hparams": argparse.Namespace(lr=1e-3)}, d + "/nested.pth")
+torch.save(sd, d + "/legacy.pth", _use_new_zipfile_serialization=False)
 PY
 cp configs/*.yaml test/medrun/Inputs/tiny_recipe.yaml "$SEEDS/recipe/"
 /usr/bin/python3 - "$SEEDS/mlir" test/Dialect/*.mlir test/Transforms/*.mlir test/medrun/Inputs/*.mlir <<'PY'

@@ -8,8 +8,10 @@
 #include "medrun/Checkpoint.h"
 #include "medrun/Checksum.h"
 #include "medrun/Error.h"
+#include "medrun/Interop.h"
 #include "medrun/Npy.h" // detail::InputFile, detail::writeFileAtomic
 #include "medrun/Safetensors.h"
+#include "medrun/TorchFile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -581,8 +583,15 @@ TensorMap loadTensors(const std::string &path) {
   if (std::filesystem::is_directory(path) || name == "latest" || name == "best")
     return loadCheckpoint(path).tensors;
   TensorMap tensors;
-  for (auto &[key, t] : readSafetensors(path).tensors)
-    tensors.emplace(key, std::move(t));
+  if (isTorchFile(path)) {
+    tensors = readTorchStateDict(path);
+  } else {
+    for (auto &[key, t] : readSafetensors(path).tensors)
+      tensors.emplace(key, std::move(t));
+  }
+  // MedNeXt v1's dummy_tensor (in exported files and PyTorch state_dicts) serves only its
+  // gradient checkpointing; no model of ours has it.
+  eraseDummyTensor(tensors);
   return tensors;
 }
 

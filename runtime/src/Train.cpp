@@ -7,6 +7,7 @@
 #include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
+#include "medrun/Interop.h"
 #include "medrun/Parallel.h"
 #include "medrun/ProgressPlot.h"
 #include "medrun/Schedule.h"
@@ -374,6 +375,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                  static_cast<long long>(first));
   } else {
     params = initParameters(artifact, seed);
+    if (!options.initFrom.empty())
+      initFromFile(artifact, params, options.initFrom, options.upkern, options.console);
   }
   if (first >= steps)
     throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",

@@ -1,5 +1,5 @@
 """Runs the commands of the README's "A short tour" as written, one by one, in a temporary
-directory where build/, configs/, models/ and scripts/ link to this tree. Lines that need a
+directory where build/, configs/, models/, scripts/ and test/ link to this tree. Lines that need a
 GPU (`cuda-check`, `--device cuda`) are skipped, and `--target cuda` without NVRTC. Fails on
 the first command that fails, and when the tour has fewer than --min-commands commands (a
 README whose tour moved or lost its code block).
@@ -48,7 +48,7 @@ ran = 0
 with tempfile.TemporaryDirectory(prefix="readme-tour-") as tmp:
     env["MEDRUN_CACHE"] = os.path.join(tmp, "cache")  # not the user's compile cache
     os.symlink(os.path.abspath(a.build), os.path.join(tmp, "build"))
-    for d in ("configs", "models", "scripts"):
+    for d in ("configs", "models", "scripts", "test"):
         os.symlink(os.path.join(os.path.abspath(a.source), d), os.path.join(tmp, d))
     for cmd in commands:
         shown = " ".join(cmd.replace("\\\n", " ").split())

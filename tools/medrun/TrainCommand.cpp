@@ -122,6 +122,8 @@ void setKey(nlohmann::json &config, const std::string &spec) {
 
 } // namespace
 
+std::string recipeCacheDir() { return cacheDir().string(); }
+
 int prepareRecipe(const std::string &recipe, const std::vector<std::string> &overrides,
                   const std::string &artifactPath, PreparedRecipe &prepared) {
   if (!fs::exists(recipe))
@@ -224,7 +226,8 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
 
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
                  const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
-                 int progressMode, const std::string &artifactPath) {
+                 int progressMode, const std::string &artifactPath,
+                 const std::string &initFrom, bool upkern) {
   PreparedRecipe prepared;
   if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared); rc != 0)
     return rc;
@@ -241,6 +244,8 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   options.cuda = prepared.cuda;
   options.stop = &stopRequests;
   options.progressMode = progressMode;
+  options.initFrom = initFrom;
+  options.upkern = upkern;
   struct sigaction sa = {};
   sa.sa_handler = onSignal;
   sigemptyset(&sa.sa_mask);

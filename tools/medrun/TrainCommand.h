@@ -30,15 +30,21 @@ struct PreparedRecipe {
 int prepareRecipe(const std::string &recipe, const std::vector<std::string> &overrides,
                   const std::string &artifactPath, PreparedRecipe &prepared);
 
+/// Where compiled recipes are cached (MEDRUN_CACHE, else XDG_CACHE_HOME/medrun,
+/// ~/.cache/medrun): <compile hash>[.cuda].medc.
+std::string recipeCacheDir();
+
 /// Checks the recipe with its overrides (medc recipe), compiles it unless the artifact is
 /// cached (for the GPU with --target cuda when the device is cuda, or auto and a GPU is
 /// present), and trains. `recipe` may also be an effective recipe (JSON, `medc recipe`)
 /// with `artifactPath` compiled from it: no medc needed. `resume`: "" = the run's own
 /// checkpoints, or a checkpoint path; `resumeOrStart`: a fresh run when the run has none.
-/// `progressMode`: 0 auto, 1 bar, 2 plain lines. Returns the exit status (130 after SIGINT).
+/// `progressMode`: 0 auto, 1 bar, 2 plain lines. `initFrom`: a fresh run starts from these
+/// weights (TrainOptions::initFrom). Returns the exit status (130 after SIGINT).
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
                  const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
-                 int progressMode, const std::string &artifactPath = "");
+                 int progressMode, const std::string &artifactPath = "",
+                 const std::string &initFrom = "", bool upkern = false);
 
 } // namespace medrun
 

@@ -13,6 +13,7 @@
 //   medrun eval PRED --labels LABELS [--mode M] [--thresholds T,...] [--min-size N]
 //               [--json FILE] [-o OUT]
 //   medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]
+//   medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model] [--which last|best]
 //   medrun COMMAND --help, medrun --version
 //
 //===----------------------------------------------------------------------------------===//
@@ -26,7 +27,9 @@
 #include "medrun/Npy.h"
 #include "medrun/Parallel.h"
 #include "medrun/Safetensors.h"
+#include "medrun/Interop.h"
 #include "BenchCommand.h"
+#include "ExportCommand.h"
 #include "TrainCommand.h"
 #include "InferCommand.h"
 #include "EvalCommand.h"
@@ -97,13 +100,22 @@ const Option kArtifact{"artifact", "A",
                        "[--target cuda]`); RECIPE may then be the JSON `medc recipe` prints,\n"
                        "so a machine without the compiler runs it (the GPU machine)"};
 const Option kRecipeThreads{"threads", "N", "train.threads: CPU threads (default: all cores)"};
+const Option kInitFrom{"init-from", "W",
+                       "start from the weights in W: a state_dict of MedNeXt v1 (safetensors,\n"
+                       "e.g. from `medrun export`, or a PyTorch .pth/.pt zip file, read without\n"
+                       "running its pickle code). Keys and shapes must match the model exactly;\n"
+                       "dummy_tensor is ignored. Optimizer state starts fresh, EMA weights as W.\n"
+                       "With --resume-or-start only when the run starts (not when it resumes)"};
+const Option kUpkern{"upkern", "",
+                     "with --init-from: kernels of another size (kernel 3 weights, kernel 5\n"
+                     "model) are resized by trilinear interpolation, as MedNeXt's UpKern"};
 
 const std::vector<Command> &commands() {
   static const std::vector<Command> table = {
       {"train",
        "medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]\n"
        "             [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip]\n"
-       "             [--threads N] [--progress P] [--artifact A]",
+       "             [--threads N] [--progress P] [--artifact A] [--init-from W [--upkern]]",
        "Trains the recipe (configs/*.yaml) on its data (data.source: the embedded synthetic\n"
        "volumes, volume files listed in the recipe, or an nnU-Net raw dataset folder; the\n"
        "split is written to DIR/split.json): compiles it with\n"
@@ -113,7 +125,7 @@ const std::vector<Command> &commands() {
        "Ctrl-C (SIGINT) finishes the step, saves a checkpoint and exits with status 130;\n"
        "SIGTERM does the same and exits with 0 (a scheduler that requeues sees a clean end);\n"
        "a second signal quits at once (130). Each option but --resume, --resume-or-start,\n"
-       "--overwrite, --artifact and --progress is a shorthand for a --set.",
+       "--overwrite, --artifact, --progress, --init-from and --upkern is a shorthand for a --set.",
        {kSet,
         {"steps", "N", "train.steps: steps of the whole run (a resumed run continues to N)"},
         {"out", "DIR", "train.out: where logs, checkpoints and config.json go"},
@@ -131,7 +143,9 @@ const std::vector<Command> &commands() {
         kArtifact,
         {"nan", "P", "train.nan: stop (default) at a non-finite loss, or skip such steps"},
         kRecipeThreads,
-        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"},
+        kInitFrom,
+        kUpkern},
        true},
       {"bench",
        "medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]\n"
@@ -227,15 +241,33 @@ const std::vector<Command> &commands() {
          "(.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
+      {"export",
+       "medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model]\n"
+       "              [--which last|best] [--artifact A]",
+       "Writes a run's weights as the state_dict of MedNeXt v1 in PyTorch (MIC-DKFZ's\n"
+       "MedNeXt, as BANIS and PyTorch Connectomics build it): our model keys, f32, plus\n"
+       "its dummy_tensor, so that `model.load_state_dict(load_file(F), strict=True)`\n"
+       "loads it. RUN_OR_CHECKPOINT is a run directory (runs/NAME), its checkpoints\n"
+       "directory, a step directory, a latest/best pointer or a safetensors file. Checks\n"
+       "the keys against MedNeXt v1's structure and the run's model (its compiled recipe,\n"
+       "found in the cache by config.json, or --artifact), and prints the constructor\n"
+       "call that builds the matching network (also in the file's metadata).",
+       {{"o", "FILE", "the safetensors file to write"},
+        {"weights", "W", "ema or model (default: ema where the checkpoint has EMA weights)"},
+        {"which", "C", "last (default) or best: the checkpoint of a run or checkpoints directory"},
+        {"artifact", "A", "the run's compiled recipe, to compare the keys with its model"}},
+       true},
       {"info", "medrun info X.medc",
        "Lists the artifact's functions (inputs, outputs), its parameters (name, shape,\n"
        "dtype, trainable) with a summary line, its CUDA kernels and each function's FLOPs\n"
        "and bytes (those `medrun bench` divides by the time).",
        {},
        false},
-      {"init", "medrun init X.medc -o PARAMS.safetensors [--seed S]",
-       "Writes parameters initialized as PyTorch initializes each layer (state_dict keys).",
-       {{"o", "FILE", "the safetensors file to write"}, kSeed},
+      {"init", "medrun init X.medc -o PARAMS.safetensors [--seed S] [--init-from W [--upkern]]",
+       "Writes parameters initialized as PyTorch initializes each layer (state_dict keys),\n"
+       "or, with --init-from, the parameters and training state a run started from W\n"
+       "begins with (model weights from W, EMA weights equal to them, optimizer state zero).",
+       {{"o", "FILE", "the safetensors file to write"}, kSeed, kInitFrom, kUpkern},
        false},
       {"run",
        "medrun run X.medc [--func NAME] [--input [NAME=]FILE.npy]... [--params P]\n"
@@ -430,7 +462,7 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, infer, eval, volume, info, init, run or cuda-check)"));
+                      "' (expected train, bench, infer, eval, export, volume, info, init, run or cuda-check)"));
     return args;
   }
   if (positional.size() != 2)
@@ -438,7 +470,7 @@ Args parseArgs(int argc, char **argv) {
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, infer, eval, volume, info, init, run or cuda-check)"));
+                    "' (expected train, bench, infer, eval, export, volume, info, init, run or cuda-check)"));
   args.artifact = positional[1];
   return args;
 }
@@ -536,6 +568,10 @@ int init(const Artifact &a, const Args &args) {
   if (out.empty())
     throw Error("`medrun init` needs -o PARAMS.safetensors");
   TensorMap params = initParameters(a, parseSeed(args));
+  if (args.has("upkern") && !args.has("init-from"))
+    throw Error("--upkern resizes the kernels of --init-from W; give --init-from too");
+  if (args.has("init-from"))
+    initFromFile(a, params, args.get("init-from"), args.has("upkern"), stdout);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const ParameterInfo &p : a.parameters)
     tensors.emplace_back(p.name, params.at(p.name));
@@ -1101,10 +1137,16 @@ int main(int argc, char **argv) {
       std::string progress = args.get("progress", "auto");
       if (progress != "auto" && progress != "bar" && progress != "lines")
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      const std::string initFrom = args.get("init-from");
+      if (args.has("upkern") && initFrom.empty())
+        throw Error("--upkern resizes the kernels of --init-from W; give --init-from too");
+      if (!initFrom.empty() && args.has("resume"))
+        throw Error("--init-from starts a run from other weights; --resume continues a run "
+                    "from its own checkpoint: give one of them");
       return trainCommand(args.artifact, overrides, resume, resumeOrStart,
                           args.has("overwrite"),
                           progress == "auto" ? 0 : progress == "bar" ? 1 : 2,
-                          args.get("artifact"));
+                          args.get("artifact"), initFrom, args.has("upkern"));
     }
     if (args.is("bench")) {
       std::vector<std::string> overrides = args.all("set");
@@ -1118,6 +1160,15 @@ int main(int argc, char **argv) {
       options.warmup = parseCount(args, "warmup", 3, 0);
       options.json = args.get("json");
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
+    }
+    if (args.is("export")) {
+      ExportOptions o;
+      o.input = args.artifact;
+      o.out = args.get("o");
+      o.weights = args.get("weights");
+      o.which = args.get("which");
+      o.artifact = args.get("artifact");
+      return exportCommand(o);
     }
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),

@@ -140,8 +140,9 @@ Json verifyCheckpoint(const std::string &stepDir);
 Checkpoint loadCheckpoint(const std::string &path);
 
 /// The tensors of `path`: a checkpoint (a directory, or a `latest`/`best` pointer: its files
-/// merged back into the artifact's names, model keys, ema.<key>, optimizer.<...>), anything
-/// else a safetensors file.
+/// merged back into the artifact's names, model keys, ema.<key>, optimizer.<...>), a
+/// PyTorch zip file (TorchFile.h), anything else a safetensors file. MedNeXt v1's
+/// `dummy_tensor` (shape [1]) is left out.
 TensorMap loadTensors(const std::string &path);
 
 /// The complete step directories under `root` (no *.tmp), ordered by step.

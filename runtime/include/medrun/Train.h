@@ -50,6 +50,10 @@ struct TrainOptions {
   /// Set (by a signal handler) to stop after the current step: a checkpoint is saved and
   /// the run ends normally.
   const std::atomic<int> *stop = nullptr;
+  /// A fresh run starts from these weights (a MedNeXt v1 state_dict, Interop.h) instead of
+  /// initialized ones; `upkern` resizes kernels of another size.
+  std::string initFrom;
+  bool upkern = false;
   FILE *console = stderr; ///< progress bar or lines, messages
   int progressMode = 0;   ///< 0 auto (bar on a terminal), 1 bar, 2 plain lines
 };
