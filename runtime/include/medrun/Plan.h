@@ -29,6 +29,7 @@ using AttrValue =
 struct ValueInfo {
   DType dtype = DType::F32;
   Shape shape;
+  int64_t numel() const { return numElements(shape); }
 };
 
 struct Function;
