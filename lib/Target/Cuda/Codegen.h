@@ -24,7 +24,6 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -244,7 +243,8 @@ private:
   const medrun::ValueInfo &type(int id) const { return values.at(id); }
   const std::vector<int64_t> &shape(int id) const { return values.at(id).shape; }
   void requireFloat(int id, const std::string &what) const {
-    if (type(id).dtype != DType::F32 && type(id).dtype != DType::BF16 && type(id).dtype != DType::F16)
+    const DType t = type(id).dtype;
+    if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
       error(what + " has element type " + medrun::dtypeName(type(id).dtype) +
             "; the CUDA backend stores floats as f32, bf16 or f16 only");
   }

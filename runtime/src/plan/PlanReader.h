@@ -25,7 +25,8 @@ struct PlanReader {
   [[noreturn]] void fail(const std::string &where, const std::string &msg) const {
     throw Error(str(file, ": malformed artifact: ", where, ": ", msg));
   }
-  const nlohmann::json &field(const nlohmann::json &obj, const char *key, const std::string &where) const {
+  const nlohmann::json &field(const nlohmann::json &obj, const char *key,
+                              const std::string &where) const {
     if (!obj.is_object() || !obj.contains(key))
       fail(where, str("missing '", key, "'"));
     return obj.at(key);
