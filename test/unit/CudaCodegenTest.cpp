@@ -22,11 +22,12 @@ json::Object planWith(json::Object op, json::Array fusions = {}) {
   return json::Object{{"functions", json::Array{std::move(fn)}}, {"fusions", std::move(fusions)}};
 }
 
-json::Object unaryOp(const char *kind) {
+json::Object unaryOp(const char *kind, json::Object attrs = {}) {
   return json::Object{{"op", kind},
                       {"loc", "x.mlir:3:8"},
                       {"operands", json::Object{{"input", json::Array{0}}}},
-                      {"results", json::Array{1}}};
+                      {"results", json::Array{1}},
+                      {"attrs", std::move(attrs)}};
 }
 
 std::string errorOf(json::Object plan) {
@@ -65,11 +66,14 @@ TEST(CudaCodegen, FusionDispatchesOnItsTemplate) {
   auto body = [](const char *tmpl) {
     return json::Object{
         {"template", tmpl},
+        {"values", json::Array{json::Object{{"dtype", "f32"}, {"shape", json::Array{4}}},
+                               json::Object{{"dtype", "f32"}, {"shape", json::Array{4}}}}},
         {"inputs", json::Array{0}},
         {"outputs", json::Array{1}},
         {"ops", json::Array{json::Object{{"op", "neg"},
                                          {"operands", json::Object{{"input", json::Array{0}}}},
-                                         {"results", json::Array{1}}}}}};
+                                         {"results", json::Array{1}},
+                                         {"attrs", json::Object{}}}}}};
   };
   json::Object plan = planWith(json::Object(fusion), json::Array{body("elementwise")});
   llvm::Expected<CudaProgram> p = generateCuda(plan);
@@ -77,9 +81,29 @@ TEST(CudaCodegen, FusionDispatchesOnItsTemplate) {
   EXPECT_NE(p->source.find(" fusion_"), std::string::npos);
   EXPECT_EQ(errorOf(planWith(json::Object(fusion), json::Array{body("mlp")})),
             "function 'f': 'med.fusion': CUDA code generation: no CUDA template 'mlp'");
+  // The plan reader gives every fusion its body; a plan without it is malformed.
   EXPECT_EQ(errorOf(planWith(json::Object(fusion))),
-            "function 'f': 'med.fusion': CUDA code generation: the fusion's body is missing "
-            "from the plan");
+            "medc's plan: malformed artifact: function 'f'.ops[0]: a fusion needs 'body', the "
+            "index of its body in 'fusions' (0 bodies)");
+}
+
+// The codegen reads the plan with the runtime's reader: a plan it rejects, or an attribute
+// an op lacks, is an llvm::Error naming the function and the op (the reader's exceptions stay
+// inside the codegen).
+TEST(CudaCodegen, MalformedPlanIsAnErrorNamingTheOp) {
+  json::Object valid = planWith(unaryOp("pad", json::Object{{"low", json::Array{0}},
+                                                            {"high", json::Array{0}},
+                                                            {"value", 0.0}}));
+  EXPECT_EQ(errorOf(std::move(valid)), "");
+  EXPECT_EQ(errorOf(planWith(unaryOp("pad", json::Object{{"high", json::Array{0}},
+                                                         {"value", 0.0}}))),
+            "function 'f': CUDA code generation: 'med.pad' at x.mlir:3:8: the plan has no "
+            "attribute 'low'");
+  json::Object badId = unaryOp("gelu");
+  badId["results"] = json::Array{7};
+  EXPECT_EQ(errorOf(planWith(std::move(badId))),
+            "medc's plan: malformed artifact: function 'f'.ops[0].results: value id 7 out of "
+            "range (2 values)");
 }
 
 /// A function `name` applying `kinds` in a chain to value 0 (f32[n]).
@@ -90,7 +114,8 @@ json::Object chain(const char *name, const std::vector<const char *> &kinds, int
   for (size_t i = 0; i < kinds.size(); ++i)
     ops.push_back(json::Object{{"op", kinds[i]},
                                {"operands", json::Object{{"input", json::Array{int64_t(i)}}}},
-                               {"results", json::Array{int64_t(i + 1)}}});
+                               {"results", json::Array{int64_t(i + 1)}},
+                               {"attrs", json::Object{}}});
   return json::Object{{"name", name},
                       {"inputs", json::Array{0}},
                       {"outputs", json::Array{int64_t(kinds.size())}},

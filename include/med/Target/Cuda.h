@@ -10,7 +10,8 @@
 //    compileCudaModules compiles the kernels split into independent modules in parallel.
 //
 // The plan and the source work on the JSON document alone, the same contract the runtime
-// reads (docs/artifact.md), so the runtime never needs to know an op's MLIR form.
+// reads (docs/artifact.md), read by the runtime's own plan reader (medrun/Plan.h), so the
+// runtime never needs to know an op's MLIR form.
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MED_TARGET_CUDA_H

@@ -42,65 +42,35 @@ namespace mlir::med::cuda {
 // ---- one function --------------------------------------------------------------------
 
 llvm::Expected<json::Object> FunctionGen::run() {
-  const json::Array *vals = fn.getArray("values");
-  const json::Array *ops = fn.getArray("ops");
-  if (!vals || !ops)
-    return llvm::createStringError("malformed plan: a function has no values or ops");
-  for (const json::Value &v : *vals) {
-    ValueType t;
-    const json::Object *o = v.getAsObject();
-    // Stored as med-assign-storage decided (mixed precision), else as its type.
-    if (auto d = o->getString("storage") ? o->getString("storage") : o->getString("dtype"))
-      t.dtype = d->str();
-    if (const json::Array *s = o->getArray("shape"))
-      for (const json::Value &e : *s)
-        t.shape.push_back(*e.getAsInteger());
-    values.push_back(std::move(t));
-  }
+  values = fn.values;
+  for (medrun::ValueInfo &v : values) // stored as med-assign-storage decided
+    v.dtype = v.storage;
+  if (fn.precision == "bf16-mixed" || fn.precision == "fp16-mixed")
+    mixedType = fn.precision == "bf16-mixed" ? DType::BF16 : DType::F16;
   scratchBytes.push_back(4); // scratch 0: the status word
-  std::vector<Op> parsed;
-  for (size_t i = 0; i < ops->size(); ++i) {
-    const json::Object *o = (*ops)[i].getAsObject();
-    Op op;
-    op.index = i;
-    op.kind = o->getString("op").value_or("").str();
-    op.loc = o->getString("loc").value_or("").str();
-    if (const json::Object *g = o->getObject("operands"))
-      for (auto &[name, ids] : *g) {
-        std::vector<int> list;
-        for (const json::Value &id : *ids.getAsArray())
-          list.push_back(static_cast<int>(*id.getAsInteger()));
-        op.operands[name.str()] = list;
-      }
-    for (const json::Value &id : *o->getArray("results"))
-      op.results.push_back(static_cast<int>(*id.getAsInteger()));
-    static const json::Object empty;
-    op.attrs = o->getObject("attrs") ? o->getObject("attrs") : &empty;
-    op.fp32 = o->getBoolean("fp32").value_or(false);
-    parsed.push_back(std::move(op));
-  }
-  const std::string precision = fn.getString("precision").value_or("").str();
-  if (precision == "bf16-mixed" || precision == "fp16-mixed")
-    mixedType = precision == "bf16-mixed" ? "bf16" : "f16";
-  findInPlaceUpdates(parsed);
-  for (const Op &op : parsed) {
-    roundOnRead.clear();
-    if (mixedType == "bf16" && computesLow(op))
-      for (auto &[name, ids] : op.operands)
-        if (!readsWide(op, name))
-          for (int id : ids)
-            if (type(id).dtype == "f32")
-              roundOnRead.insert(id);
-    for (int id : op.results)
-      producers[id] = static_cast<int64_t>(op.index);
-    try {
+  const Op *current = nullptr; // the op being lowered, for messages
+  try {
+    findInPlaceUpdates(fn.ops);
+    for (const Op &op : fn.ops) {
+      current = &op;
+      roundOnRead.clear();
+      if (mixedType == DType::BF16 && computesLow(op))
+        for (auto &[name, ids] : op.operands)
+          if (!readsWide(op, name))
+            for (int id : ids)
+              if (type(id).dtype == DType::F32)
+                roundOnRead.insert(id);
+      for (int id : op.results)
+        producers[id] = static_cast<int64_t>(indexOf(op));
       lower(op);
-    } catch (const CodegenError &e) {
-      return llvm::createStringError(
-          llvm::formatv("'med.{0}'{1}: CUDA code generation: {2}", op.kind,
-                        op.loc.empty() ? "" : " at " + op.loc, e.message)
-              .str());
     }
+  } catch (const CodegenError &e) {
+    return llvm::createStringError(
+        llvm::formatv("{0}CUDA code generation: {1}", current ? current->describe() + ": " : "",
+                      e.message)
+            .str());
+  } catch (const medrun::Error &e) { // a malformed op: OpInfo's accessors name it
+    return llvm::createStringError(llvm::formatv("CUDA code generation: {0}", e.what()).str());
   }
   json::Array scratch;
   for (int64_t b : scratchBytes)
@@ -113,37 +83,38 @@ void FunctionGen::findInPlaceUpdates(const std::vector<Op> &ops) {
   std::map<int, size_t> producer;
   std::map<int, std::vector<size_t>> users;
   std::map<std::string, std::vector<int>> reads; // state name -> values of its param ops
-  for (const Op &op : ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op &op = ops[i];
     for (int id : op.results)
-      producer[id] = op.index;
+      producer[id] = i;
     for (auto &[name, ids] : op.operands)
       for (int id : ids)
-        users[id].push_back(op.index);
+        users[id].push_back(i);
     if (op.kind == "param")
-      reads[strAttr(op, "name")].push_back(result(op));
+      reads[op.strAttr("name")].push_back(result(op));
   }
-  if (const json::Array *out = fn.getArray("outputs"))
-    for (const json::Value &v : *out)
-      users[static_cast<int>(*v.getAsInteger())].push_back(ops.size()); // read after the end
+  for (int id : fn.outputs)
+    users[id].push_back(ops.size()); // read after the end
   for (const Op &op : ops) {
     if (op.kind != "assign")
       continue;
-    const int v = one(op, "value");
-    const std::string name = strAttr(op, "name");
+    const int v = op.single("value");
+    const std::string name = op.strAttr("name");
     auto p = producer.find(v);
-    if (p == producer.end() || users[v].size() != 1 || type(v).dtype != "f32")
+    if (p == producer.end() || users[v].size() != 1 || type(v).dtype != DType::F32)
       continue;
-    const Op &f = ops[p->second];
+    const size_t fi = p->second;
+    const Op &f = ops[fi];
     if (f.kind != "fusion")
       continue;
     // The fusion reads the tensor it updates, and no op reads that tensor after it.
     bool readsIt = false, readAfter = false;
     for (int x : reads[name]) {
-      const std::vector<int> &in = f.operands.at("inputs");
-      readsIt = readsIt || (std::count(in.begin(), in.end(), x) && type(x).dtype == "f32" &&
+      const std::vector<int> &in = f.operand("inputs");
+      readsIt = readsIt || (std::count(in.begin(), in.end(), x) && type(x).dtype == DType::F32 &&
                             type(x).shape == type(v).shape);
       for (size_t u : users[x])
-        readAfter = readAfter || u > f.index;
+        readAfter = readAfter || u > fi;
     }
     if (readsIt && !readAfter)
       inPlace[v] = name;
@@ -193,17 +164,11 @@ void FunctionGen::lower(const Op &op) {
 }
 
 void FunctionGen::fusion(const Op &op) {
-  const json::Object *body = nullptr;
-  if (std::optional<int64_t> index = attr(op, "body").getAsInteger())
-    if (fusions && *index >= 0 && static_cast<size_t>(*index) < fusions->size())
-      body = (*fusions)[*index].getAsObject();
-  if (!body)
-    error("the fusion's body is missing from the plan");
-  const std::string name = body->getString("template").value_or("").str();
-  auto it = fusionTemplates().find(name);
+  // The plan reader gives every fusion its body (OpInfo::body).
+  auto it = fusionTemplates().find(op.body->fusionTemplate);
   if (it == fusionTemplates().end())
-    error("no CUDA template '" + name + "'");
-  it->second(*this, op, *body);
+    error("no CUDA template '" + op.body->fusionTemplate + "'");
+  it->second(*this, op, *op.body);
 }
 
 } // namespace mlir::med::cuda
@@ -212,18 +177,33 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
+  // The plan as the runtime reads it: its JSON text through the runtime's plan reader.
+  std::string text;
+  {
+    llvm::raw_string_ostream os(text);
+    json::OStream j(os);
+    j.object([&] {
+      if (const json::Value *fusions = doc.get("fusions"))
+        j.attribute("fusions", *fusions);
+      j.attribute("functions", *doc.get("functions"));
+    });
+  }
+  medrun::Plan plan;
+  try {
+    plan = medrun::readPlan(text, "medc's plan");
+  } catch (const medrun::Error &e) {
+    return llvm::createStringError(e.what());
+  }
   Source src;
   CudaProgram program;
-  for (json::Value &f : *functions) {
-    json::Object *fn = f.getAsObject();
-    FunctionGen gen(src, *fn, doc.getArray("fusions"));
-    llvm::Expected<json::Object> plan = gen.run();
-    if (!plan)
-      return llvm::createStringError(llvm::formatv("function '{0}': {1}",
-                                                   fn->getString("name").value_or(""),
-                                                   llvm::toString(plan.takeError()))
+  for (size_t i = 0; i < plan.functions.size(); ++i) {
+    FunctionGen gen(src, plan.functions[i]);
+    llvm::Expected<json::Object> cudaPlan = gen.run();
+    if (!cudaPlan)
+      return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,
+                                                   llvm::toString(cudaPlan.takeError()))
                                          .str());
-    (*fn)["cuda_plan"] = std::move(*plan);
+    (*(*functions)[i].getAsObject())["cuda_plan"] = std::move(*cudaPlan);
     program.launches += gen.launches;
   }
   program.source = src.text();

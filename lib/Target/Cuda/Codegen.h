@@ -8,16 +8,22 @@
 // in Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind,
 // which `lower` looks the op up in.
 //
+// The plan is read with the runtime's reader (medrun/Plan.h): a function is a
+// medrun::Function, an op a medrun::OpInfo with its accessors, which throw medrun::Error on
+// a malformed op; FunctionGen::run turns that into the llvm::Error naming the op, so no
+// exception crosses an LLVM frame.
+//
 //===------------------------------------------------------------------------------===//
 
 #ifndef MED_TARGET_CUDA_CODEGEN_H
 #define MED_TARGET_CUDA_CODEGEN_H
 
 #include "med/Target/Cuda.h"
+#include "medrun/Error.h"
+#include "medrun/Plan.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -35,6 +41,9 @@
 namespace mlir::med::cuda {
 
 namespace json = llvm::json;
+using DType = medrun::DType;
+/// An op of the plan (its operand groups, results and attributes, with their accessors).
+using Op = medrun::OpInfo;
 
 constexpr int kBlock = 256;            // threads per block
 constexpr int64_t kMaxGrid = 2147483647; // gridDim.x limit
@@ -54,7 +63,7 @@ int64_t product(const std::vector<int64_t> &s, size_t begin = 0);
 /// Smallest power of two >= n, clamped to [32, kBlock].
 int blockFor(int64_t n);
 /// The C type a value of `dtype` is stored as on the device (empty: unsupported).
-std::string ctype(llvm::StringRef dtype);
+std::string ctype(DType dtype);
 
 /// The integer type of a kernel's element indices: `int` where every index fits (32-bit
 /// address math, and divisions by constants that are a multiply and a shift), else i64.
@@ -83,29 +92,14 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
 /// The operands of an op with a scalar form, in the order its scalar form takes them.
 const std::vector<const char *> &scalarOperands(const std::string &kind);
 
-/// The scalar statement of an optimizer step on one element: reads `x` (expressions of the
+/// The scalar statement of optimizer step `op` on one element: reads `x` (expressions of the
 /// operands in scalarOperands order; the learning rate and step may be any float
 /// expressions), assigns `y` (the new parameter and state, in result order). It may fail the
 /// function through the status word (`status`, `code`), as AdamW does for a step below 1.
 /// One definition for the optimizer's own kernel and every fusion it is part of.
-std::string optimizerStatement(const std::string &kind, const llvm::json::Object &attrs,
+std::string optimizerStatement(const std::string &kind, const Op &op,
                                const std::vector<std::string> &x,
                                const std::vector<std::string> &y);
-
-struct ValueType {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  int64_t numel() const { return product(shape); }
-};
-
-struct Op {
-  size_t index;
-  std::string kind, loc;
-  bool fp32 = false; // master-weight math: stays in f32 under mixed precision
-  std::map<std::string, std::vector<int>> operands;
-  std::vector<int> results;
-  const json::Object *attrs;
-};
 
 /// The kernels of an artifact, shared between functions when identical. A kernel is named
 /// by its kind and a hash of its code (`gelu_3f0c1a2b`), so adding or changing one kernel
@@ -142,16 +136,15 @@ class FunctionGen;
 using Emitter = void (*)(FunctionGen &, const Op &);
 using Emitters = std::map<std::string, Emitter>;
 /// A fusion template: emits a `fusion` op whose plan body names it.
-using FusionTemplate = void (*)(FunctionGen &, const Op &, const json::Object &body);
+using FusionTemplate = void (*)(FunctionGen &, const Op &, const medrun::Function &body);
 using FusionTemplates = std::map<std::string, FusionTemplate>;
 
 /// Generates the kernels and the launch plan of one function.
 class FunctionGen {
 public:
-  FunctionGen(Source &src, const json::Object &fn, const json::Array *fusions)
-      : src(src), fn(fn), fusions(fusions) {}
+  FunctionGen(Source &src, const medrun::Function &fn) : src(src), fn(fn) {}
 
-  /// The function's CUDA plan: scratch sizes and launch steps.
+  /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
   llvm::Expected<json::Object> run();
 
   size_t launches = 0;
@@ -169,12 +162,13 @@ public:
 
 private:
   Source &src;
-  const json::Object &fn;
-  const json::Array *fusions; ///< the plan's fusion bodies (may be null: none)
-  std::vector<ValueType> values;
+  const medrun::Function &fn;
+  /// The function's values, each with the type it is stored as on the device (its
+  /// `storage`: med-assign-storage makes f32 activations bf16 or f16 under mixed precision).
+  std::vector<medrun::ValueInfo> values;
   std::vector<int64_t> scratchBytes;
   json::Array steps;
-  std::string mixedType;     // "bf16" or "f16": the storage of activations (mixed precision)
+  std::optional<DType> mixedType; // bf16 or f16: the storage of activations (mixed precision)
   std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16
   std::map<int, int64_t> producers; // value id -> the op that defines it
   std::set<int> placed;      // values a pack placed in its result (med.pack)
@@ -204,8 +198,8 @@ private:
   /// as the CPU backend converts them, except those of readsWide; under fp16-mixed the CPU
   /// backend reads them as they are.
   bool computesLow(const Op &op) const {
-    return !mixedType.empty() && std::any_of(op.results.begin(), op.results.end(), [&](int id) {
-             return type(id).dtype == mixedType;
+    return mixedType && std::any_of(op.results.begin(), op.results.end(), [&](int id) {
+             return type(id).dtype == *mixedType;
            });
   }
 
@@ -217,89 +211,30 @@ private:
   [[noreturn]] static void error(const std::string &msg) { throw CodegenError{msg}; }
 
   // ---- plan access ---------------------------------------------------------------------
-  int one(const Op &op, const std::string &name) const {
-    auto it = op.operands.find(name);
-    if (it == op.operands.end() || it->second.size() != 1)
-      error("operand '" + name + "' needs exactly one value");
-    return it->second.front();
-  }
-  std::optional<int> opt(const Op &op, const std::string &name) const {
-    auto it = op.operands.find(name);
-    if (it == op.operands.end() || it->second.empty())
-      return std::nullopt;
-    return it->second.front();
-  }
-  const std::vector<int> &group(const Op &op, const std::string &name) const {
-    auto it = op.operands.find(name);
-    if (it == op.operands.end())
-      error("the plan has no operand '" + name + "'");
-    return it->second;
+  /// The index of `op` in the function (its steps name it; a failing kernel reports it + 1).
+  size_t indexOf(const Op &op) const {
+    if (fn.ops.empty() || &op < fn.ops.data() || &op >= fn.ops.data() + fn.ops.size())
+      error("the op is not one of the function's");
+    return static_cast<size_t>(&op - fn.ops.data());
   }
   int result(const Op &op, size_t i = 0) const {
     if (i >= op.results.size())
       error("the plan gives " + std::to_string(op.results.size()) + " results");
     return op.results[i];
   }
-  const json::Value &attr(const Op &op, const std::string &name) const {
-    const json::Value *v = op.attrs->get(name);
-    if (!v)
-      error("the plan has no attribute '" + name + "'");
-    return *v;
-  }
-  int64_t intAttr(const Op &op, const std::string &name) const {
-    if (auto i = attr(op, name).getAsInteger())
-      return *i;
-    error("attribute '" + name + "' is not an integer");
-  }
-  double floatAttr(const Op &op, const std::string &name) const {
-    if (auto d = attr(op, name).getAsNumber())
-      return *d;
-    error("attribute '" + name + "' is not a number");
-  }
-  bool boolAttr(const Op &op, const std::string &name) const {
-    if (auto b = attr(op, name).getAsBoolean())
-      return *b;
-    error("attribute '" + name + "' is not a boolean");
-  }
-  std::string strAttr(const Op &op, const std::string &name) const {
-    if (auto s = attr(op, name).getAsString())
-      return s->str();
-    error("attribute '" + name + "' is not a string");
-  }
-  std::vector<int64_t> intsAttr(const Op &op, const std::string &name) const {
-    std::vector<int64_t> out;
-    const json::Array *a = attr(op, name).getAsArray();
-    if (!a)
-      error("attribute '" + name + "' is not a list");
-    for (const json::Value &v : *a) {
-      auto i = v.getAsInteger();
-      if (!i)
-        error("attribute '" + name + "' is not a list of integers");
-      out.push_back(*i);
-    }
-    return out;
-  }
-  std::vector<double> floatsAttr(const Op &op, const std::string &name) const {
-    std::vector<double> out;
-    const json::Array *a = attr(op, name).getAsArray();
-    if (!a)
-      error("attribute '" + name + "' is not a list");
-    for (const json::Value &v : *a)
-      out.push_back(v.getAsNumber().value_or(NAN));
-    return out;
-  }
   std::array<int64_t, 3> triple(const Op &op, const std::string &name) const {
-    std::vector<int64_t> v = intsAttr(op, name);
+    std::vector<int64_t> v = op.intsAttr(name);
     if (v.size() != 3)
       error("'" + name + "' needs 3 entries");
     return {v[0], v[1], v[2]};
   }
 
-  const ValueType &type(int id) const { return values.at(id); }
+  const medrun::ValueInfo &type(int id) const { return values.at(id); }
   const std::vector<int64_t> &shape(int id) const { return values.at(id).shape; }
   void requireFloat(int id, const std::string &what) const {
-    if (type(id).dtype != "f32" && type(id).dtype != "bf16" && type(id).dtype != "f16")
-      error(what + " has element type " + type(id).dtype +
+    const DType t = type(id).dtype;
+    if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
+      error(what + " has element type " + medrun::dtypeName(type(id).dtype) +
             "; the CUDA backend stores floats as f32, bf16 or f16 only");
   }
 
@@ -325,7 +260,7 @@ private:
   /// widest (8 of bf16 or f16, 4 of f32).
   int lanesFor(const std::vector<int> &ids) const {
     for (int id : ids)
-      if (type(id).dtype != "bf16" && type(id).dtype != "f16")
+      if (type(id).dtype != DType::BF16 && type(id).dtype != DType::F16)
         return 4;
     return 8;
   }
@@ -493,7 +428,7 @@ private:
   void binary(const Op &op);
   void geluGrad(const Op &op);
   void extremumGrad(const Op &op);
-  void elementwiseFusion(const Op &op, const json::Object &body);
+  void elementwiseFusion(const Op &op, const medrun::Function &body);
 
   // ---- DataMovement.cpp ------------------------------------------------------------------
   void param(const Op &op);

@@ -11,8 +11,8 @@
 namespace mlir::med::cuda {
 
 void FunctionGen::conv(const Op &op, bool transposed) {
-  int x = one(op, "input"), w = one(op, "weight"), y = result(op);
-  std::optional<int> b = opt(op, "bias");
+  int x = op.single("input"), w = op.single("weight"), y = result(op);
+  std::optional<int> b = op.optional("bias");
   requireFloat(x, "the input");
   requireFloat(w, "the weight");
   requireFloat(y, "the result");
@@ -22,7 +22,7 @@ void FunctionGen::conv(const Op &op, bool transposed) {
   if (xs.size() != 5 || ws.size() != 5 || ys.size() != 5)
     error("expected rank-5 input, weight and result");
   auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
-  int64_t groups = intAttr(op, "groups");
+  int64_t groups = op.intAttr("groups");
   if (groups < 1 || xs[1] % groups || ys[1] % groups)
     error("channels do not split into " + std::to_string(groups) + " groups");
   for (int a = 0; a < 3; ++a)
@@ -151,7 +151,7 @@ void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
 }
 
 void FunctionGen::convGradWeight(const Op &op) {
-  int x = one(op, "input"), dy = one(op, "grad_output"), dw = result(op);
+  int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
   requireFloat(x, "the input");
   requireFloat(dy, "the output gradient");
   requireFloat(dw, "the result");
@@ -159,7 +159,7 @@ void FunctionGen::convGradWeight(const Op &op) {
   if (xs.size() != 5 || gs.size() != 5 || ws.size() != 5)
     error("expected rank-5 input, output gradient and weight");
   auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
-  int64_t groups = intAttr(op, "groups");
+  int64_t groups = op.intAttr("groups");
   const int64_t cin = xs[1], cout = gs[1];
   if (groups < 1 || cin % groups || cout % groups || ws[0] != cout || ws[1] != cin / groups ||
       gs[0] != xs[0])

@@ -11,45 +11,45 @@ namespace mlir::med::cuda {
 /// A parameter binds its resident buffer: no kernel.
 void FunctionGen::param(const Op &op) {
   steps.push_back(json::Object{{"kind", "param"},
-                               {"op", static_cast<int64_t>(op.index)},
-                               {"name", strAttr(op, "name")},
+                               {"op", static_cast<int64_t>(indexOf(op))},
+                               {"name", op.strAttr("name")},
                                {"value", result(op)}});
 }
 
 /// An assigned value is downloaded after the step: no kernel.
 void FunctionGen::assign(const Op &op) {
   json::Object step{{"kind", "assign"},
-                    {"op", static_cast<int64_t>(op.index)},
-                    {"name", strAttr(op, "name")},
-                    {"value", one(op, "value")}};
-  if (inPlace.count(one(op, "value")))
+                    {"op", static_cast<int64_t>(indexOf(op))},
+                    {"name", op.strAttr("name")},
+                    {"value", op.single("value")}};
+  if (inPlace.count(op.single("value")))
     step["in_place"] = true;
   steps.push_back(std::move(step));
 }
 
 /// A reshape aliases its input's buffer: no kernel.
 void FunctionGen::reshape(const Op &op) {
-  int x = one(op, "input"), y = result(op);
+  int x = op.single("input"), y = result(op);
   if (type(x).numel() != type(y).numel() || type(x).dtype != type(y).dtype)
     error("reshape changes the number of elements or the element type");
   steps.push_back(json::Object{{"kind", "alias"},
-                               {"op", static_cast<int64_t>(op.index)},
+                               {"op", static_cast<int64_t>(indexOf(op))},
                                {"from", x},
                                {"value", y}});
 }
 
 void FunctionGen::pad(const Op &op) {
-  int x = one(op, "input"), y = result(op);
+  int x = op.single("input"), y = result(op);
   std::string t = elemType(x);
   const auto &xs = shape(x), &ys = shape(y);
-  std::vector<int64_t> low = intsAttr(op, "low"), high = intsAttr(op, "high");
+  std::vector<int64_t> low = op.intsAttr("low"), high = op.intsAttr("high");
   if (low.size() != xs.size() || high.size() != xs.size() || ys.size() != xs.size())
     error("need one low and one high entry per axis");
-  double value = floatAttr(op, "value");
-  std::string fill = type(x).dtype == "f32" || type(x).dtype == "bf16" || type(x).dtype == "f16"
-                         ? flt(value)
-                     : type(x).dtype == "f64" ? dbl(value)
-                                              : "(" + t + ")" + dbl(value);
+  double value = op.floatAttr("value");
+  const DType dt = type(x).dtype;
+  std::string fill = dt == DType::F32 || dt == DType::BF16 || dt == DType::F16 ? flt(value)
+                     : dt == DType::F64 ? dbl(value)
+                                        : "(" + t + ")" + dbl(value);
   std::string body = decompose("i", ys, "o");
   std::string inside, off;
   std::vector<int64_t> st = contiguousStrides(xs);
@@ -65,10 +65,10 @@ void FunctionGen::pad(const Op &op) {
 }
 
 void FunctionGen::slice(const Op &op) {
-  int x = one(op, "input"), y = result(op);
+  int x = op.single("input"), y = result(op);
   std::string t = elemType(x);
   const auto &xs = shape(x), &ys = shape(y);
-  std::vector<int64_t> offs = intsAttr(op, "offsets"), strides = intsAttr(op, "strides");
+  std::vector<int64_t> offs = op.intsAttr("offsets"), strides = op.intsAttr("strides");
   if (strides.empty())
     strides.assign(xs.size(), 1);
   if (offs.size() != xs.size() || strides.size() != xs.size() || ys.size() != xs.size())
@@ -86,11 +86,11 @@ void FunctionGen::slice(const Op &op) {
 }
 
 void FunctionGen::concat(const Op &op) {
-  const std::vector<int> &ins = group(op, "inputs");
+  const std::vector<int> &ins = op.operand("inputs");
   int y = result(op);
   std::string t = elemType(y);
   const auto &ys = shape(y);
-  int64_t axis = intAttr(op, "axis"), r = static_cast<int64_t>(ys.size());
+  int64_t axis = op.intAttr("axis"), r = static_cast<int64_t>(ys.size());
   if (axis < 0)
     axis += r;
   if (axis < 0 || axis >= r)
@@ -119,7 +119,7 @@ void FunctionGen::concat(const Op &op) {
 }
 
 void FunctionGen::broadcast(const Op &op) {
-  int x = one(op, "input"), y = result(op);
+  int x = op.single("input"), y = result(op);
   std::string t = elemType(x);
   const auto &ys = shape(y);
   std::string body = decompose("i", ys, "o");
@@ -129,10 +129,10 @@ void FunctionGen::broadcast(const Op &op) {
 
 /// The strided slice's gradient: zeros, and the gradient where the slice read.
 void FunctionGen::sliceGrad(const Op &op) {
-  int dy = one(op, "grad_output"), dx = result(op);
+  int dy = op.single("grad_output"), dx = result(op);
   std::string t = elemType(dx);
   const auto &gs = shape(dy), &xs = shape(dx);
-  std::vector<int64_t> offs = intsAttr(op, "offsets"), strides = intsAttr(op, "strides");
+  std::vector<int64_t> offs = op.intsAttr("offsets"), strides = op.intsAttr("strides");
   if (offs.size() != xs.size() || strides.size() != xs.size() || gs.size() != xs.size())
     error("need one offset and stride per axis");
   std::vector<int64_t> gst = contiguousStrides(gs);
@@ -156,9 +156,9 @@ void FunctionGen::sliceGrad(const Op &op) {
 /// zeroed before the first producer writes into it, which leaves the gaps zero.
 void FunctionGen::pack(const Op &op) {
   int y = result(op);
-  const std::vector<int> &xs = group(op, "inputs");
-  const std::vector<int64_t> offsets = intsAttr(op, "offsets");
-  if (type(y).dtype != "f32" || offsets.size() != xs.size())
+  const std::vector<int> &xs = op.operand("inputs");
+  const std::vector<int64_t> offsets = op.intsAttr("offsets");
+  if (type(y).dtype != DType::F32 || offsets.size() != xs.size())
     error("needs an f32 result and one offset per input");
   // Aliases (reshapes) and producers of the function's values so far.
   std::map<int, int> aliasOf;
@@ -180,7 +180,7 @@ void FunctionGen::pack(const Op &op) {
     while (aliasOf.count(root))
       root = aliasOf[root];
     auto p = producers.find(root);
-    const bool placeable = type(root).dtype == "f32" && p != producers.end() &&
+    const bool placeable = type(root).dtype == DType::F32 && p != producers.end() &&
                            launching.count(p->second) && !placed.count(root) &&
                            offsets[i] >= 0 && offsets[i] % 4 == 0 &&
                            offsets[i] + type(xs[i]).numel() <= type(y).numel();
@@ -192,7 +192,7 @@ void FunctionGen::pack(const Op &op) {
     placed.insert(root);
     first = std::min(first.value_or(p->second), p->second);
     places.push_back(json::Object{{"kind", "place"},
-                                  {"op", static_cast<int64_t>(op.index)},
+                                  {"op", static_cast<int64_t>(indexOf(op))},
                                   {"value", root},
                                   {"into", y},
                                   {"offset", offsets[i] * 4}});

@@ -74,7 +74,7 @@ const std::vector<const char *> &scalarOperands(const std::string &kind) {
 void FunctionGen::constant(const Op &op) {
   int y = result(op);
   requireFloat(y, "the constant");
-  std::vector<double> v = floatsAttr(op, "value");
+  std::vector<double> v = op.floatsAttr("value");
   int64_t n = type(y).numel();
   if (static_cast<int64_t>(v.size()) != n && v.size() != 1)
     error("constant has " + std::to_string(v.size()) + " values for " + std::to_string(n) +
@@ -91,7 +91,7 @@ void FunctionGen::constant(const Op &op) {
 }
 
 void FunctionGen::unary(const Op &op) {
-  int x = one(op, "input"), y = result(op);
+  int x = op.single("input"), y = result(op);
   requireFloat(x, "the input");
   requireFloat(y, "the result");
   if (type(x).numel() != type(y).numel())
@@ -103,7 +103,7 @@ void FunctionGen::unary(const Op &op) {
 }
 
 void FunctionGen::binary(const Op &op) {
-  int a = one(op, "lhs"), b = one(op, "rhs"), y = result(op);
+  int a = op.single("lhs"), b = op.single("rhs"), y = result(op);
   for (int id : {a, b, y})
     requireFloat(id, "an operand");
   const auto &ys = shape(y);
@@ -119,7 +119,7 @@ void FunctionGen::binary(const Op &op) {
 }
 
 void FunctionGen::geluGrad(const Op &op) {
-  int x = one(op, "input"), dy = one(op, "grad_output"), dx = result(op);
+  int x = op.single("input"), dy = op.single("grad_output"), dx = result(op);
   for (int id : {x, dy, dx})
     requireFloat(id, "an operand");
   std::string body = "  dx_v[k] = " + scalarExpr("gelu_grad", {"x_v[k]", "dy_v[k]"}) + ";\n";
@@ -131,14 +131,14 @@ void FunctionGen::geluGrad(const Op &op) {
 /// torch.maximum/minimum backward: the winner takes the gradient, a tie gives each half,
 /// a NaN operand passes it to both (no comparison holds).
 void FunctionGen::extremumGrad(const Op &op) {
-  int a = one(op, "lhs"), b = one(op, "rhs"), dy = one(op, "grad_output");
+  int a = op.single("lhs"), b = op.single("rhs"), dy = op.single("grad_output");
   int da = result(op, 0), db = result(op, 1);
   for (int id : {a, b, dy, da, db})
     requireFloat(id, "an operand");
   const auto &ys = shape(dy);
   if (shape(da) != ys || shape(db) != ys)
     error("the gradients must have the output gradient's shape");
-  const bool isMax = strAttr(op, "kind") == "max";
+  const bool isMax = op.strAttr("kind") == "max";
   std::string body, ia = "i", ib = "i";
   if (shape(a) != ys || shape(b) != ys) {
     body += decompose("i", ys, "o");

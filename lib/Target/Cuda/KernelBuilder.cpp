@@ -66,19 +66,20 @@ int blockFor(int64_t n) {
 }
 
 /// The C type a value of `dtype` is stored as on the device (empty: unsupported).
-std::string ctype(llvm::StringRef dtype) {
-  return llvm::StringSwitch<std::string>(dtype)
-      .Case("f32", "float")
-      .Case("bf16", "bf16")
-      .Case("f64", "double")
-      .Case("i8", "signed char")
-      .Case("i16", "short")
-      .Case("i32", "int")
-      .Case("i64", "long long")
-      .Case("u8", "unsigned char")
-      .Case("bool", "unsigned char")
-      .Case("f16", "f16")
-      .Default("");
+std::string ctype(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return "float";
+  case DType::BF16: return "bf16";
+  case DType::F64: return "double";
+  case DType::I8: return "signed char";
+  case DType::I16: return "short";
+  case DType::I32: return "int";
+  case DType::I64: return "long long";
+  case DType::U8: return "unsigned char";
+  case DType::Bool: return "unsigned char";
+  case DType::F16: return "f16";
+  }
+  return "";
 }
 
 /// Code that splits flat index `var` into per-axis indices `<prefix>0..` of `shape`.
@@ -191,8 +192,8 @@ std::vector<std::string> FunctionGen::typed(const std::vector<std::string> &para
     size_t at = out[i].find("float*");
     if (at == std::string::npos)
       continue;
-    if (type(args[i]).dtype == "bf16" || type(args[i]).dtype == "f16")
-      out[i].replace(at, 5, type(args[i]).dtype);
+    if (type(args[i]).dtype == DType::BF16 || type(args[i]).dtype == DType::F16)
+      out[i].replace(at, 5, medrun::dtypeName(type(args[i]).dtype));
     else if (roundOnRead.count(args[i]) && out[i].rfind("const ", 0) == 0)
       out[i].replace(at, 5, "f32r");
   }
@@ -209,14 +210,14 @@ void FunctionGen::launch(const Op &op, const std::string &kernel, int64_t grid, 
   for (int id : args)
     a.push_back(id);
   json::Object step{{"kind", "launch"},
-                    {"op", static_cast<int64_t>(op.index)},
+                    {"op", static_cast<int64_t>(indexOf(op))},
                     {"kernel", kernel},
                     {"grid", json::Array{grid, 1, 1}},
                     {"block", json::Array{block, 1, 1}},
                     {"shared", 0},
                     {"args", std::move(a)}};
   if (std::find(args.begin(), args.end(), status()) != args.end())
-    step["scalars"] = json::Array{static_cast<int64_t>(op.index + 1)}; // `code` (typed())
+    step["scalars"] = json::Array{static_cast<int64_t>(indexOf(op) + 1)}; // `code` (typed())
   steps.push_back(std::move(step));
   ++launches;
 }
@@ -375,7 +376,7 @@ FunctionGen::BroadcastRun FunctionGen::broadcastRun(const std::vector<int64_t> &
 std::string FunctionGen::elemType(int id) const {
   std::string t = ctype(type(id).dtype);
   if (t.empty())
-    error("unsupported element type " + type(id).dtype);
+    error(std::string("unsupported element type ") + medrun::dtypeName(type(id).dtype));
   return t;
 }
 
@@ -483,7 +484,7 @@ bool FunctionGen::splitReduce(const Op &op, int x, int y, const std::string &kin
                               const std::string &fn) {
   const auto &xs = shape(x);
   std::vector<bool> reduced(xs.size(), false);
-  for (int64_t a : intsAttr(op, "axes"))
+  for (int64_t a : op.intsAttr("axes"))
     reduced[a < 0 ? a + static_cast<int64_t>(xs.size()) : a] = true;
   const std::vector<int64_t> st = contiguousStrides(xs);
   struct Group {

@@ -20,8 +20,8 @@ FunctionGen::NCS FunctionGen::lossLayout(int id) const {
 }
 
 void FunctionGen::bce(const Op &op, bool grad) {
-  int x = one(op, "logits"), tg = one(op, "target"), y = result(op);
-  std::optional<int> mask = opt(op, "mask"), posw = opt(op, "pos_weight");
+  int x = op.single("logits"), tg = op.single("target"), y = result(op);
+  std::optional<int> mask = op.optional("mask"), posw = op.optional("pos_weight");
   for (int id : {x, tg, y})
     requireFloat(id, "an operand");
   if (mask)
@@ -32,11 +32,11 @@ void FunctionGen::bce(const Op &op, bool grad) {
   const int64_t n = type(x).numel();
   if (type(tg).numel() != n || (mask && type(*mask).numel() != n))
     error("target/mask shapes do not match the logits");
-  std::string red = strAttr(op, "reduction");
+  std::string red = op.strAttr("reduction");
   if (red != "mean" && red != "sum" && red != "none" && red != "per_channel")
     error("unknown loss reduction '" + red + "'");
-  const bool autoPw = boolAttr(op, "auto_pos_weight");
-  const double maxPw = floatAttr(op, "max_pos_weight");
+  const bool autoPw = op.boolAttr("auto_pos_weight");
+  const double maxPw = op.floatAttr("max_pos_weight");
   if (posw && !autoPw && type(*posw).numel() != L.c && type(*posw).numel() != 1)
     error("pos_weight needs one value per channel or one value");
   // Per-channel sums: split sums whose rows are the channel's spatial extent per sample.
@@ -135,7 +135,7 @@ void FunctionGen::bce(const Op &op, bool grad) {
   }
 
   // Gradient: σ(x)·(1 + (p − 1)·y) − p·y, scaled per channel.
-  int dl = one(op, "grad_loss");
+  int dl = op.single("grad_loss");
   requireFloat(dl, "the upstream gradient");
   const bool none = red == "none";
   if (none ? type(dl).numel() != n : type(dl).numel() != 1)
@@ -188,9 +188,10 @@ void FunctionGen::bce(const Op &op, bool grad) {
 
 /// Code reading the class of voxel e of a dice target as `cls` (−1: not a class).
 std::string FunctionGen::readClass(int target, int64_t classes) const {
-  std::string d = type(target).dtype;
-  if (ctype(d).empty() || d == "bf16" || d == "f16")
-    error("dice_ce targets of element type " + d + " are not supported on CUDA");
+  const DType d = type(target).dtype;
+  if (ctype(d).empty() || d == DType::BF16 || d == DType::F16)
+    error(std::string("dice_ce targets of element type ") + medrun::dtypeName(d) +
+          " are not supported on CUDA");
   return "    const double tv = (double)tgt[e];\n"
          "    const i64 cls = (tv >= 0.0 && tv < " + dbl(static_cast<double>(classes)) +
          ") ? (i64)tv : -1;\n";
@@ -268,13 +269,13 @@ int FunctionGen::diceSums(const Op &op, int x, int tgt, const NCS &L) {
 }
 
 void FunctionGen::diceCE(const Op &op, bool grad) {
-  const std::vector<int> &logits = group(op, "logits"), &targets = group(op, "targets");
-  std::vector<double> weights = floatsAttr(op, "weights");
+  const std::vector<int> &logits = op.operand("logits"), &targets = op.operand("targets");
+  std::vector<double> weights = op.floatsAttr("weights");
   if (logits.size() != targets.size() || logits.size() != weights.size())
     error("needs as many logits, targets and weights");
-  const double smooth = floatAttr(op, "smooth"), ceW = floatAttr(op, "ce_weight"),
-               diceW = floatAttr(op, "dice_weight");
-  const bool batchDice = boolAttr(op, "batch_dice"), bg = boolAttr(op, "include_background");
+  const double smooth = op.floatAttr("smooth"), ceW = op.floatAttr("ce_weight"),
+               diceW = op.floatAttr("dice_weight");
+  const bool batchDice = op.boolAttr("batch_dice"), bg = op.boolAttr("include_background");
   const int64_t c0 = bg ? 0 : 1;
   std::vector<NCS> layouts;
   std::vector<int> sums;
@@ -331,7 +332,7 @@ void FunctionGen::diceCE(const Op &op, bool grad) {
     return;
   }
 
-  int dl = one(op, "grad_loss");
+  int dl = op.single("grad_loss");
   requireFloat(dl, "the upstream gradient");
   if (type(dl).numel() != 1)
     error("the upstream gradient must be a scalar");

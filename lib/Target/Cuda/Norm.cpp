@@ -46,18 +46,18 @@ std::string FunctionGen::groupOf(const Index &ix, bool perThread, const NCS &d, 
 }
 
 void FunctionGen::groupNorm(const Op &op) {
-  int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
+  int x = op.single("input"), g = op.single("gamma"), b = op.single("beta"), y = result(op);
   for (int id : {x, g, b, y})
     requireFloat(id, "an operand");
   NCS d = ncs(x);
-  int64_t groups = intAttr(op, "groups");
+  int64_t groups = op.intAttr("groups");
   if (groups < 1 || d.c % groups)
     error("channels do not split into groups");
   const int64_t cg = d.c / groups, segs = d.n * groups;
   if (type(x).numel() == 0)
     return;
   int stats = scratch(segs * 2 * 4);
-  segmentStats(op, x, segs, cg * d.s, floatAttr(op, "epsilon"), stats);
+  segmentStats(op, x, segs, cg * d.s, op.floatAttr("epsilon"), stats);
   const int64_t n = type(y).numel();
   const int lanes = lanesFor({y, x});
   const Index ix = indexFor(std::max(n, 2 * segs));
@@ -80,7 +80,7 @@ void FunctionGen::groupNorm(const Op &op) {
 }
 
 void FunctionGen::channelLayerNorm(const Op &op) {
-  int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
+  int x = op.single("input"), g = op.single("gamma"), b = op.single("beta"), y = result(op);
   for (int id : {x, g, b, y})
     requireFloat(id, "an operand");
   NCS d = ncs(x);
@@ -94,7 +94,7 @@ void FunctionGen::channelLayerNorm(const Op &op) {
       "  mean /= (float)" + num(d.c) + ";\n"
       "  for (i64 c = 0; c < " + num(d.c) + "; ++c) {\n"
       "    const float v = xp[c * " + num(d.s) + "] - mean;\n    sd += v * v;\n  }\n"
-      "  sd = sqrtf(sd / (float)" + num(d.c) + " + " + flt(floatAttr(op, "epsilon")) + ");\n"
+      "  sd = sqrtf(sd / (float)" + num(d.c) + " + " + flt(op.floatAttr("epsilon")) + ");\n"
       "  for (i64 c = 0; c < " + num(d.c) + "; ++c)\n"
       "    yp[c * " + num(d.s) + "] = (xp[c * " + num(d.s) + "] - mean) / sd * gamma[c] + beta[c];\n";
   elementwise(op, "channel_layer_norm", {out("y"), in("x"), in("gamma"), in("beta")},
@@ -133,7 +133,7 @@ void FunctionGen::rowSums(const Op &op, int x, std::optional<int> dy, int64_t ro
 }
 
 void FunctionGen::grn(const Op &op) {
-  int x = one(op, "input"), g = one(op, "gamma"), b = one(op, "beta"), y = result(op);
+  int x = op.single("input"), g = op.single("gamma"), b = op.single("beta"), y = result(op);
   for (int id : {x, g, b, y})
     requireFloat(id, "an operand");
   NCS d = ncs(x);
@@ -146,7 +146,7 @@ void FunctionGen::grn(const Op &op) {
       "  for (i64 n = t; n < " + num(d.n) + "; n += blockDim.x) {\n"
       "    float s = 0.0f;\n"
       "    for (i64 c = 0; c < " + num(d.c) + "; ++c) s += sqrtf(sums[n * " + num(d.c) + " + c]);\n"
-      "    const float denom = s / (float)" + num(d.c) + " + " + flt(floatAttr(op, "epsilon")) + ";\n"
+      "    const float denom = s / (float)" + num(d.c) + " + " + flt(op.floatAttr("epsilon")) + ";\n"
       "    for (i64 c = 0; c < " + num(d.c) + "; ++c) nx[n * " + num(d.c) + " + c] = sqrtf(sums[n * " + num(d.c) + " + c]) / denom;\n"
       "  }\n";
   perBlock(op, "grn_norm", {out("nx"), in("sums")}, {nx, sums}, 1, kBlock, norm);
@@ -159,7 +159,7 @@ void FunctionGen::grn(const Op &op) {
 }
 
 FunctionGen::NormGradArgs FunctionGen::normGradArgs(const Op &op) const {
-  NormGradArgs a{one(op, "input"),  one(op, "gamma"), one(op, "grad_output"),
+  NormGradArgs a{op.single("input"),  op.single("gamma"), op.single("grad_output"),
                  result(op, 0),     result(op, 1),    result(op, 2), {}};
   for (int id : {a.x, a.g, a.dy, a.dx, a.dg, a.db})
     requireFloat(id, "an operand");
@@ -180,10 +180,10 @@ void FunctionGen::groupNormGrad(const Op &op) {
   const NormGradArgs a = normGradArgs(op);
   const int x = a.x, g = a.g, dy = a.dy, dx = a.dx, dg = a.dg, db = a.db;
   const NCS d = a.d;
-  int mean = one(op, "mean"), rstd = one(op, "rstd");
+  int mean = op.single("mean"), rstd = op.single("rstd");
   requireFloat(mean, "the saved mean");
   requireFloat(rstd, "the saved rstd");
-  int64_t groups = intAttr(op, "groups");
+  int64_t groups = op.intAttr("groups");
   if (groups < 1 || d.c % groups)
     error("channels do not split into groups");
   const int64_t cg = d.c / groups, segs = d.n * groups, m = cg * d.s, rows = d.n * d.c;
@@ -261,7 +261,7 @@ void FunctionGen::channelLayerNormGrad(const Op &op) {
       "  for (i64 c = 0; c < " + C + "; ++c) mean += xp[c * " + S + "];\n"
       "  mean /= (float)" + C + ";\n"
       "  for (i64 c = 0; c < " + C + "; ++c) { const float v = xp[c * " + S + "] - mean; sd += v * v; }\n"
-      "  sd = sqrtf(sd / (float)" + C + " + " + flt(floatAttr(op, "epsilon")) + ");\n"
+      "  sd = sqrtf(sd / (float)" + C + " + " + flt(op.floatAttr("epsilon")) + ");\n"
       "  float a = 0.0f, bx = 0.0f;\n"
       "  for (i64 c = 0; c < " + C + "; ++c) {\n"
       "    const float xh = (xp[c * " + S + "] - mean) / sd;\n"
@@ -307,7 +307,7 @@ void FunctionGen::grnGrad(const Op &op) {
       "  for (i64 n = t; n < " + num(d.n) + "; n += blockDim.x) {\n"
       "    float s = 0.0f;\n"
       "    for (i64 c = 0; c < " + C + "; ++c) s += sqrtf(sums[3 * (n * " + C + " + c)]);\n"
-      "    const float D = s / (float)" + C + " + " + flt(floatAttr(op, "epsilon")) + ";\n"
+      "    const float D = s / (float)" + C + " + " + flt(op.floatAttr("epsilon")) + ";\n"
       "    float s2 = 0.0f;\n"
       "    for (i64 c = 0; c < " + C + "; ++c) {\n"
       "      const i64 r = n * " + C + " + c;\n"

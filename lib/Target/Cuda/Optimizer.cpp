@@ -9,15 +9,15 @@
 
 namespace mlir::med::cuda {
 
-/// The scalar statement of an optimizer step on one element: reads `x` (expressions of the
+/// The scalar statement of optimizer step `op` on one element: reads `x` (expressions of the
 /// operands in scalarOperands order; the learning rate and step may be any float
 /// expressions), assigns `y` (the new parameter and state, in result order). It may fail the
 /// function through the status word (`status`, `code`), as AdamW does for a step below 1.
 /// One definition for the optimizer's own kernel and every fusion it is part of.
-std::string optimizerStatement(const std::string &kind, const llvm::json::Object &attrs,
+std::string optimizerStatement(const std::string &kind, const Op &op,
                                const std::vector<std::string> &x,
                                const std::vector<std::string> &y) {
-  auto num = [&](const char *name) { return attrs.getNumber(name).value_or(0.0); };
+  auto num = [&](const char *name) { return op.floatAttr(name); };
   if (kind == "adamw") {
     const double b1 = num("beta1"), b2 = num("beta2");
     // The scalars in double from lr and step, as the CPU kernel forms them.
@@ -37,7 +37,7 @@ std::string optimizerStatement(const std::string &kind, const llvm::json::Object
            "  }\n";
   }
   if (kind == "sgd") {
-    const bool nesterov = attrs.getBoolean("nesterov").value_or(false);
+    const bool nesterov = op.boolAttr("nesterov");
     return "  {\n"
            "    const float r = (float)(double)" + x[3] + ";\n"
            "    const float wd = " + flt(num("weight_decay")) + ", mu = " +
@@ -59,7 +59,7 @@ void FunctionGen::anyNonFinite(const Op &op) {
   requireFloat(y, "the result");
   int flag = scratch(4);
   elementwise(op, "flag_clear", {out("flag", "unsigned")}, {flag}, 1, "  flag[0] = 0u;\n");
-  for (int x : group(op, "inputs")) {
+  for (int x : op.operand("inputs")) {
     requireFloat(x, "an input");
     elementwise(op, "flag_non_finite", {out("flag", "unsigned"), in("x")}, {flag, x},
                 type(x).numel(), "  if (!isfinite(x[i])) flag[0] = 1u;\n");
@@ -70,7 +70,7 @@ void FunctionGen::anyNonFinite(const Op &op) {
 
 /// A whole operand chosen by a scalar condition (NaN counts as true, as != 0).
 void FunctionGen::select(const Op &op) {
-  int c = one(op, "cond"), a = one(op, "on_true"), b = one(op, "on_false"), y = result(op);
+  int c = op.single("cond"), a = op.single("on_true"), b = op.single("on_false"), y = result(op);
   requireFloat(c, "the condition");
   std::string t = elemType(y);
   if (elemType(a) != t || elemType(b) != t || type(a).numel() != type(y).numel() ||
@@ -82,16 +82,16 @@ void FunctionGen::select(const Op &op) {
 
 /// torch's GradScaler update (_amp_update_scale): float state, double factors.
 void FunctionGen::updateLossScale(const Op &op) {
-  int s = one(op, "scale"), n = one(op, "growth_tracker"), f = one(op, "found_inf");
+  int s = op.single("scale"), n = op.single("growth_tracker"), f = op.single("found_inf");
   int ns = result(op, 0), nn = result(op, 1);
   for (int id : {s, n, f, ns, nn})
     requireFloat(id, "an operand");
   std::string body =
       "  float sc = s[0];\n  double tr = n[0];\n"
-      "  if (f[0] != 0.0f) {\n    sc = (float)(sc * " + dbl(floatAttr(op, "backoff_factor")) +
+      "  if (f[0] != 0.0f) {\n    sc = (float)(sc * " + dbl(op.floatAttr("backoff_factor")) +
       ");\n    tr = 0.0;\n"
-      "  } else if (tr + 1.0 == " + dbl(static_cast<double>(intAttr(op, "growth_interval"))) +
-      ") {\n    const float grown = (float)(sc * " + dbl(floatAttr(op, "growth_factor")) + ");\n"
+      "  } else if (tr + 1.0 == " + dbl(static_cast<double>(op.intAttr("growth_interval"))) +
+      ") {\n    const float grown = (float)(sc * " + dbl(op.floatAttr("growth_factor")) + ");\n"
       "    if (isfinite(grown)) sc = grown;\n    tr = 0.0;\n"
       "  } else {\n    tr = tr + 1.0;\n  }\n"
       "  ns[0] = sc;\n  nn[0] = (float)tr;\n";
@@ -100,8 +100,8 @@ void FunctionGen::updateLossScale(const Op &op) {
 }
 
 void FunctionGen::adamw(const Op &op) {
-  int p = one(op, "param"), g = one(op, "grad"), m = one(op, "exp_avg"),
-      v = one(op, "exp_avg_sq"), lr = one(op, "lr"), step = one(op, "step");
+  int p = op.single("param"), g = op.single("grad"), m = op.single("exp_avg"),
+      v = op.single("exp_avg_sq"), lr = op.single("lr"), step = op.single("step");
   int np = result(op, 0), nm = result(op, 1), nv = result(op, 2);
   for (int id : {p, g, m, v, lr, step, np, nm, nv})
     requireFloat(id, "an operand");
@@ -109,20 +109,20 @@ void FunctionGen::adamw(const Op &op) {
               {out("np"), out("nm"), out("nv"), out("status", "unsigned"), in("p"), in("g"),
                in("m"), in("v"), in("lr"), in("step")},
               {np, nm, nv, status(), p, g, m, v, lr, step}, type(p).numel(),
-              optimizerStatement("adamw", *op.attrs,
+              optimizerStatement("adamw", op,
                                  {"p[i]", "g[i]", "m[i]", "v[i]", "lr[0]", "step[0]"},
                                  {"np[i]", "nm[i]", "nv[i]"}));
 }
 
 void FunctionGen::sgd(const Op &op) {
-  int p = one(op, "param"), g = one(op, "grad"), b = one(op, "momentum_buffer"),
-      lr = one(op, "lr");
+  int p = op.single("param"), g = op.single("grad"), b = op.single("momentum_buffer"),
+      lr = op.single("lr");
   int np = result(op, 0), nb = result(op, 1);
   for (int id : {p, g, b, lr, np, nb})
     requireFloat(id, "an operand");
   elementwise(op, "sgd", {out("np"), out("nb"), in("p"), in("g"), in("b"), in("lr")},
               {np, nb, p, g, b, lr}, type(p).numel(),
-              optimizerStatement("sgd", *op.attrs, {"p[i]", "g[i]", "b[i]", "lr[0]"},
+              optimizerStatement("sgd", op, {"p[i]", "g[i]", "b[i]", "lr[0]"},
                                  {"np[i]", "nb[i]"}));
 }
 

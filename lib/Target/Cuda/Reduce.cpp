@@ -11,7 +11,7 @@ namespace mlir::med::cuda {
 FunctionGen::ReduceAxes FunctionGen::reduceAxes(const Op &op, const std::vector<int64_t> &xs) const {
   const int64_t r = static_cast<int64_t>(xs.size());
   std::vector<bool> reduced(r, false);
-  for (int64_t a : intsAttr(op, "axes")) {
+  for (int64_t a : op.intsAttr("axes")) {
     int64_t axis = a < 0 ? a + r : a;
     if (axis < 0 || axis >= r)
       error("axis out of range");
@@ -27,11 +27,11 @@ FunctionGen::ReduceAxes FunctionGen::reduceAxes(const Op &op, const std::vector<
 }
 
 void FunctionGen::reduce(const Op &op) {
-  int x = one(op, "input"), y = result(op);
+  int x = op.single("input"), y = result(op);
   requireFloat(x, "the input");
   requireFloat(y, "the result");
   const auto &xs = shape(x);
-  std::string kind = strAttr(op, "kind");
+  std::string kind = op.strAttr("kind");
   const ReduceAxes ax = reduceAxes(op, xs);
   const auto &keptSize = ax.keptSize, &keptStride = ax.keptStride, &redSize = ax.redSize,
              &redStride = ax.redStride;
@@ -100,7 +100,7 @@ void FunctionGen::reduce(const Op &op) {
 /// torch.amax/amin backward: the gradient shared evenly among the elements equal to the
 /// extremum. One block per output: count the ties, then write every element.
 void FunctionGen::reduceExtremumGrad(const Op &op) {
-  int x = one(op, "input"), m = one(op, "extremum"), dy = one(op, "grad_output");
+  int x = op.single("input"), m = op.single("extremum"), dy = op.single("grad_output");
   int dx = result(op);
   for (int id : {x, m, dy, dx})
     requireFloat(id, "an operand");
@@ -141,7 +141,7 @@ void FunctionGen::sumSquares(const Op &op) {
   requireFloat(y, "the result");
   constexpr int64_t kChunk = 16384;
   bool first = true;
-  for (int x : group(op, "inputs")) {
+  for (int x : op.operand("inputs")) {
     requireFloat(x, "an input");
     const int64_t n = type(x).numel(), chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk);
     int partial = scratch(chunks * 4);

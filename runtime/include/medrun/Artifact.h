@@ -1,117 +1,23 @@
 //===- Artifact.h - the compiled program as the runtime sees it -----------------===//
 //
 // The artifact is the one contract between medc and medrun (docs/artifact.md): a
-// manifest, the parameter table and an op-level plan per function. This header is its
-// in-memory form; Artifact::load reads and validates a file.
+// manifest, the parameter table and an op-level plan per function (medrun/Plan.h). This
+// header is its in-memory form; Artifact::load reads and validates a file.
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_ARTIFACT_H
 #define MEDRUN_ARTIFACT_H
 
+#include "medrun/Plan.h"
 #include "medrun/Tensor.h"
 
-#include <array>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace medrun {
-
-using AttrValue =
-    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>>;
-
-/// Type of one SSA value of a function.
-struct ValueInfo {
-  DType dtype = DType::F32;
-  Shape shape;
-  /// How the value is stored: its dtype, or under mixed precision the type medc's
-  /// med-assign-storage decided (bf16 or f16 for activations, f32 for the rest).
-  DType storage = DType::F32;
-};
-
-struct Function;
-
-/// One med op. Operands are named groups of value ids (ODS operand names: "input",
-/// "weight", "bias", ...); an absent optional operand is an empty group. Every attribute is
-/// present, defaults included.
-struct OpInfo {
-  std::string kind; ///< op name without the dialect prefix: "conv3d", "group_norm", ...
-  std::vector<std::pair<std::string, std::vector<int>>> operands;
-  std::vector<int> results;
-  std::map<std::string, AttrValue> attrs;
-  std::string location; ///< "file:line:col" of the op in the source program
-  /// Master-weight math of a training step (medc's `med.fp32`): computed and kept in f32
-  /// even when the activations are stored in bf16 or f16.
-  bool fp32 = false;
-  /// A `fusion` op's body (Artifact::fusions), which computes its results from its inputs.
-  std::shared_ptr<const Function> body;
-
-  const std::vector<int> &operand(const std::string &name) const;
-  /// The value of a group that must hold exactly one value.
-  int single(const std::string &name) const;
-  /// The value of an optional operand, if present.
-  std::optional<int> optional(const std::string &name) const;
-
-  int64_t intAttr(const std::string &name) const;
-  double floatAttr(const std::string &name) const;
-  bool boolAttr(const std::string &name) const;
-  const std::string &strAttr(const std::string &name) const;
-  /// Lists are returned by value: JSON does not tell an empty or integral list of numbers
-  /// from a list of integers, so both accessors accept either.
-  std::vector<int64_t> intsAttr(const std::string &name) const;
-  std::vector<double> floatsAttr(const std::string &name) const;
-
-  /// "'med.conv3d' at file:line:col", for messages.
-  std::string describe() const;
-};
-
-/// One step of a function's CUDA launch plan (docs/artifact.md, "cuda_plan").
-struct CudaStep {
-  enum class Kind { Launch, Param, Alias, Assign, Place };
-  Kind kind = Kind::Launch;
-  int op = -1;                      ///< index of the op in Function::ops it belongs to
-  std::string kernel;               ///< Launch: the kernel's name in the module
-  std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
-  uint32_t shared = 0;              ///< Launch: dynamic shared memory in bytes
-  std::vector<int> args;            ///< Launch: buffer ids, one device pointer each
-  std::vector<uint32_t> scalars;    ///< Launch: 32-bit unsigned arguments after the pointers
-  std::string name;                 ///< Param / Assign: the parameter
-  int value = -1;                   ///< Param, Alias: the value defined; Assign: the value assigned
-  int from = -1;                    ///< Alias: the value whose buffer `value` shares;
-                                    ///< Place: the value whose buffer holds `value`
-  size_t offset = 0;                ///< Place: where `value` starts in it, in bytes
-  /// Assign: the value's producer may write it straight into the resident tensor `name`
-  /// (it reads that tensor at the same element first, and nothing reads it after).
-  bool inPlace = false;
-};
-
-/// A function's CUDA plan. Buffer ids below Function::values.size() are values; id
-/// values.size() + k is scratch buffer k (scratch[0] is the 4-byte status word kernels set
-/// to op index + 1 when they find invalid data).
-struct CudaPlan {
-  std::vector<int64_t> scratch; ///< bytes of each scratch buffer
-  std::vector<CudaStep> steps;  ///< in execution order
-};
-
-struct Function {
-  std::string name;
-  std::vector<ValueInfo> values; ///< indexed by value id
-  std::vector<int> inputs;       ///< value ids of the arguments
-  std::vector<std::string> inputNames; ///< "image", "target", "lr", ... ("arg<i>" if unnamed)
-  std::vector<int> outputs;      ///< value ids returned
-  std::vector<std::string> outputNames; ///< "out0", ..., "grad.<parameter>", "grad.arg0"
-  std::vector<OpInfo> ops;       ///< in execution order
-  /// The precision a training step was compiled for: "fp32", "bf16-mixed" or "fp16-mixed"
-  /// ("" when the artifact records none: not a training step). precisionOf() in
-  /// Executor.h maps it to the CPU backend's precision.
-  std::string precision;
-  double initLossScale = 0; ///< fp16-mixed: the loss_scale input of the first step
-  std::string fusionTemplate; ///< a fusion body: the template that runs it ("elementwise")
-  std::optional<CudaPlan> cuda;  ///< present in artifacts compiled with --target cuda
-};
 
 struct ParameterInfo {
   std::string name; ///< PyTorch state_dict key
@@ -161,8 +67,7 @@ struct CudaInfo {
 struct Artifact {
   static constexpr uint32_t kFormatVersion = 6;
   /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types; older
-  /// plans are read no more
-  /// (recompile them).
+  /// plans are read no more (recompile them).
   static constexpr uint32_t kOldestFormatVersion = 6;
 
   std::string path; ///< where it was loaded from (for messages)

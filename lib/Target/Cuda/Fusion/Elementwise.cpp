@@ -12,9 +12,9 @@ namespace mlir::med::cuda {
 /// The `elementwise` template: one vectorized kernel over the results' shape computing the
 /// body's scalar expressions in f32 registers; inputs read as read() reads them, each
 /// result stored once in its storage type.
-void FunctionGen::elementwiseFusion(const Op &op, const json::Object &body) {
-  const std::vector<int> &inputs = op.operands.at("inputs");
-  const json::Array &bodyInputs = *body.getArray("inputs"), &bodyOutputs = *body.getArray("outputs");
+void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) {
+  const std::vector<int> &inputs = op.operand("inputs");
+  const std::vector<int> &bodyInputs = body.inputs, &bodyOutputs = body.outputs;
   if (bodyInputs.size() != inputs.size() || bodyOutputs.size() != op.results.size())
     error("the fusion's inputs or results do not match its body");
   for (int id : inputs)
@@ -32,34 +32,26 @@ void FunctionGen::elementwiseFusion(const Op &op, const json::Object &body) {
   const int lanes = lanesFor(ids);
   const Index ix = indexFor(n);
   OperandReads r{ys, lanes, ix};
-  std::map<int64_t, std::string> expr;
+  std::map<int, std::string> expr;
   std::vector<std::string> params;
   for (size_t j = 0; j < op.results.size(); ++j)
     params.push_back(out("y" + std::to_string(j)));
   for (size_t j = 0; j < inputs.size(); ++j) {
     params.push_back(in("x" + std::to_string(j)));
-    expr[*bodyInputs[j].getAsInteger()] = read(r, inputs[j], "x" + std::to_string(j));
+    expr[bodyInputs[j]] = read(r, inputs[j], "x" + std::to_string(j));
   }
   bool usesStatus = false;
-  static const json::Object noAttrs;
-  for (const json::Value &v : *body.getArray("ops")) {
-    const json::Object &o = *v.getAsObject();
-    const std::string kind = o.getString("op").value_or("").str();
-    const json::Object *operands = o.getObject("operands");
+  for (const Op &o : body.ops) {
+    const std::string &kind = o.kind;
     std::vector<std::string> xs;
-    for (const char *name : scalarOperands(kind)) {
-      const json::Array *g = operands ? operands->getArray(name) : nullptr;
-      if (!g || g->size() != 1)
-        error("'med." + kind + "' in a fusion body: operand '" + name + "' needs one value");
-      xs.push_back(expr.at(*(*g)[0].getAsInteger()));
-    }
+    for (const char *name : scalarOperands(kind))
+      xs.push_back(expr.at(o.single(name)));
     std::vector<std::string> ys;
-    for (const json::Value &id : *o.getArray("results")) {
-      ys.push_back("t" + std::to_string(*id.getAsInteger()));
-      expr[*id.getAsInteger()] = ys.back();
+    for (int id : o.results) {
+      ys.push_back("t" + std::to_string(id));
+      expr[id] = ys.back();
     }
-    const json::Object *attrs = o.getObject("attrs");
-    const std::string statement = optimizerStatement(kind, attrs ? *attrs : noAttrs, xs, ys);
+    const std::string statement = optimizerStatement(kind, o, xs, ys);
     if (!statement.empty()) {
       r.perElement += "  float " + llvm::join(ys, ", ") + ";\n" + statement;
       usesStatus = usesStatus || usesIdentifier(statement, "status");
@@ -84,15 +76,14 @@ void FunctionGen::elementwiseFusion(const Op &op, const json::Object &body) {
   std::vector<std::string> stores;
   for (size_t j = 0; j < op.results.size(); ++j) {
     stores.push_back("y" + std::to_string(j));
-    r.perElement += "  y" + std::to_string(j) + "_v[k] = " +
-                    expr.at(*bodyOutputs[j].getAsInteger()) + ";\n";
+    r.perElement += "  y" + std::to_string(j) + "_v[k] = " + expr.at(bodyOutputs[j]) + ";\n";
   }
   vectorized(op, "fusion", params, ids, n, lanes, ix, r.loads, stores, r.perThread,
              r.perElement);
 }
 
 void FunctionGen::registerElementwiseFusion(FusionTemplates &t) {
-  t["elementwise"] = [](FunctionGen &g, const Op &op, const json::Object &body) {
+  t["elementwise"] = [](FunctionGen &g, const Op &op, const medrun::Function &body) {
     g.elementwiseFusion(op, body);
   };
 }
