@@ -5,7 +5,7 @@
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
 //   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE|CHECKPOINT]
-//              [--weights model|ema] [--out DIR] [--precision f32|f64|bf16] [--seed S]
+//              [--weights model|ema] [--out DIR] [--precision f32|f64|bf16|f16] [--seed S]
 //              [--threads N] [--device cpu|cuda]
 //   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
 //   medrun infer X.medc --image VOLUME... -o OUT --params CKPT [--weights model|ema]
@@ -271,7 +271,7 @@ const std::vector<Command> &commands() {
        false},
       {"run",
        "medrun run X.medc [--func NAME] [--input [NAME=]FILE.npy]... [--params P]\n"
-       "           [--weights model|ema] [--out DIR] [--precision f32|f64|bf16] [--seed S]\n"
+       "           [--weights model|ema] [--out DIR] [--precision f32|f64|bf16|f16] [--seed S]\n"
        "           [--threads N] [--profile] [--save-params FILE] [--device cpu|cuda]",
        "Runs a function on the CPU backend (or the CUDA backend: artifacts compiled with\n"
        "`medc compile --target cuda`) and writes each output as DIR/NAME.npy (out0, ...,\n"
@@ -282,9 +282,9 @@ const std::vector<Command> &commands() {
         kWeights,
         {"out", "DIR", "where outputs go (default: current directory)"},
         {"precision", "P",
-         "f32 (default), f64, or bf16 (activations stored in bfloat16); the CUDA\n"
-         "backend stores what the artifact's plan says (bf16 or f16 activations\n"
-         "for steps compiled bf16-mixed or fp16-mixed, else f32)"},
+         "f32 (default), f64, or bf16/f16 for a function compiled bf16-mixed or\n"
+         "fp16-mixed (each value stored as the plan says: med-assign-storage); the\n"
+         "CUDA backend always stores what the plan says"},
         {"device", "D", "cpu (default) or cuda"},
         kSeed,
         kThreads,
