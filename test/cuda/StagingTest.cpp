@@ -14,6 +14,7 @@
 #include "../runtime/ArtifactFiles.h"
 
 #include "gtest/gtest.h"
+#include "../runtime/ExpectError.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -85,23 +86,6 @@ void expectRun(CudaSession &s, const Tensor &x, int64_t n) {
       << "run " << n << " got batch " << out[0].data<float>()[0] / 100;
   EXPECT_EQ(out[1].data<int64_t>()[0], n);
 }
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR(stmt, ...)                                                                \
-  do {                                                                                         \
-    std::string msg_ = errorOf([&] { stmt; });                                                 \
-    for (const char *part_ : {__VA_ARGS__})                                                    \
-      EXPECT_NE(msg_.find(part_), std::string::npos)                                           \
-          << "message '" << msg_ << "' lacks '" << part_ << "'";                             \
-  } while (0)
 
 struct EnvGuard {
   const char *name;

@@ -13,6 +13,7 @@
 #include "medrun/Parallel.h"
 
 #include "gtest/gtest.h"
+#include "ExpectError.h"
 
 #include <chrono>
 #include <cmath>
@@ -24,24 +25,6 @@
 using namespace medrun;
 
 namespace {
-
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a medrun::Error";
-  return "";
-}
-
-#define EXPECT_ERROR(stmt, ...)                                                                \
-  do {                                                                                         \
-    std::string msg_ = errorOf([&] { stmt; });                                                 \
-    for (const char *part_ : {__VA_ARGS__})                                                    \
-      EXPECT_NE(msg_.find(part_), std::string::npos)                                           \
-          << "message '" << msg_ << "' lacks '" << part_ << "'";                             \
-  } while (0)
 
 bool sameBytes(const Tensor &a, const Tensor &b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&

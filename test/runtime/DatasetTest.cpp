@@ -13,6 +13,7 @@
 #include "medrun/Volume.h"
 
 #include "gtest/gtest.h"
+#include "ExpectError.h"
 
 #include <cstring>
 #include <filesystem>
@@ -22,23 +23,6 @@ using namespace medrun;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-#define EXPECT_ERROR(stmt, ...)                                                                \
-  do {                                                                                         \
-    std::string msg_ = errorOf([&] { stmt; });                                                 \
-    for (const char *part_ : {__VA_ARGS__})                                                    \
-      EXPECT_NE(msg_.find(part_), std::string::npos)                                           \
-          << "message '" << msg_ << "' lacks '" << part_ << "'";                             \
-  } while (0)
 
 std::string tempDir(const std::string &name) {
   fs::path d = fs::temp_directory_path() / ("medrun-dataset-" + name + "-" +

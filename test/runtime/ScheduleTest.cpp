@@ -11,6 +11,7 @@
 #include "medrun/Schedule.h"
 
 #include "gtest/gtest.h"
+#include "ExpectError.h"
 
 #include <cmath>
 #include <functional>
@@ -33,24 +34,6 @@ const LD kPiL = 3.141592653589793238462643383279502884L;
 }
 
 /// The message of the Error `fn` throws ("" and a test failure if it does not throw).
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a medrun::Error";
-  return "";
-}
-
-#define EXPECT_ERROR(stmt, ...)                                                                \
-  do {                                                                                         \
-    std::string msg_ = errorOf([&] { stmt; });                                                 \
-    for (const char *part_ : {__VA_ARGS__})                                                    \
-      EXPECT_NE(msg_.find(part_), std::string::npos)                                           \
-          << "message '" << msg_ << "' lacks '" << part_ << "'";                             \
-  } while (0)
-
 ScheduleConfig make(const std::string &type, double lr, int64_t total, int64_t warmup = 0,
                     double startFactor = 0.0, double minLr = 0.0, double power = 0.9) {
   ScheduleConfig c;
@@ -309,7 +292,7 @@ TEST(Schedule, ParseUnknownKeySuggestsNearest) {
   EXPECT_ERROR(parseSchedule({{"pwoer", "1"}}), "did you mean 'power'?"); // transposition
   EXPECT_ERROR(parseSchedule({{"warmup_start", "0.1"}}), "did you mean 'warmup_steps'?");
   // Nothing close: no guess, just the list.
-  std::string msg = errorOf([] { parseSchedule({{"momentum", "0.9"}}); });
+  std::string msg = test::errorOf([] { parseSchedule({{"momentum", "0.9"}}); });
   EXPECT_NE(msg.find("unknown key 'momentum'"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
   EXPECT_NE(msg.find("valid keys:"), std::string::npos) << msg;
