@@ -1,6 +1,7 @@
 //===- MedFusion.cpp - med.fusion, its templates' matchers, fusion kinds ---------===//
 #include "med/IR/MedOps.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
@@ -20,7 +21,7 @@ FusionKind mlir::med::broadcastingKind(Operation *op) {
 }
 
 ArrayRef<StringRef> mlir::med::fusionTemplates() {
-  static const StringRef names[] = {"elementwise"};
+  static const StringRef names[] = {"elementwise", "mlp", "mlp_grad"};
   return names;
 }
 
@@ -82,12 +83,173 @@ LogicalResult matchElementwise(Block &body, llvm::function_ref<InFlightDiagnosti
   }
   return success();
 }
+
+// ---- the block MLP: 1×1×1 expand → activation → 1×1×1 compress ----------------------
+
+/// The roles of the ops of an `mlp` or `mlp_grad` body, found from its data flow.
+struct MlpRoles {
+  Conv3dOp expand, compress;             // h = W1·x + b1; m = W2·g + b2
+  Operation *act = nullptr;              // g = act(h)
+  Operation *residual = nullptr;         // y = m ⊕ r (mlp, optional)
+  Conv3dTransposeOp gradAct, gradInput;  // dg = W2ᵀ·dy; dx = W1ᵀ·dh
+  Conv3dGradWeightOp gradW2, gradW1;     // dW2 = Σ dy·gᵀ; dW1 = Σ dh·xᵀ
+  Operation *actGrad = nullptr;          // dh = act'(h, dg)
+  ReduceOp gradB1;                       // db1 = Σ dh
+};
+
+using Report = llvm::function_ref<InFlightDiagnostic()>;
+
+LogicalResult mlpFail(Report report, StringRef templ, const Twine &why) {
+  if (report)
+    report() << "template '" << templ << "': " << why;
+  return failure();
+}
+
+bool isArg(Value v) { return isa<BlockArgument>(v); }
+bool isContraction(Operation *op) { return op && fusionKind(op) == FusionKind::Contraction; }
+/// An elementwise op (one result) whose operands are exactly `operands`, in order.
+bool isElementwiseOf(Operation *op, ArrayRef<Value> operands) {
+  return op && fusionKind(op) == FusionKind::Elementwise && op->getNumResults() == 1 &&
+         llvm::equal(op->getOperands(), operands);
+}
+bool usedOnlyBy(Value v, ArrayRef<Operation *> users) {
+  return llvm::all_of(v.getUsers(), [&](Operation *u) { return llvm::is_contained(users, u); });
+}
+
+/// The forward part shared by both templates: h = expand(x, W1, b1) from block arguments,
+/// g = act(h). Returns the act op.
+LogicalResult matchExpansion(Conv3dOp expand, MlpRoles &r, StringRef templ, Report report) {
+  if (!expand || !isContraction(expand) || !isArg(expand.getInput()) ||
+      !isArg(expand.getWeight()) || (expand.getBias() && !isArg(expand.getBias())))
+    return mlpFail(report, templ,
+                   "expected a 1×1×1 convolution of body arguments (input, weight, bias) first");
+  r.expand = expand;
+  Operation *act = nullptr;
+  for (Operation *u : expand.getResult().getUsers())
+    if (isElementwiseOf(u, {expand.getResult()}))
+      act = act ? act : u;
+  if (!act)
+    return mlpFail(report, templ, "expected an elementwise activation of the expansion");
+  r.act = act;
+  return success();
+}
+
+/// `mlp`: y = W2·act(W1·x + b1) + b2, optionally ⊕ r (an elementwise op of that result and
+/// a body argument, e.g. the residual add); one result. The expansion never leaves the
+/// kernel.
+LogicalResult matchMlp(Block &body, Report report) {
+  MlpRoles r;
+  auto ops = llvm::to_vector(llvm::make_pointer_range(body.without_terminator()));
+  if (ops.size() != 3 && ops.size() != 4)
+    return mlpFail(report, "mlp", "expected expand, activation, compress and an optional "
+                                  "elementwise epilogue");
+  if (failed(matchExpansion(dyn_cast<Conv3dOp>(ops[0]), r, "mlp", report)))
+    return failure();
+  auto compress = dyn_cast<Conv3dOp>(ops[2]);
+  if (ops[1] != r.act || !compress || !isContraction(compress) ||
+      compress.getInput() != r.act->getResult(0) || !isArg(compress.getWeight()) ||
+      (compress.getBias() && !isArg(compress.getBias())) ||
+      !usedOnlyBy(r.expand.getResult(), {r.act}) ||
+      !usedOnlyBy(r.act->getResult(0), {compress}))
+    return mlpFail(report, "mlp", "expected a 1×1×1 convolution of the activation (with "
+                                  "body arguments as weight and bias) third");
+  Value last = compress.getResult();
+  if (ops.size() == 4) {
+    Operation *e = ops[3];
+    FusionKind kind = fusionKind(e);
+    if ((kind != FusionKind::Elementwise && kind != FusionKind::Broadcast) ||
+        e->getNumOperands() != 2 || e->getNumResults() != 1 ||
+        e->getResult(0).getType() != last.getType() || !usedOnlyBy(last, {e}) ||
+        !llvm::is_contained(e->getOperands(), last) ||
+        !llvm::all_of(e->getOperands(), [&](Value v) {
+          return v == last || (isArg(v) && v.getType() == last.getType());
+        }))
+      return mlpFail(report, "mlp", "the epilogue must be one elementwise op of the "
+                                    "compression and a body argument of its shape");
+    last = e->getResult(0);
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().size() != 1 || yield.getValues()[0] != last)
+    return mlpFail(report, "mlp", "the body must yield the last op's result only");
+  return success();
+}
+
+/// `mlp_grad`: the gradients of an `mlp` from its output gradient dy, recomputing the
+/// expansion instead of reading it: h = W1·x + b1, g = act(h), dg = W2ᵀ·dy,
+/// dW2 = Σ dy·gᵀ, dh = act'(h, dg), dW1 = Σ dh·xᵀ, and optionally dx = W1ᵀ·dh and
+/// db1 = Σ dh over all but the channel axis. Yields a subset of (dx, dW1, db1, dW2) that
+/// includes both weight gradients.
+LogicalResult matchMlpGrad(Block &body, Report report) {
+  MlpRoles r;
+  StringRef t = "mlp_grad";
+  Conv3dOp expand;
+  for (Operation &op : body.without_terminator())
+    if (auto c = dyn_cast<Conv3dOp>(op); c && !expand)
+      expand = c;
+  if (failed(matchExpansion(expand, r, t, report)))
+    return failure();
+  Value x = expand.getInput(), w1 = expand.getWeight(), h = expand.getResult(),
+        g = r.act->getResult(0);
+  for (Operation &op : body.without_terminator()) {
+    if (&op == expand || &op == r.act)
+      continue;
+    if (auto c = dyn_cast<Conv3dGradWeightOp>(op); c && isContraction(c)) {
+      if (c.getInput() == g && isArg(c.getGradOutput()) && !r.gradW2)
+        r.gradW2 = c;
+      else if (c.getInput() == x && !r.gradW1)
+        r.gradW1 = c;
+      else
+        return mlpFail(report, t, "unexpected weight gradient");
+    } else if (auto c = dyn_cast<Conv3dTransposeOp>(op); c && isContraction(c) && !c.getBias()) {
+      if (isArg(c.getInput()) && isArg(c.getWeight()) && !r.gradAct)
+        r.gradAct = c;
+      else if (c.getWeight() == w1 && !r.gradInput)
+        r.gradInput = c;
+      else
+        return mlpFail(report, t, "unexpected transposed 1×1×1 convolution");
+    } else if (auto c = dyn_cast<ReduceOp>(op); c && !r.gradB1 &&
+                                                c.getKind() == ReduceKind::sum &&
+                                                !c.getKeepdims() &&
+                                                llvm::equal(c.getAxes(), ArrayRef<int64_t>{0, 2, 3, 4})) {
+      r.gradB1 = c;
+    } else if (fusionKind(&op) == FusionKind::Elementwise && op.getNumOperands() == 2 &&
+               !r.actGrad) {
+      r.actGrad = &op;
+    } else {
+      return mlpFail(report, t, "cannot run '" + op.getName().getStringRef() + "'");
+    }
+  }
+  if (!r.gradAct || !r.gradW2 || !r.actGrad || !r.gradW1)
+    return mlpFail(report, t, "expected dg = W2ᵀ·dy, dW2, dh = act'(h, dg) and dW1");
+  Value dy = r.gradAct.getInput(), dg = r.gradAct.getResult(), dh = r.actGrad->getResult(0);
+  if (r.gradW2.getGradOutput() != dy || !isElementwiseOf(r.actGrad, {h, dg}) ||
+      r.gradW1.getGradOutput() != dh || (r.gradInput && r.gradInput.getInput() != dh) ||
+      (r.gradB1 && r.gradB1.getInput() != dh))
+    return mlpFail(report, t, "the gradients are not wired as the block MLP's");
+  if (!usedOnlyBy(h, {r.act, r.actGrad}) || !usedOnlyBy(g, {r.gradW2.getOperation()}) ||
+      !usedOnlyBy(dg, {r.actGrad}))
+    return mlpFail(report, t, "the recomputed expansion may not be yielded");
+  auto yield = cast<YieldOp>(body.getTerminator());
+  llvm::SmallPtrSet<Value, 4> yielded(yield.getValues().begin(), yield.getValues().end());
+  if (!yielded.contains(r.gradW1.getResult()) || !yielded.contains(r.gradW2.getResult()))
+    return mlpFail(report, t, "the body must yield both weight gradients");
+  for (Value v : yield.getValues())
+    if (v != r.gradW1.getResult() && v != r.gradW2.getResult() &&
+        !(r.gradInput && v == r.gradInput.getResult()) &&
+        !(r.gradB1 && v == r.gradB1.getResult()))
+      return mlpFail(report, t, "it may yield only dx, dW1, db1 and dW2");
+  return success();
+}
 } // namespace
 
 LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
                                              llvm::function_ref<InFlightDiagnostic()> report) {
   if (name == "elementwise")
     return matchElementwise(body, report);
+  if (name == "mlp")
+    return matchMlp(body, report);
+  if (name == "mlp_grad")
+    return matchMlpGrad(body, report);
   if (report)
     report() << "unknown fusion template '" << name << "' (expected one of: "
              << llvm::join(fusionTemplates(), ", ") << ")";
@@ -124,6 +286,39 @@ LogicalResult FusionOp::verifyRegions() {
 }
 
 FusionKind GeluGradOp::getFusionKind() { return FusionKind::Elementwise; }
+
+namespace {
+bool allOnes(ArrayRef<int64_t> v) { return llvm::all_of(v, [](int64_t x) { return x == 1; }); }
+bool allZeros(ArrayRef<int64_t> v) { return llvm::all_of(v, [](int64_t x) { return x == 0; }); }
+/// A 1×1×1 kernel, stride 1, no padding, one group: a product over the channel axis.
+bool pointwise(Value weight, ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+               ArrayRef<int64_t> dilation, int64_t groups) {
+  auto w = dyn_cast<RankedTensorType>(weight.getType());
+  return w && w.getRank() == 5 && allOnes(w.getShape().drop_front(2)) && allOnes(stride) &&
+         allZeros(padding) && allOnes(dilation) && groups == 1;
+}
+} // namespace
+
+// A 1×1×1 convolution, its transpose and its weight gradient contract over channels; other
+// convolutions are windows the fusion passes leave alone.
+FusionKind Conv3dOp::getFusionKind() {
+  return pointwise(getWeight(), getStride(), getPadding(), getDilation(), getGroups())
+             ? FusionKind::Contraction
+             : FusionKind::Opaque;
+}
+FusionKind Conv3dTransposeOp::getFusionKind() {
+  return pointwise(getWeight(), getStride(), getPadding(), getDilation(), getGroups()) &&
+                 allZeros(getOutputPadding())
+             ? FusionKind::Contraction
+             : FusionKind::Opaque;
+}
+FusionKind Conv3dGradWeightOp::getFusionKind() {
+  return allOnes(getKernel()) && allOnes(getStride()) && allZeros(getPadding()) &&
+                 allOnes(getDilation()) && getGroups() == 1
+             ? FusionKind::Contraction
+             : FusionKind::Opaque;
+}
+FusionKind ReduceOp::getFusionKind() { return FusionKind::Reduction; }
 // The optimizers update each element from the same element of the parameter, gradient and
 // state, with the scalar learning rate (and step) broadcast.
 FusionKind AdamWOp::getFusionKind() { return FusionKind::Broadcast; }

@@ -10,7 +10,8 @@ using namespace mlir;
 
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
   static const StringRef names[] = {"canonicalize", "med-flatten-optimizer", "cse",
-                                    "med-sink-assigns", "med-form-fusions"};
+                                    "med-sink-assigns", "med-form-mlp-fusions",
+                                    "med-form-fusions"};
   return names;
 }
 
@@ -34,6 +35,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createCSEPass());
   if (enabled("med-sink-assigns"))
     fn.addPass(createMedSinkAssigns());
+  if (enabled("med-form-mlp-fusions"))
+    fn.addPass(createMedFormMlpFusions());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());
   // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.
@@ -52,7 +55,7 @@ void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
-      "med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), then "
+      "med-flatten-optimizer, cse, med-sink-assigns, med-form-mlp-fusions, med-form-fusions), then "
       "med-assign-storage, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());

@@ -363,6 +363,19 @@ private:
     return scratch.back();
   }
   const Tensor &in(const OpInfo &op, const std::string &name) { return in(op.single(name)); }
+  // A factor of a convolution's products: inside a fusion of a mixed-precision function,
+  // rounded to the 16-bit storage type, as the tensor-core templates multiply it (and as
+  // the unfused convolution reads it from memory); elsewhere as in().
+  const Tensor &product(const OpInfo &op, const std::string &name) {
+    const Tensor &t = in(op, name);
+    if (!factorType || t.dtype() != DType::F32)
+      return t;
+    scratch.push_back(*factorType == DType::BF16 ? t.to(DType::BF16).to(DType::F32)
+                                                 : owned(t, DType::F32));
+    if (*factorType == DType::F16)
+      roundToHalf(scratch.back());
+    return scratch.back();
+  }
   // A norm's gamma or beta, in the f32 math type.
   const Tensor &affine(const OpInfo &op, const std::string &name) {
     const Tensor &t = raw(op, name);
@@ -435,7 +448,7 @@ private:
       values[op.results[0]] = f64.to(compute);
     } else if (k == "conv3d" || k == "conv3d_transpose") {
       bool transposed = k == "conv3d_transpose";
-      const Tensor &x = in(op, "input"), &w = in(op, "weight");
+      const Tensor &x = product(op, "input"), &w = product(op, "weight");
       const Tensor *b = optionalIn(op, "bias");
       Tensor &y = result(op);
       if (transposed)
@@ -502,7 +515,7 @@ private:
       p.padding = triple(op, "padding");
       p.dilation = triple(op, "dilation");
       p.groups = op.intAttr("groups");
-      cpu::conv3dGradWeight(in(op, "input"), in(op, "grad_output"), p, result(op));
+      cpu::conv3dGradWeight(product(op, "input"), product(op, "grad_output"), p, result(op));
     } else if (k == "group_norm_grad") {
       Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
       cpu::groupNormGrad(in(op, "input"), affine(op, "gamma"), mean, rstd, in(op, "grad_output"),
@@ -601,11 +614,15 @@ private:
   }
 
   /// A fusion runs its body op by op: the inputs read as the op's kind reads them, every
-  /// value inside in f32 (f64 in f64 runs) and never rounded, the results stored as the
-  /// op's kind stores them (docs/dialect.md, med.fusion).
+  /// value inside in f32 (f64 in f64 runs) and never rounded — except the factors of a
+  /// convolution's products under mixed precision, rounded to the 16-bit type as tensor
+  /// cores take them — the results stored as the op's kind stores them (docs/dialect.md,
+  /// med.fusion).
   void fusion(const OpInfo &op) {
     const Function &body = *op.body;
     Run inner(body, params, wide() == DType::F64 ? Precision::F64 : Precision::F32, nullptr, flats);
+    if (mixed)
+      inner.factorType = half ? DType::F16 : DType::BF16;
     const std::vector<int> &inputs = op.operand("inputs");
     for (size_t i = 0; i < inputs.size(); ++i)
       inner.setInput(i, convert(in(inputs[i]), wide()));
@@ -623,6 +640,9 @@ private:
   DType storage;      ///< of activations
   bool mixed;         ///< BF16 or F16: scalars and fp32 ops in f32
   bool half;          ///< F16: activations rounded to binary16
+  /// Inside a fusion of a mixed-precision function: the 16-bit type convolutions round
+  /// their factors to (product()).
+  std::optional<DType> factorType;
   bool activation = true;        ///< of the op being executed
   DType compute = DType::F32;    ///< float type the op being executed computes in
   std::deque<Tensor> scratch;    ///< operands converted for the op being executed

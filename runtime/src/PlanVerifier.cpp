@@ -530,9 +530,11 @@ void verifyPlan(const Artifact &artifact) {
   Verifier v{artifact};
   v.parameters();
   for (const auto &body : artifact.fusions) {
-    if (body->fusionTemplate != "elementwise")
-      throw Error(str(artifact.path, ": invalid plan: ", body->name, ": unknown template '",
-                      body->fusionTemplate, "' (expected elementwise)"));
+    // The CPU backend runs any body op by op; the CUDA plan names the template's kernels.
+    const std::string &t = body->fusionTemplate;
+    if (t != "elementwise" && t != "mlp" && t != "mlp_grad")
+      throw Error(str(artifact.path, ": invalid plan: ", body->name, ": unknown template '", t,
+                      "' (expected elementwise, mlp or mlp_grad)"));
     v.function(*body);
   }
   for (const Function &fn : artifact.functions)

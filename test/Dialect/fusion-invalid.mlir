@@ -29,8 +29,8 @@ func.func @capture(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
 
 // An unknown template.
 func.func @unknown_template(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion template 'mlp' (expected one of: elementwise)}}
-  %0 = med.fusion "mlp"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad)}}
+  %0 = med.fusion "conv"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %s = med.neg %a : tensor<4xf32>
     med.yield %s : tensor<4xf32>
@@ -76,4 +76,70 @@ func.func @argument_types(%x: tensor<4xf32>) -> tensor<4xf32> {
     med.yield %s : tensor<5xf32>
   }
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+// mlp: the compression must read the activation, not the expansion.
+func.func @mlp_skips_activation(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x1x1x1xf32>, %w2: tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
+  // expected-error @+1 {{template 'mlp': expected a 1×1×1 convolution of the activation (with body arguments as weight and bias) third}}
+  %0 = med.fusion "mlp"(%x, %w1, %w2) : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
+  ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<4x2x1x1x1xf32>, %c: tensor<2x4x1x1x1xf32>):
+    %h = med.conv3d %a, %b : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %g = med.gelu %h : tensor<1x4x3x3x3xf32>
+    %m = med.conv3d %h, %c : (tensor<1x4x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32>
+    med.yield %m : tensor<1x2x3x3x3xf32>
+  }
+  return %0 : tensor<1x2x3x3x3xf32>
+}
+
+// -----
+
+// mlp: a 3×3×3 expansion is a window, not a contraction over channels.
+func.func @mlp_window(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x3x3x3xf32>, %w2: tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
+  // expected-error @+1 {{template 'mlp': expected a 1×1×1 convolution of body arguments (input, weight, bias) first}}
+  %0 = med.fusion "mlp"(%x, %w1, %w2) : (tensor<1x2x3x3x3xf32>, tensor<4x2x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
+  ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<4x2x3x3x3xf32>, %c: tensor<2x4x1x1x1xf32>):
+    %h = med.conv3d %a, %b {padding = array<i64: 1, 1, 1>} : (tensor<1x2x3x3x3xf32>, tensor<4x2x3x3x3xf32>) -> tensor<1x4x3x3x3xf32>
+    %g = med.gelu %h : tensor<1x4x3x3x3xf32>
+    %m = med.conv3d %g, %c : (tensor<1x4x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32>
+    med.yield %m : tensor<1x2x3x3x3xf32>
+  }
+  return %0 : tensor<1x2x3x3x3xf32>
+}
+
+// -----
+
+// mlp_grad: the activation's gradient must take the expansion and dg in that order.
+func.func @mlp_grad_swapped(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x1x1x1xf32>, %dy: tensor<1x2x3x3x3xf32>, %w2: tensor<2x4x1x1x1xf32>) -> (tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>) {
+  // expected-error @+1 {{template 'mlp_grad': the gradients are not wired as the block MLP's}}
+  %0:2 = med.fusion "mlp_grad"(%x, %w1, %dy, %w2) : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>, tensor<1x2x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> (tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>) {
+  ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<4x2x1x1x1xf32>, %d: tensor<1x2x3x3x3xf32>, %c: tensor<2x4x1x1x1xf32>):
+    %h = med.conv3d %a, %b : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %g = med.gelu %h : tensor<1x4x3x3x3xf32>
+    %dg = med.conv3d_transpose %d, %c : (tensor<1x2x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %dw2 = med.conv3d_grad_weight %g, %d {kernel = array<i64: 1, 1, 1>} : (tensor<1x4x3x3x3xf32>, tensor<1x2x3x3x3xf32>) -> tensor<2x4x1x1x1xf32>
+    %dh = med.gelu_grad %dg, %h : (tensor<1x4x3x3x3xf32>, tensor<1x4x3x3x3xf32>) -> tensor<1x4x3x3x3xf32>
+    %dw1 = med.conv3d_grad_weight %a, %dh {kernel = array<i64: 1, 1, 1>} : (tensor<1x2x3x3x3xf32>, tensor<1x4x3x3x3xf32>) -> tensor<4x2x1x1x1xf32>
+    med.yield %dw2, %dw1 : tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>
+  }
+  return %0#0, %0#1 : tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>
+}
+
+// -----
+
+// mlp_grad: the recomputed expansion stays inside.
+func.func @mlp_grad_yields_expansion(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x1x1x1xf32>, %dy: tensor<1x2x3x3x3xf32>, %w2: tensor<2x4x1x1x1xf32>) -> (tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>, tensor<1x4x3x3x3xf32>) {
+  // expected-error @+1 {{template 'mlp_grad': the recomputed expansion may not be yielded}}
+  %0:3 = med.fusion "mlp_grad"(%x, %w1, %dy, %w2) : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>, tensor<1x2x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> (tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>, tensor<1x4x3x3x3xf32>) {
+  ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<4x2x1x1x1xf32>, %d: tensor<1x2x3x3x3xf32>, %c: tensor<2x4x1x1x1xf32>):
+    %h = med.conv3d %a, %b : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %g = med.gelu %h : tensor<1x4x3x3x3xf32>
+    %dg = med.conv3d_transpose %d, %c : (tensor<1x2x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %dw2 = med.conv3d_grad_weight %g, %d {kernel = array<i64: 1, 1, 1>} : (tensor<1x4x3x3x3xf32>, tensor<1x2x3x3x3xf32>) -> tensor<2x4x1x1x1xf32>
+    %dh = med.gelu_grad %h, %dg : (tensor<1x4x3x3x3xf32>, tensor<1x4x3x3x3xf32>) -> tensor<1x4x3x3x3xf32>
+    %dw1 = med.conv3d_grad_weight %a, %dh {kernel = array<i64: 1, 1, 1>} : (tensor<1x2x3x3x3xf32>, tensor<1x4x3x3x3xf32>) -> tensor<4x2x1x1x1xf32>
+    med.yield %dw2, %dw1, %h : tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>, tensor<1x4x3x3x3xf32>
+  }
+  return %0#0, %0#1, %0#2 : tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>, tensor<1x4x3x3x3xf32>
 }

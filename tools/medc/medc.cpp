@@ -154,7 +154,7 @@ cl::opt<std::string> train("train",
 cl::list<std::string> disabledPasses(
     "disable-pass",
     cl::desc("Leave out an optimizing pass of compile's pipeline (canonicalize, cse, "
-             "med-sink-assigns, med-form-fusions); repeatable"),
+             "med-sink-assigns, med-form-mlp-fusions, med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",

@@ -65,6 +65,9 @@ class Med_ShapedOp<string mnemonic, list<Trait> traits = []>
   let extraClassDefinition = Med_ShapedOpDefinitions<numResultsOnFailure>.body;
 }
 
+// Ops that say how they fuse (FusionOpInterface).
+defvar Med_Fusible = DeclareOpInterfaceMethods<Med_FusionOpInterface>;
+
 //===----------------------------------------------------------------------------------===//
 // Parameters
 //===----------------------------------------------------------------------------------===//
@@ -188,7 +191,7 @@ def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiab
 // Convolutions
 //===----------------------------------------------------------------------------------===//
 
-def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable]> {
+def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
   let summary = "3D convolution (cross-correlation), as torch.nn.functional.conv3d";
   let description = [{
     `input` is N×Cin×D×H×W, `weight` Cout×(Cin/groups)×kD×kH×kW, the optional `bias` Cout.
@@ -213,7 +216,7 @@ def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable]> {
   }];
 }
 
-def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable]> {
+def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable, Med_Fusible]> {
   let summary = "3D transposed convolution, as torch.nn.functional.conv_transpose3d";
   let description = [{
     `input` is N×Cin×D×H×W, `weight` Cin×(Cout/groups)×kD×kH×kW (PyTorch's layout), the
@@ -312,8 +315,6 @@ def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable, Med_Normalization]> {
 //===----------------------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------------------===//
-
-defvar Med_Fusible = DeclareOpInterfaceMethods<Med_FusionOpInterface>;
 
 class Med_UnaryOp<string mnemonic, string formula>
     : Med_ShapedOp<mnemonic, [Med_Differentiable, Med_Fusible]> {
@@ -457,7 +458,7 @@ def Med_PackOp : Med_ShapedOp<"pack", [Med_NotDifferentiable]> {
 // Reductions
 //===----------------------------------------------------------------------------------===//
 
-def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable]> {
+def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable, Med_Fusible]> {
   let summary = "sum, mean, max or min over a set of axes";
   let description = [{
     Reduces `input` over `axes` (distinct, in range). With `keepdims` the reduced axes remain
@@ -715,7 +716,7 @@ def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
 // kernel the backends own. They are not differentiable themselves.
 //===----------------------------------------------------------------------------------===//
 
-def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferentiable]> {
+def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "gradient of a 3D convolution with respect to its weight";
   let description = [{
     `dW[co, ci, a, b, c] = Σ_{n, z, y, x} grad_output[n, co, z, y, x] ·

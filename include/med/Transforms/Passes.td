@@ -206,6 +206,35 @@ def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
   }];
 }
 
+def MedFormMlpFusions : Pass<"med-form-mlp-fusions", "::mlir::func::FuncOp"> {
+  let summary = "the block MLP (contraction → activation → contraction) and its gradients "
+                "into `mlp` and `mlp_grad` fusions";
+  let description = [{
+    MedNeXt's block ends in a 1×1×1 convolution expanding the channels (2×–8×), an
+    elementwise activation (GELU) and a 1×1×1 convolution compressing them back, usually
+    followed by the residual add. Unfused, the expansion and its activation go to memory
+    twice in the forward pass and are read again in the backward; they are the largest
+    tensors of the step.
+
+    The pass finds, through FusionOpInterface (no op is matched by name), a contraction
+    (a 1×1×1 convolution) whose input is the result of a one-operand elementwise op of
+    another contraction. The ops of the backward that read the expansion `h` or its
+    activation `g` — the activation's gradient, the transposed contraction producing its
+    other operand, the weight gradient of the compression and the contractions and
+    reductions of the activation's gradient — become one `mlp_grad` fusion placed at the
+    first of them, whose body recomputes `h` and `g` from the block's input and weights
+    instead of reading them. Then `h` and `g` are read by the forward chain only, and it
+    becomes an `mlp` fusion (with the one elementwise op reading the compression, the
+    residual add, as its epilogue) that yields the block's output alone. The templates'
+    matchers decide: a group a template cannot run stays unfused.
+
+    Runs on bf16-mixed and fp16-mixed functions only: the template multiplies 16-bit
+    operands on tensor cores, as torch autocast's convolutions do. Runs after
+    `med-train-step` and before `med-form-fusions`.
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{

@@ -146,6 +146,7 @@ const FusionTemplates &fusionTemplates() {
   static const FusionTemplates table = [] {
     FusionTemplates t;
     FunctionGen::registerElementwiseFusion(t);
+    FunctionGen::registerMlpFusion(t);
     return t;
   }();
   return table;

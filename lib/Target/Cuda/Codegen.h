@@ -159,6 +159,7 @@ public:
   static void registerOptimizer(Emitters &e);
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
+  static void registerMlpFusion(FusionTemplates &t);
 
 private:
   Source &src;
@@ -429,6 +430,19 @@ private:
   void geluGrad(const Op &op);
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);
+  // ---- Fusion/Mlp.cpp ----------------------------------------------------------------------
+  void mlpFusion(const Op &op, const medrun::Function &body);
+  void mlpGradFusion(const Op &op, const medrun::Function &body);
+  /// 16-bit copies of weight `w` (rows × cols, f32 as read) in scratch, zero-padded to
+  /// multiples of 16: `plain` row-major, `transposed` its transpose.
+  void mlpWeights(const Op &op, int w, int64_t rows, int64_t cols, const std::string &t,
+                  int *plain, int *transposed);
+  void mlpCheck(int x, int y) const;
+  static std::string mlpExpansion(const std::string &ec, int64_t Cp, int64_t E, bool bias,
+                                  const std::string &act, const std::string &t);
+  static std::string mlpActGrad(const std::string &ec, int64_t Cop, int64_t E,
+                                const std::string &actGrad, const std::string &t);
+  static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t);
 
   // ---- DataMovement.cpp ------------------------------------------------------------------
   void param(const Op &op);

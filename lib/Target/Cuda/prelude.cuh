@@ -120,3 +120,73 @@ extern "C" __global__ void med_f32_to_f16(const float *x, f16 *y, i64 n) {
   if (i < n)
     y[i] = x[i];
 }
+
+// Tensor cores, one warp: d += A·B for A 16×16 (row-major) and B 16×8 (column-major) of T
+// (bf16 or f16, two per 32-bit register, the lower index in the low half) and f32 d, as
+// PTX's mma.sync.aligned.m16n8k16.row.col. With g = lane / 4 and q = lane % 4, a lane holds
+// a[0] = A[g][2q..2q+1], a[1] = A[g+8][2q..], a[2] = A[g][2q+8..], a[3] = A[g+8][2q+8..];
+// b[0] = B[2q..2q+1][g], b[1] = B[2q+8..2q+9][g]; d[0..1] = D[g][2q..2q+1], d[2..3] =
+// D[g+8][2q..2q+1]. Every lane of the warp calls it together.
+template <typename T> unsigned pack2(float lo, float hi) {
+  T a, b;
+  a = lo;
+  b = hi;
+  return (unsigned)a.bits | ((unsigned)b.bits << 16);
+}
+template <typename T> unsigned pack2(T lo, T hi) {
+  return (unsigned)lo.bits | ((unsigned)hi.bits << 16);
+}
+#ifdef __CUDA_ARCH__
+template <typename T> struct MmaType;
+template <> struct MmaType<bf16> {
+  static __device__ void run(float d[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <> struct MmaType<f16> {
+  static __device__ void run(float d[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <typename T> void mma16816(float d[4], const unsigned a[4], const unsigned b[2]) {
+  MmaType<T>::run(d, a, b);
+}
+#else
+// The CPU emulation (tests): the warp's fragments meet in shared staging, and each lane
+// sums its four results in k order from them. It runs the kernels' fragment layout, so a
+// wrong index shows; the sums' rounding order is the emulation's own.
+template <typename T> float mmaHalf(unsigned r, int hi) {
+  T v;
+  v.bits = (unsigned short)(hi ? r >> 16 : r & 0xffffu);
+  return v;
+}
+template <typename T> void mma16816(float d[4], const unsigned a[4], const unsigned b[2]) {
+  static unsigned sa[32][32][4], sb[32][32][2];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int i = 0; i < 4; ++i)
+    sa[warp][lane][i] = a[i];
+  sb[warp][lane][0] = b[0];
+  sb[warp][lane][1] = b[1];
+  __syncthreads();
+  const int g = lane / 4, q = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * q + (i & 1);
+    float acc = d[i];
+    for (int k = 0; k < 16; ++k) {
+      // A[row][k]: lane (row % 8) * 4 + (k % 8) / 2, register row / 8 + 2 * (k / 8)
+      const float av = mmaHalf<T>(sa[warp][(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)], k & 1);
+      // B[k][col]: lane col * 4 + (k % 8) / 2, register k / 8
+      const float bv = mmaHalf<T>(sb[warp][col * 4 + (k % 8) / 2][k / 8], k & 1);
+      acc += av * bv;
+    }
+    d[i] = acc;
+  }
+  __syncthreads();
+}
+#endif

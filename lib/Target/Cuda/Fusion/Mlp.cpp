@@ -1,0 +1,532 @@
+//===- Mlp.cpp - the `mlp` and `mlp_grad` fusion templates (tensor cores) ----------===//
+//
+// The block MLP y = W2·act(W1·x + b1) + b2 (⊕ r) on mma.sync m16n8k16 tensor cores, 16-bit
+// operands (the function's storage type) and f32 accumulators, with every 1×1×1
+// convolution as a product over the channel axis. Each warp takes 16 voxels of one sample
+// (the rows of the products), the expanded channels go by in chunks of 16, and the
+// expansion lives in registers only: the accumulator fragments of W1·x are the operand
+// fragments of W2·g (the back-to-back GEMM layout). The block's input and output tiles pass
+// through shared memory so that global memory is read and written along the voxels.
+//
+// mlp_grad recomputes the expansion: one kernel gives dx (all chunks of a tile in
+// registers), one gives per-part partial sums of dW1, dW2 and db1 (chunk-major: a block
+// owns a chunk and a fixed set of tiles), and fixed-tree sums over the parts finish them.
+// No float atomics: the same bits on every run.
+//
+// The weights go to 16-bit copies in the layouts the fragments read (scratch), first.
+// Channel counts are padded to 16 with zeros. The templates' matchers (lib/IR/MedFusion.cpp)
+// bound the input and output channels to 128 (fragments and accumulators in registers).
+//
+//===------------------------------------------------------------------------------===//
+
+#include "Cuda/Codegen.h"
+
+namespace mlir::med::cuda {
+
+namespace {
+constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
+int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
+
+/// The roles of an mlp / mlp_grad body's values, from its ops (the matcher checked them).
+struct MlpBody {
+  const Op *expand = nullptr, *act = nullptr, *compress = nullptr, *epilogue = nullptr;
+  const Op *gradAct = nullptr, *gradInput = nullptr, *gradW2 = nullptr, *gradW1 = nullptr,
+           *actGrad = nullptr, *gradB1 = nullptr;
+};
+
+MlpBody rolesOf(const medrun::Function &body) {
+  MlpBody r;
+  for (const Op &o : body.ops) {
+    if (o.kind == "conv3d")
+      (r.expand ? r.compress : r.expand) = &o;
+    else if (o.kind == "conv3d_transpose")
+      (r.gradAct ? r.gradInput : r.gradAct) = &o;
+    else if (o.kind == "conv3d_grad_weight")
+      (r.gradW2 ? r.gradW1 : r.gradW2) = &o;
+    else if (o.kind == "reduce")
+      r.gradB1 = &o;
+  }
+  // Elementwise ops: the activation reads the expansion alone, the epilogue reads the
+  // compression, the activation's gradient reads the expansion and dg.
+  const int h = r.expand ? r.expand->results.at(0) : -1;
+  for (const Op &o : body.ops) {
+    if (&o == r.expand || &o == r.compress || &o == r.gradAct || &o == r.gradInput ||
+        &o == r.gradW2 || &o == r.gradW1 || &o == r.gradB1)
+      continue;
+    std::vector<int> reads;
+    for (auto &[name, ids] : o.operands)
+      reads.insert(reads.end(), ids.begin(), ids.end());
+    if (reads == std::vector<int>{h})
+      r.act = &o;
+    else if (r.compress)
+      r.epilogue = &o;
+    else
+      r.actGrad = &o;
+  }
+  return r;
+}
+} // namespace
+
+/// The position of body value `id` among the body's inputs (the fusion's inputs).
+static int bodyInput(const medrun::Function &body, int id) {
+  for (size_t j = 0; j < body.inputs.size(); ++j)
+    if (body.inputs[j] == id)
+      return static_cast<int>(j);
+  return -1;
+}
+
+void FunctionGen::mlpWeights(const Op &op, int w, int64_t rows, int64_t cols,
+                                    const std::string &t, int *plain, int *transposed) {
+  // w: rows × cols (f32 as read). plain: rows16 × cols16, transposed: cols16 × rows16.
+  const int64_t R = pad16(rows), Cc = pad16(cols);
+  *plain = scratch(R * Cc * 2);
+  *transposed = scratch(R * Cc * 2);
+  std::string body = "  const int r = i / " + num(Cc) + ", c = i % " + num(Cc) + ";\n"
+                     "  " + t + " v;\n"
+                     "  v = r < " + num(rows) + " && c < " + num(cols) + " ? (float)w[r * " + num(cols) + " + c] : 0.0f;\n"
+                     "  wp[i] = v;\n"
+                     "  wt[c * " + num(R) + " + r] = v;\n";
+  elementwise(op, "mlp_weights", {out("wp", t), out("wt", t), in("w")}, {*plain, *transposed, w},
+              R * Cc, body);
+}
+
+void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
+  const std::vector<int> &inputs = op.operand("inputs");
+  MlpBody r = rolesOf(body);
+  if (!r.expand || !r.act || !r.compress || op.results.size() != 1)
+    error("the mlp body is not expand, activation, compress (and an epilogue)");
+  auto outer = [&](int bodyId) {
+    int j = bodyInput(body, bodyId);
+    if (j < 0)
+      error("an mlp operand is not a body input");
+    return inputs.at(j);
+  };
+  const int x = outer(r.expand->single("input")), w1 = outer(r.expand->single("weight")),
+            w2 = outer(r.compress->single("weight")), y = op.results[0];
+  std::optional<int> b1, b2;
+  if (auto b = r.expand->optional("bias"))
+    b1 = outer(*b);
+  if (auto b = r.compress->optional("bias"))
+    b2 = outer(*b);
+  mlpCheck(x, y);
+  const std::string t = medrun::dtypeName(type(y).dtype);
+  const auto &xs = shape(x), &w1s = shape(w1), &w2s = shape(w2);
+  const int64_t N = xs[0], C = xs[1], S = product(xs, 2), E = w1s[0], Co = w2s[0];
+  const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
+  int w1p, w1t, w2p, w2t;
+  mlpWeights(op, w1, E, C, t, &w1p, &w1t);
+  mlpWeights(op, w2, Co, E, t, &w2p, &w2t);
+  // The epilogue: the op reading the compression (m) and a body argument (r).
+  std::vector<std::string> params{out("y"), in("x"), in("w1p", t), in("w2p", t)};
+  std::vector<int> args{y, x, w1p, w2p};
+  if (b1) {
+    params.push_back(in("b1"));
+    args.push_back(*b1);
+  }
+  if (b2) {
+    params.push_back(in("b2"));
+    args.push_back(*b2);
+  }
+  std::string result = "m";
+  if (r.epilogue) {
+    std::vector<std::string> xsExpr;
+    const int mId = r.compress->results.at(0);
+    for (const char *name : scalarOperands(r.epilogue->kind)) {
+      int id = r.epilogue->single(name);
+      if (id == mId) {
+        xsExpr.push_back("m");
+      } else {
+        params.push_back(in("res"));
+        args.push_back(outer(id));
+        if (shape(outer(id)) != shape(y))
+          error("the epilogue's other operand must have the result's shape");
+        xsExpr.push_back("(float)res[o]");
+      }
+    }
+    result = scalarExpr(r.epilogue->kind, xsExpr);
+    if (result.empty())
+      error("'med." + r.epilogue->kind + "' has no scalar form");
+  }
+  const std::string act = scalarExpr(r.act->kind, {"v"});
+  if (act.empty())
+    error("'med." + r.act->kind + "' has no scalar form");
+  std::string k =
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
+      "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
+      "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + std::to_string(kTile) + ";\n"
+      "  __shared__ float smem[" + num(std::max(Cp * kTile / 2, Cop * kTile)) + "];\n"
+      "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
+      "  for (int i = threadIdx.x; i < " + num(Cp * kTile) + "; i += blockDim.x) {\n"
+      "    const int c = i / " + std::to_string(kTile) + ", v = i % " + std::to_string(kTile) + ", s = s0 + v;\n"
+      "    xs[i] = c < " + num(C) + " && s < " + num(S) + " ? (float)x[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
+      "  }\n"
+      "  __syncthreads();\n"
+      "  const int vr = warp * 16 + g;\n"
+      "  unsigned xa[" + num(Cp / 16) + "][4];\n"
+      "  #pragma unroll\n"
+      "  for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc) {\n"
+      "    const int c = kc * 16 + 2 * q;\n"
+      "    xa[kc][0] = pack2(xs[c * " + std::to_string(kTile) + " + vr], xs[(c + 1) * " + std::to_string(kTile) + " + vr]);\n"
+      "    xa[kc][1] = pack2(xs[c * " + std::to_string(kTile) + " + vr + 8], xs[(c + 1) * " + std::to_string(kTile) + " + vr + 8]);\n"
+      "    xa[kc][2] = pack2(xs[(c + 8) * " + std::to_string(kTile) + " + vr], xs[(c + 9) * " + std::to_string(kTile) + " + vr]);\n"
+      "    xa[kc][3] = pack2(xs[(c + 8) * " + std::to_string(kTile) + " + vr + 8], xs[(c + 9) * " + std::to_string(kTile) + " + vr + 8]);\n"
+      "  }\n"
+      "  float acc[" + num(Cop / 8) + "][4];\n"
+      "  #pragma unroll\n"
+      "  for (int j = 0; j < " + num(Cop / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
+      "  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
+      mlpExpansion("ec", Cp, E, b1.has_value(), act, t) +
+      "    #pragma unroll\n"
+      "    for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct) {\n"
+      "      const " + t + "* wb = w2p + (ct * 8 + g) * " + num(Ep) + " + ec * 16 + 2 * q;\n"
+      "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
+      "      mma16816<" + t + ">(acc[ct], ga, b);\n"
+      "    }\n"
+      "  }\n"
+      "  __syncthreads(); // xs is read: the output tile takes its place\n"
+      "  float* ys = smem; // [Cop][tile]\n"
+      "  #pragma unroll\n"
+      "  for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct)\n"
+      "    #pragma unroll\n"
+      "    for (int j = 0; j < 4; ++j)\n"
+      "      ys[(ct * 8 + 2 * q + (j & 1)) * " + std::to_string(kTile) + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
+      "  __syncthreads();\n"
+      "  for (int i = threadIdx.x; i < " + num(Co * kTile) + "; i += blockDim.x) {\n"
+      "    const int co = i / " + std::to_string(kTile) + ", v = i % " + std::to_string(kTile) + ", s = s0 + v;\n"
+      "    if (s >= " + num(S) + ") continue;\n"
+      "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
+      "    const float m = ys[i]" + (b2 ? " + (float)b2[co]" : "") + ";\n"
+      "    y[o] = " + result + ";\n"
+      "  }\n";
+  launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32), N * tiles, kWarps * 32,
+         args);
+}
+
+/// Code computing, for expansion chunk `ec`, the warp's h = W1·x + b1 (two 16×8 tiles, in
+/// h[2][4]) and the operand fragment ga of act(h) (the f32 activation kept in a[2][4]).
+std::string FunctionGen::mlpExpansion(const std::string &ec, int64_t Cp, int64_t E, bool bias,
+                                      const std::string &act, const std::string &t) {
+  return "    float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
+         "    #pragma unroll\n"
+         "    for (int nt = 0; nt < 2; ++nt)\n"
+         "      #pragma unroll\n"
+         "      for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc) {\n"
+         "        const " + t + "* wb = w1p + (" + ec + " * 16 + nt * 8 + g) * " + num(Cp) + " + kc * 16 + 2 * q;\n"
+         "        const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
+         "        mma16816<" + t + ">(h[nt], xa[kc], b);\n"
+         "      }\n"
+         "    float a[2][4];\n"
+         "    #pragma unroll\n"
+         "    for (int nt = 0; nt < 2; ++nt)\n"
+         "      #pragma unroll\n"
+         "      for (int j = 0; j < 4; ++j) {\n"
+         "        const int e = " + ec + " * 16 + nt * 8 + 2 * q + (j & 1);\n"
+         "        if (e < " + num(E) + ") {\n" +
+         (bias ? "          h[nt][j] += (float)b1[e];\n" : "") +
+         "          const float v = h[nt][j];\n"
+         "          a[nt][j] = " + act + ";\n"
+         "        } else {\n"
+         "          a[nt][j] = 0.0f;\n"
+         "        }\n"
+         "      }\n"
+         "    const unsigned ga[4] = {pack2<" + t + ">(a[0][0], a[0][1]), pack2<" + t + ">(a[0][2], a[0][3]),\n"
+         "                            pack2<" + t + ">(a[1][0], a[1][1]), pack2<" + t + ">(a[1][2], a[1][3])};\n";
+}
+
+/// Code loading a tile of 64 voxels of sample n from s0 — x into xs [Cp][tile] and dy into
+/// dys [Cop][tile] (16-bit, zero-padded) — and building the warp's operand fragments of both
+/// (rows: its 16 voxels; columns: channels) in xa and dya.
+std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t) {
+  const int64_t Cp = pad16(C), Cop = pad16(Co);
+  const std::string T = std::to_string(kTile);
+  auto frags = [&](const std::string &name, const std::string &sh, int64_t chans) {
+    return "  unsigned " + name + "[" + num(chans / 16) + "][4];\n"
+           "  #pragma unroll\n"
+           "  for (int kc = 0; kc < " + num(chans / 16) + "; ++kc) {\n"
+           "    const int c = kc * 16 + 2 * q;\n"
+           "    " + name + "[kc][0] = pack2(" + sh + "[c * " + T + " + vr], " + sh + "[(c + 1) * " + T + " + vr]);\n"
+           "    " + name + "[kc][1] = pack2(" + sh + "[c * " + T + " + vr + 8], " + sh + "[(c + 1) * " + T + " + vr + 8]);\n"
+           "    " + name + "[kc][2] = pack2(" + sh + "[(c + 8) * " + T + " + vr], " + sh + "[(c + 9) * " + T + " + vr]);\n"
+           "    " + name + "[kc][3] = pack2(" + sh + "[(c + 8) * " + T + " + vr + 8], " + sh + "[(c + 9) * " + T + " + vr + 8]);\n"
+           "  }\n";
+  };
+  return "  for (int i = threadIdx.x; i < " + num(Cp * kTile) + "; i += blockDim.x) {\n"
+         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+         "    xs[i] = c < " + num(C) + " && s < " + num(S) + " ? (float)x[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
+         "  }\n"
+         "  for (int i = threadIdx.x; i < " + num(Cop * kTile) + "; i += blockDim.x) {\n"
+         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+         "    dys[i] = c < " + num(Co) + " && s < " + num(S) + " ? (float)dy[(n * " + num(Co) + " + c) * " + num(S) + " + s] : 0.0f;\n"
+         "  }\n"
+         "  __syncthreads();\n"
+         "  const int vr = warp * 16 + g;\n" +
+         frags("xa", "xs", Cp) + frags("dya", "dys", Cop);
+}
+
+/// Code computing, after mlpExpansion for chunk `ec`, dg = W2ᵀ·dy (two 16×8 tiles) and
+/// dh = act'(h, dg) in f32 (dh[2][4], zero beyond E), with its operand fragment dha.
+std::string FunctionGen::mlpActGrad(const std::string &ec, int64_t Cop, int64_t E,
+                                    const std::string &actGrad, const std::string &t) {
+  return "    float dg[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
+         "    #pragma unroll\n"
+         "    for (int nt = 0; nt < 2; ++nt)\n"
+         "      #pragma unroll\n"
+         "      for (int kc = 0; kc < " + num(Cop / 16) + "; ++kc) {\n"
+         "        const " + t + "* wb = w2t + (" + ec + " * 16 + nt * 8 + g) * " + num(Cop) + " + kc * 16 + 2 * q;\n"
+         "        const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
+         "        mma16816<" + t + ">(dg[nt], dya[kc], b);\n"
+         "      }\n"
+         "    float dh[2][4];\n"
+         "    #pragma unroll\n"
+         "    for (int nt = 0; nt < 2; ++nt)\n"
+         "      #pragma unroll\n"
+         "      for (int j = 0; j < 4; ++j) {\n"
+         "        const float u = h[nt][j], v = dg[nt][j];\n"
+         "        dh[nt][j] = " + ec + " * 16 + nt * 8 + 2 * q + (j & 1) < " + num(E) + " ? " + actGrad + " : 0.0f;\n"
+         "      }\n"
+         "    const unsigned dha[4] = {pack2<" + t + ">(dh[0][0], dh[0][1]), pack2<" + t + ">(dh[0][2], dh[0][3]),\n"
+         "                             pack2<" + t + ">(dh[1][0], dh[1][1]), pack2<" + t + ">(dh[1][2], dh[1][3])};\n";
+}
+
+void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
+  const std::vector<int> &inputs = op.operand("inputs");
+  MlpBody r = rolesOf(body);
+  if (!r.expand || !r.act || !r.gradAct || !r.gradW2 || !r.actGrad || !r.gradW1)
+    error("the mlp_grad body is not the block MLP's gradient");
+  auto outer = [&](int bodyId) {
+    int j = bodyInput(body, bodyId);
+    if (j < 0)
+      error("an mlp_grad operand is not a body input");
+    return inputs.at(j);
+  };
+  const int x = outer(r.expand->single("input")), w1 = outer(r.expand->single("weight")),
+            dy = outer(r.gradAct->single("input")), w2 = outer(r.gradAct->single("weight"));
+  std::optional<int> b1;
+  if (auto b = r.expand->optional("bias"))
+    b1 = outer(*b);
+  // The fusion's result for the body value a role yields, if yielded.
+  auto yielded = [&](const Op *role) -> std::optional<int> {
+    if (!role)
+      return std::nullopt;
+    for (size_t j = 0; j < body.outputs.size(); ++j)
+      if (body.outputs[j] == role->results.at(0))
+        return op.results.at(j);
+    return std::nullopt;
+  };
+  std::optional<int> dx = yielded(r.gradInput), dw1 = yielded(r.gradW1),
+                     dw2 = yielded(r.gradW2), db1 = yielded(r.gradB1);
+  if (!dw1 || !dw2)
+    error("mlp_grad must yield both weight gradients");
+  mlpCheck(x, dy);
+  if (dx)
+    mlpCheck(x, *dx);
+  const std::string t = medrun::dtypeName(type(x).dtype);
+  const auto &xs = shape(x), &w1s = shape(w1), &w2s = shape(w2);
+  const int64_t N = xs[0], C = xs[1], S = product(xs, 2), E = w1s[0], Co = w2s[0];
+  const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
+  const std::string T = std::to_string(kTile);
+  int w1p, w1t, w2p, w2t;
+  mlpWeights(op, w1, E, C, t, &w1p, &w1t);
+  mlpWeights(op, w2, Co, E, t, &w2p, &w2t);
+  const std::string act = scalarExpr(r.act->kind, {"v"});
+  std::vector<std::string> gradOperands;
+  for (const char *name : scalarOperands(r.actGrad->kind))
+    gradOperands.push_back(r.actGrad->single(name) == r.expand->results.at(0) ? "u" : "v");
+  const std::string actGrad = scalarExpr(r.actGrad->kind, gradOperands);
+  if (act.empty() || actGrad.empty())
+    error("the activation or its gradient has no scalar form");
+  std::vector<std::string> params{in("x"), in("dy"), in("w1p", t), in("w1t", t), in("w2t", t)};
+  std::vector<int> args{x, dy, w1p, w1t, w2t};
+  if (b1) {
+    params.push_back(in("b1"));
+    args.push_back(*b1);
+  }
+  const std::string shared =
+      "  __shared__ float smem[" + num(std::max((Cp + Cop + 32) * kTile / 2, Cp * kTile)) + "];\n"
+      "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile]\n"
+      "  " + t + "* dys = xs + " + num(Cp * kTile) + "; // [Cop][tile]\n";
+  const std::string lanes =
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
+
+  // dx = Σ over chunks of W1ᵀ·dh, per tile, in registers.
+  if (dx) {
+    std::vector<std::string> p = params;
+    std::vector<int> a = args;
+    p.insert(p.begin(), out("dx"));
+    a.insert(a.begin(), *dx);
+    std::string k =
+        lanes + shared +
+        "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
+        "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + T + ";\n" +
+        mlpTile(C, Co, S, t) +
+        "  float acc[" + num(Cp / 8) + "][4];\n"
+        "  #pragma unroll\n"
+        "  for (int j = 0; j < " + num(Cp / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
+        "  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
+        mlpExpansion("ec", Cp, E, b1.has_value(), act, t) + mlpActGrad("ec", Cop, E, actGrad, t) +
+        "    #pragma unroll\n"
+        "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
+        "      const " + t + "* wb = w1t + (ct * 8 + g) * " + num(Ep) + " + ec * 16 + 2 * q;\n"
+        "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
+        "      mma16816<" + t + ">(acc[ct], dha, b);\n"
+        "    }\n"
+        "  }\n"
+        "  __syncthreads(); // the tiles are read: dx takes their place\n"
+        "  float* out = smem; // [Cp][tile]\n"
+        "  #pragma unroll\n"
+        "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
+        "    #pragma unroll\n"
+        "    for (int j = 0; j < 4; ++j)\n"
+        "      out[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
+        "  __syncthreads();\n"
+        "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
+        "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+        "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
+        "  }\n";
+    launch(op, src.kernel("mlp_grad_input", typed(p, a), k, kWarps * 32), N * tiles,
+           kWarps * 32, a);
+  }
+
+  // Weight gradients: block (part, chunk) sums its tiles' dW2[:, chunk], dW1[chunk, :] and
+  // db1[chunk] on tensor cores; parts = a fixed count (no device property), capped so that
+  // the partial sums stay within 64 MiB.
+  const int64_t outs = Co * E + E * C + E, tileCount = N * tiles;
+  const int64_t parts = std::max<int64_t>(
+      1, std::min<int64_t>({tileCount, 128, (int64_t{64} << 20) / (outs * 4)}));
+  const int buf = scratch(outs * parts * 4);
+  const int64_t mTiles = Cop / 16, nTiles = Cp / 8; // of dW2's rows, dW1's columns
+  const int64_t mPer = (mTiles + kWarps - 1) / kWarps, nPer = (nTiles + kWarps - 1) / kWarps;
+  std::vector<std::string> p = params;
+  std::vector<int> a = args;
+  p.insert(p.begin(), out("parts"));
+  a.insert(a.begin(), buf);
+  std::string k =
+      lanes + shared +
+      "  " + t + "* gT = dys + " + num(Cop * kTile) + ";  // [16][tile]: act(h) of the chunk\n"
+      "  " + t + "* dhT = gT + " + num(16 * kTile) + "; // [16][tile]: dh of the chunk\n"
+      "  const int ec = blockIdx.x % " + num(Ep / 16) + ";\n"
+      "  const int part = blockIdx.x / " + num(Ep / 16) + ";\n"
+      "  float w2acc[" + num(mPer) + "][2][4], w1acc[" + num(nPer) + "][4], db[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+      "  for (int i = 0; i < " + num(mPer) + "; ++i)\n"
+      "    for (int j = 0; j < 4; ++j) w2acc[i][0][j] = w2acc[i][1][j] = 0.0f;\n"
+      "  for (int i = 0; i < " + num(nPer) + "; ++i)\n"
+      "    for (int j = 0; j < 4; ++j) w1acc[i][j] = 0.0f;\n"
+      "  for (i64 tile = part; tile < " + num(tileCount) + "; tile += " + num(parts) + ") {\n"
+      "  const i64 n = tile / " + num(tiles) + ";\n"
+      "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n" +
+      mlpTile(C, Co, S, t) + "  {\n" +
+      mlpExpansion("ec", Cp, E, b1.has_value(), act, t) + mlpActGrad("ec", Cop, E, actGrad, t) +
+      "    #pragma unroll\n"
+      "    for (int nt = 0; nt < 2; ++nt)\n"
+      "      #pragma unroll\n"
+      "      for (int j = 0; j < 4; ++j) {\n"
+      "        const int el = nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;\n"
+      "        db[nt * 2 + (j & 1)] += dh[nt][j];\n"
+      "        gT[el * " + T + " + v] = a[nt][j];\n"
+      "        dhT[el * " + T + " + v] = dh[nt][j];\n"
+      "      }\n"
+      "  }\n"
+      "  __syncthreads();\n"
+      "  #pragma unroll\n"
+      "  for (int kk = 0; kk < " + std::to_string(kTile / 16) + "; ++kk) {\n"
+      "    const int v = kk * 16 + 2 * q;\n"
+      "    // dW2[co][e] += Σ_v dy[v][co]·g[v][e]: rows co (this warp's m-tiles), columns e\n"
+      "    for (int i = 0; i < " + num(mPer) + "; ++i) {\n"
+      "      const int mt = (warp + " + std::to_string(kWarps) + " * i) % " + num(mTiles) + ";\n"
+      "      const " + t + "* ar = dys + (mt * 16 + g) * " + T + " + v;\n"
+      "      const unsigned am[4] = {*(const unsigned*)ar, *(const unsigned*)(ar + 8 * " + T + "),\n"
+      "                              *(const unsigned*)(ar + 8), *(const unsigned*)(ar + 8 * " + T + " + 8)};\n"
+      "      for (int nt = 0; nt < 2; ++nt) {\n"
+      "        const " + t + "* br = gT + (nt * 8 + g) * " + T + " + v;\n"
+      "        const unsigned b[2] = {*(const unsigned*)br, *(const unsigned*)(br + 8)};\n"
+      "        mma16816<" + t + ">(w2acc[i][nt], am, b);\n"
+      "      }\n"
+      "    }\n"
+      "    // dW1[e][c] += Σ_v dh[v][e]·x[v][c]: rows e (the chunk), columns c (this warp's)\n"
+      "    const " + t + "* ar = dhT + g * " + T + " + v;\n"
+      "    const unsigned am[4] = {*(const unsigned*)ar, *(const unsigned*)(ar + 8 * " + T + "),\n"
+      "                            *(const unsigned*)(ar + 8), *(const unsigned*)(ar + 8 * " + T + " + 8)};\n"
+      "    for (int i = 0; i < " + num(nPer) + "; ++i) {\n"
+      "      const int ct = (warp + " + std::to_string(kWarps) + " * i) % " + num(nTiles) + ";\n"
+      "      const " + t + "* br = xs + (ct * 8 + g) * " + T + " + v;\n"
+      "      const unsigned b[2] = {*(const unsigned*)br, *(const unsigned*)(br + 8)};\n"
+      "      mma16816<" + t + ">(w1acc[i], am, b);\n"
+      "    }\n"
+      "  }\n"
+      "  __syncthreads(); // before the next tile overwrites shared memory\n"
+      "  }\n"
+      "  // Partial sums; a warp whose tile index wrapped around (uniform mma calls) writes none.\n"
+      "  for (int i = 0; i < " + num(mPer) + "; ++i) {\n"
+      "    const int mt = warp + " + std::to_string(kWarps) + " * i;\n"
+      "    if (mt >= " + num(mTiles) + ") continue;\n"
+      "    for (int nt = 0; nt < 2; ++nt)\n"
+      "      for (int j = 0; j < 4; ++j) {\n"
+      "        const int co = mt * 16 + g + (j >> 1) * 8, e = ec * 16 + nt * 8 + 2 * q + (j & 1);\n"
+      "        if (co < " + num(Co) + " && e < " + num(E) + ")\n"
+      "          parts[((i64)co * " + num(E) + " + e) * " + num(parts) + " + part] = w2acc[i][nt][j];\n"
+      "      }\n"
+      "  }\n"
+      "  for (int i = 0; i < " + num(nPer) + "; ++i) {\n"
+      "    const int ct = warp + " + std::to_string(kWarps) + " * i;\n"
+      "    if (ct >= " + num(nTiles) + ") continue;\n"
+      "    for (int j = 0; j < 4; ++j) {\n"
+      "      const int e = ec * 16 + g + (j >> 1) * 8, c = ct * 8 + 2 * q + (j & 1);\n"
+      "      if (e < " + num(E) + " && c < " + num(C) + ")\n"
+      "        parts[(" + num(Co * E) + " + (i64)e * " + num(C) + " + c) * " + num(parts) + " + part] = w1acc[i][j];\n"
+      "    }\n"
+      "  }\n"
+      "  // db1: each thread's four columns over its rows, then over the 8 lanes of a column\n"
+      "  // group and the warps, in a fixed order.\n"
+      "  float* red = smem; // [warps][8][16]\n"
+      "  for (int j = 0; j < 4; ++j)\n"
+      "    red[(warp * 8 + g) * 16 + (j >> 1) * 8 + 2 * q + (j & 1)] = db[j];\n"
+      "  __syncthreads();\n"
+      "  if (threadIdx.x < 16) {\n"
+      "    float sum = 0.0f;\n"
+      "    for (int w = 0; w < " + std::to_string(kWarps) + "; ++w)\n"
+      "      for (int r = 0; r < 8; ++r) sum += red[(w * 8 + r) * 16 + threadIdx.x];\n"
+      "    const int e = ec * 16 + threadIdx.x;\n"
+      "    if (e < " + num(E) + ")\n"
+      "      parts[(" + num(Co * E + E * C) + " + (i64)e) * " + num(parts) + " + part] = sum;\n"
+      "  }\n";
+  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, kWarps * 32), (Ep / 16) * parts,
+         kWarps * 32, a);
+  // The parts of each output in a fixed tree.
+  auto combine = [&](int result, int64_t offset, int64_t count) {
+    const int block = blockFor(parts);
+    std::string b = "  __shared__ float sh[" + std::to_string(block) + "];\n"
+                    "  float acc = 0.0f;\n"
+                    "  for (i64 r = t; r < " + num(parts) + "; r += " + std::to_string(block) + ")\n"
+                    "    acc += parts[(" + num(offset) + " + o) * " + num(parts) + " + r];\n"
+                    "  acc = blockSum(acc, sh);\n"
+                    "  if (t == 0) w[o] = acc;\n";
+    perBlock(op, "mlp_grad_sum", {out("w"), in("parts")}, {result, buf}, count, block, b);
+  };
+  combine(*dw2, 0, Co * E);
+  combine(*dw1, Co * E, E * C);
+  if (db1)
+    combine(*db1, Co * E + E * C, E);
+}
+
+void FunctionGen::mlpCheck(int x, int y) const {
+  for (int id : {x, y})
+    if (type(id).dtype != DType::BF16 && type(id).dtype != DType::F16)
+      error("the mlp templates need activations stored in bf16 or f16 (tensor-core operands)");
+  if (type(x).dtype != type(y).dtype)
+    error("the mlp templates need one 16-bit storage type");
+  if (shape(x).size() != 5 || shape(y).size() != 5)
+    error("expected N×C×D×H×W activations");
+  if (shape(x)[1] > 128 || shape(y)[1] > 128)
+    error("the mlp templates take at most 128 input and output channels");
+}
+
+void FunctionGen::registerMlpFusion(FusionTemplates &t) {
+  t["mlp"] = [](FunctionGen &g, const Op &op, const medrun::Function &body) {
+    g.mlpFusion(op, body);
+  };
+  t["mlp_grad"] = [](FunctionGen &g, const Op &op, const medrun::Function &body) {
+    g.mlpGradFusion(op, body);
+  };
+}
+
+} // namespace mlir::med::cuda

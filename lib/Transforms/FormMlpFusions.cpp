@@ -1,0 +1,160 @@
+//===- FormMlpFusions.cpp - the block MLP and its gradients into med.fusion ---------===//
+//
+// A contraction over channels, an elementwise activation of it and a contraction of that
+// (MedNeXt's 1×1×1 expand → GELU → 1×1×1 compress) become an `mlp` fusion whose expansion
+// never reaches memory; the backward ops that read the expansion or its activation become
+// an `mlp_grad` fusion that recomputes them. Ops are found by their fusion kind; the
+// templates' matchers decide what a fusion may hold.
+//
+//===------------------------------------------------------------------------------===//
+#include "med/IR/MedOps.h"
+#include "med/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::med {
+#define GEN_PASS_DEF_MEDFORMMLPFUSIONS
+#include "med/Transforms/Passes.h.inc"
+} // namespace mlir::med
+
+using namespace mlir;
+using namespace mlir::med;
+
+namespace {
+
+bool hasKind(Operation *op, FusionKind kind) { return op && fusionKind(op) == kind; }
+
+/// Builds a fusion of `group` (ops in block order) before `at`, its body the clones of the
+/// group. `recomputed` ops are cloned first (their originals stay). The fusion yields the
+/// group's results used outside it. When the template's matcher accepts the body, the
+/// group's results are replaced and its ops erased; otherwise the fusion is erased and
+/// nothing changes.
+bool outline(StringRef templ, ArrayRef<Operation *> recomputed, ArrayRef<Operation *> group,
+             Operation *at, llvm::DenseSet<Operation *> &erased) {
+  llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
+  members.insert(recomputed.begin(), recomputed.end());
+  SmallVector<Operation *> all(recomputed.begin(), recomputed.end());
+  all.append(group.begin(), group.end());
+  llvm::SetVector<Value> inputs;
+  SmallVector<Value> escaping;
+  for (Operation *op : all)
+    for (Value v : op->getOperands())
+      if (!members.contains(v.getDefiningOp()))
+        inputs.insert(v);
+  for (Operation *op : group)
+    for (Value r : op->getResults())
+      if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); }))
+        escaping.push_back(r);
+  for (Value v : inputs) // every input must exist where the fusion goes
+    if (Operation *def = v.getDefiningOp(); def && !def->isBeforeInBlock(at))
+      return false;
+  OpBuilder b(at);
+  auto fusion = b.create<FusionOp>(at->getLoc(), templ, ValueRange(escaping).getTypes(),
+                                   inputs.getArrayRef());
+  Block &body = fusion.getBody().front();
+  IRMapping map;
+  map.map(inputs.getArrayRef(), body.getArguments());
+  b.setInsertionPointToStart(&body);
+  for (Operation *op : all)
+    b.clone(*op, map);
+  SmallVector<Value> yielded;
+  for (Value r : escaping)
+    yielded.push_back(map.lookup(r));
+  b.create<YieldOp>(at->getLoc(), yielded);
+  if (failed(matchFusionTemplate(templ, body, nullptr))) {
+    fusion->erase();
+    return false;
+  }
+  for (auto [r, f] : llvm::zip(escaping, fusion.getResults()))
+    r.replaceUsesWithIf(f, [&](OpOperand &use) { return !members.contains(use.getOwner()); });
+  for (Operation *op : llvm::reverse(group)) {
+    erased.insert(op);
+    op->erase();
+  }
+  return true;
+}
+
+/// The ops that read the expansion `h` or its activation `g` outside the forward chain,
+/// closed under what their gradients need: the producer of the activation gradient's other
+/// operand (a contraction read by nothing else), and the contractions and reductions of the
+/// activation gradient. Empty when there are none (no backward), nullopt when they do not
+/// form the block's gradient.
+std::optional<SmallVector<Operation *>> backwardOf(Operation *act, Operation *compress) {
+  Value h = act->getOperand(0), g = act->getResult(0);
+  llvm::SetVector<Operation *> ops;
+  for (Value v : {h, g})
+    for (Operation *u : v.getUsers())
+      if (u != act && u != compress)
+        ops.insert(u);
+  if (ops.empty())
+    return SmallVector<Operation *>{};
+  Operation *actGrad = nullptr;
+  for (Operation *op : ops)
+    if (hasKind(op, FusionKind::Elementwise))
+      actGrad = actGrad ? nullptr : op;
+  if (!actGrad || actGrad->getNumOperands() != 2 || actGrad->getOperand(0) != h)
+    return std::nullopt;
+  Operation *dg = actGrad->getOperand(1).getDefiningOp();
+  if (!hasKind(dg, FusionKind::Contraction) || !dg->getResult(0).hasOneUse())
+    return std::nullopt;
+  ops.insert(dg);
+  for (Operation *u : actGrad->getResult(0).getUsers())
+    if (hasKind(u, FusionKind::Contraction) || hasKind(u, FusionKind::Reduction))
+      ops.insert(u);
+    else
+      return std::nullopt;
+  SmallVector<Operation *> list = ops.takeVector();
+  llvm::sort(list, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return list;
+}
+
+struct MedFormMlpFusions : med::impl::MedFormMlpFusionsBase<MedFormMlpFusions> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    // The template's tensor cores multiply 16-bit operands: mixed-precision functions only.
+    auto precision = f->getAttrOfType<StringAttr>("med.precision");
+    if (!precision || (precision != "bf16-mixed" && precision != "fp16-mixed"))
+      return;
+    SmallVector<Operation *> compresses;
+    for (Block &block : f.getBody()) // not inside fusions formed before
+      for (Operation &op : block)
+        if (hasKind(&op, FusionKind::Contraction) && op.getNumOperands() >= 2)
+          compresses.push_back(&op);
+    llvm::DenseSet<Operation *> erased; // candidates outlined by an earlier match
+    for (Operation *compress : compresses) {
+      if (erased.contains(compress))
+        continue;
+      Operation *act = compress->getOperand(0).getDefiningOp();
+      if (!hasKind(act, FusionKind::Elementwise) || act->getNumOperands() != 1)
+        continue;
+      Operation *expand = act->getOperand(0).getDefiningOp();
+      if (!hasKind(expand, FusionKind::Contraction) || expand->getBlock() != compress->getBlock())
+        continue;
+      std::optional<SmallVector<Operation *>> backward = backwardOf(act, compress);
+      if (!backward)
+        continue;
+      // The backward first: then nothing outside the forward chain reads h or g.
+      if (!backward->empty() && !outline("mlp_grad", {expand, act}, *backward, backward->front(), erased))
+        continue;
+      SmallVector<Operation *> forward{expand, act, compress};
+      Value m = compress->getResult(0);
+      if (m.hasOneUse()) { // an elementwise epilogue: the residual add
+        Operation *e = *m.getUsers().begin();
+        FusionKind kind = fusionKind(e);
+        if ((kind == FusionKind::Elementwise || kind == FusionKind::Broadcast) &&
+            e->getBlock() == compress->getBlock())
+          forward.push_back(e);
+      }
+      if (!outline("mlp", {}, forward, forward.back(), erased) && forward.size() == 4) {
+        forward.pop_back();
+        outline("mlp", {}, forward, forward.back(), erased);
+      }
+    }
+  }
+};
+
+} // namespace
