@@ -116,6 +116,17 @@ bool usedOnlyBy(Value v, ArrayRef<Operation *> users) {
   return llvm::all_of(v.getUsers(), [&](Operation *u) { return llvm::is_contained(users, u); });
 }
 
+/// The templates keep a tile's input channels and output channels in registers (operand
+/// fragments and accumulators): at most this many of each. The expansion is chunked and
+/// has no bound.
+constexpr int64_t kMlpMaxChannels = 128;
+
+/// Does `v` (N×C×D×H×W, static) have at most kMlpMaxChannels channels?
+bool fitsMlp(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() && t.getRank() == 5 && t.getDimSize(1) <= kMlpMaxChannels;
+}
+
 /// The forward part shared by both templates: h = expand(x, W1, b1) from block arguments,
 /// g = act(h). Returns the act op.
 LogicalResult matchExpansion(Conv3dOp expand, MlpRoles &r, StringRef templ, Report report) {
@@ -123,6 +134,9 @@ LogicalResult matchExpansion(Conv3dOp expand, MlpRoles &r, StringRef templ, Repo
       !isArg(expand.getWeight()) || (expand.getBias() && !isArg(expand.getBias())))
     return mlpFail(report, templ,
                    "expected a 1×1×1 convolution of body arguments (input, weight, bias) first");
+  if (!fitsMlp(expand.getInput()))
+    return mlpFail(report, templ, "the input needs a static N×C×D×H×W shape with at most " +
+                                      Twine(kMlpMaxChannels) + " channels");
   r.expand = expand;
   Operation *act = nullptr;
   for (Operation *u : expand.getResult().getUsers())
@@ -154,6 +168,9 @@ LogicalResult matchMlp(Block &body, Report report) {
     return mlpFail(report, "mlp", "expected a 1×1×1 convolution of the activation (with "
                                   "body arguments as weight and bias) third");
   Value last = compress.getResult();
+  if (!fitsMlp(last))
+    return mlpFail(report, "mlp", "the compression may have at most " +
+                                      Twine(kMlpMaxChannels) + " channels");
   if (ops.size() == 4) {
     Operation *e = ops[3];
     FusionKind kind = fusionKind(e);
@@ -222,6 +239,9 @@ LogicalResult matchMlpGrad(Block &body, Report report) {
   if (!r.gradAct || !r.gradW2 || !r.actGrad || !r.gradW1)
     return mlpFail(report, t, "expected dg = W2ᵀ·dy, dW2, dh = act'(h, dg) and dW1");
   Value dy = r.gradAct.getInput(), dg = r.gradAct.getResult(), dh = r.actGrad->getResult(0);
+  if (!fitsMlp(dy))
+    return mlpFail(report, t, "the output gradient may have at most " +
+                                  Twine(kMlpMaxChannels) + " channels");
   if (r.gradW2.getGradOutput() != dy || !isElementwiseOf(r.actGrad, {h, dg}) ||
       r.gradW1.getGradOutput() != dh || (r.gradInput && r.gradInput.getInput() != dh) ||
       (r.gradB1 && r.gradB1.getInput() != dh))

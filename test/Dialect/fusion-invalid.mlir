@@ -143,3 +143,18 @@ func.func @mlp_grad_yields_expansion(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x
   }
   return %0#0, %0#1, %0#2 : tensor<2x4x1x1x1xf32>, tensor<4x2x1x1x1xf32>, tensor<1x4x3x3x3xf32>
 }
+
+// -----
+
+// mlp: the templates keep a tile's input and output channels in registers (at most 128).
+func.func @mlp_too_wide(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x1x1x1xf32>, %w2: tensor<130x4x1x1x1xf32>) -> tensor<1x130x3x3x3xf32> {
+  // expected-error @+1 {{template 'mlp': the compression may have at most 128 channels}}
+  %0 = med.fusion "mlp"(%x, %w1, %w2) : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>, tensor<130x4x1x1x1xf32>) -> tensor<1x130x3x3x3xf32> {
+  ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<4x2x1x1x1xf32>, %c: tensor<130x4x1x1x1xf32>):
+    %h = med.conv3d %a, %b : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %g = med.gelu %h : tensor<1x4x3x3x3xf32>
+    %m = med.conv3d %g, %c : (tensor<1x4x3x3x3xf32>, tensor<130x4x1x1x1xf32>) -> tensor<1x130x3x3x3xf32>
+    med.yield %m : tensor<1x130x3x3x3xf32>
+  }
+  return %0 : tensor<1x130x3x3x3xf32>
+}

@@ -106,3 +106,14 @@ func.func @strided(%x: tensor<1x5x4x4x4xf32>, %w1: tensor<11x5x1x1x1xf32>,
   %m = med.conv3d %g, %w2 {stride = array<i64: 2, 2, 2>} : (tensor<1x11x4x4x4xf32>, tensor<5x11x1x1x1xf32>) -> tensor<1x5x2x2x2xf32>
   return %m : tensor<1x5x2x2x2xf32>
 }
+
+// CHECK-LABEL: func.func @too_wide
+// CHECK-NOT:   med.fusion
+func.func @too_wide(%x: tensor<1x136x2x2x2xf32>, %w1: tensor<272x136x1x1x1xf32>,
+                    %w2: tensor<136x272x1x1x1xf32>) -> tensor<1x136x2x2x2xf32>
+    attributes {med.precision = "bf16-mixed"} {
+  %h = med.conv3d %x, %w1 : (tensor<1x136x2x2x2xf32>, tensor<272x136x1x1x1xf32>) -> tensor<1x272x2x2x2xf32>
+  %g = med.gelu %h : tensor<1x272x2x2x2xf32>
+  %m = med.conv3d %g, %w2 : (tensor<1x272x2x2x2xf32>, tensor<136x272x1x1x1xf32>) -> tensor<1x136x2x2x2xf32>
+  return %m : tensor<1x136x2x2x2xf32>
+}

@@ -79,8 +79,12 @@ TEST(CudaCodegen, FusionDispatchesOnItsTemplate) {
   llvm::Expected<CudaProgram> p = generateCuda(plan);
   ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
   EXPECT_NE(p->source.find(" fusion_"), std::string::npos);
+  EXPECT_EQ(errorOf(planWith(json::Object(fusion), json::Array{body("conv")})),
+            "function 'f': 'med.fusion': CUDA code generation: no CUDA template 'conv'");
+  // A template's emitter checks the body it gets (the plan is untrusted).
   EXPECT_EQ(errorOf(planWith(json::Object(fusion), json::Array{body("mlp")})),
-            "function 'f': 'med.fusion': CUDA code generation: no CUDA template 'mlp'");
+            "function 'f': 'med.fusion': CUDA code generation: the mlp body is not expand, "
+            "activation, compress (and an epilogue)");
   // The plan reader gives every fusion its body; a plan without it is malformed.
   EXPECT_EQ(errorOf(planWith(json::Object(fusion))),
             "medc's plan: malformed artifact: function 'f'.ops[0]: a fusion needs 'body', the "

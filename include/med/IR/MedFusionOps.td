@@ -28,10 +28,24 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
 
     - `elementwise`: ops of elementwise or broadcast access (FusionOpInterface) that all
       produce the shape of the fusion's results; a block argument may broadcast to it.
+    - `mlp`: a block's MLP, `y = W2·act(W1·x + b1) + b2`, optionally followed by one
+      elementwise op of `y` and a body argument of its shape (the residual add): 1×1×1
+      convolutions (contractions over channels) of body arguments, a one-operand
+      elementwise activation between them; one result. The input and the compression have
+      at most 128 channels (the template keeps them in registers); the expansion has any
+      number.
+    - `mlp_grad`: the gradients of an `mlp` from its output gradient `dy`, recomputing the
+      expansion `h = W1·x + b1` and `g = act(h)` instead of reading them:
+      `dg = W2ᵀ·dy`, `dW2 = Σ dy·gᵀ`, `dh = act'(h, dg)`, `dW1 = Σ dh·xᵀ`, and optionally
+      `dx = W1ᵀ·dh` and `db1 = Σ dh`; it yields both weight gradients and neither `h` nor
+      `g`.
 
     Numerics: values inside a fusion are f32 and never stored; only the results are rounded
     to their storage type (under bf16-mixed or fp16-mixed), and the inputs are read as the
-    ops of their kind read them.
+    ops of their kind read them. One exception, under bf16-mixed and fp16-mixed: the factors
+    of a convolution's products (input and weight; input and output gradient) are rounded
+    to the 16-bit type, as tensor cores take them and as the unfused convolution reads them
+    from memory; the products are summed in f32.
 
     ```mlir
     %y = med.fusion "elementwise" (%x, %b) : (tensor<2x8x4x4x4xf32>, tensor<1x8x1x1x1xf32>) -> tensor<2x8x4x4x4xf32> {

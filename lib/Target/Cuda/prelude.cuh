@@ -94,33 +94,6 @@ struct f16 {
     return *this;
   }
 };
-// K consecutive elements of one operand, held in registers by a thread of a vectorized
-// elementwise kernel and moved with one vector load or store (K * sizeof(T) is 8 or 16
-// bytes). Every buffer is 256-byte aligned (the executor's allocations and arena offsets)
-// and a thread's first element is a multiple of K, so the address is K * sizeof(T)-aligned.
-template <typename T, int K> struct alignas(sizeof(T) * K) Vec {
-  T v[K];
-  T &operator[](int k) { return v[k]; }
-  const T &operator[](int k) const { return v[k]; }
-};
-template <int K, typename T> Vec<T, K> vload(const T *p) {
-  return *reinterpret_cast<const Vec<T, K> *>(p);
-}
-template <int K, typename T> void vstore(T *p, const Vec<T, K> &v) {
-  *reinterpret_cast<Vec<T, K> *>(p) = v;
-}
-// Parameters kept in f32 on the device, read by bf16/f16 ops (the executor launches these).
-extern "C" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {
-  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n)
-    y[i] = x[i];
-}
-extern "C" __global__ void med_f32_to_f16(const float *x, f16 *y, i64 n) {
-  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n)
-    y[i] = x[i];
-}
-
 // Tensor cores, one warp: d += A·B for A 16×16 (row-major) and B 16×8 (column-major) of T
 // (bf16 or f16, two per 32-bit register, the lower index in the low half) and f32 d, as
 // PTX's mma.sync.aligned.m16n8k16.row.col. With g = lane / 4 and q = lane % 4, a lane holds
@@ -190,3 +163,30 @@ template <typename T> void mma16816(float d[4], const unsigned a[4], const unsig
   __syncthreads();
 }
 #endif
+
+// K consecutive elements of one operand, held in registers by a thread of a vectorized
+// elementwise kernel and moved with one vector load or store (K * sizeof(T) is 8 or 16
+// bytes). Every buffer is 256-byte aligned (the executor's allocations and arena offsets)
+// and a thread's first element is a multiple of K, so the address is K * sizeof(T)-aligned.
+template <typename T, int K> struct alignas(sizeof(T) * K) Vec {
+  T v[K];
+  T &operator[](int k) { return v[k]; }
+  const T &operator[](int k) const { return v[k]; }
+};
+template <int K, typename T> Vec<T, K> vload(const T *p) {
+  return *reinterpret_cast<const Vec<T, K> *>(p);
+}
+template <int K, typename T> void vstore(T *p, const Vec<T, K> &v) {
+  *reinterpret_cast<Vec<T, K> *>(p) = v;
+}
+// Parameters kept in f32 on the device, read by bf16/f16 ops (the executor launches these).
+extern "C" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {
+  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    y[i] = x[i];
+}
+extern "C" __global__ void med_f32_to_f16(const float *x, f16 *y, i64 n) {
+  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    y[i] = x[i];
+}
