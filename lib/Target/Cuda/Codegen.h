@@ -443,6 +443,8 @@ private:
   static std::string mlpActGrad(const std::string &ec, int64_t Cop, int64_t E,
                                 const std::string &actGrad, const std::string &t);
   static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t);
+  static std::string mlpLoad(const std::string &dst, const std::string &src, int64_t C,
+                             int64_t P, int64_t S, const std::string &t);
 
   // ---- DataMovement.cpp ------------------------------------------------------------------
   void param(const Op &op);

@@ -25,6 +25,7 @@ namespace mlir::med::cuda {
 
 namespace {
 constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
+constexpr int64_t kAccumulators = 96; // f32 weight-gradient sums per thread, in registers
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
 /// The roles of an mlp / mlp_grad body's values, from its ops (the matcher checked them).
@@ -154,12 +155,9 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
       "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
       "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + std::to_string(kTile) + ";\n"
-      "  __shared__ float smem[" + num(std::max(Cp * kTile / 2, Cop * kTile)) + "];\n"
-      "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
-      "  for (int i = threadIdx.x; i < " + num(Cp * kTile) + "; i += blockDim.x) {\n"
-      "    const int c = i / " + std::to_string(kTile) + ", v = i % " + std::to_string(kTile) + ", s = s0 + v;\n"
-      "    xs[i] = c < " + num(C) + " && s < " + num(S) + " ? (float)x[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
-      "  }\n"
+      "  alignas(16) __shared__ float smem[" + num(std::max(Cp * kTile / 2, Cop * kTile)) + "];\n"
+      "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n" +
+      mlpLoad("xs", "x", C, Cp, S, t) +
       "  __syncthreads();\n"
       "  const int vr = warp * 16 + g;\n"
       "  unsigned xa[" + num(Cp / 16) + "][4];\n"
@@ -233,6 +231,30 @@ std::string FunctionGen::mlpExpansion(const std::string &ec, int64_t Cp, int64_t
          "                            pack2<" + t + ">(a[1][0], a[1][1]), pack2<" + t + ">(a[1][2], a[1][3])};\n";
 }
 
+/// Code loading channels [0, P) × voxels [s0, s0 + 64) of sample n of `src` (N×C×S) into
+/// shared `dst` [P][64], zeros beyond C and S: 16-byte vectors of 8 elements where S is a
+/// multiple of 8 (a vector is then wholly inside or outside), else element by element.
+std::string FunctionGen::mlpLoad(const std::string &dst, const std::string &src, int64_t C,
+                                 int64_t P, int64_t S, const std::string &t) {
+  const std::string T = std::to_string(kTile);
+  if (S % 8 == 0)
+    return "  for (int i = threadIdx.x; i < " + num(P * kTile / 8) + "; i += blockDim.x) {\n"
+           "    const int c = i / " + std::to_string(kTile / 8) + ", s = s0 + (i % " + std::to_string(kTile / 8) + ") * 8;\n"
+           "    Vec<" + t + ", 8> v;\n"
+           "    if (c < " + num(C) + " && s < " + num(S) + ") {\n"
+           "      v = vload<8>(" + src + " + (n * " + num(C) + " + c) * " + num(S) + " + s);\n"
+           "    } else {\n"
+           "      #pragma unroll\n"
+           "      for (int k = 0; k < 8; ++k) v[k].bits = 0;\n"
+           "    }\n"
+           "    vstore<8>(" + dst + " + i * 8, v);\n"
+           "  }\n";
+  return "  for (int i = threadIdx.x; i < " + num(P * kTile) + "; i += blockDim.x) {\n"
+         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+         "    " + dst + "[i] = c < " + num(C) + " && s < " + num(S) + " ? (float)" + src + "[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
+         "  }\n";
+}
+
 /// Code loading a tile of 64 voxels of sample n from s0 — x into xs [Cp][tile] and dy into
 /// dys [Cop][tile] (16-bit, zero-padded) — and building the warp's operand fragments of both
 /// (rows: its 16 voxels; columns: channels) in xa and dya.
@@ -250,14 +272,7 @@ std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::st
            "    " + name + "[kc][3] = pack2(" + sh + "[(c + 8) * " + T + " + vr + 8], " + sh + "[(c + 9) * " + T + " + vr + 8]);\n"
            "  }\n";
   };
-  return "  for (int i = threadIdx.x; i < " + num(Cp * kTile) + "; i += blockDim.x) {\n"
-         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
-         "    xs[i] = c < " + num(C) + " && s < " + num(S) + " ? (float)x[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
-         "  }\n"
-         "  for (int i = threadIdx.x; i < " + num(Cop * kTile) + "; i += blockDim.x) {\n"
-         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
-         "    dys[i] = c < " + num(Co) + " && s < " + num(S) + " ? (float)dy[(n * " + num(Co) + " + c) * " + num(S) + " + s] : 0.0f;\n"
-         "  }\n"
+  return mlpLoad("xs", "x", C, Cp, S, t) + mlpLoad("dys", "dy", Co, Cop, S, t) +
          "  __syncthreads();\n"
          "  const int vr = warp * 16 + g;\n" +
          frags("xa", "xs", Cp) + frags("dya", "dys", Cop);
@@ -342,7 +357,7 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
     args.push_back(*b1);
   }
   const std::string shared =
-      "  __shared__ float smem[" + num(std::max((Cp + Cop + 32) * kTile / 2, Cp * kTile)) + "];\n"
+      "  alignas(16) __shared__ float smem[" + num(std::max((Cp + Cop + 32) * kTile / 2, Cp * kTile)) + "];\n"
       "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile]\n"
       "  " + t + "* dys = xs + " + num(Cp * kTile) + "; // [Cop][tile]\n";
   const std::string lanes =
@@ -400,28 +415,46 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   std::vector<int> a = args;
   p.insert(p.begin(), out("parts"));
   a.insert(a.begin(), buf);
+  // Chunks per block: the tiles are read once per group of `group` chunks, whose
+  // accumulators stay in registers (at most kAccumulators floats per thread).
+  const int64_t chunks = Ep / 16, perChunk = mPer * 8 + nPer * 4 + 4;
+  int64_t group = std::max<int64_t>(1, std::min<int64_t>(chunks, kAccumulators / perChunk));
+  while (chunks % group)
+    --group;
+  const std::string G = num(group);
   std::string k =
       lanes + shared +
       "  " + t + "* gT = dys + " + num(Cop * kTile) + ";  // [16][tile]: act(h) of the chunk\n"
       "  " + t + "* dhT = gT + " + num(16 * kTile) + "; // [16][tile]: dh of the chunk\n"
-      "  const int ec = blockIdx.x % " + num(Ep / 16) + ";\n"
-      "  const int part = blockIdx.x / " + num(Ep / 16) + ";\n"
-      "  float w2acc[" + num(mPer) + "][2][4], w1acc[" + num(nPer) + "][4], db[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
-      "  for (int i = 0; i < " + num(mPer) + "; ++i)\n"
-      "    for (int j = 0; j < 4; ++j) w2acc[i][0][j] = w2acc[i][1][j] = 0.0f;\n"
-      "  for (int i = 0; i < " + num(nPer) + "; ++i)\n"
-      "    for (int j = 0; j < 4; ++j) w1acc[i][j] = 0.0f;\n"
+      "  const int grp = blockIdx.x % " + num(chunks / group) + ";\n"
+      "  const int part = blockIdx.x / " + num(chunks / group) + ";\n"
+      "  float w2acc[" + G + "][" + num(mPer) + "][2][4], w1acc[" + G + "][" + num(nPer) + "][4], db[" + G + "][4];\n"
+      "  #pragma unroll\n"
+      "  for (int u = 0; u < " + G + "; ++u) {\n"
+      "    #pragma unroll\n"
+      "    for (int j = 0; j < 4; ++j) {\n"
+      "      db[u][j] = 0.0f;\n"
+      "      #pragma unroll\n"
+      "      for (int i = 0; i < " + num(mPer) + "; ++i) w2acc[u][i][0][j] = w2acc[u][i][1][j] = 0.0f;\n"
+      "      #pragma unroll\n"
+      "      for (int i = 0; i < " + num(nPer) + "; ++i) w1acc[u][i][j] = 0.0f;\n"
+      "    }\n"
+      "  }\n"
       "  for (i64 tile = part; tile < " + num(tileCount) + "; tile += " + num(parts) + ") {\n"
       "  const i64 n = tile / " + num(tiles) + ";\n"
       "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n" +
-      mlpTile(C, Co, S, t) + "  {\n" +
+      mlpTile(C, Co, S, t) +
+      "  #pragma unroll\n"
+      "  for (int u = 0; u < " + G + "; ++u) {\n"
+      "  const int ec = grp * " + G + " + u;\n"
+      "  {\n" +
       mlpExpansion("ec", Cp, E, b1.has_value(), act, t) + mlpActGrad("ec", Cop, E, actGrad, t) +
       "    #pragma unroll\n"
       "    for (int nt = 0; nt < 2; ++nt)\n"
       "      #pragma unroll\n"
       "      for (int j = 0; j < 4; ++j) {\n"
       "        const int el = nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;\n"
-      "        db[nt * 2 + (j & 1)] += dh[nt][j];\n"
+      "        db[u][nt * 2 + (j & 1)] += dh[nt][j];\n"
       "        gT[el * " + T + " + v] = a[nt][j];\n"
       "        dhT[el * " + T + " + v] = dh[nt][j];\n"
       "      }\n"
@@ -431,55 +464,68 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
       "  for (int kk = 0; kk < " + std::to_string(kTile / 16) + "; ++kk) {\n"
       "    const int v = kk * 16 + 2 * q;\n"
       "    // dW2[co][e] += Σ_v dy[v][co]·g[v][e]: rows co (this warp's m-tiles), columns e\n"
+      "    #pragma unroll\n"
       "    for (int i = 0; i < " + num(mPer) + "; ++i) {\n"
       "      const int mt = (warp + " + std::to_string(kWarps) + " * i) % " + num(mTiles) + ";\n"
       "      const " + t + "* ar = dys + (mt * 16 + g) * " + T + " + v;\n"
       "      const unsigned am[4] = {*(const unsigned*)ar, *(const unsigned*)(ar + 8 * " + T + "),\n"
       "                              *(const unsigned*)(ar + 8), *(const unsigned*)(ar + 8 * " + T + " + 8)};\n"
+      "      #pragma unroll\n"
       "      for (int nt = 0; nt < 2; ++nt) {\n"
       "        const " + t + "* br = gT + (nt * 8 + g) * " + T + " + v;\n"
       "        const unsigned b[2] = {*(const unsigned*)br, *(const unsigned*)(br + 8)};\n"
-      "        mma16816<" + t + ">(w2acc[i][nt], am, b);\n"
+      "        mma16816<" + t + ">(w2acc[u][i][nt], am, b);\n"
       "      }\n"
       "    }\n"
       "    // dW1[e][c] += Σ_v dh[v][e]·x[v][c]: rows e (the chunk), columns c (this warp's)\n"
       "    const " + t + "* ar = dhT + g * " + T + " + v;\n"
       "    const unsigned am[4] = {*(const unsigned*)ar, *(const unsigned*)(ar + 8 * " + T + "),\n"
       "                            *(const unsigned*)(ar + 8), *(const unsigned*)(ar + 8 * " + T + " + 8)};\n"
+      "    #pragma unroll\n"
       "    for (int i = 0; i < " + num(nPer) + "; ++i) {\n"
       "      const int ct = (warp + " + std::to_string(kWarps) + " * i) % " + num(nTiles) + ";\n"
       "      const " + t + "* br = xs + (ct * 8 + g) * " + T + " + v;\n"
       "      const unsigned b[2] = {*(const unsigned*)br, *(const unsigned*)(br + 8)};\n"
-      "      mma16816<" + t + ">(w1acc[i], am, b);\n"
+      "      mma16816<" + t + ">(w1acc[u][i], am, b);\n"
       "    }\n"
       "  }\n"
-      "  __syncthreads(); // before the next tile overwrites shared memory\n"
+      "  __syncthreads(); // before the next chunk or tile overwrites shared memory\n"
+      "  }\n"
       "  }\n"
       "  // Partial sums; a warp whose tile index wrapped around (uniform mma calls) writes none.\n"
+      "  #pragma unroll\n"
+      "  for (int u = 0; u < " + G + "; ++u) {\n"
+      "  const int ec = grp * " + G + " + u;\n"
+      "  #pragma unroll\n"
       "  for (int i = 0; i < " + num(mPer) + "; ++i) {\n"
       "    const int mt = warp + " + std::to_string(kWarps) + " * i;\n"
       "    if (mt >= " + num(mTiles) + ") continue;\n"
+      "    #pragma unroll\n"
       "    for (int nt = 0; nt < 2; ++nt)\n"
+      "      #pragma unroll\n"
       "      for (int j = 0; j < 4; ++j) {\n"
       "        const int co = mt * 16 + g + (j >> 1) * 8, e = ec * 16 + nt * 8 + 2 * q + (j & 1);\n"
       "        if (co < " + num(Co) + " && e < " + num(E) + ")\n"
-      "          parts[((i64)co * " + num(E) + " + e) * " + num(parts) + " + part] = w2acc[i][nt][j];\n"
+      "          parts[((i64)co * " + num(E) + " + e) * " + num(parts) + " + part] = w2acc[u][i][nt][j];\n"
       "      }\n"
       "  }\n"
+      "  #pragma unroll\n"
       "  for (int i = 0; i < " + num(nPer) + "; ++i) {\n"
       "    const int ct = warp + " + std::to_string(kWarps) + " * i;\n"
       "    if (ct >= " + num(nTiles) + ") continue;\n"
+      "    #pragma unroll\n"
       "    for (int j = 0; j < 4; ++j) {\n"
       "      const int e = ec * 16 + g + (j >> 1) * 8, c = ct * 8 + 2 * q + (j & 1);\n"
       "      if (e < " + num(E) + " && c < " + num(C) + ")\n"
-      "        parts[(" + num(Co * E) + " + (i64)e * " + num(C) + " + c) * " + num(parts) + " + part] = w1acc[i][j];\n"
+      "        parts[(" + num(Co * E) + " + (i64)e * " + num(C) + " + c) * " + num(parts) + " + part] = w1acc[u][i][j];\n"
       "    }\n"
       "  }\n"
       "  // db1: each thread's four columns over its rows, then over the 8 lanes of a column\n"
       "  // group and the warps, in a fixed order.\n"
       "  float* red = smem; // [warps][8][16]\n"
+      "  #pragma unroll\n"
       "  for (int j = 0; j < 4; ++j)\n"
-      "    red[(warp * 8 + g) * 16 + (j >> 1) * 8 + 2 * q + (j & 1)] = db[j];\n"
+      "    red[(warp * 8 + g) * 16 + (j >> 1) * 8 + 2 * q + (j & 1)] = db[u][j];\n"
       "  __syncthreads();\n"
       "  if (threadIdx.x < 16) {\n"
       "    float sum = 0.0f;\n"
@@ -488,9 +534,11 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
       "    const int e = ec * 16 + threadIdx.x;\n"
       "    if (e < " + num(E) + ")\n"
       "      parts[(" + num(Co * E + E * C) + " + (i64)e) * " + num(parts) + " + part] = sum;\n"
+      "  }\n"
+      "  __syncthreads(); // red is read before the next chunk's sums overwrite it\n"
       "  }\n";
-  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, kWarps * 32), (Ep / 16) * parts,
-         kWarps * 32, a);
+  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, kWarps * 32),
+         (chunks / group) * parts, kWarps * 32, a);
   // The parts of each output in a fixed tree.
   auto combine = [&](int result, int64_t offset, int64_t count) {
     const int block = blockFor(parts);
