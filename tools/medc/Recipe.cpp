@@ -115,7 +115,8 @@ const std::vector<Section> &schema() {
 // Top-level keys that are values, not sections.
 const std::vector<Key> &topValues() {
   static const std::vector<Key> v = {{"clip_grad_norm", Type::Number},
-                                     {"precision", Type::Word, "fp32"}};
+                                     {"precision", Type::Word, "fp32"},
+                                     {"recompute_mlp", Type::Bool, "false"}};
   return v;
 }
 
@@ -591,6 +592,7 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     return r.fail("precision: expected fp32, bf16-mixed or fp16-mixed, got '" + precision + "'");
   if (precision != "fp32")
     train.push_back("precision=" + precision.str());
+  recipe.recomputeMlp = *effective.getBoolean("recompute_mlp");
   if (!sys::fs::is_regular_file(recipe.model))
     return r.fail("model: no such model file '" + recipe.model + "' (" +
                   (sys::path::is_absolute(modelFile) ? "" : "relative to the recipe's folder; ") +

@@ -26,6 +26,9 @@ struct Recipe {
   std::array<int64_t, 3> patch = {128, 128, 128};
   std::string lossOptions;  ///< med-add-loss options
   std::string trainOptions; ///< med-train-step options
+  /// `recompute_mlp`: run med-form-mlp-fusions (the block MLP fused, its expansion
+  /// recomputed in the backward: less memory, slower today).
+  bool recomputeMlp = false;
   /// Every section with the defaults filled in; numbers, booleans and words typed.
   llvm::json::Object effective;
 };

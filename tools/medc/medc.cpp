@@ -156,6 +156,11 @@ cl::list<std::string> disabledPasses(
     cl::desc("Leave out an optimizing pass of compile's pipeline (canonicalize, cse, "
              "med-sink-assigns, med-form-mlp-fusions, med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::list<std::string> enabledPasses(
+    "enable-pass",
+    cl::desc("Run a pass of compile's pipeline that is off by default (med-form-mlp-fusions: "
+             "the recipe key recompute_mlp); repeatable"),
+    cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
     cl::desc("Print the module to standard error after the named pass of compile's pipeline "
@@ -260,14 +265,20 @@ LogicalResult specialize(ModuleOp module) {
   return pm.run(module);
 }
 
+/// The recipe's `recompute_mlp` (the block MLP's fusions, off by default).
+bool recipeRecomputeMlp = false;
+
 /// The optimizing passes of `medc compile` (after the program is complete). Each can be
 /// left out with --disable-pass.
 LogicalResult optimize(ModuleOp module) {
   PassManager pm(module.getContext());
   std::vector<std::string> disabled(disabledPasses.begin(), disabledPasses.end());
-  if (failed(med::buildOptimizationPipeline(pm, disabled, [](const llvm::Twine &msg) {
-        fail("--disable-pass: " + msg);
-      })))
+  std::vector<std::string> requested(enabledPasses.begin(), enabledPasses.end());
+  if (recipeRecomputeMlp && !llvm::is_contained(requested, "med-form-mlp-fusions"))
+    requested.push_back("med-form-mlp-fusions");
+  if (failed(med::buildOptimizationPipeline(
+          pm, disabled, [](const llvm::Twine &msg) { fail("--disable-pass/--enable-pass: " + msg); },
+          requested)))
     return failure();
   printAfterNamedPasses(pm);
   return pm.run(module);
@@ -559,6 +570,7 @@ int main(int argc, char **argv) {
       return 1;
     effectiveLoss = recipe->lossOptions;
     effectiveTrain = recipe->trainOptions;
+    recipeRecomputeMlp = recipe->recomputeMlp;
   }
   if (recipeFile.empty() && !overrides.empty())
     return fail("--set overrides a recipe key; use it with --recipe");

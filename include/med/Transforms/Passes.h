@@ -24,10 +24,13 @@ FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 
 /// The optimizing passes of `medc compile`, in pipeline order; each can be left out.
 ArrayRef<StringRef> optimizationPasses();
-/// Adds them to `pm` (on a module), but those named in `disabled`; an unknown name is
-/// reported through `error`.
+/// Those of them that run only when requested.
+ArrayRef<StringRef> offByDefaultPasses();
+/// Adds them to `pm` (on a module): the default ones but those named in `disabled`, the
+/// off-by-default ones named in `requested`; an unknown name is reported through `error`.
 LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
-                                        llvm::function_ref<void(const Twine &)> error);
+                                        llvm::function_ref<void(const Twine &)> error,
+                                        ArrayRef<std::string> requested = {});
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 

@@ -26,6 +26,8 @@ p.add_argument("--pass", dest="pass_", required=True)
 p.add_argument("--dir", required=True)
 p.add_argument("--precision", default="f32")
 p.add_argument("--rtol", type=float, default=None)
+p.add_argument("--off-by-default", action="store_true",
+               help="the pass runs only when requested: --enable-pass on the side with it")
 p.add_argument("--with-file", help="compile this (complete) module as the side with the pass "
                "instead: a negative control feeds a deliberately broken output of the pass")
 p.add_argument("file")
@@ -33,7 +35,9 @@ o, medc_opts = p.parse_known_args()
 os.makedirs(o.dir, exist_ok=True)
 
 arts = {}
-for side, extra in (("with", []), ("without", ["--disable-pass=" + o.pass_])):
+sides = (("with", ["--enable-pass=" + o.pass_]), ("without", [])) if o.off_by_default else \
+    (("with", []), ("without", ["--disable-pass=" + o.pass_]))
+for side, extra in sides:
     art = os.path.join(o.dir, side + ".medc")
     args = [o.with_file] if side == "with" and o.with_file else [o.file, *medc_opts, *extra]
     subprocess.run([o.medc, "compile", *args, "-o", art], check=True)
