@@ -104,6 +104,7 @@ public:
   void abort();
 
 private:
+  std::string peerFailure(const std::string &why) const;
   DistEnv env_;
   void *comm_ = nullptr;
 };

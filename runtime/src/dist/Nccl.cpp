@@ -122,11 +122,19 @@ void Communicator::allReduceSum(void *data, size_t count, DType dtype, void *str
     throw Error(str("all-reduce of ", dtypeName(dtype), " elements: only f32 and bf16 are summed"));
   int type = dtype == DType::F32 ? kNcclFloat32 : kNcclBfloat16;
   if (ncclResult r = library().allReduce(data, data, count, type, kNcclSum, comm_, stream); r != 0) {
-    std::string why = describe(r, comm_);
+    // After an asynchronous error NCCL may refuse further calls: that error is the cause.
+    std::string async = asyncError(), why = describe(r, comm_);
     abort();
+    if (!async.empty())
+      throw Error(peerFailure(async));
     throw Error(str(env_.describe(), ": ncclAllReduce of ", count, " ", dtypeName(dtype),
                     " elements failed: ", why));
   }
+}
+
+std::string Communicator::peerFailure(const std::string &why) const {
+  return str(env_.describe(), ": NCCL reports an error (a peer rank died or the network "
+                              "failed): ", why, "; communicator aborted");
 }
 
 std::string Communicator::asyncError() {
@@ -145,8 +153,7 @@ void Communicator::wait(const std::function<bool()> &finished) {
     // The error first: a collective that failed may still look finished.
     if (std::string why = asyncError(); !why.empty()) {
       abort();
-      throw Error(str(env_.describe(), ": NCCL reports an error (a peer rank died or the "
-                                       "network failed): ", why, "; communicator aborted"));
+      throw Error(peerFailure(why));
     }
     if (finished())
       return;
