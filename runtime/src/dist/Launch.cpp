@@ -94,6 +94,9 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
   const int port = freePortPair();
   const std::string job = jobId();
 
+  // Ranks are reaped here, so SIGCHLD must not be ignored. (SIGINT, SIGHUP ignored by
+  // whoever started the launcher, as nohup and a shell's `&` do, stay ignored: not forwarded.)
+  ::signal(SIGCHLD, SIG_DFL);
   sigset_t handled, previous;
   sigemptyset(&handled);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})

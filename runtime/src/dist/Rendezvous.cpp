@@ -297,6 +297,10 @@ UniqueId join(const DistEnv &env) {
   hello += env.nonce;
   if (!sendAll(s.fd, hello.data(), hello.size(), deadline))
     throw Error(str("rank ", env.rank, ": rank 0's rendezvous at ", where, " hung up"));
+  // Rank 0 answers or gives up within its own timeout, which began before this connection:
+  // wait that long (and a little more) from now, so its verdict is the one reported.
+  deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(env.timeout + 1));
   unsigned char status = 0;
   Read r = recvAll(s.fd, &status, 1, deadline);
   if (r == Read::TimedOut)
