@@ -151,6 +151,16 @@ TEST(DistEnv, FirstSlurmHost) {
   EXPECT_ERROR(firstSlurmHost("n[x]"), "a bracket without a number");
 }
 
+TEST(DistEnv, RankDevice) {
+  DistEnv e = envOf({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}});
+  EXPECT_EQ(rankDevice(e, 4, nullptr), 1);
+  EXPECT_EQ(rankDevice(e, 2, "0,1"), 1);
+  EXPECT_EQ(rankDevice(e, 1, "3"), 0); // srun --gpus-per-task=1: each rank sees its own GPU
+  EXPECT_ERROR(rankDevice(e, 1, nullptr), "rank 3 of 4 (local rank 1, torchrun) uses GPU 1 (its "
+               "local rank), but the driver reports 1 GPU on this host: start at most 1 rank per host");
+  EXPECT_ERROR(rankDevice(e, 1, "0,"), "(CUDA_VISIBLE_DEVICES=0,)");
+}
+
 // ---- processes on localhost ----
 
 int freePort() {

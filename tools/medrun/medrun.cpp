@@ -1268,11 +1268,9 @@ int main(int argc, char **argv) {
     if (args.is("cuda-check"))
       return cudaCheck(a, args);
     return run(a, args);
-  } catch (const Error &e) {
-    std::cerr << "medrun: " << e.what() << "\n";
-    return 1;
   } catch (const std::exception &e) {
-    std::cerr << "medrun: " << e.what() << "\n";
+    // One write: the ranks of a job share the terminal.
+    std::cerr << std::string("medrun: ") + e.what() + "\n";
     return 1;
   }
 }

@@ -57,6 +57,12 @@ DistEnv distEnvFromEnvironment(); ///< from this process's environment
 /// "rack[2-3]-n[08-09]" give "node01" and "rack2-n08". Throws Error quoting a malformed list.
 std::string firstSlurmHost(const std::string &nodelist);
 
+/// The GPU a rank uses among the `visible` ones the driver reports: its local rank, or the
+/// only visible one where CUDA_VISIBLE_DEVICES (`cudaVisibleDevices`, null when unset) names
+/// one device: a launcher that binds a GPU to each rank (srun --gpus-per-task=1). Throws
+/// Error when the local rank has no GPU.
+int rankDevice(const DistEnv &env, int visible, const char *cudaVisibleDevices);
+
 /// NCCL's unique id: opaque bytes (NCCL_UNIQUE_ID_BYTES).
 using UniqueId = std::array<char, 128>;
 

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -99,12 +100,9 @@ int distCheck(const DistEnv &env, const DistCheckOptions &options) {
   d.check(d.cuInit(0), "cuInit");
   int gpus = 0;
   d.check(d.cuDeviceGetCount(&gpus), "cuDeviceGetCount");
-  if (env.localRank >= gpus)
-    throw Error(str(env.describe(), " uses GPU ", env.localRank, " (its local rank), but the driver "
-                    "reports ", gpus, " GPU", gpus == 1 ? "" : "s", " on this host: start at most ",
-                    gpus, " rank", gpus == 1 ? "" : "s", " per host"));
+  const int ordinal = rankDevice(env, gpus, std::getenv("CUDA_VISIBLE_DEVICES"));
   int device = 0;
-  d.check(d.cuDeviceGet(&device, env.localRank), "cuDeviceGet");
+  d.check(d.cuDeviceGet(&device, ordinal), "cuDeviceGet");
   char name[256] = {};
   d.check(d.cuDeviceGetName(name, sizeof name, device), "cuDeviceGetName");
   void *ctx = nullptr;
@@ -118,7 +116,7 @@ int distCheck(const DistEnv &env, const DistCheckOptions &options) {
   void *stream = nullptr;
   d.check(d.cuStreamCreate(&stream, 0), "cuStreamCreate");
   std::fprintf(stderr, "dist-check: %s (pid %d) on GPU %d (%s) joins the communicator\n",
-               env.describe().c_str(), static_cast<int>(getpid()), env.localRank, name);
+               env.describe().c_str(), static_cast<int>(getpid()), ordinal, name);
 
   auto started = std::chrono::steady_clock::now();
   auto comm = std::make_unique<Communicator>(env);

@@ -179,6 +179,18 @@ DistEnv distEnvFromEnvironment(const EnvLookup &lookup) {
   return e;
 }
 
+int rankDevice(const DistEnv &env, int visible, const char *cudaVisibleDevices) {
+  std::string list = cudaVisibleDevices ? cudaVisibleDevices : "";
+  if (visible == 1 && !list.empty() && list.find(',') == std::string::npos)
+    return 0;
+  if (env.localRank < visible)
+    return env.localRank;
+  throw Error(str(env.describe(), " uses GPU ", env.localRank, " (its local rank), but the driver "
+                  "reports ", visible, " GPU", visible == 1 ? "" : "s", " on this host",
+                  list.empty() ? "" : str(" (CUDA_VISIBLE_DEVICES=", list, ")"), ": start at most ",
+                  visible, " rank", visible == 1 ? "" : "s", " per host"));
+}
+
 DistEnv distEnvFromEnvironment() {
   return distEnvFromEnvironment([](const char *name) { return std::getenv(name); });
 }

@@ -106,7 +106,6 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
 
   std::vector<pid_t> pids(n, 0);
   std::vector<int> status(n, 0);
-  std::vector<bool> done(n, false);
   pid_t group = 0;
   for (int r = 0; r < n; ++r) {
     pid_t pid = ::fork();
@@ -142,38 +141,43 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
     ::setpgid(pid, group); // also here: the group exists before the launcher signals it
     pids[r] = pid;
   }
-  std::fprintf(stderr, "medrun: started %d rank%s (pids", n, n == 1 ? "" : "s");
+  std::string started = str("medrun: started ", n, " rank", n == 1 ? "" : "s", " (pids");
   for (pid_t p : pids)
-    std::fprintf(stderr, " %d", static_cast<int>(p));
-  std::fprintf(stderr, "; job %s, rendezvous 127.0.0.1:%d)\n", job.c_str(), port + 1);
+    started += str(" ", p);
+  started += str("; job ", job, ", rendezvous 127.0.0.1:", port + 1, ")\n");
+  std::fputs(started.c_str(), stderr); // one write: the ranks share the terminal
 
   using Clock = std::chrono::steady_clock;
   int failed = -1, forwarded = 0, running = n;
   bool stopping = false;
   Clock::time_point killAt{};
   while (running) {
-    int st = 0;
+    // Reap every rank that ended. Where several failed at once, the cause is more likely
+    // one killed by a signal than those that exited when they lost it as a peer.
+    int st = 0, cause = -1;
     pid_t pid;
     while (running && (pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
       for (int r = 0; r < n; ++r) {
         if (pids[r] != pid)
           continue;
-        done[r] = true;
         status[r] = st;
         --running;
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok && failed < 0 && !forwarded) {
-          failed = r;
-          std::fprintf(stderr, "medrun: rank %d (pid %d) %s; stopping the other ranks\n", r,
-                       static_cast<int>(pid), statusText(st).c_str());
-        }
-        if (!ok && !stopping && running) {
-          stopping = true;
-          ::kill(-group, SIGTERM);
-          killAt = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(graceSeconds));
-        }
+        if (!ok && (cause < 0 || (WIFSIGNALED(st) && !WIFSIGNALED(status[cause]))))
+          cause = r;
       }
+    }
+    if (cause >= 0 && failed < 0 && !forwarded) {
+      failed = cause;
+      std::fputs(str("medrun: rank ", cause, " (pid ", pids[cause], ") ", statusText(status[cause]),
+                     running ? "; stopping the other ranks\n" : "\n").c_str(), stderr);
+    }
+    // After a forwarded signal the ranks end on their own (a training rank saves first).
+    if (cause >= 0 && !stopping && running && !forwarded) {
+      stopping = true;
+      ::kill(-group, SIGTERM);
+      killAt = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(graceSeconds));
     }
     if (!running)
       break;
