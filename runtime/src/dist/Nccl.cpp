@@ -72,7 +72,7 @@ const Library &loaded() {
 std::string describe(ncclResult r, ncclComm comm) {
   const Library &l = library();
   std::string s = str(l.getErrorString(r), " (", r, ")");
-  if (l.getLastError && comm)
+  if (l.getLastError) // NCCL ignores the communicator: the thread's last error
     if (const char *last = l.getLastError(comm); last && *last)
       s += str(": ", last);
   return s;
