@@ -294,6 +294,51 @@ TEST(Rendezvous, DuplicateRankOrWrongWorldSizeEndsTheJob) {
   c.result();
 }
 
+TEST(PeerWatch, NamesTheRankThatDiedNotTheOneThatLeft) {
+  const int port = freePort(), world = 4;
+  auto rank = [&](int r) {
+    return spawn([=]() -> std::string {
+      PeerWatch watch;
+      rendezvous(job(r, world, port), [] { return idOf('w'); }, &watch);
+      if (r == 1) {
+        watch.leave(false); // finished: no news for the others
+        return "left";
+      }
+      if (r == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        ::raise(SIGKILL);
+      }
+      std::string before = watch.lost(r == 0 ? 300 : 0); // rank 1 has left, rank 2 lives
+      return "before '" + before + "' after '" + watch.lost(5000) + "'";
+    });
+  };
+  std::vector<Child> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(rank(r));
+  const std::string died = "rank 2's process ended without leaving the job (it crashed or was killed)";
+  EXPECT_EQ(ranks[0].result(), "before '' after '" + died + "'");
+  EXPECT_EQ(ranks[1].result(), "left");
+  ranks[2].result();
+  EXPECT_EQ(ranks[3].result(), "before '' after '" + died + "'"); // relayed by rank 0
+}
+
+TEST(PeerWatch, AFailedRankIsNamed) {
+  const int port = freePort();
+  Child one = spawn([=]() -> std::string {
+    try {
+      PeerWatch watch;
+      rendezvous(job(1, 2, port), [] { return idOf('w'); }, &watch);
+      throw Error("this rank's own trouble"); // the watch goes while unwinding: it failed
+    } catch (const Error &) {
+    }
+    return "";
+  });
+  PeerWatch watch;
+  rendezvous(job(0, 2, port), [] { return idOf('w'); }, &watch);
+  EXPECT_EQ(watch.lost(5000), "rank 1 failed and left the job (its own error says why)");
+  one.result();
+}
+
 // ---- the communicator over the stand-in NCCL ----
 
 struct FakeNccl : ::testing::Test {
@@ -384,10 +429,11 @@ TEST_F(FakeNccl, AKilledPeerIsReportedWithinTheTimeout) {
   auto start = std::chrono::steady_clock::now();
   for (int r : {0, 2}) {
     std::string out = ranks[r].result();
-    EXPECT_NE(out.find(str("rank ", r, " of 3 (local rank ", r, ", test): NCCL reports an error")),
+    // Named by the connections of the rendezvous (rank 2 hears it from rank 0).
+    EXPECT_NE(out.find(str("rank ", r, " of 3 (local rank ", r, ", test): rank 1's process ended "
+                           "without leaving the job (it crashed or was killed); communicator aborted")),
               std::string::npos)
         << out;
-    EXPECT_NE(out.find("communicator aborted"), std::string::npos) << out;
   }
   ranks[1].result();
   // Seen at once (the peer's process is gone), well before FAKE_NCCL_TIMEOUT_MS.

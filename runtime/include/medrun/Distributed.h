@@ -13,7 +13,9 @@
 #include "medrun/Tensor.h"
 
 #include <array>
+#include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +68,35 @@ int rankDevice(const DistEnv &env, int visible, const char *cudaVisibleDevices);
 /// NCCL's unique id: opaque bytes (NCCL_UNIQUE_ID_BYTES).
 using UniqueId = std::array<char, 128>;
 
+/// The connections the rendezvous leaves open, rank 0 to each rank and each rank to rank 0.
+/// After the id they carry only a word when a rank leaves the job (finished, or failed), so
+/// a rank whose connection closes without one died: the kernel closes a dead process's
+/// sockets, whatever killed it. Rank 0 passes what it learns on to the others, so every
+/// rank can say which rank is gone (NCCL's errors rarely do).
+class PeerWatch {
+public:
+  PeerWatch() = default;
+  ~PeerWatch() { leave(std::uncaught_exceptions() > 0); } ///< a rank unwinding an error failed
+  PeerWatch(const PeerWatch &) = delete;
+  PeerWatch &operator=(const PeerWatch &) = delete;
+
+  /// Watches `fds` (peer rank -> connection; the rendezvous hands them over).
+  void start(const DistEnv &env, std::map<int, int> fds);
+  /// "" while no peer has left the job abnormally; else which rank and how: "rank 2's
+  /// process ended without leaving the job (it crashed or was killed)", "rank 2 failed and
+  /// left the job (its own error says why)". Waits up to `waitMs` for news. Rank 0 relays
+  /// what it learns here, so it should be called regularly (Communicator::wait does).
+  std::string lost(int waitMs = 0);
+  /// Tells the peers this rank leaves, normally or `failed`, and closes the connections.
+  void leave(bool failed);
+
+private:
+  void relay(char kind, int subject);
+  DistEnv env_;
+  std::map<int, int> peers_;
+  std::string lost_;
+};
+
 /// The rendezvous over TCP. Rank 0 calls `makeId`, listens on env.port and waits until
 /// every other rank has connected and reported its rank, world size and nonce; it checks
 /// them (a duplicate rank, an out-of-range rank or another world size ends the job; a
@@ -73,8 +104,10 @@ using UniqueId = std::array<char, 128>;
 /// id to all. The other ranks connect to env.masterAddr:env.port (retrying until rank 0
 /// listens), report themselves and receive the id. Within env.timeout seconds, else Error:
 /// on rank 0 naming the ranks that did not connect, on the others saying rank 0 was not
-/// reached or what it answered. A single-rank job returns makeId() at once.
-UniqueId rendezvous(const DistEnv &env, const std::function<UniqueId()> &makeId);
+/// reached or what it answered. A single-rank job returns makeId() at once. With `watch`,
+/// the connections stay open and `watch` watches them; else they close.
+UniqueId rendezvous(const DistEnv &env, const std::function<UniqueId()> &makeId,
+                    PeerWatch *watch = nullptr);
 
 /// True if the NCCL library loads (MEDRUN_LIBNCCL, else libnccl.so.2); else the reason.
 bool ncclAvailable(std::string *why = nullptr);
@@ -87,7 +120,7 @@ class Communicator {
 public:
   /// Rendezvous (rank 0 makes the id with ncclGetUniqueId), then ncclCommInitRank.
   explicit Communicator(const DistEnv &env);
-  ~Communicator(); ///< ncclCommDestroy (nothing after abort)
+  ~Communicator(); ///< ncclCommDestroy (nothing after abort); the peers hear this rank left
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
 
@@ -98,21 +131,23 @@ public:
   /// `data`, in place, on `stream` (a CUstream). The collective runs asynchronously: wait()
   /// for it.
   void allReduceSum(void *data, size_t count, DType dtype, void *stream);
-  /// "" while the communicator is sound; else the error NCCL reports asynchronously (a peer
-  /// that died or a network failure).
+  /// "" while the communicator is sound; else which peer left the job (PeerWatch) or the
+  /// error NCCL reports asynchronously (a peer that died, a network failure).
   std::string asyncError();
   /// Polls until `finished()` (e.g. the collective's stream is idle), checking asyncError;
   /// an asynchronous error or env.timeout seconds without finishing aborts the
-  /// communicator and throws Error naming this rank and the cause.
+  /// communicator and throws Error naming this rank and the cause (the rank that left,
+  /// where the connections of the rendezvous tell).
   void wait(const std::function<bool()> &finished);
-  /// ncclCommAbort: ends the communicator at once, also with collectives in flight (their
-  /// peers see an error).
+  /// ncclCommAbort: ends the communicator at once, also with collectives in flight; the
+  /// peers hear that this rank failed.
   void abort();
 
 private:
-  std::string peerFailure(const std::string &why) const;
+  [[noreturn]] void fail(const std::string &why);
   DistEnv env_;
   void *comm_ = nullptr;
+  PeerWatch watch_;
 };
 
 /// `medrun ... --gpus N`: runs this executable N times on this host with `args` (the

@@ -103,7 +103,7 @@ Communicator::Communicator(const DistEnv &env) : env_(env) {
     UniqueId out;
     std::copy(raw.internal, raw.internal + sizeof raw.internal, out.begin());
     return out;
-  });
+  }, &watch_);
   ncclUniqueId raw;
   std::copy(id.begin(), id.end(), raw.internal);
   if (ncclResult r = l.commInitRank(&comm_, env.worldSize, raw, env.rank); r != 0)
@@ -113,6 +113,7 @@ Communicator::Communicator(const DistEnv &env) : env_(env) {
 Communicator::~Communicator() {
   if (comm_)
     library().commDestroy(comm_);
+  watch_.leave(std::uncaught_exceptions() > 0); // a rank unwinding an error failed
 }
 
 void Communicator::allReduceSum(void *data, size_t count, DType dtype, void *stream) {
@@ -123,21 +124,29 @@ void Communicator::allReduceSum(void *data, size_t count, DType dtype, void *str
   int type = dtype == DType::F32 ? kNcclFloat32 : kNcclBfloat16;
   if (ncclResult r = library().allReduce(data, data, count, type, kNcclSum, comm_, stream); r != 0) {
     // After an asynchronous error NCCL may refuse further calls: that error is the cause.
-    std::string async = asyncError(), why = describe(r, comm_);
+    if (std::string async = asyncError(); !async.empty())
+      fail(async);
+    std::string why = describe(r, comm_);
     abort();
-    if (!async.empty())
-      throw Error(peerFailure(async));
     throw Error(str(env_.describe(), ": ncclAllReduce of ", count, " ", dtypeName(dtype),
                     " elements failed: ", why));
   }
 }
 
-std::string Communicator::peerFailure(const std::string &why) const {
-  return str(env_.describe(), ": NCCL reports an error (a peer rank died or the network "
-                              "failed): ", why, "; communicator aborted");
+void Communicator::fail(const std::string &why) {
+  // NCCL's own error rarely says which rank is gone; the connections of the rendezvous do,
+  // within moments (rank 0 passes it on).
+  std::string who = watch_.lost(1000);
+  abort();
+  if (!who.empty())
+    throw Error(str(env_.describe(), ": ", who, "; communicator aborted"));
+  throw Error(str(env_.describe(), ": NCCL reports an error (a peer rank died or the network "
+                                   "failed): ", why, "; communicator aborted"));
 }
 
 std::string Communicator::asyncError() {
+  if (std::string who = watch_.lost(); !who.empty())
+    return who;
   if (!comm_)
     return "the communicator was aborted";
   ncclResult async = 0;
@@ -151,10 +160,8 @@ void Communicator::wait(const std::function<bool()> &finished) {
   auto start = Clock::now();
   for (auto pause = std::chrono::microseconds(20);; pause = std::min(pause * 2, std::chrono::microseconds(2000))) {
     // The error first: a collective that failed may still look finished.
-    if (std::string why = asyncError(); !why.empty()) {
-      abort();
-      throw Error(peerFailure(why));
-    }
+    if (std::string why = asyncError(); !why.empty())
+      fail(why);
     if (finished())
       return;
     if (std::chrono::duration<double>(Clock::now() - start).count() > env_.timeout) {
@@ -170,6 +177,7 @@ void Communicator::abort() {
   if (comm_)
     library().commAbort(comm_);
   comm_ = nullptr;
+  watch_.leave(true);
 }
 
 } // namespace medrun

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <vector>
 
 namespace medrun {
 namespace {
@@ -195,7 +196,7 @@ Socket connectOnce(const std::string &host, int port, Clock::time_point deadline
   return result;
 }
 
-UniqueId serve(const DistEnv &env, const std::function<UniqueId()> &makeId) {
+UniqueId serve(const DistEnv &env, const std::function<UniqueId()> &makeId, PeerWatch *watch) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(env.timeout));
   Socket listener = listenOn(env.port);
@@ -267,10 +268,18 @@ UniqueId serve(const DistEnv &env, const std::function<UniqueId()> &makeId) {
   for (auto &[r, c] : ranks)
     if (!sendAll(c.fd, msg.data(), msg.size(), deadline))
       throw Error(str("rendezvous: rank ", r, " hung up before receiving the id"));
+  if (watch) {
+    std::map<int, int> fds;
+    for (auto &[r, c] : ranks) {
+      fds[r] = c.fd;
+      c.fd = -1;
+    }
+    watch->start(env, std::move(fds));
+  }
   return id;
 }
 
-UniqueId join(const DistEnv &env) {
+UniqueId join(const DistEnv &env, PeerWatch *watch) {
   auto start = Clock::now();
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(env.timeout));
@@ -322,15 +331,89 @@ UniqueId join(const DistEnv &env) {
   UniqueId id;
   if (status != 0 || recvAll(s.fd, id.data(), id.size(), deadline) != Read::Ok)
     throw Error(str("rank ", env.rank, ": rank 0 at ", where, " sent no valid id"));
+  if (watch) {
+    watch->start(env, {{0, s.fd}});
+    s.fd = -1;
+  }
   return id;
 }
 
 } // namespace
 
-UniqueId rendezvous(const DistEnv &env, const std::function<UniqueId()> &makeId) {
+UniqueId rendezvous(const DistEnv &env, const std::function<UniqueId()> &makeId, PeerWatch *watch) {
   if (env.worldSize == 1)
     return makeId();
-  return env.rank == 0 ? serve(env, makeId) : join(env);
+  return env.rank == 0 ? serve(env, makeId, watch) : join(env, watch);
+}
+
+// After the id, a connection carries 5-byte words: a kind and the rank it is about.
+//   'B' that rank finished and left;  'F' it failed and left;  'K' it died (from rank 0).
+void PeerWatch::start(const DistEnv &env, std::map<int, int> fds) {
+  leave(false);
+  env_ = env;
+  peers_ = std::move(fds);
+  lost_.clear();
+  for (auto &[r, fd] : peers_)
+    setNonBlocking(fd);
+}
+
+void PeerWatch::relay(char kind, int subject) {
+  std::string word(1, kind);
+  put32(word, static_cast<uint32_t>(subject));
+  auto by = Clock::now() + std::chrono::milliseconds(200);
+  for (auto &[r, fd] : peers_)
+    if (r != subject)
+      sendAll(fd, word.data(), word.size(), by);
+}
+
+std::string PeerWatch::lost(int waitMs) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(waitMs);
+  while (lost_.empty() && !peers_.empty()) {
+    std::vector<pollfd> fds;
+    std::vector<int> ranks;
+    for (auto &[r, fd] : peers_) {
+      fds.push_back({fd, POLLIN, 0});
+      ranks.push_back(r);
+    }
+    int ready = ::poll(fds.data(), fds.size(), msLeft(deadline));
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready <= 0)
+      break;
+    for (size_t i = 0; i < fds.size() && lost_.empty(); ++i) {
+      if (!fds[i].revents)
+        continue;
+      int peer = ranks[i];
+      unsigned char word[5];
+      char kind = 'K';
+      int subject = peer;
+      if (recvAll(fds[i].fd, word, sizeof word, Clock::now() + std::chrono::milliseconds(200)) == Read::Ok) {
+        kind = static_cast<char>(word[0]);
+        subject = static_cast<int>(get32(word + 1));
+      }
+      if (kind == 'B' && subject == peer) { // left normally: no longer watched
+        ::close(fds[i].fd);
+        peers_.erase(peer);
+        continue;
+      }
+      if (kind != 'F' && kind != 'B')
+        kind = 'K';
+      lost_ = kind == 'F' ? str("rank ", subject, " failed and left the job (its own error says why)")
+                          : str("rank ", subject, "'s process ended without leaving the job (it "
+                                "crashed or was killed)");
+      if (env_.rank == 0)
+        relay(kind == 'F' ? 'F' : 'K', subject);
+    }
+  }
+  return lost_;
+}
+
+void PeerWatch::leave(bool failed) {
+  if (!peers_.empty())
+    relay(failed ? 'F' : 'B', env_.rank);
+  for (auto &[r, fd] : peers_)
+    ::close(fd);
+  peers_.clear();
 }
 
 } // namespace medrun
