@@ -23,6 +23,9 @@
 #             loss scaling as GradScaler's. Negative control: the quickstart's bf16-mixed
 #             step against autocast to f16 (three fewer mantissa bits than f16 asks for) must
 #             fail.
+#   dist      data-parallel launch with the real NCCL (docs/distributed.md): medrun dist-check
+#             as a job of one rank, under --gpus 1 and under --gpus <the GPUs nvidia-smi lists>;
+#             negative control: one rank more than GPUs must fail naming a rank
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
 #             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
@@ -274,6 +277,29 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   fi
 fi
 
+if [[ " $CHECKS " == *" dist "* ]]; then
+  : >"$OUT/dist.txt"
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "$gpus" -ge 1 ] || gpus=1
+  for args in "" "--gpus 1" "--gpus $gpus" "--gpus $((gpus + 1))"; do
+    echo "== dist: medrun dist-check $args"
+    MEDRUN_DIST_TIMEOUT=60 timeout 180 ./build-gpu/bin/medrun dist-check $args >"$OUT/dist.log" 2>&1
+    rc=$?
+    tail -12 "$OUT/dist.log"
+    if [ "$args" = "--gpus $((gpus + 1))" ]; then # the control: must fail, naming a rank
+      if [ $rc -ne 0 ] && grep -qE "^medrun: rank [0-9]+ \(pid" "$OUT/dist.log"; then
+        echo "PASS control: medrun dist-check $args fails: $(grep -E '^medrun: rank [0-9]+ \(pid' "$OUT/dist.log" | head -1)" >>"$OUT/dist.txt"
+      else
+        status=1; echo "FAIL control: medrun dist-check $args (exit $rc) did not fail naming a rank" >>"$OUT/dist.txt"
+      fi
+    elif [ $rc -eq 0 ]; then
+      echo "PASS medrun dist-check $args: $(grep -c '^dist-check rank' "$OUT/dist.log") rank(s) exact; $(grep '^dist-check rank 0' "$OUT/dist.log")" >>"$OUT/dist.txt"
+    else
+      status=1; echo "FAIL medrun dist-check $args (exit $rc)" >>"$OUT/dist.txt"
+    fi
+  done
+fi
+
 echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
@@ -306,6 +332,10 @@ fi
 if [ -s "$OUT/banis.txt" ]; then
   echo "medrun train --device cuda, BANIS+ (MedNeXt-L k3, 1->6, 128³, batch 2, synthetic data):"
   cat "$OUT/banis.txt"
+fi
+if [ -s "$OUT/dist.txt" ]; then
+  echo "medrun dist-check with NCCL (docs/distributed.md):"
+  cat "$OUT/dist.txt"
 fi
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status

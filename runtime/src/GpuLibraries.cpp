@@ -4,6 +4,7 @@
 #include "cuda/Cublaslt.h"
 #include "cuda/Cudnn.h"
 #include "medrun/Cuda.h"
+#include "medrun/Distributed.h"
 
 namespace medrun {
 
@@ -19,6 +20,8 @@ std::vector<std::pair<std::string, std::string>> gpuLibraryVersions() {
   lines.emplace_back("cuDNN", line(dnn, dnn ? cudnn::version() : ""));
   bool lt = cublaslt::available(&why);
   lines.emplace_back("cuBLASLt", line(lt, lt ? cublaslt::version() : ""));
+  bool nccl = ncclAvailable(&why);
+  lines.emplace_back("NCCL", line(nccl, nccl ? ncclVersion() : ""));
   return lines;
 }
 

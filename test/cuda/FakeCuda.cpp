@@ -9,8 +9,9 @@
 // __syncthreads. medrun loads it through MEDRUN_LIBCUDA, so the whole CUDA path (plan,
 // arena, arguments, status word, downloads) runs in CI and is compared with the CPU backend.
 // FAKE_CUDA_REJECT_CUBIN=1 makes the cubin fail to load, to exercise the PTX fallback;
-// FAKE_CUDA_MEM_BYTES sets the device memory it reports; FAKE_CUDA_KERNEL_DELAY_MS=T makes
-// each kernel launch take T ms more (to lose a measured comparison with cuDNN).
+// FAKE_CUDA_DEVICES=N reports N devices (default 1); FAKE_CUDA_MEM_BYTES sets the device
+// memory it reports; FAKE_CUDA_KERNEL_DELAY_MS=T makes each kernel launch take T ms more
+// (to lose a measured comparison with cuDNN).
 //
 // Streams: a blocking stream (flags 0, the executor's compute stream) runs each operation
 // when it is enqueued, as the legacy default stream does. A non-blocking stream (flags 1,
@@ -178,12 +179,15 @@ int enqueue(void *stream, std::function<void()> op, const void *reads = nullptr,
 
 extern "C" {
 int cuInit(unsigned) { return 0; }
+// FAKE_CUDA_DEVICES: how many devices it reports (default 1), all alike (data-parallel
+// tests run a rank per device).
 int cuDeviceGetCount(int *n) {
-  *n = 1;
+  const char *env = std::getenv("FAKE_CUDA_DEVICES");
+  *n = env && *env ? std::atoi(env) : 1;
   return 0;
 }
-int cuDeviceGet(int *d, int) {
-  *d = 0;
+int cuDeviceGet(int *d, int ordinal) {
+  *d = ordinal;
   return 0;
 }
 int cuDeviceGetName(char *name, int len, int) {
@@ -307,6 +311,10 @@ int cuStreamCreate(void **s, unsigned flags) {
 int cuStreamSynchronize(void *stream) {
   if (Stream *s = static_cast<Stream *>(stream))
     s->runUntil(s->enqueued);
+  return 0;
+}
+int cuStreamQuery(void *stream) {
+  cuStreamSynchronize(stream); // a deferred stream's work runs when asked about
   return 0;
 }
 int cuStreamDestroy_v2(void *stream) {

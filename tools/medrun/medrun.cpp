@@ -14,12 +14,14 @@
 //               [--json FILE] [-o OUT]
 //   medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]
 //   medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model] [--which last|best]
+//   medrun dist-check [--gpus N] [--count N] [--iterations N] [--pause MS]
 //   medrun COMMAND --help, medrun --version
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Artifact.h"
 #include "medrun/Checkpoint.h"
 #include "medrun/Cuda.h"
+#include "medrun/Distributed.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Flops.h"
@@ -110,6 +112,10 @@ const Option kUpkern{"upkern", "",
                      "with --init-from: kernels of another size (kernel 3 weights, kernel 5\n"
                      "model) are resized by trilinear interpolation, as MedNeXt's UpKern"};
 
+const Option kGpus{"gpus", "N",
+                   "start N ranks on this host, one per GPU, as torchrun would\n"
+                   "(docs/distributed.md); a failing rank stops them all"};
+
 const std::vector<Command> &commands() {
   static const std::vector<Command> table = {
       {"train",
@@ -145,7 +151,8 @@ const std::vector<Command> &commands() {
         kRecipeThreads,
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"},
         kInitFrom,
-        kUpkern},
+        kUpkern,
+        kGpus},
        true},
       {"bench",
        "medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]\n"
@@ -319,7 +326,18 @@ const std::vector<Command> &commands() {
         {"repeat", "N", "runs, each continuing from the last one's parameters (default 1)"},
         {"tolerance", "T", "largest relative error norm that passes (default 1e-4)"},
         kProfile},
-       true}};
+       true},
+      {"dist-check", "medrun dist-check [--gpus N] [--count N] [--iterations N] [--pause MS]",
+       "Checks a data-parallel launch: each rank (from torchrun's, srun's or mpirun's variables,\n"
+       "or --gpus N) opens GPU LOCAL_RANK, meets rank 0 at MASTER_ADDR, joins the NCCL\n"
+       "communicator and all-reduces a buffer of N f32 and N bf16 elements whose exact sum it\n"
+       "knows; prints a line per rank (docs/distributed.md). Exits 1 naming the rank and the\n"
+       "cause when a rank is missing, wrong or dies.",
+       {kGpus,
+        {"count", "N", "elements per all-reduce (default 1048576)"},
+        {"iterations", "N", "all-reduces of each type (default 3)"},
+        {"pause", "MS", "milliseconds between iterations (default 0)"}},
+       false}};
   return table;
 }
 
@@ -462,16 +480,17 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, infer, eval, export, volume, info, init, run or cuda-check)"));
+                      "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
     return args;
   }
-  if (positional.size() != 2)
+  if (positional.size() != (args.is("dist-check") ? 1u : 2u))
     throw Error("expected a command and its file, e.g. `medrun train configs/quickstart.yaml` or "
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, infer, eval, export, volume, info, init, run or cuda-check)"));
-  args.artifact = positional[1];
+                    "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+  if (positional.size() > 1)
+    args.artifact = positional[1];
   return args;
 }
 
@@ -1120,7 +1139,30 @@ int main(int argc, char **argv) {
       std::cout << medtool::versionText("medrun", lines);
       return 0;
     }
+    if (args.has("gpus")) {
+      // This command line once per rank, without --gpus.
+      std::vector<std::string> rest;
+      for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--gpus" || a == "-gpus")
+          ++i;
+        else if (a.rfind("--gpus=", 0) != 0)
+          rest.push_back(a);
+      }
+      return launchLocalRanks(static_cast<int>(parseCount(args, "gpus", 1, 1)), rest);
+    }
+    if (args.is("dist-check")) {
+      DistCheckOptions o;
+      o.count = static_cast<size_t>(parseCount(args, "count", static_cast<int64_t>(o.count), 1));
+      o.iterations = static_cast<int>(parseCount(args, "iterations", o.iterations, 1));
+      o.pauseMs = static_cast<int>(parseCount(args, "pause", 0, 0));
+      return distCheck(distEnvFromEnvironment(), o);
+    }
     if (args.is("train")) {
+      if (DistEnv dist = distEnvFromEnvironment(); dist.worldSize > 1)
+        throw Error(str("this process is ", dist.describe(), ", but data-parallel training is "
+                        "not wired yet (the training step's gradient all-reduce arrives with the "
+                        "data-parallel backend); `medrun dist-check` checks the launch and NCCL"));
       std::vector<std::string> overrides = args.all("set");
       for (const char *key : {"steps", "out", "device", "nan", "threads"})
         for (const std::string &v : args.all(key))
@@ -1226,11 +1268,9 @@ int main(int argc, char **argv) {
     if (args.is("cuda-check"))
       return cudaCheck(a, args);
     return run(a, args);
-  } catch (const Error &e) {
-    std::cerr << "medrun: " << e.what() << "\n";
-    return 1;
   } catch (const std::exception &e) {
-    std::cerr << "medrun: " << e.what() << "\n";
+    // One write: the ranks of a job share the terminal.
+    std::cerr << std::string("medrun: ") + e.what() + "\n";
     return 1;
   }
 }

@@ -9,7 +9,7 @@
 namespace medrun {
 
 /// The libraries the CUDA backend opens at run time (dlopen, never linked): the CUDA driver,
-/// cuDNN and cuBLASLt, each with its version or why it does not load (for --version).
+/// cuDNN, cuBLASLt and NCCL, each with its version or why it does not load (for --version).
 std::vector<std::pair<std::string, std::string>> gpuLibraryVersions();
 
 } // namespace medrun
