@@ -16,7 +16,8 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
 
 LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    ArrayRef<std::string> disabled,
-                                                   llvm::function_ref<void(const Twine &)> error) {
+                                                   llvm::function_ref<void(const Twine &)> error,
+                                                   std::optional<double> bucketMb) {
   for (const std::string &name : disabled)
     if (!llvm::is_contained(optimizationPasses(), StringRef(name))) {
       error("no optional pass '" + name + "' (optional passes: " +
@@ -29,6 +30,16 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
   // Before cse, which would merge the updates of two parameters with one gradient value.
   if (enabled("med-flatten-optimizer"))
     pm.addPass(createMedFlattenOptimizer());
+  if (bucketMb) { // not optional once asked for: ranks would not agree on the gradients
+    if (!enabled("med-flatten-optimizer")) {
+      error("med-data-parallel reduces the flat gradient buffer: it needs "
+            "med-flatten-optimizer");
+      return failure();
+    }
+    MedDataParallelOptions options;
+    options.bucketMb = *bucketMb;
+    pm.addNestedPass<func::FuncOp>(createMedDataParallel(options));
+  }
   OpPassManager &fn = pm.nest<func::FuncOp>();
   if (enabled("cse")) // one constant of each value
     fn.addPass(createCSEPass());
@@ -45,6 +56,12 @@ namespace {
 struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
   ListOption<std::string> disable{*this, "disable",
                                   llvm::cl::desc("optional passes to leave out")};
+  Option<bool> dataParallel{*this, "data-parallel",
+                            llvm::cl::desc("run med-data-parallel after med-flatten-optimizer"),
+                            llvm::cl::init(false)};
+  Option<double> bucketMb{*this, "bucket-mb",
+                          llvm::cl::desc("med-data-parallel's largest bucket in MiB"),
+                          llvm::cl::init(25)};
 };
 } // namespace
 
@@ -52,12 +69,13 @@ void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
-      "med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions), then "
+      "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
+      "med-sink-assigns, med-form-fusions), then "
       "med-assign-storage, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
-        (void)buildOptimizationPipeline(pm, disabled, [](const Twine &msg) {
-          llvm::errs() << "med-optimize: " << msg << "\n";
-        });
+        (void)buildOptimizationPipeline(
+            pm, disabled, [](const Twine &msg) { llvm::errs() << "med-optimize: " << msg << "\n"; },
+            options.dataParallel ? std::optional<double>(options.bucketMb) : std::nullopt);
       });
 }

@@ -25,9 +25,11 @@ FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 /// The optimizing passes of `medc compile`, in pipeline order; each can be left out.
 ArrayRef<StringRef> optimizationPasses();
 /// Adds them to `pm` (on a module), but those named in `disabled`; an unknown name is
-/// reported through `error`.
+/// reported through `error`. With `bucketMb`, med-data-parallel with buckets of that many
+/// MiB runs after med-flatten-optimizer (`medc compile --data-parallel`).
 LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
-                                        llvm::function_ref<void(const Twine &)> error);
+                                        llvm::function_ref<void(const Twine &)> error,
+                                        std::optional<double> bucketMb = std::nullopt);
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 
