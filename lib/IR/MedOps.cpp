@@ -341,8 +341,8 @@ LogicalResult AllReduceOp::verify() {
                                         getSize(), types),
                        types, out)))
     return failure();
-  if (getBucket() < 0)
-    return emitOpError("bucket must be non-negative, got ") << getBucket();
+  if (static_cast<int64_t>(getBucket()) < 0)
+    return emitOpError("bucket must be non-negative, got ") << static_cast<int64_t>(getBucket());
   return verifyResultTypes(getOperation(), out);
 }
 
