@@ -34,6 +34,7 @@ if getattr(config, "med_have_nvrtc", 0):
 config.substitutions.append(("%fakecudnn", os.path.join(config.med_obj_root, "test", "cuda", "libfakecudnn.so")))
 config.substitutions.append(("%fakecublaslt", os.path.join(config.med_obj_root, "test", "cuda", "libfakecublaslt.so")))
 config.substitutions.append(("%fakenccl", os.path.join(config.med_obj_root, "test", "cuda", "libfakenccl.so")))
+config.substitutions.append(("%reducercheck", os.path.join(config.med_obj_root, "test", "runtime", "train-reducer-check")))
 config.substitutions.append(("%inplacecheck", os.path.join(config.med_obj_root, "test", "cuda", "cuda-in-place-check")))
 config.substitutions.append(("%fakecuda", os.path.join(config.med_obj_root, "test", "cuda", "libcuda.so.1")))
 config.substitutions.append(("%cuda_emu_h", os.path.join(config.med_src_root, "test", "cuda", "emu.h")))

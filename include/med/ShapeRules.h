@@ -109,6 +109,9 @@ Error sumSquares(const Types &inputs, Types &out);
 /// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at
 /// element offset `offsets[i]`, ascending and without overlap; the rest are zeros.
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out);
+/// A gradient bucket summed over the ranks of a data-parallel job (med.all_reduce): the
+/// inputs laid out as `pack` lays them out (the same rules), one result of each input's type.
+Error allReduce(const Types &inputs, const Dims &offsets, int64_t size, Types &out);
 Error select(const TensorType &cond, const TensorType &onTrue, const TensorType &onFalse,
              Types &out);
 Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,

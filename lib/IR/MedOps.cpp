@@ -333,6 +333,19 @@ LogicalResult PackOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
                    types, out);
 }
 
+LogicalResult AllReduceOp::verify() {
+  Rule r{getContext(), getLoc(), getOperationName()};
+  shape::Types types;
+  SmallVector<Type> out;
+  if (failed(r.verdict(shape::allReduce(r.types(getInputs()), Rule::dims(getOffsets()),
+                                        getSize(), types),
+                       types, out)))
+    return failure();
+  if (static_cast<int64_t>(getBucket()) < 0)
+    return emitOpError("bucket must be non-negative, got ") << static_cast<int64_t>(getBucket());
+  return verifyResultTypes(getOperation(), out);
+}
+
 //===----------------------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------------------===//

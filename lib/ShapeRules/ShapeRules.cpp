@@ -802,6 +802,14 @@ Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out) {
   return {};
 }
 
+Error allReduce(const Types &inputs, const Dims &offsets, int64_t size, Types &out) {
+  Types packed;
+  if (Error e = pack(inputs, offsets, size, packed); !e.empty())
+    return e;
+  out.insert(out.end(), inputs.begin(), inputs.end());
+  return {};
+}
+
 Error select(const TensorType &cond, const TensorType &onTrue, const TensorType &onFalse,
              Types &out) {
   if (Error e = requireScalar("cond", cond); !e.empty())

@@ -327,6 +327,11 @@ private:
         operands = json::Object{{"inputs", group(o.getInputs())}};
         attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"size", int64_t(o.getSize())}};
         return true; })
+      .Case<AllReduceOp>([&](AllReduceOp o) {
+        operands = json::Object{{"inputs", group(o.getInputs())}};
+        attrs = json::Object{{"bucket", int64_t(o.getBucket())}, {"offsets", ints(o.getOffsets())},
+                             {"size", int64_t(o.getSize())}};
+        return true; })
       .Case<SelectOp>([&](SelectOp o) {
         operands = json::Object{{"cond", group(o.getCond())}, {"on_true", group(o.getOnTrue())},
                                 {"on_false", group(o.getOnFalse())}};

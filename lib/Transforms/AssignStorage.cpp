@@ -77,6 +77,8 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
         Type t = elementType(r);
         if (view && r.getResultNumber() == 0)
           t = storage.lookup(view.getViewSource());
+        else if (isa<AllReduceOp>(op)) // summed in place: stored as its input
+          t = storage.lookup(op.getOperand(r.getResultNumber()));
         else if (lowOp && t.isF32() && !(norm && r.getResultNumber() > 0))
           t = low;
         storage[r] = t;

@@ -25,7 +25,8 @@ ArrayRef<StringRef> mlir::med::offByDefaultPasses() {
 LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    ArrayRef<std::string> disabled,
                                                    llvm::function_ref<void(const Twine &)> error,
-                                                   ArrayRef<std::string> requested) {
+                                                   ArrayRef<std::string> requested,
+                                                   std::optional<double> bucketMb) {
   for (const std::string &name : disabled)
     if (!llvm::is_contained(optimizationPasses(), StringRef(name))) {
       error("no optional pass '" + name + "' (optional passes: " +
@@ -48,6 +49,16 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
   // Before cse, which would merge the updates of two parameters with one gradient value.
   if (enabled("med-flatten-optimizer"))
     pm.addPass(createMedFlattenOptimizer());
+  if (bucketMb) { // not optional once asked for: ranks would not agree on the gradients
+    if (!enabled("med-flatten-optimizer")) {
+      error("med-data-parallel reduces the flat gradient buffer: it needs "
+            "med-flatten-optimizer");
+      return failure();
+    }
+    MedDataParallelOptions options;
+    options.bucketMb = *bucketMb;
+    pm.addNestedPass<func::FuncOp>(createMedDataParallel(options));
+  }
   OpPassManager &fn = pm.nest<func::FuncOp>();
   if (enabled("cse")) // one constant of each value
     fn.addPass(createCSEPass());
@@ -68,6 +79,12 @@ struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
                                   llvm::cl::desc("optional passes to leave out")};
   ListOption<std::string> enable{*this, "enable",
                                  llvm::cl::desc("passes that are off by default to run")};
+  Option<bool> dataParallel{*this, "data-parallel",
+                            llvm::cl::desc("run med-data-parallel after med-flatten-optimizer"),
+                            llvm::cl::init(false)};
+  Option<double> bucketMb{*this, "bucket-mb",
+                          llvm::cl::desc("med-data-parallel's largest bucket in MiB"),
+                          llvm::cl::init(25)};
 };
 } // namespace
 
@@ -75,13 +92,14 @@ void mlir::med::registerMedPipelines() {
   PassPipelineRegistration<OptimizationOptions>(
       "med-optimize",
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
-      "med-flatten-optimizer, cse, med-sink-assigns, med-form-mlp-fusions when enabled, "
-      "med-form-fusions), then med-assign-storage, exactly as medc runs them",
+      "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
+      "med-sink-assigns, med-form-mlp-fusions when enabled, med-form-fusions), then "
+      "med-assign-storage, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         std::vector<std::string> enabled(options.enable.begin(), options.enable.end());
         (void)buildOptimizationPipeline(
             pm, disabled, [](const Twine &msg) { llvm::errs() << "med-optimize: " << msg << "\n"; },
-            enabled);
+            enabled, options.dataParallel ? std::optional<double>(options.bucketMb) : std::nullopt);
       });
 }

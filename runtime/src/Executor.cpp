@@ -239,6 +239,8 @@ public:
         frees[last[id]].push_back(static_cast<int>(id));
   }
 
+  GradientReducer *reducer = &singleRankReducer(); ///< sums med.all_reduce's buckets
+
   void setInput(size_t index, const Tensor &t) {
     int id = fn.inputs[index];
     const ValueInfo &info = fn.values[id];
@@ -582,6 +584,22 @@ private:
       for (int id : op.operand("inputs"))
         inputs.push_back(&in(id));
       cpu::pack(inputs, op.intsAttr("offsets"), result(op));
+    } else if (k == "all_reduce") {
+      // The bucket laid out as in the packed gradients, reduced with one call.
+      const std::vector<int> &ids = op.operand("inputs");
+      const std::vector<int64_t> offsets = op.intsAttr("offsets");
+      std::vector<const Tensor *> inputs;
+      for (int id : ids)
+        inputs.push_back(&in(id));
+      const DType t = inputs.at(0)->dtype();
+      Tensor bucket(t, {op.intAttr("size")});
+      cpu::pack(inputs, offsets, bucket);
+      reducer->allReduceSum(bucket.raw(), static_cast<size_t>(bucket.numel()), t, nullptr);
+      const std::byte *from = static_cast<const std::byte *>(bucket.raw());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        Tensor &y = result(op, i, t);
+        std::memcpy(y.raw(), from + offsets[i] * dtypeSize(t), y.nbytes());
+      }
     } else if (k == "any_non_finite") {
       std::vector<const Tensor *> inputs;
       for (int id : op.operand("inputs"))
@@ -655,11 +673,12 @@ private:
 std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
                            const std::vector<Tensor> &inputs, const TensorMap &params,
                            Precision precision, std::map<std::string, double> *profile,
-                           TensorMap *updates) {
+                           TensorMap *updates, GradientReducer *reducer) {
   if (inputs.size() != fn.inputs.size())
     throw Error(str(artifact.path, ": function '", fn.name, "' takes ", fn.inputs.size(),
                     " inputs, got ", inputs.size()));
   Run run(fn, params, precision, updates, artifact.flatBuffers);
+  run.reducer = reducer ? reducer : &singleRankReducer();
   for (size_t i = 0; i < inputs.size(); ++i)
     run.setInput(i, inputs[i]);
   for (size_t i = 0; i < fn.ops.size(); ++i) {

@@ -205,6 +205,12 @@ const std::map<std::string, OpSpec> &opSpecs() {
     m["pack"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
       return shape::pack(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
     }};
+    m["all_reduce"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+      if (v.op.intAttr("bucket") < 0)
+        return shape::Error("'bucket' must be non-negative, got " +
+                            std::to_string(v.op.intAttr("bucket")));
+      return shape::allReduce(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
+    }};
     m["select"] = {{{"cond"}, {"on_true"}, {"on_false"}}, [](const OpView &v, shape::Types &out) {
       return shape::select(v.in("cond"), v.in("on_true"), v.in("on_false"), out);
     }};
@@ -469,6 +475,10 @@ struct Verifier {
           bad(str("value ", step.value, " is placed twice"));
         break;
       }
+      case CudaStep::Kind::AllReduce:
+        if (op.kind != "all_reduce" || step.args != op.operand("inputs"))
+          bad("an 'all_reduce' step must belong to an all_reduce op and pass its inputs");
+        break;
       case CudaStep::Kind::Alias: {
         const ValueInfo &from = fn.values[step.from], &to = fn.values[step.value];
         if (!isResult(step.value) || !isOperand(step.from))

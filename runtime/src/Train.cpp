@@ -11,6 +11,7 @@
 #include "medrun/Parallel.h"
 #include "medrun/ProgressPlot.h"
 #include "medrun/Schedule.h"
+#include "medrun/TrainBackend.h"
 #include "medrun/TrainLog.h"
 #include "medrun/Validation.h"
 
@@ -76,7 +77,7 @@ std::map<std::string, std::string> batchTensors(const Function &fn, const json &
   std::map<std::string, std::string> feeds;
   for (const std::string &name : fn.inputNames) {
     if (name == "lr" || name == "step" || name == "ema_decay" || name == "rng" ||
-        name == "loss_scale" || name == "growth_tracker")
+        name == "loss_scale" || name == "growth_tracker" || name == "inv_world_size")
       continue;
     if (name == "image") {
       feeds[name] = "image";
@@ -192,9 +193,15 @@ std::string unfinishedSaves(const std::string &root) {
 
 } // namespace
 
-StepInputs::StepInputs(const Artifact &artifact, const json &config)
-    : artifact_(&artifact), fn_(&artifact.function("train_step")), schedule_(scheduleOf(config)) {
+StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSize)
+    : artifact_(&artifact), fn_(&artifact.function("train_step")), schedule_(scheduleOf(config)),
+      worldSize_(worldSize) {
   const Function &fn = *fn_;
+  if (worldSize < 1)
+    throw Error(str("a job of ", worldSize, " ranks: expected at least one"));
+  if (worldSize > 1 && input("inv_world_size") < 0)
+    throw Error(str(artifact.path, ": train_step was compiled for one process, but the job has ",
+                    worldSize, " ranks (compile it with medc compile --data-parallel)"));
   if (input("ema_decay") >= 0) {
     emaDecay_ = setting<double>(config, "ema", "decay");
     emaWarmup_ = setting<int64_t>(config, "ema", "warmup_steps");
@@ -276,6 +283,7 @@ std::vector<Tensor> StepInputs::inputs(const Batch &batch, int64_t step, double 
   scalar("rng", static_cast<double>(step));
   scalar("loss_scale", lossScale);
   scalar("growth_tracker", static_cast<double>(growthTracker));
+  scalar("inv_world_size", 1.0 / worldSize_); // averages the gradients summed over the ranks
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined())
       throw Error(str(artifact_->path, ": train_step input '", fn.inputNames[i],
@@ -317,7 +325,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     setNumThreads(threads);
   const int64_t checkpointEvery = setting<int64_t>(config, "checkpoint", "every");
   const int64_t logEvery = setting<int64_t>(config, "logging", "every");
-  const StepInputs feed(artifact, config);
+  GradientReducer &reducer = options.reducer ? *options.reducer : singleRankReducer();
+  const StepInputs feed(artifact, config, reducer.worldSize());
   const LoaderSpec &loader = feed.loader();
 
   fs::create_directories(options.out);
@@ -382,18 +391,15 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",
                     steps, " (raise it with --steps)"));
 
-  const Precision precision = precisionOf(fn);
-  std::unique_ptr<CudaSession> gpu; // with --device cuda
-  if (options.cuda) {
-    gpu = openCudaSession(artifact, fn, options.console);
-    // Parameters, moments and EMA stay on the GPU; `params` is refreshed for checkpoints.
-    gpu->setState(params);
-  }
+  // The steps run on the backend, which holds the state from here on.
+  std::unique_ptr<TrainBackend> backend = options.cuda
+                                              ? cudaTrainBackend(artifact, reducer, options.console)
+                                              : cpuTrainBackend(artifact, reducer);
+  backend->setState(params);
+  params.clear();
   // On the GPU, batches are born in pinned host memory: uploaded with no host-side copy,
   // and the next one while the current step runs (below).
-  BatchAllocator allocate;
-  if (gpu)
-    allocate = [&gpu](DType dtype, const Shape &shape) { return gpu->pinnedTensor(dtype, shape); };
+  const BatchAllocator allocate = backend->batchAllocator();
   std::unique_ptr<DataLoader> loaderPtr;
   // Validation (validation.every > 0): the validation cases of the split, or synthetic
   // volumes drawn with their own seed.
@@ -478,7 +484,6 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                          pngSupported() ? "; progress.png" : "; no progress.png (medrun was "
                                                              "built without libpng-dev)"));
   }
-  std::unique_ptr<CudaSession> validationGpu; // infer's own session: the weights validated
   std::optional<double> bestDice;             // the best validation so far and its step
   int64_t bestStep = 0;
   std::optional<double> diceEma;              // nnU-Net's moving average of the Dice
@@ -503,16 +508,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       auto ema = emaWeights ? state.find("ema." + name) : state.end();
       weights[name] = ema != state.end() ? ema->second : state.at(name);
     }
-    WindowPredictor predict;
-    if (gpu) {
-      if (!validationGpu)
-        validationGpu = std::make_unique<CudaSession>(artifact);
-      validationGpu->setState(weights);
-      predict = [&](const Tensor &batch) { return validationGpu->run(*inferFn, {batch}, weights)[0]; };
-    } else {
-      const Precision p = precisionOf(*inferFn);
-      predict = [&](const Tensor &batch) { return runCpu(artifact, *inferFn, {batch}, weights, p)[0]; };
-    }
+    const WindowPredictor predict = backend->predictor(*inferFn, weights);
     Progress::Options vpo;
     vpo.total = validator->batches();
     vpo.desc = "validate";
@@ -620,7 +616,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   const int scaleOut = scaling ? output("loss_scale") : -1;
   const int trackerOut = scaling ? output("growth_tracker") : -1;
   const int foundInfOut = scaling ? output("found_inf") : -1;
-  const bool prefetch = gpu && gpu->canStage(); // MEDRUN_CUDA_NO_PREFETCH=1 turns it off
+  const bool prefetch = backend->canStage();
   const Batch *ahead = nullptr; // the next step's batch, uploading during this step
   int64_t step = first;
   for (; step < steps; ++step) {
@@ -633,16 +629,13 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     // while this step runs; its scalars (the loss scale comes from this step) follow with it.
     if (prefetch && step + 1 < steps && data.ready()) {
       ahead = &data.next();
-      gpu->stage(fn, feed.batchInputs(*ahead));
+      backend->stage(feed.batchInputs(*ahead));
     }
-    TensorMap updates;
-    std::vector<Tensor> out = gpu ? gpu->run(fn, inputs, params)
-                                  : runCpu(artifact, fn, inputs, params, precision, nullptr, &updates);
+    std::vector<Tensor> out = backend->run(inputs);
     data.release(batch);
-    if (gpu && step == first)
-      progress.message(str("device memory: ", gpu->deviceBytes() >> 20, " MiB (values ",
-                           gpu->arenaBytes() >> 20, " MiB, state ", gpu->stateBytes() >> 20,
-                           " MiB, cuDNN workspace ", gpu->workspaceBytes() >> 20, " MiB)"));
+    if (step == first)
+      if (std::string line = backend->afterFirstStep(); !line.empty())
+        progress.message(line);
     auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
     double loss = value(lossOut), norm = value(normOut);
     bool skip = false;
@@ -662,10 +655,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       ++summary.skipped;
       progress.message(str("step ", step, ": non-finite loss ", loss, "; step skipped"));
     } else {
-      for (auto &[name, value] : updates)
-        params[name] = std::move(value);
-      if (gpu)
-        gpu->commit();
+      backend->commit();
       intervalLoss += loss;
       ++intervalSteps;
     }
@@ -706,18 +696,17 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
         summary.lastLoss = intervalLoss / intervalSteps;
     }
     saved(writer.poll());
-    // The snapshot: downloaded from the GPU, or a copy of the map, which shares the tensors
-    // (the loop replaces a tensor with its update, it never writes into one).
+    // The snapshot of the state, for validation and the checkpoint.
     validated.reset();
     bool newBest = false;
     std::optional<TensorMap> snapshot;
     if (validator && !stopping && ((step + 1) % validateEvery == 0 || last)) {
-      snapshot = gpu ? gpu->state() : params;
+      snapshot = backend->state();
       validate(step, *snapshot);
       newBest = bestDice && bestStep == step + 1; // saved, so that `best` can point to it
     }
     if ((step + 1) % checkpointEvery == 0 || last || stopping || newBest)
-      save(step + 1, snapshot ? std::move(*snapshot) : gpu ? gpu->state() : params);
+      save(step + 1, snapshot ? std::move(*snapshot) : backend->state());
     if ((step + 1) % logEvery == 0) {
       intervalLoss = 0;
       intervalSteps = 0;
@@ -730,8 +719,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   }
   summary.lastStep = step;
   saved(writer.wait());
-  if (gpu)
-    progress.message(str("uploads: ", gpu->uploads()));
+  if (std::string line = backend->atEnd(); !line.empty())
+    progress.message(line);
   progress.finish({{"loss", summary.lastLoss}});
   if (board)
     board->close();

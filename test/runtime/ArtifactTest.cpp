@@ -74,11 +74,12 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  // Version 5 plans (before storage types) and older are no longer read: recompile them.
-  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 7u}) {
+  // Version 6 plans (before the data-parallel all_reduce) and older are no longer read:
+  // recompile them.
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 8u}) {
     std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
     EXPECT_NE(msg.find(str("artifact format version ", v,
-                           ", but this medrun reads version 6 only; recompile")),
+                           ", but this medrun reads version 7 only; recompile")),
               std::string::npos)
         << msg;
   }

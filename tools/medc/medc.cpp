@@ -167,6 +167,16 @@ cl::list<std::string> printIRAfter(
              "(med-specialize, med-autodiff, med-train-step, med-form-fusions, ...); "
              "repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<bool> dataParallel(
+    "data-parallel",
+    cl::desc("Prepare the training step for data-parallel training: its flat gradients are "
+             "summed over the ranks in buckets (med-data-parallel) and averaged through the "
+             "input inv_world_size; without it the step is for one process"),
+    cl::init(false), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<double> bucketMb("bucket-mb",
+                         cl::desc("With --data-parallel: the largest gradient bucket in MiB "
+                                  "(default 25, as PyTorch DDP)"),
+                         cl::init(25), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
@@ -278,7 +288,7 @@ LogicalResult optimize(ModuleOp module) {
     requested.push_back("med-form-mlp-fusions");
   if (failed(med::buildOptimizationPipeline(
           pm, disabled, [](const llvm::Twine &msg) { fail("--disable-pass/--enable-pass: " + msg); },
-          requested)))
+          requested, dataParallel ? std::optional<double>(bucketMb) : std::nullopt)))
     return failure();
   printAfterNamedPasses(pm);
   return pm.run(module);
@@ -639,6 +649,8 @@ int main(int argc, char **argv) {
                         {"recipe", recipeFile},
                         {"compile_hash", recipeHash},
                         {"target", target == Target::Cuda ? "cuda" : "cpu"}};
+    if (dataParallel) // absent otherwise: single-process artifacts stay as they were
+      manifest.options["data_parallel"] = llvm::formatv("bucket-mb={0}", bucketMb.getValue()).str();
     FailureOr<llvm::json::Value> doc = med::artifactDocument(*module, manifest);
     if (failed(doc))
       return 1;

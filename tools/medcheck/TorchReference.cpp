@@ -619,6 +619,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       y.narrow(0, offsets.at(i), xs[i].numel()).copy_(xs[i].reshape({-1}));
     return {y};
   }
+  if (k == "all_reduce") // the sum over the ranks of a job of one: the gradients themselves
+    return env.group(op, "inputs");
   if (k == "adamw") {
     // torch.optim.AdamW's single-tensor step, written out with torch ops (the training
     // check compares whole steps with torch.optim itself).

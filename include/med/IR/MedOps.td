@@ -454,6 +454,32 @@ def Med_PackOp : Med_ShapedOp<"pack", [Med_NotDifferentiable]> {
   }];
 }
 
+def Med_AllReduceOp : Med_Op<"all_reduce", [Med_NotDifferentiable,
+                                             MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "sums a bucket of gradients over the ranks of a data-parallel job";
+  let description = [{
+    Each result is the sum, over the ranks of the job, of the corresponding input (same
+    type); on a single rank it is the input itself. The inputs form bucket `bucket`: laid
+    out as `med.pack` lays them out, input i at element `offsets[i]` of a contiguous slice of
+    `size` elements of the packed gradients, so that an executor whose gradients already lie
+    so (the CUDA backend writes each into its slice) reduces the whole bucket with one
+    collective call. `med-data-parallel` places one after the last producer of each bucket;
+    buckets are reduced in program order, the same on every rank. The op communicates, so it
+    is neither pure nor fused, and no pass merges, drops or reorders it.
+
+    ```mlir
+    %ra, %rb = med.all_reduce %a, %b bucket 0 offsets [0, 64] size 128 : (tensor<4x3xf32>, tensor<5xf32>) -> (tensor<4x3xf32>, tensor<5xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Med_FloatTensor>:$inputs, I64Attr:$bucket,
+                       DenseI64ArrayAttr:$offsets, I64Attr:$size);
+  let results = (outs Variadic<Med_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `bucket` $bucket `offsets` $offsets `size` $size attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------------------===//

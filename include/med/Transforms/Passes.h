@@ -28,9 +28,12 @@ ArrayRef<StringRef> optimizationPasses();
 ArrayRef<StringRef> offByDefaultPasses();
 /// Adds them to `pm` (on a module): the default ones but those named in `disabled`, the
 /// off-by-default ones named in `requested`; an unknown name is reported through `error`.
+/// With `bucketMb`, med-data-parallel with buckets of that many MiB runs after
+/// med-flatten-optimizer (`medc compile --data-parallel`).
 LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
                                         llvm::function_ref<void(const Twine &)> error,
-                                        ArrayRef<std::string> requested = {});
+                                        ArrayRef<std::string> requested = {},
+                                        std::optional<double> bucketMb = std::nullopt);
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 

@@ -194,6 +194,41 @@ def MedFlattenOptimizer : Pass<"med-flatten-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def MedDataParallel : Pass<"med-data-parallel", "::mlir::func::FuncOp"> {
+  let summary = "sums the flat gradients over the ranks of a data-parallel job, in buckets";
+  let description = [{
+    Prepares a training step for data-parallel training (`medc compile --data-parallel`;
+    docs/data-parallel.md). It runs after `med-flatten-optimizer`, on functions that assign
+    state, and needs every assigned tensor to be a flat buffer: each gradient then reaches
+    the optimizer through a `med.pack` (the flat gradient buffer).
+
+    1. **Buckets.** The members of each pack are split into buckets: contiguous slices of
+       the packed gradients of at most `bucket-mb` MiB (a member larger than that is a bucket
+       of its own), formed in the order backward produces the gradients (from the end of
+       the buffer when its last member is produced first, as backward produces the last
+       layers' gradients first).
+    2. **All-reduce.** Right after the last producer of its members, each bucket gets a
+       `med.all_reduce` of its members (their offsets within the bucket's slice recorded), and
+       the pack reads its results. Buckets are numbered in program order, the order every rank
+       reduces them in.
+    3. **Averaging.** The function takes one more scalar input, `inv_world_size`
+       (1 / the number of ranks, fed by the runtime), folded into the optimizer's scale: each
+       elementwise use of the packed gradients (the clip coefficient's product, the optimizer)
+       reads them multiplied by it, which `med-form-fusions` fuses into the optimizer's chain,
+       and each `med.sum_squares` of them (the gradient norm) is multiplied by its square, so
+       the norm and the clipping see the averaged gradients. `med.any_non_finite` reads the
+       sums as they are (scaling does not change finiteness). With one rank the factor is 1
+       and the step computes exactly what it computes without the pass.
+
+    A function that assigns a tensor outside a flat buffer is rejected (its gradient would
+    not be reduced), as is one with no `med.pack`.
+  }];
+  let options = [
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25",
+           "the largest bucket, in MiB of f32 gradients (25, as PyTorch DDP)">,
+  ];
+}
+
 def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
   let summary = "moves med.assign ops to the end of their block";
   let description = [{
@@ -272,7 +307,8 @@ def MedAssignStorage : Pass<"med-assign-storage", "::mlir::func::FuncOp"> {
     the gradient norm, loss scaling), has no non-scalar float result, or is a `med.param`
     read only in f32; a normalization (NormalizationOpInterface) reads its affine parameters
     and statistics in f32, and its results after the first stay in f32. A view
-    (ViewLikeOpInterface: `med.reshape`) is stored as its source. Everything else stays f32.
+    (ViewLikeOpInterface: `med.reshape`) is stored as its source, and each result of a
+    `med.all_reduce` (summed in place) as its input. Everything else stays f32.
 
     The decision is written once, as `med.storage` on each op (one element type per result)
     and `med.arg_storage` on the function; the artifact records it per value, and the CPU

@@ -451,6 +451,7 @@ private:
   void assign(const Op &op);
   void reshape(const Op &op);
   void pack(const Op &op);
+  void allReduce(const Op &op);
   void pad(const Op &op);
   void slice(const Op &op);
   void concat(const Op &op);

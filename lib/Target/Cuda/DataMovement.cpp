@@ -232,11 +232,32 @@ void FunctionGen::pack(const Op &op) {
   }
 }
 
+/// A gradient bucket summed over the ranks: in place, so each result aliases its input (a
+/// later pack then places the input's producer in its slice); the runtime hands the bucket to
+/// its reducer at the `all_reduce` step, as one slice where the inputs lie as the bucket says.
+void FunctionGen::allReduce(const Op &op) {
+  const std::vector<int> &xs = op.operand("inputs");
+  if (xs.size() != op.results.size())
+    error("needs one result per input");
+  for (size_t i = 0; i < xs.size(); ++i)
+    steps.push_back(json::Object{{"kind", "alias"},
+                                 {"op", static_cast<int64_t>(indexOf(op))},
+                                 {"from", xs[i]},
+                                 {"value", op.results[i]}});
+  json::Array args;
+  for (int x : xs)
+    args.push_back(x);
+  steps.push_back(json::Object{{"kind", "all_reduce"},
+                               {"op", static_cast<int64_t>(indexOf(op))},
+                               {"args", std::move(args)}});
+}
+
 void FunctionGen::registerDataMovement(Emitters &e) {
   e["param"] = [](FunctionGen &g, const Op &op) { g.param(op); };
   e["assign"] = [](FunctionGen &g, const Op &op) { g.assign(op); };
   e["reshape"] = [](FunctionGen &g, const Op &op) { g.reshape(op); };
   e["pack"] = [](FunctionGen &g, const Op &op) { g.pack(op); };
+  e["all_reduce"] = [](FunctionGen &g, const Op &op) { g.allReduce(op); };
   e["pad"] = [](FunctionGen &g, const Op &op) { g.pad(op); };
   e["slice"] = [](FunctionGen &g, const Op &op) { g.slice(op); };
   e["concat"] = [](FunctionGen &g, const Op &op) { g.concat(op); };

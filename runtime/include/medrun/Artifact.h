@@ -65,10 +65,11 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 6;
-  /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types; older
+  static constexpr uint32_t kFormatVersion = 7;
+  /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types,
+  /// version 7 the data-parallel `all_reduce` op and CUDA step; older
   /// plans are read no more (recompile them).
-  static constexpr uint32_t kOldestFormatVersion = 6;
+  static constexpr uint32_t kOldestFormatVersion = 7;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;

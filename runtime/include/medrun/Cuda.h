@@ -10,6 +10,7 @@
 #define MEDRUN_CUDA_H
 
 #include "medrun/Artifact.h"
+#include "medrun/GradientReducer.h"
 #include "medrun/Tensor.h"
 
 #include <map>
@@ -82,6 +83,11 @@ public:
   /// order). Not calling it (a skipped step) leaves them as they were; the next run drops
   /// assignments not committed.
   void commit();
+
+  /// What sums the gradient buckets of a data-parallel step (its all_reduce steps, handed
+  /// a device pointer and the step's stream, inside the step's CUDA graph); by default
+  /// singleRankReducer(). It must outlive the session's runs.
+  void setReducer(GradientReducer &reducer);
 
   /// Frees the arena, the cuDNN workspace and the slots of staged inputs (the next run
   /// allocates them again), e.g. to leave the GPU to another library between runs; waits

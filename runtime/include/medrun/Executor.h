@@ -3,6 +3,7 @@
 #define MEDRUN_EXECUTOR_H
 
 #include "medrun/Artifact.h"
+#include "medrun/GradientReducer.h"
 #include "medrun/Tensor.h"
 
 #include <map>
@@ -47,11 +48,13 @@ void checkParameters(const Artifact &artifact, const TensorMap &params,
 /// assigns to parameters (med.assign: training steps) are put into `updates`, in the type
 /// they were computed in (f32 for the `fp32` ops of a training step under mixed
 /// precision); the caller applies them (a function that assigns needs `updates`).
+/// `reducer` sums the gradient buckets of a data-parallel step (med.all_reduce) over the
+/// ranks; by default singleRankReducer().
 std::vector<Tensor> runCpu(const Artifact &artifact, const Function &fn,
                            const std::vector<Tensor> &inputs, const TensorMap &params,
                            Precision precision = Precision::F32,
                            std::map<std::string, double> *profile = nullptr,
-                           TensorMap *updates = nullptr);
+                           TensorMap *updates = nullptr, GradientReducer *reducer = nullptr);
 
 } // namespace medrun
 

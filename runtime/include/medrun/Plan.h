@@ -73,13 +73,14 @@ struct OpInfo {
 
 /// One step of a function's CUDA launch plan (docs/artifact.md, "cuda_plan").
 struct CudaStep {
-  enum class Kind { Launch, Param, Alias, Assign, Place };
+  enum class Kind { Launch, Param, Alias, Assign, Place, AllReduce };
   Kind kind = Kind::Launch;
   int op = -1;                      ///< index of the op in Function::ops it belongs to
   std::string kernel;               ///< Launch: the kernel's name in the module
   std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
   uint32_t shared = 0;              ///< Launch: dynamic shared memory in bytes
-  std::vector<int> args;            ///< Launch: buffer ids, one device pointer each
+  std::vector<int> args;            ///< Launch: buffer ids, one device pointer each;
+                                    ///< AllReduce: the values of the bucket (plan v7)
   std::vector<uint32_t> scalars;    ///< Launch: 32-bit unsigned arguments after the pointers
   std::string name;                 ///< Param / Assign: the parameter
   int value = -1;                   ///< Param, Alias: the value defined; Assign: the value assigned

@@ -3,7 +3,8 @@
 // Runs the `train_step` of an artifact for the steps of an effective recipe (the JSON
 // `medc recipe` prints): batches from the data loader, the learning rate and EMA decay of
 // each step from the schedule, the step on the CPU or the CUDA backend, NaN handling, logs (JSONL,
-// TensorBoard, progress) and checkpoints, and exact resumption from a checkpoint.
+// TensorBoard, progress) and checkpoints, and exact resumption from a checkpoint. The steps
+// run on a TrainBackend (TrainBackend.h), the only thing the loop knows of the backends.
 //
 // Output directory:
 //   config.json        the effective recipe of the run
@@ -22,6 +23,7 @@
 #include "medrun/Cuda.h"
 #include "medrun/Data.h"
 #include "medrun/Dataset.h"
+#include "medrun/GradientReducer.h"
 #include "medrun/Schedule.h"
 
 #include <nlohmann/json.hpp>
@@ -54,6 +56,10 @@ struct TrainOptions {
   /// initialized ones; `upkern` resizes kernels of another size.
   std::string initFrom;
   bool upkern = false;
+  /// Sums the gradient buckets of a step compiled with --data-parallel over the ranks of
+  /// the job (null: a job of one rank, singleRankReducer()). Its worldSize() sets the
+  /// step's inv_world_size.
+  GradientReducer *reducer = nullptr;
   FILE *console = stderr; ///< progress bar or lines, messages
   int progressMode = 0;   ///< 0 auto (bar on a terminal), 1 bar, 2 plain lines
 };
@@ -72,8 +78,9 @@ struct TrainSummary {
 /// scalar inputs of each step. `medrun train` and `medrun bench` share it.
 class StepInputs {
 public:
-  /// Throws Error naming the recipe key or the train_step input that does not fit.
-  StepInputs(const Artifact &artifact, const nlohmann::json &config);
+  /// Throws Error naming the recipe key or the train_step input that does not fit. A job of
+  /// `worldSize` ranks > 1 needs a step compiled with --data-parallel.
+  StepInputs(const Artifact &artifact, const nlohmann::json &config, int worldSize = 1);
 
   const Function &function() const { return *fn_; }
   const SyntheticSpec &synthetic() const { return synthetic_; }
@@ -87,8 +94,9 @@ public:
   /// The loss scale of the first step (fp16-mixed: the compiled initial scale, else 1).
   double initialLossScale() const;
   /// Every input of 0-based step `step`: the batch's tensors, `lr`, `step` (1-based, the
-  /// optimizer's count), `ema_decay` (0 during the EMA warm-up), `rng`, and under
-  /// fp16-mixed `loss_scale` and `growth_tracker` carried from the previous step.
+  /// optimizer's count), `ema_decay` (0 during the EMA warm-up), `rng`, under fp16-mixed
+  /// `loss_scale` and `growth_tracker` carried from the previous step, and in a step compiled
+  /// with --data-parallel `inv_world_size` (1 / the ranks of the job).
   std::vector<Tensor> inputs(const Batch &batch, int64_t step, double lossScale = 1,
                              int64_t growthTracker = 0) const;
   /// The batch's tensors at their train_step input positions, undefined elsewhere: what
@@ -105,6 +113,7 @@ private:
   ScheduleConfig schedule_;
   double emaDecay_ = 0;
   int64_t emaWarmup_ = 0;
+  int worldSize_ = 1;
 };
 
 /// A CUDA session for `fn` of the artifact, after checking that the artifact has CUDA

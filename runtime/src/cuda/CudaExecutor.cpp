@@ -27,6 +27,7 @@
 #include "Cublaslt.h"
 #include "Cudnn.h"
 #include "medrun/Error.h"
+#include "medrun/GradientReducer.h"
 #include "medrun/MemoryPlan.h"
 #include "SharedLibrary.h"
 
@@ -36,6 +37,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 namespace medrun {
@@ -295,6 +297,7 @@ struct CudaSession::Impl {
   std::map<std::string, Resident> state;
   uint64_t stateGeneration = 1;
   std::unordered_map<const Function *, Layout> layouts;
+  GradientReducer *reducer = &singleRankReducer(); ///< sums the buckets of all_reduce steps
   DeviceBuffer arena;
   std::vector<Pending> pending;
   // Convolutions: cuDNN when it loads and makes a handle, else the generated kernels.
@@ -392,6 +395,9 @@ struct CudaSession::Impl {
                        const std::function<uint64_t(int)> &ptr);
   /// Enqueues one generated kernel of the plan on the stream, its buffers from `ptr`.
   CUresult launch(const CudaStep &s, const OpInfo &op, const std::function<uint64_t(int)> &ptr);
+  /// Hands the bucket of an all_reduce step to the reducer, on the stream.
+  void allReduce(const Function &fn, const Layout &l, const CudaStep &s,
+                 const std::function<uint64_t(int)> &ptr);
   std::vector<CUdeviceptr> launchValues; ///< launch's argument buffers
   std::vector<void *> launchArgs;
   cublaslt::Buffers gemmBuffers(const Function &fn, const Layout &l,
@@ -563,6 +569,38 @@ bool CudaSession::Impl::generatedFaster(const Function &fn, size_t i, const Layo
   return choice == 1;
 }
 
+// One call for the whole bucket where its values lie in one buffer as the bucket says (each
+// gradient's producer wrote it into its slice of the packed gradients, the gaps zero); else
+// one call per value, each reduced once.
+void CudaSession::Impl::allReduce(const Function &fn, const Layout &l, const CudaStep &s,
+                                  const std::function<uint64_t(int)> &ptr) {
+  const OpInfo &op = fn.ops.at(s.op);
+  const std::vector<int64_t> offsets = op.intsAttr("offsets");
+  const DType t = l.type.at(s.args.at(0));
+  const size_t es = dtypeSize(t);
+  bool contiguous = offsets.size() == s.args.size();
+  for (size_t i = 0; contiguous && i < s.args.size(); ++i)
+    contiguous = l.type[s.args[i]] == t && l.home[s.args[i]] == l.home[s.args[0]] &&
+                 ptr(s.args[i]) - offsets[i] * es == ptr(s.args[0]) - offsets[0] * es;
+  auto reduce = [&](uint64_t at, int64_t count, DType dtype) {
+    try {
+      reducer->allReduceSum(reinterpret_cast<void *>(static_cast<uintptr_t>(at)),
+                            static_cast<size_t>(count), dtype, stream);
+    } catch (const Error &e) {
+      throw Error(str(op.describe(), " (bucket ", op.intAttr("bucket"), ") in function '",
+                      fn.name, "': ", e.what()));
+    }
+  };
+  if (contiguous) {
+    reduce(ptr(s.args[0]) - offsets[0] * es, op.intAttr("size"), t);
+    return;
+  }
+  std::set<uint64_t> done; // a value passed twice is one buffer
+  for (int id : s.args)
+    if (done.insert(ptr(id)).second)
+      reduce(ptr(id), numElements(fn.values[id].shape), l.type[id]);
+}
+
 CUresult CudaSession::Impl::launch(const CudaStep &s, const OpInfo &op,
                                    const std::function<uint64_t(int)> &ptr) {
   const size_t n = s.args.size() + s.scalars.size();
@@ -714,6 +752,7 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
       life[s.value].bytes = 0; // lives in the buffer of s.from
       break;
     case CudaStep::Kind::Launch:
+    case CudaStep::Kind::AllReduce:
       for (int a : s.args)
         life[l.home[a]].touch(static_cast<int>(t));
       break;
@@ -898,6 +937,8 @@ void CudaSession::setState(const TensorMap &tensors) {
                   str("uploading tensor '", name, "'"));
   }
 }
+
+void CudaSession::setReducer(GradientReducer &reducer) { impl->reducer = &reducer; }
 
 TensorMap CudaSession::state() const {
   const Driver &d = impl->d;
@@ -1306,6 +1347,10 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     }
     int libraryOp = -1; // the op whose cuDNN or cuBLASLt call was enqueued last
     for (const CudaStep &s : plan.steps) {
+      if (s.kind == CudaStep::Kind::AllReduce) {
+        impl->allReduce(fn, l, s, ptr);
+        continue;
+      }
       if (s.kind != CudaStep::Kind::Launch)
         continue;
       const OpInfo &op = fn.ops[s.op];

@@ -336,9 +336,16 @@ CudaPlan PlanReader::cudaPlan(const json &j, const Function &f, const std::strin
           offset.get<int64_t>() % 16 != 0)
         fail(w, "'offset' must be a byte count that is a multiple of 16");
       step.offset = offset.get<size_t>();
+    } else if (kind == "all_reduce") {
+      step.kind = CudaStep::Kind::AllReduce;
+      for (int64_t id : ints(field(s, "args", w), w + ".args")) {
+        if (id < 0 || id >= static_cast<int64_t>(f.values.size()))
+          fail(w, str("argument ", id, " is not a value"));
+        step.args.push_back(static_cast<int>(id));
+      }
     } else {
       fail(w, str("unknown step kind '", kind,
-                  "' (expected launch, param, alias, place or assign)"));
+                  "' (expected launch, param, alias, place, assign or all_reduce)"));
     }
     plan.steps.push_back(std::move(step));
   }
