@@ -153,8 +153,8 @@ cl::opt<std::string> train("train",
                           cl::cat(outputCategory));
 cl::list<std::string> disabledPasses(
     "disable-pass",
-    cl::desc("Leave out an optimizing pass of compile's pipeline (canonicalize, cse, "
-             "med-sink-assigns, med-form-fusions); repeatable"),
+    cl::desc("Leave out an optimizing pass of compile's pipeline (med-shift-sum, canonicalize, "
+             "med-flatten-optimizer, cse, med-sink-assigns, med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
@@ -242,6 +242,7 @@ LogicalResult specialize(ModuleOp module) {
   options.batch = batch;
   options.patch = sizes; // a view: `sizes` outlives the pass manager's run
   pm.addPass(med::createMedSpecialize(options));
+  med::buildForwardPipeline(pm, std::vector<std::string>(disabledPasses.begin(), disabledPasses.end()));
   if (grad)
     pm.addPass(med::createMedAutodiff());
   if (effectiveTrain) {
