@@ -31,7 +31,7 @@ func.func @net(%x: tensor<?x2x?x?x?xf32>) -> tensor<?x3x?x?x?xf32> {
   %hb = med.param @"head.bias" : tensor<3xf32>
   %0 = med.conv3d %x, %sw, %sb : (tensor<?x2x?x?x?xf32>, tensor<5x2x1x1x1xf32>, tensor<5xf32>) -> tensor<?x5x?x?x?xf32>
   %1 = med.conv3d %0, %w3, %b3 {groups = 5 : i64, padding = array<i64: 1, 1, 1>} : (tensor<?x5x?x?x?xf32>, tensor<5x1x3x3x3xf32>, tensor<5xf32>) -> tensor<?x5x?x?x?xf32>
-  %2 = med.group_norm %1, %g, %be {groups = 5 : i64} : (tensor<?x5x?x?x?xf32>, tensor<5xf32>, tensor<5xf32>) -> tensor<?x5x?x?x?xf32>
+  %2 = med.group_norm %1, %g, %be {groups = 1 : i64} : (tensor<?x5x?x?x?xf32>, tensor<5xf32>, tensor<5xf32>) -> tensor<?x5x?x?x?xf32>
   %3 = med.gelu %2 : tensor<?x5x?x?x?xf32>
   %4 = med.conv3d %3, %w5 {groups = 5 : i64, padding = array<i64: 2, 2, 2>} : (tensor<?x5x?x?x?xf32>, tensor<5x1x5x5x5xf32>) -> tensor<?x5x?x?x?xf32>
   %5 = med.conv3d %4, %wm, %bm {groups = 5 : i64, padding = array<i64: 1, 2, 0>} : (tensor<?x5x?x?x?xf32>, tensor<5x1x3x5x1xf32>, tensor<5xf32>) -> tensor<?x5x?x?x?xf32>
