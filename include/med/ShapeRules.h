@@ -52,6 +52,13 @@ Error conv3d(const TensorType &input, const TensorType &weight, const TensorType
 Error conv3dGradWeight(const TensorType &input, const TensorType &gradOutput, const Dims &kernel,
                        const Dims &stride, const Dims &padding, const Dims &dilation,
                        int64_t groups, Types &out);
+// Shift-sums (med.shift_sum, med.shift_sum_grad_weight): a depthwise convolution of stride 1
+// and "same" padding, so the rules are conv3d's with stride and dilation 1, padding k/2 and
+// groups = C, after checking the weight is C x 1 x k x k x k with every k odd.
+Error shiftSum(const TensorType &input, const TensorType &weight, const TensorType *bias,
+               bool mirrored, Types &out);
+Error shiftSumGradWeight(const TensorType &input, const TensorType &gradOutput,
+                         const Dims &kernel, Types &out);
 
 // Normalizations and their gradients.
 Error groupNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,

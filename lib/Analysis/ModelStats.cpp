@@ -77,6 +77,7 @@ StringRef mlir::med::opFamily(Operation *op) {
           return "conv depthwise";
         return "conv transposed";
       })
+      .Case<ShiftSumOp>([](auto) { return "conv depthwise"; })
       .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return "normalization"; })
       .Case<ReduceOp>([](auto) { return "reduction"; })
       .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return "loss"; })
@@ -154,7 +155,7 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
       continue;
 
     StringRef family = opFamily(op);
-    if (isa<Conv3dOp, Conv3dTransposeOp>(op)) {
+    if (isa<Conv3dOp, Conv3dTransposeOp, ShiftSumOp>(op)) {
       double macs = convMultiplyAdds(op);
       stats.convMacs += macs;
       stats.flopsByFamily[family] += 2 * macs;

@@ -344,3 +344,7 @@ FusionKind ReduceOp::getFusionKind() { return FusionKind::Reduction; }
 FusionKind AdamWOp::getFusionKind() { return FusionKind::Broadcast; }
 FusionKind SGDOp::getFusionKind() { return FusionKind::Broadcast; }
 FusionKind SelectOp::getFusionKind() { return FusionKind::Broadcast; }
+// Each output element of a shift-sum (and each tap of its weight gradient) reads a window of
+// neighbouring input elements of its channel.
+FusionKind ShiftSumOp::getFusionKind() { return FusionKind::Stencil; }
+FusionKind ShiftSumGradWeightOp::getFusionKind() { return FusionKind::Stencil; }

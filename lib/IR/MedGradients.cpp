@@ -112,6 +112,24 @@ LogicalResult Conv3dTransposeOp::buildGradients(OpBuilder &b, ValueRange resultG
   return success();
 }
 
+// out = Σ_t w[t]·x[· + t − p]: the input gradient sends each dy back along the same taps,
+// dx[i] = Σ_t w[t]·dy[i − t + p] = Σ_t w[k − 1 − t]·dy[i + t − p] (k − 1 = 2p), the mirrored
+// shift-sum of dy; the weight gradient is one reduction per tap; the bias gradient dy's sum.
+LogicalResult ShiftSumOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  Location loc = getLoc();
+  RankedTensorType w = typeOf(getWeight());
+  Value dx = b.create<ShiftSumOp>(loc, dy, getWeight(), Value(), !getMirrored());
+  Value dw = b.create<ShiftSumGradWeightOp>(loc, getMirrored() ? dy : getInput(),
+                                            getMirrored() ? getInput() : dy,
+                                            w.getShape().drop_front(2));
+  operandGrads.assign({dx, dw});
+  if (getBias())
+    operandGrads.push_back(biasGrad(b, loc, dy));
+  return success();
+}
+
 //===----------------------------------------------------------------------------------===//
 // Normalizations
 //===----------------------------------------------------------------------------------===//

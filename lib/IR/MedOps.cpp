@@ -242,6 +242,16 @@ LogicalResult Conv3dTransposeOp::inferShapes(MLIRContext *ctx, std::optional<Loc
                    types, out);
 }
 
+LogicalResult ShiftSumOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  auto bias = r.optional(adaptor.getBias());
+  return r.verdict(shape::shiftSum(r.type(adaptor.getInput()), r.type(adaptor.getWeight()),
+                                   r.ptr(bias), adaptor.getMirrored(), types),
+                   types, out);
+}
+
 //===----------------------------------------------------------------------------------===//
 // Normalizations
 //===----------------------------------------------------------------------------------===//
@@ -504,6 +514,16 @@ LogicalResult Conv3dGradWeightOp::inferShapes(MLIRContext *ctx, std::optional<Lo
                                            r.dims(adaptor.getPadding()),
                                            r.dims(adaptor.getDilation()),
                                            static_cast<int64_t>(adaptor.getGroups()), types),
+                   types, out);
+}
+
+LogicalResult ShiftSumGradWeightOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::shiftSumGradWeight(r.type(adaptor.getInput()),
+                                             r.type(adaptor.getGradOutput()),
+                                             r.dims(adaptor.getKernel()), types),
                    types, out);
 }
 

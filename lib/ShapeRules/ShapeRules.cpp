@@ -350,6 +350,60 @@ Error conv3dGradWeight(const TensorType &in, const TensorType &dy, const Dims &k
   return {};
 }
 
+namespace {
+// Every kernel size odd, so that padding k/2 keeps the size and the taps centre on the voxel.
+Error oddKernel(const std::string &what, const Dims &kernel) {
+  for (int64_t k : kernel)
+    if (!isDyn(k) && k % 2 == 0)
+      return what + ": every kernel size must be odd (taps centred on the voxel), got " +
+             shapeStr(kernel);
+  return {};
+}
+Dims halves(const Dims &kernel) {
+  Dims p;
+  for (int64_t k : kernel)
+    p.push_back(isDyn(k) ? 0 : k / 2);
+  return p;
+}
+} // namespace
+
+Error shiftSum(const TensorType &in, const TensorType &w, const TensorType *bias, bool mirrored,
+               Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = rank("weight", w, 5, "C x 1 x kD x kH x kW"); !e.empty())
+    return e;
+  const int64_t c = in.shape[1];
+  if (!sameDim(w.shape[0], c) || !sameDim(w.shape[1], 1))
+    return "weight: expected shape " + (isDyn(c) ? std::string("C") : num(c)) +
+           " x 1 x kD x kH x kW (one tap set per input channel), got " + shapeStr(w.shape);
+  Dims kernel(w.shape.begin() + 2, w.shape.end());
+  if (Error e = oddKernel("weight", kernel); !e.empty())
+    return e;
+  if (isDyn(c))
+    return "input: the channel count must be known (it is the number of groups)";
+  return conv3d(in, w, bias, {1, 1, 1}, halves(kernel), {1, 1, 1}, {0, 0, 0}, c, mirrored, out);
+}
+
+Error shiftSumGradWeight(const TensorType &in, const TensorType &dy, const Dims &kernel,
+                         Types &out) {
+  if (Error e = axisList("kernel", kernel, 3, 1, "spatial axis"); !e.empty())
+    return e;
+  if (Error e = oddKernel("'kernel'", kernel); !e.empty())
+    return e;
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = rank("grad_output", dy, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (!sameDim(in.shape[1], dy.shape[1]) || !sameDim(in.shape[2], dy.shape[2]) ||
+      !sameDim(in.shape[3], dy.shape[3]) || !sameDim(in.shape[4], dy.shape[4]))
+    return "grad_output: expected the input's channels and spatial sizes " + shapeStr(in.shape) +
+           " (batch aside), got " + shapeStr(dy.shape);
+  if (isDyn(in.shape[1]))
+    return "input: the channel count must be known (it is the number of groups)";
+  return conv3dGradWeight(in, dy, kernel, {1, 1, 1}, halves(kernel), {1, 1, 1}, in.shape[1], out);
+}
+
 //===----------------------------------------------------------------------------------===//
 // Normalizations
 //===----------------------------------------------------------------------------------===//

@@ -242,6 +242,11 @@ private:
                  {"dilation", ints(o.getDilation())}, {"groups", int64_t(o.getGroups())},
                  {"output_padding", ints(o.getOutputPadding())}};
         return true; })
+      .Case<ShiftSumOp>([&](ShiftSumOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"weight", group(o.getWeight())},
+                    {"bias", optional(o.getBias())}};
+        attrs = json::Object{{"mirrored", o.getMirrored()}};
+        return true; })
       .Case<GroupNormOp>([&](GroupNormOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
                     {"beta", group(o.getBeta())}};
@@ -355,6 +360,11 @@ private:
                              {"padding", ints(o.getPadding())},
                              {"dilation", ints(o.getDilation())},
                              {"groups", int64_t(o.getGroups())}};
+        return true; })
+      .Case<ShiftSumGradWeightOp>([&](ShiftSumGradWeightOp o) {
+        operands = json::Object{{"input", group(o.getInput())},
+                                {"grad_output", group(o.getGradOutput())}};
+        attrs = json::Object{{"kernel", ints(o.getKernel())}};
         return true; })
       .Case<GroupNormGradOp>([&](GroupNormGradOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},

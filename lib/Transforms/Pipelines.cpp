@@ -8,6 +8,16 @@
 
 using namespace mlir;
 
+ArrayRef<StringRef> mlir::med::forwardPasses() {
+  static const StringRef names[] = {"med-shift-sum"};
+  return names;
+}
+
+void mlir::med::buildForwardPipeline(OpPassManager &pm, ArrayRef<std::string> disabled) {
+  if (!llvm::is_contained(disabled, "med-shift-sum"))
+    pm.nest<func::FuncOp>().addPass(createMedShiftSum());
+}
+
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
   static const StringRef names[] = {"canonicalize", "med-flatten-optimizer", "cse",
                                     "med-sink-assigns", "med-form-mlp-fusions",
@@ -28,9 +38,11 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    ArrayRef<std::string> requested,
                                                    std::optional<double> bucketMb) {
   for (const std::string &name : disabled)
-    if (!llvm::is_contained(optimizationPasses(), StringRef(name))) {
+    if (!llvm::is_contained(optimizationPasses(), StringRef(name)) &&
+        !llvm::is_contained(forwardPasses(), StringRef(name))) {
       error("no optional pass '" + name + "' (optional passes: " +
-            llvm::join(optimizationPasses(), ", ") + ")");
+            llvm::join(forwardPasses(), ", ") + ", " + llvm::join(optimizationPasses(), ", ") +
+            ")");
       return failure();
     }
   for (const std::string &name : requested)

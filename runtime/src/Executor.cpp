@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Executor.h"
+#include "medrun/ConvView.h"
 #include "medrun/Error.h"
 #include "medrun/Kernels.h"
 #include "medrun/Parallel.h"
@@ -118,21 +119,18 @@ namespace {
 using cpu::Binary;
 using cpu::Unary;
 
-std::array<int64_t, 3> triple(const OpInfo &op, const std::string &name) {
-  std::vector<int64_t> v = op.intsAttr(name);
-  if (v.size() != 3)
-    throw Error(str(op.describe(), ": '", name, "' needs 3 entries"));
-  return {v[0], v[1], v[2]};
-}
-
-cpu::ConvParams convParams(const OpInfo &op, bool transposed) {
+cpu::ConvParams convParams(const OpInfo &op, const ConvView &v) {
+  auto three = [&](const Shape &s, const char *name) {
+    if (s.size() != 3)
+      throw Error(str(op.describe(), ": '", name, "' needs 3 entries"));
+    return std::array<int64_t, 3>{s[0], s[1], s[2]};
+  };
   cpu::ConvParams p;
-  p.stride = triple(op, "stride");
-  p.padding = triple(op, "padding");
-  p.dilation = triple(op, "dilation");
-  if (transposed)
-    p.outputPadding = triple(op, "output_padding");
-  p.groups = op.intAttr("groups");
+  p.stride = three(v.stride, "stride");
+  p.padding = three(v.padding, "padding");
+  p.dilation = three(v.dilation, "dilation");
+  p.outputPadding = three(v.outputPadding, "output_padding");
+  p.groups = v.groups;
   return p;
 }
 
@@ -448,15 +446,16 @@ private:
       for (int64_t i = 0; i < f64.numel(); ++i)
         f64.data<double>()[i] = v[v.size() == 1 ? 0 : i];
       values[op.results[0]] = f64.to(compute);
-    } else if (k == "conv3d" || k == "conv3d_transpose") {
-      bool transposed = k == "conv3d_transpose";
+    } else if (k == "conv3d" || k == "conv3d_transpose" || k == "shift_sum") {
+      // A shift-sum is the depthwise convolution of medrun/ConvView.h: the same kernel.
+      const ConvView view = *convView(fn, op);
       const Tensor &x = product(op, "input"), &w = product(op, "weight");
       const Tensor *b = optionalIn(op, "bias");
       Tensor &y = result(op);
-      if (transposed)
-        cpu::conv3dTranspose(x, w, b, convParams(op, true), y);
+      if (view.kind == "conv3d_transpose")
+        cpu::conv3dTranspose(x, w, b, convParams(op, view), y);
       else
-        cpu::conv3d(x, w, b, convParams(op, false), y);
+        cpu::conv3d(x, w, b, convParams(op, view), y);
     } else if (k == "group_norm") {
       // With save_statistics the plan has three results: y, mean and rstd.
       Tensor &y = result(op);
@@ -511,13 +510,9 @@ private:
       std::memcpy(y.raw(), x.raw(), x.nbytes());
     } else if (k == "broadcast") {
       cpu::broadcast(in(op, "input"), result(op));
-    } else if (k == "conv3d_grad_weight") {
-      cpu::ConvParams p;
-      p.stride = triple(op, "stride");
-      p.padding = triple(op, "padding");
-      p.dilation = triple(op, "dilation");
-      p.groups = op.intAttr("groups");
-      cpu::conv3dGradWeight(product(op, "input"), product(op, "grad_output"), p, result(op));
+    } else if (k == "conv3d_grad_weight" || k == "shift_sum_grad_weight") {
+      cpu::conv3dGradWeight(product(op, "input"), product(op, "grad_output"),
+                            convParams(op, *convView(fn, op)), result(op));
     } else if (k == "group_norm_grad") {
       Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
       cpu::groupNormGrad(in(op, "input"), affine(op, "gamma"), mean, rstd, in(op, "grad_output"),

@@ -51,11 +51,11 @@ bool isLoss(const std::string &kind) {
 OpCost opCost(const Function &fn, const OpInfo &op) {
   OpCost cost;
   cost.count = 1;
-  if (op.kind == "conv3d") {
+  if (op.kind == "conv3d" || op.kind == "shift_sum") { // a shift-sum's result has the input's shape
     cost.flops = 2 * elements(fn, op.results.at(0)) * perElementMacs(fn, op, op.single("weight"));
   } else if (op.kind == "conv3d_transpose") {
     cost.flops = 2 * elements(fn, op.single("input")) * perElementMacs(fn, op, op.single("weight"));
-  } else if (op.kind == "conv3d_grad_weight") {
+  } else if (op.kind == "conv3d_grad_weight" || op.kind == "shift_sum_grad_weight") {
     // The result has the weight's shape; grad_output that of the convolution's output.
     cost.flops =
         2 * elements(fn, op.single("grad_output")) * perElementMacs(fn, op, op.results.at(0));

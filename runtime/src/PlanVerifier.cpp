@@ -112,6 +112,11 @@ const std::map<std::string, OpSpec> &opSpecs() {
     };
     m["conv3d"] = {{{"input"}, {"weight"}, bias}, conv(false)};
     m["conv3d_transpose"] = {{{"input"}, {"weight"}, bias}, conv(true)};
+    m["shift_sum"] = {{{"input"}, {"weight"}, bias}, [](const OpView &v, shape::Types &out) {
+      auto bias = v.optional("bias");
+      return shape::shiftSum(v.in("input"), v.in("weight"), ptr(bias), v.op.boolAttr("mirrored"),
+                             out);
+    }};
     m["group_norm"] = {{{"input"}, {"gamma"}, {"beta"}}, [](const OpView &v, shape::Types &out) {
       return shape::groupNorm(v.in("input"), v.in("gamma"), v.in("beta"), v.op.intAttr("groups"),
                               v.op.floatAttr("epsilon"), v.op.boolAttr("save_statistics"), out);
@@ -231,6 +236,10 @@ const std::map<std::string, OpSpec> &opSpecs() {
       return shape::conv3dGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
                                      v.op.intsAttr("stride"), v.op.intsAttr("padding"),
                                      v.op.intsAttr("dilation"), v.op.intAttr("groups"), out);
+    }};
+    m["shift_sum_grad_weight"] = {{{"input"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+      return shape::shiftSumGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
+                                       out);
     }};
     m["group_norm_grad"] = {{{"input"}, {"gamma"}, {"mean"}, {"rstd"}, {"grad_output"}},
                             [](const OpView &v, shape::Types &out) {

@@ -70,6 +70,23 @@ TEST(Flops, TransposedConvSwapsInputAndOutput) {
   EXPECT_DOUBLE_EQ(b.cost(2).flops, 2.0 * 5760);
 }
 
+TEST(Flops, ShiftSumsCountAsTheirDepthwiseConvolution) {
+  // 2x5x7x9x11 (6930 elements), taps 5x1x3x5x1: each output takes 15 multiply-adds, as the
+  // depthwise conv3d it is; mirrored (the input gradient) the same; the tap reduction as its
+  // weight gradient, 15 per element of grad_output.
+  Builder b;
+  int x = b.value({2, 5, 7, 9, 11}), w = b.value({5, 1, 3, 5, 1}), y = b.value({2, 5, 7, 9, 11});
+  b.op("shift_sum", {{"input", {x}}, {"weight", {w}}, {"bias", {}}}, {y});
+  EXPECT_DOUBLE_EQ(b.cost(0).flops, 2.0 * 6930 * 15);
+  int dx = b.value({2, 5, 7, 9, 11});
+  b.op("shift_sum", {{"input", {y}}, {"weight", {w}}, {"bias", {}}}, {dx});
+  b.fn.ops.back().attrs["mirrored"] = true;
+  EXPECT_DOUBLE_EQ(b.cost(1).flops, 2.0 * 6930 * 15);
+  int dw = b.value({5, 1, 3, 5, 1});
+  b.op("shift_sum_grad_weight", {{"input", {x}}, {"grad_output", {y}}}, {dw});
+  EXPECT_DOUBLE_EQ(b.cost(2).flops, 2.0 * 6930 * 15);
+}
+
 TEST(Flops, PerElementRules) {
   Builder b;
   // group_norm saving its statistics: 7 per element of the first result (2*4*27 = 216).

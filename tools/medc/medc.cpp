@@ -153,8 +153,9 @@ cl::opt<std::string> train("train",
                           cl::cat(outputCategory));
 cl::list<std::string> disabledPasses(
     "disable-pass",
-    cl::desc("Leave out an optimizing pass of compile's pipeline (canonicalize, cse, "
-             "med-sink-assigns, med-form-mlp-fusions, med-form-fusions); repeatable"),
+    cl::desc("Leave out an optimizing pass of compile's pipeline (med-shift-sum, canonicalize, "
+             "med-flatten-optimizer, cse, med-sink-assigns, med-form-mlp-fusions, "
+             "med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> enabledPasses(
     "enable-pass",
@@ -257,6 +258,7 @@ LogicalResult specialize(ModuleOp module) {
   options.batch = batch;
   options.patch = sizes; // a view: `sizes` outlives the pass manager's run
   pm.addPass(med::createMedSpecialize(options));
+  med::buildForwardPipeline(pm, std::vector<std::string>(disabledPasses.begin(), disabledPasses.end()));
   if (grad)
     pm.addPass(med::createMedAutodiff());
   if (effectiveTrain) {

@@ -232,6 +232,17 @@ torch::Tensor conv(const OpInfo &op, const torch::Tensor &x, const torch::Tensor
   return torch::conv_transpose3d(x, w, b, stride, padding, outputPadding, groups, dilation);
 }
 
+/// med.shift_sum: as its definition reads, torch's depthwise conv3d (groups = C, stride 1,
+/// padding k/2) with the taps reversed when `mirrored`.
+torch::Tensor shiftSum(const OpInfo &op, const torch::Tensor &x, const torch::Tensor &w,
+                       const torch::Tensor &b) {
+  if (x.dim() != 5 || w.dim() != 5)
+    throw Error(str(op.describe(), ": expected rank-5 input and weight"));
+  std::vector<int64_t> padding{w.size(2) / 2, w.size(3) / 2, w.size(4) / 2};
+  torch::Tensor taps = op.boolAttr("mirrored") ? w.flip({2, 3, 4}) : w;
+  return torch::conv3d(x, taps, b, {1, 1, 1}, padding, {1, 1, 1}, x.size(1));
+}
+
 torch::Tensor channelLayerNorm(const torch::Tensor &x, const torch::Tensor &g,
                                const torch::Tensor &b, double eps) {
   int64_t c = x.size(1);
@@ -478,10 +489,11 @@ std::vector<torch::Tensor> vjp(const std::function<torch::Tensor(const Primals &
 /// weight's shape Cout × Cin/groups × kernel. For a transposed convolution med-autodiff
 /// swaps the roles (input = its output gradient, grad_output = its input), which is the
 /// same product.
-torch::Tensor conv3dGradWeight(const OpInfo &op, const torch::Tensor &x, const torch::Tensor &dy) {
-  auto kernel = ints3(op, "kernel"), stride = ints3(op, "stride"),
-       padding = ints3(op, "padding"), dilation = ints3(op, "dilation");
-  int64_t groups = integer(op, "groups");
+torch::Tensor conv3dGradWeight(const OpInfo &op, const torch::Tensor &x, const torch::Tensor &dy,
+                               const std::vector<int64_t> &kernel,
+                               const std::vector<int64_t> &stride,
+                               const std::vector<int64_t> &padding,
+                               const std::vector<int64_t> &dilation, int64_t groups) {
   if (x.dim() != 5 || dy.dim() != 5 || groups < 1 || x.size(1) % groups != 0)
     throw Error(str(op.describe(), ": cannot map input ",
                     medrun::shapeStr(medrun::Shape(x.sizes().begin(), x.sizes().end())),
@@ -536,6 +548,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   if (k == "conv3d" || k == "conv3d_transpose")
     return {conv(op, env.in(op, "input"), env.in(op, "weight"), env.opt(op, "bias"),
                  k == "conv3d_transpose")};
+  if (k == "shift_sum")
+    return {shiftSum(op, env.in(op, "input"), env.in(op, "weight"), env.opt(op, "bias"))};
   if (k == "group_norm") {
     const torch::Tensor &x = env.in(op, "input");
     int64_t groups = integer(op, "groups");
@@ -668,7 +682,17 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
 
   // Gradient ops: autograd of the forward mappings above.
   if (k == "conv3d_grad_weight")
-    return {conv3dGradWeight(op, env.in(op, "input"), env.in(op, "grad_output"))};
+    return {conv3dGradWeight(op, env.in(op, "input"), env.in(op, "grad_output"),
+                             ints3(op, "kernel"), ints3(op, "stride"), ints3(op, "padding"),
+                             ints3(op, "dilation"), integer(op, "groups"))};
+  if (k == "shift_sum_grad_weight") { // that of the depthwise conv3d: groups C, padding k/2
+    std::vector<int64_t> kernel = ints3(op, "kernel"), padding;
+    for (int64_t kk : kernel)
+      padding.push_back(kk / 2);
+    const torch::Tensor &x = env.in(op, "input");
+    return {conv3dGradWeight(op, x, env.in(op, "grad_output"), kernel, {1, 1, 1}, padding,
+                             {1, 1, 1}, x.dim() == 5 ? x.size(1) : 1)};
+  }
   if (k == "group_norm_grad") {
     // torch's backward from the saved statistics (those torch's native_group_norm returned
     // for the forward op of this plan).

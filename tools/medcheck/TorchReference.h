@@ -3,7 +3,8 @@
 // An independent reference for medcheck: every med op of an artifact's function is
 // mapped onto LibTorch ops (torch::conv3d, torch::group_norm, ...), composed from
 // primitive torch ops where torch has no such op (GRN, the channels-first layer norm, the
-// masked/per-channel BCE, nnU-Net's Dice + CE). The gradient ops (conv3d_grad_weight,
+// masked/per-channel BCE, nnU-Net's Dice + CE); med.shift_sum is torch::conv3d with groups = C
+// (its taps flipped when mirrored). The gradient ops (conv3d_grad_weight, shift_sum_grad_weight,
 // *_norm_grad, gelu_grad, extremum_grad, reduce_extremum_grad, slice_grad, the loss
 // gradients) are torch autograd of those forward mappings; group_norm_grad, which reads the
 // statistics group_norm saved, is torch's native_group_norm_backward. No medrun kernel is

@@ -96,8 +96,9 @@ const char *kUsage =
     "absolute error, the relative error norm ||ours - torch||_2 / ||torch||_2 (the\n"
     "absolute norm when ||torch|| is 0; NaNs at the same places count as equal) and ok or\n"
     "FAIL. Each function then prints the wall time of our run and of torch's; a last line\n"
-    "counts the outputs checked and failed. Gradient ops (conv3d_grad_weight, *_norm_grad,\n"
-    "gelu_grad, extremum_grad, reduce_extremum_grad, slice_grad, the loss gradients) are\n"
+    "counts the outputs checked and failed. Gradient ops (conv3d_grad_weight,\n"
+    "shift_sum_grad_weight, *_norm_grad, gelu_grad, extremum_grad, reduce_extremum_grad,\n"
+    "slice_grad, the loss gradients) are\n"
     "mapped to torch autograd of their forward ops, group_norm_grad (from the statistics\n"
     "group_norm saved) to torch's native_group_norm_backward, so this also checks <f>_grad\n"
     "functions op by op.\n"
@@ -855,7 +856,7 @@ std::vector<bool> differentiablePaths(const medrun::Function &fn) {
     for (int r : op->results)
       any |= useful.at(r);
     const std::string &k = op->kind;
-    bool gradOp = k == "conv3d_grad_weight" ||
+    bool gradOp = k == "conv3d_grad_weight" || k == "shift_sum_grad_weight" ||
                   (k.size() > 5 && k.compare(k.size() - 5, 5, "_grad") == 0);
     if (!any || gradOp || k == "constant")
       continue;

@@ -242,6 +242,36 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable
   }];
 }
 
+def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
+    DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let summary = "depthwise stride-1 convolution as a sum of shifted multiply-adds";
+  let description = [{
+    `input` is N×C×D×H×W, `weight` C×1×kD×kH×kW with every k odd, the optional `bias` C.
+    With `p = k/2` per axis and the taps `t = (a, b, c)` of the kernel, the result has the
+    input's shape and is
+
+    `out[n, ch, z, y, x] = bias[ch] + Σ_t weight[ch, 0, t] · input[n, ch, (z, y, x) + t − p]`
+
+    with input elements outside the tensor read as zero: kD·kH·kW shifted copies of the
+    input, each scaled per channel, summed. This is `med.conv3d` with `groups = C`, stride 1
+    and padding k/2 (`med-shift-sum` rewrites those into this op); the backends run it as one
+    stencil kernel and never materialise the shifted copies. `mirrored` reverses the taps
+    (`weight[ch, 0, k − 1 − t]` in place of `weight[ch, 0, t]`): the input gradient of a
+    shift-sum is the mirrored shift-sum of the output gradient.
+
+    ```mlir
+    %y = med.shift_sum %x, %w, %b : (tensor<2x32x16x16x16xf32>, tensor<32x1x3x3x3xf32>, tensor<32xf32>) -> tensor<2x32x16x16x16xf32>
+    %dx = med.shift_sum %dy, %w {mirrored} : (tensor<2x32x16x16x16xf32>, tensor<32x1x3x3x3xf32>) -> tensor<2x32x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$weight,
+                       Optional<Med_FloatTensor>:$bias, UnitAttr:$mirrored);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------------------===//
 // Normalizations
 //===----------------------------------------------------------------------------------===//
@@ -762,6 +792,27 @@ def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferen
                        DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0}">:$padding,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1, 1}">:$dilation,
                        DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_ShiftSumGradWeightOp : Med_ShapedOp<"shift_sum_grad_weight", [Med_NotDifferentiable,
+    DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let summary = "gradient of med.shift_sum with respect to its weight";
+  let description = [{
+    One sum per channel and tap: with `p = kernel/2`,
+    `dW[ch, 0, t] = Σ_{n, z, y, x} grad_output[n, ch, z, y, x] · input[n, ch, (z, y, x) + t − p]`
+    (input elements outside the tensor read as zero). `input` and `grad_output` are
+    N×C×D×H×W of one shape; the result C×1×kD×kH×kW has the shape of the shift-sum's weight.
+    It is `med.conv3d_grad_weight` with `groups = C`, stride 1 and padding kernel/2.
+
+    ```mlir
+    %dw = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>}
+        : (tensor<2x32x8x8x8xf32>, tensor<2x32x8x8x8xf32>) -> tensor<32x1x3x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$kernel);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
 }

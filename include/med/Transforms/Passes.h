@@ -22,7 +22,15 @@ LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols);
 /// returns it; reports an error at `f` or at the op without a gradient rule.
 FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 
-/// The optimizing passes of `medc compile`, in pipeline order; each can be left out.
+/// The optimizing passes of `medc compile` on the forward program (after med-specialize,
+/// before med-autodiff and med-train-step, so that gradients are built from the rewritten
+/// ops' rules), in pipeline order; each can be left out.
+ArrayRef<StringRef> forwardPasses();
+/// Adds them to `pm` (on a module), but those named in `disabled` (other names are ignored:
+/// buildOptimizationPipeline reports them).
+void buildForwardPipeline(OpPassManager &pm, ArrayRef<std::string> disabled);
+/// The optimizing passes of `medc compile` after the program is complete, in pipeline order;
+/// each can be left out.
 ArrayRef<StringRef> optimizationPasses();
 /// Those of them that run only when requested.
 ArrayRef<StringRef> offByDefaultPasses();

@@ -229,6 +229,31 @@ def MedDataParallel : Pass<"med-data-parallel", "::mlir::func::FuncOp"> {
   ];
 }
 
+def MedShiftSum : Pass<"med-shift-sum", "::mlir::func::FuncOp"> {
+  let summary = "rewrites stride-1 depthwise convolutions into shift-sums (med.shift_sum)";
+  let description = [{
+    A depthwise convolution of stride 1 with "same" padding (`med.conv3d` with
+    `groups` = input channels = output channels, weight C×1×kD×kH×kW with every k odd,
+    stride and dilation 1, padding k/2 on each axis; with or without bias) becomes
+    `med.shift_sum`: the output as the kD·kH·kW shifted copies of the input, each scaled per
+    channel, summed (docs/dialect.md). Its gradient rule then builds the backward pass as
+    shift-sums too: the input gradient is the `mirrored` shift-sum of the output gradient
+    (the taps reversed), the weight gradient one reduction per tap
+    (`med.shift_sum_grad_weight`), the bias gradient a sum. These ops are `Stencil` ops
+    (FusionOpInterface), each run as one stencil kernel.
+
+    Every other convolution is left as it is: dense or grouped, 1×1×1 with groups < C,
+    strided (MedNeXt's down blocks), dilated, transposed (its up blocks), even kernels, or
+    padding other than k/2.
+
+    medc runs it on the forward program, after `med-specialize` and before `med-autodiff` /
+    `med-train-step`, so that the gradients are built from the shift-sum rules
+    (`--disable-pass=med-shift-sum` leaves the convolutions and their gradients as
+    `med.conv3d`, `med.conv3d_transpose` and `med.conv3d_grad_weight`).
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
   let summary = "moves med.assign ops to the end of their block";
   let description = [{

@@ -398,7 +398,7 @@ private:
   void fusion(const Op &op);
 
   // ---- Conv.cpp --------------------------------------------------------------------------
-  void conv(const Op &op, bool transposed);
+  void conv(const Op &op);
   void convGradWeight(const Op &op);
   void depthwiseGradWeight(const Op &op, int x, int dy, int dw, const std::array<int64_t, 3> &s,
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);

@@ -7,10 +7,22 @@
 //===------------------------------------------------------------------------------===//
 
 #include "Cuda/Codegen.h"
+#include "medrun/ConvView.h"
 
 namespace mlir::med::cuda {
 
-void FunctionGen::conv(const Op &op, bool transposed) {
+// A three-entry attribute of the convolution `v` (ConvView: a shift-sum's are derived).
+static std::array<int64_t, 3> three(const medrun::Shape &v, const char *name) {
+  if (v.size() != 3)
+    throw CodegenError{std::string("'") + name + "' needs 3 entries"};
+  return {v[0], v[1], v[2]};
+}
+
+// conv3d, conv3d_transpose and shift_sum (the depthwise convolution of medrun/ConvView.h:
+// the same kernel as that conv3d or, mirrored, conv3d_transpose).
+void FunctionGen::conv(const Op &op) {
+  const medrun::ConvView view = *medrun::convView(fn, op);
+  const bool transposed = view.kind == "conv3d_transpose";
   int x = op.single("input"), w = op.single("weight"), y = result(op);
   std::optional<int> b = op.optional("bias");
   requireFloat(x, "the input");
@@ -21,8 +33,9 @@ void FunctionGen::conv(const Op &op, bool transposed) {
   const auto &xs = shape(x), &ws = shape(w), &ys = shape(y);
   if (xs.size() != 5 || ws.size() != 5 || ys.size() != 5)
     error("expected rank-5 input, weight and result");
-  auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
-  int64_t groups = op.intAttr("groups");
+  auto s = three(view.stride, "stride"), p = three(view.padding, "padding"),
+       d = three(view.dilation, "dilation");
+  int64_t groups = view.groups;
   if (groups < 1 || xs[1] % groups || ys[1] % groups)
     error("channels do not split into " + std::to_string(groups) + " groups");
   for (int a = 0; a < 3; ++a)
@@ -150,7 +163,9 @@ void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
            block, combine);
 }
 
+// conv3d_grad_weight and shift_sum_grad_weight (that of the depthwise convolution).
 void FunctionGen::convGradWeight(const Op &op) {
+  const medrun::ConvView view = *medrun::convView(fn, op);
   int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
   requireFloat(x, "the input");
   requireFloat(dy, "the output gradient");
@@ -158,8 +173,9 @@ void FunctionGen::convGradWeight(const Op &op) {
   const auto &xs = shape(x), &gs = shape(dy), &ws = shape(dw);
   if (xs.size() != 5 || gs.size() != 5 || ws.size() != 5)
     error("expected rank-5 input, output gradient and weight");
-  auto s = triple(op, "stride"), p = triple(op, "padding"), d = triple(op, "dilation");
-  int64_t groups = op.intAttr("groups");
+  auto s = three(view.stride, "stride"), p = three(view.padding, "padding"),
+       d = three(view.dilation, "dilation");
+  int64_t groups = view.groups;
   const int64_t cin = xs[1], cout = gs[1];
   if (groups < 1 || cin % groups || cout % groups || ws[0] != cout || ws[1] != cin / groups ||
       gs[0] != xs[0])
@@ -192,9 +208,10 @@ void FunctionGen::convGradWeight(const Op &op) {
 }
 
 void FunctionGen::registerConv(Emitters &e) {
-  e["conv3d"] = [](FunctionGen &g, const Op &op) { g.conv(op, false); };
-  e["conv3d_transpose"] = [](FunctionGen &g, const Op &op) { g.conv(op, true); };
-  e["conv3d_grad_weight"] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
+  for (const char *k : {"conv3d", "conv3d_transpose", "shift_sum"})
+    e[k] = [](FunctionGen &g, const Op &op) { g.conv(op); };
+  for (const char *k : {"conv3d_grad_weight", "shift_sum_grad_weight"})
+    e[k] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
 }
 
 } // namespace mlir::med::cuda

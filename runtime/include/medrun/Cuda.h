@@ -25,7 +25,8 @@ bool cudaAvailable(std::string *why = nullptr);
 
 /// The key under which CudaSession::run's profile adds an op's time: its kind; for a
 /// convolution also its family ("conv3d 1x1x1", "conv3d depthwise", "conv3d 3x3x3"), which
-/// decides which library and algorithm run it; for a fusion its template
+/// decides which library and algorithm run it; for a shift-sum whether it is `mirrored`
+/// ("shift_sum", "shift_sum mirrored": forward and input gradient); for a fusion its template
 /// ("fusion:elementwise", one key per template), whose generated kernel runs it.
 std::string profileKey(const Function &fn, const OpInfo &op);
 

@@ -12,6 +12,8 @@
 //  - conv3d_grad_weight: that of the convolution it differentiates, 2 · numel(grad_output) ·
 //    (Cin/groups) · prod(kernel) (also when it is the weight gradient of a transposed
 //    convolution, with input and grad_output swapped);
+//  - shift_sum and shift_sum_grad_weight: those of the depthwise convolution and weight
+//    gradient they are, 2 · numel(result or grad_output) · prod(kernel);
 //  - normalizations (group_norm, channel_layer_norm, grn) and their gradients: 7 per element
 //    of the first result (two sums, centre, scale, affine);
 //  - losses (bce_with_logits, dice_ce) and their gradients: 8 per logit;

@@ -272,6 +272,8 @@ std::string version() {
 bool handles(const Function &fn, const OpInfo &op, const std::vector<DType> &types) {
   if (!cudnn::handles(op, types)) // the kinds, and one storage type for all operands
     return false;
+  if (op.kind == "shift_sum" || op.kind == "shift_sum_grad_weight") // depthwise: no GEMM
+    return false;
   auto all = [&](const char *attr, int64_t v) {
     for (int64_t x : op.intsAttr(attr))
       if (x != v)

@@ -23,6 +23,7 @@
 // element no kernel writes shows up in comparisons.
 //
 //===----------------------------------------------------------------------------------===//
+#include "medrun/ConvView.h"
 #include "medrun/Cuda.h"
 #include "Cublaslt.h"
 #include "Cudnn.h"
@@ -537,6 +538,8 @@ double CudaSession::Impl::timeMs(const std::function<void()> &enqueue) {
 
 /// Is `op` (a convolution or its weight gradient) depthwise: one input channel per group?
 static bool depthwise(const Function &fn, const OpInfo &op) {
+  if (op.kind == "shift_sum" || op.kind == "shift_sum_grad_weight")
+    return true;
   const int w = op.kind == "conv3d_grad_weight" ? op.results.at(0) : op.single("weight");
   const Shape &ws = fn.values.at(w).shape; // O × I/groups × k × k × k
   return ws.size() == 5 && op.intAttr("groups") > 1 && ws[1] == 1 &&
@@ -1112,8 +1115,7 @@ std::string CudaSession::convolutions(const Function &fn) const {
   const Layout &l = it->second;
   int gemms = 0, convs = 0, kernels = 0;
   for (size_t i = 0; i < fn.ops.size(); ++i) {
-    const std::string &k = fn.ops[i].kind;
-    if (k != "conv3d" && k != "conv3d_transpose" && k != "conv3d_grad_weight")
+    if (!convView(fn, fn.ops[i]))
       continue;
     if (i < l.gemms.size() && l.gemms[i])
       ++gemms;
@@ -1147,6 +1149,8 @@ size_t CudaSession::stateBytes() const {
 std::string profileKey(const Function &fn, const OpInfo &op) {
   if (op.kind == "fusion" && op.body) // one generated kernel per template instance
     return "fusion:" + op.body->fusionTemplate;
+  if (op.kind == "shift_sum") // forward, or the input gradient (mirrored)
+    return op.boolAttr("mirrored") ? "shift_sum mirrored" : op.kind;
   if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight")
     return op.kind;
   const int w = op.kind == "conv3d_grad_weight" ? op.results.at(0) : op.single("weight");

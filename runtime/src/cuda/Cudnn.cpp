@@ -11,6 +11,7 @@
 #include "Cudnn.h"
 
 #include "SharedLibrary.h"
+#include "medrun/ConvView.h"
 #include "medrun/Error.h"
 
 #include <unistd.h>
@@ -162,7 +163,8 @@ std::string version() {
 }
 
 bool handles(const OpInfo &op, const std::vector<DType> &types) {
-  if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight")
+  if (op.kind != "conv3d" && op.kind != "conv3d_transpose" && op.kind != "conv3d_grad_weight" &&
+      op.kind != "shift_sum" && op.kind != "shift_sum_grad_weight")
     return false;
   const DType t = types.at(op.results.at(0));
   if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
@@ -248,11 +250,13 @@ Conv::Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types
     : desc(std::make_unique<Desc>()) {
   const Library &l = library();
   int input = op.single("input"), out = op.results.at(0);
-  if (op.kind == "conv3d") {
+  // A shift-sum runs as the depthwise convolution it is (medrun/ConvView.h).
+  const ConvView view = *convView(fn, op);
+  if (view.kind == "conv3d") {
     direction = 0;
     a = input, b = op.single("weight"), c = out;
     desc->filter[1] = true;
-  } else if (op.kind == "conv3d_transpose") {
+  } else if (view.kind == "conv3d_transpose") {
     direction = 1;
     a = op.single("weight"), b = input, c = out;
     desc->filter[0] = true;
@@ -261,18 +265,18 @@ Conv::Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types
     a = input, b = op.single("grad_output"), c = out;
     desc->filter[2] = true;
   }
-  if (op.kind != "conv3d_grad_weight")
+  if (view.kind != "conv3d_grad_weight")
     bias = op.optional("bias").value_or(-1);
   const Shape &as = fn.values[a].shape, &bs = fn.values[b].shape, &cs = fn.values[c].shape;
   what = str(op.describe(), " (", shapeStr(fn.values[input].shape), ", ",
              shapeStr(direction == 1 ? as : bs), " -> ", shapeStr(cs), ")");
-  auto pad = op.intsAttr("padding"), stride = op.intsAttr("stride"), dil = op.intsAttr("dilation");
-  const int groups = static_cast<int>(op.intAttr("groups"));
+  const Shape &pad = view.padding, &stride = view.stride, &dil = view.dilation;
+  const int groups = static_cast<int>(view.groups);
   const DType type = types.at(c);
   const bool half = type != DType::F32; // bf16 or f16: tensor cores, f32 accumulation
   const int data = type == DType::BF16 ? kDataBF16 : type == DType::F16 ? kDataHalf : kDataFloat;
   std::ostringstream k;
-  k << op.kind << ":" << shapeStr(as) << ":" << shapeStr(bs) << ":" << shapeStr(cs) << ":p"
+  k << view.kind << ":" << shapeStr(as) << ":" << shapeStr(bs) << ":" << shapeStr(cs) << ":p"
     << shapeStr(pad) << ":s" << shapeStr(stride) << ":d" << shapeStr(dil) << ":g" << groups
     << ":" << dtypeName(type);
   key = k.str();

@@ -390,3 +390,40 @@ Plan readPlan(const std::string &text, const std::string &file) {
 }
 
 } // namespace medrun
+
+#include "medrun/ConvView.h"
+
+namespace medrun {
+
+std::optional<ConvView> convView(const Function &fn, const OpInfo &op) {
+  ConvView v;
+  if (op.kind == "conv3d" || op.kind == "conv3d_transpose" || op.kind == "conv3d_grad_weight") {
+    v.kind = op.kind;
+    v.stride = op.intsAttr("stride");
+    v.padding = op.intsAttr("padding");
+    v.dilation = op.intsAttr("dilation");
+    v.outputPadding = op.kind == "conv3d_transpose" ? op.intsAttr("output_padding") : Shape{0, 0, 0};
+    v.groups = op.intAttr("groups");
+    return v;
+  }
+  if (op.kind != "shift_sum" && op.kind != "shift_sum_grad_weight")
+    return std::nullopt;
+  const bool grad = op.kind == "shift_sum_grad_weight";
+  v.kind = grad ? "conv3d_grad_weight" : op.boolAttr("mirrored") ? "conv3d_transpose" : "conv3d";
+  v.shiftSum = true;
+  const Shape &x = fn.values.at(op.single("input")).shape;
+  Shape kernel = grad ? op.intsAttr("kernel") : Shape{};
+  if (!grad) {
+    const Shape &w = fn.values.at(op.single("weight")).shape;
+    if (w.size() == 5)
+      kernel.assign(w.begin() + 2, w.end());
+  }
+  v.stride = v.dilation = {1, 1, 1};
+  v.outputPadding = {0, 0, 0};
+  for (int64_t k : kernel)
+    v.padding.push_back(k / 2);
+  v.groups = x.size() == 5 ? x[1] : 1;
+  return v;
+}
+
+} // namespace medrun

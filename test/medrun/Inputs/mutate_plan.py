@@ -132,7 +132,9 @@ def mutations(doc, fname):
                     def f(d, k=k, name=name, j=j, r=op["results"][0]):
                         F(d)["ops"][k]["operands"][name][j] = r
                     add("op %d %s: operand %s = its own result" % (k, kind, name), "reject", f, k)
-            if len(ids) == 1 and kind not in ("concat", "any_non_finite", "dice_ce", "dice_ce_grad"):
+            # Variadic ops take a value twice as a valid (other) program.
+            if len(ids) == 1 and kind not in ("concat", "any_non_finite", "sum_squares", "dice_ce",
+                                              "dice_ce_grad"):
                 def f(d, k=k, name=name):
                     g = F(d)["ops"][k]["operands"][name]
                     g.append(g[0])
