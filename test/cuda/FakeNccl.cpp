@@ -160,6 +160,11 @@ thread_local std::string globalError;
 
 } // namespace
 
+// As nccl.h declares it (the caller's function types must match these exactly).
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+
 extern "C" {
 
 int ncclGetVersion(int *v) {
@@ -182,7 +187,8 @@ const char *ncclGetLastError(void *comm) {
   return comm ? static_cast<Comm *>(comm)->lastError.c_str() : globalError.c_str();
 }
 
-int ncclGetUniqueId(char *id) {
+int ncclGetUniqueId(ncclUniqueId *unique) {
+  char *id = unique->internal;
   std::memset(id, 0, 128);
   std::memcpy(id, "fakenccl", 8);
   int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -192,12 +198,7 @@ int ncclGetUniqueId(char *id) {
   return ok ? kSuccess : kSystemError;
 }
 
-// ncclUniqueId is a struct of 128 bytes passed by value.
-struct UniqueId {
-  char internal[128];
-};
-
-int ncclCommInitRank(void **out, int nranks, UniqueId id, int rank) {
+int ncclCommInitRank(void **out, int nranks, ncclUniqueId id, int rank) {
   if (std::memcmp(id.internal, "fakenccl", 8) != 0) {
     globalError = "the unique id was not made by this library's ncclGetUniqueId";
     return kInvalidArgument;

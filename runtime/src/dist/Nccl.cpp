@@ -14,14 +14,17 @@
 #include <mutex>
 #include <thread>
 
+// As nccl.h declares it, at global scope: the function types medrun calls through must be
+// those the library defines (UBSan's -fsanitize=function checks it against the stand-in).
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+
 namespace medrun {
 namespace {
 
 using ncclResult = int;
 using ncclComm = void *;
-struct ncclUniqueId {
-  char internal[128];
-};
 constexpr int kNcclSum = 0, kNcclFloat32 = 7, kNcclBfloat16 = 9;
 
 struct Library {
