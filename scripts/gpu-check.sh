@@ -26,6 +26,7 @@
 #   dist      data-parallel launch with the real NCCL (docs/distributed.md): medrun dist-check
 #             as a job of one rank, under --gpus 1 and under --gpus <the GPUs nvidia-smi lists>;
 #             negative control: one rank more than GPUs must fail naming a rank
+#   profile   Nsight Compute per kernel over one step (MED_PROFILE_KERNELS, _COUNT, _ARTIFACT)
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
 #             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
@@ -277,6 +278,25 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   fi
 fi
 
+if [[ " $CHECKS " == *" profile "* ]]; then
+  # Nsight Compute over the first MED_PROFILE_COUNT (default 120) launches of the kernels
+  # whose names match MED_PROFILE_KERNELS (default: the mlp templates) in one step of
+  # MED_PROFILE_ARTIFACT (default banis_plus_bf16): time, registers, occupancy, tensor pipe,
+  # memory, spills and stall reasons per kernel (scripts/gpu/ncu_table.py). Clocks left as
+  # they are (METHOD.md); cuDNN's choice by heuristic so that nothing is timed under ncu.
+  a=${MED_PROFILE_ARTIFACT:-banis_plus_bf16}
+  echo "== profile: ncu on medrun bench $a"
+  MEDRUN_CUDNN=heuristic timeout 900 ncu --clock-control none --csv --page raw \
+    -k "regex:${MED_PROFILE_KERNELS:-^mlp}" --launch-count "${MED_PROFILE_COUNT:-120}" \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum \
+    ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
+    --device cuda --steps 1 --warmup 0 >"$OUT/profile.csv" 2>"$OUT/profile.log"
+  note_failure $? 900 "ncu profile" "$OUT/profile.log"
+  python3 scripts/gpu/ncu_table.py "$OUT/profile.csv" >"$OUT/profile.txt" 2>>"$OUT/profile.log" ||
+    { status=1; tail -20 "$OUT/profile.log"; }
+fi
+
 if [[ " $CHECKS " == *" dist "* ]]; then
   : >"$OUT/dist.txt"
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -332,6 +352,10 @@ fi
 if [ -s "$OUT/banis.txt" ]; then
   echo "medrun train --device cuda, BANIS+ (MedNeXt-L k3, 1->6, 128³, batch 2, synthetic data):"
   cat "$OUT/banis.txt"
+fi
+if [ -s "$OUT/profile.txt" ]; then
+  echo "Nsight Compute, kernels matching ${MED_PROFILE_KERNELS:-^mlp} (scripts/gpu/ncu_table.py):"
+  cat "$OUT/profile.txt"
 fi
 if [ -s "$OUT/dist.txt" ]; then
   echo "medrun dist-check with NCCL (docs/distributed.md):"
