@@ -438,10 +438,15 @@ private:
   void mlpWeights(const Op &op, int w, int64_t rows, int64_t cols, const std::string &t,
                   int *plain, int *transposed);
   void mlpCheck(int x, int y) const;
-  static std::string mlpExpansion(const std::string &ec, int64_t Cp, int64_t E, bool bias,
-                                  const std::string &act, const std::string &t);
-  static std::string mlpActGrad(const std::string &ec, int64_t Cop, int64_t E,
-                                const std::string &actGrad, const std::string &t);
+  static std::string mlpExpansion(const std::string &ec, const std::string &w1row, int64_t Cp,
+                                  int64_t E, bool bias, const std::string &act,
+                                  const std::string &t);
+  static std::string mlpActGrad(const std::string &ec, const std::string &w2row, int64_t Cop,
+                                int64_t E, const std::string &actGrad, const std::string &t);
+  static std::string mlpStage(const std::string &dst, int64_t pitch, const std::string &src,
+                              int64_t srcPitch, int64_t rows, int64_t cols,
+                              const std::string &rowOffset, const std::string &colOffset,
+                              int64_t srcRows, int64_t srcCols, const std::string &t);
   static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t);
   static std::string mlpLoad(const std::string &dst, const std::string &src, int64_t C,
                              int64_t P, int64_t S, const std::string &t);

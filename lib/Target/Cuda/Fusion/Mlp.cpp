@@ -13,7 +13,9 @@
 // owns a chunk and a fixed set of tiles), and fixed-tree sums over the parts finish them.
 // No float atomics: the same bits on every run.
 //
-// The weights go to 16-bit copies in the layouts the fragments read (scratch), first.
+// The weights go to 16-bit copies in the layouts the fragments read (scratch), first. The
+// forward and dx kernels stage them in shared memory, kStage expanded channels at a time,
+// shared by the block's warps (read once per block, not once per warp from L1/L2).
 // Channel counts are padded to 16 with zeros. The templates' matchers (lib/IR/MedFusion.cpp)
 // bound the input and output channels to 128 (fragments and accumulators in registers).
 //
@@ -26,6 +28,13 @@ namespace mlir::med::cuda {
 namespace {
 constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
 constexpr int64_t kAccumulators = 96; // f32 weight-gradient sums per thread, in registers
+// Expanded channels whose weights the forward and dx kernels stage in shared memory at a
+// time; rows there are padded by 8 elements so that the eight rows a fragment load touches
+// fall in distinct banks.
+constexpr int64_t kStage = 32;
+// Blocks the weight-gradient kernel aims at (several waves on the H200's 132 SMs at the
+// three blocks per SM its registers allow): the parts of the voxel split follow from it.
+constexpr int64_t kGradBlocks = 2048;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
 /// The roles of an mlp / mlp_grad body's values, from its ops (the matcher checked them).
@@ -151,12 +160,16 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   const std::string act = scalarExpr(r.act->kind, {"v"});
   if (act.empty())
     error("'med." + r.act->kind + "' has no scalar form");
+  const int64_t P1 = Cp + 8, P2 = kStage + 8, stages = (Ep + kStage - 1) / kStage;
+  const int64_t weightsHalf = kStage * P1 + Cop * P2; // 16-bit elements of one stage
   std::string k =
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
       "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
       "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + std::to_string(kTile) + ";\n"
-      "  alignas(16) __shared__ float smem[" + num(std::max(Cp * kTile / 2, Cop * kTile)) + "];\n"
-      "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n" +
+      "  alignas(16) __shared__ float smem[" + num(std::max({Cp * kTile / 2, Cop * kTile, (weightsHalf + 1) / 2})) + "];\n"
+      "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
+      "  " + t + "* w1s = (" + t + "*)smem; // [stage][Cp + 8]: W1's rows of the stage (after xa)\n"
+      "  " + t + "* w2s = w1s + " + num(kStage * P1) + "; // [Cop][stage + 8]: W2's columns\n" +
       mlpLoad("xs", "x", C, Cp, S, t) +
       "  __syncthreads();\n"
       "  const int vr = warp * 16 + g;\n"
@@ -172,16 +185,25 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
       "  float acc[" + num(Cop / 8) + "][4];\n"
       "  #pragma unroll\n"
       "  for (int j = 0; j < " + num(Cop / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
-      "  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
-      mlpExpansion("ec", Cp, E, b1.has_value(), act, t) +
+      "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
+      "    __syncthreads(); // the tile or the last stage's weights are read\n" +
+      mlpStage("w1s", P1, "w1p", Cp, kStage, Cp, "st * " + num(kStage), "0", Ep, Cp, t) +
+      mlpStage("w2s", P2, "w2p", Ep, Cop, kStage, "0", "st * " + num(kStage), Cop, Ep, t) +
+      "    __syncthreads();\n"
+      "    #pragma unroll\n"
+      "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
+      "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
+      "    if (ec >= " + num(Ep / 16) + ") break;\n" +
+      mlpExpansion("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1), Cp, E, b1.has_value(), act, t) +
       "    #pragma unroll\n"
       "    for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct) {\n"
-      "      const " + t + "* wb = w2p + (ct * 8 + g) * " + num(Ep) + " + ec * 16 + 2 * q;\n"
+      "      const " + t + "* wb = w2s + (ct * 8 + g) * " + num(P2) + " + cl * 16 + 2 * q;\n"
       "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
       "      mma16816<" + t + ">(acc[ct], ga, b);\n"
       "    }\n"
+      "    }\n"
       "  }\n"
-      "  __syncthreads(); // xs is read: the output tile takes its place\n"
+      "  __syncthreads(); // the weights are read: the output tile takes their place\n"
       "  float* ys = smem; // [Cop][tile]\n"
       "  #pragma unroll\n"
       "  for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct)\n"
@@ -200,16 +222,40 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
          args);
 }
 
+/// Code copying rows [0, rows) × columns [0, cols) of `src` (row pitch srcPitch, from row
+/// rowOffset and column colOffset; zeros beyond srcRows × srcCols) into shared `dst` (row
+/// pitch `pitch`), 16-byte vectors of 8 elements: every count, pitch and offset is a
+/// multiple of 8, so a vector lies wholly inside or outside.
+std::string FunctionGen::mlpStage(const std::string &dst, int64_t pitch, const std::string &src,
+                                  int64_t srcPitch, int64_t rows, int64_t cols,
+                                  const std::string &rowOffset, const std::string &colOffset,
+                                  int64_t srcRows, int64_t srcCols, const std::string &t) {
+  return "    for (int i = threadIdx.x; i < " + num(rows * cols / 8) + "; i += blockDim.x) {\n"
+         "      const int r = i / " + num(cols / 8) + ", c = (i % " + num(cols / 8) + ") * 8;\n"
+         "      const int sr = " + rowOffset + " + r, sc = " + colOffset + " + c;\n"
+         "      Vec<" + t + ", 8> v;\n"
+         "      if (sr < " + num(srcRows) + " && sc < " + num(srcCols) + ") {\n"
+         "        v = vload<8>(" + src + " + (i64)sr * " + num(srcPitch) + " + sc);\n"
+         "      } else {\n"
+         "        #pragma unroll\n"
+         "        for (int k = 0; k < 8; ++k) v[k].bits = 0;\n"
+         "      }\n"
+         "      vstore<8>(" + dst + " + r * " + num(pitch) + " + c, v);\n"
+         "    }\n";
+}
+
 /// Code computing, for expansion chunk `ec`, the warp's h = W1·x + b1 (two 16×8 tiles, in
 /// h[2][4]) and the operand fragment ga of act(h) (the f32 activation kept in a[2][4]).
-std::string FunctionGen::mlpExpansion(const std::string &ec, int64_t Cp, int64_t E, bool bias,
-                                      const std::string &act, const std::string &t) {
+/// `w1row`: the address of the chunk's W1 row nt * 8 + g (16-bit, the columns from 0).
+std::string FunctionGen::mlpExpansion(const std::string &ec, const std::string &w1row,
+                                      int64_t Cp, int64_t E, bool bias, const std::string &act,
+                                      const std::string &t) {
   return "    float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
          "    #pragma unroll\n"
          "    for (int nt = 0; nt < 2; ++nt)\n"
          "      #pragma unroll\n"
          "      for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc) {\n"
-         "        const " + t + "* wb = w1p + (" + ec + " * 16 + nt * 8 + g) * " + num(Cp) + " + kc * 16 + 2 * q;\n"
+         "        const " + t + "* wb = " + w1row + " + kc * 16 + 2 * q;\n"
          "        const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
          "        mma16816<" + t + ">(h[nt], xa[kc], b);\n"
          "      }\n"
@@ -280,14 +326,16 @@ std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::st
 
 /// Code computing, after mlpExpansion for chunk `ec`, dg = W2ᵀ·dy (two 16×8 tiles) and
 /// dh = act'(h, dg) in f32 (dh[2][4], zero beyond E), with its operand fragment dha.
-std::string FunctionGen::mlpActGrad(const std::string &ec, int64_t Cop, int64_t E,
-                                    const std::string &actGrad, const std::string &t) {
+/// `w2row`: the address of the chunk's W2ᵀ row nt * 8 + g.
+std::string FunctionGen::mlpActGrad(const std::string &ec, const std::string &w2row,
+                                    int64_t Cop, int64_t E, const std::string &actGrad,
+                                    const std::string &t) {
   return "    float dg[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
          "    #pragma unroll\n"
          "    for (int nt = 0; nt < 2; ++nt)\n"
          "      #pragma unroll\n"
          "      for (int kc = 0; kc < " + num(Cop / 16) + "; ++kc) {\n"
-         "        const " + t + "* wb = w2t + (" + ec + " * 16 + nt * 8 + g) * " + num(Cop) + " + kc * 16 + 2 * q;\n"
+         "        const " + t + "* wb = " + w2row + " + kc * 16 + 2 * q;\n"
          "        const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
          "        mma16816<" + t + ">(dg[nt], dya[kc], b);\n"
          "      }\n"
@@ -369,24 +417,45 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
     std::vector<int> a = args;
     p.insert(p.begin(), out("dx"));
     a.insert(a.begin(), *dx);
+    // The stage's weights (W1's rows, W2ᵀ's rows, W1ᵀ's columns) take the tiles' place
+    // once the fragments are built.
+    const int64_t P1 = Cp + 8, P2 = kStage + 8, P3 = Cop + 8, stages = (Ep + kStage - 1) / kStage;
+    const int64_t weightsHalf = kStage * P1 + kStage * P3 + Cp * P2;
     std::string k =
-        lanes + shared +
+        lanes +
+        "  alignas(16) __shared__ float smem[" + num(std::max({(Cp + Cop) * kTile / 2, Cp * kTile, (weightsHalf + 1) / 2})) + "];\n"
+        "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile]\n"
+        "  " + t + "* dys = xs + " + num(Cp * kTile) + "; // [Cop][tile]\n"
+        "  " + t + "* w1s = (" + t + "*)smem;          // [stage][Cp + 8]\n"
+        "  " + t + "* w2ts = w1s + " + num(kStage * P1) + "; // [stage][Cop + 8]\n"
+        "  " + t + "* w1ts = w2ts + " + num(kStage * P3) + "; // [Cp][stage + 8]\n"
         "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
         "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + T + ";\n" +
         mlpTile(C, Co, S, t) +
         "  float acc[" + num(Cp / 8) + "][4];\n"
         "  #pragma unroll\n"
         "  for (int j = 0; j < " + num(Cp / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
-        "  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
-        mlpExpansion("ec", Cp, E, b1.has_value(), act, t) + mlpActGrad("ec", Cop, E, actGrad, t) +
+        "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
+        "    __syncthreads(); // the tiles or the last stage's weights are read\n" +
+        mlpStage("w1s", P1, "w1p", Cp, kStage, Cp, "st * " + num(kStage), "0", Ep, Cp, t) +
+        mlpStage("w2ts", P3, "w2t", Cop, kStage, Cop, "st * " + num(kStage), "0", Ep, Cop, t) +
+        mlpStage("w1ts", P2, "w1t", Ep, Cp, kStage, "0", "st * " + num(kStage), Cp, Ep, t) +
+        "    __syncthreads();\n"
+        "    #pragma unroll\n"
+        "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
+        "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
+        "    if (ec >= " + num(Ep / 16) + ") break;\n" +
+        mlpExpansion("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1), Cp, E, b1.has_value(), act, t) +
+        mlpActGrad("ec", "w2ts + (cl * 16 + nt * 8 + g) * " + num(P3), Cop, E, actGrad, t) +
         "    #pragma unroll\n"
         "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
-        "      const " + t + "* wb = w1t + (ct * 8 + g) * " + num(Ep) + " + ec * 16 + 2 * q;\n"
+        "      const " + t + "* wb = w1ts + (ct * 8 + g) * " + num(P2) + " + cl * 16 + 2 * q;\n"
         "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
         "      mma16816<" + t + ">(acc[ct], dha, b);\n"
         "    }\n"
+        "    }\n"
         "  }\n"
-        "  __syncthreads(); // the tiles are read: dx takes their place\n"
+        "  __syncthreads(); // the weights are read: dx takes their place\n"
         "  float* out = smem; // [Cp][tile]\n"
         "  #pragma unroll\n"
         "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
@@ -402,25 +471,28 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
            kWarps * 32, a);
   }
 
-  // Weight gradients: block (part, chunk) sums its tiles' dW2[:, chunk], dW1[chunk, :] and
-  // db1[chunk] on tensor cores; parts = a fixed count (no device property), capped so that
-  // the partial sums stay within 64 MiB.
+  // Weight gradients: block (part, group of chunks) sums its tiles' dW2[:, chunk],
+  // dW1[chunk, :] and db1[chunk] on tensor cores.
   const int64_t outs = Co * E + E * C + E, tileCount = N * tiles;
-  const int64_t parts = std::max<int64_t>(
-      1, std::min<int64_t>({tileCount, 128, (int64_t{64} << 20) / (outs * 4)}));
-  const int buf = scratch(outs * parts * 4);
   const int64_t mTiles = Cop / 16, nTiles = Cp / 8; // of dW2's rows, dW1's columns
   const int64_t mPer = (mTiles + kWarps - 1) / kWarps, nPer = (nTiles + kWarps - 1) / kWarps;
-  std::vector<std::string> p = params;
-  std::vector<int> a = args;
-  p.insert(p.begin(), out("parts"));
-  a.insert(a.begin(), buf);
   // Chunks per block: the tiles are read once per group of `group` chunks, whose
   // accumulators stay in registers (at most kAccumulators floats per thread).
   const int64_t chunks = Ep / 16, perChunk = mPer * 8 + nPer * 4 + 4;
   int64_t group = std::max<int64_t>(1, std::min<int64_t>(chunks, kAccumulators / perChunk));
   while (chunks % group)
     --group;
+  // Parts: the tiles split so that the grid has about kGradBlocks blocks (a fixed count, no
+  // device property: the same sums on every GPU), capped so that the partial sums stay
+  // within 64 MiB.
+  const int64_t parts = std::max<int64_t>(
+      1, std::min<int64_t>({tileCount, (kGradBlocks + chunks / group - 1) / (chunks / group),
+                            (int64_t{64} << 20) / (outs * 4)}));
+  const int buf = scratch(outs * parts * 4);
+  std::vector<std::string> p = params;
+  std::vector<int> a = args;
+  p.insert(p.begin(), out("parts"));
+  a.insert(a.begin(), buf);
   const std::string G = num(group);
   std::string k =
       lanes + shared +
@@ -448,7 +520,8 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
       "  for (int u = 0; u < " + G + "; ++u) {\n"
       "  const int ec = grp * " + G + " + u;\n"
       "  {\n" +
-      mlpExpansion("ec", Cp, E, b1.has_value(), act, t) + mlpActGrad("ec", Cop, E, actGrad, t) +
+      mlpExpansion("ec", "w1p + (ec * 16 + nt * 8 + g) * " + num(Cp), Cp, E, b1.has_value(), act, t) +
+      mlpActGrad("ec", "w2t + (ec * 16 + nt * 8 + g) * " + num(Cop), Cop, E, actGrad, t) +
       "    #pragma unroll\n"
       "    for (int nt = 0; nt < 2; ++nt)\n"
       "      #pragma unroll\n"
