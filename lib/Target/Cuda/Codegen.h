@@ -449,7 +449,7 @@ private:
                               int64_t srcRows, int64_t srcCols, const std::string &t);
   static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t);
   static std::string mlpLoad(const std::string &dst, const std::string &src, int64_t C,
-                             int64_t P, int64_t S, const std::string &t);
+                             int64_t P, int64_t S, const std::string &t, int64_t pitch);
 
   // ---- DataMovement.cpp ------------------------------------------------------------------
   void param(const Op &op);

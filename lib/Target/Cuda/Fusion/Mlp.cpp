@@ -9,8 +9,9 @@
 // through shared memory so that global memory is read and written along the voxels.
 //
 // mlp_grad recomputes the expansion: one kernel gives dx (all chunks of a tile in
-// registers), one gives per-part partial sums of dW1, dW2 and db1 (chunk-major: a block
-// owns a chunk and a fixed set of tiles), and fixed-tree sums over the parts finish them.
+// registers), one gives per-part partial sums of dW1, dW2 and db1 (a warp owns a chunk, its
+// products with the expanded channels as rows, a block a fixed set of tiles), and
+// fixed-tree sums over the parts finish them.
 // No float atomics: the same bits on every run.
 //
 // The weights go to 16-bit copies in the layouts the fragments read (scratch), first. The
@@ -27,7 +28,6 @@ namespace mlir::med::cuda {
 
 namespace {
 constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
-constexpr int64_t kAccumulators = 96; // f32 weight-gradient sums per thread, in registers
 // Expanded channels whose weights the forward and dx kernels stage in shared memory at a
 // time; rows there are padded by 8 elements so that the eight rows a fragment load touches
 // fall in distinct banks.
@@ -170,7 +170,7 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
       "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
       "  " + t + "* w1s = (" + t + "*)smem; // [stage][Cp + 8]: W1's rows of the stage (after xa)\n"
       "  " + t + "* w2s = w1s + " + num(kStage * P1) + "; // [Cop][stage + 8]: W2's columns\n" +
-      mlpLoad("xs", "x", C, Cp, S, t) +
+      mlpLoad("xs", "x", C, Cp, S, t, kTile) +
       "  __syncthreads();\n"
       "  const int vr = warp * 16 + g;\n"
       "  unsigned xa[" + num(Cp / 16) + "][4];\n"
@@ -278,10 +278,10 @@ std::string FunctionGen::mlpExpansion(const std::string &ec, const std::string &
 }
 
 /// Code loading channels [0, P) × voxels [s0, s0 + 64) of sample n of `src` (N×C×S) into
-/// shared `dst` [P][64], zeros beyond C and S: 16-byte vectors of 8 elements where S is a
+/// shared `dst` [P][pitch], zeros beyond C and S: 16-byte vectors of 8 elements where S is a
 /// multiple of 8 (a vector is then wholly inside or outside), else element by element.
 std::string FunctionGen::mlpLoad(const std::string &dst, const std::string &src, int64_t C,
-                                 int64_t P, int64_t S, const std::string &t) {
+                                 int64_t P, int64_t S, const std::string &t, int64_t pitch) {
   const std::string T = std::to_string(kTile);
   if (S % 8 == 0)
     return "  for (int i = threadIdx.x; i < " + num(P * kTile / 8) + "; i += blockDim.x) {\n"
@@ -293,11 +293,11 @@ std::string FunctionGen::mlpLoad(const std::string &dst, const std::string &src,
            "      #pragma unroll\n"
            "      for (int k = 0; k < 8; ++k) v[k].bits = 0;\n"
            "    }\n"
-           "    vstore<8>(" + dst + " + i * 8, v);\n"
+           "    vstore<8>(" + dst + " + c * " + num(pitch) + " + s - s0, v);\n"
            "  }\n";
   return "  for (int i = threadIdx.x; i < " + num(P * kTile) + "; i += blockDim.x) {\n"
          "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
-         "    " + dst + "[i] = c < " + num(C) + " && s < " + num(S) + " ? (float)" + src + "[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
+         "    " + dst + "[c * " + num(pitch) + " + s - s0] = c < " + num(C) + " && s < " + num(S) + " ? (float)" + src + "[(n * " + num(C) + " + c) * " + num(S) + " + s] : 0.0f;\n"
          "  }\n";
 }
 
@@ -318,7 +318,7 @@ std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::st
            "    " + name + "[kc][3] = pack2(" + sh + "[(c + 8) * " + T + " + vr + 8], " + sh + "[(c + 9) * " + T + " + vr + 8]);\n"
            "  }\n";
   };
-  return mlpLoad("xs", "x", C, Cp, S, t) + mlpLoad("dys", "dy", Co, Cop, S, t) +
+  return mlpLoad("xs", "x", C, Cp, S, t, kTile) + mlpLoad("dys", "dy", Co, Cop, S, t, kTile) +
          "  __syncthreads();\n"
          "  const int vr = warp * 16 + g;\n" +
          frags("xa", "xs", Cp) + frags("dya", "dys", Cop);
@@ -404,10 +404,6 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
     params.push_back(in("b1"));
     args.push_back(*b1);
   }
-  const std::string shared =
-      "  alignas(16) __shared__ float smem[" + num(std::max((Cp + Cop + 32) * kTile / 2, Cp * kTile)) + "];\n"
-      "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile]\n"
-      "  " + t + "* dys = xs + " + num(Cp * kTile) + "; // [Cop][tile]\n";
   const std::string lanes =
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
 
@@ -471,147 +467,149 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
            kWarps * 32, a);
   }
 
-  // Weight gradients: block (part, group of chunks) sums its tiles' dW2[:, chunk],
-  // dW1[chunk, :] and db1[chunk] on tensor cores.
+  // Weight gradients with the expanded channels as the rows of the products: each warp owns
+  // one chunk of 16 expanded channels (a block kWarps chunks) and holds its rows of W1 and
+  // W2ᵀ as operand fragments; for 16 voxels at a time it recomputes h and dg as 16×16 tiles
+  // (rows e, columns voxels), whose accumulator fragments are, as they stand, the operands
+  // of dW2 += dy·act(h)ᵀ (B) and dW1 += dh·xᵀ (A): nothing goes back through shared
+  // memory, and a tile costs two barriers whatever the chunk count. The tiles are split
+  // into parts (about kGradBlocks blocks in all: a fixed count, no device property, so the
+  // same sums on every GPU) of at least two tiles (a block's fixed work, its fragments and
+  // partial sums, spread over several), capped so that the partial sums stay within 64 MiB.
   const int64_t outs = Co * E + E * C + E, tileCount = N * tiles;
-  const int64_t mTiles = Cop / 16, nTiles = Cp / 8; // of dW2's rows, dW1's columns
-  const int64_t mPer = (mTiles + kWarps - 1) / kWarps, nPer = (nTiles + kWarps - 1) / kWarps;
-  // Chunks per block: the tiles are read once per group of `group` chunks, whose
-  // accumulators stay in registers (at most kAccumulators floats per thread).
-  const int64_t chunks = Ep / 16, perChunk = mPer * 8 + nPer * 4 + 4;
-  int64_t group = std::max<int64_t>(1, std::min<int64_t>(chunks, kAccumulators / perChunk));
-  while (chunks % group)
-    --group;
-  // Parts: the tiles split so that the grid has about kGradBlocks blocks (a fixed count, no
-  // device property: the same sums on every GPU), capped so that the partial sums stay
-  // within 64 MiB.
+  const int64_t groups = (Ep / 16 + kWarps - 1) / kWarps;
   const int64_t parts = std::max<int64_t>(
-      1, std::min<int64_t>({tileCount, (kGradBlocks + chunks / group - 1) / (chunks / group),
+      1, std::min<int64_t>({(tileCount + 1) / 2, (kGradBlocks + groups - 1) / groups,
                             (int64_t{64} << 20) / (outs * 4)}));
   const int buf = scratch(outs * parts * 4);
+  const int64_t TP = kTile + 8; // the tiles' row pitch: fragment loads free of bank conflicts
+  const std::string P = num(TP);
   std::vector<std::string> p = params;
   std::vector<int> a = args;
   p.insert(p.begin(), out("parts"));
   a.insert(a.begin(), buf);
-  const std::string G = num(group);
+  auto rowFragments = [&](const std::string &name, const std::string &w, int64_t cols) {
+    return "  unsigned " + name + "[" + num(cols / 16) + "][4];\n"
+           "  #pragma unroll\n"
+           "  for (int kc = 0; kc < " + num(cols / 16) + "; ++kc) {\n"
+           "    const " + t + "* r = " + w + " + (i64)(e0 + g) * " + num(cols) + " + kc * 16 + 2 * q;\n"
+           "    " + name + "[kc][0] = live ? *(const unsigned*)r : 0u;\n"
+           "    " + name + "[kc][1] = live ? *(const unsigned*)(r + " + num(8 * cols) + ") : 0u;\n"
+           "    " + name + "[kc][2] = live ? *(const unsigned*)(r + 8) : 0u;\n"
+           "    " + name + "[kc][3] = live ? *(const unsigned*)(r + " + num(8 * cols + 8) + ") : 0u;\n"
+           "  }\n";
+  };
+  // The B fragment (k: 16 channels from kc * 16, n: voxel v0 + nt * 8 + g) of a tile.
+  auto recompute = [&](const std::string &acc, const std::string &frags, const std::string &tile,
+                       int64_t chans) {
+    return "      #pragma unroll\n"
+           "      for (int kc = 0; kc < " + num(chans / 16) + "; ++kc)\n"
+           "        #pragma unroll\n"
+           "        for (int nt = 0; nt < 2; ++nt) {\n"
+           "          const " + t + "* r = " + tile + " + (kc * 16 + 2 * q) * " + P + " + v0 + nt * 8 + g;\n"
+           "          const unsigned b[2] = {pack2(r[0], r[" + P + "]), pack2(r[" + num(8 * TP) + "], r[" + num(9 * TP) + "])};\n"
+           "          mma16816<" + t + ">(" + acc + "[nt], " + frags + "[kc], b);\n"
+           "        }\n";
+  };
   std::string k =
-      lanes + shared +
-      "  " + t + "* gT = dys + " + num(Cop * kTile) + ";  // [16][tile]: act(h) of the chunk\n"
-      "  " + t + "* dhT = gT + " + num(16 * kTile) + "; // [16][tile]: dh of the chunk\n"
-      "  const int grp = blockIdx.x % " + num(chunks / group) + ";\n"
-      "  const int part = blockIdx.x / " + num(chunks / group) + ";\n"
-      "  float w2acc[" + G + "][" + num(mPer) + "][2][4], w1acc[" + G + "][" + num(nPer) + "][4], db[" + G + "][4];\n"
+      lanes +
+      "  alignas(16) __shared__ float smem[" + num(std::max<int64_t>((Cp + Cop) * TP / 2, kWarps * 64)) + "];\n"
+      "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile + 8]\n"
+      "  " + t + "* dys = xs + " + num(Cp * TP) + "; // [Cop][tile + 8]\n"
+      "  const int grp = blockIdx.x % " + num(groups) + ", part = blockIdx.x / " + num(groups) + ";\n"
+      "  const int e0 = (grp * " + std::to_string(kWarps) + " + warp) * 16; // the warp's chunk\n"
+      "  const bool live = e0 < " + num(Ep) + "; // else zero weights, and nothing written\n" +
+      rowFragments("wa1", "w1p", Cp) + rowFragments("wa2", "w2t", Cop) +
+      (b1 ? "  const float bias[2] = {e0 + g < " + num(E) + " ? (float)b1[e0 + g] : 0.0f,\n"
+            "                         e0 + g + 8 < " + num(E) + " ? (float)b1[e0 + g + 8] : 0.0f};\n"
+          : "  const float bias[2] = {0.0f, 0.0f};\n") +
+      "  float w2acc[" + num(Cop / 16) + "][2][4], w1acc[" + num(Cp / 8) + "][4], db[2] = {0.0f, 0.0f};\n"
       "  #pragma unroll\n"
-      "  for (int u = 0; u < " + G + "; ++u) {\n"
+      "  for (int j = 0; j < 4; ++j) {\n"
       "    #pragma unroll\n"
-      "    for (int j = 0; j < 4; ++j) {\n"
-      "      db[u][j] = 0.0f;\n"
-      "      #pragma unroll\n"
-      "      for (int i = 0; i < " + num(mPer) + "; ++i) w2acc[u][i][0][j] = w2acc[u][i][1][j] = 0.0f;\n"
-      "      #pragma unroll\n"
-      "      for (int i = 0; i < " + num(nPer) + "; ++i) w1acc[u][i][j] = 0.0f;\n"
-      "    }\n"
+      "    for (int i = 0; i < " + num(Cop / 16) + "; ++i) w2acc[i][0][j] = w2acc[i][1][j] = 0.0f;\n"
+      "    #pragma unroll\n"
+      "    for (int i = 0; i < " + num(Cp / 8) + "; ++i) w1acc[i][j] = 0.0f;\n"
       "  }\n"
       "  for (i64 tile = part; tile < " + num(tileCount) + "; tile += " + num(parts) + ") {\n"
-      "  const i64 n = tile / " + num(tiles) + ";\n"
-      "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n" +
-      mlpTile(C, Co, S, t) +
-      "  #pragma unroll\n"
-      "  for (int u = 0; u < " + G + "; ++u) {\n"
-      "  const int ec = grp * " + G + " + u;\n"
-      "  {\n" +
-      mlpExpansion("ec", "w1p + (ec * 16 + nt * 8 + g) * " + num(Cp), Cp, E, b1.has_value(), act, t) +
-      mlpActGrad("ec", "w2t + (ec * 16 + nt * 8 + g) * " + num(Cop), Cop, E, actGrad, t) +
+      "    const i64 n = tile / " + num(tiles) + ";\n"
+      "    const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
+      "    __syncthreads(); // the last tile is read\n" +
+      mlpLoad("xs", "x", C, Cp, S, t, TP) + mlpLoad("dys", "dy", Co, Cop, S, t, TP) +
+      "    __syncthreads();\n"
       "    #pragma unroll\n"
-      "    for (int nt = 0; nt < 2; ++nt)\n"
+      "    for (int vs = 0; vs < " + std::to_string(kTile / 16) + "; ++vs) {\n"
+      "      const int v0 = vs * 16;\n"
+      "      float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
+      "      float dg[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n" +
+      recompute("h", "wa1", "xs", Cp) + recompute("dg", "wa2", "dys", Cop) +
+      "      float act[2][4], dh[2][4];\n"
+      "      #pragma unroll\n"
+      "      for (int nt = 0; nt < 2; ++nt)\n"
+      "        #pragma unroll\n"
+      "        for (int j = 0; j < 4; ++j) {\n"
+      "          const bool in = e0 + g + (j >> 1) * 8 < " + num(E) + ";\n"
+      "          const float u = h[nt][j] + bias[j >> 1];\n"
+      "          { const float v = u; act[nt][j] = in ? " + act + " : 0.0f; }\n"
+      "          { const float v = dg[nt][j]; dh[nt][j] = in ? " + actGrad + " : 0.0f; }\n"
+      "          db[j >> 1] += dh[nt][j];\n"
+      "        }\n"
+      "      // dW2[co][e] += Σ_v dy[co][v]·act[e][v]: A = dy (rows co), B = act (columns e)\n"
+      "      const unsigned gb[2][2] = {{pack2<" + t + ">(act[0][0], act[0][1]), pack2<" + t + ">(act[1][0], act[1][1])},\n"
+      "                                 {pack2<" + t + ">(act[0][2], act[0][3]), pack2<" + t + ">(act[1][2], act[1][3])}};\n"
+      "      #pragma unroll\n"
+      "      for (int mt = 0; mt < " + num(Cop / 16) + "; ++mt) {\n"
+      "        const " + t + "* r = dys + (mt * 16 + g) * " + P + " + v0 + 2 * q;\n"
+      "        const unsigned am[4] = {*(const unsigned*)r, *(const unsigned*)(r + " + num(8 * TP) + "),\n"
+      "                                *(const unsigned*)(r + 8), *(const unsigned*)(r + " + num(8 * TP + 8) + ")};\n"
+      "        mma16816<" + t + ">(w2acc[mt][0], am, gb[0]);\n"
+      "        mma16816<" + t + ">(w2acc[mt][1], am, gb[1]);\n"
+      "      }\n"
+      "      // dW1[e][c] += Σ_v dh[e][v]·x[c][v]: A = dh (rows e), B = x (columns c)\n"
+      "      const unsigned da[4] = {pack2<" + t + ">(dh[0][0], dh[0][1]), pack2<" + t + ">(dh[0][2], dh[0][3]),\n"
+      "                              pack2<" + t + ">(dh[1][0], dh[1][1]), pack2<" + t + ">(dh[1][2], dh[1][3])};\n"
+      "      #pragma unroll\n"
+      "      for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
+      "        const " + t + "* r = xs + (ct * 8 + g) * " + P + " + v0 + 2 * q;\n"
+      "        const unsigned b[2] = {*(const unsigned*)r, *(const unsigned*)(r + 8)};\n"
+      "        mma16816<" + t + ">(w1acc[ct], da, b);\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "  if (live) {\n"
+      "    #pragma unroll\n"
+      "    for (int mt = 0; mt < " + num(Cop / 16) + "; ++mt)\n"
+      "      #pragma unroll\n"
+      "      for (int et = 0; et < 2; ++et)\n"
+      "        #pragma unroll\n"
+      "        for (int j = 0; j < 4; ++j) {\n"
+      "          const int co = mt * 16 + g + (j >> 1) * 8, e = e0 + et * 8 + 2 * q + (j & 1);\n"
+      "          if (co < " + num(Co) + " && e < " + num(E) + ")\n"
+      "            parts[((i64)co * " + num(E) + " + e) * " + num(parts) + " + part] = w2acc[mt][et][j];\n"
+      "        }\n"
+      "    #pragma unroll\n"
+      "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
       "      #pragma unroll\n"
       "      for (int j = 0; j < 4; ++j) {\n"
-      "        const int el = nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;\n"
-      "        db[u][nt * 2 + (j & 1)] += dh[nt][j];\n"
-      "        gT[el * " + T + " + v] = a[nt][j];\n"
-      "        dhT[el * " + T + " + v] = dh[nt][j];\n"
+      "        const int e = e0 + g + (j >> 1) * 8, c = ct * 8 + 2 * q + (j & 1);\n"
+      "        if (e < " + num(E) + " && c < " + num(C) + ")\n"
+      "          parts[(" + num(Co * E) + " + (i64)e * " + num(C) + " + c) * " + num(parts) + " + part] = w1acc[ct][j];\n"
       "      }\n"
       "  }\n"
+      "  // db1: each chunk row over its four lanes, in a fixed order.\n"
+      "  __syncthreads(); // the tiles are read\n"
+      "  float* red = smem; // [warps][16][4]\n"
+      "  red[(warp * 16 + g) * 4 + q] = db[0];\n"
+      "  red[(warp * 16 + g + 8) * 4 + q] = db[1];\n"
       "  __syncthreads();\n"
-      "  #pragma unroll\n"
-      "  for (int kk = 0; kk < " + std::to_string(kTile / 16) + "; ++kk) {\n"
-      "    const int v = kk * 16 + 2 * q;\n"
-      "    // dW2[co][e] += Σ_v dy[v][co]·g[v][e]: rows co (this warp's m-tiles), columns e\n"
-      "    #pragma unroll\n"
-      "    for (int i = 0; i < " + num(mPer) + "; ++i) {\n"
-      "      const int mt = (warp + " + std::to_string(kWarps) + " * i) % " + num(mTiles) + ";\n"
-      "      const " + t + "* ar = dys + (mt * 16 + g) * " + T + " + v;\n"
-      "      const unsigned am[4] = {*(const unsigned*)ar, *(const unsigned*)(ar + 8 * " + T + "),\n"
-      "                              *(const unsigned*)(ar + 8), *(const unsigned*)(ar + 8 * " + T + " + 8)};\n"
-      "      #pragma unroll\n"
-      "      for (int nt = 0; nt < 2; ++nt) {\n"
-      "        const " + t + "* br = gT + (nt * 8 + g) * " + T + " + v;\n"
-      "        const unsigned b[2] = {*(const unsigned*)br, *(const unsigned*)(br + 8)};\n"
-      "        mma16816<" + t + ">(w2acc[u][i][nt], am, b);\n"
-      "      }\n"
-      "    }\n"
-      "    // dW1[e][c] += Σ_v dh[v][e]·x[v][c]: rows e (the chunk), columns c (this warp's)\n"
-      "    const " + t + "* ar = dhT + g * " + T + " + v;\n"
-      "    const unsigned am[4] = {*(const unsigned*)ar, *(const unsigned*)(ar + 8 * " + T + "),\n"
-      "                            *(const unsigned*)(ar + 8), *(const unsigned*)(ar + 8 * " + T + " + 8)};\n"
-      "    #pragma unroll\n"
-      "    for (int i = 0; i < " + num(nPer) + "; ++i) {\n"
-      "      const int ct = (warp + " + std::to_string(kWarps) + " * i) % " + num(nTiles) + ";\n"
-      "      const " + t + "* br = xs + (ct * 8 + g) * " + T + " + v;\n"
-      "      const unsigned b[2] = {*(const unsigned*)br, *(const unsigned*)(br + 8)};\n"
-      "      mma16816<" + t + ">(w1acc[u][i], am, b);\n"
-      "    }\n"
-      "  }\n"
-      "  __syncthreads(); // before the next chunk or tile overwrites shared memory\n"
-      "  }\n"
-      "  }\n"
-      "  // Partial sums; a warp whose tile index wrapped around (uniform mma calls) writes none.\n"
-      "  #pragma unroll\n"
-      "  for (int u = 0; u < " + G + "; ++u) {\n"
-      "  const int ec = grp * " + G + " + u;\n"
-      "  #pragma unroll\n"
-      "  for (int i = 0; i < " + num(mPer) + "; ++i) {\n"
-      "    const int mt = warp + " + std::to_string(kWarps) + " * i;\n"
-      "    if (mt >= " + num(mTiles) + ") continue;\n"
-      "    #pragma unroll\n"
-      "    for (int nt = 0; nt < 2; ++nt)\n"
-      "      #pragma unroll\n"
-      "      for (int j = 0; j < 4; ++j) {\n"
-      "        const int co = mt * 16 + g + (j >> 1) * 8, e = ec * 16 + nt * 8 + 2 * q + (j & 1);\n"
-      "        if (co < " + num(Co) + " && e < " + num(E) + ")\n"
-      "          parts[((i64)co * " + num(E) + " + e) * " + num(parts) + " + part] = w2acc[u][i][nt][j];\n"
-      "      }\n"
-      "  }\n"
-      "  #pragma unroll\n"
-      "  for (int i = 0; i < " + num(nPer) + "; ++i) {\n"
-      "    const int ct = warp + " + std::to_string(kWarps) + " * i;\n"
-      "    if (ct >= " + num(nTiles) + ") continue;\n"
-      "    #pragma unroll\n"
-      "    for (int j = 0; j < 4; ++j) {\n"
-      "      const int e = ec * 16 + g + (j >> 1) * 8, c = ct * 8 + 2 * q + (j & 1);\n"
-      "      if (e < " + num(E) + " && c < " + num(C) + ")\n"
-      "        parts[(" + num(Co * E) + " + (i64)e * " + num(C) + " + c) * " + num(parts) + " + part] = w1acc[u][i][j];\n"
-      "    }\n"
-      "  }\n"
-      "  // db1: each thread's four columns over its rows, then over the 8 lanes of a column\n"
-      "  // group and the warps, in a fixed order.\n"
-      "  float* red = smem; // [warps][8][16]\n"
-      "  #pragma unroll\n"
-      "  for (int j = 0; j < 4; ++j)\n"
-      "    red[(warp * 8 + g) * 16 + (j >> 1) * 8 + 2 * q + (j & 1)] = db[u][j];\n"
-      "  __syncthreads();\n"
-      "  if (threadIdx.x < 16) {\n"
-      "    float sum = 0.0f;\n"
-      "    for (int w = 0; w < " + std::to_string(kWarps) + "; ++w)\n"
-      "      for (int r = 0; r < 8; ++r) sum += red[(w * 8 + r) * 16 + threadIdx.x];\n"
-      "    const int e = ec * 16 + threadIdx.x;\n"
+      "  if (threadIdx.x < " + std::to_string(kWarps * 16) + ") {\n"
+      "    const int e = grp * " + std::to_string(kWarps * 16) + " + threadIdx.x;\n"
+      "    const float* r = red + threadIdx.x * 4;\n"
       "    if (e < " + num(E) + ")\n"
-      "      parts[(" + num(Co * E + E * C) + " + (i64)e) * " + num(parts) + " + part] = sum;\n"
-      "  }\n"
-      "  __syncthreads(); // red is read before the next chunk's sums overwrite it\n"
+      "      parts[(" + num(Co * E + E * C) + " + (i64)e) * " + num(parts) + " + part] = ((r[0] + r[1]) + r[2]) + r[3];\n"
       "  }\n";
-  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, kWarps * 32),
-         (chunks / group) * parts, kWarps * 32, a);
+  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, kWarps * 32), groups * parts,
+         kWarps * 32, a);
   // The parts of each output in a fixed tree.
   auto combine = [&](int result, int64_t offset, int64_t count) {
     const int block = blockFor(parts);
