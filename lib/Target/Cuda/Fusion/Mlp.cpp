@@ -468,7 +468,7 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   }
 
   // Weight gradients with the expanded channels as the rows of the products: each warp owns
-  // one chunk of 16 expanded channels (a block kWarps chunks) and holds its rows of W1 and
+  // one chunk of 16 expanded channels (a block `warps` chunks) and holds its rows of W1 and
   // W2ᵀ as operand fragments; for 16 voxels at a time it recomputes h and dg as 16×16 tiles
   // (rows e, columns voxels), whose accumulator fragments are, as they stand, the operands
   // of dW2 += dy·act(h)ᵀ (B) and dW1 += dh·xᵀ (A): nothing goes back through shared
@@ -477,7 +477,16 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   // same sums on every GPU) of at least two tiles (a block's fixed work, its fragments and
   // partial sums, spread over several), capped so that the partial sums stay within 64 MiB.
   const int64_t outs = Co * E + E * C + E, tileCount = N * tiles;
-  const int64_t groups = (Ep / 16 + kWarps - 1) / kWarps;
+  // Warps per block: 4, or 3 or 2 where that leaves no warp without a chunk (level 0 of
+  // MedNeXt-L: six chunks, two blocks of three instead of four warps with two idle).
+  const int64_t chunks = Ep / 16;
+  int64_t warps = kWarps;
+  for (int64_t w : {int64_t{kWarps}, int64_t{3}, int64_t{2}})
+    if (chunks % w == 0) {
+      warps = w;
+      break;
+    }
+  const int64_t groups = (chunks + warps - 1) / warps;
   const int64_t parts = std::max<int64_t>(
       1, std::min<int64_t>({(tileCount + 1) / 2, (kGradBlocks + groups - 1) / groups,
                             (int64_t{64} << 20) / (outs * 4)}));
@@ -513,11 +522,11 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   };
   std::string k =
       lanes +
-      "  alignas(16) __shared__ float smem[" + num(std::max<int64_t>((Cp + Cop) * TP / 2, kWarps * 64)) + "];\n"
+      "  alignas(16) __shared__ float smem[" + num(std::max<int64_t>((Cp + Cop) * TP / 2, warps * 64)) + "];\n"
       "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile + 8]\n"
       "  " + t + "* dys = xs + " + num(Cp * TP) + "; // [Cop][tile + 8]\n"
       "  const int grp = blockIdx.x % " + num(groups) + ", part = blockIdx.x / " + num(groups) + ";\n"
-      "  const int e0 = (grp * " + std::to_string(kWarps) + " + warp) * 16; // the warp's chunk\n"
+      "  const int e0 = (grp * " + num(warps) + " + warp) * 16; // the warp's chunk\n"
       "  const bool live = e0 < " + num(Ep) + "; // else zero weights, and nothing written\n" +
       rowFragments("wa1", "w1p", Cp) + rowFragments("wa2", "w2t", Cop) +
       (b1 ? "  const float bias[2] = {e0 + g < " + num(E) + " ? (float)b1[e0 + g] : 0.0f,\n"
@@ -602,14 +611,14 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
       "  red[(warp * 16 + g) * 4 + q] = db[0];\n"
       "  red[(warp * 16 + g + 8) * 4 + q] = db[1];\n"
       "  __syncthreads();\n"
-      "  if (threadIdx.x < " + std::to_string(kWarps * 16) + ") {\n"
-      "    const int e = grp * " + std::to_string(kWarps * 16) + " + threadIdx.x;\n"
+      "  if (threadIdx.x < " + num(warps * 16) + ") {\n"
+      "    const int e = grp * " + num(warps * 16) + " + threadIdx.x;\n"
       "    const float* r = red + threadIdx.x * 4;\n"
       "    if (e < " + num(E) + ")\n"
       "      parts[(" + num(Co * E + E * C) + " + (i64)e) * " + num(parts) + " + part] = ((r[0] + r[1]) + r[2]) + r[3];\n"
       "  }\n";
-  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, kWarps * 32), groups * parts,
-         kWarps * 32, a);
+  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, static_cast<int>(warps * 32)),
+         groups * parts, static_cast<int>(warps * 32), a);
   // The parts of each output in a fixed tree.
   auto combine = [&](int result, int64_t offset, int64_t count) {
     const int block = blockFor(parts);
