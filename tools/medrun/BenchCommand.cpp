@@ -71,6 +71,38 @@ std::string gib(double bytes) {
 
 } // namespace
 
+Roofline rooflineFor(const std::string &option, const std::string &deviceName) {
+  if (option == "none")
+    return {};
+  if (option.empty()) {
+    // Measured on the H200 (docs/perf.md): the device-to-device copy, and the dense bf16
+    // matrix product on random data (769 to 798 TFLOP/s).
+    if (deviceName.find("H200") != std::string::npos)
+      return {4300, 790, "H200: device copy, dense bf16 matrix product"};
+    return {};
+  }
+  const size_t comma = option.find(',');
+  double gb = 0, tf = 0;
+  size_t used = 0;
+  try {
+    if (comma != std::string::npos) {
+      gb = std::stod(option.substr(0, comma), &used);
+      if (used == comma) {
+        const std::string rest = option.substr(comma + 1);
+        tf = std::stod(rest, &used);
+        if (used != rest.size())
+          tf = 0;
+      }
+    }
+  } catch (const std::exception &) {
+    gb = tf = 0;
+  }
+  if (!(gb > 0) || !(tf > 0) || !std::isfinite(gb) || !std::isfinite(tf))
+    throw Error(str("--roofline: expected GBPS,TFLOPS (two positive numbers, e.g. 4300,790), "
+                    "or none, got '", option, "'"));
+  return {gb, tf, "--roofline"};
+}
+
 int benchCommand(const std::string &recipe, const std::vector<std::string> &overrides,
                  const std::string &artifactPath, const BenchOptions &options) {
   if (options.steps < 1)
@@ -224,6 +256,7 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   }
   std::printf("loss: %.6g (first timed step) -> %.6g (last)\n", firstLoss, lastLoss);
 
+  const Roofline roof = rooflineFor(options.roofline, device);
   std::vector<std::pair<double, std::string>> rows;
   double total = 0;
   for (auto &[kind, seconds] : profile) {
@@ -233,6 +266,12 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   std::sort(rows.rbegin(), rows.rend());
   std::printf("time by op kind (one more step; %s):\n",
               gpu ? "CUDA events around each launch" : "wall time of each op");
+  // Each kind's bytes (operands and results once) and FLOPs over its time, as shares of
+  // the roofline: how far each is from the bound it is closer to.
+  if (roof.gbPerS > 0)
+    std::printf("  %-26s %13s  %6s  %9s %6s  %8s %6s  (roofline: %.0f GB/s, %.0f TFLOP/s; %s)\n",
+                "", "", "share", "GB/s", "of bw", "TFLOP/s", "of peak", roof.gbPerS,
+                roof.tflops, roof.source.c_str());
   // The cost of each row: the ops under the profile's keys (on the GPU profileKey's: a
   // convolution's family, a fusion's template; on the CPU the op kind).
   std::map<std::string, OpCost> costByRow;
@@ -241,14 +280,21 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   json kinds = json::array();
   for (auto &[seconds, kind] : rows) {
     double share = total > 0 ? 100 * seconds / total : 0;
-    std::printf("  %-26s %10.3f ms  %5.1f%%\n", kind.c_str(), seconds * 1e3, share);
     const OpCost &c = costByRow[kind];
-    kinds.push_back({{"kind", kind},
-                     {"ms", seconds * 1e3},
-                     {"percent", share},
-                     {"ops", c.count},
-                     {"flops", c.flops},
-                     {"bytes", c.bytes}});
+    json row = {{"kind", kind},        {"ms", seconds * 1e3}, {"percent", share},
+                {"ops", c.count},      {"flops", c.flops},    {"bytes", c.bytes}};
+    if (roof.gbPerS > 0 && seconds > 0) {
+      const double gb = c.bytes / seconds / 1e9, tf = c.flops / seconds / 1e12;
+      std::printf("  %-26s %10.3f ms  %5.1f%%  %9.1f %5.1f%%  %8.2f %5.1f%%\n", kind.c_str(),
+                  seconds * 1e3, share, gb, 100 * gb / roof.gbPerS, tf, 100 * tf / roof.tflops);
+      row["gb_per_s"] = gb;
+      row["tflops"] = tf;
+      row["bandwidth_percent"] = 100 * gb / roof.gbPerS;
+      row["compute_percent"] = 100 * tf / roof.tflops;
+    } else {
+      std::printf("  %-26s %10.3f ms  %5.1f%%\n", kind.c_str(), seconds * 1e3, share);
+    }
+    kinds.push_back(row);
   }
   std::printf("  %-26s %10.3f ms\n", "total", total * 1e3);
 
@@ -281,6 +327,10 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
         {"loss_first", firstLoss},
         {"loss_last", lastLoss},
         {"profile_total_ms", total * 1e3},
+        {"roofline", roof.gbPerS > 0 ? json{{"gb_per_s", roof.gbPerS},
+                                            {"tflops", roof.tflops},
+                                            {"source", roof.source}}
+                                     : json()},
         {"profile", kinds},
     };
     jsonFile << out.dump(2) << "\n";

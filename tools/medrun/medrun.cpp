@@ -156,21 +156,26 @@ const std::vector<Command> &commands() {
        true},
       {"bench",
        "medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]\n"
-       "             [--steps N] [--warmup W] [--threads N] [--json FILE]",
+       "             [--steps N] [--warmup W] [--threads N] [--json FILE] [--roofline GBPS,TFLOPS]",
        "Times the recipe's training step: prepares it as `train` does (compile cache,\n"
        "--artifact, --device), takes one batch of the synthetic data, runs W warm-up steps\n"
        "(default 3) and N timed steps (default 20), parameters updated as in training, and one\n"
        "more step profiled by op kind. Prints the median, min and max ms/step, TFLOP/s (FLOPs\n"
        "counted as `medc stats` counts them), GB/s (every operand and result read or written\n"
        "once), peak memory (GPU: arena + resident state; CPU: the process's max resident set)\n"
-       "and the time by op kind; --json FILE writes the numbers for scripts.",
+       "and the time by op kind, each kind's GB/s and TFLOP/s also as shares of the\n"
+       "roofline (on an H200 its measured copy bandwidth and bf16 matrix-product rate);\n"
+       "--json FILE writes the numbers for scripts.",
        {kSet,
         kArtifact,
         kRecipeDevice,
         {"steps", "N", "timed steps (default 20)"},
         {"warmup", "W", "warm-up steps before them (default 3)"},
         kRecipeThreads,
-        {"json", "FILE", "also write the numbers as JSON to FILE"}},
+        {"json", "FILE", "also write the numbers as JSON to FILE"},
+        {"roofline", "GBPS,TFLOPS",
+         "the bounds the time by op kind is measured against (default: 4300,790 on an H200,\n"
+         "                     else none; `none`: no roofline columns)"}},
        true},
       {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
        "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
@@ -1201,6 +1206,8 @@ int main(int argc, char **argv) {
       options.steps = parseCount(args, "steps", 20, 1);
       options.warmup = parseCount(args, "warmup", 3, 0);
       options.json = args.get("json");
+      options.roofline = args.get("roofline");
+      rooflineFor(options.roofline, ""); // a malformed value fails before any work
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }
     if (args.is("export")) {

@@ -1,7 +1,8 @@
 """Checks the JSON of `medrun bench`: every number present and positive, the summary
 consistent with the step times, TFLOP/s and GB/s the counts over the median, the profile's
 shares summing to 100%, the FLOP and byte counts those `medrun info` prints for train_step,
-and (with --stats) the forward function `infer` counting exactly medc stats' forward FLOPs.
+and (with --stats) the forward function `infer` counting exactly medc stats' forward FLOPs;
+with a roofline, each kind's GB/s, TFLOP/s and shares of the bounds its counts over its time.
 With --out, the printed median matches the JSON."""
 import argparse
 import json
@@ -78,6 +79,19 @@ if a.stats:
           "infer counts %s FLOPs, medc stats %s" % (cost.get("infer"), stats["forward_flops"]))
     check(stats["parameters"] == b["parameters"], "parameters %s vs medc stats %s" % (b["parameters"], stats["parameters"]))
     extra = ", forward FLOPs as medc stats"
+roof = b.get("roofline")
+if roof:
+    # Each kind against the roofline: its bytes and FLOPs over its time, as shares of the
+    # bounds.
+    for r in prof:
+        sec = r["ms"] / 1e3
+        check(close(r["gb_per_s"], r["bytes"] / sec / 1e9), "%s: GB/s != bytes / time" % r["kind"])
+        check(close(r["tflops"], r["flops"] / sec / 1e12), "%s: TFLOP/s != FLOPs / time" % r["kind"])
+        check(close(r["bandwidth_percent"], 100 * r["gb_per_s"] / roof["gb_per_s"]), "%s: share of bandwidth" % r["kind"])
+        check(close(r["compute_percent"], 100 * r["tflops"] / roof["tflops"]), "%s: share of peak" % r["kind"])
+    extra += ", roofline rows consistent"
+else:
+    check(all("gb_per_s" not in r for r in prof), "roofline columns without a roofline")
 if a.out:
     m = re.search(r"median ([0-9.]+) ms/step", open(a.out).read())
     check(m is not None and abs(float(m.group(1)) - median) <= 0.006, "printed median differs")
