@@ -490,7 +490,9 @@ private:
         inputs.push_back(&in(id));
       cpu::concat(inputs, op.intAttr("axis"), result(op));
     } else if (k == "reduce") {
-      cpu::reduce(reduceKind(op), in(op, "input"), op.intsAttr("axes"), result(op));
+      // Inside a mixed-precision fusion its operand is rounded like a product's factor: the
+      // templates sum a bias gradient as one more column of a weight gradient's product.
+      cpu::reduce(reduceKind(op), product(op, "input"), op.intsAttr("axes"), result(op));
     } else if (k == "bce_with_logits") {
       cpu::BceParams p = bceParams(op);
       Tensor &y = result(op);
@@ -628,9 +630,9 @@ private:
 
   /// A fusion runs its body op by op: the inputs read as the op's kind reads them, every
   /// value inside in f32 (f64 in f64 runs) and never rounded — except the factors of a
-  /// convolution's products under mixed precision, rounded to the 16-bit type as tensor
-  /// cores take them — the results stored as the op's kind stores them (docs/dialect.md,
-  /// med.fusion).
+  /// convolution's products and the operands of reductions under mixed precision, rounded
+  /// to the 16-bit type as tensor cores take them — the results stored as the op's kind
+  /// stores them (docs/dialect.md, med.fusion).
   void fusion(const OpInfo &op) {
     const Function &body = *op.body;
     Run inner(body, params, wide() == DType::F64 ? Precision::F64 : Precision::F32, nullptr, flats);

@@ -133,6 +133,12 @@ cl::opt<unsigned> cudaModules(
              "in parallel and the cubin cache keeps apart (default 0: one per hardware "
              "thread)"),
     cl::init(0), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaScratchMib(
+    "cuda-scratch-mib",
+    cl::desc("The most device scratch a fused block MLP's backward may take at once for its "
+             "recomputed expansion and gradient (MiB, default 512): it runs in slabs of "
+             "voxels that fit"),
+    cl::init(512), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -662,7 +668,8 @@ int main(int argc, char **argv) {
     if (target == Target::Cuda || emit == Emit::Cuda) {
       const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
       llvm::Expected<med::CudaProgram> program =
-          med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads);
+          med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads,
+                            int64_t{std::max(1u, cudaScratchMib.getValue())} << 20);
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {

@@ -43,9 +43,10 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
     Numerics: values inside a fusion are f32 and never stored; only the results are rounded
     to their storage type (under bf16-mixed or fp16-mixed), and the inputs are read as the
     ops of their kind read them. One exception, under bf16-mixed and fp16-mixed: the factors
-    of a convolution's products (input and weight; input and output gradient) are rounded
-    to the 16-bit type, as tensor cores take them and as the unfused convolution reads them
-    from memory; the products are summed in f32.
+    of a convolution's products (input and weight; input and output gradient) and the
+    operand of a reduction are rounded to the 16-bit type, as tensor cores take them (the
+    `mlp_grad` template sums `db1` as one more column of `dW1`'s product) and as the
+    unfused ops read them from memory; the products and sums are accumulated in f32.
 
     ```mlir
     %y = med.fusion "elementwise" (%x, %b) : (tensor<2x8x4x4x4xf32>, tensor<1x8x1x1x1xf32>) -> tensor<2x8x4x4x4xf32> {

@@ -39,7 +39,8 @@ struct CudaProgram {
 /// and adds its launch plan to each function as "cuda_plan". Fails naming the op when one
 /// has no CUDA lowering (an unsupported op or element type). The kernels are split into at
 /// most `modules` modules (fewer when some would hold no kernel).
-llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1);
+llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1,
+                                         int64_t scratchBytes = int64_t{512} << 20);
 
 struct CudaBinary {
   std::string cubin;   ///< sm_<arch> machine code

@@ -174,7 +174,8 @@ void FunctionGen::fusion(const Op &op) {
 
 } // namespace mlir::med::cuda
 
-llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules) {
+llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules,
+                                                    int64_t scratchBytes) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -199,6 +200,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
   CudaProgram program;
   for (size_t i = 0; i < plan.functions.size(); ++i) {
     FunctionGen gen(src, plan.functions[i]);
+    gen.scratchLimit = scratchBytes;
     llvm::Expected<json::Object> cudaPlan = gen.run();
     if (!cudaPlan)
       return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,

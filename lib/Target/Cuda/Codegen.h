@@ -131,6 +131,17 @@ struct CodegenError {
   std::string message;
 };
 
+/// An operand of the mlp_grad weight-gradient products: an activation [N][rows][S] or a
+/// slab's scratch [tile][rows][64] (`scratchTiles`), with `ones`: a row of ones after its
+/// rows (a bias gradient as one more column).
+struct MlpOperand {
+  std::string name;
+  int id;
+  int64_t rows;
+  bool scratchTiles;
+  bool ones;
+};
+
 class FunctionGen;
 /// The emitter of an op kind: appends the op's kernels and launch steps.
 using Emitter = void (*)(FunctionGen &, const Op &);
@@ -143,6 +154,8 @@ using FusionTemplates = std::map<std::string, FusionTemplate>;
 class FunctionGen {
 public:
   FunctionGen(Source &src, const medrun::Function &fn) : src(src), fn(fn) {}
+  /// The most scratch a template's slabs may take at once (the mlp_grad backward).
+  int64_t scratchLimit = int64_t{512} << 20;
 
   /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
   llvm::Expected<json::Object> run();
@@ -438,6 +451,12 @@ private:
   void mlpWeights(const Op &op, int w, int64_t rows, int64_t cols, const std::string &t,
                   int *plain, int *transposed);
   void mlpCheck(int x, int y) const;
+  /// Partial sums over a slab's tiles of out[m][n] = Σ_k A[m][k]·B[n][k] (k: voxels) into
+  /// `parts` at parts partBase.. (Fusion/Mlp.cpp).
+  void mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B, int64_t M, int64_t Nc,
+               int64_t S, int64_t tiles, int64_t first, int64_t count, int64_t partBase,
+               int64_t perSlab, int64_t parts, int partsBuf, const std::string &outIndex,
+               const std::string &t);
   static std::string mlpExpansion(const std::string &ec, const std::string &w1row, int64_t Cp,
                                   int64_t E, bool bias, const std::string &act,
                                   const std::string &t);

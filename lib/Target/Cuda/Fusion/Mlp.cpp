@@ -407,16 +407,43 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   const std::string lanes =
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
 
-  // dx = Σ over chunks of W1ᵀ·dh, per tile, in registers.
+  // The backward in slabs of tiles: for each slab, one kernel gives dx (all chunks of a tile
+  // in registers) and writes act(h) and dh of its tiles to scratch [tile][Ep][64] (16-bit);
+  // two products over the slab's voxels then give partial sums of dW2 = dy·act(h)ᵀ and of
+  // dW1 = dh·xᵀ, with db1 = Σ dh as one more column of dW1 (a row of ones after x's
+  // channels). The slabs bound that scratch (scratchLimit, medc --cuda-scratch-mib: 512
+  // MiB takes the largest MedNeXt-L block, 256 expanded channels at 2×128³, in 9); the
+  // fixed-tree sums over all the partials finish the weight gradients.
+  const int64_t tileCount = N * tiles;
+  const int64_t slabTiles = std::max<int64_t>(
+      1, std::min<int64_t>(tileCount, scratchLimit / (2 * Ep * kTile * 2)));
+  const int64_t slabs = (tileCount + slabTiles - 1) / slabTiles;
+  const int actBuf = scratch(slabTiles * Ep * kTile * 2), dhBuf = scratch(slabTiles * Ep * kTile * 2);
+  // Outputs: dW2 [Co][E], dW1 [E][C], db1 [E]; parts per slab so that each product's grid
+  // has about kGradBlocks blocks (a fixed count: the same sums on every GPU), each part at
+  // least two tiles, the partial sums within 64 MiB.
+  const int64_t outs = Co * E + E * C + E;
+  const int64_t gemmTiles = ((Cop + 63) / 64) * ((Ep + 63) / 64);
+  const int64_t perSlab = std::max<int64_t>(
+      1, std::min<int64_t>({(slabTiles + 1) / 2, (kGradBlocks + gemmTiles - 1) / gemmTiles,
+                            (int64_t{64} << 20) / (outs * 4) / slabs}));
+  const int64_t parts = slabs * perSlab;
+  const int partsBuf = scratch(outs * parts * 4);
+
+  // The stage's weights (W1's rows, W2ᵀ's rows, W1ᵀ's columns) take the tiles' place once
+  // the fragments are built.
+  const int64_t P1 = Cp + 8, P2 = kStage + 8, P3 = Cop + 8, stages = (Ep + kStage - 1) / kStage;
+  const int64_t weightsHalf = kStage * P1 + kStage * P3 + Cp * P2;
+  std::vector<std::string> dxParams = params;
+  std::vector<int> dxArgs = args;
+  dxParams.insert(dxParams.begin(), {out("act", t), out("dh", t)});
+  dxArgs.insert(dxArgs.begin(), {actBuf, dhBuf});
   if (dx) {
-    std::vector<std::string> p = params;
-    std::vector<int> a = args;
-    p.insert(p.begin(), out("dx"));
-    a.insert(a.begin(), *dx);
-    // The stage's weights (W1's rows, W2ᵀ's rows, W1ᵀ's columns) take the tiles' place
-    // once the fragments are built.
-    const int64_t P1 = Cp + 8, P2 = kStage + 8, P3 = Cop + 8, stages = (Ep + kStage - 1) / kStage;
-    const int64_t weightsHalf = kStage * P1 + kStage * P3 + Cp * P2;
+    dxParams.insert(dxParams.begin(), out("dx"));
+    dxArgs.insert(dxArgs.begin(), *dx);
+  }
+  for (int64_t slab = 0; slab < slabs; ++slab) {
+    const int64_t first = slab * slabTiles, count = std::min(slabTiles, tileCount - first);
     std::string k =
         lanes +
         "  alignas(16) __shared__ float smem[" + num(std::max({(Cp + Cop) * kTile / 2, Cp * kTile, (weightsHalf + 1) / 2})) + "];\n"
@@ -425,8 +452,11 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "  " + t + "* w1s = (" + t + "*)smem;          // [stage][Cp + 8]\n"
         "  " + t + "* w2ts = w1s + " + num(kStage * P1) + "; // [stage][Cop + 8]\n"
         "  " + t + "* w1ts = w2ts + " + num(kStage * P3) + "; // [Cp][stage + 8]\n"
-        "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
-        "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + T + ";\n" +
+        "  const i64 tile = " + num(first) + " + blockIdx.x; // of this slab\n"
+        "  const i64 n = tile / " + num(tiles) + ";\n"
+        "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
+        "  " + t + "* actT = act + (i64)blockIdx.x * " + num(Ep * kTile) + "; // [Ep][tile]\n"
+        "  " + t + "* dhT = dh + (i64)blockIdx.x * " + num(Ep * kTile) + ";\n" +
         mlpTile(C, Co, S, t) +
         "  float acc[" + num(Cp / 8) + "][4];\n"
         "  #pragma unroll\n"
@@ -443,6 +473,15 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "    if (ec >= " + num(Ep / 16) + ") break;\n" +
         mlpExpansion("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1), Cp, E, b1.has_value(), act, t) +
         mlpActGrad("ec", "w2ts + (cl * 16 + nt * 8 + g) * " + num(P3), Cop, E, actGrad, t) +
+        "    // act(h) and dh of the chunk to scratch: rows e, columns the tile's voxels\n"
+        "    #pragma unroll\n"
+        "    for (int nt = 0; nt < 2; ++nt)\n"
+        "      #pragma unroll\n"
+        "      for (int j = 0; j < 4; ++j) {\n"
+        "        const int e = ec * 16 + nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;\n"
+        "        actT[e * " + T + " + v] = a[nt][j];\n"
+        "        dhT[e * " + T + " + v] = dh[nt][j];\n"
+        "      }\n"
         "    #pragma unroll\n"
         "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
         "      const " + t + "* wb = w1ts + (ct * 8 + g) * " + num(P2) + " + cl * 16 + 2 * q;\n"
@@ -450,175 +489,34 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "      mma16816<" + t + ">(acc[ct], dha, b);\n"
         "    }\n"
         "    }\n"
-        "  }\n"
-        "  __syncthreads(); // the weights are read: dx takes their place\n"
-        "  float* out = smem; // [Cp][tile]\n"
-        "  #pragma unroll\n"
-        "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
-        "    #pragma unroll\n"
-        "    for (int j = 0; j < 4; ++j)\n"
-        "      out[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
-        "  __syncthreads();\n"
-        "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
-        "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
-        "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
         "  }\n";
-    launch(op, src.kernel("mlp_grad_input", typed(p, a), k, kWarps * 32), N * tiles,
-           kWarps * 32, a);
-  }
-
-  // Weight gradients with the expanded channels as the rows of the products: each warp owns
-  // one chunk of 16 expanded channels (a block `warps` chunks) and holds its rows of W1 and
-  // W2ᵀ as operand fragments; for 16 voxels at a time it recomputes h and dg as 16×16 tiles
-  // (rows e, columns voxels), whose accumulator fragments are, as they stand, the operands
-  // of dW2 += dy·act(h)ᵀ (B) and dW1 += dh·xᵀ (A): nothing goes back through shared
-  // memory, and a tile costs two barriers whatever the chunk count. The tiles are split
-  // into parts (about kGradBlocks blocks in all: a fixed count, no device property, so the
-  // same sums on every GPU) of at least two tiles (a block's fixed work, its fragments and
-  // partial sums, spread over several), capped so that the partial sums stay within 64 MiB.
-  const int64_t outs = Co * E + E * C + E, tileCount = N * tiles;
-  // Warps per block: 4, or 3 or 2 where that leaves no warp without a chunk (level 0 of
-  // MedNeXt-L: six chunks, two blocks of three instead of four warps with two idle).
-  const int64_t chunks = Ep / 16;
-  int64_t warps = kWarps;
-  for (int64_t w : {int64_t{kWarps}, int64_t{3}, int64_t{2}})
-    if (chunks % w == 0) {
-      warps = w;
-      break;
-    }
-  const int64_t groups = (chunks + warps - 1) / warps;
-  const int64_t parts = std::max<int64_t>(
-      1, std::min<int64_t>({(tileCount + 1) / 2, (kGradBlocks + groups - 1) / groups,
-                            (int64_t{64} << 20) / (outs * 4)}));
-  const int buf = scratch(outs * parts * 4);
-  const int64_t TP = kTile + 8; // the tiles' row pitch: fragment loads free of bank conflicts
-  const std::string P = num(TP);
-  std::vector<std::string> p = params;
-  std::vector<int> a = args;
-  p.insert(p.begin(), out("parts"));
-  a.insert(a.begin(), buf);
-  auto rowFragments = [&](const std::string &name, const std::string &w, int64_t cols) {
-    return "  unsigned " + name + "[" + num(cols / 16) + "][4];\n"
+    if (dx)
+      k += "  __syncthreads(); // the weights are read: dx takes their place\n"
+           "  float* out = smem; // [Cp][tile]\n"
            "  #pragma unroll\n"
-           "  for (int kc = 0; kc < " + num(cols / 16) + "; ++kc) {\n"
-           "    const " + t + "* r = " + w + " + (i64)(e0 + g) * " + num(cols) + " + kc * 16 + 2 * q;\n"
-           "    " + name + "[kc][0] = live ? *(const unsigned*)r : 0u;\n"
-           "    " + name + "[kc][1] = live ? *(const unsigned*)(r + " + num(8 * cols) + ") : 0u;\n"
-           "    " + name + "[kc][2] = live ? *(const unsigned*)(r + 8) : 0u;\n"
-           "    " + name + "[kc][3] = live ? *(const unsigned*)(r + " + num(8 * cols + 8) + ") : 0u;\n"
+           "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
+           "    #pragma unroll\n"
+           "    for (int j = 0; j < 4; ++j)\n"
+           "      out[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
+           "  __syncthreads();\n"
+           "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
+           "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+           "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
            "  }\n";
-  };
-  // The B fragment (k: 16 channels from kc * 16, n: voxel v0 + nt * 8 + g) of a tile.
-  auto recompute = [&](const std::string &acc, const std::string &frags, const std::string &tile,
-                       int64_t chans) {
-    return "      #pragma unroll\n"
-           "      for (int kc = 0; kc < " + num(chans / 16) + "; ++kc)\n"
-           "        #pragma unroll\n"
-           "        for (int nt = 0; nt < 2; ++nt) {\n"
-           "          const " + t + "* r = " + tile + " + (kc * 16 + 2 * q) * " + P + " + v0 + nt * 8 + g;\n"
-           "          const unsigned b[2] = {pack2(r[0], r[" + P + "]), pack2(r[" + num(8 * TP) + "], r[" + num(9 * TP) + "])};\n"
-           "          mma16816<" + t + ">(" + acc + "[nt], " + frags + "[kc], b);\n"
-           "        }\n";
-  };
-  std::string k =
-      lanes +
-      "  alignas(16) __shared__ float smem[" + num(std::max<int64_t>((Cp + Cop) * TP / 2, warps * 64)) + "];\n"
-      "  " + t + "* xs = (" + t + "*)smem;           // [Cp][tile + 8]\n"
-      "  " + t + "* dys = xs + " + num(Cp * TP) + "; // [Cop][tile + 8]\n"
-      "  const int grp = blockIdx.x % " + num(groups) + ", part = blockIdx.x / " + num(groups) + ";\n"
-      "  const int e0 = (grp * " + num(warps) + " + warp) * 16; // the warp's chunk\n"
-      "  const bool live = e0 < " + num(Ep) + "; // else zero weights, and nothing written\n" +
-      rowFragments("wa1", "w1p", Cp) + rowFragments("wa2", "w2t", Cop) +
-      (b1 ? "  const float bias[2] = {e0 + g < " + num(E) + " ? (float)b1[e0 + g] : 0.0f,\n"
-            "                         e0 + g + 8 < " + num(E) + " ? (float)b1[e0 + g + 8] : 0.0f};\n"
-          : "  const float bias[2] = {0.0f, 0.0f};\n") +
-      "  float w2acc[" + num(Cop / 16) + "][2][4], w1acc[" + num(Cp / 8) + "][4], db[2] = {0.0f, 0.0f};\n"
-      "  #pragma unroll\n"
-      "  for (int j = 0; j < 4; ++j) {\n"
-      "    #pragma unroll\n"
-      "    for (int i = 0; i < " + num(Cop / 16) + "; ++i) w2acc[i][0][j] = w2acc[i][1][j] = 0.0f;\n"
-      "    #pragma unroll\n"
-      "    for (int i = 0; i < " + num(Cp / 8) + "; ++i) w1acc[i][j] = 0.0f;\n"
-      "  }\n"
-      "  for (i64 tile = part; tile < " + num(tileCount) + "; tile += " + num(parts) + ") {\n"
-      "    const i64 n = tile / " + num(tiles) + ";\n"
-      "    const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
-      "    __syncthreads(); // the last tile is read\n" +
-      mlpLoad("xs", "x", C, Cp, S, t, TP) + mlpLoad("dys", "dy", Co, Cop, S, t, TP) +
-      "    __syncthreads();\n"
-      "    #pragma unroll\n"
-      "    for (int vs = 0; vs < " + std::to_string(kTile / 16) + "; ++vs) {\n"
-      "      const int v0 = vs * 16;\n"
-      "      float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
-      "      float dg[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n" +
-      recompute("h", "wa1", "xs", Cp) + recompute("dg", "wa2", "dys", Cop) +
-      "      float act[2][4], dh[2][4];\n"
-      "      #pragma unroll\n"
-      "      for (int nt = 0; nt < 2; ++nt)\n"
-      "        #pragma unroll\n"
-      "        for (int j = 0; j < 4; ++j) {\n"
-      "          const bool in = e0 + g + (j >> 1) * 8 < " + num(E) + ";\n"
-      "          const float u = h[nt][j] + bias[j >> 1];\n"
-      "          { const float v = u; act[nt][j] = in ? " + act + " : 0.0f; }\n"
-      "          { const float v = dg[nt][j]; dh[nt][j] = in ? " + actGrad + " : 0.0f; }\n"
-      "          db[j >> 1] += dh[nt][j];\n"
-      "        }\n"
-      "      // dW2[co][e] += Σ_v dy[co][v]·act[e][v]: A = dy (rows co), B = act (columns e)\n"
-      "      const unsigned gb[2][2] = {{pack2<" + t + ">(act[0][0], act[0][1]), pack2<" + t + ">(act[1][0], act[1][1])},\n"
-      "                                 {pack2<" + t + ">(act[0][2], act[0][3]), pack2<" + t + ">(act[1][2], act[1][3])}};\n"
-      "      #pragma unroll\n"
-      "      for (int mt = 0; mt < " + num(Cop / 16) + "; ++mt) {\n"
-      "        const " + t + "* r = dys + (mt * 16 + g) * " + P + " + v0 + 2 * q;\n"
-      "        const unsigned am[4] = {*(const unsigned*)r, *(const unsigned*)(r + " + num(8 * TP) + "),\n"
-      "                                *(const unsigned*)(r + 8), *(const unsigned*)(r + " + num(8 * TP + 8) + ")};\n"
-      "        mma16816<" + t + ">(w2acc[mt][0], am, gb[0]);\n"
-      "        mma16816<" + t + ">(w2acc[mt][1], am, gb[1]);\n"
-      "      }\n"
-      "      // dW1[e][c] += Σ_v dh[e][v]·x[c][v]: A = dh (rows e), B = x (columns c)\n"
-      "      const unsigned da[4] = {pack2<" + t + ">(dh[0][0], dh[0][1]), pack2<" + t + ">(dh[0][2], dh[0][3]),\n"
-      "                              pack2<" + t + ">(dh[1][0], dh[1][1]), pack2<" + t + ">(dh[1][2], dh[1][3])};\n"
-      "      #pragma unroll\n"
-      "      for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
-      "        const " + t + "* r = xs + (ct * 8 + g) * " + P + " + v0 + 2 * q;\n"
-      "        const unsigned b[2] = {*(const unsigned*)r, *(const unsigned*)(r + 8)};\n"
-      "        mma16816<" + t + ">(w1acc[ct], da, b);\n"
-      "      }\n"
-      "    }\n"
-      "  }\n"
-      "  if (live) {\n"
-      "    #pragma unroll\n"
-      "    for (int mt = 0; mt < " + num(Cop / 16) + "; ++mt)\n"
-      "      #pragma unroll\n"
-      "      for (int et = 0; et < 2; ++et)\n"
-      "        #pragma unroll\n"
-      "        for (int j = 0; j < 4; ++j) {\n"
-      "          const int co = mt * 16 + g + (j >> 1) * 8, e = e0 + et * 8 + 2 * q + (j & 1);\n"
-      "          if (co < " + num(Co) + " && e < " + num(E) + ")\n"
-      "            parts[((i64)co * " + num(E) + " + e) * " + num(parts) + " + part] = w2acc[mt][et][j];\n"
-      "        }\n"
-      "    #pragma unroll\n"
-      "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
-      "      #pragma unroll\n"
-      "      for (int j = 0; j < 4; ++j) {\n"
-      "        const int e = e0 + g + (j >> 1) * 8, c = ct * 8 + 2 * q + (j & 1);\n"
-      "        if (e < " + num(E) + " && c < " + num(C) + ")\n"
-      "          parts[(" + num(Co * E) + " + (i64)e * " + num(C) + " + c) * " + num(parts) + " + part] = w1acc[ct][j];\n"
-      "      }\n"
-      "  }\n"
-      "  // db1: each chunk row over its four lanes, in a fixed order.\n"
-      "  __syncthreads(); // the tiles are read\n"
-      "  float* red = smem; // [warps][16][4]\n"
-      "  red[(warp * 16 + g) * 4 + q] = db[0];\n"
-      "  red[(warp * 16 + g + 8) * 4 + q] = db[1];\n"
-      "  __syncthreads();\n"
-      "  if (threadIdx.x < " + num(warps * 16) + ") {\n"
-      "    const int e = grp * " + num(warps * 16) + " + threadIdx.x;\n"
-      "    const float* r = red + threadIdx.x * 4;\n"
-      "    if (e < " + num(E) + ")\n"
-      "      parts[(" + num(Co * E + E * C) + " + (i64)e) * " + num(parts) + " + part] = ((r[0] + r[1]) + r[2]) + r[3];\n"
-      "  }\n";
-  launch(op, src.kernel("mlp_grad_weights", typed(p, a), k, static_cast<int>(warps * 32)),
-         groups * parts, static_cast<int>(warps * 32), a);
+    launch(op, src.kernel("mlp_grad_input", typed(dxParams, dxArgs), k, kWarps * 32), count,
+           kWarps * 32, dxArgs);
+    // dW2[co][e] = Σ_v dy[co][v]·act[e][v]; dW1[e][c] = Σ_v dh[e][v]·x[c][v], and db1[e]
+    // as column C (x's row of ones).
+    const std::string coE = num(Co * E);
+    mlpGemm(op, {"dy", dy, Co, false, false}, {"act", actBuf, Ep, true, false}, Co, E, S, tiles,
+            first, count, slab * perSlab, perSlab, parts, partsBuf,
+            "(i64)m * " + num(E) + " + n", t);
+    mlpGemm(op, {"dh", dhBuf, Ep, true, false}, {"x", x, C, false, true}, E, C + 1, S, tiles,
+            first, count, slab * perSlab, perSlab, parts, partsBuf,
+            "n < " + num(C) + " ? " + coE + " + (i64)m * " + num(C) + " + n : " +
+                num(Co * E + E * C) + " + (i64)m",
+            t);
+  }
   // The parts of each output in a fixed tree.
   auto combine = [&](int result, int64_t offset, int64_t count) {
     const int block = blockFor(parts);
@@ -628,12 +526,123 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
                     "    acc += parts[(" + num(offset) + " + o) * " + num(parts) + " + r];\n"
                     "  acc = blockSum(acc, sh);\n"
                     "  if (t == 0) w[o] = acc;\n";
-    perBlock(op, "mlp_grad_sum", {out("w"), in("parts")}, {result, buf}, count, block, b);
+    perBlock(op, "mlp_grad_sum", {out("w"), in("parts")}, {result, partsBuf}, count, block, b);
   };
   combine(*dw2, 0, Co * E);
   combine(*dw1, Co * E, E * C);
   if (db1)
     combine(*db1, Co * E + E * C, E);
+}
+
+/// Code loading rows [r0, r0 + 64) of operand `o` at the block's tile into shared `dst`
+/// [64][kTile + 8] (16-bit): an activation [N][rows][S] at sample n from voxel s0, or a
+/// slab's scratch [tile][rows][64] at tile `local`; zeros beyond its rows and S, and with
+/// `ones` a row of ones (within S) after its rows.
+static std::string gemmLoad(const std::string &dst, const MlpOperand &o, int64_t S,
+                            const std::string &t) {
+  const std::string TP = num(kTile + 8);
+  if (o.scratchTiles)
+    return "    for (int i = threadIdx.x; i < " + num(kTile * kTile / 8) + "; i += blockDim.x) {\n"
+           "      const int r = i / " + num(kTile / 8) + ", c = (i % " + num(kTile / 8) + ") * 8, row = r0 + r;\n"
+           "      Vec<" + t + ", 8> v;\n"
+           "      if (row < " + num(o.rows) + ") {\n"
+           "        v = vload<8>(" + o.name + " + ((i64)local * " + num(o.rows) + " + row) * " + num(kTile) + " + c);\n"
+           "      } else {\n"
+           "        #pragma unroll\n"
+           "        for (int k = 0; k < 8; ++k) v[k].bits = 0;\n"
+           "      }\n"
+           "      vstore<8>(" + dst + " + r * " + TP + " + c, v);\n"
+           "    }\n";
+  const std::string inside = "row < " + num(o.rows) + " && s < " + num(S);
+  const std::string one = o.ones ? "row == " + num(o.rows) + " && s < " + num(S) + " ? 1.0f : " : "";
+  if (S % 8 == 0) // 16-byte vectors: a vector lies wholly inside or outside S
+    return "    for (int i = threadIdx.x; i < " + num(kTile * kTile / 8) + "; i += blockDim.x) {\n"
+           "      const int r = i / " + num(kTile / 8) + ", c = (i % " + num(kTile / 8) + ") * 8, row = r0 + r, s = s0 + c;\n"
+           "      Vec<" + t + ", 8> v;\n"
+           "      if (" + inside + ") {\n"
+           "        v = vload<8>(" + o.name + " + (n * " + num(o.rows) + " + row) * " + num(S) + " + s);\n"
+           "      } else {\n"
+           "        #pragma unroll\n"
+           "        for (int k = 0; k < 8; ++k) v[k] = " + one + "0.0f;\n"
+           "      }\n"
+           "      vstore<8>(" + dst + " + r * " + TP + " + c, v);\n"
+           "    }\n";
+  return "    for (int i = threadIdx.x; i < " + num(kTile * kTile) + "; i += blockDim.x) {\n"
+         "      const int r = i / " + num(kTile) + ", c = i % " + num(kTile) + ", row = r0 + r, s = s0 + c;\n"
+         "      " + dst + "[r * " + TP + " + c] = " + inside + " ? (float)" + o.name + "[(n * " + num(o.rows) + " + row) * " + num(S) + " + s] : " + one + "0.0f;\n"
+         "    }\n";
+}
+
+void FunctionGen::mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B, int64_t M,
+                          int64_t Nc, int64_t S, int64_t tiles, int64_t first, int64_t count,
+                          int64_t partBase, int64_t perSlab, int64_t parts, int partsBuf,
+                          const std::string &outIndex, const std::string &t) {
+  // A block owns a 64×64 tile of the output and a part of the slab's tiles; warp w a 32×32
+  // quarter (two 16-row by four 8-column fragments); a tile of 64 voxels is four k-steps.
+  const int64_t mTiles = (M + 63) / 64, nTiles = (Nc + 63) / 64;
+  const std::string TP = num(kTile + 8);
+  std::vector<std::string> params{out("parts"), A.scratchTiles ? in(A.name, t) : in(A.name),
+                                  B.scratchTiles ? in(B.name, t) : in(B.name)};
+  std::vector<int> args{partsBuf, A.id, B.id};
+  std::string k =
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
+      "  alignas(16) __shared__ " + t + " as[" + num(64 * (kTile + 8)) + "], bs[" + num(64 * (kTile + 8)) + "];\n"
+      "  const int mt = blockIdx.x % " + num(mTiles) + ", nt = (blockIdx.x / " + num(mTiles) + ") % " + num(nTiles) + ";\n"
+      "  const int part = blockIdx.x / " + num(mTiles * nTiles) + ";\n"
+      "  const int m0 = mt * 64 + (warp >> 1) * 32, n0 = nt * 64 + (warp & 1) * 32;\n"
+      "  float acc[2][4][4];\n"
+      "  #pragma unroll\n"
+      "  for (int i = 0; i < 2; ++i)\n"
+      "    #pragma unroll\n"
+      "    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;\n"
+      "  for (i64 local = part; local < " + num(count) + "; local += " + num(perSlab) + ") {\n"
+      "    const i64 tile = " + num(first) + " + local;\n"
+      "    const i64 n = tile / " + num(tiles) + ";\n"
+      "    const int s0 = (int)(tile % " + num(tiles) + ") * " + num(kTile) + ";\n"
+      "    __syncthreads(); // the last tile is read\n"
+      "    {\n"
+      "    const int r0 = mt * 64;\n" + gemmLoad("as", A, S, t) +
+      "    }\n"
+      "    {\n"
+      "    const int r0 = nt * 64;\n" + gemmLoad("bs", B, S, t) +
+      "    }\n"
+      "    __syncthreads();\n"
+      "    #pragma unroll\n"
+      "    for (int k0 = 0; k0 < " + num(kTile) + "; k0 += 16) {\n"
+      "      unsigned a[2][4], b[4][2];\n"
+      "      #pragma unroll\n"
+      "      for (int i = 0; i < 2; ++i) {\n"
+      "        const " + t + "* r = as + ((warp >> 1) * 32 + i * 16 + g) * " + TP + " + k0 + 2 * q;\n"
+      "        a[i][0] = *(const unsigned*)r;\n"
+      "        a[i][1] = *(const unsigned*)(r + " + num(8 * (kTile + 8)) + ");\n"
+      "        a[i][2] = *(const unsigned*)(r + 8);\n"
+      "        a[i][3] = *(const unsigned*)(r + " + num(8 * (kTile + 8) + 8) + ");\n"
+      "      }\n"
+      "      #pragma unroll\n"
+      "      for (int j = 0; j < 4; ++j) {\n"
+      "        const " + t + "* r = bs + ((warp & 1) * 32 + j * 8 + g) * " + TP + " + k0 + 2 * q;\n"
+      "        b[j][0] = *(const unsigned*)r;\n"
+      "        b[j][1] = *(const unsigned*)(r + 8);\n"
+      "      }\n"
+      "      #pragma unroll\n"
+      "      for (int i = 0; i < 2; ++i)\n"
+      "        #pragma unroll\n"
+      "        for (int j = 0; j < 4; ++j) mma16816<" + t + ">(acc[i][j], a[i], b[j]);\n"
+      "    }\n"
+      "  }\n"
+      "  // A part without a tile (the last slab can be short) writes its zeros all the same.\n"
+      "  #pragma unroll\n"
+      "  for (int i = 0; i < 2; ++i)\n"
+      "    #pragma unroll\n"
+      "    for (int j = 0; j < 4; ++j)\n"
+      "      #pragma unroll\n"
+      "      for (int e = 0; e < 4; ++e) {\n"
+      "        const int m = m0 + i * 16 + g + (e >> 1) * 8, n = n0 + j * 8 + 2 * q + (e & 1);\n"
+      "        if (m < " + num(M) + " && n < " + num(Nc) + ")\n"
+      "          parts[(" + outIndex + ") * " + num(parts) + " + " + num(partBase) + " + part] = acc[i][j][e];\n"
+      "      }\n";
+  launch(op, src.kernel("mlp_grad_weights", typed(params, args), k, kWarps * 32),
+         mTiles * nTiles * perSlab, kWarps * 32, args);
 }
 
 void FunctionGen::mlpCheck(int x, int y) const {
