@@ -25,9 +25,6 @@ void (*emuSyncHook)();                          // yields to the fake driver's s
 #define __restrict__ __restrict
 
 inline void __syncthreads() { emuSyncHook(); }
-// The kernels call __syncwarp where every warp of the block does alike, so the block-wide
-// switch is a correct (stronger) stand-in.
-inline void __syncwarp() { emuSyncHook(); }
 inline float __int_as_float(unsigned v) {
   float f;
   memcpy(&f, &v, 4);

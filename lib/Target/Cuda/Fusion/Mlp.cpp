@@ -452,8 +452,6 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "  " + t + "* w1s = (" + t + "*)smem;          // [stage][Cp + 8]\n"
         "  " + t + "* w2ts = w1s + " + num(kStage * P1) + "; // [stage][Cop + 8]\n"
         "  " + t + "* w1ts = w2ts + " + num(kStage * P3) + "; // [Cp][stage + 8]\n"
-        "  alignas(16) __shared__ " + t + " staging[" + std::to_string(kWarps) + " * 768]; // per warp: act, dh [16][24]\n"
-        "  " + t + "* stage = staging + warp * 768;\n"
         "  const i64 tile = " + num(first) + " + blockIdx.x; // of this slab\n"
         "  const i64 n = tile / " + num(tiles) + ";\n"
         "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
@@ -475,24 +473,15 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "    if (ec >= " + num(Ep / 16) + ") break;\n" +
         mlpExpansion("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1), Cp, E, b1.has_value(), act, t) +
         mlpActGrad("ec", "w2ts + (cl * 16 + nt * 8 + g) * " + num(P3), Cop, E, actGrad, t) +
-        "    // act(h) and dh of the chunk to scratch, rows e and columns the tile's voxels:\n"
-        "    // transposed through the warp's staging, then 16-byte rows of 16 voxels.\n"
+        "    // act(h) and dh of the chunk to scratch: rows e, columns the tile's voxels\n"
         "    #pragma unroll\n"
         "    for (int nt = 0; nt < 2; ++nt)\n"
         "      #pragma unroll\n"
         "      for (int j = 0; j < 4; ++j) {\n"
-        "        const int e = nt * 8 + 2 * q + (j & 1), v = g + (j >> 1) * 8;\n"
-        "        stage[e * 24 + v] = a[nt][j];\n"
-        "        stage[384 + e * 24 + v] = dh[nt][j];\n"
+        "        const int e = ec * 16 + nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;\n"
+        "        actT[e * " + T + " + v] = a[nt][j];\n"
+        "        dhT[e * " + T + " + v] = dh[nt][j];\n"
         "      }\n"
-        "    __syncwarp();\n"
-        "    {\n"
-        "      const int e = lane >> 1, v = (lane & 1) * 8;\n"
-        "      const i64 at = (ec * 16 + e) * " + T + " + warp * 16 + v;\n"
-        "      vstore<8>(actT + at, vload<8>(stage + e * 24 + v));\n"
-        "      vstore<8>(dhT + at, vload<8>(stage + 384 + e * 24 + v));\n"
-        "    }\n"
-        "    __syncwarp(); // read before the next chunk's values overwrite it\n"
         "    #pragma unroll\n"
         "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
         "      const " + t + "* wb = w1ts + (ct * 8 + g) * " + num(P2) + " + cl * 16 + 2 * q;\n"
@@ -545,53 +534,43 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
     combine(*db1, Co * E + E * C, E);
 }
 
-/// Code moving rows [r0, r0 + 64) × the 64 voxels of a tile of operand `o` — an activation
-/// [N][rows][S] at sample n from voxel s0, or a slab's scratch [tile][rows][64] at tile
-/// `local` — into shared `dst` [64][kTile + 8] (16-bit), zeros beyond its rows and S, and
-/// with `ones` a row of ones (within S) after its rows. Where every row is whole 16-byte
-/// vectors (scratch, or S a multiple of 8) in two parts: `fetch` loads the thread's four
-/// vectors into registers `reg` (issued a tile ahead, so the loads overlap the products),
-/// `put` stores them; else `put` alone, element by element.
-struct GemmLoad {
-  std::string fetch, put;
-};
-static GemmLoad gemmLoad(const std::string &dst, const std::string &reg, const MlpOperand &o,
-                         int64_t S, const std::string &t, const std::string &local,
-                         const std::string &n, const std::string &s0) {
-  const std::string TP = num(kTile + 8), V = num(kTile / 8);
-  const std::string per = num(kTile * kTile / 8 / (kWarps * 32)); // vectors per thread
-  const std::string where = "      const int i = threadIdx.x + u * " + num(kWarps * 32) + ";\n"
-                            "      const int r = i / " + V + ", c = (i % " + V + ") * 8, row = r0 + r;\n";
-  const std::string put = "    #pragma unroll\n"
-                          "    for (int u = 0; u < " + per + "; ++u) {\n" + where +
-                          "      vstore<8>(" + dst + " + r * " + TP + " + c, " + reg + "[u]);\n"
-                          "    }\n";
-  auto fetch = [&](const std::string &inside, const std::string &address,
-                   const std::string &outside) {
-    return "    #pragma unroll\n"
-           "    for (int u = 0; u < " + per + "; ++u) {\n" + where +
-           "      if (" + inside + ") {\n"
-           "        " + reg + "[u] = vload<8>(" + address + ");\n"
+/// Code loading rows [r0, r0 + 64) of operand `o` at the block's tile into shared `dst`
+/// [64][kTile + 8] (16-bit): an activation [N][rows][S] at sample n from voxel s0, or a
+/// slab's scratch [tile][rows][64] at tile `local`; zeros beyond its rows and S, and with
+/// `ones` a row of ones (within S) after its rows.
+static std::string gemmLoad(const std::string &dst, const MlpOperand &o, int64_t S,
+                            const std::string &t) {
+  const std::string TP = num(kTile + 8);
+  if (o.scratchTiles)
+    return "    for (int i = threadIdx.x; i < " + num(kTile * kTile / 8) + "; i += blockDim.x) {\n"
+           "      const int r = i / " + num(kTile / 8) + ", c = (i % " + num(kTile / 8) + ") * 8, row = r0 + r;\n"
+           "      Vec<" + t + ", 8> v;\n"
+           "      if (row < " + num(o.rows) + ") {\n"
+           "        v = vload<8>(" + o.name + " + ((i64)local * " + num(o.rows) + " + row) * " + num(kTile) + " + c);\n"
            "      } else {\n"
            "        #pragma unroll\n"
-           "        for (int k = 0; k < 8; ++k) " + reg + "[u][k] = " + outside + "0.0f;\n"
+           "        for (int k = 0; k < 8; ++k) v[k].bits = 0;\n"
            "      }\n"
+           "      vstore<8>(" + dst + " + r * " + TP + " + c, v);\n"
            "    }\n";
-  };
-  if (o.scratchTiles)
-    return {fetch("row < " + num(o.rows),
-                  o.name + " + ((i64)" + local + " * " + num(o.rows) + " + row) * " + num(kTile) + " + c", ""),
-            put};
-  const std::string inside = "row < " + num(o.rows) + " && " + s0 + " + c < " + num(S);
-  const std::string one = o.ones ? "row == " + num(o.rows) + " && " + s0 + " + c < " + num(S) + " ? 1.0f : " : "";
-  if (S % 8 == 0) // a vector lies wholly inside or outside S
-    return {fetch(inside, o.name + " + (" + n + " * " + num(o.rows) + " + row) * " + num(S) + " + " + s0 + " + c", one),
-            put};
-  return {"", "    for (int i = threadIdx.x; i < " + num(kTile * kTile) + "; i += blockDim.x) {\n"
-              "      const int r = i / " + num(kTile) + ", c = i % " + num(kTile) + ", row = r0 + r, s = " + s0 + " + c;\n"
-              "      " + dst + "[r * " + TP + " + c] = row < " + num(o.rows) + " && s < " + num(S) + " ? (float)" + o.name + "[(" + n + " * " + num(o.rows) + " + row) * " + num(S) + " + s] : " +
-              (o.ones ? "row == " + num(o.rows) + " && s < " + num(S) + " ? 1.0f : " : "") + "0.0f;\n"
-              "    }\n"};
+  const std::string inside = "row < " + num(o.rows) + " && s < " + num(S);
+  const std::string one = o.ones ? "row == " + num(o.rows) + " && s < " + num(S) + " ? 1.0f : " : "";
+  if (S % 8 == 0) // 16-byte vectors: a vector lies wholly inside or outside S
+    return "    for (int i = threadIdx.x; i < " + num(kTile * kTile / 8) + "; i += blockDim.x) {\n"
+           "      const int r = i / " + num(kTile / 8) + ", c = (i % " + num(kTile / 8) + ") * 8, row = r0 + r, s = s0 + c;\n"
+           "      Vec<" + t + ", 8> v;\n"
+           "      if (" + inside + ") {\n"
+           "        v = vload<8>(" + o.name + " + (n * " + num(o.rows) + " + row) * " + num(S) + " + s);\n"
+           "      } else {\n"
+           "        #pragma unroll\n"
+           "        for (int k = 0; k < 8; ++k) v[k] = " + one + "0.0f;\n"
+           "      }\n"
+           "      vstore<8>(" + dst + " + r * " + TP + " + c, v);\n"
+           "    }\n";
+  return "    for (int i = threadIdx.x; i < " + num(kTile * kTile) + "; i += blockDim.x) {\n"
+         "      const int r = i / " + num(kTile) + ", c = i % " + num(kTile) + ", row = r0 + r, s = s0 + c;\n"
+         "      " + dst + "[r * " + TP + " + c] = " + inside + " ? (float)" + o.name + "[(n * " + num(o.rows) + " + row) * " + num(S) + " + s] : " + one + "0.0f;\n"
+         "    }\n";
 }
 
 void FunctionGen::mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B, int64_t M,
@@ -605,10 +584,6 @@ void FunctionGen::mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B
   std::vector<std::string> params{out("parts"), A.scratchTiles ? in(A.name, t) : in(A.name),
                                   B.scratchTiles ? in(B.name, t) : in(B.name)};
   std::vector<int> args{partsBuf, A.id, B.id};
-  const GemmLoad la = gemmLoad("as", "ra", A, S, t, "local", "n", "s0"),
-                 lb = gemmLoad("bs", "rb", B, S, t, "local", "n", "s0"),
-                 la2 = gemmLoad("as", "ra", A, S, t, "local2", "n2", "s02"),
-                 lb2 = gemmLoad("bs", "rb", B, S, t, "local2", "n2", "s02");
   std::string k =
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
       "  alignas(16) __shared__ " + t + " as[" + num(64 * (kTile + 8)) + "], bs[" + num(64 * (kTile + 8)) + "];\n"
@@ -620,31 +595,18 @@ void FunctionGen::mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B
       "  for (int i = 0; i < 2; ++i)\n"
       "    #pragma unroll\n"
       "    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;\n"
-      "  Vec<" + t + ", 8> ra[" + num(kTile * kTile / 8 / (kWarps * 32)) + "], rb[" + num(kTile * kTile / 8 / (kWarps * 32)) + "];\n"
-      "  const int ra0 = mt * 64, rb0 = nt * 64;\n"
-      "  // The first tile's vectors, then each next tile's while this one is multiplied.\n"
-      "  if (part < " + num(count) + ") {\n"
-      "    const i64 local = part, tile = " + num(first) + " + local;\n"
-      "    const i64 n = tile / " + num(tiles) + ";\n"
-      "    const int s0 = (int)(tile % " + num(tiles) + ") * " + num(kTile) + ";\n"
-      "    { const int r0 = ra0;\n" + la.fetch + "    }\n"
-      "    { const int r0 = rb0;\n" + lb.fetch + "    }\n"
-      "  }\n"
       "  for (i64 local = part; local < " + num(count) + "; local += " + num(perSlab) + ") {\n"
       "    const i64 tile = " + num(first) + " + local;\n"
       "    const i64 n = tile / " + num(tiles) + ";\n"
       "    const int s0 = (int)(tile % " + num(tiles) + ") * " + num(kTile) + ";\n"
       "    __syncthreads(); // the last tile is read\n"
-      "    { const int r0 = ra0;\n" + la.put + "    }\n"
-      "    { const int r0 = rb0;\n" + lb.put + "    }\n"
-      "    __syncthreads();\n"
-      "    if (local + " + num(perSlab) + " < " + num(count) + ") {\n"
-      "      const i64 local2 = local + " + num(perSlab) + ", tile2 = " + num(first) + " + local2;\n"
-      "      const i64 n2 = tile2 / " + num(tiles) + ";\n"
-      "      const int s02 = (int)(tile2 % " + num(tiles) + ") * " + num(kTile) + ";\n"
-      "      { const int r0 = ra0;\n" + la2.fetch + "      }\n"
-      "      { const int r0 = rb0;\n" + lb2.fetch + "      }\n"
+      "    {\n"
+      "    const int r0 = mt * 64;\n" + gemmLoad("as", A, S, t) +
       "    }\n"
+      "    {\n"
+      "    const int r0 = nt * 64;\n" + gemmLoad("bs", B, S, t) +
+      "    }\n"
+      "    __syncthreads();\n"
       "    #pragma unroll\n"
       "    for (int k0 = 0; k0 < " + num(kTile) + "; k0 += 16) {\n"
       "      unsigned a[2][4], b[4][2];\n"
