@@ -4,6 +4,7 @@
 // its decisions, and the executors store values as they say.
 //
 //===----------------------------------------------------------------------------------===//
+#include "Fusions.h"
 #include "med/IR/MedOps.h"
 #include "med/Transforms/Passes.h"
 
@@ -51,11 +52,11 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
 
   void runOnOperation() override {
     func::FuncOp f = getOperation();
-    auto precision = f->getAttrOfType<StringAttr>("med.precision");
-    if (!precision || (precision != "bf16-mixed" && precision != "fp16-mixed"))
+    const std::optional<Type> mixed = mixedStorageType(f);
+    if (!mixed)
       return;
     Builder b(f.getContext());
-    const Type low = precision == "bf16-mixed" ? Type(b.getBF16Type()) : Type(b.getF16Type());
+    const Type low = *mixed;
     DenseMap<Value, Type> storage;
     auto elementType = [](Value v) { return getElementTypeOrSelf(v.getType()); };
 

@@ -1,4 +1,5 @@
 //===- FormFusions.cpp - elementwise chains into med.fusion ---------------------===//
+#include "Fusions.h"
 #include "med/IR/MedOps.h"
 #include "med/Transforms/Passes.h"
 
@@ -95,32 +96,13 @@ struct Groups {
 void outline(ArrayRef<Operation *> group) {
   Operation *root = group.back();
   llvm::SmallPtrSet<Operation *, 8> members(group.begin(), group.end());
-  SmallVector<Value> inputs, escaping;
-  for (Operation *op : group) {
-    for (Value v : op->getOperands())
-      if (!members.contains(v.getDefiningOp()) && !llvm::is_contained(inputs, v))
-        inputs.push_back(v);
-    for (Value r : op->getResults())
-      if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); }))
-        escaping.push_back(r);
-  }
+  SmallVector<Value> escaping;
   OpBuilder b(root);
-  auto fusion = b.create<FusionOp>(root->getLoc(), "elementwise",
-                                   ValueRange(escaping).getTypes(), inputs);
+  FusionOp fusion =
+      buildFusion(b, root->getLoc(), "elementwise", group, group, members, escaping);
   if (isMasterWeightMath(root))
     fusion->setAttr("med.fp32", b.getUnitAttr());
-  Block &body = fusion.getBody().front();
-  IRMapping map;
-  map.map(inputs, body.getArguments());
-  b.setInsertionPointToStart(&body);
-  for (Operation *op : group)
-    b.clone(*op, map);
-  SmallVector<Value> yielded;
-  for (Value r : escaping)
-    yielded.push_back(map.lookup(r));
-  b.create<YieldOp>(root->getLoc(), yielded);
-  for (auto [r, f] : llvm::zip(escaping, fusion.getResults()))
-    r.replaceUsesWithIf(f, [&](OpOperand &use) { return !members.contains(use.getOwner()); });
+  useFusionResults(fusion, escaping, members);
   for (Operation *op : llvm::reverse(group))
     op->erase();
 }

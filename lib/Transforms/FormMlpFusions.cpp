@@ -7,6 +7,7 @@
 // templates' matchers decide what a fusion may hold.
 //
 //===------------------------------------------------------------------------------===//
+#include "Fusions.h"
 #include "med/IR/MedOps.h"
 #include "med/Transforms/Passes.h"
 
@@ -37,38 +38,19 @@ bool outline(StringRef templ, ArrayRef<Operation *> recomputed, ArrayRef<Operati
   members.insert(recomputed.begin(), recomputed.end());
   SmallVector<Operation *> all(recomputed.begin(), recomputed.end());
   all.append(group.begin(), group.end());
-  llvm::SetVector<Value> inputs;
-  SmallVector<Value> escaping;
-  for (Operation *op : all)
+  for (Operation *op : all) // every input must exist where the fusion goes
     for (Value v : op->getOperands())
-      if (!members.contains(v.getDefiningOp()))
-        inputs.insert(v);
-  for (Operation *op : group)
-    for (Value r : op->getResults())
-      if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); }))
-        escaping.push_back(r);
-  for (Value v : inputs) // every input must exist where the fusion goes
-    if (Operation *def = v.getDefiningOp(); def && !def->isBeforeInBlock(at))
-      return false;
+      if (Operation *def = v.getDefiningOp();
+          def && !members.contains(def) && !def->isBeforeInBlock(at))
+        return false;
   OpBuilder b(at);
-  auto fusion = b.create<FusionOp>(at->getLoc(), templ, ValueRange(escaping).getTypes(),
-                                   inputs.getArrayRef());
-  Block &body = fusion.getBody().front();
-  IRMapping map;
-  map.map(inputs.getArrayRef(), body.getArguments());
-  b.setInsertionPointToStart(&body);
-  for (Operation *op : all)
-    b.clone(*op, map);
-  SmallVector<Value> yielded;
-  for (Value r : escaping)
-    yielded.push_back(map.lookup(r));
-  b.create<YieldOp>(at->getLoc(), yielded);
-  if (failed(matchFusionTemplate(templ, body, nullptr))) {
+  SmallVector<Value> escaping;
+  FusionOp fusion = buildFusion(b, at->getLoc(), templ, all, group, members, escaping);
+  if (failed(matchFusionTemplate(templ, fusion.getBody().front(), nullptr))) {
     fusion->erase();
     return false;
   }
-  for (auto [r, f] : llvm::zip(escaping, fusion.getResults()))
-    r.replaceUsesWithIf(f, [&](OpOperand &use) { return !members.contains(use.getOwner()); });
+  useFusionResults(fusion, escaping, members);
   for (Operation *op : llvm::reverse(group)) {
     erased.insert(op);
     op->erase();
@@ -116,8 +98,7 @@ struct MedFormMlpFusions : med::impl::MedFormMlpFusionsBase<MedFormMlpFusions> {
   void runOnOperation() override {
     func::FuncOp f = getOperation();
     // The template's tensor cores multiply 16-bit operands: mixed-precision functions only.
-    auto precision = f->getAttrOfType<StringAttr>("med.precision");
-    if (!precision || (precision != "bf16-mixed" && precision != "fp16-mixed"))
+    if (!mixedStorageType(f))
       return;
     SmallVector<Operation *> compresses;
     for (Block &block : f.getBody()) // not inside fusions formed before

@@ -447,7 +447,7 @@ private:
   void mlpFusion(const Op &op, const medrun::Function &body);
   void mlpGradFusion(const Op &op, const medrun::Function &body);
   /// 16-bit copies of weight `w` (rows × cols, f32 as read) in scratch, zero-padded to
-  /// multiples of 16: `plain` row-major, `transposed` its transpose.
+  /// multiples of 16: `plain` row-major, `transposed` its transpose (each only if not null).
   void mlpWeights(const Op &op, int w, int64_t rows, int64_t cols, const std::string &t,
                   int *plain, int *transposed);
   void mlpCheck(int x, int y) const;

@@ -86,18 +86,30 @@ static int bodyInput(const medrun::Function &body, int id) {
 }
 
 void FunctionGen::mlpWeights(const Op &op, int w, int64_t rows, int64_t cols,
-                                    const std::string &t, int *plain, int *transposed) {
-  // w: rows × cols (f32 as read). plain: rows16 × cols16, transposed: cols16 × rows16.
+                             const std::string &t, int *plain, int *transposed) {
+  // w: rows × cols (f32 as read). plain: rows16 × cols16, transposed: cols16 × rows16; the
+  // copies not asked for (null) are not made.
   const int64_t R = pad16(rows), Cc = pad16(cols);
-  *plain = scratch(R * Cc * 2);
-  *transposed = scratch(R * Cc * 2);
+  std::vector<std::string> params;
+  std::vector<int> args;
   std::string body = "  const int r = i / " + num(Cc) + ", c = i % " + num(Cc) + ";\n"
                      "  " + t + " v;\n"
-                     "  v = r < " + num(rows) + " && c < " + num(cols) + " ? (float)w[r * " + num(cols) + " + c] : 0.0f;\n"
-                     "  wp[i] = v;\n"
-                     "  wt[c * " + num(R) + " + r] = v;\n";
-  elementwise(op, "mlp_weights", {out("wp", t), out("wt", t), in("w")}, {*plain, *transposed, w},
-              R * Cc, body);
+                     "  v = r < " + num(rows) + " && c < " + num(cols) + " ? (float)w[r * " + num(cols) + " + c] : 0.0f;\n";
+  if (plain) {
+    *plain = scratch(R * Cc * 2);
+    params.push_back(out("wp", t));
+    args.push_back(*plain);
+    body += "  wp[i] = v;\n";
+  }
+  if (transposed) {
+    *transposed = scratch(R * Cc * 2);
+    params.push_back(out("wt", t));
+    args.push_back(*transposed);
+    body += "  wt[c * " + num(R) + " + r] = v;\n";
+  }
+  params.push_back(in("w"));
+  args.push_back(w);
+  elementwise(op, "mlp_weights", params, args, R * Cc, body);
 }
 
 void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
@@ -123,9 +135,9 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   const auto &xs = shape(x), &w1s = shape(w1), &w2s = shape(w2);
   const int64_t N = xs[0], C = xs[1], S = product(xs, 2), E = w1s[0], Co = w2s[0];
   const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
-  int w1p, w1t, w2p, w2t;
-  mlpWeights(op, w1, E, C, t, &w1p, &w1t);
-  mlpWeights(op, w2, Co, E, t, &w2p, &w2t);
+  int w1p, w2p;
+  mlpWeights(op, w1, E, C, t, &w1p, nullptr);
+  mlpWeights(op, w2, Co, E, t, &w2p, nullptr);
   // The epilogue: the op reading the compression (m) and a body argument (r).
   std::vector<std::string> params{out("y"), in("x"), in("w1p", t), in("w2p", t)};
   std::vector<int> args{y, x, w1p, w2p};
@@ -388,9 +400,9 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   const int64_t N = xs[0], C = xs[1], S = product(xs, 2), E = w1s[0], Co = w2s[0];
   const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
   const std::string T = std::to_string(kTile);
-  int w1p, w1t, w2p, w2t;
+  int w1p, w1t, w2t;
   mlpWeights(op, w1, E, C, t, &w1p, &w1t);
-  mlpWeights(op, w2, Co, E, t, &w2p, &w2t);
+  mlpWeights(op, w2, Co, E, t, nullptr, &w2t);
   const std::string act = scalarExpr(r.act->kind, {"v"});
   std::vector<std::string> gradOperands;
   for (const char *name : scalarOperands(r.actGrad->kind))

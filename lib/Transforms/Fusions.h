@@ -1,0 +1,41 @@
+//===- Fusions.h - what the fusion-forming passes share -----------------------------===//
+//
+// Internal to lib/Transforms: building a med.fusion from a group of ops (med-form-fusions,
+// med-form-mlp-fusions) and the storage type of a mixed-precision function
+// (med-assign-storage, med-form-mlp-fusions).
+//
+//===------------------------------------------------------------------------------===//
+
+#ifndef MED_TRANSFORMS_FUSIONS_H
+#define MED_TRANSFORMS_FUSIONS_H
+
+#include "med/IR/MedOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <optional>
+
+namespace mlir::med {
+
+/// A fusion of template `templ` at `b`'s insertion point whose body is clones of `ops` (in
+/// order). Its inputs are the values the ops read from outside `members`; its results are
+/// the results of `escapes` that an op outside `members` reads, listed in `escaping` in
+/// the fusion's result order. The originals stay: the caller replaces those uses and
+/// erases them (or erases the fusion).
+FusionOp buildFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Operation *> ops,
+                     ArrayRef<Operation *> escapes,
+                     const llvm::SmallPtrSetImpl<Operation *> &members,
+                     SmallVectorImpl<Value> &escaping);
+
+/// Replaces the uses of `escaping` outside `members` by the fusion's results.
+void useFusionResults(FusionOp fusion, ArrayRef<Value> escaping,
+                      const llvm::SmallPtrSetImpl<Operation *> &members);
+
+/// The 16-bit type a function's activations are stored in under its `med.precision`
+/// (bf16-mixed: bf16, fp16-mixed: f16); none for other functions.
+std::optional<Type> mixedStorageType(func::FuncOp f);
+
+} // namespace mlir::med
+
+#endif // MED_TRANSFORMS_FUSIONS_H
