@@ -208,10 +208,10 @@ void FunctionGen::convGradWeight(const Op &op) {
 }
 
 void FunctionGen::registerConv(Emitters &e) {
-  for (const char *k : {"conv3d", "conv3d_transpose", "shift_sum"})
+  // shift_sum and shift_sum_grad_weight: Stencil.cpp (which falls back to these kernels).
+  for (const char *k : {"conv3d", "conv3d_transpose"})
     e[k] = [](FunctionGen &g, const Op &op) { g.conv(op); };
-  for (const char *k : {"conv3d_grad_weight", "shift_sum_grad_weight"})
-    e[k] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
+  e["conv3d_grad_weight"] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
 }
 
 } // namespace mlir::med::cuda
