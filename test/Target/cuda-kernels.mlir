@@ -1,4 +1,5 @@
 // RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda -o - | FileCheck %s
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda --disable-pass=med-shift-sum -o - | FileCheck %s --check-prefix=CONV
 // RUN: medc compile %s --batch 2 --patch 5,6,7 --target cuda --emit plan -o - | %python %S/Inputs/plan_query.py /dev/stdin functions[0].cuda_plan.steps | FileCheck %s --check-prefix=PLAN
 // REQUIRES: nvrtc
 
@@ -24,13 +25,30 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 }
 
 // CHECK: template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
-// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
-// CHECK: if (i >= 1680ll) return;
-// CHECK: const auto* xc = x + (o0 * 4ll + ci) * 210ll;
-// CHECK: const auto* wc = w + (o1 * 1ll + cl) * 27ll;
-// CHECK: const i64 id = o2 * 1ll - 1ll + kd * 1ll;
-// CHECK: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
-// CHECK: y[i] = acc;
+// The depthwise convolution is a shift-sum (med-shift-sum), run by the stencil template: one
+// block per (sample, channel) and tile of 8 x 8 x 8 outputs (the whole 5x6x7 volume), the
+// tile's input with its halo of 1 staged in shared memory (10 x 10 rows of 3 16-byte chunks),
+// 4 outputs along W times 4 rows per thread.
+// CHECK-LABEL: extern "C" __global__ void __launch_bounds__(32) shift_sum_tile_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
+// CHECK: __shared__ Vec<float, 4> sx[300];
+// CHECK: const auto* xc = x + (i64)nc * 210;
+// CHECK: ws[j] = (float)w[c * 27 + j];
+// CHECK: const int dIn = bd * 8 - 1, hIn = bh * 8 - 1, wIn = bw * 8 - 1;
+// CHECK: const bool inside = (unsigned)id < 5u && (unsigned)ih < 6u;
+// CHECK: v[i] = inside && (unsigned)(iw + i) < 7u ? (float)xc[at + i] : 0.0f;
+// CHECK: __syncthreads();
+// CHECK: const Vec<float, 4> q4 = *reinterpret_cast<const Vec<float, 4>*>(s + (kd * 10 + ir) * 12 + 4 * v);
+// CHECK: acc[i][q] += wk[kh * 3 + kw] * win[q + kw];
+// CHECK: if (ow + q < 7) yc[at + q] = acc[i][q];
+
+// Without med-shift-sum, the generic convolution kernel: one thread per output.
+// CONV-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
+// CONV: if (i >= 1680ll) return;
+// CONV: const auto* xc = x + (o0 * 4ll + ci) * 210ll;
+// CONV: const auto* wc = w + (o1 * 1ll + cl) * 27ll;
+// CONV: const i64 id = o2 * 1ll - 1ll + kd * 1ll;
+// CONV: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
+// CONV: y[i] = acc;
 
 // Group norm: statistics per (sample, group) of 2 channels x 210 positions, then the map.
 // CHECK-LABEL: norm_stats_{{[0-9a-f]+}}(float* __restrict__ stats, const float* __restrict__ x) {
@@ -73,7 +91,7 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // Values 0-8; buffer 9 is the status word (scratch 0), 10 the group statistics (scratch 1).
 // PLAN: {"kind":"param","name":"dw.weight","op":0,"value":1}
 // PLAN: {"kind":"param","name":"scale","op":3,"value":4}
-// PLAN-NEXT: {"args":[5,0,1],"block":[256,1,1],"grid":[7,1,1],"kernel":"conv3d_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
+// PLAN-NEXT: {"args":[5,0,1],"block":[32,1,1],"grid":[8,1,1],"kernel":"shift_sum_tile_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
 // PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
 // PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
 // PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[2,1,1],"kernel":"mul_{{[0-9a-f]+}}","kind":"launch","op":6,"shared":0}

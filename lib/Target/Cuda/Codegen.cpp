@@ -129,6 +129,7 @@ const Emitters &emitters() {
   static const Emitters table = [] {
     Emitters e;
     FunctionGen::registerConv(e);
+    FunctionGen::registerStencil(e);
     FunctionGen::registerNorm(e);
     FunctionGen::registerElementwise(e);
     FunctionGen::registerDataMovement(e);

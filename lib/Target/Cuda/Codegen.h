@@ -3,9 +3,9 @@
 // Internal to lib/Target/Cuda. FunctionGen generates the kernels and the launch plan of one
 // function of the artifact plan: the plan access and the kernel building blocks are defined
 // in KernelBuilder.cpp, the run over a function, mixed precision and the dispatch in
-// Codegen.cpp, and each op family's emitters in a file of its own (Conv.cpp, Norm.cpp,
-// Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp; a fusion template
-// in Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind,
+// Codegen.cpp, and each op family's emitters in a file of its own (Conv.cpp, Stencil.cpp,
+// Norm.cpp, Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp; a fusion
+// template in Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind,
 // which `lower` looks the op up in.
 //
 // The plan is read with the runtime's reader (medrun/Plan.h): a function is a
@@ -164,6 +164,7 @@ public:
 
   /// Each op family adds its emitters, keyed by op kind; each template file its template.
   static void registerConv(Emitters &e);
+  static void registerStencil(Emitters &e);
   static void registerNorm(Emitters &e);
   static void registerElementwise(Emitters &e);
   static void registerDataMovement(Emitters &e);
@@ -415,6 +416,10 @@ private:
   void convGradWeight(const Op &op);
   void depthwiseGradWeight(const Op &op, int x, int dy, int dw, const std::array<int64_t, 3> &s,
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
+
+  // ---- Stencil.cpp -----------------------------------------------------------------------
+  void shiftSum(const Op &op);
+  void shiftSumGradWeight(const Op &op);
 
   // ---- Norm.cpp --------------------------------------------------------------------------
   void segmentStats(const Op &op, int x, int64_t segs, int64_t len, double eps, int stats);

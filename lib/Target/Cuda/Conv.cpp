@@ -18,8 +18,9 @@ static std::array<int64_t, 3> three(const medrun::Shape &v, const char *name) {
   return {v[0], v[1], v[2]};
 }
 
-// conv3d, conv3d_transpose and shift_sum (the depthwise convolution of medrun/ConvView.h:
-// the same kernel as that conv3d or, mirrored, conv3d_transpose).
+// conv3d, conv3d_transpose, and a shift_sum whose kernel is too large for Stencil.cpp's
+// tiles (the depthwise convolution of medrun/ConvView.h: the same kernel as that conv3d or,
+// mirrored, conv3d_transpose).
 void FunctionGen::conv(const Op &op) {
   const medrun::ConvView view = *medrun::convView(fn, op);
   const bool transposed = view.kind == "conv3d_transpose";
@@ -163,7 +164,8 @@ void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
            block, combine);
 }
 
-// conv3d_grad_weight and shift_sum_grad_weight (that of the depthwise convolution).
+// conv3d_grad_weight, and shift_sum_grad_weight where Stencil.cpp falls back (that of the
+// depthwise convolution).
 void FunctionGen::convGradWeight(const Op &op) {
   const medrun::ConvView view = *medrun::convView(fn, op);
   int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
@@ -208,10 +210,10 @@ void FunctionGen::convGradWeight(const Op &op) {
 }
 
 void FunctionGen::registerConv(Emitters &e) {
-  for (const char *k : {"conv3d", "conv3d_transpose", "shift_sum"})
+  // shift_sum and shift_sum_grad_weight: Stencil.cpp (which falls back to these kernels).
+  for (const char *k : {"conv3d", "conv3d_transpose"})
     e[k] = [](FunctionGen &g, const Op &op) { g.conv(op); };
-  for (const char *k : {"conv3d_grad_weight", "shift_sum_grad_weight"})
-    e[k] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
+  e["conv3d_grad_weight"] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
 }
 
 } // namespace mlir::med::cuda

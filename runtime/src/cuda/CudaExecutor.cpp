@@ -555,12 +555,15 @@ static bool depthwise(const Function &fn, const OpInfo &op) {
 bool CudaSession::Impl::generatedFaster(const Function &fn, size_t i, const Layout &l,
                                         const std::function<uint64_t(int)> &ptr) {
   const cudnn::Conv &conv = *l.convs[i];
-  const std::string key = conv.cacheKey() + ":generated";
+  const OpInfo &op = fn.ops[i];
+  // A shift-sum runs the tiled stencil templates (lib/Target/Cuda/Stencil.cpp): their tag
+  // keeps choices measured against earlier generated kernels from being reused.
+  const bool stencil = op.kind == "shift_sum" || op.kind == "shift_sum_grad_weight";
+  const std::string key = conv.cacheKey() + (stencil ? ":stencil1" : "") + ":generated";
   int choice = 0;
   size_t unused = 0;
   if (algoCache->find(key, &choice, &unused))
     return choice == 1;
-  const OpInfo &op = fn.ops[i];
   const std::function<void()> generated = [&] {
     for (const CudaStep &s : fn.cuda->steps)
       if (s.kind == CudaStep::Kind::Launch && s.op == static_cast<int>(i))
