@@ -74,7 +74,8 @@ OpCost opCost(const Function &fn, const OpInfo &op) {
     return cost;
   auto bytes = [&](int value) {
     const ValueInfo &v = fn.values.at(value);
-    return static_cast<double>(numElements(v.shape)) * static_cast<double>(dtypeSize(v.dtype));
+    // As stored (bf16/f16 activations under mixed precision): the bytes that move.
+    return static_cast<double>(numElements(v.shape)) * static_cast<double>(dtypeSize(v.storage));
   };
   for (const auto &[name, ids] : op.operands)
     for (int id : ids)

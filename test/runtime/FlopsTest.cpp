@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 
+#include <optional>
 #include <string>
 
 using namespace medrun;
@@ -14,8 +15,10 @@ namespace {
 struct Builder {
   Function fn;
 
-  int value(Shape shape, DType dtype = DType::F32) {
-    fn.values.push_back({dtype, std::move(shape)});
+  // Stored as its dtype, as the plan reader has it without med-assign-storage; `storage`
+  // for a mixed-precision activation.
+  int value(Shape shape, DType dtype = DType::F32, std::optional<DType> storage = {}) {
+    fn.values.push_back({dtype, std::move(shape), storage.value_or(dtype)});
     return static_cast<int>(fn.values.size()) - 1;
   }
   OpInfo &op(const std::string &kind,
@@ -113,31 +116,37 @@ TEST(Flops, PerElementRules) {
   b.op("add", {{"lhs", {p}}, {"rhs", {q}}}, {r});
   EXPECT_DOUBLE_EQ(b.cost(3).flops, 6);
   EXPECT_DOUBLE_EQ(b.cost(3).bytes, 3 * 6 * 2);
+  // Under mixed precision an f32 value stored in bf16 moves 2 bytes per element: the
+  // storage counts, not the declared type (the roofline would otherwise exceed 100%).
+  int u = b.value({2, 3}, DType::F32, DType::BF16), u2 = b.value({2, 3}, DType::F32, DType::BF16);
+  int z = b.value({2, 3}, DType::F32);
+  b.op("add", {{"lhs", {u}}, {"rhs", {u2}}}, {z});
+  EXPECT_DOUBLE_EQ(b.cost(4).bytes, 2 * 6 * 2 + 6 * 4);
 
   // Data movement computes nothing but moves bytes; param and assign move nothing.
   int padded = b.value({2, 4, 5, 5, 5});
   b.op("pad", {{"input", {x}}}, {padded});
-  EXPECT_DOUBLE_EQ(b.cost(4).flops, 0);
-  EXPECT_DOUBLE_EQ(b.cost(4).bytes, 4.0 * (216 + 1000));
+  EXPECT_DOUBLE_EQ(b.cost(5).flops, 0);
+  EXPECT_DOUBLE_EQ(b.cost(5).bytes, 4.0 * (216 + 1000));
   int w = b.value({7, 5});
   b.op("param", {}, {w});
-  EXPECT_DOUBLE_EQ(b.cost(5).flops, 0);
-  EXPECT_DOUBLE_EQ(b.cost(5).bytes, 0);
-  b.op("assign", {{"value", {w}}}, {});
   EXPECT_DOUBLE_EQ(b.cost(6).flops, 0);
   EXPECT_DOUBLE_EQ(b.cost(6).bytes, 0);
+  b.op("assign", {{"value", {w}}}, {});
+  EXPECT_DOUBLE_EQ(b.cost(7).flops, 0);
+  EXPECT_DOUBLE_EQ(b.cost(7).bytes, 0);
 
   // A reduction counts its (small) output; adamw its first result (the new parameter).
   int sum = b.value({4});
   b.op("reduce", {{"input", {x}}}, {sum});
-  EXPECT_DOUBLE_EQ(b.cost(7).flops, 4);
+  EXPECT_DOUBLE_EQ(b.cost(8).flops, 4);
   int m = b.value({7, 5}), v = b.value({7, 5}), grad = b.value({7, 5}), lr = b.value({});
   int w2 = b.value({7, 5}), m2 = b.value({7, 5}), v2 = b.value({7, 5});
   b.op("adamw", {{"param", {w}}, {"grad", {grad}}, {"exp_avg", {m}}, {"exp_avg_sq", {v}},
                  {"lr", {lr}}, {"step", {lr}}},
        {w2, m2, v2});
-  EXPECT_DOUBLE_EQ(b.cost(8).flops, 35);
-  EXPECT_DOUBLE_EQ(b.cost(8).bytes, 4.0 * (35 * 4 + 2 + 35 * 3));
+  EXPECT_DOUBLE_EQ(b.cost(9).flops, 35);
+  EXPECT_DOUBLE_EQ(b.cost(9).bytes, 4.0 * (35 * 4 + 2 + 35 * 3));
 
   // The function's cost is the sum, by kind.
   FunctionCost f = functionCost(b.fn);
@@ -148,7 +157,7 @@ TEST(Flops, PerElementRules) {
   }
   EXPECT_DOUBLE_EQ(f.total.flops, flops);
   EXPECT_DOUBLE_EQ(f.total.bytes, bytes);
-  EXPECT_EQ(f.total.count, 9);
+  EXPECT_EQ(f.total.count, 10);
   EXPECT_DOUBLE_EQ(f.byKind.at("group_norm").flops, 7.0 * 216);
   EXPECT_EQ(f.byKind.at("param").count, 1);
 }

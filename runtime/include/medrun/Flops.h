@@ -23,7 +23,7 @@
 //    convolutions are where the arithmetic is.
 //
 // Bytes: every operand and every result of every op, read once and written once in its
-// declared dtype, as an unfused executor that keeps nothing in cache moves them; a lower
+// storage type (bf16/f16 activations under mixed precision), as an unfused executor that keeps nothing in cache moves them; a lower
 // bound for such an executor and an upper one for a fusing one. param (a binding of the
 // parameter's buffer), reshape (an alias) and assign (applied by the caller) move nothing.
 //
