@@ -52,7 +52,9 @@ public:
                gpu_->arenaBytes() >> 20, " MiB, state ", gpu_->stateBytes() >> 20,
                " MiB, cuDNN workspace ", gpu_->workspaceBytes() >> 20, " MiB)");
   }
-  std::string atEnd() const override { return str("uploads: ", gpu_->uploads()); }
+  std::string atEnd() const override {
+    return str("uploads: ", gpu_->uploads(), "\nsteps: ", gpu_->graphs(fn_));
+  }
 
 private:
   const Artifact &artifact_;

@@ -1,7 +1,7 @@
 //===- DataLoader.cpp - patch sampler and the batch loader ---------------------===//
 //
-// The sampler decides where every patch comes from as a pure function of (seed, rank,
-// step, sample). The loader's workers claim steps in order, each into a free buffer of a
+// The sampler decides where every patch comes from as a pure function of (seed, step,
+// sample of the step's global batch). The loader's workers claim steps in order, each into a free buffer of a
 // fixed pool, and only crop, pad and convert; next() hands the batches out in step order.
 // Because a step is claimed only together with a buffer, the lowest unserved step always
 // has one, so the pool cannot deadlock while the consumer holds fewer than all buffers.
@@ -81,8 +81,11 @@ void validate(const LoaderSpec &spec) {
     throw Error(str("data.prefetch: expected 1..1024 batch buffers, got ", spec.prefetch));
   if (!(spec.foreground >= 0 && spec.foreground <= 1))
     throw Error(str("data.foreground: expected a fraction in [0, 1], got ", spec.foreground));
-  if (spec.rank < 0 || spec.rank > 65535)
-    throw Error(str("data: rank must be in 0..65535, got ", spec.rank));
+  if (spec.ranks < 1 || spec.rank < 0 || spec.rank >= spec.ranks)
+    throw Error(str("data: rank ", spec.rank, " of ", spec.ranks, " ranks (expected 0 <= rank < ranks)"));
+  if (spec.ranks * spec.batch >= (int64_t(1) << 24)) // sample numbers fill 24 bits of a counter
+    throw Error(str("data: a global batch of ", spec.ranks, " ranks x ", spec.batch,
+                    " samples: expected fewer than 16777216"));
 }
 
 bool oversampled(int64_t j, int64_t batch, double fraction) {
@@ -206,9 +209,12 @@ Sampler::Sampler(std::shared_ptr<const PatchSource> source, const LoaderSpec &sp
     throw Error("data: the dataset has no volumes (expected at least 1)");
 }
 
-PatchInfo Sampler::sample(int64_t step, int64_t j) const {
+PatchInfo Sampler::sample(int64_t step, int64_t local) const {
+  // The sample's place in the step's global batch keys its numbers: a job of any number of
+  // ranks draws the same samples for the same global batch.
+  const int64_t j = spec_.rank * spec_.batch + local, global = spec_.ranks * spec_.batch;
   data::Stream s(spec_.seed, data::TagSample | static_cast<uint32_t>(j) << 8, data::lo32(step),
-                 (data::hi32(step) & 0xffffu) | static_cast<uint32_t>(spec_.rank) << 16);
+                 data::hi32(step) & 0xffffu);
   PatchInfo info;
   info.volume = static_cast<int64_t>(s.below(static_cast<uint64_t>(source_->size())));
   const Index3 shape = source_->shape(info.volume);
@@ -216,7 +222,7 @@ PatchInfo Sampler::sample(int64_t step, int64_t j) const {
   for (int a = 0; a < 3; ++a)
     cornerRange(shape[a], spec_.patch[a], lo[a], hi[a]);
   const auto &classes = source_->classes(info.volume);
-  if (oversampled(j, spec_.batch, spec_.foreground) && !classes.empty()) {
+  if (oversampled(j, global, spec_.foreground) && !classes.empty()) {
     const size_t k = s.below(classes.size());
     const std::vector<int64_t> &voxels = source_->foreground(info.volume)[k];
     const int64_t v = voxels[s.below(voxels.size())];

@@ -2,6 +2,7 @@
 #include "medrun/Train.h"
 
 #include "medrun/Checkpoint.h"
+#include "medrun/Checksum.h"
 #include "medrun/Cuda.h"
 #include "medrun/Data.h"
 #include "medrun/Dataset.h"
@@ -191,6 +192,32 @@ std::string unfinishedSaves(const std::string &root) {
   return names;
 }
 
+// The ranks of a data-parallel job train one model: at each checkpoint they compare a
+// checksum of their state (sums of its 16-bit pieces over the ranks are exact in f32, and
+// equal the rank count times each rank's piece only when all agree). A rank that differs
+// means a gradient that was not summed alike everywhere: the job stops, on every rank.
+void checkRanksAgree(GradientReducer &reducer, int rank, int64_t step, const TensorMap &state) {
+  uint32_t crc = 0;
+  for (const auto &[name, t] : state) {
+    crc = crc32c(name.data(), name.size(), crc);
+    crc = crc32c(t.raw(), t.nbytes(), crc);
+  }
+  const int ranks = reducer.worldSize();
+  float pieces[2] = {static_cast<float>(crc >> 16), static_cast<float>(crc & 0xffff)};
+  reducer.stepStarts();
+  reducer.sumOverRanks(pieces, 2);
+  float differs[1] = {pieces[0] != ranks * static_cast<float>(crc >> 16) ||
+                              pieces[1] != ranks * static_cast<float>(crc & 0xffff)
+                          ? 1.0f
+                          : 0.0f};
+  reducer.sumOverRanks(differs, 1);
+  reducer.stepEnded();
+  if (differs[0] != 0)
+    throw Error(str("after step ", step, " the ranks' parameters differ (rank ", rank,
+                    "'s state checksum is ", hex32(crc),
+                    "): a gradient was not summed alike on every rank; stopping"));
+}
+
 } // namespace
 
 StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSize)
@@ -326,11 +353,24 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   const int64_t checkpointEvery = setting<int64_t>(config, "checkpoint", "every");
   const int64_t logEvery = setting<int64_t>(config, "logging", "every");
   GradientReducer &reducer = options.reducer ? *options.reducer : singleRankReducer();
-  const StepInputs feed(artifact, config, reducer.worldSize());
-  const LoaderSpec &loader = feed.loader();
+  const int ranks = reducer.worldSize();
+  const StepInputs feed(artifact, config, ranks);
+  // Each rank draws its own part of the step's global batch (Data.h).
+  LoaderSpec loader = feed.loader();
+  loader.rank = options.rank;
+  loader.ranks = ranks;
+  // Rank 0 alone writes: the output directory, logs, checkpoints, the console's progress.
+  // The others train alike and say nothing unless they fail.
+  const bool lead = options.rank == 0;
+  std::unique_ptr<FILE, int (*)(FILE *)> quiet(lead ? nullptr : std::fopen("/dev/null", "w"),
+                                                [](FILE *f) { return f ? std::fclose(f) : 0; });
+  FILE *const console = lead || !quiet ? options.console : quiet.get();
 
-  fs::create_directories(options.out);
-  RunLock lock(options.out);
+  std::optional<RunLock> lock;
+  if (lead) {
+    fs::create_directories(options.out);
+    lock.emplace(options.out);
+  }
   const std::string checkpoints = (fs::path(options.out) / "checkpoints").string();
   // --resume-or-start: the run's latest checkpoint if it has one, else a fresh run.
   std::optional<std::string> resume = options.resume;
@@ -342,7 +382,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                                     ": a save that did not finish)"),
                       "; --resume-or-start starts the run from step 0 when there is none"));
     }
-    std::fprintf(options.console, "no checkpoint in %s: starting at step 0\n",
+    std::fprintf(console, "no checkpoint in %s: starting at step 0\n",
                  checkpoints.c_str());
     resume.reset();
   }
@@ -350,10 +390,11 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     if (!options.overwrite)
       throw Error(str(options.out, " already holds checkpoints of a run: --resume continues it, "
                                    "--overwrite starts it over, --out DIR trains elsewhere"));
-    for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl", "progress.png"})
-      fs::remove_all(fs::path(options.out) / old);
+    if (lead)
+      for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl", "progress.png"})
+        fs::remove_all(fs::path(options.out) / old);
   }
-  {
+  if (lead) {
     std::ofstream cfg(fs::path(options.out) / "config.json");
     cfg << config.dump(2) << "\n";
     if (!cfg)
@@ -377,15 +418,15 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     lossScale = ckpt.state.lossScale;
     growthTracker = ckpt.state.growthTracker;
     if (!ckpt.state.recipeHash.empty() && ckpt.state.recipeHash != compileHash)
-      std::fprintf(options.console,
+      std::fprintf(console,
                    "medrun: warning: %s was written by a differently compiled recipe\n",
                    ckpt.dir.c_str());
-    std::fprintf(options.console, "resuming from %s (step %lld)\n", ckpt.dir.c_str(),
+    std::fprintf(console, "resuming from %s (step %lld)\n", ckpt.dir.c_str(),
                  static_cast<long long>(first));
   } else {
     params = initParameters(artifact, seed);
     if (!options.initFrom.empty())
-      initFromFile(artifact, params, options.initFrom, options.upkern, options.console);
+      initFromFile(artifact, params, options.initFrom, options.upkern, console);
   }
   if (first >= steps)
     throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",
@@ -393,7 +434,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
 
   // The steps run on the backend, which holds the state from here on.
   std::unique_ptr<TrainBackend> backend = options.cuda
-                                              ? cudaTrainBackend(artifact, reducer, options.console)
+                                              ? cudaTrainBackend(artifact, reducer, console)
                                               : cpuTrainBackend(artifact, reducer);
   backend->setState(params);
   params.clear();
@@ -423,24 +464,28 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     for (auto [list, key] : {std::pair{&split.train, "train"}, {&split.validation, "validation"}})
       for (const Case &c : *list)
         record[key].push_back({{"name", c.name}, {"image", c.image}, {"label", c.label}});
-    std::ofstream out(fs::path(options.out) / "split.json");
-    out << record.dump(2) << "\n";
-    if (!out)
-      throw Error(str(options.out, "/split.json: cannot write the dataset split"));
-    std::shared_ptr<const PatchSource> source = openDataset(feed.dataset(), split, options.console);
+    if (lead) {
+      std::ofstream out(fs::path(options.out) / "split.json");
+      out << record.dump(2) << "\n";
+      if (!out)
+        throw Error(str(options.out, "/split.json: cannot write the dataset split"));
+    }
+    std::shared_ptr<const PatchSource> source = openDataset(feed.dataset(), split, console);
     loaderPtr = std::make_unique<DataLoader>(source, loader, first, allocate);
     if (validateEvery > 0) {
       validationSource = openValidationDataset(feed.dataset(), split, *source);
       if (!validationSource)
-        std::fprintf(options.console, "validation: off: the split (%s) leaves no validation case\n",
+        std::fprintf(console, "validation: off: the split (%s) leaves no validation case\n",
                      split.how.c_str());
     }
   }
   DataLoader &data = *loaderPtr;
-  JsonlLog metrics((fs::path(options.out) / "metrics.jsonl").string(),
-                   resume ? std::optional<int64_t>(first) : std::nullopt);
+  std::optional<JsonlLog> metrics;
+  if (lead)
+    metrics.emplace((fs::path(options.out) / "metrics.jsonl").string(),
+                    resume ? std::optional<int64_t>(first) : std::nullopt);
   std::unique_ptr<TensorBoardWriter> board;
-  if (setting<bool>(config, "logging", "tensorboard"))
+  if (lead && setting<bool>(config, "logging", "tensorboard"))
     board = std::make_unique<TensorBoardWriter>((fs::path(options.out) / "tensorboard").string());
   Progress::Options po;
   po.total = steps;
@@ -449,7 +494,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   po.mode = options.progressMode == 1   ? Progress::Mode::Bar
             : options.progressMode == 2 ? Progress::Mode::Lines
                                         : Progress::Mode::Auto;
-  Progress progress(options.console, po);
+  Progress progress(console, po);
 
   // Validation: the `infer` function over each validation volume (sliding window), with
   // the EMA weights when the step keeps them; its Dice chooses `best`.
@@ -497,8 +542,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   }
   const std::string plotPath = (fs::path(options.out) / "progress.png").string();
   ProgressHistory history;
-  if (validator && resume)
-    history = readHistory(metrics.path());
+  if (validator && resume && metrics)
+    history = readHistory(metrics->path());
   std::optional<double> validated; // the Dice of this step, if it validated
 
   auto validate = [&](int64_t step, const TensorMap &state) {
@@ -515,7 +560,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     vpo.mode = po.mode;
     ValidationResult r;
     {
-      Progress bar(options.console, vpo);
+      Progress bar(console, vpo);
       r = validator->run(predict, [&](int64_t done, int64_t) { bar.update(done); });
     }
     const double elapsed = seconds() - start;
@@ -548,7 +593,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                                            : nlohmann::ordered_json(nullptr)},
                                      {"val_volumes", r.volumes},
                                      {"val_time", elapsed}};
-    metrics.write(record);
+    if (metrics)
+      metrics->write(record);
     if (board)
       board->addScalars(step, scalars);
     progress.message(str("validation after step ", step + 1, ": Dice ", fmtNumber(r.dice), " (",
@@ -558,7 +604,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                          Progress::formatInterval(elapsed), ")"));
     history.dice.push_back({step, r.dice});
     history.diceEma.push_back({step, diceEma ? *diceEma : std::nan("")});
-    if (pngSupported()) {
+    if (lead && pngSupported()) {
       try {
         writePng(plotPath, drawProgress(history));
       } catch (const Error &e) {
@@ -571,7 +617,9 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   keep.keepLast = static_cast<int>(setting<int64_t>(config, "checkpoint", "keep"));
   keep.bestMetric = validator ? "val_dice" : "loss";
   keep.bestHigher = validator != nullptr;
-  CheckpointWriter writer(checkpoints, keep); // saves while the next steps run
+  std::optional<CheckpointWriter> writer; // saves while the next steps run
+  if (lead)
+    writer.emplace(checkpoints, keep);
   TrainSummary summary;
   summary.firstStep = first;
   double intervalLoss = 0;
@@ -582,7 +630,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     TrainState state;
     state.step = done;
     state.seed = seed;
-    state.samplerPosition = static_cast<uint64_t>(done * loader.batch);
+    state.samplerPosition = static_cast<uint64_t>(done * loader.batch * ranks);
     state.schedule = Json::parse(section(config, "schedule").dump());
     state.recipeHash = compileHash;
     state.lossScale = lossScale;
@@ -601,7 +649,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
         v["dice_ema"] = *diceEma;
       state.extra["validation"] = v;
     }
-    writer.save(std::move(state), std::move(snapshot));
+    writer->save(std::move(state), std::move(snapshot));
   };
   auto saved = [&](const std::string &dir) {
     if (!dir.empty()) {
@@ -631,13 +679,29 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       ahead = &data.next();
       backend->stage(feed.batchInputs(*ahead));
     }
-    std::vector<Tensor> out = backend->run(inputs);
+    reducer.stepStarts();
+    std::vector<Tensor> out;
+    try {
+      out = backend->run(inputs);
+    } catch (const Error &) {
+      reducer.stepEnded(); // the job's failure, where that is what ended the step
+      throw;
+    }
     data.release(batch);
+    auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
+    double loss = value(lossOut), norm = value(normOut);
+    // Every rank takes the same decisions: the loss is the mean over the ranks (the
+    // gradients, so their norm, are the same on all), and a signal on any rank stops all
+    // after this step.
+    float agreed[2] = {static_cast<float>(loss), options.stop && options.stop->load() != 0 ? 1.0f : 0.0f};
+    reducer.sumOverRanks(agreed, 2);
+    reducer.stepEnded();
+    if (ranks > 1)
+      loss = agreed[0] / ranks;
+    const bool stopping = agreed[1] != 0;
     if (step == first)
       if (std::string line = backend->afterFirstStep(); !line.empty())
         progress.message(line);
-    auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
-    double loss = value(lossOut), norm = value(normOut);
     bool skip = false;
     // With loss scaling an overflow of the scaled gradients is routine: the step skipped
     // itself (found_inf) and lowered the scale. Only a non-finite loss is a failure then.
@@ -666,7 +730,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     record.lr = lr;
     record.gradNorm = norm;
     record.stepTime = elapsed;
-    record.samplesPerSecond = loader.batch / elapsed;
+    record.samplesPerSecond = static_cast<double>(loader.batch * ranks) / elapsed;
     record.dataWait = wait;
     if (validator && !skip)
       history.loss.push_back({step, loss});
@@ -676,7 +740,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       record.extra["loss_scale"] = lossScale;
       record.extra["found_inf"] = overflow;
     }
-    metrics.write(record);
+    if (metrics)
+      metrics->write(record);
     if (board)
       board->addScalars(step, {{"train/loss", loss},
                                {"train/lr", lr},
@@ -685,7 +750,6 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                {"time/data_wait_s", wait}});
     progress.update(step + 1, {{"loss", loss}, {"lr", lr}}); // steps done, counting resumed ones
 
-    bool stopping = options.stop && options.stop->load() != 0;
     bool last = step + 1 == steps;
     if ((step + 1) % logEvery == 0 || last || stopping) {
       if (firstInterval && intervalSteps > 0) {
@@ -695,7 +759,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       if (intervalSteps > 0)
         summary.lastLoss = intervalLoss / intervalSteps;
     }
-    saved(writer.poll());
+    if (writer)
+      saved(writer->poll());
     // The snapshot of the state, for validation and the checkpoint.
     validated.reset();
     bool newBest = false;
@@ -705,8 +770,13 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       validate(step, *snapshot);
       newBest = bestDice && bestStep == step + 1; // saved, so that `best` can point to it
     }
-    if ((step + 1) % checkpointEvery == 0 || last || stopping || newBest)
-      save(step + 1, snapshot ? std::move(*snapshot) : backend->state());
+    if ((step + 1) % checkpointEvery == 0 || last || stopping || newBest) {
+      TensorMap state = snapshot ? std::move(*snapshot) : backend->state();
+      if (ranks > 1)
+        checkRanksAgree(reducer, options.rank, step + 1, state);
+      if (writer)
+        save(step + 1, std::move(state));
+    }
     if ((step + 1) % logEvery == 0) {
       intervalLoss = 0;
       intervalSteps = 0;
@@ -718,7 +788,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     }
   }
   summary.lastStep = step;
-  saved(writer.wait());
+  if (writer)
+    saved(writer->wait());
   if (std::string line = backend->atEnd(); !line.empty())
     progress.message(line);
   progress.finish({{"loss", summary.lastLoss}});

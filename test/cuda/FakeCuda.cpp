@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <cstdint>
@@ -84,6 +85,9 @@ struct Event {
   std::chrono::steady_clock::time_point t;
   Stream *stream = nullptr; ///< a deferred stream it was recorded on, with
   uint64_t position = 0;    ///< the number of that stream's operations before the record
+  bool captured = false;    ///< recorded inside the capture, on `from` after `work` operations
+  void *from = nullptr;
+  uint64_t work = 0;
 };
 
 /// An operation of a deferred stream; `reads` is the host memory a copy reads, if any.
@@ -328,6 +332,10 @@ int cuStreamDestroy_v2(void *stream) {
 
 // Stream capture: launches (function, sizes, argument values) and asynchronous copies
 // (addresses, size) are recorded, and a graph replays them in order, at those addresses.
+// As in CUDA, another stream joins the capture by waiting on an event recorded in it (a
+// fork), and must be joined back (the capturing stream waits on an event recorded on it
+// after its last captured work) before the capture ends: else cuStreamEndCapture fails
+// with CUDA_ERROR_STREAM_CAPTURE_UNJOINED.
 struct Recorded {
   void *f; // null: a copy
   unsigned gx, bx;
@@ -339,11 +347,17 @@ struct Recorded {
 using Graph = std::vector<Recorded>;
 Graph *capturing = nullptr;
 void *captureStream = nullptr;
+std::set<void *> joinedStreams;                ///< other streams in the capture
+std::map<void *, uint64_t> capturedWork, rejoined; ///< per joined stream: work, and work joined back
+bool inCapture(void *stream) {
+  return capturing && (stream == captureStream || joinedStreams.count(stream));
+}
 
 int copyAsync(unsigned long long d, const void *s, size_t n, void *stream, bool fromHost) {
   if (fromHost && envSet("FAKE_CUDA_REQUIRE_PINNED") && !isPinned(s, n))
     return 1; // CUDA_ERROR_INVALID_VALUE: refused for the test
-  if (capturing && stream == captureStream) {
+  if (inCapture(stream)) {
+    ++capturedWork[stream];
     capturing->push_back({nullptr, 0, 0, {}, d, s, n});
     return 0;
   }
@@ -362,6 +376,7 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx > 1024)
     return 1; // CUDA_ERROR_INVALID_VALUE: the plans use 1-D grids and blocks
   if (capturing) {
+    ++capturedWork[stream];
     Recorded r{f, gx, bx, {}};
     for (unsigned n = 0; params[n]; ++n)
       r.args.push_back(*static_cast<void **>(params[n]));
@@ -430,10 +445,18 @@ int cuStreamBeginCapture_v2(void *stream, int) {
   return 0;
 }
 int cuStreamEndCapture(void *, void **graph) {
-  *graph = capturing;
+  bool unjoined = false;
+  for (void *s : joinedStreams)
+    unjoined = unjoined || capturedWork[s] > rejoined[s];
+  *graph = unjoined ? nullptr : capturing;
+  if (unjoined)
+    delete capturing;
   capturing = nullptr;
   captureStream = nullptr;
-  return 0;
+  joinedStreams.clear();
+  capturedWork.clear();
+  rejoined.clear();
+  return unjoined ? 908 : 0; // CUDA_ERROR_STREAM_CAPTURE_UNJOINED
 }
 int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long) {
   *exec = new Graph(*static_cast<Graph *>(graph));
@@ -467,14 +490,16 @@ int cuGraphDestroy(void *graph) {
   return 0;
 }
 
-// Host functions (the stand-in cuBLASLt enqueues its products so): run at once, or recorded
-// into the graph being captured (as a launch of no threads, which cuGraphLaunch calls).
-int cuLaunchHostFunc(void *, void (*fn)(void *), void *data) {
-  if (capturing)
+// Host functions (the stand-in cuBLASLt enqueues its products so, the stand-in NCCL its
+// collectives): run in stream order (at once on a blocking stream), or recorded into the
+// graph being captured (as a launch of no threads, which cuGraphLaunch calls).
+int cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data) {
+  if (capturing) {
+    ++capturedWork[stream];
     capturing->push_back({reinterpret_cast<void *>(fn), 0, 0, {data}});
-  else
-    fn(data);
-  return 0;
+    return 0;
+  }
+  return enqueue(stream, [fn, data] { fn(data); });
 }
 
 int cuEventCreate(void **e, unsigned) {
@@ -488,6 +513,13 @@ int cuEventDestroy_v2(void *e) {
 int cuEventRecord(void *e, void *stream) {
   Event *ev = static_cast<Event *>(e);
   Stream *s = static_cast<Stream *>(stream);
+  ev->captured = inCapture(stream);
+  if (ev->captured) {
+    ev->stream = nullptr;
+    ev->from = stream;
+    ev->work = capturedWork[stream];
+    return 0;
+  }
   int r = enqueue(stream, [ev] { ev->t = std::chrono::steady_clock::now(); });
   ev->stream = s && s->deferred ? s : nullptr;
   ev->position = s ? s->enqueued : 0; // the record included
@@ -497,9 +529,16 @@ int cuEventRecord(void *e, void *stream) {
 // stream, when the waiting stream gets there for a deferred one. Inside a capture only
 // events of the capture may be waited on (CUDA_ERROR_STREAM_CAPTURE_ISOLATION otherwise).
 int cuStreamWaitEvent(void *stream, void *e, unsigned) {
-  if (capturing && stream == captureStream)
-    return 905;
   Event *ev = static_cast<Event *>(e);
+  if (capturing && ev->captured) {
+    if (stream != captureStream)
+      joinedStreams.insert(stream); // a fork
+    else if (ev->from != captureStream)
+      rejoined[ev->from] = std::max(rejoined[ev->from], ev->work); // a join
+    return 0;
+  }
+  if (inCapture(stream))
+    return 905;
   Stream *from = ev->stream;
   uint64_t position = ev->position;
   if (!from)
@@ -516,6 +555,7 @@ int cuGetErrorName(int r, const char **s) {
   *s = r == 200   ? "CUDA_ERROR_INVALID_IMAGE"
        : r == 500 ? "CUDA_ERROR_NOT_FOUND"
        : r == 905 ? "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"
+       : r == 908 ? "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"
        : r == 2   ? "CUDA_ERROR_OUT_OF_MEMORY"
                   : "CUDA_ERROR";
   return 0;

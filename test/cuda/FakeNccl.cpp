@@ -8,14 +8,23 @@
 // shared memory named by the unique id: each posts its buffer in its own slot, waits for the
 // others', and sums the slots in rank order, rank 0 + rank 1 + ..., in f32 (bf16 rounded
 // once at the end), so every rank gets bit-identical results whatever the order they
-// arrive in. A collective runs when called, whatever the stream (the executor's compute
-// stream runs operations when enqueued under the emulated driver too).
+// arrive in. Under the emulated driver (MEDRUN_LIBCUDA, already loaded by medrun) a
+// collective is a host function on its stream (cuLaunchHostFunc): it runs in that stream's
+// order, at once on a blocking stream, when waited for on a deferred one, and a CUDA graph
+// captures it and runs it at each replay, as NCCL's kernels are. Without a stream or a
+// driver it runs when called.
+//
+// FAKE_NCCL_SKIP=RANK:CALL makes that rank's CALL-th all-reduce (1-based) keep its own
+// values instead of the sum (it still takes part, so no peer waits): a reducer that skips
+// a bucket on one rank, for tests that must notice.
 //
 // Faults behave as NCCL's do: a peer that exits, or one that does not arrive within
 // FAKE_NCCL_TIMEOUT_MS (default 10000), or a peer that called ncclCommAbort, makes the
 // collective stop; the call still returns ncclSuccess and the error shows in
 // ncclCommGetAsyncError (ncclRemoteError), the reason in ncclGetLastError. Larger buffers go
-// through the slots in pieces of FAKE_NCCL_SLOT_BYTES (default 1 MiB).
+// through the slots in pieces of FAKE_NCCL_SLOT_BYTES (default 1 MiB). As NCCL allows,
+// ncclCommAbort may come from another thread while a collective runs (a watchdog): the
+// collective stops, and the communicator's memory stays mapped for it.
 //
 //===----------------------------------------------------------------------------------===//
 #include <errno.h>
@@ -24,6 +33,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,6 +45,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -55,13 +67,25 @@ struct Shared {
   RankState ranks[kMaxRanks];
 };
 
+struct Comm;
+/// One enqueued all-reduce (kept while the communicator lives: a graph replays it).
+struct Job {
+  Comm *comm;
+  const void *send;
+  void *recv;
+  size_t count;
+  int type;
+};
+
 struct Comm {
   Shared *shared = nullptr;
   size_t mapped = 0, slotBytes = 0;
   int rank = 0, nranks = 0;
-  uint64_t pieces = 0;
-  int asyncError = kSuccess;
+  uint64_t pieces = 0, calls = 0;
+  std::atomic<int> asyncError{kSuccess}; ///< set after lastError (another thread reads both)
+  std::atomic<bool> abortedHere{false};
   std::string lastError;
+  std::vector<Job *> jobs;
   char *slot(int r) const { return reinterpret_cast<char *>(shared + 1) + slotBytes * size_t(r); }
 };
 
@@ -107,6 +131,10 @@ template <typename Ready> bool waitAll(Comm *c, Ready ready, const char *what) {
         missing = r;
     if (missing < 0)
       return true;
+    if (c->abortedHere) {
+      c->lastError = "this rank aborted the communicator";
+      return false;
+    }
     int aborted = c->shared->aborted.load();
     if (aborted) {
       c->lastError = "rank " + std::to_string(aborted - 1) + " aborted the communicator";
@@ -157,6 +185,63 @@ void store(char *p, float f, int type) {
 }
 
 thread_local std::string globalError;
+
+// The all-reduce itself, when its stream gets to it.
+void runJob(void *arg) {
+  const Job &job = *static_cast<Job *>(arg);
+  Comm *c = job.comm;
+  if (c->asyncError || c->abortedHere)
+    return;
+  const int type = job.type;
+  const size_t count = job.count;
+  const size_t elem = type == kFloat32 ? 4 : 2, per = c->slotBytes / elem;
+  const char *in = static_cast<const char *>(job.send);
+  char *out = static_cast<char *>(job.recv);
+  Shared *s = c->shared;
+  ++c->calls;
+  bool skip = false;
+  if (const char *spec = std::getenv("FAKE_NCCL_SKIP"); spec && *spec) {
+    int rank = -1;
+    unsigned long long call = 0;
+    skip = std::sscanf(spec, "%d:%llu", &rank, &call) == 2 && rank == c->rank && call == c->calls;
+  }
+  for (size_t begin = 0; begin < count; begin += per) {
+    size_t n = std::min(per, count - begin);
+    uint64_t piece = ++c->pieces;
+    // Every rank has read the slots of the previous piece: this rank's slot is free.
+    bool ok = waitAll(c, [&](int r) { return s->ranks[r].done.load() >= piece - 1; }, "an all-reduce");
+    if (ok) {
+      std::memcpy(c->slot(c->rank), in + begin * elem, n * elem);
+      s->ranks[c->rank].posted.store(piece);
+      ok = waitAll(c, [&](int r) { return s->ranks[r].posted.load() >= piece; }, "an all-reduce");
+    }
+    if (!ok) {
+      c->asyncError = kRemoteError; // as NCCL: the failure shows in ncclCommGetAsyncError
+      return;
+    }
+    for (size_t i = 0; i < n && !skip; ++i) {
+      float sum = toFloat(c->slot(0) + i * elem, type);
+      for (int r = 1; r < c->nranks; ++r)
+        sum += toFloat(c->slot(r) + i * elem, type);
+      store(out + (begin + i) * elem, sum, type);
+    }
+    if (skip && out != in)
+      std::memcpy(out + begin * elem, in + begin * elem, n * elem);
+    s->ranks[c->rank].done.store(piece);
+  }
+}
+
+// The emulated driver's cuLaunchHostFunc, where medrun has loaded it.
+int (*hostFuncLauncher())(void *, void (*)(void *), void *) {
+  static int (*fn)(void *, void (*)(void *), void *) = [] {
+    const char *path = std::getenv("MEDRUN_LIBCUDA");
+    void *lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    return lib ? reinterpret_cast<int (*)(void *, void (*)(void *), void *)>(
+                     dlsym(lib, "cuLaunchHostFunc"))
+               : nullptr;
+  }();
+  return fn;
+}
 
 } // namespace
 
@@ -257,7 +342,8 @@ int ncclCommInitRank(void **out, int nranks, ncclUniqueId id, int rank) {
   return kSuccess;
 }
 
-int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, void *comm, void *) {
+int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, void *comm,
+                  void *stream) {
   auto *c = static_cast<Comm *>(comm);
   if (type != kFloat32 && type != kBfloat16) {
     c->lastError = "only f32 and bf16 are summed by the stand-in";
@@ -267,34 +353,13 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, 
     c->lastError = "only ncclSum is supported by the stand-in";
     return kInvalidArgument;
   }
-  if (c->asyncError)
-    return c->asyncError;
-  const size_t elem = type == kFloat32 ? 4 : 2, per = c->slotBytes / elem;
-  const char *in = static_cast<const char *>(send);
-  char *out = static_cast<char *>(recv);
-  Shared *s = c->shared;
-  for (size_t begin = 0; begin < count; begin += per) {
-    size_t n = std::min(per, count - begin);
-    uint64_t piece = ++c->pieces;
-    // Every rank has read the slots of the previous piece: this rank's slot is free.
-    bool ok = waitAll(c, [&](int r) { return s->ranks[r].done.load() >= piece - 1; }, "an all-reduce");
-    if (ok) {
-      std::memcpy(c->slot(c->rank), in + begin * elem, n * elem);
-      s->ranks[c->rank].posted.store(piece);
-      ok = waitAll(c, [&](int r) { return s->ranks[r].posted.load() >= piece; }, "an all-reduce");
-    }
-    if (!ok) {
-      c->asyncError = kRemoteError;
-      return kSuccess; // as NCCL: the failure shows in ncclCommGetAsyncError
-    }
-    for (size_t i = 0; i < n; ++i) {
-      float sum = toFloat(c->slot(0) + i * elem, type);
-      for (int r = 1; r < c->nranks; ++r)
-        sum += toFloat(c->slot(r) + i * elem, type);
-      store(out + (begin + i) * elem, sum, type);
-    }
-    s->ranks[c->rank].done.store(piece);
-  }
+  if (int e = c->asyncError)
+    return e;
+  auto *job = new Job{c, send, recv, count, type};
+  c->jobs.push_back(job);
+  if (int (*launchHostFunc)(void *, void (*)(void *), void *) = hostFuncLauncher(); stream && launchHostFunc)
+    return launchHostFunc(stream, runJob, job) == 0 ? kSuccess : kSystemError;
+  runJob(job);
   return kSuccess;
 }
 
@@ -306,14 +371,15 @@ int ncclCommGetAsyncError(void *comm, int *error) {
 int ncclCommAbort(void *comm) {
   auto *c = static_cast<Comm *>(comm);
   c->shared->aborted.store(c->rank + 1); // peers waiting in a collective stop
-  ::munmap(c->shared, c->mapped);
-  delete c;
+  c->abortedHere = true;                 // and this rank's own, maybe on another thread
   return kSuccess;
 }
 
 int ncclCommDestroy(void *comm) {
   auto *c = static_cast<Comm *>(comm);
   ::munmap(c->shared, c->mapped);
+  for (Job *j : c->jobs)
+    delete j;
   delete c;
   return kSuccess;
 }

@@ -494,10 +494,51 @@ TEST(Data, SeedAndRankChangeBatches) {
   spec.seed = 12;
   Batch b = collect(smallDataset(), spec, 0, 1)[0];
   spec.seed = 11;
+  spec.ranks = 2;
   spec.rank = 1;
   Batch c = collect(smallDataset(), spec, 0, 1)[0];
   EXPECT_FALSE(sameBytes(a.tensors.at("image"), b.tensors.at("image")));
   EXPECT_FALSE(sameBytes(a.tensors.at("image"), c.tensors.at("image")));
+}
+
+// R ranks of batch b see exactly the samples one rank of batch R*b sees, rank r the slice
+// r*b .. r*b+b-1 of it, foreground oversampling included (it is decided over the global
+// batch). Control: ranks that do not know of each other (each a job of one rank) all draw
+// the first b samples.
+TEST(Data, RanksShareOutTheGlobalBatch) {
+  LoaderSpec one = allTensors();
+  one.batch = 6;
+  const Batch whole = collect(smallDataset(), one, 2, 1)[0];
+  int forced = 0;
+  for (const PatchInfo &p : whole.samples)
+    forced += p.forced;
+  EXPECT_EQ(forced, 2); // round(6 * 2/3) = 4: samples 4 and 5
+  LoaderSpec part = allTensors();
+  part.batch = 2;
+  part.ranks = 3;
+  auto slice = [](const Tensor &t, int64_t first, int64_t n, int64_t batch) {
+    const size_t per = t.nbytes() / static_cast<size_t>(batch);
+    return std::string(static_cast<const char *>(t.raw()) + first * per, n * per);
+  };
+  for (int64_t r = 0; r < 3; ++r) {
+    part.rank = r;
+    const Batch b = collect(smallDataset(), part, 2, 1)[0];
+    for (const auto &[name, t] : b.tensors)
+      EXPECT_EQ(slice(t, 0, 2, 2), slice(whole.tensors.at(name), 2 * r, 2, 6))
+          << name << " of rank " << r;
+    for (int64_t j = 0; j < 2; ++j) {
+      EXPECT_EQ(b.samples[j].volume, whole.samples[2 * r + j].volume);
+      EXPECT_EQ(b.samples[j].corner, whole.samples[2 * r + j].corner);
+      EXPECT_EQ(b.samples[j].forced, whole.samples[2 * r + j].forced);
+    }
+  }
+  part.ranks = 1;
+  part.rank = 0;
+  const Batch alone = collect(smallDataset(), part, 2, 1)[0];
+  EXPECT_NE(slice(alone.tensors.at("image"), 0, 2, 2), slice(whole.tensors.at("image"), 2, 2, 6));
+  part.ranks = 2;
+  part.rank = 2;
+  EXPECT_THROW(DataLoader(smallDataset(), part), Error);
 }
 
 TEST(Data, AffinityChannelsFollowTheModel) {

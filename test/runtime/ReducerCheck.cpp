@@ -3,7 +3,8 @@
 // data-parallel.test (test/medrun, test/cuda) trains a step compiled with --data-parallel
 // through this program: medrun::train with a reducer that counts its calls and elements
 // and, on the CPU backend, multiplies each bucket by --scale (what summing over --world
-// identical ranks does when scale = world). It prints
+// identical ranks does when scale = world); the loop's own sums (loss, decisions) are those
+// of --world identical ranks. It prints
 //   reducer: world W, C calls, E elements
 // after the run.
 //
@@ -38,6 +39,10 @@ public:
     float *x = static_cast<float *>(data);
     for (size_t i = 0; i < count; ++i)
       x[i] = static_cast<float>(x[i] * scale_);
+  }
+  void sumOverRanks(float *values, size_t count) override {
+    for (size_t i = 0; i < count; ++i)
+      values[i] *= static_cast<float>(world_);
   }
   int64_t calls = 0, elements = 0;
 

@@ -10,6 +10,7 @@
 
 #include "medrun/Artifact.h"
 #include "medrun/Cuda.h"
+#include "medrun/Distributed.h"
 #include "medrun/Error.h"
 #include "medrun/RecipeCheck.h"
 #include "medrun/Train.h"
@@ -33,6 +34,10 @@ namespace fs = std::filesystem;
 
 std::atomic<int> stopRequests{0};
 std::atomic<int> stopSignal{0};
+// Where `medrun train` says what it does: stderr, nothing on the ranks of a data-parallel
+// job other than rank 0 (their errors still reach stderr).
+FILE *notes = stderr;
+bool quietRank = false;
 
 // First SIGINT/SIGTERM: finish the step, save, then exit 130 after SIGINT (the shell's status
 // of an interrupted command) and 0 after SIGTERM (a scheduler that preempts a job and
@@ -41,6 +46,8 @@ void onSignal(int sig) {
   if (stopRequests.fetch_add(1) >= 1)
     _exit(130);
   stopSignal = sig;
+  if (quietRank)
+    return;
   const char msg[] = "\nmedrun: stopping after this step (checkpoint follows); "
                      "signal again to quit at once\n";
   ssize_t ignored = write(2, msg, sizeof msg - 1);
@@ -125,7 +132,7 @@ void setKey(nlohmann::json &config, const std::string &spec) {
 std::string recipeCacheDir() { return cacheDir().string(); }
 
 int prepareRecipe(const std::string &recipe, const std::vector<std::string> &overrides,
-                  const std::string &artifactPath, PreparedRecipe &prepared) {
+                  const std::string &artifactPath, PreparedRecipe &prepared, bool dataParallel) {
   if (!fs::exists(recipe))
     throw Error(str(recipe, ": no such recipe (see configs/ for examples)"));
   const bool effective = fs::path(recipe).extension() == ".json";
@@ -166,7 +173,7 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
   bool cuda = device == "cuda" || (device == "auto" && gpu);
   if (device == "cuda" && !gpu)
     throw Error(str("--device cuda: no CUDA driver or GPU found; use --device cpu (", why, ")"));
-  std::fprintf(stderr, "device: %s%s\n", cuda ? "cuda" : "cpu",
+  std::fprintf(notes, "device: %s%s\n", cuda ? "cuda" : "cpu",
                device == "auto" ? (cuda ? " (auto: a GPU is present)" : " (auto: no GPU found)") : "");
 
   // 2. The artifact, compiled once per compile hash and target.
@@ -174,28 +181,31 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
   if (artifact.empty()) {
     fs::path cache = cacheDir();
     fs::create_directories(cache);
-    artifact = cache / (config["compile_hash"].get<std::string>() + (cuda ? ".cuda" : "") + ".medc");
+    artifact = cache / (config["compile_hash"].get<std::string>() + (cuda ? ".cuda" : "") +
+                        (dataParallel ? ".dp" : "") + ".medc");
   }
   if (!artifactPath.empty()) {
-    std::fprintf(stderr, "using the compiled recipe %s\n", artifact.c_str());
+    std::fprintf(notes, "using the compiled recipe %s\n", artifact.c_str());
   } else if (!fs::exists(artifact)) {
     fs::path tmp = artifact.string() + ".tmp." + std::to_string(getpid());
-    std::fprintf(stderr, "compiling %s -> %s\n", recipe.c_str(), artifact.c_str());
+    std::fprintf(notes, "compiling %s -> %s\n", recipe.c_str(), artifact.c_str());
     auto start = std::chrono::steady_clock::now();
     argv = {medc, "compile", "--emit=artifact", "--recipe"};
     argv.insert(argv.end(), recipeArgs.begin(), recipeArgs.end());
     if (cuda)
       argv.insert(argv.end(), {"--target", "cuda"});
+    if (dataParallel)
+      argv.push_back("--data-parallel");
     argv.insert(argv.end(), {"-o", tmp.string()});
     if (int rc = runProcess(argv, nullptr); rc != 0) {
       fs::remove(tmp);
       return rc;
     }
     fs::rename(tmp, artifact);
-    std::fprintf(stderr, "compiled in %.1f s\n",
+    std::fprintf(notes, "compiled in %.1f s\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   } else {
-    std::fprintf(stderr, "using the compiled recipe %s\n", artifact.c_str());
+    std::fprintf(notes, "using the compiled recipe %s\n", artifact.c_str());
   }
   Artifact a = Artifact::load(artifact.string());
   // The artifact must be the recipe compiled: the same compile hash (what `medc recipe`
@@ -228,8 +238,23 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
                  const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
                  int progressMode, const std::string &artifactPath,
                  const std::string &initFrom, bool upkern) {
+  // A rank of a data-parallel job: its GPU and the communicator first (the rendezvous
+  // waits for every rank), so a rank that cannot join stops the job before any work.
+  const DistEnv dist = distEnvFromEnvironment();
+  std::unique_ptr<DataParallel> job;
+  static std::unique_ptr<FILE, int (*)(FILE *)> devnull(nullptr, std::fclose);
+  if (dist.rank > 0 && (devnull || (devnull.reset(std::fopen("/dev/null", "w")), devnull))) {
+    notes = devnull.get();
+    quietRank = true;
+  }
+  if (dist.worldSize > 1) {
+    std::fprintf(notes, "data parallel: %d ranks; rank 0 (pid %d) writes the logs and checkpoints\n",
+                 dist.worldSize, static_cast<int>(getpid()));
+    job = std::make_unique<DataParallel>(dist);
+    setCudaDevice(job->device());
+  }
   PreparedRecipe prepared;
-  if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared); rc != 0)
+  if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared, job != nullptr); rc != 0)
     return rc;
   const nlohmann::json &config = prepared.config;
   const Artifact &a = prepared.artifact;
@@ -246,21 +271,25 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   options.progressMode = progressMode;
   options.initFrom = initFrom;
   options.upkern = upkern;
+  if (job) {
+    options.reducer = job.get();
+    options.rank = dist.rank;
+  }
   struct sigaction sa = {};
   sa.sa_handler = onSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  std::fprintf(stderr, "training %s for %lld steps -> %s\n", recipe.c_str(),
+  std::fprintf(notes, "training %s for %lld steps -> %s\n", recipe.c_str(),
                static_cast<long long>(config["train"]["steps"].get<int64_t>()),
                options.out.c_str());
   TrainSummary s = train(a, config, options);
-  std::fprintf(stderr, "%s steps %lld..%lld: mean loss %.4g (first %lld steps) -> %.4g (last)%s\n",
+  std::fprintf(notes, "%s steps %lld..%lld: mean loss %.4g (first %lld steps) -> %.4g (last)%s\n",
                s.interrupted ? "interrupted after" : "trained", static_cast<long long>(s.firstStep),
                static_cast<long long>(s.lastStep), s.firstLoss,
                static_cast<long long>(config["logging"]["every"].get<int64_t>()), s.lastLoss,
                s.skipped ? str(", ", s.skipped, " steps skipped (non-finite loss)").c_str() : "");
-  std::fprintf(stderr, "checkpoint: %s\n", s.checkpoint.c_str());
+  std::fprintf(notes, "checkpoint: %s\n", s.checkpoint.c_str());
   return s.interrupted && stopSignal == SIGINT ? 130 : 0;
 }
 

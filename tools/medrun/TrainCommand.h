@@ -26,12 +26,13 @@ struct PreparedRecipe {
 /// GPU with --target cuda) or given as `artifactPath` (then `recipe` may be the effective
 /// recipe as JSON: no medc needed); the artifact must come from the recipe (compile hash).
 /// Prints a line per phase to stderr. Returns 0, or medc's exit status when medc failed
-/// (it said why).
+/// (it said why). `dataParallel` (a job of several ranks) compiles with --data-parallel.
 int prepareRecipe(const std::string &recipe, const std::vector<std::string> &overrides,
-                  const std::string &artifactPath, PreparedRecipe &prepared);
+                  const std::string &artifactPath, PreparedRecipe &prepared,
+                  bool dataParallel = false);
 
 /// Where compiled recipes are cached (MEDRUN_CACHE, else XDG_CACHE_HOME/medrun,
-/// ~/.cache/medrun): <compile hash>[.cuda].medc.
+/// ~/.cache/medrun): <compile hash>[.cuda][.dp].medc.
 std::string recipeCacheDir();
 
 /// Checks the recipe with its overrides (medc recipe), compiles it unless the artifact is
@@ -40,7 +41,9 @@ std::string recipeCacheDir();
 /// with `artifactPath` compiled from it: no medc needed. `resume`: "" = the run's own
 /// checkpoints, or a checkpoint path; `resumeOrStart`: a fresh run when the run has none.
 /// `progressMode`: 0 auto, 1 bar, 2 plain lines. `initFrom`: a fresh run starts from these
-/// weights (TrainOptions::initFrom). Returns the exit status (130 after SIGINT).
+/// weights (TrainOptions::initFrom). In a job of several ranks (the launcher's variables,
+/// Distributed.h) it trains data parallel on GPU LOCAL_RANK. Returns the exit status (130
+/// after SIGINT).
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
                  const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
                  int progressMode, const std::string &artifactPath = "",

@@ -1164,10 +1164,6 @@ int main(int argc, char **argv) {
       return distCheck(distEnvFromEnvironment(), o);
     }
     if (args.is("train")) {
-      if (DistEnv dist = distEnvFromEnvironment(); dist.worldSize > 1)
-        throw Error(str("this process is ", dist.describe(), ", but data-parallel training is "
-                        "not wired yet (the training step's gradient all-reduce arrives with the "
-                        "data-parallel backend); `medrun dist-check` checks the launch and NCCL"));
       std::vector<std::string> overrides = args.all("set");
       for (const char *key : {"steps", "out", "device", "nan", "threads"})
         for (const std::string &v : args.all(key))

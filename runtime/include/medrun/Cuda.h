@@ -23,6 +23,10 @@ namespace medrun {
 /// True if libcuda loads and reports a GPU; otherwise false with the reason in `why`.
 bool cudaAvailable(std::string *why = nullptr);
 
+/// The GPU that CudaSessions created from now on open, among those the driver reports
+/// (default 0): a rank of a data-parallel job uses its own (rankDevice, Distributed.h).
+void setCudaDevice(int ordinal);
+
 /// The key under which CudaSession::run's profile adds an op's time: its kind; for a
 /// convolution also its family ("conv3d 1x1x1", "conv3d depthwise", "conv3d 3x3x3"), which
 /// decides which library and algorithm run it; for a shift-sum whether it is `mirrored`
@@ -30,7 +34,7 @@ bool cudaAvailable(std::string *why = nullptr);
 /// ("fusion:elementwise", one key per template), whose generated kernel runs it.
 std::string profileKey(const Function &fn, const OpInfo &op);
 
-/// A CUDA context on GPU 0 with the artifact's kernels loaded, for running its functions
+/// A CUDA context on GPU 0 (setCudaDevice) with the artifact's kernels loaded, for running its functions
 /// repeatedly. Throws Error "no CUDA driver or GPU found; use --device cpu (...)" where
 /// there is none, and an Error naming the problem when the artifact has no CUDA kernels or
 /// neither the cubin nor the PTX loads.

@@ -5,7 +5,8 @@
 //  - an embedded synthetic dataset (procedural 3D instance labels: neurite-like tubes and
 //    ellipsoidal blobs, a blurred noisy image) so every command works with no download;
 //  - a counter-based patch sampler: the patch of sample j of step s is a pure function of
-//    (seed, rank, s, j), with nnU-Net's foreground oversampling;
+//    (seed, s, j) where j counts the samples of the step's global batch (all ranks of a
+//    data-parallel job), with nnU-Net's foreground oversampling over that batch;
 //  - a DataLoader whose worker threads only crop, pad and stack patches into a fixed pool
 //    of reusable batch buffers, handing out batches strictly in step order.
 //
@@ -90,7 +91,11 @@ struct LoaderSpec {
   int prefetch = 3;                           ///< [prefetch] batch buffers in the pool
   double foreground = 1.0 / 3;                ///< [foreground] oversampled fraction
   uint64_t seed = 0;                          ///< [seed]
-  int64_t rank = 0;                           ///< data-parallel rank: its own samples
+  /// Data parallel: a step's global batch is `ranks` x `batch` samples; rank r draws its
+  /// samples r*batch .. r*batch + batch-1, so that R ranks of batch b see exactly the
+  /// samples one rank of batch R*b sees (sample index = step * R*b + r*b + i).
+  int64_t rank = 0;
+  int64_t ranks = 1;
 };
 
 /// Tensor names a LoaderSpec may request (f32 each; P = patch, B = batch):
@@ -114,6 +119,8 @@ struct PatchInfo {
 
 /// nnU-Net `get_do_oversample`: sample j of a batch of B is forced to contain foreground
 /// iff j >= round(B * (1 - fraction)), round half to even as Python's round.
+/// Over a data-parallel job's global batch (as nnU-Net's DDP shares its oversampled samples
+/// out to the ranks), so the forced samples do not depend on how many ranks there are.
 bool oversampled(int64_t j, int64_t batch, double fraction);
 
 /// Where the sampler and the loader take volumes from: the in-memory synthetic volumes, or
@@ -149,7 +156,8 @@ class Sampler {
 public:
   Sampler(std::shared_ptr<const std::vector<Volume>> volumes, const LoaderSpec &spec);
   Sampler(std::shared_ptr<const PatchSource> source, const LoaderSpec &spec);
-  /// A pure function of (seed, rank, step, j).
+  /// Sample j (0 <= j < batch) of this rank at `step`: a pure function of (seed, step,
+  /// rank * batch + j, ranks * batch).
   PatchInfo sample(int64_t step, int64_t j) const;
 
 private:

@@ -10,6 +10,7 @@
 #ifndef MEDRUN_DISTRIBUTED_H
 #define MEDRUN_DISTRIBUTED_H
 
+#include "medrun/GradientReducer.h"
 #include "medrun/Tensor.h"
 
 #include <array>
@@ -142,12 +143,49 @@ public:
   /// ncclCommAbort: ends the communicator at once, also with collectives in flight; the
   /// peers hear that this rank failed.
   void abort();
+  /// Aborts for `why` (asyncError's text) and returns the message to stop with: this rank,
+  /// and the rank that left where the rendezvous connections tell (within a second).
+  std::string abortFor(const std::string &why);
 
 private:
   [[noreturn]] void fail(const std::string &why);
   DistEnv env_;
   void *comm_ = nullptr;
   PeerWatch watch_;
+};
+
+/// A rank's side of data-parallel training (`medrun train` in a job of several ranks): the
+/// CUDA backend's GradientReducer over the job's communicator (docs/distributed.md).
+///  - Overlap: allReduceSum records an event on the step's stream; the communicator's own
+///    stream waits for it and sums the bucket, then records an event that join() makes the
+///    step's stream wait for. Backward goes on meanwhile, the host never waits, and in a
+///    CUDA graph the same dependencies are captured.
+///  - Faults: a watchdog thread polls the communicator (ncclCommGetAsyncError and the
+///    rendezvous connections) off the step's critical path and aborts it (ncclCommAbort)
+///    when a peer died or failed, or when a step has not ended within env.timeout seconds
+///    (a peer hangs); stepEnded() then throws the reason, which names the rank where known.
+class DataParallel final : public GradientReducer {
+public:
+  /// Makes the primary context of the rank's GPU (rankDevice) current, then joins the
+  /// job's communicator. CudaSession is to use the same GPU (setCudaDevice(device())).
+  explicit DataParallel(const DistEnv &env);
+  ~DataParallel() override;
+  DataParallel(const DataParallel &) = delete;
+  DataParallel &operator=(const DataParallel &) = delete;
+
+  const DistEnv &env() const;
+  int device() const; ///< the GPU's ordinal
+  int worldSize() const override;
+  void allReduceSum(void *data, size_t count, DType dtype, void *stream) override;
+  void join(void *stream) override;
+  void stepStarts() override;
+  void stepEnded() override;
+  /// An all-reduce of `count` f32 values through device memory, waited for here.
+  void sumOverRanks(float *values, size_t count) override;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// `medrun ... --gpus N`: runs this executable N times on this host with `args` (the

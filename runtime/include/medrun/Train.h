@@ -60,6 +60,9 @@ struct TrainOptions {
   /// the job (null: a job of one rank, singleRankReducer()). Its worldSize() sets the
   /// step's inv_world_size.
   GradientReducer *reducer = nullptr;
+  /// This process's rank in the job: each draws its own part of a step's global batch
+  /// (Data.h); rank 0 alone writes the output directory and the console's progress.
+  int rank = 0;
   FILE *console = stderr; ///< progress bar or lines, messages
   int progressMode = 0;   ///< 0 auto (bar on a terminal), 1 bar, 2 plain lines
 };

@@ -279,6 +279,12 @@ struct Staged {
 } // namespace
 
 
+namespace {
+int deviceOrdinal = 0; // setCudaDevice
+} // namespace
+
+void setCudaDevice(int ordinal) { deviceOrdinal = ordinal; }
+
 bool cudaAvailable(std::string *why) {
   const Driver &d = driver();
   if (why)
@@ -824,7 +830,7 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
   if (!artifact.cuda)
     throw Error(str(artifact.path, ": the artifact has no CUDA kernels; compile it with `medc "
                                    "compile ... --target cuda`"));
-  impl->check(d.cuDeviceGet(&impl->device, 0), "cuDeviceGet");
+  impl->check(d.cuDeviceGet(&impl->device, deviceOrdinal), "cuDeviceGet");
   impl->check(d.cuDevicePrimaryCtxRetain(&impl->ctx, impl->device), "cuDevicePrimaryCtxRetain");
   impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
   // Each module's cubin first; its PTX (JIT-compiled by the driver) if the GPU cannot run it.
@@ -1353,13 +1359,31 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                       dtypeName(l.type[id])));
     }
     int libraryOp = -1; // the op whose cuDNN or cuBLASLt call was enqueued last
+    // The buckets handed to the reducer that the stream has not joined yet (device byte
+    // ranges): a reducer may sum them on a stream of its own while backward goes on, so the
+    // first kernel that touches one waits for the sums on the device (join).
+    std::vector<std::pair<uint64_t, uint64_t>> reducing;
+    auto bytes = [&](int id) -> uint64_t {
+      return id < static_cast<int>(fn.values.size())
+                 ? numElements(fn.values[id].shape) * dtypeSize(l.type[id])
+                 : 0;
+    };
     for (const CudaStep &s : plan.steps) {
       if (s.kind == CudaStep::Kind::AllReduce) {
         impl->allReduce(fn, l, s, ptr);
+        for (int id : s.args)
+          reducing.emplace_back(ptr(id), ptr(id) + bytes(id));
         continue;
       }
       if (s.kind != CudaStep::Kind::Launch)
         continue;
+      for (size_t a = 0; a < s.args.size() && !reducing.empty(); ++a)
+        for (auto [lo, hi] : reducing)
+          if (ptr(s.args[a]) < hi && lo < ptr(s.args[a]) + bytes(s.args[a])) {
+            impl->reducer->join(impl->stream);
+            reducing.clear();
+            break;
+          }
       const OpInfo &op = fn.ops[s.op];
       const cublaslt::Gemm *gemm = l.gemms.empty() ? nullptr : l.gemms[s.op].get();
       if (gemm || (!l.convs.empty() && l.convs[s.op])) {
@@ -1391,6 +1415,8 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
         timedOps.push_back(s.op);
       }
     }
+    if (!reducing.empty()) // what follows the plan (downloads, commits) sees the sums
+      impl->reducer->join(impl->stream);
   };
   // A CUDA graph replays the step with one launch; captured on the second run (the first
   // measures cuDNN's algorithms), recaptured when a buffer it uses has moved.

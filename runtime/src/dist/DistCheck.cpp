@@ -3,14 +3,12 @@
 // The first thing to run on a new machine or launcher: every rank opens its GPU (LOCAL_RANK),
 // joins the communicator and sums a buffer whose exact sum it knows. The values are small
 // integers (|sum| <= 128), exact in f32 and bf16 whatever order NCCL adds them in, so each
-// rank checks every element for equality. The driver functions it needs are few; they are
-// resolved here from the same library the CUDA backend opens (MEDRUN_LIBCUDA, else
-// libcuda.so.1).
+// rank checks every element for equality. The driver functions it needs are in Driver.h.
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Distributed.h"
 
-#include "../cuda/SharedLibrary.h"
+#include "Driver.h"
 #include "medrun/Error.h"
 
 #include <unistd.h>
@@ -25,59 +23,7 @@
 namespace medrun {
 namespace {
 
-using CUresult = int;
-using CUdeviceptr = unsigned long long;
-constexpr CUresult kNotReady = 600; // CUDA_ERROR_NOT_READY
-
-struct Driver {
-  SharedLibrary lib;
-  CUresult (*cuInit)(unsigned) = nullptr;
-  CUresult (*cuDeviceGetCount)(int *) = nullptr;
-  CUresult (*cuDeviceGet)(int *, int) = nullptr;
-  CUresult (*cuDeviceGetName)(char *, int, int) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRetain)(void **, int) = nullptr;
-  CUresult (*cuDevicePrimaryCtxRelease)(int) = nullptr;
-  CUresult (*cuCtxSetCurrent)(void *) = nullptr;
-  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
-  CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
-  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
-  CUresult (*cuStreamCreate)(void **, unsigned) = nullptr;
-  CUresult (*cuStreamQuery)(void *) = nullptr;
-  CUresult (*cuStreamDestroy)(void *) = nullptr;
-  CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
-
-  Driver() {
-    lib.open("MEDRUN_LIBCUDA", "libcuda.so.1");
-    if (!lib.handle)
-      throw Error(str("dist-check needs a CUDA driver: ", lib.error));
-    lib.require(cuInit, {"cuInit"});
-    lib.require(cuDeviceGetCount, {"cuDeviceGetCount"});
-    lib.require(cuDeviceGet, {"cuDeviceGet"});
-    lib.require(cuDeviceGetName, {"cuDeviceGetName"});
-    lib.require(cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"});
-    lib.require(cuDevicePrimaryCtxRelease, {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"});
-    lib.require(cuCtxSetCurrent, {"cuCtxSetCurrent"});
-    lib.require(cuMemAlloc, {"cuMemAlloc_v2"});
-    lib.require(cuMemFree, {"cuMemFree_v2"});
-    lib.require(cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
-    lib.require(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
-    lib.require(cuStreamCreate, {"cuStreamCreate"});
-    lib.require(cuStreamQuery, {"cuStreamQuery"});
-    lib.require(cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"});
-    lib.require(cuGetErrorString, {"cuGetErrorString"});
-    if (!lib.error.empty())
-      throw Error(str("dist-check: ", lib.error));
-  }
-
-  void check(CUresult r, const char *call) const {
-    if (r == 0)
-      return;
-    const char *text = nullptr;
-    cuGetErrorString(r, &text);
-    throw Error(str(call, " failed: ", text ? text : "unknown CUDA error", " (", r, ")"));
-  }
-};
+using namespace dist;
 
 /// Rank r's value at element i: a small integer, so that any order of summing is exact.
 float valueOf(int rank, size_t i, int iteration, int bound) {
@@ -96,7 +42,7 @@ uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) 
 } // namespace
 
 int distCheck(const DistEnv &env, const DistCheckOptions &options) {
-  Driver d;
+  Driver d("dist-check");
   d.check(d.cuInit(0), "cuInit");
   int gpus = 0;
   d.check(d.cuDeviceGetCount(&gpus), "cuDeviceGetCount");

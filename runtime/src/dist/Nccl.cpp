@@ -136,16 +136,18 @@ void Communicator::allReduceSum(void *data, size_t count, DType dtype, void *str
   }
 }
 
-void Communicator::fail(const std::string &why) {
+std::string Communicator::abortFor(const std::string &why) {
   // NCCL's own error rarely says which rank is gone; the connections of the rendezvous do,
   // within moments (rank 0 passes it on).
   std::string who = watch_.lost(1000);
   abort();
   if (!who.empty())
-    throw Error(str(env_.describe(), ": ", who, "; communicator aborted"));
-  throw Error(str(env_.describe(), ": NCCL reports an error (a peer rank died or the network "
-                                   "failed): ", why, "; communicator aborted"));
+    return str(env_.describe(), ": ", who, "; communicator aborted");
+  return str(env_.describe(), ": NCCL reports an error (a peer rank died or the network "
+                              "failed): ", why, "; communicator aborted");
 }
+
+void Communicator::fail(const std::string &why) { throw Error(abortFor(why)); }
 
 std::string Communicator::asyncError() {
   if (std::string who = watch_.lost(); !who.empty())
