@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 namespace medrun::test {
 
 template <typename T> void appendLE(std::string &out, T v) {
@@ -31,8 +33,10 @@ inline std::string container(const std::string &json,
   return bytes;
 }
 
+/// Writes `bytes` to a file of the temporary directory named `name`, prefixed with the
+/// process id: ctest runs each test case as its own process, in parallel.
 inline std::string writeTemp(const std::string &name, const std::string &bytes) {
-  std::string path = ::testing::TempDir() + name;
+  std::string path = ::testing::TempDir() + std::to_string(getpid()) + "-" + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
