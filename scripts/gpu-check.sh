@@ -25,7 +25,9 @@
 #             fail.
 #   dist      data-parallel launch with the real NCCL (docs/distributed.md): medrun dist-check
 #             as a job of one rank, under --gpus 1 and under --gpus <the GPUs nvidia-smi lists>;
-#             negative control: one rank more than GPUs must fail naming a rank
+#             negative control: one rank more than GPUs must fail naming a rank; then
+#             `medrun train --data-parallel` of the quickstart (a communicator of one rank),
+#             the loss falling
 #   profile   Nsight Compute per kernel over one step (MED_PROFILE_KERNELS, _COUNT, _ARTIFACT)
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
 #             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
@@ -318,6 +320,13 @@ if [[ " $CHECKS " == *" dist "* ]]; then
       status=1; echo "FAIL medrun dist-check $args (exit $rc)" >>"$OUT/dist.txt"
     fi
   done
+  # The data-parallel training path with the real NCCL as a communicator of one rank
+  # (--data-parallel, the quickstart compiled with --data-parallel): 100 steps, the loss
+  # must fall as in part cuda's single-process training.
+  if [ -f .device/cuda/quickstart_dp.medc ]; then
+    train_falls train-dp "$OUT/dist.txt" 480 100 10 .device/cuda/quickstart.json \
+      .device/cuda/quickstart_dp.medc --data-parallel
+  fi
 fi
 
 echo

@@ -26,6 +26,9 @@ done
 mkdir -p .device/cuda
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
   -o .device/cuda/quickstart.medc
+# The same compiled with --data-parallel: part `dist` trains it through NCCL as one rank.
+"$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
+  --data-parallel -o .device/cuda/quickstart_dp.medc
 # Its fused kernels one by one (fusion_check_<k>, `medrun cuda-check --fusions`).
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
   --fusion-checks -o .device/cuda/quickstart_fusions.medc

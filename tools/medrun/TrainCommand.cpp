@@ -237,7 +237,7 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
                  const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
                  int progressMode, const std::string &artifactPath,
-                 const std::string &initFrom, bool upkern) {
+                 const std::string &initFrom, bool upkern, bool dataParallel) {
   // A rank of a data-parallel job: its GPU and the communicator first (the rendezvous
   // waits for every rank), so a rank that cannot join stops the job before any work.
   const DistEnv dist = distEnvFromEnvironment();
@@ -247,9 +247,9 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
     notes = devnull.get();
     quietRank = true;
   }
-  if (dist.worldSize > 1) {
-    std::fprintf(notes, "data parallel: %d ranks; rank 0 (pid %d) writes the logs and checkpoints\n",
-                 dist.worldSize, static_cast<int>(getpid()));
+  if (dist.worldSize > 1 || dataParallel) {
+    std::fprintf(notes, "data parallel: %d rank%s; rank 0 (pid %d) writes the logs and checkpoints\n",
+                 dist.worldSize, dist.worldSize == 1 ? "" : "s", static_cast<int>(getpid()));
     job = std::make_unique<DataParallel>(dist);
     setCudaDevice(job->device());
   }

@@ -42,12 +42,14 @@ std::string recipeCacheDir();
 /// checkpoints, or a checkpoint path; `resumeOrStart`: a fresh run when the run has none.
 /// `progressMode`: 0 auto, 1 bar, 2 plain lines. `initFrom`: a fresh run starts from these
 /// weights (TrainOptions::initFrom). In a job of several ranks (the launcher's variables,
-/// Distributed.h) it trains data parallel on GPU LOCAL_RANK. Returns the exit status (130
-/// after SIGINT).
+/// Distributed.h) it trains data parallel on GPU LOCAL_RANK; with `dataParallel` a job of
+/// one rank does too (a communicator of one: that path checked on one GPU). Returns the exit
+/// status (130 after SIGINT).
 int trainCommand(const std::string &recipe, const std::vector<std::string> &overrides,
                  const std::optional<std::string> &resume, bool resumeOrStart, bool overwrite,
                  int progressMode, const std::string &artifactPath = "",
-                 const std::string &initFrom = "", bool upkern = false);
+                 const std::string &initFrom = "", bool upkern = false,
+                 bool dataParallel = false);
 
 } // namespace medrun
 

@@ -152,7 +152,11 @@ const std::vector<Command> &commands() {
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"},
         kInitFrom,
         kUpkern,
-        kGpus},
+        kGpus,
+        {"data-parallel", "",
+         "train through the data-parallel path even as a job of one rank (NCCL with a\n"
+         "communicator of one; the artifact compiled with --data-parallel): that path\n"
+         "checked on one GPU"}},
        true},
       {"bench",
        "medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]\n"
@@ -1189,7 +1193,8 @@ int main(int argc, char **argv) {
       return trainCommand(args.artifact, overrides, resume, resumeOrStart,
                           args.has("overwrite"),
                           progress == "auto" ? 0 : progress == "bar" ? 1 : 2,
-                          args.get("artifact"), initFrom, args.has("upkern"));
+                          args.get("artifact"), initFrom, args.has("upkern"),
+                          args.has("data-parallel"));
     }
     if (args.is("bench")) {
       std::vector<std::string> overrides = args.all("set");
