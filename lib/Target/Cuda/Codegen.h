@@ -315,6 +315,10 @@ private:
   /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
   void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
                 const std::vector<int> &args, int64_t outs, int block, const std::string &body);
+  /// One block per output o of [0, count): `outName`[o] = the sum of the `parts` partial
+  /// sums parts[(offset + o) * parts + r], in a fixed tree (the same bits on every run).
+  void sumParts(const Op &op, const std::string &base, const std::string &outName, int result,
+                int partsBuf, int64_t offset, int64_t count, int64_t parts);
   static std::string in(const std::string &name, const std::string &t = "float") {
     return "const " + t + "* __restrict__ " + name;
   }

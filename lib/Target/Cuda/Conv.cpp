@@ -153,15 +153,7 @@ void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
       "  }\n";
   launch(op, src.kernel("dwconv_grad_weight_parts", typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body, kBlock),
          C * kD * N * S, kBlock, {buf, x, dy});
-  const int block = blockFor(parts);
-  std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
-                        "  float acc = 0.0f;\n"
-                        "  for (i64 r = t; r < " + num(parts) + "; r += " + std::to_string(block) + ")\n"
-                        "    acc += parts[o * " + num(parts) + " + r];\n"
-                        "  acc = blockSum(acc, sh);\n"
-                        "  if (t == 0) dw[o] = acc;\n";
-  perBlock(op, "dwconv_grad_weight_sum", {out("dw"), in("parts")}, {dw, buf}, type(dw).numel(),
-           block, combine);
+  sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
 }
 
 // conv3d_grad_weight, and shift_sum_grad_weight where Stencil.cpp falls back (that of the

@@ -305,6 +305,20 @@ void FunctionGen::perBlock(const Op &op, const std::string &base, const std::vec
   launch(op, src.kernel(base, typed(params, args), b, block), outs, block, args);
 }
 
+void FunctionGen::sumParts(const Op &op, const std::string &base, const std::string &outName,
+                           int result, int partsBuf, int64_t offset, int64_t count,
+                           int64_t parts) {
+  const int block = blockFor(parts);
+  const std::string row = offset ? "(" + num(offset) + " + o)" : "o";
+  perBlock(op, base, {out(outName), in("parts")}, {result, partsBuf}, count, block,
+           "  __shared__ float sh[" + std::to_string(block) + "];\n"
+           "  float acc = 0.0f;\n"
+           "  for (i64 r = t; r < " + num(parts) + "; r += " + std::to_string(block) + ")\n"
+           "    acc += parts[" + row + " * " + num(parts) + " + r];\n"
+           "  acc = blockSum(acc, sh);\n"
+           "  if (t == 0) " + outName + "[o] = acc;\n");
+}
+
 FunctionGen::NCS FunctionGen::ncs(int id) const {
   const auto &s = shape(id);
   if (s.size() < 2)

@@ -340,16 +340,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
                         typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body,
                         static_cast<int>(threads)),
          N * C * perNC, static_cast<int>(threads), {buf, x, dy});
-  const int block = blockFor(parts);
-  std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
-                        "  float acc = 0.0f;\n"
-                        "  for (i64 r = t; r < " + num(parts) + "; r += " + std::to_string(block) + ")\n"
-                        "    acc += parts[o * " + num(parts) + " + r];\n"
-                        "  acc = blockSum(acc, sh);\n"
-                        "  if (t == 0) dw[o] = acc;\n";
   // The same kernel (name and code) as the generic depthwise weight gradient's sum.
-  perBlock(op, "dwconv_grad_weight_sum", {out("dw"), in("parts")}, {dw, buf},
-           type(dw).numel(), block, combine);
+  sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
 }
 
 void FunctionGen::registerStencil(Emitters &e) {

@@ -530,20 +530,10 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
             t);
   }
   // The parts of each output in a fixed tree.
-  auto combine = [&](int result, int64_t offset, int64_t count) {
-    const int block = blockFor(parts);
-    std::string b = "  __shared__ float sh[" + std::to_string(block) + "];\n"
-                    "  float acc = 0.0f;\n"
-                    "  for (i64 r = t; r < " + num(parts) + "; r += " + std::to_string(block) + ")\n"
-                    "    acc += parts[(" + num(offset) + " + o) * " + num(parts) + " + r];\n"
-                    "  acc = blockSum(acc, sh);\n"
-                    "  if (t == 0) w[o] = acc;\n";
-    perBlock(op, "mlp_grad_sum", {out("w"), in("parts")}, {result, partsBuf}, count, block, b);
-  };
-  combine(*dw2, 0, Co * E);
-  combine(*dw1, Co * E, E * C);
+  sumParts(op, "mlp_grad_sum", "w", *dw2, partsBuf, 0, Co * E, parts);
+  sumParts(op, "mlp_grad_sum", "w", *dw1, partsBuf, Co * E, E * C, parts);
   if (db1)
-    combine(*db1, Co * E + E * C, E);
+    sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
 }
 
 /// Code loading rows [r0, r0 + 64) of operand `o` at the block's tile into shared `dst`
