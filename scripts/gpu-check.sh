@@ -29,6 +29,8 @@
 #             `medrun train --data-parallel` of the quickstart (a communicator of one rank),
 #             the loss falling
 #   profile   Nsight Compute per kernel over one step (MED_PROFILE_KERNELS, _COUNT, _ARTIFACT)
+#   layout    the block MLP's 1x1x1 products in NCDHW vs channels-last, and the transposes a
+#             channels-last MLP would need (bench/layout.py; the layout decision in docs/perf.md)
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
 #             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
@@ -280,6 +282,12 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   fi
 fi
 
+if [[ " $CHECKS " == *" layout "* ]]; then
+  echo "== layout: bench/layout.py"
+  timeout 300 python3 bench/layout.py >"$OUT/layout.txt" 2>"$OUT/layout.log" ||
+    { rc=$?; tail -5 "$OUT/layout.log"; note_failure $rc 300 "bench/layout.py" "$OUT/layout.txt"; }
+fi
+
 if [[ " $CHECKS " == *" profile "* ]]; then
   # Nsight Compute over the first MED_PROFILE_COUNT (default 120) launches of the kernels
   # whose names match MED_PROFILE_KERNELS (default: the mlp templates) in one step of
@@ -365,6 +373,10 @@ fi
 if [ -s "$OUT/profile.txt" ]; then
   echo "Nsight Compute, kernels matching ${MED_PROFILE_KERNELS:-^mlp} (scripts/gpu/ncu_table.py):"
   cat "$OUT/profile.txt"
+fi
+if [ -s "$OUT/layout.txt" ]; then
+  echo "Block MLP products by activation layout, bf16 through cuBLAS (bench/layout.py):"
+  cat "$OUT/layout.txt"
 fi
 if [ -s "$OUT/dist.txt" ]; then
   echo "medrun dist-check with NCCL (docs/distributed.md):"
