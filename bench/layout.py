@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Which activation layout the MedNeXt block MLP's GEMMs want: a measurement.
 
-The 1x1x1 expand and compress of every MedNeXt-L block (its regular blocks, stages 0..8),
-forward and both gradients, in bf16 as cuBLAS runs them, in the two layouts a step could
-keep activations in:
+The 1x1x1 expand and compress of every MedNeXt-L block (its regular blocks, stages 0..8):
+forward, input gradient and weight gradient each, in bf16 through cuBLAS, in the two
+layouts a step could keep activations in:
   ncdhw   X as [N, C, V] (V voxels contiguous): H = W1 @ X[n], batched over N
   ndhwc   X as [N*V, C] (channels contiguous):  H = X @ W1^T, one GEMM
 plus what a channels-last MLP costs when the depthwise stencil and the norm stay NCDHW:
-one transpose of the block's MLP input and one of its output, forward and backward.
-Prints per stage and in total, ms per training step (all blocks of the stage).
+the MLP's input and output into channels-last and back, forward and backward.
+Prints ms per training step (all blocks of a stage), per stage and in total.
 
   python3 bench/layout.py [--patch 128] [--batch 2] [--repeat 20]
 """
@@ -32,16 +32,15 @@ def timed(fn, repeat):
     return start.elapsed_time(end) / repeat
 
 
-def mlp_step(x, w1, w2, channels_last):
-    """Forward and backward of the two products (GELU left out: the same in both)."""
-    x = x.detach().requires_grad_()
+def products(x, w, dy, channels_last):
+    """The three products of one 1x1x1 convolution: forward, input and weight gradient.
+
+    ncdhw: x [N, Cin, V], w [Cout, Cin], dy [N, Cout, V]; the weight gradient sums the
+    samples' products. ndhwc: x [N*V, Cin], dy [N*V, Cout]."""
     if channels_last:
-        h = x @ w1.t()
-        y = h @ w2.t()
-    else:
-        h = torch.matmul(w1, x)
-        y = torch.matmul(w2, h)
-    y.backward(torch.ones_like(y))
+        return (lambda: x @ w.t(), lambda: dy @ w, lambda: dy.t() @ x)
+    return (lambda: torch.matmul(w, x), lambda: torch.matmul(w.t(), dy),
+            lambda: torch.bmm(dy, x.transpose(1, 2)).sum(0))
 
 
 def main():
@@ -51,30 +50,41 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     a = ap.parse_args()
     dev, dt = "cuda", torch.bfloat16
-    print(f"{'stage':>5} {'C':>4} {'R':>2} {'side':>4} {'blocks':>6} {'ncdhw ms':>9} {'ndhwc ms':>9} "
-          f"{'transposes ms':>13}")
-    total = [0.0, 0.0, 0.0]
+    names = ["fwd", "dx", "dw"]
+    print(f"{'stage':>5} {'C':>4} {'R':>2} {'side':>4} {'blocks':>6} "
+          + " ".join(f"{'ncdhw ' + n:>9}" for n in names) + " "
+          + " ".join(f"{'ndhwc ' + n:>9}" for n in names) + f" {'transposes':>10}")
+    total = [0.0] * 7
     for stage, (r, blocks) in enumerate(zip(RATIOS, BLOCKS)):
         level = stage if stage <= 4 else 8 - stage
         c, side = 32 << level, a.patch >> level
         v = side ** 3
-        w1 = torch.randn(r * c, c, device=dev, dtype=dt, requires_grad=True)
-        w2 = torch.randn(c, r * c, device=dev, dtype=dt, requires_grad=True)
+        row = []
+        for last in (False, True):
+            t = [0.0, 0.0, 0.0]
+            for cin, cout in ((c, r * c), (r * c, c)):  # expand, then compress
+                shape = (lambda ch: (a.batch * v, ch)) if last else (lambda ch: (a.batch, ch, v))
+                w = torch.randn(cout, cin, device=dev, dtype=dt)
+                x = torch.randn(*shape(cin), device=dev, dtype=dt)
+                dy = torch.randn(*shape(cout), device=dev, dtype=dt)
+                for k, f in enumerate(products(x, w, dy, last)):
+                    t[k] += timed(f, a.repeat) * blocks
+                del w, x, dy
+                torch.cuda.empty_cache()
+            row += t
+        # A channels-last MLP between NCDHW stencils and norms: its input and its output
+        # into channels-last and back, forward and backward (4 transposes of C channels).
         xf = torch.randn(a.batch, c, v, device=dev, dtype=dt)
-        xl = torch.randn(a.batch * v, c, device=dev, dtype=dt)
-        first = timed(lambda: mlp_step(xf, w1, w2, False), a.repeat)
-        last = timed(lambda: mlp_step(xl, w1, w2, True), a.repeat)
-        # Into channels-last and back, for the MLP's input and output, forward and backward.
-        move = 4 * timed(lambda: xf.transpose(1, 2).contiguous(), a.repeat)
-        row = [first * blocks, last * blocks, move * blocks]
-        total = [t + x for t, x in zip(total, row)]
-        print(f"{stage:>5} {c:>4} {r:>2} {side:>4} {blocks:>6} {row[0]:>9.2f} {row[1]:>9.2f} {row[2]:>13.2f}")
-        del w1, w2, xf, xl
+        row.append(4 * timed(lambda: xf.transpose(1, 2).contiguous(), a.repeat) * blocks)
+        del xf
         torch.cuda.empty_cache()
-    print(f"{'total':>5} {'':>4} {'':>2} {'':>4} {sum(BLOCKS):>6} {total[0]:>9.2f} {total[1]:>9.2f} "
-          f"{total[2]:>13.2f}")
-    print(f"layout: ncdhw {total[0]:.1f} ms, ndhwc {total[1]:.1f} ms + transposes {total[2]:.1f} ms "
-          f"per step ({torch.cuda.get_device_name()})")
+        total = [u + w for u, w in zip(total, row)]
+        print(f"{stage:>5} {c:>4} {r:>2} {side:>4} {blocks:>6} " + " ".join(f"{x:>9.2f}" for x in row[:6])
+              + f" {row[6]:>10.2f}")
+    print(f"{'total':>5} {'':>4} {'':>2} {'':>4} {sum(BLOCKS):>6} " + " ".join(f"{x:>9.2f}" for x in total[:6])
+          + f" {total[6]:>10.2f}")
+    print(f"layout: ncdhw {sum(total[0:3]):.1f} ms, ndhwc {sum(total[3:6]):.1f} ms + transposes "
+          f"{total[6]:.1f} ms per step over all blocks ({torch.cuda.get_device_name()})")
 
 
 if __name__ == "__main__":
