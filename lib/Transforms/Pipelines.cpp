@@ -21,7 +21,7 @@ void mlir::med::buildForwardPipeline(OpPassManager &pm, ArrayRef<std::string> di
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
   static const StringRef names[] = {"canonicalize", "med-flatten-optimizer", "cse",
                                     "med-sink-assigns", "med-form-mlp-fusions",
-                                    "med-form-fusions"};
+                                    "med-split-contraction-bias", "med-form-fusions"};
   return names;
 }
 
@@ -78,6 +78,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedSinkAssigns());
   if (enabled("med-form-mlp-fusions"))
     fn.addPass(createMedFormMlpFusions());
+  if (enabled("med-split-contraction-bias")) // after the mlp fusions took their blocks whole
+    fn.addPass(createMedSplitContractionBias());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());
   // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.
@@ -105,7 +107,8 @@ void mlir::med::registerMedPipelines() {
       "med-optimize",
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
       "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
-      "med-sink-assigns, med-form-mlp-fusions when enabled, med-form-fusions), then "
+      "med-sink-assigns, med-form-mlp-fusions when enabled, med-split-contraction-bias, "
+      "med-form-fusions), then "
       "med-assign-storage, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());

@@ -295,6 +295,27 @@ def MedFormMlpFusions : Pass<"med-form-mlp-fusions", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
+def MedSplitContractionBias : Pass<"med-split-contraction-bias", "::mlir::func::FuncOp"> {
+  let summary = "moves the bias of a 1×1×1 convolution into an add its consumers' fusion absorbs";
+  let description = [{
+    A convolution of `Contraction` access (a 1×1×1 `med.conv3d` or `med.conv3d_transpose`,
+    run as a library matrix product on the CUDA backend) with a bias, outside any fusion,
+    whose result only elementwise or broadcast ops read (the GELU after a block's expansion
+    and its gradient, the residual add after a compression), becomes the convolution
+    without the bias and `med.add` of the bias (reshaped to C×1×1×1). `med-form-fusions`
+    then fuses that add into the consumers' kernel. Why: in NCDHW the bias is per row of the
+    output's C×S matrices, which cuBLASLt's BIAS epilogue cannot add (it adds per row of
+    the column-major D, and it refuses a row-major D with that epilogue), so the library
+    path broadcasts the bias into the output and accumulates onto it — two more passes over
+    the largest tensors of the step (docs/perf.md).
+
+    The sum is rounded once more under mixed precision: the product is stored in bf16/f16
+    before the add (as an unfused `conv → add` program would). Convolutions read by
+    anything else (a loss, a norm, a fusion) keep their bias.
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{
