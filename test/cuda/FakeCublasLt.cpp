@@ -2,9 +2,8 @@
 //
 // Implements the cuBLASLt functions medrun resolves, computing every matrix product for
 // real on host memory (the fake driver's device memory): D = alpha·op(A)·op(B) + beta·C with
-// column- or row-major layouts, leading dimensions, transposes, strided batches (stride 0
-// repeats a matrix), C not read when beta is 0, the BIAS epilogue (a vector per row of D, of
-// D's type, added before the rounding), and f32/bf16/f16 storage with f32 arithmetic. It is
+// column-major layouts, leading dimensions, transposes, strided batches (stride 0 repeats a
+// matrix), C not read when beta is 0, and f32/bf16/f16 storage with f32 arithmetic. It is
 // strict where the real library is: attribute ids and value sizes, compute type
 // CUBLAS_COMPUTE_32F with f32 scale (TF32 is refused), matching shapes, types and batch
 // counts, enough workspace for the algorithm, and buffers, leading dimensions and strides
@@ -17,9 +16,7 @@
 // Test switches: FAKE_CUBLASLT_FAIL=1 makes cublasLtMatmul return
 // CUBLAS_STATUS_EXECUTION_FAILED; FAKE_CUBLASLT_DELAY_MS=d0,d1,d2 makes algorithm i take di
 // ms more per call (to steer a measured choice); FAKE_CUBLASLT_NO_ALGO=1 makes the heuristic
-// find nothing; FAKE_CUBLASLT_NO_ROW=1 makes it find nothing for a row-major matrix (the
-// executor then falls back to column-major products); FAKE_CUBLASLT_DROP_BIAS=1 leaves the
-// BIAS epilogue's bias out (a wrong library, for negative controls).
+// find nothing.
 //
 //===----------------------------------------------------------------------------------===//
 #include <dlfcn.h>
@@ -50,7 +47,6 @@ struct Desc {
   int compute = 0, scale = 0;
   int32_t transa = 0, transb = 0, pointerMode = 0;
   uint32_t epilogue = 1;
-  const void *bias = nullptr;
 };
 struct Layout {
   int type = 0;
@@ -148,9 +144,6 @@ struct Job {
 };
 std::deque<Job> captured;
 
-/// The offset of element (r, c) of a matrix.
-int64_t at(const Layout &l, int64_t r, int64_t c) { return l.order ? r * l.ld + c : r + c * l.ld; }
-
 void compute(void *arg) {
   Job &j = *static_cast<Job *>(arg);
   j.ran = true;
@@ -161,21 +154,18 @@ void compute(void *arg) {
     const char *B = static_cast<const char *>(j.pb) + s * j.b.stride * elementSize(j.b.type);
     const char *C = static_cast<const char *>(j.pc) + s * j.c.stride * elementSize(j.c.type);
     char *D = static_cast<char *>(j.pd) + s * j.d.stride * elementSize(j.d.type);
-    const void *bias = j.desc.bias; // one vector for every sample (batch stride 0)
     for (int64_t col = 0; col < n; ++col)
       for (int64_t row = 0; row < m; ++row) {
         float acc = 0;
         for (int64_t p = 0; p < k; ++p) {
-          float x = load(A, j.a.type, j.desc.transa ? at(j.a, p, row) : at(j.a, row, p));
-          float y = load(B, j.b.type, j.desc.transb ? at(j.b, col, p) : at(j.b, p, col));
+          float x = load(A, j.a.type, j.desc.transa ? p + row * j.a.ld : row + p * j.a.ld);
+          float y = load(B, j.b.type, j.desc.transb ? col + p * j.b.ld : p + col * j.b.ld);
           acc += x * y;
         }
         float v = j.alpha * acc;
         if (j.beta != 0)
-          v += j.beta * load(C, j.c.type, at(j.c, row, col));
-        if (j.desc.epilogue == 4 && !env("FAKE_CUBLASLT_DROP_BIAS", "1"))
-          v += load(bias, j.d.type, row);
-        store(D, j.d.type, at(j.d, row, col), v);
+          v += j.beta * load(C, j.c.type, row + col * j.c.ld);
+        store(D, j.d.type, row + col * j.d.ld, v);
       }
   }
   // FAKE_CUBLASLT_DELAY_MS=d0,d1,d2: algorithm i sleeps di ms per call.
@@ -200,13 +190,8 @@ int validate(const Desc &desc, const Layout &a, const Layout &b, const Layout &c
     return fail("unsupported combination of types");
   if (a.batch != d.batch || b.batch != d.batch || c.batch != d.batch)
     return fail("the batch counts differ");
-  if ((desc.epilogue != 1 && desc.epilogue != 4) || desc.pointerMode != 0)
-    return fail("only the default and BIAS epilogues and host scalars are emulated");
-  for (const Layout *l : {&a, &b, &c, &d})
-    if (l->ld < static_cast<int64_t>(l->order ? l->cols : l->rows))
-      return fail("a leading dimension below the rows (column-major) or columns (row-major)");
-  if (c.order != d.order)
-    return fail("C and D in different orders");
+  if (desc.epilogue != 1 || desc.pointerMode != 0)
+    return fail("only the default epilogue and host scalars are emulated");
   return kSuccess;
 }
 
@@ -267,7 +252,6 @@ int cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf, size_t si
   case 3: r = set(desc.transa, buf, size); break;
   case 4: r = set(desc.transb, buf, size); break;
   case 7: return set(desc.epilogue, buf, size);
-  case 8: return set(desc.bias, buf, size);
   default: return fail("matmul descriptor attribute not emulated");
   }
   if (r == kSuccess && ((attr == 3 ? desc.transa : desc.transb) & ~1))
@@ -278,8 +262,8 @@ int cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf, size_t si
 int cublasLtMatrixLayoutCreate(void **l, int type, uint64_t rows, uint64_t cols, int64_t ld) {
   if (type != kR32F && type != kR16F && type != kR16BF)
     return fail("data type not emulated");
-  if (rows == 0 || cols == 0)
-    return fail("a matrix needs rows and columns");
+  if (ld < static_cast<int64_t>(rows) || rows == 0 || cols == 0)
+    return fail("a column-major layout needs ld >= rows > 0");
   *l = new Layout{type, rows, cols, ld, 1, 0, 0};
   return kSuccess;
 }
@@ -292,9 +276,7 @@ int cublasLtMatrixLayoutSetAttribute(void *l, int attr, const void *buf, size_t 
   switch (attr) {
   case 1: {
     int r = set(layout.order, buf, size);
-    return r == kSuccess && layout.order != 0 && layout.order != 1
-               ? fail("only CUBLASLT_ORDER_COL and CUBLASLT_ORDER_ROW are emulated")
-               : r;
+    return r == kSuccess && layout.order != 0 ? fail("only CUBLASLT_ORDER_COL is emulated") : r;
   }
   case 5: {
     int r = set(layout.batch, buf, size);
@@ -337,9 +319,6 @@ int cublasLtMatmulAlgoGetHeuristic(void *, void *d, void *a, void *b, void *c, v
   *count = 0;
   if (env("FAKE_CUBLASLT_NO_ALGO", "1"))
     return kNotSupported;
-  for (void *l : {a, b, c, dd})
-    if (static_cast<Layout *>(l)->order && env("FAKE_CUBLASLT_NO_ROW", "1"))
-      return kNotSupported;
   const Pref &pref = *static_cast<Pref *>(p);
   for (int i = 0; i < 3 && *count < requested; ++i) {
     if (i * 1024u > pref.maxWorkspace)
@@ -371,8 +350,6 @@ int cublasLtMatmul(void *, void *d, const void *alpha, const void *A, void *a, c
     return r;
   if (!algo || algo->data[0] != kMagic)
     return fail("not an algorithm of the heuristic");
-  if (j.desc.epilogue == 4 && !j.desc.bias)
-    return fail("the BIAS epilogue without a bias pointer");
   j.algo = static_cast<int>(algo->data[1]);
   if (workspaceSize < j.algo * 1024u || (j.algo && !workspace))
     return fail("less workspace than the algorithm needs");

@@ -17,15 +17,12 @@
 //                     samples are kept in f32 in the workspace and rounded once at the end
 //
 // The bias of conv3d / conv3d_transpose is per output channel, i.e. per column of D.
-// cuBLASLt's BIAS epilogue adds a vector per row (m) of D, so a convolution with a bias is
-// described the other way round where the library accepts it: D[n] as the row-major
-// Cout×S matrix (CUBLASLT_ORDER_ROW, ld S: the same bytes) = W (Cout×Cin) · X[n] (Cin×S,
-// the column-major S×Cin matrix transposed); m = Cout, n = S, k = Cin, and the epilogue adds
-// b per row, before the one rounding to D's type. (Not its GELU epilogues: the tanh
-// approximation is not the erf GELU the programs use.) Where the heuristic offers no
-// algorithm for that form, the bias is broadcast into D by a rank-1 product first,
-// D = ones (S×1) · b^T (1×Cout), and the convolution's product accumulates onto it with
-// beta = 1 — two more passes over D, the same rounding.
+// cuBLASLt's BIAS epilogue adds a vector per row (m) and D cannot be transposed (TRANSC
+// must be N), so the epilogue does not apply to this layout (nor its GELU epilogues: the
+// tanh approximation is not the erf GELU the programs use, and the GELU is another op of the
+// plan). Instead the bias is broadcast into D by a rank-1 product first, D = ones (S×1) ·
+// b^T (1×Cout), and the convolution's product accumulates onto it with beta = 1: the sum
+// acc + b is rounded once to D's type, as in the generated kernels.
 //
 // Compute type CUBLAS_COMPUTE_32F with f32 alpha/beta throughout: f32 tensors are multiplied
 // in f32 (no TF32), bf16/f16 tensors on tensor cores with f32 accumulation.
@@ -55,10 +52,7 @@ constexpr int kR32F = 0, kR16F = 2, kR16BF = 14;
 constexpr int kCompute32F = 68;
 constexpr int32_t kOpN = 0, kOpT = 1;
 constexpr int kDescTransA = 3, kDescTransB = 4;                 // cublasLtMatmulDescAttributes_t
-constexpr int kDescEpilogue = 7, kDescBiasPointer = 8;
-constexpr uint32_t kEpilogueBias = 4;                            // cublasLtEpilogue_t
-constexpr int kLayoutOrder = 1, kLayoutBatchCount = 5, kLayoutBatchStride = 6; // ..LayoutAttribute_t
-constexpr int32_t kOrderRow = 1;                                 // cublasLtOrder_t
+constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;    // cublasLtMatrixLayoutAttribute_t
 constexpr int kPrefMaxWorkspace = 1, kPrefAlignA = 5;           // ..._B 6, _C 7, _D 8
 // cuBLASLt's workspace: enough for its split-K and stream-K kernels (NVIDIA suggests 32 MiB
 // on Hopper); fixed, so that its heuristic answers the same for a shape every time.
@@ -144,14 +138,12 @@ void check(Status s, const std::string &call, const std::string &what) {
 
 int dataType(DType t) { return t == DType::BF16 ? kR16BF : t == DType::F16 ? kR16F : kR32F; }
 
-/// A matrix as cuBLASLt sees it (column-major unless rowMajor); offsets and strides in
-/// elements.
+/// A column-major matrix as cuBLASLt sees it; offsets and strides in elements.
 struct Matrix {
   DType type = DType::F32;
   int64_t rows = 0, cols = 0, ld = 0;
   int64_t batch = 1, stride = 0;
   int64_t step = 0; // grad_weight: the offset of the next sample's matrix
-  bool rowMajor = false;
 };
 
 /// The largest power of two up to 256 bytes that divides every offset of the matrix: the
@@ -167,8 +159,8 @@ uint32_t alignment(const Matrix &m) {
 
 } // namespace
 
-/// One matrix product D = alpha·op(A)·op(B) + beta·C (C = D), plus a bias per row of D with
-/// `biasEpilogue`, with its descriptors and the algorithms the heuristic offered.
+/// One matrix product D = alpha·op(A)·op(B) + beta·C (C = D), with its descriptors and the
+/// algorithms the heuristic offered.
 struct Gemm::Product {
   Ptr desc = nullptr, pref = nullptr;
   Ptr layout[3] = {}; // A, B, C = D
@@ -177,18 +169,13 @@ struct Gemm::Product {
   int chosen = 0;
   std::string what;
 
-  bool biasEpilogue = false;
-
   Product(const std::string &what_, const Matrix &a, int32_t opA, const Matrix &b, int32_t opB,
-          const Matrix &d, bool biasEpilogue_ = false)
-      : what(what_), biasEpilogue(biasEpilogue_) {
+          const Matrix &d)
+      : what(what_) {
     const Library &l = library();
     check(l.descCreate(&desc, kCompute32F, kR32F), "cublasLtMatmulDescCreate", what);
     check(l.descSet(desc, kDescTransA, &opA, sizeof opA), "cublasLtMatmulDescSetAttribute", what);
     check(l.descSet(desc, kDescTransB, &opB, sizeof opB), "cublasLtMatmulDescSetAttribute", what);
-    if (biasEpilogue)
-      check(l.descSet(desc, kDescEpilogue, &kEpilogueBias, sizeof kEpilogueBias),
-            "cublasLtMatmulDescSetAttribute", what);
     const Matrix *m[3] = {&a, &b, &d};
     for (int i = 0; i < 3; ++i) {
       const Matrix &x = *m[i];
@@ -198,9 +185,6 @@ struct Gemm::Product {
       check(l.layoutCreate(&layout[i], dataType(x.type), static_cast<uint64_t>(x.rows),
                            static_cast<uint64_t>(x.cols), x.ld),
             "cublasLtMatrixLayoutCreate", what);
-      if (x.rowMajor)
-        check(l.layoutSet(layout[i], kLayoutOrder, &kOrderRow, sizeof kOrderRow),
-              "cublasLtMatrixLayoutSetAttribute", what);
       if (x.batch > 1) {
         const int32_t count = static_cast<int32_t>(x.batch);
         const int64_t stride = x.stride; // 0: the same matrix for every sample
@@ -253,14 +237,9 @@ struct Gemm::Product {
   size_t workspace() const { return algos.empty() ? 0 : algos[chosen].workspaceSize; }
 
   void run(const Handle &h, void *stream, uint64_t a, uint64_t b, float beta, uint64_t d,
-           uint64_t ws, size_t wsBytes, uint64_t bias = 0) const {
+           uint64_t ws, size_t wsBytes) const {
     const float alpha = 1.0f;
     auto p = [](uint64_t x) { return reinterpret_cast<void *>(x); };
-    if (biasEpilogue) {
-      const void *pointer = p(bias);
-      check(library().descSet(desc, kDescBiasPointer, &pointer, sizeof pointer),
-            "cublasLtMatmulDescSetAttribute", what);
-    }
     check(library().matmul(h.get(), desc, &alpha, p(a), layout[0], p(b), layout[1], &beta, p(d),
                            layout[2], p(d), layout[2], &algos.at(chosen).algo, p(ws), wsBytes,
                            stream),
@@ -380,26 +359,12 @@ Gemm::Gemm(const Function &fn, const OpInfo &op, const std::vector<DType> &types
     A = {dtype, S, Cx, S, N, Cx * S, 0};
     D = {dtype, S, Cy, S, N, Cy * S, 0};
     biasId = op.optional("bias").value_or(-1);
-    if (biasId >= 0) {
+    if (biasId >= 0)
       ones = static_cast<size_t>(S);
-      // The epilogue form: D[n] row-major Cy×S = W (Cy×Cx) · X[n] (Cx×S), bias per row.
-      const Matrix w = op.kind == "conv3d" ? Matrix{dtype, Cx, Cy, Cx, N, 0, 0}  // W^T stored
-                                           : Matrix{dtype, Cy, Cx, Cy, N, 0, 0}; // W stored
-      const Matrix x{dtype, S, Cx, S, N, Cx * S, 0};
-      const Matrix d{dtype, Cy, S, S, N, Cy * S, 0, /*rowMajor=*/true};
-      try {
-        epilogueForm = std::make_unique<Product>(what, w, op.kind == "conv3d" ? kOpT : kOpN, x,
-                                                 kOpT, d, /*biasEpilogue=*/true);
-      } catch (const Error &) { // a cuBLASLt that cannot describe it: the rank-1 form
-        epilogueForm.reset();
-      }
-    }
   }
   what = str(op.describe(), " (", shapeStr(xs), ", ", second, " -> ", shapeStr(ys), ")");
   shapeKey = str(op.kind, ":", shapeStr(xs), ":", second, ":", shapeStr(ys), ":",
-                 dtypeName(dtype), biasId >= 0 ? ":bias-epilogue" : "");
-  if (epilogueForm)
-    epilogueForm->what = what;
+                 dtypeName(dtype), biasId >= 0 ? ":bias" : "");
   main = std::make_unique<Product>(what, A, opA, B, opB, D);
   if (biasId >= 0) {
     // ones: S×1 (ld S); b^T: the Cout×1 vector (ld Cout, better aligned than a 1×Cout row
@@ -414,18 +379,9 @@ Gemm::~Gemm() = default;
 
 int Gemm::candidates(const Handle &h, size_t budget, int max) {
   current = -1;
-  epilogue = false;
   if (budget <= accBytes)
     return 0;
   const size_t lib = std::min(budget - accBytes, kWorkspaceLimit);
-  if (epilogueForm) {
-    const int n = epilogueForm->query(h, lib, max);
-    if (n > 0) {
-      epilogue = true;
-      current = 0;
-      return n;
-    }
-  }
   if (bias && bias->query(h, lib, 1) == 0)
     return 0;
   const int n = main->query(h, lib, max);
@@ -435,13 +391,11 @@ int Gemm::candidates(const Handle &h, size_t budget, int max) {
 }
 
 void Gemm::use(int candidate) {
-  (epilogue ? epilogueForm : main)->chosen = candidate;
+  main->chosen = candidate;
   current = candidate;
 }
 
 size_t Gemm::workspaceBytes() const {
-  if (epilogue)
-    return accBytes + epilogueForm->workspace();
   return accBytes + std::max(main->workspace(), bias ? bias->workspace() : size_t(0));
 }
 
@@ -449,10 +403,6 @@ void Gemm::run(const Handle &h, void *stream, const Buffers &buf) const {
   const uint64_t ws = buf.workspace + accBytes;
   const size_t wsBytes = workspaceBytes() - accBytes;
   const uint64_t x = buf.ptr(a), y = buf.ptr(b), o = buf.ptr(out);
-  if (epilogue) {
-    epilogueForm->run(h, stream, y, x, 0.0f, o, ws, wsBytes, buf.ptr(biasId));
-    return;
-  }
   if (kind != 2) {
     if (bias)
       bias->run(h, stream, buf.ones, buf.ptr(biasId), 0.0f, o, ws, wsBytes);

@@ -74,8 +74,6 @@ public:
   int chosen() const { return current; }
   size_t workspaceBytes() const; ///< of the chosen algorithm, with the f32 accumulator
   size_t onesNeeded() const { return ones; }
-  /// Whether the bias is added in the product's epilogue (after candidates()).
-  bool biasInEpilogue() const { return epilogue; }
   DType type() const { return dtype; }
   /// Enqueues the op on `stream`.
   void run(const Handle &h, void *stream, const Buffers &b) const;
@@ -87,8 +85,6 @@ public:
 private:
   struct Product;
   std::unique_ptr<Product> main, bias; // bias: the broadcast of the bias, run first
-  std::unique_ptr<Product> epilogueForm; // with a bias: the bias in the epilogue (Cublaslt.cpp)
-  bool epilogue = false;                 // the heuristic offered the epilogue form
   int kind = 0;                        // 0 conv3d, 1 conv3d_transpose, 2 conv3d_grad_weight
   int a = -1, b = -1, out = -1, biasId = -1;
   int64_t batch = 1, aStep = 0, bStep = 0; // grad_weight: one product per sample (bytes)

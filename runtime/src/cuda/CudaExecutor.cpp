@@ -1122,21 +1122,19 @@ std::string CudaSession::convolutions(const Function &fn) const {
   if (it == impl->layouts.end() || it->second.runs == 0)
     return "not run yet";
   const Layout &l = it->second;
-  int gemms = 0, epilogues = 0, convs = 0, kernels = 0;
+  int gemms = 0, convs = 0, kernels = 0;
   for (size_t i = 0; i < fn.ops.size(); ++i) {
     if (!convView(fn, fn.ops[i]))
       continue;
-    if (i < l.gemms.size() && l.gemms[i]) {
+    if (i < l.gemms.size() && l.gemms[i])
       ++gemms;
-      epilogues += l.gemms[i]->biasInEpilogue();
-    } else if (i < l.convs.size() && l.convs[i])
+    else if (i < l.convs.size() && l.convs[i])
       ++convs;
     else
       ++kernels;
   }
-  return str(gemms, " through cuBLASLt",
-             epilogues ? str(" (", epilogues, " with the bias in its epilogue)") : std::string(),
-             ", ", convs, " through cuDNN, ", kernels, " through generated kernels");
+  return str(gemms, " through cuBLASLt, ", convs, " through cuDNN, ", kernels,
+             " through generated kernels");
 }
 
 std::string CudaSession::graphs(const Function &fn) const {
