@@ -43,15 +43,24 @@ void AdamDriftBound::step(const std::string &name, const Tensor &before, const T
   }
 }
 
-const std::vector<double> *AdamDriftBound::slack(const std::string &name) const {
-  auto it = bound.find(name);
-  return it == bound.end() ? nullptr : &it->second;
+void AdamDriftBound::emaStep(const std::string &name, double decay) {
+  const std::vector<double> &p = bound.at(name);
+  std::vector<double> &e = emaBound[name];
+  e.resize(p.size(), 0.0);
+  for (size_t i = 0; i < p.size(); ++i)
+    e[i] = decay * e[i] + (1 - decay) * p[i];
+}
+
+const std::vector<double> *AdamDriftBound::slack(const std::string &name, bool ema) const {
+  const auto &bounds = ema ? emaBound : bound;
+  auto it = bounds.find(name);
+  return it == bounds.end() ? nullptr : &it->second;
 }
 
 double AdamDriftBound::excessError(const std::string &name, const Tensor &got,
-                                   const Tensor &want) const {
+                                   const Tensor &want, bool ema) const {
   Tensor x = got.to(DType::F64), y = want.to(DType::F64);
-  const std::vector<double> *s = slack(name);
+  const std::vector<double> *s = slack(name, ema);
   if (x.numel() != y.numel() || (s && static_cast<int64_t>(s->size()) != y.numel()))
     throw Error(str("'", name, "': ", x.numel(), " and ", y.numel(), " elements compared with ",
                     s ? s->size() : 0, " bounds"));

@@ -20,15 +20,18 @@ namespace {
 
 constexpr double kB1 = 0.9, kB2 = 0.999, kEps = 1e-8, kLr = 1e-3, kWd = 0.01, kTol = 1e-4;
 
+constexpr double kDecay = 0.9; // the EMA's
+
 struct Run {
-  std::vector<double> p, m, v;
-  explicit Run(size_t n) : p(n, 0.0), m(n, 0.0), v(n, 0.0) {}
+  std::vector<double> p, m, v, ema;
+  explicit Run(size_t n) : p(n, 0.0), m(n, 0.0), v(n, 0.0), ema(n, 0.0) {}
   void step(const std::vector<double> &g, int t, double beta1 = kB1) {
     for (size_t i = 0; i < p.size(); ++i) {
       m[i] = beta1 * m[i] + (1 - beta1) * g[i];
       v[i] = kB2 * v[i] + (1 - kB2) * g[i] * g[i];
       const double mh = m[i] / (1 - std::pow(beta1, t)), vh = v[i] / (1 - std::pow(kB2, t));
       p[i] = p[i] * (1 - kLr * kWd) - kLr * mh / (std::sqrt(vh) + kEps);
+      ema[i] = kDecay * ema[i] + (1 - kDecay) * p[i];
     }
   }
 };
@@ -63,7 +66,7 @@ std::vector<std::vector<double>> gradients(std::mt19937 &rng) {
 }
 
 struct Outcome {
-  double plain, excess;
+  double plain, excess, emaExcess;
 };
 
 // Runs the reference and a perturbed run (per-element gradient difference `scale` ×
@@ -83,10 +86,12 @@ Outcome compare(unsigned seed, double scale, double beta1 = kB1) {
     ref.step(g[t - 1], t);
     other.step(h, t, beta1);
     bound.step("b", before, tensor(ref.v), t, kLr, kTol);
+    bound.emaStep("b", kDecay);
   }
   Tensor want = tensor(ref.p), got = tensor(other.p);
   AdamDriftBound none(kB1, kB2, kEps);
-  return {none.excessError("b", got, want), bound.excessError("b", got, want)};
+  return {none.excessError("b", got, want), bound.excessError("b", got, want),
+          bound.excessError("b", tensor(other.ema), tensor(ref.ema), /*ema=*/true)};
 }
 
 TEST(AdamDrift, GradientsWithinToleranceStayWithinTheBound) {
@@ -94,6 +99,7 @@ TEST(AdamDrift, GradientsWithinToleranceStayWithinTheBound) {
   for (unsigned seed = 1; seed <= 50; ++seed) {
     Outcome o = compare(seed, 1.0);
     EXPECT_EQ(o.excess, 0.0) << "seed " << seed;
+    EXPECT_EQ(o.emaExcess, 0.0) << "seed " << seed;
     plainFailures += o.plain > kTol;
   }
   // Control: without the bound, most of these runs fail the relative error check.
@@ -101,13 +107,27 @@ TEST(AdamDrift, GradientsWithinToleranceStayWithinTheBound) {
 }
 
 TEST(AdamDrift, TenfoldGradientErrorExceedsTheBound) {
-  for (unsigned seed = 1; seed <= 20; ++seed)
-    EXPECT_GT(compare(seed, 10.0).excess, kTol) << "seed " << seed;
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    Outcome o = compare(seed, 10.0);
+    EXPECT_GT(o.excess, kTol) << "seed " << seed;
+    EXPECT_GT(o.emaExcess, 0.0) << "seed " << seed; // the EMA's bound is not the parameter's
+  }
 }
 
 TEST(AdamDrift, WrongBeta1ExceedsTheBound) {
   for (unsigned seed = 1; seed <= 20; ++seed)
     EXPECT_GT(compare(seed, 0.0, 0.85).excess, kTol) << "seed " << seed;
+}
+
+TEST(AdamDrift, TheEmaBoundFollowsTheEmaRecurrence) {
+  AdamDriftBound bound(kB1, kB2, kEps);
+  Tensor before = tensor({0.0, 0.0}), after = tensor({1e-6, 1e-12});
+  bound.step("b", before, after, 1, kLr, kTol);
+  bound.emaStep("b", kDecay);
+  const std::vector<double> &p = *bound.slack("b"), &e = *bound.slack("b", /*ema=*/true);
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_DOUBLE_EQ(e[i], (1 - kDecay) * p[i]);
+  EXPECT_EQ(bound.slack("c", true), nullptr);
 }
 
 TEST(AdamDrift, RatioBoundIsOneAtTheFirstStep) {

@@ -1078,16 +1078,18 @@ int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaS
       for (auto &[name, v] : cpuUpdates)
         if (name.rfind(secondMoment, 0) == 0) {
           auto before = cpuParams.find(name);
-          drift->step(name.substr(secondMoment.size()),
-                      before == cpuParams.end() ? Tensor() : before->second, v,
+          const std::string param = name.substr(secondMoment.size());
+          drift->step(param, before == cpuParams.end() ? Tensor() : before->second, v,
                       inputValue(in, "step", r + 1.0), inputValue(in, "lr", 0.0), tolerance);
+          drift->emaStep(param, inputValue(in, "ema_decay", 0.0));
         }
     for (auto &[name, t] : cpuUpdates) {
       bool moment = false;
       const std::string base = baseName(name, &moment);
-      if (!noiseDriven.count(base) && !moment && drift && drift->slack(base)) {
+      const bool ema = name.rfind("ema.", 0) == 0;
+      if (!noiseDriven.count(base) && !moment && drift && drift->slack(base, ema)) {
         const Tensor &gpu = gpuUpdates.at(name);
-        const double excess = drift->excessError(base, gpu, t);
+        const double excess = drift->excessError(base, gpu, t, ema);
         amplified += relativeError(gpu, t) > tolerance && excess <= tolerance;
         compare("param " + name, gpu, t, excess);
         continue;

@@ -11,7 +11,8 @@
 //
 // since m̂ is a weighted mean and √v̂ a weighted root mean square of the gradients with
 // weights summing to one, so each moves by at most δ_t. Weight decay only shrinks an earlier
-// difference, so the steps' bounds add up; an EMA of the parameters stays within the sum too.
+// difference, so the steps' bounds add up. An EMA of the parameters, e = d·e + (1 − d)·p,
+// carries the same recurrence of the bounds (emaStep).
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_ADAMDRIFT_H
@@ -39,16 +40,22 @@ public:
   void step(const std::string &name, const Tensor &before, const Tensor &after, double t,
             double lr, double tolerance);
 
-  /// The accumulated bound per element of `name`, or null when no step was added.
-  const std::vector<double> *slack(const std::string &name) const;
+  /// After step(): the EMA of `name` updated with `decay` (its bound: d·bound + (1 − d)·the
+  /// parameter's, from zero when the EMA starts equal on both sides).
+  void emaStep(const std::string &name, double decay);
+
+  /// The accumulated bound per element of `name` (of its EMA with `ema`), or null when no
+  /// step was added.
+  const std::vector<double> *slack(const std::string &name, bool ema = false) const;
 
   /// ‖max(|got − want| − slack, 0)‖₂ / ‖want‖₂ over the elements (NaN when either side is
   /// not finite); with no slack recorded, the plain relative error.
-  double excessError(const std::string &name, const Tensor &got, const Tensor &want) const;
+  double excessError(const std::string &name, const Tensor &got, const Tensor &want,
+                     bool ema = false) const;
 
 private:
   double beta1, beta2, epsilon;
-  std::map<std::string, std::vector<double>> bound;
+  std::map<std::string, std::vector<double>> bound, emaBound;
 };
 
 } // namespace medrun
