@@ -44,7 +44,7 @@ double perElementFlops(Operation *op) {
   return llvm::TypeSwitch<Operation *, double>(op)
       .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return 7.0; })
       .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return 8.0; })
-      .Case<PadOp, SliceOp, ConcatOp, ParamOp, ConstantOp>([](auto) { return 0.0; })
+      .Case<PadOp, SliceOp, ConcatOp, ReshapeOp, ParamOp, ConstantOp>([](auto) { return 0.0; })
       .Default([](auto) { return 1.0; });
 }
 
@@ -159,6 +159,8 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
       double macs = convMultiplyAdds(op);
       stats.convMacs += macs;
       stats.flopsByFamily[family] += 2 * macs;
+      if (op->getNumOperands() > 2) // the bias add, one per output element
+        stats.flopsByFamily["elementwise"] += numElements(op->getResult(0).getType());
     } else {
       // Losses scale with their logits (dice_ce: every deep-supervision level), everything
       // else with its first result.

@@ -78,7 +78,9 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedSinkAssigns());
   if (enabled("med-form-mlp-fusions"))
     fn.addPass(createMedFormMlpFusions());
-  if (enabled("med-split-contraction-bias")) // after the mlp fusions took their blocks whole
+  // After the mlp fusions took their blocks whole; only with med-form-fusions, which turns
+  // the split into a gain (alone it adds a kernel per convolution).
+  if (enabled("med-split-contraction-bias") && enabled("med-form-fusions"))
     fn.addPass(createMedSplitContractionBias());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());

@@ -7,6 +7,7 @@
 
 #include "medrun/Error.h"
 
+#include <algorithm>
 #include <set>
 
 namespace medrun {
@@ -33,7 +34,7 @@ double flopsPerElement(const std::string &kind) {
                                               "grn",             "group_norm_grad",
                                               "channel_layer_norm_grad", "grn_grad"};
   static const std::set<std::string> none = {"pad", "slice", "concat", "param", "constant",
-                                             "assign"};
+                                             "assign", "reshape"};
   if (norms.count(kind))
     return 7;
   if (none.count(kind))
@@ -69,6 +70,12 @@ OpCost opCost(const Function &fn, const OpInfo &op) {
   } else if (!op.results.empty()) {
     cost.flops = flopsPerElement(op.kind) * elements(fn, op.results.front());
   }
+
+  const bool bias = std::any_of(op.operands.begin(), op.operands.end(), [](const auto &group) {
+    return group.first == "bias" && !group.second.empty();
+  });
+  if ((op.kind == "conv3d" || op.kind == "shift_sum" || op.kind == "conv3d_transpose") && bias)
+    cost.flops += elements(fn, op.results.at(0)); // the bias add, one per output element
 
   if (op.kind == "param" || op.kind == "reshape" || op.kind == "assign")
     return cost;

@@ -2,7 +2,7 @@
 // RUN: medc stats %s --batch 2 --patch 8,6,4 --json | FileCheck %s --check-prefix=JSON
 
 // Counts by hand: conv 2x4x8x6x4 outputs x 3 inputs per output = 4608 multiply-adds,
-// GELU 1536 elements; parameters 4x3x1x1x1 + 4 = 16; two results of 1536 floats = 12 KiB,
+// its bias 1536 adds and GELU 1536 elements (elementwise); parameters 4x3x1x1x1 + 4 = 16; two results of 1536 floats = 12 KiB,
 // both alive while GELU runs.
 
 med.parameter @"head.weight" : tensor<4x3x1x1x1xf32> init uniform(3)
@@ -24,9 +24,9 @@ func.func @net(%x: tensor<?x3x?x?x?xf32>) -> tensor<?x4x?x?x?xf32> {
 // CHECK: function    @net
 // CHECK-NEXT: input       tensor<2x3x8x6x4xf32>
 // CHECK-NEXT: parameters  16 in 2 tensors
-// CHECK: conv 1x1x1 9.22 kFLOP 85.7%
-// CHECK: elementwise 1.54 kFLOP 14.3%
-// CHECK: total 10.75 kFLOP
+// CHECK: conv 1x1x1 9.22 kFLOP 75.0%
+// CHECK: elementwise 3.07 kFLOP 25.0%
+// CHECK: total 12.29 kFLOP
 // CHECK: convolutions: 4.61 k multiply-adds
 // CHECK: all op results 12.00 KiB
 // CHECK: peak live 12.00 KiB
@@ -34,7 +34,7 @@ func.func @net(%x: tensor<?x3x?x?x?xf32>) -> tensor<?x4x?x?x?xf32> {
 // JSON: "activation_bytes": 12288,
 // JSON: "conv_multiply_adds": 4608,
 // JSON: "conv 1x1x1": 9216,
-// JSON: "elementwise": 1536,
-// JSON: "forward_flops": 10752,
+// JSON: "elementwise": 3072,
+// JSON: "forward_flops": 12288,
 // JSON: "parameters": 16,
 // JSON: "peak_live_bytes": 12288

@@ -38,12 +38,13 @@ struct Builder {
 TEST(Flops, Conv3dCountsTwoPerMultiplyAdd) {
   // 2x4x9x10x11, weight 6x(4/2)x3x3x3, groups 2, stride 2, padding 1: output 2x6x5x5x6.
   // Each of the 2*6*5*5*6 = 1800 outputs takes 2*27 = 54 multiply-adds: 97200 MACs.
+  // The bias adds one FLOP per output.
   Builder b;
   int x = b.value({2, 4, 9, 10, 11}), w = b.value({6, 2, 3, 3, 3}), bias = b.value({6});
   int y = b.value({2, 6, 5, 5, 6});
   b.op("conv3d", {{"input", {x}}, {"weight", {w}}, {"bias", {bias}}}, {y});
   OpCost c = b.cost(0);
-  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 97200);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 97200 + 1800); // and one add per output for the bias
   // Bytes: input 7920, weight 324, bias 6 and output 1800 floats.
   EXPECT_DOUBLE_EQ(c.bytes, 4.0 * (7920 + 324 + 6 + 1800));
   EXPECT_EQ(c.count, 1);

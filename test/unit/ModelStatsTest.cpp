@@ -48,7 +48,8 @@ TEST(ModelStats, CountsByHand) {
   EXPECT_DOUBLE_EQ(s->flopsByFamily.lookup("conv transposed"), 2 * transposed);
   double out = 3.0 * 9 * 11 * 13;
   EXPECT_DOUBLE_EQ(s->flopsByFamily.lookup("normalization"), 7 * out);
-  EXPECT_DOUBLE_EQ(s->flopsByFamily.lookup("elementwise"), out);
+  // GELU, and the conv's bias: one add per output element.
+  EXPECT_DOUBLE_EQ(s->flopsByFamily.lookup("elementwise"), out + 4.0 * 5 * 6 * 7);
 
   int64_t x = 2 * 5 * 6 * 7 * 4, c0 = 4 * 5 * 6 * 7 * 4, t = 3 * 9 * 11 * 13 * 4;
   EXPECT_EQ(s->activationBytes, c0 + t + t + t);

@@ -311,7 +311,9 @@ def MedSplitContractionBias : Pass<"med-split-contraction-bias", "::mlir::func::
 
     The sum is rounded once more under mixed precision: the product is stored in bf16/f16
     before the add (as an unfused `conv → add` program would). Convolutions read by
-    anything else (a loss, a norm, a fusion) keep their bias.
+    anything else (a loss, a norm, a fusion) keep their bias. medc runs it after
+    `med-form-mlp-fusions` and only together with `med-form-fusions`, which makes the
+    split a gain (alone it adds a kernel per convolution).
   }];
   let dependentDialects = ["::mlir::med::MedDialect"];
 }

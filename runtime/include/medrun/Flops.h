@@ -5,7 +5,8 @@
 // the forward FLOPs medc stats prints for the same model, batch and patch:
 //
 //  - conv3d: 2 · N·Cout·prod(output spatial) · (Cin/groups) · prod(kernel), 2 per
-//    multiply-add (the bias add is not counted);
+//    multiply-add, and with a bias 1 per output element (medc stats counts that add as
+//    elementwise, as it is once med-split-contraction-bias makes it an add);
 //  - conv3d_transpose: the same with the roles of input and output swapped, 2 · N·Cin ·
 //    prod(input spatial) · (Cout/groups) · prod(kernel): each input element meets every
 //    weight of its group once;
@@ -17,7 +18,7 @@
 //  - normalizations (group_norm, channel_layer_norm, grn) and their gradients: 7 per element
 //    of the first result (two sums, centre, scale, affine);
 //  - losses (bce_with_logits, dice_ce) and their gradients: 8 per logit;
-//  - data movement (pad, slice, concat) and param, constant, assign: none;
+//  - data movement (pad, slice, concat, reshape) and param, constant, assign: none;
 //  - everything else (elementwise ops, reduce, gelu_grad, adamw, ...): 1 per element of the
 //    first result. This under-counts AdamW (about a dozen operations per element), but the
 //    convolutions are where the arithmetic is.
