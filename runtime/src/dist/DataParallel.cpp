@@ -89,11 +89,7 @@ void DataParallel::Impl::watch() {
     }
     const int64_t since = stepSince.load();
     if (since && (now() - since) * 1e-9 > env.timeout) {
-      // A rank that hangs leaves its connections open, so nothing names it.
-      comm->abort();
-      failure = str(env.describe(), ": a training step did not finish within ", env.timeout,
-                    " s (a peer rank hangs or died; MEDRUN_DIST_TIMEOUT sets the limit); "
-                    "communicator aborted");
+      failure = comm->timedOut("a training step");
       failed = true;
       break;
     }

@@ -176,6 +176,7 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
     if (cause >= 0 && !stopping && running && !forwarded) {
       stopping = true;
       ::kill(-group, SIGTERM);
+      ::kill(-group, SIGCONT); // a stopped rank (one that hangs) wakes to end
       killAt = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(graceSeconds));
     }

@@ -4,8 +4,8 @@ under way (OUT/metrics.jsonl holds a few steps), then does one thing to one rank
 that the job ends within a bound with no process left behind:
 
   kill R   SIGKILL to rank R (a rank that dies)
-  stop R   SIGSTOP to rank R (a rank that hangs); once the launcher stops the others, SIGCONT
-           lets it see its own end
+  stop R   SIGSTOP to rank R (a rank that hangs), never continued here: the launcher must
+           wake it (SIGCONT) when it stops the job
   term R   SIGTERM to rank R alone (a preemption that reaches one rank)
 
 Prints the launcher's exit status, its stderr and how long the job took to end after the
@@ -51,7 +51,6 @@ def main():
     out = args[args.index("--out") + 1]
     launcher = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     lines, pids = [], []
-    stopping = threading.Event()
 
     def read():
         for raw in launcher.stderr:
@@ -60,8 +59,6 @@ def main():
             m = re.search(r"started \d+ ranks \(pids ([0-9 ]+);", line)
             if m:
                 pids.extend(int(p) for p in m.group(1).split())
-            if "stopping the other ranks" in line:
-                stopping.set()
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -76,9 +73,6 @@ def main():
     start = time.time()
     victim = pids[target]
     os.kill(victim, {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM}[action])
-    if action == "stop":
-        stopping.wait(timeout=within)
-        os.kill(victim, signal.SIGCONT)
     try:
         launcher.wait(timeout=within + 30)
     except subprocess.TimeoutExpired:
