@@ -220,7 +220,7 @@ private:
 /// command line without --gpus) and torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT) and a generated
 /// MEDRUN_JOB_ID. The ranks form a process group and die with the launcher
-/// (PR_SET_PDEATHSIG); SIGINT, SIGTERM and SIGHUP are forwarded to them. When a rank fails
+/// (PR_SET_PDEATHSIG); SIGINT, SIGTERM, SIGHUP and SIGUSR1 are forwarded to them. When a rank fails
 /// the launcher says which, stops the others (SIGTERM, SIGKILL after `graceSeconds`) and
 /// returns its status; otherwise the ranks' status (0 when all succeeded).
 int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSeconds = 30);
