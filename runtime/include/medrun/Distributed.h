@@ -211,6 +211,23 @@ public:
   /// An all-reduce of `count` f32 values through device memory, waited for here.
   void sumOverRanks(float *values, size_t count) override;
 
+  /// What the buckets' sums cost the steps run since the last call (timeCommunication on,
+  /// CUDA events; the steps launched one by one, CudaSession::setGraphs, as events in a
+  /// graph are not read back):
+  ///  - allReduceMs: the time the communicator's stream spent in the all-reduces, from each
+  ///    one's start (its bucket ready and the previous sum done) to its end;
+  ///  - exposedMs: the time the step's stream spent waiting for them: at each join, from
+  ///    when the step's stream got there (the work before it done) to the end of the last
+  ///    sum it waits for, 0 where that sum had ended first (hidden behind backward).
+  struct CommunicationTimes {
+    double allReduceMs = 0, exposedMs = 0;
+    int64_t allReduces = 0, joins = 0;
+  };
+  /// Records the events from now on (off: none, the default).
+  void timeCommunication(bool on);
+  /// Waits for the sums enqueued, reads the events and forgets them.
+  CommunicationTimes communicationTimes();
+
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
