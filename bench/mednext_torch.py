@@ -11,12 +11,18 @@ network.
 
   python3 bench/mednext_torch.py --check-keys PLAN.json     keys/shapes vs a medc plan
   python3 bench/mednext_torch.py --size L --patch 128 --batch 2 --modes eager,compile
+  torchrun --standalone --nproc-per-node N bench/mednext_torch.py --ddp ...   (DDP over NCCL)
 
 The step: bf16 autocast, BCE-with-logits on random targets, backward, fused AdamW,
 cudnn.benchmark; median ms/step over --steps after --warmup, and peak device memory.
+With --ddp (under torchrun: one process per GPU, LOCAL_RANK) the model is wrapped in
+DistributedDataParallel over NCCL (the gradients averaged over the ranks in buckets during
+backward, torch's defaults), each rank steps on its own batch of --batch, and rank 0 prints
+each mode's slowest rank's median and the largest peak memory of a rank.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -124,9 +130,12 @@ def check_keys(plan_path, model):
 def bench(model, args, mode):
     dev = torch.device("cuda")
     torch.backends.cudnn.benchmark = True
-    net = torch.compile(model) if mode == "compile" else model
+    net = model
+    if args.ddp:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
+    net = torch.compile(net) if mode == "compile" else net
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2, fused=True)
-    g = torch.Generator(device=dev).manual_seed(0)
+    g = torch.Generator(device=dev).manual_seed(args.rank)
     p = args.patch
     x = torch.randn(args.batch, 1, p, p, p, device=dev, generator=g)
     y = (torch.rand(args.batch, args.classes, p, p, p, device=dev, generator=g) < 0.3).float()
@@ -170,19 +179,39 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--modes", default="eager,compile")
     ap.add_argument("--check-keys", metavar="PLAN.json")
+    ap.add_argument("--ddp", action="store_true",
+                    help="DistributedDataParallel over NCCL, one process per GPU (under torchrun)")
     args = ap.parse_args()
     model = MedNeXt(args.size, args.kernel, classes=args.classes)
     if args.check_keys:
         sys.exit(0 if check_keys(args.check_keys, model) else 1)
+    args.rank, ranks = 0, 1
+    if args.ddp:
+        if "LOCAL_RANK" not in os.environ:
+            sys.exit("mednext_torch.py: --ddp runs under torchrun (LOCAL_RANK is not set)")
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        torch.distributed.init_process_group("nccl")
+        args.rank, ranks = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    torch.manual_seed(0)  # the same initial parameters on every rank
     model = model.cuda()
     n = sum(p.numel() for p in model.parameters())
-    print("MedNeXt-%s k%d, %d parameters, batch %d, %d^3, bf16 autocast, fused AdamW, torch %s, %s"
-          % (args.size, args.kernel, n, args.batch, args.patch, torch.__version__,
-             torch.cuda.get_device_name()))
+    if args.rank == 0:
+        print("MedNeXt-%s k%d, %d parameters, batch %d%s, %d^3, bf16 autocast, fused AdamW, torch %s, %s"
+              % (args.size, args.kernel, n, args.batch,
+                 " per GPU, DDP over %d GPUs" % ranks if args.ddp else "", args.patch,
+                 torch.__version__, torch.cuda.get_device_name()), flush=True)
     for mode in args.modes.split(","):
         ms, peak, warm, loss = bench(model, args, mode)
-        print("torch %-8s %8.1f ms/step  peak %6.2f GiB  (warm-up %.0f s, loss %.4f)"
-              % (mode, ms, peak, warm, loss))
+        label = "ddp-" + mode if args.ddp else mode
+        if args.ddp:  # the slowest rank sets the pace; the fullest GPU the memory
+            every = [None] * ranks
+            torch.distributed.all_gather_object(every, (ms, peak))
+            ms, peak = max(e[0] for e in every), max(e[1] for e in every)
+        if args.rank == 0:
+            print("torch %-8s %8.1f ms/step  peak %6.2f GiB  (warm-up %.0f s, loss %.4f)"
+                  % (label, ms, peak, warm, loss), flush=True)
+    if args.ddp:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ mkdir -p .device/cuda
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_plus_bf16.medc
 "$BIN/medc" recipe configs/banis_plus.yaml --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
+# The bf16-mixed step compiled with --data-parallel (its gradient buckets summed over NCCL):
+# scripts/gpu-data-parallel.sh trains and benches it on 1..8 GPUs.
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
+  --data-parallel -o .device/cuda/banis_plus_bf16_dp.medc
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
 if [ -n "${MED_PREPARE_AB:-}" ]; then

@@ -14,6 +14,9 @@
 // captures it and runs it at each replay, as NCCL's kernels are. Without a stream or a
 // driver it runs when called.
 //
+// FAKE_NCCL_DELAY_MS=T makes each all-reduce take T ms more (slow communication, for the
+// measure of exposed communication time).
+//
 // FAKE_NCCL_SKIP=RANK:CALL makes that rank's CALL-th all-reduce (1-based) keep its own
 // values instead of the sum (it still takes part, so no peer waits): a reducer that skips
 // a bucket on one rank, for tests that must notice.
@@ -199,6 +202,9 @@ void runJob(void *arg) {
   char *out = static_cast<char *>(job.recv);
   Shared *s = c->shared;
   ++c->calls;
+  // FAKE_NCCL_DELAY_MS: each all-reduce takes that much longer (a slow network).
+  if (long delay = envLong("FAKE_NCCL_DELAY_MS", 0); delay > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   bool skip = false;
   if (const char *spec = std::getenv("FAKE_NCCL_SKIP"); spec && *spec) {
     int rank = -1;

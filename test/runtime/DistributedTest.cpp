@@ -339,6 +339,57 @@ TEST(PeerWatch, AFailedRankIsNamed) {
   one.result();
 }
 
+/// A rank of a job whose heartbeats hung() judges, after `entered` collectives: it polls
+/// its watch (sending heartbeats) for 1.2 s, a "silent" rank stops polling after 0.1 s;
+/// then the ranks that judge say whom they name.
+std::string hangRank(int r, int world, int port, uint32_t entered, bool silent, bool judge) {
+  PeerWatch watch;
+  rendezvous(job(r, world, port, "job", 1), [] { return idOf('h'); }, &watch);
+  for (uint32_t i = 0; i < entered; ++i)
+    watch.progressed();
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(silent ? 100 : 1200);
+  while (std::chrono::steady_clock::now() < until)
+    watch.lost(20);
+  if (silent) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    return "silent";
+  }
+  std::string named = judge ? watch.hung(2000) : watch.lost(2500);
+  watch.leave(false);
+  return named;
+}
+
+TEST(PeerWatch, NamesTheRanksThatHang) {
+  // Rank 1 lags (alive, one collective behind), rank 2 goes silent.
+  int port = freePort();
+  std::vector<Child> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(spawn([=] { return hangRank(r, 4, port, r == 1 ? 6 : 7, r == 2, r != 1); }));
+  const std::string lags = "rank 1 hangs (its process is alive but lags: it has not entered the "
+                           "collective the others wait in)",
+                    silent = "rank 2 hangs (its process went silent: stopped or frozen)";
+  EXPECT_EQ(ranks[0].result(), lags + "; " + silent);
+  EXPECT_EQ(ranks[1].result(), lags); // rank 0's verdict reaches the rank that lags
+  EXPECT_EQ(ranks[2].result(), "silent");
+  EXPECT_EQ(ranks[3].result(), lags); // the first word of rank 0's verdict
+
+  // Control: every rank alive and level, nobody is named (rank 1 waits for rank 0's word).
+  port = freePort();
+  ranks.clear();
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(spawn([=] { return hangRank(r, 3, port, 7, false, true); }));
+  for (Child &c : ranks)
+    EXPECT_EQ(c.result(), "");
+
+  // Rank 0 silent: the others name it themselves.
+  port = freePort();
+  ranks.clear();
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(spawn([=] { return hangRank(r, 2, port, 7, r == 0, true); }));
+  EXPECT_EQ(ranks[0].result(), "silent");
+  EXPECT_EQ(ranks[1].result(), "rank 0 hangs (its process went silent: stopped or frozen)");
+}
+
 // ---- the communicator over the stand-in NCCL ----
 
 struct FakeNccl : ::testing::Test {

@@ -8,6 +8,9 @@
 // resident (setState once, run + commit per step), on the CPU the updates are applied.
 // A step's time is wall time around one run, which ends with the download of the scalar
 // outputs (a synchronization on the GPU). See docs/perf.md, "How the numbers are made".
+// On the data-parallel path (a job of several ranks, or --data-parallel) a few more steps
+// run one by one with the reducer's timing events on, for the communication it exposes
+// (docs/distributed.md, "Measuring communication"); rank 0 reports, for every rank.
 //
 //===----------------------------------------------------------------------------------===//
 #include "BenchCommand.h"
@@ -15,6 +18,7 @@
 
 #include "medrun/Cuda.h"
 #include "medrun/Data.h"
+#include "medrun/Distributed.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Flops.h"
@@ -29,6 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 
 namespace medrun {
@@ -109,20 +114,34 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
     throw Error(str("--steps: expected at least 1 timed step, got ", options.steps));
   if (options.warmup < 0)
     throw Error(str("--warmup: expected 0 or more steps, got ", options.warmup));
+  // A rank of a data-parallel job: its GPU and the communicator first, as in training.
+  const DistEnv dist = distEnvFromEnvironment();
+  std::unique_ptr<DataParallel> job;
+  if (dist.worldSize > 1 || options.dataParallel) {
+    job = std::make_unique<DataParallel>(dist);
+    setCudaDevice(job->device());
+  }
+  const bool report = dist.rank == 0; // the other ranks measure, rank 0 prints
+  std::unique_ptr<FILE, int (*)(FILE *)> devnull(report ? nullptr : std::fopen("/dev/null", "w"),
+                                                 std::fclose);
+  FILE *notes = devnull ? devnull.get() : stderr;
   PreparedRecipe prepared;
-  if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared); rc != 0)
+  if (int rc = prepareRecipe(recipe, overrides, artifactPath, prepared, job != nullptr); rc != 0)
     return rc;
+  if (job && !prepared.cuda)
+    throw Error("bench: the data-parallel step is timed on the GPU (its sums on NCCL's stream): "
+                "use --device cuda");
   const json &config = prepared.config;
   const Artifact &artifact = prepared.artifact;
   std::ofstream jsonFile; // opened now: a wrong path fails before the steps run
-  if (!options.json.empty()) {
+  if (!options.json.empty() && report) {
     jsonFile.open(options.json);
     if (!jsonFile)
       throw Error(str(options.json, ": cannot write the benchmark's JSON"));
   }
   if (int threads = config["train"].value("threads", 0); threads > 0)
     setNumThreads(threads);
-  const StepInputs feed(artifact, config);
+  const StepInputs feed(artifact, config, job ? job->worldSize() : 1);
   const Function &fn = feed.function();
   const FunctionCost cost = functionCost(fn);
   const int lossOut = outputIndex(fn, "loss");
@@ -132,7 +151,7 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   const Precision precision = precisionOf(fn);
 
   // One batch, copied out of the loader's buffers; the loader (and its workers) end here.
-  std::fprintf(stderr, "bench: preparing one batch of the synthetic data and the parameters\n");
+  std::fprintf(notes, "bench: preparing one batch of the synthetic data and the parameters\n");
   Batch batch;
   {
     DataLoader data(makeSyntheticDataset(feed.synthetic()), feed.loader());
@@ -144,8 +163,10 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   TensorMap params = initParameters(artifact, config["train"].value("seed", uint64_t(0)));
   std::unique_ptr<CudaSession> gpu;
   if (prepared.cuda) {
-    gpu = openCudaSession(artifact, fn, stderr);
+    gpu = openCudaSession(artifact, fn, notes);
     gpu->setState(params); // parameters, moments and EMA stay on the device
+    if (job)
+      gpu->setReducer(*job);
   }
 
   // Step k (0-based, as in training: its lr, step count and EMA decay); `apply` keeps its
@@ -155,9 +176,17 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   auto runStep = [&](int64_t k, bool apply, std::map<std::string, double> *profile) {
     std::vector<Tensor> inputs = feed.inputs(batch, k, lossScale, growthTracker);
     TensorMap updates;
-    std::vector<Tensor> out =
-        gpu ? gpu->run(fn, inputs, {}, profile, nullptr)
-            : runCpu(artifact, fn, inputs, params, precision, profile, &updates);
+    GradientReducer &reducer = job ? static_cast<GradientReducer &>(*job) : singleRankReducer();
+    reducer.stepStarts(); // the job's watchdog times the step
+    std::vector<Tensor> out;
+    try {
+      out = gpu ? gpu->run(fn, inputs, {}, profile, nullptr)
+                : runCpu(artifact, fn, inputs, params, precision, profile, &updates);
+    } catch (const Error &) {
+      reducer.stepEnded(); // the job's failure, where that is what ended the step
+      throw;
+    }
+    reducer.stepEnded();
     auto value = [&](int i) { return out.at(i).to(DType::F64).data<double>()[0]; };
     double loss = value(lossOut);
     if (apply) {
@@ -175,11 +204,11 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
 
   int64_t k = 0;
   if (options.warmup > 0) {
-    std::fprintf(stderr, "bench: warm-up, %lld steps\n", static_cast<long long>(options.warmup));
+    std::fprintf(notes, "bench: warm-up, %lld steps\n", static_cast<long long>(options.warmup));
     for (; k < options.warmup; ++k)
       runStep(k, true, nullptr);
   }
-  std::fprintf(stderr, "bench: timing %lld steps\n", static_cast<long long>(options.steps));
+  std::fprintf(notes, "bench: timing %lld steps\n", static_cast<long long>(options.steps));
   std::vector<double> ms;
   double firstLoss = 0, lastLoss = 0;
   for (int64_t i = 0; i < options.steps; ++i, ++k) {
@@ -190,7 +219,30 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
       firstLoss = loss;
     lastLoss = loss;
   }
-  std::fprintf(stderr, "bench: one more step, profiled by op kind\n");
+  // The communication, measured over steps of their own: the reducer's events are read
+  // back only from steps launched one by one.
+  DataParallel::CommunicationTimes comm;
+  const int64_t commSteps = job ? std::min<int64_t>(options.steps, 10) : 0;
+  std::vector<double> commMs;
+  if (job) {
+    std::fprintf(notes, "bench: %lld more steps, launched one by one, timing the all-reduces\n",
+                 static_cast<long long>(commSteps));
+    gpu->setGraphs(false);
+    job->timeCommunication(true);
+    for (int64_t i = 0; i < commSteps; ++i, ++k) {
+      double start = now();
+      runStep(k, true, nullptr);
+      commMs.push_back(1e3 * (now() - start));
+      DataParallel::CommunicationTimes t = job->communicationTimes();
+      comm.allReduceMs += t.allReduceMs;
+      comm.exposedMs += t.exposedMs;
+      comm.allReduces += t.allReduces;
+      comm.joins += t.joins;
+    }
+    job->timeCommunication(false);
+    gpu->setGraphs(true);
+  }
+  std::fprintf(notes, "bench: one more step, profiled by op kind\n");
   std::map<std::string, double> profile;
   runStep(k, false, &profile);
 
@@ -211,6 +263,22 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   const std::string patchStr = str(patch.at(0), "x", patch.at(1), "x", patch.at(2));
   const int64_t batchSize = config["data"]["batch"].get<int64_t>();
   const std::string device = gpu ? gpu->deviceName() : str("cpu, ", numThreads(), " threads");
+
+  // Each rank's figures, gathered on rank 0: a sum over the ranks of vectors in which each
+  // fills its own row (ms/step, peak device memory in MiB, all-reduce and exposed ms/step).
+  const double perStep = commSteps > 0 ? 1.0 / static_cast<double>(commSteps) : 0;
+  const double allReducePerStep = comm.allReduceMs * perStep, exposedPerStep = comm.exposedMs * perStep;
+  std::vector<float> rankRows(job ? 4 * job->worldSize() : 0, 0.0f);
+  if (job) {
+    float *mine = &rankRows[4 * static_cast<size_t>(dist.rank)];
+    mine[0] = static_cast<float>(median);
+    mine[1] = static_cast<float>(static_cast<double>(gpu->deviceBytes()) / (1 << 20));
+    mine[2] = static_cast<float>(allReducePerStep);
+    mine[3] = static_cast<float>(exposedPerStep);
+    job->sumOverRanks(rankRows.data(), rankRows.size());
+  }
+  if (!report)
+    return 0;
 
   std::printf("bench %s: train_step on %s\n", recipe.c_str(), device.c_str());
   std::printf("model %s: %lld parameters; batch %lld, patch %s, precision %s\n",
@@ -249,7 +317,42 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
                 gib(static_cast<double>(gpu->workspaceBytes())).c_str());
     std::printf("convolutions: %s; %s\n", gpu->convolutions().c_str(),
                 gpu->convolutions(fn).c_str());
-  } else {
+  }
+  json dataParallel; // null off the data-parallel path
+  if (job) {
+    std::vector<double> sortedComm = commMs;
+    std::sort(sortedComm.begin(), sortedComm.end());
+    const size_t c = sortedComm.size();
+    const double commMedian = c % 2 ? sortedComm[c / 2] : (sortedComm[c / 2 - 1] + sortedComm[c / 2]) / 2;
+    std::printf("communication: %d rank%s, %lld steps launched one by one (median %.2f ms/step), "
+                "CUDA events: all-reduce %.3f ms/step (%lld sums), exposed %.3f ms/step "
+                "(%.1f%% of the median step; %.1f%% of the all-reduce time hidden behind backward)\n",
+                job->worldSize(), job->worldSize() == 1 ? "" : "s",
+                static_cast<long long>(commSteps), commMedian, allReducePerStep,
+                static_cast<long long>(comm.allReduces / std::max<int64_t>(commSteps, 1)),
+                exposedPerStep, median > 0 ? 100 * exposedPerStep / median : 0,
+                allReducePerStep > 0 ? std::max(0.0, 100 * (1 - exposedPerStep / allReducePerStep)) : 0);
+    json perRank = json::array();
+    for (int r = 0; r < job->worldSize(); ++r) {
+      const float *row = &rankRows[4 * static_cast<size_t>(r)];
+      std::printf("  rank %d: median %.2f ms/step, peak device memory %s, all-reduce %.3f ms/step, "
+                  "exposed %.3f ms/step\n", r, row[0], gib(double(row[1]) * (1 << 20)).c_str(),
+                  row[2], row[3]);
+      perRank.push_back({{"rank", r},
+                         {"ms_per_step", row[0]},
+                         {"peak_memory_bytes", double(row[1]) * (1 << 20)},
+                         {"allreduce_ms_per_step", row[2]},
+                         {"exposed_ms_per_step", row[3]}});
+    }
+    dataParallel = {{"ranks", job->worldSize()},
+                    {"comm_steps", commSteps},
+                    {"comm_step_ms", commMs},
+                    {"allreduces_per_step", comm.allReduces / std::max<int64_t>(commSteps, 1)},
+                    {"allreduce_ms_per_step", allReducePerStep},
+                    {"exposed_ms_per_step", exposedPerStep},
+                    {"per_rank", perRank}};
+  }
+  if (!gpu) {
     peak = peakResidentBytes();
     std::printf("peak host memory: %s (max resident set of the process; the CPU backend has "
                 "no device memory)\n", gib(peak).c_str());
@@ -332,12 +435,13 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
                                             {"source", roof.source}}
                                      : json()},
         {"profile", kinds},
+        {"data_parallel", dataParallel},
     };
     jsonFile << out.dump(2) << "\n";
     jsonFile.close();
     if (!jsonFile)
       throw Error(str(options.json, ": cannot write the benchmark's JSON"));
-    std::fprintf(stderr, "bench: wrote %s\n", options.json.c_str());
+    std::fprintf(notes, "bench: wrote %s\n", options.json.c_str());
   }
   return 0;
 }

@@ -14,6 +14,9 @@ struct BenchOptions {
   /// The roofline the rows are measured against, "GBPS,TFLOPS" ("" = known for the
   /// device, see rooflineFor; "none" = no roofline columns).
   std::string roofline;
+  /// Time the data-parallel step (compiled with --data-parallel, its buckets summed over
+  /// NCCL) even as a job of one rank; a job of several ranks always does (docs/distributed.md).
+  bool dataParallel = false;
 };
 
 /// The bounds of a roofline: bytes per second and FLOP per second.

@@ -39,9 +39,10 @@ std::atomic<int> stopSignal{0};
 FILE *notes = stderr;
 bool quietRank = false;
 
-// First SIGINT/SIGTERM: finish the step, save, then exit 130 after SIGINT (the shell's status
-// of an interrupted command) and 0 after SIGTERM (a scheduler that preempts a job and
-// requeues it sees a clean end). Second: leave at once with 130.
+// First SIGINT/SIGTERM/SIGUSR1: finish the step, save, then exit 130 after SIGINT (the
+// shell's status of an interrupted command) and 0 after SIGTERM or SIGUSR1 (a scheduler that
+// preempts a job, or warns of its time limit as Slurm's --signal=USR1@300 does, and requeues
+// it sees a clean end). Second: leave at once with 130.
 void onSignal(int sig) {
   if (stopRequests.fetch_add(1) >= 1)
     _exit(130);
@@ -280,6 +281,7 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
   std::fprintf(notes, "training %s for %lld steps -> %s\n", recipe.c_str(),
                static_cast<long long>(config["train"]["steps"].get<int64_t>()),
                options.out.c_str());

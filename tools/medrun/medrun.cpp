@@ -163,7 +163,8 @@ const std::vector<Command> &commands() {
        true},
       {"bench",
        "medrun bench RECIPE.yaml [--set key=value]... [--artifact A] [--device cpu|cuda|auto]\n"
-       "             [--steps N] [--warmup W] [--threads N] [--json FILE] [--roofline GBPS,TFLOPS]",
+       "             [--steps N] [--warmup W] [--threads N] [--json FILE] [--roofline GBPS,TFLOPS]\n"
+       "             [--gpus N | --data-parallel]",
        "Times the recipe's training step: prepares it as `train` does (compile cache,\n"
        "--artifact, --device), takes one batch of the synthetic data, runs W warm-up steps\n"
        "(default 3) and N timed steps (default 20), parameters updated as in training, and one\n"
@@ -172,7 +173,10 @@ const std::vector<Command> &commands() {
        "once), peak memory (GPU: arena + resident state; CPU: the process's max resident set)\n"
        "and the time by op kind, each kind's GB/s and TFLOP/s also as shares of the\n"
        "roofline (on an H200 its measured copy bandwidth and bf16 matrix-product rate);\n"
-       "--json FILE writes the numbers for scripts.",
+       "--json FILE writes the numbers for scripts. In a job of several ranks (--gpus N, or a\n"
+       "launcher's variables) or with --data-parallel, it times the data-parallel step and\n"
+       "also reports its communication: all-reduce time and the part of it the step waits\n"
+       "for (exposed), with every rank's ms/step and peak memory (docs/distributed.md).",
        {kSet,
         kArtifact,
         kRecipeDevice,
@@ -182,7 +186,11 @@ const std::vector<Command> &commands() {
         {"json", "FILE", "also write the numbers as JSON to FILE"},
         {"roofline", "GBPS,TFLOPS",
          "the bounds the time by op kind is measured against (default: 4300,790 on an H200,\n"
-         "                     else none; `none`: no roofline columns)"}},
+         "                     else none; `none`: no roofline columns)"},
+        kGpus,
+        {"data-parallel", "",
+         "time the data-parallel step even as a job of one rank (NCCL with a communicator\n"
+         "of one; the artifact compiled with --data-parallel)"}},
        true},
       {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
        "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
@@ -1240,6 +1248,7 @@ int main(int argc, char **argv) {
       options.warmup = parseCount(args, "warmup", 3, 0);
       options.json = args.get("json");
       options.roofline = args.get("roofline");
+      options.dataParallel = args.has("data-parallel");
       rooflineFor(options.roofline, ""); // a malformed value fails before any work
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
     }

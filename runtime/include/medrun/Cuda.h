@@ -93,6 +93,9 @@ public:
   /// a device pointer and the step's stream, inside the step's CUDA graph); by default
   /// singleRankReducer(). It must outlive the session's runs.
   void setReducer(GradientReducer &reducer);
+  /// Off: the following runs launch one by one even where a graph would replay them (events
+  /// a reducer records to time its sums are read back only so). On by default.
+  void setGraphs(bool on);
 
   /// Frees the arena, the cuDNN workspace and the slots of staged inputs (the next run
   /// allocates them again), e.g. to leave the GPU to another library between runs; waits

@@ -14,6 +14,8 @@
 #include "medrun/Tensor.h"
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <map>
@@ -70,10 +72,14 @@ int rankDevice(const DistEnv &env, int visible, const char *cudaVisibleDevices);
 using UniqueId = std::array<char, 128>;
 
 /// The connections the rendezvous leaves open, rank 0 to each rank and each rank to rank 0.
-/// After the id they carry only a word when a rank leaves the job (finished, or failed), so
+/// After the id they carry a word when a rank leaves the job (finished, or failed), so
 /// a rank whose connection closes without one died: the kernel closes a dead process's
 /// sockets, whatever killed it. Rank 0 passes what it learns on to the others, so every
 /// rank can say which rank is gone (NCCL's errors rarely do).
+/// They also carry heartbeats, sent while lost() is polled, with the number of collectives
+/// the sender has entered (progressed()): when a collective times out, hung() names a peer
+/// that went silent (a stopped or frozen process) or that lags behind the others (alive,
+/// but it has not entered the collective they wait in).
 class PeerWatch {
 public:
   PeerWatch() = default;
@@ -90,12 +96,29 @@ public:
   std::string lost(int waitMs = 0);
   /// Tells the peers this rank leaves, normally or `failed`, and closes the connections.
   void leave(bool failed);
+  /// This rank entered one more collective (its heartbeats say how many).
+  void progressed() { ++entered_; }
+  /// Called when a collective did not finish within the timeout: which ranks hang, "" where
+  /// none can be named. Rank 0 judges from every rank's heartbeats and tells the others; a
+  /// rank > 0 names rank 0 where rank 0 is silent or behind, else waits up to `waitMs` for
+  /// rank 0's verdict. "rank 2 hangs (its process went silent: stopped or frozen)".
+  std::string hung(int waitMs = 2000);
 
 private:
-  void relay(char kind, int subject);
+  void relay(char kind, int subject, bool toSubject = false);
+  void beat();
+  using Clock = std::chrono::steady_clock;
+  struct Heard {
+    Clock::time_point at; ///< the last word from that rank
+    uint32_t entered = 0; ///< the collectives it had entered then
+  };
   DistEnv env_;
   std::map<int, int> peers_;
+  std::map<int, Heard> heard_;
   std::string lost_;
+  bool verdict_ = false; ///< lost_ is rank 0's word that a rank hangs
+  uint32_t entered_ = 0;
+  Clock::time_point lastBeat_{};
 };
 
 /// The rendezvous over TCP. Rank 0 calls `makeId`, listens on env.port and waits until
@@ -146,6 +169,10 @@ public:
   /// Aborts for `why` (asyncError's text) and returns the message to stop with: this rank,
   /// and the rank that left where the rendezvous connections tell (within a second).
   std::string abortFor(const std::string &why);
+  /// Aborts because `what` ("a training step") did not finish within the timeout and
+  /// returns the message to stop with, naming the ranks that hang where the heartbeats
+  /// tell (PeerWatch::hung).
+  std::string timedOut(const std::string &what);
 
 private:
   [[noreturn]] void fail(const std::string &why);
@@ -163,7 +190,8 @@ private:
 ///  - Faults: a watchdog thread polls the communicator (ncclCommGetAsyncError and the
 ///    rendezvous connections) off the step's critical path and aborts it (ncclCommAbort)
 ///    when a peer died or failed, or when a step has not ended within env.timeout seconds
-///    (a peer hangs); stepEnded() then throws the reason, which names the rank where known.
+///    (a peer hangs); stepEnded() then throws the reason, which names the rank where known
+///    (a rank that died, failed, went silent or lags: PeerWatch).
 class DataParallel final : public GradientReducer {
 public:
   /// Makes the primary context of the rank's GPU (rankDevice) current, then joins the
@@ -183,6 +211,23 @@ public:
   /// An all-reduce of `count` f32 values through device memory, waited for here.
   void sumOverRanks(float *values, size_t count) override;
 
+  /// What the buckets' sums cost the steps run since the last call (timeCommunication on,
+  /// CUDA events; the steps launched one by one, CudaSession::setGraphs, as events in a
+  /// graph are not read back):
+  ///  - allReduceMs: the time the communicator's stream spent in the all-reduces, from each
+  ///    one's start (its bucket ready and the previous sum done) to its end;
+  ///  - exposedMs: the time the step's stream spent waiting for them: at each join, from
+  ///    when the step's stream got there (the work before it done) to the end of the last
+  ///    sum it waits for, 0 where that sum had ended first (hidden behind backward).
+  struct CommunicationTimes {
+    double allReduceMs = 0, exposedMs = 0;
+    int64_t allReduces = 0, joins = 0;
+  };
+  /// Records the events from now on (off: none, the default).
+  void timeCommunication(bool on);
+  /// Waits for the sums enqueued, reads the events and forgets them.
+  CommunicationTimes communicationTimes();
+
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -192,7 +237,7 @@ private:
 /// command line without --gpus) and torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT) and a generated
 /// MEDRUN_JOB_ID. The ranks form a process group and die with the launcher
-/// (PR_SET_PDEATHSIG); SIGINT, SIGTERM and SIGHUP are forwarded to them. When a rank fails
+/// (PR_SET_PDEATHSIG); SIGINT, SIGTERM, SIGHUP and SIGUSR1 are forwarded to them. When a rank fails
 /// the launcher says which, stops the others (SIGTERM, SIGKILL after `graceSeconds`) and
 /// returns its status; otherwise the ranks' status (0 when all succeeded).
 int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSeconds = 30);

@@ -305,6 +305,7 @@ struct CudaSession::Impl {
   uint64_t stateGeneration = 1;
   std::unordered_map<const Function *, Layout> layouts;
   GradientReducer *reducer = &singleRankReducer(); ///< sums the buckets of all_reduce steps
+  bool graphsOn = true; ///< setGraphs
   DeviceBuffer arena;
   std::vector<Pending> pending;
   // Convolutions: cuDNN when it loads and makes a handle, else the generated kernels.
@@ -951,6 +952,7 @@ void CudaSession::setState(const TensorMap &tensors) {
 }
 
 void CudaSession::setReducer(GradientReducer &reducer) { impl->reducer = &reducer; }
+void CudaSession::setGraphs(bool on) { impl->graphsOn = on; }
 
 TensorMap CudaSession::state() const {
   const Driver &d = impl->d;
@@ -1424,8 +1426,9 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                                         impl->stateAllocations};
   if (l.graph && l.graphBuffers != buffers)
     impl->dropGraph(l);
-  const bool graphs = d.cuGraphLaunch && !profile && !syncEach && !envFlag("MEDRUN_CUDA_NO_GRAPH");
-  if (!graphs && !l.captureFailed)
+  const bool graphs = d.cuGraphLaunch && !profile && !syncEach && impl->graphsOn &&
+                      !envFlag("MEDRUN_CUDA_NO_GRAPH");
+  if (!graphs && impl->graphsOn && !l.captureFailed)
     l.graphNote = !d.cuGraphLaunch ? "the driver has no graph API"
                   : profile         ? "profiled runs launch one by one"
                                     : "MEDRUN_CUDA_SYNC or MEDRUN_CUDA_NO_GRAPH";

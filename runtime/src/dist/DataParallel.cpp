@@ -16,6 +16,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
+#include <algorithm>
 
 namespace medrun {
 
@@ -33,6 +35,23 @@ struct DataParallel::Impl {
   CUdeviceptr hostBuffer = 0; ///< device memory for sums of host values
   size_t hostBytes = 0;
   void sumOnHost(void *values, size_t count, DType dtype);
+
+  // Timing (timeCommunication): events with timing, reused from step to step.
+  bool timing = false;
+  std::vector<void *> events;
+  size_t eventsUsed = 0;
+  std::vector<std::pair<void *, void *>> sums; ///< each all-reduce's start and end
+  std::vector<std::pair<void *, size_t>> joins; ///< the step's stream at a join; the last sum
+  void *timingEvent(void *stream) {
+    if (eventsUsed == events.size()) {
+      void *e = nullptr;
+      d.check(d.cuEventCreate(&e, 0), "cuEventCreate (timing)");
+      events.push_back(e);
+    }
+    void *e = events[eventsUsed++];
+    d.check(d.cuEventRecord(e, stream), "cuEventRecord (timing)");
+    return e;
+  }
   std::unique_ptr<Communicator> comm;
 
   // The watchdog. `mutex` orders the communicator's calls between the step's thread and it.
@@ -89,11 +108,7 @@ void DataParallel::Impl::watch() {
     }
     const int64_t since = stepSince.load();
     if (since && (now() - since) * 1e-9 > env.timeout) {
-      // A rank that hangs leaves its connections open, so nothing names it.
-      comm->abort();
-      failure = str(env.describe(), ": a training step did not finish within ", env.timeout,
-                    " s (a peer rank hangs or died; MEDRUN_DIST_TIMEOUT sets the limit); "
-                    "communicator aborted");
+      failure = comm->timedOut("a training step");
       failed = true;
       break;
     }
@@ -133,6 +148,8 @@ DataParallel::~DataParallel() {
   m.comm.reset();
   d.cuEventDestroy(m.ready);
   d.cuEventDestroy(m.reduced);
+  for (void *e : m.events)
+    d.cuEventDestroy(e);
   if (m.hostBuffer)
     d.cuMemFree(m.hostBuffer);
   d.cuDevicePrimaryCtxRelease(m.device);
@@ -153,7 +170,10 @@ void DataParallel::allReduceSum(void *data, size_t count, DType dtype, void *str
   const Driver &d = m.d;
   d.check(d.cuEventRecord(m.ready, stream), "cuEventRecord (gradient bucket ready)");
   d.check(d.cuStreamWaitEvent(m.commStream, m.ready, 0), "cuStreamWaitEvent (gradient bucket)");
+  void *start = m.timing ? m.timingEvent(m.commStream) : nullptr;
   m.allReduce(data, count, dtype);
+  if (m.timing)
+    m.sums.emplace_back(start, m.timingEvent(m.commStream));
   d.check(d.cuEventRecord(m.reduced, m.commStream), "cuEventRecord (gradient bucket summed)");
   m.pending = true;
 }
@@ -162,6 +182,8 @@ void DataParallel::join(void *stream) {
   Impl &m = *impl_;
   if (!m.pending)
     return;
+  if (m.timing && !m.sums.empty()) // where the step's stream starts to wait
+    m.joins.emplace_back(m.timingEvent(stream), m.sums.size() - 1);
   // The communicator's stream runs its sums in order: the last one's event covers all.
   m.d.check(m.d.cuStreamWaitEvent(stream, m.reduced, 0), "cuStreamWaitEvent (summed gradients)");
   m.pending = false;
@@ -174,6 +196,30 @@ void DataParallel::stepEnded() {
   m.stepSince = 0;
   if (m.failed)
     m.rethrow();
+}
+
+void DataParallel::timeCommunication(bool on) { impl_->timing = on; }
+
+DataParallel::CommunicationTimes DataParallel::communicationTimes() {
+  Impl &m = *impl_;
+  const Driver &d = m.d;
+  d.check(d.cuStreamSynchronize(m.commStream), "cuStreamSynchronize (timed sums)");
+  auto ms = [&](void *from, void *to) {
+    float t = 0;
+    d.check(d.cuEventElapsedTime(&t, from, to), "cuEventElapsedTime");
+    return static_cast<double>(t);
+  };
+  CommunicationTimes t;
+  for (auto [start, end] : m.sums)
+    t.allReduceMs += ms(start, end);
+  for (auto [at, last] : m.joins)
+    t.exposedMs += std::max(0.0, ms(at, m.sums[last].second));
+  t.allReduces = static_cast<int64_t>(m.sums.size());
+  t.joins = static_cast<int64_t>(m.joins.size());
+  m.sums.clear();
+  m.joins.clear();
+  m.eventsUsed = 0;
+  return t;
 }
 
 void DataParallel::sumOverRanks(float *values, size_t count) {

@@ -39,6 +39,7 @@ struct Driver {
   CUresult (*cuEventCreate)(void **, unsigned) = nullptr;
   CUresult (*cuEventRecord)(void *, void *) = nullptr;
   CUresult (*cuEventDestroy)(void *) = nullptr;
+  CUresult (*cuEventElapsedTime)(float *, void *, void *) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
 
   /// Throws Error starting with `who` when the library or a function is missing.
@@ -65,6 +66,7 @@ struct Driver {
     lib.require(cuEventCreate, {"cuEventCreate"});
     lib.require(cuEventRecord, {"cuEventRecord"});
     lib.require(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"});
+    lib.require(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
     lib.require(cuGetErrorString, {"cuGetErrorString"});
     if (!lib.error.empty())
       throw Error(str(who, ": ", lib.error));

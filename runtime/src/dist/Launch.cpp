@@ -99,7 +99,7 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
   ::signal(SIGCHLD, SIG_DFL);
   sigset_t handled, previous;
   sigemptyset(&handled);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1})
     sigaddset(&handled, s);
   sigprocmask(SIG_BLOCK, &handled, &previous);
   const pid_t launcher = getpid();
@@ -176,6 +176,7 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
     if (cause >= 0 && !stopping && running && !forwarded) {
       stopping = true;
       ::kill(-group, SIGTERM);
+      ::kill(-group, SIGCONT); // a stopped rank (one that hangs) wakes to end
       killAt = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(graceSeconds));
     }
@@ -186,7 +187,7 @@ int launchLocalRanks(int n, const std::vector<std::string> &args, double graceSe
     timespec wait{0, 200 * 1000 * 1000};
     siginfo_t info;
     int sig = ::sigtimedwait(&handled, &info, &wait);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGUSR1) {
       forwarded = sig;
       ::kill(-group, sig);
     }

@@ -125,6 +125,7 @@ void Communicator::allReduceSum(void *data, size_t count, DType dtype, void *str
   if (dtype != DType::F32 && dtype != DType::BF16)
     throw Error(str("all-reduce of ", dtypeName(dtype), " elements: only f32 and bf16 are summed"));
   int type = dtype == DType::F32 ? kNcclFloat32 : kNcclBfloat16;
+  watch_.progressed();
   if (ncclResult r = library().allReduce(data, data, count, type, kNcclSum, comm_, stream); r != 0) {
     // After an asynchronous error NCCL may refuse further calls: that error is the cause.
     if (std::string async = asyncError(); !async.empty())
@@ -169,13 +170,19 @@ void Communicator::wait(const std::function<bool()> &finished) {
       fail(why);
     if (finished())
       return;
-    if (std::chrono::duration<double>(Clock::now() - start).count() > env_.timeout) {
-      abort();
-      throw Error(str(env_.describe(), ": a collective did not finish within ", env_.timeout,
-                      " s (a peer rank hangs or died; MEDRUN_DIST_TIMEOUT); communicator aborted"));
-    }
+    if (std::chrono::duration<double>(Clock::now() - start).count() > env_.timeout)
+      throw Error(timedOut("a collective"));
     std::this_thread::sleep_for(pause);
   }
+}
+
+std::string Communicator::timedOut(const std::string &what) {
+  std::string who = watch_.hung();
+  abort();
+  return str(env_.describe(), ": ", what, " did not finish within ", env_.timeout, " s",
+             who.empty() ? " (a peer rank hangs or died; MEDRUN_DIST_TIMEOUT sets the limit)"
+                         : ": " + who,
+             "; communicator aborted");
 }
 
 void Communicator::abort() {

@@ -346,28 +346,62 @@ UniqueId rendezvous(const DistEnv &env, const std::function<UniqueId()> &makeId,
   return env.rank == 0 ? serve(env, makeId, watch) : join(env, watch);
 }
 
-// After the id, a connection carries 5-byte words: a kind and the rank it is about.
-//   'B' that rank finished and left;  'F' it failed and left;  'K' it died (from rank 0).
+// After the id, a connection carries 5-byte words: a kind and a number, mostly the rank a
+// word is about.
+//   'B' that rank finished and left;  'F' it failed and left;  'K' it died (from rank 0);
+//   'P' a heartbeat: the sender has entered that many collectives;
+//   'H' that rank hangs, silent;  'L' it hangs, alive but behind (both from rank 0).
+namespace {
+std::string hangText(char kind, int subject) {
+  return kind == 'H' ? str("rank ", subject, " hangs (its process went silent: stopped or frozen)")
+                     : str("rank ", subject, " hangs (its process is alive but lags: it has not "
+                                             "entered the collective the others wait in)");
+}
+} // namespace
+
 void PeerWatch::start(const DistEnv &env, std::map<int, int> fds) {
   leave(false);
   env_ = env;
   peers_ = std::move(fds);
   lost_.clear();
-  for (auto &[r, fd] : peers_)
+  verdict_ = false;
+  heard_.clear();
+  entered_ = 0;
+  lastBeat_ = {};
+  for (auto &[r, fd] : peers_) {
     setNonBlocking(fd);
+    int one = 1; // a word goes out at once, not held back behind the last one's ack
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    heard_[r] = {Clock::now(), 0};
+  }
 }
 
-void PeerWatch::relay(char kind, int subject) {
+void PeerWatch::relay(char kind, int subject, bool toSubject) {
   std::string word(1, kind);
   put32(word, static_cast<uint32_t>(subject));
   auto by = Clock::now() + std::chrono::milliseconds(200);
   for (auto &[r, fd] : peers_)
-    if (r != subject)
+    if (r != subject || toSubject)
       sendAll(fd, word.data(), word.size(), by);
+}
+
+void PeerWatch::beat() {
+  // A tenth of the timeout apart (at most a second): a peer is judged silent after half.
+  auto every = std::chrono::duration<double>(std::clamp(env_.timeout / 10, 0.05, 1.0));
+  auto now = Clock::now();
+  if (now - lastBeat_ < every)
+    return;
+  lastBeat_ = now;
+  std::string word(1, 'P');
+  put32(word, entered_);
+  for (auto &[r, fd] : peers_)
+    sendAll(fd, word.data(), word.size(), now + std::chrono::milliseconds(200));
 }
 
 std::string PeerWatch::lost(int waitMs) {
   auto deadline = Clock::now() + std::chrono::milliseconds(waitMs);
+  if (lost_.empty())
+    beat();
   while (lost_.empty() && !peers_.empty()) {
     std::vector<pollfd> fds;
     std::vector<int> ranks;
@@ -390,10 +424,20 @@ std::string PeerWatch::lost(int waitMs) {
       if (recvAll(fds[i].fd, word, sizeof word, Clock::now() + std::chrono::milliseconds(200)) == Read::Ok) {
         kind = static_cast<char>(word[0]);
         subject = static_cast<int>(get32(word + 1));
+        heard_[peer].at = Clock::now();
+      }
+      if (kind == 'P') {
+        heard_[peer].entered = static_cast<uint32_t>(subject);
+        continue;
       }
       if (kind == 'B' && subject == peer) { // left normally: no longer watched
         ::close(fds[i].fd);
         peers_.erase(peer);
+        continue;
+      }
+      if (kind == 'H' || kind == 'L') { // rank 0's verdict
+        lost_ = hangText(kind, subject);
+        verdict_ = true;
         continue;
       }
       if (kind != 'F' && kind != 'B')
@@ -408,11 +452,55 @@ std::string PeerWatch::lost(int waitMs) {
   return lost_;
 }
 
+std::string PeerWatch::hung(int waitMs) {
+  lost(0); // the latest heartbeats
+  if (!lost_.empty())
+    return verdict_ ? lost_ : "";
+  const auto now = Clock::now();
+  auto silent = [&](int r) {
+    return std::chrono::duration<double>(now - heard_[r].at).count() > env_.timeout / 2;
+  };
+  std::vector<std::pair<int, char>> hangs;
+  if (env_.rank == 0) {
+    uint32_t most = entered_;
+    for (auto &[r, fd] : peers_)
+      if (!silent(r))
+        most = std::max(most, heard_[r].entered);
+    if (entered_ < most)
+      hangs.push_back({0, 'L'});
+    for (auto &[r, fd] : peers_) {
+      if (silent(r))
+        hangs.push_back({r, 'H'});
+      else if (heard_[r].entered < most)
+        hangs.push_back({r, 'L'});
+    }
+    for (auto [r, kind] : hangs)
+      relay(kind, r, /*toSubject=*/true); // a lagging rank that is alive hears it too
+  } else if (peers_.count(0)) {
+    if (silent(0))
+      hangs.push_back({0, 'H'});
+    else if (heard_[0].entered < entered_)
+      hangs.push_back({0, 'L'});
+    else // rank 0 sees every rank: wait for its word
+      return lost(waitMs), verdict_ ? lost_ : "";
+  }
+  std::string text;
+  for (auto [r, kind] : hangs)
+    text += (text.empty() ? "" : "; ") + hangText(kind, r);
+  return text;
+}
+
 void PeerWatch::leave(bool failed) {
   if (!peers_.empty())
     relay(failed ? 'F' : 'B', env_.rank);
-  for (auto &[r, fd] : peers_)
+  for (auto &[r, fd] : peers_) {
+    // Heartbeats not read yet would make close() reset the connection, which drops the
+    // words still on their way to the peer: read them first.
+    char sink[256];
+    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
     ::close(fd);
+  }
   peers_.clear();
 }
 

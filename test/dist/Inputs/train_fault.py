@@ -4,9 +4,11 @@ under way (OUT/metrics.jsonl holds a few steps), then does one thing to one rank
 that the job ends within a bound with no process left behind:
 
   kill R   SIGKILL to rank R (a rank that dies)
-  stop R   SIGSTOP to rank R (a rank that hangs); once the launcher stops the others, SIGCONT
-           lets it see its own end
+  stop R   SIGSTOP to rank R (a rank that hangs), never continued here: the launcher must
+           wake it (SIGCONT) when it stops the job
   term R   SIGTERM to rank R alone (a preemption that reaches one rank)
+  usr1 R   SIGUSR1 to rank R alone (Slurm's warning before the time limit); R = L: to the
+           launcher, which forwards it to every rank
 
 Prints the launcher's exit status, its stderr and how long the job took to end after the
 fault; exits 1 when a rank is left or the job took longer than --within SECONDS (default 20).
@@ -41,7 +43,8 @@ def steps_logged(out):
 
 def main():
     args = sys.argv[1:]
-    action, target = args.pop(0), int(args.pop(0))
+    action, target = args.pop(0), args.pop(0)
+    target = None if target == "L" else int(target)
     within = 20.0
     if args[0] == "--within":
         args.pop(0)
@@ -51,7 +54,6 @@ def main():
     out = args[args.index("--out") + 1]
     launcher = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     lines, pids = [], []
-    stopping = threading.Event()
 
     def read():
         for raw in launcher.stderr:
@@ -60,8 +62,6 @@ def main():
             m = re.search(r"started \d+ ranks \(pids ([0-9 ]+);", line)
             if m:
                 pids.extend(int(p) for p in m.group(1).split())
-            if "stopping the other ranks" in line:
-                stopping.set()
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -74,11 +74,9 @@ def main():
         sys.exit("train_fault.py: training did not get under way:\n" + "".join(lines))
 
     start = time.time()
-    victim = pids[target]
-    os.kill(victim, {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM}[action])
-    if action == "stop":
-        stopping.wait(timeout=within)
-        os.kill(victim, signal.SIGCONT)
+    victim = launcher.pid if target is None else pids[target]
+    os.kill(victim, {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM,
+                     "usr1": signal.SIGUSR1}[action])
     try:
         launcher.wait(timeout=within + 30)
     except subprocess.TimeoutExpired:

@@ -1,4 +1,4 @@
-"""Runs `medrun train` (the command after --), sends a signal (--signal INT or TERM) once two
+"""Runs `medrun train` (the command after --), sends a signal (--signal INT, TERM or USR1) once two
 steps are logged, and reports the exit status, the summary line and whether the checkpoint
 matches the log. With --twice, a second signal follows at once: medrun quits without saving,
 and the checkpoints written before stay loadable."""
@@ -12,7 +12,7 @@ import time
 split = sys.argv.index("--")
 opts, cmd = sys.argv[1:split], sys.argv[split + 1:]
 cache, out = opts[0], opts[1]
-sig = signal.SIGTERM if "--signal" in opts and opts[opts.index("--signal") + 1] == "TERM" else signal.SIGINT
+sig = getattr(signal, "SIG" + (opts[opts.index("--signal") + 1] if "--signal" in opts else "INT"))
 twice = "--twice" in opts
 env = dict(os.environ, MEDRUN_CACHE=cache)
 p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
@@ -30,7 +30,7 @@ try:
     _, err = p.communicate(timeout=300)
 except subprocess.TimeoutExpired:
     p.kill()
-    print("medrun did not stop after SIGINT")
+    print("medrun did not stop after %s" % sig.name)
     sys.exit(1)
 print("exit %d" % p.returncode)
 for line in err.splitlines():
