@@ -132,6 +132,9 @@ def bench(model, args, mode):
     torch.backends.cudnn.benchmark = True
     net = model
     if args.ddp:
+        # dummy_tensor takes no part in the forward pass (it serves MedNeXt v1's gradient
+        # checkpointing): DDP would wait for its gradient forever.
+        model.dummy_tensor.requires_grad_(False)
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
     net = torch.compile(net) if mode == "compile" else net
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2, fused=True)

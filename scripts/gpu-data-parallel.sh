@@ -157,22 +157,24 @@ def train(n):  # rank 0's metrics of the last `steps` steps
         rows = [json.loads(l) for l in open(os.path.join(out, "dp-train-%s.metrics.jsonl" % n))]
     except (OSError, ValueError):
         return None
+    losses = [r["loss"] for r in rows if "loss" in r]
     rows = rows[-steps:]
     if not rows:
         return None
     return (1e3 * statistics.median(r["step_time"] for r in rows),
-            1e3 * statistics.mean(r["data_wait"] for r in rows))
+            1e3 * statistics.mean(r["data_wait"] for r in rows),
+            "%.3f -> %.3f" % (statistics.mean(losses[:10]), losses[-1]) if losses else None)
 
 f = lambda v, fmt: "-" if v is None else fmt % v
 single = load(os.path.join(out, "dp-bench-single.json"))
 ref = single["ms_per_step"]["median"] if single else None
 print("BANIS+ data parallel (MedNeXt-L k3, 1->6, 128^3, batch 2 per GPU, %s; %d warm-up + %d timed steps):"
       % (precision, warmup, steps))
-print("%-11s %9s %6s %11s %9s %12s %10s %10s" % ("ranks", "ms/step", "eff.", "all-reduce", "exposed",
-                                                 "peak/GPU", "train ms", "data wait"))
+print("%-11s %9s %6s %11s %9s %12s %10s %10s  %s" % ("ranks", "ms/step", "eff.", "all-reduce", "exposed",
+                                                 "peak/GPU", "train ms", "data wait", "train loss"))
 if single:
-    print("%-11s %9.1f %6s %11s %9s %12s %10s %10s" % ("1 (no NCCL)", ref, "", "-", "-",
-          "%.2f GiB" % (single["peak_memory_bytes"] / 2**30), "-", "-"))
+    print("%-11s %9.1f %6s %11s %9s %12s %10s %10s  %s" % ("1 (no NCCL)", ref, "", "-", "-",
+          "%.2f GiB" % (single["peak_memory_bytes"] / 2**30), "-", "-", "-"))
 for n in counts:
     b, t = load(os.path.join(out, "dp-bench-%s.json" % n)), train(n)
     ms = b["ms_per_step"]["median"] if b else None
@@ -180,10 +182,10 @@ for n in counts:
     if b and ref is None:
         ref = ms
     peak = max(r["peak_memory_bytes"] for r in dp["per_rank"]) / 2**30 if dp else None
-    print("%-11s %9s %6s %11s %9s %12s %10s %10s" % (
+    print("%-11s %9s %6s %11s %9s %12s %10s %10s  %s" % (
         n, f(ms, "%.1f"), f(100 * ref / ms if ms and ref else None, "%.1f%%"),
         f(dp and dp["allreduce_ms_per_step"], "%.2f ms"), f(dp and dp["exposed_ms_per_step"], "%.2f ms"),
-        f(peak, "%.2f GiB"), f(t and t[0], "%.1f"), f(t and t[1], "%.2f ms")))
+        f(peak, "%.2f GiB"), f(t and t[0], "%.1f"), f(t and t[1], "%.2f ms"), f(t and t[2], "%s")))
 rows = []
 for n in counts:
     try:

@@ -25,6 +25,7 @@ bench("dp-bench-2.json", 104.0, [2, 3], 4.0, 1.25)
 with open(os.path.join(out, "dp-train-2.metrics.jsonl"), "w") as f:
     for step in range(12):  # 2 warm-up steps, slower, then 10 timed
         f.write(json.dumps({"step": step, "step_time": 0.5 if step < 2 else 0.11,
-                            "data_wait": 0.2 if step < 2 else 0.001}) + "\n")
+                            "data_wait": 0.2 if step < 2 else 0.001,
+                            "loss": 1.0 - 0.05 * step}) + "\n")
 with open(os.path.join(out, "ddp-2.log"), "w") as f:
     f.write("torch ddp-eager     361.2 ms/step  peak  20.00 GiB  (warm-up 10 s, loss 0.7000)\n")
