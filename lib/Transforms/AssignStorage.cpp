@@ -72,7 +72,7 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
         continue;
       auto view = dyn_cast<ViewLikeOpInterface>(&op);
       const bool lowOp = computesLow(&op);
-      const bool norm = isa<NormalizationOpInterface>(&op);
+      auto norm = dyn_cast<NormalizationOpInterface>(&op);
       SmallVector<Attribute> types;
       for (OpResult r : op.getResults()) {
         Type t = elementType(r);
@@ -80,7 +80,7 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
           t = storage.lookup(view.getViewSource());
         else if (isa<AllReduceOp>(op)) // summed in place: stored as its input
           t = storage.lookup(op.getOperand(r.getResultNumber()));
-        else if (lowOp && t.isF32() && !(norm && r.getResultNumber() > 0))
+        else if (lowOp && t.isF32() && !(norm && norm.keepsF32Result(r.getResultNumber())))
           t = low;
         storage[r] = t;
         types.push_back(TypeAttr::get(t));

@@ -29,9 +29,9 @@ double perElementMacs(const Function &fn, const OpInfo &op, int weight) {
 }
 
 double flopsPerElement(const std::string &kind) {
-  static const std::set<std::string> norms = {"group_norm",      "channel_layer_norm",
-                                              "grn",             "group_norm_grad",
-                                              "channel_layer_norm_grad", "grn_grad"};
+  static const std::set<std::string> norms = {
+      "group_norm",      "group_norm_apply",        "channel_layer_norm", "grn",
+      "group_norm_grad", "channel_layer_norm_grad", "grn_grad"};
   static const std::set<std::string> none = {"pad", "slice", "concat", "param", "constant",
                                              "assign"};
   if (norms.count(kind))
@@ -59,6 +59,8 @@ OpCost opCost(const Function &fn, const OpInfo &op) {
     // The result has the weight's shape; grad_output that of the convolution's output.
     cost.flops =
         2 * elements(fn, op.single("grad_output")) * perElementMacs(fn, op, op.results.at(0));
+  } else if (op.kind == "group_norm_stats") { // as medc stats: 4 per input element
+    cost.flops = 4 * elements(fn, op.single("input"));
   } else if (isLoss(op.kind)) {
     for (int logits : op.operand("logits")) // dice_ce: one per deep-supervision level
       cost.flops += 8 * elements(fn, logits);

@@ -50,11 +50,20 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CONV: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
 // CONV: y[i] = acc;
 
-// Group norm: statistics per (sample, group) of 2 channels x 210 positions, then the map.
-// CHECK-LABEL: norm_stats_{{[0-9a-f]+}}(float* __restrict__ stats, const float* __restrict__ x) {
-// CHECK: const auto* p = x + o * 420ll;
-// CHECK: const float mean = blockSum(s, sh) / (float)420ll;
-// CHECK: stats[2 * o + 1] = 1.0f / sqrtf(var + 9.99999975e-06f);
+// Group norm: its statistics are med.group_norm_stats' (medrun/NormStats.h), per (sample,
+// group) of 2 channels x 210 positions: one block per chunk (here a whole plane: 4 blocks
+// per sample) writes the chunk's pivot (its mean), the mean of the deviations from it and
+// their M2; one block per group merges its 2 chunks by Chan's formula.
+// CHECK-LABEL: group_norm_chunks_{{[0-9a-f]+}}(float* __restrict__ parts, const float* __restrict__ x) {
+// CHECK: const i64 c = o % 2ll, b = (c % 1ll) * 4096ll; // chunk offset
+// CHECK: const auto* p = x + ((o / 2ll) * 2ll + c / 1ll) * 210ll + b;
+// CHECK: const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean
+// CHECK: parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);
+// CHECK-LABEL: group_norm_merge_{{[0-9a-f]+}}(float* __restrict__ mean, float* __restrict__ rstd, float* __restrict__ parts) {
+// CHECK: for (i64 w = 1; w < 2ll; w *= 2) {
+// CHECK: chanMerge(qa[0], qa[1], qa[2], qb[0], qb[1], qb[2], m - a,
+// CHECK: mean[o] = q[0] + q[1];
+// CHECK: rstd[o] = 1.0f / sqrtf(q[2] / (float)420ll + 9.99999975e-06f);
 // The map: 4 elements per thread, moved as one 16-byte vector, 32-bit indices. Planes of
 // 210 are no whole vectors, so each element finds its channel.
 // CHECK-LABEL: group_norm_{{[0-9a-f]+}}(
@@ -88,11 +97,13 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: const float acc = blockReduce((float)a_acc[0], sh_f, Add());
 // CHECK: y[o] = acc / (float)420ll;
 
-// Values 0-8; buffer 9 is the status word (scratch 0), 10 the group statistics (scratch 1).
+// Values 0-8; buffer 9 is the status word (scratch 0), 10 and 11 the group statistics
+// (mean, rstd), 12 the chunks' partials.
 // PLAN: {"kind":"param","name":"dw.weight","op":0,"value":1}
 // PLAN: {"kind":"param","name":"scale","op":3,"value":4}
 // PLAN-NEXT: {"args":[5,0,1],"block":[32,1,1],"grid":[8,1,1],"kernel":"shift_sum_tile_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
-// PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
-// PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[12,5],"block":[256,1,1],"grid":[8,1,1],"kernel":"group_norm_chunks_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[10,11,12],"block":[32,1,1],"grid":[4,1,1],"kernel":"group_norm_merge_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[6,5,10,11,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
 // PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[2,1,1],"kernel":"mul_{{[0-9a-f]+}}","kind":"launch","op":6,"shared":0}
 // PLAN-NEXT: {"args":[8,7],"block":[128,1,1],"grid":[4,1,1],"kernel":"reduce_mean_{{[0-9a-f]+}}","kind":"launch","op":7,"shared":0}

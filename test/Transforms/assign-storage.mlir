@@ -21,6 +21,9 @@ module {
     %c = med.conv3d %x, %w : (tensor<1x1x2x2x2xf32>, tensor<2x1x1x1x1xf32>) -> tensor<1x2x2x2x2xf32>
     // CHECK: med.group_norm {{.*}} {groups = 2 : i64, med.storage = [bf16, f32, f32], save_statistics}
     %n:3 = med.group_norm %c, %g, %b {groups = 2 : i64, save_statistics} : (tensor<1x2x2x2x2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<1x2x2x2x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>)
+    // Both results of the statistics op are statistics.
+    // CHECK: med.group_norm_stats {{.*}} {groups = 2 : i64, med.storage = [f32, f32]}
+    %st:2 = med.group_norm_stats %c {groups = 2 : i64} : (tensor<1x2x2x2x2xf32>) -> (tensor<1x2xf32>, tensor<1x2xf32>)
     // CHECK: med.reduce sum {{.*}} {axes = array<i64: 0, 1, 2, 3, 4>, med.storage = [f32]}
     %s = med.reduce sum %n#0 {axes = array<i64: 0, 1, 2, 3, 4>} : (tensor<1x2x2x2x2xf32>) -> tensor<f32>
     // CHECK: med.mul {{.*}} {med.fp32, med.storage = [f32]}
