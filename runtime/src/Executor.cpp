@@ -651,8 +651,10 @@ private:
     for (size_t i = 0; i < body.ops.size(); ++i)
       inner.execute(body.ops[i], i);
     std::vector<Tensor> outs = inner.outputs();
-    for (size_t i = 0; i < outs.size(); ++i)
-      values[op.results.at(i)] = convert(outs[i], compute);
+    for (size_t i = 0; i < outs.size(); ++i) { // a result stored in f32 (statistics) is not rounded
+      const int id = op.results.at(i);
+      values[id] = convert(outs[i], !mixed || lowStored(id) ? compute : wide());
+    }
   }
 
   const Function &fn;
