@@ -317,13 +317,17 @@ def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
     N×C×… input, both N × `groups`, as `med.group_norm` with `save_statistics` returns them;
     under mixed precision both stay in f32. They are defined by one algorithm, so that every
     executor computes them alike and a producer can compute them in its epilogue, a tile at a
-    time: each (n, c) plane of the group's S values is cut into chunks of 4096 consecutive
-    values (the last one shorter); a chunk gives its count, mean and M2 (the sum of squared
-    deviations from its mean); the chunks of the group, plane after plane, are merged in a
-    fixed pairwise tree (chunk i with chunk i + s for s = 1, 2, 4, …) by Chan's formula,
-    with δ = mean_b − mean_a: `mean = mean_a + δ·n_b/n`, `M2 = M2_a + M2_b + δ²·n_a·n_b/n`.
+    time: each (n, c) plane, seen as D×H×W (W its last axis, H the one before, D the
+    product of the others), is cut into chunks of 4×16×64 values (the last ones along an axis
+    clipped), in row-major order; a chunk gives its count, mean (kept as a pivot, its
+    first-pass mean, plus a small rest) and M2 (the sum of squared deviations from its
+    mean); the chunks of the group, plane after plane, are merged in a fixed pairwise tree
+    (chunk i with chunk i + s for s = 1, 2, 4, …) by Chan's formula, with
+    δ = mean_b − mean_a: `mean = mean_a + δ·n_b/n`, `M2 = M2_a + M2_b + δ²·n_a·n_b/n`.
     No value is squared before its chunk's mean is taken out, so a large mean over a small
-    spread does not cancel. `med.group_norm` computes its statistics this way.
+    spread does not cancel. A chunk is the output tile of the stencil template, so a
+    `stencil` fusion computes the statistics of its shift-sum in the kernel's epilogue.
+    `med.group_norm` computes its statistics this way.
 
     ```mlir
     %mean, %rstd = med.group_norm_stats %x {groups = 2 : i64}
