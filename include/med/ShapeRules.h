@@ -63,6 +63,9 @@ Error shiftSumGradWeight(const TensorType &input, const TensorType &gradOutput,
 // Normalizations and their gradients.
 Error groupNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,
                 int64_t groups, double epsilon, bool saveStatistics, Types &out);
+Error groupNormStats(const TensorType &input, int64_t groups, double epsilon, Types &out);
+Error groupNormApply(const TensorType &input, const TensorType &mean, const TensorType &rstd,
+                     const TensorType &gamma, const TensorType &beta, int64_t groups, Types &out);
 Error channelLayerNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,
                        double epsilon, Types &out);
 Error grn(const TensorType &input, const TensorType &gamma, const TensorType &beta, Types &out);

@@ -43,6 +43,8 @@ bool isDepthwise(int64_t cin, int64_t cout, int64_t groups) {
 double perElementFlops(Operation *op) {
   return llvm::TypeSwitch<Operation *, double>(op)
       .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return 7.0; })
+      .Case<GroupNormApplyOp>([](auto) { return 3.0; }) // group_norm's 7 less the statistics' 4
+      .Case<GroupNormStatsOp>([](auto) { return 4.0; }) // per input element
       .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return 8.0; })
       .Case<PadOp, SliceOp, ConcatOp, ReshapeOp, ParamOp, ConstantOp>([](auto) { return 0.0; })
       .Default([](auto) { return 1.0; });
@@ -78,7 +80,8 @@ StringRef mlir::med::opFamily(Operation *op) {
         return "conv transposed";
       })
       .Case<ShiftSumOp>([](auto) { return "conv depthwise"; })
-      .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return "normalization"; })
+      .Case<GroupNormOp, GroupNormStatsOp, GroupNormApplyOp, ChannelLayerNormOp, GRNOp>(
+          [](auto) { return "normalization"; })
       .Case<ReduceOp>([](auto) { return "reduction"; })
       .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return "loss"; })
       .Case<PadOp, SliceOp, ConcatOp>([](auto) { return "data movement"; })
@@ -162,15 +165,16 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
       if (op->getNumOperands() > 2) // the bias add, one per output element
         stats.flopsByFamily["elementwise"] += numElements(op->getResult(0).getType());
     } else {
-      // Losses scale with their logits (dice_ce: every deep-supervision level), everything
-      // else with its first result.
+      // Losses and statistics scale with their input (dice_ce: its logits at every
+      // deep-supervision level), everything else with its first result.
       double elements = 0;
       if (auto dice = dyn_cast<DiceCEOp>(op))
         for (Value logits : dice.getLogits())
           elements += numElements(logits.getType());
       else
-        elements = numElements(isa<BCEWithLogitsOp>(op) ? op->getOperand(0).getType()
-                                                        : op->getResult(0).getType());
+        elements = numElements(isa<BCEWithLogitsOp, GroupNormStatsOp>(op)
+                                   ? op->getOperand(0).getType()
+                                   : op->getResult(0).getType());
       stats.flopsByFamily[family] += perElementFlops(op) * elements;
     }
 

@@ -21,7 +21,7 @@ FusionKind mlir::med::broadcastingKind(Operation *op) {
 }
 
 ArrayRef<StringRef> mlir::med::fusionTemplates() {
-  static const StringRef names[] = {"elementwise", "mlp", "mlp_grad"};
+  static const StringRef names[] = {"elementwise", "mlp", "mlp_grad", "stencil"};
   return names;
 }
 
@@ -260,6 +260,43 @@ LogicalResult matchMlpGrad(Block &body, Report report) {
       return mlpFail(report, t, "it may yield only dx, dW1, db1 and dW2");
   return success();
 }
+/// The `stencil` template: one stencil kernel (a shift-sum of rank-5 block arguments, kernel
+/// at most 7 along each axis: any such tile fits shared memory) yielding its result, and
+/// optionally med.group_norm_stats of that result yielding the mean and rstd, computed in
+/// the kernel's epilogue.
+LogicalResult matchStencil(Block &body, Report report) {
+  const StringRef t = "stencil";
+  auto ops = body.without_terminator();
+  SmallVector<Operation *> list;
+  for (Operation &op : ops)
+    list.push_back(&op);
+  if (list.empty() || list.size() > 2)
+    return mlpFail(report, t, "expected a stencil and optionally the statistics of its result");
+  Operation *stencil = list[0];
+  if (fusionKind(stencil) != FusionKind::Stencil || stencil->getNumResults() != 1 ||
+      stencil->getNumOperands() < 2 ||
+      stencil->getOperand(0).getType() != stencil->getResult(0).getType())
+    return mlpFail(report, t, "expected a stencil op with a result of its input's shape first");
+  if (!llvm::all_of(stencil->getOperands(), isArg))
+    return mlpFail(report, t, "the stencil must read block arguments only");
+  auto x = dyn_cast<RankedTensorType>(stencil->getResult(0).getType());
+  auto w = dyn_cast<RankedTensorType>(stencil->getOperand(1).getType());
+  if (!x || x.getRank() != 5 || !x.hasStaticShape() || !w || w.getRank() != 5 ||
+      llvm::any_of(w.getShape().drop_front(2), [](int64_t k) { return k < 1 || k > 7; }))
+    return mlpFail(report, t, "expected a static N×C×D×H×W result and a kernel of at most 7");
+  SmallVector<Value> expected{stencil->getResult(0)};
+  if (list.size() == 2) {
+    auto stats = dyn_cast<GroupNormStatsOp>(list[1]);
+    if (!stats || stats.getInput() != stencil->getResult(0))
+      return mlpFail(report, t,
+                     "the epilogue must be med.group_norm_stats of the stencil's result");
+    expected.append({stats.getMean(), stats.getRstd()});
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (!llvm::equal(yield.getValues(), expected))
+    return mlpFail(report, t, "the body must yield the stencil's result, then the mean and rstd");
+  return success();
+}
 } // namespace
 
 LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
@@ -270,6 +307,8 @@ LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
     return matchMlp(body, report);
   if (name == "mlp_grad")
     return matchMlpGrad(body, report);
+  if (name == "stencil")
+    return matchStencil(body, report);
   if (report)
     report() << "unknown fusion template '" << name << "' (expected one of: "
              << llvm::join(fusionTemplates(), ", ") << ")";

@@ -527,6 +527,27 @@ LogicalResult ShiftSumGradWeightOp::inferShapes(MLIRContext *ctx, std::optional<
                    types, out);
 }
 
+LogicalResult GroupNormStatsOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::groupNormStats(r.type(adaptor.getInput()),
+                                         static_cast<int64_t>(adaptor.getGroups()),
+                                         adaptor.getEpsilon().convertToDouble(), types),
+                   types, out);
+}
+
+LogicalResult GroupNormApplyOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::groupNormApply(r.type(adaptor.getInput()), r.type(adaptor.getMean()),
+                                         r.type(adaptor.getRstd()), r.type(adaptor.getGamma()),
+                                         r.type(adaptor.getBeta()),
+                                         static_cast<int64_t>(adaptor.getGroups()), types),
+                   types, out);
+}
+
 LogicalResult GroupNormGradOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
                                            Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Rule r{ctx, loc, getOperationName()};
@@ -652,6 +673,11 @@ Value ReshapeOp::getViewSource() { return getInput(); }
 bool GroupNormOp::readsF32Operand(unsigned index) {
   return index == getGammaMutable().getOperandNumber() ||
          index == getBetaMutable().getOperandNumber();
+}
+bool GroupNormStatsOp::readsF32Operand(unsigned) { return false; }
+bool GroupNormStatsOp::keepsF32Result(unsigned) { return true; } // both are statistics
+bool GroupNormApplyOp::readsF32Operand(unsigned index) {
+  return index != getInputMutable().getOperandNumber();
 }
 bool ChannelLayerNormOp::readsF32Operand(unsigned index) {
   return index == getGammaMutable().getOperandNumber() ||

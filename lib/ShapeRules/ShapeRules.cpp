@@ -422,6 +422,33 @@ Error groupNorm(const TensorType &in, const TensorType &gamma, const TensorType 
   return {};
 }
 
+Error groupNormStats(const TensorType &in, int64_t groups, double epsilon, Types &out) {
+  if (rankOf(in) < 2)
+    return "input: expected at least 2 dimensions (N x C x ...), got " + shapeStr(in.shape);
+  if (Error e = normGroups(in, groups); !e.empty())
+    return e;
+  if (!(epsilon > 0))
+    return "'epsilon' must be positive";
+  out.insert(out.end(), 2, statistics(in, groups));
+  return {};
+}
+
+Error groupNormApply(const TensorType &in, const TensorType &mean, const TensorType &rstd,
+                     const TensorType &gamma, const TensorType &beta, int64_t groups, Types &out) {
+  if (Error e = channelAffine(in, gamma, beta); !e.empty())
+    return e;
+  if (Error e = normGroups(in, groups); !e.empty())
+    return e;
+  TensorType stats = statistics(in, groups);
+  const char *of = "N x groups, as group_norm_stats returns them";
+  if (Error e = sameTypeAs("mean", mean, stats, of); !e.empty())
+    return e;
+  if (Error e = sameTypeAs("rstd", rstd, stats, of); !e.empty())
+    return e;
+  out.push_back(in);
+  return {};
+}
+
 Error channelLayerNorm(const TensorType &in, const TensorType &gamma, const TensorType &beta,
                        double epsilon, Types &out) {
   if (!(epsilon > 0))

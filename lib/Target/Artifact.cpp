@@ -254,6 +254,17 @@ private:
                  {"epsilon", o.getEpsilon().convertToDouble()},
                  {"save_statistics", o.getSaveStatistics()}};
         return true; })
+      .Case<GroupNormStatsOp>([&](GroupNormStatsOp o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        attrs = json::Object{{"groups", int64_t(o.getGroups())},
+                 {"epsilon", o.getEpsilon().convertToDouble()}};
+        return true; })
+      .Case<GroupNormApplyOp>([&](GroupNormApplyOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"mean", group(o.getMean())},
+                    {"rstd", group(o.getRstd())}, {"gamma", group(o.getGamma())},
+                    {"beta", group(o.getBeta())}};
+        attrs = json::Object{{"groups", int64_t(o.getGroups())}};
+        return true; })
       .Case<ChannelLayerNormOp, GRNOp>([&](auto o) {
         operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
                     {"beta", group(o.getBeta())}};

@@ -35,6 +35,18 @@ bool readOnlyInF32(Value v) {
   });
 }
 
+/// Is `r` a fusion's result that its body yields from a result a normalization keeps in f32
+/// (a stencil fusion's statistics)?
+bool keepsF32(OpResult r) {
+  auto fusion = dyn_cast<FusionOp>(r.getOwner());
+  if (!fusion)
+    return false;
+  auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+  auto inner = dyn_cast<OpResult>(yield.getValues()[r.getResultNumber()]);
+  auto norm = inner ? dyn_cast<NormalizationOpInterface>(inner.getOwner()) : nullptr;
+  return norm && norm.keepsF32Result(inner.getResultNumber());
+}
+
 /// Does `op` compute in the activations' type?
 bool computesLow(Operation *op) {
   if (op->hasAttr("med.fp32"))
@@ -72,7 +84,7 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
         continue;
       auto view = dyn_cast<ViewLikeOpInterface>(&op);
       const bool lowOp = computesLow(&op);
-      const bool norm = isa<NormalizationOpInterface>(&op);
+      auto norm = dyn_cast<NormalizationOpInterface>(&op);
       SmallVector<Attribute> types;
       for (OpResult r : op.getResults()) {
         Type t = elementType(r);
@@ -80,7 +92,8 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
           t = storage.lookup(view.getViewSource());
         else if (isa<AllReduceOp>(op)) // summed in place: stored as its input
           t = storage.lookup(op.getOperand(r.getResultNumber()));
-        else if (lowOp && t.isF32() && !(norm && r.getResultNumber() > 0))
+        else if (lowOp && t.isF32() && !(norm && norm.keepsF32Result(r.getResultNumber())) &&
+                 !keepsF32(r))
           t = low;
         storage[r] = t;
         types.push_back(TypeAttr::get(t));

@@ -19,8 +19,9 @@ void mlir::med::buildForwardPipeline(OpPassManager &pm, ArrayRef<std::string> di
 }
 
 ArrayRef<StringRef> mlir::med::optimizationPasses() {
-  static const StringRef names[] = {"canonicalize", "med-flatten-optimizer", "cse",
-                                    "med-sink-assigns", "med-form-mlp-fusions",
+  static const StringRef names[] = {"canonicalize",         "med-flatten-optimizer",
+                                    "cse",                  "med-sink-assigns",
+                                    "med-form-mlp-fusions", "med-form-stencil-fusions",
                                     "med-split-contraction-bias", "med-form-fusions"};
   return names;
 }
@@ -78,6 +79,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedSinkAssigns());
   if (enabled("med-form-mlp-fusions"))
     fn.addPass(createMedFormMlpFusions());
+  if (enabled("med-form-stencil-fusions"))
+    fn.addPass(createMedFormStencilFusions());
   // After the mlp fusions took their blocks whole; only with med-form-fusions, which turns
   // the split into a gain (alone it adds a kernel per convolution).
   if (enabled("med-split-contraction-bias") && enabled("med-form-fusions"))
@@ -109,7 +112,8 @@ void mlir::med::registerMedPipelines() {
       "med-optimize",
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
       "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
-      "med-sink-assigns, med-form-mlp-fusions when enabled, med-split-contraction-bias, "
+      "med-sink-assigns, med-form-mlp-fusions when enabled, med-form-stencil-fusions, "
+      "med-split-contraction-bias, "
       "med-form-fusions), then "
       "med-assign-storage, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {

@@ -469,6 +469,13 @@ private:
       }
       cpu::groupNorm(in(op, "input"), affine(op, "gamma"), affine(op, "beta"), op.intAttr("groups"),
                      op.floatAttr("epsilon"), y, mean, rstd);
+    } else if (k == "group_norm_stats") {
+      cpu::groupNormStats(in(op, "input"), op.intAttr("groups"), op.floatAttr("epsilon"),
+                          result(op, 0, statisticsType()), result(op, 1, statisticsType()));
+    } else if (k == "group_norm_apply") {
+      Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
+      cpu::groupNormApply(in(op, "input"), mean, rstd, affine(op, "gamma"), affine(op, "beta"),
+                          op.intAttr("groups"), result(op));
     } else if (k == "channel_layer_norm") {
       cpu::channelLayerNorm(in(op, "input"), affine(op, "gamma"), affine(op, "beta"),
                             op.floatAttr("epsilon"), result(op));
@@ -644,8 +651,10 @@ private:
     for (size_t i = 0; i < body.ops.size(); ++i)
       inner.execute(body.ops[i], i);
     std::vector<Tensor> outs = inner.outputs();
-    for (size_t i = 0; i < outs.size(); ++i)
-      values[op.results.at(i)] = convert(outs[i], compute);
+    for (size_t i = 0; i < outs.size(); ++i) { // a result stored in f32 (statistics) is not rounded
+      const int id = op.results.at(i);
+      values[id] = convert(outs[i], !mixed || lowStored(id) ? compute : wide());
+    }
   }
 
   const Function &fn;

@@ -37,6 +37,8 @@ double flopsPerElement(const std::string &kind) {
                                              "assign", "reshape"};
   if (norms.count(kind))
     return 7;
+  if (kind == "group_norm_apply") // group_norm's 7 less its statistics' 4
+    return 3;
   if (none.count(kind))
     return 0;
   return 1;
@@ -60,6 +62,8 @@ OpCost opCost(const Function &fn, const OpInfo &op) {
     // The result has the weight's shape; grad_output that of the convolution's output.
     cost.flops =
         2 * elements(fn, op.single("grad_output")) * perElementMacs(fn, op, op.results.at(0));
+  } else if (op.kind == "group_norm_stats") { // as medc stats: 4 per input element
+    cost.flops = 4 * elements(fn, op.single("input"));
   } else if (isLoss(op.kind)) {
     for (int logits : op.operand("logits")) // dice_ce: one per deep-supervision level
       cost.flops += 8 * elements(fn, logits);

@@ -121,6 +121,15 @@ const std::map<std::string, OpSpec> &opSpecs() {
       return shape::groupNorm(v.in("input"), v.in("gamma"), v.in("beta"), v.op.intAttr("groups"),
                               v.op.floatAttr("epsilon"), v.op.boolAttr("save_statistics"), out);
     }};
+    m["group_norm_stats"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      return shape::groupNormStats(v.in("input"), v.op.intAttr("groups"),
+                                   v.op.floatAttr("epsilon"), out);
+    }};
+    m["group_norm_apply"] = {{{"input"}, {"mean"}, {"rstd"}, {"gamma"}, {"beta"}},
+                             [](const OpView &v, shape::Types &out) {
+      return shape::groupNormApply(v.in("input"), v.in("mean"), v.in("rstd"), v.in("gamma"),
+                                   v.in("beta"), v.op.intAttr("groups"), out);
+    }};
     m["channel_layer_norm"] = {{{"input"}, {"gamma"}, {"beta"}},
                                [](const OpView &v, shape::Types &out) {
       return shape::channelLayerNorm(v.in("input"), v.in("gamma"), v.in("beta"),
@@ -551,9 +560,9 @@ void verifyPlan(const Artifact &artifact) {
   for (const auto &body : artifact.fusions) {
     // The CPU backend runs any body op by op; the CUDA plan names the template's kernels.
     const std::string &t = body->fusionTemplate;
-    if (t != "elementwise" && t != "mlp" && t != "mlp_grad")
+    if (t != "elementwise" && t != "mlp" && t != "mlp_grad" && t != "stencil")
       throw Error(str(artifact.path, ": invalid plan: ", body->name, ": unknown template '", t,
-                      "' (expected elementwise, mlp or mlp_grad)"));
+                      "' (expected elementwise, mlp, mlp_grad or stencil)"));
     v.function(*body);
   }
   for (const Function &fn : artifact.functions)

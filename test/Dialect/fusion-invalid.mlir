@@ -29,7 +29,7 @@ func.func @capture(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
 
 // An unknown template.
 func.func @unknown_template(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad)}}
+  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, stencil)}}
   %0 = med.fusion "conv"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %s = med.neg %a : tensor<4xf32>
@@ -157,4 +157,45 @@ func.func @mlp_too_wide(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x1x1x1xf32>, %
     med.yield %m : tensor<1x130x3x3x3xf32>
   }
   return %0 : tensor<1x130x3x3x3xf32>
+}
+
+// -----
+
+// The stencil template: its epilogue is the statistics of the stencil's result, nothing else.
+func.func @stencil_epilogue(%x: tensor<1x2x3x4x5xf32>, %w: tensor<2x1x3x3x3xf32>) -> (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) {
+  // expected-error @+1 {{template 'stencil': the epilogue must be med.group_norm_stats of the stencil's result}}
+  %0:2 = med.fusion "stencil"(%x, %w) : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %b: tensor<2x1x3x3x3xf32>):
+    %y = med.shift_sum %a, %b : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x3x4x5xf32>
+    %n = med.neg %y : tensor<1x2x3x4x5xf32>
+    med.yield %y, %n : tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>
+  }
+  return %0#0, %0#1 : tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>
+}
+
+// -----
+
+// The stencil template: the statistics' results are yielded after the stencil's.
+func.func @stencil_yield(%x: tensor<1x2x3x4x5xf32>, %w: tensor<2x1x3x3x3xf32>) -> tensor<1x2xf32> {
+  // expected-error @+1 {{template 'stencil': the body must yield the stencil's result, then the mean and rstd}}
+  %0 = med.fusion "stencil"(%x, %w) : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2xf32> {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %b: tensor<2x1x3x3x3xf32>):
+    %y = med.shift_sum %a, %b : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x3x4x5xf32>
+    %m, %r = med.group_norm_stats %y {groups = 2 : i64} : (tensor<1x2x3x4x5xf32>) -> (tensor<1x2xf32>, tensor<1x2xf32>)
+    med.yield %m : tensor<1x2xf32>
+  }
+  return %0 : tensor<1x2xf32>
+}
+
+// -----
+
+// The stencil template: a kernel of more than 7 along an axis may not fit a tile.
+func.func @stencil_kernel(%x: tensor<1x2x3x4x9xf32>, %w: tensor<2x1x1x1x9xf32>) -> tensor<1x2x3x4x9xf32> {
+  // expected-error @+1 {{template 'stencil': expected a static N×C×D×H×W result and a kernel of at most 7}}
+  %0 = med.fusion "stencil"(%x, %w) : (tensor<1x2x3x4x9xf32>, tensor<2x1x1x1x9xf32>) -> tensor<1x2x3x4x9xf32> {
+  ^bb0(%a: tensor<1x2x3x4x9xf32>, %b: tensor<2x1x1x1x9xf32>):
+    %y = med.shift_sum %a, %b : (tensor<1x2x3x4x9xf32>, tensor<2x1x1x1x9xf32>) -> tensor<1x2x3x4x9xf32>
+    med.yield %y : tensor<1x2x3x4x9xf32>
+  }
+  return %0 : tensor<1x2x3x4x9xf32>
 }

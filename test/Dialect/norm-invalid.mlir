@@ -93,3 +93,35 @@ func.func @grn_rank(%x: tensor<2x6x4x4xf32>, %g: tensor<1x6x1x1x1xf32>) {
   %0 = med.grn %x, %g, %g : (tensor<2x6x4x4xf32>, tensor<1x6x1x1x1xf32>, tensor<1x6x1x1x1xf32>) -> tensor<2x6x4x4xf32>
   return
 }
+
+// -----
+
+func.func @stats_groups_divide(%x: tensor<2x6x4x4x4xf32>) {
+  // expected-error @+1 {{'med.group_norm_stats' op input: 6 channels are not divisible by groups = 4}}
+  %0:2 = med.group_norm_stats %x {groups = 4 : i64} : (tensor<2x6x4x4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @stats_epsilon(%x: tensor<2x6x4x4x4xf32>) {
+  // expected-error @+1 {{'med.group_norm_stats' op 'epsilon' must be positive}}
+  %0:2 = med.group_norm_stats %x {groups = 3 : i64, epsilon = 0.0} : (tensor<2x6x4x4x4xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @stats_rank(%x: tensor<6xf32>) {
+  // expected-error @+1 {{'med.group_norm_stats' op input: expected at least 2 dimensions (N x C x ...), got 6}}
+  %0:2 = med.group_norm_stats %x {groups = 3 : i64} : (tensor<6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @stats_result(%x: tensor<2x6x4x4x4xf32>) {
+  // expected-error @+1 {{'med.group_norm_stats' op}}
+  %0:2 = med.group_norm_stats %x {groups = 3 : i64} : (tensor<2x6x4x4x4xf32>) -> (tensor<2x6xf32>, tensor<2x3xf32>)
+  return
+}

@@ -42,6 +42,9 @@ func.func @norms(%x: tensor<?x6x?x?x?xf32>, %g: tensor<6xf32>, %b: tensor<6xf32>
   // The statistics for the backward pass: N x groups, the batch may be dynamic.
   // CHECK: %{{.*}}, %{{.*}}:2 = med.group_norm %{{.*}} {groups = 2 : i64, save_statistics} : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<?x6x?x?x?xf32>, tensor<?x2xf32>, tensor<?x2xf32>)
   %3:3 = med.group_norm %x, %g, %b {groups = 2 : i64, save_statistics} : (tensor<?x6x?x?x?xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<?x6x?x?x?xf32>, tensor<?x2xf32>, tensor<?x2xf32>)
+  // The same statistics alone (the chunked merge): N x groups.
+  // CHECK: %{{.*}}, %{{.*}} = med.group_norm_stats %{{.*}} {groups = 3 : i64} : (tensor<?x6x?x?x?xf32>) -> (tensor<?x3xf32>, tensor<?x3xf32>)
+  %4:2 = med.group_norm_stats %x {groups = 3 : i64} : (tensor<?x6x?x?x?xf32>) -> (tensor<?x3xf32>, tensor<?x3xf32>)
   return %0, %1, %2 : tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>, tensor<?x6x?x?x?xf32>
 }
 

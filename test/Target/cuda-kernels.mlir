@@ -1,6 +1,8 @@
-// RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda -o - | FileCheck %s
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda --disable-pass=med-form-stencil-fusions -o - | FileCheck %s
 // RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda --disable-pass=med-shift-sum -o - | FileCheck %s --check-prefix=CONV
-// RUN: medc compile %s --batch 2 --patch 5,6,7 --target cuda --emit plan -o - | %python %S/Inputs/plan_query.py /dev/stdin functions[0].cuda_plan.steps | FileCheck %s --check-prefix=PLAN
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --target cuda --emit plan --disable-pass=med-form-stencil-fusions -o - | %python %S/Inputs/plan_query.py /dev/stdin functions[0].cuda_plan.steps | FileCheck %s --check-prefix=PLAN
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --emit cuda -o - | FileCheck %s --check-prefix=FUSED
+// RUN: medc compile %s --batch 2 --patch 5,6,7 --target cuda --emit plan -o - | %python %S/Inputs/plan_query.py /dev/stdin functions[0].cuda_plan.steps | FileCheck %s --check-prefix=FUSED-PLAN
 // REQUIRES: nvrtc
 
 // The CUDA source of a few ops (medc compile --emit cuda): one kernel per op, extern "C",
@@ -50,11 +52,22 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CONV: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
 // CONV: y[i] = acc;
 
-// Group norm: statistics per (sample, group) of 2 channels x 210 positions, then the map.
-// CHECK-LABEL: norm_stats_{{[0-9a-f]+}}(float* __restrict__ stats, const float* __restrict__ x) {
-// CHECK: const auto* p = x + o * 420ll;
-// CHECK: const float mean = blockSum(s, sh) / (float)420ll;
-// CHECK: stats[2 * o + 1] = 1.0f / sqrtf(var + 9.99999975e-06f);
+// Group norm: its statistics are med.group_norm_stats' (medrun/NormStats.h), per (sample,
+// group) of 2 channels x 5x6x7 positions: one block per chunk (a box of at most 4 x 16 x 64:
+// 2 per plane along D, 4 per group) writes the chunk's pivot (its mean), the mean of the
+// deviations from it and their M2; one block per group merges its 4 chunks by Chan's formula.
+// CHECK-LABEL: group_norm_chunks_{{[0-9a-f]+}}(float* __restrict__ parts, const float* __restrict__ x) {
+// CHECK: const i64 c = o % 4ll, b = c % 2ll;
+// CHECK: const int d0 = (int)(b / 1ll) * 4, h0 = (int)(b / 1ll % 1ll) * 16, w0 = (int)(b % 1ll) * 64;
+// CHECK: const int ed = (5 - d0 < 4 ? 5 - d0 : 4), eh = (6 - h0 < 16 ? 6 - h0 : 16), ew = (7 - w0 < 64 ? 7 - w0 : 64);
+// CHECK: const auto* p = x + ((o / 4ll) * 2ll + c / 2ll) * 210ll + ((i64)d0 * 6 + h0) * 7 + w0;
+// CHECK: const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean
+// CHECK: parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);
+// CHECK-LABEL: group_norm_merge_{{[0-9a-f]+}}(float* __restrict__ mean, float* __restrict__ rstd, float* __restrict__ parts) {
+// CHECK: for (i64 w = 1; w < 4ll; w *= 2) {
+// CHECK: chanMerge(qa[0], qa[1], qa[2], qb[0], qb[1], qb[2], m - a,
+// CHECK: mean[o] = q[0] + q[1];
+// CHECK: rstd[o] = 1.0f / sqrtf(q[2] / (float)420ll + 9.99999975e-06f);
 // The map: 4 elements per thread, moved as one 16-byte vector, 32-bit indices. Planes of
 // 210 are no whole vectors, so each element finds its channel.
 // CHECK-LABEL: group_norm_{{[0-9a-f]+}}(
@@ -68,6 +81,26 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: x_v = vload<4>(x + i0);
 // CHECK: element(k);
 // CHECK-NEXT: vstore(y + i0, y_v);
+
+// With med-form-stencil-fusions (on by default) the shift-sum and the norm's statistics are
+// one stencil fusion: the tile kernel (its tile, 4 x 8 x 8, a chunk of the statistics: 4
+// slices, and all 6 rows and 7 columns) writes y and each tile's pivot, dev and M2 from its
+// f32 outputs; the merge kernel combines the 2 tiles of each plane (the group's 4 chunks);
+// group_norm_apply is the norm's map.
+// FUSED-LABEL: shift_sum_tile_stats_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ parts) {
+// FUSED: const bool live = od < 5;
+// FUSED: if (live) {
+// FUSED: const int n = (5 - bd * 4 < 4 ? 5 - bd * 4 : 4) * (6 - bh * 8 < 8 ? 6 - bh * 8 : 8) * (7 - bw * 8 < 8 ? 7 - bw * 8 : 8);
+// FUSED: if (live && bh * 8 + ty * 4 + i < 6 && ow + q < 7) {
+// FUSED: const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean
+// FUSED: parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);
+// FUSED-LABEL: group_norm_merge_{{[0-9a-f]+}}(
+// FUSED: for (i64 w = 1; w < 4ll; w *= 2) {
+// FUSED-LABEL: group_norm_{{[0-9a-f]+}}(
+// FUSED: const float mu = mean[seg], scale = rstd[seg] * gamma[c];
+// FUSED-PLAN: {"args":[5,0,1,12],"block":[16,1,1],"grid":[16,1,1],"kernel":"shift_sum_tile_stats_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
+// FUSED-PLAN-NEXT: {"args":[6,7,12],"block":[32,1,1],"grid":[4,1,1],"kernel":"group_norm_merge_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
+// FUSED-PLAN-NEXT: {"args":[8,5,6,7,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
 
 // Broadcasting: the 4x1x1x1 operand is read at the channel index only, the other one as
 // vectors.
@@ -88,11 +121,13 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: const float acc = blockReduce((float)a_acc[0], sh_f, Add());
 // CHECK: y[o] = acc / (float)420ll;
 
-// Values 0-8; buffer 9 is the status word (scratch 0), 10 the group statistics (scratch 1).
+// Values 0-8; buffer 9 is the status word (scratch 0), 10 and 11 the group statistics
+// (mean, rstd), 12 the chunks' partials.
 // PLAN: {"kind":"param","name":"dw.weight","op":0,"value":1}
 // PLAN: {"kind":"param","name":"scale","op":3,"value":4}
 // PLAN-NEXT: {"args":[5,0,1],"block":[32,1,1],"grid":[8,1,1],"kernel":"shift_sum_tile_{{[0-9a-f]+}}","kind":"launch","op":4,"shared":0}
-// PLAN-NEXT: {"args":[10,5],"block":[256,1,1],"grid":[4,1,1],"kernel":"norm_stats_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
-// PLAN-NEXT: {"args":[6,5,10,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[12,5],"block":[256,1,1],"grid":[16,1,1],"kernel":"group_norm_chunks_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[10,11,12],"block":[32,1,1],"grid":[4,1,1],"kernel":"group_norm_merge_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
+// PLAN-NEXT: {"args":[6,5,10,11,2,3],"block":[256,1,1],"grid":[2,1,1],"kernel":"group_norm_{{[0-9a-f]+}}","kind":"launch","op":5,"shared":0}
 // PLAN-NEXT: {"args":[7,6,4],"block":[256,1,1],"grid":[2,1,1],"kernel":"mul_{{[0-9a-f]+}}","kind":"launch","op":6,"shared":0}
 // PLAN-NEXT: {"args":[8,7],"block":[128,1,1],"grid":[4,1,1],"kernel":"reduce_mean_{{[0-9a-f]+}}","kind":"launch","op":7,"shared":0}

@@ -83,7 +83,7 @@ func.func @kernels(%big: tensor<2x1024x1024x1024xf32>, %x: tensor<3x5x7xf32>, %a
 // CHECK-NEXT: const int row = i0 / 24;
 // CHECK-NEXT: const int c = row % 4;
 // CHECK-NEXT: const int seg = (row / 4) * 2 + c / 2;
-// CHECK-NEXT: const float mu = stats[2 * seg], scale = stats[2 * seg + 1] * gamma[c];
+// CHECK-NEXT: const float mu = mean[seg], scale = rstd[seg] * gamma[c];
 // CHECK: const auto element = [&](int k) {
 // CHECK-NEXT: y_v[k] = (x_v[k] - mu) * scale + beta[c];
 // CHECK-NEXT: };

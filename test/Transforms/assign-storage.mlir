@@ -8,8 +8,8 @@ module {
   med.parameter @"n.weight" : tensor<2xf32> init ones
   med.parameter @"n.bias" : tensor<2xf32> init zeros
   // CHECK-LABEL: func.func @mixed
-  // CHECK-SAME: med.arg_storage = [bf16, f32]
-  func.func @mixed(%x: tensor<1x1x2x2x2xf32>, %lr: tensor<f32>) -> (tensor<f32>, tensor<2x8xf32>, tensor<16xf32>)
+  // CHECK-SAME: med.arg_storage = [bf16, f32, bf16]
+  func.func @mixed(%x: tensor<1x1x2x2x2xf32>, %lr: tensor<f32>, %w3: tensor<2x1x3x3x3xf32>) -> (tensor<f32>, tensor<2x8xf32>, tensor<16xf32>)
       attributes {med.precision = "bf16-mixed"} {
     // CHECK: med.param @c.weight {med.storage = [bf16]}
     %w = med.param @"c.weight" : tensor<2x1x1x1x1xf32>
@@ -21,6 +21,18 @@ module {
     %c = med.conv3d %x, %w : (tensor<1x1x2x2x2xf32>, tensor<2x1x1x1x1xf32>) -> tensor<1x2x2x2x2xf32>
     // CHECK: med.group_norm {{.*}} {groups = 2 : i64, med.storage = [bf16, f32, f32], save_statistics}
     %n:3 = med.group_norm %c, %g, %b {groups = 2 : i64, save_statistics} : (tensor<1x2x2x2x2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<1x2x2x2x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>)
+    // Both results of the statistics op are statistics.
+    // CHECK: med.group_norm_stats {{.*}} {groups = 2 : i64, med.storage = [f32, f32]}
+    %st:2 = med.group_norm_stats %c {groups = 2 : i64} : (tensor<1x2x2x2x2xf32>) -> (tensor<1x2xf32>, tensor<1x2xf32>)
+    // So are a stencil fusion's that its body yields from them; its stencil's result is an
+    // activation.
+    // CHECK: med.fusion "stencil"{{.*}} {med.storage = [bf16, f32, f32]}
+    %sf:3 = med.fusion "stencil"(%c, %w3) : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> (tensor<1x2x2x2x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) {
+    ^bb0(%a: tensor<1x2x2x2x2xf32>, %k: tensor<2x1x3x3x3xf32>):
+      %y = med.shift_sum %a, %k : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x2x2x2xf32>
+      %m, %v = med.group_norm_stats %y {groups = 2 : i64} : (tensor<1x2x2x2x2xf32>) -> (tensor<1x2xf32>, tensor<1x2xf32>)
+      med.yield %y, %m, %v : tensor<1x2x2x2x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>
+    }
     // CHECK: med.reduce sum {{.*}} {axes = array<i64: 0, 1, 2, 3, 4>, med.storage = [f32]}
     %s = med.reduce sum %n#0 {axes = array<i64: 0, 1, 2, 3, 4>} : (tensor<1x2x2x2x2xf32>) -> tensor<f32>
     // CHECK: med.mul {{.*}} {med.fp32, med.storage = [f32]}

@@ -161,7 +161,7 @@ cl::list<std::string> disabledPasses(
     "disable-pass",
     cl::desc("Leave out an optimizing pass of compile's pipeline (med-shift-sum, canonicalize, "
              "med-flatten-optimizer, cse, med-sink-assigns, med-form-mlp-fusions, "
-             "med-form-fusions); repeatable"),
+             "med-form-stencil-fusions, med-form-fusions); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::list<std::string> enabledPasses(
     "enable-pass",

@@ -563,6 +563,27 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                                  groups, num(op, "epsilon"));
     return {y, mean, rstd};
   }
+  if (k == "group_norm_stats") {
+    // The statistics of torch's group norm of the same values, computed in f64 and rounded
+    // once: a reference that its own f32 summation errors do not blur.
+    const torch::Tensor &x = env.in(op, "input");
+    auto [y, mean, rstd] = torch::native_group_norm(
+        x.to(torch::kFloat64), {}, {}, x.size(0), x.size(1),
+        x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)), integer(op, "groups"),
+        num(op, "epsilon"));
+    const auto t = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    return {mean.to(t), rstd.to(t)};
+  }
+  if (k == "group_norm_apply") { // (x − mean)·rstd·gamma + beta per (sample, group)
+    const torch::Tensor &x = env.in(op, "input");
+    const int64_t groups = integer(op, "groups");
+    std::vector<int64_t> affine(x.dim(), 1);
+    affine[1] = x.size(1);
+    const torch::Tensor g = x.reshape({x.size(0), groups, -1});
+    const torch::Tensor n = (g - env.in(op, "mean").unsqueeze(-1)) * env.in(op, "rstd").unsqueeze(-1);
+    return {n.reshape(x.sizes()) * env.in(op, "gamma").reshape(affine) +
+            env.in(op, "beta").reshape(affine)};
+  }
   if (k == "channel_layer_norm")
     return {channelLayerNorm(env.in(op, "input"), env.in(op, "gamma"), env.in(op, "beta"),
                              num(op, "epsilon"))};
@@ -763,8 +784,9 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
 /// Under autocast, CUDA autocast's policy on every device, so that a check on the CPU
 /// judges what the GPU check judges:
 /// - its float32 list, for the ops that map onto it (group_norm, layer_norm, norm,
-///   binary_cross_entropy_with_logits, log_softmax, exp, log): their float operands are
-///   converted to f32 first. LibTorch 1.13's CPU autocast has no policy for the norms (a
+///   binary_cross_entropy_with_logits, log_softmax, exp, log; group_norm_stats and
+///   group_norm_apply as group_norm):
+///   their float operands are converted to f32 first. LibTorch 1.13's CPU autocast has no policy for the norms (a
 ///   bf16 input with f32 affine parameters is an error there);
 /// - its lower-precision list beyond the CPU's: conv_transpose3d reads bf16 operands
 ///   (the CPU list has conv3d only).
@@ -772,9 +794,9 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
 /// promote policy does. The converted operands' values are put into `env` for the op,
 /// their own values into `saved` (the caller puts them back).
 void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &saved) {
-  static const std::set<std::string> fp32{"group_norm",      "channel_layer_norm", "grn",
-                                          "bce_with_logits", "dice_ce",            "exp",
-                                          "log"};
+  static const std::set<std::string> fp32{
+      "group_norm", "group_norm_stats", "group_norm_apply", "channel_layer_norm", "grn",
+      "bce_with_logits", "dice_ce", "exp", "log"};
   if (op.kind == "conv3d_transpose" && env.device.is_cpu()) {
     for (const auto &group : op.operands)
       for (int id : group.second) {

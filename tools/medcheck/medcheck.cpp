@@ -2238,7 +2238,8 @@ int checkFusions(const Options &o, const medrun::Artifact &artifact, torch::Devi
   const double tolerance = o.tolerance > 0 ? o.tolerance : f64 ? 1e-10 : 1e-5;
   if (artifact.fusions.empty()) {
     std::cout << artifact.path << ": no fusion bodies to check (compiled with "
-              << "--disable-pass=med-form-fusions, or nothing to fuse)\n";
+              << "--disable-pass=med-form-fusions and med-form-stencil-fusions, or nothing to "
+                 "fuse)\n";
     return 1;
   }
   size_t checked = 0, failed = 0;

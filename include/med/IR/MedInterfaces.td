@@ -69,13 +69,18 @@ def Med_NormalizationOpInterface : OpInterface<"NormalizationOpInterface"> {
   let description = [{
     A normalization or its gradient. Under mixed precision it computes as torch autocast's
     float32 policy has it: it reads its affine parameters and saved statistics in f32, and
-    its results after the first (saved statistics, the gradients of gamma and beta) stay in
-    f32. `med-assign-storage` decides storage types from this, never from op names.
+    results keepsF32Result names (by default those after the first: saved statistics, the
+    gradients of gamma and beta) stay in f32. `med-assign-storage` decides storage types from this, never from op names.
   }];
   let methods = [
     InterfaceMethod<"Whether the operand at `index` is read in f32 under mixed precision "
                     "(gamma, beta, saved statistics).",
                     "bool", "readsF32Operand", (ins "unsigned":$index)>,
+    InterfaceMethod<"Whether the result at `index` stays in f32 under mixed precision "
+                    "(by default every result after the first: saved statistics, the "
+                    "gradients of gamma and beta).",
+                    "bool", "keepsF32Result", (ins "unsigned":$index), [{}],
+                    [{ return index > 0; }]>,
   ];
 }
 

@@ -309,6 +309,60 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
+    Med_NotDifferentiable, DeclareOpInterfaceMethods<Med_NormalizationOpInterface, ["keepsF32Result"]>]> {
+  let summary = "the statistics of med.group_norm, by a fixed chunked merge";
+  let description = [{
+    The mean and `rstd = 1/√(var + epsilon)` (biased variance) of each (sample, group) of an
+    N×C×… input, both N × `groups`, as `med.group_norm` with `save_statistics` returns them;
+    under mixed precision both stay in f32. They are defined by one algorithm, so that every
+    executor computes them alike and a producer can compute them in its epilogue, a tile at a
+    time: each (n, c) plane, seen as D×H×W (W its last axis, H the one before, D the
+    product of the others), is cut into chunks of 4×16×64 values (the last ones along an axis
+    clipped), in row-major order; a chunk gives its count, mean (kept as a pivot, its
+    first-pass mean, plus a small rest) and M2 (the sum of squared deviations from its
+    mean); the chunks of the group, plane after plane, are merged in a fixed pairwise tree
+    (chunk i with chunk i + s for s = 1, 2, 4, …) by Chan's formula, with
+    δ = mean_b − mean_a: `mean = mean_a + δ·n_b/n`, `M2 = M2_a + M2_b + δ²·n_a·n_b/n`.
+    No value is squared before its chunk's mean is taken out, so a large mean over a small
+    spread does not cancel. A chunk is the output tile of the stencil template, so a
+    `stencil` fusion computes the statistics of its shift-sum in the kernel's epilogue.
+    `med.group_norm` computes its statistics this way.
+
+    ```mlir
+    %mean, %rstd = med.group_norm_stats %x {groups = 2 : i64}
+        : (tensor<2x4x8x8x8xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+    ```
+  }];
+  let numResultsOnFailure = "2";
+  let arguments = (ins Med_FloatTensor:$input, I64Attr:$groups,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Med_FloatTensor:$mean, Med_FloatTensor:$rstd);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiable, Med_Normalization]> {
+  let summary = "med.group_norm from given statistics: normalize and affine";
+  let description = [{
+    `(input − mean)·rstd·gamma + beta` per element, with the `mean` and `rstd` of its
+    (sample, group) (N × `groups`, as `med.group_norm_stats` returns them) and the
+    per-channel `gamma`, `beta`: the second half of `med.group_norm`. `med-form-stencil-fusions`
+    makes it of a group norm whose statistics a stencil computes in its epilogue.
+
+    ```mlir
+    %y = med.group_norm_apply %x, %mean, %rstd, %g, %b {groups = 2 : i64}
+        : (tensor<2x4x8x8x8xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8x8xf32>
+    ```
+  }];
+  let numResultsOnFailure = "1";
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$mean, Med_FloatTensor:$rstd,
+                       Med_FloatTensor:$gamma, Med_FloatTensor:$beta, I64Attr:$groups);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $mean `,` $rstd `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable, Med_Normalization]> {
   let summary = "layer normalization over the channel axis only (channels-first)";
   let description = [{

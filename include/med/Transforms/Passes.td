@@ -318,6 +318,35 @@ def MedSplitContractionBias : Pass<"med-split-contraction-bias", "::mlir::func::
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
+def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::FuncOp"> {
+  let summary = "group-norm statistics into the epilogue of the stencil that produces the "
+                "normalized value (`stencil` fusions)";
+  let description = [{
+    In MedNeXt every depthwise convolution (a `med.shift_sum` after `med-shift-sum`) is
+    followed by a group norm. Unfused, the norm reads the stencil's output twice (its
+    statistics, then normalize and affine). The pass finds, through FusionOpInterface, a
+    `med.group_norm` whose input is the result of a stencil op and rewrites it:
+
+    - the stencil and `med.group_norm_stats` of its result become one `stencil` fusion
+      yielding the result, the mean and rstd. Its CUDA kernel writes the stencil's output
+      and, in the same kernel, the per-chunk partials (count, mean, M2) of that output —
+      an output tile of the stencil template is a chunk of the statistics
+      (`runtime/include/medrun/NormStats.h`) —, and a second kernel merges them in the
+      fixed tree (no float atomics);
+    - the group norm becomes `med.group_norm_apply` of the result with those statistics: one
+      kernel that normalizes as it reads the value (the consumer of a MedNeXt norm is a
+      1×1×1 convolution, a library GEMM or the `mlp` template, so normalize and affine stay
+      a kernel of their own);
+    - the statistics a `save_statistics` group norm returned for its gradient are the
+      fusion's.
+
+    Runs after `med-train-step` (autodiff reads the unfused group norm) and
+    `med-form-mlp-fusions`, before `med-form-fusions`.
+    `medc compile --disable-pass=med-form-stencil-fusions` leaves it out.
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{

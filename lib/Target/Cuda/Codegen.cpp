@@ -148,6 +148,7 @@ const FusionTemplates &fusionTemplates() {
     FusionTemplates t;
     FunctionGen::registerElementwiseFusion(t);
     FunctionGen::registerMlpFusion(t);
+    FunctionGen::registerStencilFusion(t);
     return t;
   }();
   return table;

@@ -174,6 +174,7 @@ public:
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
+  static void registerStencilFusion(FusionTemplates &t);
 
 private:
   Source &src;
@@ -195,7 +196,7 @@ private:
   void findInPlaceUpdates(const std::vector<Op> &ops);
 
   static bool isNorm(const std::string &kind) {
-    for (const char *k : {"group_norm", "channel_layer_norm", "grn"})
+    for (const char *k : {"group_norm", "group_norm_apply", "channel_layer_norm", "grn"})
       if (kind == k || kind == std::string(k) + "_grad")
         return true;
     return false;
@@ -422,11 +423,26 @@ private:
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
 
   // ---- Stencil.cpp -----------------------------------------------------------------------
+  /// What shiftSumTile emitted: nothing (the shape needs the generic kernels), the tile
+  /// kernel, or the tile kernel with the statistics' chunk partials in its epilogue.
+  enum class TileEmitted { None, Plain, WithStatistics };
+  /// The stencil template of a shift-sum x ⊛ w (+ b) → y, launched for `op`; with `parts`
+  /// (≥ 0) and tiles that are chunks of group-norm statistics (medrun/NormStats.h), the
+  /// kernel also writes each tile's (pivot, dev, M2) into parts.
+  TileEmitted shiftSumTile(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y,
+                           int parts);
+  void stencilFusion(const Op &op, const medrun::Function &body);
   void shiftSum(const Op &op);
   void shiftSumGradWeight(const Op &op);
 
   // ---- Norm.cpp --------------------------------------------------------------------------
-  void segmentStats(const Op &op, int x, int64_t segs, int64_t len, double eps, int stats);
+  void groupStats(const Op &op, int x, int64_t groups, double eps, int mean, int rstd);
+  void mergeStats(const Op &op, int parts, int64_t segs, int64_t cg,
+                  const std::vector<int64_t> &xs, double eps, int mean, int rstd);
+  void groupNormStats(const Op &op);
+  void groupNormApply(const Op &op);
+  void normalizeGroups(const Op &op, int x, int mean, int rstd, int g, int b, int y,
+                       int64_t groups);
   static std::string groupOf(const Index &ix, bool perThread, const NCS &d, int64_t groups,
                              int64_t cg);
   void groupNorm(const Op &op);

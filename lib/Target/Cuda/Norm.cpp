@@ -1,36 +1,128 @@
 //===- Norm.cpp - group norm, channel layer norm, GRN and their gradients ------------===//
 //
-// Statistics run one block per segment or row (a fixed tree over thread indices); the
-// normalizing maps are vectorized elementwise kernels. Statistics pass between the
+// Group-norm statistics are med.group_norm_stats' chunked merge (medrun/NormStats.h): one
+// block per chunk, then a fixed tree per group; the other statistics run one block per
+// segment or row (a fixed tree over thread indices). The normalizing maps are vectorized
+// elementwise kernels. Statistics pass between the
 // kernels of one op through scratch buffers.
 //
 //===------------------------------------------------------------------------------===//
 
 #include "Cuda/Codegen.h"
+#include "medrun/NormStats.h"
 
 namespace mlir::med::cuda {
 
-/// Kernel writing mean and rstd (interleaved) of `segs` contiguous runs of `len` values,
-/// as the CPU kernel's corrected two-pass groupStatistics.
-void FunctionGen::segmentStats(const Op &op, int x, int64_t segs, int64_t len, double eps, int stats) {
+namespace {
+std::string S(int64_t v) { return std::to_string(v); }
+/// min(chunk, n - at) as code: a chunk's extent clipped to its axis.
+std::string clip(int64_t chunk, int64_t n, const std::string &at) {
+  return "(" + S(n) + " - " + at + " < " + S(chunk) + " ? " + S(n) + " - " + at + " : " +
+         S(chunk) + ")";
+}
+} // namespace
+
+/// med.group_norm_stats (medrun/NormStats.h, the CPU kernel's definition) of the N×C×…
+/// value `x` into `mean` and `rstd` (N × groups): one block per chunk of a plane writes the
+/// chunk's pivot, dev and M2 (two passes over the values it holds in registers), then
+/// mergeStats.
+void FunctionGen::groupStats(const Op &op, int x, int64_t groups, double eps, int mean, int rstd) {
+  namespace ns = medrun::normstats;
+  const NCS d = ncs(x);
+  const int64_t cg = d.c / groups, segs = d.n * groups;
+  const ns::Box p = ns::planeOf(shape(x));
+  if (segs == 0)
+    return;
+  if (cg * d.s == 0) { // empty groups: mean 0 and variance 0
+    elementwise(op, "group_norm_stats_empty", {out("mean"), out("rstd")}, {mean, rstd}, segs,
+                "  mean[i] = 0.0f;\n  rstd[i] = 1.0f / sqrtf(" + flt(eps) + ");\n");
+    return;
+  }
+  const int64_t per = ns::chunksPerPlane(p), chunks = cg * per;
+  const int64_t len = std::min(d.s, ns::kChunk.volume());
   const int block = blockFor(len);
-  std::string body =
-      "  __shared__ float sh[" + std::to_string(block) + "];\n"
-      "  const auto* p = x + o * " + num(len) + ";\n"
-      "  float s = 0.0f;\n"
-      "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") s += p[j];\n"
-      "  const float mean = blockSum(s, sh) / (float)" + num(len) + ";\n"
+  const std::string B = std::to_string(block), R = std::to_string((len + block - 1) / block);
+  const int parts = scratch(segs * chunks * 3 * 4);
+  const ns::Box k = ns::kChunk;
+  const int64_t nH = ns::ceilDiv(p.h, k.h), nW = ns::ceilDiv(p.w, k.w);
+  std::string chunk =
+      "  __shared__ float sh[" + B + "];\n"
+      "  const i64 c = o % " + num(chunks) + ", b = c % " + num(per) + ";\n"
+      "  // The chunk's origin and clipped extents in its plane.\n"
+      "  const int d0 = (int)(b / " + num(nH * nW) + ") * " + S(k.d) + ", h0 = (int)(b / " +
+      num(nW) + " % " + num(nH) + ") * " + S(k.h) + ", w0 = (int)(b % " + num(nW) + ") * " +
+      S(k.w) + ";\n"
+      "  const int ed = " + clip(k.d, p.d, "d0") + ", eh = " + clip(k.h, p.h, "h0") +
+      ", ew = " + clip(k.w, p.w, "w0") + ";\n"
+      "  const int n = ed * eh * ew;\n"
+      "  const auto* p = x + ((o / " + num(chunks) + ") * " + num(cg) + " + c / " + num(per) +
+      ") * " + num(d.s) + " + ((i64)d0 * " + S(p.h) + " + h0) * " + S(p.w) + " + w0;\n"
+      "  float v[" + R + "], sum = 0.0f;\n"
+      "  for (int r = 0; r < " + R + "; ++r) {\n"
+      "    const int j = t + r * " + B + ";\n"
+      "    v[r] = 0.0f;\n"
+      "    if (j < n) v[r] = p[((i64)(j / (eh * ew)) * " + S(p.h) + " + j / ew % eh) * " +
+      S(p.w) + " + j % ew];\n"
+      "    sum += v[r];\n  }\n"
+      "  const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean\n"
       "  float d1 = 0.0f, d2 = 0.0f;\n"
-      "  for (i64 j = t; j < " + num(len) + "; j += " + std::to_string(block) + ") {\n"
-      "    const float d = p[j] - mean;\n    d1 += d;\n    d2 += d * d;\n  }\n"
+      "  for (int r = 0; r < " + R + "; ++r)\n"
+      "    if (t + r * " + B + " < n) {\n"
+      "      const float dv = v[r] - shift;\n      d1 += dv;\n      d2 += dv * dv;\n    }\n"
       "  d1 = blockSum(d1, sh);\n  d2 = blockSum(d2, sh);\n"
       "  if (t == 0) {\n"
-      "    const float m = (float)" + num(len) + ";\n"
-      "    const float var = fmaxf(0.0f, (d2 - d1 * d1 / m) / m);\n"
-      "    stats[2 * o] = mean + d1 / m;\n"
-      "    stats[2 * o + 1] = 1.0f / sqrtf(var + " + flt(eps) + ");\n"
+      "    parts[3 * o] = shift;\n"
+      "    parts[3 * o + 1] = d1 / (float)n;\n"
+      "    parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);\n  }\n";
+  perBlock(op, "group_norm_chunks", {out("parts"), in("x")}, {parts, x}, segs * chunks, block,
+           chunk);
+  mergeStats(op, parts, segs, cg, shape(x), eps, mean, rstd);
+}
+
+/// One block per group: merges the group's chunk partials `parts` (pivot, dev, M2 per
+/// chunk, groups of `cg` planes of the N×C×… shape `xs`) in the fixed tree, in place, and
+/// writes the group's mean and rstd.
+void FunctionGen::mergeStats(const Op &op, int parts, int64_t segs, int64_t cg,
+                             const std::vector<int64_t> &xs, double eps, int mean, int rstd) {
+  namespace ns = medrun::normstats;
+  const ns::Box p = ns::planeOf(xs), k = ns::kChunk;
+  const int64_t per = ns::chunksPerPlane(p), chunks = cg * per;
+  const int tb = blockFor((chunks + 1) / 2);
+  const std::string before = ", " + num(per) + ", " + num(p.d) + ", " + num(p.h) + ", " +
+                             num(p.w) + ", " + num(k.d) + ", " + num(k.h) + ", " + num(k.w) + ")";
+  std::string tree =
+      "  float* q = parts + o * " + num(3 * chunks) + ";\n"
+      "  for (i64 w = 1; w < " + num(chunks) + "; w *= 2) {\n"
+      "    for (i64 i = 2 * w * t; i + w < " + num(chunks) + "; i += 2 * w * " +
+      std::to_string(tb) + ") {\n"
+      "      const i64 e = i + 2 * w < " + num(chunks) + " ? i + 2 * w : " + num(chunks) + ";\n"
+      "      const i64 a = chunkValuesBefore(i" + before + ";\n"
+      "      const i64 m = chunkValuesBefore(i + w" + before + ";\n"
+      "      float* qa = q + 3 * i;\n"
+      "      const float* qb = q + 3 * (i + w);\n"
+      "      chanMerge(qa[0], qa[1], qa[2], qb[0], qb[1], qb[2], m - a,\n"
+      "                chunkValuesBefore(e" + before + " - m);\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "  }\n"
+      "  if (t == 0) {\n"
+      "    mean[o] = q[0] + q[1];\n"
+      "    rstd[o] = 1.0f / sqrtf(q[2] / (float)" + num(cg * p.volume()) + " + " + flt(eps) +
+      ");\n"
       "  }\n";
-  perBlock(op, "norm_stats", {out("stats"), in("x")}, {stats, x}, segs, block, body);
+  perBlock(op, "group_norm_merge", {out("mean"), out("rstd"), out("parts")}, {mean, rstd, parts},
+           segs, tb, tree);
+}
+
+void FunctionGen::groupNormStats(const Op &op) {
+  const int x = op.single("input"), mean = result(op, 0), rstd = result(op, 1);
+  requireFloat(x, "the input");
+  requireFloat(mean, "the mean");
+  requireFloat(rstd, "the rstd");
+  const int64_t groups = op.intAttr("groups");
+  if (groups < 1 || ncs(x).c % groups)
+    error("channels do not split into groups");
+  groupStats(op, x, groups, op.floatAttr("epsilon"), mean, rstd);
 }
 
 /// The per-element prologue of the group-norm passes: the (n, c) row of element `i` (of
@@ -53,30 +145,53 @@ void FunctionGen::groupNorm(const Op &op) {
   int64_t groups = op.intAttr("groups");
   if (groups < 1 || d.c % groups)
     error("channels do not split into groups");
-  const int64_t cg = d.c / groups, segs = d.n * groups;
+  const int64_t segs = d.n * groups;
+  // The statistics are med.group_norm_stats', into the saved results where it saves them.
+  const bool saved = op.results.size() == 3;
+  const int mean = saved ? result(op, 1) : scratch(segs * 4);
+  const int rstd = saved ? result(op, 2) : scratch(segs * 4);
+  if (saved) {
+    requireFloat(mean, "the saved mean");
+    requireFloat(rstd, "the saved rstd");
+  }
+  groupStats(op, x, groups, op.floatAttr("epsilon"), mean, rstd);
+  normalizeGroups(op, x, mean, rstd, g, b, y, groups);
+}
+
+void FunctionGen::groupNormApply(const Op &op) {
+  const int x = op.single("input"), mean = op.single("mean"), rstd = op.single("rstd"),
+            g = op.single("gamma"), b = op.single("beta"), y = result(op);
+  for (int id : {x, mean, rstd, g, b, y})
+    requireFloat(id, "an operand");
+  const int64_t groups = op.intAttr("groups");
+  const NCS d = ncs(x);
+  if (groups < 1 || d.c % groups)
+    error("channels do not split into groups");
+  if (type(mean).numel() != d.n * groups || type(rstd).numel() != d.n * groups)
+    error("mean and rstd need one entry per sample and group");
+  normalizeGroups(op, x, mean, rstd, g, b, y, groups);
+}
+
+/// group_norm's map, y = (x − mean)·rstd·gamma + beta with the statistics of the element's
+/// (sample, group): a vectorized elementwise kernel.
+void FunctionGen::normalizeGroups(const Op &op, int x, int mean, int rstd, int g, int b, int y,
+                                  int64_t groups) {
   if (type(x).numel() == 0)
     return;
-  int stats = scratch(segs * 2 * 4);
-  segmentStats(op, x, segs, cg * d.s, op.floatAttr("epsilon"), stats);
+  const NCS d = ncs(x);
+  const int64_t cg = d.c / groups, segs = d.n * groups;
   const int64_t n = type(y).numel();
   const int lanes = lanesFor({y, x});
   const Index ix = indexFor(std::max(n, 2 * segs));
   // A thread's elements share their channel where the planes are whole vectors.
   const bool perThread = d.s % lanes == 0;
   std::string channel = groupOf(ix, perThread, d, groups, cg) +
-      "  const float mu = stats[2 * seg], scale = stats[2 * seg + 1] * gamma[c];\n";
+      "  const float mu = mean[seg], scale = rstd[seg] * gamma[c];\n";
   std::string body = "  y_v[k] = (x_v[k] - mu) * scale + beta[c];\n";
-  vectorized(op, "group_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
-             {y, x, stats, g, b}, n, lanes, ix, {{"x"}}, {"y"}, perThread ? channel : "",
+  vectorized(op, "group_norm",
+             {out("y"), in("x"), in("mean"), in("rstd"), in("gamma"), in("beta")},
+             {y, x, mean, rstd, g, b}, n, lanes, ix, {{"x"}}, {"y"}, perThread ? channel : "",
              perThread ? body : channel + body);
-  if (op.results.size() == 3) { // save_statistics: mean and rstd for group_norm_grad
-    int mean = result(op, 1), rstd = result(op, 2);
-    requireFloat(mean, "the saved mean");
-    requireFloat(rstd, "the saved rstd");
-    elementwise(op, "group_norm_save", {out("mean"), out("rstd"), in("stats")},
-                {mean, rstd, stats}, segs,
-                "  mean[i] = stats[2 * i];\n  rstd[i] = stats[2 * i + 1];\n");
-  }
 }
 
 void FunctionGen::channelLayerNorm(const Op &op) {
@@ -338,6 +453,8 @@ void FunctionGen::grnGrad(const Op &op) {
 
 void FunctionGen::registerNorm(Emitters &e) {
   e["group_norm"] = [](FunctionGen &g, const Op &op) { g.groupNorm(op); };
+  e["group_norm_stats"] = [](FunctionGen &g, const Op &op) { g.groupNormStats(op); };
+  e["group_norm_apply"] = [](FunctionGen &g, const Op &op) { g.groupNormApply(op); };
   e["channel_layer_norm"] = [](FunctionGen &g, const Op &op) { g.channelLayerNorm(op); };
   e["grn"] = [](FunctionGen &g, const Op &op) { g.grn(op); };
   e["group_norm_grad"] = [](FunctionGen &g, const Op &op) { g.groupNormGrad(op); };

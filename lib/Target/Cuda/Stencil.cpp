@@ -28,12 +28,19 @@
 
 #include "Cuda/Codegen.h"
 #include "medrun/ConvView.h"
+#include "medrun/NormStats.h"
 
 namespace mlir::med::cuda {
 
 namespace {
 
 std::string S(int64_t v) { return std::to_string(v); }
+
+/// min(tile, n - at) as code: a tile's extent clipped to its axis.
+std::string clip(int64_t tile, int64_t n, const std::string &at) {
+  return "(" + S(n) + " - " + at + " < " + S(tile) + " ? " + S(n) + " - " + at + " : " +
+         S(tile) + ")";
+}
 
 int pow2Ceil(int64_t n) {
   int p = 1;
@@ -76,8 +83,13 @@ std::string stage(const std::string &dst, const std::string &src, int64_t SD, in
 void FunctionGen::shiftSum(const Op &op) {
   const medrun::ConvView view = *medrun::convView(fn, op);
   const bool mirrored = view.kind == "conv3d_transpose";
-  const int x = op.single("input"), w = op.single("weight"), y = result(op);
-  const std::optional<int> b = op.optional("bias");
+  if (shiftSumTile(op, mirrored, op.single("input"), op.single("weight"), op.optional("bias"),
+                   result(op), -1) == TileEmitted::None)
+    conv(op); // the generic kernels
+}
+
+FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, int x, int w,
+                                                   std::optional<int> b, int y, int parts) {
   requireFloat(x, "the input");
   requireFloat(w, "the weight");
   requireFloat(y, "the result");
@@ -91,12 +103,16 @@ void FunctionGen::shiftSum(const Op &op) {
   if (kD % 2 == 0 || kH % 2 == 0 || kW % 2 == 0)
     error("a shift-sum needs an odd kernel");
   if (D * H * W >= (int64_t{1} << 31) - 65536)
-    return conv(op); // channel offsets beyond 32 bits: the generic kernel
+    return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
   // Threads per block along W (4 outputs each), H (RH rows each) and D (one slice each).
   int tw = std::min(16, pow2Ceil((W + 3) / 4));
   int rh = H >= 4 ? 4 : H >= 2 ? 2 : 1;
   int th = std::min(4, pow2Ceil((H + rh - 1) / rh));
   int td = std::min<int64_t>(256 / (tw * th), pow2Ceil(D));
+  // With statistics the tile is a chunk of them: at most kChunk.d slices (kChunk.h rows and
+  // kChunk.w columns are the most the choice above makes).
+  if (parts >= 0)
+    td = std::min<int>(td, static_cast<int>(medrun::normstats::kChunk.d));
   const int64_t nvec = (kW + 6) / 4; // 16-byte chunks per window of 4 + kW - 1
   auto bytes = [&] {
     return ((td + kD - 1) * (th * rh + kH - 1) * rowPitch(4 * tw, kW) + kVol) * 4;
@@ -112,7 +128,7 @@ void FunctionGen::shiftSum(const Op &op) {
     else if (tw > 1)
       tw /= 2;
     else
-      return conv(op); // does not fit even one row of outputs: the generic kernel
+      return TileEmitted::None; // does not fit even one row of outputs: the generic kernel
   }
   const int64_t TW = 4 * tw, TH = th * rh, TD = td, P = rowPitch(TW, kW);
   const int64_t SD = TD + kD - 1, SH = TH + kH - 1;
@@ -122,6 +138,13 @@ void FunctionGen::shiftSum(const Op &op) {
   const int64_t DHW = D * H * W;
   // Whole 4-output groups are stored as one vector where rows are 4-element aligned.
   const bool vecStore = W % 4 == 0;
+  // Statistics in the epilogue where each tile is a chunk of them (NormStats.h): along each
+  // axis the tile's extent is the chunk's, or both cover the whole axis.
+  const medrun::normstats::Box k = medrun::normstats::kChunk;
+  auto same = [](int64_t tile, int64_t chunk, int64_t n) {
+    return tile == chunk || (tile >= n && chunk >= n);
+  };
+  const bool stats = parts >= 0 && same(TD, k.d, D) && same(TH, k.h, H) && same(TW, k.w, W);
 
   std::string body =
       "  const int t = threadIdx.x;\n"
@@ -175,10 +198,11 @@ void FunctionGen::shiftSum(const Op &op) {
       "      }\n"
       "    }\n"
       "  }\n"
-      "  const int od = bd * " + S(TD) + " + tz, ow = bw * " + S(TW) + " + 4 * tx;\n"
-      "  if (od >= " + S(D) + ") return;\n" +
+      "  const int od = bd * " + S(TD) + " + tz, ow = bw * " + S(TW) + " + 4 * tx;\n" +
+      (stats ? "  const bool live = od < " + S(D) + ";\n"
+             : "  if (od >= " + S(D) + ") return;\n") +
       (b ? "  const float bc = (float)bias[c];\n" : "") +
-      "  auto* yc = y + (i64)nc * " + S(DHW) + ";\n"
+      "  auto* yc = y + (i64)nc * " + S(DHW) + ";\n" + (stats ? "  if (live) {\n" : "") +
       "#pragma unroll\n"
       "  for (int i = 0; i < " + S(rh) + "; ++i) {\n"
       "    const int oh = bh * " + S(TH) + " + ty * " + S(rh) + " + i;\n"
@@ -197,20 +221,51 @@ void FunctionGen::shiftSum(const Op &op) {
           "    for (int q = 0; q < 4; ++q)\n"
           "      if (ow + q < " + S(W) + ") yc[at + q] = " + value + ";\n"
           "  }\n";
+  if (stats) {
+    body += "  }\n";
+    // The tile's chunk of the statistics, from the f32 outputs in registers: its first mean
+    // (the pivot), then the deviations from it, as the group_norm_chunks kernel.
+    const std::string each =
+        "#pragma unroll\n"
+        "  for (int i = 0; i < " + S(rh) + "; ++i)\n"
+        "#pragma unroll\n"
+        "    for (int q = 0; q < 4; ++q)\n"
+        "      if (live && bh * " + S(TH) + " + ty * " + S(rh) + " + i < " + S(H) +
+        " && ow + q < " + S(W) + ") {\n"
+        "        const float v = " + value + ";\n";
+    body += "  __shared__ float sh[" + S(threads) + "];\n"
+            "  const int n = " + clip(TD, D, "bd * " + S(TD)) + " * " +
+            clip(TH, H, "bh * " + S(TH)) + " * " + clip(TW, W, "bw * " + S(TW)) + ";\n"
+            "  float sum = 0.0f;\n" + each + "        sum += v;\n      }\n"
+            "  const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean\n"
+            "  float d1 = 0.0f, d2 = 0.0f;\n" + each +
+            "        const float dv = v - shift;\n        d1 += dv;\n        d2 += dv * dv;\n"
+            "      }\n"
+            "  d1 = blockSum(d1, sh);\n  d2 = blockSum(d2, sh);\n"
+            "  if (t == 0) {\n"
+            "    const i64 o = blockIdx.x; // the chunk's index: tiles run in chunk order\n"
+            "    parts[3 * o] = shift;\n"
+            "    parts[3 * o + 1] = d1 / (float)n;\n"
+            "    parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);\n  }\n";
+  }
   std::vector<std::string> params{out("y"), in("x"), in("w")};
   std::vector<int> args{y, x, w};
   if (b) {
     params.push_back(in("bias"));
     args.push_back(*b);
   }
+  if (stats) {
+    params.push_back(out("parts"));
+    args.push_back(parts);
+  }
   const std::string outType = elemType(y);
   size_t at;
   while ((at = body.find("Vec<OUT, 4>")) != std::string::npos)
     body.replace(at, 11, "Vec<" + outType + ", 4>");
-  launch(op,
-         src.kernel(mirrored ? "shift_sum_mirrored_tile" : "shift_sum_tile", typed(params, args),
-                    body, threads),
-         blocks, threads, args);
+  const std::string base = std::string(mirrored ? "shift_sum_mirrored_tile" : "shift_sum_tile") +
+                           (stats ? "_stats" : "");
+  launch(op, src.kernel(base, typed(params, args), body, threads), blocks, threads, args);
+  return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 
 // The weight gradient of a shift-sum as a split reduction (the header says how).

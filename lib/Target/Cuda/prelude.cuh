@@ -35,6 +35,23 @@ struct Min {
   float operator()(float a, float b) const { return minNaN(a, b); }
 };
 template <typename T> float blockSum(float v, T *sh) { return blockReduce(v, sh, Add()); }
+// med.group_norm_stats' chunked merge (medrun/NormStats.h, the CPU's definition): the values
+// in chunks [0, c) of a group whose D×H×W planes have per chunks of cd×ch×cw each, and Chan's
+// merge of chunk b (nb values) into chunk a (na values), each mean a pivot + dev, in the
+// same order of operations.
+i64 chunkValuesBefore(i64 c, i64 per, i64 D, i64 H, i64 W, i64 cd, i64 ch, i64 cw) {
+  const i64 k = c % per, nH = (H + ch - 1) / ch, nW = (W + cw - 1) / cw;
+  const i64 d0 = k / (nH * nW) * cd, h0 = k / nW % nH * ch, w0 = k % nW * cw;
+  const i64 ed = D - d0 < cd ? D - d0 : cd, eh = H - h0 < ch ? H - h0 : ch;
+  return c / per * (D * H * W) + d0 * H * W + ed * (h0 * W + eh * w0);
+}
+void chanMerge(float pivot, float &dev, float &m2, float pivotB, float devB, float m2B, i64 na,
+               i64 nb) {
+  const float wb = (float)nb / (float)(na + nb);
+  const float d = (pivotB - pivot) + (devB - dev);
+  dev = dev + d * wb;
+  m2 = (m2 + m2B) + (d * d) * ((float)na * wb);
+}
 // Records the first failing op (its index + 1) in the function's status word.
 void medFail(unsigned *status, unsigned code) { atomicCAS(status, 0u, code); }
 

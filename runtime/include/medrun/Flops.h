@@ -17,6 +17,8 @@
 //    gradient they are, 2 · numel(result or grad_output) · prod(kernel);
 //  - normalizations (group_norm, channel_layer_norm, grn) and their gradients: 7 per element
 //    of the first result (two sums, centre, scale, affine);
+//  - group_norm_stats: 4 per input element (its two sums), group_norm_apply the other 3 of
+//    group_norm's 7 per element (a fused group norm counts as the unfused one);
 //  - losses (bce_with_logits, dice_ce) and their gradients: 8 per logit;
 //  - data movement (pad, slice, concat, reshape) and param, constant, assign: none;
 //  - everything else (elementwise ops, reduce, gelu_grad, adamw, ...): 1 per element of the

@@ -37,6 +37,14 @@ void conv3dTranspose(const Tensor &x, const Tensor &w, const Tensor *bias, const
 /// statistics it normalized with, the mean and 1/sqrt(var + eps), as torch.native_group_norm.
 void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
                double eps, Tensor &y, Tensor *mean = nullptr, Tensor *rstd = nullptr);
+/// med.group_norm_stats: group_norm's statistics, mean and 1/sqrt(var + eps) per (sample,
+/// group) into N×groups tensors of the accumulation type, by the chunked merge of
+/// medrun/NormStats.h (group_norm computes its statistics the same way).
+void groupNormStats(const Tensor &x, int64_t groups, double eps, Tensor &mean, Tensor &rstd);
+/// med.group_norm_apply: group_norm's map from given statistics (N×groups, accumulation
+/// type), y = (x − mean)·rstd·gamma + beta.
+void groupNormApply(const Tensor &x, const Tensor &mean, const Tensor &rstd, const Tensor &gamma,
+                    const Tensor &beta, int64_t groups, Tensor &y);
 /// Normalizes over axis 1 only at each (sample, position); gamma/beta size C.
 void channelLayerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps,
                       Tensor &y);

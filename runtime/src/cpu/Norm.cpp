@@ -1,14 +1,16 @@
 //===- Norm.cpp - group_norm, channel_layer_norm, grn -------------------------------===//
 //
-// Statistics are computed in the accumulation type with two passes (mean, then the sum of
-// squared deviations), each a sum of fixed-size chunks (kReduceChunk elements, summed in
-// 8 fixed lanes) whose partials are combined in chunk order: the same bits for any thread
-// count.
+// Statistics are computed in the accumulation type, with the same bits for any thread
+// count. group_norm's are med.group_norm_stats' chunked merge (medrun/NormStats.h, shared
+// with the CUDA code generator); the others take two passes (mean, then the sum of squared
+// deviations), each a sum of fixed-size chunks (kReduceChunk elements, summed in 8 fixed
+// lanes) whose partials are combined in chunk order.
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Kernels.h"
 
 #include "Dispatch.h"
+#include "medrun/NormStats.h"
 
 #include <cmath>
 #include <type_traits>
@@ -73,26 +75,72 @@ void segmentMoments(const T *base, int64_t segments, int64_t len, const std::vec
     }
 }
 
-/// Calls fn(row, begin, end) over [0, len) of each of `rows` rows, split into fixed
-/// pieces; for elementwise passes.
-// Mean and 1/sqrt(var + eps) of each of `segments` contiguous runs of `len` values, in two
-// passes: the mean, then the deviations from it. The second pass also sums the deviations
-// themselves, which corrects the rounding error of the first mean (the "corrected
-// two-pass" algorithm): var = (Σd² − (Σd)²/m) / m, mean += Σd / m.
-template <typename A, typename T>
-void groupStatistics(const T *base, int64_t segments, int64_t len, double eps,
-                     std::vector<A> &mean, std::vector<A> &rstd) {
-  std::vector<A> unused, dev, devSq;
-  segmentMoments<A>(base, segments, len, {}, mean, unused);
-  for (A &v : mean)
-    v /= A(len);
-  segmentMoments<A>(base, segments, len, mean, dev, devSq);
-  rstd.assign(static_cast<size_t>(segments), A(0));
-  for (int64_t i = 0; i < segments; ++i) {
-    A var = std::max(A(0), (devSq[i] - dev[i] * dev[i] / A(len)) / A(len));
-    mean[i] += dev[i] / A(len);
-    rstd[i] = A(1) / std::sqrt(var + A(eps));
+/// Sums of `n` values d = f(p[i]) and d², in 8 fixed lanes combined in a fixed tree.
+template <typename A, typename T, typename F>
+void laneSums(const T *p, int64_t n, F f, A &sum, A &sumSq) {
+  A l1[8] = {}, l2[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      A d = f(load(p[i + j]));
+      l1[j] += d;
+      l2[j] += d * d;
+    }
+  for (int j = 0; i < n; ++i, ++j) {
+    A d = f(load(p[i]));
+    l1[j] += d;
+    l2[j] += d * d;
   }
+  sum = ((l1[0] + l1[1]) + (l1[2] + l1[3])) + ((l1[4] + l1[5]) + (l1[6] + l1[7]));
+  sumSq = ((l2[0] + l2[1]) + (l2[2] + l2[3])) + ((l2[4] + l2[5]) + (l2[6] + l2[7]));
+}
+
+// med.group_norm_stats (medrun/NormStats.h): the mean and 1/sqrt(var + eps) of each of
+// `segments` groups of `cg` contiguous planes `p`. A chunk's mean and M2 come from two
+// passes over its values: the mean (the chunk's pivot), then the deviations d from it,
+// whose sum corrects the pivot (dev = Σd/n) and M2 = Σd² − (Σd)²/n; the chunks are merged
+// in the fixed tree.
+template <typename A, typename T>
+void groupStatistics(const T *base, int64_t segments, int64_t cg, normstats::Box p, double eps,
+                     std::vector<A> &mean, std::vector<A> &rstd) {
+  namespace ns = normstats;
+  mean.assign(static_cast<size_t>(segments), A(0));
+  rstd.assign(static_cast<size_t>(segments), A(1) / std::sqrt(A(eps)));
+  const int64_t s = p.volume();
+  if (segments <= 0 || cg * s <= 0) // empty groups: mean 0 and variance 0
+    return;
+  const int64_t per = ns::chunksPerPlane(p), chunks = cg * per;
+  std::vector<A> pivot(static_cast<size_t>(segments * chunks)), dev(pivot.size()),
+      m2(pivot.size());
+  parallelFor(segments * chunks, grainFor(std::min(s, ns::kChunk.volume())),
+              [&](int64_t t0, int64_t t1) {
+    std::vector<A> v(static_cast<size_t>(ns::kChunk.volume()));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t seg = t / chunks, c = t % chunks;
+      const ns::ChunkAt at = ns::chunkAt(c % per, p);
+      const T *x = base + (seg * cg + c / per) * s;
+      int64_t n = 0; // the chunk's values, row by row
+      for (int64_t d = at.d0; d < at.d0 + at.e.d; ++d)
+        for (int64_t h = at.h0; h < at.h0 + at.e.h; ++h)
+          for (int64_t w = at.w0; w < at.w0 + at.e.w; ++w)
+            v[n++] = load(x[(d * p.h + h) * p.w + w]);
+      A sum, unused, d1, d2;
+      laneSums<A>(v.data(), n, [](A a) { return a; }, sum, unused);
+      const A shift = sum / A(n);
+      laneSums<A>(v.data(), n, [shift](A a) { return a - shift; }, d1, d2);
+      pivot[t] = shift;
+      dev[t] = d1 / A(n);
+      m2[t] = std::max(A(0), d2 - d1 * d1 / A(n));
+    }
+  });
+  parallelFor(segments, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t seg = s0; seg < s1; ++seg) {
+      const int64_t at = seg * chunks;
+      ns::mergeTree(&pivot[at], &dev[at], &m2[at], chunks, p, per);
+      mean[seg] = pivot[at] + dev[at];
+      rstd[seg] = A(1) / std::sqrt(m2[at] / A(cg * s) + A(eps));
+    }
+  });
 }
 
 // Over the `channels` planes (stride `plane`) at each of `len` positions of `x`: the mean
@@ -116,6 +164,8 @@ void channelStatistics(const T *x, int64_t channels, int64_t plane, int64_t len,
     sd[i] = std::sqrt(sd[i] / A(channels) + A(eps));
 }
 
+/// Calls fn(row, begin, end) over [0, len) of each of `rows` rows, split into fixed
+/// pieces; for elementwise passes.
 template <typename F> void forRows(int64_t rows, int64_t len, F fn) {
   if (rows <= 0 || len <= 0)
     return;
@@ -142,6 +192,29 @@ void checkStatistic(const char *k, const char *what, const Tensor &t, int64_t n,
                     groups, " values (one per sample and group)"));
 }
 
+/// group_norm's map: y = (x − mean)·rstd·gamma + beta with the statistics of the element's
+/// (sample, group).
+template <typename T>
+void normalize(const Tensor &x, const Acc<T> *mean, const Acc<T> *rstd, const Acc<T> *gp,
+               const Acc<T> *bp, int64_t groups, Tensor &y) {
+  using A = Acc<T>;
+  if (x.numel() == 0)
+    return;
+  NCS d = ncs("group_norm", x);
+  const int64_t cg = d.c / groups;
+  const T *xp = ptr<T>(x);
+  T *yp = ptr<T>(y);
+  // Rows are (n, c) planes of S values.
+  forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
+    int64_t c = row % d.c, seg = (row / d.c) * groups + c / cg;
+    const A mu = mean[seg], scale = rstd[seg] * load(gp[c]), shift = load(bp[c]);
+    const T *xr = xp + row * d.s;
+    T *yr = yp + row * d.s;
+    for (int64_t i = b; i < e; ++i)
+      yr[i] = store<T>((load(xr[i]) - mu) * scale + shift);
+  });
+}
+
 template <typename T>
 void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
                    double eps, Tensor &y, Tensor *meanOut, Tensor *rstdOut) {
@@ -160,33 +233,49 @@ void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int
     checkStatistic<T>(k, "mean", *meanOut, d.n, groups);
     checkStatistic<T>(k, "rstd", *rstdOut, d.n, groups);
   }
-  const int64_t cg = d.c / groups, m = cg * d.s, segs = d.n * groups;
+  const int64_t cg = d.c / groups, segs = d.n * groups;
   std::vector<A> mean, rstd;
-  if (m > 0) {
-    groupStatistics<A>(ptr<T>(x), segs, m, eps, mean, rstd);
-  } else { // empty groups: the statistics of no values, mean 0 and variance 0
-    mean.assign(static_cast<size_t>(segs), A(0));
-    rstd.assign(static_cast<size_t>(segs), A(1) / std::sqrt(A(eps)));
-  }
+  groupStatistics<A>(ptr<T>(x), segs, cg, normstats::planeOf(x.shape()), eps, mean, rstd);
   if (meanOut) {
     std::copy(mean.begin(), mean.end(), ptr<A>(*meanOut));
     std::copy(rstd.begin(), rstd.end(), ptr<A>(*rstdOut));
   }
-  if (x.numel() == 0)
-    return;
-  const T *xp = ptr<T>(x);
-  const A *gp = ptr<A>(gamma), *bp = ptr<A>(beta);
-  T *yp = ptr<T>(y);
+  normalize<T>(x, mean.data(), rstd.data(), ptr<A>(gamma), ptr<A>(beta), groups, y);
+}
 
-  // Rows are (n, c) planes of S values.
-  forRows(d.n * d.c, d.s, [&](int64_t row, int64_t b, int64_t e) {
-    int64_t c = row % d.c, seg = (row / d.c) * groups + c / cg;
-    const A mu = mean[seg], scale = rstd[seg] * load(gp[c]), shift = load(bp[c]);
-    const T *xr = xp + row * d.s;
-    T *yr = yp + row * d.s;
-    for (int64_t i = b; i < e; ++i)
-      yr[i] = store<T>((load(xr[i]) - mu) * scale + shift);
-  });
+template <typename T>
+void groupNormApplyImpl(const Tensor &x, const Tensor &mean, const Tensor &rstd,
+                        const Tensor &gamma, const Tensor &beta, int64_t groups, Tensor &y) {
+  using A = Acc<T>;
+  const char *k = "group_norm_apply";
+  requireDType(k, "gamma", gamma, accDType<T>());
+  requireDType(k, "beta", beta, accDType<T>());
+  requireDType(k, "result", y, x.dtype());
+  NCS d = ncs(k, x);
+  if (groups < 1 || d.c % groups != 0)
+    throw Error(str("med kernel group_norm_apply: ", d.c, " channels do not split into ",
+                    groups, " groups"));
+  checkStatistic<T>(k, "mean", mean, d.n, groups);
+  checkStatistic<T>(k, "rstd", rstd, d.n, groups);
+  normalize<T>(x, ptr<A>(mean), ptr<A>(rstd), ptr<A>(gamma), ptr<A>(beta), groups, y);
+}
+
+template <typename T>
+void groupNormStatsImpl(const Tensor &x, int64_t groups, double eps, Tensor &meanOut,
+                        Tensor &rstdOut) {
+  using A = Acc<T>;
+  const char *k = "group_norm_stats";
+  NCS d = ncs(k, x);
+  if (groups < 1 || d.c % groups != 0)
+    throw Error(str("med kernel group_norm_stats: ", d.c, " channels do not split into ",
+                    groups, " groups"));
+  checkStatistic<T>(k, "mean", meanOut, d.n, groups);
+  checkStatistic<T>(k, "rstd", rstdOut, d.n, groups);
+  std::vector<A> mean, rstd;
+  groupStatistics<A>(ptr<T>(x), d.n * groups, d.c / groups, normstats::planeOf(x.shape()), eps,
+                     mean, rstd);
+  std::copy(mean.begin(), mean.end(), ptr<A>(meanOut));
+  std::copy(rstd.begin(), rstd.end(), ptr<A>(rstdOut));
 }
 
 template <typename T>
@@ -542,6 +631,19 @@ void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t
                double eps, Tensor &y, Tensor *mean, Tensor *rstd) {
   dispatchFloat(x.dtype(), "group_norm", [&](auto tag) {
     groupNormImpl<decltype(tag)>(x, gamma, beta, groups, eps, y, mean, rstd);
+  });
+}
+
+void groupNormStats(const Tensor &x, int64_t groups, double eps, Tensor &mean, Tensor &rstd) {
+  dispatchFloat(x.dtype(), "group_norm_stats", [&](auto tag) {
+    groupNormStatsImpl<decltype(tag)>(x, groups, eps, mean, rstd);
+  });
+}
+
+void groupNormApply(const Tensor &x, const Tensor &mean, const Tensor &rstd, const Tensor &gamma,
+                    const Tensor &beta, int64_t groups, Tensor &y) {
+  dispatchFloat(x.dtype(), "group_norm_apply", [&](auto tag) {
+    groupNormApplyImpl<decltype(tag)>(x, mean, rstd, gamma, beta, groups, y);
   });
 }
 

@@ -281,6 +281,8 @@ def mutations(doc, fname):
             add("fusion body %d: value %d dtype i64" % (b, vid), "reject", f, k)
         for j, bop in enumerate(body["ops"]):
             for name in bop["operands"]:
+                if not bop["operands"][name]:  # an absent optional operand (a shift-sum's bias)
+                    continue
                 def f(d, b=b, j=j, name=name):
                     d["fusions"][b]["ops"][j]["operands"][name][0] = len(d["fusions"][b]["values"]) + 2
                 add("fusion body %d: op %d operand %s out of range" % (b, j, name), "reject", f, k)

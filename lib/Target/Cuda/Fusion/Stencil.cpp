@@ -1,0 +1,77 @@
+//===- Fusion/Stencil.cpp - the `stencil` template: a shift-sum and its statistics ----===//
+//
+// A shift-sum, optionally with med.group_norm_stats of its result (med-form-stencil-fusions).
+// The shift-sum runs the tiled stencil kernel of Stencil.cpp; where its output tiles are
+// chunks of the statistics (medrun/NormStats.h: the tile's extent along each axis is the
+// chunk's, or both cover the axis), the same kernel writes each tile's (pivot, dev, M2) from
+// the f32 outputs in registers, and the merge kernel of Norm.cpp combines them in the fixed
+// tree. Where they are not (a tile shrunk to fit shared memory), the statistics run their
+// own kernels over the stored output.
+//
+//===------------------------------------------------------------------------------===//
+
+#include "Cuda/Codegen.h"
+#include "medrun/NormStats.h"
+
+namespace mlir::med::cuda {
+
+void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
+  const std::vector<int> &inputs = op.operand("inputs");
+  if (body.inputs.size() != inputs.size() || body.outputs.size() != op.results.size() ||
+      body.ops.empty() || body.ops.size() > 2 || body.ops[0].kind != "shift_sum")
+    error("the stencil fusion's body is not a shift-sum with optional statistics");
+  // The function's buffers of the body's values: its inputs and results.
+  auto outer = [&](int id) {
+    for (size_t j = 0; j < body.inputs.size(); ++j)
+      if (body.inputs[j] == id)
+        return inputs[j];
+    for (size_t j = 0; j < body.outputs.size(); ++j)
+      if (body.outputs[j] == id)
+        return op.results[j];
+    error("a body value the stencil template needs is neither an input nor a result");
+  };
+  const Op &sum = body.ops[0];
+  std::optional<int> bias;
+  if (std::optional<int> b = sum.optional("bias"))
+    bias = outer(*b);
+  const int y = outer(sum.results.at(0));
+  const bool mirrored = sum.boolAttr("mirrored");
+  const int x = outer(sum.single("input")), w = outer(sum.single("weight"));
+  if (body.ops.size() == 1) {
+    if (shiftSumTile(op, mirrored, x, w, bias, y, -1) == TileEmitted::None)
+      error("the shift-sum does not fit the stencil template");
+    return;
+  }
+  const Op &stats = body.ops[1];
+  if (stats.kind != "group_norm_stats" || stats.single("input") != sum.results.at(0))
+    error("the stencil fusion's epilogue is not the statistics of its shift-sum");
+  const int mean = outer(stats.results.at(0)), rstd = outer(stats.results.at(1));
+  requireFloat(mean, "the mean");
+  requireFloat(rstd, "the rstd");
+  const int64_t groups = stats.intAttr("groups");
+  const double eps = stats.floatAttr("epsilon");
+  const NCS d = ncs(y);
+  if (groups < 1 || d.c % groups)
+    error("channels do not split into groups");
+  const int64_t chunks = d.n * d.c * medrun::normstats::chunksPerPlane(
+                                          medrun::normstats::planeOf(shape(y)));
+  const int parts = scratch(std::max<int64_t>(chunks, 1) * 3 * 4);
+  switch (shiftSumTile(op, mirrored, x, w, bias, y, parts)) {
+  case TileEmitted::None:
+    error("the shift-sum does not fit the stencil template");
+  case TileEmitted::WithStatistics:
+    mergeStats(op, parts, d.n * groups, d.c / groups, shape(y), eps, mean, rstd);
+    return;
+  case TileEmitted::Plain:
+    groupStats(op, y, groups, eps, mean, rstd);
+    return;
+  }
+}
+
+void FunctionGen::registerStencilFusion(FusionTemplates &t) {
+  t["stencil"] = [](FunctionGen &g, const Op &op, const medrun::Function &body) {
+    g.stencilFusion(op, body);
+  };
+}
+
+} // namespace mlir::med::cuda
