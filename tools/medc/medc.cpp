@@ -468,7 +468,10 @@ void printStats(func::FuncOp f, const med::ModelStats &s) {
                            {"forward_flops", s.totalFlops()},
                            {"flops_by_family", std::move(families)},
                            {"activation_bytes", s.activationBytes},
-                           {"peak_live_bytes", s.peakLiveBytes}};
+                           {"peak_live_bytes", s.peakLiveBytes},
+                           {"planned_arena_bytes", s.plannedArenaBytes},
+                           {"resident_bytes", s.residentBytes},
+                           {"planned_peak_bytes", s.plannedArenaBytes + s.residentBytes}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
     return;
   }
@@ -490,6 +493,12 @@ void printStats(func::FuncOp f, const med::ModelStats &s) {
      << llvm::formatv("  all op results     {0,12}\n", bytes(s.activationBytes))
      << llvm::formatv("  peak live          {0,12} (forward only, program order)\n",
                       bytes(s.peakLiveBytes));
+  os << "\nplanned device memory (medc's memory plan over the ops in program order)\n"
+     << llvm::formatv("  arena              {0,12} (values at their storage types)\n",
+                      bytes(s.plannedArenaBytes))
+     << llvm::formatv("  resident state     {0,12} (the parameters, moments and EMA read)\n",
+                      bytes(s.residentBytes))
+     << llvm::formatv("  planned peak       {0,12}\n", bytes(s.plannedArenaBytes + s.residentBytes));
 }
 
 // Identifies what a recipe compiles to: this compiler (its executable), the model file and
