@@ -23,6 +23,7 @@ struct ModelStats {
   /// values, and the resident state the function reads (parameters, moments, EMA).
   int64_t plannedArenaBytes = 0;
   int64_t residentBytes = 0;
+  int64_t memoryBudgetBytes = 0; ///< medc stats --memory-budget (0: none)
 
   double totalFlops() const;
 };
