@@ -128,8 +128,7 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
       }
       if (!lowered && !recomputeBlockMlp())
         break;
-      if (!lowered) {
-        tried.clear(); // the ops changed
+      if (!lowered) { // (candidates tried before stay tried: retrying each costs a plan)
         plan = planFunctionMemory(f);
         if (failed(plan))
           return signalPassFailure();
@@ -174,13 +173,16 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
         undo(Candidate{act, {}, nullptr, 0}, copy);
       copies.erase(act);
       llvm::DenseSet<Operation *> erased;
-      if (!formBlockMlp(compress, erased)) {
-        failedBlocks.insert(compress);
-        continue;
+      const bool formed = formBlockMlp(compress, erased);
+      if (!erased.empty()) { // new fusions (an mlp_grad alone where the mlp failed, too)
+        OpPassManager storage(func::FuncOp::getOperationName());
+        storage.addPass(createMedAssignStorage());
+        if (failed(runPipeline(storage, f)))
+          return false;
       }
-      OpPassManager storage(func::FuncOp::getOperationName());
-      storage.addPass(createMedAssignStorage());
-      return succeeded(runPipeline(storage, f));
+      if (formed)
+        return true;
+      failedBlocks.insert(compress);
     }
     return false;
   }
