@@ -260,10 +260,13 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # CUDA backend in fp32 and in bf16-mixed, 3 warm-up and 20 timed steps each (medrun bench;
   # docs/perf.md).
   : >"$OUT/medrun-bench.log"
-  # bf16-ab: the bf16-mixed step without one pass (gpu-prepare.sh with MED_PREPARE_AB=PASS).
-  for v in fp32:banis_plus bf16:banis_plus_bf16 bf16-ab:banis_plus_bf16_ab fp16:banis_plus_fp16; do
+  # bf16-ab: the bf16-mixed step without one pass (gpu-prepare.sh with MED_PREPARE_AB=PASS);
+  # bf16-16g: compiled with --memory-budget 16 (med-recompute: the goal is <= 16 GiB peak with
+  # the step within 10% of bf16's).
+  for v in fp32:banis_plus bf16:banis_plus_bf16 bf16-ab:banis_plus_bf16_ab bf16-16g:banis_plus_bf16_16g \
+           fp16:banis_plus_fp16; do
     p=${v%%:*} a=${v#*:}
-    [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" ${p%-ab} "* ]] || continue
+    [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" ${p%%-*} "* ]] || continue
     [ -f ".device/cuda/$a.medc" ] || continue
     echo "== bench: medrun bench $a"
     timeout 300 ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
@@ -341,7 +344,7 @@ echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  for p in fp32 bf16 bf16-ab fp16; do
+  for p in fp32 bf16 bf16-ab bf16-16g fp16; do
     [ -s "$OUT/medrun-bench-$p.json" ] || continue
     python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys

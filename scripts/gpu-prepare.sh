@@ -49,6 +49,10 @@ mkdir -p .device/cuda
 # scripts/gpu-data-parallel.sh trains and benches it on 1..8 GPUs.
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
   --data-parallel -o .device/cuda/banis_plus_bf16_dp.medc
+# The bf16-mixed step under a 16 GiB memory budget (med-recompute; part `bench`, bf16-16g).
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --memory-budget 16 \
+  --target cuda -o .device/cuda/banis_plus_bf16_16g.medc
+cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
 if [ -n "${MED_PREPARE_AB:-}" ]; then

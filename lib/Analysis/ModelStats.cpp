@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------------------===//
 
 #include "med/Analysis/ModelStats.h"
+#include "med/Analysis/MemoryPlan.h"
 #include "med/IR/MedOps.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -193,5 +194,10 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
       live -= numBytes(v.getType());
     }
   }
+  FailureOr<FunctionMemoryPlan> memory = planFunctionMemory(f);
+  if (failed(memory))
+    return failure();
+  stats.plannedArenaBytes = static_cast<int64_t>(memory->arena.bytes);
+  stats.residentBytes = memory->residentBytes;
   return stats;
 }

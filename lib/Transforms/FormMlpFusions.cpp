@@ -92,49 +92,64 @@ std::optional<SmallVector<Operation *>> backwardOf(Operation *act, Operation *co
   return list;
 }
 
+} // namespace
+
+SmallVector<Operation *> mlir::med::blockMlps(func::FuncOp f) {
+  SmallVector<Operation *> compresses;
+  // The template's tensor cores multiply 16-bit operands: mixed-precision functions only.
+  if (!mixedStorageType(f))
+    return compresses;
+  for (Block &block : f.getBody()) // not inside fusions formed before
+    for (Operation &op : block) {
+      if (!hasKind(&op, FusionKind::Contraction) || op.getNumOperands() < 2)
+        continue;
+      Operation *act = op.getOperand(0).getDefiningOp();
+      if (!hasKind(act, FusionKind::Elementwise) || act->getNumOperands() != 1)
+        continue;
+      Operation *expand = act->getOperand(0).getDefiningOp();
+      if (hasKind(expand, FusionKind::Contraction) && expand->getBlock() == op.getBlock())
+        compresses.push_back(&op);
+    }
+  return compresses;
+}
+
+bool mlir::med::formBlockMlp(Operation *compress, llvm::DenseSet<Operation *> &erased) {
+  Operation *act = compress->getOperand(0).getDefiningOp();
+  Operation *expand = act->getOperand(0).getDefiningOp();
+  std::optional<SmallVector<Operation *>> backward = backwardOf(act, compress);
+  if (!backward)
+    return false;
+  // The backward first: then nothing outside the forward chain reads h or g.
+  if (!backward->empty() && !outline("mlp_grad", {expand, act}, *backward, backward->front(), erased))
+    return false;
+  SmallVector<Operation *> forward{expand, act, compress};
+  Value m = compress->getResult(0);
+  if (m.hasOneUse()) { // an elementwise epilogue: the residual add
+    Operation *e = *m.getUsers().begin();
+    FusionKind kind = fusionKind(e);
+    if ((kind == FusionKind::Elementwise || kind == FusionKind::Broadcast) &&
+        e->getBlock() == compress->getBlock())
+      forward.push_back(e);
+  }
+  if (outline("mlp", {}, forward, forward.back(), erased))
+    return true;
+  if (forward.size() == 4) {
+    forward.pop_back();
+    return outline("mlp", {}, forward, forward.back(), erased);
+  }
+  return false;
+}
+
+namespace {
+
 struct MedFormMlpFusions : med::impl::MedFormMlpFusionsBase<MedFormMlpFusions> {
   using Base::Base;
 
   void runOnOperation() override {
-    func::FuncOp f = getOperation();
-    // The template's tensor cores multiply 16-bit operands: mixed-precision functions only.
-    if (!mixedStorageType(f))
-      return;
-    SmallVector<Operation *> compresses;
-    for (Block &block : f.getBody()) // not inside fusions formed before
-      for (Operation &op : block)
-        if (hasKind(&op, FusionKind::Contraction) && op.getNumOperands() >= 2)
-          compresses.push_back(&op);
     llvm::DenseSet<Operation *> erased; // candidates outlined by an earlier match
-    for (Operation *compress : compresses) {
-      if (erased.contains(compress))
-        continue;
-      Operation *act = compress->getOperand(0).getDefiningOp();
-      if (!hasKind(act, FusionKind::Elementwise) || act->getNumOperands() != 1)
-        continue;
-      Operation *expand = act->getOperand(0).getDefiningOp();
-      if (!hasKind(expand, FusionKind::Contraction) || expand->getBlock() != compress->getBlock())
-        continue;
-      std::optional<SmallVector<Operation *>> backward = backwardOf(act, compress);
-      if (!backward)
-        continue;
-      // The backward first: then nothing outside the forward chain reads h or g.
-      if (!backward->empty() && !outline("mlp_grad", {expand, act}, *backward, backward->front(), erased))
-        continue;
-      SmallVector<Operation *> forward{expand, act, compress};
-      Value m = compress->getResult(0);
-      if (m.hasOneUse()) { // an elementwise epilogue: the residual add
-        Operation *e = *m.getUsers().begin();
-        FusionKind kind = fusionKind(e);
-        if ((kind == FusionKind::Elementwise || kind == FusionKind::Broadcast) &&
-            e->getBlock() == compress->getBlock())
-          forward.push_back(e);
-      }
-      if (!outline("mlp", {}, forward, forward.back(), erased) && forward.size() == 4) {
-        forward.pop_back();
-        outline("mlp", {}, forward, forward.back(), erased);
-      }
-    }
+    for (Operation *compress : blockMlps(getOperation()))
+      if (!erased.contains(compress))
+        formBlockMlp(compress, erased);
   }
 };
 

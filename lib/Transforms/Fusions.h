@@ -12,6 +12,7 @@
 #include "med/IR/MedOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <optional>
@@ -31,6 +32,17 @@ FusionOp buildFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Opera
 /// Replaces the uses of `escaping` outside `members` by the fusion's results.
 void useFusionResults(FusionOp fusion, ArrayRef<Value> escaping,
                       const llvm::SmallPtrSetImpl<Operation *> &members);
+
+/// The block MLPs of `f` (mixed precision only): each compressing contraction whose input
+/// is a one-operand elementwise activation of an expanding contraction, the three found by
+/// FusionOpInterface.
+SmallVector<Operation *> blockMlps(func::FuncOp f);
+
+/// Makes the block MLP ending in `compress` (from blockMlps) an `mlp` fusion (with its
+/// elementwise epilogue where the template takes it) and the backward ops that read its
+/// expansion an `mlp_grad` fusion that recomputes it (med-form-mlp-fusions, one block).
+/// Ops it erases are added to `erased`. False when the block's ops do not fit the templates.
+bool formBlockMlp(Operation *compress, llvm::DenseSet<Operation *> &erased);
 
 /// The 16-bit type a function's activations are stored in under its `med.precision`
 /// (bf16-mixed: bf16, fp16-mixed: f16); none for other functions.

@@ -37,7 +37,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    ArrayRef<std::string> disabled,
                                                    llvm::function_ref<void(const Twine &)> error,
                                                    ArrayRef<std::string> requested,
-                                                   std::optional<double> bucketMb) {
+                                                   std::optional<double> bucketMb,
+                                                   double memoryBudgetGib) {
   for (const std::string &name : disabled)
     if (!llvm::is_contained(optimizationPasses(), StringRef(name)) &&
         !llvm::is_contained(forwardPasses(), StringRef(name))) {
@@ -89,6 +90,11 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedFormFusions());
   // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.
   fn.addPass(createMedAssignStorage());
+  if (memoryBudgetGib > 0) { // after the storage decisions, which size the memory plan
+    MedRecomputeOptions options;
+    options.budgetGib = memoryBudgetGib;
+    fn.addPass(createMedRecompute(options));
+  }
   return success();
 }
 
@@ -104,6 +110,10 @@ struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
   Option<double> bucketMb{*this, "bucket-mb",
                           llvm::cl::desc("med-data-parallel's largest bucket in MiB"),
                           llvm::cl::init(25)};
+  Option<double> memoryBudgetGib{*this, "memory-budget-gib",
+                                 llvm::cl::desc("run med-recompute last with this budget "
+                                                "(0: no budget)"),
+                                 llvm::cl::init(0)};
 };
 } // namespace
 
@@ -113,14 +123,14 @@ void mlir::med::registerMedPipelines() {
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
       "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
       "med-sink-assigns, med-form-mlp-fusions when enabled, med-form-stencil-fusions, "
-      "med-split-contraction-bias, "
-      "med-form-fusions), then "
-      "med-assign-storage, exactly as medc runs them",
+      "med-split-contraction-bias, med-form-fusions), then "
+      "med-assign-storage, and med-recompute under a memory budget, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         std::vector<std::string> enabled(options.enable.begin(), options.enable.end());
         (void)buildOptimizationPipeline(
             pm, disabled, [](const Twine &msg) { llvm::errs() << "med-optimize: " << msg << "\n"; },
-            enabled, options.dataParallel ? std::optional<double>(options.bucketMb) : std::nullopt);
+            enabled, options.dataParallel ? std::optional<double>(options.bucketMb) : std::nullopt,
+            options.memoryBudgetGib);
       });
 }

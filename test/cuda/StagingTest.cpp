@@ -38,7 +38,8 @@ const char *kPlan = R"({"format":"medc-artifact","compiler":"test","source":"t.m
  "source_sha256":"00","options":{},"parameters":[],
  "functions":[{"name":"f","values":[{"dtype":"f32","shape":[2,3,5]},{"dtype":"i64","shape":[]}],
    "inputs":[0,1],"input_names":["x","n"],"outputs":[0,1],"ops":[],
-   "cuda_plan":{"scratch":[4],"steps":[]}}],
+   "cuda_plan":{"scratch":[4],"steps":[],
+                "memory":{"arena":768,"offsets":[0,256,512]}}}],
  "cuda":{"arch":"sm_90","nvrtc":"13.0","kernels":0,"launches":0,
    "modules":[{"source":"cuda.source.0","cubin":"cuda.cubin.0"}]}})";
 

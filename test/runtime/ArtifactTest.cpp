@@ -74,12 +74,12 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  // Version 6 plans (before the data-parallel all_reduce) and older are no longer read:
-  // recompile them.
-  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 8u}) {
+  // Version 7 plans (before medc's memory plan) and older are no longer read: recompile
+  // them.
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 9u}) {
     std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
     EXPECT_NE(msg.find(str("artifact format version ", v,
-                           ", but this medrun reads version 7 only; recompile")),
+                           ", but this medrun reads version 8 only; recompile")),
               std::string::npos)
         << msg;
   }
@@ -185,7 +185,7 @@ TEST(Artifact, ValidatesCudaPlan) {
   const std::string good = R"({"scratch":[4],"steps":[
     {"kind":"param","op":0,"name":"w","value":1},
     {"kind":"launch","op":1,"kernel":"add_0","grid":[1,1,1],"block":[256,1,1],"shared":0,
-     "args":[2,0,1,3]}]})";
+     "args":[2,0,1,3]}],"memory":{"arena":512,"offsets":[0,-1,256,0]}})";
   const std::string prelude =
       "extern \"C\" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {}\n";
   std::vector<std::pair<std::string, std::string>> secs = {
@@ -210,6 +210,20 @@ TEST(Artifact, ValidatesCudaPlan) {
   ASSERT_EQ(f.cuda->steps.size(), 2u);
   EXPECT_EQ(f.cuda->steps[1].kernel, "add_0");
   EXPECT_EQ(f.cuda->steps[1].args, (std::vector<int>{2, 0, 1, 3}));
+  EXPECT_EQ(f.cuda->arenaBytes, 512);
+  EXPECT_EQ(f.cuda->offsets, (std::vector<int64_t>{0, -1, 256, 0}));
+  // The memory plan (version 8) must be there, with one offset per buffer.
+  for (auto [from, to, expected] : std::vector<std::array<std::string, 3>>{
+           {",\"memory\":{\"arena\":512,\"offsets\":[0,-1,256,0]}", "",
+            "no 'memory' (the memory plan of plan format 8"},
+           {"[0,-1,256,0]", "[0,-1,256]", "'offsets' has 3 entries for 4 buffers"},
+           {"[0,-1,256,0]", "[0,-2,256,0]", "offset -2 is neither a byte offset nor -1"}}) {
+    std::string edited = good;
+    edited.replace(edited.find(from), from.size(), to);
+    std::string m = loadError(writeTemp("plan6.medc", withSections(withPlan(edited, cuda), secs)));
+    EXPECT_NE(m.find(expected), std::string::npos) << m;
+    EXPECT_NE(m.find("function 'f'.cuda_plan"), std::string::npos) << m;
+  }
   // Argument 4 is beyond the 3 values and 1 scratch buffer.
   std::string bad = good;
   bad.replace(bad.find("[2,0,1,3]"), 9, "[2,0,1,4]");

@@ -1,4 +1,5 @@
 //===- med-opt.cpp - mlir-opt for the med dialect --------------------------------===//
+#include "med/Analysis/MemoryPlan.h"
 #include "med/InitMed.h"
 #include "Version.h"
 
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::med::registerMedDialects(registry);
   mlir::med::registerAllMedPasses();
+  mlir::med::registerTestMemoryPlanPass(); // test-only: prints memory plans for FileCheck
   // The pass list exists once mlir-opt's options are registered (registering is idempotent,
   // MlirOptMain does it again); LLVM sorts categories by name, so this one comes first.
   mlir::MlirOptMainConfig::registerCLOptions(registry);

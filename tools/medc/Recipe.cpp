@@ -116,7 +116,8 @@ const std::vector<Section> &schema() {
 const std::vector<Key> &topValues() {
   static const std::vector<Key> v = {{"clip_grad_norm", Type::Number},
                                      {"precision", Type::Word, "fp32"},
-                                     {"recompute_mlp", Type::Bool, "false"}};
+                                     {"recompute_mlp", Type::Bool, "false"},
+                                     {"memory_budget_gib", Type::Number, "0"}};
   return v;
 }
 
@@ -479,8 +480,12 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     }
   }
   for (const Key &k : topValues())
-    if (k.fallback && !effective.get(k.name))
-      effective[k.name] = k.fallback;
+    if (k.fallback && !effective.get(k.name)) { // typed, as a section's defaults
+      Node n;
+      n.kind = Node::Scalar;
+      n.scalar = k.fallback;
+      effective[k.name] = cantFail(r.typed(n, k, k.name));
+    }
 
   Recipe recipe;
   // model: FILE, or {file: FILE, network: NAME}
@@ -593,6 +598,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (precision != "fp32")
     train.push_back("precision=" + precision.str());
   recipe.recomputeMlp = *effective.getBoolean("recompute_mlp");
+  recipe.memoryBudgetGib = *effective.getNumber("memory_budget_gib");
+  if (recipe.memoryBudgetGib < 0)
+    return r.fail("memory_budget_gib: expected a size in GiB (0: no budget), got " +
+                  llvm::formatv("{0}", recipe.memoryBudgetGib).str());
   if (!sys::fs::is_regular_file(recipe.model))
     return r.fail("model: no such model file '" + recipe.model + "' (" +
                   (sys::path::is_absolute(modelFile) ? "" : "relative to the recipe's folder; ") +

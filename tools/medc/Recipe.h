@@ -29,6 +29,8 @@ struct Recipe {
   /// `recompute_mlp`: run med-form-mlp-fusions (the block MLP fused, its expansion
   /// recomputed in the backward: less memory, slower today).
   bool recomputeMlp = false;
+  /// `memory_budget_gib`: the planned peak med-recompute must reach (0: no budget).
+  double memoryBudgetGib = 0;
   /// Every section with the defaults filled in; numbers, booleans and words typed.
   llvm::json::Object effective;
 };

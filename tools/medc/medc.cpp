@@ -168,6 +168,13 @@ cl::list<std::string> enabledPasses(
     cl::desc("Run a pass of compile's pipeline that is off by default (med-form-mlp-fusions: "
              "the recipe key recompute_mlp); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<double> memoryBudget(
+    "memory-budget",
+    cl::desc("Recompute saved values in the backward until the planned device memory (medc's "
+             "memory plan and the resident state) fits GiB (med-recompute; the recipe key "
+             "memory_budget_gib); stats reports the planned peak after it"),
+    cl::value_desc("GiB"), cl::init(0), cl::sub(compileCmd), cl::sub(statsCmd),
+    cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
     cl::desc("Print the module to standard error after the named pass of compile's pipeline "
@@ -296,7 +303,8 @@ LogicalResult optimize(ModuleOp module) {
     requested.push_back("med-form-mlp-fusions");
   if (failed(med::buildOptimizationPipeline(
           pm, disabled, [](const llvm::Twine &msg) { fail("--disable-pass/--enable-pass: " + msg); },
-          requested, dataParallel ? std::optional<double>(bucketMb) : std::nullopt)))
+          requested, dataParallel ? std::optional<double>(bucketMb) : std::nullopt,
+          memoryBudget)))
     return failure();
   printAfterNamedPasses(pm);
   return pm.run(module);
@@ -468,7 +476,12 @@ void printStats(func::FuncOp f, const med::ModelStats &s) {
                            {"forward_flops", s.totalFlops()},
                            {"flops_by_family", std::move(families)},
                            {"activation_bytes", s.activationBytes},
-                           {"peak_live_bytes", s.peakLiveBytes}};
+                           {"peak_live_bytes", s.peakLiveBytes},
+                           {"planned_arena_bytes", s.plannedArenaBytes},
+                           {"resident_bytes", s.residentBytes},
+                           {"planned_peak_bytes", s.plannedArenaBytes + s.residentBytes}};
+    if (s.memoryBudgetBytes)
+      out["memory_budget_bytes"] = s.memoryBudgetBytes;
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
     return;
   }
@@ -490,6 +503,15 @@ void printStats(func::FuncOp f, const med::ModelStats &s) {
      << llvm::formatv("  all op results     {0,12}\n", bytes(s.activationBytes))
      << llvm::formatv("  peak live          {0,12} (forward only, program order)\n",
                       bytes(s.peakLiveBytes));
+  os << "\nplanned device memory (medc's memory plan over the ops in program order)\n"
+     << llvm::formatv("  arena              {0,12} (values at their storage types)\n",
+                      bytes(s.plannedArenaBytes))
+     << llvm::formatv("  resident state     {0,12} (the parameters, moments and EMA read)\n",
+                      bytes(s.residentBytes))
+     << llvm::formatv("  planned peak       {0,12}{1}\n", bytes(s.plannedArenaBytes + s.residentBytes),
+                      s.memoryBudgetBytes ? " (within the memory budget of " +
+                                                bytes(s.memoryBudgetBytes) + ", med-recompute)"
+                                          : std::string());
 }
 
 // Identifies what a recipe compiles to: this compiler (its executable), the model file and
@@ -589,6 +611,8 @@ int main(int argc, char **argv) {
     effectiveLoss = recipe->lossOptions;
     effectiveTrain = recipe->trainOptions;
     recipeRecomputeMlp = recipe->recomputeMlp;
+    if (!memoryBudget.getNumOccurrences())
+      memoryBudget = recipe->memoryBudgetGib;
   }
   if (recipeFile.empty() && !overrides.empty())
     return fail("--set overrides a recipe key; use it with --recipe");
@@ -627,6 +651,20 @@ int main(int argc, char **argv) {
     FailureOr<med::ModelStats> stats = med::computeModelStats(f);
     if (failed(stats))
       return 1;
+    if (memoryBudget > 0) { // the planned peak once med-recompute has met the budget
+      PassManager pm(&ctx);
+      med::MedRecomputeOptions options;
+      options.budgetGib = memoryBudget;
+      pm.nest<func::FuncOp>().addPass(med::createMedRecompute(options));
+      if (failed(pm.run(*module)))
+        return 1;
+      FailureOr<med::ModelStats> budgeted = med::computeModelStats(f);
+      if (failed(budgeted))
+        return 1;
+      stats->plannedArenaBytes = budgeted->plannedArenaBytes;
+      stats->residentBytes = budgeted->residentBytes;
+      stats->memoryBudgetBytes = static_cast<int64_t>(memoryBudget * double(int64_t(1) << 30));
+    }
     printStats(f, *stats);
     return 0;
   }

@@ -19,6 +19,11 @@ struct ModelStats {
   llvm::MapVector<llvm::StringRef, double> flopsByFamily;
   int64_t activationBytes = 0;  ///< bytes of every op result (no parameters, no constants)
   int64_t peakLiveBytes = 0;    ///< most bytes alive at once when run in program order
+  /// medc's memory plan over the ops in program order (MemoryPlan.h): the arena of the
+  /// values, and the resident state the function reads (parameters, moments, EMA).
+  int64_t plannedArenaBytes = 0;
+  int64_t residentBytes = 0;
+  int64_t memoryBudgetBytes = 0; ///< medc stats --memory-budget (0: none)
 
   double totalFlops() const;
 };

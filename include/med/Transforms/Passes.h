@@ -41,7 +41,8 @@ ArrayRef<StringRef> offByDefaultPasses();
 LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
                                         llvm::function_ref<void(const Twine &)> error,
                                         ArrayRef<std::string> requested = {},
-                                        std::optional<double> bucketMb = std::nullopt);
+                                        std::optional<double> bucketMb = std::nullopt,
+                                        double memoryBudgetGib = 0);
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 

@@ -266,6 +266,29 @@ def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
   }];
 }
 
+def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
+  let summary = "recomputes saved values in the backward until the planned memory fits a budget";
+  let description = [{
+    A training step saves forward values for its backward; while they wait, they hold
+    device memory. Under a budget (`medc compile --memory-budget GiB`, recipe key
+    `memory_budget_gib`), this pass lowers the function's planned peak — medc's memory plan
+    over its ops (the arena, `lib/Analysis/MemoryPlan.cpp`) plus the resident state it
+    reads — until it fits: a value computed by an op that is cheap to run again (no side
+    effects, elementwise or broadcasting by FusionOpInterface, or an `elementwise` fusion:
+    an activation such as GELU) and read both before and after the step where the live
+    bytes peak gets a copy of its op placed before its first reader after the peak, which
+    reads the copy instead. The original then dies before the peak. Candidates are taken
+    greedily by bytes freed per element computed again, each kept only when the re-planned
+    peak falls; when none helps and the budget is still exceeded, the pass fails naming
+    the budget and the best peak it reached. It runs last (after `med-assign-storage`,
+    whose decisions the copies carry), only when a budget is given.
+  }];
+  let options = [
+    Option<"budgetGib", "budget-gib", "double", /*default=*/"0",
+           "the planned peak to reach, in GiB (0: no budget, the pass does nothing)">,
+  ];
+}
+
 def MedFormMlpFusions : Pass<"med-form-mlp-fusions", "::mlir::func::FuncOp"> {
   let summary = "the block MLP (contraction → activation → contraction) and its gradients "
                 "into `mlp` and `mlp_grad` fusions";

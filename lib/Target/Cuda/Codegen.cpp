@@ -34,6 +34,8 @@
 
 #include "Cuda/Codegen.h"
 
+#include "med/Analysis/MemoryPlan.h"
+
 using namespace mlir::med;
 using namespace mlir::med::cuda;
 
@@ -176,6 +178,30 @@ void FunctionGen::fusion(const Op &op) {
 
 } // namespace mlir::med::cuda
 
+namespace {
+/// Places the function's buffers in its arena by their lives over the launch plan, for the
+/// state resident as the runtime holds it in training, and records the offsets in the
+/// plan (`memory`); the runtime checks them.
+llvm::Error planMemory(medrun::Function &fn, json::Object &cudaPlan) {
+  std::string text;
+  llvm::raw_string_ostream(text) << json::Value(json::Object(cudaPlan));
+  try {
+    fn.cuda = medrun::readCudaPlan(text, fn, "medc's plan");
+  } catch (const medrun::Error &e) {
+    return llvm::createStringError(e.what());
+  }
+  const std::vector<medrun::BufferLife> lives = medrun::bufferLives(
+      fn, [&](const medrun::CudaStep &s) { return medrun::residentAsPlanned(fn, s); });
+  ArenaPlan arena = planArena(lives);
+  json::Array offsets;
+  for (int64_t o : arena.offset)
+    offsets.push_back(o);
+  cudaPlan["memory"] = json::Object{{"arena", static_cast<int64_t>(arena.bytes)},
+                                    {"offsets", std::move(offsets)}};
+  return llvm::Error::success();
+}
+} // namespace
+
 llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules,
                                                     int64_t scratchBytes) {
   json::Array *functions = doc.getArray("functions");
@@ -208,6 +234,8 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
       return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,
                                                    llvm::toString(cudaPlan.takeError()))
                                          .str());
+    if (llvm::Error e = planMemory(plan.functions[i], *cudaPlan))
+      return e;
     (*(*functions)[i].getAsObject())["cuda_plan"] = std::move(*cudaPlan);
     program.launches += gen.launches;
   }

@@ -65,11 +65,11 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 7;
+  static constexpr uint32_t kFormatVersion = 8;
   /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types,
-  /// version 7 the data-parallel `all_reduce` op and CUDA step; older
-  /// plans are read no more (recompile them).
-  static constexpr uint32_t kOldestFormatVersion = 7;
+  /// version 7 the data-parallel `all_reduce` op and CUDA step, version 8 medc's memory
+  /// plan (`cuda_plan.memory`); older plans are read no more (recompile them).
+  static constexpr uint32_t kOldestFormatVersion = 8;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;

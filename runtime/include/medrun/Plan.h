@@ -98,6 +98,10 @@ struct CudaStep {
 struct CudaPlan {
   std::vector<int64_t> scratch; ///< bytes of each scratch buffer
   std::vector<CudaStep> steps;  ///< in execution order
+  /// medc's memory plan (plan v8): the arena's size and each buffer's offset in it (-1: the
+  /// buffer takes no arena bytes as planned: resident state, an alias, a placed value).
+  int64_t arenaBytes = 0;
+  std::vector<int64_t> offsets;
 };
 
 struct Function {
@@ -127,6 +131,10 @@ struct Plan {
 /// document or an object with its "fusions" and "functions"); throws Error naming `file`, the
 /// function, the op and what was expected.
 Plan readPlan(const std::string &json, const std::string &file);
+
+/// Reads one function's `cuda_plan` object (JSON text) for `fn`, its memory plan optional
+/// (medc's code generator reads the steps it wrote to place the buffers).
+CudaPlan readCudaPlan(const std::string &json, const Function &fn, const std::string &file);
 
 } // namespace medrun
 

@@ -5,8 +5,9 @@
 // against the driver. A run:
 //
 //   1. places every buffer of the function (values, uploaded inputs and parameters,
-//      scratch) in one device arena by liveness (MemoryPlan.h), once per function; the
-//      arena is kept and reused by later runs;
+//      scratch) in one device arena at the offsets medc planned, checked against the
+//      buffers' lives (MemoryPlan.h), once per function; the arena is kept and reused by
+//      later runs;
 //   2. uploads inputs and the parameters that are not resident, zeroes the status word;
 //   3. launches every step of the plan in order on one stream, without synchronizing;
 //   4. synchronizes once, checks the status word, downloads outputs and assigned values.
@@ -735,56 +736,47 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
   l.type.resize(V);
   for (size_t i = 0; i < V; ++i) // as med-assign-storage decided (bf16/f16 activations)
     l.type[i] = fn.values[i].storage;
-  std::vector<BufferLife> life(B);
-  for (size_t i = 0; i < B; ++i)
-    life[i].bytes = i < V ? static_cast<size_t>(numElements(fn.values[i].shape)) *
-                                dtypeSize(l.type[i])
-                          : static_cast<size_t>(plan.scratch[i - V]);
-  for (int id : fn.inputs)
-    life[id].touch(BufferLife::kBeforeSteps);
-  for (size_t t = 0; t < plan.steps.size(); ++t) {
-    const CudaStep &s = plan.steps[t];
+  // Which values live in resident state tensors, for the state this session holds; the
+  // lives (MemoryPlan.h) follow from that and the plan's steps.
+  for (const CudaStep &s : plan.steps) {
     switch (s.kind) {
     case CudaStep::Kind::Param:
-      if (state.count(s.name) && l.type[s.value] != state.at(s.name).dtype) {
+      if (state.count(s.name) && l.type[s.value] != state.at(s.name).dtype)
         l.residentCopies.emplace_back(s.name, s.value); // read as bf16/f16: a converted copy per run
-        life[s.value].touch(BufferLife::kBeforeSteps);
-      } else if (state.count(s.name)) {
+      else if (state.count(s.name))
         l.resident[s.value] = s.name;
-        life[s.value].bytes = 0; // lives in its resident buffer, not in the arena
-      } else {
-        life[s.value].touch(BufferLife::kBeforeSteps);
-      }
       break;
     case CudaStep::Kind::Alias:
       l.home[s.value] = l.home[s.from];
       l.shift[s.value] = l.shift[s.from];
-      life[s.value].bytes = 0;
-      break;
-    case CudaStep::Kind::Place:
-      life[s.value].bytes = 0; // lives in the buffer of s.from
-      break;
-    case CudaStep::Kind::Launch:
-    case CudaStep::Kind::AllReduce:
-      for (int a : s.args)
-        life[l.home[a]].touch(static_cast<int>(t));
       break;
     case CudaStep::Kind::Assign:
       if (s.inPlace && state.count(s.name) && state.at(s.name).dtype == l.type[s.value] &&
-          l.home[s.value] == s.value && l.resident[s.value].empty()) {
+          l.home[s.value] == s.value && l.resident[s.value].empty())
         l.resident[s.value] = s.name; // its producer writes the resident tensor itself
-        life[s.value].bytes = 0;
-        break;
-      }
-      life[l.home[s.value]].touch(BufferLife::kAfterSteps); // downloaded or committed
+      break;
+    default:
       break;
     }
   }
-  for (int id : fn.outputs)
-    life[l.home[id]].touch(BufferLife::kAfterSteps);
-  BufferLife &status = life[V]; // written by kernels, read after the run
-  status.touch(BufferLife::kBeforeSteps);
-  status.touch(BufferLife::kAfterSteps);
+  const std::vector<BufferLife> life =
+      bufferLives(fn, [&](const CudaStep &s) { return l.resident[s.value] == s.name; });
+  // medc's offsets; a buffer it planned no bytes for (a parameter this session does not
+  // hold, an update it cannot write in place) goes after them. Then the whole is checked.
+  std::vector<int64_t> offset(B, 0);
+  size_t end = static_cast<size_t>(plan.arenaBytes);
+  for (size_t i = 0; i < B; ++i) {
+    if (!life[i].bytes)
+      continue;
+    l.naiveBytes += align256(life[i].bytes);
+    if (plan.offsets[i] >= 0) {
+      offset[i] = plan.offsets[i];
+    } else {
+      offset[i] = static_cast<int64_t>(end);
+      end += align256(life[i].bytes);
+    }
+  }
+  checkArena(fn, life, offset, end);
   if (dnn || lt) {
     l.convs.resize(fn.ops.size());
     l.gemms.resize(fn.ops.size());
@@ -797,10 +789,8 @@ Layout &CudaSession::Impl::layout(const Function &fn) {
       }
     }
   }
-  ArenaPlan placed = planArena(life);
-  l.offset = std::move(placed.offset);
-  l.arenaBytes = std::max<size_t>(placed.bytes, 256);
-  l.naiveBytes = placed.naiveBytes;
+  l.offset.assign(offset.begin(), offset.end());
+  l.arenaBytes = std::max<size_t>(end, 256);
   return l;
 }
 

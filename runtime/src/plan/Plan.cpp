@@ -253,7 +253,8 @@ std::shared_ptr<const Function> PlanReader::fusionBodyOf(const OpInfo &op, const
   return body;
 }
 
-CudaPlan PlanReader::cudaPlan(const json &j, const Function &f, const std::string &where) const {
+CudaPlan PlanReader::cudaPlan(const json &j, const Function &f, const std::string &where,
+                              bool needMemory) const {
   CudaPlan plan;
   for (int64_t b : ints(field(j, "scratch", where), where + ".scratch")) {
     if (b < 0)
@@ -349,6 +350,26 @@ CudaPlan PlanReader::cudaPlan(const json &j, const Function &f, const std::strin
     }
     plan.steps.push_back(std::move(step));
   }
+  // medc's memory plan (plan v8). Its offsets are checked against the buffers' lives when
+  // the runtime places them (checkArena); here only their form.
+  if (!j.contains("memory")) {
+    if (needMemory)
+      fail(where, "no 'memory' (the memory plan of plan format 8; recompile the model)");
+    return plan;
+  }
+  const std::string w = where + ".memory";
+  const json &memory = field(j, "memory", where);
+  const json &bytes = field(memory, "arena", w);
+  if (!bytes.is_number_integer() || bytes.get<int64_t>() < 0)
+    fail(w, "'arena' must be a byte count");
+  plan.arenaBytes = bytes.get<int64_t>();
+  plan.offsets = ints(field(memory, "offsets", w), w + ".offsets");
+  if (static_cast<int64_t>(plan.offsets.size()) != buffers)
+    fail(w, str("'offsets' has ", plan.offsets.size(), " entries for ", buffers,
+                " buffers (values, then scratch)"));
+  for (int64_t o : plan.offsets)
+    if (o < -1)
+      fail(w, str("offset ", o, " is neither a byte offset nor -1"));
   return plan;
 }
 
@@ -387,6 +408,14 @@ Plan readPlan(const std::string &text, const std::string &file) {
   if (doc.is_discarded() || !doc.is_object())
     r.fail("document", "not a JSON object");
   return r.plan(doc);
+}
+
+CudaPlan readCudaPlan(const std::string &text, const Function &fn, const std::string &file) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  PlanReader r{file};
+  if (doc.is_discarded() || !doc.is_object())
+    r.fail("cuda_plan", "not a JSON object");
+  return r.cudaPlan(doc, fn, str("function '", fn.name, "'.cuda_plan"), /*needMemory=*/false);
 }
 
 } // namespace medrun

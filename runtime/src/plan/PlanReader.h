@@ -63,7 +63,8 @@ struct PlanReader {
   /// The body a `fusion` op refers to, checked against the op's inputs and results.
   std::shared_ptr<const Function> fusionBodyOf(const OpInfo &op, const Function &f,
                                                const std::string &w) const;
-  CudaPlan cudaPlan(const nlohmann::json &j, const Function &f, const std::string &where) const;
+  CudaPlan cudaPlan(const nlohmann::json &j, const Function &f, const std::string &where,
+                    bool needMemory = true) const;
   /// The fusion bodies ("fusions", optional) and then the functions ("functions", a
   /// non-empty list) of a plan document.
   Plan plan(const nlohmann::json &doc);

@@ -4,7 +4,7 @@ the outputs and the parameters a step assigns: the pass must not change what a p
 computes. Values compare with == (so +0 and -0 are equal, NaN never is).
 
 usage: run_before_after.py --medc M --medrun R --pass NAME --dir D [--precision P --rtol T]
-                           FILE.mlir [medc options]
+                           [--with-option OPT]... FILE.mlir [medc options]
 
 Prints, per function, how many ops each artifact has and whether the results are the same.
 With --rtol (for a pass that changes roundings, e.g. a fusion keeping in f32 what was
@@ -28,6 +28,9 @@ p.add_argument("--precision", default="f32")
 p.add_argument("--rtol", type=float, default=None)
 p.add_argument("--off-by-default", action="store_true",
                help="the pass runs only when requested: --enable-pass on the side with it")
+p.add_argument("--with-option", action="append", default=[],
+               help="a medc option that runs the pass (e.g. --memory-budget=0.01), for the side "
+               "with it; the side without leaves it out")
 p.add_argument("--with-file", help="compile this (complete) module as the side with the pass "
                "instead: a negative control feeds a deliberately broken output of the pass")
 p.add_argument("file")
@@ -37,6 +40,8 @@ os.makedirs(o.dir, exist_ok=True)
 arts = {}
 sides = (("with", ["--enable-pass=" + o.pass_]), ("without", [])) if o.off_by_default else \
     (("with", []), ("without", ["--disable-pass=" + o.pass_]))
+if o.with_option:
+    sides = (("with", o.with_option), ("without", []))
 for side, extra in sides:
     art = os.path.join(o.dir, side + ".medc")
     args = [o.with_file] if side == "with" and o.with_file else [o.file, *medc_opts, *extra]

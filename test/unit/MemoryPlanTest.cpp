@@ -1,13 +1,13 @@
 // planArena: buffers live at the same time never share bytes, and reuse happens.
-#include "medrun/MemoryPlan.h"
+#include "med/Analysis/MemoryPlan.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-using medrun::ArenaPlan;
 using medrun::BufferLife;
-using medrun::planArena;
+using mlir::med::ArenaPlan;
+using mlir::med::planArena;
 
 namespace {
 
@@ -15,7 +15,7 @@ void expectDisjoint(const std::vector<BufferLife> &b, const ArenaPlan &p, size_t
   for (size_t i = 0; i < b.size(); ++i) {
     if (b[i].bytes == 0)
       continue;
-    EXPECT_EQ(p.offset[i] % align, 0u);
+    EXPECT_EQ(p.offset[i] % static_cast<int64_t>(align), 0);
     EXPECT_LE(p.offset[i] + b[i].bytes, p.bytes);
     for (size_t j = i + 1; j < b.size(); ++j) {
       if (b[j].bytes == 0)

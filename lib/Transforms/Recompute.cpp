@@ -1,0 +1,214 @@
+//===- Recompute.cpp - saved values recomputed until the memory plan fits a budget ---===//
+#include "Fusions.h"
+#include "med/Analysis/MemoryPlan.h"
+#include "med/IR/MedOps.h"
+#include "med/Transforms/Passes.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::med {
+#define GEN_PASS_DEF_MEDRECOMPUTE
+#include "med/Transforms/Passes.h.inc"
+} // namespace mlir::med
+
+using namespace mlir;
+using namespace mlir::med;
+using medrun::BufferLife;
+
+namespace {
+
+/// Elements computed per element of the result when `op` runs again, or 0 when it cannot
+/// be recomputed cheaply: it must be free of side effects and elementwise (or broadcasting)
+/// by FusionOpInterface, or an elementwise fusion (its body's ops per element).
+double recomputeCost(Operation *op) {
+  if (op->getNumResults() == 0 || !isMemoryEffectFree(op))
+    return 0;
+  if (auto fusion = dyn_cast<FusionOp>(op)) {
+    if (fusion.getTemplateName() != "elementwise")
+      return 0;
+    double ops = 0;
+    fusion.getBody().walk([&](Operation *inner) { ops += inner->getNumResults() ? 1 : 0; });
+    return std::max(ops, 1.0);
+  }
+  FusionKind kind = fusionKind(op);
+  return kind == FusionKind::Elementwise || kind == FusionKind::Broadcast ? 1 : 0;
+}
+
+int64_t planned(const FunctionMemoryPlan &p) {
+  return static_cast<int64_t>(p.arena.bytes) + p.residentBytes;
+}
+
+/// The step at which the most bytes are live (the lower bound the arena approaches).
+int peakStep(const FunctionMemoryPlan &p, int steps) {
+  std::vector<int64_t> delta(steps + 3, 0); // index step + 1; the upload is -1
+  auto at = [&](int s) { return std::clamp(s, -1, steps) + 1; };
+  for (const BufferLife &l : p.lives)
+    if (l.bytes && l.first <= l.last) {
+      delta[at(l.first)] += static_cast<int64_t>(l.bytes);
+      delta[at(l.last) + 1] -= static_cast<int64_t>(l.bytes);
+    }
+  int best = -1;
+  int64_t live = 0, most = -1;
+  for (int s = -1; s <= steps; ++s) {
+    live += delta[at(s)];
+    if (live > most) {
+      most = live;
+      best = s;
+    }
+  }
+  return best;
+}
+
+struct Candidate {
+  Operation *op;
+  Value value;
+  Operation *late; ///< the first reader after the peak; the copy goes before it
+  double score;    ///< bytes freed per element recomputed
+};
+
+struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (budgetGib <= 0)
+      return;
+    func::FuncOp f = getOperation();
+    const int64_t budget = static_cast<int64_t>(budgetGib * double(int64_t(1) << 30));
+    FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
+    if (failed(plan))
+      return signalPassFailure();
+    llvm::DenseSet<Operation *> tried; // candidates that did not lower the peak
+    while (planned(*plan) > budget) {
+      Block &body = f.getBody().front();
+      llvm::DenseMap<Operation *, int> step;
+      int n = 0;
+      for (Operation &op : body)
+        step[&op] = n++;
+      const int peak = peakStep(*plan, n);
+      // Values live across the peak, read before it (or defined) and again after it.
+      std::vector<Candidate> candidates;
+      for (Operation &op : body) {
+        const double cost = recomputeCost(&op);
+        if (!cost || step[&op] >= peak || tried.contains(&op))
+          continue;
+        for (Value v : op.getResults()) {
+          Operation *late = nullptr;
+          for (Operation *user : v.getUsers()) {
+            Operation *top = body.findAncestorOpInBlock(*user);
+            if (top && step[top] > peak && !isa<func::ReturnOp, AssignOp>(top) &&
+                (!late || step[top] < step[late]))
+              late = top;
+          }
+          if (!late)
+            continue;
+          const double elements = cast<ShapedType>(v.getType()).getNumElements();
+          candidates.push_back({&op, v, late, double(storedBytes(v)) / (cost * elements)});
+        }
+      }
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [](const Candidate &a, const Candidate &b) { return a.score > b.score; });
+      bool lowered = false;
+      for (const Candidate &c : candidates) {
+        Operation *copy = recompute(c, step);
+        copies[c.op].push_back(copy);
+        FailureOr<FunctionMemoryPlan> next = planFunctionMemory(f);
+        if (failed(next))
+          return signalPassFailure();
+        if (planned(*next) < planned(*plan)) {
+          plan = std::move(next);
+          lowered = true;
+          break;
+        }
+        undo(c, copy); // it did not help: the original reads again
+        copies[c.op].pop_back();
+        tried.insert(c.op);
+      }
+      if (!lowered && !recomputeBlockMlp())
+        break;
+      if (!lowered) { // (candidates tried before stay tried: retrying each costs a plan)
+        plan = planFunctionMemory(f);
+        if (failed(plan))
+          return signalPassFailure();
+      }
+    }
+    if (planned(*plan) > budget) {
+      std::string gib;
+      llvm::raw_string_ostream(gib) << llvm::format("%g", static_cast<double>(budgetGib));
+      f.emitError(llvm::formatv("memory budget of {0} GiB ({1} bytes) cannot be met: the best "
+                                "planned peak med-recompute reaches is {2} bytes ({3:F2} GiB: "
+                                "arena {4}, resident state {5})",
+                                gib, budget, planned(*plan),
+                                planned(*plan) / double(int64_t(1) << 30), plan->arena.bytes,
+                                plan->residentBytes)
+                      .str());
+      return signalPassFailure();
+    }
+  }
+
+  /// The most expensive candidates: a block MLP whose expansion and activation the `mlp`
+  /// and `mlp_grad` templates recompute (med-form-mlp-fusions for one block), the block
+  /// freeing the most bytes per multiply-add first. Copies of its activation made here
+  /// are undone first (the templates recompute it). Storage is decided again for the new
+  /// fusions. False when no block is left.
+  bool recomputeBlockMlp() {
+    func::FuncOp f = getOperation();
+    SmallVector<Operation *> blocks = blockMlps(f);
+    auto score = [](Operation *compress) {
+      Value g = compress->getOperand(0), h = g.getDefiningOp()->getOperand(0);
+      Value x = h.getDefiningOp()->getOperand(0);
+      const double macs = double(cast<ShapedType>(h.getType()).getNumElements()) *
+                          double(cast<ShapedType>(x.getType()).getDimSize(1));
+      return double(storedBytes(h) + storedBytes(g)) / macs;
+    };
+    std::stable_sort(blocks.begin(), blocks.end(),
+                     [&](Operation *a, Operation *b) { return score(a) > score(b); });
+    for (Operation *compress : blocks) {
+      if (failedBlocks.contains(compress))
+        continue;
+      Operation *act = compress->getOperand(0).getDefiningOp();
+      for (Operation *copy : copies.lookup(act))
+        undo(Candidate{act, {}, nullptr, 0}, copy);
+      copies.erase(act);
+      llvm::DenseSet<Operation *> erased;
+      const bool formed = formBlockMlp(compress, erased);
+      if (!erased.empty()) { // new fusions (an mlp_grad alone where the mlp failed, too)
+        OpPassManager storage(func::FuncOp::getOperationName());
+        storage.addPass(createMedAssignStorage());
+        if (failed(runPipeline(storage, f)))
+          return false;
+      }
+      if (formed)
+        return true;
+      failedBlocks.insert(compress);
+    }
+    return false;
+  }
+
+  llvm::DenseMap<Operation *, SmallVector<Operation *>> copies; ///< made by this pass
+  llvm::DenseSet<Operation *> failedBlocks; ///< block MLPs the templates do not take
+
+  /// A copy of the candidate's op before its first reader after the peak; every reader
+  /// from there on reads the copy.
+  Operation *recompute(const Candidate &c, const llvm::DenseMap<Operation *, int> &step) {
+    OpBuilder b(c.late);
+    Operation *copy = b.clone(*c.op);
+    Block *block = c.late->getBlock();
+    const int from = step.lookup(c.late);
+    for (unsigned i = 0; i < c.op->getNumResults(); ++i)
+      c.op->getResult(i).replaceUsesWithIf(copy->getResult(i), [&](OpOperand &use) {
+        Operation *top = block->findAncestorOpInBlock(*use.getOwner());
+        return top && top != copy && step.count(top) && step.lookup(top) >= from;
+      });
+    return copy;
+  }
+
+  void undo(const Candidate &c, Operation *copy) {
+    copy->replaceAllUsesWith(c.op->getResults());
+    copy->erase();
+  }
+};
+
+} // namespace
