@@ -83,8 +83,10 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
   if (enabled("med-form-stencil-fusions"))
     fn.addPass(createMedFormStencilFusions());
   // After the mlp fusions took their blocks whole; only with med-form-fusions, which turns
-  // the split into a gain (alone it adds a kernel per convolution).
-  if (enabled("med-split-contraction-bias") && enabled("med-form-fusions"))
+  // the split into a gain (alone it adds a kernel per convolution), and not under a memory
+  // budget: med-recompute forms block MLPs from the convolutions with their bias.
+  if (enabled("med-split-contraction-bias") && enabled("med-form-fusions") &&
+      !(memoryBudgetGib > 0))
     fn.addPass(createMedSplitContractionBias());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());

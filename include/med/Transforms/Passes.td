@@ -336,7 +336,8 @@ def MedSplitContractionBias : Pass<"med-split-contraction-bias", "::mlir::func::
     before the add (as an unfused `conv → add` program would). Convolutions read by
     anything else (a loss, a norm, a fusion) keep their bias. medc runs it after
     `med-form-mlp-fusions` and only together with `med-form-fusions`, which makes the
-    split a gain (alone it adds a kernel per convolution).
+    split a gain (alone it adds a kernel per convolution), and not under
+    `--memory-budget` (`med-recompute` forms block MLPs from convolutions with their bias).
   }];
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
