@@ -215,18 +215,27 @@ void normalize(const Tensor &x, const Acc<T> *mean, const Acc<T> *rstd, const Ac
   });
 }
 
+/// The operands group_norm and group_norm_apply share: gamma and beta in the accumulation
+/// type, the result in x's, channels that split into `groups`.
 template <typename T>
-void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
-                   double eps, Tensor &y, Tensor *meanOut, Tensor *rstdOut) {
-  using A = Acc<T>;
-  const char *k = "group_norm";
+NCS checkAffine(const char *k, const Tensor &x, const Tensor &gamma, const Tensor &beta,
+                int64_t groups, const Tensor &y) {
   requireDType(k, "gamma", gamma, accDType<T>());
   requireDType(k, "beta", beta, accDType<T>());
   requireDType(k, "result", y, x.dtype());
   NCS d = ncs(k, x);
   if (groups < 1 || d.c % groups != 0)
-    throw Error(str("med kernel group_norm: ", d.c, " channels do not split into ", groups,
+    throw Error(str("med kernel ", k, ": ", d.c, " channels do not split into ", groups,
                     " groups"));
+  return d;
+}
+
+template <typename T>
+void groupNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
+                   double eps, Tensor &y, Tensor *meanOut, Tensor *rstdOut) {
+  using A = Acc<T>;
+  const char *k = "group_norm";
+  NCS d = checkAffine<T>(k, x, gamma, beta, groups, y);
   if (!meanOut != !rstdOut)
     throw Error("med kernel group_norm: saves both statistics (mean and rstd) or neither");
   if (meanOut) {
@@ -248,13 +257,7 @@ void groupNormApplyImpl(const Tensor &x, const Tensor &mean, const Tensor &rstd,
                         const Tensor &gamma, const Tensor &beta, int64_t groups, Tensor &y) {
   using A = Acc<T>;
   const char *k = "group_norm_apply";
-  requireDType(k, "gamma", gamma, accDType<T>());
-  requireDType(k, "beta", beta, accDType<T>());
-  requireDType(k, "result", y, x.dtype());
-  NCS d = ncs(k, x);
-  if (groups < 1 || d.c % groups != 0)
-    throw Error(str("med kernel group_norm_apply: ", d.c, " channels do not split into ",
-                    groups, " groups"));
+  NCS d = checkAffine<T>(k, x, gamma, beta, groups, y);
   checkStatistic<T>(k, "mean", mean, d.n, groups);
   checkStatistic<T>(k, "rstd", rstd, d.n, groups);
   normalize<T>(x, ptr<A>(mean), ptr<A>(rstd), ptr<A>(gamma), ptr<A>(beta), groups, y);
