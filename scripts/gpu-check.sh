@@ -16,7 +16,8 @@
 #             moments, EMA) and its `infer`, then MedNeXt-S k3 (quickstart, 32³): three
 #             steps and `infer`. Each side needs most of the GPU for MedNeXt-L, in turn.
 #             Then bf16-mixed and fp16-mixed (medcheck --against-autocast): the same BANIS+
-#             step and the quickstart's compiled with precision=bf16-mixed and fp16-mixed,
+#             step (also compiled with --memory-budget 16: med-recompute, the block MLPs'
+#             templates) and the quickstart's compiled with precision=bf16-mixed and fp16-mixed,
 #             ours and torch autocast to bf16 / f16 (f16: with torch's GradScaler) each
 #             measured against torch f32; ours' relative error at most 1.5x autocast's on
 #             every tensor (loss, grad_norm, bf16 gradients, parameters, moments, EMA), ours'
@@ -203,7 +204,7 @@ if [[ " $CHECKS " == *" large "* ]]; then
   # bf16-mixed and fp16-mixed against torch autocast (bf16; f16 with GradScaler) and torch
   # f32, three runs in turn per step. fp16-mixed artifacts have no <loss>_grad (their
   # gradients exist only scaled, inside the step): no --train-grad.
-  for m in banis_plus_bf16:bf16:1:900 quickstart_bf16:bf16:3:300 banis_plus_fp16:f16:1:900 quickstart_fp16:f16:3:300; do
+  for m in banis_plus_bf16:bf16:1:900 banis_plus_bf16_16g:bf16:1:900 quickstart_bf16:bf16:3:300 banis_plus_fp16:f16:1:900 quickstart_fp16:f16:3:300; do
     IFS=: read -r a p steps limit <<<"$m"
     grad=()
     [ "$p" = bf16 ] && grad=(--train-grad)

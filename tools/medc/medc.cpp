@@ -139,6 +139,12 @@ cl::opt<unsigned> cudaScratchMib(
              "recomputed expansion and gradient (MiB, default 512): it runs in slabs of "
              "voxels that fit"),
     cl::init(512), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaMlpResidentKib(
+    "cuda-mlp-resident-kib",
+    cl::desc("The most shared memory a fused block MLP's kernel may take to keep all its "
+             "weights there (KiB, default 48; 0: the weights are staged per tile and the "
+             "backward runs in slabs)"),
+    cl::init(48), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -707,7 +713,8 @@ int main(int argc, char **argv) {
       const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
       llvm::Expected<med::CudaProgram> program =
           med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads,
-                            int64_t{std::max(1u, cudaScratchMib.getValue())} << 20);
+                            int64_t{std::max(1u, cudaScratchMib.getValue())} << 20,
+                            int64_t{cudaMlpResidentKib.getValue()} << 10);
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {

@@ -40,7 +40,8 @@ struct CudaProgram {
 /// has no CUDA lowering (an unsupported op or element type). The kernels are split into at
 /// most `modules` modules (fewer when some would hold no kernel).
 llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1,
-                                         int64_t scratchBytes = int64_t{512} << 20);
+                                         int64_t scratchBytes = int64_t{512} << 20,
+                                         int64_t mlpResidentBytes = int64_t{48} << 10);
 
 struct CudaBinary {
   std::string cubin;   ///< sm_<arch> machine code

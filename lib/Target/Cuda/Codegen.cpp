@@ -203,7 +203,8 @@ llvm::Error planMemory(medrun::Function &fn, json::Object &cudaPlan) {
 } // namespace
 
 llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules,
-                                                    int64_t scratchBytes) {
+                                                    int64_t scratchBytes,
+                                                    int64_t mlpResidentBytes) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -229,6 +230,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
   for (size_t i = 0; i < plan.functions.size(); ++i) {
     FunctionGen gen(src, plan.functions[i]);
     gen.scratchLimit = scratchBytes;
+    gen.mlpResidentLimit = mlpResidentBytes;
     llvm::Expected<json::Object> cudaPlan = gen.run();
     if (!cudaPlan)
       return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,

@@ -156,6 +156,9 @@ public:
   FunctionGen(Source &src, const medrun::Function &fn) : src(src), fn(fn) {}
   /// The most scratch a template's slabs may take at once (the mlp_grad backward).
   int64_t scratchLimit = int64_t{512} << 20;
+  /// The most shared memory the mlp templates' kernels may take to keep all the weights of a
+  /// block MLP there for the whole kernel (above it they stage them per tile).
+  int64_t mlpResidentLimit = int64_t{48} << 10;
 
   /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
   llvm::Expected<json::Object> run();
@@ -476,6 +479,10 @@ private:
   void mlpWeights(const Op &op, int w, int64_t rows, int64_t cols, const std::string &t,
                   int *plain, int *transposed);
   void mlpCheck(int x, int y) const;
+  bool mlpGradResident(const Op &op, int x, int dy, std::optional<int> dx, int dw1, int dw2,
+                       std::optional<int> db1, bool bias, const std::string &act,
+                       const std::string &actGrad, std::vector<std::string> params,
+                       std::vector<int> args);
   /// Partial sums over a slab's tiles of out[m][n] = Σ_k A[m][k]·B[n][k] (k: voxels) into
   /// `parts` at parts partBase.. (Fusion/Mlp.cpp).
   void mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B, int64_t M, int64_t Nc,
@@ -491,7 +498,8 @@ private:
                               int64_t srcPitch, int64_t rows, int64_t cols,
                               const std::string &rowOffset, const std::string &colOffset,
                               int64_t srcRows, int64_t srcCols, const std::string &t);
-  static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t);
+  static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t,
+                             int64_t pitch);
   static std::string mlpLoad(const std::string &dst, const std::string &src, int64_t C,
                              int64_t P, int64_t S, const std::string &t, int64_t pitch);
 

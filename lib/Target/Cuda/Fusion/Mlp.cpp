@@ -8,15 +8,17 @@
 // fragments of W2·g (the back-to-back GEMM layout). The block's input and output tiles pass
 // through shared memory so that global memory is read and written along the voxels.
 //
-// mlp_grad recomputes the expansion: one kernel gives dx (all chunks of a tile in
-// registers), one gives per-part partial sums of dW1, dW2 and db1 (a warp owns a chunk, its
-// products with the expanded channels as rows, a block a fixed set of tiles), and
-// fixed-tree sums over the parts finish them.
-// No float atomics: the same bits on every run.
+// mlp_grad recomputes the expansion. Where a block MLP's weights fit in shared memory
+// beside a tile (mlpResidentLimit), one kernel does the whole backward: dx, and the weight
+// gradients as products over voxels of act(h) and dh passed through shared memory, summed
+// in registers over the block's tiles (mlpGradResident). Otherwise one kernel per slab of
+// tiles gives dx and writes act(h) and dh to scratch, and two products over the slab give
+// partial sums of the weight gradients. Either way fixed-tree sums over the parts finish
+// them. No float atomics: the same bits on every run.
 //
 // The weights go to 16-bit copies in the layouts the fragments read (scratch), first. The
-// forward and dx kernels stage them in shared memory, kStage expanded channels at a time,
-// shared by the block's warps (read once per block, not once per warp from L1/L2).
+// kernels keep them in shared memory, shared by the block's warps: all of them for the
+// whole kernel where they fit, else kStage expanded channels at a time per tile.
 // Channel counts are padded to 16 with zeros. The templates' matchers (lib/IR/MedFusion.cpp)
 // bound the input and output channels to 128 (fragments and accumulators in registers).
 //
@@ -35,7 +37,27 @@ constexpr int64_t kStage = 32;
 // Blocks the weight-gradient kernel aims at (several waves on the H200's 132 SMs at the
 // three blocks per SM its registers allow): the parts of the voxel split follow from it.
 constexpr int64_t kGradBlocks = 2048;
+// Blocks of the kernels that keep all weights in shared memory and loop over tiles: three
+// per SM of the H200's 132. A fixed count (not the GPU's): mlp_grad's partial sums are one
+// per block, so the same count gives the same bits on every GPU.
+constexpr int64_t kResidentBlocks = 3 * 132;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
+
+/// Code building the warp's operand fragments `name` [chans / 16][4] (rows: its voxels vr
+/// and vr + 8; columns: channels) from shared `sh` [chans][pitch] (16-bit).
+std::string fragments(const std::string &name, const std::string &sh, int64_t chans,
+                      int64_t pitch) {
+  const std::string P = std::to_string(pitch);
+  return "  unsigned " + name + "[" + std::to_string(chans / 16) + "][4];\n"
+         "  #pragma unroll\n"
+         "  for (int kc = 0; kc < " + std::to_string(chans / 16) + "; ++kc) {\n"
+         "    const int c = kc * 16 + 2 * q;\n"
+         "    " + name + "[kc][0] = pack2(" + sh + "[c * " + P + " + vr], " + sh + "[(c + 1) * " + P + " + vr]);\n"
+         "    " + name + "[kc][1] = pack2(" + sh + "[c * " + P + " + vr + 8], " + sh + "[(c + 1) * " + P + " + vr + 8]);\n"
+         "    " + name + "[kc][2] = pack2(" + sh + "[(c + 8) * " + P + " + vr], " + sh + "[(c + 9) * " + P + " + vr]);\n"
+         "    " + name + "[kc][3] = pack2(" + sh + "[(c + 8) * " + P + " + vr + 8], " + sh + "[(c + 9) * " + P + " + vr + 8]);\n"
+         "  }\n";
+}
 
 /// The roles of an mlp / mlp_grad body's values, from its ops (the matcher checked them).
 struct MlpBody {
@@ -172,66 +194,98 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   const std::string act = scalarExpr(r.act->kind, {"v"});
   if (act.empty())
     error("'med." + r.act->kind + "' has no scalar form");
-  const int64_t P1 = Cp + 8, P2 = kStage + 8, stages = (Ep + kStage - 1) / kStage;
-  const int64_t weightsHalf = kStage * P1 + Cop * P2; // 16-bit elements of one stage
-  std::string k =
-      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
-      "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
-      "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + std::to_string(kTile) + ";\n"
-      "  alignas(16) __shared__ float smem[" + num(std::max({Cp * kTile / 2, Cop * kTile, (weightsHalf + 1) / 2})) + "];\n"
-      "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
-      "  " + t + "* w1s = (" + t + "*)smem; // [stage][Cp + 8]: W1's rows of the stage (after xa)\n"
-      "  " + t + "* w2s = w1s + " + num(kStage * P1) + "; // [Cop][stage + 8]: W2's columns\n" +
-      mlpLoad("xs", "x", C, Cp, S, t, kTile) +
-      "  __syncthreads();\n"
-      "  const int vr = warp * 16 + g;\n"
-      "  unsigned xa[" + num(Cp / 16) + "][4];\n"
-      "  #pragma unroll\n"
-      "  for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc) {\n"
-      "    const int c = kc * 16 + 2 * q;\n"
-      "    xa[kc][0] = pack2(xs[c * " + std::to_string(kTile) + " + vr], xs[(c + 1) * " + std::to_string(kTile) + " + vr]);\n"
-      "    xa[kc][1] = pack2(xs[c * " + std::to_string(kTile) + " + vr + 8], xs[(c + 1) * " + std::to_string(kTile) + " + vr + 8]);\n"
-      "    xa[kc][2] = pack2(xs[(c + 8) * " + std::to_string(kTile) + " + vr], xs[(c + 9) * " + std::to_string(kTile) + " + vr]);\n"
-      "    xa[kc][3] = pack2(xs[(c + 8) * " + std::to_string(kTile) + " + vr + 8], xs[(c + 9) * " + std::to_string(kTile) + " + vr + 8]);\n"
-      "  }\n"
-      "  float acc[" + num(Cop / 8) + "][4];\n"
-      "  #pragma unroll\n"
-      "  for (int j = 0; j < " + num(Cop / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
-      "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
-      "    __syncthreads(); // the tile or the last stage's weights are read\n" +
-      mlpStage("w1s", P1, "w1p", Cp, kStage, Cp, "st * " + num(kStage), "0", Ep, Cp, t) +
-      mlpStage("w2s", P2, "w2p", Ep, Cop, kStage, "0", "st * " + num(kStage), Cop, Ep, t) +
-      "    __syncthreads();\n"
-      "    #pragma unroll\n"
-      "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
-      "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
-      "    if (ec >= " + num(Ep / 16) + ") break;\n" +
-      mlpExpansion("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1), Cp, E, b1.has_value(), act, t) +
-      "    #pragma unroll\n"
-      "    for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct) {\n"
-      "      const " + t + "* wb = w2s + (ct * 8 + g) * " + num(P2) + " + cl * 16 + 2 * q;\n"
-      "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
-      "      mma16816<" + t + ">(acc[ct], ga, b);\n"
-      "    }\n"
-      "    }\n"
-      "  }\n"
-      "  __syncthreads(); // the weights are read: the output tile takes their place\n"
-      "  float* ys = smem; // [Cop][tile]\n"
-      "  #pragma unroll\n"
-      "  for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct)\n"
-      "    #pragma unroll\n"
-      "    for (int j = 0; j < 4; ++j)\n"
-      "      ys[(ct * 8 + 2 * q + (j & 1)) * " + std::to_string(kTile) + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
-      "  __syncthreads();\n"
-      "  for (int i = threadIdx.x; i < " + num(Co * kTile) + "; i += blockDim.x) {\n"
-      "    const int co = i / " + std::to_string(kTile) + ", v = i % " + std::to_string(kTile) + ", s = s0 + v;\n"
-      "    if (s >= " + num(S) + ") continue;\n"
-      "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
-      "    const float m = ys[i]" + (b2 ? " + (float)b2[co]" : "") + ";\n"
-      "    y[o] = " + result + ";\n"
-      "  }\n";
-  launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32), N * tiles, kWarps * 32,
-         args);
+  const std::string T = std::to_string(kTile);
+  // The warp's products for expansion chunk ec: h, act(h), then acc += act(h)·W2[:, chunk]ᵀ.
+  auto chunk = [&](const std::string &ec, const std::string &w1row, const std::string &w2col) {
+    return mlpExpansion(ec, w1row, Cp, E, b1.has_value(), act, t) +
+           "    #pragma unroll\n"
+           "    for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct) {\n"
+           "      const " + t + "* wb = " + w2col + " + 2 * q;\n"
+           "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
+           "      mma16816<" + t + ">(acc[ct], ga, b);\n"
+           "    }\n";
+  };
+  // One tile of 64 voxels of sample n from s0: x in through xs, y out through ys (which
+  // takes xs's place), `products` between.
+  auto tileCode = [&](const std::string &products) {
+    return mlpLoad("xs", "x", C, Cp, S, t, kTile) +
+           "  __syncthreads();\n"
+           "  const int vr = warp * 16 + g;\n" +
+           fragments("xa", "xs", Cp, kTile) +
+           "  float acc[" + num(Cop / 8) + "][4];\n"
+           "  #pragma unroll\n"
+           "  for (int j = 0; j < " + num(Cop / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n" +
+           products +
+           "  __syncthreads(); // xs (and staged weights) are read: the output tile takes their place\n"
+           "  #pragma unroll\n"
+           "  for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct)\n"
+           "    #pragma unroll\n"
+           "    for (int j = 0; j < 4; ++j)\n"
+           "      ys[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
+           "  __syncthreads();\n"
+           "  for (int i = threadIdx.x; i < " + num(Co * kTile) + "; i += blockDim.x) {\n"
+           "    const int co = i / " + T + ", v = i % " + T + ", s = s0 + v;\n"
+           "    if (s >= " + num(S) + ") continue;\n"
+           "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
+           "    const float m = ys[i]" + (b2 ? " + (float)b2[co]" : "") + ";\n"
+           "    y[o] = " + result + ";\n"
+           "  }\n";
+  };
+  const std::string lanes =
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
+  const int64_t P1 = Cp + 8, PE = Ep + 8, tileWords = std::max(Cp * kTile / 2, Cop * kTile);
+  const int64_t residentHalf = Ep * P1 + Cop * PE; // 16-bit elements of all the weights
+  std::string k;
+  int64_t grid;
+  if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit) {
+    // The weights fit in shared memory beside a tile: staged once per block, which then
+    // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
+    grid = std::min(N * tiles, kResidentBlocks);
+    k = lanes +
+        "  alignas(16) __shared__ float smem[" + num(residentHalf / 2 + tileWords) + "];\n"
+        "  " + t + "* w1s = (" + t + "*)smem; // [Ep][Cp + 8]: W1\n"
+        "  " + t + "* w2s = w1s + " + num(Ep * P1) + "; // [Cop][Ep + 8]: W2\n"
+        "  " + t + "* xs = (" + t + "*)(smem + " + num(residentHalf / 2) + "); // [Cp][tile]\n"
+        "  float* ys = smem + " + num(residentHalf / 2) + "; // [Cop][tile]\n" +
+        mlpStage("w1s", P1, "w1p", Cp, Ep, Cp, "0", "0", Ep, Cp, t) +
+        mlpStage("w2s", PE, "w2p", Ep, Cop, Ep, "0", "0", Cop, Ep, t) +
+        "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
+        "  const i64 n = tile / " + num(tiles) + ";\n"
+        "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
+        "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
+        tileCode("  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
+                 chunk("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1),
+                       "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
+                 "  }\n") +
+        "  }\n";
+  } else {
+    // kStage expanded channels' weights at a time, in the tile's place once xa is built.
+    const int64_t P2 = kStage + 8, stages = (Ep + kStage - 1) / kStage;
+    const int64_t weightsHalf = kStage * P1 + Cop * P2; // 16-bit elements of one stage
+    grid = N * tiles;
+    k = lanes +
+        "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
+        "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + T + ";\n"
+        "  alignas(16) __shared__ float smem[" + num(std::max(tileWords, (weightsHalf + 1) / 2)) + "];\n"
+        "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
+        "  float* ys = smem; // [Cop][tile]\n"
+        "  " + t + "* w1s = (" + t + "*)smem; // [stage][Cp + 8]: W1's rows of the stage (after xa)\n"
+        "  " + t + "* w2s = w1s + " + num(kStage * P1) + "; // [Cop][stage + 8]: W2's columns\n" +
+        tileCode("  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
+                 "    __syncthreads(); // the tile or the last stage's weights are read\n" +
+                 mlpStage("w1s", P1, "w1p", Cp, kStage, Cp, "st * " + num(kStage), "0", Ep, Cp, t) +
+                 mlpStage("w2s", P2, "w2p", Ep, Cop, kStage, "0", "st * " + num(kStage), Cop, Ep, t) +
+                 "    __syncthreads();\n"
+                 "    #pragma unroll\n"
+                 "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
+                 "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
+                 "    if (ec >= " + num(Ep / 16) + ") break;\n" +
+                 chunk("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1),
+                       "w2s + (ct * 8 + g) * " + num(P2) + " + cl * 16") +
+                 "    }\n"
+                 "  }\n");
+  }
+  launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32), grid, kWarps * 32, args);
 }
 
 /// Code copying rows [0, rows) × columns [0, cols) of `src` (row pitch srcPitch, from row
@@ -316,24 +370,13 @@ std::string FunctionGen::mlpLoad(const std::string &dst, const std::string &src,
 /// Code loading a tile of 64 voxels of sample n from s0 — x into xs [Cp][tile] and dy into
 /// dys [Cop][tile] (16-bit, zero-padded) — and building the warp's operand fragments of both
 /// (rows: its 16 voxels; columns: channels) in xa and dya.
-std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t) {
+std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t,
+                                 int64_t pitch) {
   const int64_t Cp = pad16(C), Cop = pad16(Co);
-  const std::string T = std::to_string(kTile);
-  auto frags = [&](const std::string &name, const std::string &sh, int64_t chans) {
-    return "  unsigned " + name + "[" + num(chans / 16) + "][4];\n"
-           "  #pragma unroll\n"
-           "  for (int kc = 0; kc < " + num(chans / 16) + "; ++kc) {\n"
-           "    const int c = kc * 16 + 2 * q;\n"
-           "    " + name + "[kc][0] = pack2(" + sh + "[c * " + T + " + vr], " + sh + "[(c + 1) * " + T + " + vr]);\n"
-           "    " + name + "[kc][1] = pack2(" + sh + "[c * " + T + " + vr + 8], " + sh + "[(c + 1) * " + T + " + vr + 8]);\n"
-           "    " + name + "[kc][2] = pack2(" + sh + "[(c + 8) * " + T + " + vr], " + sh + "[(c + 9) * " + T + " + vr]);\n"
-           "    " + name + "[kc][3] = pack2(" + sh + "[(c + 8) * " + T + " + vr + 8], " + sh + "[(c + 9) * " + T + " + vr + 8]);\n"
-           "  }\n";
-  };
-  return mlpLoad("xs", "x", C, Cp, S, t, kTile) + mlpLoad("dys", "dy", Co, Cop, S, t, kTile) +
+  return mlpLoad("xs", "x", C, Cp, S, t, pitch) + mlpLoad("dys", "dy", Co, Cop, S, t, pitch) +
          "  __syncthreads();\n"
          "  const int vr = warp * 16 + g;\n" +
-         frags("xa", "xs", Cp) + frags("dya", "dys", Cop);
+         fragments("xa", "xs", Cp, pitch) + fragments("dya", "dys", Cop, pitch);
 }
 
 /// Code computing, after mlpExpansion for chunk `ec`, dg = W2ᵀ·dy (two 16×8 tiles) and
@@ -418,6 +461,10 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   }
   const std::string lanes =
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
+  const int64_t outs = Co * E + E * C + E; // dW2 [Co][E], dW1 [E][C], db1 [E]
+  if (mlpGradResident(op, x, dy, dx, *dw1, *dw2, db1, b1.has_value(), act, actGrad, params,
+                      args))
+    return;
 
   // The backward in slabs of tiles: for each slab, one kernel gives dx (all chunks of a tile
   // in registers) and writes act(h) and dh of its tiles to scratch [tile][Ep][64] (16-bit);
@@ -434,7 +481,6 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   // Outputs: dW2 [Co][E], dW1 [E][C], db1 [E]; parts per slab so that each product's grid
   // has about kGradBlocks blocks (a fixed count: the same sums on every GPU), each part at
   // least two tiles, the partial sums within 64 MiB.
-  const int64_t outs = Co * E + E * C + E;
   const int64_t gemmTiles = ((Cop + 63) / 64) * ((Ep + 63) / 64);
   const int64_t perSlab = std::max<int64_t>(
       1, std::min<int64_t>({(slabTiles + 1) / 2, (kGradBlocks + gemmTiles - 1) / gemmTiles,
@@ -469,7 +515,7 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
         "  " + t + "* actT = act + (i64)blockIdx.x * " + num(Ep * kTile) + "; // [Ep][tile]\n"
         "  " + t + "* dhT = dh + (i64)blockIdx.x * " + num(Ep * kTile) + ";\n" +
-        mlpTile(C, Co, S, t) +
+        mlpTile(C, Co, S, t, kTile) +
         "  float acc[" + num(Cp / 8) + "][4];\n"
         "  #pragma unroll\n"
         "  for (int j = 0; j < " + num(Cp / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
@@ -534,6 +580,178 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   sumParts(op, "mlp_grad_sum", "w", *dw1, partsBuf, Co * E, E * C, parts);
   if (db1)
     sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
+}
+
+/// The backward in one kernel when all weights fit in shared memory beside a tile and the
+/// weight gradients' accumulators fit in registers (the high-resolution MedNeXt blocks):
+/// no scratch, and no expansion in device memory. A block stages the weights once and takes
+/// tiles blockIdx.x, + gridDim.x, ...; per tile its warps recompute h and dg, give dh and
+/// dx (as the slab kernel does), and pass act(h) and dh through shared memory, a stage of
+/// SE expanded channels at a time, to the products over the tile's voxels that accumulate
+/// dW2 = dy·act(h)ᵀ, dW1 = dh·xᵀ and db1 = dh·1 in registers (the stage's output fragments
+/// dealt to the warps in turn). Each block writes its sums as one part; the fixed-tree sums
+/// over the kResidentBlocks parts finish them. False (nothing emitted) when it does not fit.
+bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int> dx, int dw1,
+                                  int dw2, std::optional<int> db1, bool bias,
+                                  const std::string &act, const std::string &actGrad,
+                                  std::vector<std::string> params, std::vector<int> args) {
+  const std::string t = medrun::dtypeName(type(x).dtype);
+  const auto &xs = shape(x);
+  const int64_t N = xs[0], C = xs[1], S = product(xs, 2), E = shape(dw1)[0],
+                Co = shape(dw2)[0];
+  const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
+  const int64_t TP = kTile + 8, P1 = Cp + 8, P3 = Cop + 8, PE = Ep + 8;
+  const int64_t weightsHalf = Ep * P1 + Ep * P3 + Cp * PE; // W1, W2ᵀ, W1ᵀ (16-bit)
+  // The fewest stages whose shared memory fits, with at most 64 accumulator registers.
+  int64_t stages = 1, SE = 0, F2 = 0, F1 = 0, F = 0, slots = 0, regionHalf = 0;
+  for (; stages <= Ep / 16; ++stages) {
+    SE = (Ep / 16 + stages - 1) / stages * 16;
+    F2 = Cop / 16 * (SE / 8); // dW2 fragments of a stage: Co rows, SE columns
+    F1 = SE / 16 * (Cp / 8);  // dW1: SE rows, C columns
+    F = F2 + F1 + SE / 16;    // and db1: SE rows, one column
+    slots = (F + kWarps - 1) / kWarps;
+    regionHalf = std::max((Cp + Cop) * TP + 2 * SE * TP, Cp * kTile * 2);
+    if (2 * (weightsHalf + regionHalf) <= mlpResidentLimit && stages * slots * 4 <= 64)
+      break;
+  }
+  if (stages > Ep / 16)
+    return false;
+  const int64_t tileCount = N * tiles, parts = std::min(tileCount, kResidentBlocks);
+  const int64_t outs = Co * E + E * C + E;
+  const int partsBuf = scratch(outs * parts * 4);
+  if (dx) {
+    params.insert(params.begin(), out("dx"));
+    args.insert(args.begin(), *dx);
+  }
+  params.insert(params.begin(), out("parts"));
+  args.insert(args.begin(), partsBuf);
+  const std::string T = std::to_string(kTile), P = num(TP), G = num(parts);
+  std::string k =
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
+      "  alignas(16) __shared__ float smem[" + num((weightsHalf + regionHalf) / 2) + "];\n"
+      "  " + t + "* w1s = (" + t + "*)smem;                 // [Ep][Cp + 8]: W1\n"
+      "  " + t + "* w2ts = w1s + " + num(Ep * P1) + ";  // [Ep][Cop + 8]: W2ᵀ\n"
+      "  " + t + "* w1ts = w2ts + " + num(Ep * P3) + "; // [Cp][Ep + 8]: W1ᵀ\n"
+      "  " + t + "* xs = w1ts + " + num(Cp * PE) + ";   // [Cp][tile + 8]\n"
+      "  " + t + "* dys = xs + " + num(Cp * TP) + ";    // [Cop][tile + 8]\n"
+      "  " + t + "* actS = dys + " + num(Cop * TP) + "; // [SE][tile + 8]: act(h) of a stage\n"
+      "  " + t + "* dhS = actS + " + num(SE * TP) + ";  // [SE][tile + 8]: dh of a stage\n"
+      "  float* out = (float*)xs; // [Cp][tile]: dx, once the stages are done\n" +
+      mlpStage("w1s", P1, "w1p", Cp, Ep, Cp, "0", "0", Ep, Cp, t) +
+      mlpStage("w2ts", P3, "w2t", Cop, Ep, Cop, "0", "0", Ep, Cop, t) +
+      mlpStage("w1ts", PE, "w1t", Ep, Cp, Ep, "0", "0", Cp, Ep, t) +
+      "  float gacc[" + num(stages) + "][" + num(slots) + "][4];\n"
+      "  #pragma unroll\n"
+      "  for (int st = 0; st < " + num(stages) + "; ++st)\n"
+      "    #pragma unroll\n"
+      "    for (int sl = 0; sl < " + num(slots) + "; ++sl)\n"
+      "      gacc[st][sl][0] = gacc[st][sl][1] = gacc[st][sl][2] = gacc[st][sl][3] = 0.0f;\n"
+      "  for (i64 tile = blockIdx.x; tile < " + num(tileCount) + "; tile += gridDim.x) {\n"
+      "  const i64 n = tile / " + num(tiles) + ";\n"
+      "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
+      "  __syncthreads(); // the weights are staged, the last tile's dx read\n" +
+      mlpTile(C, Co, S, t, TP) +
+      "  float acc[" + num(Cp / 8) + "][4];\n"
+      "  #pragma unroll\n"
+      "  for (int j = 0; j < " + num(Cp / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
+      "  #pragma unroll\n"
+      "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
+      "    #pragma unroll\n"
+      "    for (int cl = 0; cl < " + num(SE / 16) + "; ++cl) {\n"
+      "    const int ec = st * " + num(SE / 16) + " + cl;\n"
+      "    if (ec >= " + num(Ep / 16) + ") break;\n" +
+      mlpExpansion("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1), Cp, E, bias, act, t) +
+      mlpActGrad("ec", "w2ts + (ec * 16 + nt * 8 + g) * " + num(P3), Cop, E, actGrad, t) +
+      "    #pragma unroll\n"
+      "    for (int nt = 0; nt < 2; ++nt)\n"
+      "      #pragma unroll\n"
+      "      for (int j = 0; j < 4; ++j) {\n"
+      "        const int e = cl * 16 + nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;\n"
+      "        actS[e * " + P + " + v] = a[nt][j];\n"
+      "        dhS[e * " + P + " + v] = dh[nt][j];\n"
+      "      }\n" +
+      (dx ? "    #pragma unroll\n"
+            "    for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct) {\n"
+            "      const " + t + "* wb = w1ts + (ct * 8 + g) * " + num(PE) + " + ec * 16 + 2 * q;\n"
+            "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
+            "      mma16816<" + t + ">(acc[ct], dha, b);\n"
+            "    }\n"
+          : std::string()) +
+      "    }\n"
+      "    __syncthreads(); // the stage's act(h) and dh are written\n"
+      "    // The stage's products over the tile's voxels: fragment f of dW2 (A: dy's rows, B:\n"
+      "    // act(h)'s), dW1 (dh's, x's) or db1 (dh's, a column of ones).\n"
+      "    #pragma unroll\n"
+      "    for (int sl = 0; sl < " + num(slots) + "; ++sl) {\n"
+      "      // A warp without a fragment in this slot repeats the last one (its sums are not\n"
+      "      // written): every warp runs the same products, as the CPU emulation's mma needs.\n"
+      "      const int f = warp + " + std::to_string(kWarps) + " * sl < " + num(F) + " ? warp + " + std::to_string(kWarps) + " * sl : " + num(F - 1) + ";\n"
+      "      const " + t + " *ar, *br = nullptr;\n"
+      "      if (f < " + num(F2) + ") {\n"
+      "        ar = dys + (f / " + num(SE / 8) + " * 16 + g) * " + P + ";\n"
+      "        br = actS + (f % " + num(SE / 8) + " * 8 + g) * " + P + ";\n"
+      "      } else if (f < " + num(F2 + F1) + ") {\n"
+      "        ar = dhS + ((f - " + num(F2) + ") / " + num(Cp / 8) + " * 16 + g) * " + P + ";\n"
+      "        br = xs + ((f - " + num(F2) + ") % " + num(Cp / 8) + " * 8 + g) * " + P + ";\n"
+      "      } else {\n"
+      "        ar = dhS + ((f - " + num(F2 + F1) + ") * 16 + g) * " + P + ";\n"
+      "      }\n"
+      "      const unsigned one = g == 0 ? pack2<" + t + ">(1.0f, 1.0f) : 0u;\n"
+      "      #pragma unroll\n"
+      "      for (int k0 = 0; k0 < " + T + "; k0 += 16) {\n"
+      "        const " + t + "* r = ar + k0 + 2 * q;\n"
+      "        const unsigned a[4] = {*(const unsigned*)r, *(const unsigned*)(r + " + num(8 * TP) + "),\n"
+      "                               *(const unsigned*)(r + 8), *(const unsigned*)(r + " + num(8 * TP + 8) + ")};\n"
+      "        const unsigned b[2] = {br ? *(const unsigned*)(br + k0 + 2 * q) : one,\n"
+      "                               br ? *(const unsigned*)(br + k0 + 2 * q + 8) : one};\n"
+      "        mma16816<" + t + ">(gacc[st][sl], a, b);\n"
+      "      }\n"
+      "    }\n"
+      "    __syncthreads(); // the stage's act(h) and dh are read\n"
+      "  }\n";
+  if (dx)
+    k += "  #pragma unroll\n"
+         "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
+         "    #pragma unroll\n"
+         "    for (int j = 0; j < 4; ++j)\n"
+         "      out[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
+         "  __syncthreads();\n"
+         "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
+         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+         "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
+         "  }\n";
+  k += "  }\n"
+       "  // The block's sums, one part of each output (zeros for a block without a tile).\n"
+       "  #pragma unroll\n"
+       "  for (int st = 0; st < " + num(stages) + "; ++st)\n"
+       "    #pragma unroll\n"
+       "    for (int sl = 0; sl < " + num(slots) + "; ++sl) {\n"
+       "      const int f = warp + " + std::to_string(kWarps) + " * sl;\n"
+       "      #pragma unroll\n"
+       "      for (int j = 0; j < 4; ++j) {\n"
+       "        const int row = g + (j >> 1) * 8, col = 2 * q + (j & 1);\n"
+       "        i64 o = -1;\n"
+       "        if (f < " + num(F2) + ") {\n"
+       "          const int co = f / " + num(SE / 8) + " * 16 + row, e = st * " + num(SE) + " + f % " + num(SE / 8) + " * 8 + col;\n"
+       "          if (co < " + num(Co) + " && e < " + num(E) + ") o = (i64)co * " + num(E) + " + e;\n"
+       "        } else if (f < " + num(F2 + F1) + ") {\n"
+       "          const int e = st * " + num(SE) + " + (f - " + num(F2) + ") / " + num(Cp / 8) + " * 16 + row,\n"
+       "                    c = (f - " + num(F2) + ") % " + num(Cp / 8) + " * 8 + col;\n"
+       "          if (e < " + num(E) + " && c < " + num(C) + ") o = " + num(Co * E) + " + (i64)e * " + num(C) + " + c;\n"
+       "        } else if (f < " + num(F) + ") {\n"
+       "          const int e = st * " + num(SE) + " + (f - " + num(F2 + F1) + ") * 16 + row;\n"
+       "          if (e < " + num(E) + " && col == 0) o = " + num(Co * E + E * C) + " + e;\n"
+       "        }\n"
+       "        if (o >= 0) parts[o * " + G + " + blockIdx.x] = gacc[st][sl][j];\n"
+       "      }\n"
+       "    }\n";
+  launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32), parts,
+         kWarps * 32, args);
+  sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
+  sumParts(op, "mlp_grad_sum", "w", dw1, partsBuf, Co * E, E * C, parts);
+  if (db1)
+    sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
+  return true;
 }
 
 /// Code loading rows [r0, r0 + 64) of operand `o` at the block's tile into shared `dst`
