@@ -20,7 +20,7 @@ void (*emuSyncHook)();                          // yields to the fake driver's s
 
 #define __global__
 #define __device__
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__ __restrict
 

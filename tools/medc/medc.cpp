@@ -145,6 +145,10 @@ cl::opt<unsigned> cudaMlpResidentKib(
              "weights there (KiB, default 48; 0: the weights are staged per tile and the "
              "backward runs in slabs)"),
     cl::init(48), cl::sub(compileCmd), cl::cat(outputCategory));
+// Tests only: the grid of the mlp templates' resident kernels, so that each block of a small
+// test takes several tiles.
+cl::opt<unsigned> cudaMlpResidentBlocks("cuda-mlp-resident-blocks", cl::Hidden,
+                                        cl::init(0), cl::sub(compileCmd));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -714,7 +718,8 @@ int main(int argc, char **argv) {
       llvm::Expected<med::CudaProgram> program =
           med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads,
                             int64_t{std::max(1u, cudaScratchMib.getValue())} << 20,
-                            int64_t{cudaMlpResidentKib.getValue()} << 10);
+                            int64_t{cudaMlpResidentKib.getValue()} << 10,
+                            int64_t{cudaMlpResidentBlocks.getValue()});
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {

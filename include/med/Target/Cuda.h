@@ -41,7 +41,8 @@ struct CudaProgram {
 /// most `modules` modules (fewer when some would hold no kernel).
 llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1,
                                          int64_t scratchBytes = int64_t{512} << 20,
-                                         int64_t mlpResidentBytes = int64_t{48} << 10);
+                                         int64_t mlpResidentBytes = int64_t{48} << 10,
+                                         int64_t mlpResidentBlocks = 0);
 
 struct CudaBinary {
   std::string cubin;   ///< sm_<arch> machine code

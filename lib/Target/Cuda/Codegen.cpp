@@ -204,7 +204,8 @@ llvm::Error planMemory(medrun::Function &fn, json::Object &cudaPlan) {
 
 llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules,
                                                     int64_t scratchBytes,
-                                                    int64_t mlpResidentBytes) {
+                                                    int64_t mlpResidentBytes,
+                                                    int64_t mlpResidentBlocks) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -231,6 +232,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
     FunctionGen gen(src, plan.functions[i]);
     gen.scratchLimit = scratchBytes;
     gen.mlpResidentLimit = mlpResidentBytes;
+    gen.mlpResidentBlocks = mlpResidentBlocks;
     llvm::Expected<json::Object> cudaPlan = gen.run();
     if (!cudaPlan)
       return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,

@@ -107,8 +107,10 @@ std::string optimizerStatement(const std::string &kind, const Op &op,
 class Source {
 public:
   /// Adds (or finds) the kernel with these parameters and body; returns its name.
+  /// `minBlocks`: blocks per SM the compiler must leave registers for (0: no bound).
   std::string kernel(const std::string &base, const std::vector<std::string> &params,
-                     const std::string &body, int block, const std::string &globals = "");
+                     const std::string &body, int block, const std::string &globals = "",
+                     int minBlocks = 0);
 
   size_t kernels() const { return list.size(); }
   /// The prelude, a blank line, then every kernel: one translation unit.
@@ -159,6 +161,9 @@ public:
   /// The most shared memory the mlp templates' kernels may take to keep all the weights of a
   /// block MLP there for the whole kernel (above it they stage them per tile).
   int64_t mlpResidentLimit = int64_t{48} << 10;
+  /// Tests only: the grid of those kernels (0: the counts measured best on the H200), so
+  /// that a small test gives each block several tiles.
+  int64_t mlpResidentBlocks = 0;
 
   /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
   llvm::Expected<json::Object> run();

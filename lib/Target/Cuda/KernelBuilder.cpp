@@ -125,11 +125,14 @@ std::string offsetExpr(const std::string &prefix, const std::vector<int64_t> &st
 }
 
 std::string Source::kernel(const std::string &base, const std::vector<std::string> &params,
-                           const std::string &body, int block, const std::string &globals) {
+                           const std::string &body, int block, const std::string &globals,
+                           int minBlocks) {
   std::string sig;
   for (const std::string &p : params)
     sig += (sig.empty() ? "" : ", ") + p;
-  std::string key = globals + "|" + std::to_string(block) + "|" + sig + "|" + body;
+  const std::string bounds =
+      std::to_string(block) + (minBlocks ? ", " + std::to_string(minBlocks) : "");
+  std::string key = globals + "|" + bounds + "|" + sig + "|" + body;
   auto it = byBody.find(key);
   if (it != byBody.end())
     return it->second;
@@ -149,8 +152,7 @@ std::string Source::kernel(const std::string &base, const std::vector<std::strin
   std::string b = body;
   while ((at = b.find("KNAME")) != std::string::npos)
     b.replace(at, 5, name);
-  list.push_back({g + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) +
-                      ") " + name + "(" + sig + ") {\n" + b + "}\n\n",
+  list.push_back({g + "extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + name + "(" + sig + ") {\n" + b + "}\n\n",
                   hash});
   byBody[key] = name;
   return name;

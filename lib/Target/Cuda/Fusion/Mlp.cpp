@@ -37,11 +37,15 @@ constexpr int64_t kStage = 32;
 // Blocks the weight-gradient kernel aims at (several waves on the H200's 132 SMs at the
 // three blocks per SM its registers allow): the parts of the voxel split follow from it.
 constexpr int64_t kGradBlocks = 2048;
-// Blocks of the kernels that keep all weights in shared memory and loop over tiles: three
-// per SM of the H200's 132. A fixed count (not the GPU's): mlp_grad's partial sums are one
-// per block, so the same count gives the same bits on every GPU.
-constexpr int64_t kResidentBlocks = 3 * 132;
+// Blocks of the kernels that keep all weights in shared memory and loop over tiles, by
+// measurement on the H200's 132 SMs (docs/perf.md): the forward eight per SM (22 KiB of
+// shared memory each at level 0), the backward four (registers capped for four). The
+// backward's count is fixed, not the GPU's: its partial sums are one per block, so the
+// same count gives the same bits on every GPU.
+constexpr int64_t kResidentBlocks = 8 * 132, kResidentGradBlocks = 4 * 132;
+constexpr int kResidentGradPerSm = 4;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
+
 
 /// Code building the warp's operand fragments `name` [chans / 16][4] (rows: its voxels vr
 /// and vr + 8; columns: channels) from shared `sh` [chans][pitch] (16-bit).
@@ -171,26 +175,35 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
     params.push_back(in("b2"));
     args.push_back(*b2);
   }
-  std::string result = "m";
+  // The output's expression, `res` the residual operand's element (if any) at index `o`.
+  std::vector<std::string> epilogueOperands;
   if (r.epilogue) {
-    std::vector<std::string> xsExpr;
     const int mId = r.compress->results.at(0);
     for (const char *name : scalarOperands(r.epilogue->kind)) {
       int id = r.epilogue->single(name);
       if (id == mId) {
-        xsExpr.push_back("m");
+        epilogueOperands.push_back("m");
       } else {
         params.push_back(in("res"));
         args.push_back(outer(id));
         if (shape(outer(id)) != shape(y))
           error("the epilogue's other operand must have the result's shape");
-        xsExpr.push_back("(float)res[o]");
+        epilogueOperands.push_back("r");
       }
     }
-    result = scalarExpr(r.epilogue->kind, xsExpr);
-    if (result.empty())
-      error("'med." + r.epilogue->kind + "' has no scalar form");
   }
+  auto result = [&](const std::string &o) {
+    if (!r.epilogue)
+      return std::string("m");
+    std::vector<std::string> xsExpr = epilogueOperands;
+    for (std::string &e : xsExpr)
+      if (e == "r")
+        e = "(float)res[" + o + "]";
+    std::string expr = scalarExpr(r.epilogue->kind, xsExpr);
+    if (expr.empty())
+      error("'med." + r.epilogue->kind + "' has no scalar form");
+    return expr;
+  };
   const std::string act = scalarExpr(r.act->kind, {"v"});
   if (act.empty())
     error("'med." + r.act->kind + "' has no scalar form");
@@ -205,10 +218,11 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
            "      mma16816<" + t + ">(acc[ct], ga, b);\n"
            "    }\n";
   };
-  // One tile of 64 voxels of sample n from s0: x in through xs, y out through ys (which
-  // takes xs's place), `products` between.
-  auto tileCode = [&](const std::string &products) {
-    return mlpLoad("xs", "x", C, Cp, S, t, kTile) +
+  // One tile of 64 voxels of sample n from s0: x in through xs (`load`), y out through ys
+  // (which takes xs's place; `store`), `products` between.
+  auto tileCode = [&](const std::string &load, const std::string &products,
+                      const std::string &store) {
+    return load +
            "  __syncthreads();\n"
            "  const int vr = warp * 16 + g;\n" +
            fragments("xa", "xs", Cp, kTile) +
@@ -222,15 +236,19 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
            "    #pragma unroll\n"
            "    for (int j = 0; j < 4; ++j)\n"
            "      ys[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
-           "  __syncthreads();\n"
-           "  for (int i = threadIdx.x; i < " + num(Co * kTile) + "; i += blockDim.x) {\n"
-           "    const int co = i / " + T + ", v = i % " + T + ", s = s0 + v;\n"
-           "    if (s >= " + num(S) + ") continue;\n"
-           "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
-           "    const float m = ys[i]" + (b2 ? " + (float)b2[co]" : "") + ";\n"
-           "    y[o] = " + result + ";\n"
-           "  }\n";
+           "  __syncthreads();\n" +
+           store;
   };
+  const std::string load = mlpLoad("xs", "x", C, Cp, S, t, kTile);
+  const std::string bias2 = b2 ? " + (float)b2[co]" : "";
+  const std::string store =
+      "  for (int i = threadIdx.x; i < " + num(Co * kTile) + "; i += blockDim.x) {\n"
+      "    const int co = i / " + T + ", v = i % " + T + ", s = s0 + v;\n"
+      "    if (s >= " + num(S) + ") continue;\n"
+      "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
+      "    const float m = ys[i]" + bias2 + ";\n"
+      "    y[o] = " + result("o") + ";\n"
+      "  }\n";
   const std::string lanes =
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
   const int64_t P1 = Cp + 8, PE = Ep + 8, tileWords = std::max(Cp * kTile / 2, Cop * kTile);
@@ -240,7 +258,49 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit) {
     // The weights fit in shared memory beside a tile: staged once per block, which then
     // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
-    grid = std::min(N * tiles, kResidentBlocks);
+    grid = std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : kResidentBlocks);
+    // With 16-byte vectors (S a multiple of 8): the next tile's x is loaded into registers
+    // while this one is computed, and y is stored eight elements per thread.
+    const bool vec = S % 8 == 0;
+    const int64_t perThread = Cp * kTile / 8 / (kWarps * 32); // x's vectors per thread
+    auto prefetch = [&](const std::string &tile) {
+      return "  {\n"
+             "  const i64 tn = " + tile + ";\n"
+             "  const i64 nn = tn / " + num(tiles) + ";\n"
+             "  const int sn = (int)(tn % " + num(tiles) + ") * " + T + ";\n"
+             "  #pragma unroll\n"
+             "  for (int j = 0; j < " + num(perThread) + "; ++j) {\n"
+             "    const int i = threadIdx.x + j * " + std::to_string(kWarps * 32) + ";\n"
+             "    const int c = i / " + std::to_string(kTile / 8) + ", s = sn + (i % " + std::to_string(kTile / 8) + ") * 8;\n"
+             "    if (tn < " + num(N * tiles) + " && c < " + num(C) + " && s < " + num(S) + ") {\n"
+             "      next[j] = vload<8>(x + (nn * " + num(C) + " + c) * " + num(S) + " + s);\n"
+             "    } else {\n"
+             "      #pragma unroll\n"
+             "      for (int k = 0; k < 8; ++k) next[j][k].bits = 0;\n"
+             "    }\n"
+             "  }\n"
+             "  }\n";
+    };
+    const std::string vecLoad =
+        "  #pragma unroll\n"
+        "  for (int j = 0; j < " + num(perThread) + "; ++j) {\n"
+        "    const int i = threadIdx.x + j * " + std::to_string(kWarps * 32) + ";\n"
+        "    vstore<8>(xs + i / " + std::to_string(kTile / 8) + " * " + T + " + (i % " + std::to_string(kTile / 8) + ") * 8, next[j]);\n"
+        "  }\n" +
+        prefetch("tile + gridDim.x");
+    const std::string vecStore =
+        "  for (int i = threadIdx.x; i < " + num(Co * kTile / 8) + "; i += blockDim.x) {\n"
+        "    const int co = i / " + std::to_string(kTile / 8) + ", v = (i % " + std::to_string(kTile / 8) + ") * 8, s = s0 + v;\n"
+        "    if (s >= " + num(S) + ") continue;\n"
+        "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
+        "    Vec<" + t + ", 8> out;\n"
+        "    #pragma unroll\n"
+        "    for (int kk = 0; kk < 8; ++kk) {\n"
+        "      const float m = ys[co * " + T + " + v + kk]" + bias2 + ";\n"
+        "      out[kk] = " + result("o + kk") + ";\n"
+        "    }\n"
+        "    vstore<8>(y + o, out);\n"
+        "  }\n";
     k = lanes +
         "  alignas(16) __shared__ float smem[" + num(residentHalf / 2 + tileWords) + "];\n"
         "  " + t + "* w1s = (" + t + "*)smem; // [Ep][Cp + 8]: W1\n"
@@ -249,14 +309,17 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
         "  float* ys = smem + " + num(residentHalf / 2) + "; // [Cop][tile]\n" +
         mlpStage("w1s", P1, "w1p", Cp, Ep, Cp, "0", "0", Ep, Cp, t) +
         mlpStage("w2s", PE, "w2p", Ep, Cop, Ep, "0", "0", Cop, Ep, t) +
+        (vec ? "  Vec<" + t + ", 8> next[" + num(perThread) + "];\n" + prefetch("blockIdx.x") : "") +
         "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
         "  const i64 n = tile / " + num(tiles) + ";\n"
         "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
         "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
-        tileCode("  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
-                 chunk("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1),
-                       "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
-                 "  }\n") +
+        tileCode(vec ? vecLoad : load,
+                 "  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
+                     chunk("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1),
+                           "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
+                     "  }\n",
+                 vec ? vecStore : store) +
         "  }\n";
   } else {
     // kStage expanded channels' weights at a time, in the tile's place once xa is built.
@@ -271,7 +334,8 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
         "  float* ys = smem; // [Cop][tile]\n"
         "  " + t + "* w1s = (" + t + "*)smem; // [stage][Cp + 8]: W1's rows of the stage (after xa)\n"
         "  " + t + "* w2s = w1s + " + num(kStage * P1) + "; // [Cop][stage + 8]: W2's columns\n" +
-        tileCode("  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
+        tileCode(load,
+                 "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
                  "    __syncthreads(); // the tile or the last stage's weights are read\n" +
                  mlpStage("w1s", P1, "w1p", Cp, kStage, Cp, "st * " + num(kStage), "0", Ep, Cp, t) +
                  mlpStage("w2s", P2, "w2p", Ep, Cop, kStage, "0", "st * " + num(kStage), Cop, Ep, t) +
@@ -283,7 +347,8 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
                  chunk("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1),
                        "w2s + (ct * 8 + g) * " + num(P2) + " + cl * 16") +
                  "    }\n"
-                 "  }\n");
+                 "  }\n",
+                 store);
   }
   launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32), grid, kWarps * 32, args);
 }
@@ -590,7 +655,7 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
 /// SE expanded channels at a time, to the products over the tile's voxels that accumulate
 /// dW2 = dy·act(h)ᵀ, dW1 = dh·xᵀ and db1 = dh·1 in registers (the stage's output fragments
 /// dealt to the warps in turn). Each block writes its sums as one part; the fixed-tree sums
-/// over the kResidentBlocks parts finish them. False (nothing emitted) when it does not fit.
+/// over the kResidentGradBlocks parts finish them. False (nothing emitted) when it does not fit.
 bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int> dx, int dw1,
                                   int dw2, std::optional<int> db1, bool bias,
                                   const std::string &act, const std::string &actGrad,
@@ -616,7 +681,9 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
   }
   if (stages > Ep / 16)
     return false;
-  const int64_t tileCount = N * tiles, parts = std::min(tileCount, kResidentBlocks);
+  const int64_t tileCount = N * tiles,
+                parts = std::min(tileCount,
+                                 mlpResidentBlocks ? mlpResidentBlocks : kResidentGradBlocks);
   const int64_t outs = Co * E + E * C + E;
   const int partsBuf = scratch(outs * parts * 4);
   if (dx) {
@@ -656,7 +723,7 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
       "  for (int j = 0; j < " + num(Cp / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n"
       "  #pragma unroll\n"
       "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
-      "    #pragma unroll\n"
+      "    #pragma unroll 1 // (unrolled, the chunks' live values spill)\n"
       "    for (int cl = 0; cl < " + num(SE / 16) + "; ++cl) {\n"
       "    const int ec = st * " + num(SE / 16) + " + cl;\n"
       "    if (ec >= " + num(Ep / 16) + ") break;\n" +
@@ -745,7 +812,8 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
        "        if (o >= 0) parts[o * " + G + " + blockIdx.x] = gacc[st][sl][j];\n"
        "      }\n"
        "    }\n";
-  launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32), parts,
+  launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32, "",
+                                     kResidentGradPerSm), parts,
          kWarps * 32, args);
   sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
   sumParts(op, "mlp_grad_sum", "w", dw1, partsBuf, Co * E, E * C, parts);
