@@ -525,21 +525,35 @@ bool FunctionGen::splitReduce(const Op &op, int x, int y, const std::string &kin
     (groups[i].reduced ? rowSize : keptSize).push_back(groups[i].size);
     (groups[i].reduced ? rowStride : keptStride).push_back(groups[i].stride);
   }
+  // Rows whose length is a multiple of a 16-byte vector are read a vector per term (the
+  // strides above the rows are multiples of the row, so every vector is aligned): a term
+  // then adds its elements in order.
+  const std::string t = elemType(x);
+  const int64_t lanes = t == "float" ? 4 : t == "bf16" || t == "f16" ? 8 : 1;
+  const int64_t vec = groups.back().size % lanes == 0 ? lanes : 1;
+  for (auto *strides : {&keptStride, &rowStride})
+    for (int64_t &st : *strides)
+      st /= vec;
   SplitSum s;
   s.outs = product(keptSize);
-  s.cols = groups.back().size;
+  s.cols = groups.back().size / vec;
   s.count = s.cols * product(rowSize);
   s.base = decompose("out", keptSize, "k") + "  const i64 ob = " + offsetExpr("k", keptStride) +
            ";\n";
   s.row = decompose("q", rowSize, "r") + "    const i64 ro = " + offsetExpr("r", rowStride) +
           ";\n";
-  const std::string v = "x[e]";
-  s.term = kind == "max"   ? "        a_acc[u] = maxNaN(a_acc[u], " + v + ");\n"
-           : kind == "min" ? "        a_acc[u] = minNaN(a_acc[u], " + v + ");\n"
-                           : "        a_acc[u] += " + v + ";\n";
+  const std::string v = vec > 1 ? "(float)xv[k]" : "x[e]";
+  s.term = kind == "max"   ? "a_acc[u] = maxNaN(a_acc[u], " + v + ");\n"
+           : kind == "min" ? "a_acc[u] = minNaN(a_acc[u], " + v + ");\n"
+                           : "a_acc[u] += " + v + ";\n";
+  s.term = vec > 1 ? "        const Vec<" + t + ", " + std::to_string(vec) + "> xv = vload<" + std::to_string(vec) +
+                         ">(x + e * " + num(vec) + ");\n"
+                         "        #pragma unroll\n"
+                         "        for (int k = 0; k < " + std::to_string(vec) + "; ++k) " + s.term
+                   : "        " + s.term;
   s.accs.push_back({"acc", "float", "float", init, fn});
   const std::string finish = kind == "mean"
-                                 ? "    y[o] = acc / (float)" + num(s.count) + ";\n"
+                                 ? "    y[o] = acc / (float)" + num(s.count * vec) + ";\n"
                                  : "    y[o] = acc;\n";
   splitSum(op, "reduce_" + kind, s, {in("x")}, {x}, {out("y")}, {y}, finish);
   return true;
