@@ -45,42 +45,56 @@ void FunctionGen::conv(const Op &op) {
   const int64_t cin = xs[1], cout = ys[1], cinG = cin / groups, coutG = cout / groups;
   const int64_t D = xs[2], H = xs[3], W = xs[4];
   const int64_t kD = ws[2], kH = ws[3], kW = ws[4], kVol = kD * kH * kW;
-  std::string body = decompose("i", ys, "o");
-  body += "  const i64 gr = o1 / " + num(coutG) + ";\n";
+  // 32-bit index arithmetic where every index fits (it is most of these kernels' work).
+  const Index ix = indexFor(std::max(type(x).numel(), type(y).numel()));
+  const std::string I = ix.type();
+  auto n = [&](int64_t v) { return ix.lit(v); };
+  std::string body = "  const " + I + " e = (" + I + ")i;\n" + decompose("e", ys, "o", ix);
+  body += "  const " + I + " gr = o1 / " + n(coutG) + ";\n";
   if (transposed)
-    body += "  const i64 col = o1 % " + num(coutG) + ";\n";
+    body += "  const " + I + " col = o1 % " + n(coutG) + ";\n";
   body += "  float acc = 0.0f;\n"
-          "  for (i64 cl = 0; cl < " + num(cinG) + "; ++cl) {\n"
-          "    const i64 ci = gr * " + num(cinG) + " + cl;\n"
-          "    const auto* xc = x + (o0 * " + num(cin) + " + ci) * " + num(D * H * W) + ";\n";
+          "  for (" + I + " cl = 0; cl < " + n(cinG) + "; ++cl) {\n"
+          "    const " + I + " ci = gr * " + n(cinG) + " + cl;\n"
+          "    const auto* xc = x + (o0 * " + n(cin) + " + ci) * " + n(D * H * W) + ";\n";
   if (!transposed) {
-    body += "    const auto* wc = w + (o1 * " + num(cinG) + " + cl) * " + num(kVol) + ";\n"
-            "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
-            "      const i64 id = o2 * " + num(s[0]) + " - " + num(p[0]) + " + kd * " + num(d[0]) + ";\n"
-            "      if (id < 0 || id >= " + num(D) + ") continue;\n"
-            "      for (i64 kh = 0; kh < " + num(kH) + "; ++kh) {\n"
-            "        const i64 ih = o3 * " + num(s[1]) + " - " + num(p[1]) + " + kh * " + num(d[1]) + ";\n"
-            "        if (ih < 0 || ih >= " + num(H) + ") continue;\n"
-            "        for (i64 kw = 0; kw < " + num(kW) + "; ++kw) {\n"
-            "          const i64 iw = o4 * " + num(s[2]) + " - " + num(p[2]) + " + kw * " + num(d[2]) + ";\n"
-            "          if (iw < 0 || iw >= " + num(W) + ") continue;\n"
-            "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+    body += "    const auto* wc = w + (o1 * " + n(cinG) + " + cl) * " + n(kVol) + ";\n"
+            "    for (" + I + " kd = 0; kd < " + n(kD) + "; ++kd) {\n"
+            "      const " + I + " id = o2 * " + n(s[0]) + " - " + n(p[0]) + " + kd * " + n(d[0]) + ";\n"
+            "      if (id < 0 || id >= " + n(D) + ") continue;\n"
+            "      for (" + I + " kh = 0; kh < " + n(kH) + "; ++kh) {\n"
+            "        const " + I + " ih = o3 * " + n(s[1]) + " - " + n(p[1]) + " + kh * " + n(d[1]) + ";\n"
+            "        if (ih < 0 || ih >= " + n(H) + ") continue;\n"
+            "        for (" + I + " kw = 0; kw < " + n(kW) + "; ++kw) {\n"
+            "          const " + I + " iw = o4 * " + n(s[2]) + " - " + n(p[2]) + " + kw * " + n(d[2]) + ";\n"
+            "          if (iw < 0 || iw >= " + n(W) + ") continue;\n"
+            "          acc += wc[(kd * " + n(kH) + " + kh) * " + n(kW) + " + kw] * xc[(id * " + n(H) + " + ih) * " + n(W) + " + iw];\n"
             "        }\n      }\n    }\n  }\n";
   } else {
-    body += "    const auto* wc = w + (ci * " + num(coutG) + " + col) * " + num(kVol) + ";\n"
-            "    for (i64 kd = 0; kd < " + num(kD) + "; ++kd) {\n"
-            "      const i64 td = o2 + " + num(p[0]) + " - kd * " + num(d[0]) + ";\n"
-            "      if (td < 0 || td % " + num(s[0]) + " != 0 || td / " + num(s[0]) + " >= " + num(D) + ") continue;\n"
-            "      const i64 id = td / " + num(s[0]) + ";\n"
-            "      for (i64 kh = 0; kh < " + num(kH) + "; ++kh) {\n"
-            "        const i64 th = o3 + " + num(p[1]) + " - kh * " + num(d[1]) + ";\n"
-            "        if (th < 0 || th % " + num(s[1]) + " != 0 || th / " + num(s[1]) + " >= " + num(H) + ") continue;\n"
-            "        const i64 ih = th / " + num(s[1]) + ";\n"
-            "        for (i64 kw = 0; kw < " + num(kW) + "; ++kw) {\n"
-            "          const i64 tw = o4 + " + num(p[2]) + " - kw * " + num(d[2]) + ";\n"
-            "          if (tw < 0 || tw % " + num(s[2]) + " != 0 || tw / " + num(s[2]) + " >= " + num(W) + ") continue;\n"
-            "          const i64 iw = tw / " + num(s[2]) + ";\n"
-            "          acc += wc[(kd * " + num(kH) + " + kh) * " + num(kW) + " + kw] * xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
+    // Output position o reads input position (o + p - k·d) / s where that divides. Without
+    // dilation (and padding >= 0) only every s-th tap does: the loops start at the first such tap and step by
+    // s (the same taps in the same ascending order as testing each).
+    auto axis = [&](const std::string &tap, const std::string &t, const std::string &in,
+                    const std::string &o, int a, int64_t k, int64_t size,
+                    const std::string &indent) {
+      const std::string to = "(" + o + " + " + n(p[a]) + ")";
+      if (d[a] == 1 && p[a] >= 0)
+        return indent + "for (" + I + " " + tap + " = " + to + " % " + n(s[a]) + "; " + tap +
+               " < " + n(k) + "; " + tap + " += " + n(s[a]) + ") {\n" + indent + "  const " +
+               I + " " + t + " = " + to + " - " + tap + ";\n" + indent + "  if (" + t +
+               " < 0 || " + t + " / " + n(s[a]) + " >= " + n(size) + ") continue;\n" + indent +
+               "  const " + I + " " + in + " = " + t + " / " + n(s[a]) + ";\n";
+      return indent + "for (" + I + " " + tap + " = 0; " + tap + " < " + n(k) + "; ++" + tap +
+             ") {\n" + indent + "  const " + I + " " + t + " = " + to + " - " + tap + " * " +
+             n(d[a]) + ";\n" + indent + "  if (" + t + " < 0 || " + t + " % " + n(s[a]) +
+             " != 0 || " + t + " / " + n(s[a]) + " >= " + n(size) + ") continue;\n" + indent +
+             "  const " + I + " " + in + " = " + t + " / " + n(s[a]) + ";\n";
+    };
+    body += "    const auto* wc = w + (ci * " + n(coutG) + " + col) * " + n(kVol) + ";\n" +
+            axis("kd", "td", "id", "o2", 0, kD, D, "    ") +
+            axis("kh", "th", "ih", "o3", 1, kH, H, "      ") +
+            axis("kw", "tw", "iw", "o4", 2, kW, W, "        ") +
+            "          acc += wc[(kd * " + n(kH) + " + kh) * " + n(kW) + " + kw] * xc[(id * " + n(H) + " + ih) * " + n(W) + " + iw];\n"
             "        }\n      }\n    }\n  }\n";
   }
   body += b ? "  y[i] = acc + bias[o1];\n" : "  y[i] = acc;\n";
