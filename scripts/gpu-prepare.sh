@@ -49,6 +49,19 @@ mkdir -p .device/cuda
 # scripts/gpu-data-parallel.sh trains and benches it on 1..8 GPUs.
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
   --data-parallel -o .device/cuda/banis_plus_bf16_dp.medc
+# Part equiv of scripts/gpu-data-parallel.sh (N ranks of batch 2 against one process of batch
+# 2N on the same samples): the bf16-mixed step with a loss that is a mean over the samples
+# (no mask, no automatic pos_weight: a rank would count those over its own samples), compiled
+# with --data-parallel at batch 2, and for one process at batch 2 and 4 (1 and 2 GPUs).
+E=(--set precision=bf16-mixed --set loss.mask=false --set loss.auto_pos_weight=false)
+"$BIN/medc" recipe configs/banis_plus.yaml "${E[@]}" >.device/cuda/banis_plus_bf16_equiv.json
+"$BIN/medc" compile --recipe configs/banis_plus.yaml "${E[@]}" --target cuda --data-parallel \
+  -o .device/cuda/banis_plus_bf16_equiv_dp.medc
+for b in 2 4; do
+  "$BIN/medc" recipe configs/banis_plus.yaml "${E[@]}" --set data.batch=$b >.device/cuda/banis_plus_bf16_equiv_b$b.json
+  "$BIN/medc" compile --recipe configs/banis_plus.yaml "${E[@]}" --set data.batch=$b --target cuda \
+    -o .device/cuda/banis_plus_bf16_equiv_b$b.medc
+done
 # The bf16-mixed step under a 16 GiB memory budget (med-recompute; part `bench`, bf16-16g).
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --memory-budget 16 \
   --target cuda -o .device/cuda/banis_plus_bf16_16g.medc

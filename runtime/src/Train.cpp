@@ -20,6 +20,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -196,12 +198,17 @@ std::string unfinishedSaves(const std::string &root) {
 // checksum of their state (sums of its 16-bit pieces over the ranks are exact in f32, and
 // equal the rank count times each rank's piece only when all agree). A rank that differs
 // means a gradient that was not summed alike everywhere: the job stops, on every rank.
-void checkRanksAgree(GradientReducer &reducer, int rank, int64_t step, const TensorMap &state) {
+uint32_t stateChecksum(const TensorMap &state) {
   uint32_t crc = 0;
   for (const auto &[name, t] : state) {
     crc = crc32c(name.data(), name.size(), crc);
     crc = crc32c(t.raw(), t.nbytes(), crc);
   }
+  return crc;
+}
+
+void checkRanksAgree(GradientReducer &reducer, int rank, int64_t step, const TensorMap &state) {
+  const uint32_t crc = stateChecksum(state);
   const int ranks = reducer.worldSize();
   float pieces[2] = {static_cast<float>(crc >> 16), static_cast<float>(crc & 0xffff)};
   reducer.stepStarts();
@@ -354,6 +361,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   const int64_t logEvery = setting<int64_t>(config, "logging", "every");
   GradientReducer &reducer = options.reducer ? *options.reducer : singleRankReducer();
   const int ranks = reducer.worldSize();
+  const bool stateDigest = [] {
+    const char *v = std::getenv("MEDRUN_STATE_DIGEST");
+    return v && *v && std::string(v) != "0";
+  }();
   const StepInputs feed(artifact, config, ranks);
   // Each rank draws its own part of the step's global batch (Data.h).
   LoaderSpec loader = feed.loader();
@@ -772,6 +783,13 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     }
     if ((step + 1) % checkpointEvery == 0 || last || stopping || newBest) {
       TensorMap state = snapshot ? std::move(*snapshot) : backend->state();
+      // MEDRUN_STATE_DIGEST=1: every rank, rank 0 and the silent ones, prints the checksum
+      // of its final state, before the ranks compare it, so that a script can see for
+      // itself that they agree (scripts/gpu-data-parallel.sh, part equiv).
+      if (stateDigest && (last || stopping))
+        std::fprintf(stderr, "medrun: rank %d of %d: state after step %lld: crc32c %s of %zu tensors\n",
+                     options.rank, ranks, static_cast<long long>(step + 1),
+                     hex32(stateChecksum(state)).c_str(), state.size());
       if (ranks > 1)
         checkRanksAgree(reducer, options.rank, step + 1, state);
       if (writer)

@@ -29,12 +29,14 @@ a, b = steps(args[0]), steps(args[1])
 if not b or not set(b) <= set(a):
     print("differ: steps %s vs %s" % (sorted(a), sorted(b)))
     sys.exit(1)
-worst = 0.0
+worst, where = 0.0, ""
 for s in sorted(b):
     for name, x, y in zip(("loss", "gradient norm"), a[s], b[s]):
         d = abs(x - y) / max(abs(x), 1e-30)
-        worst = max(worst, d)
+        if d > worst:
+            worst, where = d, "step %d %s" % (s, name)
         if d > rtol:
             print("differ: step %d %s %.9g vs %.9g (relative difference %.2g > %g)" % (s, name, x, y, d, rtol))
             sys.exit(1)
-print("same losses: %d steps (%d..%d) within %g" % (len(b), min(b), max(b), rtol))
+print("same losses: %d steps (%d..%d) within %g (largest relative difference %.2g%s)"
+      % (len(b), min(b), max(b), rtol, worst, ", " + where if where else ""))

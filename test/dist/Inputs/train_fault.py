@@ -12,8 +12,10 @@ that the job ends within a bound with no process left behind:
 
 Prints the launcher's exit status, its stderr and how long the job took to end after the
 fault; exits 1 when a rank is left or the job took longer than --within SECONDS (default 20).
+--start SECONDS (default 60) bounds the wait for training to get under way (a large model
+on a GPU takes longer to start).
 
-  train_fault.py ACTION R [--within S] -- medrun train ... --gpus N --out OUT
+  train_fault.py ACTION R [--within S] [--start S] -- medrun train ... --gpus N --out OUT
 """
 import os
 import re
@@ -45,10 +47,13 @@ def main():
     args = sys.argv[1:]
     action, target = args.pop(0), args.pop(0)
     target = None if target == "L" else int(target)
-    within = 20.0
-    if args[0] == "--within":
-        args.pop(0)
-        within = float(args.pop(0))
+    within, start_limit = 20.0, 60.0
+    while args[0] in ("--within", "--start"):
+        flag = args.pop(0)
+        if flag == "--within":
+            within = float(args.pop(0))
+        else:
+            start_limit = float(args.pop(0))
     if args[0] == "--":
         args.pop(0)
     out = args[args.index("--out") + 1]
@@ -59,13 +64,13 @@ def main():
         for raw in launcher.stderr:
             line = raw.decode(errors="replace")
             lines.append(line)
-            m = re.search(r"started \d+ ranks \(pids ([0-9 ]+);", line)
+            m = re.search(r"started \d+ ranks? \(pids ([0-9 ]+);", line)
             if m:
                 pids.extend(int(p) for p in m.group(1).split())
 
     reader = threading.Thread(target=read)
     reader.start()
-    deadline = time.time() + 60
+    deadline = time.time() + start_limit
     while (not pids or steps_logged(out) < 5) and time.time() < deadline and launcher.poll() is None:
         time.sleep(0.02)
     if not pids or steps_logged(out) < 5:
@@ -96,7 +101,8 @@ def main():
     if ended > within:
         print("train_fault.py: the job ended %.1f s after the fault, later than %g s" % (ended, within))
         sys.exit(1)
-    print("train_fault.py: no rank left, the job ended within %g s of the fault" % within)
+    print("train_fault.py: no rank left, the job ended within %g s of the fault (after %.2f s)"
+          % (within, ended))
 
 
 if __name__ == "__main__":
