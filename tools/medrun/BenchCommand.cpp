@@ -7,7 +7,8 @@
 // not share the cores with the steps. Parameters evolve as in training: on the GPU they stay
 // resident (setState once, run + commit per step), on the CPU the updates are applied.
 // A step's time is wall time around one run, which ends with the download of the scalar
-// outputs (a synchronization on the GPU). See docs/perf.md, "How the numbers are made".
+// outputs (a synchronization on the GPU); on the GPU the batch is copied from pinned memory
+// during the step before, as in training. See docs/perf.md, "How the numbers are made".
 // On the data-parallel path (a job of several ranks, or --data-parallel) a few more steps
 // run one by one with the reducer's timing events on, for the communication it exposes
 // (docs/distributed.md, "Measuring communication"); rank 0 reports, for every rank.
@@ -28,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <chrono>
 #include <cmath>
@@ -169,12 +171,34 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
       gpu->setReducer(*job);
   }
 
+  // On the GPU the batch is uploaded as in training: from pinned memory, on a copy stream
+  // during the step before (CudaSession::stage). Two copies of it take turns, as the
+  // loader's batches do, so that each run meets the inputs staged for it.
+  std::vector<Batch> batches(1, batch);
+  const bool staging = gpu && gpu->canStage();
+  if (staging) {
+    batches.assign(2, Batch{});
+    for (Batch &copy : batches) {
+      for (auto &[name, t] : batch.tensors) {
+        Tensor pinned = gpu->pinnedTensor(t.dtype(), t.shape());
+        std::memcpy(pinned.raw(), t.raw(), t.nbytes());
+        copy.tensors[name] = std::move(pinned);
+      }
+      copy.step = batch.step;
+    }
+  }
+
   // Step k (0-based, as in training: its lr, step count and EMA decay); `apply` keeps its
   // parameter updates (and loss scale), as a training step does.
   double lossScale = feed.initialLossScale();
   int64_t growthTracker = 0;
+  int64_t runs = 0;
   auto runStep = [&](int64_t k, bool apply, std::map<std::string, double> *profile) {
-    std::vector<Tensor> inputs = feed.inputs(batch, k, lossScale, growthTracker);
+    const Batch &current = batches[runs % batches.size()];
+    std::vector<Tensor> inputs = feed.inputs(current, k, lossScale, growthTracker);
+    if (staging) // the next run's batch, copied while this one runs
+      gpu->stage(fn, feed.batchInputs(batches[(runs + 1) % batches.size()]));
+    ++runs;
     TensorMap updates;
     GradientReducer &reducer = job ? static_cast<GradientReducer &>(*job) : singleRankReducer();
     reducer.stepStarts(); // the job's watchdog times the step
@@ -310,6 +334,7 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   if (gpu) {
     peak = static_cast<double>(gpu->deviceBytes());
     std::printf("launches: %s\n", gpu->graphs(fn).c_str());
+    std::printf("uploads: %s\n", gpu->uploads().c_str());
     std::printf("peak device memory: %s (arena %s + resident state %s + convolution workspace "
                 "%s + input staging)\n",
                 gib(peak).c_str(), gib(static_cast<double>(gpu->arenaBytes())).c_str(),
