@@ -308,21 +308,30 @@ void FunctionGen::groupNormGrad(const Op &op) {
     error("mean and rstd need one entry per sample and group");
   // The statistics the forward kernel normalized with (group_norm with save_statistics).
   int rs = scratch(rows * 2 * 4), mg = scratch(segs * 2 * 4);
-  // Per (n, c): Σ dy and Σ dy·(x − μ).
-  const int block = blockFor(d.s);
-  std::string sums =
-      "  __shared__ float sh[" + std::to_string(block) + "];\n"
-      "  const i64 seg = o / " + num(cg) + ";\n"
-      "  const float mu = mean[seg];\n"
-      "  const auto* p = x + o * " + num(d.s) + ";\n"
-      "  const auto* q = dy + o * " + num(d.s) + ";\n"
-      "  float a = 0.0f, b = 0.0f;\n"
-      "  for (i64 j = t; j < " + num(d.s) + "; j += " + std::to_string(block) + ") {\n"
-      "    const float gv = q[j];\n    a += gv;\n    b += gv * (p[j] - mu);\n  }\n"
-      "  a = blockSum(a, sh);\n  b = blockSum(b, sh);\n"
-      "  if (t == 0) { rs[2 * o] = a; rs[2 * o + 1] = b; }\n";
-  perBlock(op, "group_norm_grad_rows", {out("rs"), in("x"), in("dy"), in("mean")},
-           {rs, x, dy, mean}, rows, block, sums);
+  // Per (n, c): Σ dy and Σ dy·(x − μ), a split sum over the plane (parts of it in blocks
+  // of their own: N·C planes alone would leave most of the GPU idle), read a 16-byte vector
+  // of each per term where the plane is whole vectors.
+  const std::string tx = elemType(x);
+  const int64_t lanes16 = tx == "float" ? 4 : 8;
+  const int64_t vec = tx == elemType(dy) && d.s % lanes16 == 0 ? lanes16 : 1;
+  SplitSum s;
+  s.outs = rows;
+  s.cols = s.count = d.s / vec;
+  s.base = "  const i64 ob = out * " + num(d.s / vec) + ";\n"
+           "  const float mu = mean[out / " + num(cg) + "];\n";
+  s.row = "    const i64 ro = 0;\n";
+  const std::string term = "a_a[u] += gv; a_b[u] += gv * (xv - mu); }\n";
+  if (vec > 1) {
+    const std::string V = std::to_string(vec);
+    s.term = "        const Vec<" + tx + ", " + V + "> xs = vload<" + V + ">(x + e * " + V + "), gs = vload<" + V + ">(dy + e * " + V + ");\n"
+             "        #pragma unroll\n"
+             "        for (int k = 0; k < " + V + "; ++k) { const float gv = gs[k], xv = xs[k]; " + term;
+  } else {
+    s.term = "        { const float gv = dy[e], xv = x[e]; " + term;
+  }
+  s.accs = {{"a", "float", "float", "0.0f", "Add()"}, {"b", "float", "float", "0.0f", "Add()"}};
+  splitSum(op, "group_norm_grad_rows", s, {in("x"), in("dy"), in("mean")}, {x, dy, mean},
+           {out("rs")}, {rs}, "    rs[2 * o] = a;\n    rs[2 * o + 1] = b;\n");
   // Per (n, group): mean(g), mean(g·x̂); per channel: dγ, dβ.
   std::string mix =
       "  for (i64 seg = t; seg < " + num(segs) + "; seg += blockDim.x) {\n"
