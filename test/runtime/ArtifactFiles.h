@@ -7,7 +7,9 @@
 #include "gtest/gtest.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <unistd.h>
@@ -33,11 +35,23 @@ inline std::string container(const std::string &json,
   return bytes;
 }
 
+/// The files writeTemp made, removed when the test process ends.
+struct TempFiles {
+  std::set<std::string> paths;
+  ~TempFiles() {
+    for (const std::string &p : paths)
+      std::remove(p.c_str());
+  }
+};
+
 /// Writes `bytes` to a file of the temporary directory named `name`, prefixed with the
-/// process id: ctest runs each test case as its own process, in parallel.
+/// process id: ctest runs each test case as its own process, in parallel. The file goes
+/// when the process ends.
 inline std::string writeTemp(const std::string &name, const std::string &bytes) {
+  static TempFiles files;
   std::string path = ::testing::TempDir() + std::to_string(getpid()) + "-" + name;
   std::ofstream(path, std::ios::binary) << bytes;
+  files.paths.insert(path);
   return path;
 }
 
