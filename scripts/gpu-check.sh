@@ -32,10 +32,11 @@
 #   profile   Nsight Compute per kernel over one step (MED_PROFILE_KERNELS, _COUNT, _ARTIFACT)
 #   layout    the block MLP's 1x1x1 products in NCDHW vs channels-last, and the transposes a
 #             channels-last MLP would need (bench/layout.py; the layout decision in docs/perf.md)
-#   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed), then PyTorch's
-#             MedNeXt-L step on the same GPU (bench/mednext_torch.py), eager and torch.compile
+#   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed; bf16 also under
+#             --memory-budget 16 and at kernel 5), then PyTorch's MedNeXt-L step on the same
+#             GPU (bench/mednext_torch.py), eager and torch.compile
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
-# eager,compile by default; MED_BENCH_PRECISIONS
+# eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
 # matches). MED_GPU_CHECKS selects the parts (default:
 # "medcheck cuda large").
@@ -264,8 +265,9 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # bf16-ab: the bf16-mixed step without one pass (gpu-prepare.sh with MED_PREPARE_AB=PASS);
   # bf16-16g: compiled with --memory-budget 16 (med-recompute: the goal is <= 16 GiB peak with
   # the step within 10% of bf16's).
+  # bf16-k5: MedNeXt-L kernel 5 (the BANIS-L recipe).
   for v in fp32:banis_plus bf16:banis_plus_bf16 bf16-ab:banis_plus_bf16_ab bf16-16g:banis_plus_bf16_16g \
-           fp16:banis_plus_fp16; do
+           bf16-k5:banis_l_k5_bf16 fp16:banis_plus_fp16; do
     p=${v%%:*} a=${v#*:}
     [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" ${p%%-*} "* ]] || continue
     [ -f ".device/cuda/$a.medc" ] || continue
@@ -275,14 +277,19 @@ if [[ " $CHECKS " == *" bench "* ]]; then
     note_failure $? 300 "medrun bench $p" "$OUT/medrun-bench.log"
     tail -32 "$OUT/medrun-bench-$p.log"
   done
-  # PyTorch on the same GPU: MedNeXt-L k3, 1->6, batch 2, 128³, bf16 autocast, fused AdamW,
-  # eager and torch.compile (bench/mednext_torch.py).
+  # PyTorch on the same GPU: MedNeXt-L, 1->6, batch 2, 128³, bf16 autocast, fused AdamW,
+  # eager and torch.compile (bench/mednext_torch.py); kernel 3, or the kernels of
+  # MED_BENCH_TORCH_KERNELS ("3 5").
   if [ "${MED_BENCH_TORCH:-1}" != 0 ]; then # MED_BENCH_TORCH=0: ours only
-    echo "== bench: PyTorch"
-    timeout 420 python3 bench/mednext_torch.py --size L --classes 6 --patch 128 --batch 2 --modes "${MED_BENCH_TORCH_MODES:-eager,compile}" \
-      >"$OUT/bench.log" 2>&1
-    note_failure $? 420 bench "$OUT/bench.log"
-    tail -3 "$OUT/bench.log"
+    : >"$OUT/bench.log"
+    for k in ${MED_BENCH_TORCH_KERNELS:-3}; do
+      echo "== bench: PyTorch, kernel $k"
+      timeout 420 python3 bench/mednext_torch.py --size L --kernel "$k" --classes 6 --patch 128 --batch 2 \
+        --modes "${MED_BENCH_TORCH_MODES:-eager,compile}" >"$OUT/bench-k$k.log" 2>&1
+      note_failure $? 420 "bench kernel $k" "$OUT/bench-k$k.log"
+      tail -3 "$OUT/bench-k$k.log"
+      cat "$OUT/bench-k$k.log" >>"$OUT/bench.log"
+    done
   fi
 fi
 
@@ -345,7 +352,7 @@ echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  for p in fp32 bf16 bf16-ab bf16-16g fp16; do
+  for p in fp32 bf16 bf16-ab bf16-16g bf16-k5 fp16; do
     [ -s "$OUT/medrun-bench-$p.json" ] || continue
     python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys

@@ -66,6 +66,11 @@ done
 "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --memory-budget 16 \
   --target cuda -o .device/cuda/banis_plus_bf16_16g.medc
 cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
+# MedNeXt-L kernel 5 (the BANIS-L recipe, 1->6, 128³, batch 2) bf16-mixed: part `bench`,
+# row bf16-k5 (the k5 target of docs/perf.md).
+"$BIN/medc" compile --recipe configs/banis_l_k5.yaml --set precision=bf16-mixed --target cuda \
+  -o .device/cuda/banis_l_k5_bf16.medc
+"$BIN/medc" recipe configs/banis_l_k5.yaml --set precision=bf16-mixed >.device/cuda/banis_l_k5_bf16.json
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
 if [ -n "${MED_PREPARE_AB:-}" ]; then
