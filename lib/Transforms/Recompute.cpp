@@ -9,8 +9,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <cmath>
-
 namespace mlir::med {
 #define GEN_PASS_DEF_MEDRECOMPUTE
 #include "med/Transforms/Passes.h.inc"
@@ -22,10 +20,9 @@ using medrun::BufferLife;
 
 namespace {
 
-/// Work per element of the result when `op` runs again, or 0 when it cannot be recomputed:
-/// it must be free of side effects and, by FusionOpInterface, elementwise or broadcasting
-/// (1), an elementwise fusion (its body's ops) or a contraction (its multiply-adds: the
-/// expansion of a block MLP recomputed by its own kernel). A rough order, cheapest first.
+/// Elements computed per element of the result when `op` runs again, or 0 when it cannot
+/// be recomputed cheaply: it must be free of side effects and elementwise (or broadcasting)
+/// by FusionOpInterface, or an elementwise fusion (its body's ops per element).
 double recomputeCost(Operation *op) {
   if (op->getNumResults() == 0 || !isMemoryEffectFree(op))
     return 0;
@@ -37,13 +34,6 @@ double recomputeCost(Operation *op) {
     return std::max(ops, 1.0);
   }
   FusionKind kind = fusionKind(op);
-  if (kind == FusionKind::Contraction && op->getNumOperands() >= 2) {
-    // Operands of a and b elements contracted over an axis of k into r elements have
-    // a·b = r·k²: k multiply-adds per result element.
-    auto n = [](Value v) { return double(cast<ShapedType>(v.getType()).getNumElements()); };
-    const double r = n(op->getResult(0));
-    return r > 0 ? std::sqrt(n(op->getOperand(0)) * n(op->getOperand(1)) / r) : 0;
-  }
   return kind == FusionKind::Elementwise || kind == FusionKind::Broadcast ? 1 : 0;
 }
 
@@ -132,8 +122,8 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
           lowered = true;
           break;
         }
+        undo(c, copy); // it did not help: the original reads again
         copies[c.op].pop_back();
-        undo(c.op, copy); // it did not help: the original reads again
         tried.insert(c.op);
       }
       if (!lowered && !recomputeBlockMlp())
@@ -158,11 +148,10 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     }
   }
 
-  /// The last resort: a block MLP whose expansion and activation the `mlp` and `mlp_grad`
-  /// templates recompute (med-form-mlp-fusions for one block), the block freeing the most
-  /// bytes per multiply-add first. Copies of its input, expansion and activation made here
-  /// are undone first (the templates recompute the latter two and read one input; the input
-  /// may be recomputed again, once, for them). Storage is decided again for the new
+  /// The most expensive candidates: a block MLP whose expansion and activation the `mlp`
+  /// and `mlp_grad` templates recompute (med-form-mlp-fusions for one block), the block
+  /// freeing the most bytes per multiply-add first. Copies of its activation made here
+  /// are undone first (the templates recompute it). Storage is decided again for the new
   /// fusions. False when no block is left.
   bool recomputeBlockMlp() {
     func::FuncOp f = getOperation();
@@ -180,11 +169,9 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
       if (failedBlocks.contains(compress))
         continue;
       Operation *act = compress->getOperand(0).getDefiningOp();
-      Operation *expand = act->getOperand(0).getDefiningOp();
-      for (Operation *op : {expand->getOperand(0).getDefiningOp(), expand, act})
-        while (copies.count(op))
-          for (Operation *copy : takeCopies(op))
-            undo(op, copy);
+      for (Operation *copy : copies.lookup(act))
+        undo(Candidate{act, {}, nullptr, 0}, copy);
+      copies.erase(act);
       llvm::DenseSet<Operation *> erased;
       const bool formed = formBlockMlp(compress, erased);
       if (!erased.empty()) { // new fusions (an mlp_grad alone where the mlp failed, too)
@@ -218,18 +205,9 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     return copy;
   }
 
-  /// Its readers read `op` again; copies made of the copy count as copies of `op`.
-  void undo(Operation *op, Operation *copy) {
-    copy->replaceAllUsesWith(op->getResults());
-    SmallVector<Operation *> more = takeCopies(copy);
-    copies[op].append(more);
+  void undo(const Candidate &c, Operation *copy) {
+    copy->replaceAllUsesWith(c.op->getResults());
     copy->erase();
-  }
-
-  SmallVector<Operation *> takeCopies(Operation *op) {
-    SmallVector<Operation *> list = copies.lookup(op);
-    copies.erase(op);
-    return list;
   }
 };
 

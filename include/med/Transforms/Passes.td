@@ -273,19 +273,15 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
     device memory. Under a budget (`medc compile --memory-budget GiB`, recipe key
     `memory_budget_gib`), this pass lowers the function's planned peak — medc's memory plan
     over its ops (the arena, `lib/Analysis/MemoryPlan.cpp`) plus the resident state it
-    reads — until it fits: a value computed by an op that can run again (no side effects
-    and, by FusionOpInterface, elementwise or broadcasting, an `elementwise` fusion — an
-    activation such as GELU — or a contraction — the 1×1×1 convolution expanding a block
-    MLP) and read both before and after the step where the live bytes peak gets a copy of
-    its op placed before its first reader after the peak, which reads the copy instead.
-    The original then dies before the peak. Candidates are taken greedily by bytes freed
-    per unit of work (an elementwise op's body ops, a contraction's multiply-adds per
-    element), each kept only when the re-planned peak falls. When none helps, a block MLP
-    goes to the `mlp`/`mlp_grad` templates (`med-form-mlp-fusions` for one block, under
-    mixed precision), which never materialise its expansion; when no block is left and
-    the budget is still exceeded, the pass fails naming the budget and the best peak it
-    reached. It runs last (after `med-assign-storage`, whose decisions the copies carry),
-    only when a budget is given.
+    reads — until it fits: a value computed by an op that is cheap to run again (no side
+    effects, elementwise or broadcasting by FusionOpInterface, or an `elementwise` fusion:
+    an activation such as GELU) and read both before and after the step where the live
+    bytes peak gets a copy of its op placed before its first reader after the peak, which
+    reads the copy instead. The original then dies before the peak. Candidates are taken
+    greedily by bytes freed per element computed again, each kept only when the re-planned
+    peak falls; when none helps and the budget is still exceeded, the pass fails naming
+    the budget and the best peak it reached. It runs last (after `med-assign-storage`,
+    whose decisions the copies carry), only when a budget is given.
   }];
   let options = [
     Option<"budgetGib", "budget-gib", "double", /*default=*/"0",
