@@ -43,13 +43,15 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: acc[i][q] += wk[kh * 3 + kw] * win[q + kw];
 // CHECK: if (ow + q < 7) yc[at + q] = acc[i][q];
 
-// Without med-shift-sum, the generic convolution kernel: one thread per output.
+// Without med-shift-sum, the generic convolution kernel: one thread per output, its index
+// arithmetic in 32 bits (every index here fits).
 // CONV-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
 // CONV: if (i >= 1680ll) return;
-// CONV: const auto* xc = x + (o0 * 4ll + ci) * 210ll;
-// CONV: const auto* wc = w + (o1 * 1ll + cl) * 27ll;
-// CONV: const i64 id = o2 * 1ll - 1ll + kd * 1ll;
-// CONV: acc += wc[(kd * 3ll + kh) * 3ll + kw] * xc[(id * 6ll + ih) * 7ll + iw];
+// CONV: const int e = (int)i;
+// CONV: const auto* xc = x + (o0 * 4 + ci) * 210;
+// CONV: const auto* wc = w + (o1 * 1 + cl) * 27;
+// CONV: const int id = o2 * 1 - 1 + kd * 1;
+// CONV: acc += wc[(kd * 3 + kh) * 3 + kw] * xc[(id * 6 + ih) * 7 + iw];
 // CONV: y[i] = acc;
 
 // Group norm: its statistics are med.group_norm_stats' (medrun/NormStats.h), per (sample,
