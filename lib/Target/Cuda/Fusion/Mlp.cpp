@@ -63,6 +63,28 @@ std::string fragments(const std::string &name, const std::string &sh, int64_t ch
          "  }\n";
 }
 
+/// Code writing the warp's accumulator fragments acc[chans / 8][4] (rows: its voxels vr
+/// and vr + 8; columns: channels) into shared f32 `sh` [chans][tile]: fragments()' inverse.
+std::string storeFragments(const std::string &sh, int64_t chans) {
+  return "  #pragma unroll\n"
+         "  for (int ct = 0; ct < " + num(chans / 8) + "; ++ct)\n"
+         "    #pragma unroll\n"
+         "    for (int j = 0; j < 4; ++j)\n"
+         "      " + sh + "[(ct * 8 + 2 * q + (j & 1)) * " + std::to_string(kTile) + " + vr + (j >> 1) * 8] = acc[ct][j];\n";
+}
+
+/// Code writing the tile's dx from the warps' fragments through shared `out` [Cp][tile] to
+/// dx (N×C×S), along the voxels.
+std::string dxStore(int64_t C, int64_t Cp, int64_t S) {
+  const std::string T = std::to_string(kTile);
+  return storeFragments("out", Cp) +
+         "  __syncthreads();\n"
+         "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
+         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
+         "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
+         "  }\n";
+}
+
 /// The roles of an mlp / mlp_grad body's values, from its ops (the matcher checked them).
 struct MlpBody {
   const Op *expand = nullptr, *act = nullptr, *compress = nullptr, *epilogue = nullptr;
@@ -230,12 +252,8 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
            "  #pragma unroll\n"
            "  for (int j = 0; j < " + num(Cop / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n" +
            products +
-           "  __syncthreads(); // xs (and staged weights) are read: the output tile takes their place\n"
-           "  #pragma unroll\n"
-           "  for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct)\n"
-           "    #pragma unroll\n"
-           "    for (int j = 0; j < 4; ++j)\n"
-           "      ys[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
+           "  __syncthreads(); // xs (and staged weights) are read: the output tile takes their place\n" +
+           storeFragments("ys", Cop) +
            "  __syncthreads();\n" +
            store;
   };
@@ -615,17 +633,8 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "  }\n";
     if (dx)
       k += "  __syncthreads(); // the weights are read: dx takes their place\n"
-           "  float* out = smem; // [Cp][tile]\n"
-           "  #pragma unroll\n"
-           "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
-           "    #pragma unroll\n"
-           "    for (int j = 0; j < 4; ++j)\n"
-           "      out[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
-           "  __syncthreads();\n"
-           "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
-           "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
-           "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
-           "  }\n";
+           "  float* out = smem; // [Cp][tile]\n" +
+           dxStore(C, Cp, S);
     launch(op, src.kernel("mlp_grad_input", typed(dxParams, dxArgs), k, kWarps * 32), count,
            kWarps * 32, dxArgs);
     // dW2[co][e] = Σ_v dy[co][v]·act[e][v]; dW1[e][c] = Σ_v dh[e][v]·x[c][v], and db1[e]
@@ -777,16 +786,7 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
       "    __syncthreads(); // the stage's act(h) and dh are read\n"
       "  }\n";
   if (dx)
-    k += "  #pragma unroll\n"
-         "  for (int ct = 0; ct < " + num(Cp / 8) + "; ++ct)\n"
-         "    #pragma unroll\n"
-         "    for (int j = 0; j < 4; ++j)\n"
-         "      out[(ct * 8 + 2 * q + (j & 1)) * " + T + " + vr + (j >> 1) * 8] = acc[ct][j];\n"
-         "  __syncthreads();\n"
-         "  for (int i = threadIdx.x; i < " + num(C * kTile) + "; i += blockDim.x) {\n"
-         "    const int c = i / " + T + ", s = s0 + i % " + T + ";\n"
-         "    if (s < " + num(S) + ") dx[(n * " + num(C) + " + c) * " + num(S) + " + s] = out[i];\n"
-         "  }\n";
+    k += dxStore(C, Cp, S);
   k += "  }\n"
        "  // The block's sums, one part of each output (zeros for a block without a tile).\n"
        "  #pragma unroll\n"
