@@ -529,7 +529,7 @@ bool FunctionGen::splitReduce(const Op &op, int x, int y, const std::string &kin
   // strides above the rows are multiples of the row, so every vector is aligned): a term
   // then adds its elements in order.
   const std::string t = elemType(x);
-  const int64_t lanes = t == "float" ? 4 : t == "bf16" || t == "f16" ? 8 : 1;
+  const int64_t lanes = lanesFor({x});
   const int64_t vec = groups.back().size % lanes == 0 ? lanes : 1;
   for (auto *strides : {&keptStride, &rowStride})
     for (int64_t &st : *strides)

@@ -312,8 +312,8 @@ void FunctionGen::groupNormGrad(const Op &op) {
   // of their own: N·C planes alone would leave most of the GPU idle), read a 16-byte vector
   // of each per term where the plane is whole vectors.
   const std::string tx = elemType(x);
-  const int64_t lanes16 = tx == "float" ? 4 : 8;
-  const int64_t vec = tx == elemType(dy) && d.s % lanes16 == 0 ? lanes16 : 1;
+  const int64_t sumLanes = lanesFor({x, dy});
+  const int64_t vec = tx == elemType(dy) && d.s % sumLanes == 0 ? sumLanes : 1;
   SplitSum s;
   s.outs = rows;
   s.cols = s.count = d.s / vec;
