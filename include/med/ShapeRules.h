@@ -116,6 +116,9 @@ Error sgd(const TensorType &param, const TensorType &grad, const TensorType &mom
 Error anyNonFinite(const Types &inputs, Types &out);
 /// The sum of the squares of every element of every input: an f32 scalar.
 Error sumSquares(const Types &inputs, Types &out);
+// med.random: an f32 tensor shaped like `like`, or [like's first size] ++ *sampleShape; `key`
+// is an i64 scalar, and a sample has fewer than 2^32 elements (its counter word).
+Error random(const TensorType &key, const TensorType &like, const Dims *sampleShape, Types &out);
 /// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at
 /// element offset `offsets[i]`, ascending and without overlap; the rest are zeros.
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out);

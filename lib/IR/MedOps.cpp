@@ -457,6 +457,22 @@ LogicalResult SumSquaresOp::inferShapes(MLIRContext *ctx, std::optional<Location
   return r.verdict(shape::sumSquares(r.types(adaptor.getInputs()), types), types, out);
 }
 
+LogicalResult RandomOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                    Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  if (adaptor.getStream() > UINT32_MAX)
+    return emitOptionalError(loc, "'", getOperationName(),
+                             "' op 'stream' must be a 32-bit counter word, got ",
+                             static_cast<int64_t>(adaptor.getStream()));
+  shape::Types types;
+  std::optional<shape::Dims> sampleShape;
+  if (auto given = adaptor.getSampleShape())
+    sampleShape = Rule::dims(*given);
+  return r.verdict(shape::random(r.type(adaptor.getKey()), r.type(adaptor.getLike()),
+                                 sampleShape ? &*sampleShape : nullptr, types),
+                   types, out);
+}
+
 LogicalResult SelectOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                     SmallVectorImpl<Type> &out) {
   Rule r{ctx, loc, getOperationName()};

@@ -852,6 +852,36 @@ Error sumSquares(const Types &inputs, Types &out) {
   return {};
 }
 
+Error random(const TensorType &key, const TensorType &like, const Dims *sampleShape, Types &out) {
+  if (key.element != "i64" || !key.shape.empty())
+    return "key: expected an i64 scalar (the step's key), got " + typeStr(key);
+  if (like.shape.empty())
+    return "like: expected at least one dimension (the first indexes the samples), got a scalar";
+  Dims shape = like.shape;
+  if (sampleShape) {
+    if (Error e = axisList("sample_shape", *sampleShape, sampleShape->size(), 1, "dimension");
+        !e.empty())
+      return e;
+    shape.resize(1);
+    shape.insert(shape.end(), sampleShape->begin(), sampleShape->end());
+  }
+  // The element's index within its sample is one 32-bit counter word.
+  int64_t perSample = 1;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    if (isDyn(shape[i])) {
+      perSample = kDynamic;
+      break;
+    }
+    if (!mul(perSample, shape[i], perSample))
+      return overflow("result");
+  }
+  if (!isDyn(perSample) && perSample > (int64_t(1) << 32))
+    return "a sample of " + shapeStr(shape) + " has " + num(perSample) +
+           " elements; at most 2^32 (one counter word)";
+  out.push_back({shape, "f32"});
+  return {};
+}
+
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out) {
   if (inputs.empty())
     return "needs at least one input";

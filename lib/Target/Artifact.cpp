@@ -348,6 +348,13 @@ private:
         attrs = json::Object{{"bucket", int64_t(o.getBucket())}, {"offsets", ints(o.getOffsets())},
                              {"size", int64_t(o.getSize())}};
         return true; })
+      .Case<RandomOp>([&](RandomOp o) {
+        operands = json::Object{{"key", group(o.getKey())}, {"like", group(o.getLike())}};
+        attrs = json::Object{{"stream", int64_t(o.getStream())},
+                             {"distribution", stringifyRandomDistribution(o.getDistribution())}};
+        if (auto shape = o.getSampleShape())
+          attrs["sample_shape"] = ints(*shape);
+        return true; })
       .Case<SelectOp>([&](SelectOp o) {
         operands = json::Object{{"cond", group(o.getCond())}, {"on_true", group(o.getOnTrue())},
                                 {"on_false", group(o.getOnFalse())}};

@@ -609,6 +609,11 @@ private:
       for (int id : op.operand("inputs"))
         inputs.push_back(&raw(id));
       cpu::anyNonFinite(inputs, result(op));
+    } else if (k == "random") {
+      const std::string &d = op.strAttr("distribution");
+      if (d != "uniform" && d != "normal")
+        throw Error(str("random: unknown distribution '", d, "' (expected uniform or normal)"));
+      cpu::random(raw(op, "key"), op.intAttr("stream"), d == "normal", result(op));
     } else if (k == "select") {
       cpu::select(raw(op, "cond"), in(op, "on_true"), in(op, "on_false"), result(op));
     } else if (k == "update_loss_scale") {

@@ -213,6 +213,17 @@ const std::map<std::string, OpSpec> &opSpecs() {
     m["any_non_finite"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
       return shape::anyNonFinite(v.all("inputs"), out);
     }};
+    m["random"] = {{{"key", Arity::One, Element::Label}, {"like", Arity::One, Element::Label}},
+                   [](const OpView &v, shape::Types &out) {
+      v.oneOf("distribution", {"uniform", "normal"});
+      const int64_t stream = v.op.intAttr("stream");
+      if (stream < 0 || stream > int64_t(UINT32_MAX))
+        return shape::Error("'stream' must be a 32-bit counter word, got " + std::to_string(stream));
+      std::optional<shape::Dims> sampleShape;
+      if (v.op.attrs.count("sample_shape"))
+        sampleShape = v.op.intsAttr("sample_shape");
+      return shape::random(v.in("key"), v.in("like"), sampleShape ? &*sampleShape : nullptr, out);
+    }};
     m["sum_squares"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
       return shape::sumSquares(v.all("inputs"), out);
     }};

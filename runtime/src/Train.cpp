@@ -11,6 +11,7 @@
 #include "medrun/Interop.h"
 #include "medrun/Parallel.h"
 #include "medrun/ProgressPlot.h"
+#include "medrun/Random.h"
 #include "medrun/Schedule.h"
 #include "medrun/TrainBackend.h"
 #include "medrun/TrainLog.h"
@@ -227,15 +228,17 @@ void checkRanksAgree(GradientReducer &reducer, int rank, int64_t step, const Ten
 
 } // namespace
 
-StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSize)
+StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSize, int rank)
     : artifact_(&artifact), fn_(&artifact.function("train_step")), schedule_(scheduleOf(config)),
-      worldSize_(worldSize) {
+      worldSize_(worldSize), rank_(rank) {
   const Function &fn = *fn_;
   if (worldSize < 1)
     throw Error(str("a job of ", worldSize, " ranks: expected at least one"));
   if (worldSize > 1 && input("inv_world_size") < 0)
     throw Error(str(artifact.path, ": train_step was compiled for one process, but the job has ",
                     worldSize, " ranks (compile it with medc compile --data-parallel)"));
+  if (input("rng") >= 0)
+    seed_ = setting<uint64_t>(config, "train", "seed");
   if (input("ema_decay") >= 0) {
     emaDecay_ = setting<double>(config, "ema", "decay");
     emaWarmup_ = setting<int64_t>(config, "ema", "warmup_steps");
@@ -314,7 +317,11 @@ std::vector<Tensor> StepInputs::inputs(const Batch &batch, int64_t step, double 
   scalar("lr", learningRate(step));
   scalar("step", static_cast<double>(step + 1)); // the optimizer's 1-based step count
   scalar("ema_decay", step < emaWarmup_ ? 0.0 : emaDecay_);
-  scalar("rng", static_cast<double>(step));
+  if (int i = input("rng"); i >= 0) { // all 64 bits: not through a double
+    Tensor key(DType::I64, {});
+    key.data<int64_t>()[0] = stepKey(seed_, static_cast<uint32_t>(rank_), static_cast<uint64_t>(step));
+    inputs[i] = key;
+  }
   scalar("loss_scale", lossScale);
   scalar("growth_tracker", static_cast<double>(growthTracker));
   scalar("inv_world_size", 1.0 / worldSize_); // averages the gradients summed over the ranks
@@ -365,7 +372,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     const char *v = std::getenv("MEDRUN_STATE_DIGEST");
     return v && *v && std::string(v) != "0";
   }();
-  const StepInputs feed(artifact, config, ranks);
+  const StepInputs feed(artifact, config, ranks, options.rank);
   // Each rank draws its own part of the step's global batch (Data.h).
   LoaderSpec loader = feed.loader();
   loader.rank = options.rank;

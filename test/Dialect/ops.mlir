@@ -194,3 +194,15 @@ func.func @loss_scaling(%g: tensor<4xf32>, %h: tensor<2x3xf32>, %s: tensor<f32>,
   %u:2 = med.update_loss_scale %s, %n, %f {growth_interval = 10 : i64} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
   return %p, %u#0, %u#1 : tensor<4xf32>, tensor<f32>, tensor<f32>
 }
+
+// Random numbers: shaped like an operand, or per sample; the default distribution is uniform.
+// CHECK-LABEL: func.func @random
+func.func @random(%key: tensor<i64>, %x: tensor<?x1x8x8x8xf32>, %l: tensor<2x1x4x4x4xi32>) -> (tensor<?x1x8x8x8xf32>, tensor<?x3xf32>, tensor<2x2x3xf32>) {
+  // CHECK: med.random %{{.*}}, %{{.*}} {distribution = #med<distribution normal>, stream = 4 : i64} : (tensor<i64>, tensor<?x1x8x8x8xf32>) -> tensor<?x1x8x8x8xf32>
+  %z = med.random %key, %x {stream = 4 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<?x1x8x8x8xf32>) -> tensor<?x1x8x8x8xf32>
+  // CHECK: med.random %{{.*}}, %{{.*}} {sample_shape = array<i64: 3>, stream = 3 : i64} : (tensor<i64>, tensor<?x1x8x8x8xf32>) -> tensor<?x3xf32>
+  %a = med.random %key, %x {stream = 3 : i64, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<?x1x8x8x8xf32>) -> tensor<?x3xf32>
+  // CHECK: med.random %{{.*}}, %{{.*}} {sample_shape = array<i64: 2, 3>, stream = 0 : i64} : (tensor<i64>, tensor<2x1x4x4x4xi32>) -> tensor<2x2x3xf32>
+  %b = med.random %key, %l {stream = 0 : i64, sample_shape = array<i64: 2, 3>} : (tensor<i64>, tensor<2x1x4x4x4xi32>) -> tensor<2x2x3xf32>
+  return %z, %a, %b : tensor<?x1x8x8x8xf32>, tensor<?x3xf32>, tensor<2x2x3xf32>
+}

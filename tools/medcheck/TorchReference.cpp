@@ -438,6 +438,51 @@ torch::Tensor constant(const Env &env, const OpInfo &op) {
       .clone();
 }
 
+/// med.random: Philox 4x32-10 (Salmon et al., SC'11) written again in torch's int64
+/// arithmetic, every element's counter (index, sample, stream, 0) a lane, so that the
+/// backends' numbers are checked against a second definition. The 32 x 32-bit products are
+/// taken in 16-bit halves to stay below 2^63.
+torch::Tensor random(const Env &env, const OpInfo &op) {
+  const torch::Tensor key = env.in(op, "key").to(torch::kCPU);
+  const uint64_t k = static_cast<uint64_t>(key.item<int64_t>());
+  const int id = op.results.at(0);
+  const medrun::Shape &shape = env.fn.values.at(id).shape;
+  const int64_t n = medrun::numElements(shape), samples = shape.at(0);
+  const int64_t per = samples ? n / samples : 1;
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(env.device);
+  const int64_t mask = 0xffffffffLL;
+  auto mulHiLo = [&](int64_t m, const torch::Tensor &c) {
+    torch::Tensor lo = torch::bitwise_and(c, 0xffff) * m, hi = torch::div(c, 65536, "floor") * m;
+    torch::Tensor low = torch::bitwise_and(torch::bitwise_and(hi, 0xffff) * 65536 + lo, mask);
+    torch::Tensor high = torch::div(hi + torch::div(lo, 65536, "floor"), 65536, "floor");
+    return std::pair{high, low};
+  };
+  torch::Tensor index = torch::arange(n, i64);
+  torch::Tensor c0 = torch::remainder(index, per), c1 = torch::div(index, per, "floor");
+  torch::Tensor c2 = torch::full({n}, op.intAttr("stream"), i64), c3 = torch::zeros({n}, i64);
+  int64_t k0 = static_cast<int64_t>(k & 0xffffffffu), k1 = static_cast<int64_t>(k >> 32);
+  for (int round = 0; round < 10; ++round) {
+    auto [hi0, lo0] = mulHiLo(0xD2511F53LL, c0);
+    auto [hi1, lo1] = mulHiLo(0xCD9E8D57LL, c2);
+    c0 = torch::bitwise_xor(torch::bitwise_xor(hi1, c1), k0);
+    c2 = torch::bitwise_xor(torch::bitwise_xor(hi0, c3), k1);
+    c1 = lo1;
+    c3 = lo0;
+    k0 = (k0 + 0x9E3779B9LL) & mask;
+    k1 = (k1 + 0xBB67AE85LL) & mask;
+  }
+  const double grid = 1.0 / 16777216.0; // 2^-24
+  torch::Tensor y;
+  if (op.strAttr("distribution") == "normal") {
+    torch::Tensor u1 = (torch::div(c0, 256, "floor") + 1).to(torch::kFloat64) * grid;
+    torch::Tensor u2 = torch::div(c1, 256, "floor").to(torch::kFloat64) * grid;
+    y = torch::sqrt(-2.0 * torch::log(u1)) * torch::cos(2.0 * M_PI * u2);
+  } else {
+    y = torch::div(c0, 256, "floor").to(torch::kFloat64) * grid;
+  }
+  return y.reshape(std::vector<int64_t>(shape.begin(), shape.end())).to(env.typeOf(id));
+}
+
 std::vector<int64_t> shapeAttr(const OpInfo &op) { return ints(op, "shape"); }
 
 /// The `kind` of the extremum gradient ops: "max" or "min".
@@ -640,6 +685,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       found |= (~torch::isfinite(x)).any().item<bool>();
     return {torch::full({}, found ? 1.0 : 0.0, env.floatOptions())};
   }
+  if (k == "random")
+    return {random(env, op)};
   if (k == "sum_squares") {
     torch::Tensor total = torch::zeros({}, env.floatOptions().dtype(torch::kFloat64));
     for (const torch::Tensor &x : env.group(op, "inputs"))

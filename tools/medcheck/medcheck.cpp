@@ -564,7 +564,7 @@ Options parseArgs(int argc, char **argv) {
 
 /// How an argument is used, which decides its random values.
 struct Role {
-  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step } kind = Normal;
+  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step, Key } kind = Normal;
   int64_t classes = 0; ///< ClassIndex: the C of the matching logits
 };
 
@@ -591,6 +591,8 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           r.kind = Role::Probability; // a second moment: not negative
         } else if (op.kind == "adamw" && name == "step") {
           r.kind = Role::Step;
+        } else if (op.kind == "random" && name == "key") {
+          r.kind = Role::Key; // all 64 bits: both Philox key words
         } else if (op.kind == "sqrt" || op.kind == "log") {
           r.kind = Role::PositiveWeight; // N(0, 1) would give NaN on both sides
         } else {
@@ -620,6 +622,11 @@ template <typename T> void fill(medrun::Tensor &t, const std::vector<double> &v)
 
 medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std::mt19937_64 &rng) {
   medrun::Tensor t(info.dtype, info.shape);
+  if (role.kind == Role::Key && info.dtype == medrun::DType::I64) { // not through a double
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<int64_t>()[i] = static_cast<int64_t>(rng());
+    return t;
+  }
   std::vector<double> v(static_cast<size_t>(t.numel()));
   switch (role.kind) {
   case Role::Mask: {
@@ -652,6 +659,7 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
       x = static_cast<double>(d(rng));
     break;
   }
+  case Role::Key: // an i64 key is made above
   case Role::Normal: {
     std::normal_distribution<double> d(0.0, 1.0);
     for (double &x : v)

@@ -143,7 +143,7 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
   }
   if (int threads = config["train"].value("threads", 0); threads > 0)
     setNumThreads(threads);
-  const StepInputs feed(artifact, config, job ? job->worldSize() : 1);
+  const StepInputs feed(artifact, config, job ? job->worldSize() : 1, dist.rank);
   const Function &fn = feed.function();
   const FunctionCost cost = functionCost(fn);
   const int lossOut = outputIndex(fn, "loss");

@@ -130,8 +130,8 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
     for the runtime's first step).
 
     `lr`, `step` (1 for the first step), `ema_decay`, `loss_scale` and `growth_tracker` are
-    rank-0 f32 inputs and `rng` a rank-0 i64 (the counter of the step's random numbers,
-    not read yet), so nothing that changes per step is a constant. Every op the pass adds
+    rank-0 f32 inputs and `rng` a rank-0 i64 (the key of the step's random numbers, which
+    `med.random` ops read; `medrun` derives it from the seed, the rank and the step), so nothing that changes per step is a constant. Every op the pass adds
     to the step carries `med.fp32`: under mixed precision it computes in f32 (master
     weights, optimizer state, norms, loss scaling). With `exempt-norm-bias`, parameters of
     rank ≤ 1 (biases, norm affines) and GRN parameters get no weight decay. Calls remain;

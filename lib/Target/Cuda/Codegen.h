@@ -179,6 +179,7 @@ public:
   static void registerReduce(Emitters &e);
   static void registerLoss(Emitters &e);
   static void registerOptimizer(Emitters &e);
+  static void registerRandom(Emitters &e);
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
@@ -536,6 +537,9 @@ private:
   static std::string softmaxHead(int64_t C, int64_t S);
   int diceSums(const Op &op, int x, int tgt, const NCS &L);
   void diceCE(const Op &op, bool grad);
+
+  // ---- Random.cpp ------------------------------------------------------------------------
+  void random(const Op &op);
 
   // ---- Optimizer.cpp ---------------------------------------------------------------------
   void anyNonFinite(const Op &op);

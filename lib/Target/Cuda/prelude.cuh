@@ -52,6 +52,33 @@ void chanMerge(float pivot, float &dev, float &m2, float pivotB, float devB, flo
   dev = dev + d * wb;
   m2 = (m2 + m2B) + (d * d) * ((float)na * wb);
 }
+// med.random: Philox 4x32-10 of the counter (i, n, stream, 0) under the step's key, and the
+// uniform and normal numbers of its words (medrun/Random.h, the CPU's definition).
+struct PhiloxWords {
+  unsigned w[4];
+};
+PhiloxWords medRandomWords(i64 key, unsigned stream, unsigned n, unsigned i) {
+  unsigned c0 = i, c1 = n, c2 = stream, c3 = 0u;
+  unsigned k0 = (unsigned)key, k1 = (unsigned)((u64)key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const u64 p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const unsigned d0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, d2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (unsigned)p1;
+    c3 = (unsigned)p0;
+    c0 = d0;
+    c2 = d2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  PhiloxWords w = {{c0, c1, c2, c3}};
+  return w;
+}
+float medRandomUniform(const PhiloxWords &w) { return (float)(w.w[0] >> 8) * 5.9604644775390625e-8f; }
+float medRandomNormal(const PhiloxWords &w) {
+  const float u1 = (float)((w.w[0] >> 8) + 1u) * 5.9604644775390625e-8f;
+  const float u2 = (float)(w.w[1] >> 8) * 5.9604644775390625e-8f;
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958648f * u2);
+}
 // Records the first failing op (its index + 1) in the function's status word.
 void medFail(unsigned *status, unsigned code) { atomicCAS(status, 0u, code); }
 

@@ -192,6 +192,14 @@ void sgd(const Tensor &param, const Tensor &grad, const Tensor &buffer, const Te
 // med.update_loss_scale). Scalars may have any float dtype.
 //===----------------------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------------------===//
+// Random numbers (docs/dialect.md, med.random; medrun/Random.h)
+//===----------------------------------------------------------------------------------===//
+
+/// y[n, i] = the uniform or normal number of element i of sample n (the first index) of
+/// `stream` under the i64 scalar `key`.
+void random(const Tensor &key, int64_t stream, bool normal, Tensor &y);
+
 /// y (a scalar) = 1 if any element of any input is ±inf or NaN, else 0.
 void anyNonFinite(const std::vector<const Tensor *> &inputs, Tensor &y);
 

@@ -10,6 +10,7 @@
 #define MEDRUN_RANDOM_H
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 
@@ -44,6 +45,30 @@ inline uint64_t fnv1a(std::string_view s) {
 
 inline PhiloxKey philoxKey(uint64_t seed) {
   return {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+}
+
+/// The key of a training step's random numbers (train_step's `rng` input): one Philox block of
+/// the run's seed with the counter (step, rank, "rand"), so that every step and every rank
+/// of a data-parallel job draws its own numbers, and a resumed run the same ones again.
+inline int64_t stepKey(uint64_t seed, uint32_t rank, uint64_t step) {
+  PhiloxCounter c = philox4x32(
+      {static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), rank, 0x646e6172u},
+      philoxKey(seed));
+  return static_cast<int64_t>((static_cast<uint64_t>(c[1]) << 32) | c[0]);
+}
+
+/// med.random (docs/dialect.md): the four words of element i of sample n of `stream` under
+/// the step's key. prelude.cuh's medRandomWords is the CUDA side of this definition.
+inline PhiloxCounter randomWords(int64_t key, uint32_t stream, uint32_t n, uint32_t i) {
+  return philox4x32({i, n, stream, 0}, philoxKey(static_cast<uint64_t>(key)));
+}
+/// med.random's uniform: [0, 1) on a grid of 2^-24.
+inline float randomUniform(const PhiloxCounter &w) { return uniform01(w[0]); }
+/// med.random's normal: Box-Muller of u1 in (0, 1] and u2 in [0, 1).
+inline float randomNormal(const PhiloxCounter &w) {
+  const float u1 = static_cast<float>((w[0] >> 8) + 1) * 0x1p-24f;
+  const float u2 = static_cast<float>(w[1] >> 8) * 0x1p-24f;
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530717958648f * u2);
 }
 
 } // namespace medrun

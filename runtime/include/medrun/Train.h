@@ -83,7 +83,8 @@ class StepInputs {
 public:
   /// Throws Error naming the recipe key or the train_step input that does not fit. A job of
   /// `worldSize` ranks > 1 needs a step compiled with --data-parallel.
-  StepInputs(const Artifact &artifact, const nlohmann::json &config, int worldSize = 1);
+  StepInputs(const Artifact &artifact, const nlohmann::json &config, int worldSize = 1,
+             int rank = 0);
 
   const Function &function() const { return *fn_; }
   const SyntheticSpec &synthetic() const { return synthetic_; }
@@ -97,7 +98,8 @@ public:
   /// The loss scale of the first step (fp16-mixed: the compiled initial scale, else 1).
   double initialLossScale() const;
   /// Every input of 0-based step `step`: the batch's tensors, `lr`, `step` (1-based, the
-  /// optimizer's count), `ema_decay` (0 during the EMA warm-up), `rng`, under fp16-mixed
+  /// optimizer's count), `ema_decay` (0 during the EMA warm-up), `rng` (the step's key of
+  /// med.random: stepKey of train.seed, the rank and the step, medrun/Random.h), under fp16-mixed
   /// `loss_scale` and `growth_tracker` carried from the previous step, and in a step compiled
   /// with --data-parallel `inv_world_size` (1 / the ranks of the job).
   std::vector<Tensor> inputs(const Batch &batch, int64_t step, double lossScale = 1,
@@ -117,6 +119,8 @@ private:
   double emaDecay_ = 0;
   int64_t emaWarmup_ = 0;
   int worldSize_ = 1;
+  int rank_ = 0;
+  uint64_t seed_ = 0; ///< train.seed: with the rank and the step, the key of `rng`
 };
 
 /// A CUDA session for `fn` of the artifact, after checking that the artifact has CUDA

@@ -1,0 +1,57 @@
+//===- MedRandomOps.td - counter-based random numbers -----------------------------===//
+//
+// The random numbers of a training step (augmentation parameters and noise): each element a
+// pure function of the step's key and of what it is for, so that the CPU and CUDA backends,
+// any thread count and a resumed run draw the same numbers (DESIGN.md §4).
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef MED_RANDOM_OPS_TD
+#define MED_RANDOM_OPS_TD
+
+def Med_RandomDistribution : I32EnumAttr<"RandomDistribution", "distribution of med.random", [
+    I32EnumAttrCase<"uniform", 0>,
+    I32EnumAttrCase<"normal", 1>]> {
+  let cppNamespace = "::mlir::med";
+  let genSpecializedAttr = 0;
+}
+def Med_RandomDistributionAttr : EnumAttr<Med_Dialect, Med_RandomDistribution, "distribution">;
+
+def Med_RandomOp : Med_ShapedOp<"random", [Med_NotDifferentiable]> {
+  let summary = "counter-based random numbers (Philox 4x32-10), one per element";
+  let description = [{
+    An f32 tensor of random numbers. Its shape is that of `like` (only its shape is read), or,
+    with `sample_shape`, `like`'s first size (the batch) followed by `sample_shape`: one set
+    of per-sample parameters of a transform.
+
+    Element `i` of sample `n` (the first index) is a pure function of the scalar `key` (an
+    i64, the step's key: `train_step`'s `rng` input, which `medrun` derives from the run's
+    seed, the rank and the step; `docs/augment.md`), of `stream` (which draw this is: each
+    random op of a program has its own) and of (n, i), with `i` the element's row-major
+    index within its sample (below 2³²): Philox 4x32-10 (Salmon et al., SC'11) with the key
+    words (low, high 32 bits of `key`) and the counter (i, n, stream, 0) gives four words
+    w0..w3.
+
+    - `uniform`: (w0 >> 8) · 2⁻²⁴, in [0, 1) on a grid of 2⁻²⁴; exact, the same bits on
+      every backend.
+    - `normal`: Box–Muller, √(−2 ln u₁) · cos(2π u₂) with u₁ = ((w0 >> 8) + 1) · 2⁻²⁴ in
+      (0, 1] and u₂ = (w1 >> 8) · 2⁻²⁴; backends agree to the rounding of their `log`,
+      `sqrt` and `cos`.
+
+    Not differentiable; not fused (its value depends on the element's index).
+
+    ```mlir
+    %angles = med.random %key, %image {stream = 3 : i64, distribution = #med<distribution uniform>, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x8x8x8xf32>) -> tensor<2x3xf32>
+    %noise = med.random %key, %image {stream = 4 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x1x8x8x8xf32>) -> tensor<2x1x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I64]>:$key, Med_LabelTensor:$like,
+                       I64Attr:$stream,
+                       DefaultValuedAttr<Med_RandomDistributionAttr,
+                                         "::mlir::med::RandomDistribution::uniform">:$distribution,
+                       OptionalAttr<DenseI64ArrayAttr>:$sample_shape);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$key `,` $like attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // MED_RANDOM_OPS_TD

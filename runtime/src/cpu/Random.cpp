@@ -1,0 +1,41 @@
+//===- Random.cpp - med.random: counter-based random numbers ----------------------===//
+//
+// Each element is a pure function of (key, stream, sample, index) (medrun/Random.h), so
+// the threads may split the work any way and the CUDA kernel draws the same numbers.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Kernels.h"
+#include "medrun/Random.h"
+
+#include "Dispatch.h"
+
+namespace medrun::cpu {
+using namespace detail;
+
+void random(const Tensor &key, int64_t stream, bool normal, Tensor &y) {
+  requireDType("random", "key", key, DType::I64);
+  if (key.numel() != 1 || y.shape().empty())
+    throw Error(str("med kernel random: expected a scalar key and a result of at least one "
+                    "dimension, got ",
+                    shapeStr(key.shape()), " and ", shapeStr(y.shape())));
+  if (stream < 0 || stream > int64_t(UINT32_MAX))
+    throw Error(str("med kernel random: stream ", stream, " is not a 32-bit counter word"));
+  const int64_t k = ptr<int64_t>(key)[0];
+  const int64_t samples = y.shape()[0], per = samples ? y.numel() / samples : 0;
+  if (per > (int64_t(1) << 32))
+    throw Error(str("med kernel random: ", per, " elements per sample; at most 2^32"));
+  dispatchFloat(y.dtype(), "random", [&](auto tag) {
+    using T = decltype(tag);
+    T *out = ptr<T>(y);
+    parallelFor(y.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {
+        const PhiloxCounter w = randomWords(k, static_cast<uint32_t>(stream),
+                                            static_cast<uint32_t>(j / per),
+                                            static_cast<uint32_t>(j % per));
+        out[j] = store<T>(static_cast<Acc<T>>(normal ? randomNormal(w) : randomUniform(w)));
+      }
+    });
+  });
+}
+
+} // namespace medrun::cpu
