@@ -119,6 +119,11 @@ Error sumSquares(const Types &inputs, Types &out);
 // med.random: an f32 tensor shaped like `like`, or [like's first size] ++ *sampleShape; `key`
 // is an i64 scalar, and a sample has fewer than 2^32 elements (its counter word).
 Error random(const TensorType &key, const TensorType &like, const Dims *sampleShape, Types &out);
+// A transform of an N×C×D×H×W batch by per-sample parameters `param` (f32) of shape N×C×3
+// (`perChannel`: med.gaussian_blur's sigma, med.simulate_low_resolution's scale) or N×3
+// (med.mirror's flip); the result has the input's type.
+Error sampleTransform(const std::string &paramName, const TensorType &input,
+                      const TensorType &param, bool perChannel, Types &out);
 /// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at
 /// element offset `offsets[i]`, ascending and without overlap; the rest are zeros.
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out);

@@ -473,6 +473,33 @@ LogicalResult RandomOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
                    types, out);
 }
 
+LogicalResult GaussianBlurOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::sampleTransform("sigma", r.type(adaptor.getInput()),
+                                          r.type(adaptor.getSigma()), true, types),
+                   types, out);
+}
+
+LogicalResult SimulateLowResolutionOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::sampleTransform("scale", r.type(adaptor.getInput()),
+                                          r.type(adaptor.getScale()), true, types),
+                   types, out);
+}
+
+LogicalResult MirrorOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                    Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::sampleTransform("flip", r.type(adaptor.getInput()),
+                                          r.type(adaptor.getFlip()), false, types),
+                   types, out);
+}
+
 LogicalResult SelectOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                     SmallVectorImpl<Type> &out) {
   Rule r{ctx, loc, getOperationName()};

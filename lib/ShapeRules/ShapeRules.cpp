@@ -882,6 +882,23 @@ Error random(const TensorType &key, const TensorType &like, const Dims *sampleSh
   return {};
 }
 
+Error sampleTransform(const std::string &paramName, const TensorType &input,
+                      const TensorType &param, bool perChannel, Types &out) {
+  if (Error e = rank("input", input, 5, "N×C×D×H×W"); !e.empty())
+    return e;
+  if (param.element != "f32")
+    return paramName + ": expected f32 elements, got " + param.element;
+  const Dims expected = perChannel ? Dims{input.shape[0], input.shape[1], 3}
+                                   : Dims{input.shape[0], 3};
+  if (!sameShape(param.shape, expected))
+    return paramName + ": expected " + shapeStr(expected) +
+           (perChannel ? " (a value per sample, channel and axis D, H, W)"
+                       : " (a value per sample and axis D, H, W)") +
+           ", got " + shapeStr(param.shape);
+  out.push_back(input);
+  return {};
+}
+
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out) {
   if (inputs.empty())
     return "needs at least one input";

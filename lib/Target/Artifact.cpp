@@ -348,6 +348,15 @@ private:
         attrs = json::Object{{"bucket", int64_t(o.getBucket())}, {"offsets", ints(o.getOffsets())},
                              {"size", int64_t(o.getSize())}};
         return true; })
+      .Case<GaussianBlurOp>([&](GaussianBlurOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"sigma", group(o.getSigma())}};
+        return true; })
+      .Case<SimulateLowResolutionOp>([&](SimulateLowResolutionOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"scale", group(o.getScale())}};
+        return true; })
+      .Case<MirrorOp>([&](MirrorOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"flip", group(o.getFlip())}};
+        return true; })
       .Case<RandomOp>([&](RandomOp o) {
         operands = json::Object{{"key", group(o.getKey())}, {"like", group(o.getLike())}};
         attrs = json::Object{{"stream", int64_t(o.getStream())},

@@ -609,6 +609,13 @@ private:
       for (int id : op.operand("inputs"))
         inputs.push_back(&raw(id));
       cpu::anyNonFinite(inputs, result(op));
+    } else if (k == "gaussian_blur") {
+      cpu::gaussianBlur(in(op, "input"), raw(op, "sigma"), result(op));
+    } else if (k == "simulate_low_resolution") {
+      cpu::simulateLowResolution(in(op, "input"), raw(op, "scale"), result(op));
+    } else if (k == "mirror") {
+      const Tensor &x = in(op, "input");
+      cpu::mirror(x, raw(op, "flip"), result(op, 0, x.dtype()));
     } else if (k == "random") {
       const std::string &d = op.strAttr("distribution");
       if (d != "uniform" && d != "normal")

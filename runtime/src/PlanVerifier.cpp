@@ -213,6 +213,16 @@ const std::map<std::string, OpSpec> &opSpecs() {
     m["any_non_finite"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
       return shape::anyNonFinite(v.all("inputs"), out);
     }};
+    m["gaussian_blur"] = {{{"input"}, {"sigma"}}, [](const OpView &v, shape::Types &out) {
+      return shape::sampleTransform("sigma", v.in("input"), v.in("sigma"), true, out);
+    }};
+    m["simulate_low_resolution"] = {{{"input"}, {"scale"}}, [](const OpView &v, shape::Types &out) {
+      return shape::sampleTransform("scale", v.in("input"), v.in("scale"), true, out);
+    }};
+    m["mirror"] = {{{"input", Arity::One, Element::Label}, {"flip"}},
+                   [](const OpView &v, shape::Types &out) {
+      return shape::sampleTransform("flip", v.in("input"), v.in("flip"), false, out);
+    }};
     m["random"] = {{{"key", Arity::One, Element::Label}, {"like", Arity::One, Element::Label}},
                    [](const OpView &v, shape::Types &out) {
       v.oneOf("distribution", {"uniform", "normal"});

@@ -206,3 +206,15 @@ func.func @random(%key: tensor<i64>, %x: tensor<?x1x8x8x8xf32>, %l: tensor<2x1x4
   %b = med.random %key, %l {stream = 0 : i64, sample_shape = array<i64: 2, 3>} : (tensor<i64>, tensor<2x1x4x4x4xi32>) -> tensor<2x2x3xf32>
   return %z, %a, %b : tensor<?x1x8x8x8xf32>, tensor<?x3xf32>, tensor<2x2x3xf32>
 }
+
+// Augmentation transforms with per-sample parameters.
+// CHECK-LABEL: func.func @intensity
+func.func @intensity(%x: tensor<?x2x8x8x8xf32>, %p: tensor<?x2x3xf32>, %l: tensor<?x1x8x8x8xi32>, %f: tensor<?x3xf32>) -> (tensor<?x2x8x8x8xf32>, tensor<?x2x8x8x8xf32>, tensor<?x1x8x8x8xi32>) {
+  // CHECK: med.gaussian_blur %{{.*}}, %{{.*}} : (tensor<?x2x8x8x8xf32>, tensor<?x2x3xf32>) -> tensor<?x2x8x8x8xf32>
+  %b = med.gaussian_blur %x, %p : (tensor<?x2x8x8x8xf32>, tensor<?x2x3xf32>) -> tensor<?x2x8x8x8xf32>
+  // CHECK: med.simulate_low_resolution %{{.*}}, %{{.*}} : (tensor<?x2x8x8x8xf32>, tensor<?x2x3xf32>) -> tensor<?x2x8x8x8xf32>
+  %s = med.simulate_low_resolution %x, %p : (tensor<?x2x8x8x8xf32>, tensor<?x2x3xf32>) -> tensor<?x2x8x8x8xf32>
+  // CHECK: med.mirror %{{.*}}, %{{.*}} : (tensor<?x1x8x8x8xi32>, tensor<?x3xf32>) -> tensor<?x1x8x8x8xi32>
+  %m = med.mirror %l, %f : (tensor<?x1x8x8x8xi32>, tensor<?x3xf32>) -> tensor<?x1x8x8x8xi32>
+  return %b, %s, %m : tensor<?x2x8x8x8xf32>, tensor<?x2x8x8x8xf32>, tensor<?x1x8x8x8xi32>
+}

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -438,6 +439,83 @@ torch::Tensor constant(const Env &env, const OpInfo &op) {
       .clone();
 }
 
+/// med.gaussian_blur from its definition: per sample, channel and axis, the weighted sum of
+/// reflected copies (index_select of the reflected indices, found by folding step by step),
+/// in the checker's float type.
+torch::Tensor gaussianBlur(const torch::Tensor &input, const torch::Tensor &sigma) {
+  torch::Tensor y = input.clone();
+  const torch::Tensor s = sigma.to(torch::kCPU, torch::kFloat64);
+  for (int64_t n = 0; n < y.size(0); ++n)
+    for (int64_t c = 0; c < y.size(1); ++c)
+      for (int64_t axis = 0; axis < 3; ++axis) {
+        const double sg = s[n][c][axis].item<double>();
+        if (!(sg > 0))
+          continue;
+        const double t = 6 * sg + 0.5; // the odd tap count nearest to t
+        double k = std::nearbyint(t);
+        if (std::fmod(k, 2.0) == 0)
+          k += t >= k ? 1 : -1;
+        const int64_t r = static_cast<int64_t>(k - 1) / 2, size = y.size(2 + axis);
+        if (r == 0)
+          continue;
+        torch::Tensor v = y[n][c], acc = torch::zeros_like(v);
+        std::vector<double> w;
+        for (int64_t j = -r; j <= r; ++j)
+          w.push_back(std::exp(-0.5 * (j / sg) * (j / sg)));
+        const double total = std::accumulate(w.begin(), w.end(), 0.0);
+        for (int64_t j = -r; j <= r; ++j) {
+          std::vector<int64_t> idx;
+          for (int64_t i = 0; i < size; ++i) {
+            int64_t at = i + j;
+            while (size > 1 && (at < 0 || at >= size))
+              at = at < 0 ? -at : 2 * (size - 1) - at;
+            idx.push_back(size > 1 ? at : 0);
+          }
+          torch::Tensor index = torch::tensor(idx, torch::TensorOptions().dtype(torch::kInt64))
+                                    .to(v.device());
+          acc = acc + v.index_select(axis, index) * (w[static_cast<size_t>(j + r)] / total);
+        }
+        y[n][c] = acc;
+      }
+  return y;
+}
+
+/// med.simulate_low_resolution as nnU-Net writes it: per sample and channel, torch's
+/// nearest-exact interpolation to round(n·s) voxels and trilinear interpolation back
+/// (align_corners=False).
+torch::Tensor simulateLowResolution(const torch::Tensor &input, const torch::Tensor &scale) {
+  torch::Tensor y = input.clone();
+  const torch::Tensor s = scale.to(torch::kCPU, torch::kFloat64);
+  for (int64_t n = 0; n < y.size(0); ++n)
+    for (int64_t c = 0; c < y.size(1); ++c) {
+      std::vector<int64_t> low, full;
+      for (int64_t a = 0; a < 3; ++a) {
+        full.push_back(y.size(2 + a));
+        low.push_back(std::max<int64_t>(
+            1, static_cast<int64_t>(std::nearbyint(y.size(2 + a) * s[n][c][a].item<double>()))));
+      }
+      torch::Tensor v = input.slice(0, n, n + 1).slice(1, c, c + 1);
+      torch::Tensor down = torch::_upsample_nearest_exact3d(v, low);
+      y.slice(0, n, n + 1).slice(1, c, c + 1).copy_(torch::upsample_trilinear3d(down, full, false));
+    }
+  return y;
+}
+
+/// med.mirror: torch::flip of each sample along the axes its flags select.
+torch::Tensor mirror(const torch::Tensor &input, const torch::Tensor &flip) {
+  torch::Tensor y = input.clone();
+  const torch::Tensor f = flip.to(torch::kCPU, torch::kFloat64);
+  for (int64_t n = 0; n < y.size(0); ++n) {
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < 3; ++a)
+      if (f[n][a].item<double>() != 0)
+        axes.push_back(a + 1); // of the sample's C×D×H×W
+    if (!axes.empty())
+      y[n] = torch::flip(input[n], axes);
+  }
+  return y;
+}
+
 /// med.random: Philox 4x32-10 (Salmon et al., SC'11) written again in torch's int64
 /// arithmetic, every element's counter (index, sample, stream, 0) a lane, so that the
 /// backends' numbers are checked against a second definition. The 32 x 32-bit products are
@@ -687,6 +765,12 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   }
   if (k == "random")
     return {random(env, op)};
+  if (k == "gaussian_blur")
+    return {gaussianBlur(env.in(op, "input"), env.in(op, "sigma"))};
+  if (k == "simulate_low_resolution")
+    return {simulateLowResolution(env.in(op, "input"), env.in(op, "scale"))};
+  if (k == "mirror")
+    return {mirror(env.in(op, "input"), env.in(op, "flip"))};
   if (k == "sum_squares") {
     torch::Tensor total = torch::zeros({}, env.floatOptions().dtype(torch::kFloat64));
     for (const torch::Tensor &x : env.group(op, "inputs"))

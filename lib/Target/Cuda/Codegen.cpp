@@ -139,6 +139,7 @@ const Emitters &emitters() {
     FunctionGen::registerLoss(e);
     FunctionGen::registerOptimizer(e);
     FunctionGen::registerRandom(e);
+    FunctionGen::registerIntensity(e);
     FunctionGen::registerFusion(e);
     return e;
   }();

@@ -180,6 +180,7 @@ public:
   static void registerLoss(Emitters &e);
   static void registerOptimizer(Emitters &e);
   static void registerRandom(Emitters &e);
+  static void registerIntensity(Emitters &e);
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
@@ -540,6 +541,11 @@ private:
 
   // ---- Random.cpp ------------------------------------------------------------------------
   void random(const Op &op);
+
+  // ---- Intensity.cpp ---------------------------------------------------------------------
+  void gaussianBlur(const Op &op);
+  void simulateLowResolution(const Op &op);
+  void mirror(const Op &op);
 
   // ---- Optimizer.cpp ---------------------------------------------------------------------
   void anyNonFinite(const Op &op);

@@ -79,6 +79,45 @@ float medRandomNormal(const PhiloxWords &w) {
   const float u2 = (float)(w.w[1] >> 8) * 5.9604644775390625e-8f;
   return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958648f * u2);
 }
+// The index and weight rules of the augmentation ops (medrun/Augment.h, the CPU's
+// definition): the blur's radius, torch's reflection, the low-resolution size, torch's
+// nearest-exact source and linear (align_corners=False) source.
+i64 medBlurRadius(float sigma) {
+  if (!(sigma > 0.0f))
+    return 0;
+  const double t = 6.0 * (double)sigma + 0.5;
+  double k = rint(t);
+  if (fmod(k, 2.0) == 0.0)
+    k += t - k >= 0.0 ? 1.0 : -1.0;
+  return (i64)((k - 1.0) / 2.0);
+}
+i64 medReflect(i64 i, i64 n) {
+  if (n == 1)
+    return 0;
+  const i64 period = 2 * (n - 1);
+  i %= period;
+  if (i < 0)
+    i += period;
+  return i < n ? i : period - i;
+}
+i64 medLowResolutionSize(i64 n, float scale) {
+  const i64 m = (i64)rint((double)n * (double)scale);
+  return m < 1 ? 1 : m;
+}
+i64 medNearestExactSource(i64 j, i64 n, i64 m) {
+  const float scale = (float)n / (float)m;
+  const i64 src = (i64)floorf((float)(((double)j + 0.5) * (double)scale));
+  return src < n - 1 ? src : n - 1;
+}
+void medLinearSource(i64 o, i64 m, i64 n, i64 &i0, i64 &i1, float &frac) {
+  const float scale = (float)m / (float)n;
+  float src = scale * ((float)o + 0.5f) - 0.5f;
+  if (src < 0.0f)
+    src = 0.0f;
+  i0 = (i64)src;
+  i1 = i0 < m - 1 ? i0 + 1 : i0;
+  frac = src - (float)i0;
+}
 // Records the first failing op (its index + 1) in the function's status word.
 void medFail(unsigned *status, unsigned code) { atomicCAS(status, 0u, code); }
 

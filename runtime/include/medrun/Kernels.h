@@ -200,6 +200,18 @@ void sgd(const Tensor &param, const Tensor &grad, const Tensor &buffer, const Te
 /// `stream` under the i64 scalar `key`.
 void random(const Tensor &key, int64_t stream, bool normal, Tensor &y);
 
+//===----------------------------------------------------------------------------------===//
+// Augmentation transforms (docs/dialect.md; medrun/Augment.h): N×C×D×H×W batches,
+// per-sample parameters in f32.
+//===----------------------------------------------------------------------------------===//
+
+/// med.gaussian_blur: sigma is N×C×3; passes along D, H, W in f32.
+void gaussianBlur(const Tensor &x, const Tensor &sigma, Tensor &y);
+/// med.simulate_low_resolution: scale is N×C×3.
+void simulateLowResolution(const Tensor &x, const Tensor &scale, Tensor &y);
+/// med.mirror: flip is N×3; any element type (y has x's).
+void mirror(const Tensor &x, const Tensor &flip, Tensor &y);
+
 /// y (a scalar) = 1 if any element of any input is ±inf or NaN, else 0.
 void anyNonFinite(const std::vector<const Tensor *> &inputs, Tensor &y);
 

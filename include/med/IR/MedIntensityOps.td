@@ -1,0 +1,73 @@
+//===- MedIntensityOps.td - augmentation transforms of the image ----------------------===//
+//
+// Transforms of a batch whose parameters are operands ([B, ...] tensors, drawn with
+// med.random or given), so the same op runs drawn and chosen augmentations
+// (docs/augment.md). Not differentiable: they act on the data before the network.
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef MED_INTENSITY_OPS_TD
+#define MED_INTENSITY_OPS_TD
+
+def Med_GaussianBlurOp : Med_ShapedOp<"gaussian_blur", [Med_NotDifferentiable]> {
+  let summary = "separable Gaussian blur, a sigma per sample, channel and axis";
+  let description = [{
+    Blurs each channel of each sample of an N×C×D×H×W `input` along D, then H, then W (each
+    pass reads the previous one's f32 result) with the 1-D kernel w_j ∝ exp(−½ (j/σ)²),
+    j = −r … r, normalised to sum 1, σ = `sigma`[n, c, axis] (`sigma` is N×C×3, f32). The
+    kernel has 2r + 1 taps, the odd integer nearest to 6σ + ½ (rounded half to even first;
+    an even result moves towards 6σ + ½): 3 to 7 taps for σ in [0.5, 1], as nnU-Net's
+    GaussianBlurTransform (batchgeneratorsv2, truncate 6). Outside the volume the input is
+    reflected without repeating the edge (torch's `reflect` padding, folded again where
+    the kernel is wider than the axis). A σ of 0 or below leaves that axis of that channel as
+    it is, so a transform applied to some channels only is a σ of 0 for the others.
+
+    ```mlir
+    %y = med.gaussian_blur %x, %sigma : (tensor<2x1x8x8x8xf32>, tensor<2x1x3xf32>) -> tensor<2x1x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$sigma);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $sigma attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_SimulateLowResolutionOp : Med_ShapedOp<"simulate_low_resolution",
+                                               [Med_NotDifferentiable]> {
+  let summary = "nearest-exact downsampling, then trilinear upsampling back";
+  let description = [{
+    nnU-Net's SimulateLowResolutionTransform: each channel of each sample of an N×C×D×H×W
+    `input` is resampled to m_a = max(1, round(n_a · s_a)) voxels per axis (rounded half to
+    even), s_a = `scale`[n, c, a] (`scale` is N×C×3, f32), with torch's `nearest-exact` rule
+    (voxel j reads min(⌊(j + ½) · n_a/m_a⌋, n_a − 1)), and back to n_a with `trilinear`
+    interpolation, `align_corners=False` (voxel o reads the position (o + ½) · m_a/n_a − ½,
+    clamped below at 0). A scale of 1 on every axis leaves the channel as it is, so a
+    transform applied to some channels only is a scale of 1 for the others. The two
+    resamplings are one pass: the low-resolution volume is never stored.
+
+    ```mlir
+    %y = med.simulate_low_resolution %x, %scale : (tensor<2x1x8x8x8xf32>, tensor<2x1x3xf32>) -> tensor<2x1x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$scale);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_MirrorOp : Med_ShapedOp<"mirror", [Med_NotDifferentiable]> {
+  let summary = "flips the spatial axes of each sample that its flags select";
+  let description = [{
+    y[n, c, d, h, w] reads `input` with d → D − 1 − d where `flip`[n, 0] is non-zero, and
+    likewise h with `flip`[n, 1] and w with `flip`[n, 2] (`flip` is N×3, f32): nnU-Net's
+    MirrorTransform and BANIS's flips, one decision per sample and axis, image and labels
+    alike (any element type; values are moved, never computed).
+
+    ```mlir
+    %y = med.mirror %labels, %flip : (tensor<2x1x8x8x8xi32>, tensor<2x3xf32>) -> tensor<2x1x8x8x8xi32>
+    ```
+  }];
+  let arguments = (ins Med_LabelTensor:$input, Med_FloatTensor:$flip);
+  let results = (outs Med_LabelTensor:$result);
+  let assemblyFormat = "$input `,` $flip attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // MED_INTENSITY_OPS_TD

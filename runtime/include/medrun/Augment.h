@@ -1,0 +1,72 @@
+//===- Augment.h - the index and weight rules of the augmentation ops -----------===//
+//
+// One definition of each rule, for the CPU kernels; lib/Target/Cuda/prelude.cuh carries
+// the device side of the same rules (docs/dialect.md gives the ops' meaning).
+//
+//===----------------------------------------------------------------------------------===//
+#ifndef MEDRUN_AUGMENT_H
+#define MEDRUN_AUGMENT_H
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace medrun::augment {
+
+/// med.gaussian_blur: the radius r of the 2r + 1 taps for `sigma` (0 when sigma <= 0): the
+/// odd integer nearest to 6 sigma + 1/2, rounded half to even first and an even result
+/// moved towards 6 sigma + 1/2.
+inline int64_t blurRadius(float sigma) {
+  if (!(sigma > 0))
+    return 0;
+  const double t = 6.0 * static_cast<double>(sigma) + 0.5;
+  double k = std::nearbyint(t);
+  if (std::fmod(k, 2.0) == 0)
+    k += t - k >= 0 ? 1 : -1;
+  return static_cast<int64_t>((k - 1) / 2);
+}
+
+/// torch's `reflect` padding (the edge not repeated), folded again beyond one period.
+inline int64_t reflect(int64_t i, int64_t n) {
+  if (n == 1)
+    return 0;
+  const int64_t period = 2 * (n - 1);
+  i %= period;
+  if (i < 0)
+    i += period;
+  return i < n ? i : period - i;
+}
+
+/// med.simulate_low_resolution: the voxels of an axis of n at scale s (half to even, the
+/// product exact in double, at least 1).
+inline int64_t lowResolutionSize(int64_t n, float scale) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(n) * scale)));
+}
+
+/// torch's `nearest-exact` (interpolate from n to m voxels): the source of voxel j, in
+/// torch's arithmetic (a float scale, the product in double, floored as a float).
+inline int64_t nearestExactSource(int64_t j, int64_t n, int64_t m) {
+  const float scale = static_cast<float>(n) / static_cast<float>(m);
+  const int64_t src = static_cast<int64_t>(
+      std::floor(static_cast<float>((static_cast<double>(j) + 0.5) * scale)));
+  return std::min(src, n - 1);
+}
+
+/// torch's `linear` (align_corners=False) from m to n voxels: voxel o lies between source
+/// voxels i0 and i1 with weight `frac` on i1 (float arithmetic, as torch's).
+struct LinearSource {
+  int64_t i0, i1;
+  float frac;
+};
+inline LinearSource linearSource(int64_t o, int64_t m, int64_t n) {
+  const float scale = static_cast<float>(m) / static_cast<float>(n);
+  float src = scale * (static_cast<float>(o) + 0.5f) - 0.5f;
+  if (src < 0)
+    src = 0;
+  const int64_t i0 = static_cast<int64_t>(src);
+  return {i0, i0 < m - 1 ? i0 + 1 : i0, src - static_cast<float>(i0)};
+}
+
+} // namespace medrun::augment
+
+#endif // MEDRUN_AUGMENT_H

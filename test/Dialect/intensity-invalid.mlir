@@ -1,0 +1,47 @@
+// RUN: med-opt %s --split-input-file --verify-diagnostics
+
+func.func @blur_rank(%x: tensor<2x8x8x8xf32>, %s: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{'med.gaussian_blur' op input: expected 5 dimensions (N×C×D×H×W), got 2x8x8x8}}
+  %0 = med.gaussian_blur %x, %s : (tensor<2x8x8x8xf32>, tensor<2x8x3xf32>) -> tensor<2x8x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @blur_sigma_shape(%x: tensor<2x3x8x8x8xf32>, %s: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.gaussian_blur' op sigma: expected 2x3x3 (a value per sample, channel and axis D, H, W), got 2x3}}
+  %0 = med.gaussian_blur %x, %s : (tensor<2x3x8x8x8xf32>, tensor<2x3xf32>) -> tensor<2x3x8x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @blur_sigma_type(%x: tensor<2x3x8x8x8xf32>, %s: tensor<2x3x3xf64>) {
+  // expected-error @+1 {{'med.gaussian_blur' op sigma: expected f32 elements, got f64}}
+  %0 = med.gaussian_blur %x, %s : (tensor<2x3x8x8x8xf32>, tensor<2x3x3xf64>) -> tensor<2x3x8x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @low_resolution_scale(%x: tensor<2x3x8x8x8xf32>, %s: tensor<2x1x3xf32>) {
+  // expected-error @+1 {{'med.simulate_low_resolution' op scale: expected 2x3x3 (a value per sample, channel and axis D, H, W), got 2x1x3}}
+  %0 = med.simulate_low_resolution %x, %s : (tensor<2x3x8x8x8xf32>, tensor<2x1x3xf32>) -> tensor<2x3x8x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @mirror_flip(%x: tensor<2x1x8x8x8xi32>, %f: tensor<3x3xf32>) {
+  // expected-error @+1 {{'med.mirror' op flip: expected 2x3 (a value per sample and axis D, H, W), got 3x3}}
+  %0 = med.mirror %x, %f : (tensor<2x1x8x8x8xi32>, tensor<3x3xf32>) -> tensor<2x1x8x8x8xi32>
+  return
+}
+
+// -----
+
+func.func @mirror_result(%x: tensor<2x1x8x8x8xi32>, %f: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.mirror' op result: expected type 'tensor<2x1x8x8x8xi32>' (inferred from the operands), got 'tensor<2x1x8x8x8xf32>'}}
+  %0 = med.mirror %x, %f : (tensor<2x1x8x8x8xi32>, tensor<2x3xf32>) -> tensor<2x1x8x8x8xf32>
+  return
+}

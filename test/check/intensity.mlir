@@ -1,0 +1,45 @@
+// RUN: medc compile %s -o %t.medc
+// RUN: medcheck %t.medc --tolerance 1e-5 | FileCheck %s
+
+// med.gaussian_blur, med.simulate_low_resolution and med.mirror with given parameters
+// against LibTorch: the blur from its definition (reflected copies, folded step by step, in
+// f64), the low resolution as nnU-Net composes it (torch's nearest-exact interpolation to
+// round(n·s), trilinear back with align_corners=False), the mirror by torch::flip. Odd sizes;
+// sigmas of 0 (an axis left alone), of nnU-Net's range [0.5, 1] (3 to 7 taps), at a tie
+// (6σ + ½ = 3.5: 3 taps) and of 2.5 (15 taps, wider than an axis of 6: the reflection
+// folds); scales of 1 (unchanged), 0.5 at a tie (4.5 → 4 voxels) and below. test/cuda/
+// intensity.test runs this file on the CUDA backend (with wrong variants that must fail).
+
+// CHECK: blur  out0  2x2x9x6x7  max_abs {{.*}}  ok
+func.func @blur(%x: tensor<2x2x9x6x7xf32>) -> tensor<2x2x9x6x7xf32> {
+  %s = med.constant dense<[[[0.5, 0.75, 1.0], [0.0, 0.6, 0.0]], [[2.5, 0.0, 0.9], [-1.0, 1.0, 0.55]]]> : tensor<2x2x3xf32>
+  %y = med.gaussian_blur %x, %s : (tensor<2x2x9x6x7xf32>, tensor<2x2x3xf32>) -> tensor<2x2x9x6x7xf32>
+  return %y : tensor<2x2x9x6x7xf32>
+}
+
+// CHECK: low_resolution  out0  2x2x9x6x7  max_abs {{.*}}  ok
+// CHECK: low_resolution  out1  2x2x9x6x7  max_abs 0.0e+00  rel 0.0e+00  ok
+func.func @low_resolution(%x: tensor<2x2x9x6x7xf32>) -> (tensor<2x2x9x6x7xf32>, tensor<2x2x9x6x7xf32>) {
+  %s = med.constant dense<[[[0.5, 0.5, 0.5], [1.0, 1.0, 1.0]], [[0.7, 0.33, 0.9], [0.25, 0.8, 0.6]]]> : tensor<2x2x3xf32>
+  %y = med.simulate_low_resolution %x, %s : (tensor<2x2x9x6x7xf32>, tensor<2x2x3xf32>) -> tensor<2x2x9x6x7xf32>
+  // A scale of 1 everywhere: the input itself.
+  %one = med.constant dense<1.0> : tensor<2x2x3xf32>
+  %same = med.simulate_low_resolution %x, %one : (tensor<2x2x9x6x7xf32>, tensor<2x2x3xf32>) -> tensor<2x2x9x6x7xf32>
+  %d = med.sub %same, %x : (tensor<2x2x9x6x7xf32>, tensor<2x2x9x6x7xf32>) -> tensor<2x2x9x6x7xf32>
+  return %y, %d : tensor<2x2x9x6x7xf32>, tensor<2x2x9x6x7xf32>
+}
+
+// CHECK: mirror  out0  3x2x5x4x3  max_abs 0.0e+00  rel 0.0e+00  ok
+func.func @mirror(%x: tensor<3x2x5x4x3xf32>) -> tensor<3x2x5x4x3xf32> {
+  %f = med.constant dense<[[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]> : tensor<3x3xf32>
+  %y = med.mirror %x, %f : (tensor<3x2x5x4x3xf32>, tensor<3x3xf32>) -> tensor<3x2x5x4x3xf32>
+  return %y : tensor<3x2x5x4x3xf32>
+}
+
+// Labels move as they are (an integer element type).
+// CHECK: mirror_labels  out0  2x1x5x4x3  max_abs 0.0e+00  rel 0.0e+00  ok
+func.func @mirror_labels(%l: tensor<2x1x5x4x3xi32>) -> tensor<2x1x5x4x3xi32> {
+  %f = med.constant dense<[[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]> : tensor<2x3xf32>
+  %y = med.mirror %l, %f : (tensor<2x1x5x4x3xi32>, tensor<2x3xf32>) -> tensor<2x1x5x4x3xi32>
+  return %y : tensor<2x1x5x4x3xi32>
+}
