@@ -256,6 +256,21 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult PowOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // d(a^b)/da = b·a^(b−1); d(a^b)/db = a^b·log a.
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  Type rhsElement = typeOf(getRhs()).getElementType();
+  Value less = b.create<SubOp>(loc, getRhs(), scalar(b, loc, rhsElement, 1.0));
+  Value da = b.create<MulOp>(loc, dy, b.create<MulOp>(loc, getRhs(),
+                                                      b.create<PowOp>(loc, getLhs(), less)));
+  Value db = b.create<MulOp>(loc, b.create<MulOp>(loc, dy, getResult()),
+                             b.create<LogOp>(loc, getLhs()));
+  operandGrads.assign({sumTo(b, loc, da, typeOf(getLhs())), sumTo(b, loc, db, typeOf(getRhs()))});
+  return success();
+}
+
 // torch.maximum / minimum: the larger (smaller) side gets the gradient, ties half each
 // (med.extremum_grad); broadcast operands sum theirs back.
 template <typename BinaryOp>

@@ -464,6 +464,9 @@ LogicalResult RandomOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
     return emitOptionalError(loc, "'", getOperationName(),
                              "' op 'stream' must be a 32-bit counter word, got ",
                              static_cast<int64_t>(adaptor.getStream()));
+  if (double p = adaptor.getProbability().convertToDouble(); !(p >= 0 && p <= 1))
+    return emitOptionalError(loc, "'", getOperationName(),
+                             "' op 'probability' must be in [0, 1], got ", p);
   shape::Types types;
   std::optional<shape::Dims> sampleShape;
   if (auto given = adaptor.getSampleShape())

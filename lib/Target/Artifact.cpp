@@ -273,7 +273,7 @@ private:
       .Case<GeluOp, SigmoidOp, NegOp, ExpOp, LogOp, SqrtOp>([&](auto o) {
         operands = json::Object{{"input", group(o.getInput())}};
         return true; })
-      .Case<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp>([&](auto o) {
+      .Case<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp>([&](auto o) {
         operands = json::Object{{"lhs", group(o.getLhs())}, {"rhs", group(o.getRhs())}};
         return true; })
       .Case<PadOp>([&](PadOp o) {
@@ -360,7 +360,8 @@ private:
       .Case<RandomOp>([&](RandomOp o) {
         operands = json::Object{{"key", group(o.getKey())}, {"like", group(o.getLike())}};
         attrs = json::Object{{"stream", int64_t(o.getStream())},
-                             {"distribution", stringifyRandomDistribution(o.getDistribution())}};
+                             {"distribution", stringifyRandomDistribution(o.getDistribution())},
+                             {"probability", o.getProbability().convertToDouble()}};
         if (auto shape = o.getSampleShape())
           attrs["sample_shape"] = ints(*shape);
         return true; })

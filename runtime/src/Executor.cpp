@@ -139,7 +139,8 @@ const std::unordered_map<std::string, Unary> kUnary = {
     {"exp", Unary::Exp},   {"log", Unary::Log},         {"sqrt", Unary::Sqrt}};
 const std::unordered_map<std::string, Binary> kBinary = {
     {"add", Binary::Add}, {"sub", Binary::Sub}, {"mul", Binary::Mul},
-    {"div", Binary::Div}, {"max", Binary::Max}, {"min", Binary::Min}};
+    {"div", Binary::Div}, {"max", Binary::Max}, {"min", Binary::Min},
+    {"pow", Binary::Pow}};
 
 cpu::Reduce reduceKind(const OpInfo &op) {
   const std::string &k = op.strAttr("kind");
@@ -618,9 +619,13 @@ private:
       cpu::mirror(x, raw(op, "flip"), result(op, 0, x.dtype()));
     } else if (k == "random") {
       const std::string &d = op.strAttr("distribution");
-      if (d != "uniform" && d != "normal")
-        throw Error(str("random: unknown distribution '", d, "' (expected uniform or normal)"));
-      cpu::random(raw(op, "key"), op.intAttr("stream"), d == "normal", result(op));
+      const cpu::Distribution dist = d == "normal"      ? cpu::Distribution::Normal
+                                     : d == "bernoulli" ? cpu::Distribution::Bernoulli
+                                     : d == "uniform"   ? cpu::Distribution::Uniform
+                                     : throw Error(str("random: unknown distribution '", d,
+                                                       "' (expected uniform, normal or bernoulli)"));
+      cpu::random(raw(op, "key"), op.intAttr("stream"), dist, op.floatAttr("probability"),
+                  result(op));
     } else if (k == "select") {
       cpu::select(raw(op, "cond"), in(op, "on_true"), in(op, "on_false"), result(op));
     } else if (k == "update_loss_scale") {

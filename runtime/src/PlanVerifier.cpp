@@ -142,7 +142,7 @@ const std::map<std::string, OpSpec> &opSpecs() {
     for (const char *k : {"gelu", "sigmoid", "neg", "exp", "log", "sqrt"})
       m[k] = {{{"input"}},
               [](const OpView &v, shape::Types &out) { return shape::unary(v.in("input"), out); }};
-    for (const char *k : {"add", "sub", "mul", "div", "max", "min"})
+    for (const char *k : {"add", "sub", "mul", "div", "max", "min", "pow"})
       m[k] = {{{"lhs"}, {"rhs"}}, [](const OpView &v, shape::Types &out) {
         return shape::broadcastBinary(v.in("lhs"), v.in("rhs"), out);
       }};
@@ -225,7 +225,9 @@ const std::map<std::string, OpSpec> &opSpecs() {
     }};
     m["random"] = {{{"key", Arity::One, Element::Label}, {"like", Arity::One, Element::Label}},
                    [](const OpView &v, shape::Types &out) {
-      v.oneOf("distribution", {"uniform", "normal"});
+      v.oneOf("distribution", {"uniform", "normal", "bernoulli"});
+      if (double p = v.op.floatAttr("probability"); !(p >= 0 && p <= 1))
+        return shape::Error("'probability' must be in [0, 1], got " + std::to_string(p));
       const int64_t stream = v.op.intAttr("stream");
       if (stream < 0 || stream > int64_t(UINT32_MAX))
         return shape::Error("'stream' must be a 32-bit counter word, got " + std::to_string(stream));

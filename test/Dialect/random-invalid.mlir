@@ -61,3 +61,11 @@ func.func @result_type(%key: tensor<i64>, %x: tensor<2x3xf32>) {
   %0 = med.random %key, %x {stream = 0 : i64, sample_shape = array<i64: 4>} : (tensor<i64>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @probability(%key: tensor<i64>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.random' op 'probability' must be in [0, 1], got 1.5}}
+  %0 = med.random %key, %x {stream = 0 : i64, distribution = #med<distribution bernoulli>, probability = 1.5} : (tensor<i64>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}

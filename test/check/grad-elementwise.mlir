@@ -252,7 +252,26 @@ func.func @two_results(%x: tensor<2x3x4x5xf32>, %r: tensor<2x3x4x5xf32>) -> (ten
   return %v3, %v1 : tensor<f32>, tensor<2x3x4x5xf32>
 }
 
-// CHECK: 55 gradient outputs checked against torch autograd, 0 failed (tolerance 1.0e-04, precision f32)
-// FD: 39 gradients checked by finite differences (76 elements), 0 failed (tolerance 1.0e-06, f64)
+// pow (nnU-Net's gamma: a positive base to a power per sample and channel, broadcast): both
+// gradients, b·a^(b−1) for the base and a^b·log a for the power, summed back over the
+// broadcast axes. The base is exp(x), positive.
+// CHECK: pow_loss_grad  out0  scalar  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: pow_loss_grad  grad.arg0  2x3x4x5  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: pow_loss_grad  grad.arg1  2x3x1x1  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: pow_loss_grad  grad.arg2  2x3x4x5  max_abs {{.*}}  ok{{$}}
+// FD: pow_loss_grad  grad.arg0  2x3x4x5  fd 2 of 120  max_abs {{.*}}  ok
+// FD-NEXT: pow_loss_grad  grad.arg1  2x3x1x1  fd 2 of 6  max_abs {{.*}}  ok
+// FWD: pow_loss  out0  scalar  max_abs {{.*}}  ok
+func.func @pow_loss(%x: tensor<2x3x4x5xf32>, %g: tensor<2x3x1x1xf32>, %r: tensor<2x3x4x5xf32>) -> tensor<f32> {
+  %b = med.exp %x : tensor<2x3x4x5xf32>
+  %v1 = med.pow %b, %g : (tensor<2x3x4x5xf32>, tensor<2x3x1x1xf32>) -> tensor<2x3x4x5xf32>
+  %v2 = med.mul %v1, %r : (tensor<2x3x4x5xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x4x5xf32>
+  %v3 = med.reduce sum %v2 {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x3x4x5xf32>) -> tensor<f32>
+  return %v3 : tensor<f32>
+}
+
+// CHECK: 59 gradient outputs checked against torch autograd, 0 failed (tolerance 1.0e-04, precision f32)
+// FD: 42 gradients checked by finite differences (82 elements), 0 failed (tolerance 1.0e-06, f64)
 // FWD-NOT: FAIL
-// FWD: 71 outputs checked, 0 failed (tolerance 1.0e-04, precision f32)
+// FWD: 76 outputs checked, 0 failed (tolerance 1.0e-04, precision f32)
+

@@ -18,6 +18,14 @@ func.func @uniform(%key: tensor<i64>, %x: tensor<3x2x5x7x3xf32>) -> (tensor<3x2x
   return %u, %p, %q : tensor<3x2x5x7x3xf32>, tensor<3x4xf32>, tensor<3x2x2xf32>
 }
 
+// CHECK: gates  out0  4x3  max_abs 0.0e+00  rel 0.0e+00  ok
+// CHECK: gates  out1  4x2x3x5x2  max_abs 0.0e+00  rel 0.0e+00  ok
+func.func @gates(%key: tensor<i64>, %x: tensor<4x2x3x5x2xf32>) -> (tensor<4x3xf32>, tensor<4x2x3x5x2xf32>) {
+  %g = med.random %key, %x {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.3, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<4x2x3x5x2xf32>) -> tensor<4x3xf32>
+  %h = med.random %key, %x {stream = 6 : i64, distribution = #med<distribution bernoulli>, probability = 0.75} : (tensor<i64>, tensor<4x2x3x5x2xf32>) -> tensor<4x2x3x5x2xf32>
+  return %g, %h : tensor<4x3xf32>, tensor<4x2x3x5x2xf32>
+}
+
 // CHECK: normal  out0  2x3x9x4x5  max_abs {{.*}}  ok
 // CHECK: normal  out1  2x6  max_abs {{.*}}  ok
 func.func @normal(%key: tensor<i64>, %labels: tensor<2x3x9x4x5xi32>) -> (tensor<2x3x9x4x5xf32>, tensor<2x6xf32>) {

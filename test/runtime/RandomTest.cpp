@@ -24,7 +24,7 @@ std::vector<float> draws(int64_t key, int64_t stream, bool normal, int64_t sampl
   Tensor k(DType::I64, {});
   k.data<int64_t>()[0] = key;
   Tensor y(DType::F32, {samples, kDraws / samples});
-  cpu::random(k, stream, normal, y);
+  cpu::random(k, stream, normal ? cpu::Distribution::Normal : cpu::Distribution::Uniform, 0.5, y);
   return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
 }
 
@@ -92,7 +92,7 @@ TEST(Random, KnownAnswer) {
   Tensor k(DType::I64, {});
   k.data<int64_t>()[0] = 0;
   Tensor y(DType::F32, {1, 1});
-  cpu::random(k, 0, false, y);
+  cpu::random(k, 0, cpu::Distribution::Uniform, 0.5, y);
   EXPECT_EQ(y.data<float>()[0], static_cast<float>(0x6627e8u) * 0x1p-24f);
 }
 
@@ -108,6 +108,24 @@ TEST(Random, UniformAndNormalFollowTheirDistributions) {
     x *= 1.01f;
   EXPECT_FALSE(uniformOk(half));
   EXPECT_FALSE(normalOk(wide));
+}
+
+TEST(Random, BernoulliGatesOpenWithTheirProbability) {
+  Tensor k(DType::I64, {});
+  k.data<int64_t>()[0] = stepKey(3, 2, 40);
+  Tensor y(DType::F32, {8, kDraws / 8});
+  for (double p : {0.0, 0.05, 0.2, 0.5, 1.0}) {
+    cpu::random(k, 9, cpu::Distribution::Bernoulli, p, y);
+    const std::vector<float> v(y.data<float>(), y.data<float>() + y.numel());
+    const double sd = std::sqrt(p * (1 - p) / static_cast<double>(kDraws));
+    EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float x) { return x == 0 || x == 1; }));
+    EXPECT_LE(std::abs(mean(v) - p), 5 * sd) << "probability " << p;
+    // Control: the rule rejects a gate that opens 1% more or less often.
+    if (p > 0.02 && p < 0.98) {
+      EXPECT_GT(std::abs(mean(v) - (p + 0.01)), 5 * sd) << "probability " << p;
+      EXPECT_GT(std::abs(mean(v) - (p - 0.01)), 5 * sd) << "probability " << p;
+    }
+  }
 }
 
 TEST(Random, StreamsSamplesStepsAndRanksDrawApart) {
@@ -131,7 +149,7 @@ TEST(Random, StreamsSamplesStepsAndRanksDrawApart) {
 TEST(Random, KeyAndStreamAreChecked) {
   Tensor k(DType::I64, {}), y(DType::F32, {2, 3});
   k.data<int64_t>()[0] = 1;
-  EXPECT_THROW(cpu::random(k, int64_t(1) << 32, false, y), Error);
+  EXPECT_THROW(cpu::random(k, int64_t(1) << 32, cpu::Distribution::Uniform, 0.5, y), Error);
   Tensor f(DType::F32, {});
-  EXPECT_THROW(cpu::random(f, 0, false, y), Error);
+  EXPECT_THROW(cpu::random(f, 0, cpu::Distribution::Uniform, 0.5, y), Error);
 }

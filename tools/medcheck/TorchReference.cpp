@@ -557,6 +557,8 @@ torch::Tensor random(const Env &env, const OpInfo &op) {
     y = torch::sqrt(-2.0 * torch::log(u1)) * torch::cos(2.0 * M_PI * u2);
   } else {
     y = torch::div(c0, 256, "floor").to(torch::kFloat64) * grid;
+    if (op.strAttr("distribution") == "bernoulli")
+      y = (y < op.floatAttr("probability")).to(torch::kFloat64);
   }
   return y.reshape(std::vector<int64_t>(shape.begin(), shape.end())).to(env.typeOf(id));
 }
@@ -724,7 +726,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {torch::log(env.in(op, "input"))};
   if (k == "sqrt")
     return {torch::sqrt(env.in(op, "input"))};
-  if (k == "add" || k == "sub" || k == "mul" || k == "div" || k == "max" || k == "min") {
+  if (k == "add" || k == "sub" || k == "mul" || k == "div" || k == "max" || k == "min" ||
+      k == "pow") {
     const torch::Tensor &a = env.in(op, "lhs"), &b = env.in(op, "rhs");
     if (k == "add")
       return {torch::add(a, b)};
@@ -736,6 +739,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       return {torch::div(a, b)};
     if (k == "max")
       return {torch::maximum(a, b)};
+    if (k == "pow")
+      return {torch::pow(a, b)};
     return {torch::minimum(a, b)};
   }
   if (k == "pad")

@@ -593,7 +593,7 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           r.kind = Role::Step;
         } else if (op.kind == "random" && name == "key") {
           r.kind = Role::Key; // all 64 bits: both Philox key words
-        } else if (op.kind == "sqrt" || op.kind == "log") {
+        } else if (op.kind == "sqrt" || op.kind == "log" || (op.kind == "pow" && name == "lhs")) {
           r.kind = Role::PositiveWeight; // N(0, 1) would give NaN on both sides
         } else {
           continue;

@@ -464,6 +464,8 @@ def Med_MulOp : Med_BinaryOp<"mul", "lhs · rhs"> { let hasFolder = 1; }
 def Med_DivOp : Med_BinaryOp<"div", "lhs / rhs"> { let hasFolder = 1; }
 def Med_MaxOp : Med_BinaryOp<"max", "max(lhs, rhs)">;
 def Med_MinOp : Med_BinaryOp<"min", "min(lhs, rhs)">;
+// Gamma augmentation (nnU-Net's GammaTransform): a base in [0, 1] to a positive power.
+def Med_PowOp : Med_BinaryOp<"pow", "lhs^rhs (C's powf: a negative base to a non-integer power is NaN)">;
 
 //===----------------------------------------------------------------------------------===//
 // Data movement

@@ -11,7 +11,8 @@
 
 def Med_RandomDistribution : I32EnumAttr<"RandomDistribution", "distribution of med.random", [
     I32EnumAttrCase<"uniform", 0>,
-    I32EnumAttrCase<"normal", 1>]> {
+    I32EnumAttrCase<"normal", 1>,
+    I32EnumAttrCase<"bernoulli", 2>]> {
   let cppNamespace = "::mlir::med";
   let genSpecializedAttr = 0;
 }
@@ -37,11 +38,17 @@ def Med_RandomOp : Med_ShapedOp<"random", [Med_NotDifferentiable]> {
     - `normal`: Box–Muller, √(−2 ln u₁) · cos(2π u₂) with u₁ = ((w0 >> 8) + 1) · 2⁻²⁴ in
       (0, 1] and u₂ = (w1 >> 8) · 2⁻²⁴; backends agree to the rounding of their `log`,
       `sqrt` and `cos`.
+    - `bernoulli`: 1 where the uniform number is below `probability` (in [0, 1]), else 0:
+      a transform's gate. Exact, the same on every backend.
+
+    Ranges and other distributions are ordinary arithmetic on these (a uniform number
+    times the width plus the low end), which the fusion passes fuse.
 
     Not differentiable; not fused (its value depends on the element's index).
 
     ```mlir
     %angles = med.random %key, %image {stream = 3 : i64, distribution = #med<distribution uniform>, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x8x8x8xf32>) -> tensor<2x3xf32>
+    %gate = med.random %key, %image {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x8x8x8xf32>) -> tensor<2x1xf32>
     %noise = med.random %key, %image {stream = 4 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x1x8x8x8xf32>) -> tensor<2x1x8x8x8xf32>
     ```
   }];
@@ -49,6 +56,7 @@ def Med_RandomOp : Med_ShapedOp<"random", [Med_NotDifferentiable]> {
                        I64Attr:$stream,
                        DefaultValuedAttr<Med_RandomDistributionAttr,
                                          "::mlir::med::RandomDistribution::uniform">:$distribution,
+                       DefaultValuedAttr<F64Attr, "0.5">:$probability,
                        OptionalAttr<DenseI64ArrayAttr>:$sample_shape);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$key `,` $like attr-dict `:` functional-type(operands, results)";

@@ -41,6 +41,8 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
       return "maxNaN(" + u + ", " + v + ")";
     if (kind == "min")
       return "minNaN(" + u + ", " + v + ")";
+    if (kind == "pow")
+      return "powf(" + u + ", " + v + ")";
     if (kind == "gelu_grad") // x, dy
       return v + " * geluGradFactor(" + u + ")";
   } else if (x.size() == 3) {
@@ -166,6 +168,7 @@ void FunctionGen::registerElementwise(Emitters &e) {
   e["sub"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e["mul"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e["div"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e["pow"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e["max"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e["min"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e["gelu_grad"] = [](FunctionGen &g, const Op &op) { g.geluGrad(op); };

@@ -18,10 +18,13 @@ void FunctionGen::random(const Op &op) {
   const int64_t per = samples ? n / samples : 1, stream = op.intAttr("stream");
   if (stream < 0 || stream > int64_t(UINT32_MAX) || per > (int64_t(1) << 32))
     error("the stream and each sample's element count must fit a 32-bit counter word");
-  const char *draw = op.strAttr("distribution") == "normal" ? "medRandomNormal" : "medRandomUniform";
+  const std::string &d = op.strAttr("distribution");
+  const std::string draw = d == "normal"      ? "medRandomNormal(w)"
+                           : d == "bernoulli" ? "(medRandomUniform(w) < " + dbl(op.floatAttr("probability")) + " ? 1.0f : 0.0f)"
+                                              : "medRandomUniform(w)";
   std::string body = "  const PhiloxWords w = medRandomWords(key[0], (unsigned)" + num(stream) +
                      ", (unsigned)(i / " + num(per) + "), (unsigned)(i % " + num(per) + "));\n" +
-                     "  y[i] = " + draw + "(w);\n";
+                     "  y[i] = " + draw + ";\n";
   elementwise(op, "random", {out("y", elemType(y)), in("key", "i64")}, {y, key}, n, body);
 }
 

@@ -55,7 +55,7 @@ void grn(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps, T
 enum class Unary { Gelu, Sigmoid, Neg, Exp, Log, Sqrt };
 void unary(Unary op, const Tensor &x, Tensor &y);
 
-enum class Binary { Add, Sub, Mul, Div, Max, Min };
+enum class Binary { Add, Sub, Mul, Div, Max, Min, Pow };
 /// NumPy broadcasting; y has the broadcast shape.
 void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y);
 
@@ -196,9 +196,11 @@ void sgd(const Tensor &param, const Tensor &grad, const Tensor &buffer, const Te
 // Random numbers (docs/dialect.md, med.random; medrun/Random.h)
 //===----------------------------------------------------------------------------------===//
 
-/// y[n, i] = the uniform or normal number of element i of sample n (the first index) of
-/// `stream` under the i64 scalar `key`.
-void random(const Tensor &key, int64_t stream, bool normal, Tensor &y);
+enum class Distribution { Uniform, Normal, Bernoulli };
+/// y[n, i] = the number of element i of sample n (the first index) of `stream` under the
+/// i64 scalar `key`: uniform, normal, or 1/0 with `probability` (Bernoulli).
+void random(const Tensor &key, int64_t stream, Distribution distribution, double probability,
+            Tensor &y);
 
 //===----------------------------------------------------------------------------------===//
 // Augmentation transforms (docs/dialect.md; medrun/Augment.h): N×C×D×H×W batches,

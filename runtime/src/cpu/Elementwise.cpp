@@ -172,6 +172,7 @@ template <typename T> void binaryImpl(Binary op, const Tensor &a, const Tensor &
   case Binary::Div: return mapBinary<T>(a, b, y, [](A u, A v) { return u / v; });
   case Binary::Max: return mapBinary<T>(a, b, y, [](A u, A v) { return maxNaN(u, v); });
   case Binary::Min: return mapBinary<T>(a, b, y, [](A u, A v) { return minNaN(u, v); });
+  case Binary::Pow: return mapBinary<T>(a, b, y, [](A u, A v) { return std::pow(u, v); });
   }
   throw Error("med kernel binary: unknown operation");
 }

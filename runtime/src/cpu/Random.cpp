@@ -12,7 +12,8 @@
 namespace medrun::cpu {
 using namespace detail;
 
-void random(const Tensor &key, int64_t stream, bool normal, Tensor &y) {
+void random(const Tensor &key, int64_t stream, Distribution distribution, double probability,
+            Tensor &y) {
   requireDType("random", "key", key, DType::I64);
   if (key.numel() != 1 || y.shape().empty())
     throw Error(str("med kernel random: expected a scalar key and a result of at least one "
@@ -32,7 +33,11 @@ void random(const Tensor &key, int64_t stream, bool normal, Tensor &y) {
         const PhiloxCounter w = randomWords(k, static_cast<uint32_t>(stream),
                                             static_cast<uint32_t>(j / per),
                                             static_cast<uint32_t>(j % per));
-        out[j] = store<T>(static_cast<Acc<T>>(normal ? randomNormal(w) : randomUniform(w)));
+        const float v = distribution == Distribution::Normal  ? randomNormal(w)
+                        : distribution == Distribution::Uniform ? randomUniform(w)
+                        : randomUniform(w) < probability       ? 1.0f
+                                                                : 0.0f;
+        out[j] = store<T>(static_cast<Acc<T>>(v));
       }
     });
   });
