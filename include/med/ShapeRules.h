@@ -124,6 +124,8 @@ Error random(const TensorType &key, const TensorType &like, const Dims *sampleSh
 // (med.mirror's flip); the result has the input's type.
 Error sampleTransform(const std::string &paramName, const TensorType &input,
                       const TensorType &param, bool perChannel, Types &out);
+// med.shift_slices: an N×C×D×H×W input and an f32 shift of N×D×2.
+Error shiftSlices(const TensorType &input, const TensorType &shift, Types &out);
 /// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at
 /// element offset `offsets[i]`, ascending and without overlap; the rest are zeros.
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out);

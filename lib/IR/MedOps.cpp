@@ -503,6 +503,15 @@ LogicalResult MirrorOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
                    types, out);
 }
 
+LogicalResult ShiftSlicesOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(
+      shape::shiftSlices(r.type(adaptor.getInput()), r.type(adaptor.getShift()), types), types,
+      out);
+}
+
 LogicalResult SelectOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                     SmallVectorImpl<Type> &out) {
   Rule r{ctx, loc, getOperationName()};

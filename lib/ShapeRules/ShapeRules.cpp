@@ -899,6 +899,19 @@ Error sampleTransform(const std::string &paramName, const TensorType &input,
   return {};
 }
 
+Error shiftSlices(const TensorType &input, const TensorType &shift, Types &out) {
+  if (Error e = rank("input", input, 5, "N×C×D×H×W"); !e.empty())
+    return e;
+  if (shift.element != "f32")
+    return "shift: expected f32 elements, got " + shift.element;
+  const Dims expected{input.shape[0], input.shape[2], 2};
+  if (!sameShape(shift.shape, expected))
+    return "shift: expected " + shapeStr(expected) +
+           " (a shift along H and W per sample and D-slice), got " + shapeStr(shift.shape);
+  out.push_back(input);
+  return {};
+}
+
 Error pack(const Types &inputs, const Dims &offsets, int64_t size, Types &out) {
   if (inputs.empty())
     return "needs at least one input";

@@ -357,6 +357,9 @@ private:
       .Case<MirrorOp>([&](MirrorOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"flip", group(o.getFlip())}};
         return true; })
+      .Case<ShiftSlicesOp>([&](ShiftSlicesOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"shift", group(o.getShift())}};
+        return true; })
       .Case<RandomOp>([&](RandomOp o) {
         operands = json::Object{{"key", group(o.getKey())}, {"like", group(o.getLike())}};
         attrs = json::Object{{"stream", int64_t(o.getStream())},

@@ -617,6 +617,9 @@ private:
     } else if (k == "mirror") {
       const Tensor &x = in(op, "input");
       cpu::mirror(x, raw(op, "flip"), result(op, 0, x.dtype()));
+    } else if (k == "shift_slices") {
+      const Tensor &x = in(op, "input");
+      cpu::shiftSlices(x, raw(op, "shift"), result(op, 0, x.dtype()));
     } else if (k == "random") {
       const std::string &d = op.strAttr("distribution");
       const cpu::Distribution dist = d == "normal"      ? cpu::Distribution::Normal

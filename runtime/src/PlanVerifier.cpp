@@ -223,6 +223,10 @@ const std::map<std::string, OpSpec> &opSpecs() {
                    [](const OpView &v, shape::Types &out) {
       return shape::sampleTransform("flip", v.in("input"), v.in("flip"), false, out);
     }};
+    m["shift_slices"] = {{{"input", Arity::One, Element::Label}, {"shift"}},
+                         [](const OpView &v, shape::Types &out) {
+      return shape::shiftSlices(v.in("input"), v.in("shift"), out);
+    }};
     m["random"] = {{{"key", Arity::One, Element::Label}, {"like", Arity::One, Element::Label}},
                    [](const OpView &v, shape::Types &out) {
       v.oneOf("distribution", {"uniform", "normal", "bernoulli"});

@@ -45,3 +45,19 @@ func.func @mirror_result(%x: tensor<2x1x8x8x8xi32>, %f: tensor<2x3xf32>) {
   %0 = med.mirror %x, %f : (tensor<2x1x8x8x8xi32>, tensor<2x3xf32>) -> tensor<2x1x8x8x8xf32>
   return
 }
+
+// -----
+
+func.func @shift_shape(%x: tensor<2x1x8x6x6xf32>, %s: tensor<2x6x2xf32>) {
+  // expected-error @+1 {{'med.shift_slices' op shift: expected 2x8x2 (a shift along H and W per sample and D-slice), got 2x6x2}}
+  %0 = med.shift_slices %x, %s : (tensor<2x1x8x6x6xf32>, tensor<2x6x2xf32>) -> tensor<2x1x8x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @shift_rank(%x: tensor<8x6x6xf32>, %s: tensor<8x6x2xf32>) {
+  // expected-error @+1 {{'med.shift_slices' op input: expected 5 dimensions (N×C×D×H×W), got 8x6x6}}
+  %0 = med.shift_slices %x, %s : (tensor<8x6x6xf32>, tensor<8x6x2xf32>) -> tensor<8x6x6xf32>
+  return
+}

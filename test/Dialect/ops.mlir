@@ -218,3 +218,10 @@ func.func @intensity(%x: tensor<?x2x8x8x8xf32>, %p: tensor<?x2x3xf32>, %l: tenso
   %m = med.mirror %l, %f : (tensor<?x1x8x8x8xi32>, tensor<?x3xf32>) -> tensor<?x1x8x8x8xi32>
   return %b, %s, %m : tensor<?x2x8x8x8xf32>, tensor<?x2x8x8x8xf32>, tensor<?x1x8x8x8xi32>
 }
+
+// CHECK-LABEL: func.func @slice_shift
+func.func @slice_shift(%x: tensor<2x1x8x6x6xf32>, %s: tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32> {
+  // CHECK: med.shift_slices %{{.*}}, %{{.*}} : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>
+  %y = med.shift_slices %x, %s : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>
+  return %y : tensor<2x1x8x6x6xf32>
+}

@@ -43,3 +43,14 @@ func.func @mirror_labels(%l: tensor<2x1x5x4x3xi32>) -> tensor<2x1x5x4x3xi32> {
   %y = med.mirror %l, %f : (tensor<2x1x5x4x3xi32>, tensor<2x3xf32>) -> tensor<2x1x5x4x3xi32>
   return %y : tensor<2x1x5x4x3xi32>
 }
+
+// Slices rolled within their plane with wrap-around (np.roll): shifts floored, negative,
+// zero, larger than the plane, and a label volume.
+// CHECK: shift_slices  out0  2x2x3x5x4  max_abs 0.0e+00  rel 0.0e+00  ok
+// CHECK: shift_slices  out1  2x1x3x5x4  max_abs 0.0e+00  rel 0.0e+00  ok
+func.func @shift_slices(%x: tensor<2x2x3x5x4xf32>, %l: tensor<2x1x3x5x4xi32>) -> (tensor<2x2x3x5x4xf32>, tensor<2x1x3x5x4xi32>) {
+  %s = med.constant dense<[[[0.0, 0.0], [1.7, -2.2], [-10.0, 9.0]], [[4.0, 0.5], [-0.5, 3.99], [12.0, -7.0]]]> : tensor<2x3x2xf32>
+  %y = med.shift_slices %x, %s : (tensor<2x2x3x5x4xf32>, tensor<2x3x2xf32>) -> tensor<2x2x3x5x4xf32>
+  %m = med.shift_slices %l, %s : (tensor<2x1x3x5x4xi32>, tensor<2x3x2xf32>) -> tensor<2x1x3x5x4xi32>
+  return %y, %m : tensor<2x2x3x5x4xf32>, tensor<2x1x3x5x4xi32>
+}

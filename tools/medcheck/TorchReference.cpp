@@ -516,6 +516,19 @@ torch::Tensor mirror(const torch::Tensor &input, const torch::Tensor &flip) {
   return y;
 }
 
+/// med.shift_slices: torch::roll of each D-slice by the floored shifts (np.roll's sense).
+torch::Tensor shiftSlices(const torch::Tensor &input, const torch::Tensor &shift) {
+  torch::Tensor y = input.clone();
+  const torch::Tensor s = shift.to(torch::kCPU, torch::kFloat64).floor().to(torch::kInt64);
+  for (int64_t n = 0; n < y.size(0); ++n)
+    for (int64_t d = 0; d < y.size(2); ++d)
+      y.select(0, n).select(1, d).copy_(torch::roll(input.select(0, n).select(1, d),
+                                                    {s[n][d][0].item<int64_t>(),
+                                                     s[n][d][1].item<int64_t>()},
+                                                    {1, 2}));
+  return y;
+}
+
 /// med.random: Philox 4x32-10 (Salmon et al., SC'11) written again in torch's int64
 /// arithmetic, every element's counter (index, sample, stream, 0) a lane, so that the
 /// backends' numbers are checked against a second definition. The 32 x 32-bit products are
@@ -776,6 +789,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {simulateLowResolution(env.in(op, "input"), env.in(op, "scale"))};
   if (k == "mirror")
     return {mirror(env.in(op, "input"), env.in(op, "flip"))};
+  if (k == "shift_slices")
+    return {shiftSlices(env.in(op, "input"), env.in(op, "shift"))};
   if (k == "sum_squares") {
     torch::Tensor total = torch::zeros({}, env.floatOptions().dtype(torch::kFloat64));
     for (const torch::Tensor &x : env.group(op, "inputs"))

@@ -70,4 +70,24 @@ def Med_MirrorOp : Med_ShapedOp<"mirror", [Med_NotDifferentiable]> {
   let assemblyFormat = "$input `,` $flip attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_ShiftSlicesOp : Med_ShapedOp<"shift_slices", [Med_NotDifferentiable]> {
+  let summary = "rolls each D-slice of each sample within its plane, with wrap-around";
+  let description = [{
+    BANIS's slice shift (a misaligned section of a serial-section volume): slice d of sample
+    n of an N×C×D×H×W `input` is rolled by (⌊`shift`[n, d, 0]⌋, ⌊`shift`[n, d, 1]⌋) voxels
+    along H and W, as `np.roll` does: y[n, c, d, h, w] = x[n, c, d, (h − s_h) mod H,
+    (w − s_w) mod W]. `shift` is N×D×2, f32; a shift of 0 leaves the slice where it is, so
+    the slices a transform leaves alone have 0 (a uniform number in [−10, 11) floors to a
+    shift in −10 … 10); a non-finite shift counts as 0. Any element type: values are moved,
+    never computed.
+
+    ```mlir
+    %y = med.shift_slices %x, %shift : (tensor<2x1x8x8x8xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_LabelTensor:$input, Med_FloatTensor:$shift);
+  let results = (outs Med_LabelTensor:$result);
+  let assemblyFormat = "$input `,` $shift attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // MED_INTENSITY_OPS_TD

@@ -546,6 +546,7 @@ private:
   void gaussianBlur(const Op &op);
   void simulateLowResolution(const Op &op);
   void mirror(const Op &op);
+  void shiftSlices(const Op &op);
 
   // ---- Optimizer.cpp ---------------------------------------------------------------------
   void anyNonFinite(const Op &op);

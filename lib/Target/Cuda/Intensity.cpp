@@ -99,10 +99,25 @@ void FunctionGen::mirror(const Op &op) {
               body);
 }
 
+void FunctionGen::shiftSlices(const Op &op) {
+  int x = op.single("input"), shift = op.single("shift"), y = result(op);
+  requireFloat(shift, "shift");
+  const Dims5 v = dims5(shape(x));
+  const std::string t = elemType(x), D = num(v.d), H = num(v.h), W = num(v.w);
+  std::string body = decomposeNCDHW(v) +
+                     "  const i64 sd = (nc / " + num(v.c) + " * " + D + " + d) * 2;\n"
+                     "  const i64 fh = medRolledSource(h, " + H + ", (float)s[sd]);\n"
+                     "  const i64 fw = medRolledSource(w, " + W + ", (float)s[sd + 1]);\n"
+                     "  y[i] = x[((nc * " + D + " + d) * " + H + " + fh) * " + W + " + fw];\n";
+  elementwise(op, "shift_slices", {out("y", t), in("x", t), in("s")}, {y, x, shift},
+              type(x).numel(), body);
+}
+
 void FunctionGen::registerIntensity(Emitters &e) {
   e["gaussian_blur"] = [](FunctionGen &g, const Op &op) { g.gaussianBlur(op); };
   e["simulate_low_resolution"] = [](FunctionGen &g, const Op &op) { g.simulateLowResolution(op); };
   e["mirror"] = [](FunctionGen &g, const Op &op) { g.mirror(op); };
+  e["shift_slices"] = [](FunctionGen &g, const Op &op) { g.shiftSlices(op); };
 }
 
 } // namespace mlir::med::cuda

@@ -118,6 +118,11 @@ void medLinearSource(i64 o, i64 m, i64 n, i64 &i0, i64 &i1, float &frac) {
   i1 = i0 < m - 1 ? i0 + 1 : i0;
   frac = src - (float)i0;
 }
+i64 medRolledSource(i64 i, i64 n, float s) {
+  const double k = isfinite(s) ? fmod(floor((double)s), (double)n) : 0.0;
+  const i64 j = (i - (i64)k) % n;
+  return j < 0 ? j + n : j;
+}
 // Records the first failing op (its index + 1) in the function's status word.
 void medFail(unsigned *status, unsigned code) { atomicCAS(status, 0u, code); }
 

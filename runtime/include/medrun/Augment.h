@@ -67,6 +67,14 @@ inline LinearSource linearSource(int64_t o, int64_t m, int64_t n) {
   return {i0, i0 < m - 1 ? i0 + 1 : i0, src - static_cast<float>(i0)};
 }
 
+/// med.shift_slices: the voxel of an axis of n that voxel i reads when rolled by ⌊s⌋ (a
+/// non-finite s by 0); the remainder taken in double, exact for every float.
+inline int64_t rolledSource(int64_t i, int64_t n, float s) {
+  const double k = std::isfinite(s) ? std::fmod(std::floor(static_cast<double>(s)), static_cast<double>(n)) : 0.0;
+  const int64_t j = (i - static_cast<int64_t>(k)) % n;
+  return j < 0 ? j + n : j;
+}
+
 } // namespace medrun::augment
 
 #endif // MEDRUN_AUGMENT_H

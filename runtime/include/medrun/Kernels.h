@@ -213,6 +213,8 @@ void gaussianBlur(const Tensor &x, const Tensor &sigma, Tensor &y);
 void simulateLowResolution(const Tensor &x, const Tensor &scale, Tensor &y);
 /// med.mirror: flip is N×3; any element type (y has x's).
 void mirror(const Tensor &x, const Tensor &flip, Tensor &y);
+/// med.shift_slices: shift is N×D×2 (floored); any element type (y has x's).
+void shiftSlices(const Tensor &x, const Tensor &shift, Tensor &y);
 
 /// y (a scalar) = 1 if any element of any input is ±inf or NaN, else 0.
 void anyNonFinite(const std::vector<const Tensor *> &inputs, Tensor &y);

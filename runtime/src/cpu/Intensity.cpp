@@ -166,4 +166,32 @@ void mirror(const Tensor &x, const Tensor &flip, Tensor &y) {
   });
 }
 
+void shiftSlices(const Tensor &x, const Tensor &shift, Tensor &y) {
+  if (x.shape().size() != 5 || y.shape() != x.shape() || x.dtype() != y.dtype())
+    throw Error(str("med kernel shift_slices: expected an N×C×D×H×W input and a result like "
+                    "it, got ",
+                    shapeStr(x.shape()), " and ", shapeStr(y.shape())));
+  const Volume v{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], x.shape()[4]};
+  if (!isFloat(shift.dtype()) || shift.numel() != v.n * v.d * 2)
+    throw Error(str("med kernel shift_slices: shift ", shapeStr(shift.shape()), " ",
+                    dtypeName(shift.dtype()), " does not fit the input ", shapeStr(x.shape())));
+  const Tensor params = f32(shift);
+  const float *s = ptr<float>(params);
+  const size_t e = dtypeSize(x.dtype());
+  const auto *in = static_cast<const std::byte *>(x.raw());
+  auto *out = static_cast<std::byte *>(y.raw());
+  parallelFor(v.n * v.c * v.d, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ncd = begin; ncd < end; ++ncd) {
+      const int64_t n = ncd / (v.c * v.d), d = ncd % v.d;
+      const float sh = s[(n * v.d + d) * 2], sw = s[(n * v.d + d) * 2 + 1];
+      for (int64_t h = 0; h < v.h; ++h) {
+        const int64_t fh = rolledSource(h, v.h, sh);
+        for (int64_t w = 0; w < v.w; ++w)
+          std::memcpy(out + ((ncd * v.h + h) * v.w + w) * e,
+                      in + ((ncd * v.h + fh) * v.w + rolledSource(w, v.w, sw)) * e, e);
+      }
+    }
+  });
+}
+
 } // namespace medrun::cpu
