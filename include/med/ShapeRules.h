@@ -124,6 +124,9 @@ Error random(const TensorType &key, const TensorType &like, const Dims *sampleSh
 // (med.mirror's flip); the result has the input's type.
 Error sampleTransform(const std::string &paramName, const TensorType &input,
                       const TensorType &param, bool perChannel, Types &out);
+// med.affine_matrix: f32 angles and scales of N×3, shear (if given) N×6; the result N×3×4.
+Error affineMatrix(const TensorType &angles, const TensorType &scales, const TensorType *shear,
+                   Types &out);
 // med.shift_slices: an N×C×D×H×W input and an f32 shift of N×D×2.
 Error shiftSlices(const TensorType &input, const TensorType &shift, Types &out);
 /// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at

@@ -503,6 +503,16 @@ LogicalResult MirrorOp::inferShapes(MLIRContext *ctx, std::optional<Location> lo
                    types, out);
 }
 
+LogicalResult AffineMatrixOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  std::optional<shape::TensorType> shear = r.optional(adaptor.getShear());
+  return r.verdict(shape::affineMatrix(r.type(adaptor.getAngles()), r.type(adaptor.getScales()),
+                                       Rule::ptr(shear), types),
+                   types, out);
+}
+
 LogicalResult ShiftSlicesOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Rule r{ctx, loc, getOperationName()};

@@ -899,6 +899,26 @@ Error sampleTransform(const std::string &paramName, const TensorType &input,
   return {};
 }
 
+Error affineMatrix(const TensorType &angles, const TensorType &scales, const TensorType *shear,
+                   Types &out) {
+  auto perSample = [&](const std::string &name, const TensorType &t, int64_t k) -> Error {
+    if (t.element != "f32")
+      return name + ": expected f32 elements, got " + t.element;
+    if (t.shape.size() != 2 || !sameDim(t.shape[0], angles.shape.empty() ? kDynamic : angles.shape[0]) ||
+        !sameDim(t.shape[1], k))
+      return name + ": expected N×" + num(k) + " (N the samples of angles), got " + shapeStr(t.shape);
+    return {};
+  };
+  if (angles.shape.size() != 2)
+    return "angles: expected N×3, got " + shapeStr(angles.shape);
+  for (Error e : {perSample("angles", angles, 3), perSample("scales", scales, 3),
+                  shear ? perSample("shear", *shear, 6) : Error()})
+    if (!e.empty())
+      return e;
+  out.push_back({{angles.shape[0], 3, 4}, "f32"});
+  return {};
+}
+
 Error shiftSlices(const TensorType &input, const TensorType &shift, Types &out) {
   if (Error e = rank("input", input, 5, "N×C×D×H×W"); !e.empty())
     return e;

@@ -357,6 +357,11 @@ private:
       .Case<MirrorOp>([&](MirrorOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"flip", group(o.getFlip())}};
         return true; })
+      .Case<AffineMatrixOp>([&](AffineMatrixOp o) {
+        operands = json::Object{{"angles", group(o.getAngles())},
+                                {"scales", group(o.getScales())},
+                                {"shear", optional(o.getShear())}};
+        return true; })
       .Case<ShiftSlicesOp>([&](ShiftSlicesOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"shift", group(o.getShift())}};
         return true; })

@@ -617,6 +617,10 @@ private:
     } else if (k == "mirror") {
       const Tensor &x = in(op, "input");
       cpu::mirror(x, raw(op, "flip"), result(op, 0, x.dtype()));
+    } else if (k == "affine_matrix") {
+      auto shear = op.optional("shear");
+      cpu::affineMatrix(raw(op, "angles"), raw(op, "scales"), shear ? &raw(*shear) : nullptr,
+                        result(op));
     } else if (k == "shift_slices") {
       const Tensor &x = in(op, "input");
       cpu::shiftSlices(x, raw(op, "shift"), result(op, 0, x.dtype()));

@@ -223,6 +223,11 @@ const std::map<std::string, OpSpec> &opSpecs() {
                    [](const OpView &v, shape::Types &out) {
       return shape::sampleTransform("flip", v.in("input"), v.in("flip"), false, out);
     }};
+    m["affine_matrix"] = {{{"angles"}, {"scales"}, {"shear", Arity::Optional}},
+                          [](const OpView &v, shape::Types &out) {
+      auto shear = v.optional("shear");
+      return shape::affineMatrix(v.in("angles"), v.in("scales"), shear ? &*shear : nullptr, out);
+    }};
     m["shift_slices"] = {{{"input", Arity::One, Element::Label}, {"shift"}},
                          [](const OpView &v, shape::Types &out) {
       return shape::shiftSlices(v.in("input"), v.in("shift"), out);

@@ -61,3 +61,27 @@ func.func @shift_rank(%x: tensor<8x6x6xf32>, %s: tensor<8x6x2xf32>) {
   %0 = med.shift_slices %x, %s : (tensor<8x6x6xf32>, tensor<8x6x2xf32>) -> tensor<8x6x6xf32>
   return
 }
+
+// -----
+
+func.func @matrix_scales(%a: tensor<2x3xf32>, %k: tensor<3x3xf32>) {
+  // expected-error @+1 {{'med.affine_matrix' op scales: expected N×3 (N the samples of angles), got 3x3}}
+  %0 = med.affine_matrix %a, %k : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @matrix_shear(%a: tensor<2x3xf32>, %s: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.affine_matrix' op shear: expected N×6 (N the samples of angles), got 2x3}}
+  %0 = med.affine_matrix %a, %a shear %s : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @matrix_angles(%a: tensor<2x3x1xf32>, %k: tensor<2x3xf32>) {
+  // expected-error @+1 {{'med.affine_matrix' op angles: expected N×3, got 2x3x1}}
+  %0 = med.affine_matrix %a, %k : (tensor<2x3x1xf32>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
+  return
+}

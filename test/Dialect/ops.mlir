@@ -219,6 +219,15 @@ func.func @intensity(%x: tensor<?x2x8x8x8xf32>, %p: tensor<?x2x3xf32>, %l: tenso
   return %b, %s, %m : tensor<?x2x8x8x8xf32>, tensor<?x2x8x8x8xf32>, tensor<?x1x8x8x8xi32>
 }
 
+// CHECK-LABEL: func.func @affine
+func.func @affine(%a: tensor<?x3xf32>, %k: tensor<?x3xf32>, %s: tensor<?x6xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>) {
+  // CHECK: med.affine_matrix %{{.*}}, %{{.*}} shear %{{.*}} : (tensor<?x3xf32>, tensor<?x3xf32>, tensor<?x6xf32>) -> tensor<?x3x4xf32>
+  %m = med.affine_matrix %a, %k shear %s : (tensor<?x3xf32>, tensor<?x3xf32>, tensor<?x6xf32>) -> tensor<?x3x4xf32>
+  // CHECK: med.affine_matrix %{{.*}}, %{{.*}} : (tensor<?x3xf32>, tensor<?x3xf32>) -> tensor<?x3x4xf32>
+  %r = med.affine_matrix %a, %k : (tensor<?x3xf32>, tensor<?x3xf32>) -> tensor<?x3x4xf32>
+  return %m, %r : tensor<?x3x4xf32>, tensor<?x3x4xf32>
+}
+
 // CHECK-LABEL: func.func @slice_shift
 func.func @slice_shift(%x: tensor<2x1x8x6x6xf32>, %s: tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32> {
   // CHECK: med.shift_slices %{{.*}}, %{{.*}} : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>

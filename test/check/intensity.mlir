@@ -54,3 +54,13 @@ func.func @shift_slices(%x: tensor<2x2x3x5x4xf32>, %l: tensor<2x1x3x5x4xi32>) ->
   %m = med.shift_slices %l, %s : (tensor<2x1x3x5x4xi32>, tensor<2x3x2xf32>) -> tensor<2x1x3x5x4xi32>
   return %y, %m : tensor<2x2x3x5x4xf32>, tensor<2x1x3x5x4xi32>
 }
+
+// Matrices of a spatial transform: rotations, shears and scales drawn at random (N(0, 1)),
+// with and without shear, against MONAI's matrices built with torch in f64.
+// CHECK: affine_matrix  out0  3x3x4  max_abs {{.*}}  ok
+// CHECK: affine_matrix  out1  3x3x4  max_abs {{.*}}  ok
+func.func @affine_matrix(%a: tensor<3x3xf32>, %k: tensor<3x3xf32>, %s: tensor<3x6xf32>) -> (tensor<3x3x4xf32>, tensor<3x3x4xf32>) {
+  %m = med.affine_matrix %a, %k shear %s : (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x6xf32>) -> tensor<3x3x4xf32>
+  %r = med.affine_matrix %a, %k : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3x4xf32>
+  return %m, %r : tensor<3x3x4xf32>, tensor<3x3x4xf32>
+}

@@ -516,6 +516,37 @@ torch::Tensor mirror(const torch::Tensor &input, const torch::Tensor &flip) {
   return y;
 }
 
+/// med.affine_matrix: MONAI's rotations R_D·R_H·R_W, shear and scale as f64 torch matrices.
+torch::Tensor affineMatrix(const torch::Tensor &angles, const torch::Tensor &scales,
+                           const torch::Tensor &shear) {
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor a = angles.to(torch::kCPU, torch::kFloat64),
+                      k = scales.to(torch::kCPU, torch::kFloat64);
+  std::vector<torch::Tensor> out;
+  for (int64_t n = 0; n < a.size(0); ++n) {
+    auto rot = [&](int axis) { // the rotation keeping `axis`, MONAI's create_rotate
+      const double c = std::cos(a[n][axis].item<double>()), s = std::sin(a[n][axis].item<double>());
+      torch::Tensor r = torch::eye(3, f64);
+      const int p = axis == 0 ? 1 : 0, q = axis == 2 ? 1 : 2;
+      const double sign = axis == 1 ? -1 : 1; // R_H = [[c, 0, s], [0, 1, 0], [-s, 0, c]]
+      r[p][p] = c;
+      r[q][q] = c;
+      r[p][q] = -sign * s;
+      r[q][p] = sign * s;
+      return r;
+    };
+    torch::Tensor sh = torch::eye(3, f64);
+    if (shear.defined()) {
+      const torch::Tensor s = shear.to(torch::kCPU, torch::kFloat64)[n];
+      sh[0][1] = s[0], sh[0][2] = s[1], sh[1][0] = s[2], sh[1][2] = s[3], sh[2][0] = s[4],
+      sh[2][1] = s[5];
+    }
+    torch::Tensor m = rot(0).matmul(rot(1)).matmul(rot(2)).matmul(sh).matmul(torch::diag(k[n]));
+    out.push_back(torch::cat({m, torch::zeros({3, 1}, f64)}, 1));
+  }
+  return torch::stack(out).to(angles.device(), angles.scalar_type());
+}
+
 /// med.shift_slices: torch::roll of each D-slice by the floored shifts (np.roll's sense).
 torch::Tensor shiftSlices(const torch::Tensor &input, const torch::Tensor &shift) {
   torch::Tensor y = input.clone();
@@ -789,6 +820,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {simulateLowResolution(env.in(op, "input"), env.in(op, "scale"))};
   if (k == "mirror")
     return {mirror(env.in(op, "input"), env.in(op, "flip"))};
+  if (k == "affine_matrix")
+    return {affineMatrix(env.in(op, "angles"), env.in(op, "scales"), env.opt(op, "shear"))};
   if (k == "shift_slices")
     return {shiftSlices(env.in(op, "input"), env.in(op, "shift"))};
   if (k == "sum_squares") {

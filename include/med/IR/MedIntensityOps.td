@@ -70,6 +70,33 @@ def Med_MirrorOp : Med_ShapedOp<"mirror", [Med_NotDifferentiable]> {
   let assemblyFormat = "$input `,` $flip attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_AffineMatrixOp : Med_ShapedOp<"affine_matrix", [Med_NotDifferentiable]> {
+  let summary = "per-sample matrices of a spatial transform from rotations, shears and scales";
+  let description = [{
+    The N×3×4 matrices of med.spatial_transform (output voxel offsets from the centre to
+    input positions, axes D, H, W; docs/augment.md) of rotations by `angles` (N×3, radians),
+    scales `scales` (N×3) and, if given, shears `shear` (N×6), without translation:
+
+        M = R_D(a₀) · R_H(a₁) · R_W(a₂) · Sh · diag(k₀, k₁, k₂),   M[:, 3] = 0
+
+    where R_D rotates in the (H, W) plane ([[1, 0, 0], [0, c, −s], [0, s, c]]), R_H in the
+    (D, W) plane ([[c, 0, s], [0, 1, 0], [−s, 0, c]]), R_W in the (D, H) plane
+    ([[c, −s, 0], [s, c, 0], [0, 0, 1]]) and Sh = [[1, s₀, s₁], [s₂, 1, s₃], [s₄, s₅, 1]]:
+    MONAI's `create_rotate`, `create_shear` and `create_scale` composed as its `AffineGrid`
+    does (BANIS's RandAffine). nnU-Net's Rz·Ry·Rx·S (batchgeneratorsv2) is the same product
+    up to the signs of its angles, as it rotates (x, y, z) = (W, H, D) coordinates: equal in
+    distribution for its symmetric ranges. Computed in double, rounded once to f32.
+
+    ```mlir
+    %m = med.affine_matrix %angles, %scales shear %shear : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x6xf32>) -> tensor<2x3x4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$angles, Med_FloatTensor:$scales,
+                       Optional<Med_FloatTensor>:$shear);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$angles `,` $scales (`shear` $shear^)? attr-dict `:` functional-type(operands, results)";
+}
+
 def Med_ShiftSlicesOp : Med_ShapedOp<"shift_slices", [Med_NotDifferentiable]> {
   let summary = "rolls each D-slice of each sample within its plane, with wrap-around";
   let description = [{

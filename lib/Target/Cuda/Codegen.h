@@ -547,6 +547,7 @@ private:
   void simulateLowResolution(const Op &op);
   void mirror(const Op &op);
   void shiftSlices(const Op &op);
+  void affineMatrix(const Op &op);
 
   // ---- Optimizer.cpp ---------------------------------------------------------------------
   void anyNonFinite(const Op &op);

@@ -113,11 +113,34 @@ void FunctionGen::shiftSlices(const Op &op) {
               type(x).numel(), body);
 }
 
+void FunctionGen::affineMatrix(const Op &op) {
+  int angles = op.single("angles"), scales = op.single("scales"), y = result(op);
+  std::optional<int> shear = op.optional("shear");
+  for (int id : {angles, scales, y})
+    requireFloat(id, "an operand");
+  const int64_t n = shape(angles).at(0);
+  std::string body =
+      "  double a[3], k[3], sh[6] = {0, 0, 0, 0, 0, 0}, m[12];\n"
+      "  for (int j = 0; j < 3; ++j) { a[j] = (float)angles[i * 3 + j]; k[j] = (float)scales[i * 3 + j]; }\n";
+  std::vector<std::string> params{out("y"), in("angles"), in("scales")};
+  std::vector<int> args{y, angles, scales};
+  if (shear) {
+    requireFloat(*shear, "shear");
+    body += "  for (int j = 0; j < 6; ++j) sh[j] = (float)shear[i * 6 + j];\n";
+    params.push_back(in("shear"));
+    args.push_back(*shear);
+  }
+  body += "  medAffineMatrix(a, k, sh, m);\n"
+          "  for (int j = 0; j < 12; ++j) y[i * 12 + j] = (float)m[j];\n";
+  elementwise(op, shear ? "affine_matrix_shear" : "affine_matrix", params, args, n, body);
+}
+
 void FunctionGen::registerIntensity(Emitters &e) {
   e["gaussian_blur"] = [](FunctionGen &g, const Op &op) { g.gaussianBlur(op); };
   e["simulate_low_resolution"] = [](FunctionGen &g, const Op &op) { g.simulateLowResolution(op); };
   e["mirror"] = [](FunctionGen &g, const Op &op) { g.mirror(op); };
   e["shift_slices"] = [](FunctionGen &g, const Op &op) { g.shiftSlices(op); };
+  e["affine_matrix"] = [](FunctionGen &g, const Op &op) { g.affineMatrix(op); };
 }
 
 } // namespace mlir::med::cuda

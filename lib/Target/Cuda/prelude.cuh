@@ -118,6 +118,29 @@ void medLinearSource(i64 o, i64 m, i64 n, i64 &i0, i64 &i1, float &frac) {
   i1 = i0 < m - 1 ? i0 + 1 : i0;
   frac = src - (float)i0;
 }
+void medAffineMatrix(const double a[3], const double k[3], const double sh[6], double m[12]) {
+  const double c0 = cos(a[0]), s0 = sin(a[0]), c1 = cos(a[1]), s1 = sin(a[1]), c2 = cos(a[2]),
+               s2 = sin(a[2]);
+  const double rd[9] = {1, 0, 0, 0, c0, -s0, 0, s0, c0};
+  const double rh[9] = {c1, 0, s1, 0, 1, 0, -s1, 0, c1};
+  const double rw[9] = {c2, -s2, 0, s2, c2, 0, 0, 0, 1};
+  const double shear[9] = {1, sh[0], sh[1], sh[2], 1, sh[3], sh[4], sh[5], 1};
+  double t0[9], t1[9], t2[9];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      t0[i * 3 + j] = rd[i * 3] * rh[j] + rd[i * 3 + 1] * rh[3 + j] + rd[i * 3 + 2] * rh[6 + j];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      t1[i * 3 + j] = t0[i * 3] * rw[j] + t0[i * 3 + 1] * rw[3 + j] + t0[i * 3 + 2] * rw[6 + j];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      t2[i * 3 + j] = t1[i * 3] * shear[j] + t1[i * 3 + 1] * shear[3 + j] + t1[i * 3 + 2] * shear[6 + j];
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j)
+      m[i * 4 + j] = t2[i * 3 + j] * k[j];
+    m[i * 4 + 3] = 0;
+  }
+}
 i64 medRolledSource(i64 i, i64 n, float s) {
   const double k = isfinite(s) ? fmod(floor((double)s), (double)n) : 0.0;
   const i64 j = (i - (i64)k) % n;

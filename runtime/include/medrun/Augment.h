@@ -67,6 +67,30 @@ inline LinearSource linearSource(int64_t o, int64_t m, int64_t n) {
   return {i0, i0 < m - 1 ? i0 + 1 : i0, src - static_cast<float>(i0)};
 }
 
+/// med.affine_matrix: the 3×4 matrix (row-major) of one sample, in double.
+inline void affineMatrix(const double a[3], const double k[3], const double sh[6], double m[12]) {
+  const double c0 = std::cos(a[0]), s0 = std::sin(a[0]), c1 = std::cos(a[1]), s1 = std::sin(a[1]),
+               c2 = std::cos(a[2]), s2 = std::sin(a[2]);
+  const double rd[9] = {1, 0, 0, 0, c0, -s0, 0, s0, c0};
+  const double rh[9] = {c1, 0, s1, 0, 1, 0, -s1, 0, c1};
+  const double rw[9] = {c2, -s2, 0, s2, c2, 0, 0, 0, 1};
+  const double shear[9] = {1, sh[0], sh[1], sh[2], 1, sh[3], sh[4], sh[5], 1};
+  auto mul = [](const double *x, const double *y, double *z) {
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        z[i * 3 + j] = x[i * 3] * y[j] + x[i * 3 + 1] * y[3 + j] + x[i * 3 + 2] * y[6 + j];
+  };
+  double t0[9], t1[9], t2[9];
+  mul(rd, rh, t0);
+  mul(t0, rw, t1);
+  mul(t1, shear, t2);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j)
+      m[i * 4 + j] = t2[i * 3 + j] * k[j];
+    m[i * 4 + 3] = 0;
+  }
+}
+
 /// med.shift_slices: the voxel of an axis of n that voxel i reads when rolled by ⌊s⌋ (a
 /// non-finite s by 0); the remainder taken in double, exact for every float.
 inline int64_t rolledSource(int64_t i, int64_t n, float s) {

@@ -213,6 +213,8 @@ void gaussianBlur(const Tensor &x, const Tensor &sigma, Tensor &y);
 void simulateLowResolution(const Tensor &x, const Tensor &scale, Tensor &y);
 /// med.mirror: flip is N×3; any element type (y has x's).
 void mirror(const Tensor &x, const Tensor &flip, Tensor &y);
+/// med.affine_matrix: N×3×4 matrices from angles, scales (N×3) and shear (N×6, or none).
+void affineMatrix(const Tensor &angles, const Tensor &scales, const Tensor *shear, Tensor &y);
 /// med.shift_slices: shift is N×D×2 (floored); any element type (y has x's).
 void shiftSlices(const Tensor &x, const Tensor &shift, Tensor &y);
 

@@ -166,6 +166,30 @@ void mirror(const Tensor &x, const Tensor &flip, Tensor &y) {
   });
 }
 
+void affineMatrix(const Tensor &angles, const Tensor &scales, const Tensor *shear, Tensor &y) {
+  const int64_t n = angles.shape().at(0);
+  if (angles.numel() != n * 3 || scales.numel() != n * 3 || (shear && shear->numel() != n * 6) ||
+      y.numel() != n * 12)
+    throw Error(str("med kernel affine_matrix: angles ", shapeStr(angles.shape()), ", scales ",
+                    shapeStr(scales.shape()), " and result ", shapeStr(y.shape()),
+                    " do not fit N×3, N×3 and N×3×4"));
+  const Tensor a = f32(angles), k = f32(scales), s = shear ? f32(*shear) : Tensor();
+  Tensor out(DType::F32, y.shape());
+  for (int64_t i = 0; i < n; ++i) {
+    double av[3], kv[3], sv[6] = {0, 0, 0, 0, 0, 0}, mv[12];
+    for (int j = 0; j < 3; ++j) {
+      av[j] = a.data<float>()[i * 3 + j];
+      kv[j] = k.data<float>()[i * 3 + j];
+    }
+    for (int j = 0; shear && j < 6; ++j)
+      sv[j] = s.data<float>()[i * 6 + j];
+    augment::affineMatrix(av, kv, sv, mv);
+    for (int j = 0; j < 12; ++j)
+      out.data<float>()[i * 12 + j] = static_cast<float>(mv[j]);
+  }
+  y = out.to(y.dtype());
+}
+
 void shiftSlices(const Tensor &x, const Tensor &shift, Tensor &y) {
   if (x.shape().size() != 5 || y.shape() != x.shape() || x.dtype() != y.dtype())
     throw Error(str("med kernel shift_slices: expected an N×C×D×H×W input and a result like "
