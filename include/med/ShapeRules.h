@@ -127,6 +127,8 @@ Error sampleTransform(const std::string &paramName, const TensorType &input,
 // med.affine_matrix: f32 angles and scales of N×3, shear (if given) N×6; the result N×3×4.
 Error affineMatrix(const TensorType &angles, const TensorType &scales, const TensorType *shear,
                    Types &out);
+// med.orientation_matrix: an f32 u of N; the result N×3×4.
+Error orientationMatrix(const TensorType &u, Types &out);
 // med.shift_slices: an N×C×D×H×W input and an f32 shift of N×D×2.
 Error shiftSlices(const TensorType &input, const TensorType &shift, Types &out);
 /// The inputs' elements laid out in one 1-D tensor of `size`: input i (f32, any shape) at

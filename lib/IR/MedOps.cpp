@@ -513,6 +513,13 @@ LogicalResult AffineMatrixOp::inferShapes(MLIRContext *ctx, std::optional<Locati
                    types, out);
 }
 
+LogicalResult OrientationMatrixOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::orientationMatrix(r.type(adaptor.getU()), types), types, out);
+}
+
 LogicalResult ShiftSlicesOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Rule r{ctx, loc, getOperationName()};

@@ -919,6 +919,13 @@ Error affineMatrix(const TensorType &angles, const TensorType &scales, const Ten
   return {};
 }
 
+Error orientationMatrix(const TensorType &u, Types &out) {
+  if (u.element != "f32" || u.shape.size() != 1)
+    return "u: expected an f32 vector of N (a uniform number per sample), got " + typeStr(u);
+  out.push_back({{u.shape[0], 3, 4}, "f32"});
+  return {};
+}
+
 Error shiftSlices(const TensorType &input, const TensorType &shift, Types &out) {
   if (Error e = rank("input", input, 5, "N×C×D×H×W"); !e.empty())
     return e;

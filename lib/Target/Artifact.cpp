@@ -362,6 +362,9 @@ private:
                                 {"scales", group(o.getScales())},
                                 {"shear", optional(o.getShear())}};
         return true; })
+      .Case<OrientationMatrixOp>([&](OrientationMatrixOp o) {
+        operands = json::Object{{"u", group(o.getU())}};
+        return true; })
       .Case<ShiftSlicesOp>([&](ShiftSlicesOp o) {
         operands = json::Object{{"input", group(o.getInput())}, {"shift", group(o.getShift())}};
         return true; })

@@ -621,6 +621,8 @@ private:
       auto shear = op.optional("shear");
       cpu::affineMatrix(raw(op, "angles"), raw(op, "scales"), shear ? &raw(*shear) : nullptr,
                         result(op));
+    } else if (k == "orientation_matrix") {
+      cpu::orientationMatrix(raw(op, "u"), result(op));
     } else if (k == "shift_slices") {
       const Tensor &x = in(op, "input");
       cpu::shiftSlices(x, raw(op, "shift"), result(op, 0, x.dtype()));

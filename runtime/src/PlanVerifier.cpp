@@ -228,6 +228,9 @@ const std::map<std::string, OpSpec> &opSpecs() {
       auto shear = v.optional("shear");
       return shape::affineMatrix(v.in("angles"), v.in("scales"), shear ? &*shear : nullptr, out);
     }};
+    m["orientation_matrix"] = {{{"u"}}, [](const OpView &v, shape::Types &out) {
+      return shape::orientationMatrix(v.in("u"), out);
+    }};
     m["shift_slices"] = {{{"input", Arity::One, Element::Label}, {"shift"}},
                          [](const OpView &v, shape::Types &out) {
       return shape::shiftSlices(v.in("input"), v.in("shift"), out);

@@ -85,3 +85,11 @@ func.func @matrix_angles(%a: tensor<2x3x1xf32>, %k: tensor<2x3xf32>) {
   %0 = med.affine_matrix %a, %k : (tensor<2x3x1xf32>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
   return
 }
+
+// -----
+
+func.func @orientation_u(%u: tensor<2x1xf32>) {
+  // expected-error @+1 {{'med.orientation_matrix' op u: expected an f32 vector of N (a uniform number per sample), got tensor<2x1xf32>}}
+  %0 = med.orientation_matrix %u : (tensor<2x1xf32>) -> tensor<2x3x4xf32>
+  return
+}

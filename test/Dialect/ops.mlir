@@ -228,6 +228,13 @@ func.func @affine(%a: tensor<?x3xf32>, %k: tensor<?x3xf32>, %s: tensor<?x6xf32>)
   return %m, %r : tensor<?x3x4xf32>, tensor<?x3x4xf32>
 }
 
+// CHECK-LABEL: func.func @orientation
+func.func @orientation(%u: tensor<?xf32>) -> tensor<?x3x4xf32> {
+  // CHECK: med.orientation_matrix %{{.*}} : (tensor<?xf32>) -> tensor<?x3x4xf32>
+  %o = med.orientation_matrix %u : (tensor<?xf32>) -> tensor<?x3x4xf32>
+  return %o : tensor<?x3x4xf32>
+}
+
 // CHECK-LABEL: func.func @slice_shift
 func.func @slice_shift(%x: tensor<2x1x8x6x6xf32>, %s: tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32> {
   // CHECK: med.shift_slices %{{.*}}, %{{.*}} : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>

@@ -547,6 +547,25 @@ torch::Tensor affineMatrix(const torch::Tensor &angles, const torch::Tensor &sca
   return torch::stack(out).to(angles.device(), angles.scalar_type());
 }
 
+/// med.orientation_matrix: element ⌊48 u⌋ enumerated again, as a permuted, signed identity
+/// (std::next_permutation gives the lexicographic order).
+torch::Tensor orientationMatrix(const torch::Tensor &u) {
+  const torch::Tensor v = u.to(torch::kCPU, torch::kFloat32);
+  std::vector<torch::Tensor> out;
+  for (int64_t n = 0; n < v.size(0); ++n) {
+    const float scaled = v[n].item<float>() * 48.0f;
+    const int64_t e = std::clamp<int64_t>(scaled > 0 ? static_cast<int64_t>(scaled) : 0, 0, 47);
+    std::vector<int64_t> perm{0, 1, 2};
+    for (int64_t q = 0; q < e / 8; ++q)
+      std::next_permutation(perm.begin(), perm.end());
+    torch::Tensor m = torch::zeros({3, 4}, torch::kFloat64);
+    for (int64_t i = 0; i < 3; ++i)
+      m[i][perm[static_cast<size_t>(i)]] = ((e % 8) >> i) & 1 ? -1.0 : 1.0;
+    out.push_back(m);
+  }
+  return torch::stack(out).to(u.device(), u.scalar_type());
+}
+
 /// med.shift_slices: torch::roll of each D-slice by the floored shifts (np.roll's sense).
 torch::Tensor shiftSlices(const torch::Tensor &input, const torch::Tensor &shift) {
   torch::Tensor y = input.clone();
@@ -822,6 +841,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {mirror(env.in(op, "input"), env.in(op, "flip"))};
   if (k == "affine_matrix")
     return {affineMatrix(env.in(op, "angles"), env.in(op, "scales"), env.opt(op, "shear"))};
+  if (k == "orientation_matrix")
+    return {orientationMatrix(env.in(op, "u"))};
   if (k == "shift_slices")
     return {shiftSlices(env.in(op, "input"), env.in(op, "shift"))};
   if (k == "sum_squares") {

@@ -97,6 +97,27 @@ def Med_AffineMatrixOp : Med_ShapedOp<"affine_matrix", [Med_NotDifferentiable]> 
   let assemblyFormat = "$angles `,` $scales (`shear` $shear^)? attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_OrientationMatrixOp : Med_ShapedOp<"orientation_matrix", [Med_NotDifferentiable]> {
+  let summary = "per-sample axis permutations with signs: the 48 orientations of a cube";
+  let description = [{
+    The N×3×4 matrices of med.spatial_transform of element ⌊48 u⌋ (clamped to 0 … 47) of the
+    group of signed axis permutations, u = `u`[n] (N, f32, a uniform number in [0, 1)):
+    element 8·q + f permutes the axes by the q-th permutation of (D, H, W) in lexicographic
+    order (DHW, DWH, HDW, HWD, WDH, WHD) and flips axis a where bit a of f is set:
+    M[i, π_q(i)] = ±1, the rest 0 (no translation). BANIS's axis permutation, rot90 in three
+    planes and flips together draw a uniform element of this group, so one uniform number
+    per sample stands for all three; the orientation is exact in any resampling mode (an
+    output voxel centre lands on an input voxel centre when the input and output sizes match).
+
+    ```mlir
+    %o = med.orientation_matrix %u : (tensor<2xf32>) -> tensor<2x3x4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$u);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$u attr-dict `:` functional-type(operands, results)";
+}
+
 def Med_ShiftSlicesOp : Med_ShapedOp<"shift_slices", [Med_NotDifferentiable]> {
   let summary = "rolls each D-slice of each sample within its plane, with wrap-around";
   let description = [{

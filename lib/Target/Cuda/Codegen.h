@@ -548,6 +548,7 @@ private:
   void mirror(const Op &op);
   void shiftSlices(const Op &op);
   void affineMatrix(const Op &op);
+  void orientationMatrix(const Op &op);
 
   // ---- Optimizer.cpp ---------------------------------------------------------------------
   void anyNonFinite(const Op &op);

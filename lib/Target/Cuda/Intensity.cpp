@@ -135,12 +135,22 @@ void FunctionGen::affineMatrix(const Op &op) {
   elementwise(op, shear ? "affine_matrix_shear" : "affine_matrix", params, args, n, body);
 }
 
+void FunctionGen::orientationMatrix(const Op &op) {
+  int u = op.single("u"), y = result(op);
+  requireFloat(u, "u");
+  requireFloat(y, "the result");
+  elementwise(op, "orientation_matrix", {out("y"), in("u")}, {y, u}, shape(u).at(0),
+              "  float m[12];\n  medOrientationMatrix((float)u[i], m);\n"
+              "  for (int j = 0; j < 12; ++j) y[i * 12 + j] = m[j];\n");
+}
+
 void FunctionGen::registerIntensity(Emitters &e) {
   e["gaussian_blur"] = [](FunctionGen &g, const Op &op) { g.gaussianBlur(op); };
   e["simulate_low_resolution"] = [](FunctionGen &g, const Op &op) { g.simulateLowResolution(op); };
   e["mirror"] = [](FunctionGen &g, const Op &op) { g.mirror(op); };
   e["shift_slices"] = [](FunctionGen &g, const Op &op) { g.shiftSlices(op); };
   e["affine_matrix"] = [](FunctionGen &g, const Op &op) { g.affineMatrix(op); };
+  e["orientation_matrix"] = [](FunctionGen &g, const Op &op) { g.orientationMatrix(op); };
 }
 
 } // namespace mlir::med::cuda

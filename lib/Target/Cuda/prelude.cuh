@@ -141,6 +141,15 @@ void medAffineMatrix(const double a[3], const double k[3], const double sh[6], d
     m[i * 4 + 3] = 0;
   }
 }
+void medOrientationMatrix(float u, float m[12]) {
+  const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  const float scaled = u * 48.0f;
+  const int e = !(scaled > 0.0f) ? 0 : scaled >= 47.0f ? 47 : (int)scaled;
+  for (int i = 0; i < 12; ++i)
+    m[i] = 0.0f;
+  for (int i = 0; i < 3; ++i)
+    m[i * 4 + perms[e / 8][i]] = (e % 8 >> i & 1) ? -1.0f : 1.0f;
+}
 i64 medRolledSource(i64 i, i64 n, float s) {
   const double k = isfinite(s) ? fmod(floor((double)s), (double)n) : 0.0;
   const i64 j = (i - (i64)k) % n;

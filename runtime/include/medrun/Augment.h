@@ -91,6 +91,18 @@ inline void affineMatrix(const double a[3], const double k[3], const double sh[6
   }
 }
 
+/// med.orientation_matrix: the 3×4 matrix (row-major) of element ⌊48 u⌋ of the signed axis
+/// permutations: the permutation 8·q + f (lexicographic q), axis a flipped where bit a of f.
+inline void orientationMatrix(float u, float m[12]) {
+  static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  const float scaled = u * 48.0f;
+  const int e = !(scaled > 0) ? 0 : scaled >= 47 ? 47 : static_cast<int>(scaled);
+  for (int i = 0; i < 12; ++i)
+    m[i] = 0;
+  for (int i = 0; i < 3; ++i)
+    m[i * 4 + perms[e / 8][i]] = (e % 8 >> i & 1) ? -1.0f : 1.0f;
+}
+
 /// med.shift_slices: the voxel of an axis of n that voxel i reads when rolled by ⌊s⌋ (a
 /// non-finite s by 0); the remainder taken in double, exact for every float.
 inline int64_t rolledSource(int64_t i, int64_t n, float s) {

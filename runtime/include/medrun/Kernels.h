@@ -215,6 +215,8 @@ void simulateLowResolution(const Tensor &x, const Tensor &scale, Tensor &y);
 void mirror(const Tensor &x, const Tensor &flip, Tensor &y);
 /// med.affine_matrix: N×3×4 matrices from angles, scales (N×3) and shear (N×6, or none).
 void affineMatrix(const Tensor &angles, const Tensor &scales, const Tensor *shear, Tensor &y);
+/// med.orientation_matrix: N×3×4 signed axis permutations, element ⌊48 u⌋ of each sample.
+void orientationMatrix(const Tensor &u, Tensor &y);
 /// med.shift_slices: shift is N×D×2 (floored); any element type (y has x's).
 void shiftSlices(const Tensor &x, const Tensor &shift, Tensor &y);
 

@@ -190,6 +190,17 @@ void affineMatrix(const Tensor &angles, const Tensor &scales, const Tensor *shea
   y = out.to(y.dtype());
 }
 
+void orientationMatrix(const Tensor &u, Tensor &y) {
+  if (u.shape().size() != 1 || y.numel() != u.numel() * 12)
+    throw Error(str("med kernel orientation_matrix: u ", shapeStr(u.shape()), " and result ",
+                    shapeStr(y.shape()), " do not fit N and N×3×4"));
+  const Tensor v = f32(u);
+  Tensor out(DType::F32, y.shape());
+  for (int64_t n = 0; n < u.numel(); ++n)
+    augment::orientationMatrix(v.data<float>()[n], out.data<float>() + n * 12);
+  y = out.to(y.dtype());
+}
+
 void shiftSlices(const Tensor &x, const Tensor &shift, Tensor &y) {
   if (x.shape().size() != 5 || y.shape() != x.shape() || x.dtype() != y.dtype())
     throw Error(str("med kernel shift_slices: expected an N×C×D×H×W input and a result like "
