@@ -591,10 +591,31 @@ size_t mlir::med::appendFusionCheckFunctions(json::Object &doc) {
   return bodies->size();
 }
 
+json::Value mlir::med::spellNonFinite(const json::Value &v) {
+  if (const json::Object *o = v.getAsObject()) {
+    json::Object out;
+    for (const auto &[key, value] : *o)
+      out[key] = spellNonFinite(value);
+    return out;
+  }
+  if (const json::Array *a = v.getAsArray()) {
+    json::Array out;
+    for (const json::Value &e : *a)
+      out.push_back(spellNonFinite(e));
+    return out;
+  }
+  if (v.kind() == json::Value::Number && !v.getAsInteger() && !v.getAsUINT64()) {
+    double d = *v.getAsNumber();
+    if (!std::isfinite(d))
+      return json::Object{{"nonfinite", std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf"}};
+  }
+  return v;
+}
+
 void mlir::med::writeArtifactContainer(const json::Value &doc, ArrayRef<ArtifactSection> sections,
                                        llvm::raw_ostream &os) {
   std::string text;
-  llvm::raw_string_ostream(text) << doc;
+  llvm::raw_string_ostream(text) << spellNonFinite(doc);
 
   std::string bytes("MEDCART", 8); // includes the terminating NUL
   appendLE<uint32_t>(bytes, kArtifactFormatVersion);

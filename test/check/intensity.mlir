@@ -73,3 +73,16 @@ func.func @orientation() -> tensor<52x3x4xf32> {
   %o = med.orientation_matrix %u : (tensor<52xf32>) -> tensor<52x3x4xf32>
   return %o : tensor<52x3x4xf32>
 }
+
+// Parameters outside the transforms' ranges: a σ that is not finite leaves its axis alone,
+// one of 10⁶ is cut at twice the axis (its taps fold back onto the same voxels); a scale
+// above 1 or not finite leaves the channel, one at or below 0 keeps a single voxel.
+// CHECK: extreme_parameters  out0  1x2x5x4x3  max_abs {{.*}}  ok
+// CHECK: extreme_parameters  out1  1x2x5x4x3  max_abs {{.*}}  ok
+func.func @extreme_parameters(%x: tensor<1x2x5x4x3xf32>) -> (tensor<1x2x5x4x3xf32>, tensor<1x2x5x4x3xf32>) {
+  %s = med.constant dense<[[[0x7F800000, 0x7FC00000, 1.0e6], [0xFF800000, 3.0, 0.0]]]> : tensor<1x2x3xf32>
+  %b = med.gaussian_blur %x, %s : (tensor<1x2x5x4x3xf32>, tensor<1x2x3xf32>) -> tensor<1x2x5x4x3xf32>
+  %k = med.constant dense<[[[1.7, 0x7FC00000, -1.0], [0.0, 0x7F800000, 0.5]]]> : tensor<1x2x3xf32>
+  %l = med.simulate_low_resolution %x, %k : (tensor<1x2x5x4x3xf32>, tensor<1x2x3xf32>) -> tensor<1x2x5x4x3xf32>
+  return %b, %l : tensor<1x2x5x4x3xf32>, tensor<1x2x5x4x3xf32>
+}

@@ -449,13 +449,14 @@ torch::Tensor gaussianBlur(const torch::Tensor &input, const torch::Tensor &sigm
     for (int64_t c = 0; c < y.size(1); ++c)
       for (int64_t axis = 0; axis < 3; ++axis) {
         const double sg = s[n][c][axis].item<double>();
-        if (!(sg > 0))
+        if (!(sg > 0) || !std::isfinite(sg))
           continue;
         const double t = 6 * sg + 0.5; // the odd tap count nearest to t
         double k = std::nearbyint(t);
         if (std::fmod(k, 2.0) == 0)
           k += t >= k ? 1 : -1;
-        const int64_t r = static_cast<int64_t>(k - 1) / 2, size = y.size(2 + axis);
+        const int64_t size = y.size(2 + axis);
+        const int64_t r = t > 4.0 * size + 1 ? 2 * size : static_cast<int64_t>(k - 1) / 2;
         if (r == 0)
           continue;
         torch::Tensor v = y[n][c], acc = torch::zeros_like(v);
@@ -491,8 +492,9 @@ torch::Tensor simulateLowResolution(const torch::Tensor &input, const torch::Ten
       std::vector<int64_t> low, full;
       for (int64_t a = 0; a < 3; ++a) {
         full.push_back(y.size(2 + a));
-        low.push_back(std::max<int64_t>(
-            1, static_cast<int64_t>(std::nearbyint(y.size(2 + a) * s[n][c][a].item<double>()))));
+        const double sa = s[n][c][a].item<double>(), m = std::nearbyint(y.size(2 + a) * sa);
+        low.push_back(!std::isfinite(sa) ? y.size(2 + a)
+                                         : std::clamp<int64_t>(m < 1 ? 1 : static_cast<int64_t>(std::min(m, 1e18)), 1, y.size(2 + a)));
       }
       torch::Tensor v = input.slice(0, n, n + 1).slice(1, c, c + 1);
       torch::Tensor down = torch::_upsample_nearest_exact3d(v, low);

@@ -17,10 +17,12 @@ def Med_GaussianBlurOp : Med_ShapedOp<"gaussian_blur", [Med_NotDifferentiable]> 
     j = −r … r, normalised to sum 1, σ = `sigma`[n, c, axis] (`sigma` is N×C×3, f32). The
     kernel has 2r + 1 taps, the odd integer nearest to 6σ + ½ (rounded half to even first;
     an even result moves towards 6σ + ½): 3 to 7 taps for σ in [0.5, 1], as nnU-Net's
-    GaussianBlurTransform (batchgeneratorsv2, truncate 6). Outside the volume the input is
+    GaussianBlurTransform (batchgeneratorsv2, truncate 6); r is at most twice the axis
+    (a wider kernel would only fold onto the same voxels again). Outside the volume the input is
     reflected without repeating the edge (torch's `reflect` padding, folded again where
     the kernel is wider than the axis). A σ of 0 or below leaves that axis of that channel as
-    it is, so a transform applied to some channels only is a σ of 0 for the others.
+    it is, as does one that is not finite, so a transform applied to some channels only is a
+    σ of 0 for the others.
 
     ```mlir
     %y = med.gaussian_blur %x, %sigma : (tensor<2x1x8x8x8xf32>, tensor<2x1x3xf32>) -> tensor<2x1x8x8x8xf32>
@@ -36,8 +38,9 @@ def Med_SimulateLowResolutionOp : Med_ShapedOp<"simulate_low_resolution",
   let summary = "nearest-exact downsampling, then trilinear upsampling back";
   let description = [{
     nnU-Net's SimulateLowResolutionTransform: each channel of each sample of an N×C×D×H×W
-    `input` is resampled to m_a = max(1, round(n_a · s_a)) voxels per axis (rounded half to
-    even), s_a = `scale`[n, c, a] (`scale` is N×C×3, f32), with torch's `nearest-exact` rule
+    `input` is resampled to m_a = round(n_a · s_a) voxels per axis (rounded half to even,
+    kept within [1, n_a]; a scale that is not finite keeps n_a), s_a = `scale`[n, c, a]
+    (`scale` is N×C×3, f32), with torch's `nearest-exact` rule
     (voxel j reads min(⌊(j + ½) · n_a/m_a⌋, n_a − 1)), and back to n_a with `trilinear`
     interpolation, `align_corners=False` (voxel o reads the position (o + ½) · m_a/n_a − ½,
     clamped below at 0). A scale of 1 on every axis leaves the channel as it is, so a

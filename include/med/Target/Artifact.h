@@ -49,6 +49,11 @@ LogicalResult writeArtifact(ModuleOp module, const ArtifactManifest &manifest,
 /// cuda-check --fusions). Returns how many were added.
 size_t appendFusionCheckFunctions(llvm::json::Object &doc);
 
+/// `v` with every number JSON cannot spell (±inf, NaN: a constant or an attribute may hold
+/// one) written as {"nonfinite": "inf" | "-inf" | "nan"}, as the runtime reads it
+/// (docs/artifact.md).
+llvm::json::Value spellNonFinite(const llvm::json::Value &v);
+
 void writeArtifactContainer(const llvm::json::Value &doc, llvm::ArrayRef<ArtifactSection> sections,
                             llvm::raw_ostream &os);
 

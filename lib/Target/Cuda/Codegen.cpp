@@ -35,6 +35,7 @@
 #include "Cuda/Codegen.h"
 
 #include "med/Analysis/MemoryPlan.h"
+#include "med/Target/Artifact.h"
 
 using namespace mlir::med;
 using namespace mlir::med::cuda;
@@ -218,8 +219,8 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
     json::OStream j(os);
     j.object([&] {
       if (const json::Value *fusions = doc.get("fusions"))
-        j.attribute("fusions", *fusions);
-      j.attribute("functions", *doc.get("functions"));
+        j.attribute("fusions", spellNonFinite(*fusions));
+      j.attribute("functions", spellNonFinite(*doc.get("functions")));
     });
   }
   medrun::Plan plan;

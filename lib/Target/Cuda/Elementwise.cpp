@@ -7,6 +7,9 @@
 
 #include "Cuda/Codegen.h"
 
+#include <cstdio>
+#include <cstring>
+
 namespace mlir::med::cuda {
 
 /// The scalar expression of an elementwise op: the f32 result from its operands' f32
@@ -85,11 +88,20 @@ void FunctionGen::constant(const Op &op) {
     elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = " + flt(v[0]) + ";\n");
     return;
   }
-  std::string data = "__device__ const float KNAME_data[" + std::to_string(n) + "] = {";
-  for (size_t i = 0; i < v.size(); ++i)
-    data += (i ? ", " : "") + flt(v[i]);
+  // The values' bits: a device table's initializer must be constant, and ±inf or NaN
+  // spelled as floats is not (__int_as_float is a function).
+  std::string data = "__device__ const unsigned KNAME_data[" + std::to_string(n) + "] = {";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%08xu", bits);
+    data += (i ? ", " : "") + std::string(hex);
+  }
   data += "};\n";
-  elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = KNAME_data[i];\n", data);
+  elementwise(op, "constant", {out("y")}, {y}, n, "  y[i] = __uint_as_float(KNAME_data[i]);\n",
+              data);
 }
 
 void FunctionGen::unary(const Op &op) {

@@ -40,7 +40,7 @@ void FunctionGen::gaussianBlur(const Op &op) {
     const std::string at = index[axis], S = num(size[axis]), st = num(stride[axis]);
     std::string body = decomposeNCDHW(v) +
                        "  const float sg = (float)s[nc * 3 + " + std::to_string(axis) + "];\n"
-                       "  const i64 r = medBlurRadius(sg);\n"
+                       "  const i64 r = medBlurRadius(sg, " + S + ");\n"
                        "  const i64 base = i - " + at + " * " + st + ";\n"
                        "  if (r == 0) { y[i] = (float)x[i]; return; }\n"
                        "  float sum = 0.0f;\n"

@@ -82,10 +82,12 @@ float medRandomNormal(const PhiloxWords &w) {
 // The index and weight rules of the augmentation ops (medrun/Augment.h, the CPU's
 // definition): the blur's radius, torch's reflection, the low-resolution size, torch's
 // nearest-exact source and linear (align_corners=False) source.
-i64 medBlurRadius(float sigma) {
-  if (!(sigma > 0.0f))
+i64 medBlurRadius(float sigma, i64 n) {
+  if (!(sigma > 0.0f) || !isfinite(sigma))
     return 0;
   const double t = 6.0 * (double)sigma + 0.5;
+  if (t > 4.0 * (double)n + 1.0)
+    return 2 * n;
   double k = rint(t);
   if (fmod(k, 2.0) == 0.0)
     k += t - k >= 0.0 ? 1.0 : -1.0;
@@ -101,8 +103,10 @@ i64 medReflect(i64 i, i64 n) {
   return i < n ? i : period - i;
 }
 i64 medLowResolutionSize(i64 n, float scale) {
-  const i64 m = (i64)rint((double)n * (double)scale);
-  return m < 1 ? 1 : m;
+  if (!isfinite(scale))
+    return n;
+  const double m = rint((double)n * (double)scale);
+  return m < 1.0 ? 1 : m > (double)n ? n : (i64)m;
 }
 i64 medNearestExactSource(i64 j, i64 n, i64 m) {
   const float scale = (float)n / (float)m;

@@ -13,13 +13,16 @@
 
 namespace medrun::augment {
 
-/// med.gaussian_blur: the radius r of the 2r + 1 taps for `sigma` (0 when sigma <= 0): the
-/// odd integer nearest to 6 sigma + 1/2, rounded half to even first and an even result
-/// moved towards 6 sigma + 1/2.
-inline int64_t blurRadius(float sigma) {
-  if (!(sigma > 0))
+/// med.gaussian_blur: the radius r of the 2r + 1 taps for `sigma` along an axis of n (0 when
+/// sigma <= 0 or is not finite): the odd integer nearest to 6 sigma + 1/2, rounded half to
+/// even first and an even result moved towards 6 sigma + 1/2; at most 2n (a wider kernel
+/// only folds back onto the same voxels).
+inline int64_t blurRadius(float sigma, int64_t n) {
+  if (!(sigma > 0) || !std::isfinite(sigma))
     return 0;
   const double t = 6.0 * static_cast<double>(sigma) + 0.5;
+  if (t > 4.0 * static_cast<double>(n) + 1)
+    return 2 * n;
   double k = std::nearbyint(t);
   if (std::fmod(k, 2.0) == 0)
     k += t - k >= 0 ? 1 : -1;
@@ -37,10 +40,13 @@ inline int64_t reflect(int64_t i, int64_t n) {
   return i < n ? i : period - i;
 }
 
-/// med.simulate_low_resolution: the voxels of an axis of n at scale s (half to even, the
-/// product exact in double, at least 1).
+/// med.simulate_low_resolution: the voxels of an axis of n at scale s: round(n s) (half to
+/// even, the product exact in double) within [1, n]; a scale that is not finite gives n.
 inline int64_t lowResolutionSize(int64_t n, float scale) {
-  return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(n) * scale)));
+  if (!std::isfinite(scale))
+    return n;
+  const double m = std::nearbyint(static_cast<double>(n) * scale);
+  return m < 1 ? 1 : m > static_cast<double>(n) ? n : static_cast<int64_t>(m);
 }
 
 /// torch's `nearest-exact` (interpolate from n to m voxels): the source of voxel j, in

@@ -72,7 +72,7 @@ void gaussianBlur(const Tensor &x, const Tensor &sigma, Tensor &y) {
       float *from = a, *to = b;
       for (int axis = 0; axis < 3; ++axis) {
         const float sg = s[nc * 3 + axis];
-        const int64_t r = blurRadius(sg);
+        const int64_t r = blurRadius(sg, axis == 0 ? v.d : axis == 1 ? v.h : v.w);
         if (r == 0)
           continue;
         std::vector<float> w(static_cast<size_t>(2 * r + 1));

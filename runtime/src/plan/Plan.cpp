@@ -2,6 +2,8 @@
 #include "PlanReader.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 namespace medrun {
 
@@ -79,9 +81,25 @@ std::vector<double> OpInfo::floatsAttr(const std::string &n) const {
 // Reading
 //===----------------------------------------------------------------------------------===//
 
+/// A number JSON cannot spell, as medc writes it: {"nonfinite": "inf" | "-inf" | "nan"}.
+static std::optional<double> nonFinite(const json &v) {
+  if (!v.is_object() || v.size() != 1 || !v.contains("nonfinite") || !v["nonfinite"].is_string())
+    return std::nullopt;
+  const std::string &s = v["nonfinite"].get_ref<const std::string &>();
+  if (s == "inf")
+    return std::numeric_limits<double>::infinity();
+  if (s == "-inf")
+    return -std::numeric_limits<double>::infinity();
+  if (s == "nan")
+    return std::numeric_limits<double>::quiet_NaN();
+  return std::nullopt;
+}
+
 AttrValue PlanReader::attr(const json &v, const std::string &where) const {
   if (v.is_boolean())
     return v.get<bool>();
+  if (std::optional<double> d = nonFinite(v))
+    return *d;
   if (v.is_number_integer())
     return v.get<int64_t>();
   if (v.is_number())
@@ -94,6 +112,10 @@ AttrValue PlanReader::attr(const json &v, const std::string &where) const {
       return ints(v, where);
     std::vector<double> out;
     for (const json &e : v) {
+      if (std::optional<double> d = nonFinite(e)) {
+        out.push_back(*d);
+        continue;
+      }
       if (!e.is_number())
         fail(where, "lists hold numbers only");
       out.push_back(e.get<double>());
