@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 namespace med::shape {
@@ -962,6 +963,18 @@ Error affinities(const TensorType &seg, const Dims &offsets, const Dims *cropLow
 Error removeLabel(const TensorType &in, int64_t label, int64_t replaceWith, Types &out) {
   if (label == replaceWith)
     return "'label' and 'replace_with' are both " + num(label) + ": the op would change nothing";
+  // Integer labels: both values must be of the type (a wrapped replacement is another label).
+  int bits = 0;
+  if (in.element.size() > 1 && in.element[0] == 'i')
+    bits = std::atoi(in.element.c_str() + 1);
+  if (bits > 1 && bits < 64) {
+    const int64_t hi = (int64_t{1} << (bits - 1)) - 1, lo = -hi - 1;
+    for (auto [name, v] : {std::pair<const char *, int64_t>{"label", label},
+                           {"replace_with", replaceWith}})
+      if (v < lo || v > hi)
+        return "'" + std::string(name) + "' is " + num(v) + ", outside the range of the " +
+               in.element + " labels [" + num(lo) + ", " + num(hi) + "]";
+  }
   out.push_back(in);
   return {};
 }

@@ -182,3 +182,11 @@ func.func @aff_result_type(%x: tensor<2x1x9x11x7xi32>) {
   %0:2 = med.affinities %x {offsets = array<i64: 1, 0, 0>} : (tensor<2x1x9x11x7xi32>) -> (tensor<2x1x9x11x7xi32>, tensor<2x1x9x11x7xf32>)
   return
 }
+
+// -----
+
+func.func @remove_range(%x: tensor<2x1x4x4x4xi8>) {
+  // expected-error @+1 {{'med.remove_label' op 'replace_with' is 300, outside the range of the i8 labels [-128, 127]}}
+  %0 = med.remove_label %x {label = -1 : i64, replace_with = 300 : i64} : (tensor<2x1x4x4x4xi8>) -> tensor<2x1x4x4x4xi8>
+  return
+}

@@ -26,7 +26,9 @@ def Med_AffinitiesOp : Med_ShapedOp<"affinities", [Med_NotDifferentiable]> {
     voxels where both ends are labelled and the other end is inside the volume, so the
     trailing edge is invalid), with the unlabelled ones as a mask of their own instead of
     the −1 BANIS stores in the int8 affinities; an affinity is never 1 where its mask is 0.
-    Offsets may be negative (the leading edge is then invalid).
+    Offsets may be negative (the leading edge is then invalid). Ids are compared in their
+    own type: give instance ids as integers (i32) — an f32 id is exact only up to 2^24, and
+    under bf16-mixed a step's f32 arguments are stored in bf16 (exact up to 256).
 
     The output box is `crop_size` voxels from `crop_low` (default: the low corner at 0 and
     the rest of the volume): the other end of an affinity may lie outside the box but
