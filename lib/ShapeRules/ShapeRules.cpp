@@ -930,10 +930,18 @@ Error affinities(const TensorType &seg, const Dims &offsets, const Dims *cropLow
     return "seg: expected 1 channel (N x 1 x D x H x W instance ids), got " + num(seg.shape[1]);
   if (offsets.empty() || offsets.size() % 3 != 0)
     return "'offsets' needs 3 entries (along D, H, W) per affinity, got " + listStr(offsets);
-  for (size_t k = 0; k < offsets.size(); k += 3)
+  for (size_t k = 0; k < offsets.size(); k += 3) {
+    const std::string which = "'offsets': affinity " + num(static_cast<int64_t>(k / 3));
     if (offsets[k] == 0 && offsets[k + 1] == 0 && offsets[k + 2] == 0)
-      return "'offsets': affinity " + num(static_cast<int64_t>(k / 3)) +
-             " has offset (0, 0, 0); each affinity needs a non-zero offset";
+      return which + " has offset (0, 0, 0); each affinity needs a non-zero offset";
+    for (size_t i = 0; i < 3; ++i) {
+      const int64_t n = seg.shape[2 + i], o = offsets[k + i];
+      if (!isDyn(n) && (o >= n || o <= -n))
+        return which + " reaches " + num(o) + " voxels along axis " +
+               num(static_cast<int64_t>(2 + i)) + ", which has " + num(n) +
+               ": its mask would be 0 everywhere";
+    }
+  }
   Dims low = cropLow ? *cropLow : Dims(3, 0);
   if (Error e = axisList("crop_low", low, 3, 0, "spatial axis"); !e.empty())
     return e;

@@ -190,3 +190,11 @@ func.func @remove_range(%x: tensor<2x1x4x4x4xi8>) {
   %0 = med.remove_label %x {label = -1 : i64, replace_with = 300 : i64} : (tensor<2x1x4x4x4xi8>) -> tensor<2x1x4x4x4xi8>
   return
 }
+
+// -----
+
+func.func @aff_offset_long(%x: tensor<2x1x9x11x7xi32>) {
+  // expected-error @+1 {{'med.affinities' op 'offsets': affinity 1 reaches -11 voxels along axis 3, which has 11: its mask would be 0 everywhere}}
+  %0:2 = med.affinities %x {offsets = array<i64: 1, 0, 0, 0, -11, 0>} : (tensor<2x1x9x11x7xi32>) -> (tensor<2x2x9x11x7xf32>, tensor<2x2x9x11x7xf32>)
+  return
+}

@@ -12,15 +12,15 @@
 // edge not masked, floor-nearest instead of nearest-exact).
 
 // BANIS's six affinities at offsets 1 and 3 from a crop with 3 voxels of trailing context,
-// and from a box at (1, 2, 0) with negative offsets, a mixed one and one longer than the
-// axis (all masked).
+// and from a box at (1, 2, 0) with negative offsets, a mixed one and one of 6 along an axis
+// of 7 (valid at one voxel of each row).
 // CHECK: affinities_i32  out0  2x6x6x8x4  max_abs 0.0e+00  rel 0.0e+00  ok
 // CHECK: affinities_i32  out1  2x6x6x8x4  max_abs 0.0e+00  rel 0.0e+00  ok
 // CHECK: affinities_i32  out2  2x4x5x7x7  max_abs 0.0e+00  rel 0.0e+00  ok
 // CHECK: affinities_i32  out3  2x4x5x7x7  max_abs 0.0e+00  rel 0.0e+00  ok
 func.func @affinities_i32(%seg: tensor<2x1x9x11x7xi32>) -> (tensor<2x6x6x8x4xf32>, tensor<2x6x6x8x4xf32>, tensor<2x4x5x7x7xf32>, tensor<2x4x5x7x7xf32>) {
   %a, %m = med.affinities %seg {offsets = array<i64: 1, 0, 0, 0, 1, 0, 0, 0, 1, 3, 0, 0, 0, 3, 0, 0, 0, 3>, crop_size = array<i64: 6, 8, 4>} : (tensor<2x1x9x11x7xi32>) -> (tensor<2x6x6x8x4xf32>, tensor<2x6x6x8x4xf32>)
-  %b, %n = med.affinities %seg {offsets = array<i64: -1, 0, 0, 0, -3, 0, 2, 1, -1, 0, 0, 7>, crop_low = array<i64: 1, 2, 0>, crop_size = array<i64: 5, 7, 7>} : (tensor<2x1x9x11x7xi32>) -> (tensor<2x4x5x7x7xf32>, tensor<2x4x5x7x7xf32>)
+  %b, %n = med.affinities %seg {offsets = array<i64: -1, 0, 0, 0, -3, 0, 2, 1, -1, 0, 0, 6>, crop_low = array<i64: 1, 2, 0>, crop_size = array<i64: 5, 7, 7>} : (tensor<2x1x9x11x7xi32>) -> (tensor<2x4x5x7x7xf32>, tensor<2x4x5x7x7xf32>)
   return %a, %m, %b, %n : tensor<2x6x6x8x4xf32>, tensor<2x6x6x8x4xf32>, tensor<2x4x5x7x7xf32>, tensor<2x4x5x7x7xf32>
 }
 

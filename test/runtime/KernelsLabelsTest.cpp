@@ -142,7 +142,8 @@ TEST(KernelsLabels, NearestExactIndices) {
   EXPECT_EQ(indices(8, 4), (std::vector<double>{1, 3, 5, 7}));
   EXPECT_EQ(indices(2, 5), (std::vector<double>{0, 0, 1, 1, 1}));
   // All axes and channels at once: 2x2x2 -> 1x1x1 reads (1, 1, 1) of each channel.
-  Tensor x = labels(DType::F32, {1, 2, 2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  Tensor x =
+      labels(DType::F32, {1, 2, 2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   Tensor y(DType::F32, {1, 2, 1, 1, 1});
   downsampleNearest(x, y);
   EXPECT_EQ(values(y), (std::vector<double>{7, 15}));

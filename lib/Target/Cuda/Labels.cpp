@@ -36,7 +36,8 @@ void FunctionGen::affinities(const Op &op) {
   auto [vt, ub] = labelCompare(seg, op.intAttr("unlabelled_below"));
   const std::string D = num(xs[2]), H = num(xs[3]), W = num(xs[4]);
   // The offset of affinity o1, one case per affinity.
-  std::string body = decompose("i", ys, "o") + "  i64 dz = 0, dy = 0, dx = 0;\n  switch ((int)o1) {\n";
+  std::string body =
+      decompose("i", ys, "o") + "  i64 dz = 0, dy = 0, dx = 0;\n  switch ((int)o1) {\n";
   for (size_t k = 0; k < offs.size(); k += 3)
     body += "  case " + std::to_string(k / 3) + ": dz = " + num(offs[k]) + "; dy = " +
             num(offs[k + 1]) + "; dx = " + num(offs[k + 2]) + "; break;\n";
@@ -113,8 +114,8 @@ void FunctionGen::downsampleNearest(const Op &op) {
     const float scale = static_cast<float>(xs[2 + a]) / static_cast<float>(ys[2 + a]);
     const std::string j = "o" + std::to_string(2 + a), n = num(xs[2 + a]);
     const std::string s = "s" + std::to_string(a);
-    body += "  i64 " + s + " = (i64)floorf(((float)" + j + " + 0.5f) * " + flt(scale) + ");\n  if (" +
-            s + " > " + n + " - 1) " + s + " = " + n + " - 1;\n";
+    body += "  i64 " + s + " = (i64)floorf(((float)" + j + " + 0.5f) * " + flt(scale) +
+            ");\n  if (" + s + " > " + n + " - 1) " + s + " = " + n + " - 1;\n";
   }
   body += "  y[i] = x[(((o0 * " + num(xs[1]) + " + o1) * " + num(xs[2]) + " + s0) * " +
           num(xs[3]) + " + s1) * " + num(xs[4]) + " + s2];\n";
