@@ -1,7 +1,8 @@
 //===- Labels.cpp - affinities, remove_label, label_regions, downsample_nearest ------===//
 //
-// One thread per output element. Labels are compared in their own type: integers as they
-// are, floats (f32, bf16, f16 storage) as float; the rules are the CPU backend's
+// One thread per output element. Labels are read as stored (never rounded to bf16 under
+// bf16-mixed, as the CPU backend reads them) and compared in their own type: integers as
+// they are, floats (f32, bf16, f16 storage) as float; the rules are the CPU backend's
 // (runtime/src/cpu/Labels.cpp), the same results bit for bit.
 //
 //===------------------------------------------------------------------------------===//
@@ -13,6 +14,13 @@ namespace mlir::med::cuda {
 namespace {
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 } // namespace
+
+/// Labels copied to a result (remove_label, downsample_nearest): integers keep their type,
+/// floats may change storage (an f32 input, a bf16 result under bf16-mixed).
+static void requireSameKind(DType x, DType y) {
+  if (x != y && !(isFloatType(x) && isFloatType(y)))
+    throw CodegenError{"the result differs from the labels in type"};
+}
 
 /// The type a label of `id` is compared in, and a literal of an integer attribute in it.
 std::pair<std::string, std::string> FunctionGen::labelCompare(int id, int64_t value) const {
@@ -34,6 +42,7 @@ void FunctionGen::affinities(const Op &op) {
       ys[1] != static_cast<int64_t>(offs.size() / 3))
     error("inconsistent shapes, offsets or crop");
   auto [vt, ub] = labelCompare(seg, op.intAttr("unlabelled_below"));
+  roundOnRead.erase(seg);
   const std::string D = num(xs[2]), H = num(xs[3]), W = num(xs[4]);
   // The offset of affinity o1, one case per affinity.
   std::string body =
@@ -66,15 +75,16 @@ void FunctionGen::affinities(const Op &op) {
 void FunctionGen::removeLabel(const Op &op) {
   int x = op.single("input"), y = result(op);
   auto [vt, label] = labelCompare(x, op.intAttr("label"));
-  const std::string t = elemType(x), to = labelCompare(x, op.intAttr("replace_with")).second;
-  if (type(y).dtype != type(x).dtype)
-    error("the result differs from the input in type");
+  const std::string t = elemType(y), to = labelCompare(x, op.intAttr("replace_with")).second;
+  requireSameKind(type(x).dtype, type(y).dtype);
+  roundOnRead.erase(x);
   std::string body = "  const " + vt + " v = (" + vt + ")x[i];\n";
   if (isFloatType(type(x).dtype))
     body += "  if (v == " + label + ") y[i] = " + to + "; else y[i] = x[i];\n";
   else
     body += "  y[i] = v == " + label + " ? (" + t + ")" + to + " : x[i];\n";
-  elementwise(op, "remove_label", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+  elementwise(op, "remove_label", {out("y", t), in("x", elemType(x))}, {y, x}, type(y).numel(),
+              body);
 }
 
 void FunctionGen::labelRegions(const Op &op) {
@@ -85,6 +95,7 @@ void FunctionGen::labelRegions(const Op &op) {
   if (ys.size() < 2 || static_cast<int64_t>(sizes.size()) != ys[1])
     error("inconsistent regions");
   const std::string vt = labelCompare(x, 0).first;
+  roundOnRead.erase(x);
   const int64_t s = product(ys, 2), r = ys[1];
   std::string body = "  const i64 s = i % " + num(s) + ", q = i / " + num(s) + ";\n"
                      "  const i64 r = q % " + num(r) + ", n = q / " + num(r) + ";\n"
@@ -105,9 +116,10 @@ void FunctionGen::labelRegions(const Op &op) {
 void FunctionGen::downsampleNearest(const Op &op) {
   int x = op.single("input"), y = result(op);
   const auto &xs = shape(x), &ys = shape(y);
-  if (xs.size() != 5 || ys.size() != 5 || type(y).dtype != type(x).dtype)
-    error("inconsistent shapes or types");
-  const std::string t = elemType(x);
+  if (xs.size() != 5 || ys.size() != 5)
+    error("inconsistent shapes");
+  requireSameKind(type(x).dtype, type(y).dtype);
+  roundOnRead.erase(x);
   std::string body = decompose("i", ys, "o");
   // torch's nearest-exact source index: an f32 scale, the product rounded to f32 once.
   for (int a = 0; a < 3; ++a) {
@@ -119,7 +131,8 @@ void FunctionGen::downsampleNearest(const Op &op) {
   }
   body += "  y[i] = x[(((o0 * " + num(xs[1]) + " + o1) * " + num(xs[2]) + " + s0) * " +
           num(xs[3]) + " + s1) * " + num(xs[4]) + " + s2];\n";
-  elementwise(op, "downsample_nearest", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
+  elementwise(op, "downsample_nearest", {out("y", elemType(y)), in("x", elemType(x))}, {y, x},
+              type(y).numel(), body);
 }
 
 void FunctionGen::registerLabels(Emitters &e) {
