@@ -143,6 +143,14 @@ Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,
                       const TensorType &foundInf, double growthFactor, double backoffFactor,
                       int64_t growthInterval, Types &out);
 
+// Label transforms (include/med/IR/MedLabelOps.td). `cropLow`/`cropSize` of affinities may
+// be null (the low corner at 0, the rest of the volume).
+Error affinities(const TensorType &seg, const Dims &offsets, const Dims *cropLow,
+                 const Dims *cropSize, Types &out);
+Error removeLabel(const TensorType &input, int64_t label, int64_t replaceWith, Types &out);
+Error labelRegions(const TensorType &input, const std::vector<Dims> &regions, Types &out);
+Error downsampleNearest(const TensorType &input, const Dims &size, Types &out);
+
 } // namespace med::shape
 
 #endif // MED_SHAPERULES_H

@@ -771,5 +771,52 @@ bool GRNGradOp::readsF32Operand(unsigned index) {
   return index == getGammaMutable().getOperandNumber();
 }
 
+//===----------------------------------------------------------------------------------===//
+// Label transforms (MedLabelOps.td)
+//===----------------------------------------------------------------------------------===//
+
+LogicalResult AffinitiesOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  std::optional<shape::Dims> low, size;
+  if (auto a = adaptor.getCropLow())
+    low = r.dims(*a);
+  if (auto a = adaptor.getCropSize())
+    size = r.dims(*a);
+  return r.verdict(shape::affinities(r.type(adaptor.getSeg()), r.dims(adaptor.getOffsets()),
+                                     low ? &*low : nullptr, size ? &*size : nullptr, types),
+                   types, out);
+}
+
+LogicalResult RemoveLabelOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::removeLabel(r.type(adaptor.getInput()),
+                                      static_cast<int64_t>(adaptor.getLabel()),
+                                      static_cast<int64_t>(adaptor.getReplaceWith()), types),
+                   types, out);
+}
+
+LogicalResult LabelRegionsOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  std::vector<shape::Dims> regions;
+  for (Attribute a : adaptor.getRegions())
+    regions.push_back(r.dims(cast<DenseI64ArrayAttr>(a).asArrayRef()));
+  return r.verdict(shape::labelRegions(r.type(adaptor.getInput()), regions, types), types, out);
+}
+
+LogicalResult DownsampleNearestOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  return r.verdict(shape::downsampleNearest(r.type(adaptor.getInput()),
+                                            r.dims(adaptor.getSize()), types),
+                   types, out);
+}
+
 #define GET_OP_CLASSES
 #include "med/IR/MedOps.cpp.inc"

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 namespace med::shape {
@@ -1003,6 +1004,98 @@ Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,
   if (growthInterval < 1)
     return "'growth_interval' must be at least 1, got " + num(growthInterval);
   out = {scale, growthTracker};
+  return {};
+}
+
+// ---- label transforms ------------------------------------------------------------------
+
+Error affinities(const TensorType &seg, const Dims &offsets, const Dims *cropLow,
+                 const Dims *cropSize, Types &out) {
+  if (Error e = rank("seg", seg, 5, "N x 1 x D x H x W instance ids"); !e.empty())
+    return e;
+  if (!sameDim(seg.shape[1], 1))
+    return "seg: expected 1 channel (N x 1 x D x H x W instance ids), got " + num(seg.shape[1]);
+  if (offsets.empty() || offsets.size() % 3 != 0)
+    return "'offsets' needs 3 entries (along D, H, W) per affinity, got " + listStr(offsets);
+  for (size_t k = 0; k < offsets.size(); k += 3) {
+    const std::string which = "'offsets': affinity " + num(static_cast<int64_t>(k / 3));
+    if (offsets[k] == 0 && offsets[k + 1] == 0 && offsets[k + 2] == 0)
+      return which + " has offset (0, 0, 0); each affinity needs a non-zero offset";
+    for (size_t i = 0; i < 3; ++i) {
+      const int64_t n = seg.shape[2 + i], o = offsets[k + i];
+      if (!isDyn(n) && (o >= n || o <= -n))
+        return which + " reaches " + num(o) + " voxels along axis " +
+               num(static_cast<int64_t>(2 + i)) + ", which has " + num(n) +
+               ": its mask would be 0 everywhere";
+    }
+  }
+  Dims low = cropLow ? *cropLow : Dims(3, 0);
+  if (Error e = axisList("crop_low", low, 3, 0, "spatial axis"); !e.empty())
+    return e;
+  if (cropSize)
+    if (Error e = axisList("crop_size", *cropSize, 3, 1, "spatial axis"); !e.empty())
+      return e;
+  TensorType result{{seg.shape[0], static_cast<int64_t>(offsets.size() / 3)}, "f32"};
+  for (size_t i = 0; i < 3; ++i) {
+    int64_t n = seg.shape[2 + i], size = kDynamic, end;
+    if (cropSize)
+      size = (*cropSize)[i];
+    else if (!isDyn(n))
+      size = n - low[i];
+    if (!isDyn(size) && !add(low[i], size, end))
+      return overflow("crop");
+    if (!isDyn(n) && (low[i] >= n || (!isDyn(size) && end > n)))
+      return "crop: the box from " + listStr(low) + (cropSize ? " of size " + listStr(*cropSize)
+                                                              : std::string()) +
+             " does not lie inside the labels' spatial size " +
+             shapeStr(Dims(seg.shape.begin() + 2, seg.shape.end()));
+    result.shape.push_back(size);
+  }
+  out = {result, result};
+  return {};
+}
+
+Error removeLabel(const TensorType &in, int64_t label, int64_t replaceWith, Types &out) {
+  if (label == replaceWith)
+    return "'label' and 'replace_with' are both " + num(label) + ": the op would change nothing";
+  // Integer labels: both values must be of the type (a wrapped replacement is another label).
+  int bits = 0;
+  if (in.element.size() > 1 && in.element[0] == 'i')
+    bits = std::atoi(in.element.c_str() + 1);
+  if (bits > 1 && bits < 64) {
+    const int64_t hi = (int64_t{1} << (bits - 1)) - 1, lo = -hi - 1;
+    for (auto [name, v] : {std::pair<const char *, int64_t>{"label", label},
+                           {"replace_with", replaceWith}})
+      if (v < lo || v > hi)
+        return "'" + std::string(name) + "' is " + num(v) + ", outside the range of the " +
+               in.element + " labels [" + num(lo) + ", " + num(hi) + "]";
+  }
+  out.push_back(in);
+  return {};
+}
+
+Error labelRegions(const TensorType &in, const std::vector<Dims> &regions, Types &out) {
+  if (rankOf(in) < 2)
+    return "input: expected at least 2 dimensions (N x 1 x ... labels), got " + shapeStr(in.shape);
+  if (!sameDim(in.shape[1], 1))
+    return "input: expected 1 channel (N x 1 x ... labels), got " + num(in.shape[1]);
+  if (regions.empty())
+    return "'regions' needs at least one region (a list of labels)";
+  for (size_t r = 0; r < regions.size(); ++r)
+    if (regions[r].empty())
+      return "'regions': region " + num(static_cast<int64_t>(r)) + " lists no labels";
+  TensorType result{in.shape, "f32"};
+  result.shape[1] = static_cast<int64_t>(regions.size());
+  out.push_back(result);
+  return {};
+}
+
+Error downsampleNearest(const TensorType &in, const Dims &size, Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = axisList("size", size, 3, 1, "spatial axis"); !e.empty())
+    return e;
+  out.push_back({{in.shape[0], in.shape[1], size[0], size[1], size[2]}, in.element});
   return {};
 }
 

@@ -457,6 +457,37 @@ private:
                              {"batch_dice", o.getBatchDice()},
                              {"include_background", o.getIncludeBackground()}};
         return true; })
+      .Case<AffinitiesOp>([&](AffinitiesOp o) {
+        // The crop written out whole: its low corner and the result's spatial size.
+        operands = json::Object{{"seg", group(o.getSeg())}};
+        SmallVector<int64_t> low(3, 0);
+        if (auto l = o.getCropLow())
+          low.assign(l->begin(), l->end());
+        ArrayRef<int64_t> shape = cast<RankedTensorType>(o.getAffinities().getType()).getShape();
+        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"crop_low", ints(low)},
+                 {"crop_size", ints(shape.drop_front(2))},
+                 {"unlabelled_below", int64_t(o.getUnlabelledBelow())}};
+        return true; })
+      .Case<RemoveLabelOp>([&](RemoveLabelOp o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        attrs = json::Object{{"label", int64_t(o.getLabel())},
+                 {"replace_with", int64_t(o.getReplaceWith())}};
+        return true; })
+      .Case<LabelRegionsOp>([&](LabelRegionsOp o) {
+        // The lists of labels one after the other, and how many each region has.
+        operands = json::Object{{"input", group(o.getInput())}};
+        SmallVector<int64_t> labels, sizes;
+        for (Attribute a : o.getRegions()) {
+          ArrayRef<int64_t> region = cast<DenseI64ArrayAttr>(a).asArrayRef();
+          labels.append(region.begin(), region.end());
+          sizes.push_back(static_cast<int64_t>(region.size()));
+        }
+        attrs = json::Object{{"regions", ints(labels)}, {"region_sizes", ints(sizes)}};
+        return true; })
+      .Case<DownsampleNearestOp>([&](DownsampleNearestOp o) {
+        operands = json::Object{{"input", group(o.getInput())}};
+        attrs = json::Object{{"size", ints(o.getSize())}};
+        return true; })
       .Default([](Operation *) { return false; });
     // clang-format on
     if (!known)

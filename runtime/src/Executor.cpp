@@ -514,6 +514,29 @@ private:
       for (int id : op.operand("targets"))
         targets.push_back(&in(id));
       cpu::diceCE(logits, targets, p, result(op));
+    } else if (k == "affinities") {
+      // Labels are read as stored (an f32 id never goes through the compute type).
+      std::vector<int64_t> low = op.intsAttr("crop_low");
+      if (low.size() != 3)
+        throw Error("'crop_low' needs 3 entries");
+      cpu::affinities(raw(op, "seg"), op.intsAttr("offsets"), {low[0], low[1], low[2]},
+                      op.intAttr("unlabelled_below"), result(op, 0), result(op, 1));
+    } else if (k == "remove_label") {
+      const Tensor &x = raw(op, "input");
+      cpu::removeLabel(x, op.intAttr("label"), op.intAttr("replace_with"),
+                       result(op, 0, x.dtype()));
+    } else if (k == "label_regions") {
+      std::vector<int64_t> labels = op.intsAttr("regions");
+      std::vector<std::vector<int64_t>> regions;
+      size_t at = 0;
+      for (int64_t n : op.intsAttr("region_sizes")) { // the plan verifier checked the sums
+        regions.emplace_back(labels.begin() + at, labels.begin() + at + n);
+        at += n;
+      }
+      cpu::labelRegions(raw(op, "input"), regions, result(op));
+    } else if (k == "downsample_nearest") {
+      const Tensor &x = raw(op, "input");
+      cpu::downsampleNearest(x, result(op, 0, x.dtype()));
     } else if (k == "reshape") {
       const Tensor &x = in(op, "input");
       Tensor &y = result(op, 0, x.dtype());

@@ -270,6 +270,40 @@ const std::map<std::string, OpSpec> &opSpecs() {
                                     v.op.floatAttr("backoff_factor"),
                                     v.op.intAttr("growth_interval"), out);
     }};
+    // Label transforms: the plan writes the affinities' crop whole and the regions' lists
+    // of labels one after the other with their lengths.
+    m["affinities"] = {{{"seg", Arity::One, Element::Label}},
+                       [](const OpView &v, shape::Types &out) {
+      v.op.intAttr("unlabelled_below");
+      shape::Dims low = v.op.intsAttr("crop_low"), size = v.op.intsAttr("crop_size");
+      return shape::affinities(v.in("seg"), v.op.intsAttr("offsets"), &low, &size, out);
+    }};
+    m["remove_label"] = {{{"input", Arity::One, Element::Label}},
+                         [](const OpView &v, shape::Types &out) {
+      return shape::removeLabel(v.in("input"), v.op.intAttr("label"), v.op.intAttr("replace_with"),
+                                out);
+    }};
+    m["label_regions"] = {{{"input", Arity::One, Element::Label}},
+                          [](const OpView &v, shape::Types &out) {
+      shape::Dims labels = v.op.intsAttr("regions"), sizes = v.op.intsAttr("region_sizes");
+      std::vector<shape::Dims> regions;
+      size_t at = 0;
+      for (int64_t n : sizes) {
+        if (n < 0 || static_cast<size_t>(n) > labels.size() - at)
+          throw Error(str("'region_sizes' ", shape::listStr(sizes), " do not add up to the ",
+                          labels.size(), " labels of 'regions'"));
+        regions.emplace_back(labels.begin() + at, labels.begin() + at + n);
+        at += n;
+      }
+      if (at != labels.size())
+        throw Error(str("'region_sizes' ", shape::listStr(sizes), " do not add up to the ",
+                        labels.size(), " labels of 'regions'"));
+      return shape::labelRegions(v.in("input"), regions, out);
+    }};
+    m["downsample_nearest"] = {{{"input", Arity::One, Element::Label}},
+                               [](const OpView &v, shape::Types &out) {
+      return shape::downsampleNearest(v.in("input"), v.op.intsAttr("size"), out);
+    }};
     m["reshape"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
       return shape::reshape(v.in("input"), v.op.intsAttr("shape"), out);
     }};

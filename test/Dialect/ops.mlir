@@ -240,4 +240,20 @@ func.func @slice_shift(%x: tensor<2x1x8x6x6xf32>, %s: tensor<2x8x2xf32>) -> tens
   // CHECK: med.shift_slices %{{.*}}, %{{.*}} : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>
   %y = med.shift_slices %x, %s : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>
   return %y : tensor<2x1x8x6x6xf32>
+// -----
+
+// Label transforms: affinities with a crop (two results of f32 from i32 ids; the default
+// unlabelled_below elided), remove-label of f32 labels, regions, nearest-exact resizing;
+// the batch may be dynamic.
+// CHECK-LABEL: func.func @labels
+func.func @labels(%seg: tensor<?x1x13x12x11xi32>, %f: tensor<2x1x8x8x8xf32>) -> (tensor<?x2x10x10x10xf32>, tensor<?x2x10x10x10xf32>, tensor<2x1x8x8x8xf32>, tensor<2x2x8x8x8xf32>, tensor<2x1x4x4x3xf32>) {
+  // CHECK: med.affinities %{{.*}} {crop_low = array<i64: 0, 1, 0>, crop_size = array<i64: 10, 10, 10>, offsets = array<i64: 1, 0, 0, 0, 0, 3>} : (tensor<?x1x13x12x11xi32>) -> (tensor<?x2x10x10x10xf32>, tensor<?x2x10x10x10xf32>)
+  %a, %m = med.affinities %seg {offsets = array<i64: 1, 0, 0, 0, 0, 3>, crop_low = array<i64: 0, 1, 0>, crop_size = array<i64: 10, 10, 10>, unlabelled_below = 0 : i64} : (tensor<?x1x13x12x11xi32>) -> (tensor<?x2x10x10x10xf32>, tensor<?x2x10x10x10xf32>)
+  // CHECK: med.remove_label %{{.*}} {label = -1 : i64, replace_with = 0 : i64} : (tensor<2x1x8x8x8xf32>) -> tensor<2x1x8x8x8xf32>
+  %r = med.remove_label %f {label = -1 : i64, replace_with = 0 : i64} : (tensor<2x1x8x8x8xf32>) -> tensor<2x1x8x8x8xf32>
+  // CHECK: med.label_regions %{{.*}} {regions = [array<i64: 1, 2>, array<i64: 2>]} : (tensor<2x1x8x8x8xf32>) -> tensor<2x2x8x8x8xf32>
+  %g = med.label_regions %r {regions = [array<i64: 1, 2>, array<i64: 2>]} : (tensor<2x1x8x8x8xf32>) -> tensor<2x2x8x8x8xf32>
+  // CHECK: med.downsample_nearest %{{.*}} {size = array<i64: 4, 4, 3>} : (tensor<2x1x8x8x8xf32>) -> tensor<2x1x4x4x3xf32>
+  %d = med.downsample_nearest %r {size = array<i64: 4, 4, 3>} : (tensor<2x1x8x8x8xf32>) -> tensor<2x1x4x4x3xf32>
+  return %a, %m, %r, %g, %d : tensor<?x2x10x10x10xf32>, tensor<?x2x10x10x10xf32>, tensor<2x1x8x8x8xf32>, tensor<2x2x8x8x8xf32>, tensor<2x1x4x4x3xf32>
 }

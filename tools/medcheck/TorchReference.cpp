@@ -299,6 +299,63 @@ torch::Tensor slice(const OpInfo &op, const torch::Tensor &y) {
   return sliceBox(y, ints(op, "offsets"), ints(op, "sizes"), strides);
 }
 
+// ---- label transforms ---------------------------------------------------------------
+
+/// med.affinities composed from indexing: the labels of the output box, and those at
+/// v + offset gathered along each axis with index_select (indices clamped, an inside mask
+/// beside them); then BANIS's comparisons.
+std::vector<torch::Tensor> affinities(const Env &env, const OpInfo &op, const torch::Tensor &seg) {
+  std::vector<int64_t> offsets = ints(op, "offsets"), low = ints(op, "crop_low"),
+                       size = ints(op, "crop_size");
+  const int64_t unlabelled = integer(op, "unlabelled_below");
+  if (seg.dim() != 5 || offsets.size() % 3 != 0 || low.size() != 3 || size.size() != 3)
+    throw Error(str(op.describe(), ": cannot map labels of rank ", seg.dim()));
+  const torch::Tensor s = seg.select(1, 0); // N x D x H x W
+  torch::Tensor here = s;
+  for (int64_t a = 0; a < 3; ++a)
+    here = here.narrow(1 + a, low[a], size[a]);
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(seg.device());
+  std::vector<torch::Tensor> affs, masks;
+  for (size_t k = 0; k < offsets.size(); k += 3) {
+    torch::Tensor there = s, inside = torch::ones({1, 1, 1, 1}, longs).to(torch::kBool);
+    for (int64_t a = 0; a < 3; ++a) {
+      const int64_t n = s.size(1 + a);
+      torch::Tensor idx = torch::arange(low[a], low[a] + size[a], longs) + offsets[k + a];
+      std::vector<int64_t> view{1, 1, 1, 1};
+      view[1 + a] = size[a];
+      inside = inside & ((idx >= 0) & (idx < n)).view(view);
+      there = there.index_select(1 + a, idx.clamp(0, n - 1));
+    }
+    torch::Tensor mask = inside & (here >= unlabelled) & (there >= unlabelled);
+    affs.push_back(mask & (here == there) & (here != 0));
+    masks.push_back(mask);
+  }
+  return {torch::stack(affs, 1).to(env.typeOf(op.results.at(0))),
+          torch::stack(masks, 1).to(env.typeOf(op.results.at(1)))};
+}
+
+/// med.label_regions: torch.isin per region, as nnU-Net's transform, as 0/1 floats.
+torch::Tensor labelRegions(const Env &env, const OpInfo &op, const torch::Tensor &x) {
+  std::vector<int64_t> labels = ints(op, "regions"), sizes = ints(op, "region_sizes");
+  std::vector<torch::Tensor> channels;
+  size_t at = 0;
+  for (int64_t n : sizes) {
+    std::vector<int64_t> region(labels.begin() + at, labels.begin() + at + n);
+    at += n;
+    torch::Tensor list = torch::tensor(region, torch::kLong).to(x.device(), x.scalar_type());
+    channels.push_back(torch::isin(x.select(1, 0), list));
+  }
+  return torch::stack(channels, 1).to(env.typeOf(op.results.at(0)));
+}
+
+/// med.downsample_nearest: the op behind interpolate(x, size, mode='nearest-exact'), in
+/// f64 (exact for every label) and back to the labels' type, as nnU-Net calls it on
+/// seg.float().
+torch::Tensor downsampleNearest(const OpInfo &op, const torch::Tensor &x) {
+  return torch::_upsample_nearest_exact3d(x.to(torch::kDouble), ints(op, "size"))
+      .to(x.scalar_type());
+}
+
 torch::Tensor reduce(const OpInfo &op, const torch::Tensor &x) {
   const std::string &kind = op.strAttr("kind");
   std::vector<int64_t> axes = ints(op, "axes");
@@ -816,6 +873,17 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {torch::cat(env.group(op, "inputs"), integer(op, "axis"))};
   if (k == "reduce")
     return {reduce(op, env.in(op, "input"))};
+  if (k == "affinities")
+    return affinities(env, op, env.in(op, "seg"));
+  if (k == "remove_label") {
+    const torch::Tensor &x = env.in(op, "input");
+    return {torch::where(x == integer(op, "label"),
+                         torch::full_like(x, integer(op, "replace_with")), x)};
+  }
+  if (k == "label_regions")
+    return {labelRegions(env, op, env.in(op, "input"))};
+  if (k == "downsample_nearest")
+    return {downsampleNearest(op, env.in(op, "input"))};
   if (k == "reshape")
     return {env.in(op, "input").reshape(shapeAttr(op))};
   if (k == "broadcast")

@@ -564,7 +564,7 @@ Options parseArgs(int argc, char **argv) {
 
 /// How an argument is used, which decides its random values.
 struct Role {
-  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step, Key } kind = Normal;
+  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step, Key, Label } kind = Normal;
   int64_t classes = 0; ///< ClassIndex: the C of the matching logits
 };
 
@@ -593,6 +593,9 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           r.kind = Role::Step;
         } else if (op.kind == "random" && name == "key") {
           r.kind = Role::Key; // all 64 bits: both Philox key words
+        } else if (op.kind == "affinities" || op.kind == "remove_label" ||
+                   op.kind == "label_regions" || op.kind == "downsample_nearest") {
+          r.kind = Role::Label; // ids: background, unlabelled (−1) and a few objects
         } else if (op.kind == "sqrt" || op.kind == "log" || (op.kind == "pow" && name == "lhs")) {
           r.kind = Role::PositiveWeight; // N(0, 1) would give NaN on both sides
         } else {
@@ -655,6 +658,12 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
   }
   case Role::Step: { // an optimizer's step count: 1, 2, ...
     std::uniform_int_distribution<int64_t> d(1, 20);
+    for (double &x : v)
+      x = static_cast<double>(d(rng));
+    break;
+  }
+  case Role::Label: {
+    std::uniform_int_distribution<int64_t> d(-1, 4);
     for (double &x : v)
       x = static_cast<double>(d(rng));
     break;

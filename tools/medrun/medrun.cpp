@@ -824,9 +824,11 @@ double relativeError(const Tensor &a, const Tensor &b) {
 /// Random values for the inputs not given, by how the function uses them: masks 0/1,
 /// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
 /// `step` and `ema_decay` 1e-3, 1 and 0.99; what sqrt or log read in [0.1, 2.1] (N(0, 1)
-/// would give NaN on both backends, which compare equal); anything else N(0, 1).
+/// would give NaN on both backends, which compare equal); what the label transforms read
+/// integers in [-1, 4] (unlabelled, background, a few objects); anything else N(0, 1).
 void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
-  enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square, Positive };
+  enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square, Positive,
+              Labels };
   std::map<int, std::pair<Role, int64_t>> roles;
   for (const OpInfo &op : fn.ops) {
     // A fusion's inputs take the roles its body gives them (the optimizers' step, lr and
@@ -862,6 +864,9 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
           roles[ids[j]] = {Probability, 0};
         else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
           roles[ids[j]] = {PosWeight, 0};
+        else if (op.kind == "affinities" || op.kind == "remove_label" ||
+                 op.kind == "label_regions" || op.kind == "downsample_nearest")
+          roles[ids[j]] = {Labels, 0};
       }
   }
   std::mt19937_64 rng(seed);
@@ -886,6 +891,7 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
       case Rate: p[k] = 1e-3; break;
       case Square: p[k] = unit(rng); break;
       case Positive: p[k] = 0.1 + 2 * unit(rng); break;
+      case Labels: p[k] = std::floor(unit(rng) * 6) - 1; break;
       case Normal:
         p[k] = name == "lr" ? 1e-3 : name == "step" ? 1.0 : name == "ema_decay" ? 0.99 : normal(rng);
         break;

@@ -1048,5 +1048,6 @@ def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
 include "med/IR/MedFusionOps.td"
 include "med/IR/MedRandomOps.td"
 include "med/IR/MedIntensityOps.td"
+include "med/IR/MedLabelOps.td"
 
 #endif // MED_OPS_TD

@@ -141,6 +141,7 @@ const Emitters &emitters() {
     FunctionGen::registerOptimizer(e);
     FunctionGen::registerRandom(e);
     FunctionGen::registerIntensity(e);
+    FunctionGen::registerLabels(e);
     FunctionGen::registerFusion(e);
     return e;
   }();

@@ -4,9 +4,9 @@
 // function of the artifact plan: the plan access and the kernel building blocks are defined
 // in KernelBuilder.cpp, the run over a function, mixed precision and the dispatch in
 // Codegen.cpp, and each op family's emitters in a file of its own (Conv.cpp, Stencil.cpp,
-// Norm.cpp, Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp; a fusion
-// template in Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind,
-// which `lower` looks the op up in.
+// Norm.cpp, Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp,
+// Random.cpp, Intensity.cpp, Labels.cpp; a fusion template in Fusion/<Template>.cpp). A family
+// registers its emitters in a table keyed by op kind, which `lower` looks the op up in.
 //
 // The plan is read with the runtime's reader (medrun/Plan.h): a function is a
 // medrun::Function, an op a medrun::OpInfo with its accessors, which throw medrun::Error on
@@ -181,6 +181,7 @@ public:
   static void registerOptimizer(Emitters &e);
   static void registerRandom(Emitters &e);
   static void registerIntensity(Emitters &e);
+  static void registerLabels(Emitters &e);
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
@@ -444,6 +445,15 @@ private:
   void stencilFusion(const Op &op, const medrun::Function &body);
   void shiftSum(const Op &op);
   void shiftSumGradWeight(const Op &op);
+
+  // ---- Labels.cpp ------------------------------------------------------------------------
+  /// The type labels of value `id` are compared in (float or i64), and `value` as a literal
+  /// of it.
+  std::pair<std::string, std::string> labelCompare(int id, int64_t value) const;
+  void affinities(const Op &op);
+  void removeLabel(const Op &op);
+  void labelRegions(const Op &op);
+  void downsampleNearest(const Op &op);
 
   // ---- Norm.cpp --------------------------------------------------------------------------
   void groupStats(const Op &op, int x, int64_t groups, double eps, int mean, int rstd);

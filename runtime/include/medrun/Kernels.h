@@ -72,6 +72,22 @@ void concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &y);
 void pack(const std::vector<const Tensor *> &inputs, const std::vector<int64_t> &offsets,
           Tensor &y);
 
+/// Label transforms (labels of any float or signed integer type, compared in that type).
+/// med.affinities: seg N×1×D×H×W, aff and mask N×K×(output box) of one float type; offsets
+/// 3 per affinity (D, H, W); the box starts at cropLow; ids below unlabelledBelow are
+/// unlabelled. aff = mask ∧ seg(v) = seg(v+off) ∧ seg(v) ≠ 0, mask = v+off inside ∧ both
+/// labelled.
+void affinities(const Tensor &seg, const std::vector<int64_t> &offsets,
+                const std::array<int64_t, 3> &cropLow, int64_t unlabelledBelow, Tensor &aff,
+                Tensor &mask);
+/// med.remove_label: y = x == label ? replaceWith : x; y has x's type.
+void removeLabel(const Tensor &x, int64_t label, int64_t replaceWith, Tensor &y);
+/// med.label_regions: x N×1×…, y (float) N×R×…: 1 where x is one of regions[r].
+void labelRegions(const Tensor &x, const std::vector<std::vector<int64_t>> &regions, Tensor &y);
+/// med.downsample_nearest: x N×C×D×H×W to y's size (of x's type) by torch's nearest-exact
+/// index rule.
+void downsampleNearest(const Tensor &x, Tensor &y);
+
 enum class Reduce { Sum, Mean, Max, Min };
 /// Reduces over `axes`; y has the reduced axes removed or kept as 1 (the caller's shape).
 void reduce(Reduce op, const Tensor &x, const std::vector<int64_t> &axes, Tensor &y);
