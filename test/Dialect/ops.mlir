@@ -240,6 +240,8 @@ func.func @slice_shift(%x: tensor<2x1x8x6x6xf32>, %s: tensor<2x8x2xf32>) -> tens
   // CHECK: med.shift_slices %{{.*}}, %{{.*}} : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>
   %y = med.shift_slices %x, %s : (tensor<2x1x8x6x6xf32>, tensor<2x8x2xf32>) -> tensor<2x1x8x6x6xf32>
   return %y : tensor<2x1x8x6x6xf32>
+}
+
 // -----
 
 // Label transforms: affinities with a crop (two results of f32 from i32 ids; the default
