@@ -128,6 +128,14 @@ Error updateLossScale(const TensorType &scale, const TensorType &growthTracker,
                       const TensorType &foundInf, double growthFactor, double backoffFactor,
                       int64_t growthInterval, Types &out);
 
+// Spatial augmentation.
+/// med.spatial_transform: an N x C x D x H x W input resampled to N x C x `shape` by one
+/// N x 3 x 4 f32 matrix per sample. `mode` is linear, nearest or linear_argmax; `border`
+/// zeros, constant or reflection; `labels` (empty when absent) the labels of linear_argmax.
+Error spatialTransform(const TensorType &input, const TensorType &matrix, const Dims &shape,
+                       const std::string &mode, const std::string &border, double value,
+                       const Dims &labels, Types &out);
+
 } // namespace med::shape
 
 #endif // MED_SHAPERULES_H

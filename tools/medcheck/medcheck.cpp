@@ -87,7 +87,8 @@ const char *kUsage =
     "\n"
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
     "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
-    "`targets` of med.dice_ce class indices in [0, C), the `target` of\n"
+    "`targets` of med.dice_ce class indices in [0, C), the labelled `input` of a\n"
+    "linear_argmax med.spatial_transform values of its `labels`, the `target` of\n"
     "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2) values, an optimizer's\n"
     "`lr` U(0.5,2), AdamW's `exp_avg_sq` U(0,1) and `step` an integer in [1, 20],\n"
     "anything else standard normal values.\n"
@@ -564,8 +565,9 @@ Options parseArgs(int argc, char **argv) {
 
 /// How an argument is used, which decides its random values.
 struct Role {
-  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step } kind = Normal;
+  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step, Label } kind = Normal;
   int64_t classes = 0; ///< ClassIndex: the C of the matching logits
+  std::vector<int64_t> labels; ///< Label: the values drawn (uniformly)
 };
 
 std::vector<Role> argumentRoles(const medrun::Function &fn) {
@@ -581,6 +583,10 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           const std::vector<int> &logits = op.operand("logits");
           if (j < logits.size() && fn.values.at(logits[j]).shape.size() >= 2)
             r.classes = fn.values.at(logits[j]).shape[1];
+        } else if (op.kind == "spatial_transform" && name == "input" &&
+                   op.strAttr("mode") == "linear_argmax") {
+          r.kind = Role::Label;
+          r.labels = op.intsAttr("labels");
         } else if (op.kind == "bce_with_logits" && name == "target") {
           r.kind = Role::Probability;
         } else if (op.kind == "bce_with_logits" && name == "pos_weight") {
@@ -632,6 +638,12 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
     std::uniform_int_distribution<int64_t> d(0, std::max<int64_t>(role.classes, 1) - 1);
     for (double &x : v)
       x = static_cast<double>(d(rng));
+    break;
+  }
+  case Role::Label: {
+    std::uniform_int_distribution<size_t> d(0, std::max<size_t>(role.labels.size(), 1) - 1);
+    for (double &x : v)
+      x = role.labels.empty() ? 0.0 : static_cast<double>(role.labels[d(rng)]);
     break;
   }
   case Role::Probability: {

@@ -1044,5 +1044,6 @@ def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
 }
 
 include "med/IR/MedFusionOps.td"
+include "med/IR/SpatialOps.td"
 
 #endif // MED_OPS_TD
