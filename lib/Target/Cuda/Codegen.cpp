@@ -138,6 +138,7 @@ const Emitters &emitters() {
     FunctionGen::registerReduce(e);
     FunctionGen::registerLoss(e);
     FunctionGen::registerOptimizer(e);
+    FunctionGen::registerSpatial(e);
     FunctionGen::registerFusion(e);
     return e;
   }();

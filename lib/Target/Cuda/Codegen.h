@@ -179,6 +179,7 @@ public:
   static void registerReduce(Emitters &e);
   static void registerLoss(Emitters &e);
   static void registerOptimizer(Emitters &e);
+  static void registerSpatial(Emitters &e);
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
@@ -429,6 +430,9 @@ private:
   void convGradWeight(const Op &op);
   void depthwiseGradWeight(const Op &op, int x, int dy, int dw, const std::array<int64_t, 3> &s,
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
+
+  // ---- Spatial.cpp -----------------------------------------------------------------------
+  void spatialTransform(const Op &op);
 
   // ---- Stencil.cpp -----------------------------------------------------------------------
   /// What shiftSumTile emitted: nothing (the shape needs the generic kernels), the tile
