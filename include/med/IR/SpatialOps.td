@@ -41,7 +41,9 @@ def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferent
     - `linear`: trilinear interpolation of each channel (float inputs); the 8 neighbours
       weighted as grid_sample weights them, accumulated in f32.
     - `nearest`: the value at the nearest voxel, each coordinate rounded half to even
-      (`nearbyint`), exactly as grid_sample's `nearest`; floats or i32 labels.
+      (`nearbyint`), exactly as grid_sample's `nearest` on CUDA and on the CPU from
+      PyTorch 2 (LibTorch 1.13's CPU kernel rounds 3-D halves away from zero); floats or
+      i32 labels.
     - `linear_argmax`: for labels (f32 or i32), nnU-Net's segmentation resampling: each
       label of `labels` (strictly ascending, e.g. `[-1, 0, 1, 2, 3]`) is resampled as a
       one-hot mask trilinearly and the voxel takes the label of the largest value, by a
