@@ -4,9 +4,9 @@
 // function of the artifact plan: the plan access and the kernel building blocks are defined
 // in KernelBuilder.cpp, the run over a function, mixed precision and the dispatch in
 // Codegen.cpp, and each op family's emitters in a file of its own (Conv.cpp, Stencil.cpp,
-// Norm.cpp, Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp; a fusion
-// template in Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind,
-// which `lower` looks the op up in.
+// Norm.cpp, Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp,
+// Spatial.cpp; a fusion template in Fusion/<Template>.cpp). A family registers its emitters
+// in a table keyed by op kind, which `lower` looks the op up in.
 //
 // The plan is read with the runtime's reader (medrun/Plan.h): a function is a
 // medrun::Function, an op a medrun::OpInfo with its accessors, which throw medrun::Error on
