@@ -11,7 +11,7 @@ rm -rf .device && mkdir -p .device .deps/include
 cp -r /usr/include/nlohmann /usr/include/fmt .deps/include/
 # The tree carried there is no git checkout: --version names the commit recorded here.
 git describe --always --dirty --abbrev=12 >.deps/git-commit 2>/dev/null || rm -f .deps/git-commit
-for f in test/check/{conv,norm,elementwise,data,reduce,loss}.mlir; do
+for f in test/check/{conv,norm,elementwise,data,reduce,loss,spatial-transform}.mlir; do
   "$BIN/medc" compile "$f" -o ".device/$(basename "$f" .mlir).medc"
 done
 for f in test/check/grad-{conv,norm,elementwise,data,loss}.mlir; do

@@ -150,6 +150,13 @@ Error affinities(const TensorType &seg, const Dims &offsets, const Dims *cropLow
 Error removeLabel(const TensorType &input, int64_t label, int64_t replaceWith, Types &out);
 Error labelRegions(const TensorType &input, const std::vector<Dims> &regions, Types &out);
 Error downsampleNearest(const TensorType &input, const Dims &size, Types &out);
+// Spatial augmentation.
+/// med.spatial_transform: an N x C x D x H x W input resampled to N x C x `shape` by one
+/// N x 3 x 4 f32 matrix per sample. `mode` is linear, nearest or linear_argmax; `border`
+/// zeros, constant or reflection; `labels` (empty when absent) the labels of linear_argmax.
+Error spatialTransform(const TensorType &input, const TensorType &matrix, const Dims &shape,
+                       const std::string &mode, const std::string &border, double value,
+                       const Dims &labels, Types &out);
 
 } // namespace med::shape
 

@@ -47,6 +47,7 @@ double perElementFlops(Operation *op) {
       .Case<GroupNormApplyOp>([](auto) { return 3.0; }) // group_norm's 7 less the statistics' 4
       .Case<GroupNormStatsOp>([](auto) { return 4.0; }) // per input element
       .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return 8.0; })
+      .Case<SpatialTransformOp>([](auto) { return 16.0; }) // 8 weighted neighbours
       .Case<PadOp, SliceOp, ConcatOp, ReshapeOp, ParamOp, ConstantOp>([](auto) { return 0.0; })
       .Default([](auto) { return 1.0; });
 }

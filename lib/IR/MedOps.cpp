@@ -818,5 +818,21 @@ LogicalResult DownsampleNearestOp::inferShapes(MLIRContext *ctx, std::optional<L
                    types, out);
 }
 
+LogicalResult SpatialTransformOp::inferShapes(MLIRContext *ctx, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Rule r{ctx, loc, getOperationName()};
+  shape::Types types;
+  shape::Dims labels;
+  if (auto l = adaptor.getLabels())
+    labels.assign(l->begin(), l->end());
+  return r.verdict(shape::spatialTransform(
+                       r.type(adaptor.getInput()), r.type(adaptor.getMatrix()),
+                       Rule::dims(adaptor.getShape()),
+                       stringifyResampleMode(adaptor.getMode()).str(),
+                       stringifyBorderMode(adaptor.getBorder()).str(),
+                       adaptor.getValue().convertToDouble(), labels, types),
+                   types, out);
+}
+
 #define GET_OP_CLASSES
 #include "med/IR/MedOps.cpp.inc"

@@ -1099,4 +1099,56 @@ Error downsampleNearest(const TensorType &in, const Dims &size, Types &out) {
   return {};
 }
 
+//===----------------------------------------------------------------------------------===//
+// Spatial augmentation
+//===----------------------------------------------------------------------------------===//
+
+Error spatialTransform(const TensorType &in, const TensorType &matrix, const Dims &shape,
+                       const std::string &mode, const std::string &border, double value,
+                       const Dims &labels, Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  const bool isInt = in.element.size() > 1 && in.element[0] == 'i';
+  if (isInt && in.element != "i32")
+    return "input: integer labels must be i32, got " + in.element;
+  if (mode != "linear" && mode != "nearest" && mode != "linear_argmax")
+    return "'mode' must be linear, nearest or linear_argmax, got '" + mode + "'";
+  if (mode == "linear" && isInt)
+    return "input: mode linear interpolates floats, got " + in.element +
+           " (labels take nearest or linear_argmax)";
+  if (matrix.element != "f32")
+    return "matrix: expected element type f32, got " + matrix.element;
+  if (rankOf(matrix) != 3 || !sameDim(matrix.shape[1], 3) || !sameDim(matrix.shape[2], 4))
+    return "matrix: expected shape N x 3 x 4 (one affine matrix per sample), got " +
+           shapeStr(matrix.shape);
+  if (!sameDim(matrix.shape[0], in.shape[0]))
+    return "matrix: expected " + num(in.shape[0]) + " matrices (one per sample of input), got " +
+           num(matrix.shape[0]);
+  if (Error e = axisList("shape", shape, 3, 1, "spatial axis D, H, W of the result"); !e.empty())
+    return e;
+  if (border != "zeros" && border != "constant" && border != "reflection")
+    return "'border' must be zeros, constant or reflection, got '" + border + "'";
+  if (mode == "linear_argmax") {
+    if (border != "zeros")
+      return "'border' does not apply to mode linear_argmax (a voxel sampled outside the "
+             "input is 'value'), got " + border;
+    if (labels.empty())
+      return "'labels' must list the labels that mode linear_argmax resamples";
+    for (size_t i = 1; i < labels.size(); ++i)
+      if (labels[i] <= labels[i - 1])
+        return "'labels' must ascend strictly (ties go to the first), got " + listStr(labels);
+  } else if (!labels.empty()) {
+    return "'labels' applies to mode linear_argmax only, got " + listStr(labels);
+  }
+  if (mode != "linear_argmax" && border != "constant" && value != 0)
+    return "'value' applies to border constant and mode linear_argmax only, got " +
+           std::to_string(value);
+  if (!std::isfinite(value))
+    return "'value' must be finite";
+  if (isInt && (value != std::nearbyint(value) || std::fabs(value) > 2147483647.0))
+    return "'value' must be an i32 for i32 labels, got " + std::to_string(value);
+  out.push_back({{in.shape[0], in.shape[1], shape[0], shape[1], shape[2]}, in.element});
+  return {};
+}
+
 } // namespace med::shape

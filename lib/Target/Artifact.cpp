@@ -293,6 +293,15 @@ private:
         operands = json::Object{{"inputs", group(o.getInputs())}};
         attrs = json::Object{{"axis", int64_t(o.getAxis())}};
         return true; })
+      .Case<SpatialTransformOp>([&](SpatialTransformOp o) {
+        operands = json::Object{{"input", group(o.getInput())}, {"matrix", group(o.getMatrix())}};
+        SmallVector<int64_t> labels;
+        if (auto l = o.getLabels())
+          labels.assign(l->begin(), l->end());
+        attrs = json::Object{{"mode", stringifyResampleMode(o.getMode())},
+                 {"shape", ints(o.getShape())}, {"border", stringifyBorderMode(o.getBorder())},
+                 {"value", o.getValue().convertToDouble()}, {"labels", ints(labels)}};
+        return true; })
       .Case<ReduceOp>([&](ReduceOp o) {
         operands = json::Object{{"input", group(o.getInput())}};
         attrs = json::Object{{"kind", stringifyReduceKind(o.getKind())}, {"axes", ints(o.getAxes())},

@@ -497,6 +497,22 @@ private:
       for (int id : op.operand("inputs"))
         inputs.push_back(&in(id));
       cpu::concat(inputs, op.intAttr("axis"), result(op));
+    } else if (k == "spatial_transform") {
+      cpu::SpatialParams p;
+      const std::string &mode = op.strAttr("mode"), &border = op.strAttr("border");
+      p.mode = mode == "nearest"         ? cpu::SpatialMode::Nearest
+               : mode == "linear_argmax" ? cpu::SpatialMode::LinearArgmax
+                                         : cpu::SpatialMode::Linear;
+      p.border = border == "constant"     ? cpu::SpatialBorder::Constant
+                 : border == "reflection" ? cpu::SpatialBorder::Reflection
+                                          : cpu::SpatialBorder::Zeros;
+      p.value = op.floatAttr("value");
+      p.labels = op.intsAttr("labels");
+      // The matrix in the f32 math type (f64 runs: f64), whatever it is stored as.
+      const Tensor &m = raw(op, "matrix");
+      scratch.push_back(m.dtype() == wide() ? m : m.to(wide()));
+      const Tensor &matrix = scratch.back();
+      cpu::spatialTransform(in(op, "input"), matrix, p, result(op));
     } else if (k == "reduce") {
       // Inside a mixed-precision fusion its operand is rounded like a product's factor: the
       // templates sum a bias gradient as one more column of a weight gradient's product.

@@ -39,6 +39,8 @@ double flopsPerElement(const std::string &kind) {
     return 7;
   if (kind == "group_norm_apply") // group_norm's 7 less its statistics' 4
     return 3;
+  if (kind == "spatial_transform") // a weighted sum of 8 neighbours (per label: argmax)
+    return 16;
   if (none.count(kind))
     return 0;
   return 1;

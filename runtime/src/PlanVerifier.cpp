@@ -158,6 +158,13 @@ const std::map<std::string, OpSpec> &opSpecs() {
     m["concat"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
       return shape::concat(v.all("inputs"), v.op.intAttr("axis"), out);
     }};
+    m["spatial_transform"] = {{{"input", Arity::One, Element::Label}, {"matrix"}}, [](const OpView &v, shape::Types &out) {
+      return shape::spatialTransform(
+          v.in("input"), v.in("matrix"), v.op.intsAttr("shape"),
+          v.oneOf("mode", {"linear", "nearest", "linear_argmax"}),
+          v.oneOf("border", {"zeros", "constant", "reflection"}), v.op.floatAttr("value"),
+          v.op.intsAttr("labels"), out);
+    }};
     m["reduce"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
       v.oneOf("kind", {"sum", "mean", "max", "min"});
       return shape::reduce(v.in("input"), v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);

@@ -259,3 +259,20 @@ func.func @labels(%seg: tensor<?x1x13x12x11xi32>, %f: tensor<2x1x8x8x8xf32>) -> 
   %d = med.downsample_nearest %r {size = array<i64: 4, 4, 3>} : (tensor<2x1x8x8x8xf32>) -> tensor<2x1x4x4x3xf32>
   return %a, %m, %r, %g, %d : tensor<?x2x10x10x10xf32>, tensor<?x2x10x10x10xf32>, tensor<2x1x8x8x8xf32>, tensor<2x2x8x8x8xf32>, tensor<2x1x4x4x3xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @spatial
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x9x11x7xf32>, %[[S:.*]]: tensor<2x1x9x11x7xi32>, %[[M:.*]]: tensor<2x3x4xf32>)
+func.func @spatial(%x: tensor<2x3x9x11x7xf32>, %s: tensor<2x1x9x11x7xi32>, %m: tensor<2x3x4xf32>) -> (tensor<2x3x5x6x7xf32>, tensor<2x3x5x6x7xf32>, tensor<2x1x5x6x7xi32>, tensor<2x1x5x6x7xi32>) {
+  // The default border (zeros) is elided.
+  // CHECK: med.spatial_transform linear %[[X]], %[[M]] {shape = array<i64: 5, 6, 7>} : (tensor<2x3x9x11x7xf32>, tensor<2x3x4xf32>) -> tensor<2x3x5x6x7xf32>
+  %0 = med.spatial_transform linear %x, %m border zeros {shape = array<i64: 5, 6, 7>} : (tensor<2x3x9x11x7xf32>, tensor<2x3x4xf32>) -> tensor<2x3x5x6x7xf32>
+  // CHECK: med.spatial_transform nearest %[[X]], %[[M]] border reflection {shape = array<i64: 5, 6, 7>}
+  %1 = med.spatial_transform nearest %x, %m border reflection {shape = array<i64: 5, 6, 7>} : (tensor<2x3x9x11x7xf32>, tensor<2x3x4xf32>) -> tensor<2x3x5x6x7xf32>
+  // CHECK: med.spatial_transform nearest %[[S]], %[[M]] border constant {shape = array<i64: 5, 6, 7>, value = -1.000000e+00 : f64} : (tensor<2x1x9x11x7xi32>, tensor<2x3x4xf32>) -> tensor<2x1x5x6x7xi32>
+  %2 = med.spatial_transform nearest %s, %m border constant {shape = array<i64: 5, 6, 7>, value = -1.0} : (tensor<2x1x9x11x7xi32>, tensor<2x3x4xf32>) -> tensor<2x1x5x6x7xi32>
+  // CHECK: med.spatial_transform linear_argmax %[[S]], %[[M]] {labels = array<i64: -1, 0, 1, 2, 3>, shape = array<i64: 5, 6, 7>, value = -1.000000e+00 : f64}
+  %3 = med.spatial_transform linear_argmax %s, %m {labels = array<i64: -1, 0, 1, 2, 3>, shape = array<i64: 5, 6, 7>, value = -1.0} : (tensor<2x1x9x11x7xi32>, tensor<2x3x4xf32>) -> tensor<2x1x5x6x7xi32>
+  return %0, %1, %2, %3 : tensor<2x3x5x6x7xf32>, tensor<2x3x5x6x7xf32>, tensor<2x1x5x6x7xi32>, tensor<2x1x5x6x7xi32>
+}

@@ -292,6 +292,66 @@ torch::Tensor sliceBox(torch::Tensor y, const std::vector<int64_t> &offsets,
   return y.contiguous();
 }
 
+/// med.spatial_transform by torch's grid_sample (align_corners=False) on the grid
+/// (2p + 1)/n − 1 of the op's positions p = M[:, :3]·(o − c_out) + M[:, 3] + c_in, flipped to
+/// (x, y, z); all in f64 and rounded once, so that the reference's own rounding does not
+/// blur the check (nearest and labels are compared exactly). Border constant is zeros plus
+/// `value` times (1 − the sampled mask of ones); linear_argmax is nnU-Net's composition: the
+/// one-hot masks of the labels resampled, argmax over them (torch takes the first of equal
+/// maxima: the lowest label), and `value` where the grid coordinate on some axis lies
+/// outside [−1 + 1/n, 1 − 1/n].
+torch::Tensor spatialTransform(const OpInfo &op, const torch::Tensor &x,
+                               const torch::Tensor &matrix) {
+  const std::vector<int64_t> out = ints3(op, "shape");
+  const std::string &mode = op.strAttr("mode"), &border = op.strAttr("border");
+  const double value = num(op, "value");
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
+  const int64_t B = x.size(0);
+  std::vector<torch::Tensor> axes;
+  for (int a = 0; a < 3; ++a)
+    axes.push_back(torch::arange(out[a], f64) - (out[a] - 1) / 2.0);
+  std::vector<torch::Tensor> o = torch::meshgrid(axes, "ij");
+  const torch::Tensor offsets = torch::stack(o, -1).reshape({1, -1, 3}); // o − c_out, [1, P, 3]
+  const torch::Tensor m = matrix.to(torch::kFloat64);
+  const torch::Tensor n = torch::tensor({x.size(2), x.size(3), x.size(4)}, f64);
+  const torch::Tensor p = torch::matmul(offsets, m.narrow(2, 0, 3).transpose(1, 2)) +
+                          m.select(2, 3).unsqueeze(1) + (n - 1) / 2; // [B, P, 3]
+  const torch::Tensor g = (2 * p + 1) / n - 1;
+  // Nearest rounds half to even (nearbyint), as grid_sample does on CUDA and from PyTorch 2
+  // on; LibTorch 1.13's CPU kernel rounds 3-D halves away from zero (std::round). So the
+  // positions are rounded here first (torch::round: half to even) and sampled where no tie
+  // is left. With reflection the rounding follows the reflection: grid_sample rounds there.
+  const torch::Tensor snapped =
+      mode == "nearest" && border != "reflection" ? (2 * p.round() + 1) / n - 1 : g;
+  const torch::Tensor grid = snapped.flip({-1}).reshape({B, out[0], out[1], out[2], 3});
+  const torch::Tensor xd = x.to(torch::kFloat64);
+  auto sample = [&](const torch::Tensor &t, int64_t interpolation, int64_t padding) {
+    return torch::grid_sampler(t, grid, interpolation, padding, /*align_corners=*/false);
+  };
+  torch::Tensor y;
+  if (mode == "linear_argmax") {
+    const std::vector<int64_t> labels = ints(op, "labels");
+    std::vector<torch::Tensor> onehot;
+    for (int64_t l : labels)
+      onehot.push_back((xd == static_cast<double>(l)).to(torch::kFloat64));
+    const int64_t C = x.size(1), L = static_cast<int64_t>(labels.size());
+    const torch::Tensor s =
+        sample(torch::stack(onehot, 2).reshape({B, C * L, x.size(2), x.size(3), x.size(4)}), 0, 0)
+            .reshape({B, C, L, out[0], out[1], out[2]});
+    const torch::Tensor label = torch::tensor(labels, f64).index_select(0, s.argmax(2).flatten())
+                                    .reshape({B, C, out[0], out[1], out[2]});
+    const torch::Tensor outside = ((g < -1 + 1 / n) | (g > 1 - 1 / n)).any(-1).reshape(
+        {B, 1, out[0], out[1], out[2]});
+    y = torch::where(outside, torch::full_like(label, value), label);
+  } else {
+    const int64_t interpolation = mode == "nearest" ? 1 : 0;
+    y = sample(xd, interpolation, border == "reflection" ? 2 : 0);
+    if (border == "constant")
+      y = y + value * (1 - sample(torch::ones_like(xd.narrow(1, 0, 1)), interpolation, 0));
+  }
+  return y.to(x.scalar_type());
+}
+
 torch::Tensor slice(const OpInfo &op, const torch::Tensor &y) {
   std::vector<int64_t> strides; // optional in the dialect: absent means 1 on every axis
   if (op.attrs.count("strides"))
@@ -871,6 +931,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {slice(op, env.in(op, "input"))};
   if (k == "concat")
     return {torch::cat(env.group(op, "inputs"), integer(op, "axis"))};
+  if (k == "spatial_transform")
+    return {spatialTransform(op, env.in(op, "input"), env.in(op, "matrix"))};
   if (k == "reduce")
     return {reduce(op, env.in(op, "input"))};
   if (k == "affinities")

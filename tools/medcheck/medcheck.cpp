@@ -87,7 +87,8 @@ const char *kUsage =
     "\n"
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
     "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
-    "`targets` of med.dice_ce class indices in [0, C), the `target` of\n"
+    "`targets` of med.dice_ce class indices in [0, C), the labelled `input` of a\n"
+    "linear_argmax med.spatial_transform values of its `labels`, the `target` of\n"
     "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2) values, an optimizer's\n"
     "`lr` U(0.5,2), AdamW's `exp_avg_sq` U(0,1) and `step` an integer in [1, 20],\n"
     "anything else standard normal values.\n"
@@ -566,6 +567,7 @@ Options parseArgs(int argc, char **argv) {
 struct Role {
   enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step, Key, Label } kind = Normal;
   int64_t classes = 0; ///< ClassIndex: the C of the matching logits
+  std::vector<int64_t> labels; ///< Label: the values drawn (uniformly)
 };
 
 std::vector<Role> argumentRoles(const medrun::Function &fn) {
@@ -581,6 +583,10 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
           const std::vector<int> &logits = op.operand("logits");
           if (j < logits.size() && fn.values.at(logits[j]).shape.size() >= 2)
             r.classes = fn.values.at(logits[j]).shape[1];
+        } else if (op.kind == "spatial_transform" && name == "input" &&
+                   op.strAttr("mode") == "linear_argmax") {
+          r.kind = Role::Label;
+          r.labels = op.intsAttr("labels");
         } else if (op.kind == "bce_with_logits" && name == "target") {
           r.kind = Role::Probability;
         } else if (op.kind == "bce_with_logits" && name == "pos_weight") {
@@ -596,6 +602,7 @@ std::vector<Role> argumentRoles(const medrun::Function &fn) {
         } else if (op.kind == "affinities" || op.kind == "remove_label" ||
                    op.kind == "label_regions" || op.kind == "downsample_nearest") {
           r.kind = Role::Label; // ids: background, unlabelled (−1) and a few objects
+          r.labels = {-1, 0, 1, 2, 3, 4};
         } else if (op.kind == "sqrt" || op.kind == "log" || (op.kind == "pow" && name == "lhs")) {
           r.kind = Role::PositiveWeight; // N(0, 1) would give NaN on both sides
         } else {
@@ -644,6 +651,12 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
       x = static_cast<double>(d(rng));
     break;
   }
+  case Role::Label: {
+    std::uniform_int_distribution<size_t> d(0, std::max<size_t>(role.labels.size(), 1) - 1);
+    for (double &x : v)
+      x = role.labels.empty() ? 0.0 : static_cast<double>(role.labels[d(rng)]);
+    break;
+  }
   case Role::Probability: {
     std::uniform_real_distribution<double> d(0.0, 1.0);
     for (double &x : v)
@@ -658,12 +671,6 @@ medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std:
   }
   case Role::Step: { // an optimizer's step count: 1, 2, ...
     std::uniform_int_distribution<int64_t> d(1, 20);
-    for (double &x : v)
-      x = static_cast<double>(d(rng));
-    break;
-  }
-  case Role::Label: {
-    std::uniform_int_distribution<int64_t> d(-1, 4);
     for (double &x : v)
       x = static_cast<double>(d(rng));
     break;

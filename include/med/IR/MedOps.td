@@ -1049,5 +1049,6 @@ include "med/IR/MedFusionOps.td"
 include "med/IR/MedRandomOps.td"
 include "med/IR/MedIntensityOps.td"
 include "med/IR/MedLabelOps.td"
+include "med/IR/MedSpatialOps.td"
 
 #endif // MED_OPS_TD

@@ -142,6 +142,7 @@ const Emitters &emitters() {
     FunctionGen::registerRandom(e);
     FunctionGen::registerIntensity(e);
     FunctionGen::registerLabels(e);
+    FunctionGen::registerSpatial(e);
     FunctionGen::registerFusion(e);
     return e;
   }();

@@ -5,8 +5,9 @@
 // in KernelBuilder.cpp, the run over a function, mixed precision and the dispatch in
 // Codegen.cpp, and each op family's emitters in a file of its own (Conv.cpp, Stencil.cpp,
 // Norm.cpp, Elementwise.cpp, DataMovement.cpp, Reduce.cpp, Loss.cpp, Optimizer.cpp,
-// Random.cpp, Intensity.cpp, Labels.cpp; a fusion template in Fusion/<Template>.cpp). A family
-// registers its emitters in a table keyed by op kind, which `lower` looks the op up in.
+// Random.cpp, Intensity.cpp, Labels.cpp, Spatial.cpp; a fusion template in
+// Fusion/<Template>.cpp). A family registers its emitters in a table keyed by op kind, which
+// `lower` looks the op up in.
 //
 // The plan is read with the runtime's reader (medrun/Plan.h): a function is a
 // medrun::Function, an op a medrun::OpInfo with its accessors, which throw medrun::Error on
@@ -182,6 +183,7 @@ public:
   static void registerRandom(Emitters &e);
   static void registerIntensity(Emitters &e);
   static void registerLabels(Emitters &e);
+  static void registerSpatial(Emitters &e);
   static void registerFusion(Emitters &e); // a `fusion` op: its template (Codegen.cpp)
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
@@ -432,6 +434,9 @@ private:
   void convGradWeight(const Op &op);
   void depthwiseGradWeight(const Op &op, int x, int dy, int dw, const std::array<int64_t, 3> &s,
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
+
+  // ---- Spatial.cpp -----------------------------------------------------------------------
+  void spatialTransform(const Op &op);
 
   // ---- Stencil.cpp -----------------------------------------------------------------------
   /// What shiftSumTile emitted: nothing (the shape needs the generic kernels), the tile

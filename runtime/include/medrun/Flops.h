@@ -21,6 +21,7 @@
 //    group_norm's 7 per element (a fused group norm counts as the unfused one);
 //  - losses (bce_with_logits, dice_ce) and their gradients: 8 per logit;
 //  - data movement (pad, slice, concat, reshape) and param, constant, assign: none;
+//  - spatial_transform: 16 per result element (8 weighted neighbours);
 //  - everything else (elementwise ops, reduce, gelu_grad, adamw, ...): 1 per element of the
 //    first result. This under-counts AdamW (about a dozen operations per element), but the
 //    convolutions are where the arithmetic is.

@@ -253,6 +253,19 @@ struct LossScaleParams {
 void updateLossScale(const Tensor &scale, const Tensor &tracker, const Tensor &foundInf,
                      const LossScaleParams &p, Tensor &newScale, Tensor &newTracker);
 
+enum class SpatialMode { Linear, Nearest, LinearArgmax };
+enum class SpatialBorder { Zeros, Constant, Reflection };
+struct SpatialParams {
+  SpatialMode mode = SpatialMode::Linear;
+  SpatialBorder border = SpatialBorder::Zeros;
+  double value = 0;            ///< border constant's fill; linear_argmax's label outside
+  std::vector<int64_t> labels; ///< linear_argmax: ascending
+};
+/// med.spatial_transform: x N×C×D×H×W (f32, f64, bf16; i32 labels for nearest and
+/// linear_argmax) resampled into y N×C×D'×H'×W' by matrix N×3×4 (f32, or f64 in f64 runs):
+/// output voxel o reads input position M[:, :3]·(o − c_out) + M[:, 3] + c_in, c = (n − 1)/2.
+void spatialTransform(const Tensor &x, const Tensor &matrix, const SpatialParams &p, Tensor &y);
+
 } // namespace medrun::cpu
 
 #endif // MEDRUN_KERNELS_H

@@ -1,0 +1,82 @@
+//===- MedSpatialOps.td - spatial augmentation ops of the med dialect -----------===//
+//
+// Included at the end of MedOps.td. Per-sample parameters are ordinary f32 operands of
+// shape [N, ...], so the same op runs with given or with randomly drawn parameters.
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef MED_SPATIAL_OPS_TD
+#define MED_SPATIAL_OPS_TD
+
+def Med_ResampleMode : I32EnumAttr<"ResampleMode", "how med.spatial_transform samples", [
+    I32EnumAttrCase<"linear", 0>,
+    I32EnumAttrCase<"nearest", 1>,
+    I32EnumAttrCase<"linear_argmax", 2>]> {
+  let cppNamespace = "::mlir::med";
+}
+
+def Med_BorderMode : I32EnumAttr<"BorderMode", "what a sample outside the input reads", [
+    I32EnumAttrCase<"zeros", 0>,
+    I32EnumAttrCase<"constant", 1>,
+    I32EnumAttrCase<"reflection", 2>]> {
+  let cppNamespace = "::mlir::med";
+}
+
+def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferentiable]> {
+  let summary = "resamples each sample by its affine matrix (rotation, scaling, shear)";
+  let description = [{
+    Resamples an N×C×D×H×W `input` (typically an enlarged patch) to N×C×`shape`, with one
+    affine matrix per sample in `matrix` (N×3×4, f32). Axes are in (D, H, W) order and the
+    matrix maps an output voxel `o` to an input position
+
+    `p = M[:, :3]·(o − c_out) + M[:, 3] + c_in`, with `c = (n − 1)/2` per axis,
+
+    so positions are voxel centres: the centre of the output lands on the centre of the
+    input, and `M = [I | 0]` from a 13³ input to a 7³ output is the centre crop. This is
+    `torch.nn.functional.grid_sample` with `align_corners=False` on the grid
+    `(2p + 1)/n_in − 1` (flipped to x, y, z order), nnU-Net's and batchgenerators v2's
+    convention (its matrix `Rz·Ry·Rx·diag(s)` is `M[:, :3]`, no translation).
+
+    `mode`:
+    - `linear`: trilinear interpolation of each channel (float inputs); the 8 neighbours
+      weighted as grid_sample weights them, accumulated in f32.
+    - `nearest`: the value at the nearest voxel, each coordinate rounded half to even
+      (`nearbyint`), exactly as grid_sample's `nearest` on CUDA and on the CPU from
+      PyTorch 2 (LibTorch 1.13's CPU kernel rounds 3-D halves away from zero); floats or
+      i32 labels.
+    - `linear_argmax`: for labels (f32 or i32), nnU-Net's segmentation resampling: each
+      label of `labels` (strictly ascending, e.g. `[-1, 0, 1, 2, 3]`) is resampled as a
+      one-hot mask trilinearly and the voxel takes the label of the largest value, by a
+      running argmax with strict `>` (the lowest label wins ties); a voxel whose position
+      lies outside `[0, n − 1]` on some axis (grid coordinate outside `[−1 + 1/n, 1 − 1/n]`)
+      takes `value` (−1 for nnU-Net). A voxel matching no listed label counts for none.
+
+    `border` (linear and nearest): what a neighbour outside the input reads: `zeros`
+    (default), `constant` (`value`), or `reflection`: as grid_sample's
+    `padding_mode='reflection'` with `align_corners=False`, the position is reflected about
+    the input's outer edges (−0.5 and n − 0.5) and clamped to `[0, n − 1]` before sampling.
+
+    Not differentiable (augmentation precedes the network).
+
+    ```mlir
+    %img = med.spatial_transform linear %x, %m {shape = array<i64: 128, 128, 128>}
+        : (tensor<2x1x205x205x205xf32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xf32>
+    %seg = med.spatial_transform linear_argmax %s, %m {shape = array<i64: 128, 128, 128>,
+        labels = array<i64: -1, 0, 1, 2, 3>, value = -1.0}
+        : (tensor<2x1x205x205x205xi32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xi32>
+    %r = med.spatial_transform linear %x, %m border reflection {shape = array<i64: 64, 64, 64>}
+        : (tensor<2x1x80x80x80xf32>, tensor<2x3x4xf32>) -> tensor<2x1x64x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Med_ResampleMode:$mode, Med_LabelTensor:$input, Med_FloatTensor:$matrix,
+                       DenseI64ArrayAttr:$shape,
+                       DefaultValuedAttr<Med_BorderMode, "::mlir::med::BorderMode::zeros">:$border,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value,
+                       OptionalAttr<DenseI64ArrayAttr>:$labels);
+  let results = (outs Med_LabelTensor:$result);
+  let assemblyFormat = [{
+    $mode $input `,` $matrix (`border` $border^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // MED_SPATIAL_OPS_TD

@@ -1,0 +1,187 @@
+//===- Spatial.cpp - med.spatial_transform ----------------------------------------===//
+//
+// One output voxel per item, all channels of it together. The arithmetic is the CUDA
+// lowering's (lib/Target/Cuda/Spatial.cpp), operation for operation: every product that
+// meets a sum is an explicit fma, so neither side's compiler can contract it differently,
+// and CPU and GPU give the same bits (labels and nearest samples exactly). Neighbours are
+// weighted as torch's grid_sample weights them (x weight · y weight · z weight, the 8
+// corners summed in its order), which keeps the LibTorch check tight.
+//
+//===----------------------------------------------------------------------------------===//
+#include "medrun/Kernels.h"
+
+#include "Dispatch.h"
+
+#include <cmath>
+
+namespace medrun::cpu {
+namespace {
+using namespace detail;
+
+/// grid_sample's reflection (align_corners=False) of position p on an axis of n voxels:
+/// reflected about −0.5 and n − 0.5, then clamped to [0, n − 1].
+template <typename A> A reflect(A p, int64_t n) {
+  p = std::fmin(std::fmax(p, A(-16777216)), A(16777216)); // NaN and far positions: finite
+  const A span = static_cast<A>(n), lo = A(-0.5);
+  const A d = std::fabs(p - lo);
+  const A extra = std::fmod(d, span);
+  const int64_t flips = static_cast<int64_t>(std::floor(d / span));
+  const A r = flips % 2 == 0 ? extra + lo : span - extra + lo;
+  return std::min(static_cast<A>(n - 1), std::max(r, A(0)));
+}
+
+template <typename T, typename A>
+void transform(const Tensor &xt, const std::vector<A> &m, const SpatialParams &p, Tensor &yt) {
+  const Shape &xs = xt.shape(), &ys = yt.shape();
+  const int64_t B = xs[0], C = xs[1], in[3] = {xs[2], xs[3], xs[4]};
+  const int64_t out[3] = {ys[2], ys[3], ys[4]};
+  const int64_t inPlane = in[0] * in[1] * in[2], outPlane = out[0] * out[1] * out[2];
+  const T *x = ptr<T>(xt);
+  T *y = ptr<T>(yt);
+  A cIn[3], cOut[3];
+  for (int a = 0; a < 3; ++a) {
+    cIn[a] = static_cast<A>(in[a] - 1) / A(2);
+    cOut[a] = static_cast<A>(out[a] - 1) / A(2);
+  }
+  const A value = static_cast<A>(p.value);
+  auto toT = [](A v) -> T {
+    if constexpr (std::is_same_v<T, bf16>)
+      return bf16(static_cast<float>(v));
+    else
+      return static_cast<T>(v);
+  };
+  parallelFor(B * outPlane, grainFor(8 * C), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / outPlane, o = i % outPlane;
+      const int64_t od = o / (out[1] * out[2]), oh = o / out[2] % out[1], ow = o % out[2];
+      const A d[3] = {static_cast<A>(od) - cOut[0], static_cast<A>(oh) - cOut[1],
+                      static_cast<A>(ow) - cOut[2]};
+      const A *mb = m.data() + 12 * b;
+      A pos[3];
+      for (int a = 0; a < 3; ++a) // M·d + t + c_in, the products as fmas
+        pos[a] = std::fma(mb[4 * a], d[0],
+                          std::fma(mb[4 * a + 1], d[1],
+                                   std::fma(mb[4 * a + 2], d[2], mb[4 * a + 3] + cIn[a])));
+      const T *xb = x + b * C * inPlane;
+      T *yb = y + b * C * outPlane + o;
+      if (p.mode == SpatialMode::Nearest) {
+        int64_t idx[3];
+        bool inside = true;
+        for (int a = 0; a < 3; ++a) {
+          const A q = p.border == SpatialBorder::Reflection ? reflect(pos[a], in[a]) : pos[a];
+          const A r = std::nearbyint(q); // half to even, as grid_sample
+          inside = inside && r >= 0 && r <= static_cast<A>(in[a] - 1);
+          idx[a] = inside ? static_cast<int64_t>(r) : 0;
+        }
+        const int64_t at = (idx[0] * in[1] + idx[1]) * in[2] + idx[2];
+        const T outside = toT(p.border == SpatialBorder::Constant ? value : A(0));
+        for (int64_t c = 0; c < C; ++c)
+          yb[c * outPlane] = inside ? xb[c * inPlane + at] : outside;
+        continue;
+      }
+      // The 8 neighbours, in grid_sample's order (z, then y, then x; low before high).
+      if (p.mode == SpatialMode::LinearArgmax) {
+        bool inside = true;
+        for (int a = 0; a < 3; ++a)
+          inside = inside && pos[a] >= 0 && pos[a] <= static_cast<A>(in[a] - 1);
+        if (!inside) {
+          for (int64_t c = 0; c < C; ++c)
+            yb[c * outPlane] = toT(value);
+          continue;
+        }
+      } else {
+        // Reflected into the input, or clamped to where no neighbour is inside any more
+        // (the same samples; NaN ends up outside).
+        for (int a = 0; a < 3; ++a)
+          pos[a] = p.border == SpatialBorder::Reflection
+                       ? reflect(pos[a], in[a])
+                       : std::fmin(std::fmax(pos[a], A(-2)), static_cast<A>(in[a] + 1));
+      }
+      int64_t lo[3];
+      A w[3][2];
+      for (int a = 0; a < 3; ++a) {
+        const A f = std::floor(pos[a]);
+        lo[a] = static_cast<int64_t>(f);
+        w[a][0] = (f + A(1)) - pos[a];
+        w[a][1] = pos[a] - f;
+      }
+      int64_t at[8];
+      A wt[8];
+      bool ok[8];
+      for (int k = 0; k < 8; ++k) {
+        const int64_t z = lo[0] + (k >> 2), yy = lo[1] + (k >> 1 & 1), xx = lo[2] + (k & 1);
+        ok[k] = z >= 0 && z < in[0] && yy >= 0 && yy < in[1] && xx >= 0 && xx < in[2];
+        at[k] = ok[k] ? (z * in[1] + yy) * in[2] + xx : 0;
+        wt[k] = (w[2][k & 1] * w[1][k >> 1 & 1]) * w[0][k >> 2];
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const T *xc = xb + c * inPlane;
+        if (p.mode == SpatialMode::LinearArgmax) {
+          A best = 0;
+          int64_t label = 0;
+          for (size_t l = 0; l < p.labels.size(); ++l) {
+            const A want = static_cast<A>(p.labels[l]);
+            A s = 0;
+            for (int k = 0; k < 8; ++k)
+              if (ok[k] && static_cast<A>(load(xc[at[k]])) == want)
+                s += wt[k];
+            if (l == 0 || s > best) // strict: the lowest label wins a tie
+              best = s, label = p.labels[l];
+          }
+          yb[c * outPlane] = toT(static_cast<A>(label));
+          continue;
+        }
+        A acc = 0;
+        for (int k = 0; k < 8; ++k) {
+          const A v = ok[k] ? static_cast<A>(load(xc[at[k]]))
+                            : p.border == SpatialBorder::Constant ? value : A(0);
+          acc = std::fma(v, wt[k], acc);
+        }
+        if constexpr (std::is_integral_v<T>)
+          yb[c * outPlane] = static_cast<T>(acc); // not reached: linear takes floats
+        else
+          yb[c * outPlane] = store<T>(acc);
+      }
+    }
+  });
+}
+
+} // namespace
+
+void spatialTransform(const Tensor &x, const Tensor &matrix, const SpatialParams &p, Tensor &y) {
+  const Shape &xs = x.shape();
+  if (xs.size() != 5 || y.shape().size() != 5 || matrix.shape() != Shape{xs[0], 3, 4} ||
+      y.shape()[0] != xs[0] || y.shape()[1] != xs[1])
+    throw Error(str("med kernel spatial_transform: input ", shapeStr(xs), ", matrix ",
+                    shapeStr(matrix.shape()), " and result ", shapeStr(y.shape()),
+                    " do not fit (N x C x D x H x W, N x 3 x 4, N x C x D' x H' x W')"));
+  if (y.dtype() != x.dtype())
+    throw Error(str("med kernel spatial_transform: result has element type ",
+                    dtypeName(y.dtype()), ", input ", dtypeName(x.dtype())));
+  if (p.mode == SpatialMode::LinearArgmax && p.labels.empty())
+    throw Error("med kernel spatial_transform: linear_argmax needs at least one label");
+  auto run = [&](auto math) {
+    using A = decltype(math);
+    std::vector<A> m(static_cast<size_t>(matrix.numel()));
+    for (size_t i = 0; i < m.size(); ++i)
+      m[i] = static_cast<A>(matrix.dtype() == DType::F64 ? ptr<double>(matrix)[i]
+                                                         : ptr<float>(matrix)[i]);
+    if (x.dtype() == DType::I32) {
+      if (p.mode == SpatialMode::Linear)
+        throw Error("med kernel spatial_transform: mode linear needs a float input, got i32");
+      return transform<int32_t, A>(x, m, p, y);
+    }
+    dispatchFloat(x.dtype(), "spatial_transform", [&](auto tag) {
+      transform<decltype(tag), A>(x, m, p, y);
+    });
+  };
+  if (matrix.dtype() == DType::F64)
+    run(double());
+  else if (matrix.dtype() == DType::F32)
+    run(float());
+  else
+    throw Error(str("med kernel spatial_transform: matrix has element type ",
+                    dtypeName(matrix.dtype()), ", expected f32"));
+}
+
+} // namespace medrun::cpu
