@@ -67,7 +67,7 @@ def banis(batch, patch, context):
     s = patch + context
     img, seg = vol(batch, 1, s), "tensor<%dx1x%dx%dx%dxi32>" % (batch, s, s, s)
     out_img, out_t = vol(batch, 1, patch), vol(batch, 6, patch)
-    mt = "tensor<%dx3x4xf32>" % batch
+    mat_t = "tensor<%dx3x4xf32>" % batch
     w = Writer()
     f32 = "tensor<f32>"
 
@@ -104,12 +104,12 @@ def banis(batch, patch, context):
 
     w.comment("1. Orientation: a uniform element of the 48 signed axis permutations, exact.")
     u, ut = rand("orientation", [])
-    o = w.op("med.orientation_matrix %s : (%s) -> %s" % (u, ut, mt))
+    o = w.op("med.orientation_matrix %s : (%s) -> %s" % (u, ut, mat_t))
     shape = "array<i64: %d, %d, %d>" % (s, s, s)
     x = w.op("med.spatial_transform nearest %%image, %s {shape = %s} : (%s, %s) -> %s"
-             % (o, shape, img, mt, img))
+             % (o, shape, img, mat_t, img))
     y = w.op("med.spatial_transform nearest %%seg, %s {shape = %s} : (%s, %s) -> %s"
-             % (o, shape, seg, mt, seg))
+             % (o, shape, seg, mat_t, seg))
 
     w.comment("2. Slice drop: p 0.5 per sample, then each D-slice with p 0.05 set to 0.")
     g, gt = rand("drop_gate", [1, 1, 1, 1], "bernoulli", 0.5)
@@ -156,11 +156,11 @@ def banis(batch, patch, context):
     h, ht = rand("affine_shear", [6])
     h = gated(affine(h, ht, -0.5, 0.5), ht, g, gt, 0.0)
     mat = w.op("med.affine_matrix %s, %s shear %s : (%s, %s, %s) -> %s"
-               % (r, k, h, rt, kt, ht, mt))
+               % (r, k, h, rt, kt, ht, mat_t))
     x = w.op("med.spatial_transform linear %s, %s border reflection {shape = %s} : (%s, %s) -> %s"
-             % (x, mat, shape, img, mt, img))
+             % (x, mat, shape, img, mat_t, img))
     y = w.op("med.spatial_transform nearest %s, %s border reflection {shape = %s} : (%s, %s) -> %s"
-             % (y, mat, shape, seg, mt, seg))
+             % (y, mat, shape, seg, mat_t, seg))
 
     w.comment("7. The six affinities of the augmented ids and the image, for the first %d^3 voxels." % patch)
     offs = [1, 0, 0, 0, 1, 0, 0, 0, 1, context, 0, 0, 0, context, 0, 0, 0, context]
