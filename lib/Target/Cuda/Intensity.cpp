@@ -20,9 +20,8 @@ static Dims5 dims5(const std::vector<int64_t> &s) { return {s[0], s[1], s[2], s[
 
 /// The element i's (sample·C + channel) and its D, H, W indices, as code.
 static std::string decomposeNCDHW(const Dims5 &v) {
-  return "  const i64 w = i % " + num(v.w) + ", h = i / " + num(v.w) + " % " + num(v.h) +
-         ", d = i / " + num(v.w * v.h) + " % " + num(v.d) + ", nc = i / " +
-         num(v.w * v.h * v.d) + ";\n";
+  return decompose("i", {v.n * v.c, v.d, v.h, v.w}, "o") +
+         "  const i64 nc = o0, d = o1, h = o2, w = o3;\n";
 }
 
 void FunctionGen::gaussianBlur(const Op &op) {

@@ -90,7 +90,7 @@ void gaussianBlur(const Tensor &x, const Tensor &sigma, Tensor &y) {
         std::memcpy(a + nc * v.plane(), from + nc * v.plane(), sizeof(float) * v.plane());
     }
   });
-  y = work.to(y.dtype());
+  y = y.dtype() == DType::F32 ? std::move(work) : work.to(y.dtype());
 }
 
 void simulateLowResolution(const Tensor &x, const Tensor &scale, Tensor &y) {
