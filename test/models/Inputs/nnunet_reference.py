@@ -17,6 +17,22 @@ makes of them, run by medrun.
       rotations in the other order, the pre-0.3.4 `grid @ A`, align_corners=True, the grid
       not flipped to xyz, the crop half a voxel the other way) must each fail the same rule.
 
+  nnunet_reference.py pipeline --gen G --medc M --medrun R --dir D
+      The whole pipeline with given draws (gen_augment.py nnunet --given: every random
+      draw an argument; batch 4, two channels, 25^3 -> 16^3, two parameter sets; sample 0
+      with every transform on, sample 1 with none, the others and the channel choices at
+      random) against batchgeneratorsv2's transforms in nnUNetTrainer's order, written out
+      again in torch from the reference's description: the spatial transform above,
+      noise, blur (taps, reflect padding), brightness, contrast with the range preserved,
+      low resolution (nearest-exact down, trilinear up), both gammas (inversion, retained
+      unbiased statistics), mirror, -1 -> 0, the deep-supervision targets by nearest-exact;
+      the draws mapped to nnU-Net's ranges here again. The image to 1e-5 of max(1, |x|),
+      the targets exactly away from near ties. Wrong variants (BGContrast as a plain
+      U(lo, hi), contrast without the clamp, the first gamma not inverted, noise std as
+      sqrt(variance), noise after the blur, gamma without retained statistics, targets by
+      striding as the loader's segmentation/F) fail. (A biased std in both places of the
+      gamma would pass: the ratio std/std(x) does not see the n - 1.)
+
   nnunet_reference.py bg-contrast --gen G --medc M --medrun R --dir D
       BGContrast((lo, hi)), the split range: 65536 draws per key (three keys) of the
       pipelines' construction against the mixture's CDF, 1/2 U(lo, 1) + 1/2 U(1, hi): the
@@ -216,15 +232,183 @@ def bg_contrast(o):
     return failed
 
 
+# ---- the whole pipeline with given parameters -----------------------------------------
+
+def blur_axis(x, sigma, axis):
+    """GaussianBlurTransform on one channel (D, H, W) along `axis`: taps exp(-(t/sigma)^2/2)
+    at t = -r .. r, normalised, 2r + 1 the odd number nearest to 6 sigma + 1/2 (an even
+    rounding moves towards it), reflect padding."""
+    n = 6 * sigma + 0.5
+    k = round(n)
+    if k % 2 == 0:
+        k = k + 1 if n - k >= 0 else k - 1
+    t = torch.linspace(-(k - 1) / 2, (k - 1) / 2, k)
+    w = torch.exp(-0.5 * (t / sigma) ** 2)
+    w = w / w.sum()
+    shape = [1, 1, 1, 1, 1]
+    shape[2 + axis] = k
+    pad = [0, 0, 0, 0, 0, 0]
+    pad[2 * (2 - axis)] = pad[2 * (2 - axis) + 1] = k // 2
+    y = F.pad(x[None, None], pad, mode="reflect")
+    return F.conv3d(y, w.reshape(shape))[0, 0]
+
+
+def bg_contrast_value(u, split, lo, hi, variant):
+    if variant == "bgc-plain":
+        return lo + (hi - lo) * u
+    return lo + (1 - lo) * u if split else 1 + (hi - 1) * u
+
+
+def gamma_channel(x, g, invert, retain=True):
+    if invert:
+        x = -x
+    mu, sd = x.mean(), x.std()
+    mn = x.min()
+    r = x.max() - mn
+    x = torch.pow((x - mn) / torch.clamp(r, min=1e-7), g) * r + mn
+    if retain:
+        x = (x - x.mean()) * (sd / torch.clamp(x.std(), min=1e-7)) + mu
+    return -x if invert else x
+
+
+def pipeline_reference(img, seg, q, n, patch, levels, variant):
+    """bgv2's transforms in nnUNetTrainer's order for sample n, the draws q (numpy arrays
+    named by stream) mapped to nnU-Net's ranges here again."""
+    C = img.shape[0]
+    rot, scl = q["rotation_gate"][n, 0] > 0, q["scaling_gate"][n, 0] > 0
+    angles = [(-math.pi / 6 + math.pi / 3 * float(u)) if rot else 0.0 for u in q["rotation_angles"][n]]
+    s = 0.7 + 0.7 * float(q["scaling"][n, 0]) if scl else 1.0
+    x, y, near = bgv2_spatial(img, seg, angles, s, not (rot or scl), (patch,) * 3, "bgv2")
+    x = x.clone()
+
+    steps = ["noise", "blur", "brightness", "contrast", "lowres", "gamma_invert", "gamma"]
+    if variant == "swap-noise-blur":
+        steps[0], steps[1] = steps[1], steps[0]
+    for step in steps:
+        if q[step + "_gate"].reshape(-1)[n] == 0:
+            continue
+        if step == "noise":
+            sd = 0.1 * float(q["noise_std"].reshape(-1)[n])
+            if variant == "noise-variance":
+                sd = math.sqrt(sd)
+            x = x + torch.from_numpy(q["noise"][n]) * sd
+        elif step == "blur":
+            for c in range(C):
+                if q["blur_channels"][n, c, 0] > 0:
+                    for a in range(3):
+                        x[c] = blur_axis(x[c], 0.5 + 0.5 * float(q["blur_sigma"][n, c, a]), a)
+        elif step in ("brightness", "contrast"):
+            for c in range(C):
+                m = bg_contrast_value(float(q[step].reshape(q[step].shape[0], C)[n, c]),
+                                      q[step + "_split"].reshape(q[step].shape[0], C)[n, c] > 0, 0.75, 1.25, variant)
+                if step == "brightness":
+                    x[c] = x[c] * m
+                else:
+                    mu, lo, hi = x[c].mean(), x[c].min(), x[c].max()
+                    z = (x[c] - mu) * m + mu
+                    x[c] = z if variant == "contrast-no-clamp" else z.clamp(lo, hi)
+        elif step == "lowres":
+            for c in range(C):
+                if q["lowres_channels"][n, c, 0] > 0:
+                    sc = 0.5 + 0.5 * float(q["lowres_scale"][n, c, 0])
+                    size = [round(d * sc) for d in x.shape[1:]]
+                    lowres = F.interpolate(x[c][None, None], size=size, mode="nearest-exact")
+                    x[c] = F.interpolate(lowres, size=list(x.shape[1:]), mode="trilinear")[0, 0]
+        else:
+            for c in range(C):
+                g = bg_contrast_value(float(q[step].reshape(q[step].shape[0], C)[n, c]),
+                                      q[step + "_split"].reshape(q[step].shape[0], C)[n, c] > 0, 0.7, 1.5, variant)
+                invert = step == "gamma_invert" and variant != "gamma-no-invert"
+                x[c] = gamma_channel(x[c], g, invert, retain=variant != "gamma-no-retain")
+    flip = [a + 1 for a in range(3) if q["mirror"][n, a] > 0]
+    if flip:
+        x, y, near = torch.flip(x, flip), torch.flip(y, flip), torch.flip(near[None], flip)[0]
+    y = torch.where(y == -1, torch.zeros_like(y), y)
+    targets, nears = [y], [near]
+    for i in range(1, levels):
+        size = [round(patch * 0.5 ** i)] * 3
+        if variant == "ds-strided":
+            f = 2 ** i
+            targets.append(y[:, ::f, ::f, ::f])
+            nears.append(near[::f, ::f, ::f])
+        else:
+            targets.append(F.interpolate(y[None].float(), size=size, mode="nearest-exact")[0])
+            nears.append(F.interpolate(near[None, None].float(), size=size, mode="nearest-exact")[0, 0] > 0)
+    return x, targets, nears
+
+
+PIPELINE_VARIANTS = ["bgc-plain", "contrast-no-clamp", "gamma-no-invert", "noise-variance",
+                     "swap-noise-blur", "gamma-no-retain", "ds-strided"]
+
+
+def pipeline(o):
+    batch, channels, classes, patch, levels = 4, 2, 3, 16, 5
+    art = compile_kind(o, "nnunet", "given", ["--batch", str(batch), "--channels", str(channels), "--classes",
+                                              str(classes), "--patch", str(patch), "--levels", str(levels), "--given"])
+    sys.path.insert(0, os.path.dirname(o.gen))
+    import gen_augment
+    size = gen_augment.nnunet_initial_size(patch)
+    failed = 0
+    results = {v: [0.0, 0] for v in ["bgv2"] + PIPELINE_VARIANTS}
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        img = (rng.standard_normal((batch, channels, size, size, size)) + 2).astype(np.float32)
+        seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.float32)
+        q = {"image": img, "seg": seg}
+        shapes = {"rotation_gate": (1,), "rotation_angles": (3,), "scaling_gate": (1,), "scaling": (1,),
+                  "noise_gate": (1, 1, 1, 1), "noise_std": (1, 1, 1, 1), "noise": (channels, patch, patch, patch),
+                  "blur_gate": (1, 1), "blur_channels": (channels, 1), "blur_sigma": (channels, 3),
+                  "lowres_gate": (1, 1), "lowres_channels": (channels, 1), "lowres_scale": (channels, 1),
+                  "mirror": (3,)}
+        for t in ("brightness", "contrast", "gamma_invert", "gamma"):
+            shapes[t + "_gate"] = (1, 1, 1, 1)
+            shapes[t] = shapes[t + "_split"] = (channels, 1, 1, 1)
+        for name, shp in shapes.items():
+            full = (batch,) + shp
+            if name == "noise":
+                q[name] = rng.standard_normal(full).astype(np.float32)
+            elif name.endswith(("_gate", "_split", "_channels")) or name == "mirror":
+                q[name] = (rng.random(full) < 0.5).astype(np.float32)
+            else:
+                q[name] = rng.random(full).astype(np.float32)
+        # sample 0: every transform; sample 1: none (the crop); 2 and 3 as drawn
+        for name in shapes:
+            if name.endswith("_gate"):
+                q[name][0] = 1
+                q[name][1] = 0
+        out = run_medrun(o, art, "augment", q, os.path.join(o.dir, "given_out%d" % seed))
+        ours = [torch.from_numpy(np.load(os.path.join(out, f + ".npy")))
+                for f in ["image"] + ["target.%d" % i for i in range(levels)]]
+        for variant in results:
+            for n in range(batch):
+                x, targets, nears = pipeline_reference(torch.from_numpy(img[n]), torch.from_numpy(seg[n]), q, n,
+                                                       patch, levels, variant)
+                e = float((ours[0][n] - x).abs().max() / max(1.0, float(x.abs().max())))
+                bad = sum(int(((ours[1 + i][n] != t) & ~k[None]).sum()) for i, (t, k) in enumerate(zip(targets, nears)))
+                results[variant][0] = max(results[variant][0], e)
+                results[variant][1] += bad
+    for variant, (e, bad) in results.items():
+        ok = e <= 1e-5 and bad == 0
+        if variant == "bgv2":
+            print("pipeline against bgv2's transforms: image max error %.1e (relative to max(1, |x|)), labels "
+                  "differing away from near ties %d: %s" % (e, bad, "PASS" if ok else "FAIL"))
+            failed += not ok
+        else:
+            print("wrong variant %s: image max error %.1e, labels differing %d: %s"
+                  % (variant, e, bad, "caught" if not ok else "NOT CAUGHT"))
+            failed += ok
+    return failed
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["spatial", "bg-contrast"])
+    p.add_argument("what", choices=["spatial", "bg-contrast", "pipeline"])
     for a in ("gen", "medc", "medrun", "dir"):
         p.add_argument("--" + a, required=True)
     o = p.parse_args()
     os.makedirs(o.dir, exist_ok=True)
     torch.set_num_threads(1)
-    failed = spatial(o) if o.what == "spatial" else bg_contrast(o)
+    failed = {"spatial": spatial, "bg-contrast": bg_contrast, "pipeline": pipeline}[o.what](o)
     print("%s: %s" % (o.what, "FAIL" if failed else "PASS"))
     sys.exit(1 if failed else 0)
 
