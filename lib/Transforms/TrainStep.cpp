@@ -124,6 +124,68 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     return grad;
   }
 
+  static std::string inputName(func::FuncOp f, unsigned i) {
+    auto names = f->getAttrOfType<ArrayAttr>("med.input_names");
+    if (names && i < names.size())
+      if (auto s = dyn_cast<StringAttr>(names[i]))
+        return s.str();
+    return "arg" + std::to_string(i);
+  }
+
+  // The augmentation pipeline in front of the loss: which argument is the key, and which
+  // of its results feeds each of the loss function's inputs (matched by name).
+  struct Augmentation {
+    func::FuncOp fn;
+    unsigned key = 0;
+    SmallVector<unsigned> resultFor;
+  };
+
+  LogicalResult linkAugmentation(func::FuncOp lossFn, Augmentation &aug) {
+    auto fn = module.lookupSymbol<func::FuncOp>(augment);
+    if (!fn || fn.isExternal())
+      return module.emitError("med-train-step: no augmentation function @") << augment;
+    auto isKey = [](Type t) {
+      auto r = dyn_cast<RankedTensorType>(t);
+      return r && r.getRank() == 0 && r.getElementType().isInteger(64);
+    };
+    unsigned keys = llvm::count_if(fn.getArgumentTypes(), isKey);
+    if (keys != 1)
+      return fn.emitError("med-train-step: the augmentation @")
+             << augment << " must take exactly one tensor<i64> key (the step's rng), it takes "
+             << keys;
+    aug.key = llvm::find_if(fn.getArgumentTypes(), isKey) - fn.getArgumentTypes().begin();
+    auto outputs = fn->getAttrOfType<ArrayAttr>("med.output_names");
+    if (!outputs || outputs.size() != fn.getNumResults())
+      return fn.emitError("med-train-step: the augmentation @")
+             << augment << " needs med.output_names, one per result";
+    for (unsigned i = 0; i < lossFn.getNumArguments(); ++i) {
+      std::string want = inputName(lossFn, i);
+      auto it = llvm::find_if(outputs, [&](Attribute a) {
+        return cast<StringAttr>(a).getValue() == want;
+      });
+      if (it == outputs.end())
+        return fn.emitError("med-train-step: the augmentation @")
+               << augment << " returns no '" << want << "', which @" << lossFn.getSymName()
+               << " takes (it returns " << outputs << ")";
+      unsigned r = it - outputs.begin();
+      if (fn.getResultTypes()[r] != lossFn.getArgumentTypes()[i])
+        return fn.emitError("med-train-step: the augmentation @")
+               << augment << " returns '" << want << "' as " << fn.getResultTypes()[r]
+               << ", but @" << lossFn.getSymName() << " takes " << lossFn.getArgumentTypes()[i]
+               << " (generate the pipeline for the recipe's batch and patch)";
+      aug.resultFor.push_back(r);
+    }
+    // Augmentation computes in f32 under mixed precision; only what it returns is stored as
+    // the step's inputs would be.
+    Operation *ret = fn.getBody().front().getTerminator();
+    for (Operation &op : fn.getBody().front())
+      if (isa<MedDialect>(op.getDialect()) &&
+          llvm::none_of(op.getUsers(), [&](Operation *user) { return user == ret; }))
+        op.setAttr("med.fp32", b.getUnitAttr());
+    aug.fn = fn;
+    return success();
+  }
+
   void runOnOperation() override {
     module = getOperation();
     b = OpBuilder(&getContext());
@@ -159,17 +221,23 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     if (precision == "bf16-mixed")
       gradFn->setAttr("med.precision", b.getStringAttr(precision));
 
-    // Inputs: the batch, lr, step[, ema_decay][, loss_scale, growth_tracker], rng.
+    // Inputs: the batch, lr, step[, ema_decay][, loss_scale, growth_tracker], rng. The batch
+    // is the loss function's inputs, or the augmentation pipeline's without its key.
     Location loc = lossFn.getLoc();
     Type f32 = RankedTensorType::get({}, b.getF32Type());
-    SmallVector<Type> inputs(lossFn.getArgumentTypes());
-    size_t batchArgs = inputs.size();
+    Augmentation aug;
+    if (!augment.empty() && failed(linkAugmentation(lossFn, aug)))
+      return signalPassFailure();
+    func::FuncOp batchFn = aug.fn ? aug.fn : lossFn;
+    SmallVector<Type> inputs;
     SmallVector<Attribute> inputNames;
-    if (auto given = lossFn->getAttrOfType<ArrayAttr>("med.input_names"))
-      inputNames.append(given.begin(), given.end());
-    inputNames.resize(std::min(inputNames.size(), batchArgs));
-    for (size_t i = inputNames.size(); i < batchArgs; ++i)
-      inputNames.push_back(b.getStringAttr("arg" + Twine(i)));
+    for (unsigned i = 0; i < batchFn.getNumArguments(); ++i) {
+      if (aug.fn && i == aug.key)
+        continue;
+      inputs.push_back(batchFn.getArgumentTypes()[i]);
+      inputNames.push_back(b.getStringAttr(inputName(batchFn, i)));
+    }
+    size_t batchArgs = inputs.size();
     llvm::StringMap<unsigned> argIndex;
     auto addInput = [&](StringRef name, Type type) {
       argIndex[name] = inputs.size();
@@ -205,6 +273,14 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     Value lossScale = scaling ? arg("loss_scale") : Value();
 
     SmallVector<Value> callArgs(body->getArguments().take_front(batchArgs));
+    if (aug.fn) { // augment first; its results are the loss function's inputs
+      SmallVector<Value> augArgs(callArgs);
+      augArgs.insert(augArgs.begin() + aug.key, arg("rng"));
+      auto augmented = b.create<func::CallOp>(loc, aug.fn, augArgs);
+      callArgs.clear();
+      for (unsigned r : aug.resultFor)
+        callArgs.push_back(augmented.getResult(r));
+    }
     if (scaling)
       callArgs.push_back(lossScale);
     auto call = b.create<func::CallOp>(loc, gradFn, callArgs);

@@ -22,8 +22,8 @@ namespace medrun {
 
 namespace {
 
-const char *kTensorNames =
-    "image, labels, affinity, affinity_mask, segmentation or segmentation/F (F = 2, 4, 8, ...)";
+const char *kTensorNames = "image, labels, affinity, affinity_mask, segmentation, "
+                           "segmentation/F (F = 2, 4, 8, ...), instances or classes";
 
 std::string patchStr(const Index3 &p) { return str(p[0], "x", p[1], "x", p[2]); }
 
@@ -57,7 +57,7 @@ void validate(const LoaderSpec &spec) {
     if (!seen.insert(name).second)
       throw Error(str("data.tensors: '", name, "' is listed twice"));
     if (name == "image" || name == "labels" || name == "affinity" || name == "affinity_mask" ||
-        name == "segmentation")
+        name == "segmentation" || name == "instances" || name == "classes")
       continue;
     if (name.rfind("segmentation/", 0) == 0) {
       int64_t f = segmentationFactor(name);
@@ -245,10 +245,10 @@ namespace {
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Copies the patch at `corner` (every `stride`-th voxel from there) of one channel of a
-/// volume of shape V into `dst` of shape O, converting to float; 0 outside the volume.
-template <typename T>
+/// volume of shape V into `dst` of shape O, converting to D; `pad` outside the volume.
+template <typename T, typename D = float>
 void cropChannel(const T *src, const Index3 &V, const Index3 &corner, int64_t stride,
-                 float *dst, const Index3 &O) {
+                 D *dst, const Index3 &O, D pad = D(0)) {
   // Valid output x range: 0 <= corner + x*stride < V.
   const int64_t xa = std::min(O[2], corner[2] >= 0 ? 0 : ceilDiv(-corner[2], stride));
   const int64_t xb =
@@ -257,16 +257,16 @@ void cropChannel(const T *src, const Index3 &V, const Index3 &corner, int64_t st
     const int64_t sz = corner[0] + oz * stride;
     for (int64_t oy = 0; oy < O[1]; ++oy) {
       const int64_t sy = corner[1] + oy * stride;
-      float *d = dst + (oz * O[1] + oy) * O[2];
+      D *d = dst + (oz * O[1] + oy) * O[2];
       if (sz < 0 || sz >= V[0] || sy < 0 || sy >= V[1]) {
-        std::fill(d, d + O[2], 0.0f);
+        std::fill(d, d + O[2], pad);
         continue;
       }
       const T *row = src + (sz * V[1] + sy) * V[2] + corner[2];
-      std::fill(d, d + xa, 0.0f);
+      std::fill(d, d + xa, pad);
       for (int64_t ox = xa; ox < xb; ++ox)
-        d[ox] = static_cast<float>(row[ox * stride]);
-      std::fill(d + xb, d + O[2], 0.0f);
+        d[ox] = static_cast<D>(row[ox * stride]);
+      std::fill(d + xb, d + O[2], pad);
     }
   }
 }
@@ -281,13 +281,13 @@ DataLoader::DataLoader(std::shared_ptr<const std::vector<Volume>> volumes, Loade
     const Volume &v = (*volumes)[i];
     const Index3 shape = spatialShape(v);
     for (const Request &r : requests_) {
-      if (r.source == Source::Labels)
+      if (r.source == Source::Labels || r.source == Source::Instances)
         checkVolumeTensor(i, "labels", v.labels, DType::I32, 1, shape);
       else if (r.source == Source::Affinity)
         checkVolumeTensor(i, "affinity", v.affinity, DType::U8, 6, shape);
       else if (r.source == Source::AffinityMask)
         checkVolumeTensor(i, "affinity_mask", v.affinityMask, DType::U8, 6, shape);
-      else if (r.source == Source::Segmentation)
+      else if (r.source == Source::Segmentation || r.source == Source::Classes)
         checkVolumeTensor(i, "segmentation", v.segmentation, DType::U8, 1, shape);
     }
   }
@@ -317,6 +317,10 @@ DataLoader::DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spe
     } else if (name.rfind("segmentation", 0) == 0) {
       r.source = Source::Segmentation;
       r.factor = name == "segmentation" ? 1 : segmentationFactor(name);
+    } else if (name == "instances" || name == "classes") { // raw labels for augmentation
+      r.source = name == "instances" ? Source::Instances : Source::Classes;
+      r.dtype = DType::I32;
+      r.pad = name == "classes" ? -1 : 0;
     }
     requests_.push_back(r);
     shapes_[name] = {spec_.batch, r.channels, spec_.patch[0] / r.factor,
@@ -326,12 +330,14 @@ DataLoader::DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spe
     allocate = [](DType dtype, const Shape &shape) { return Tensor(dtype, shape); };
   slots_.resize(spec_.prefetch);
   for (Slot &slot : slots_) {
-    for (const auto &[name, shape] : shapes_) {
-      Tensor t = allocate(DType::F32, shape);
-      if (t.dtype() != DType::F32 || t.shape() != shape)
+    for (const Request &r : requests_) {
+      const Shape &shape = shapes_.at(r.name);
+      Tensor t = allocate(r.dtype, shape);
+      if (t.dtype() != r.dtype || t.shape() != shape)
         throw Error(str("data: the batch allocator returned ", dtypeName(t.dtype()), " ",
-                        shapeStr(t.shape()), " for ", name, ", expected f32 ", shapeStr(shape)));
-      slot.batch.tensors[name] = t;
+                        shapeStr(t.shape()), " for ", r.name, ", expected ", dtypeName(r.dtype),
+                        " ", shapeStr(shape)));
+      slot.batch.tensors[r.name] = t;
     }
     slot.batch.samples.resize(spec_.batch);
   }
@@ -407,6 +413,14 @@ void DataLoader::fill(Batch &batch) {
       const Index3 O = {spec_.patch[0] / r.factor, spec_.patch[1] / r.factor,
                         spec_.patch[2] / r.factor};
       const int64_t nO = O[0] * O[1] * O[2];
+      if (r.dtype == DType::I32) { // raw labels: instance ids (pad 0) or classes (pad -1)
+        int32_t *ids = batch.tensors.at(r.name).data<int32_t>() + j * nO;
+        if (r.source == Source::Instances)
+          cropChannel(v.labels.data<int32_t>(), V, corner, 1, ids, O, r.pad);
+        else
+          cropChannel(v.segmentation.data<uint8_t>(), V, corner, 1, ids, O, r.pad);
+        continue;
+      }
       float *dst = batch.tensors.at(r.name).data<float>() + j * r.channels * nO;
       for (int64_t c = 0; c < r.channels; ++c, dst += nO) {
         switch (r.source) {
@@ -425,6 +439,9 @@ void DataLoader::fill(Batch &batch) {
         case Source::Segmentation:
           cropChannel(v.segmentation.data<uint8_t>(), V, corner, r.factor, dst, O);
           break;
+        case Source::Instances:
+        case Source::Classes:
+          break; // i32, above
         }
       }
     }

@@ -75,7 +75,8 @@ ScheduleConfig scheduleOf(const json &config) {
 }
 
 // Which loader tensor feeds each batch input of train_step, from the input names medc gives
-// (`image`, `target`, `mask`, `target.<i>` per deep-supervision output).
+// (`image`, `target`, `mask`, `target.<i>` per deep-supervision output; with an augmentation
+// pipeline in the step, `image` and its raw labels `seg`).
 std::map<std::string, std::string> batchTensors(const Function &fn, const json &config) {
   std::string loss = setting<std::string>(config, "loss", "type");
   std::map<std::string, std::string> feeds;
@@ -85,6 +86,8 @@ std::map<std::string, std::string> batchTensors(const Function &fn, const json &
       continue;
     if (name == "image") {
       feeds[name] = "image";
+    } else if (name == "seg") { // raw labels: instance ids for affinities, else classes
+      feeds[name] = loss == "bce_with_logits" ? "instances" : "classes";
     } else if (loss == "bce_with_logits" && name == "target") {
       feeds[name] = "affinity";
     } else if (loss == "bce_with_logits" && name == "mask") {
@@ -94,7 +97,7 @@ std::map<std::string, std::string> batchTensors(const Function &fn, const json &
       feeds[name] = level == 0 ? "segmentation" : str("segmentation/", int64_t(1) << level);
     } else {
       throw Error(str("train_step input '", name, "' has no data source for loss '", loss,
-                      "' (expected image, target, mask, target.<i>)"));
+                      "' (expected image, target, mask, target.<i>, seg)"));
     }
   }
   return feeds;
@@ -274,6 +277,12 @@ StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSi
     loader_.tensors.push_back(tensor);
     if (tensor == "affinity")
       loader_.affinityChannels = fn.values[fn.inputs[input(name)]].shape.at(1);
+  }
+  // With an augmentation pipeline in the step, the loader cuts its (larger) input patches.
+  if (feeds_.count("seg") && input("image") >= 0) {
+    const Shape &image = fn.values[fn.inputs[input("image")]].shape;
+    if (image.size() == 5)
+      loader_.patch = {image[2], image[3], image[4]};
   }
   for (auto &[name, tensor] : feeds_) { // the recipe and the artifact must agree
     const Shape &want = fn.values[fn.inputs[input(name)]].shape;

@@ -85,6 +85,9 @@ const std::vector<Section> &schema() {
         {"nesterov", Type::Bool},
         {"exempt_norm_bias", Type::Bool}}},
       {"ema", {{"decay", Type::Number, "0.999"}, {"warmup_steps", Type::Int, "0"}}},
+      // The augmentation pipeline run first in train_step (docs/augment.md); its file is
+      // relative to the recipe.
+      {"augment", {{"pipeline", Type::Word}, {"function", Type::Word, "augment"}}},
       {"schedule", // the runtime's Schedule.h checks which keys a type uses
        {{"type", Type::Word, "constant"},
         {"total_steps", Type::Int}, // default: train.steps
@@ -592,6 +595,19 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     train.push_back("clip=" + clip->second.scalar);
   if (top.count("ema"))
     train.push_back("ema=true");
+  if (json::Object *augment = effective.getObject("augment")) {
+    std::optional<StringRef> pipeline = augment->getString("pipeline");
+    if (!pipeline)
+      return r.fail("missing 'augment.pipeline' (the pipeline file, e.g. augment: {pipeline: "
+                    "../models/augment_banis.mlir})");
+    recipe.augment = resolve(*pipeline);
+    (*augment)["pipeline"] = recipe.augment;
+    if (!sys::fs::is_regular_file(recipe.augment))
+      return r.fail("augment.pipeline: no such file '" + recipe.augment +
+                    "' (relative to the recipe's folder; scripts/gen_augment.py writes one)");
+    recipe.augmentFunction = augment->getString("function")->str();
+    train.push_back("augment=" + recipe.augmentFunction);
+  }
   StringRef precision = *effective.getString("precision");
   if (precision != "fp32" && precision != "bf16-mixed" && precision != "fp16-mixed")
     return r.fail("precision: expected fp32, bf16-mixed or fp16-mixed, got '" + precision + "'");

@@ -24,6 +24,9 @@ struct Recipe {
   std::string network; ///< network function ("" = the model file's only public function)
   int64_t batch = 2;
   std::array<int64_t, 3> patch = {128, 128, 128};
+  /// `augment.pipeline`: the augmentation pipeline's file (resolved; "" = none), and
+  /// `augment.function`, its function that train_step runs first.
+  std::string augment, augmentFunction;
   std::string lossOptions;  ///< med-add-loss options
   std::string trainOptions; ///< med-train-step options
   /// `recompute_mlp`: run med-form-mlp-fusions (the block MLP fused, its expansion

@@ -300,6 +300,49 @@ LogicalResult specialize(ModuleOp module) {
   return pm.run(module);
 }
 
+/// The recipe's augmentation pipeline file ("" = none) and its function.
+std::string recipeAugment, recipeAugmentFunction;
+
+// Copies the recipe's augmentation function (and the private functions it calls) into
+// `module`, private, for med-train-step (augment=NAME) to run first in @train_step.
+LogicalResult linkAugmentation(ModuleOp module) {
+  if (recipeAugment.empty())
+    return success();
+  MLIRContext *ctx = module.getContext();
+  llvm::SourceMgr sources;
+  SourceMgrDiagnosticHandler diagnostics(sources, ctx);
+  std::string error;
+  auto file = openInputFile(recipeAugment, &error);
+  if (!file)
+    return fail("augment.pipeline: cannot read '" + recipeAugment + "': " + error), failure();
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> pipeline = parseChecked(sources, *ctx);
+  if (!pipeline || failed(verify(*pipeline)))
+    return failure();
+  auto fn = pipeline->lookupSymbol<func::FuncOp>(recipeAugmentFunction);
+  if (!fn || fn.isExternal())
+    return fail(recipeAugment + ": no function @" + recipeAugmentFunction +
+                " (augment.function names the pipeline's function)"),
+           failure();
+  for (Operation &op : pipeline->getBody()->getOperations()) {
+    auto f = dyn_cast<func::FuncOp>(op);
+    if (!f)
+      return fail(recipeAugment + ": a pipeline file holds functions only, found '" +
+                  op.getName().getStringRef() + "'"),
+             failure();
+    if (module.lookupSymbol(f.getSymName()))
+      return fail(recipeAugment + ": @" + f.getSymName() +
+                  " is also a function of the model file; rename one of them"),
+             failure();
+  }
+  for (auto f : llvm::make_early_inc_range(pipeline->getOps<func::FuncOp>())) {
+    f->remove();
+    f.setPrivate();
+    module.push_back(f);
+  }
+  return success();
+}
+
 /// The recipe's `recompute_mlp` (the block MLP's fusions, off by default).
 bool recipeRecomputeMlp = false;
 
@@ -543,6 +586,8 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
   add(std::to_string(r.batch));
   for (int64_t d : r.patch)
     add(std::to_string(d));
+  if (auto pipeline = llvm::MemoryBuffer::getFile(r.augment); !r.augment.empty() && pipeline)
+    add((*pipeline)->getBuffer());
   add(r.lossOptions);
   add(r.trainOptions);
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
@@ -623,6 +668,8 @@ int main(int argc, char **argv) {
     recipeRecomputeMlp = recipe->recomputeMlp;
     if (!memoryBudget.getNumOccurrences())
       memoryBudget = recipe->memoryBudgetGib;
+    recipeAugment = recipe->augment;
+    recipeAugmentFunction = recipe->augmentFunction;
   }
   if (recipeFile.empty() && !overrides.empty())
     return fail("--set overrides a recipe key; use it with --recipe");
@@ -651,7 +698,8 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
 
   OwningOpRef<ModuleOp> module = load(ctx, sources);
-  if (!module || failed(verify(*module)) || failed(specialize(*module)))
+  if (!module || failed(verify(*module)) || failed(linkAugmentation(*module)) ||
+      failed(specialize(*module)))
     return 1;
 
   if (statsCmd) {

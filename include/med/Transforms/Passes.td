@@ -136,9 +136,19 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
     weights, optimizer state, norms, loss scaling). With `exempt-norm-bias`, parameters of
     rank ≤ 1 (biases, norm affines) and GRN parameters get no weight decay. Calls remain;
     run `inline` and `symbol-dce` afterwards.
+
+    With `augment`, the step starts with that function (an augmentation pipeline,
+    docs/augment.md): the step's batch inputs are the pipeline's inputs other than its
+    rank-0 i64 key, which is the step's `%rng`; the pipeline's results feed the loss
+    function's inputs of the same names (`med.output_names` against `med.input_names`,
+    types equal). The pipeline's ops carry `med.fp32` except those whose values it returns,
+    so under mixed precision its per-sample parameters, matrices and labels stay f32 while
+    what reaches the network is stored as a batch input would be.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"loss\"", "loss function">,
+    Option<"augment", "augment", "std::string", /*default=*/"\"\"",
+           "augmentation pipeline run first (\"\": none)">,
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "adamw or sgd">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW β1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW β2">,

@@ -106,6 +106,9 @@ struct LoaderSpec {
 ///   segmentation   [B,1,P]  class indices, padding 0 (background, as nnU-Net's -1 -> 0)
 ///   segmentation/F [B,1,P/F] F = 2, 4, 8, ... dividing every patch axis: the nearest
 ///                  (strided) downsample seg[F*i] of the padded patch, for deep supervision
+///   instances      [B,1,P]  i32 instance ids, padding 0: the raw labels an augmentation
+///                  pipeline in the step turns into affinities (docs/augment.md)
+///   classes        [B,1,P]  i32 class indices, padding -1 (nnU-Net's padding label)
 /// Throws Error naming the key and what was expected for any bad value.
 void validate(const LoaderSpec &spec);
 
@@ -213,9 +216,11 @@ private:
   /// One requested tensor: which volume array, how many channels, downsampling factor.
   struct Request {
     std::string name;
-    enum class Source { Image, Labels, Affinity, AffinityMask, Segmentation } source;
+    enum class Source { Image, Labels, Affinity, AffinityMask, Segmentation, Instances, Classes } source;
     int64_t channels = 1;
     int64_t factor = 1;
+    DType dtype = DType::F32; ///< i32 for the raw labels (instances, classes)
+    int32_t pad = 0;          ///< their value outside the volume
   };
   enum class SlotState { Free, Filling, Ready, Held };
   struct Slot {
