@@ -22,8 +22,9 @@ affinity targets (offsets 1 and `context` along each axis) of the first patch^3 
 batchgeneratorsv2; /work/shared/reference/augment.md section 1, not its dummy-2D,
 masking, cascade or region variants) on a batch of C-channel initial patches of S^3 --
 S = get_patch_size(patch): the patch-size vector rotated by 30° about each axis, the
-elementwise maximum of |.|, / 0.85, truncated (128 -> 205) -- with class labels as f32
-(-1 outside the volume), to patch^3 and the deep-supervision targets, in this order:
+elementwise maximum of |.|, / 0.85, truncated (128 -> 205) -- with i32 class labels
+(-1 outside the volume; the loader's `classes`), to patch^3 and the deep-supervision
+targets, in this order:
 
   1. SpatialTransform (always): rotation with p 0.2 (three angles U(-30°, 30°)), scaling
      with p 0.2 (one scale U(0.7, 1.4) for all axes), A = Rz(a2)·Ry(a1)·Rx(a0)·diag(s) about
@@ -44,7 +45,8 @@ elementwise maximum of |.|, / 0.85, truncated (128 -> 205) -- with class labels 
      min); x = (x - mean(x))·std/max(std(x), 1e-7) + mean; x = -x;
   8. Gamma: p 0.3, the same without inversion;
   9. Mirror: each axis with p 0.5, image and labels;
- 10. RemoveLabel: -1 -> 0;
+ 10. RemoveLabel: -1 -> 0; the labels then become f32 class indices, the element type
+     of the loss's targets (the sum of med.label_regions' channels [label >= k]; exact);
  11. DownsampleSegForDS: target.0 the labels, target.i nearest-exact to round(patch / 2^i)
      (levels 5: MedNeXt's five deep-supervision outputs at 1/2^i, as med.dice_ce takes
      them: f32 class indices, N x 1 x size^3).
@@ -492,7 +494,7 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
         P = {k: p_override for k in P}
     w = Builder(batch, NNUNET_STREAMS, given=given)
     image = V("%image", (batch, channels, size, size, size))
-    seg = V("%seg", (batch, 1, size, size, size))
+    seg = V("%seg", (batch, 1, size, size, size), "i32")
     C = channels
 
     w.comment("1. SpatialTransform: rotation p %g (three angles U(-30°, 30°)), scaling p %g (one"
@@ -558,10 +560,19 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
     w.comment("9. Mirror: each axis flipped with p 0.5, image and seg together.")
     f = w.rand("mirror", x, [3], "bernoulli", 0.5)
     x = w.val("med.mirror %s, %s : (%s, %s) -> %s" % (x.name, f.name, x.t, f.t, x.t), x.shape)
-    y = w.val("med.mirror %s, %s : (%s, %s) -> %s" % (y.name, f.name, y.t, f.t, y.t), y.shape)
+    y = w.val("med.mirror %s, %s : (%s, %s) -> %s" % (y.name, f.name, y.t, f.t, y.t), y.shape, y.et)
 
     w.comment("10. RemoveLabel: -1 (outside the volume) -> 0.")
-    y = w.val("med.remove_label %s {label = -1 : i64, replace_with = 0 : i64} : (%s) -> %s" % (y.name, y.t, y.t), y.shape)
+    y = w.val("med.remove_label %s {label = -1 : i64, replace_with = 0 : i64} : (%s) -> %s" % (y.name, y.t, y.t),
+              y.shape, y.et)
+
+    w.comment("    As f32 class indices, the loss's targets: the sum of the channels [label >= k],")
+    w.comment("    k = 1 .. %d (med.label_regions; exact)." % (classes - 1))
+    regions = ", ".join("array<i64: %s>" % ", ".join(str(l) for l in range(k, classes)) for k in range(1, classes))
+    r = w.val("med.label_regions %s {regions = [%s]} : (%s) -> %s"
+              % (y.name, regions, y.t, tensor_type((batch, classes - 1, patch, patch, patch))),
+              (batch, classes - 1, patch, patch, patch))
+    y = w.reduce("sum", r, (1,))
 
     sizes = nnunet_ds_sizes(patch, levels)
     w.comment("11. Deep-supervision targets: scale 1 as it is, then nearest-exact to %s." % ", ".join(map(str, sizes[1:])))
@@ -585,7 +596,7 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
         % (batch, channels, classes, patch, levels, "" if p_override is None else ", probability %g" % p_override,
            ", given parameters" if given else ""),
         "// nnU-Net v2's default 3D training augmentation of a batch of %d^3 initial patches (image, class" % size,
-        "// labels -1 .. %d as f32, -1 outside the volume) to %d^3, and the deep-supervision targets of" % (classes - 1, patch),
+        "// labels -1 .. %d as i32, -1 outside the volume) to %d^3, and the deep-supervision targets of" % (classes - 1, patch),
         "// med.dice_ce (target.<i> at 1/2^i, f32 class indices); docs/augment.md, the script's docstring.",
         "func.func @augment(%s) -> (%s) attributes {med.input_names = [%s], med.output_names = [%s]} {"
         % (", ".join(args), ", ".join(o.t for o in outs), ", ".join('"%s"' % n for n in arg_names),
@@ -601,7 +612,7 @@ def nnunet_spatial(batch, channels, classes, patch):
     size = nnunet_initial_size(patch)
     w = Builder(batch, NNUNET_STREAMS)
     image = V("%image", (batch, channels, size, size, size))
-    seg = V("%seg", (batch, 1, size, size, size))
+    seg = V("%seg", (batch, 1, size, size, size), "i32")
     angles, scale, crop = V("%angles", (batch, 3)), V("%scale", (batch, 1)), V("%crop", (batch, 1, 1))
     x, y = nnunet_spatial_ops(w, image, seg, angles, scale, crop, patch, classes)
     head = [
@@ -679,8 +690,8 @@ def main():
     if a.pipeline == "banis" and (a.batch < 1 or a.patch < 1 or a.context < 1 or a.context >= a.patch):
         ap.error("expected --batch >= 1 and 1 <= --context < --patch")
     if a.pipeline.startswith("nnunet"):
-        if a.batch < 1 or a.patch < 2 or a.channels < 1 or a.classes < 1 or a.levels < 1:
-            ap.error("expected --batch, --channels, --classes, --levels >= 1 and --patch >= 2")
+        if a.batch < 1 or a.patch < 2 or a.channels < 1 or a.classes < 2 or a.levels < 1:
+            ap.error("expected --batch, --channels, --levels >= 1, --classes >= 2 and --patch >= 2")
         if min(nnunet_ds_sizes(a.patch, a.levels)) < 1:
             ap.error("--patch %d has no %d deep-supervision levels" % (a.patch, a.levels))
         if a.probability is not None and not 0 <= a.probability <= 1:

@@ -97,7 +97,7 @@ def bgv2_grid(affine, patch, shape, variant):
 
 
 def bgv2_spatial(img, seg, angles, scale, crop, patch, variant):
-    """One sample: img (C, S, S, S) float32, seg (1, S, S, S) float32 labels. Returns the
+    """One sample: img (C, S, S, S) float32, seg (1, S, S, S) labels as float32. Returns the
     image, the labels and a mask of voxels whose label is decided by a near tie."""
     shape = img.shape[1:]
     if crop:
@@ -163,14 +163,14 @@ def spatial(o):
     print("patch %d: initial size %d (128: %d)" % (patch, size, gen_augment.nnunet_initial_size(128)))
     rng = np.random.default_rng(7)
     img = rng.standard_normal((batch, channels, size, size, size)).astype(np.float32)
-    seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.float32)
+    seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.int32)
     angles = np.array([s[0] for s in SAMPLES], np.float32)
     scale = np.array([[s[1]] for s in SAMPLES], np.float32)
     crop = np.array([[[s[2]]] for s in SAMPLES], np.float32)
     out = run_medrun(o, art, "spatial", {"image": img, "seg": seg, "angles": angles, "scale": scale, "crop": crop},
                      os.path.join(o.dir, "spatial_out"))
     ours_img = torch.from_numpy(np.load(os.path.join(out, "image.npy")))
-    ours_seg = torch.from_numpy(np.load(os.path.join(out, "seg.npy")))
+    ours_seg = torch.from_numpy(np.load(os.path.join(out, "seg.npy"))).float()
     P = (patch,) * 3
     failed = 0
     for variant in ["bgv2"] + VARIANTS:
@@ -178,7 +178,7 @@ def spatial(o):
         for n, (a, s, c) in enumerate(SAMPLES):
             # the reference takes the parameters as the pipeline hands them over (f32)
             a64 = [float(v) for v in angles[n]]
-            r_img, r_seg, near = bgv2_spatial(torch.from_numpy(img[n]), torch.from_numpy(seg[n]), a64,
+            r_img, r_seg, near = bgv2_spatial(torch.from_numpy(img[n]), torch.from_numpy(seg[n]).float(), a64,
                                               float(scale[n, 0]), c, P, variant)
             e, h, d, k = compare(ours_img[n], ours_seg[n], r_img, r_seg, near)
             worst_img, hard, soft, near_total = max(worst_img, e), hard + h, soft + d, near_total + k
@@ -353,7 +353,7 @@ def pipeline(o):
     for seed in (1, 2):
         rng = np.random.default_rng(seed)
         img = (rng.standard_normal((batch, channels, size, size, size)) + 2).astype(np.float32)
-        seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.float32)
+        seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.int32)
         q = {"image": img, "seg": seg}
         shapes = {"rotation_gate": (1,), "rotation_angles": (3,), "scaling_gate": (1,), "scaling": (1,),
                   "noise_gate": (1, 1, 1, 1), "noise_std": (1, 1, 1, 1), "noise": (channels, patch, patch, patch),
@@ -381,7 +381,7 @@ def pipeline(o):
                 for f in ["image"] + ["target.%d" % i for i in range(levels)]]
         for variant in results:
             for n in range(batch):
-                x, targets, nears = pipeline_reference(torch.from_numpy(img[n]), torch.from_numpy(seg[n]), q, n,
+                x, targets, nears = pipeline_reference(torch.from_numpy(img[n]), torch.from_numpy(seg[n]).float(), q, n,
                                                        patch, levels, variant)
                 e = float((ours[0][n] - x).abs().max() / max(1.0, float(x.abs().max())))
                 bad = sum(int(((ours[1 + i][n] != t) & ~k[None]).sum()) for i, (t, k) in enumerate(zip(targets, nears)))
