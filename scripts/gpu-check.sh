@@ -107,8 +107,9 @@ try:
     a, b = sum(l[:w]) / w, sum(l[-w:]) / w
     t = sorted(r["step_time"] for r in rows[1:])
     ok = rc == "0" and len(l) == steps and b < 0.9 * a
-    print("%s %s: %d steps, rc %s, mean loss %.4f (first %d) -> %.4f (last %d), median step %.1f ms"
-          % ("PASS" if ok else "FAIL", name, len(l), rc, a, w, b, w, 1e3 * t[len(t) // 2]))
+    wait = sum(r.get("data_wait", 0) for r in rows[1:]) / max(1e-9, sum(r["step_time"] for r in rows[1:]))
+    print("%s %s: %d steps, rc %s, mean loss %.4f (first %d) -> %.4f (last %d), median step %.1f ms, data wait %.1f%%"
+          % ("PASS" if ok else "FAIL", name, len(l), rc, a, w, b, w, 1e3 * t[len(t) // 2], 100 * wait))
 except Exception as e:
     print("FAIL %s: %s" % (name, e))
 PY
@@ -241,12 +242,16 @@ fi
 
 if [[ " $CHECKS " == *" banis "* ]]; then
   # The BANIS+ recipe (MedNeXt-L k3, 1->6, 128³, batch 2) trained on the GPU on synthetic
-  # data: 30 steps in fp32 and in bf16-mixed; the loss must fall.
+  # data: 30 steps in fp32, in bf16-mixed and in bf16-mixed with BANIS's augmentation in the
+  # step; the loss must fall; the data wait is reported as a share of the step time.
   C=.device/cuda
   : >"$OUT/banis.txt"
   train_falls banis.fp32 "$OUT/banis.txt" 400 30 5 "$C/banis_plus.json" "$C/banis_plus.medc"
   [ -f "$C/banis_plus_bf16.medc" ] &&
     train_falls banis.bf16 "$OUT/banis.txt" 400 30 5 "$C/banis_plus_bf16.json" "$C/banis_plus_bf16.medc"
+  # With BANIS's augmentation in the step (2 data workers cut 138³ crops and ids).
+  [ -f "$C/banis_plus_bf16_aug.medc" ] &&
+    train_falls banis.aug "$OUT/banis.txt" 400 30 5 "$C/banis_plus_bf16_aug.json" "$C/banis_plus_bf16_aug.medc"
 fi
 
 # note_failure RC LIMIT WHAT LOG: a command that exited RC (124: ran past LIMIT s) fails the
@@ -266,8 +271,12 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # bf16-16g: compiled with --memory-budget 16 (med-recompute: the goal is <= 16 GiB peak with
   # the step within 10% of bf16's).
   # bf16-k5: MedNeXt-L kernel 5 (the BANIS-L recipe).
+  # bf16-aug: bf16 with BANIS's augmentation and affinities inside the step (138³ crops in).
+  # nnunet-bf16, nnunet-aug: the nnU-Net-style MedNeXt-L step, without and with nnU-Net's
+  # augmentation inside (205³ crops in); MED_BENCH_PRECISIONS=nnunet selects them.
   for v in fp32:banis_plus bf16:banis_plus_bf16 bf16-ab:banis_plus_bf16_ab bf16-16g:banis_plus_bf16_16g \
-           bf16-k5:banis_l_k5_bf16 fp16:banis_plus_fp16; do
+           bf16-k5:banis_l_k5_bf16 bf16-aug:banis_plus_bf16_aug nnunet-bf16:nnunet_bf16 \
+           nnunet-aug:nnunet_bf16_aug fp16:banis_plus_fp16; do
     p=${v%%:*} a=${v#*:}
     [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" ${p%%-*} "* ]] || continue
     [ -f ".device/cuda/$a.medc" ] || continue
@@ -352,7 +361,7 @@ echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  for p in fp32 bf16 bf16-ab bf16-16g bf16-k5 fp16; do
+  for p in fp32 bf16 bf16-ab bf16-16g bf16-k5 bf16-aug nnunet-bf16 nnunet-aug fp16; do
     [ -s "$OUT/medrun-bench-$p.json" ] || continue
     python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys

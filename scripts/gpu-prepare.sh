@@ -73,6 +73,21 @@ cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
 "$BIN/medc" compile --recipe configs/banis_l_k5.yaml --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_l_k5_bf16.medc
 "$BIN/medc" recipe configs/banis_l_k5.yaml --set precision=bf16-mixed >.device/cuda/banis_l_k5_bf16.json
+# The bf16-mixed step with BANIS's augmentation inside (models/augment_banis.mlir: 138³ raw
+# crops and instance ids in, the six affinities computed on the device): part `bench`, row
+# bf16-aug, beside bf16 (the augmentation's cost in the step).
+A=(--set precision=bf16-mixed --set augment.pipeline=../models/augment_banis.mlir)
+"$BIN/medc" compile --recipe configs/banis_plus.yaml "${A[@]}" --target cuda -o .device/cuda/banis_plus_bf16_aug.medc
+"$BIN/medc" recipe configs/banis_plus.yaml "${A[@]}" >.device/cuda/banis_plus_bf16_aug.json
+# The nnU-Net-style MedNeXt-L recipe (deep supervision, Dice + CE) bf16-mixed, without and with
+# nnU-Net's augmentation inside (models/augment_nnunet.mlir: 205³ crops in): rows nnunet-bf16
+# and nnunet-aug of part `bench` (MED_BENCH_PRECISIONS=nnunet).
+for v in nnunet_bf16: nnunet_bf16_aug:../models/augment_nnunet.mlir; do
+  N=(--set precision=bf16-mixed)
+  [ -n "${v#*:}" ] && N+=(--set "augment.pipeline=${v#*:}")
+  "$BIN/medc" compile --recipe configs/nnunet_mednext_l.yaml "${N[@]}" --target cuda -o ".device/cuda/${v%%:*}.medc"
+  "$BIN/medc" recipe configs/nnunet_mednext_l.yaml "${N[@]}" >".device/cuda/${v%%:*}.json"
+done
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
 if [ -n "${MED_PREPARE_AB:-}" ]; then
