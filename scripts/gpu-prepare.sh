@@ -79,11 +79,12 @@ cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
 A=(--set precision=bf16-mixed --set augment.pipeline=../models/augment_banis.mlir)
 "$BIN/medc" compile --recipe configs/banis_plus.yaml "${A[@]}" --target cuda -o .device/cuda/banis_plus_bf16_aug.medc
 "$BIN/medc" recipe configs/banis_plus.yaml "${A[@]}" >.device/cuda/banis_plus_bf16_aug.json
-# The nnU-Net-style MedNeXt-L recipe (deep supervision, Dice + CE) bf16-mixed, without and with
-# nnU-Net's augmentation inside (models/augment_nnunet.mlir: 205³ crops in): rows nnunet-bf16
-# and nnunet-aug of part `bench` (MED_BENCH_PRECISIONS=nnunet).
-for v in nnunet_bf16: nnunet_bf16_aug:../models/augment_nnunet.mlir; do
-  N=(--set precision=bf16-mixed)
+# The nnU-Net-style MedNeXt-L recipe (deep supervision, Dice + CE) in fp32 (its bf16-mixed
+# step does not compile for CUDA: dice_ce has no bf16 targets there), without and with
+# nnU-Net's augmentation inside (models/augment_nnunet.mlir: 205³ crops in): rows
+# nnunet-fp32 and nnunet-aug of part `bench` (MED_BENCH_PRECISIONS=nnunet).
+for v in nnunet_fp32: nnunet_aug:../models/augment_nnunet.mlir; do
+  N=()
   [ -n "${v#*:}" ] && N+=(--set "augment.pipeline=${v#*:}")
   "$BIN/medc" compile --recipe configs/nnunet_mednext_l.yaml "${N[@]}" --target cuda -o ".device/cuda/${v%%:*}.medc"
   "$BIN/medc" recipe configs/nnunet_mednext_l.yaml "${N[@]}" >".device/cuda/${v%%:*}.json"
