@@ -182,6 +182,9 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       if (isa<MedDialect>(op.getDialect()) &&
           llvm::none_of(op.getUsers(), [&](Operation *user) { return user == ret; }))
         op.setAttr("med.fp32", b.getUnitAttr());
+    // Public as well: the artifact keeps it, so that medrun can show what it does
+    // (`medrun augment-preview`) without a step.
+    fn.setPublic();
     aug.fn = fn;
     return success();
   }

@@ -143,7 +143,8 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
     function's inputs of the same names (`med.output_names` against `med.input_names`,
     types equal). The pipeline's ops carry `med.fp32` except those whose values it returns,
     so under mixed precision its per-sample parameters, matrices and labels stay f32 while
-    what reaches the network is stored as a batch input would be.
+    what reaches the network is stored as a batch input would be. The pipeline becomes
+    public, so that the artifact also holds it on its own.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"loss\"", "loss function">,
