@@ -98,6 +98,40 @@ bool oversampled(int64_t j, int64_t batch, double fraction) {
   return j >= r;
 }
 
+std::vector<int32_t> connectedComponents(const int32_t *ids, const Index3 &shape, int32_t *out) {
+  const int64_t D = shape[0], H = shape[1], W = shape[2], n = D * H * W;
+  std::fill(out, out + n, 0);
+  std::vector<int32_t> rawOf = {0};
+  std::vector<int64_t> stack;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t raw = ids[i];
+    if (raw == 0 || out[i] != 0)
+      continue;
+    const int32_t label = static_cast<int32_t>(rawOf.size());
+    rawOf.push_back(raw);
+    out[i] = label;
+    stack.push_back(i);
+    while (!stack.empty()) {
+      const int64_t v = stack.back();
+      stack.pop_back();
+      const int64_t z = v / (H * W), y = v / W % H, x = v % W;
+      auto visit = [&](bool inside, int64_t u) {
+        if (inside && out[u] == 0 && ids[u] == raw) {
+          out[u] = label;
+          stack.push_back(u);
+        }
+      };
+      visit(z > 0, v - H * W);
+      visit(z + 1 < D, v + H * W);
+      visit(y > 0, v - W);
+      visit(y + 1 < H, v + W);
+      visit(x > 0, v - 1);
+      visit(x + 1 < W, v + 1);
+    }
+  }
+  return rawOf;
+}
+
 // ---- Sampler --------------------------------------------------------------------------
 
 namespace {
@@ -415,9 +449,11 @@ void DataLoader::fill(Batch &batch) {
       const int64_t nO = O[0] * O[1] * O[2];
       if (r.dtype == DType::I32) { // raw labels: instance ids (pad 0) or classes (pad -1)
         int32_t *ids = batch.tensors.at(r.name).data<int32_t>() + j * nO;
-        if (r.source == Source::Instances)
-          cropChannel(v.labels.data<int32_t>(), V, corner, 1, ids, O, r.pad);
-        else
+        if (r.source == Source::Instances) { // the crop's own connected pieces
+          std::vector<int32_t> crop(static_cast<size_t>(nO));
+          cropChannel(v.labels.data<int32_t>(), V, corner, 1, crop.data(), O, r.pad);
+          connectedComponents(crop.data(), O, ids);
+        } else
           cropChannel(v.segmentation.data<uint8_t>(), V, corner, 1, ids, O, r.pad);
         continue;
       }

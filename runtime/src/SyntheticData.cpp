@@ -199,42 +199,6 @@ void paintBlob(Canvas &cv, Stream &s, int32_t id) {
   cv.ellipsoid(centre, radii, rot, id);
 }
 
-/// Relabels 6-connected pieces of equal raw id as 1, 2, ... in raster order of their
-/// first voxel; rawOf[k] is the raw id of piece k (rawOf[0] = 0).
-std::vector<int32_t> connectedComponents(const Canvas &cv, int32_t *out) {
-  const int64_t D = cv.D, H = cv.H, W = cv.W, n = D * H * W;
-  std::fill(out, out + n, 0);
-  std::vector<int32_t> rawOf = {0};
-  std::vector<int64_t> stack;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t raw = cv.ids[i];
-    if (raw == 0 || out[i] != 0)
-      continue;
-    const int32_t label = static_cast<int32_t>(rawOf.size());
-    rawOf.push_back(raw);
-    out[i] = label;
-    stack.push_back(i);
-    while (!stack.empty()) {
-      const int64_t v = stack.back();
-      stack.pop_back();
-      const int64_t z = v / (H * W), y = v / W % H, x = v % W;
-      auto visit = [&](bool inside, int64_t u) {
-        if (inside && out[u] == 0 && cv.ids[u] == raw) {
-          out[u] = label;
-          stack.push_back(u);
-        }
-      };
-      visit(z > 0, v - H * W);
-      visit(z + 1 < D, v + H * W);
-      visit(y > 0, v - W);
-      visit(y + 1 < H, v + W);
-      visit(x > 0, v - 1);
-      visit(x + 1 < W, v + 1);
-    }
-  }
-  return rawOf;
-}
-
 /// Separable Gaussian blur along one axis (stride between neighbours `step`, `len` voxels
 /// along it), replicating the border.
 void blurAxis(const float *in, float *out, int64_t n, int64_t len, int64_t step,
@@ -285,7 +249,7 @@ Volume makeSyntheticVolume(const SyntheticSpec &spec, int64_t index) {
   Volume v;
   v.labels = Tensor(DType::I32, {1, D, H, W});
   int32_t *lab = v.labels.data<int32_t>();
-  std::vector<int32_t> rawOf = connectedComponents(cv, lab);
+  std::vector<int32_t> rawOf = connectedComponents(cv.ids.data(), {D, H, W}, lab);
   cv.ids = {};
   v.segmentation = Tensor(DType::U8, {1, D, H, W});
   uint8_t *seg = v.segmentation.data<uint8_t>();

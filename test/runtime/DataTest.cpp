@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -462,6 +463,80 @@ TEST(Data, PatchLargerThanVolumeIsPadded) {
     loader.release(b);
   }
   EXPECT_GT(corners0.size(), 1u); // the volume moves within the patch
+}
+
+TEST(Data, ConnectedComponentsSplitPiecesOfOneId) {
+  // 1 x 3 x 5: id 7 in two pieces (apart in the crop), id 3 touching the first piece.
+  const std::vector<int32_t> ids = {7, 7, 0, 7, 0, //
+                                    3, 0, 0, 7, 0, //
+                                    3, 3, 0, 0, 9};
+  std::vector<int32_t> out(ids.size(), -5);
+  const std::vector<int32_t> rawOf = connectedComponents(ids.data(), {1, 3, 5}, out.data());
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 1, 0, 2, 0, //
+                                       3, 0, 0, 2, 0, //
+                                       3, 3, 0, 0, 4}));
+  EXPECT_EQ(rawOf, (std::vector<int32_t>{0, 7, 7, 3, 9}));
+}
+
+TEST(Data, RawLabelsForAugmentation) {
+  // A patch larger than the volume on two axes (padding), and small patches of larger
+  // volumes (instances cut into pieces by the crop).
+  SyntheticSpec padded = smallSpec(5);
+  padded.shape = {13, 19, 9};
+  padded.volumes = 2;
+  const std::pair<std::shared_ptr<const std::vector<Volume>>, Index3> cases[] = {
+      {makeSyntheticDataset(padded), {16, 16, 16}}, {smallDataset(), {10, 10, 10}}};
+  int64_t split = 0, outside = 0;
+  for (const auto &[data, P] : cases) {
+    LoaderSpec spec = allTensors();
+    spec.patch = P;
+    spec.tensors = {"labels", "segmentation", "instances", "classes"};
+    DataLoader loader(data, spec);
+    const int64_t n = P[0] * P[1] * P[2];
+    for (int step = 0; step < 6; ++step) {
+      const Batch &b = loader.next();
+      const Tensor &inst = b.tensors.at("instances"), &cls = b.tensors.at("classes");
+      ASSERT_EQ(inst.dtype(), DType::I32);
+      ASSERT_EQ(cls.dtype(), DType::I32);
+      ASSERT_EQ(inst.shape(), (Shape{3, 1, P[0], P[1], P[2]}));
+      const float *lab = b.tensors.at("labels").data<float>();
+      const float *seg = b.tensors.at("segmentation").data<float>();
+      const int32_t *in = inst.data<int32_t>(), *c = cls.data<int32_t>();
+      for (int64_t j = 0; j < spec.batch; ++j) {
+        const PatchInfo &p = b.samples[j];
+        const Tensor &img = (*data)[p.volume].image;
+        const int64_t V[3] = {img.dim(1), img.dim(2), img.dim(3)};
+        std::map<int32_t, std::set<int32_t>> piecesOf; // raw id -> its pieces in the crop
+        for (int64_t z = 0; z < P[0]; ++z)
+          for (int64_t y = 0; y < P[1]; ++y)
+            for (int64_t x = 0; x < P[2]; ++x) {
+              const int64_t v = j * n + (z * P[1] + y) * P[2] + x;
+              const int64_t at[3] = {p.corner[0] + z, p.corner[1] + y, p.corner[2] + x};
+              bool inside = true;
+              for (int a = 0; a < 3; ++a)
+                inside = inside && at[a] >= 0 && at[a] < V[a];
+              outside += !inside;
+              // classes: the segmentation inside the volume, -1 outside.
+              ASSERT_EQ(c[v], inside ? static_cast<int32_t>(seg[v]) : -1);
+              // instances: 0 exactly where the labels are; equal neighbours share a piece.
+              ASSERT_EQ(in[v] == 0, lab[v] == 0);
+              if (lab[v] == 0)
+                continue;
+              piecesOf[static_cast<int32_t>(lab[v])].insert(in[v]);
+              const int64_t next[3] = {z + 1 < P[0] ? v + P[1] * P[2] : -1,
+                                       y + 1 < P[1] ? v + P[2] : -1, x + 1 < P[2] ? v + 1 : -1};
+              for (int64_t u : next)
+                if (u >= 0)
+                  ASSERT_EQ(in[u] == in[v], lab[u] == lab[v]) << "voxel " << v << " and " << u;
+            }
+        for (auto &[raw, pieces] : piecesOf)
+          split += static_cast<int64_t>(pieces.size()) - 1;
+      }
+      loader.release(b);
+    }
+  }
+  EXPECT_GT(outside, 0); // padding was checked
+  EXPECT_GT(split, 0);   // some instance is cut into pieces by a crop, and they differ
 }
 
 TEST(Data, WorkerCountDoesNotChangeBatches) {
