@@ -192,4 +192,32 @@ void writePng(const std::string &path, const Raster &image) {
 #endif
 }
 
+std::string encodePng(const Raster &image) {
+#ifdef MEDRUN_HAVE_PNG
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = static_cast<png_uint_32>(image.width);
+  png.height = static_cast<png_uint_32>(image.height);
+  png.format = PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  // First the size, then the bytes.
+  if (!png_image_write_to_memory(&png, nullptr, &size, 0, image.pixels.data(), 0, nullptr)) {
+    std::string why = png.message;
+    png_image_free(&png);
+    throw Error(str("cannot encode a PNG (libpng: ", why, ")"));
+  }
+  std::string bytes(size, '\0');
+  if (!png_image_write_to_memory(&png, bytes.data(), &size, 0, image.pixels.data(), 0, nullptr)) {
+    std::string why = png.message;
+    png_image_free(&png);
+    throw Error(str("cannot encode a PNG (libpng: ", why, ")"));
+  }
+  bytes.resize(size);
+  return bytes;
+#else
+  throw Error("medrun was built without libpng (install libpng-dev and rebuild): no PNG images");
+#endif
+}
+
 } // namespace medrun

@@ -4,7 +4,9 @@
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
 //             Summary summary = 5; }
 //   Summary { repeated Value value = 1; }
-//   Value   { string tag = 1; float simple_value = 2; }
+//   Value   { string tag = 1; float simple_value = 2; Image image = 4; }
+//   Image   { int32 height = 1; int32 width = 2; int32 colorspace = 3;
+//             bytes encoded_image_string = 4; }
 // A field is a key varint (field number << 3 | wire type: 0 varint, 1 fixed64,
 // 2 length-delimited, 5 fixed32) followed by its payload.
 //
@@ -144,6 +146,32 @@ void TensorBoardWriter::addScalars(int64_t step,
   std::string e = eventHeader(wallClock());
   putKey(e, 2, 0);
   putVarint(e, static_cast<uint64_t>(step)); // int64: two's complement, 10 bytes if < 0
+  putBytes(e, 5, summary);
+  writeRecord(e);
+  if (monotonic() - lastFlush_ >= flushSeconds_)
+    flush();
+}
+
+void TensorBoardWriter::addImage(int64_t step, const std::string &tag, const std::string &png,
+                                 int width, int height) {
+  if (fd_ < 0)
+    throw Error(str(path_, ": the event file is closed"));
+  std::string image;
+  putKey(image, 1, 0);
+  putVarint(image, static_cast<uint64_t>(height));
+  putKey(image, 2, 0);
+  putVarint(image, static_cast<uint64_t>(width));
+  putKey(image, 3, 0);
+  putVarint(image, 3); // RGB
+  putBytes(image, 4, png);
+  std::string v;
+  putBytes(v, 1, tag);
+  putBytes(v, 4, image);
+  std::string summary;
+  putBytes(summary, 1, v);
+  std::string e = eventHeader(wallClock());
+  putKey(e, 2, 0);
+  putVarint(e, static_cast<uint64_t>(step));
   putBytes(e, 5, summary);
   writeRecord(e);
   if (monotonic() - lastFlush_ >= flushSeconds_)

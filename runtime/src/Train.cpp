@@ -1,5 +1,6 @@
 //===- Train.cpp - the training loop of `medrun train` ------------------------------===//
 #include "medrun/Train.h"
+#include "medrun/AugmentPreview.h"
 
 #include "medrun/Checkpoint.h"
 #include "medrun/Checksum.h"
@@ -514,6 +515,19 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   std::unique_ptr<TensorBoardWriter> board;
   if (lead && setting<bool>(config, "logging", "tensorboard"))
     board = std::make_unique<TensorBoardWriter>((fs::path(options.out) / "tensorboard").string());
+  // logging.images_every: the step's first augmented sample as a TensorBoard image, from
+  // @augment run again on the CPU backend with the step's batch and key (AugmentPreview.h).
+  const int64_t imagesEvery = section(config, "logging").value("images_every", int64_t(0));
+  const Function *augmentFn = nullptr;
+  if (board && imagesEvery > 0) {
+    augmentFn = &augmentFunction(artifact, config,
+                                 "logging.images_every has no augmented samples to show");
+    if (!pngSupported()) {
+      std::fprintf(console, "logging.images_every: medrun was built without libpng "
+                            "(libpng-dev): no images\n");
+      augmentFn = nullptr;
+    }
+  }
   Progress::Options po;
   po.total = steps;
   po.initial = first;
@@ -714,6 +728,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       reducer.stepEnded(); // the job's failure, where that is what ended the step
       throw;
     }
+    std::vector<Tensor> imageInputs; // kept past the batch's release
+    if (augmentFn && step % imagesEvery == 0)
+      for (const Tensor &t : augmentInputs(*augmentFn, feed, inputs))
+        imageInputs.push_back(t.clone());
     data.release(batch);
     auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
     double loss = value(lossOut), norm = value(normOut);
@@ -775,6 +793,18 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                {"gradients/total_norm", norm},
                                {"time/step_s", elapsed},
                                {"time/data_wait_s", wait}});
+    if (board && !imageInputs.empty()) {
+      std::vector<Tensor> augmented = runCpu(artifact, *augmentFn, imageInputs, {});
+      Overlay overlay;
+      const int target = overlayOutput(*augmentFn, &overlay);
+      int image = 0;
+      for (size_t i = 0; i < augmentFn->outputNames.size(); ++i)
+        if (augmentFn->outputNames[i] == "image")
+          image = static_cast<int>(i);
+      Raster picture =
+          orthoSlices(augmented[image], 0, target >= 0 ? &augmented[target] : nullptr, overlay);
+      board->addImage(step, "augment/sample0", encodePng(picture), picture.width, picture.height);
+    }
     progress.update(step + 1, {{"loss", loss}, {"lr", lr}}); // steps done, counting resumed ones
 
     bool last = step + 1 == steps;

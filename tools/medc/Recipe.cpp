@@ -103,7 +103,11 @@ const std::vector<Section> &schema() {
         {"nan", Type::Word, "stop"},
         {"device", Type::Word, "auto"}}},
       {"checkpoint", {{"every", Type::Int, "500", 1}, {"keep", Type::Int, "3", 1}}},
-      {"logging", {{"every", Type::Int, "10", 1}, {"tensorboard", Type::Bool, "true"}}},
+      {"logging",
+       {{"every", Type::Int, "10", 1},
+        {"tensorboard", Type::Bool, "true"},
+        // every N steps an image of the step's first augmented sample (0: none)
+        {"images_every", Type::Int, "0"}}},
       {"validation", // runtime/include/medrun/Validation.h
        {{"every", Type::Int}, // default: checkpoint.every; 0 (off) for synthetic data
         {"box", Type::Size3, "256,256,256", 1},

@@ -2,6 +2,7 @@
 //
 //   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
 //   medrun bench RECIPE.yaml [--set key=value]... [--steps N] [--warmup W] [--json FILE]
+//   medrun augment-preview RECIPE.yaml [--set key=value]... [--samples N] [--step S] [--out DIR]
 //   medrun info X.medc
 //   medrun init X.medc -o params.safetensors [--seed S]
 //   medrun run X.medc --func NAME [--input [NAME=]FILE.npy]... [--params FILE|CHECKPOINT]
@@ -19,6 +20,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/AdamDrift.h"
+#include "medrun/AugmentPreview.h"
 #include "medrun/Artifact.h"
 #include "medrun/Checkpoint.h"
 #include "medrun/Cuda.h"
@@ -191,6 +193,32 @@ const std::vector<Command> &commands() {
         {"data-parallel", "",
          "time the data-parallel step even as a job of one rank (NCCL with a communicator\n"
          "of one; the artifact compiled with --data-parallel)"}},
+       true},
+      {"augment-preview",
+       "medrun augment-preview RECIPE.yaml [--set key=value]... [--artifact A] [--samples N]\n"
+       "             [--step S] [--out DIR] [--device cpu|cuda|auto]",
+       "Shows what the recipe's augmentation pipeline (augment: in the recipe, the artifact's\n"
+       "@augment, docs/augment.md) makes of the batches training takes: prepares the recipe\n"
+       "as `train` does (compile cache, --artifact, --device), takes the batches of steps S,\n"
+       "S+1, ... from the same loader with the same keys (train.seed, rank 0) until N\n"
+       "samples, runs @augment on them and writes, per sample (P = DIR/step<S>_sample<b>):\n"
+       "P_raw.png and P_augmented.png, the centre slice along each axis (D, H, W) side by\n"
+       "side, grey levels scaled by the sample's min and max, labels alpha-blended over it\n"
+       "(raw: instances or classes in a fixed palette; augmented: class indices likewise,\n"
+       "or for affinity targets red where a short-range affinity is 0: boundaries and\n"
+       "background); P_raw_image.npy, P_raw_seg.npy and P_<output>.npy for each output of\n"
+       "@augment (image, target, mask, target.<i>), each [1, ...]; and DIR/samples.jsonl,\n"
+       "a line per sample (step, sample, key, shapes, value ranges), also printed; and\n"
+       "DIR/step<S>_rng.npy, the step's key. `medrun run A --func augment --input image=...\n"
+       "--input seg=... --input rng=DIR/step<S>_rng.npy` on a step's samples stacked into\n"
+       "its batch gives the same volumes (docs/training.md).",
+       {kSet,
+        kArtifact,
+        {"samples", "N", "samples to draw (default 4)"},
+        {"step", "S", "the first training step whose batch is taken (default 0)"},
+        {"out", "DIR",
+         "output directory (default: <train.out or runs/<recipe name>>/augment-preview)"},
+        kRecipeDevice},
        true},
       {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
        "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
@@ -503,7 +531,7 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+                      "' (expected train, bench, augment-preview, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
     return args;
   }
   if (positional.size() != (args.is("dist-check") ? 1u : 2u))
@@ -511,7 +539,7 @@ Args parseArgs(int argc, char **argv) {
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+                    "' (expected train, bench, augment-preview, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
   if (positional.size() > 1)
     args.artifact = positional[1];
   return args;
@@ -1257,6 +1285,45 @@ int main(int argc, char **argv) {
       options.dataParallel = args.has("data-parallel");
       rooflineFor(options.roofline, ""); // a malformed value fails before any work
       return benchCommand(args.artifact, overrides, args.get("artifact"), options);
+    }
+    if (args.is("augment-preview")) {
+      std::vector<std::string> overrides = args.all("set");
+      for (const std::string &v : args.all("device"))
+        overrides.push_back(str("train.device=", v));
+      if (std::string d = args.get("device", "auto"); d != "cpu" && d != "cuda" && d != "auto")
+        throw Error(str("--device: expected cpu, cuda or auto, got '", d, "'"));
+      AugmentPreviewOptions o;
+      o.samples = parseCount(args, "samples", 4, 1);
+      o.step = parseCount(args, "step", 0, 0);
+      // An artifact given without the pipeline fails before the recipe is read.
+      if (std::string given = args.get("artifact"); !given.empty()) {
+        Artifact a = Artifact::load(given);
+        bool found = false;
+        for (const Function &f : a.functions)
+          found = found || f.name == "augment";
+        if (!found)
+          throw Error(str(given, ": the artifact has no function @augment (compiled from a "
+                                 "recipe without `augment:`, or by an older medc); give the "
+                                 "recipe's artifact (`medc compile --recipe ", args.artifact, "`)"));
+      }
+      PreparedRecipe prepared;
+      if (int rc = prepareRecipe(args.artifact, overrides, args.get("artifact"), prepared); rc != 0)
+        return rc;
+      augmentFunction(prepared.artifact, prepared.config); // the recipe has augment:, A has it
+      std::string out = args.get("out");
+      if (out.empty()) {
+        std::string runDir = prepared.config["train"].value("out", "");
+        if (runDir.empty())
+          runDir = (std::filesystem::path("runs") / std::filesystem::path(args.artifact).stem()).string();
+        out = (std::filesystem::path(runDir) / "augment-preview").string();
+      }
+      o.out = out;
+      o.cuda = prepared.cuda;
+      std::vector<nlohmann::json> lines = augmentPreview(prepared.artifact, prepared.config, o);
+      for (const nlohmann::json &line : lines)
+        std::cout << line.dump() << "\n";
+      std::cout << "wrote " << lines.size() << " samples to " << out << "\n";
+      return 0;
     }
     if (args.is("export")) {
       ExportOptions o;

@@ -79,6 +79,10 @@ bool pngSupported();
 /// `path`. Throws Error naming the file (and, built without libpng, the package to install).
 void writePng(const std::string &path, const Raster &image);
 
+/// `image` as the bytes of an 8-bit RGB PNG file (libpng), e.g. for a TensorBoard image
+/// summary. Throws Error (built without libpng: naming the package to install).
+std::string encodePng(const Raster &image);
+
 } // namespace medrun
 
 #endif // MEDRUN_PROGRESSPLOT_H

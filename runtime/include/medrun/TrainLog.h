@@ -5,7 +5,9 @@
 //                    of records  u64 length | u32 masked CRC-32C of the length | Event
 //                    protobuf | u32 masked CRC-32C of the Event. The first Event holds
 //                    wall_time and file_version "brain.Event:2"; each later one wall_time,
-//                    step and summary { value { tag, simple_value } ... }.
+//                    step and summary { value { tag, simple_value } ... } or
+//                    summary { value { tag, image { height, width, colorspace,
+//                    encoded_image_string (PNG) } } }.
 // JsonlLog           one JSON object per line (step, loss, lr, grad_norm, step_time,
 //                    samples_per_s, data_wait and any extra fields), each line written with
 //                    one write(2) call as soon as it is logged.
@@ -52,6 +54,11 @@ public:
   void addScalar(const std::string &tag, double value, int64_t step) {
     addScalars(step, {{tag, value}});
   }
+  /// One Event at `step` holding an image summary: `png` (the bytes of a PNG file) of
+  /// width x height RGB pixels under `tag` (Summary.Value.image: height, width,
+  /// colorspace 3, encoded_image_string), as TensorBoard's Images tab reads it.
+  void addImage(int64_t step, const std::string &tag, const std::string &png, int width,
+                int height);
   void flush();
   void close();
   const std::string &path() const { return path_; }
