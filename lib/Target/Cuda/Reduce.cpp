@@ -70,11 +70,15 @@ void FunctionGen::reduce(const Op &op) {
             num(chunk) + " : " + num(count) + ";\n";
   else
     body += decompose("o", keptSize, "k") + "  const i64 begin = 0, end = " + num(count) + ";\n";
+  // Reduced axes that are one contiguous run (a whole volume per channel) index it
+  // directly: no 64-bit divisions per element.
+  const bool run = contiguousStrides(redSize) == redStride;
   body += "  const auto* base = x + " + offsetExpr("k", keptStride) + ";\n"
           "  float acc = " + init + ";\n"
           "  for (i64 j = begin + t; j < end; j += " + std::to_string(block) + ") {\n" +
-          decompose("j", redSize, "r") +
-          "    const float v = base[" + offsetExpr("r", redStride) + "];\n"
+          (run ? "    const float v = base[j];\n"
+               : decompose("j", redSize, "r") +
+                     "    const float v = base[" + offsetExpr("r", redStride) + "];\n") +
           "    acc = " + comb + ";\n  }\n"
           "  acc = blockReduce(acc, sh, " + fn + ");\n";
   std::string finish = kind == "mean" ? "  if (t == 0) y[o] = acc / (float)" + num(count) + ";\n"
