@@ -531,7 +531,7 @@ Args parseArgs(int argc, char **argv) {
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
       throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, augment-preview, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+                      "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
     return args;
   }
   if (positional.size() != (args.is("dist-check") ? 1u : 2u))
@@ -539,7 +539,7 @@ Args parseArgs(int argc, char **argv) {
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
     throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, augment-preview, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+                    "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
   if (positional.size() > 1)
     args.artifact = positional[1];
   return args;
