@@ -53,6 +53,20 @@ void FunctionGen::reduce(const Op &op) {
     error("unknown reduction kind '" + kind + "'");
   if (splitReduce(op, x, y, kind, init, fn))
     return;
+  // Many outputs of a few terms each (a sum over a handful of channels): one thread per
+  // output, its terms in order, rather than a block per output that leaves most lanes idle.
+  if (count <= 32 && outs >= 4096) {
+    std::string rows = decompose("i", keptSize, "k") +
+                       "  const auto* base = x + " + offsetExpr("k", keptStride) + ";\n"
+                       "  float acc = " + init + ";\n"
+                       "  for (i64 j = 0; j < " + num(count) + "; ++j) {\n" +
+                       decompose("j", redSize, "r") +
+                       "    const float v = base[" + offsetExpr("r", redStride) + "];\n"
+                       "    acc = " + comb + ";\n  }\n";
+    rows += kind == "mean" ? "  y[i] = acc / (float)" + num(count) + ";\n" : "  y[i] = acc;\n";
+    elementwise(op, "reduce_" + kind + "_rows", {out("y"), in("x")}, {y, x}, outs, rows);
+    return;
+  }
   // Few outputs over many terms (bias gradients: a channel over N·D·H·W voxels) would leave
   // most of the GPU idle with one block per output: each output's terms are then split in
   // `parts` fixed chunks, one block each, whose partials a second kernel combines in a
