@@ -465,6 +465,15 @@ const Command *findCommand(const std::string &name) {
   return nullptr;
 }
 
+// "(expected train, bench, ... or dist-check)", from the command table.
+std::string expectedCommands() {
+  std::string names;
+  const std::vector<Command> &all = commands();
+  for (size_t i = 0; i < all.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i].name);
+  return "(expected " + names + ")";
+}
+
 struct Args {
   const Command *command = nullptr;
   std::string artifact;
@@ -530,16 +539,14 @@ Args parseArgs(int argc, char **argv) {
   }
   if (args.has("help") || args.has("version")) {
     if (!args.command && !positional.empty())
-      throw Error(str("unknown command '", positional[0],
-                      "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+      throw Error(str("unknown command '", positional[0], "' ", expectedCommands()));
     return args;
   }
   if (positional.size() != (args.is("dist-check") ? 1u : 2u))
     throw Error("expected a command and its file, e.g. `medrun train configs/quickstart.yaml` or "
                 "`medrun run model.medc` (see --help)");
   if (!args.command)
-    throw Error(str("unknown command '", positional[0],
-                    "' (expected train, bench, infer, eval, export, volume, info, init, run, cuda-check or dist-check)"));
+    throw Error(str("unknown command '", positional[0], "' ", expectedCommands()));
   if (positional.size() > 1)
     args.artifact = positional[1];
   return args;
