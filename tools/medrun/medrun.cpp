@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <random>
 #include <cmath>
@@ -701,6 +702,17 @@ std::vector<Tensor> readInputs(const Function &fn, const Args &args, bool allowM
                       " arguments (arg0..arg", inputs.size() - 1, ")"));
     const ValueInfo &info = fn.values[fn.inputs[index]];
     char *end = nullptr;
+    if (info.shape.empty() && info.dtype == DType::I64 && !path.empty()) {
+      // A 64-bit integer (a random key) read as one: a double would lose its low bits.
+      errno = 0;
+      const long long key = std::strtoll(path.c_str(), &end, 10);
+      if (errno == 0 && end && *end == '\0') {
+        Tensor t(DType::I64, {});
+        t.data<int64_t>()[0] = key;
+        inputs[index] = t;
+        continue;
+      }
+    }
     double number = std::strtod(path.c_str(), &end);
     if (info.shape.empty() && !path.empty() && end && *end == '\0') {
       Tensor t(DType::F64, {});
