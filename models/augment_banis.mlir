@@ -8,16 +8,16 @@ func.func @augment(%image: tensor<2x1x138x138x138xf32>, %seg: tensor<2x1x138x138
   %v3 = med.spatial_transform nearest %image, %v2 {shape = array<i64: 138, 138, 138>} : (tensor<2x1x138x138x138xf32>, tensor<2x3x4xf32>) -> tensor<2x1x138x138x138xf32>
   %v4 = med.spatial_transform nearest %seg, %v2 {shape = array<i64: 138, 138, 138>} : (tensor<2x1x138x138x138xi32>, tensor<2x3x4xf32>) -> tensor<2x1x138x138x138xi32>
   // 2. Slice drop: p 0.5 per sample, then each D-slice with p 0.05 set to 0.
-  %v5 = med.random %key, %image {stream = 2 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
-  %v6 = med.random %key, %image {stream = 3 : i64, distribution = #med<distribution bernoulli>, probability = 0.05, sample_shape = array<i64: 1, 138, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x138x1x1xf32>
+  %v5 = med.random %key, %image {stream = 2 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "drop.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
+  %v6 = med.random %key, %image {stream = 3 : i64, distribution = #med<distribution bernoulli>, probability = 0.05, med.param = "drop.slice_p", sample_shape = array<i64: 1, 138, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x138x1x1xf32>
   %v7 = med.mul %v6, %v5 : (tensor<2x1x138x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x138x1x1xf32>
   %v8 = med.constant dense<1.0> : tensor<f32>
   %v9 = med.sub %v8, %v7 : (tensor<f32>, tensor<2x1x138x1x1xf32>) -> tensor<2x1x138x1x1xf32>
   %v10 = med.mul %v3, %v9 : (tensor<2x1x138x138x138xf32>, tensor<2x1x138x1x1xf32>) -> tensor<2x1x138x138x138xf32>
   // 3. Slice shift: p 0.5 per sample, then each D-slice with p 0.05 rolled by
   //    -10 .. 10 voxels along H and W (a uniform number in [-10, 11), floored).
-  %v11 = med.random %key, %image {stream = 4 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1xf32>
-  %v12 = med.random %key, %image {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.05, sample_shape = array<i64: 138, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x138x1xf32>
+  %v11 = med.random %key, %image {stream = 4 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "shift.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1xf32>
+  %v12 = med.random %key, %image {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.05, med.param = "shift.slice_p", sample_shape = array<i64: 138, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x138x1xf32>
   %v13 = med.random %key, %image {stream = 6 : i64, sample_shape = array<i64: 138, 2>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x138x2xf32>
   %v14 = med.constant dense<21.0> : tensor<f32>
   %v15 = med.mul %v13, %v14 : (tensor<2x138x2xf32>, tensor<f32>) -> tensor<2x138x2xf32>
@@ -27,11 +27,11 @@ func.func @augment(%image: tensor<2x1x138x138x138xf32>, %seg: tensor<2x1x138x138
   %v19 = med.mul %v18, %v11 : (tensor<2x138x2xf32>, tensor<2x1x1xf32>) -> tensor<2x138x2xf32>
   %v20 = med.shift_slices %v10, %v19 : (tensor<2x1x138x138x138xf32>, tensor<2x138x2xf32>) -> tensor<2x1x138x138x138xf32>
   // 4. Intensity: p 0.5, x * U(0.9, 1.1) + U(-0.1, 0.1).
-  %v21 = med.random %key, %image {stream = 7 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
+  %v21 = med.random %key, %image {stream = 7 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "intensity.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
   %v22 = med.random %key, %image {stream = 8 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
-  %v23 = med.constant dense<0.20000000000000007> : tensor<f32>
+  %v23 = med.constant dense<0.20000000000000007> : tensor<f32> {med.param = "intensity.scale", med.param_part = "width"}
   %v24 = med.mul %v22, %v23 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v25 = med.constant dense<0.9> : tensor<f32>
+  %v25 = med.constant dense<0.9> : tensor<f32> {med.param = "intensity.scale", med.param_part = "lo"}
   %v26 = med.add %v24, %v25 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v27 = med.constant dense<1.0> : tensor<f32>
   %v28 = med.sub %v26, %v27 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
@@ -39,17 +39,17 @@ func.func @augment(%image: tensor<2x1x138x138x138xf32>, %seg: tensor<2x1x138x138
   %v30 = med.constant dense<1.0> : tensor<f32>
   %v31 = med.add %v29, %v30 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v32 = med.random %key, %image {stream = 9 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
-  %v33 = med.constant dense<0.2> : tensor<f32>
+  %v33 = med.constant dense<0.2> : tensor<f32> {med.param = "intensity.shift", med.param_part = "width"}
   %v34 = med.mul %v32, %v33 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v35 = med.constant dense<-0.1> : tensor<f32>
+  %v35 = med.constant dense<-0.1> : tensor<f32> {med.param = "intensity.shift", med.param_part = "lo"}
   %v36 = med.add %v34, %v35 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v37 = med.mul %v36, %v21 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
   %v38 = med.mul %v20, %v31 : (tensor<2x1x138x138x138xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x138x138x138xf32>
   %v39 = med.add %v38, %v37 : (tensor<2x1x138x138x138xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x138x138x138xf32>
   // 5. Gaussian noise: p 0.5, standard deviation U(0, 1) * 0.5.
-  %v40 = med.random %key, %image {stream = 10 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
+  %v40 = med.random %key, %image {stream = 10 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "noise.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
   %v41 = med.random %key, %image {stream = 11 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x1x1x1xf32>
-  %v42 = med.constant dense<0.5> : tensor<f32>
+  %v42 = med.constant dense<0.5> : tensor<f32> {med.param = "noise.std", med.param_part = "value"}
   %v43 = med.mul %v41, %v42 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v44 = med.mul %v43, %v40 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
   %v45 = med.random %key, %image {stream = 12 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x138x138x138xf32>
@@ -57,17 +57,17 @@ func.func @augment(%image: tensor<2x1x138x138x138xf32>, %seg: tensor<2x1x138x138
   %v47 = med.add %v39, %v46 : (tensor<2x1x138x138x138xf32>, tensor<2x1x138x138x138xf32>) -> tensor<2x1x138x138x138xf32>
   // 6. MONAI RandAffine: p 0.5, rotations U(-pi, pi), scales 1 + U(-0.2, 0.2),
   //    shears U(-0.5, 0.5); bilinear image, nearest labels, reflection padding.
-  %v48 = med.random %key, %image {stream = 13 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1xf32>
+  %v48 = med.random %key, %image {stream = 13 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "affine.p", sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x1xf32>
   %v49 = med.random %key, %image {stream = 14 : i64, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x3xf32>
-  %v50 = med.constant dense<6.283185307179586> : tensor<f32>
+  %v50 = med.constant dense<6.283185307179586> : tensor<f32> {med.param = "affine.rotation", med.param_part = "width"}
   %v51 = med.mul %v49, %v50 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
-  %v52 = med.constant dense<-3.141592653589793> : tensor<f32>
+  %v52 = med.constant dense<-3.141592653589793> : tensor<f32> {med.param = "affine.rotation", med.param_part = "lo"}
   %v53 = med.add %v51, %v52 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %v54 = med.mul %v53, %v48 : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
   %v55 = med.random %key, %image {stream = 15 : i64, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x3xf32>
-  %v56 = med.constant dense<0.3999999999999999> : tensor<f32>
+  %v56 = med.constant dense<0.3999999999999999> : tensor<f32> {med.param = "affine.scale", med.param_part = "width"}
   %v57 = med.mul %v55, %v56 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
-  %v58 = med.constant dense<0.8> : tensor<f32>
+  %v58 = med.constant dense<0.8> : tensor<f32> {med.param = "affine.scale", med.param_part = "lo"}
   %v59 = med.add %v57, %v58 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %v60 = med.constant dense<1.0> : tensor<f32>
   %v61 = med.sub %v59, %v60 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
@@ -75,9 +75,9 @@ func.func @augment(%image: tensor<2x1x138x138x138xf32>, %seg: tensor<2x1x138x138
   %v63 = med.constant dense<1.0> : tensor<f32>
   %v64 = med.add %v62, %v63 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %v65 = med.random %key, %image {stream = 16 : i64, sample_shape = array<i64: 6>} : (tensor<i64>, tensor<2x1x138x138x138xf32>) -> tensor<2x6xf32>
-  %v66 = med.constant dense<1.0> : tensor<f32>
+  %v66 = med.constant dense<1.0> : tensor<f32> {med.param = "affine.shear", med.param_part = "width"}
   %v67 = med.mul %v65, %v66 : (tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
-  %v68 = med.constant dense<-0.5> : tensor<f32>
+  %v68 = med.constant dense<-0.5> : tensor<f32> {med.param = "affine.shear", med.param_part = "lo"}
   %v69 = med.add %v67, %v68 : (tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
   %v70 = med.mul %v69, %v48 : (tensor<2x6xf32>, tensor<2x1xf32>) -> tensor<2x6xf32>
   %v71 = med.affine_matrix %v54, %v64 shear %v70 : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x6xf32>) -> tensor<2x3x4xf32>

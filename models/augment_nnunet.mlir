@@ -6,226 +6,245 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   // 1. SpatialTransform: rotation p 0.2 (three angles U(-30°, 30°)), scaling p 0.2 (one
   //    scale U(0.7, 1.4) for all axes); A = Rz·Ry·Rx·diag(s) about the centre; image trilinear,
   //    zeros outside; seg one-hot linear + argmax, -1 outside. Neither: the integer centre crop.
-  %v1 = med.random %key, %image {stream = 1 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1xf32>
+  %v1 = med.random %key, %image {stream = 1 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, med.param = "rotation.p", sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1xf32>
   %v2 = med.random %key, %image {stream = 2 : i64, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x3xf32>
-  %v3 = med.constant dense<1.0471975512> : tensor<f32>
+  %v3 = med.constant dense<1.0471975511965976> : tensor<f32> {med.param = "rotation.angle", med.param_part = "width"}
   %v4 = med.mul %v2, %v3 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
-  %v5 = med.constant dense<-0.5235987755982988> : tensor<f32>
+  %v5 = med.constant dense<-0.5235987755982988> : tensor<f32> {med.param = "rotation.angle", med.param_part = "lo"}
   %v6 = med.add %v4, %v5 : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %v7 = med.mul %v6, %v1 : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
-  %v8 = med.random %key, %image {stream = 3 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1xf32>
+  %v8 = med.random %key, %image {stream = 3 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, med.param = "scaling.p", sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1xf32>
   %v9 = med.random %key, %image {stream = 4 : i64, sample_shape = array<i64: 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1xf32>
-  %v10 = med.constant dense<0.7> : tensor<f32>
+  %v10 = med.constant dense<0.7> : tensor<f32> {med.param = "scaling.range", med.param_part = "width"}
   %v11 = med.mul %v9, %v10 : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
-  %v12 = med.add %v11, %v10 : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
-  %v13 = med.mul %v12, %v8 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
-  %v14 = med.constant dense<1.0> : tensor<f32>
-  %v15 = med.sub %v14, %v8 : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
-  %v16 = med.add %v13, %v15 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
-  %v17 = med.sub %v14, %v1 : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
-  %v18 = med.sub %v14, %v8 : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
-  %v19 = med.mul %v17, %v18 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
-  %v20 = med.reshape %v19 {shape = array<i64: 2, 1, 1>} : (tensor<2x1xf32>) -> tensor<2x1x1xf32>
-  %v21 = med.neg %v7 : tensor<2x3xf32>
-  %v22 = med.constant dense<1.0> : tensor<3xf32>
-  %v23 = med.mul %v16, %v22 : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x3xf32>
-  %v24 = med.affine_matrix %v21, %v23 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
-  %v25 = med.slice %v24 {offsets = array<i64: 0, 0, 0>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
-  %v26 = med.reshape %v25 {shape = array<i64: 2, 1, 3>} : (tensor<2x3x1xf32>) -> tensor<2x1x3xf32>
-  %v27 = med.slice %v24 {offsets = array<i64: 0, 0, 1>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
-  %v28 = med.reshape %v27 {shape = array<i64: 2, 1, 3>} : (tensor<2x3x1xf32>) -> tensor<2x1x3xf32>
-  %v29 = med.slice %v24 {offsets = array<i64: 0, 0, 2>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
-  %v30 = med.reshape %v29 {shape = array<i64: 2, 1, 3>} : (tensor<2x3x1xf32>) -> tensor<2x1x3xf32>
-  %v31 = med.slice %v24 {offsets = array<i64: 0, 0, 3>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
-  %v32 = med.constant dense<-0.5> : tensor<f32>
-  %v33 = med.mul %v20, %v32 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
-  %v34 = med.add %v31, %v33 : (tensor<2x3x1xf32>, tensor<2x1x1xf32>) -> tensor<2x3x1xf32>
-  %v35 = med.concat %v26, %v28, %v30 {axis = 1 : i64} : (tensor<2x1x3xf32>, tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3x3xf32>
-  %v36 = med.concat %v35, %v34 {axis = 2 : i64} : (tensor<2x3x3xf32>, tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
-  %v37 = med.spatial_transform linear %image, %v36 {shape = array<i64: 128, 128, 128>} : (tensor<2x1x205x205x205xf32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xf32>
-  %v38 = med.spatial_transform linear_argmax %seg, %v36 {shape = array<i64: 128, 128, 128>, labels = array<i64: -1, 0, 1, 2>, value = -1.0} : (tensor<2x1x205x205x205xi32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xi32>
+  %v12 = med.constant dense<0.7> : tensor<f32> {med.param = "scaling.range", med.param_part = "lo"}
+  %v13 = med.add %v11, %v12 : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  %v14 = med.mul %v13, %v8 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %v15 = med.constant dense<1.0> : tensor<f32>
+  %v16 = med.sub %v15, %v8 : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %v17 = med.add %v14, %v16 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %v18 = med.sub %v15, %v1 : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %v19 = med.sub %v15, %v8 : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %v20 = med.mul %v18, %v19 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %v21 = med.reshape %v20 {shape = array<i64: 2, 1, 1>} : (tensor<2x1xf32>) -> tensor<2x1x1xf32>
+  %v22 = med.neg %v7 : tensor<2x3xf32>
+  %v23 = med.constant dense<1.0> : tensor<3xf32>
+  %v24 = med.mul %v17, %v23 : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %v25 = med.affine_matrix %v22, %v24 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x4xf32>
+  %v26 = med.slice %v25 {offsets = array<i64: 0, 0, 0>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  %v27 = med.reshape %v26 {shape = array<i64: 2, 1, 3>} : (tensor<2x3x1xf32>) -> tensor<2x1x3xf32>
+  %v28 = med.slice %v25 {offsets = array<i64: 0, 0, 1>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  %v29 = med.reshape %v28 {shape = array<i64: 2, 1, 3>} : (tensor<2x3x1xf32>) -> tensor<2x1x3xf32>
+  %v30 = med.slice %v25 {offsets = array<i64: 0, 0, 2>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  %v31 = med.reshape %v30 {shape = array<i64: 2, 1, 3>} : (tensor<2x3x1xf32>) -> tensor<2x1x3xf32>
+  %v32 = med.slice %v25 {offsets = array<i64: 0, 0, 3>, sizes = array<i64: 2, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  %v33 = med.constant dense<-0.5> : tensor<f32>
+  %v34 = med.mul %v21, %v33 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
+  %v35 = med.add %v32, %v34 : (tensor<2x3x1xf32>, tensor<2x1x1xf32>) -> tensor<2x3x1xf32>
+  %v36 = med.concat %v27, %v29, %v31 {axis = 1 : i64} : (tensor<2x1x3xf32>, tensor<2x1x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3x3xf32>
+  %v37 = med.concat %v36, %v35 {axis = 2 : i64} : (tensor<2x3x3xf32>, tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
+  %v38 = med.spatial_transform linear %image, %v37 {shape = array<i64: 128, 128, 128>} : (tensor<2x1x205x205x205xf32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xf32>
+  %v39 = med.spatial_transform linear_argmax %seg, %v37 {shape = array<i64: 128, 128, 128>, labels = array<i64: -1, 0, 1, 2>, value = -1.0} : (tensor<2x1x205x205x205xi32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xi32>
   // 2. GaussianNoise: p 0.1, one std U(0, 0.1) per sample (nnU-Net's 'variance' is the std).
-  %v39 = med.random %key, %v37 {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v40 = med.random %key, %v37 {stream = 6 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v41 = med.constant dense<0.1> : tensor<f32>
-  %v42 = med.mul %v40, %v41 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v43 = med.mul %v42, %v39 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v44 = med.random %key, %v37 {stream = 7 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
-  %v45 = med.mul %v44, %v43 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v46 = med.add %v37, %v45 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v40 = med.random %key, %v38 {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, med.param = "noise.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v41 = med.random %key, %v38 {stream = 6 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v42 = med.constant dense<0.1> : tensor<f32> {med.param = "noise.std", med.param_part = "width"}
+  %v43 = med.mul %v41, %v42 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v44 = med.constant dense<0.0> : tensor<f32> {med.param = "noise.std", med.param_part = "lo"}
+  %v45 = med.add %v43, %v44 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v46 = med.mul %v45, %v40 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v47 = med.random %key, %v38 {stream = 7 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v48 = med.mul %v47, %v46 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v49 = med.add %v38, %v48 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 3. GaussianBlur: p 0.2; each channel with p 0.5, sigma U(0.5, 1) per axis (0 elsewhere).
-  %v47 = med.random %key, %v46 {stream = 8 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v48 = med.random %key, %v46 {stream = 9 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v49 = med.mul %v48, %v47 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v50 = med.random %key, %v46 {stream = 10 : i64, sample_shape = array<i64: 1, 3>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x3xf32>
-  %v51 = med.constant dense<0.5> : tensor<f32>
-  %v52 = med.mul %v50, %v51 : (tensor<2x1x3xf32>, tensor<f32>) -> tensor<2x1x3xf32>
-  %v53 = med.add %v52, %v51 : (tensor<2x1x3xf32>, tensor<f32>) -> tensor<2x1x3xf32>
-  %v54 = med.mul %v53, %v49 : (tensor<2x1x3xf32>, tensor<2x1x1xf32>) -> tensor<2x1x3xf32>
-  %v55 = med.gaussian_blur %v46, %v54 : (tensor<2x1x128x128x128xf32>, tensor<2x1x3xf32>) -> tensor<2x1x128x128x128xf32>
+  %v50 = med.random %key, %v49 {stream = 8 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, med.param = "blur.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v51 = med.random %key, %v49 {stream = 9 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "blur.channel_p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v52 = med.mul %v51, %v50 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %v53 = med.random %key, %v49 {stream = 10 : i64, sample_shape = array<i64: 1, 3>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x3xf32>
+  %v54 = med.constant dense<0.5> : tensor<f32> {med.param = "blur.sigma", med.param_part = "width"}
+  %v55 = med.mul %v53, %v54 : (tensor<2x1x3xf32>, tensor<f32>) -> tensor<2x1x3xf32>
+  %v56 = med.constant dense<0.5> : tensor<f32> {med.param = "blur.sigma", med.param_part = "lo"}
+  %v57 = med.add %v55, %v56 : (tensor<2x1x3xf32>, tensor<f32>) -> tensor<2x1x3xf32>
+  %v58 = med.mul %v57, %v52 : (tensor<2x1x3xf32>, tensor<2x1x1xf32>) -> tensor<2x1x3xf32>
+  %v59 = med.gaussian_blur %v49, %v58 : (tensor<2x1x128x128x128xf32>, tensor<2x1x3xf32>) -> tensor<2x1x128x128x128xf32>
   // 4. MultiplicativeBrightness: p 0.15, x * BGContrast((0.75, 1.25)) per channel.
-  %v56 = med.random %key, %v55 {stream = 11 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v57 = med.random %key, %v55 {stream = 13 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v58 = med.constant dense<0.25> : tensor<f32>
-  %v59 = med.mul %v57, %v58 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v60 = med.add %v59, %v14 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v61 = med.random %key, %v55 {stream = 12 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v62 = med.mul %v57, %v58 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v63 = med.constant dense<0.75> : tensor<f32>
-  %v64 = med.add %v62, %v63 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v65 = med.mul %v64, %v61 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v66 = med.sub %v14, %v61 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v67 = med.mul %v60, %v66 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v68 = med.add %v65, %v67 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v69 = med.mul %v68, %v56 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v70 = med.sub %v14, %v56 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v71 = med.add %v69, %v70 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v72 = med.mul %v55, %v71 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v60 = med.random %key, %v59 {stream = 11 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, med.param = "brightness.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v61 = med.random %key, %v59 {stream = 13 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v62 = med.constant dense<0.25> : tensor<f32> {med.param = "brightness.range", med.param_part = "high.width"}
+  %v63 = med.mul %v61, %v62 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v64 = med.constant dense<1.0> : tensor<f32> {med.param = "brightness.range", med.param_part = "high.lo"}
+  %v65 = med.add %v63, %v64 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v66 = med.random %key, %v59 {stream = 12 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v67 = med.constant dense<0.25> : tensor<f32> {med.param = "brightness.range", med.param_part = "low.width"}
+  %v68 = med.mul %v61, %v67 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v69 = med.constant dense<0.75> : tensor<f32> {med.param = "brightness.range", med.param_part = "low.lo"}
+  %v70 = med.add %v68, %v69 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v71 = med.mul %v70, %v66 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v72 = med.sub %v15, %v66 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v73 = med.mul %v65, %v72 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v74 = med.add %v71, %v73 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v75 = med.mul %v74, %v60 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v76 = med.sub %v15, %v60 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v77 = med.add %v75, %v76 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v78 = med.mul %v59, %v77 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
   // 5. Contrast: p 0.15, BGContrast((0.75, 1.25)) per channel, range preserved:
   //    clamp((x - mean)·m + mean, min, max) with the channel's statistics before it.
-  %v73 = med.random %key, %v72 {stream = 14 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v74 = med.random %key, %v72 {stream = 16 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v75 = med.mul %v74, %v58 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v76 = med.add %v75, %v14 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v77 = med.random %key, %v72 {stream = 15 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v78 = med.mul %v74, %v58 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v79 = med.add %v78, %v63 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v80 = med.mul %v79, %v77 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v81 = med.sub %v14, %v77 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v82 = med.mul %v76, %v81 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v83 = med.add %v80, %v82 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v84 = med.mul %v83, %v73 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v85 = med.sub %v14, %v73 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v86 = med.add %v84, %v85 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v87 = med.reduce mean %v72 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v88 = med.reduce min %v72 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v89 = med.reduce max %v72 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v90 = med.sub %v72, %v87 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v91 = med.mul %v90, %v86 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v92 = med.add %v91, %v87 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v93 = med.max %v92, %v88 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v94 = med.min %v93, %v89 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v95 = med.mul %v94, %v73 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v96 = med.mul %v72, %v85 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v97 = med.add %v95, %v96 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v79 = med.random %key, %v78 {stream = 14 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, med.param = "contrast.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v80 = med.random %key, %v78 {stream = 16 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v81 = med.constant dense<0.25> : tensor<f32> {med.param = "contrast.range", med.param_part = "high.width"}
+  %v82 = med.mul %v80, %v81 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v83 = med.constant dense<1.0> : tensor<f32> {med.param = "contrast.range", med.param_part = "high.lo"}
+  %v84 = med.add %v82, %v83 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v85 = med.random %key, %v78 {stream = 15 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v86 = med.constant dense<0.25> : tensor<f32> {med.param = "contrast.range", med.param_part = "low.width"}
+  %v87 = med.mul %v80, %v86 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v88 = med.constant dense<0.75> : tensor<f32> {med.param = "contrast.range", med.param_part = "low.lo"}
+  %v89 = med.add %v87, %v88 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v90 = med.mul %v89, %v85 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v91 = med.sub %v15, %v85 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v92 = med.mul %v84, %v91 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v93 = med.add %v90, %v92 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v94 = med.mul %v93, %v79 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v95 = med.sub %v15, %v79 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v96 = med.add %v94, %v95 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v97 = med.reduce mean %v78 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v98 = med.reduce min %v78 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v99 = med.reduce max %v78 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v100 = med.sub %v78, %v97 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v101 = med.mul %v100, %v96 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v102 = med.add %v101, %v97 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v103 = med.max %v102, %v98 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v104 = med.min %v103, %v99 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v105 = med.mul %v104, %v79 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v106 = med.mul %v78, %v95 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v107 = med.add %v105, %v106 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 6. SimulateLowResolution: p 0.25; each channel with p 0.5, one scale U(0.5, 1) for all axes
   //    (nearest-exact down, trilinear up; 1 elsewhere).
-  %v98 = med.random %key, %v97 {stream = 17 : i64, distribution = #med<distribution bernoulli>, probability = 0.25, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v99 = med.random %key, %v97 {stream = 18 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v100 = med.mul %v99, %v98 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v101 = med.random %key, %v97 {stream = 19 : i64, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v102 = med.mul %v101, %v51 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
-  %v103 = med.add %v102, %v51 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
-  %v104 = med.mul %v103, %v100 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v105 = med.sub %v14, %v100 : (tensor<f32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v106 = med.add %v104, %v105 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v107 = med.mul %v106, %v22 : (tensor<2x1x1xf32>, tensor<3xf32>) -> tensor<2x1x3xf32>
-  %v108 = med.simulate_low_resolution %v97, %v107 : (tensor<2x1x128x128x128xf32>, tensor<2x1x3xf32>) -> tensor<2x1x128x128x128xf32>
+  %v108 = med.random %key, %v107 {stream = 17 : i64, distribution = #med<distribution bernoulli>, probability = 0.25, med.param = "lowres.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v109 = med.random %key, %v107 {stream = 18 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "lowres.channel_p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v110 = med.mul %v109, %v108 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %v111 = med.random %key, %v107 {stream = 19 : i64, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v112 = med.constant dense<0.5> : tensor<f32> {med.param = "lowres.scale", med.param_part = "width"}
+  %v113 = med.mul %v111, %v112 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
+  %v114 = med.constant dense<0.5> : tensor<f32> {med.param = "lowres.scale", med.param_part = "lo"}
+  %v115 = med.add %v113, %v114 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
+  %v116 = med.mul %v115, %v110 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %v117 = med.sub %v15, %v110 : (tensor<f32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %v118 = med.add %v116, %v117 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %v119 = med.mul %v118, %v23 : (tensor<2x1x1xf32>, tensor<3xf32>) -> tensor<2x1x3xf32>
+  %v120 = med.simulate_low_resolution %v107, %v119 : (tensor<2x1x128x128x128xf32>, tensor<2x1x3xf32>) -> tensor<2x1x128x128x128xf32>
   // 7. Gamma, inverted: p 0.1, gamma BGContrast((0.7, 1.5)) per channel, statistics retained.
-  %v109 = med.random %key, %v108 {stream = 20 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v110 = med.random %key, %v108 {stream = 22 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v111 = med.mul %v110, %v51 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v112 = med.add %v111, %v14 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v113 = med.random %key, %v108 {stream = 21 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v114 = med.constant dense<0.3> : tensor<f32>
-  %v115 = med.mul %v110, %v114 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v116 = med.add %v115, %v10 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v117 = med.mul %v116, %v113 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v118 = med.sub %v14, %v113 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v119 = med.mul %v112, %v118 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v120 = med.add %v117, %v119 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v121 = med.mul %v120, %v109 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v122 = med.sub %v14, %v109 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v123 = med.add %v121, %v122 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v124 = med.neg %v108 : tensor<2x1x128x128x128xf32>
-  %v125 = med.reduce mean %v124 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v126 = med.sub %v124, %v125 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v127 = med.mul %v126, %v126 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
-  %v128 = med.reduce sum %v127 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v129 = med.constant dense<2097151.0> : tensor<f32>
-  %v130 = med.div %v128, %v129 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v131 = med.sqrt %v130 : tensor<2x1x1x1x1xf32>
-  %v132 = med.reduce min %v124 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v133 = med.reduce max %v124 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v134 = med.sub %v133, %v132 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v135 = med.sub %v124, %v132 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v136 = med.constant dense<1.0e-07> : tensor<f32>
-  %v137 = med.max %v134, %v136 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v138 = med.div %v135, %v137 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v139 = med.pow %v138, %v123 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v140 = med.mul %v139, %v134 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v141 = med.add %v140, %v132 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v142 = med.reduce mean %v141 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v143 = med.sub %v141, %v142 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v144 = med.mul %v143, %v143 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
-  %v145 = med.reduce sum %v144 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v146 = med.div %v145, %v129 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v147 = med.sqrt %v146 : tensor<2x1x1x1x1xf32>
-  %v148 = med.max %v147, %v136 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v149 = med.div %v131, %v148 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v150 = med.mul %v143, %v149 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v151 = med.add %v150, %v125 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v152 = med.neg %v151 : tensor<2x1x128x128x128xf32>
-  %v153 = med.mul %v152, %v109 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v154 = med.mul %v108, %v122 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v155 = med.add %v153, %v154 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
-  // 8. Gamma: p 0.3, the same without inversion.
-  %v156 = med.random %key, %v155 {stream = 23 : i64, distribution = #med<distribution bernoulli>, probability = 0.3, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v157 = med.random %key, %v155 {stream = 25 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v158 = med.mul %v157, %v51 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v159 = med.add %v158, %v14 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v160 = med.random %key, %v155 {stream = 24 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v161 = med.mul %v157, %v114 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v162 = med.add %v161, %v10 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v163 = med.mul %v162, %v160 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v164 = med.sub %v14, %v160 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v165 = med.mul %v159, %v164 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v166 = med.add %v163, %v165 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v167 = med.mul %v166, %v156 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v168 = med.sub %v14, %v156 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v169 = med.add %v167, %v168 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v170 = med.reduce mean %v155 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v171 = med.sub %v155, %v170 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v172 = med.mul %v171, %v171 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
-  %v173 = med.reduce sum %v172 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v174 = med.div %v173, %v129 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v175 = med.sqrt %v174 : tensor<2x1x1x1x1xf32>
-  %v176 = med.reduce min %v155 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v177 = med.reduce max %v155 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v178 = med.sub %v177, %v176 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v179 = med.sub %v155, %v176 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v180 = med.max %v178, %v136 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v181 = med.div %v179, %v180 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v182 = med.pow %v181, %v169 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v183 = med.mul %v182, %v178 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v184 = med.add %v183, %v176 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v185 = med.reduce mean %v184 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v186 = med.sub %v184, %v185 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v187 = med.mul %v186, %v186 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
-  %v188 = med.reduce sum %v187 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v189 = med.div %v188, %v129 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v190 = med.sqrt %v189 : tensor<2x1x1x1x1xf32>
-  %v191 = med.max %v190, %v136 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v192 = med.div %v175, %v191 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
-  %v193 = med.mul %v186, %v192 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v194 = med.add %v193, %v170 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v195 = med.mul %v194, %v156 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v196 = med.mul %v155, %v168 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
-  %v197 = med.add %v195, %v196 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v121 = med.random %key, %v120 {stream = 20 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, med.param = "gamma_invert.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v122 = med.random %key, %v120 {stream = 22 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v123 = med.constant dense<0.5> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "high.width"}
+  %v124 = med.mul %v122, %v123 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v125 = med.constant dense<1.0> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "high.lo"}
+  %v126 = med.add %v124, %v125 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v127 = med.random %key, %v120 {stream = 21 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v128 = med.constant dense<0.30000000000000004> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "low.width"}
+  %v129 = med.mul %v122, %v128 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v130 = med.constant dense<0.7> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "low.lo"}
+  %v131 = med.add %v129, %v130 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v132 = med.mul %v131, %v127 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v133 = med.sub %v15, %v127 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v134 = med.mul %v126, %v133 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v135 = med.add %v132, %v134 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v136 = med.mul %v135, %v121 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v137 = med.sub %v15, %v121 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v138 = med.add %v136, %v137 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v139 = med.neg %v120 : tensor<2x1x128x128x128xf32>
+  %v140 = med.reduce mean %v139 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v141 = med.sub %v139, %v140 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v142 = med.mul %v141, %v141 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v143 = med.reduce sum %v142 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v144 = med.constant dense<2097151.0> : tensor<f32>
+  %v145 = med.div %v143, %v144 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v146 = med.sqrt %v145 : tensor<2x1x1x1x1xf32>
+  %v147 = med.reduce min %v139 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v148 = med.reduce max %v139 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v149 = med.sub %v148, %v147 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v150 = med.sub %v139, %v147 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v151 = med.constant dense<1.0e-07> : tensor<f32>
+  %v152 = med.max %v149, %v151 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v153 = med.div %v150, %v152 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v154 = med.pow %v153, %v138 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v155 = med.mul %v154, %v149 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v156 = med.add %v155, %v147 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v157 = med.reduce mean %v156 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v158 = med.sub %v156, %v157 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v159 = med.mul %v158, %v158 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v160 = med.reduce sum %v159 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v161 = med.div %v160, %v144 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v162 = med.sqrt %v161 : tensor<2x1x1x1x1xf32>
+  %v163 = med.max %v162, %v151 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v164 = med.div %v146, %v163 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v165 = med.mul %v158, %v164 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v166 = med.add %v165, %v140 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v167 = med.neg %v166 : tensor<2x1x128x128x128xf32>
+  %v168 = med.mul %v167, %v121 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v169 = med.mul %v120, %v137 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v170 = med.add %v168, %v169 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  // 8. Gamma: p 0.3, gamma BGContrast((0.7, 1.5)), the same without inversion.
+  %v171 = med.random %key, %v170 {stream = 23 : i64, distribution = #med<distribution bernoulli>, probability = 0.3, med.param = "gamma.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v172 = med.random %key, %v170 {stream = 25 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v173 = med.constant dense<0.5> : tensor<f32> {med.param = "gamma.range", med.param_part = "high.width"}
+  %v174 = med.mul %v172, %v173 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v175 = med.constant dense<1.0> : tensor<f32> {med.param = "gamma.range", med.param_part = "high.lo"}
+  %v176 = med.add %v174, %v175 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v177 = med.random %key, %v170 {stream = 24 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v178 = med.constant dense<0.30000000000000004> : tensor<f32> {med.param = "gamma.range", med.param_part = "low.width"}
+  %v179 = med.mul %v172, %v178 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v180 = med.constant dense<0.7> : tensor<f32> {med.param = "gamma.range", med.param_part = "low.lo"}
+  %v181 = med.add %v179, %v180 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v182 = med.mul %v181, %v177 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v183 = med.sub %v15, %v177 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v184 = med.mul %v176, %v183 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v185 = med.add %v182, %v184 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v186 = med.mul %v185, %v171 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v187 = med.sub %v15, %v171 : (tensor<f32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v188 = med.add %v186, %v187 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v189 = med.reduce mean %v170 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v190 = med.sub %v170, %v189 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v191 = med.mul %v190, %v190 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v192 = med.reduce sum %v191 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v193 = med.div %v192, %v144 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v194 = med.sqrt %v193 : tensor<2x1x1x1x1xf32>
+  %v195 = med.reduce min %v170 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v196 = med.reduce max %v170 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v197 = med.sub %v196, %v195 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v198 = med.sub %v170, %v195 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v199 = med.max %v197, %v151 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v200 = med.div %v198, %v199 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v201 = med.pow %v200, %v188 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v202 = med.mul %v201, %v197 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v203 = med.add %v202, %v195 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v204 = med.reduce mean %v203 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v205 = med.sub %v203, %v204 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v206 = med.mul %v205, %v205 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v207 = med.reduce sum %v206 {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v208 = med.div %v207, %v144 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v209 = med.sqrt %v208 : tensor<2x1x1x1x1xf32>
+  %v210 = med.max %v209, %v151 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
+  %v211 = med.div %v194, %v210 : (tensor<2x1x1x1x1xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x1x1x1xf32>
+  %v212 = med.mul %v205, %v211 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v213 = med.add %v212, %v189 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v214 = med.mul %v213, %v171 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v215 = med.mul %v170, %v187 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
+  %v216 = med.add %v214, %v215 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 9. Mirror: each axis flipped with p 0.5, image and seg together.
-  %v198 = med.random %key, %v197 {stream = 26 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x3xf32>
-  %v199 = med.mirror %v197, %v198 : (tensor<2x1x128x128x128xf32>, tensor<2x3xf32>) -> tensor<2x1x128x128x128xf32>
-  %v200 = med.mirror %v38, %v198 : (tensor<2x1x128x128x128xi32>, tensor<2x3xf32>) -> tensor<2x1x128x128x128xi32>
+  %v217 = med.random %key, %v216 {stream = 26 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "mirror.p", sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x3xf32>
+  %v218 = med.mirror %v216, %v217 : (tensor<2x1x128x128x128xf32>, tensor<2x3xf32>) -> tensor<2x1x128x128x128xf32>
+  %v219 = med.mirror %v39, %v217 : (tensor<2x1x128x128x128xi32>, tensor<2x3xf32>) -> tensor<2x1x128x128x128xi32>
   // 10. RemoveLabel: -1 (outside the volume) -> 0.
-  %v201 = med.remove_label %v200 {label = -1 : i64, replace_with = 0 : i64} : (tensor<2x1x128x128x128xi32>) -> tensor<2x1x128x128x128xi32>
+  %v220 = med.remove_label %v219 {label = -1 : i64, replace_with = 0 : i64} : (tensor<2x1x128x128x128xi32>) -> tensor<2x1x128x128x128xi32>
   //     As f32 class indices, the loss's targets: the sum of the channels [label >= k],
   //     k = 1 .. 2 (med.label_regions; exact).
-  %v202 = med.label_regions %v201 {regions = [array<i64: 1, 2>, array<i64: 2>]} : (tensor<2x1x128x128x128xi32>) -> tensor<2x2x128x128x128xf32>
-  %v203 = med.reduce sum %v202 {axes = array<i64: 1>, keepdims} : (tensor<2x2x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
+  %v221 = med.label_regions %v220 {regions = [array<i64: 1, 2>, array<i64: 2>]} : (tensor<2x1x128x128x128xi32>) -> tensor<2x2x128x128x128xf32>
+  %v222 = med.reduce sum %v221 {axes = array<i64: 1>, keepdims} : (tensor<2x2x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 11. Deep-supervision targets: scale 1 as it is, then nearest-exact to 64, 32, 16, 8.
-  %v204 = med.downsample_nearest %v203 {size = array<i64: 64, 64, 64>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x64x64x64xf32>
-  %v205 = med.downsample_nearest %v203 {size = array<i64: 32, 32, 32>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x32x32x32xf32>
-  %v206 = med.downsample_nearest %v203 {size = array<i64: 16, 16, 16>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x16x16x16xf32>
-  %v207 = med.downsample_nearest %v203 {size = array<i64: 8, 8, 8>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x8x8x8xf32>
-  return %v199, %v203, %v204, %v205, %v206, %v207 : tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>, tensor<2x1x64x64x64xf32>, tensor<2x1x32x32x32xf32>, tensor<2x1x16x16x16xf32>, tensor<2x1x8x8x8xf32>
+  %v223 = med.downsample_nearest %v222 {size = array<i64: 64, 64, 64>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x64x64x64xf32>
+  %v224 = med.downsample_nearest %v222 {size = array<i64: 32, 32, 32>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x32x32x32xf32>
+  %v225 = med.downsample_nearest %v222 {size = array<i64: 16, 16, 16>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x16x16x16xf32>
+  %v226 = med.downsample_nearest %v222 {size = array<i64: 8, 8, 8>} : (tensor<2x1x128x128x128xf32>) -> tensor<2x1x8x8x8xf32>
+  return %v218, %v222, %v223, %v224, %v225, %v226 : tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>, tensor<2x1x64x64x64xf32>, tensor<2x1x32x32x32xf32>, tensor<2x1x16x16x16xf32>, tensor<2x1x8x8x8xf32>
 }

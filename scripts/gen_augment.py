@@ -63,10 +63,21 @@ result is value·gate + input·(1 - gate), exact for a gate of 0 or 1. Each rand
 has a stream of its own (STREAMS, NNUNET_STREAMS below), so the numbers of one transform
 stay put when another changes.
 
-  gen_augment.py banis [--batch 2] [--patch 128] [--context 10] [-o FILE]
+Tunable parameters. Each probability and range a user may change has a stable name
+(BANIS_PARAMS, NNUNET_PARAMS below; docs/augment.md has the table) and is marked in the
+file: `med.param = "NAME"` on the bernoulli `med.random` of a probability, and on each
+`med.constant` that holds a part of a number or range, with `med.param_part` saying which:
+`value` (the number), `width` and `lo` (a range [lo, hi] drawn as u·(hi − lo) + lo from a
+uniform u), or `low.width`, `low.lo`, `high.width`, `high.lo` (BGContrast's split range: the
+two uniform ranges it mixes). A tunable constant is an op of its own, never shared. `--set
+NAME=VALUE` writes the file with other values; medc sets the same ops from a recipe's
+`augment.overrides` (tools/medc/AugmentOverrides.cpp), and both give the same module.
+
+  gen_augment.py banis [--batch 2] [--patch 128] [--context 10] [--set NAME=V]... [-o FILE]
   gen_augment.py nnunet [--batch 2] [--channels 1] [--classes 3] [--patch 128] [--levels 5]
-                 [--probability P] [--given] [-o FILE]   # for tests: P for every transform and
-                                               # channel choice; the draws as arguments
+                 [--probability P] [--given] [--set NAME=V]... [-o FILE]
+                 # for tests: P for every transform and channel choice; the draws as arguments
+  gen_augment.py --list-params banis|nnunet   # the names, kinds and default values
   gen_augment.py nnunet_spatial ...   # step 1 alone with given angles, scales and crop flags
   gen_augment.py bg_contrast [--count N] [--range LO HI]   # N BGContrast draws (tests)
   gen_augment.py --check-models DIR   # the checked-in pipelines are what this writes
@@ -87,6 +98,20 @@ STREAMS = {
     "affine_gate": 13, "affine_angles": 14, "affine_scales": 15, "affine_shear": 16,
 }
 
+# The tunable parameters of the BANIS pipeline: name -> (kind, default). Kinds: "p" (a
+# probability in [0, 1]), "value" (a number >= 0), "range" ([lo, hi], lo <= hi: U(lo, hi)),
+# "split" (BGContrast's split range [lo, hi], lo <= hi). The names are part of the recipe
+# format (augment.overrides): keep them.
+BANIS_PARAMS = {
+    "drop.p": ("p", 0.5), "drop.slice_p": ("p", 0.05),
+    "shift.p": ("p", 0.5), "shift.slice_p": ("p", 0.05),
+    "intensity.p": ("p", 0.5), "intensity.scale": ("range", (0.9, 1.1)),
+    "intensity.shift": ("range", (-0.1, 0.1)),
+    "noise.p": ("p", 0.5), "noise.std": ("value", 0.5),
+    "affine.p": ("p", 0.5), "affine.rotation": ("range", (-math.pi, math.pi)),
+    "affine.scale": ("range", (0.8, 1.2)), "affine.shear": ("range", (-0.5, 0.5)),
+}
+
 CHECKED_IN = [
     ("augment_banis.mlir", "banis", {"batch": 2, "patch": 128, "context": 10}),
     # configs/nnunet_mednext_l.yaml: batch 2, 128^3, MedNeXt-L with one input channel, three
@@ -94,6 +119,68 @@ CHECKED_IN = [
     ("augment_nnunet.mlir", "nnunet", {"batch": 2, "channels": 1, "classes": 3, "patch": 128, "levels": 5}),
 ]
 PIPELINES = ("banis", "nnunet", "nnunet_spatial", "bg_contrast")
+
+
+def mlir_float(v):
+    """A float literal MLIR parses (it wants a '.': 1e-07 is 1.0e-07), exact for a double."""
+    text = repr(float(v))
+    if "e" in text and "." not in text:
+        text = text.replace("e", ".0e")
+    if text in ("inf", "-inf", "nan"):
+        raise ValueError("not a finite number: %s" % text)
+    return text
+
+
+def check_param(name, kind, value):
+    """The value of a tunable parameter checked as medc checks a recipe's override (the
+    same rules); returns it as a float or a (lo, hi) pair, or raises ValueError."""
+    vals = list(value) if isinstance(value, (list, tuple)) else [value]
+    vals = [float(v) for v in vals]
+    if any(math.isnan(v) or math.isinf(v) for v in vals):
+        raise ValueError("%s: expected finite numbers" % name)
+    if kind in ("p", "value"):
+        if len(vals) != 1:
+            raise ValueError("%s: expected %s, got a list" % (name, "a probability in [0, 1]" if kind == "p" else "a number >= 0"))
+        if kind == "p" and not 0 <= vals[0] <= 1:
+            raise ValueError("%s: expected a probability in [0, 1], got %r" % (name, vals[0]))
+        if kind == "value" and vals[0] < 0:
+            raise ValueError("%s: expected a number >= 0, got %r" % (name, vals[0]))
+        return vals[0]
+    if len(vals) != 2:
+        raise ValueError("%s: expected a range [lo, hi]" % name)
+    if vals[0] > vals[1]:
+        raise ValueError("%s: expected a range [lo, hi] with lo <= hi, got [%r, %r]" % (name, vals[0], vals[1]))
+    return tuple(vals)
+
+
+def resolve_params(table, sets):
+    """The defaults of `table` with `sets` ({name: value}) applied and checked."""
+    out = {name: default for name, (kind, default) in table.items()}
+    for name, value in sets.items():
+        if name not in table:
+            raise ValueError("unknown parameter '%s' (this pipeline has: %s)" % (name, ", ".join(table)))
+        out[name] = check_param(name, table[name][0], value)
+    return out
+
+
+def param_attrs(name, part=None):
+    return 'med.param = "%s"' % name + ("" if part is None else ', med.param_part = "%s"' % part)
+
+
+def split_parts(lo, hi):
+    """BGContrast((lo, hi))'s two uniform ranges: with lo < 1, U(lo, 1) and U(1, hi); else
+    U(lo, hi) both (no split). medc computes the same (AugmentOverrides.cpp)."""
+    if lo < 1.0:
+        return (lo, 1.0), (1.0, hi)
+    return (lo, hi), (lo, hi)
+
+
+def set_suffix(sets):
+    """The header's note of --set values."""
+    if not sets:
+        return ""
+    return ", set " + " ".join("%s=%s" % (k, ",".join(map(repr, v)) if isinstance(v, tuple) else repr(v))
+                               for k, v in sets.items())
 
 
 class Writer:
@@ -115,7 +202,8 @@ def vol(b, c, s):
     return "tensor<%dx%dx%dx%dx%dxf32>" % (b, c, s, s, s)
 
 
-def banis(batch, patch, context):
+def banis(batch, patch, context, sets=None):
+    P = resolve_params(BANIS_PARAMS, sets or {})
     s = patch + context
     img, seg = vol(batch, 1, s), "tensor<%dx1x%dx%dx%dxi32>" % (batch, s, s, s)
     out_img, out_t = vol(batch, 1, patch), vol(batch, 6, patch)
@@ -123,15 +211,19 @@ def banis(batch, patch, context):
     w = Writer()
     f32 = "tensor<f32>"
 
-    def const(v):
-        return w.op("med.constant dense<%s> : %s" % (repr(float(v)), f32))
+    def const(v, name=None, part=None):
+        """A constant; one of a tunable parameter (`name`) is marked with it and its part."""
+        attrs = "" if name is None else " {%s}" % param_attrs(name, part)
+        return w.op("med.constant dense<%s> : %s%s" % (mlir_float(v), f32, attrs))
 
     def rand(stream, shape, dist="uniform", p=None, like="%image", like_t=img):
+        """A draw; a bernoulli draw's `p` is the name of its probability parameter."""
         attrs = ["stream = %d : i64" % STREAMS[stream]]
         if dist != "uniform":
             attrs.append("distribution = #med<distribution %s>" % dist)
         if p is not None:
-            attrs.append("probability = %r" % p)
+            attrs.append("probability = %s" % mlir_float(P[p]))
+            attrs.append(param_attrs(p))
         if shape is not None:
             attrs.append("sample_shape = array<i64%s>" % (": " + ", ".join(map(str, shape)) if shape else ""))
         rt = "tensor<%s>" % "x".join(map(str, [batch] + shape + ["f32"])) if shape is not None else like_t
@@ -141,10 +233,18 @@ def banis(batch, patch, context):
     def binary(kind, a, at, b, bt, rt):
         return w.op("med.%s %s, %s : (%s, %s) -> %s" % (kind, a, b, at, bt, rt))
 
-    def affine(u, ut, lo, hi):
-        """lo + (hi - lo) * u"""
-        t = binary("mul", u, ut, const(hi - lo), f32, ut)
-        return binary("add", t, ut, const(lo), f32, ut)
+    def affine(u, ut, lo, hi, name=None):
+        """lo + (hi - lo) * u (the range `name`'s values where given)"""
+        if name is not None:
+            lo, hi = P[name]
+        t = binary("mul", u, ut, const(hi - lo, name, "width"), f32, ut)
+        return binary("add", t, ut, const(lo, name, "lo"), f32, ut)
+
+    def fmt(v):
+        return "%g" % v
+
+    def rng(name):
+        return "U(%s, %s)" % tuple(fmt(v) for v in P[name])
 
     def gated(value, vt, gate, gt, neutral):
         """neutral + gate * (value - neutral): the value where the gate is 1."""
@@ -163,50 +263,59 @@ def banis(batch, patch, context):
     y = w.op("med.spatial_transform nearest %%seg, %s {shape = %s} : (%s, %s) -> %s"
              % (o, shape, seg, mat_t, seg))
 
-    w.comment("2. Slice drop: p 0.5 per sample, then each D-slice with p 0.05 set to 0.")
-    g, gt = rand("drop_gate", [1, 1, 1, 1], "bernoulli", 0.5)
-    d, dt = rand("drop_slices", [1, s, 1, 1], "bernoulli", 0.05)
+    w.comment("2. Slice drop: p %s per sample, then each D-slice with p %s set to 0."
+              % (fmt(P["drop.p"]), fmt(P["drop.slice_p"])))
+    g, gt = rand("drop_gate", [1, 1, 1, 1], "bernoulli", "drop.p")
+    d, dt = rand("drop_slices", [1, s, 1, 1], "bernoulli", "drop.slice_p")
     gd = binary("mul", d, dt, g, gt, dt)
     keep = binary("sub", const(1), f32, gd, dt, dt)
     x = binary("mul", x, img, keep, dt, img)
 
-    w.comment("3. Slice shift: p 0.5 per sample, then each D-slice with p 0.05 rolled by")
+    w.comment("3. Slice shift: p %s per sample, then each D-slice with p %s rolled by"
+              % (fmt(P["shift.p"]), fmt(P["shift.slice_p"])))
     w.comment("   -10 .. 10 voxels along H and W (a uniform number in [-10, 11), floored).")
-    g, gt = rand("shift_gate", [1, 1], "bernoulli", 0.5)
-    d, dt = rand("shift_slices", [s, 1], "bernoulli", 0.05)
+    g, gt = rand("shift_gate", [1, 1], "bernoulli", "shift.p")
+    d, dt = rand("shift_slices", [s, 1], "bernoulli", "shift.slice_p")
     a, at = rand("shift_amount", [s, 2])
     a = affine(a, at, -10.0, 11.0)
     a = binary("mul", a, at, d, dt, at)
     a = binary("mul", a, at, g, gt, at)
     x = w.op("med.shift_slices %s, %s : (%s, %s) -> %s" % (x, a, img, at, img))
 
-    w.comment("4. Intensity: p 0.5, x * U(0.9, 1.1) + U(-0.1, 0.1).")
-    g, gt = rand("intensity_gate", [1, 1, 1, 1], "bernoulli", 0.5)
+    w.comment("4. Intensity: p %s, x * %s + %s."
+              % (fmt(P["intensity.p"]), rng("intensity.scale"), rng("intensity.shift")))
+    g, gt = rand("intensity_gate", [1, 1, 1, 1], "bernoulli", "intensity.p")
     m, mt = rand("intensity_scale", [1, 1, 1, 1])
-    m = gated(affine(m, mt, 0.9, 1.1), mt, g, gt, 1.0)
+    m = gated(affine(m, mt, 0, 0, "intensity.scale"), mt, g, gt, 1.0)
     b, bt = rand("intensity_shift", [1, 1, 1, 1])
-    b = gated(affine(b, bt, -0.1, 0.1), bt, g, gt, 0.0)
+    b = gated(affine(b, bt, 0, 0, "intensity.shift"), bt, g, gt, 0.0)
     x = binary("mul", x, img, m, mt, img)
     x = binary("add", x, img, b, bt, img)
 
-    w.comment("5. Gaussian noise: p 0.5, standard deviation U(0, 1) * 0.5.")
-    g, gt = rand("noise_gate", [1, 1, 1, 1], "bernoulli", 0.5)
+    w.comment("5. Gaussian noise: p %s, standard deviation U(0, 1) * %s."
+              % (fmt(P["noise.p"]), fmt(P["noise.std"])))
+    g, gt = rand("noise_gate", [1, 1, 1, 1], "bernoulli", "noise.p")
     sd, sdt = rand("noise_std", [1, 1, 1, 1])
-    sd = binary("mul", sd, sdt, const(0.5), f32, sdt)
+    sd = binary("mul", sd, sdt, const(P["noise.std"], "noise.std", "value"), f32, sdt)
     sd = binary("mul", sd, sdt, g, gt, sdt)
     z, zt = rand("noise", None, "normal")
     z = binary("mul", z, img, sd, sdt, img)
     x = binary("add", x, img, z, img, img)
 
-    w.comment("6. MONAI RandAffine: p 0.5, rotations U(-pi, pi), scales 1 + U(-0.2, 0.2),")
-    w.comment("   shears U(-0.5, 0.5); bilinear image, nearest labels, reflection padding.")
-    g, gt = rand("affine_gate", [1], "bernoulli", 0.5)
+    if P["affine.rotation"] == (-math.pi, math.pi) and P["affine.scale"] == (0.8, 1.2):
+        w.comment("6. MONAI RandAffine: p %s, rotations U(-pi, pi), scales 1 + U(-0.2, 0.2),"
+                  % fmt(P["affine.p"]))
+    else:
+        w.comment("6. MONAI RandAffine: p %s, rotations %s, scales %s,"
+                  % (fmt(P["affine.p"]), rng("affine.rotation"), rng("affine.scale")))
+    w.comment("   shears %s; bilinear image, nearest labels, reflection padding." % rng("affine.shear"))
+    g, gt = rand("affine_gate", [1], "bernoulli", "affine.p")
     r, rt = rand("affine_angles", [3])
-    r = gated(affine(r, rt, -math.pi, math.pi), rt, g, gt, 0.0)
+    r = gated(affine(r, rt, 0, 0, "affine.rotation"), rt, g, gt, 0.0)
     k, kt = rand("affine_scales", [3])
-    k = gated(affine(k, kt, 0.8, 1.2), kt, g, gt, 1.0)
+    k = gated(affine(k, kt, 0, 0, "affine.scale"), kt, g, gt, 1.0)
     h, ht = rand("affine_shear", [6])
-    h = gated(affine(h, ht, -0.5, 0.5), ht, g, gt, 0.0)
+    h = gated(affine(h, ht, 0, 0, "affine.shear"), ht, g, gt, 0.0)
     mat = w.op("med.affine_matrix %s, %s shear %s : (%s, %s, %s) -> %s"
                % (r, k, h, rt, kt, ht, mat_t))
     x = w.op("med.spatial_transform linear %s, %s border reflection {shape = %s} : (%s, %s) -> %s"
@@ -223,8 +332,8 @@ def banis(batch, patch, context):
     x = w.op("med.slice %s {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: %d, 1, %d, %d, %d>} : (%s) -> %s"
              % (x, batch, patch, patch, patch, img, out_img))
     head = [
-        "// Generated by scripts/gen_augment.py (banis, batch %d, patch %d, context %d): do not edit."
-        % (batch, patch, context),
+        "// Generated by scripts/gen_augment.py (banis, batch %d, patch %d, context %d%s): do not edit."
+        % (batch, patch, context, set_suffix(sets)),
         "// BANIS's augmentation of a batch of %d^3 crops (image in [0, 1], i32 instance ids) and its" % s,
         "// six affinity targets of the first %d^3 voxels; docs/augment.md, the script's docstring." % patch,
         "func.func @augment(%%image: %s, %%seg: %s, %%key: tensor<i64>) -> (%s, %s, %s)"
@@ -265,6 +374,28 @@ NNUNET_P = {
 NNUNET_ROTATION = math.radians(30.0)  # angles U(-30°, 30°) about each axis
 NNUNET_SCALING = (0.7, 1.4)           # one scale shared by the axes
 NNUNET_MIN_SCALE = 0.85               # get_patch_size's scale_range[0] (nnUNetTrainer)
+
+# The tunable parameters of the nnU-Net pipeline (kinds as BANIS_PARAMS'): NNUNET_P's
+# probabilities as "<transform>.p" ("blur.channel_p", "lowres.channel_p" the per-channel
+# choices), the ranges, and the mirror's per-axis probability. The input size follows
+# from the default rotation (nnunet_initial_size): a wider rotation.angle reads zeros
+# (labels -1) at the corners of the input.
+NNUNET_PARAMS = {
+    "rotation.p": ("p", NNUNET_P["rotation"]),
+    "rotation.angle": ("range", (-NNUNET_ROTATION, NNUNET_ROTATION)),
+    "scaling.p": ("p", NNUNET_P["scaling"]), "scaling.range": ("range", NNUNET_SCALING),
+    "noise.p": ("p", NNUNET_P["noise"]), "noise.std": ("range", (0.0, 0.1)),
+    "blur.p": ("p", NNUNET_P["blur"]), "blur.channel_p": ("p", NNUNET_P["blur_channel"]),
+    "blur.sigma": ("range", (0.5, 1.0)),
+    "brightness.p": ("p", NNUNET_P["brightness"]), "brightness.range": ("split", (0.75, 1.25)),
+    "contrast.p": ("p", NNUNET_P["contrast"]), "contrast.range": ("split", (0.75, 1.25)),
+    "lowres.p": ("p", NNUNET_P["lowres"]), "lowres.channel_p": ("p", NNUNET_P["lowres_channel"]),
+    "lowres.scale": ("range", (0.5, 1.0)),
+    "gamma_invert.p": ("p", NNUNET_P["gamma_invert"]), "gamma_invert.range": ("split", (0.7, 1.5)),
+    "gamma.p": ("p", NNUNET_P["gamma"]), "gamma.range": ("split", (0.7, 1.5)),
+    "mirror.p": ("p", 0.5),
+}
+PARAMS = {"banis": BANIS_PARAMS, "nnunet": NNUNET_PARAMS}
 
 
 def nnunet_initial_size(patch):
@@ -334,20 +465,25 @@ class Builder(Writer):
         return V(self.op(text), shape, et)
 
     def const(self, v, shape=()):
-        text = repr(float(v))
-        if "e" in text and "." not in text:  # MLIR spells 1e-07 as 1.0e-07
-            text = text.replace("e", ".0e")
+        text = mlir_float(v)
         k = (text, tuple(shape))
         if k not in self.consts:  # one constant op per value and shape
             self.consts[k] = self.val("med.constant dense<%s> : %s" % (text, tensor_type(shape)), shape)
         return self.consts[k]
 
-    def rand(self, stream, like, sample_shape=None, dist="uniform", p=None):
+    def pconst(self, v, name, part):
+        """A constant part of the tunable parameter `name`: an op of its own, marked."""
+        return self.val("med.constant dense<%s> : tensor<f32> {%s}" % (mlir_float(v), param_attrs(name, part)), ())
+
+    def rand(self, stream, like, sample_shape=None, dist="uniform", p=None, param=None):
+        """A draw; `param` names the tunable probability `p` of a bernoulli draw."""
         attrs = ["stream = %d : i64" % self.streams[stream]]
         if dist != "uniform":
             attrs.append("distribution = #med<distribution %s>" % dist)
         if p is not None:
-            attrs.append("probability = %r" % float(p))
+            attrs.append("probability = %s" % mlir_float(p))
+        if param is not None:
+            attrs.append(param_attrs(param))
         if sample_shape is not None:
             attrs.append("sample_shape = array<i64%s>" % (": " + ", ".join(map(str, sample_shape)) if sample_shape else ""))
             shape = (like.shape[0],) + tuple(sample_shape)
@@ -385,6 +521,12 @@ class Builder(Writer):
         v = self.mul(u, float("%.12g" % (hi - lo)))
         return v if lo == 0 else self.add(v, lo)
 
+    def uniform_param(self, u, name, lo, hi, part=""):
+        """lo + (hi - lo) * u with both constants the tunable range `name`'s (`part`: the
+        prefix of a split range's parts, "low." or "high.")."""
+        v = self.mul(u, self.pconst(hi - lo, name, part + "width"))
+        return self.add(v, self.pconst(lo, name, part + "lo"))
+
     def mix(self, value, gate, neutral):
         """value where the gate is 1, `neutral` (a number or a value) where it is 0:
         value·g + neutral·(1 − g), exact for g in {0, 1} (both sides finite)."""
@@ -417,16 +559,17 @@ class Builder(Writer):
                         % (", ".join(x.name for x in xs), axis, ", ".join(x.t for x in xs),
                            tensor_type(shape, xs[0].et)), shape, xs[0].et)
 
-    def bg_contrast(self, like, sample_shape, split_stream, stream, lo, hi):
+    def bg_contrast(self, like, sample_shape, split_stream, stream, lo, hi, name):
         """batchgeneratorsv2's BGContrast((lo, hi)) split range: with probability 0.5 (and
         lo < 1) U(lo, 1), else U(max(lo, 1), hi): split·U(lo, 1) + (1 − split)·U(1, hi),
-        both from one uniform number, the split a bernoulli draw of its own stream."""
+        both from one uniform number, the split a bernoulli draw of its own stream. With
+        lo >= 1 both ranges are U(lo, hi) (the split then changes nothing, exactly), so a
+        recipe's override of the tunable split range `name` sets constants only."""
+        low, high = split_parts(lo, hi)
         u = self.rand(stream, like, sample_shape)
-        upper = self.uniform(u, max(lo, 1.0), hi)
-        if lo >= 1.0:
-            return upper
+        upper = self.uniform_param(u, name, high[0], high[1], "high.")
         split = self.rand(split_stream, like, sample_shape, "bernoulli", 0.5)
-        return self.mix(self.uniform(u, lo, 1.0), split, upper)
+        return self.mix(self.uniform_param(u, name, low[0], low[1], "low."), split, upper)
 
 
 def nnunet_spatial_ops(w, image, seg, angles, scale, crop, patch, classes):
@@ -487,78 +630,96 @@ def nnunet_gamma(w, x, invert, gate, gamma):
     return w.mix(z, gate, x)
 
 
-def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False):
+def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False, sets=None):
     size = nnunet_initial_size(patch)
-    P = dict(NNUNET_P)
-    if p_override is not None:
-        P = {k: p_override for k in P}
+    defaults = {}
+    if p_override is not None:  # every transform's and channel choice's, not the mirror's
+        defaults = {k: p_override for k, (kind, _) in NNUNET_PARAMS.items() if kind == "p" and k != "mirror.p"}
+    P = resolve_params(NNUNET_PARAMS, dict(defaults, **(sets or {})))
     w = Builder(batch, NNUNET_STREAMS, given=given)
+
+    def gate(stream, like, sample_shape, name):
+        return w.rand(stream, like, sample_shape, "bernoulli", P[name], param=name)
+
+    def uniform(u, name):
+        return w.uniform_param(u, name, *P[name])
+
+    def bg_contrast(like, shape, split_stream, stream, name):
+        return w.bg_contrast(like, shape, split_stream, stream, P[name][0], P[name][1], name)
+
+    def rng(name):
+        return "U(%g, %g)" % P[name]
     image = V("%image", (batch, channels, size, size, size))
     seg = V("%seg", (batch, 1, size, size, size), "i32")
     C = channels
 
-    w.comment("1. SpatialTransform: rotation p %g (three angles U(-30°, 30°)), scaling p %g (one"
-              % (P["rotation"], P["scaling"]))
-    w.comment("   scale U(%g, %g) for all axes); A = Rz·Ry·Rx·diag(s) about the centre; image trilinear,"
-              % NNUNET_SCALING)
+    angles = "U(%g°, %g°)" % tuple(math.degrees(a) for a in P["rotation.angle"])
+    w.comment("1. SpatialTransform: rotation p %g (three angles %s), scaling p %g (one"
+              % (P["rotation.p"], angles, P["scaling.p"]))
+    w.comment("   scale %s for all axes); A = Rz·Ry·Rx·diag(s) about the centre; image trilinear,"
+              % rng("scaling.range"))
     w.comment("   zeros outside; seg one-hot linear + argmax, -1 outside. Neither: the integer centre crop.")
-    g_rot = w.rand("rotation_gate", image, [1], "bernoulli", P["rotation"])
-    ang = w.mul(w.uniform(w.rand("rotation_angles", image, [3]), -NNUNET_ROTATION, NNUNET_ROTATION), g_rot)
-    g_scale = w.rand("scaling_gate", image, [1], "bernoulli", P["scaling"])
-    s = w.mix(w.uniform(w.rand("scaling", image, [1]), *NNUNET_SCALING), g_scale, 1.0)
+    g_rot = gate("rotation_gate", image, [1], "rotation.p")
+    ang = w.mul(uniform(w.rand("rotation_angles", image, [3]), "rotation.angle"), g_rot)
+    g_scale = gate("scaling_gate", image, [1], "scaling.p")
+    s = w.mix(uniform(w.rand("scaling", image, [1]), "scaling.range"), g_scale, 1.0)
     crop = w.reshape(w.mul(w.sub(1.0, g_rot), w.sub(1.0, g_scale)), (batch, 1, 1))  # neither
     x, y = nnunet_spatial_ops(w, image, seg, ang, s, crop, patch, classes)
     vshape = (batch, 1, 1, 1, 1)
     cshape = [C, 1, 1, 1]
 
-    w.comment("2. GaussianNoise: p %g, one std U(0, 0.1) per sample (nnU-Net's 'variance' is the std)." % P["noise"])
-    g = w.rand("noise_gate", x, [1, 1, 1, 1], "bernoulli", P["noise"])
-    sd = w.mul(w.uniform(w.rand("noise_std", x, [1, 1, 1, 1]), 0.0, 0.1), g)
+    w.comment("2. GaussianNoise: p %g, one std %s per sample (nnU-Net's 'variance' is the std)."
+              % (P["noise.p"], rng("noise.std")))
+    g = gate("noise_gate", x, [1, 1, 1, 1], "noise.p")
+    sd = w.mul(uniform(w.rand("noise_std", x, [1, 1, 1, 1]), "noise.std"), g)
     x = w.add(x, w.mul(w.rand("noise", x, None, "normal"), sd))
 
-    w.comment("3. GaussianBlur: p %g; each channel with p %g, sigma U(0.5, 1) per axis (0 elsewhere)."
-              % (P["blur"], P["blur_channel"]))
-    g = w.rand("blur_gate", x, [1, 1], "bernoulli", P["blur"])
-    gc = w.mul(w.rand("blur_channels", x, [C, 1], "bernoulli", P["blur_channel"]), g)
-    sig = w.mul(w.uniform(w.rand("blur_sigma", x, [C, 3]), 0.5, 1.0), gc)
+    w.comment("3. GaussianBlur: p %g; each channel with p %g, sigma %s per axis (0 elsewhere)."
+              % (P["blur.p"], P["blur.channel_p"], rng("blur.sigma")))
+    g = gate("blur_gate", x, [1, 1], "blur.p")
+    gc = w.mul(gate("blur_channels", x, [C, 1], "blur.channel_p"), g)
+    sig = w.mul(uniform(w.rand("blur_sigma", x, [C, 3]), "blur.sigma"), gc)
     x = w.val("med.gaussian_blur %s, %s : (%s, %s) -> %s" % (x.name, sig.name, x.t, sig.t, x.t), x.shape)
 
-    w.comment("4. MultiplicativeBrightness: p %g, x * BGContrast((0.75, 1.25)) per channel." % P["brightness"])
-    g = w.rand("brightness_gate", x, [1, 1, 1, 1], "bernoulli", P["brightness"])
-    m = w.bg_contrast(x, cshape, "brightness_split", "brightness", 0.75, 1.25)
+    w.comment("4. MultiplicativeBrightness: p %g, x * BGContrast((%g, %g)) per channel."
+              % ((P["brightness.p"],) + P["brightness.range"]))
+    g = gate("brightness_gate", x, [1, 1, 1, 1], "brightness.p")
+    m = bg_contrast(x, cshape, "brightness_split", "brightness", "brightness.range")
     x = w.mul(x, w.mix(m, g, 1.0))
 
-    w.comment("5. Contrast: p %g, BGContrast((0.75, 1.25)) per channel, range preserved:" % P["contrast"])
+    w.comment("5. Contrast: p %g, BGContrast((%g, %g)) per channel, range preserved:"
+              % ((P["contrast.p"],) + P["contrast.range"]))
     w.comment("   clamp((x - mean)·m + mean, min, max) with the channel's statistics before it.")
-    g = w.rand("contrast_gate", x, [1, 1, 1, 1], "bernoulli", P["contrast"])
-    m = w.mix(w.bg_contrast(x, cshape, "contrast_split", "contrast", 0.75, 1.25), g, 1.0)
+    g = gate("contrast_gate", x, [1, 1, 1, 1], "contrast.p")
+    m = w.mix(bg_contrast(x, cshape, "contrast_split", "contrast", "contrast.range"), g, 1.0)
     mu = w.reduce("mean", x, (2, 3, 4))
     lo, hi = w.reduce("min", x, (2, 3, 4)), w.reduce("max", x, (2, 3, 4))
     z = w.add(w.mul(w.sub(x, mu), m), mu)
     x = w.mix(w.min(w.max(z, lo), hi), g, x)
 
-    w.comment("6. SimulateLowResolution: p %g; each channel with p %g, one scale U(0.5, 1) for all axes"
-              % (P["lowres"], P["lowres_channel"]))
+    w.comment("6. SimulateLowResolution: p %g; each channel with p %g, one scale %s for all axes"
+              % (P["lowres.p"], P["lowres.channel_p"], rng("lowres.scale")))
     w.comment("   (nearest-exact down, trilinear up; 1 elsewhere).")
-    g = w.rand("lowres_gate", x, [1, 1], "bernoulli", P["lowres"])
-    gc = w.mul(w.rand("lowres_channels", x, [C, 1], "bernoulli", P["lowres_channel"]), g)
-    sc = w.mix(w.uniform(w.rand("lowres_scale", x, [C, 1]), 0.5, 1.0), gc, 1.0)
+    g = gate("lowres_gate", x, [1, 1], "lowres.p")
+    gc = w.mul(gate("lowres_channels", x, [C, 1], "lowres.channel_p"), g)
+    sc = w.mix(uniform(w.rand("lowres_scale", x, [C, 1]), "lowres.scale"), gc, 1.0)
     sc = w.mul(sc, w.const(1.0, (3,)))
     x = w.val("med.simulate_low_resolution %s, %s : (%s, %s) -> %s" % (x.name, sc.name, x.t, sc.t, x.t), x.shape)
 
-    w.comment("7. Gamma, inverted: p %g, gamma BGContrast((0.7, 1.5)) per channel, statistics retained."
-              % P["gamma_invert"])
-    g = w.rand("gamma_invert_gate", x, [1, 1, 1, 1], "bernoulli", P["gamma_invert"])
-    gam = w.mix(w.bg_contrast(x, cshape, "gamma_invert_split", "gamma_invert", 0.7, 1.5), g, 1.0)
+    w.comment("7. Gamma, inverted: p %g, gamma BGContrast((%g, %g)) per channel, statistics retained."
+              % ((P["gamma_invert.p"],) + P["gamma_invert.range"]))
+    g = gate("gamma_invert_gate", x, [1, 1, 1, 1], "gamma_invert.p")
+    gam = w.mix(bg_contrast(x, cshape, "gamma_invert_split", "gamma_invert", "gamma_invert.range"), g, 1.0)
     x = nnunet_gamma(w, x, True, g, gam)
 
-    w.comment("8. Gamma: p %g, the same without inversion." % P["gamma"])
-    g = w.rand("gamma_gate", x, [1, 1, 1, 1], "bernoulli", P["gamma"])
-    gam = w.mix(w.bg_contrast(x, cshape, "gamma_split", "gamma", 0.7, 1.5), g, 1.0)
+    w.comment("8. Gamma: p %g, gamma BGContrast((%g, %g)), the same without inversion."
+              % ((P["gamma.p"],) + P["gamma.range"]))
+    g = gate("gamma_gate", x, [1, 1, 1, 1], "gamma.p")
+    gam = w.mix(bg_contrast(x, cshape, "gamma_split", "gamma", "gamma.range"), g, 1.0)
     x = nnunet_gamma(w, x, False, g, gam)
 
-    w.comment("9. Mirror: each axis flipped with p 0.5, image and seg together.")
-    f = w.rand("mirror", x, [3], "bernoulli", 0.5)
+    w.comment("9. Mirror: each axis flipped with p %g, image and seg together." % P["mirror.p"])
+    f = gate("mirror", x, [3], "mirror.p")
     x = w.val("med.mirror %s, %s : (%s, %s) -> %s" % (x.name, f.name, x.t, f.t, x.t), x.shape)
     y = w.val("med.mirror %s, %s : (%s, %s) -> %s" % (y.name, f.name, y.t, f.t, y.t), y.shape, y.et)
 
@@ -592,9 +753,9 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
         args.append("%key: tensor<i64>")
         arg_names.append("rng")
     head = [
-        "// Generated by scripts/gen_augment.py (nnunet, batch %d, channels %d, classes %d, patch %d, levels %d%s%s): do not edit."
+        "// Generated by scripts/gen_augment.py (nnunet, batch %d, channels %d, classes %d, patch %d, levels %d%s%s%s): do not edit."
         % (batch, channels, classes, patch, levels, "" if p_override is None else ", probability %g" % p_override,
-           ", given parameters" if given else ""),
+           ", given parameters" if given else "", set_suffix(sets)),
         "// nnU-Net v2's default 3D training augmentation of a batch of %d^3 initial patches (image, class" % size,
         "// labels -1 .. %d as i32, -1 outside the volume) to %d^3, and the deep-supervision targets of" % (classes - 1, patch),
         "// med.dice_ce (target.<i> at 1/2^i, f32 class indices); docs/augment.md, the script's docstring.",
@@ -632,7 +793,7 @@ def bg_contrast_draws(count, lo, hi):
     (the statistical test of the split range)."""
     w = Builder(count, NNUNET_STREAMS)
     like = w.const(0.0, (count,))
-    v = w.bg_contrast(like, [], "gamma_split", "gamma", lo, hi)
+    v = w.bg_contrast(like, [], "gamma_split", "gamma", lo, hi, "gamma.range")
     head = ["// Generated by scripts/gen_augment.py (bg_contrast, count %d, range %r .. %r)." % (count, lo, hi),
             "func.func @bg_contrast(%%key: tensor<i64>) -> %s attributes {med.input_names = [\"rng\"], med.output_names = [\"draws\"]} {" % v.t]
     tail = ["  return %s : %s" % (v.name, v.t), "}", ""]
@@ -641,10 +802,11 @@ def bg_contrast_draws(count, lo, hi):
 
 def generate(kind, params):
     if kind == "banis":
-        return banis(params["batch"], params["patch"], params["context"])
+        return banis(params["batch"], params["patch"], params["context"], params.get("sets"))
     if kind == "nnunet":
         return nnunet(params["batch"], params["channels"], params["classes"], params["patch"],
-                      params["levels"], params.get("probability"), params.get("given", False))
+                      params["levels"], params.get("probability"), params.get("given", False),
+                      params.get("sets"))
     if kind == "nnunet_spatial":
         return nnunet_spatial(params["batch"], params["channels"], params["classes"], params["patch"])
     if kind == "bg_contrast":
@@ -667,6 +829,11 @@ def main():
                     help="nnunet, for tests: every random draw an argument (named by its stream)")
     ap.add_argument("--count", type=int, default=65536, help="bg_contrast: draws")
     ap.add_argument("--range", type=float, nargs=2, default=(0.7, 1.5), help="bg_contrast: lo hi")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="banis, nnunet: a tunable parameter's value (a number, or lo,hi for a range); "
+                         "the names as a recipe's augment.overrides takes them (--list-params)")
+    ap.add_argument("--list-params", action="store_true",
+                    help="print the pipeline's tunable parameters: name, kind, default")
     ap.add_argument("-o", "--output")
     ap.add_argument("--check-models", metavar="DIR")
     a = ap.parse_args()
@@ -687,6 +854,29 @@ def main():
         sys.exit(1 if bad else 0)
     if not a.pipeline:
         ap.error("give a pipeline (%s) or --check-models DIR" % ", ".join(PIPELINES))
+    if a.list_params:
+        if a.pipeline not in PARAMS:
+            ap.error("--list-params: expected banis or nnunet")
+        for name, (kind, default) in PARAMS[a.pipeline].items():
+            print("%s %s %s" % (name, kind, ",".join(map(mlir_float, default)) if isinstance(default, tuple)
+                                else mlir_float(default)))
+        return
+    sets = {}
+    if a.set and a.pipeline not in PARAMS:
+        ap.error("--set: the %s pipeline has no tunable parameters (banis and nnunet have)" % a.pipeline)
+    for spec in a.set:
+        name, eq, value = spec.partition("=")
+        if not eq or not name:
+            ap.error("--set %s: expected NAME=VALUE, e.g. affine.p=0.3 or affine.rotation=-0.5,0.5" % spec)
+        try:
+            nums = tuple(float(v) for v in value.strip("[]").split(","))
+        except ValueError:
+            ap.error("--set %s: expected a number or lo,hi" % spec)
+        sets[name] = nums[0] if len(nums) == 1 else nums
+    try:
+        resolve_params(PARAMS.get(a.pipeline, {}), sets)
+    except ValueError as e:
+        ap.error("--set %s" % e)
     if a.pipeline == "banis" and (a.batch < 1 or a.patch < 1 or a.context < 1 or a.context >= a.patch):
         ap.error("expected --batch >= 1 and 1 <= --context < --patch")
     if a.pipeline.startswith("nnunet"):
@@ -704,6 +894,8 @@ def main():
         params["probability"] = a.probability
     if a.given:
         params["given"] = True
+    if sets:
+        params["sets"] = sets
     text = generate(a.pipeline, params)
     if a.output:
         open(a.output, "w").write(text)
