@@ -5,6 +5,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -30,7 +31,7 @@ struct Node {
 
 // The schema: every key a recipe may hold, its type and its default (nullptr: none; the
 // pass or the runtime decides).
-enum class Type { Word, Int, Number, Bool, List, Size3, Words };
+enum class Type { Word, Int, Number, Bool, List, Size3, Words, Params };
 struct Key {
   StringRef name;
   Type type;
@@ -87,7 +88,10 @@ const std::vector<Section> &schema() {
       {"ema", {{"decay", Type::Number, "0.999"}, {"warmup_steps", Type::Int, "0"}}},
       // The augmentation pipeline run first in train_step (docs/augment.md); its file is
       // relative to the recipe.
-      {"augment", {{"pipeline", Type::Word}, {"function", Type::Word, "augment"}}},
+      // `overrides`: values of the pipeline's tunable parameters by name, a number or a
+      // range [lo, hi] each (docs/augment.md lists the names of each pipeline).
+      {"augment",
+       {{"pipeline", Type::Word}, {"function", Type::Word, "augment"}, {"overrides", Type::Params}}},
       {"schedule", // the runtime's Schedule.h checks which keys a type uses
        {{"type", Type::Word, "constant"},
         {"total_steps", Type::Int}, // default: train.steps
@@ -253,6 +257,7 @@ struct Reader {
         return json::Value(i);
       case Type::Number:
       case Type::List:
+      case Type::Params:
         if (s.getAsDouble(d))
           return fail(where + ": expected a number, got '" + s + "'");
         return json::Value(d);
@@ -263,6 +268,34 @@ struct Reader {
       }
       llvm_unreachable("type");
     };
+    if (key.type == Type::Params) { // {name: number or [lo, hi], ...}
+      if (n.kind != Node::Section)
+        return fail(where + ": expected a mapping of parameter names to values, e.g. "
+                            "{affine.p: 0.3, affine.rotation: [-0.5, 0.5]}");
+      json::Object out;
+      for (auto &[name, value] : n.section) {
+        std::string inner = where.str() + "." + name;
+        if (value.kind == Node::Section)
+          return fail(inner + ": expected a number or a range [lo, hi]");
+        if (value.kind == Node::Scalar) {
+          Expected<json::Value> v = scalar(value.scalar);
+          if (!v)
+            return fail(inner + ": expected a number or a range [lo, hi], got '" + value.scalar +
+                        "'");
+          out[name] = std::move(*v);
+          continue;
+        }
+        json::Array list;
+        for (const std::string &e : value.list) {
+          double d;
+          if (StringRef(e).getAsDouble(d))
+            return fail(inner + ": expected a number or a range [lo, hi], got '" + e + "' in the list");
+          list.push_back(d);
+        }
+        out[name] = std::move(list);
+      }
+      return json::Value(std::move(out));
+    }
     bool wantsList = key.type == Type::List || key.type == Type::Size3 || key.type == Type::Words;
     if (n.kind == Node::Section || (n.kind == Node::List) != wantsList) {
       if (key.type == Type::Size3)
@@ -333,6 +366,20 @@ Error applyOverride(Node &root, const std::string &spec) {
   if (!s)
     return fail("'" + section + "' is a value, not a section; write " + section + "=...");
   std::vector<std::string> valid = keyNames(section);
+  // A key of a Params key: augment.overrides.affine.p=0.3.
+  auto [head, param] = name.split('.');
+  if (const Key *k = findKey(section, head); k && k->type == Type::Params) {
+    if (param.empty())
+      return fail("set one parameter at a time, e.g. " + section + "." + head + ".affine.p=0.3");
+    if (value.kind == Node::Section)
+      return fail("expected a number or a range lo,hi");
+    Node &target = root.section[section.str()];
+    target.kind = Node::Section;
+    Node &params = target.section[head.str()];
+    params.kind = Node::Section;
+    params.section[param.str()] = std::move(value);
+    return Error::success();
+  }
   if (!llvm::is_contained(valid, name.str()))
     return fail("unknown key '" + key + "'" + suggest(name, valid));
   Node &target = root.section[section.str()];
@@ -611,6 +658,25 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
                     "' (relative to the recipe's folder; scripts/gen_augment.py writes one)");
     recipe.augmentFunction = augment->getString("function")->str();
     train.push_back("augment=" + recipe.augmentFunction);
+    if (const json::Object *params = augment->getObject("overrides")) {
+      std::map<std::string, std::vector<double>> sorted; // json::Object has no order
+      for (const auto &[name, value] : *params) {
+        std::vector<double> &values = sorted[name.str()];
+        if (const json::Array *list = value.getAsArray())
+          for (const json::Value &e : *list)
+            values.push_back(*e.getAsNumber());
+        else
+          values.push_back(*value.getAsNumber());
+      }
+      for (auto &[name, values] : sorted) {
+        recipe.augmentOverridesKey += name; // the values' bits, exact
+        for (size_t i = 0; i < values.size(); ++i)
+          recipe.augmentOverridesKey +=
+              (i ? "," : "=") + utohexstr(llvm::bit_cast<uint64_t>(values[i]));
+        recipe.augmentOverridesKey += "\n";
+        recipe.augmentOverrides.push_back({name, std::move(values)});
+      }
+    }
   }
   StringRef precision = *effective.getString("precision");
   if (precision != "fp32" && precision != "bf16-mixed" && precision != "fp16-mixed")

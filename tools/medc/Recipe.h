@@ -17,7 +17,18 @@
 #include <string>
 #include <vector>
 
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
 namespace medc {
+
+/// One of `augment.overrides`: a tunable parameter of the pipeline (its `med.param` name)
+/// and its value, one number or a range [lo, hi] (tools/medc/AugmentOverrides.h).
+struct AugmentOverride {
+  std::string name;
+  std::vector<double> values;
+};
 
 struct Recipe {
   std::string model;   ///< model file, resolved relative to the recipe's folder
@@ -27,6 +38,12 @@ struct Recipe {
   /// `augment.pipeline`: the augmentation pipeline's file (resolved; "" = none), and
   /// `augment.function`, its function that train_step runs first.
   std::string augment, augmentFunction;
+  /// `augment.overrides`, by name: medc sets the pipeline's marked values from them when it
+  /// links the pipeline (names and kinds are checked there, against the file).
+  std::vector<AugmentOverride> augmentOverrides;
+  /// The overrides as canonical text (name=value,... a line each; "" for none), for the
+  /// compile hash.
+  std::string augmentOverridesKey;
   std::string lossOptions;  ///< med-add-loss options
   std::string trainOptions; ///< med-train-step options
   /// `recompute_mlp`: run med-form-mlp-fusions (the block MLP fused, its expansion
@@ -43,6 +60,16 @@ struct Recipe {
 /// typo) and what was expected.
 llvm::Expected<Recipe> readRecipe(const std::string &path,
                                   const std::vector<std::string> &overrides = {});
+
+/// Sets the values of an augmentation pipeline's tunable parameters (marked by
+/// scripts/gen_augment.py: `med.param`, `med.param_part`) from `overrides`
+/// (tools/medc/AugmentOverrides.cpp). An unknown name is an error that lists the pipeline's
+/// names; a value of the wrong kind, a probability outside [0, 1], a negative number or a
+/// range with lo > hi is an error naming the recipe, the key (augment.overrides.NAME) and
+/// what was expected.
+llvm::Error applyAugmentOverrides(mlir::ModuleOp pipeline,
+                                  const std::vector<AugmentOverride> &overrides,
+                                  llvm::StringRef recipeFile, llvm::StringRef pipelineFile);
 
 } // namespace medc
 

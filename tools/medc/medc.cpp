@@ -319,6 +319,14 @@ LogicalResult linkAugmentation(ModuleOp module) {
   OwningOpRef<ModuleOp> pipeline = parseChecked(sources, *ctx);
   if (!pipeline || failed(verify(*pipeline)))
     return failure();
+  // augment.overrides: the recipe's values of the pipeline's marked parameters (the recipe
+  // is read again here: main hands over only the pipeline's file and function).
+  llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeFile, overrides);
+  if (!recipe)
+    return fail(llvm::toString(recipe.takeError())), failure();
+  if (llvm::Error e = medc::applyAugmentOverrides(*pipeline, recipe->augmentOverrides, recipeFile,
+                                                  recipeAugment))
+    return fail(llvm::toString(std::move(e))), failure();
   auto fn = pipeline->lookupSymbol<func::FuncOp>(recipeAugmentFunction);
   if (!fn || fn.isExternal())
     return fail(recipeAugment + ": no function @" + recipeAugmentFunction +
@@ -587,7 +595,7 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
   for (int64_t d : r.patch)
     add(std::to_string(d));
   if (auto pipeline = llvm::MemoryBuffer::getFile(r.augment); !r.augment.empty() && pipeline)
-    add((*pipeline)->getBuffer());
+    add((*pipeline)->getBuffer()), add(r.augmentOverridesKey);
   add(r.lossOptions);
   add(r.trainOptions);
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
