@@ -52,6 +52,9 @@ then the outputs' shapes (`outputs PIPELINE: NAME SHAPE ...`); --json FILE write
 the input, the targets computed directly from the input labels) and with every per-sample,
 per-channel and per-axis draw on (the outputs must be finite, the targets class indices,
 the affinities 0/1 and never 1 where their mask is 0), and prints PASS or FAIL per pipeline.
+--save-inputs DIR writes the synthetic inputs instead, for our side on the same data
+(`medrun run ARTIFACT --func augment --input image=DIR/nnunet_image.npy --input
+seg=DIR/nnunet_seg.npy --input rng=KEY`; scripts/gpu-check.sh, part augment).
 """
 import argparse
 import functools
@@ -482,6 +485,9 @@ def main():
     ap.add_argument("--threads", type=int, help="torch CPU threads")
     ap.add_argument("--check", action="store_true", help="check each pipeline first (see above)")
     ap.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    ap.add_argument("--save-inputs", metavar="DIR",
+                    help="write each pipeline's synthetic inputs as DIR/<pipeline>_image.npy (f32) and\n"
+                         "DIR/<pipeline>_seg.npy (i32), the inputs of its @augment, and stop")
     a = ap.parse_args()
     kinds = a.pipelines.split(",")
     if any(k not in ("nnunet", "banis") for k in kinds):
@@ -497,6 +503,16 @@ def main():
         sys.exit("augment_torch.py: no CUDA device (use --device cpu)")
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.save_inputs:  # the same inputs for our side (medrun run --func augment)
+        import numpy as np
+        os.makedirs(a.save_inputs, exist_ok=True)
+        for kind in kinds:
+            image, seg = make_inputs(kind, a, device)
+            for n, t in (("image", image), ("seg", seg)):
+                path = os.path.join(a.save_inputs, "%s_%s.npy" % (kind, n))
+                np.save(path, t.cpu().numpy())
+                print("%s  %s %s" % (path, shape_str(t), t.dtype), flush=True)
+        return
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU, %d threads" % torch.get_num_threads()
     print("augmentation pipelines, batch %d, 1 channel, %d^3 out, torch %s, %s"
           % (a.batch, a.size, torch.__version__, name), flush=True)

@@ -32,6 +32,11 @@
 #   profile   Nsight Compute per kernel over one step (MED_PROFILE_KERNELS, _COUNT, _ARTIFACT)
 #   layout    the block MLP's 1x1x1 products in NCDHW vs channels-last, and the transposes a
 #             channels-last MLP would need (bench/layout.py; the layout decision in docs/perf.md)
+#   augment   the augmentation pipelines alone (models/augment_{nnunet,banis}.mlir compiled by
+#             themselves into .device/cuda/augment_<p>.medc): the CUDA backend's batch equals the
+#             CPU backend's for the same key (medrun run; image <= 1e-5, targets exact; another
+#             key must differ), cuda-check --profile's kernel time, and PyTorch's batched
+#             pipelines on the same GPU (bench/augment_torch.py)
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed; bf16 also under
 #             --memory-budget 16 and at kernel 5), then PyTorch's MedNeXt-L step on the same
 #             GPU (bench/mednext_torch.py), eager and torch.compile
@@ -302,6 +307,103 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   fi
 fi
 
+if [[ " $CHECKS " == *" augment "* ]]; then
+  # The augmentation pipelines alone (docs/augment.md), batch 2, one channel, 128³ out:
+  # nnU-Net's (205³ image and i32 classes -1 .. 2 -> image and five deep-supervision
+  # targets) and BANIS's (138³ image and i32 ids -> image, six affinities and masks), ours
+  # compiled from models/augment_<p>.mlir by itself for CUDA (`medc compile
+  # models/augment_<p>.mlir --target cuda -o .device/cuda/augment_<p>.medc` here, after
+  # scripts/gpu-prepare.sh), on the synthetic inputs of bench/augment_torch.py
+  # (--save-inputs). Per pipeline:
+  #   - `medrun run --func augment` on the CPU and the CUDA backend with key 12 (nnU-Net: a
+  #     rotated and a cropped sample; BANIS: one sample through RandAffine, one not), and the
+  #     outputs compared: the image within 1e-5 (max abs), targets and masks exactly;
+  #     negative control: the CUDA backend with key 13 against the CPU's key 12 must fail;
+  #   - `medrun cuda-check --func augment --profile`: the relative error norm of every output
+  #     (<= 1e-5) and the kernel time of one warm run (the sum over the launches, events
+  #     around each: medrun has no warm median of a plain function; part bench times the
+  #     pipelines inside the step);
+  # then PyTorch's batched pipelines on the same GPU (bench/augment_torch.py --check: its
+  # own sanity check, then the median of 50 calls by CUDA events).
+  C=.device/cuda
+  M=./build-gpu/bin/medrun
+  A=${TMPDIR:-/tmp}/med-augment # volumes and logs (about 0.5 GB): not in $OUT
+  rm -rf "$A" && mkdir -p "$A"
+  : >"$OUT/augment.txt"
+  echo "== augment: inputs (bench/augment_torch.py --save-inputs)"
+  timeout 120 python3 bench/augment_torch.py --device cpu --save-inputs "$A/in" >"$A/inputs.log" 2>&1
+  note_failure $? 120 "augment inputs" "$OUT/augment.txt"
+  cat "$A/inputs.log"
+  for p in nnunet banis; do
+    a="$C/augment_$p.medc"
+    if [ ! -f "$a" ]; then
+      echo "FAIL augment.$p: $a missing (scripts/gpu-prepare.sh: medc compile models/augment_$p.mlir --target cuda -o $a)" >>"$OUT/augment.txt"
+      status=1
+      continue
+    fi
+    in=(--func augment --input "image=$A/in/${p}_image.npy" --input "seg=$A/in/${p}_seg.npy")
+    for r in cpu:12 cuda:12 cuda:13; do
+      d=${r%%:*} k=${r#*:}
+      echo "== augment: medrun run $a --device $d, key $k"
+      timeout 120 "$M" run "$a" "${in[@]}" --input "rng=$k" --device "$d" --out "$A/$p-$d-$k" \
+        >"$A/$p-$d-$k.log" 2>&1
+      note_failure $? 120 "augment.$p: medrun run --device $d key $k" "$OUT/augment.txt"
+      tail -1 "$A/$p-$d-$k.log"
+    done
+    python3 - "$A" "$p" >>"$OUT/augment.txt" <<'PY'
+import glob, os, sys
+import numpy as np
+root, p = sys.argv[1], sys.argv[2]
+def load(d):
+    return {os.path.basename(f)[:-4]: np.load(f) for f in sorted(glob.glob(os.path.join(root, d, "*.npy")))}
+def compare(a, b):
+    if not a or sorted(a) != sorted(b):
+        return False, "outputs missing: %s vs %s" % (sorted(a), sorted(b))
+    ok, parts = True, []
+    for k in sorted(a):
+        if a[k].shape != b[k].shape:
+            ok = False; parts.append("%s shapes %s vs %s" % (k, a[k].shape, b[k].shape)); continue
+        if k == "image":
+            e = float(np.max(np.abs(a[k].astype(np.float64) - b[k])))
+            ok &= e <= 1e-5
+            parts.append("image max_abs %.1e" % e)
+        else:
+            n = int(np.sum(a[k] != b[k]))
+            ok &= n == 0
+            parts.append("%s %d of %d differ" % (k, n, a[k].size))
+    return ok, ", ".join(parts)
+try:
+    cpu, cuda, ctrl = (load("%s-%s" % (p, r)) for r in ("cpu-12", "cuda-12", "cuda-13"))
+    ok, text = compare(cuda, cpu)
+    print("%s augment.%s CUDA = CPU (key 12; image <= 1e-5, targets exact): %s"
+          % ("PASS" if ok else "FAIL", p, text))
+    same, text = compare(ctrl, cpu)
+    differ = not same and bool(ctrl) and sorted(ctrl) == sorted(cpu)  # ran, and differs
+    print("%s augment.%s control, CUDA key 13 against CPU key 12 must differ: %s"
+          % ("PASS" if differ else "FAIL", p, text))
+except Exception as e:
+    print("FAIL augment.%s comparison: %s" % (p, e))
+PY
+    echo "== augment: medrun cuda-check $a --profile"
+    timeout 180 "$M" cuda-check "$a" "${in[@]}" --input rng=12 --tolerance 1e-5 --profile \
+      >"$A/$p-cuda-check.log" 2>&1
+    rc=$?
+    tail -3 "$A/$p-cuda-check.log"
+    line=$(grep -E "^(PASS|FAIL)" "$A/$p-cuda-check.log" | tail -1)
+    total=$(awk '/kernel time by op kind/ {on = 1} on && $1 == "total" {print $2}' "$A/$p-cuda-check.log")
+    [ $rc -ne 0 ] && status=1
+    echo "${line:-FAIL augment.$p cuda-check: exit $rc}" >>"$OUT/augment.txt"
+    printf 'medrun aug-%-7s %8s ms/batch  (%s, one warm run: the sum of its launches'"'"' kernel times, cuda-check --profile)\n' \
+      "$p" "${total:-?}" "$(basename "$a")" >>"$OUT/augment.txt"
+  done
+  echo "== augment: PyTorch, bench/augment_torch.py"
+  timeout 300 python3 bench/augment_torch.py --check --json "$A/torch.json" >"$OUT/augment-torch.log" 2>&1
+  note_failure $? 300 "bench/augment_torch.py" "$OUT/augment.txt"
+  cat "$OUT/augment-torch.log"
+  grep -E "^check " "$OUT/augment-torch.log" | sed 's/^check \([a-z]*\): \(PASS\|FAIL\)\(.*\)/\2 torch \1 --check\3/' >>"$OUT/augment.txt"
+  grep -qE "^FAIL" "$OUT/augment.txt" && status=1
+fi
+
 if [[ " $CHECKS " == *" layout "* ]]; then
   echo "== layout: bench/layout.py"
   timeout 300 python3 bench/layout.py >"$OUT/layout.txt" 2>"$OUT/layout.log" ||
@@ -373,6 +475,11 @@ print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.
 PY
   done
   [ -s "$OUT/medrun-bench.log" ] && cat "$OUT/medrun-bench.log"
+fi
+if [ -s "$OUT/augment.txt" ]; then
+  echo "Augmentation pipelines alone (batch 2, 1 channel, 128³ out; issue 14's targets: nnU-Net <= 0.5 ms, BANIS <= 0.3 ms):"
+  [ -s "$OUT/augment-torch.log" ] && grep -E "^torch aug-" "$OUT/augment-torch.log"
+  cat "$OUT/augment.txt"
 fi
 if [ -s "$OUT/table.txt" ]; then
   echo "medcheck against LibTorch $(python3 -c 'import torch; print(torch.__version__)') (CPU):"
