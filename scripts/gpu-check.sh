@@ -392,7 +392,8 @@ PY
     line=$(grep -E "^(PASS|FAIL)" "$A/$p-cuda-check.log" | tail -1)
     total=$(awk '/kernel time by op kind/ {on = 1} on && $1 == "total" {print $2}' "$A/$p-cuda-check.log")
     [ $rc -ne 0 ] && status=1
-    echo "${line:-FAIL augment.$p cuda-check: exit $rc}" >>"$OUT/augment.txt"
+    [ -z "$line" ] && line="FAIL augment: exit $rc, no summary"
+    echo "$line" | sed -e "s/^\(PASS\|FAIL\) augment:/\1 augment.$p cuda-check:/" >>"$OUT/augment.txt"
     printf 'medrun aug-%-7s %8s ms/batch  (%s, one warm run: the sum of its launches'"'"' kernel times, cuda-check --profile)\n' \
       "$p" "${total:-?}" "$(basename "$a")" >>"$OUT/augment.txt"
   done
