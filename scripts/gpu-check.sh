@@ -337,7 +337,7 @@ if [[ " $CHECKS " == *" augment "* ]]; then
   for p in nnunet banis; do
     a="$C/augment_$p.medc"
     if [ ! -f "$a" ]; then
-      echo "FAIL augment.$p: $a missing (scripts/gpu-prepare.sh: medc compile models/augment_$p.mlir --target cuda -o $a)" >>"$OUT/augment.txt"
+      echo "FAIL augment.$p: $a missing (make it on the build machine after scripts/gpu-prepare.sh: build/bin/medc compile models/augment_$p.mlir --target cuda -o $a)" >>"$OUT/augment.txt"
       status=1
       continue
     fi
