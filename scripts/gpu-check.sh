@@ -37,6 +37,9 @@
 #             CPU backend's for the same key (medrun run; image <= 1e-5, targets exact; another
 #             key must differ), cuda-check --profile's kernel time, and PyTorch's batched
 #             pipelines on the same GPU (bench/augment_torch.py)
+#   mma       the block MLP forward's sm_90a variant (wgmma): the budgeted BANIS+ step with
+#             MEDRUN_MMA=wgmma against torch autocast, and medrun bench of it under each
+#             MEDRUN_MMA (mma.sync, wgmma, auto)
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed; bf16 also under
 #             --memory-budget 16 and at kernel 5), then PyTorch's MedNeXt-L step on the same
 #             GPU (bench/mednext_torch.py), eager and torch.compile
@@ -405,6 +408,48 @@ PY
   grep -qE "^FAIL" "$OUT/augment.txt" && status=1
 fi
 
+if [[ " $CHECKS " == *" mma "* ]]; then
+  # The block MLP forward's sm_90a variant (wgmma) against its mma.sync kernel, on the step
+  # whose block MLPs run the mlp templates (BANIS+ bf16-mixed under --memory-budget 16): the
+  # step with MEDRUN_MMA=wgmma against torch autocast (part large's rule), then medrun bench
+  # of it under MEDRUN_MMA=mma.sync, wgmma and auto (each kernel measured once, an empty
+  # choice cache), with the variants each ran.
+  : >"$OUT/mma.txt"
+  a=banis_plus_bf16_16g
+  if [ -f ".device/cuda/$a.medc" ]; then
+    echo "== mma: medcheck $a with MEDRUN_MMA=wgmma against autocast"
+    MEDRUN_MMA=wgmma timeout 900 ./build-gpu/bin/medcheck ".device/cuda/$a.medc" --device cuda \
+      --torch-device cuda --precision bf16 --against-autocast --train-steps 1 --train-grad \
+      >"$OUT/mma-check.log" 2>&1
+    rc=$?
+    tail -5 "$OUT/mma-check.log"
+    line=$(grep -E "steps checked" "$OUT/mma-check.log" | tail -1)
+    [ $rc -ne 0 ] && status=1
+    printf '%-6s %s %s\n' "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "wgmma $a.autocast:" "${line:-exit $rc}" >>"$OUT/mma.txt"
+    for mode in mma.sync wgmma auto; do
+      echo "== mma: medrun bench $a, MEDRUN_MMA=$mode"
+      MEDRUN_MMA=$mode MEDRUN_CACHE=$(mktemp -d) timeout 300 ./build-gpu/bin/medrun bench \
+        ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" --device cuda --steps 20 \
+        --json "$OUT/mma-$mode.json" >"$OUT/mma-$mode.log" 2>&1
+      note_failure $? 300 "medrun bench MEDRUN_MMA=$mode" "$OUT/mma.txt"
+      python3 - "$OUT/mma-$mode.json" "$mode" "$(grep -E '^kernel variants:' "$OUT/mma-$mode.log")" <<'PY' >>"$OUT/mma.txt"
+import json, sys
+try:
+    b = json.load(open(sys.argv[1]))
+    t = b["ms_per_step"]
+    print("medrun bf16-16g MEDRUN_MMA=%-8s %7.1f ms/step (min %.1f, max %.1f)  peak %.2f GiB  %s"
+          % (sys.argv[2], t["median"], t["min"], t["max"], b["peak_memory_bytes"] / 2**30, sys.argv[3]))
+except Exception as e:
+    print("FAIL MEDRUN_MMA=%s: %s" % (sys.argv[2], e))
+PY
+      grep -E "fusion:mlp" "$OUT/mma-$mode.log" | head -4 | sed 's/^/    /' >>"$OUT/mma.txt"
+    done
+  else
+    echo "FAIL mma: .device/cuda/$a.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/mma.txt"
+    status=1
+  fi
+fi
+
 if [[ " $CHECKS " == *" layout "* ]]; then
   echo "== layout: bench/layout.py"
   timeout 300 python3 bench/layout.py >"$OUT/layout.txt" 2>"$OUT/layout.log" ||
@@ -476,6 +521,10 @@ print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.
 PY
   done
   [ -s "$OUT/medrun-bench.log" ] && cat "$OUT/medrun-bench.log"
+fi
+if [ -s "$OUT/mma.txt" ]; then
+  echo "Block MLP forward, mma.sync vs its sm_90a wgmma variant (BANIS+ bf16-mixed, --memory-budget 16):"
+  cat "$OUT/mma.txt"
 fi
 if [ -s "$OUT/augment.txt" ]; then
   echo "Augmentation pipelines alone (batch 2, 1 channel, 128³ out; issue 14's targets: nnU-Net <= 0.5 ms, BANIS <= 0.3 ms):"

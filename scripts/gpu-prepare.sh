@@ -73,6 +73,11 @@ cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
 "$BIN/medc" compile --recipe configs/banis_l_k5.yaml --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_l_k5_bf16.medc
 "$BIN/medc" recipe configs/banis_l_k5.yaml --set precision=bf16-mixed >.device/cuda/banis_l_k5_bf16.json
+# The augmentation pipelines by themselves (part `augment`: CUDA = CPU batches, their kernel
+# time beside PyTorch's batched pipelines).
+for p in nnunet banis; do
+  "$BIN/medc" compile models/augment_$p.mlir --target cuda -o .device/cuda/augment_$p.medc
+done
 # The bf16-mixed step with BANIS's augmentation inside (models/augment_banis.mlir: 138³ raw
 # crops and instance ids in, the six affinities computed on the device): part `bench`, row
 # bf16-aug, beside bf16 (the augmentation's cost in the step).

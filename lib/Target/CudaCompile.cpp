@@ -139,13 +139,14 @@ std::string nvrtcVersionString() {
 }
 
 /// One translation unit, named `file` in NVRTC's messages; `what` says which in an error.
-llvm::Expected<CudaBinary> compileOne(const std::string &source, int arch, bool fmad,
+llvm::Expected<CudaBinary> compileOne(const std::string &source, const std::string &arch,
+                                      bool fmad,
                                       const std::string &version, const std::string &file,
                                       const std::string &what) {
   auto start = std::chrono::steady_clock::now();
   const std::string dir = cacheDir();
   const std::string key =
-      sha256(source + '\0' + std::to_string(arch) + (fmad ? " fmad" : " nofmad") + '\0' + version);
+      sha256(source + '\0' + arch + (fmad ? " fmad" : " nofmad") + '\0' + version);
   if (!dir.empty())
     if (std::optional<CudaBinary> hit = lookup(dir, key)) {
       hit->version = version;
@@ -162,7 +163,7 @@ llvm::Expected<CudaBinary> compileOne(const std::string &source, int arch, bool 
       r != NVRTC_SUCCESS)
     return llvm::createStringError(std::string("NVRTC: cannot create the program: ") +
                                    nvrtcGetErrorString(r));
-  std::string archOpt = "--gpu-architecture=sm_" + std::to_string(arch);
+  std::string archOpt = "--gpu-architecture=sm_" + arch;
   const char *options[] = {archOpt.c_str(), "-default-device", "--std=c++17",
                            fmad ? "--fmad=true" : "--fmad=false"};
   nvrtcResult r = nvrtcCompileProgram(prog, 4, options);
@@ -207,12 +208,16 @@ llvm::Expected<CudaBinary> compileOne(const std::string &source, int arch, bool 
 
 llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &source, int arch,
                                                   bool fmad) {
-  return compileOne(source, arch, fmad, nvrtcVersionString(), "medc_kernels.cu", "");
+  return compileOne(source, std::to_string(arch), fmad, nvrtcVersionString(), "medc_kernels.cu",
+                    "");
 }
 
 llvm::Expected<std::vector<CudaBinary>>
-mlir::med::compileCudaModules(const std::vector<std::string> &sources, int arch, bool fmad,
+mlir::med::compileCudaModules(const std::vector<std::string> &sources,
+                              const std::vector<std::string> &archs, bool fmad,
                               unsigned threads) {
+  if (archs.size() != sources.size())
+    return llvm::createStringError("compileCudaModules: one architecture per module");
   const std::string version = nvrtcVersionString();
   std::vector<std::optional<llvm::Expected<CudaBinary>>> results(sources.size());
   // NVRTC programs are independent: each worker takes the next module not yet taken.
@@ -220,7 +225,7 @@ mlir::med::compileCudaModules(const std::vector<std::string> &sources, int arch,
   auto work = [&] {
     for (size_t m = next++; m < sources.size(); m = next++)
       results[m].emplace(compileOne(
-          sources[m], arch, fmad, version, "medc_module_" + std::to_string(m) + ".cu",
+          sources[m], archs[m], fmad, version, "medc_module_" + std::to_string(m) + ".cu",
           sources.size() == 1 ? std::string()
                               : llvm::formatv(" (module {0} of {1})", m, sources.size()).str()));
   };
@@ -267,7 +272,8 @@ llvm::Expected<CudaBinary> mlir::med::compileCuda(const std::string &, int, bool
 }
 
 llvm::Expected<std::vector<CudaBinary>>
-mlir::med::compileCudaModules(const std::vector<std::string> &, int, bool, unsigned) {
+mlir::med::compileCudaModules(const std::vector<std::string> &, const std::vector<std::string> &,
+                              bool, unsigned) {
   return noNvrtc();
 }
 

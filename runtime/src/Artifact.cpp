@@ -87,10 +87,10 @@ Artifact Artifact::load(const std::string &path) {
                     kHeader));
   uint32_t version = readLE<uint32_t>(bytes, 8);
   if (version < kOldestFormatVersion || version > kFormatVersion)
-    throw Error(str(path, ": artifact format version ", version, ", but this medrun reads version ",
+    throw Error(str(path, ": artifact format version ", version, ", but this medrun reads ",
                     kOldestFormatVersion == kFormatVersion
-                        ? str(kFormatVersion, " only")
-                        : str(kOldestFormatVersion, " to ", kFormatVersion),
+                        ? str("version ", kFormatVersion, " only")
+                        : str("versions ", kOldestFormatVersion, " to ", kFormatVersion),
                     "; recompile the model with a matching medc"));
   uint64_t jsonSize = readLE<uint64_t>(bytes, 16);
   auto truncated = [&](uint64_t need) {
@@ -286,6 +286,12 @@ Artifact Artifact::load(const std::string &path) {
       module.cubin = section("cubin");
       if (modules[m].contains("ptx")) // left out by medc compile --cuda-ptx=false
         module.ptx = section("ptx");
+      if (modules[m].contains("arch")) {
+        module.arch = r.string(modules[m], "arch", where);
+        if (module.arch != "sm_90a")
+          r.fail(where, str("'arch' is '", module.arch, "'; the only module architecture of "
+                            "its own is sm_90a"));
+      }
       if (module.cubin.empty() && module.ptx.empty())
         r.fail(where, "the cubin and PTX sections are empty");
       for (const std::string &k : kernelsDefinedIn(module.source))

@@ -537,10 +537,20 @@ struct Verifier {
           if (static_cast<size_t>(id) < values && !isOperand(id) && !isResult(id))
             bad(str("argument value ", id, " is neither an operand nor a result of the op"));
         if (a.cuda) {
-          int params = kernelParameters(a.cuda->modules[module->second].source, step.kernel);
-          if (params >= 0 && static_cast<size_t>(params) != step.args.size() + step.scalars.size())
-            bad(str("kernel '", step.kernel, "' takes ", params, " parameters, the launch passes ",
-                    step.args.size(), " pointers and ", step.scalars.size(), " scalars"));
+          std::vector<std::string> kernels{step.kernel};
+          kernels.insert(kernels.end(), step.variants.begin(), step.variants.end());
+          for (const std::string &k : kernels) {
+            auto m = a.cuda->kernelModule.find(k);
+            if (m == a.cuda->kernelModule.end())
+              bad(str("kernel variant '", k, "' is in no module"));
+            int params = kernelParameters(a.cuda->modules[m->second].source, k);
+            if (params >= 0 && static_cast<size_t>(params) != step.args.size() + step.scalars.size())
+              bad(str("kernel '", k, "' takes ", params, " parameters, the launch passes ",
+                      step.args.size(), " pointers and ", step.scalars.size(), " scalars"));
+          }
+          if (!a.cuda->modules[module->second].arch.empty())
+            bad(str("kernel '", step.kernel, "' is in the ", a.cuda->modules[module->second].arch,
+                    " module: a launch's own kernel must run on every GPU the artifact serves"));
         }
         break;
       }

@@ -116,6 +116,12 @@ cl::opt<bool> cudaPtx("cuda-ptx",
                                "architectures, whose driver compiles it (default true; "
                                "--cuda-ptx=false leaves it out)"),
                       cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<bool> cudaWgmma(
+    "cuda-wgmma",
+    cl::desc("With --cuda-arch 90: also compile sm_90a variants (wgmma tensor cores) of the "
+             "templates that have them, into a module of their own; medrun loads it on "
+             "sm_90 GPUs and runs whichever variant measures faster (default true)"),
+    cl::init(true), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<bool> fusionChecks(
     "fusion-checks",
     cl::desc("Add a function fusion_check_<k> per fusion body (its inputs, one fusion op, "
@@ -775,7 +781,8 @@ int main(int argc, char **argv) {
           med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads,
                             int64_t{std::max(1u, cudaScratchMib.getValue())} << 20,
                             int64_t{cudaMlpResidentKib.getValue()} << 10,
-                            int64_t{cudaMlpResidentBlocks.getValue()});
+                            int64_t{cudaMlpResidentBlocks.getValue()},
+                            cudaWgmma && cudaArch == 90);
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {
@@ -788,8 +795,11 @@ int main(int argc, char **argv) {
         return 0;
       }
       auto start = std::chrono::steady_clock::now();
+      std::vector<std::string> archs;
+      for (const std::string &a : program->moduleArchs)
+        archs.push_back(a.empty() ? std::to_string(cudaArch) : a);
       llvm::Expected<std::vector<med::CudaBinary>> binaries =
-          med::compileCudaModules(program->modules, cudaArch, cudaFmad, threads);
+          med::compileCudaModules(program->modules, archs, cudaFmad, threads);
       if (!binaries)
         return fail(llvm::toString(binaries.takeError()));
       double seconds =
@@ -805,7 +815,10 @@ int main(int argc, char **argv) {
                                   {"cached", b.cached}};
         sections.push_back({"cuda.source" + suffix, program->modules[m]});
         sections.push_back({"cuda.cubin" + suffix, b.cubin});
-        if (cudaPtx) {
+        // An sm_90a module runs on sm_90 GPUs only: its PTX would serve no other.
+        if (!program->moduleArchs[m].empty())
+          module["arch"] = "sm_" + program->moduleArchs[m];
+        else if (cudaPtx) {
           module["ptx"] = "cuda.ptx" + suffix;
           sections.push_back({"cuda.ptx" + suffix, b.ptx});
         }

@@ -342,6 +342,7 @@ int benchCommand(const std::string &recipe, const std::vector<std::string> &over
                 gib(static_cast<double>(gpu->workspaceBytes())).c_str());
     std::printf("convolutions: %s; %s\n", gpu->convolutions().c_str(),
                 gpu->convolutions(fn).c_str());
+    std::printf("kernel variants: %s\n", gpu->variants(fn).c_str());
   }
   json dataParallel; // null off the data-parallel path
   if (job) {

@@ -31,6 +31,9 @@ struct CudaProgram {
   /// the kernels; a kernel's module depends on its code alone (a hash), so an edit changes
   /// only the modules of the kernels it touches.
   std::vector<std::string> modules;
+  /// Per module: the architecture it must be compiled for, "" for the one asked (--cuda-arch)
+  /// or "90a" (the wgmma variants' module, the last).
+  std::vector<std::string> moduleArchs;
   size_t kernels = 0;  ///< distinct kernels in the source (identical ones are shared)
   size_t launches = 0; ///< kernel launches over all functions' plans
 };
@@ -38,11 +41,12 @@ struct CudaProgram {
 /// Emits the kernels of every function of `doc` (an artifact document, docs/artifact.md)
 /// and adds its launch plan to each function as "cuda_plan". Fails naming the op when one
 /// has no CUDA lowering (an unsupported op or element type). The kernels are split into at
-/// most `modules` modules (fewer when some would hold no kernel).
+/// most `modules` modules (fewer when some would hold no kernel). `wgmma`: also the
+/// templates' sm_90a variants, in a module of their own (CudaProgram::moduleArchs).
 llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1,
                                          int64_t scratchBytes = int64_t{512} << 20,
                                          int64_t mlpResidentBytes = int64_t{48} << 10,
-                                         int64_t mlpResidentBlocks = 0);
+                                         int64_t mlpResidentBlocks = 0, bool wgmma = false);
 
 struct CudaBinary {
   std::string cubin;   ///< sm_<arch> machine code
@@ -66,12 +70,12 @@ bool haveNvrtc();
 /// MEDC_CUBIN_CACHE=off turns it off); an entry that fails its checksum is recompiled.
 llvm::Expected<CudaBinary> compileCuda(const std::string &source, int arch, bool fmad = true);
 
-/// Compiles each module as compileCuda does (each cached on its own), up to `threads` at a
-/// time (NVRTC programs are independent). Binaries in module order; on errors, the first
-/// failing module's.
+/// Compiles each module as compileCuda does (each cached on its own), module m for
+/// sm_<archs[m]> ("90", "90a"), up to `threads` at a time (NVRTC programs are
+/// independent). Binaries in module order; on errors, the first failing module's.
 llvm::Expected<std::vector<CudaBinary>>
-compileCudaModules(const std::vector<std::string> &sources, int arch, bool fmad,
-                   unsigned threads);
+compileCudaModules(const std::vector<std::string> &sources, const std::vector<std::string> &archs,
+                   bool fmad, unsigned threads);
 
 } // namespace mlir::med
 

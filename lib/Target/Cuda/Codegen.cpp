@@ -210,7 +210,7 @@ llvm::Error planMemory(medrun::Function &fn, json::Object &cudaPlan) {
 llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules,
                                                     int64_t scratchBytes,
                                                     int64_t mlpResidentBytes,
-                                                    int64_t mlpResidentBlocks) {
+                                                    int64_t mlpResidentBlocks, bool wgmma) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -238,6 +238,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
     gen.scratchLimit = scratchBytes;
     gen.mlpResidentLimit = mlpResidentBytes;
     gen.mlpResidentBlocks = mlpResidentBlocks;
+    gen.wgmma = wgmma;
     llvm::Expected<json::Object> cudaPlan = gen.run();
     if (!cudaPlan)
       return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,
@@ -249,7 +250,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
     program.launches += gen.launches;
   }
   program.source = src.text();
-  program.modules = src.modules(modules);
+  program.modules = src.modules(modules, &program.moduleArchs);
   program.kernels = src.kernels();
   return program;
 }

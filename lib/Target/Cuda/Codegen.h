@@ -109,21 +109,25 @@ class Source {
 public:
   /// Adds (or finds) the kernel with these parameters and body; returns its name.
   /// `minBlocks`: blocks per SM the compiler must leave registers for (0: no bound).
+  /// `sm90a`: the kernel uses sm_90a's instructions (wgmma): it goes to a module of its
+  /// own, compiled for sm_90a, which the runtime loads on such GPUs only.
   std::string kernel(const std::string &base, const std::vector<std::string> &params,
                      const std::string &body, int block, const std::string &globals = "",
-                     int minBlocks = 0);
+                     int minBlocks = 0, bool sm90a = false);
 
   size_t kernels() const { return list.size(); }
   /// The prelude, a blank line, then every kernel: one translation unit.
   std::string text() const;
   /// The kernels split into `count` modules, each the prelude and its kernels (in the
-  /// order they were added). A kernel's module is its hash modulo `count`.
-  std::vector<std::string> modules(size_t count) const;
+  /// order they were added). A kernel's module is its hash modulo `count`; the sm_90a
+  /// kernels, if any, form one more module, the last, whose arch is "90a" ("" the others').
+  std::vector<std::string> modules(size_t count, std::vector<std::string> *archs) const;
 
 private:
   struct Kernel {
     std::string code; ///< globals and definition
     uint64_t hash;
+    bool sm90a;
   };
   std::vector<Kernel> list;
   std::map<std::string, std::string> byBody; ///< dedup key -> name
@@ -165,6 +169,9 @@ public:
   /// Tests only: the grid of those kernels (0: the counts measured best on the H200), so
   /// that a small test gives each block several tiles.
   int64_t mlpResidentBlocks = 0;
+  /// Also emit sm_90a variants (wgmma) of the templates that have one, beside their mma.sync
+  /// kernels: the launch step lists them, and the runtime picks one by measurement.
+  bool wgmma = false;
 
   /// The function's CUDA plan: scratch sizes, launch steps, the values stored in bf16/f16.
   llvm::Expected<json::Object> run();
@@ -279,6 +286,9 @@ private:
 
   void launch(const Op &op, const std::string &kernel, int64_t grid, int block,
               const std::vector<int> &args);
+  /// Names `kernel` as a variant of the last launch step's kernel: the same parameters, grid
+  /// and block, the same results, another way of computing them (docs/artifact.md).
+  void variant(const std::string &kernel);
 
   /// One thread per element of [0, n): `body` sees `i`.
   void elementwise(const Op &op, const std::string &base, const std::vector<std::string> &params,

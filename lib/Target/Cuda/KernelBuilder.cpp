@@ -126,13 +126,13 @@ std::string offsetExpr(const std::string &prefix, const std::vector<int64_t> &st
 
 std::string Source::kernel(const std::string &base, const std::vector<std::string> &params,
                            const std::string &body, int block, const std::string &globals,
-                           int minBlocks) {
+                           int minBlocks, bool sm90a) {
   std::string sig;
   for (const std::string &p : params)
     sig += (sig.empty() ? "" : ", ") + p;
   const std::string bounds =
       std::to_string(block) + (minBlocks ? ", " + std::to_string(minBlocks) : "");
-  std::string key = globals + "|" + bounds + "|" + sig + "|" + body;
+  std::string key = globals + "|" + bounds + "|" + sig + "|" + body + (sm90a ? "|sm_90a" : "");
   auto it = byBody.find(key);
   if (it != byBody.end())
     return it->second;
@@ -153,7 +153,7 @@ std::string Source::kernel(const std::string &base, const std::vector<std::strin
   while ((at = b.find("KNAME")) != std::string::npos)
     b.replace(at, 5, name);
   list.push_back({g + "extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + name + "(" + sig + ") {\n" + b + "}\n\n",
-                  hash});
+                  hash, sm90a});
   byBody[key] = name;
   return name;
 }
@@ -165,19 +165,30 @@ std::string Source::text() const {
   return text;
 }
 
-std::vector<std::string> Source::modules(size_t count) const {
+std::vector<std::string> Source::modules(size_t count, std::vector<std::string> *archs) const {
   std::vector<std::string> out(std::max<size_t>(count, 1), std::string(kPrelude) + "\n");
   std::vector<bool> used(out.size());
+  std::string sm90a;
   for (const Kernel &k : list) {
+    if (k.sm90a) {
+      sm90a += k.code;
+      continue;
+    }
     out[k.hash % out.size()] += k.code;
     used[k.hash % out.size()] = true;
   }
-  // A module without kernels of its own is left out (the first is kept: a program may
-  // have no kernels but the prelude's).
+  // A module without kernels of its own is left out (the first is kept when none has any:
+  // the prelude's kernels need a module that every GPU loads).
+  const bool none = std::find(used.begin(), used.end(), true) == used.end();
   std::vector<std::string> kept;
   for (size_t m = 0; m < out.size(); ++m)
-    if (used[m] || (m == 0 && list.empty()))
+    if (used[m] || (m == 0 && none))
       kept.push_back(std::move(out[m]));
+  archs->assign(kept.size(), "");
+  if (!sm90a.empty()) {
+    kept.push_back(std::string(kPrelude) + "\n" + sm90a);
+    archs->push_back("90a");
+  }
   return kept;
 }
 
@@ -222,6 +233,18 @@ void FunctionGen::launch(const Op &op, const std::string &kernel, int64_t grid, 
     step["scalars"] = json::Array{static_cast<int64_t>(indexOf(op) + 1)}; // `code` (typed())
   steps.push_back(std::move(step));
   ++launches;
+}
+
+void FunctionGen::variant(const std::string &kernel) {
+  json::Object *last = steps.empty() ? nullptr : steps.back().getAsObject();
+  if (!last)
+    error("a kernel variant without a launch");
+  json::Array *variants = last->getArray("variants");
+  if (!variants) {
+    (*last)["variants"] = json::Array{};
+    variants = last->getArray("variants");
+  }
+  variants->push_back(kernel);
 }
 
 void FunctionGen::elementwise(const Op &op, const std::string &base, const std::vector<std::string> &params,

@@ -288,6 +288,47 @@ template <typename T> void mma16816(float d[4], const unsigned a[4], const unsig
 }
 #endif
 
+// Tensor cores, one warpgroup (sm_90a's wgmma, in the modules compiled for it; the kernels
+// define wgmma_<T>_n<N> per width): d += A·B for A 64×16 in registers, warp w of the block's
+// four holding rows 16w..16w+15 as mma16816's A fragment, and B 16×N in shared memory as 8×8
+// core matrices, K-major without swizzle: element (k, n) at byte
+//   (n / 8) * sbo + (k / 8) * lbo + (n % 8) * 16 + (k % 8) * 2
+// from b. Each warp's d[N / 8][4] are mma16816's D fragments of its rows, block by block.
+#ifdef __CUDA_ARCH__
+// The matrix descriptor of b: its shared-window address, lbo and sbo, each in 16 bytes.
+u64 wgmmaDescriptor(const void *b, unsigned lbo, unsigned sbo) {
+  unsigned addr;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(addr) : "l"(b));
+  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)((lbo >> 4) & 0x3fffu) << 16) |
+         ((u64)((sbo >> 4) & 0x3fffu) << 32);
+}
+#else
+// The CPU emulation: the warpgroup's A fragments meet in shared staging, B is read through
+// the core-matrix addressing above, so a kernel that lays B out otherwise fails.
+template <typename T> void wgmmaEmu(float (*d)[4], int n, const unsigned a[4], const void *b,
+                                    unsigned lbo, unsigned sbo) {
+  static unsigned sa[4][32][4];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+  for (int i = 0; i < 4; ++i)
+    sa[warp][lane][i] = a[i];
+  __syncthreads();
+  const int g = lane / 4, q = lane % 4;
+  for (int j = 0; j < n / 8; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i >= 2 ? 8 : 0), col = 8 * j + 2 * q + (i & 1);
+      float acc = d[j][i];
+      for (int k = 0; k < 16; ++k) {
+        const float av = mmaHalf<T>(sa[warp][(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)], k & 1);
+        T bv;
+        memcpy(&bv.bits, (const char *)b + (col / 8) * sbo + (k / 8) * lbo + (col % 8) * 16 + (k % 8) * 2, 2);
+        acc += av * (float)bv;
+      }
+      d[j][i] = acc;
+    }
+  __syncthreads();
+}
+#endif
+
 // K consecutive elements of one operand, held in registers by a thread of a vectorized
 // elementwise kernel and moved with one vector load or store (K * sizeof(T) is 8 or 16
 // bytes). Every buffer is 256-byte aligned (the executor's allocations and arena offsets)

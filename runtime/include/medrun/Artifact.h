@@ -51,6 +51,9 @@ void scatterFlat(const FlatBuffer &flat, const Tensor &value, TensorMap &out);
 /// One independently compiled module of kernels: the sections' contents.
 struct CudaModule {
   std::string source, cubin, ptx; ///< ptx empty when left out (--cuda-ptx=false)
+  /// "" (the artifact's arch) or "sm_90a": a module of variants that only GPUs of exactly
+  /// that architecture load; the others run the kernels the variants stand beside.
+  std::string arch;
 };
 
 /// The CUDA part of an artifact compiled with `medc compile --target cuda`.
@@ -65,10 +68,11 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 8;
+  static constexpr uint32_t kFormatVersion = 9;
   /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types,
   /// version 7 the data-parallel `all_reduce` op and CUDA step, version 8 medc's memory
-  /// plan (`cuda_plan.memory`); older plans are read no more (recompile them).
+  /// plan (`cuda_plan.memory`), version 9 sm_90a modules and launch variants; older plans
+  /// are read no more (recompile them).
   static constexpr uint32_t kOldestFormatVersion = 8;
 
   std::string path; ///< where it was loaded from (for messages)

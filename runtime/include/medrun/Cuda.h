@@ -120,6 +120,10 @@ public:
   /// How `fn`'s runs reach the GPU: "one CUDA graph per run ..." or "launched one by one
   /// (why)". MEDRUN_CUDA_NO_GRAPH=1 turns graphs off.
   std::string graphs(const Function &fn) const;
+  /// Which kernels `fn`'s launches with variants run (known after its first run): "3 of 12
+  /// launches run their sm_90a variant (measured)", or "none" when no step has variants.
+  /// MEDRUN_MMA=auto|mma.sync|wgmma chooses (docs/architecture.md).
+  std::string variants(const Function &fn) const;
 
   std::string deviceName() const;
   bool loadedFromPtx() const; ///< the cubin did not load and the driver compiled the PTX

@@ -77,6 +77,9 @@ struct CudaStep {
   Kind kind = Kind::Launch;
   int op = -1;                      ///< index of the op in Function::ops it belongs to
   std::string kernel;               ///< Launch: the kernel's name in the module
+  /// Launch: other kernels computing the same results from the same arguments, grid and
+  /// block (sm_90a variants); the runtime may run one of them instead (plan v9).
+  std::vector<std::string> variants;
   std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
   uint32_t shared = 0;              ///< Launch: dynamic shared memory in bytes
   std::vector<int> args;            ///< Launch: buffer ids, one device pointer each;

@@ -298,7 +298,13 @@ struct CudaSession::Impl {
   const Driver &d;
   CUdevice device = 0;
   CUcontext ctx = nullptr;
-  std::vector<CUmodule> modules; ///< one per module of the artifact, in its order
+  std::vector<CUmodule> modules; ///< one per module of the artifact, in its order (null:
+                                 ///< an sm_90a module this GPU did not load)
+  // Kernel variants (sm_90a wgmma kernels beside their mma.sync ones), by MEDRUN_MMA.
+  enum class Mma { Auto, MmaSync, Wgmma } mma = Mma::Auto;
+  std::string sm90aNote; ///< why the sm_90a module is not loaded, if it is not
+  std::unique_ptr<cudnn::AlgoCache> variantCache; ///< measured choices, per GPU
+  std::unordered_map<const CudaStep *, std::string> variantOf; ///< the kernel a step runs
   CUstream stream = nullptr;
   bool fromPtx = false;
   std::unordered_map<std::string, CUfunction> functions;
@@ -385,6 +391,10 @@ struct CudaSession::Impl {
     auto m = artifact.cuda->kernelModule.find(name);
     if (m == artifact.cuda->kernelModule.end())
       throw Error(str("kernel ", name, " of ", op.describe(), ": in no module of the artifact"));
+    if (!modules.at(m->second))
+      throw Error(str("kernel ", name, " of ", op.describe(), ": its ",
+                      artifact.cuda->modules[m->second].arch, " module is not loaded (",
+                      sm90aNote, ")"));
     check(d.cuModuleGetFunction(&f, modules.at(m->second), name.c_str()),
           str("kernel ", name, " of ", op.describe(), ": not in its loaded module ", m->second));
     functions.emplace(name, f);
@@ -399,7 +409,15 @@ struct CudaSession::Impl {
   }
   void reserveArena(const Function &fn, const Layout &l);
   void setUpConvolutions(const std::string &deviceName);
+  /// The cache file of `library`'s choices on this GPU ("" when there is no cache directory).
+  std::string cacheFile(const std::string &deviceName, const std::string &library) const;
   void chooseAlgorithms(const Function &fn, Layout &l, const std::function<uint64_t(int)> &ptr);
+  /// The kernel each launch step with variants runs, chosen once per step (MEDRUN_MMA).
+  void chooseVariants(const Function &fn, const Layout &l, const std::function<uint64_t(int)> &ptr);
+  bool loaded(const std::string &kernel) const {
+    auto m = artifact.cuda->kernelModule.find(kernel);
+    return m != artifact.cuda->kernelModule.end() && modules.at(m->second);
+  }
   bool generatedFaster(const Function &fn, size_t i, const Layout &l,
                        const std::function<uint64_t(int)> &ptr);
   /// Enqueues one generated kernel of the plan on the stream, its buffers from `ptr`.
@@ -449,15 +467,9 @@ void CudaSession::Impl::allocate(DeviceBuffer &b, size_t bytes, const std::strin
   b.bytes = bytes;
 }
 
-void CudaSession::Impl::setUpConvolutions(const std::string &deviceName) {
-  convMode = cudnn::modeFromEnv();
-  const bool gemmsOn = cublaslt::enabledFromEnv();
-  std::string why;
-  if (convMode == cudnn::Mode::Off) {
-    convBackend = "generated kernels (MEDRUN_CUDNN=off)";
-    return;
-  }
-  // Chosen algorithms are kept per library version and GPU, beside the compiled recipes.
+// Chosen algorithms are kept per library version and GPU, beside the compiled recipes.
+std::string CudaSession::Impl::cacheFile(const std::string &deviceName,
+                                         const std::string &library) const {
   std::string dir;
   if (const char *e = std::getenv("MEDRUN_CACHE"); e && *e)
     dir = e;
@@ -467,9 +479,70 @@ void CudaSession::Impl::setUpConvolutions(const std::string &deviceName) {
   for (char &c : gpu)
     if (!std::isalnum(static_cast<unsigned char>(c)))
       c = '_';
-  auto cacheFile = [&](const std::string &library) {
-    return dir.empty() ? std::string() : str(dir, "/", library, "-", gpu, ".txt");
-  };
+  return dir.empty() ? std::string() : str(dir, "/", library, "-", gpu, ".txt");
+}
+
+/// Launch steps with variants: MEDRUN_MMA=mma.sync runs the step's own kernel, wgmma its
+/// sm_90a variant where loaded, auto (the default) the faster of the loaded ones, measured
+/// once per kernel and GPU on the arena's buffers before anything is uploaded (their
+/// contents are overwritten) and kept in the variant cache, so that later runs make the
+/// same choice (the same bits). A step whose results live in resident state (written in
+/// place) is not measured: it runs its own kernel.
+void CudaSession::Impl::chooseVariants(const Function &fn, const Layout &l,
+                                       const std::function<uint64_t(int)> &ptr) {
+  for (const CudaStep &s : fn.cuda->steps) {
+    if (s.kind != CudaStep::Kind::Launch || s.variants.empty() || variantOf.count(&s))
+      continue;
+    std::vector<std::string> candidates{s.kernel};
+    for (const std::string &v : s.variants)
+      if (loaded(v))
+        candidates.push_back(v);
+    std::string pick = s.kernel;
+    const OpInfo &op = fn.ops.at(s.op);
+    bool resident = false;
+    for (int id : op.results)
+      resident = resident || !l.resident.at(l.home.at(id)).empty();
+    if (candidates.size() > 1 && mma == Mma::Wgmma) {
+      pick = candidates[1];
+    } else if (candidates.size() > 1 && mma == Mma::Auto && !resident) {
+      std::string key = "variant";
+      for (const std::string &c : candidates)
+        key += ":" + c;
+      int choice = -1;
+      size_t unused = 0;
+      if (!variantCache || !variantCache->find(key, &choice, &unused) || choice < 0 ||
+          choice >= static_cast<int>(candidates.size())) {
+        double best = 0;
+        for (size_t c = 0; c < candidates.size(); ++c) {
+          CudaStep timed = s;
+          timed.kernel = candidates[c];
+          timed.variants.clear();
+          const double ms = timeMs([&] {
+            check(launch(timed, op, ptr), str("timing kernel ", timed.kernel, " of ", op.describe()));
+          });
+          if (c == 0 || ms < best) {
+            best = ms;
+            choice = static_cast<int>(c);
+          }
+        }
+        if (variantCache)
+          variantCache->put(key, choice, 0);
+      }
+      pick = candidates[choice];
+    }
+    variantOf.emplace(&s, pick);
+  }
+}
+
+void CudaSession::Impl::setUpConvolutions(const std::string &deviceName) {
+  convMode = cudnn::modeFromEnv();
+  const bool gemmsOn = cublaslt::enabledFromEnv();
+  std::string why;
+  if (convMode == cudnn::Mode::Off) {
+    convBackend = "generated kernels (MEDRUN_CUDNN=off)";
+    return;
+  }
+  auto cacheFile = [&](const std::string &library) { return this->cacheFile(deviceName, library); };
   if (!cudnn::available(&why)) {
     convBackend = str("generated kernels (", why, ")");
   } else {
@@ -626,7 +699,11 @@ CUresult CudaSession::Impl::launch(const CudaStep &s, const OpInfo &op,
     launchValues[j] = j < s.args.size() ? ptr(s.args[j]) : s.scalars[j - s.args.size()];
     launchArgs[j] = &launchValues[j];
   }
-  return d.cuLaunchKernel(function(s.kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
+  const std::string *kernel = &s.kernel;
+  if (!s.variants.empty())
+    if (auto v = variantOf.find(&s); v != variantOf.end())
+      kernel = &v->second;
+  return d.cuLaunchKernel(function(*kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
                           s.block[1], s.block[2], s.shared, stream, launchArgs.data(), nullptr);
 }
 
@@ -825,11 +902,26 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
   impl->check(d.cuDevicePrimaryCtxRetain(&impl->ctx, impl->device), "cuDevicePrimaryCtxRetain");
   impl->check(d.cuCtxSetCurrent(impl->ctx), "cuCtxSetCurrent");
   // Each module's cubin first; its PTX (JIT-compiled by the driver) if the GPU cannot run it.
+  // An sm_90a module loads on sm_90 GPUs only; elsewhere its kernels' mma.sync forms run.
+  int major = 0, minor = 0;
+  if (!d.cuDeviceGetAttribute || d.cuDeviceGetAttribute(&major, 75, impl->device) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&minor, 76, impl->device) != CUDA_SUCCESS)
+    major = minor = 0;
   const std::vector<CudaModule> &modules = artifact.cuda->modules;
   for (size_t m = 0; m < modules.size(); ++m) {
     const std::string which =
         modules.size() == 1 ? std::string() : str(" (module ", m, " of ", modules.size(), ")");
     CUmodule module = nullptr;
+    if (modules[m].arch == "sm_90a") {
+      if (major != 9 || minor != 0) {
+        impl->sm90aNote = major ? str("the GPU is sm_", major, minor) : "the GPU's architecture is unknown";
+      } else if (CUresult r = d.cuModuleLoadData(&module, modules[m].cubin.data()); r != CUDA_SUCCESS) {
+        impl->sm90aNote = str("its cubin does not load: ", d.errorString(r));
+        module = nullptr;
+      }
+      impl->modules.push_back(module);
+      continue;
+    }
     CUresult r = d.cuModuleLoadData(&module, modules[m].cubin.data());
     if (r != CUDA_SUCCESS && modules[m].ptx.empty()) {
       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
@@ -857,6 +949,20 @@ CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>
   }
   impl->check(d.cuStreamCreate(&impl->stream, 0), "cuStreamCreate");
   impl->setUpConvolutions(deviceName());
+  if (const char *e = std::getenv("MEDRUN_MMA"); e && *e) {
+    const std::string v = e;
+    if (v == "auto")
+      impl->mma = Impl::Mma::Auto;
+    else if (v == "mma.sync")
+      impl->mma = Impl::Mma::MmaSync;
+    else if (v == "wgmma")
+      impl->mma = Impl::Mma::Wgmma;
+    else
+      throw Error(str("MEDRUN_MMA is '", v, "'; expected auto (measure each kernel's variants), "
+                      "mma.sync or wgmma"));
+  }
+  if (std::string file = impl->cacheFile(deviceName(), "kernels"); !file.empty())
+    impl->variantCache = std::make_unique<cudnn::AlgoCache>(file);
 }
 
 CudaSession::~CudaSession() {
@@ -1129,6 +1235,24 @@ std::string CudaSession::convolutions(const Function &fn) const {
              " through generated kernels");
 }
 
+std::string CudaSession::variants(const Function &fn) const {
+  size_t steps = 0, variant = 0;
+  for (const CudaStep &s : fn.cuda->steps) {
+    if (s.kind != CudaStep::Kind::Launch || s.variants.empty())
+      continue;
+    ++steps;
+    auto v = impl->variantOf.find(&s);
+    variant += v != impl->variantOf.end() && v->second != s.kernel;
+  }
+  if (!steps)
+    return "none";
+  const char *mode = impl->mma == Impl::Mma::Auto      ? "measured"
+                     : impl->mma == Impl::Mma::Wgmma   ? "MEDRUN_MMA=wgmma"
+                                                       : "MEDRUN_MMA=mma.sync";
+  return str(variant, " of ", steps, " launches run their sm_90a variant (", mode,
+             impl->sm90aNote.empty() ? std::string() : str("; not loaded: ", impl->sm90aNote), ")");
+}
+
 std::string CudaSession::graphs(const Function &fn) const {
   auto it = impl->layouts.find(&fn);
   if (it == impl->layouts.end() || it->second.runs == 0)
@@ -1256,6 +1380,7 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
       return impl->state.at(l.resident[h]).address();
     return base + l.offset[h] + l.shift[id];
   };
+  impl->chooseVariants(fn, l, ptr);
   if (impl->dnn || impl->lt) {
     impl->chooseAlgorithms(fn, l, ptr);
     if (impl->workspace.bytes < l.workspaceBytes)

@@ -331,6 +331,16 @@ CudaPlan PlanReader::cudaPlan(const json &j, const Function &f, const std::strin
           fail(w, str("argument ", id, " is neither a value nor a scratch buffer"));
         step.args.push_back(static_cast<int>(id));
       }
+      if (s.contains("variants")) {
+        const json &v = s["variants"];
+        if (!v.is_array())
+          fail(w, "'variants' must be a list of kernel names");
+        for (const json &k : v) {
+          if (!k.is_string() || k.get<std::string>().empty())
+            fail(w, "'variants' must be a list of kernel names");
+          step.variants.push_back(k.get<std::string>());
+        }
+      }
       if (s.contains("scalars"))
         for (int64_t v : ints(s["scalars"], w + ".scalars")) {
           if (v < 0 || v > 0xffffffffLL)

@@ -2,7 +2,7 @@
 
 usage: check_cuda_artifact.py X.medc [--arch sm_90]
 
-Reads the container of docs/artifact.md (format version 8) with struct/zlib/json only and
+Reads the container of docs/artifact.md (format version 9) with struct/zlib/json only and
 checks: the CRC; each module's source, cubin and PTX sections are present and non-empty;
 each cubin is a CUDA ELF (e_machine 190) for the requested arch (its e_flags hold the SM
 number) and each PTX targets it; each module defines kernels of its own, none defined by
@@ -40,14 +40,18 @@ if not modules:
     fail("the 'cuda' part lists no modules")
 sm = int(arch.split("_")[1])
 defined, ptx_bytes = set(), 0
+variant_kernels = set()  # defined in the sm_90a module (the variants')
 for m, module in enumerate(modules):
-    for key in ("source", "cubin", "ptx"):
+    own = module.get("arch")  # "sm_90a": cubin only, kernels run as variants
+    if own not in (None, "sm_90a") or (own and "ptx" in module):
+        fail("module %d: arch %r with%s PTX" % (m, own, "" if "ptx" in module else "out"))
+    for key in ("source", "cubin") + (() if own else ("ptx",)):
         if not sections.get(module[key]):
             fail("module %d: section %s missing or empty" % (m, module[key]))
     source = sections[module["source"]].decode()
     cubin = sections[module["cubin"]]
-    ptx = sections[module["ptx"]].decode(errors="replace")
-    ptx_bytes += len(ptx)
+    ptx = sections[module["ptx"]].decode(errors="replace") if not own else None
+    ptx_bytes += len(ptx or "")
 
     # ELF64 header: e_machine at 18 (EM_CUDA = 190); e_flags at 48 hold the SM version.
     if cubin[:4] != b"\x7fELF" or struct.unpack("<H", cubin[18:20])[0] != 190:
@@ -56,7 +60,7 @@ for m, module in enumerate(modules):
     # e_flags encodes the SM as (flags >> 8) & 0xff in CUDA 12+ cubins, or flags & 0xff before.
     if sm not in ((flags >> 8) & 0xFF, flags & 0xFF):
         fail("module %d: cubin e_flags 0x%x do not name %s" % (m, flags, arch))
-    if (".target %s" % arch) not in ptx:
+    if ptx is not None and (".target %s" % arch) not in ptx:
         fail("module %d: the PTX does not target %s" % (m, arch))
 
     here = set(re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', source))
@@ -65,8 +69,10 @@ for m, module in enumerate(modules):
     if here & defined:
         fail("module %d defines kernels another module has: %s" % (m, ", ".join(sorted(here & defined)[:5])))
     defined |= here
+    if own:
+        variant_kernels |= here
     # Symbol names in the module's cubin and entries of its PTX: every kernel of its source.
-    missing = [k for k in here if (b"\0" + k.encode() + b"\0") not in cubin or (".entry %s(" % k) not in ptx]
+    missing = [k for k in here if (b"\0" + k.encode() + b"\0") not in cubin or (ptx is not None and (".entry %s(" % k) not in ptx)]
     if missing:
         fail("module %d: kernels missing from its cubin or PTX: %s" % (m, ", ".join(sorted(missing)[:5])))
 if len(defined) != cuda["kernels"]:
@@ -81,8 +87,11 @@ for f in doc["functions"]:
         covered.setdefault(s["op"], []).append(s)
         if s["kind"] == "launch":
             launches += 1
-            if s["kernel"] not in defined:
+            if s["kernel"] not in defined or s["kernel"] in variant_kernels:
                 fail("%s: launch of undefined kernel %s" % (f["name"], s["kernel"]))
+            for v in s.get("variants", []):
+                if v not in variant_kernels:
+                    fail("%s: variant %s is not in the sm_90a module" % (f["name"], v))
             for a in s["args"]:
                 if not 0 <= a < len(values) + len(plan["scratch"]):
                     fail("%s: argument %d out of range" % (f["name"], a))

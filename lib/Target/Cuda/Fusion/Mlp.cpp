@@ -123,6 +123,73 @@ MlpBody rolesOf(const medrun::Function &body) {
   }
   return r;
 }
+
+/// Device code for sm_90a's warpgroup products, as kernel globals (guarded: kernels of one
+/// module share them): wgmma_<t>_n<N> for each width N (prelude.cuh: the operands' layouts,
+/// and the CPU emulation these call on the host), and the fences around them.
+std::string wgmmaGlobals(const std::string &t, const std::set<int64_t> &widths) {
+  std::string g = "#ifndef MED_WGMMA_SYNC\n"
+                  "#define MED_WGMMA_SYNC\n"
+                  "#ifdef __CUDA_ARCH__\n"
+                  "// Shared-memory writes made visible to the tensor cores' reads (async proxy).\n"
+                  "void wgmmaFenceShared() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
+                  "// The accumulators are ready to be read and written by the next products.\n"
+                  "void wgmmaFence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
+                  "void wgmmaCommitWait() {\n"
+                  "  asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n"
+                  "  asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n"
+                  "}\n"
+                  "// Keeps the compiler from reading d before the products that write it are waited for.\n"
+                  "template <int N> void wgmmaHold(float (&d)[N][4]) {\n"
+                  "  #pragma unroll\n"
+                  "  for (int j = 0; j < N; ++j)\n"
+                  "    #pragma unroll\n"
+                  "    for (int i = 0; i < 4; ++i) asm volatile(\"\" : \"+f\"(d[j][i]) :: \"memory\");\n"
+                  "}\n"
+                  "#else\n"
+                  "void wgmmaFenceShared() {}\n"
+                  "void wgmmaFence() {}\n"
+                  "void wgmmaCommitWait() {}\n"
+                  "template <int N> void wgmmaHold(float (&)[N][4]) {}\n"
+                  "#endif\n"
+                  "#endif\n";
+  for (int64_t n : widths) {
+    const std::string name = "wgmma_" + t + "_n" + std::to_string(n);
+    std::string regs, cons;
+    for (int64_t r = 0; r < n / 2; ++r) {
+      regs += (r ? ", %" : "%") + std::to_string(r);
+      cons += std::string(r ? ", " : "") + "\"+f\"(d[" + std::to_string(r / 4) + "][" + std::to_string(r % 4) + "])";
+    }
+    const int64_t a = n / 2;
+    g += "#ifndef MED_" + name + "\n"
+         "#define MED_" + name + "\n"
+         "void " + name + "(float (*d)[4], const unsigned a[4], const void *b, unsigned lbo, unsigned sbo) {\n"
+         "#ifdef __CUDA_ARCH__\n"
+         "  const u64 desc = wgmmaDescriptor(b, lbo, sbo);\n"
+         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(a + 5) + ", 0;\\n"
+         "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + t + "." + t + " {" + regs + "}, "
+         "{%" + std::to_string(a) + ", %" + std::to_string(a + 1) + ", %" + std::to_string(a + 2) + ", %" + std::to_string(a + 3) + "}, "
+         "%" + std::to_string(a + 4) + ", p, 1, 1, 0;\\n}\\n\"\n"
+         "               : " + cons + "\n"
+         "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n"
+         "#else\n"
+         "  wgmmaEmu<" + t + ">(d, " + num(n) + ", a, b, lbo, sbo);\n"
+         "#endif\n"
+         "}\n"
+         "#endif\n";
+  }
+  return g;
+}
+
+/// Code copying `src` (rows × cols, row-major, 16-bit, multiples of 8) into shared `dst` as
+/// wgmma's K-major core matrices (prelude.cuh; K: the columns): lbo 128 bytes, sbo cols * 16.
+std::string coreStage(const std::string &dst, const std::string &src, int64_t rows,
+                      int64_t cols, const std::string &t) {
+  return "  for (int i = threadIdx.x; i < " + num(rows * cols / 8) + "; i += blockDim.x) {\n"
+         "    const int r = i / " + num(cols / 8) + ", c = i % " + num(cols / 8) + ";\n"
+         "    vstore<8>(" + dst + " + ((r / 8) * " + num(cols / 8) + " + c) * 64 + (r % 8) * 8, vload<8>(" + src + " + (i64)r * " + num(cols) + " + c * 8));\n"
+         "  }\n";
+}
 } // namespace
 
 /// The position of body value `id` among the body's inputs (the fusion's inputs).
@@ -271,8 +338,8 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
       "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
   const int64_t P1 = Cp + 8, PE = Ep + 8, tileWords = std::max(Cp * kTile / 2, Cop * kTile);
   const int64_t residentHalf = Ep * P1 + Cop * PE; // 16-bit elements of all the weights
-  std::string k;
-  int64_t grid;
+  std::string k, kw; // the mma.sync kernel, and its sm_90a variant where there is one
+  int64_t grid, chunkWidth = 16;
   if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit) {
     // The weights fit in shared memory beside a tile: staged once per block, which then
     // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
@@ -339,6 +406,67 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
                      "  }\n",
                  vec ? vecStore : store) +
         "  }\n";
+    if (wgmma) {
+      // The same tiles on the warpgroup's tensor cores: the expansion in chunks of up to 64
+      // channels (one m64nNk16 product per 16 input channels), act(h) back in as the A
+      // operand of the compression's products; the weights as core matrices.
+      for (int64_t w = 64; w > 16; w -= 16)
+        if (Ep % w == 0) {
+          chunkWidth = w;
+          break;
+        }
+      const std::string EC = std::to_string(chunkWidth), core = num(Ep * Cp + Cop * Ep);
+      const std::string products =
+          "  for (int ec = 0; ec < " + num(Ep / chunkWidth) + "; ++ec) {\n"
+          "    float h[" + num(chunkWidth / 8) + "][4];\n"
+          "    #pragma unroll\n"
+          "    for (int j = 0; j < " + num(chunkWidth / 8) + "; ++j) h[j][0] = h[j][1] = h[j][2] = h[j][3] = 0.0f;\n"
+          "    wgmmaFence();\n"
+          "    #pragma unroll\n"
+          "    for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc)\n"
+          "      wgmma_" + t + "_n" + EC + "(h, xa[kc], w1c + ec * " + num(chunkWidth / 8 * Cp / 8 * 64) + " + kc * 128, 128, " + num(Cp * 16) + ");\n"
+          "    wgmmaCommitWait();\n"
+          "    wgmmaHold(h);\n"
+          "    unsigned ga[" + num(chunkWidth / 16) + "][4];\n"
+          "    #pragma unroll\n"
+          "    for (int nt = 0; nt < " + num(chunkWidth / 8) + "; ++nt) {\n"
+          "      float a[4];\n"
+          "      #pragma unroll\n"
+          "      for (int j = 0; j < 4; ++j) {\n"
+          "        const int e = ec * " + EC + " + nt * 8 + 2 * q + (j & 1);\n"
+          "        if (e < " + num(E) + ") {\n"
+          "          const float v = h[nt][j]" + (b1 ? " + (float)b1[e]" : "") + ";\n"
+          "          a[j] = " + act + ";\n"
+          "        } else {\n"
+          "          a[j] = 0.0f;\n"
+          "        }\n"
+          "      }\n"
+          "      ga[nt / 2][(nt & 1) * 2] = pack2<" + t + ">(a[0], a[1]);\n"
+          "      ga[nt / 2][(nt & 1) * 2 + 1] = pack2<" + t + ">(a[2], a[3]);\n"
+          "    }\n"
+          "    wgmmaFence();\n"
+          "    #pragma unroll\n"
+          "    for (int kk = 0; kk < " + num(chunkWidth / 16) + "; ++kk)\n"
+          "      wgmma_" + t + "_n" + std::to_string(Cop) + "(acc, ga[kk], w2c + (ec * " + num(chunkWidth / 8) + " + 2 * kk) * 64, 128, " + num(Ep * 16) + ");\n"
+          "    wgmmaCommitWait();\n"
+          "    wgmmaHold(acc);\n"
+          "  }\n";
+      kw = lanes +
+           "  alignas(16) __shared__ float smem[" + num((Ep * Cp + Cop * Ep) / 2 + tileWords) + "];\n"
+           "  " + t + "* w1c = (" + t + "*)smem; // W1 as core matrices\n"
+           "  " + t + "* w2c = w1c + " + num(Ep * Cp) + "; // W2 as core matrices\n"
+           "  " + t + "* xs = (" + t + "*)(smem + " + core + " / 2); // [Cp][tile]\n"
+           "  float* ys = smem + " + core + " / 2; // [Cop][tile]\n" +
+           coreStage("w1c", "w1p", Ep, Cp, t) + coreStage("w2c", "w2p", Cop, Ep, t) +
+           "  wgmmaFenceShared();\n" +
+           (vec ? "  Vec<" + t + ", 8> next[" + num(perThread) + "];\n" + prefetch("blockIdx.x") : "") +
+           "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
+           "  const i64 n = tile / " + num(tiles) + ";\n"
+           "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
+           "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
+           tileCode(vec ? vecLoad : load, products, vec ? vecStore : store) +
+           "  }\n";
+    }
   } else {
     // kStage expanded channels' weights at a time, in the tile's place once xa is built.
     const int64_t P2 = kStage + 8, stages = (Ep + kStage - 1) / kStage;
@@ -369,6 +497,9 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
                  store);
   }
   launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32), grid, kWarps * 32, args);
+  if (!kw.empty() && grid > 0)
+    variant(src.kernel("mlp_wgmma", typed(params, args), kw, kWarps * 32,
+                       wgmmaGlobals(t, {chunkWidth, Cop}), 0, /*sm90a=*/true));
 }
 
 /// Code copying rows [0, rows) × columns [0, cols) of `src` (row pitch srcPitch, from row
