@@ -367,9 +367,12 @@ def compare(a, b):
         if a[k].shape != b[k].shape:
             ok = False; parts.append("%s shapes %s vs %s" % (k, a[k].shape, b[k].shape)); continue
         if k == "image":
-            e = float(np.max(np.abs(a[k].astype(np.float64) - b[k])))
+            # The project's rule (cuda-check): relative error norm <= 1e-5. Exact bits are
+            # not to be had: the noise's log and cos and the statistics' sums round apart.
+            d = a[k].astype(np.float64) - b[k]
+            e = float(np.linalg.norm(d) / max(np.linalg.norm(b[k].astype(np.float64)), 1e-30))
             ok &= e <= 1e-5
-            parts.append("image max_abs %.1e" % e)
+            parts.append("image rel.err %.1e (max_abs %.1e)" % (e, float(np.max(np.abs(d)))))
         else:
             n = int(np.sum(a[k] != b[k]))
             ok &= n == 0
@@ -378,7 +381,7 @@ def compare(a, b):
 try:
     cpu, cuda, ctrl = (load("%s-%s" % (p, r)) for r in ("cpu-12", "cuda-12", "cuda-13"))
     ok, text = compare(cuda, cpu)
-    print("%s augment.%s CUDA = CPU (key 12; image <= 1e-5, targets exact): %s"
+    print("%s augment.%s CUDA = CPU (key 12; image rel.err <= 1e-5, targets exact): %s"
           % ("PASS" if ok else "FAIL", p, text))
     same, text = compare(ctrl, cpu)
     differ = not same and bool(ctrl) and sorted(ctrl) == sorted(cpu)  # ran, and differs

@@ -18,6 +18,10 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # medc's cubin cache (lib/Target/CudaCompile.cpp): one for the test run, inside the build
 # tree, never the user's; tests that compile the same kernels share its entries.
 config.environment["MEDC_CACHE_DIR"] = os.path.join(config.med_obj_root, "test", "cubin-cache")
+# The CPU emulation gains nothing from measuring kernel variants (the sm_90a wgmma kernels
+# beside their mma.sync ones; each measurement runs both four times): tests run the mma.sync
+# kernels unless they set MEDRUN_MMA themselves (test/cuda/mlp.test).
+config.environment["MEDRUN_MMA"] = "mma.sync"
 config.substitutions.append(("%models", os.path.join(config.med_src_root, "models")))
 config.substitutions.append(("%scripts", os.path.join(config.med_src_root, "scripts")))
 config.substitutions.append(("%python", config.python_executable))

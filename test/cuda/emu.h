@@ -25,6 +25,10 @@ void (*emuSyncHook)();                          // yields to the fake driver's s
 #define __restrict__ __restrict
 
 inline void __syncthreads() { emuSyncHook(); }
+// Rounded float operations, never contracted (the host compiles without fma).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __int_as_float(unsigned v) {
   float f;
   memcpy(&f, &v, 4);

@@ -32,12 +32,15 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
       return "sqrtf(" + v + ")";
   } else if (x.size() == 2) {
     const std::string &u = x[0], &v = x[1];
+    // Rounded one by one (never contracted into an fma by --fmad), as the CPU backend
+    // rounds them: a sampled parameter such as u·(hi − lo) + lo then has the CPU's bits,
+    // and so do the positions and nearest labels it decides (test/cuda, gpu-check augment).
     if (kind == "add")
-      return u + " + " + v;
+      return "__fadd_rn(" + u + ", " + v + ")";
     if (kind == "sub")
-      return u + " - " + v;
+      return "__fsub_rn(" + u + ", " + v + ")";
     if (kind == "mul")
-      return u + " * " + v;
+      return "__fmul_rn(" + u + ", " + v + ")";
     if (kind == "div")
       return u + " / " + v;
     if (kind == "max")
