@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #ifdef MEDRUN_HAVE_PNG
 #include <png.h>
@@ -166,32 +167,6 @@ bool pngSupported() {
 #endif
 }
 
-void writePng(const std::string &path, const Raster &image) {
-#ifdef MEDRUN_HAVE_PNG
-  const std::string tmp = path + ".tmp";
-  png_image png;
-  std::memset(&png, 0, sizeof png);
-  png.version = PNG_IMAGE_VERSION;
-  png.width = static_cast<png_uint_32>(image.width);
-  png.height = static_cast<png_uint_32>(image.height);
-  png.format = PNG_FORMAT_RGB;
-  if (!png_image_write_to_file(&png, tmp.c_str(), 0, image.pixels.data(), 0, nullptr)) {
-    std::string why = png.message;
-    png_image_free(&png);
-    std::remove(tmp.c_str());
-    throw Error(str(path, ": cannot write the PNG (libpng: ", why, ")"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error(str(path, ": cannot replace it: ", ec.message()));
-  }
-#else
-  throw Error(str(path, ": medrun was built without libpng (install libpng-dev and rebuild)"));
-#endif
-}
-
 std::string encodePng(const Raster &image) {
 #ifdef MEDRUN_HAVE_PNG
   png_image png;
@@ -217,6 +192,35 @@ std::string encodePng(const Raster &image) {
   return bytes;
 #else
   throw Error("medrun was built without libpng (install libpng-dev and rebuild): no PNG images");
+#endif
+}
+
+void writePng(const std::string &path, const Raster &image) {
+#ifdef MEDRUN_HAVE_PNG
+  std::string bytes;
+  try {
+    bytes = encodePng(image);
+  } catch (const Error &e) {
+    throw Error(str(path, ": ", e.what()));
+  }
+  // Written beside it, then renamed: a reader never sees half a picture.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      throw Error(str(path, ": cannot write the PNG"));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw Error(str(path, ": cannot replace it: ", ec.message()));
+  }
+#else
+  throw Error(str(path, ": medrun was built without libpng (install libpng-dev and rebuild)"));
 #endif
 }
 

@@ -402,6 +402,8 @@ generated kernels too, keeping the fastest; deterministic and heuristic:
 1x1x1 convolutions through cuBLASLt's first heuristic algorithm, the others as cuDNN
 chooses; off: the generated convolution kernels), MEDRUN_CUBLASLT=off (1x1x1
 convolutions through cuDNN too; cuBLASLt is libcublasLt.so.13, else .so.12),
+MEDRUN_MMA (auto, the default: run the faster of a fused kernel's mma.sync form and its
+sm_90a wgmma variant, measured once per kernel and GPU; mma.sync; wgmma),
 MEDRUN_CUDA_NO_GRAPH=1 (launch kernels one by one instead of one CUDA graph per step),
 MEDRUN_CUDA_NO_PREFETCH=1 (upload each batch at its step instead of copying the next one,
 from pinned host memory, on a second stream while the current step runs),

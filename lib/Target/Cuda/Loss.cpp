@@ -189,9 +189,16 @@ void FunctionGen::bce(const Op &op, bool grad) {
 /// Code reading the class of voxel e of a dice target as `cls` (−1: not a class).
 std::string FunctionGen::readClass(int target, int64_t classes) const {
   const DType d = type(target).dtype;
-  if (ctype(d).empty() || d == DType::BF16 || d == DType::F16)
+  if (ctype(d).empty())
     error(std::string("dice_ce targets of element type ") + medrun::dtypeName(d) +
           " are not supported on CUDA");
+  // Class indices stored in bf16/f16 (targets computed in the step under mixed precision)
+  // are exact up to 256 and 2048: beyond, two classes could share a value.
+  const int64_t exact = d == DType::BF16 ? 256 : d == DType::F16 ? 2048 : 0;
+  if (exact && classes > exact)
+    error("dice_ce over " + std::to_string(classes) + " classes with " +
+          medrun::dtypeName(d) + " targets: class indices above " + std::to_string(exact) +
+          " are not exact in that type");
   return "    const double tv = (double)tgt[e];\n"
          "    const i64 cls = (tv >= 0.0 && tv < " + dbl(static_cast<double>(classes)) +
          ") ? (i64)tv : -1;\n";

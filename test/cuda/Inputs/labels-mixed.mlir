@@ -16,3 +16,12 @@ func.func @mixed_f32_ids(%f: tensor<2x1x9x11x7xf32>) -> (tensor<2x2x9x11x7xf32>,
   %a, %m = med.affinities %ids {offsets = array<i64: 1, 0, 0, 0, 0, 1>, unlabelled_below = 1000 : i64} : (tensor<2x1x9x11x7xf32>) -> (tensor<2x2x9x11x7xf32>, tensor<2x2x9x11x7xf32>)
   return %a, %m : tensor<2x2x9x11x7xf32>, tensor<2x2x9x11x7xf32>
 }
+
+// Deep-supervision targets as nnU-Net's pipeline makes them in the step: class indices (−1
+// outside) stored in bf16 under bf16-mixed, the coarser level computed from the finer,
+// both read by dice_ce as class indices.
+func.func @dice_bf16_targets(%x: tensor<2x3x10x12x8xf32>, %x2: tensor<2x3x5x6x4xf32>, %t: tensor<2x1x10x12x8xf32>) -> tensor<f32> attributes {med.precision = "bf16-mixed"} {
+  %d = med.downsample_nearest %t {size = array<i64: 5, 6, 4>} : (tensor<2x1x10x12x8xf32>) -> tensor<2x1x5x6x4xf32>
+  %l = med.dice_ce logits(%x, %x2) targets(%t, %d) {weights = array<f64: 0.6, 0.4>, batch_dice = false} : (tensor<2x3x10x12x8xf32>, tensor<2x3x5x6x4xf32>, tensor<2x1x10x12x8xf32>, tensor<2x1x5x6x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -29,53 +29,11 @@ import tempfile
 
 import numpy as np
 
-import zlib
-
 
 # The PNG reader of check_progress_png.py (signature, chunk CRCs, IHDR 8-bit RGB, inflate,
 # unfilter): (width, height, pixel(x, y) -> (r, g, b)).
-def decode(data):
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG signature")
-    i, chunks = 8, []
-    while i < len(data):
-        (n,) = struct.unpack(">I", data[i:i + 4])
-        kind, body = data[i + 4:i + 8], data[i + 8:i + 8 + n]
-        (crc,) = struct.unpack(">I", data[i + 8 + n:i + 12 + n])
-        if zlib.crc32(kind + body) & 0xFFFFFFFF != crc:
-            raise ValueError("bad CRC in chunk %r" % kind)
-        chunks.append((kind, body))
-        i += 12 + n
-    if chunks[0][0] != b"IHDR" or chunks[-1][0] != b"IEND":
-        raise ValueError("chunks %s" % [c[0] for c in chunks])
-    w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    if (depth, colour, interlace) != (8, 2, 0):
-        raise ValueError("IHDR depth %d colour %d interlace %d" % (depth, colour, interlace))
-    raw = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))
-    stride, bpp = w * 3, 3
-    if len(raw) != h * (stride + 1):
-        raise ValueError("inflated %d bytes for %dx%d" % (len(raw), w, h))
-    rows, prev = [], bytearray(stride)
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for x in range(stride):
-            a = line[x - bpp] if x >= bpp else 0
-            b, c = prev[x], prev[x - bpp] if x >= bpp else 0
-            if f == 1:
-                line[x] = (line[x] + a) & 255
-            elif f == 2:
-                line[x] = (line[x] + b) & 255
-            elif f == 3:
-                line[x] = (line[x] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-            elif f != 0:
-                raise ValueError("filter %d" % f)
-        rows.append(line)
-        prev = line
-    return w, h, lambda x, y: tuple(rows[y][3 * x:3 * x + 3])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_progress_png import decode  # noqa: E402
 
 PALETTE = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
            (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212),
