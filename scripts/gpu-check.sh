@@ -281,10 +281,11 @@ if [[ " $CHECKS " == *" bench "* ]]; then
   # bf16-k5: MedNeXt-L kernel 5 (the BANIS-L recipe).
   # bf16-aug: bf16 with BANIS's augmentation and affinities inside the step (138³ crops in).
   # nnunet-fp32, nnunet-aug: the nnU-Net-style MedNeXt-L step (fp32), without and with
-  # nnU-Net's augmentation inside (205³ crops in); MED_BENCH_PRECISIONS=nnunet selects them.
+  # nnU-Net's augmentation inside (205³ crops in), nnunet-bf16-aug the latter in bf16-mixed;
+  # MED_BENCH_PRECISIONS=nnunet selects them.
   for v in fp32:banis_plus bf16:banis_plus_bf16 bf16-ab:banis_plus_bf16_ab bf16-16g:banis_plus_bf16_16g \
            bf16-k5:banis_l_k5_bf16 bf16-aug:banis_plus_bf16_aug nnunet-fp32:nnunet_fp32 \
-           nnunet-aug:nnunet_aug fp16:banis_plus_fp16; do
+           nnunet-aug:nnunet_aug nnunet-bf16-aug:nnunet_bf16_aug fp16:banis_plus_fp16; do
     p=${v%%:*} a=${v#*:}
     [[ " ${MED_BENCH_PRECISIONS:-fp32 bf16 fp16} " == *" ${p%%-*} "* ]] || continue
     [ -f ".device/cuda/$a.medc" ] || continue
@@ -512,7 +513,7 @@ echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
   [ -s "$OUT/bench.log" ] && grep -E "^(MedNeXt|torch|FAIL)" "$OUT/bench.log"
-  for p in fp32 bf16 bf16-ab bf16-16g bf16-k5 bf16-aug nnunet-fp32 nnunet-aug fp16; do
+  for p in fp32 bf16 bf16-ab bf16-16g bf16-k5 bf16-aug nnunet-fp32 nnunet-aug nnunet-bf16-aug fp16; do
     [ -s "$OUT/medrun-bench-$p.json" ] || continue
     python3 - "$OUT/medrun-bench-$p.json" <<'PY'
 import json, sys

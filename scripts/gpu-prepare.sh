@@ -84,15 +84,18 @@ done
 A=(--set precision=bf16-mixed --set augment.pipeline=../models/augment_banis.mlir)
 "$BIN/medc" compile --recipe configs/banis_plus.yaml "${A[@]}" --target cuda -o .device/cuda/banis_plus_bf16_aug.medc
 "$BIN/medc" recipe configs/banis_plus.yaml "${A[@]}" >.device/cuda/banis_plus_bf16_aug.json
-# The nnU-Net-style MedNeXt-L recipe (deep supervision, Dice + CE) in fp32 (its bf16-mixed
-# step does not compile for CUDA: dice_ce has no bf16 targets there), without and with
-# nnU-Net's augmentation inside (models/augment_nnunet.mlir: 205³ crops in): rows
-# nnunet-fp32 and nnunet-aug of part `bench` (MED_BENCH_PRECISIONS=nnunet).
-for v in nnunet_fp32: nnunet_aug:../models/augment_nnunet.mlir; do
+# The nnU-Net-style MedNeXt-L recipe (deep supervision, Dice + CE) in fp32 without and with
+# nnU-Net's augmentation inside (models/augment_nnunet.mlir: 205³ crops in), and in
+# bf16-mixed with it (its targets then stored in bf16): rows nnunet-fp32, nnunet-aug and
+# nnunet-bf16-aug of part `bench` (MED_BENCH_PRECISIONS=nnunet).
+for v in nnunet_fp32:: nnunet_aug::../models/augment_nnunet.mlir \
+         nnunet_bf16_aug:bf16-mixed:../models/augment_nnunet.mlir; do
+  IFS=: read -r name precision pipeline <<<"$v"
   N=()
-  [ -n "${v#*:}" ] && N+=(--set "augment.pipeline=${v#*:}")
-  "$BIN/medc" compile --recipe configs/nnunet_mednext_l.yaml "${N[@]}" --target cuda -o ".device/cuda/${v%%:*}.medc"
-  "$BIN/medc" recipe configs/nnunet_mednext_l.yaml "${N[@]}" >".device/cuda/${v%%:*}.json"
+  [ -n "$precision" ] && N+=(--set "precision=$precision")
+  [ -n "$pipeline" ] && N+=(--set "augment.pipeline=$pipeline")
+  "$BIN/medc" compile --recipe configs/nnunet_mednext_l.yaml "${N[@]}" --target cuda -o ".device/cuda/$name.medc"
+  "$BIN/medc" recipe configs/nnunet_mednext_l.yaml "${N[@]}" >".device/cuda/$name.json"
 done
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
