@@ -465,10 +465,11 @@ if [[ " $CHECKS " == *" profile "* ]]; then
   # whose names match MED_PROFILE_KERNELS (default: the mlp templates) in one step of
   # MED_PROFILE_ARTIFACT (default banis_plus_bf16): time, registers, occupancy, tensor pipe,
   # memory, spills and stall reasons per kernel (scripts/gpu/ncu_table.py). Clocks left as
-  # they are (METHOD.md); cuDNN's choice by heuristic so that nothing is timed under ncu.
+  # they are (METHOD.md); cuDNN's choice by heuristic so that nothing is timed under ncu
+  # (MED_PROFILE_CUDNN=off: the generated convolution kernels instead of cuDNN).
   a=${MED_PROFILE_ARTIFACT:-banis_plus_bf16}
   echo "== profile: ncu on medrun bench $a"
-  MEDRUN_CUDNN=heuristic timeout 900 ncu --clock-control none --csv --page raw \
+  MEDRUN_CUDNN=${MED_PROFILE_CUDNN:-heuristic} timeout 900 ncu --clock-control none --csv --page raw \
     -k "regex:${MED_PROFILE_KERNELS:-^mlp}" --launch-count "${MED_PROFILE_COUNT:-120}" \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum \
