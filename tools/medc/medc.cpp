@@ -306,8 +306,10 @@ LogicalResult specialize(ModuleOp module) {
   return pm.run(module);
 }
 
-/// The recipe's augmentation pipeline file ("" = none) and its function.
+/// The recipe's augmentation pipeline file ("" = none), its function and the values its
+/// `augment.overrides` give the pipeline's marked parameters.
 std::string recipeAugment, recipeAugmentFunction;
+std::vector<medc::AugmentOverride> recipeAugmentOverrides;
 
 // Copies the recipe's augmentation function (and the private functions it calls) into
 // `module`, private, for med-train-step (augment=NAME) to run first in @train_step.
@@ -325,12 +327,7 @@ LogicalResult linkAugmentation(ModuleOp module) {
   OwningOpRef<ModuleOp> pipeline = parseChecked(sources, *ctx);
   if (!pipeline || failed(verify(*pipeline)))
     return failure();
-  // augment.overrides: the recipe's values of the pipeline's marked parameters (the recipe
-  // is read again here: main hands over only the pipeline's file and function).
-  llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeFile, overrides);
-  if (!recipe)
-    return fail(llvm::toString(recipe.takeError())), failure();
-  if (llvm::Error e = medc::applyAugmentOverrides(*pipeline, recipe->augmentOverrides, recipeFile,
+  if (llvm::Error e = medc::applyAugmentOverrides(*pipeline, recipeAugmentOverrides, recipeFile,
                                                   recipeAugment))
     return fail(llvm::toString(std::move(e))), failure();
   auto fn = pipeline->lookupSymbol<func::FuncOp>(recipeAugmentFunction);
@@ -684,6 +681,7 @@ int main(int argc, char **argv) {
       memoryBudget = recipe->memoryBudgetGib;
     recipeAugment = recipe->augment;
     recipeAugmentFunction = recipe->augmentFunction;
+    recipeAugmentOverrides = recipe->augmentOverrides;
   }
   if (recipeFile.empty() && !overrides.empty())
     return fail("--set overrides a recipe key; use it with --recipe");

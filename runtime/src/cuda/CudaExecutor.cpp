@@ -41,6 +41,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace medrun {
 namespace {
@@ -305,6 +306,7 @@ struct CudaSession::Impl {
   std::string sm90aNote; ///< why the sm_90a module is not loaded, if it is not
   std::unique_ptr<cudnn::AlgoCache> variantCache; ///< measured choices, per GPU
   std::unordered_map<const CudaStep *, std::string> variantOf; ///< the kernel a step runs
+  std::unordered_set<const Function *> variantsChosen; ///< functions whose steps have theirs
   CUstream stream = nullptr;
   bool fromPtx = false;
   std::unordered_map<std::string, CUfunction> functions;
@@ -490,8 +492,10 @@ std::string CudaSession::Impl::cacheFile(const std::string &deviceName,
 /// place) is not measured: it runs its own kernel.
 void CudaSession::Impl::chooseVariants(const Function &fn, const Layout &l,
                                        const std::function<uint64_t(int)> &ptr) {
+  if (!variantsChosen.insert(&fn).second)
+    return; // once per function, not on every run
   for (const CudaStep &s : fn.cuda->steps) {
-    if (s.kind != CudaStep::Kind::Launch || s.variants.empty() || variantOf.count(&s))
+    if (s.kind != CudaStep::Kind::Launch || s.variants.empty())
       continue;
     std::vector<std::string> candidates{s.kernel};
     for (const std::string &v : s.variants)

@@ -16,6 +16,10 @@
 // partial sums of the weight gradients. Either way fixed-tree sums over the parts finish
 // them. No float atomics: the same bits on every run.
 //
+// The resident forward also has an sm_90a variant (wgmma, warpgroup products with the
+// weights as core matrices in shared memory), listed as a variant of its launch; the
+// runtime runs the faster on sm_90 GPUs (docs/architecture.md).
+//
 // The weights go to 16-bit copies in the layouts the fragments read (scratch), first. The
 // kernels keep them in shared memory, shared by the block's warps: all of them for the
 // whole kernel where they fit, else kStage expanded channels at a time per tile.
@@ -386,6 +390,15 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
         "    }\n"
         "    vstore<8>(y + o, out);\n"
         "  }\n";
+    // After the weights are staged: the block's tiles in turn, `products` on each.
+    auto tileLoop = [&](const std::string &products) {
+      return (vec ? "  Vec<" + t + ", 8> next[" + num(perThread) + "];\n" + prefetch("blockIdx.x") : "") +
+             "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
+             "  const i64 n = tile / " + num(tiles) + ";\n"
+             "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
+             "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
+             tileCode(vec ? vecLoad : load, products, vec ? vecStore : store) + "  }\n";
+    };
     k = lanes +
         "  alignas(16) __shared__ float smem[" + num(residentHalf / 2 + tileWords) + "];\n"
         "  " + t + "* w1s = (" + t + "*)smem; // [Ep][Cp + 8]: W1\n"
@@ -394,18 +407,10 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
         "  float* ys = smem + " + num(residentHalf / 2) + "; // [Cop][tile]\n" +
         mlpStage("w1s", P1, "w1p", Cp, Ep, Cp, "0", "0", Ep, Cp, t) +
         mlpStage("w2s", PE, "w2p", Ep, Cop, Ep, "0", "0", Cop, Ep, t) +
-        (vec ? "  Vec<" + t + ", 8> next[" + num(perThread) + "];\n" + prefetch("blockIdx.x") : "") +
-        "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
-        "  const i64 n = tile / " + num(tiles) + ";\n"
-        "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
-        "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
-        tileCode(vec ? vecLoad : load,
-                 "  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
-                     chunk("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1),
-                           "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
-                     "  }\n",
-                 vec ? vecStore : store) +
-        "  }\n";
+        tileLoop("  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
+               chunk("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1),
+                     "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
+               "  }\n");
     if (wgmma) {
       // The same tiles on the warpgroup's tensor cores: the expansion in chunks of up to 64
       // channels (one m64nNk16 product per 16 input channels), act(h) back in as the A
@@ -415,7 +420,8 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
           chunkWidth = w;
           break;
         }
-      const std::string EC = std::to_string(chunkWidth), core = num(Ep * Cp + Cop * Ep);
+      const int64_t coreWords = (Ep * Cp + Cop * Ep) / 2; // both weights, 16-bit, in floats
+      const std::string EC = std::to_string(chunkWidth), core = num(coreWords);
       const std::string products =
           "  for (int ec = 0; ec < " + num(Ep / chunkWidth) + "; ++ec) {\n"
           "    float h[" + num(chunkWidth / 8) + "][4];\n"
@@ -452,20 +458,13 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
           "    wgmmaHold(acc);\n"
           "  }\n";
       kw = lanes +
-           "  alignas(16) __shared__ float smem[" + num((Ep * Cp + Cop * Ep) / 2 + tileWords) + "];\n"
+           "  alignas(16) __shared__ float smem[" + num(coreWords + tileWords) + "];\n"
            "  " + t + "* w1c = (" + t + "*)smem; // W1 as core matrices\n"
            "  " + t + "* w2c = w1c + " + num(Ep * Cp) + "; // W2 as core matrices\n"
-           "  " + t + "* xs = (" + t + "*)(smem + " + core + " / 2); // [Cp][tile]\n"
-           "  float* ys = smem + " + core + " / 2; // [Cop][tile]\n" +
+           "  " + t + "* xs = (" + t + "*)(smem + " + core + "); // [Cp][tile]\n"
+           "  float* ys = smem + " + core + "; // [Cop][tile]\n" +
            coreStage("w1c", "w1p", Ep, Cp, t) + coreStage("w2c", "w2p", Cop, Ep, t) +
-           "  wgmmaFenceShared();\n" +
-           (vec ? "  Vec<" + t + ", 8> next[" + num(perThread) + "];\n" + prefetch("blockIdx.x") : "") +
-           "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
-           "  const i64 n = tile / " + num(tiles) + ";\n"
-           "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
-           "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
-           tileCode(vec ? vecLoad : load, products, vec ? vecStore : store) +
-           "  }\n";
+           "  wgmmaFenceShared();\n" + tileLoop(products);
     }
   } else {
     // kStage expanded channels' weights at a time, in the tile's place once xa is built.
