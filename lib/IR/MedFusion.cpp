@@ -21,11 +21,14 @@ FusionKind mlir::med::broadcastingKind(Operation *op) {
 }
 
 ArrayRef<StringRef> mlir::med::fusionTemplates() {
-  static const StringRef names[] = {"elementwise", "mlp", "mlp_grad", "stencil"};
+  static const StringRef names[] = {"elementwise", "mlp", "mlp_grad", "resample", "stencil"};
   return names;
 }
 
 namespace {
+bool allOnes(ArrayRef<int64_t> v) { return llvm::all_of(v, [](int64_t x) { return x == 1; }); }
+bool allZeros(ArrayRef<int64_t> v) { return llvm::all_of(v, [](int64_t x) { return x == 0; }); }
+
 /// Does `from` broadcast to `to` (NumPy rules: trailing axes aligned, sizes equal or 1)?
 bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   if (from.size() > to.size())
@@ -297,6 +300,83 @@ LogicalResult matchStencil(Block &body, Report report) {
     return mlpFail(report, t, "the body must yield the stencil's result, then the mean and rstd");
   return success();
 }
+
+/// The `resample` template: one thread per output voxel of a med.spatial_transform of body
+/// arguments, which computes the voxel's position and neighbours once and then either
+/// - an epilogue: ops of elementwise, broadcast or generate access (random numbers) that
+///   produce floats of the transform's result shape from it, from each other and from body
+///   arguments that broadcast to that shape, optionally closed by a slice of the last value
+///   over the spatial axes (the kernel then visits only that box), which is then the one
+///   result; or
+/// - med.affinities of a `nearest` transform's result, yielding the affinities and their
+///   mask: the labels at both ends of each affinity are sampled where they are needed and
+///   the resampled volume is never stored.
+LogicalResult matchResample(Block &body, Report report) {
+  const StringRef t = "resample";
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto transform = ops.empty() ? SpatialTransformOp() : dyn_cast<SpatialTransformOp>(ops[0]);
+  if (!transform || !llvm::all_of(transform->getOperands(), isArg))
+    return mlpFail(report, t, "expected a med.spatial_transform of body arguments first");
+  auto space = cast<RankedTensorType>(transform.getType());
+  if (!space.hasStaticShape() || space.getRank() != 5)
+    return mlpFail(report, t, "expected a static N×C×D×H×W transform");
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (ops.size() == 2 && isa<AffinitiesOp>(ops[1])) {
+    auto aff = cast<AffinitiesOp>(ops[1]);
+    if (transform.getMode() != ResampleMode::nearest || aff.getSeg() != transform.getResult())
+      return mlpFail(report, t, "affinities need the labels of a nearest transform");
+    if (!llvm::equal(yield.getValues(), aff->getResults()))
+      return mlpFail(report, t, "the body must yield the affinities and the mask only");
+    return success();
+  }
+  auto slice = dyn_cast<SliceOp>(ops.back());
+  ArrayRef<Operation *> epilogue = ArrayRef(ops).drop_front().drop_back(slice ? 1 : 0);
+  llvm::SmallPtrSet<Value, 8> inside{transform.getResult()};
+  for (Operation *op : epilogue) {
+    FusionKind kind = fusionKind(op);
+    if (kind != FusionKind::Elementwise && kind != FusionKind::Broadcast &&
+        kind != FusionKind::Generate)
+      return mlpFail(report, t, "cannot run '" + op->getName().getStringRef() +
+                                    "' in the epilogue: expected elementwise, broadcast or "
+                                    "generate access");
+    for (Value r : op->getResults()) {
+      auto type = cast<RankedTensorType>(r.getType());
+      if (type.getShape() != space.getShape() || !isa<FloatType>(type.getElementType()))
+        return mlpFail(report, t, "'" + op->getName().getStringRef() +
+                                      "' must produce floats of the transform's shape");
+      inside.insert(r);
+    }
+    if (kind != FusionKind::Generate) // a generator reads only a scalar and a shape
+      for (Value v : op->getOperands()) {
+        auto type = cast<RankedTensorType>(v.getType());
+        if (!inside.contains(v) && (!isArg(v) || !isa<FloatType>(type.getElementType()) ||
+                                    !broadcastsTo(type.getShape(), space.getShape())))
+          return mlpFail(report, t, "'" + op->getName().getStringRef() +
+                                        "' reads a value that does not broadcast to the "
+                                        "transform's shape");
+      }
+  }
+  if (slice) {
+    auto strides = slice.getStrides();
+    ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
+    if (!inside.contains(slice.getInput()) || !slice.getInput().hasOneUse() ||
+        (strides && !allOnes(*strides)) || offsets.size() != 5 || offsets[0] != 0 ||
+        offsets[1] != 0 || sizes[0] != space.getDimSize(0) || sizes[1] != space.getDimSize(1))
+      return mlpFail(report, t, "the slice must crop the last value, used by it alone, over "
+                                "the spatial axes with stride 1");
+    if (yield.getValues().size() != 1 || yield.getValues()[0] != slice.getResult())
+      return mlpFail(report, t, "with a slice, the body must yield the slice only");
+    return success();
+  }
+  if (yield.getValues().empty())
+    return mlpFail(report, t, "the body yields nothing");
+  for (Value v : yield.getValues())
+    if (!inside.contains(v))
+      return mlpFail(report, t, "the body may yield the transform's result and its epilogue's");
+  return success();
+}
 } // namespace
 
 LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
@@ -307,6 +387,8 @@ LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
     return matchMlp(body, report);
   if (name == "mlp_grad")
     return matchMlpGrad(body, report);
+  if (name == "resample")
+    return matchResample(body, report);
   if (name == "stencil")
     return matchStencil(body, report);
   if (report)
@@ -347,8 +429,6 @@ LogicalResult FusionOp::verifyRegions() {
 FusionKind GeluGradOp::getFusionKind() { return FusionKind::Elementwise; }
 
 namespace {
-bool allOnes(ArrayRef<int64_t> v) { return llvm::all_of(v, [](int64_t x) { return x == 1; }); }
-bool allZeros(ArrayRef<int64_t> v) { return llvm::all_of(v, [](int64_t x) { return x == 0; }); }
 /// A 1×1×1 kernel, stride 1, no padding, one group: a product over the channel axis.
 bool pointwise(Value weight, ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
                ArrayRef<int64_t> dilation, int64_t groups) {
@@ -387,3 +467,8 @@ FusionKind SelectOp::getFusionKind() { return FusionKind::Broadcast; }
 // neighbouring input elements of its channel.
 FusionKind ShiftSumOp::getFusionKind() { return FusionKind::Stencil; }
 FusionKind ShiftSumGradWeightOp::getFusionKind() { return FusionKind::Stencil; }
+// An affinity reads the labels at its voxel and at the voxel one offset away.
+FusionKind AffinitiesOp::getFusionKind() { return FusionKind::Stencil; }
+FusionKind SliceOp::getFusionKind() { return FusionKind::Gather; }
+FusionKind SpatialTransformOp::getFusionKind() { return FusionKind::Gather; }
+FusionKind RandomOp::getFusionKind() { return FusionKind::Generate; }

@@ -22,7 +22,8 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
   static const StringRef names[] = {"canonicalize",         "med-flatten-optimizer",
                                     "cse",                  "med-sink-assigns",
                                     "med-form-mlp-fusions", "med-form-stencil-fusions",
-                                    "med-split-contraction-bias", "med-form-fusions"};
+                                    "med-split-contraction-bias", "med-form-resample-fusions",
+                                    "med-form-fusions"};
   return names;
 }
 
@@ -88,6 +89,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
   if (enabled("med-split-contraction-bias") && enabled("med-form-fusions") &&
       !(memoryBudgetGib > 0))
     fn.addPass(createMedSplitContractionBias());
+  if (enabled("med-form-resample-fusions")) // before med-form-fusions takes its epilogues
+    fn.addPass(createMedFormResampleFusions());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());
   // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.

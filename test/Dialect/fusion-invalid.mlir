@@ -29,7 +29,7 @@ func.func @capture(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
 
 // An unknown template.
 func.func @unknown_template(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, stencil)}}
+  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, resample, stencil)}}
   %0 = med.fusion "conv"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %s = med.neg %a : tensor<4xf32>

@@ -573,6 +573,14 @@ struct Role {
 std::vector<Role> argumentRoles(const medrun::Function &fn) {
   std::map<int, Role> byValue;
   for (const medrun::OpInfo &op : fn.ops) {
+    if (op.kind == "fusion" && op.body) { // its inputs play the roles of its body's arguments
+      const std::vector<Role> inner = argumentRoles(*op.body);
+      const std::vector<int> &inputs = op.operand("inputs");
+      for (size_t j = 0; j < inner.size() && j < inputs.size(); ++j)
+        if (inner[j].kind != Role::Normal)
+          byValue.emplace(inputs[j], inner[j]);
+      continue;
+    }
     for (const auto &[name, ids] : op.operands) {
       for (size_t j = 0; j < ids.size(); ++j) {
         Role r;

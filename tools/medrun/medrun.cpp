@@ -874,8 +874,15 @@ double relativeError(const Tensor &a, const Tensor &b) {
 /// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
 /// `step` and `ema_decay` 1e-3, 1 and 0.99; what sqrt or log read in [0.1, 2.1] (N(0, 1)
 /// would give NaN on both backends, which compare equal); what the label transforms read
-/// integers in [-1, 4] (unlabelled, background, a few objects); anything else N(0, 1).
+/// integers in [-1, 4] (unlabelled, background, a few objects), in fusion bodies too;
+/// anything else N(0, 1).
 void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
+  // The label transforms. (What linear_argmax resamples stays N(0, 1): no value is a label,
+  // every voxel a tie, which its tie rule must break as the CPU backend does.)
+  auto readsLabels = [](const OpInfo &op) {
+    return op.kind == "affinities" || op.kind == "remove_label" || op.kind == "label_regions" ||
+           op.kind == "downsample_nearest";
+  };
   enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square, Positive,
               Labels };
   std::map<int, std::pair<Role, int64_t>> roles;
@@ -899,6 +906,8 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
               roles[v] = {Square, 0};
             else if (inner.kind == "sqrt" || inner.kind == "log")
               roles[v] = {Positive, 0};
+            else if (readsLabels(inner))
+              roles[v] = {Labels, 0};
           }
     }
     for (const auto &[name, ids] : op.operands)
@@ -913,8 +922,7 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
           roles[ids[j]] = {Probability, 0};
         else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
           roles[ids[j]] = {PosWeight, 0};
-        else if (op.kind == "affinities" || op.kind == "remove_label" ||
-                 op.kind == "label_regions" || op.kind == "downsample_nearest")
+        else if (readsLabels(op))
           roles[ids[j]] = {Labels, 0};
       }
   }

@@ -56,6 +56,10 @@ def Med_FusionOpInterface : OpInterface<"FusionOpInterface"> {
     - `Broadcast`: elementwise after NumPy broadcasting of some operands to the result;
     - `Reduction`, `Contraction`, `Stencil`: sums over axes, products over a channel axis,
       windows of neighbouring elements (for the templates that take them);
+    - `Gather`: each result element reads operand elements at positions computed from its
+      own index (and per-sample parameters): a box, a resampling;
+    - `Generate`: each result element is a function of its index and scalar operands only
+      (counter-based random numbers; other operands give just a shape);
     - `Opaque`: none of these; never fused by pattern. Ops without this interface are opaque.
   }];
   let methods = [

@@ -9,7 +9,7 @@
 #ifndef MED_LABEL_OPS_TD
 #define MED_LABEL_OPS_TD
 
-def Med_AffinitiesOp : Med_ShapedOp<"affinities", [Med_NotDifferentiable]> {
+def Med_AffinitiesOp : Med_ShapedOp<"affinities", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "affinity targets and their loss mask from an instance label volume";
   let description = [{
     From instance ids `seg` (N × 1 × D × H × W, float or integer; 0 is background) gives,

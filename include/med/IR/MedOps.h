@@ -26,7 +26,16 @@ template <typename ConcreteType>
 class ElementSetReduction : public OpTrait::TraitBase<ConcreteType, ElementSetReduction> {};
 
 /// An op's access pattern for fusion (FusionOpInterface).
-enum class FusionKind { Elementwise, Broadcast, Reduction, Contraction, Stencil, Opaque };
+enum class FusionKind {
+  Elementwise,
+  Broadcast,
+  Reduction,
+  Contraction,
+  Stencil,
+  Gather,
+  Generate,
+  Opaque
+};
 } // namespace mlir::med
 
 #include "med/IR/MedInterfaces.h.inc"

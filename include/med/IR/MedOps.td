@@ -488,7 +488,7 @@ def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable]> {
+def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
   let summary = "extracts a strided box";
   let description = [{
     Takes `sizes[i]` elements along each axis `i`, starting at `offsets[i]` and stepping by

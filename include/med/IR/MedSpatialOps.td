@@ -22,7 +22,7 @@ def Med_BorderMode : I32EnumAttr<"BorderMode", "what a sample outside the input 
   let cppNamespace = "::mlir::med";
 }
 
-def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferentiable]> {
+def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferentiable, Med_Fusible]> {
   let summary = "resamples each sample by its affine matrix (rotation, scaling, shear)";
   let description = [{
     Resamples an N×C×D×H×W `input` (typically an enlarged patch) to N×C×`shape`, with one

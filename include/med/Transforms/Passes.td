@@ -382,6 +382,32 @@ def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::Func
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
+def MedFormResampleFusions : Pass<"med-form-resample-fusions", "::mlir::func::FuncOp"> {
+  let summary = "spatial transforms with their epilogues or affinities (`resample` fusions)";
+  let description = [{
+    Augmentation resamples whole volumes and then transforms them voxel by voxel; unfused,
+    each step writes the volume and the next reads it back. The pass finds each op of gather
+    access that the `resample` template anchors (`med.spatial_transform`) and, through
+    FusionOpInterface (no op matched by name), makes one `resample` fusion of it and:
+
+    - where its result (`nearest` labels) is read by one op only, of stencil access, which
+      the template takes (`med.affinities`): that op; the kernel samples the labels at both
+      ends of each affinity, and the resampled labels are never stored;
+    - else its epilogue: the following ops of elementwise, broadcast or generate access
+      (the noise's random numbers) producing the transform's shape that read its result or
+      an epilogue value, with the generators and chains of inputs they read (computed per
+      voxel in the kernel), as long as every other use of an epilogue value comes after the
+      fusion; and a slice of the last value over the spatial axes when nothing else escapes
+      (the kernel then samples only the box).
+
+    A transform with nothing to take stays as it is. Each fusion saves at least one write
+    and one read of the volume and a launch. Runs before `med-form-fusions`, which would
+    otherwise take the epilogue's ops into `elementwise` fusions.
+    `medc compile --disable-pass=med-form-resample-fusions` leaves it out.
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{

@@ -156,6 +156,7 @@ const FusionTemplates &fusionTemplates() {
     FunctionGen::registerElementwiseFusion(t);
     FunctionGen::registerMlpFusion(t);
     FunctionGen::registerStencilFusion(t);
+    FunctionGen::registerResampleFusion(t);
     return t;
   }();
   return table;

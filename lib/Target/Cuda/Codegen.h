@@ -195,6 +195,7 @@ public:
   static void registerElementwiseFusion(FusionTemplates &t);
   static void registerMlpFusion(FusionTemplates &t);
   static void registerStencilFusion(FusionTemplates &t);
+  static void registerResampleFusion(FusionTemplates &t);
 
 private:
   Source &src;
@@ -446,6 +447,27 @@ private:
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
 
   // ---- Spatial.cpp -----------------------------------------------------------------------
+  /// How a med.spatial_transform samples: the code of its kernel, shared with the
+  /// `resample` template.
+  struct Sampling {
+    std::string mode, border;
+    double value;
+    std::vector<int64_t> labels, xs, ys; // the labels; input and output shapes
+    bool labelsInt;
+    Index ix;
+    /// The type of a sample: i32 labels stay int, anything else is a float.
+    std::string valueType() const { return labelsInt ? "int" : "float"; }
+    /// Code computing, from `n`, `od`, `oh`, `ow` (the output voxel) and `m` (the
+    /// matrices), the voxel's input position and its neighbours, once for all channels.
+    std::string position() const;
+    /// Code, after position(), declaring `v` as the voxel's sample of the channel whose
+    /// input volume starts at `xc`.
+    std::string channel(const std::string &xc, const std::string &v) const;
+  };
+  /// The sampling of transform `op` with input `x`, matrices `m` and output shape `ys`, its
+  /// indices narrow where every index below `bound` fits.
+  Sampling sampling(const Op &op, int x, int m, const std::vector<int64_t> &ys,
+                    int64_t bound) const;
   void spatialTransform(const Op &op);
 
   // ---- Stencil.cpp -----------------------------------------------------------------------
@@ -503,6 +525,7 @@ private:
   void geluGrad(const Op &op);
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);
+  void resampleFusion(const Op &op, const medrun::Function &body);
   // ---- Fusion/Mlp.cpp ----------------------------------------------------------------------
   void mlpFusion(const Op &op, const medrun::Function &body);
   void mlpGradFusion(const Op &op, const medrun::Function &body);

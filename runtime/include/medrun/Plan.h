@@ -120,7 +120,7 @@ struct Function {
   /// Executor.h maps it to the CPU backend's precision.
   std::string precision;
   double initLossScale = 0; ///< fp16-mixed: the loss_scale input of the first step
-  std::string fusionTemplate; ///< a fusion body: the template that runs it ("elementwise", "mlp", "mlp_grad")
+  std::string fusionTemplate; ///< a fusion body: the template that runs it ("elementwise", "mlp", ...)
   std::optional<CudaPlan> cuda;  ///< present in artifacts compiled with --target cuda
 };
 
