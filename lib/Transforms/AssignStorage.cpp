@@ -47,6 +47,19 @@ bool keepsF32(OpResult r) {
   return norm && norm.keepsF32Result(inner.getResultNumber());
 }
 
+/// Is `r` the result of a master-weight fusion (med.fp32: it computes in f32) that its body
+/// yields from an op computing in the activations' type (a resample fusion's crop or
+/// affinities, returned by the augmentation as the step's inputs)? It is stored as that op's
+/// result would be.
+bool yieldedLow(OpResult r) {
+  auto fusion = dyn_cast<FusionOp>(r.getOwner());
+  if (!fusion || !fusion->hasAttr("med.fp32") || !isActivationShaped(r.getType()))
+    return false;
+  auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+  Operation *inner = yield.getValues()[r.getResultNumber()].getDefiningOp();
+  return inner && !inner->hasAttr("med.fp32");
+}
+
 /// Does `op` compute in the activations' type?
 bool computesLow(Operation *op) {
   if (op->hasAttr("med.fp32"))
@@ -92,8 +105,9 @@ struct MedAssignStorage : med::impl::MedAssignStorageBase<MedAssignStorage> {
           t = storage.lookup(view.getViewSource());
         else if (isa<AllReduceOp>(op)) // summed in place: stored as its input
           t = storage.lookup(op.getOperand(r.getResultNumber()));
-        else if (lowOp && t.isF32() && !(norm && norm.keepsF32Result(r.getResultNumber())) &&
-                 !keepsF32(r))
+        else if ((lowOp && t.isF32() && !(norm && norm.keepsF32Result(r.getResultNumber())) &&
+                  !keepsF32(r)) ||
+                 yieldedLow(r))
           t = low;
         storage[r] = t;
         types.push_back(TypeAttr::get(t));

@@ -25,9 +25,14 @@ namespace {
 /// A fusion's kernel takes one pointer per value it reads or writes (FormFusions.cpp).
 constexpr size_t kMaxFusionValues = 60;
 
+bool isMasterWeightMath(Operation *op) { return op->hasAttr("med.fp32"); }
+
 /// An op the epilogue may compute per voxel: elementwise, broadcast or generate access,
-/// every result a float tensor of shape `space`.
-bool perVoxel(Operation *op, ArrayRef<int64_t> space) {
+/// every result a float tensor of shape `space`, computing in f32 where `anchor` does
+/// (under mixed precision, f32 inputs are read as the ops of each kind read them).
+bool perVoxel(Operation *op, ArrayRef<int64_t> space, Operation *anchor) {
+  if (isMasterWeightMath(op) != isMasterWeightMath(anchor))
+    return false;
   FusionKind kind = fusionKind(op);
   if ((kind != FusionKind::Elementwise && kind != FusionKind::Broadcast &&
        kind != FusionKind::Generate) ||
@@ -95,13 +100,17 @@ void dropStrays(Members &members, Operation *anchor) {
 }
 
 /// The group `members` as one `resample` fusion at its last op, if the template takes it;
-/// the ops it replaces are added to `erased`.
+/// the ops it replaces are added to `erased`. The fusion computes in f32 where the anchor
+/// does (augmentation under mixed precision); what a closing op of the other kind yields
+/// is stored as that op would store it (med-assign-storage).
 bool outline(const Members &members, Members &erased) {
   SmallVector<Operation *> ops = ordered(members);
   Operation *root = ops.back();
   OpBuilder b(root);
   SmallVector<Value> escaping;
   FusionOp fusion = buildFusion(b, root->getLoc(), "resample", ops, ops, members, escaping);
+  if (isMasterWeightMath(ops.front()))
+    fusion->setAttr("med.fp32", b.getUnitAttr());
   if (failed(matchFusionTemplate("resample", fusion.getBody().front(), nullptr))) {
     fusion->erase();
     return false;
@@ -132,7 +141,7 @@ void formAt(Operation *anchor, Members &erased) {
   Members members{anchor}, pending;
   for (Operation *op = anchor->getBlock()->empty() ? nullptr : &anchor->getBlock()->front();
        op; op = op->getNextNode()) {
-    if (op == anchor || !perVoxel(op, space))
+    if (op == anchor || !perVoxel(op, space, anchor))
       continue;
     if (!anchor->isBeforeInBlock(op) ||
         !llvm::any_of(op->getOperands(), [&](Value v) { return defines(members, v); })) {

@@ -325,6 +325,10 @@ private:
   }
   // Under mixed precision: does `op` compute in the low type (see the class comment)?
   bool computesLow(const OpInfo &op) const {
+    // A fusion of master-weight math (or augmentation) computes in f32 even where a result
+    // leaves it in the 16-bit type (med-assign-storage).
+    if (op.fp32)
+      return false;
     return std::any_of(op.results.begin(), op.results.end(),
                        [&](int id) { return lowStored(id); });
   }

@@ -358,7 +358,8 @@ const std::map<std::string, OpSpec> &opSpecs() {
                               v.op.intsAttr("strides"), v.op.intsAttr("shape"), out);
     }};
     // param, constant and assign read or write the parameter table; their rules are below.
-    m["fusion"] = {{{"inputs", Arity::Variadic}}, nullptr}; // results: its body's outputs
+    // Inputs of any type the body reads (labels, random keys); results: its body's outputs.
+    m["fusion"] = {{{"inputs", Arity::Variadic, Element::Label}}, nullptr};
     m["param"] = {{}, nullptr};
     m["constant"] = {{}, nullptr};
     m["assign"] = {{{"value"}}, nullptr};

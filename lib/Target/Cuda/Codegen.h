@@ -235,7 +235,9 @@ private:
   /// as the CPU backend converts them, except those of readsWide; under fp16-mixed the CPU
   /// backend reads them as they are.
   bool computesLow(const Op &op) const {
-    return mixedType && std::any_of(op.results.begin(), op.results.end(), [&](int id) {
+    // A fusion of master-weight math (or augmentation) computes in f32 even where a result
+    // leaves it in the 16-bit type (med-assign-storage).
+    return mixedType && !op.fp32 && std::any_of(op.results.begin(), op.results.end(), [&](int id) {
              return type(id).dtype == *mixedType;
            });
   }

@@ -33,7 +33,7 @@ FunctionGen::Sampling FunctionGen::sampling(const Op &op, int x, int m,
 
 std::string FunctionGen::Sampling::position() const {
   const std::string I = ix.type();
-  std::string b = "  const float* mb = m + 12 * n;\n";
+  std::string b = "  const auto* mb = m + 12 * n;\n";
   const char *o3[3] = {"od", "oh", "ow"};
   for (int a = 0; a < 3; ++a)
     b += "  const float d" + std::to_string(a) + " = (float)" + o3[a] + " - " +
