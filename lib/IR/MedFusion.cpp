@@ -305,7 +305,7 @@ LogicalResult matchStencil(Block &body, Report report) {
 /// arguments, which computes the voxel's position and neighbours once and then either
 /// - an epilogue: ops of elementwise, broadcast or generate access (random numbers) that
 ///   produce floats of the transform's result shape from it, from each other and from body
-///   arguments that broadcast to that shape, optionally closed by a slice of the last value
+///   arguments (which broadcast to that shape), optionally closed by a slice of the last value
 ///   over the spatial axes (the kernel then visits only that box), which is then the one
 ///   result; or
 /// - med.affinities of a `nearest` transform's result, yielding the affinities and their
@@ -347,16 +347,7 @@ LogicalResult matchResample(Block &body, Report report) {
         return mlpFail(report, t, "'" + op->getName().getStringRef() +
                                       "' must produce floats of the transform's shape");
       inside.insert(r);
-    }
-    if (kind != FusionKind::Generate) // a generator reads only a scalar and a shape
-      for (Value v : op->getOperands()) {
-        auto type = cast<RankedTensorType>(v.getType());
-        if (!inside.contains(v) && (!isArg(v) || !isa<FloatType>(type.getElementType()) ||
-                                    !broadcastsTo(type.getShape(), space.getShape())))
-          return mlpFail(report, t, "'" + op->getName().getStringRef() +
-                                        "' reads a value that does not broadcast to the "
-                                        "transform's shape");
-      }
+    } // what they read broadcasts to their result: their own verifiers say so
   }
   if (slice) {
     auto strides = slice.getStrides();

@@ -199,3 +199,72 @@ func.func @stencil_kernel(%x: tensor<1x2x3x4x9xf32>, %w: tensor<2x1x1x1x9xf32>) 
   }
   return %0 : tensor<1x2x3x4x9xf32>
 }
+
+// -----
+
+// `resample`: the transform must come first.
+func.func @resample_no_transform(%x: tensor<1x1x4x4x4xf32>) -> tensor<1x1x4x4x4xf32> {
+  // expected-error @+1 {{template 'resample': expected a med.spatial_transform of body arguments first}}
+  %0 = med.fusion "resample"(%x) : (tensor<1x1x4x4x4xf32>) -> tensor<1x1x4x4x4xf32> {
+  ^bb0(%a: tensor<1x1x4x4x4xf32>):
+    %s = med.neg %a : tensor<1x1x4x4x4xf32>
+    med.yield %s : tensor<1x1x4x4x4xf32>
+  }
+  return %0 : tensor<1x1x4x4x4xf32>
+}
+
+// -----
+
+// `resample`: the epilogue computes per voxel; a reduction is not.
+func.func @resample_reduction(%x: tensor<1x1x4x4x4xf32>, %m: tensor<1x3x4xf32>) -> tensor<1x1x1x1x1xf32> {
+  // expected-error @+1 {{template 'resample': cannot run 'med.reduce' in the epilogue: expected elementwise, broadcast or generate access}}
+  %0 = med.fusion "resample"(%x, %m) : (tensor<1x1x4x4x4xf32>, tensor<1x3x4xf32>) -> tensor<1x1x1x1x1xf32> {
+  ^bb0(%a: tensor<1x1x4x4x4xf32>, %b: tensor<1x3x4xf32>):
+    %t = med.spatial_transform linear %a, %b {shape = array<i64: 4, 4, 4>} : (tensor<1x1x4x4x4xf32>, tensor<1x3x4xf32>) -> tensor<1x1x4x4x4xf32>
+    %s = med.reduce sum %t {axes = array<i64: 2, 3, 4>, keepdims} : (tensor<1x1x4x4x4xf32>) -> tensor<1x1x1x1x1xf32>
+    med.yield %s : tensor<1x1x1x1x1xf32>
+  }
+  return %0 : tensor<1x1x1x1x1xf32>
+}
+
+// -----
+
+// `resample`: the kernel computes what it yields; an input is no result.
+func.func @resample_yields_input(%x: tensor<1x1x4x4x4xf32>, %m: tensor<1x3x4xf32>) -> (tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>) {
+  // expected-error @+1 {{template 'resample': the body may yield the transform's result and its epilogue's}}
+  %0:2 = med.fusion "resample"(%x, %m) : (tensor<1x1x4x4x4xf32>, tensor<1x3x4xf32>) -> (tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>) {
+  ^bb0(%a: tensor<1x1x4x4x4xf32>, %b: tensor<1x3x4xf32>):
+    %t = med.spatial_transform linear %a, %b {shape = array<i64: 4, 4, 4>} : (tensor<1x1x4x4x4xf32>, tensor<1x3x4xf32>) -> tensor<1x1x4x4x4xf32>
+    med.yield %t, %a : tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>
+  }
+  return %0#0, %0#1 : tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>
+}
+
+// -----
+
+// `resample`: affinities of labels sampled linearly would need every neighbour's label.
+func.func @resample_linear_affinities(%s: tensor<1x1x6x6x6xf32>, %m: tensor<1x3x4xf32>) -> (tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>) {
+  // expected-error @+1 {{template 'resample': affinities need the labels of a nearest transform}}
+  %0:2 = med.fusion "resample"(%s, %m) : (tensor<1x1x6x6x6xf32>, tensor<1x3x4xf32>) -> (tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>) {
+  ^bb0(%a: tensor<1x1x6x6x6xf32>, %b: tensor<1x3x4xf32>):
+    %t = med.spatial_transform linear %a, %b {shape = array<i64: 6, 6, 6>} : (tensor<1x1x6x6x6xf32>, tensor<1x3x4xf32>) -> tensor<1x1x6x6x6xf32>
+    %aff, %k = med.affinities %t {offsets = array<i64: 1, 0, 0>, crop_size = array<i64: 4, 4, 4>} : (tensor<1x1x6x6x6xf32>) -> (tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>)
+    med.yield %aff, %k : tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>
+  }
+  return %0#0, %0#1 : tensor<1x1x4x4x4xf32>, tensor<1x1x4x4x4xf32>
+}
+
+// -----
+
+// `resample`: a crop over the batch or channel axes, or one whose input escapes, is not a box
+// of the output voxels.
+func.func @resample_channel_crop(%x: tensor<1x2x4x4x4xf32>, %m: tensor<1x3x4xf32>) -> tensor<1x1x4x4x4xf32> {
+  // expected-error @+1 {{template 'resample': the slice must crop the last value, used by it alone, over the spatial axes with stride 1}}
+  %0 = med.fusion "resample"(%x, %m) : (tensor<1x2x4x4x4xf32>, tensor<1x3x4xf32>) -> tensor<1x1x4x4x4xf32> {
+  ^bb0(%a: tensor<1x2x4x4x4xf32>, %b: tensor<1x3x4xf32>):
+    %t = med.spatial_transform linear %a, %b {shape = array<i64: 4, 4, 4>} : (tensor<1x2x4x4x4xf32>, tensor<1x3x4xf32>) -> tensor<1x2x4x4x4xf32>
+    %s = med.slice %t {offsets = array<i64: 0, 1, 0, 0, 0>, sizes = array<i64: 1, 1, 4, 4, 4>} : (tensor<1x2x4x4x4xf32>) -> tensor<1x1x4x4x4xf32>
+    med.yield %s : tensor<1x1x4x4x4xf32>
+  }
+  return %0 : tensor<1x1x4x4x4xf32>
+}

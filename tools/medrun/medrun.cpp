@@ -879,9 +879,23 @@ double relativeError(const Tensor &a, const Tensor &b) {
 void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
   // The label transforms. (What linear_argmax resamples stays N(0, 1): no value is a label,
   // every voxel a tie, which its tie rule must break as the CPU backend does.)
-  auto readsLabels = [](const OpInfo &op) {
+  auto labelOp = [](const OpInfo &op) {
     return op.kind == "affinities" || op.kind == "remove_label" || op.kind == "label_regions" ||
            op.kind == "downsample_nearest";
+  };
+  // Also a nearest resampling whose result a label transform of `in` reads (a resample
+  // fusion's ids, resampled before their affinities).
+  auto readsLabels = [&](const OpInfo &op, const Function &in) {
+    if (labelOp(op))
+      return true;
+    if (op.kind != "spatial_transform" || op.strAttr("mode") != "nearest")
+      return false;
+    for (const OpInfo &user : in.ops)
+      if (labelOp(user))
+        for (const auto &[name, ids] : user.operands)
+          if (std::find(ids.begin(), ids.end(), op.results.at(0)) != ids.end())
+            return true;
+    return false;
   };
   enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square, Positive,
               Labels };
@@ -906,7 +920,7 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
               roles[v] = {Square, 0};
             else if (inner.kind == "sqrt" || inner.kind == "log")
               roles[v] = {Positive, 0};
-            else if (readsLabels(inner))
+            else if (readsLabels(inner, *op.body))
               roles[v] = {Labels, 0};
           }
     }
@@ -922,7 +936,7 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
           roles[ids[j]] = {Probability, 0};
         else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
           roles[ids[j]] = {PosWeight, 0};
-        else if (readsLabels(op))
+        else if (readsLabels(op, fn))
           roles[ids[j]] = {Labels, 0};
       }
   }

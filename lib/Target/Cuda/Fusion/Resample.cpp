@@ -107,7 +107,10 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
   b += "  const " + I + " od = q / " + ix.lit(box[3] * box[4]) + " + " + ix.lit(low[2]) +
        ", oh = q / " + ix.lit(box[4]) + " % " + ix.lit(box[3]) + " + " + ix.lit(low[3]) +
        ", ow = q % " + ix.lit(box[4]) + " + " + ix.lit(low[4]) + ";\n";
-  b += "  const " + I + " o = (od * " + ix.lit(ys[3]) + " + oh) * " + ix.lit(ys[4]) + " + ow;\n";
+  const bool random = std::any_of(body.ops.begin(), body.ops.end(),
+                                  [](const Op &o) { return o.kind == "random"; });
+  if (random) // the voxel's index in the output: the random numbers' counter
+    b += "  const " + I + " o = (od * " + ix.lit(ys[3]) + " + oh) * " + ix.lit(ys[4]) + " + ow;\n";
   b += s.position();
   b += "  const " + I + " xb = n * " + ix.lit(C * inPlane) + ";\n";
   b += "  for (" + I + " c = 0; c < " + ix.lit(C) + "; ++c) {\n";
