@@ -46,8 +46,8 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v38 = med.spatial_transform linear %image, %v37 {shape = array<i64: 128, 128, 128>} : (tensor<2x1x205x205x205xf32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xf32>
   %v39 = med.spatial_transform linear_argmax %seg, %v37 {shape = array<i64: 128, 128, 128>, labels = array<i64: -1, 0, 1, 2>, value = -1.0} : (tensor<2x1x205x205x205xi32>, tensor<2x3x4xf32>) -> tensor<2x1x128x128x128xi32>
   // 2. GaussianNoise: p 0.1, one std U(0, 0.1) per sample (nnU-Net's 'variance' is the std).
-  %v40 = med.random %key, %v38 {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, med.param = "noise.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v41 = med.random %key, %v38 {stream = 6 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v40 = med.random %key, %image {stream = 5 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, med.param = "noise.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
+  %v41 = med.random %key, %image {stream = 6 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v42 = med.constant dense<0.1> : tensor<f32> {med.param = "noise.std", med.param_part = "width"}
   %v43 = med.mul %v41, %v42 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v44 = med.constant dense<0.0> : tensor<f32> {med.param = "noise.std", med.param_part = "lo"}
@@ -57,10 +57,10 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v48 = med.mul %v47, %v46 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
   %v49 = med.add %v38, %v48 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 3. GaussianBlur: p 0.2; each channel with p 0.5, sigma U(0.5, 1) per axis (0 elsewhere).
-  %v50 = med.random %key, %v49 {stream = 8 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, med.param = "blur.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v51 = med.random %key, %v49 {stream = 9 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "blur.channel_p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v50 = med.random %key, %image {stream = 8 : i64, distribution = #med<distribution bernoulli>, probability = 0.2, med.param = "blur.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1xf32>
+  %v51 = med.random %key, %image {stream = 9 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "blur.channel_p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1xf32>
   %v52 = med.mul %v51, %v50 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v53 = med.random %key, %v49 {stream = 10 : i64, sample_shape = array<i64: 1, 3>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x3xf32>
+  %v53 = med.random %key, %image {stream = 10 : i64, sample_shape = array<i64: 1, 3>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x3xf32>
   %v54 = med.constant dense<0.5> : tensor<f32> {med.param = "blur.sigma", med.param_part = "width"}
   %v55 = med.mul %v53, %v54 : (tensor<2x1x3xf32>, tensor<f32>) -> tensor<2x1x3xf32>
   %v56 = med.constant dense<0.5> : tensor<f32> {med.param = "blur.sigma", med.param_part = "lo"}
@@ -68,13 +68,13 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v58 = med.mul %v57, %v52 : (tensor<2x1x3xf32>, tensor<2x1x1xf32>) -> tensor<2x1x3xf32>
   %v59 = med.gaussian_blur %v49, %v58 : (tensor<2x1x128x128x128xf32>, tensor<2x1x3xf32>) -> tensor<2x1x128x128x128xf32>
   // 4. MultiplicativeBrightness: p 0.15, x * BGContrast((0.75, 1.25)) per channel.
-  %v60 = med.random %key, %v59 {stream = 11 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, med.param = "brightness.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v61 = med.random %key, %v59 {stream = 13 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v60 = med.random %key, %image {stream = 11 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, med.param = "brightness.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
+  %v61 = med.random %key, %image {stream = 13 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v62 = med.constant dense<0.25> : tensor<f32> {med.param = "brightness.range", med.param_part = "high.width"}
   %v63 = med.mul %v61, %v62 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v64 = med.constant dense<1.0> : tensor<f32> {med.param = "brightness.range", med.param_part = "high.lo"}
   %v65 = med.add %v63, %v64 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v66 = med.random %key, %v59 {stream = 12 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v66 = med.random %key, %image {stream = 12 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v67 = med.constant dense<0.25> : tensor<f32> {med.param = "brightness.range", med.param_part = "low.width"}
   %v68 = med.mul %v61, %v67 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v69 = med.constant dense<0.75> : tensor<f32> {med.param = "brightness.range", med.param_part = "low.lo"}
@@ -89,13 +89,13 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v78 = med.mul %v59, %v77 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
   // 5. Contrast: p 0.15, BGContrast((0.75, 1.25)) per channel, range preserved:
   //    clamp((x - mean)·m + mean, min, max) with the channel's statistics before it.
-  %v79 = med.random %key, %v78 {stream = 14 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, med.param = "contrast.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v80 = med.random %key, %v78 {stream = 16 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v79 = med.random %key, %image {stream = 14 : i64, distribution = #med<distribution bernoulli>, probability = 0.15, med.param = "contrast.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
+  %v80 = med.random %key, %image {stream = 16 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v81 = med.constant dense<0.25> : tensor<f32> {med.param = "contrast.range", med.param_part = "high.width"}
   %v82 = med.mul %v80, %v81 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v83 = med.constant dense<1.0> : tensor<f32> {med.param = "contrast.range", med.param_part = "high.lo"}
   %v84 = med.add %v82, %v83 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v85 = med.random %key, %v78 {stream = 15 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v85 = med.random %key, %image {stream = 15 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v86 = med.constant dense<0.25> : tensor<f32> {med.param = "contrast.range", med.param_part = "low.width"}
   %v87 = med.mul %v80, %v86 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v88 = med.constant dense<0.75> : tensor<f32> {med.param = "contrast.range", med.param_part = "low.lo"}
@@ -120,10 +120,10 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v107 = med.add %v105, %v106 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 6. SimulateLowResolution: p 0.25; each channel with p 0.5, one scale U(0.5, 1) for all axes
   //    (nearest-exact down, trilinear up; 1 elsewhere).
-  %v108 = med.random %key, %v107 {stream = 17 : i64, distribution = #med<distribution bernoulli>, probability = 0.25, med.param = "lowres.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
-  %v109 = med.random %key, %v107 {stream = 18 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "lowres.channel_p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v108 = med.random %key, %image {stream = 17 : i64, distribution = #med<distribution bernoulli>, probability = 0.25, med.param = "lowres.p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1xf32>
+  %v109 = med.random %key, %image {stream = 18 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "lowres.channel_p", sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1xf32>
   %v110 = med.mul %v109, %v108 : (tensor<2x1x1xf32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
-  %v111 = med.random %key, %v107 {stream = 19 : i64, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1xf32>
+  %v111 = med.random %key, %image {stream = 19 : i64, sample_shape = array<i64: 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1xf32>
   %v112 = med.constant dense<0.5> : tensor<f32> {med.param = "lowres.scale", med.param_part = "width"}
   %v113 = med.mul %v111, %v112 : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
   %v114 = med.constant dense<0.5> : tensor<f32> {med.param = "lowres.scale", med.param_part = "lo"}
@@ -134,13 +134,13 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v119 = med.mul %v118, %v23 : (tensor<2x1x1xf32>, tensor<3xf32>) -> tensor<2x1x3xf32>
   %v120 = med.simulate_low_resolution %v107, %v119 : (tensor<2x1x128x128x128xf32>, tensor<2x1x3xf32>) -> tensor<2x1x128x128x128xf32>
   // 7. Gamma, inverted: p 0.1, gamma BGContrast((0.7, 1.5)) per channel, statistics retained.
-  %v121 = med.random %key, %v120 {stream = 20 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, med.param = "gamma_invert.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v122 = med.random %key, %v120 {stream = 22 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v121 = med.random %key, %image {stream = 20 : i64, distribution = #med<distribution bernoulli>, probability = 0.1, med.param = "gamma_invert.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
+  %v122 = med.random %key, %image {stream = 22 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v123 = med.constant dense<0.5> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "high.width"}
   %v124 = med.mul %v122, %v123 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v125 = med.constant dense<1.0> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "high.lo"}
   %v126 = med.add %v124, %v125 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v127 = med.random %key, %v120 {stream = 21 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v127 = med.random %key, %image {stream = 21 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v128 = med.constant dense<0.30000000000000004> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "low.width"}
   %v129 = med.mul %v122, %v128 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v130 = med.constant dense<0.7> : tensor<f32> {med.param = "gamma_invert.range", med.param_part = "low.lo"}
@@ -185,13 +185,13 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v169 = med.mul %v120, %v137 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
   %v170 = med.add %v168, %v169 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 8. Gamma: p 0.3, gamma BGContrast((0.7, 1.5)), the same without inversion.
-  %v171 = med.random %key, %v170 {stream = 23 : i64, distribution = #med<distribution bernoulli>, probability = 0.3, med.param = "gamma.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
-  %v172 = med.random %key, %v170 {stream = 25 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v171 = med.random %key, %image {stream = 23 : i64, distribution = #med<distribution bernoulli>, probability = 0.3, med.param = "gamma.p", sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
+  %v172 = med.random %key, %image {stream = 25 : i64, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v173 = med.constant dense<0.5> : tensor<f32> {med.param = "gamma.range", med.param_part = "high.width"}
   %v174 = med.mul %v172, %v173 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v175 = med.constant dense<1.0> : tensor<f32> {med.param = "gamma.range", med.param_part = "high.lo"}
   %v176 = med.add %v174, %v175 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
-  %v177 = med.random %key, %v170 {stream = 24 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x1x1x1xf32>
+  %v177 = med.random %key, %image {stream = 24 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, sample_shape = array<i64: 1, 1, 1, 1>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x1x1x1x1xf32>
   %v178 = med.constant dense<0.30000000000000004> : tensor<f32> {med.param = "gamma.range", med.param_part = "low.width"}
   %v179 = med.mul %v172, %v178 : (tensor<2x1x1x1x1xf32>, tensor<f32>) -> tensor<2x1x1x1x1xf32>
   %v180 = med.constant dense<0.7> : tensor<f32> {med.param = "gamma.range", med.param_part = "low.lo"}
@@ -232,7 +232,7 @@ func.func @augment(%image: tensor<2x1x205x205x205xf32>, %seg: tensor<2x1x205x205
   %v215 = med.mul %v170, %v187 : (tensor<2x1x128x128x128xf32>, tensor<2x1x1x1x1xf32>) -> tensor<2x1x128x128x128xf32>
   %v216 = med.add %v214, %v215 : (tensor<2x1x128x128x128xf32>, tensor<2x1x128x128x128xf32>) -> tensor<2x1x128x128x128xf32>
   // 9. Mirror: each axis flipped with p 0.5, image and seg together.
-  %v217 = med.random %key, %v216 {stream = 26 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "mirror.p", sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x128x128x128xf32>) -> tensor<2x3xf32>
+  %v217 = med.random %key, %image {stream = 26 : i64, distribution = #med<distribution bernoulli>, probability = 0.5, med.param = "mirror.p", sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x205x205x205xf32>) -> tensor<2x3xf32>
   %v218 = med.mirror %v216, %v217 : (tensor<2x1x128x128x128xf32>, tensor<2x3xf32>) -> tensor<2x1x128x128x128xf32>
   %v219 = med.mirror %v39, %v217 : (tensor<2x1x128x128x128xi32>, tensor<2x3xf32>) -> tensor<2x1x128x128x128xi32>
   // 10. RemoveLabel: -1 (outside the volume) -> 0.

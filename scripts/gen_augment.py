@@ -460,6 +460,10 @@ class Builder(Writer):
         # bernoulli draws as 0/1, uniform ones in [0, 1), normal ones N(0, 1)), for tests
         # that feed the parameters to a reference.
         self.given = [] if given else None
+        # Per-sample draws take their batch size from this value (the pipeline's input), not
+        # from the volume they modify: they then depend on nothing the pipeline computes,
+        # and a transform can fuse with the ops after it (med-form-resample-fusions).
+        self.batch_like = None
 
     def val(self, text, shape, et="f32"):
         return V(self.op(text), shape, et)
@@ -486,6 +490,7 @@ class Builder(Writer):
             attrs.append(param_attrs(param))
         if sample_shape is not None:
             attrs.append("sample_shape = array<i64%s>" % (": " + ", ".join(map(str, sample_shape)) if sample_shape else ""))
+            like = self.batch_like or like
             shape = (like.shape[0],) + tuple(sample_shape)
         else:
             shape = like.shape
@@ -652,6 +657,7 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
     image = V("%image", (batch, channels, size, size, size))
     seg = V("%seg", (batch, 1, size, size, size), "i32")
     C = channels
+    w.batch_like = image
 
     angles = "U(%g°, %g°)" % tuple(math.degrees(a) for a in P["rotation.angle"])
     w.comment("1. SpatialTransform: rotation p %g (three angles %s), scaling p %g (one"

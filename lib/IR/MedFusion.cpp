@@ -21,7 +21,8 @@ FusionKind mlir::med::broadcastingKind(Operation *op) {
 }
 
 ArrayRef<StringRef> mlir::med::fusionTemplates() {
-  static const StringRef names[] = {"elementwise", "mlp", "mlp_grad", "resample", "stencil"};
+  static const StringRef names[] = {"elementwise", "mlp",      "mlp_grad",
+                                    "reduce",      "resample", "stencil"};
   return names;
 }
 
@@ -368,6 +369,46 @@ LogicalResult matchResample(Block &body, Report report) {
       return mlpFail(report, t, "the body may yield the transform's result and its epilogue's");
   return success();
 }
+
+/// The `reduce` template: two or more reductions (sum, mean, max, min) of one body argument
+/// over the same axes, its innermost axis of size above 1 among them (each output's terms
+/// are rows of contiguous elements: a split sum with one accumulator per reduction), each
+/// result yielded once, in order.
+LogicalResult matchReduce(Block &body, Report report) {
+  const StringRef t = "reduce";
+  SmallVector<ReduceOp> ops;
+  for (Operation &op : body.without_terminator()) {
+    auto r = dyn_cast<ReduceOp>(op);
+    if (!r || fusionKind(r) != FusionKind::Reduction)
+      return mlpFail(report, t, "cannot run '" + op.getName().getStringRef() +
+                                    "': expected reductions only");
+    ops.push_back(r);
+  }
+  if (ops.size() < 2)
+    return mlpFail(report, t, "expected at least two reductions");
+  Value x = ops[0].getInput();
+  for (ReduceOp r : ops)
+    if (r.getInput() != x || !isArg(x) || r.getAxes() != ops[0].getAxes() ||
+        r.getKeepdims() != ops[0].getKeepdims())
+      return mlpFail(report, t, "expected reductions of one body argument over the same axes");
+  auto type = cast<RankedTensorType>(x.getType());
+  if (!type.hasStaticShape())
+    return mlpFail(report, t, "the input needs a static shape");
+  int64_t inner = -1;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (type.getDimSize(i) != 1)
+      inner = i;
+  if (inner < 0 || llvm::none_of(ops[0].getAxes(), [&](int64_t a) {
+        return (a < 0 ? a + type.getRank() : a) == inner;
+      }))
+    return mlpFail(report, t, "the innermost axis of size above 1 must be reduced");
+  SmallVector<Value> expected;
+  for (ReduceOp r : ops)
+    expected.push_back(r.getResult());
+  if (!llvm::equal(cast<YieldOp>(body.getTerminator()).getValues(), expected))
+    return mlpFail(report, t, "the body must yield each reduction's result, in order");
+  return success();
+}
 } // namespace
 
 LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
@@ -378,6 +419,8 @@ LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
     return matchMlp(body, report);
   if (name == "mlp_grad")
     return matchMlpGrad(body, report);
+  if (name == "reduce")
+    return matchReduce(body, report);
   if (name == "resample")
     return matchResample(body, report);
   if (name == "stencil")

@@ -23,7 +23,7 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
                                     "cse",                  "med-sink-assigns",
                                     "med-form-mlp-fusions", "med-form-stencil-fusions",
                                     "med-split-contraction-bias", "med-form-resample-fusions",
-                                    "med-form-fusions"};
+                                    "med-form-reduce-fusions", "med-form-fusions"};
   return names;
 }
 
@@ -91,6 +91,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedSplitContractionBias());
   if (enabled("med-form-resample-fusions")) // before med-form-fusions takes its epilogues
     fn.addPass(createMedFormResampleFusions());
+  if (enabled("med-form-reduce-fusions"))
+    fn.addPass(createMedFormReduceFusions());
   if (enabled("med-form-fusions"))
     fn.addPass(createMedFormFusions());
   // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.

@@ -712,7 +712,7 @@ private:
   void fusion(const OpInfo &op) {
     const Function &body = *op.body;
     Run inner(body, params, wide() == DType::F64 ? Precision::F64 : Precision::F32, nullptr, flats);
-    if (mixed)
+    if (mixed && !op.fp32) // master-weight math and augmentation stay in f32
       inner.factorType = half ? DType::F16 : DType::BF16;
     const std::vector<int> &inputs = op.operand("inputs");
     for (size_t i = 0; i < inputs.size(); ++i)

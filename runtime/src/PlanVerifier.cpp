@@ -647,9 +647,10 @@ void verifyPlan(const Artifact &artifact) {
   for (const auto &body : artifact.fusions) {
     // The CPU backend runs any body op by op; the CUDA plan names the template's kernels.
     const std::string &t = body->fusionTemplate;
-    if (t != "elementwise" && t != "mlp" && t != "mlp_grad" && t != "resample" && t != "stencil")
+    if (t != "elementwise" && t != "mlp" && t != "mlp_grad" && t != "reduce" &&
+        t != "resample" && t != "stencil")
       throw Error(str(artifact.path, ": invalid plan: ", body->name, ": unknown template '", t,
-                      "' (expected elementwise, mlp, mlp_grad, resample or stencil)"));
+                      "' (expected elementwise, mlp, mlp_grad, reduce, resample or stencil)"));
     v.function(*body);
   }
   for (const Function &fn : artifact.functions)

@@ -29,7 +29,7 @@ func.func @capture(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
 
 // An unknown template.
 func.func @unknown_template(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, resample, stencil)}}
+  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, reduce, resample, stencil)}}
   %0 = med.fusion "conv"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %s = med.neg %a : tensor<4xf32>
@@ -267,4 +267,32 @@ func.func @resample_channel_crop(%x: tensor<1x2x4x4x4xf32>, %m: tensor<1x3x4xf32
     med.yield %s : tensor<1x1x4x4x4xf32>
   }
   return %0 : tensor<1x1x4x4x4xf32>
+}
+
+// -----
+
+// `reduce`: siblings over the same axes.
+func.func @reduce_axes(%x: tensor<2x3x4xf32>) -> (tensor<2x3xf32>, tensor<2xf32>) {
+  // expected-error @+1 {{template 'reduce': expected reductions of one body argument over the same axes}}
+  %0:2 = med.fusion "reduce"(%x) : (tensor<2x3x4xf32>) -> (tensor<2x3xf32>, tensor<2xf32>) {
+  ^bb0(%a: tensor<2x3x4xf32>):
+    %s = med.reduce sum %a {axes = array<i64: 2>} : (tensor<2x3x4xf32>) -> tensor<2x3xf32>
+    %m = med.reduce max %a {axes = array<i64: 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2xf32>
+    med.yield %s, %m : tensor<2x3xf32>, tensor<2xf32>
+  }
+  return %0#0, %0#1 : tensor<2x3xf32>, tensor<2xf32>
+}
+
+// -----
+
+// `reduce`: the innermost axis kept is no split sum.
+func.func @reduce_inner_kept(%x: tensor<2x3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  // expected-error @+1 {{template 'reduce': the innermost axis of size above 1 must be reduced}}
+  %0:2 = med.fusion "reduce"(%x) : (tensor<2x3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  ^bb0(%a: tensor<2x3x4xf32>):
+    %s = med.reduce sum %a {axes = array<i64: 0>} : (tensor<2x3x4xf32>) -> tensor<3x4xf32>
+    %m = med.reduce max %a {axes = array<i64: 0>} : (tensor<2x3x4xf32>) -> tensor<3x4xf32>
+    med.yield %s, %m : tensor<3x4xf32>, tensor<3x4xf32>
+  }
+  return %0#0, %0#1 : tensor<3x4xf32>, tensor<3x4xf32>
 }

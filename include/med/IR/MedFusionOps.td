@@ -40,6 +40,21 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
       `dx = W1ᵀ·dh` and `db1 = Σ dh`; it yields both weight gradients and neither `h` nor
       `g`.
 
+    - `reduce`: two or more reductions of one body argument over the same axes, the
+      innermost axis of size above 1 among them, each yielded in order: one pass over the
+      argument with an accumulator per reduction.
+    - `resample`: a `med.spatial_transform` of body arguments first (one thread per output
+      voxel computes its position and neighbours once), then either an epilogue — ops of
+      elementwise, broadcast or generate access (`med.random`) producing floats of the
+      transform's shape from its result, each other and body arguments — optionally closed
+      by a `med.slice` of the last value over the spatial axes with stride 1, which is then
+      the only result (the kernel samples that box alone); or `med.affinities` of a
+      `nearest` transform's result, yielding the affinities and the mask (the labels are
+      sampled at both ends of each affinity and never stored).
+    - `stencil`: a shift-sum of body arguments (kernel at most 7 along each axis),
+      optionally with `med.group_norm_stats` of its result, yielding the result, then the
+      mean and rstd.
+
     Numerics: values inside a fusion are f32 and never stored; only the results are rounded
     to their storage type (under bf16-mixed or fp16-mixed), and the inputs are read as the
     ops of their kind read them. One exception, under bf16-mixed and fp16-mixed: the factors
@@ -47,6 +62,8 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
     operand of a reduction are rounded to the 16-bit type, as tensor cores take them (the
     `mlp_grad` template sums `db1` as one more column of `dW1`'s product) and as the
     unfused ops read them from memory; the products and sums are accumulated in f32.
+    A fusion marked `med.fp32` (master-weight math, augmentation) computes in f32 and reads
+    its inputs unrounded even where a result is stored in the 16-bit type.
 
     ```mlir
     %y = med.fusion "elementwise" (%x, %b) : (tensor<2x8x4x4x4xf32>, tensor<1x8x1x1x1xf32>) -> tensor<2x8x4x4x4xf32> {

@@ -408,6 +408,23 @@ def MedFormResampleFusions : Pass<"med-form-resample-fusions", "::mlir::func::Fu
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
+def MedFormReduceFusions : Pass<"med-form-reduce-fusions", "::mlir::func::FuncOp"> {
+  let summary = "sibling reductions of one value into one pass (`reduce` fusions)";
+  let description = [{
+    The intensity transforms of augmentation take whole-volume statistics: contrast the mean,
+    minimum and maximum of a volume, gamma the same and a sum of squared deviations. Unfused,
+    each statistic reads the volume again. The pass finds, through FusionOpInterface, the ops
+    of reduction access that reduce one value with the same attributes but their kind (axes,
+    keepdims) and the same precision mark, and makes each such group of two or more one
+    `reduce` fusion at the first of them (they read nothing else, so every use follows it).
+    Its CUDA template runs one split sum with an accumulator per reduction: the value is read
+    once, and each result has the bits of its own reduce kernel. A group the template cannot
+    run (the innermost axis kept) stays as it is.
+    `medc compile --disable-pass=med-form-reduce-fusions` leaves it out.
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{

@@ -157,6 +157,7 @@ const FusionTemplates &fusionTemplates() {
     FunctionGen::registerMlpFusion(t);
     FunctionGen::registerStencilFusion(t);
     FunctionGen::registerResampleFusion(t);
+    FunctionGen::registerReduceFusion(t);
     return t;
   }();
   return table;

@@ -196,6 +196,7 @@ public:
   static void registerMlpFusion(FusionTemplates &t);
   static void registerStencilFusion(FusionTemplates &t);
   static void registerResampleFusion(FusionTemplates &t);
+  static void registerReduceFusion(FusionTemplates &t);
 
 private:
   Source &src;
@@ -433,8 +434,14 @@ private:
   /// A reduce whose innermost axes (after dropping axes of size 1 and merging neighbours)
   /// are reduced: each output's terms are rows of contiguous elements, a split sum.
   /// Returns false for other reduces (the innermost axis kept).
-  bool splitReduce(const Op &op, int x, int y, const std::string &kind, const std::string &init,
-                   const std::string &fn);
+  /// One reduction of a split reduce: its kind (sum, mean, max, min) and result.
+  struct Reduction {
+    std::string kind;
+    int y;
+  };
+  /// Each of `rs` reduces `x` over `axes` in the one pass (a `reduce` fusion's siblings).
+  bool splitReduce(const Op &op, int x, const std::vector<int64_t> &axes,
+                   const std::vector<Reduction> &rs);
 
   // ---- dispatch (Codegen.cpp) ------------------------------------------------------------
   /// Appends the op's steps: the emitter its kind is registered under.
@@ -528,6 +535,7 @@ private:
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);
   void resampleFusion(const Op &op, const medrun::Function &body);
+  void reduceFusion(const Op &op, const medrun::Function &body);
   // ---- Fusion/Mlp.cpp ----------------------------------------------------------------------
   void mlpFusion(const Op &op, const medrun::Function &body);
   void mlpGradFusion(const Op &op, const medrun::Function &body);

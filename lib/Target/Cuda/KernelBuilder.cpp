@@ -519,11 +519,11 @@ int64_t FunctionGen::splitSum(const Op &op, const std::string &kernelBase, const
   return parts;
 }
 
-bool FunctionGen::splitReduce(const Op &op, int x, int y, const std::string &kind, const std::string &init,
-                              const std::string &fn) {
+bool FunctionGen::splitReduce(const Op &op, int x, const std::vector<int64_t> &axes,
+                              const std::vector<Reduction> &rs) {
   const auto &xs = shape(x);
   std::vector<bool> reduced(xs.size(), false);
-  for (int64_t a : op.intsAttr("axes"))
+  for (int64_t a : axes)
     reduced[a < 0 ? a + static_cast<int64_t>(xs.size()) : a] = true;
   const std::vector<int64_t> st = contiguousStrides(xs);
   struct Group {
@@ -541,7 +541,7 @@ bool FunctionGen::splitReduce(const Op &op, int x, int y, const std::string &kin
       groups.push_back({xs[i], st[i], static_cast<bool>(reduced[i])});
     }
   }
-  if (groups.empty() || !groups.back().reduced)
+  if (groups.empty() || !groups.back().reduced || rs.empty())
     return false;
   std::vector<int64_t> keptSize, keptStride, rowSize, rowStride;
   for (size_t i = 0; i + 1 < groups.size(); ++i) {
@@ -565,20 +565,39 @@ bool FunctionGen::splitReduce(const Op &op, int x, int y, const std::string &kin
            ";\n";
   s.row = decompose("q", rowSize, "r") + "    const i64 ro = " + offsetExpr("r", rowStride) +
           ";\n";
+  // Several reductions of one input (a `reduce` fusion) keep an accumulator each and read
+  // every term once; each accumulator adds its terms in the order a lone one would.
+  const bool one = rs.size() == 1;
   const std::string v = vec > 1 ? "(float)xv[k]" : "x[e]";
-  s.term = kind == "max"   ? "a_acc[u] = maxNaN(a_acc[u], " + v + ");\n"
-           : kind == "min" ? "a_acc[u] = minNaN(a_acc[u], " + v + ");\n"
-                           : "a_acc[u] += " + v + ";\n";
+  std::string terms, finish;
+  std::vector<std::string> outParams;
+  std::vector<int> outArgs;
+  for (size_t j = 0; j < rs.size(); ++j) {
+    const std::string &kind = rs[j].kind, id = one ? "" : std::to_string(j);
+    const std::string acc = "acc" + id, a = "a_" + acc + "[u]", y = "y" + id;
+    if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
+      error("unknown reduction kind '" + kind + "'");
+    terms += kind == "max"   ? a + " = maxNaN(" + a + ", " + v + ");"
+             : kind == "min" ? a + " = minNaN(" + a + ", " + v + ");"
+                             : a + " += " + v + ";";
+    terms += one ? "\n" : " ";
+    const std::string init = kind == "max" ? flt(-INFINITY) : kind == "min" ? flt(INFINITY) : "0.0f";
+    s.accs.push_back({acc, "float", "float", init,
+                      kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()"});
+    finish += kind == "mean" ? "    " + y + "[o] = " + acc + " / (float)" + num(s.count * vec) + ";\n"
+                             : "    " + y + "[o] = " + acc + ";\n";
+    outParams.push_back(out(y));
+    outArgs.push_back(rs[j].y);
+  }
+  if (!one)
+    terms = "{ " + terms + "}\n";
   s.term = vec > 1 ? "        const Vec<" + t + ", " + std::to_string(vec) + "> xv = vload<" + std::to_string(vec) +
                          ">(x + e * " + num(vec) + ");\n"
                          "        #pragma unroll\n"
-                         "        for (int k = 0; k < " + std::to_string(vec) + "; ++k) " + s.term
-                   : "        " + s.term;
-  s.accs.push_back({"acc", "float", "float", init, fn});
-  const std::string finish = kind == "mean"
-                                 ? "    y[o] = acc / (float)" + num(s.count * vec) + ";\n"
-                                 : "    y[o] = acc;\n";
-  splitSum(op, "reduce_" + kind, s, {in("x")}, {x}, {out("y")}, {y}, finish);
+                         "        for (int k = 0; k < " + std::to_string(vec) + "; ++k) " + terms
+                   : "        " + terms;
+  splitSum(op, one ? "reduce_" + rs[0].kind : "reduce_fused", s, {in("x")}, {x}, outParams,
+           outArgs, finish);
   return true;
 }
 

@@ -51,7 +51,7 @@ void FunctionGen::reduce(const Op &op) {
   std::string fn = kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()";
   if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
     error("unknown reduction kind '" + kind + "'");
-  if (splitReduce(op, x, y, kind, init, fn))
+  if (splitReduce(op, x, op.intsAttr("axes"), {{kind, y}}))
     return;
   // Many outputs of a few terms each (a sum over a handful of channels): one thread per
   // output, its terms in order, rather than a block per output that leaves most lanes idle.
