@@ -323,10 +323,14 @@ if [[ " $CHECKS " == *" augment "* ]]; then
   #     rotated and a cropped sample; BANIS: one sample through RandAffine, one not), and the
   #     outputs compared: the image within 1e-5 (max abs), targets and masks exactly;
   #     negative control: the CUDA backend with key 13 against the CPU's key 12 must fail;
+  #   - fused = unfused: the same pipeline compiled without its resample and reduce fusions
+  #     (augment_<p>_unfused.medc) on the CUDA backend with key 12, compared as above, and
+  #     every fusion body by itself against the CPU (`cuda-check --fusions` of
+  #     augment_<p>_fusions.medc);
   #   - `medrun cuda-check --func augment --profile`: the relative error norm of every output
   #     (<= 1e-5) and the kernel time of one warm run (the sum over the launches, events
   #     around each: medrun has no warm median of a plain function; part bench times the
-  #     pipelines inside the step);
+  #     pipelines inside the step), fused and unfused;
   # then PyTorch's batched pipelines on the same GPU (bench/augment_torch.py --check: its
   # own sanity check, then the median of 50 calls by CUDA events).
   C=.device/cuda
@@ -346,12 +350,13 @@ if [[ " $CHECKS " == *" augment "* ]]; then
       continue
     fi
     in=(--func augment --input "image=$A/in/${p}_image.npy" --input "seg=$A/in/${p}_seg.npy")
-    for r in cpu:12 cuda:12 cuda:13; do
-      d=${r%%:*} k=${r#*:}
-      echo "== augment: medrun run $a --device $d, key $k"
-      timeout 120 "$M" run "$a" "${in[@]}" --input "rng=$k" --device "$d" --out "$A/$p-$d-$k" \
-        >"$A/$p-$d-$k.log" 2>&1
-      note_failure $? 120 "augment.$p: medrun run --device $d key $k" "$OUT/augment.txt"
+    u="$C/augment_${p}_unfused.medc"
+    for r in cpu:12:$a cuda:12:$a cuda:13:$a cuda:12-unfused:$u; do
+      d=${r%%:*} r=${r#*:} k=${r%%:*} art=${r#*:}
+      echo "== augment: medrun run $art --device $d, key $k"
+      timeout 120 "$M" run "$art" "${in[@]}" --input "rng=${k%-*}" --device "$d" \
+        --out "$A/$p-$d-$k" >"$A/$p-$d-$k.log" 2>&1
+      note_failure $? 120 "augment.$p: medrun run $(basename "$art") --device $d key $k" "$OUT/augment.txt"
       tail -1 "$A/$p-$d-$k.log"
     done
     python3 - "$A" "$p" >>"$OUT/augment.txt" <<'PY'
@@ -388,21 +393,32 @@ try:
     differ = not same and bool(ctrl) and sorted(ctrl) == sorted(cpu)  # ran, and differs
     print("%s augment.%s control, CUDA key 13 against CPU key 12 must differ: %s"
           % ("PASS" if differ else "FAIL", p, text))
+    ok, text = compare(cuda, load("%s-cuda-12-unfused" % p))
+    print("%s augment.%s fused = unfused on CUDA (key 12): %s" % ("PASS" if ok else "FAIL", p, text))
 except Exception as e:
     print("FAIL augment.%s comparison: %s" % (p, e))
 PY
-    echo "== augment: medrun cuda-check $a --profile"
-    timeout 180 "$M" cuda-check "$a" "${in[@]}" --input rng=12 --tolerance 1e-5 --profile \
-      >"$A/$p-cuda-check.log" 2>&1
-    rc=$?
-    tail -3 "$A/$p-cuda-check.log"
-    line=$(grep -E "^(PASS|FAIL)" "$A/$p-cuda-check.log" | tail -1)
-    total=$(awk '/kernel time by op kind/ {on = 1} on && $1 == "total" {print $2}' "$A/$p-cuda-check.log")
-    [ $rc -ne 0 ] && status=1
-    [ -z "$line" ] && line="FAIL augment: exit $rc, no summary"
-    echo "$line" | sed -e "s/^\(PASS\|FAIL\) augment:/\1 augment.$p cuda-check:/" >>"$OUT/augment.txt"
-    printf 'medrun aug-%-7s %8s ms/batch  (%s, one warm run: the sum of its launches'"'"' kernel times, cuda-check --profile)\n' \
-      "$p" "${total:-?}" "$(basename "$a")" >>"$OUT/augment.txt"
+    echo "== augment: medrun cuda-check $C/augment_${p}_fusions.medc --fusions"
+    timeout 180 "$M" cuda-check "$C/augment_${p}_fusions.medc" --fusions >"$A/$p-fusions.log" 2>&1
+    note_failure $? 180 "augment.$p: cuda-check --fusions" "$OUT/augment.txt"
+    tail -2 "$A/$p-fusions.log"
+    grep -E "^(PASS|FAIL) fusions:" "$A/$p-fusions.log" | sed -e "s/^\(PASS\|FAIL\) fusions:/\1 augment.$p fusions:/" >>"$OUT/augment.txt"
+    for art in "$a" "$u"; do
+      v=$(basename "$art" .medc)
+      echo "== augment: medrun cuda-check $art --profile"
+      timeout 180 "$M" cuda-check "$art" "${in[@]}" --input rng=12 --tolerance 1e-5 --profile \
+        >"$A/$v-cuda-check.log" 2>&1
+      rc=$?
+      tail -3 "$A/$v-cuda-check.log"
+      line=$(grep -E "^(PASS|FAIL)" "$A/$v-cuda-check.log" | tail -1)
+      total=$(awk '/kernel time by op kind/ {on = 1} on && $1 == "total" {print $2}' "$A/$v-cuda-check.log")
+      [ $rc -ne 0 ] && status=1
+      [ -z "$line" ] && line="FAIL augment: exit $rc, no summary"
+      echo "$line" | sed -e "s/^\(PASS\|FAIL\) augment:/\1 $v cuda-check:/" >>"$OUT/augment.txt"
+      printf 'medrun %-20s %8s ms/batch  (one warm run: the sum of its launches'"'"' kernel times, cuda-check --profile)\n' \
+        "$v" "${total:-?}" >>"$OUT/augment.txt"
+      grep -A40 "kernel time by op kind" "$A/$v-cuda-check.log" >"$OUT/augment-$v-profile.txt" || true
+    done
   done
   echo "== augment: PyTorch, bench/augment_torch.py"
   timeout 300 python3 bench/augment_torch.py --check --json "$A/torch.json" >"$OUT/augment-torch.log" 2>&1

@@ -75,8 +75,14 @@ cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
 "$BIN/medc" recipe configs/banis_l_k5.yaml --set precision=bf16-mixed >.device/cuda/banis_l_k5_bf16.json
 # The augmentation pipelines by themselves (part `augment`: CUDA = CPU batches, their kernel
 # time beside PyTorch's batched pipelines).
+# Beside each: the same unfused (no resample or reduce fusions: the fused = unfused check
+# and the before/after kernel time) and its fusion bodies one by one (--fusion-checks).
 for p in nnunet banis; do
   "$BIN/medc" compile models/augment_$p.mlir --target cuda -o .device/cuda/augment_$p.medc
+  "$BIN/medc" compile models/augment_$p.mlir --target cuda --disable-pass=med-form-resample-fusions \
+    --disable-pass=med-form-reduce-fusions -o .device/cuda/augment_${p}_unfused.medc
+  "$BIN/medc" compile models/augment_$p.mlir --target cuda --fusion-checks \
+    -o .device/cuda/augment_${p}_fusions.medc
 done
 # The bf16-mixed step with BANIS's augmentation inside (models/augment_banis.mlir: 138³ raw
 # crops and instance ids in, the six affinities computed on the device): part `bench`, row
