@@ -42,9 +42,18 @@ bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   return true;
 }
 
+/// Does every use of block argument `arg` give a generator (generate access) only a key or
+/// a shape, never elements to read?
+bool onlyGenerated(BlockArgument arg) {
+  return !arg.use_empty() && llvm::all_of(arg.getUsers(), [](Operation *u) {
+    return fusionKind(u) == FusionKind::Generate;
+  });
+}
+
 /// The `elementwise` template: one thread per element of the results' shape; each body op
-/// is elementwise or broadcast and produces that shape, so every value lives in registers
-/// and only block arguments may be read at broadcast indices.
+/// is elementwise, broadcast or generate access (random numbers drawn by the element's
+/// counter) and produces that shape, so every value lives in registers and only block
+/// arguments may be read at broadcast indices.
 LogicalResult matchElementwise(Block &body, llvm::function_ref<InFlightDiagnostic()> report) {
   auto fail = [&](auto &&...parts) {
     if (report)
@@ -62,9 +71,10 @@ LogicalResult matchElementwise(Block &body, llvm::function_ref<InFlightDiagnosti
   for (Operation &op : body.without_terminator()) {
     ++ops;
     FusionKind kind = fusionKind(&op);
-    if (kind != FusionKind::Elementwise && kind != FusionKind::Broadcast)
+    if (kind != FusionKind::Elementwise && kind != FusionKind::Broadcast &&
+        kind != FusionKind::Generate)
       return fail("template 'elementwise' cannot run '", op.getName(),
-                  "': expected ops of elementwise or broadcast access");
+                  "': expected ops of elementwise, broadcast or generate access");
     for (Value r : op.getResults())
       if (shapeOf(r).getShape() != space.getShape() ||
           !isa<FloatType>(shapeOf(r).getElementType()))
@@ -74,8 +84,8 @@ LogicalResult matchElementwise(Block &body, llvm::function_ref<InFlightDiagnosti
   if (ops == 0)
     return fail("template 'elementwise': the body has no ops");
   for (BlockArgument arg : body.getArguments())
-    if (!isa<FloatType>(shapeOf(arg).getElementType()) ||
-        !broadcastsTo(shapeOf(arg).getShape(), space.getShape()))
+    if (!onlyGenerated(arg) && (!isa<FloatType>(shapeOf(arg).getElementType()) ||
+                                !broadcastsTo(shapeOf(arg).getShape(), space.getShape())))
       return fail("template 'elementwise': input #", arg.getArgNumber(), " of type ",
                   arg.getType(), " does not broadcast to the results' shape ", space);
   for (Value v : yield.getValues()) {

@@ -16,11 +16,12 @@ using namespace mlir::med;
 
 namespace {
 
-/// An op of elementwise or broadcast access whose results are float tensors of one static
-/// shape (the iteration space of the fusion it may join).
+/// An op of elementwise, broadcast or generate access (random numbers) whose results are
+/// float tensors of one static shape (the iteration space of the fusion it may join).
 bool isFusible(Operation *op) {
   FusionKind kind = fusionKind(op);
-  if ((kind != FusionKind::Elementwise && kind != FusionKind::Broadcast) ||
+  if ((kind != FusionKind::Elementwise && kind != FusionKind::Broadcast &&
+       kind != FusionKind::Generate) ||
       op->getNumResults() == 0)
     return false;
   auto first = dyn_cast<RankedTensorType>(op->getResult(0).getType());

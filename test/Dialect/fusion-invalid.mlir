@@ -2,7 +2,7 @@
 
 // A body its template cannot run: a convolution is not elementwise.
 func.func @opaque_op(%x: tensor<1x2x3x3x3xf32>, %w: tensor<2x2x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
-  // expected-error @+1 {{template 'elementwise' cannot run 'med.conv3d': expected ops of elementwise or broadcast access}}
+  // expected-error @+1 {{template 'elementwise' cannot run 'med.conv3d': expected ops of elementwise, broadcast or generate access}}
   %0 = med.fusion "elementwise"(%x, %w) : (tensor<1x2x3x3x3xf32>, tensor<2x2x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
   ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<2x2x1x1x1xf32>):
     %c = med.conv3d %a, %b : (tensor<1x2x3x3x3xf32>, tensor<2x2x1x1x1xf32>) -> tensor<1x2x3x3x3xf32>

@@ -131,3 +131,34 @@ func.func @early_use(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>) {
   %n = med.neg %e : tensor<4xf32>
   return %n, %r : tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// Random numbers (generate access) join the fusion of the ops that read them: a per-sample
+// parameter drawn and scaled into its range, and noise added to a volume. The draws' shape
+// operand (%v, another shape) is an input the kernel does not read; the noise's (%x) is read
+// by the add too.
+// CHECK-LABEL: func.func @draws
+// CHECK: med.fusion "elementwise"(%arg1, %arg0, %{{.*}}, %{{.*}})
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: med.random
+// CHECK-NEXT: med.mul
+// CHECK-NEXT: med.add
+// CHECK-NEXT: med.yield
+// CHECK: med.fusion "elementwise"(%arg1, %arg2, %{{.*}})
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: med.random
+// CHECK-NEXT: med.mul
+// CHECK-NEXT: med.add
+// CHECK-NEXT: med.yield
+func.func @draws(%v: tensor<2x1x9x9x9xf32>, %key: tensor<i64>, %x: tensor<2x1x4x4x4xf32>) -> (tensor<2x3xf32>, tensor<2x1x4x4x4xf32>) {
+  %w = med.constant dense<0.4> : tensor<f32>
+  %lo = med.constant dense<0.8> : tensor<f32>
+  %u = med.random %key, %v {stream = 1 : i64, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x9x9x9xf32>) -> tensor<2x3xf32>
+  %s = med.mul %u, %w : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %p = med.add %s, %lo : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %r = med.random %key, %x {stream = 2 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x1x4x4x4xf32>) -> tensor<2x1x4x4x4xf32>
+  %n = med.mul %r, %w : (tensor<2x1x4x4x4xf32>, tensor<f32>) -> tensor<2x1x4x4x4xf32>
+  %y = med.add %x, %n : (tensor<2x1x4x4x4xf32>, tensor<2x1x4x4x4xf32>) -> tensor<2x1x4x4x4xf32>
+  return %p, %y : tensor<2x3xf32>, tensor<2x1x4x4x4xf32>
+}

@@ -429,7 +429,8 @@ def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let summary = "groups producer-consumer chains of elementwise ops into med.fusion ops";
   let description = [{
     Forms `elementwise` fusions (`med.fusion`) in each function. Ops say how they fuse
-    through FusionOpInterface (elementwise or broadcast access); no op is matched by name.
+    through FusionOpInterface (elementwise, broadcast or generate access: random numbers,
+    drawn in the kernel by each element's counter); no op is matched by name.
 
     Walking the function in order, an op joins the fusion of each producer group it reads
     whose ops produce the op's shape and mark master-weight math (`med.fp32`) as the op does,

@@ -535,6 +535,13 @@ private:
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);
   void resampleFusion(const Op &op, const medrun::Function &body);
+  /// The statement of med.random `op` of result shape `shape` drawing element `element`
+  /// (an index, or an expression of one in parentheses, row-major in that shape) with key
+  /// `key` into `y`: the element's
+  /// counter is (stream, sample, its index in the sample). One definition for the random
+  /// op's own kernel and every fused kernel that draws it.
+  std::string randomDraw(const Op &op, const std::vector<int64_t> &shape, const std::string &key,
+                         const std::string &element, const std::string &y);
   void reduceFusion(const Op &op, const medrun::Function &body);
   // ---- Fusion/Mlp.cpp ----------------------------------------------------------------------
   void mlpFusion(const Op &op, const medrun::Function &body);

@@ -1,7 +1,8 @@
 //===- Random.cpp - med.random ---------------------------------------------------------===//
 //
 // One thread per element: Philox of the element's counter (prelude.cuh's medRandomWords,
-// the device side of medrun/Random.h), so that the numbers do not depend on the launch.
+// the device side of medrun/Random.h), so that the numbers do not depend on the launch. The
+// fused kernels that draw them (the elementwise and resample templates) use the same code.
 //
 //===------------------------------------------------------------------------------===//
 
@@ -9,23 +10,32 @@
 
 namespace mlir::med::cuda {
 
-void FunctionGen::random(const Op &op) {
-  int key = op.single("key"), y = result(op);
-  requireFloat(y, "the result");
-  if (type(key).dtype != DType::I64 || type(key).numel() != 1)
-    error("the key must be an i64 scalar");
-  const int64_t n = type(y).numel(), samples = shape(y).at(0);
+std::string FunctionGen::randomDraw(const Op &op, const std::vector<int64_t> &shape,
+                                    const std::string &key, const std::string &element,
+                                    const std::string &y) {
+  const int64_t n = product(shape), samples = shape.empty() ? 1 : shape[0];
   const int64_t per = samples ? n / samples : 1, stream = op.intAttr("stream");
   if (stream < 0 || stream > int64_t(UINT32_MAX) || per > (int64_t(1) << 32))
     error("the stream and each sample's element count must fit a 32-bit counter word");
   const std::string &d = op.strAttr("distribution");
   const std::string draw = d == "normal"      ? "medRandomNormal(w)"
                            : d == "bernoulli" ? "(medRandomUniform(w) < " + dbl(op.floatAttr("probability")) + " ? 1.0f : 0.0f)"
-                                              : "medRandomUniform(w)";
-  std::string body = "  const PhiloxWords w = medRandomWords(key[0], (unsigned)" + num(stream) +
-                     ", (unsigned)(i / " + num(per) + "), (unsigned)(i % " + num(per) + "));\n" +
-                     "  y[i] = " + draw + ";\n";
-  elementwise(op, "random", {out("y", elemType(y)), in("key", "i64")}, {y, key}, n, body);
+                           : d == "uniform"   ? "medRandomUniform(w)"
+                                              : "";
+  if (draw.empty())
+    error("unknown distribution '" + d + "'");
+  return "  {\n    const PhiloxWords w = medRandomWords(" + key + ", (unsigned)" + num(stream) +
+         ", (unsigned)(" + element + " / " + num(per) + "), (unsigned)(" + element + " % " +
+         num(per) + "));\n    " + y + " = " + draw + ";\n  }\n";
+}
+
+void FunctionGen::random(const Op &op) {
+  int key = op.single("key"), y = result(op);
+  requireFloat(y, "the result");
+  if (type(key).dtype != DType::I64 || type(key).numel() != 1)
+    error("the key must be an i64 scalar");
+  elementwise(op, "random", {out("y", elemType(y)), in("key", "i64")}, {y, key}, type(y).numel(),
+              randomDraw(op, shape(y), "key[0]", "i", "y[i]"));
 }
 
 void FunctionGen::registerRandom(Emitters &e) {

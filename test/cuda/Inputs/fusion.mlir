@@ -42,3 +42,17 @@ func.func @sgd(%p: tensor<2x3x5xf32>, %g: tensor<2x3x5xf32>, %b: tensor<2x3x5xf3
   %n:2 = med.sgd %p, %gg, %b, %lr {momentum = 0.9, weight_decay = 0.01, nesterov} : (tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<f32>) -> (tensor<2x3x5xf32>, tensor<2x3x5xf32>)
   return %n#0, %n#1 : tensor<2x3x5xf32>, tensor<2x3x5xf32>
 }
+// Random numbers drawn in fused kernels by each element's counter: a per-sample parameter
+// scaled into its range (the draws' shape operand is not read), and noise added to a volume
+// of odd size (the lanes' remainder).
+func.func @draws(%v: tensor<2x1x9x9x9xf32>, %key: tensor<i64>, %x: tensor<2x3x5x4x3xf32>) -> (tensor<2x3xf32>, tensor<2x3x5x4x3xf32>) {
+  %w = med.constant dense<0.4> : tensor<f32>
+  %lo = med.constant dense<0.8> : tensor<f32>
+  %u = med.random %key, %v {stream = 1 : i64, sample_shape = array<i64: 3>} : (tensor<i64>, tensor<2x1x9x9x9xf32>) -> tensor<2x3xf32>
+  %s = med.mul %u, %w : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %p = med.add %s, %lo : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %r = med.random %key, %x {stream = 2 : i64, distribution = #med<distribution normal>} : (tensor<i64>, tensor<2x3x5x4x3xf32>) -> tensor<2x3x5x4x3xf32>
+  %n = med.mul %r, %w : (tensor<2x3x5x4x3xf32>, tensor<f32>) -> tensor<2x3x5x4x3xf32>
+  %y = med.add %x, %n : (tensor<2x3x5x4x3xf32>, tensor<2x3x5x4x3xf32>) -> tensor<2x3x5x4x3xf32>
+  return %p, %y : tensor<2x3xf32>, tensor<2x3x5x4x3xf32>
+}

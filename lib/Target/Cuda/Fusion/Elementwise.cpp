@@ -1,7 +1,8 @@
 //===- Elementwise.cpp - the `elementwise` fusion template ---------------------------===//
 //
-// A fusion of elementwise ops (and optimizer steps) runs as one vectorized kernel; each
-// op's part is its scalar form from Elementwise.cpp or Optimizer.cpp.
+// A fusion of elementwise ops (and optimizer steps, and random numbers) runs as one
+// vectorized kernel; each op's part is its scalar form from Elementwise.cpp or Optimizer.cpp,
+// or its draw from Random.cpp.
 //
 //===------------------------------------------------------------------------------===//
 
@@ -17,8 +18,23 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
   const std::vector<int> &bodyInputs = body.inputs, &bodyOutputs = body.outputs;
   if (bodyInputs.size() != inputs.size() || bodyOutputs.size() != op.results.size())
     error("the fusion's inputs or results do not match its body");
-  for (int id : inputs)
-    requireFloat(id, "an input");
+  // What each input is to the body: elements to read, or only a generator's key or shape.
+  std::vector<bool> readInput(inputs.size(), false), keyInput(inputs.size(), false);
+  for (const Op &o : body.ops)
+    for (const auto &[name, ids] : o.operands)
+      for (int id : ids)
+        for (size_t j = 0; j < bodyInputs.size(); ++j)
+          if (bodyInputs[j] == id) {
+            if (o.kind != "random")
+              readInput[j] = true;
+            else if (name == "key")
+              keyInput[j] = true;
+          }
+  for (size_t j = 0; j < inputs.size(); ++j)
+    if (readInput[j])
+      requireFloat(inputs[j], "an input");
+    else if (keyInput[j] && (type(inputs[j]).dtype != DType::I64 || type(inputs[j]).numel() != 1))
+      error("a random key must be an i64 scalar");
   for (int id : op.results)
     requireFloat(id, "a result");
   const std::vector<int64_t> &ys = shape(op.results.at(0));
@@ -27,7 +43,9 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
       error("results of different shapes");
   // Expressions of the body's values: inputs as read, then one register per op result.
   std::vector<int> ids = op.results;
-  ids.insert(ids.end(), inputs.begin(), inputs.end());
+  for (size_t j = 0; j < inputs.size(); ++j)
+    if (readInput[j] || keyInput[j])
+      ids.push_back(inputs[j]);
   const int64_t n = product(ys);
   const int lanes = lanesFor(ids);
   const Index ix = indexFor(n);
@@ -37,12 +55,25 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
   for (size_t j = 0; j < op.results.size(); ++j)
     params.push_back(out("y" + std::to_string(j)));
   for (size_t j = 0; j < inputs.size(); ++j) {
-    params.push_back(in("x" + std::to_string(j)));
-    expr[bodyInputs[j]] = read(r, inputs[j], "x" + std::to_string(j));
+    const std::string name = "x" + std::to_string(j);
+    if (readInput[j]) {
+      params.push_back(in(name));
+      expr[bodyInputs[j]] = read(r, inputs[j], name);
+    } else if (keyInput[j]) {
+      params.push_back(in(name, "i64"));
+      expr[bodyInputs[j]] = name + "[0]";
+    }
   }
   bool usesStatus = false;
   for (const Op &o : body.ops) {
     const std::string &kind = o.kind;
+    if (kind == "random") { // drawn by the element's own counter: the kernel's index i
+      const std::string t = "t" + std::to_string(o.results.at(0));
+      r.perElement += "  float " + t + ";\n" +
+                      randomDraw(o, ys, expr.at(o.single("key")), "i", t);
+      expr[o.results[0]] = t;
+      continue;
+    }
     std::vector<std::string> xs;
     for (const char *name : scalarOperands(kind))
       xs.push_back(expr.at(o.single(name)));

@@ -145,18 +145,12 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
       const int key = outerInput(o.single("key"));
       if (key < 0 || type(key).dtype != DType::I64 || type(key).numel() != 1)
         error("the key must be an i64 scalar input");
-      const std::string &d = o.strAttr("distribution");
-      const std::string draw =
-          d == "normal"      ? "medRandomNormal(w)"
-          : d == "bernoulli" ? "(medRandomUniform(w) < " + dbl(o.floatAttr("probability")) +
-                                   " ? 1.0f : 0.0f)"
-                             : "medRandomUniform(w)";
       const std::string name = "x" + std::to_string(params.size());
       params.push_back(in(name, "i64"));
       args.push_back(key);
-      b += "    float " + t + ";\n    {\n      const PhiloxWords w = medRandomWords(" + name +
-           "[0], (unsigned)" + num(o.intAttr("stream")) + ", (unsigned)n, (unsigned)(c * " +
-           ix.lit(outPlane) + " + o));\n      " + t + " = " + draw + ";\n    }\n";
+      b += "    float " + t + ";\n" +
+           randomDraw(o, ys, name + "[0]",
+                      "((n * " + ix.lit(C) + " + c) * " + ix.lit(outPlane) + " + o)", t);
       expr[o.results[0]] = t;
       continue;
     }
