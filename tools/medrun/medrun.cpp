@@ -872,8 +872,9 @@ double relativeError(const Tensor &a, const Tensor &b) {
 
 /// Random values for the inputs not given, by how the function uses them: masks 0/1,
 /// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
-/// `step` and `ema_decay` 1e-3, 1 and 0.99; what sqrt or log read in [0.1, 2.1] (N(0, 1)
-/// would give NaN on both backends, which compare equal); what the label transforms read
+/// `step` and `ema_decay` 1e-3, 1 and 0.99; what sqrt or log read, directly or through a
+/// fusion body's ops, in [0.1, 2.1] (N(0, 1) would give NaN on both backends, which compare
+/// equal); what the label transforms read
 /// integers in [-1, 4] (unlabelled, background, a few objects), in fusion bodies too;
 /// anything else N(0, 1).
 void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
@@ -905,6 +906,20 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
     // second moment).
     if (op.kind == "fusion" && op.body) {
       const std::vector<int> &outer = op.operand("inputs");
+      // What sqrt or log reads inside the body, through the ops before it (a variance
+      // divided by a count): the inputs it comes from are drawn positive.
+      std::set<int> rooted;
+      for (auto it = op.body->ops.rbegin(); it != op.body->ops.rend(); ++it) {
+        const bool feeds = it->kind == "sqrt" || it->kind == "log" ||
+                           std::any_of(it->results.begin(), it->results.end(),
+                                       [&](int r) { return rooted.count(r) != 0; });
+        if (feeds)
+          for (const auto &[name, ids] : it->operands)
+            rooted.insert(ids.begin(), ids.end());
+      }
+      for (size_t j = 0; j < op.body->inputs.size() && j < outer.size(); ++j)
+        if (rooted.count(op.body->inputs[j]))
+          roles[outer[j]] = {Positive, 0};
       for (const OpInfo &inner : op.body->ops)
         for (const auto &[name, ids] : inner.operands)
           for (int id : ids) {

@@ -50,7 +50,8 @@ std::string FunctionGen::Sampling::position() const {
     const std::string p = "p" + std::to_string(a), n = flt(static_cast<double>(xs[2 + a]));
     return "  {\n    const float q = fminf(fmaxf(" + p +
            ", -16777216.0f), 16777216.0f), d = fabsf(q - -0.5f);\n"
-           "    const float extra = fmodf(d, " + n + ");\n"
+           // fmodf is a loop on the GPU; below n it returns d exactly, as the CPU's does.
+           "    const float extra = d < " + n + " ? d : fmodf(d, " + n + ");\n"
            "    const int flips = (int)floorf(d / " + n + ");\n"
            "    const float r = flips % 2 == 0 ? extra + -0.5f : " + n + " - extra + -0.5f;\n"
            "    " + p + " = fminf(" + flt(static_cast<double>(xs[2 + a] - 1)) +
