@@ -7,6 +7,11 @@
 using namespace mlir;
 using namespace mlir::med;
 
+bool mlir::med::isScalarLiteralConstant(ConstantOp op) {
+  auto type = cast<RankedTensorType>(op.getType());
+  return type.getRank() == 0 && type.getElementType().isF32();
+}
+
 FusionKind mlir::med::fusionKind(Operation *op) {
   if (auto f = dyn_cast<FusionOpInterface>(op))
     return f.getFusionKind();
@@ -69,6 +74,8 @@ LogicalResult matchElementwise(Block &body, llvm::function_ref<InFlightDiagnosti
     return fail("template 'elementwise': results need static shapes");
   size_t ops = 0;
   for (Operation &op : body.without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(&op); c && isScalarLiteralConstant(c))
+      continue; // a literal in the kernel
     ++ops;
     FusionKind kind = fusionKind(&op);
     if (kind != FusionKind::Elementwise && kind != FusionKind::Broadcast &&

@@ -93,19 +93,32 @@ struct Groups {
 };
 
 /// Replaces the ops of `group` (in block order; the last is the root) by one fusion at the
-/// root, yielding every result of the group that is used outside it.
+/// root, yielding every result of the group that is used outside it. The scalar constants
+/// the group reads are copied into the body (literals in the kernel: no input, and no launch
+/// once nothing else reads them).
 void outline(ArrayRef<Operation *> group) {
   Operation *root = group.back();
   llvm::SmallPtrSet<Operation *, 8> members(group.begin(), group.end());
+  SmallVector<Operation *> ops;
+  for (Operation *op : group)
+    for (Value v : op->getOperands())
+      if (auto c = v.getDefiningOp<ConstantOp>(); c && isScalarLiteralConstant(c) && members.insert(c).second)
+        ops.push_back(c);
+  SmallVector<Operation *> constants(ops);
+  ops.append(group.begin(), group.end());
   SmallVector<Value> escaping;
   OpBuilder b(root);
-  FusionOp fusion =
-      buildFusion(b, root->getLoc(), "elementwise", group, group, members, escaping);
+  FusionOp fusion = buildFusion(b, root->getLoc(), "elementwise", ops, group, members, escaping);
   if (isMasterWeightMath(root))
     fusion->setAttr("med.fp32", b.getUnitAttr());
+  for (Operation *c : constants) // kept for their other readers
+    members.erase(c);
   useFusionResults(fusion, escaping, members);
   for (Operation *op : llvm::reverse(group))
     op->erase();
+  for (Operation *c : constants)
+    if (c->use_empty())
+      c->erase();
 }
 
 struct MedFormFusions : med::impl::MedFormFusionsBase<MedFormFusions> {

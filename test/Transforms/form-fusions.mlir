@@ -139,14 +139,17 @@ func.func @early_use(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>) {
 // operand (%v, another shape) is an input the kernel does not read; the noise's (%x) is read
 // by the add too.
 // CHECK-LABEL: func.func @draws
-// CHECK: med.fusion "elementwise"(%arg1, %arg0, %{{.*}}, %{{.*}})
+// CHECK: med.fusion "elementwise"(%arg1, %arg0)
 // CHECK-NEXT: ^bb0
+// CHECK-NEXT: med.constant
+// CHECK-NEXT: med.constant
 // CHECK-NEXT: med.random
 // CHECK-NEXT: med.mul
 // CHECK-NEXT: med.add
 // CHECK-NEXT: med.yield
-// CHECK: med.fusion "elementwise"(%arg1, %arg2, %{{.*}})
+// CHECK: med.fusion "elementwise"(%arg1, %arg2)
 // CHECK-NEXT: ^bb0
+// CHECK-NEXT: med.constant
 // CHECK-NEXT: med.random
 // CHECK-NEXT: med.mul
 // CHECK-NEXT: med.add
@@ -161,4 +164,33 @@ func.func @draws(%v: tensor<2x1x9x9x9xf32>, %key: tensor<i64>, %x: tensor<2x1x4x
   %n = med.mul %r, %w : (tensor<2x1x4x4x4xf32>, tensor<f32>) -> tensor<2x1x4x4x4xf32>
   %y = med.add %x, %n : (tensor<2x1x4x4x4xf32>, tensor<2x1x4x4x4xf32>) -> tensor<2x1x4x4x4xf32>
   return %p, %y : tensor<2x3xf32>, tensor<2x1x4x4x4xf32>
+}
+
+// -----
+
+// Scalar f32 constants the group reads are copied into the body: literals in the kernel,
+// no inputs. One that another op still reads stays for it; a constant of another shape
+// (stored as an activation under mixed precision) stays an input.
+// CHECK-LABEL: func.func @literals
+// CHECK: %[[K:.*]] = med.constant dense<2.000000e+00> : tensor<f32>
+// CHECK: %[[B:.*]] = med.constant dense<1.000000e+00> : tensor<1x4xf32>
+// CHECK: med.fusion "elementwise"(%arg0, %[[B]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: med.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-NEXT: med.constant dense<3.000000e+00> : tensor<f32>
+// CHECK-NEXT: med.mul
+// CHECK-NEXT: med.add
+// CHECK-NEXT: med.sub
+// CHECK-NEXT: med.yield
+// CHECK-NOT: dense<3.000000e+00>
+// CHECK: med.reduce sum %[[K]]
+func.func @literals(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<f32>) {
+  %k = med.constant dense<2.0> : tensor<f32>
+  %c = med.constant dense<3.0> : tensor<f32>
+  %b = med.constant dense<1.0> : tensor<1x4xf32>
+  %0 = med.mul %x, %k : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %1 = med.add %0, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %2 = med.sub %1, %b : (tensor<2x4xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
+  %r = med.reduce sum %k {axes = array<i64>} : (tensor<f32>) -> tensor<f32>
+  return %2, %r : tensor<2x4xf32>, tensor<f32>
 }

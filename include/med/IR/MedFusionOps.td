@@ -27,8 +27,9 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
     rejected with the reason.
 
     - `elementwise`: ops of elementwise, broadcast or generate access (FusionOpInterface)
-      that all produce the shape of the fusion's results; a block argument may broadcast to
-      it, or be only a generator's key or shape (never read as elements).
+      that all produce the shape of the fusion's results, and scalar f32 `med.constant`s
+      (literals in the kernel); a block argument may broadcast to that shape, or be only a
+      generator's key or shape (never read as elements).
     - `mlp`: a block's MLP, `y = W2·act(W1·x + b1) + b2`, optionally followed by one
       elementwise op of `y` and a body argument of its shape (the residual add): 1×1×1
       convolutions (contractions over channels) of body arguments, a one-operand

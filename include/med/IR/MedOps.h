@@ -66,6 +66,8 @@ namespace mlir::med {
 /// Shared by the verifier of med.fusion and the passes that form fusions.
 LogicalResult matchFusionTemplate(StringRef name, Block &body,
                                   llvm::function_ref<InFlightDiagnostic()> report);
+/// A rank-0 f32 med.constant: an `elementwise` fusion's body may hold it (a literal).
+bool isScalarLiteralConstant(ConstantOp op);
 /// The fusion templates medc knows.
 ArrayRef<StringRef> fusionTemplates();
 } // namespace mlir::med

@@ -430,7 +430,9 @@ def MedFormFusions : Pass<"med-form-fusions", "::mlir::func::FuncOp"> {
   let description = [{
     Forms `elementwise` fusions (`med.fusion`) in each function. Ops say how they fuse
     through FusionOpInterface (elementwise, broadcast or generate access: random numbers,
-    drawn in the kernel by each element's counter); no op is matched by name.
+    drawn in the kernel by each element's counter); no op is matched by name. The scalar
+    f32 constants a fusion reads are copied into its body: literals in the kernel, and a
+    constant nothing else reads any more is gone (one launch fewer).
 
     Walking the function in order, an op joins the fusion of each producer group it reads
     whose ops produce the op's shape and mark master-weight math (`med.fp32`) as the op does,

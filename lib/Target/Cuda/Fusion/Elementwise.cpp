@@ -67,6 +67,13 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
   bool usesStatus = false;
   for (const Op &o : body.ops) {
     const std::string &kind = o.kind;
+    if (kind == "constant") { // a scalar literal (med-form-fusions copies them in)
+      const std::vector<double> v = o.floatsAttr("value");
+      if (v.size() != 1 || !body.values.at(o.results.at(0)).shape.empty())
+        error("a constant in a fusion body must be a scalar");
+      expr[o.results[0]] = flt(v[0]);
+      continue;
+    }
     if (kind == "random") { // drawn by the element's own counter: the kernel's index i
       const std::string t = "t" + std::to_string(o.results.at(0));
       r.perElement += "  float " + t + ";\n" +
