@@ -44,13 +44,8 @@ bool outline(StringRef templ, ArrayRef<Operation *> recomputed, ArrayRef<Operati
           def && !members.contains(def) && !def->isBeforeInBlock(at))
         return false;
   OpBuilder b(at);
-  SmallVector<Value> escaping;
-  FusionOp fusion = buildFusion(b, at->getLoc(), templ, all, group, members, escaping);
-  if (failed(matchFusionTemplate(templ, fusion.getBody().front(), nullptr))) {
-    fusion->erase();
+  if (!formFusion(b, at->getLoc(), templ, all, group, members))
     return false;
-  }
-  useFusionResults(fusion, escaping, members);
   for (Operation *op : llvm::reverse(group)) {
     erased.insert(op);
     op->erase();

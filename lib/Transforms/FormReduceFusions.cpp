@@ -42,16 +42,11 @@ struct MedFormReduceFusions : med::impl::MedFormReduceFusionsBase<MedFormReduceF
           continue;
         llvm::SmallPtrSet<Operation *, 4> members(ops.begin(), ops.end());
         OpBuilder b(ops.front());
-        SmallVector<Value> escaping;
-        FusionOp fusion =
-            buildFusion(b, ops.front()->getLoc(), "reduce", ops, ops, members, escaping);
-        if (failed(matchFusionTemplate("reduce", fusion.getBody().front(), nullptr))) {
-          fusion->erase();
+        FusionOp fusion = formFusion(b, ops.front()->getLoc(), "reduce", ops, ops, members);
+        if (!fusion)
           continue;
-        }
         if (ops.front()->hasAttr("med.fp32"))
           fusion->setAttr("med.fp32", b.getUnitAttr());
-        useFusionResults(fusion, escaping, members);
         for (Operation *op : llvm::reverse(ops))
           op->erase();
       }

@@ -107,15 +107,11 @@ bool outline(const Members &members, Members &erased) {
   SmallVector<Operation *> ops = ordered(members);
   Operation *root = ops.back();
   OpBuilder b(root);
-  SmallVector<Value> escaping;
-  FusionOp fusion = buildFusion(b, root->getLoc(), "resample", ops, ops, members, escaping);
+  FusionOp fusion = formFusion(b, root->getLoc(), "resample", ops, ops, members);
+  if (!fusion)
+    return false;
   if (isMasterWeightMath(ops.front()))
     fusion->setAttr("med.fp32", b.getUnitAttr());
-  if (failed(matchFusionTemplate("resample", fusion.getBody().front(), nullptr))) {
-    fusion->erase();
-    return false;
-  }
-  useFusionResults(fusion, escaping, members);
   for (Operation *op : llvm::reverse(ops)) {
     erased.insert(op);
     op->erase();

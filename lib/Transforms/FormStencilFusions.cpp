@@ -48,15 +48,12 @@ struct MedFormStencilFusions
       llvm::SmallPtrSet<Operation *, 2> members{producer, stats};
       SmallVector<Operation *> ops{producer, stats};
       b.setInsertionPoint(producer);
-      SmallVector<Value> escaping;
-      FusionOp fusion = buildFusion(b, producer->getLoc(), "stencil", ops, ops, members, escaping);
-      if (failed(matchFusionTemplate("stencil", fusion.getBody().front(), nullptr))) {
-        fusion->erase();
+      FusionOp fusion = formFusion(b, producer->getLoc(), "stencil", ops, ops, members);
+      if (!fusion) {
         apply->erase();
         stats->erase();
         continue;
       }
-      useFusionResults(fusion, escaping, members);
       norm.getResult().replaceAllUsesWith(apply.getResult());
       if (norm.getSaveStatistics()) {
         norm.getStatistics()[0].replaceAllUsesWith(fusion.getResult(1));

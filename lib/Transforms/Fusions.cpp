@@ -43,6 +43,19 @@ void useFusionResults(FusionOp fusion, ArrayRef<Value> escaping,
         f, [&](OpOperand &use) { return !members.contains(use.getOwner()); });
 }
 
+FusionOp formFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Operation *> ops,
+                    ArrayRef<Operation *> escapes,
+                    const llvm::SmallPtrSetImpl<Operation *> &members) {
+  SmallVector<Value> escaping;
+  FusionOp fusion = buildFusion(b, loc, templ, ops, escapes, members, escaping);
+  if (failed(matchFusionTemplate(templ, fusion.getBody().front(), nullptr))) {
+    fusion->erase();
+    return nullptr;
+  }
+  useFusionResults(fusion, escaping, members);
+  return fusion;
+}
+
 std::optional<Type> mixedStorageType(func::FuncOp f) {
   auto precision = f->getAttrOfType<StringAttr>("med.precision");
   if (precision && precision == "bf16-mixed")

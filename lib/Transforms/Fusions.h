@@ -33,6 +33,14 @@ FusionOp buildFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Opera
 void useFusionResults(FusionOp fusion, ArrayRef<Value> escaping,
                       const llvm::SmallPtrSetImpl<Operation *> &members);
 
+/// buildFusion, then template `templ`'s matcher on the body: where it matches, the uses
+/// outside `members` of what escapes read the fusion's results (the caller erases the
+/// originals); where it does not, the fusion is erased, nothing else changed, and the
+/// result is null.
+FusionOp formFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Operation *> ops,
+                    ArrayRef<Operation *> escapes,
+                    const llvm::SmallPtrSetImpl<Operation *> &members);
+
 /// The block MLPs of `f` (mixed precision only): each compressing contraction whose input
 /// is a one-operand elementwise activation of an expanding contraction, the three found by
 /// FusionOpInterface.

@@ -933,8 +933,6 @@ void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed
               roles[v] = {Rate, 0};
             else if (inner.kind == "adamw" && name == "exp_avg_sq")
               roles[v] = {Square, 0};
-            else if (inner.kind == "sqrt" || inner.kind == "log")
-              roles[v] = {Positive, 0};
             else if (readsLabels(inner, *op.body))
               roles[v] = {Labels, 0};
           }
