@@ -69,6 +69,12 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
     throw Error(str(meta, ": channel_names lists ", channels.size(),
                     " channels; the models take 1 input channel (expected one, \"0\")"));
   std::string modality = channels.begin()->is_string() ? channels.begin()->get<std::string>() : "";
+  if (d["labels"].contains("ignore"))
+    throw Error(str(meta, ": labels.ignore = ", d["labels"]["ignore"].dump(),
+                    ": nnU-Net's ignore label (voxels left out of the loss and the Dice) is not "
+                    "supported yet: medrun's dice_ce would train it as a class of its own. "
+                    "Expected labels without 'ignore' (relabel those voxels, or leave the "
+                    "label out of dataset.json)"));
   for (auto &[name, value] : d["labels"].items()) {
     if (value.is_array())
       throw Error(str(meta, ": labels.", name, " is a region ", value.dump(),
@@ -78,7 +84,11 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
       throw Error(str(meta, ": labels.", name, " = ", value.dump(),
                       ": expected an integer class index in 0..255"));
     split.maxLabel = std::max(split.maxLabel, value.get<int64_t>());
+    split.labels.push_back({name, value.get<int64_t>()});
   }
+  std::stable_sort(split.labels.begin(), split.labels.end(),
+                   [](const auto &a, const auto &b) { return a.second < b.second; });
+  split.channelName = modality;
   if (d.contains("regions_class_order"))
     throw Error(str(meta, ": regions_class_order: region-based datasets are not supported "
                           "(expected integer labels)"));
@@ -129,7 +139,226 @@ std::vector<Case> listedCases(const DatasetSpec &spec) {
   return cases;
 }
 
+/// MT19937 as NumPy's legacy RandomState(seed) runs it: an integer seed goes through
+/// init_genrand, and each draw is genrand_int32.
+class Mt19937 {
+public:
+  explicit Mt19937(uint32_t seed) {
+    mt_[0] = seed;
+    for (uint32_t k = 1; k < 624; ++k)
+      mt_[k] = 1812433253u * (mt_[k - 1] ^ (mt_[k - 1] >> 30)) + k;
+  }
+  uint32_t next() {
+    if (i_ >= 624) {
+      for (int k = 0; k < 624; ++k) {
+        const uint32_t y = (mt_[k] & 0x80000000u) | (mt_[(k + 1) % 624] & 0x7fffffffu);
+        mt_[k] = mt_[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1) ? 0x9908b0dfu : 0u);
+      }
+      i_ = 0;
+    }
+    uint32_t y = mt_[i_++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+  }
+  /// NumPy's random_interval: uniform in [0, max] by masked rejection.
+  uint32_t interval(uint32_t max) {
+    if (max == 0)
+      return 0;
+    uint32_t mask = max;
+    for (int s = 1; s < 32; s *= 2)
+      mask |= mask >> s;
+    uint32_t v;
+    while ((v = next() & mask) > max) {
+    }
+    return v;
+  }
+
+private:
+  uint32_t mt_[624];
+  int i_ = 624;
+};
+
 } // namespace
+
+std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> kfoldSplits(size_t n,
+                                                                             size_t folds,
+                                                                             uint32_t seed) {
+  if (folds < 2 || n < folds)
+    throw Error(str("a ", folds, "-fold split of ", n, " cases: expected at least ", folds,
+                    " cases"));
+  // sklearn's KFold(shuffle=True, random_state=seed): RandomState(seed).shuffle(arange(n)),
+  // then consecutive test folds, the first n % folds one larger; both sides in index order.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i)
+    order[i] = i;
+  Mt19937 rng(seed);
+  for (size_t i = n - 1; i > 0; --i)
+    std::swap(order[i], order[rng.interval(static_cast<uint32_t>(i))]);
+  std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> out;
+  size_t at = 0;
+  for (size_t f = 0; f < folds; ++f) {
+    const size_t size = n / folds + (f < n % folds ? 1 : 0);
+    std::vector<bool> test(n, false);
+    for (size_t k = at; k < at + size; ++k)
+      test[order[k]] = true;
+    at += size;
+    std::pair<std::vector<size_t>, std::vector<size_t>> split;
+    for (size_t i = 0; i < n; ++i)
+      (test[i] ? split.second : split.first).push_back(i);
+    out.push_back(std::move(split));
+  }
+  return out;
+}
+
+namespace {
+
+std::array<double, 3> readSpacing(const json &j, const std::string &what) {
+  std::array<double, 3> s{};
+  if (!j.is_array() || j.size() != 3)
+    throw Error(str(what, ": spacing: expected three numbers [z, y, x], got ", j.dump()));
+  for (int a = 0; a < 3; ++a) {
+    if (!j[a].is_number() || !(j[a].get<double>() > 0))
+      throw Error(str(what, ": spacing: expected positive numbers, got ", j.dump()));
+    s[a] = j[a].get<double>();
+  }
+  return s;
+}
+
+} // namespace
+
+void ChannelNormalization::apply(float *x, int64_t n) const {
+  if (scheme == "none")
+    return;
+  if (scheme == "divide255") {
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = x[i] / 255.0f;
+    return;
+  }
+  if (scheme != "zscore" && scheme != "ct")
+    throw Error(str("normalization: unknown scheme '", scheme, "' (expected none, divide255, "
+                    "zscore or ct)"));
+  const double inv = 1.0 / std::max(std, 1e-8);
+  const double l = scheme == "ct" ? lo : -INFINITY, h = scheme == "ct" ? hi : INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>((std::clamp<double>(x[i], l, h) - mean) * inv);
+}
+
+void ChannelNormalization::useVolumeStatistics(const float *x, int64_t n) {
+  // The sums in voxel order, as the training scan adds them slab after slab.
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += x[i];
+    sq += static_cast<double>(x[i]) * x[i];
+  }
+  const double count = static_cast<double>(n);
+  mean = sum / count;
+  std = std::sqrt(std::max(0.0, sq / count - mean * mean));
+}
+
+std::string ChannelNormalization::describe() const {
+  if (scheme == "ct")
+    return str("ct (clip ", lo, "..", hi, ", mean ", mean, ", std ", std, ")");
+  if (scheme == "zscore")
+    return "zscore (each volume by its own mean and std)";
+  return scheme;
+}
+
+nlohmann::ordered_json DataContract::toJson() const {
+  using ojson = nlohmann::ordered_json;
+  ojson j;
+  j["format"] = "medrun data contract 1";
+  j["source"] = source;
+  if (!dataset.empty())
+    j["dataset"] = dataset;
+  j["channels"] = ojson::array();
+  for (const ChannelNormalization &c : channels) {
+    ojson k = {{"name", c.name}, {"normalization", c.scheme}};
+    if (c.scheme == "ct") {
+      k["mean"] = c.mean;
+      k["std"] = c.std;
+      k["percentile_00_5"] = c.lo;
+      k["percentile_99_5"] = c.hi;
+    }
+    j["channels"].push_back(k);
+  }
+  j["spacing"] = spacing ? ojson(*spacing) : ojson(nullptr);
+  ojson l = ojson::object();
+  for (const auto &[name, value] : labels)
+    l[name] = value;
+  j["labels"] = l;
+  if (ignoreLabel)
+    j["ignore_label"] = *ignoreLabel;
+  return j;
+}
+
+DataContract DataContract::fromJson(const json &j, const std::string &what) {
+  if (!j.is_object())
+    throw Error(str(what, ": the data contract is not a JSON object"));
+  auto need = [&](const char *key) -> const json & {
+    auto it = j.find(key);
+    if (it == j.end())
+      throw Error(str(what, ": the data contract has no '", key, "'"));
+    return *it;
+  };
+  DataContract c;
+  if (!need("format").is_string() || need("format").get<std::string>() != "medrun data contract 1")
+    throw Error(str(what, ": format: expected \"medrun data contract 1\", got ",
+                    need("format").dump()));
+  if (!need("source").is_string())
+    throw Error(str(what, ": source: expected a string"));
+  c.source = need("source").get<std::string>();
+  c.dataset = j.value("dataset", "");
+  const json &channels = need("channels");
+  if (!channels.is_array() || channels.empty())
+    throw Error(str(what, ": channels: expected a list of one entry per input channel"));
+  for (size_t k = 0; k < channels.size(); ++k) {
+    const json &ch = channels[k];
+    const std::string at = str(what, ": channels[", k, "]");
+    if (!ch.is_object() || !ch.contains("normalization") || !ch["normalization"].is_string())
+      throw Error(str(at, ": expected {\"name\", \"normalization\", ...}"));
+    ChannelNormalization n;
+    n.name = ch.value("name", "");
+    n.scheme = ch["normalization"].get<std::string>();
+    if (n.scheme == "ct") {
+      double *fields[] = {&n.mean, &n.std, &n.lo, &n.hi};
+      const char *keys[] = {"mean", "std", "percentile_00_5", "percentile_99_5"};
+      for (int f = 0; f < 4; ++f) {
+        if (!ch.contains(keys[f]) || !ch[keys[f]].is_number())
+          throw Error(str(at, ": normalization ct needs the statistic '", keys[f],
+                          "' (a number), which is missing"));
+        *fields[f] = ch[keys[f]].get<double>();
+      }
+      if (!(n.lo <= n.hi) || !std::isfinite(n.mean) || !(n.std >= 0))
+        throw Error(str(at, ": ct statistics out of range (clip ", n.lo, "..", n.hi, ", std ",
+                        n.std, ")"));
+    } else if (n.scheme != "none" && n.scheme != "divide255" && n.scheme != "zscore") {
+      throw Error(str(at, ": normalization: expected none, divide255, zscore or ct, got '",
+                      n.scheme, "'"));
+    }
+    c.channels.push_back(n);
+  }
+  if (j.contains("spacing") && !j["spacing"].is_null())
+    c.spacing = readSpacing(j["spacing"], what);
+  if (j.contains("labels")) {
+    if (!j["labels"].is_object())
+      throw Error(str(what, ": labels: expected {\"name\": value}"));
+    for (auto &[name, value] : j["labels"].items()) {
+      if (!value.is_number_integer())
+        throw Error(str(what, ": labels.", name, ": expected an integer"));
+      c.labels.push_back({name, value.get<int64_t>()});
+    }
+    std::stable_sort(c.labels.begin(), c.labels.end(),
+                     [](const auto &a, const auto &b) { return a.second < b.second; });
+  }
+  if (j.contains("ignore_label") && !j["ignore_label"].is_null()) {
+    if (!j["ignore_label"].is_number_integer())
+      throw Error(str(what, ": ignore_label: expected an integer"));
+    c.ignoreLabel = j["ignore_label"].get<int64_t>();
+  }
+  return c;
+}
 
 DatasetSplit splitDataset(const DatasetSpec &spec) {
   DatasetSplit split;
@@ -144,17 +373,44 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
   std::sort(cases.begin(), cases.end(), [](const Case &a, const Case &b) { return a.name < b.name; });
 
   std::string splits = spec.splits;
-  if (splits.empty() && spec.source == "nnunet" &&
-      fs::exists(fs::path(spec.path) / "splits_final.json"))
+  json generated;
+  if (splits.empty() && spec.source == "nnunet") {
     splits = (fs::path(spec.path) / "splits_final.json").string();
+    if (!fs::exists(splits)) {
+      // As nnU-Net does without the file: 5 folds by KFold with its seed over the sorted
+      // case names, written to the dataset so that every fold's run reads the same split.
+      if (cases.size() < 5)
+        throw Error(str(spec.path, ": no splits_final.json, and nnU-Net's 5-fold split needs "
+                        "at least 5 cases; the dataset has ", cases.size(),
+                        " (write a splits_final.json: [{\"train\": [...], \"val\": [...]}])"));
+      generated = json::array();
+      for (const auto &[train, val] : kfoldSplits(cases.size(), 5, 12345)) {
+        json fold = {{"train", json::array()}, {"val", json::array()}};
+        for (size_t i : train)
+          fold["train"].push_back(cases[i].name);
+        for (size_t i : val)
+          fold["val"].push_back(cases[i].name);
+        generated.push_back(fold);
+      }
+      const std::string tmp = splits + ".tmp";
+      std::ofstream out(tmp);
+      out << generated.dump(4) << "\n";
+      out.close();
+      std::error_code ec;
+      if (!out || (fs::rename(tmp, splits, ec), ec))
+        throw Error(str(splits, ": cannot write nnU-Net's 5-fold split there (",
+                        ec ? ec.message() : "write failed",
+                        "): make the dataset folder writable, or give data.splits"));
+    }
+  }
   if (!splits.empty()) {
     // nnU-Net: a list of folds, each {"train": [cases], "val": [cases]}.
-    json s = readJson(splits);
+    json s = generated.is_array() ? generated : readJson(splits);
     if (!s.is_array() || s.empty())
       throw Error(str(splits, ": expected a list of folds [{\"train\": [...], \"val\": [...]}]"));
     if (spec.fold < 0 || spec.fold >= static_cast<int64_t>(s.size()))
-      throw Error(str("data.fold: ", spec.fold, " is not a fold of ", splits, " (it has ",
-                      s.size(), ": 0..", s.size() - 1, ")"));
+      throw Error(str("data.fold: fold ", spec.fold, " does not exist: ", splits, " has ",
+                      s.size(), " fold(s), 0..", s.size() - 1));
     const json &fold = s[spec.fold];
     auto names = [&](const char *key) {
       if (!fold.is_object() || !fold.contains(key) || !fold[key].is_array())
@@ -175,7 +431,8 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
                           "', which the dataset does not have"));
         (std::string(key) == "train" ? split.train : split.validation).push_back(*it);
       }
-    split.how = str(fs::path(splits).filename().string(), " fold ", spec.fold);
+    split.how = str(fs::path(splits).filename().string(), generated.is_array() ? " (written now)" : "",
+                    " fold ", spec.fold);
   } else {
     if (!(spec.valFraction >= 0 && spec.valFraction < 1))
       throw Error(str("data.val_fraction: expected a fraction in [0, 1), got ", spec.valFraction));
@@ -203,32 +460,11 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
 
 namespace {
 
-struct Normalize {
-  enum class Kind { None, Divide255, ZScore, CT } kind = Kind::None;
-  double mean = 0, std = 1, lo = -INFINITY, hi = INFINITY;
-  void apply(float *x, int64_t n) const {
-    switch (kind) {
-    case Kind::None: return;
-    case Kind::Divide255:
-      for (int64_t i = 0; i < n; ++i)
-        x[i] = x[i] / 255.0f;
-      return;
-    case Kind::ZScore:
-    case Kind::CT: {
-      const double inv = 1.0 / std::max(std, 1e-8);
-      for (int64_t i = 0; i < n; ++i)
-        x[i] = static_cast<float>((std::clamp<double>(x[i], lo, hi) - mean) * inv);
-      return;
-    }
-    }
-  }
-};
-
 struct FileVolume {
   Case c;
   std::unique_ptr<VolumeReader> image, label;
   Index3 shape;
-  Normalize norm;
+  ChannelNormalization norm;
   std::vector<int64_t> classes;
   std::vector<std::vector<int64_t>> foreground;
   std::vector<float> fgIntensities; ///< sampled, for CT statistics
@@ -239,8 +475,8 @@ public:
   /// The training cases of `split`, or with `training` its validation cases, normalised
   /// as `training`'s (CT: with the training cases' statistics).
   FileSource(const DatasetSpec &spec, const DatasetSplit &split, FILE *log,
-             const FileSource *training = nullptr)
-      : classMode_(spec.classes), maxLabel_(split.maxLabel) {
+             const FileSource *training = nullptr, const DataContract *stored = nullptr)
+      : classMode_(spec.classes), maxLabel_(split.maxLabel), split_(split) {
     auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(spec.cacheMb) << 20);
     const std::vector<Case> &cases = training ? split.validation : split.train;
     vols_.resize(cases.size());
@@ -285,11 +521,22 @@ public:
     if (norm == "auto")
       norm = vols_[0].image->info().type == VoxelType::U8 ? "divide255" : "zscore";
     norm_ = norm;
+    if (norm != "none" && norm != "divide255" && norm != "zscore" && norm != "ct")
+      throw Error(str("data.normalization: expected auto, none, divide255, zscore or ct, got '",
+                      norm, "'"));
+    if (stored && (stored->channels.size() != 1 || stored->channels[0].scheme != norm))
+      throw Error(str("data.normalization: the run's stored data contract normalises ",
+                      stored->channels.empty() ? std::string("no channel")
+                                               : stored->channels[0].describe(),
+                      ", but the recipe now gives ", norm,
+                      " (a resumed run normalises as it started: train a new run with --out)"));
+    // A stored contract's statistics are the ones used: no sampling for them.
+    const bool sample = norm == "ct" && !training && !stored;
     std::vector<std::exception_ptr> errors(vols_.size());
     parallelFor(static_cast<int64_t>(vols_.size()), 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         try {
-          scan(i, spec.seed, norm);
+          scan(i, spec.seed, norm, sample);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -297,18 +544,22 @@ public:
     for (auto &e : errors)
       if (e)
         std::rethrow_exception(e);
-    Normalize &global = global_;
+    ChannelNormalization &global = global_;
+    global.name = split.channelName;
+    global.scheme = norm;
     if (training) {
       global = training->global_;
-    } else if (norm == "none") {
-    } else if (norm == "divide255") {
-      global.kind = Normalize::Kind::Divide255;
+    } else if (stored) {
+      global = stored->channels[0];
     } else if (norm == "ct") {
       // nnU-Net's CTNormalization: clip to the 0.5 and 99.5 percentiles of the foreground
       // intensities of the dataset, then subtract their mean and divide by their std.
       std::vector<float> all;
       for (const FileVolume &v : vols_)
         all.insert(all.end(), v.fgIntensities.begin(), v.fgIntensities.end());
+      if (all.empty())
+        throw Error("data.normalization ct: the training cases have no foreground voxel to "
+                    "take the intensity statistics from");
       std::sort(all.begin(), all.end());
       auto pct = [&](double q) { // NumPy's linear percentile
         double pos = q / 100.0 * static_cast<double>(all.size() - 1);
@@ -325,10 +576,6 @@ public:
       global.std = std::sqrt(sq / static_cast<double>(all.size()));
       global.lo = pct(0.5);
       global.hi = pct(99.5);
-      global.kind = Normalize::Kind::CT;
-    } else if (norm != "zscore") {
-      throw Error(str("data.normalization: expected auto, none, divide255, zscore or ct, got '",
-                      norm, "'"));
     }
     for (FileVolume &v : vols_)
       if (norm != "zscore")
@@ -340,10 +587,7 @@ public:
       std::fprintf(log, "data: %zu training, %zu validation cases (%s), %.1f Mvoxels; "
                         "normalization %s%s; chunk cache %lld MiB\n",
                    split.train.size(), split.validation.size(), split.how.c_str(), voxels / 1e6,
-                   norm.c_str(),
-                   norm == "ct" ? str(" (clip ", global.lo, "..", global.hi, ", mean ",
-                                      global.mean, ", std ", global.std, ")").c_str()
-                                : "",
+                   global.describe().c_str(), stored ? " (the run's stored data contract)" : "",
                    static_cast<long long>(spec.cacheMb));
     }
   }
@@ -399,7 +643,7 @@ public:
   }
 
 private:
-  void scan(int64_t index, uint64_t seed, const std::string &norm) {
+  void scan(int64_t index, uint64_t seed, const std::string &norm, bool sample) {
     FileVolume &v = vols_[index];
     const Index3 V = v.shape;
     const int64_t plane = V[1] * V[2];
@@ -413,7 +657,7 @@ private:
     data::Stream fgStream(seed, kTagReservoir, static_cast<uint32_t>(index), 0xffffffffu);
     int64_t fgSeen = 0;
     double sum = 0, sq = 0;
-    const bool wantImage = norm == "zscore" || norm == "ct";
+    const bool wantImage = norm == "zscore" || sample;
     for (int64_t z0 = 0; z0 < V[0]; z0 += slab) {
       const int64_t d = std::min(slab, V[0] - z0);
       v.label->read({z0, 0, 0}, {d, V[1], V[2]}, ids.data());
@@ -446,7 +690,7 @@ private:
           if (r < kLocations)
             list[r] = flat;
         }
-        if (norm == "ct") {
+        if (sample) {
           ++fgSeen;
           if (v.fgIntensities.size() < kIntensities) {
             v.fgIntensities.push_back(img[k]);
@@ -474,26 +718,68 @@ private:
     if (norm == "zscore") {
       // nnU-Net's ZScoreNormalization: each image by its own mean and std.
       const double n = static_cast<double>(V[0] * plane);
-      v.norm.kind = Normalize::Kind::ZScore;
+      v.norm.name = split_.channelName;
+      v.norm.scheme = "zscore";
       v.norm.mean = sum / n;
       v.norm.std = std::sqrt(std::max(0.0, sq / n - v.norm.mean * v.norm.mean));
     }
   }
 
+public:
+  /// The contract of this (training) source.
+  DataContract contract(const DatasetSpec &spec) const {
+    DataContract c;
+    c.source = spec.source;
+    if (spec.source == "nnunet")
+      c.dataset = fs::absolute(spec.path).lexically_normal().string();
+    ChannelNormalization ch = global_;
+    if (ch.scheme == "zscore") // per volume: no statistics of the training data
+      ch.mean = 0, ch.std = 1;
+    c.channels.push_back(ch);
+    // The median spacing per axis of the training cases.
+    std::array<std::vector<double>, 3> sp;
+    for (const FileVolume &v : vols_)
+      for (int a = 0; a < 3; ++a)
+        sp[a].push_back(v.image->info().spacing[a]);
+    if (!vols_.empty()) {
+      std::array<double, 3> median;
+      for (int a = 0; a < 3; ++a) {
+        std::sort(sp[a].begin(), sp[a].end());
+        const size_t n = sp[a].size();
+        median[a] = n % 2 ? sp[a][n / 2] : 0.5 * (sp[a][n / 2 - 1] + sp[a][n / 2]);
+      }
+      c.spacing = median;
+    }
+    c.labels = split_.labels; // nnunet's dataset.json; listed files name no classes
+    return c;
+  }
+
+private:
+
   std::vector<FileVolume> vols_;
   bool classMode_;
   int64_t maxLabel_;
+  DatasetSplit split_;
   std::string norm_; ///< the resolved normalization
-  Normalize global_; ///< of every volume but under zscore
+  ChannelNormalization global_; ///< of every volume but under zscore
 };
 
 } // namespace
 
 std::shared_ptr<const PatchSource> openDataset(const DatasetSpec &spec, const DatasetSplit &split,
-                                               FILE *log) {
+                                               FILE *log, const DataContract *stored) {
   if (spec.cacheMb < 1)
     throw Error(str("data.cache_mb: expected at least 1 MiB, got ", spec.cacheMb));
-  return std::make_shared<FileSource>(spec, split, log);
+  return std::make_shared<FileSource>(spec, split, log, nullptr, stored);
+}
+
+DataContract dataContract(const DatasetSpec &spec, const PatchSource *training) {
+  if (const auto *files = dynamic_cast<const FileSource *>(training))
+    return files->contract(spec);
+  DataContract c; // the synthetic volumes are fed as generated
+  c.source = "synthetic";
+  c.channels.push_back(ChannelNormalization{});
+  return c;
 }
 
 std::shared_ptr<const PatchSource> openValidationDataset(const DatasetSpec &spec,

@@ -436,10 +436,14 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   int64_t growthTracker = 0;
   std::string compileHash = config.value("compile_hash", "");
   Json resumedValidation; // the best validation so far, from the checkpoint
+  std::optional<DataContract> storedContract; // the data contract the run started with
   if (resume) {
     Checkpoint ckpt = loadCheckpoint(resume->empty() ? checkpoints : *resume);
     if (ckpt.state.extra.contains("validation"))
       resumedValidation = ckpt.state.extra["validation"];
+    if (ckpt.state.extra.contains("data"))
+      storedContract = DataContract::fromJson(json::parse(ckpt.state.extra["data"].dump()),
+                                              str(ckpt.dir, "/state.json: extra.data"));
     checkParameters(artifact, ckpt.tensors);
     params = std::move(ckpt.tensors);
     first = ckpt.state.step;
@@ -476,7 +480,9 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   const int64_t validateEvery = validationConfig.value(
       "every", feed.dataset().source == "synthetic" ? int64_t(0) : checkpointEvery);
   std::shared_ptr<const PatchSource> validationSource;
+  DataContract contract;
   if (feed.dataset().source == "synthetic") {
+    contract = dataContract(feed.dataset(), nullptr);
     loaderPtr = std::make_unique<DataLoader>(makeSyntheticDataset(feed.synthetic()), loader, first,
                                              allocate);
     if (validateEvery > 0) {
@@ -498,7 +504,9 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
       if (!out)
         throw Error(str(options.out, "/split.json: cannot write the dataset split"));
     }
-    std::shared_ptr<const PatchSource> source = openDataset(feed.dataset(), split, console);
+    std::shared_ptr<const PatchSource> source =
+        openDataset(feed.dataset(), split, console, storedContract ? &*storedContract : nullptr);
+    contract = dataContract(feed.dataset(), source.get());
     loaderPtr = std::make_unique<DataLoader>(source, loader, first, allocate);
     if (validateEvery > 0) {
       validationSource = openValidationDataset(feed.dataset(), split, *source);
@@ -506,6 +514,18 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
         std::fprintf(console, "validation: off: the split (%s) leaves no validation case\n",
                      split.how.c_str());
     }
+  }
+  // The data contract: what infer and validation apply to a raw volume (Dataset.h).
+  const Json contractJson = contract.toJson();
+  if (lead) {
+    const fs::path path = fs::path(options.out) / "data.json", tmp = path.string() + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << contractJson.dump(2) << "\n";
+      if (!out)
+        throw Error(str(tmp.string(), ": cannot write the run's data contract"));
+    }
+    fs::rename(tmp, path);
   }
   DataLoader &data = *loaderPtr;
   std::optional<JsonlLog> metrics;
@@ -562,6 +582,15 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     vo.window.batch = in.at(0);
     vo.window.overlap = validationConfig.value("overlap", 0.5);
     vo.window.mirror = validationConfig.value("mirror", false);
+    // dataset.json's class names, when its labels are the network's classes 0..C-1.
+    if (!vo.affinities && static_cast<int64_t>(contract.labels.size()) == out.at(1)) {
+      bool consecutive = true;
+      for (size_t k = 0; k < contract.labels.size(); ++k)
+        consecutive = consecutive && contract.labels[k].second == static_cast<int64_t>(k);
+      if (consecutive)
+        for (size_t k = 1; k < contract.labels.size(); ++k)
+          vo.classNames.push_back(contract.labels[k].first);
+    }
     validator = std::make_unique<Validator>(validationSource, out.at(1), vo);
     progress.message(str("validation: every ", validateEvery, " steps and at the end, ",
                          validationSource->size(), " volume(s), ", validator->batches(),
@@ -674,6 +703,7 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     state.samplerPosition = static_cast<uint64_t>(done * loader.batch * ranks);
     state.schedule = Json::parse(section(config, "schedule").dump());
     state.recipeHash = compileHash;
+    state.extra["data"] = contractJson;
     state.lossScale = lossScale;
     state.growthTracker = growthTracker;
     if (intervalSteps > 0)

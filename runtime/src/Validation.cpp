@@ -124,6 +124,10 @@ Validator::Validator(std::shared_ptr<const PatchSource> source, int64_t channels
     throw Error(str("validation: ", channels_, " affinity channels (expected 1..6)"));
   if (!options_.affinities && channels_ < 2)
     throw Error(str("validation: ", channels_, " classes (expected background and at least one)"));
+  if (!options_.affinities && !options_.classNames.empty() &&
+      static_cast<int64_t>(options_.classNames.size()) != channels_ - 1)
+    throw Error(str("validation: ", options_.classNames.size(), " foreground class names for a "
+                    "network of ", channels_, " classes (expected ", channels_ - 1, ")"));
 }
 
 std::pair<Index3, Index3> Validator::box(int64_t v) const {
@@ -145,7 +149,9 @@ int64_t Validator::batches() const {
 
 ValidationResult Validator::run(const WindowPredictor &predict,
                                 const std::function<void(int64_t, int64_t)> &progress) const {
-  DiceCounts counts(channelNames(options_.affinities, channels_));
+  DiceCounts counts(options_.affinities || options_.classNames.empty()
+                        ? channelNames(options_.affinities, channels_)
+                        : options_.classNames);
   ValidationResult result;
   const int64_t total = batches();
   int64_t done = 0;

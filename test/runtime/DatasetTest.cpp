@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "ExpectError.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -190,7 +191,7 @@ TEST(Dataset, SplitsByFractionAndByNnunetFolds) {
   EXPECT_EQ(d.train[0].name, "/data/v2.zarr");
   EXPECT_EQ(d.validation[0].name, "/data/v9.zarr");
   spec.fold = 2;
-  EXPECT_ERROR(splitDataset(spec), "data.fold: 2", "splits_final.json", "0..1");
+  EXPECT_ERROR(splitDataset(spec), "data.fold: fold 2 does not exist", "splits_final.json", "0..1");
   {
     std::ofstream f(dir + "/splits_final.json");
     f << R"([{"train": ["/data/v0.zarr", "nope"], "val": []}])";
@@ -290,4 +291,36 @@ TEST(Dataset, TheChunkCacheStaysWithinItsBound) {
   EXPECT_EQ(all, img);
   EXPECT_LE(tiny->held(), size_t(1) << 20);
   fs::remove_all(dir);
+}
+
+// nnU-Net's folds: sklearn's KFold(5, shuffle=True, random_state=12345), values from
+// sklearn 1.2 (the folds.test check compares whole splits_final.json files with NumPy).
+TEST(Dataset, KFoldIsSklearnsWithNnunetsSeed) {
+  const std::vector<std::pair<size_t, std::vector<std::vector<size_t>>>> cases = {
+      {5, {{0}, {4}, {3}, {1}, {2}}},
+      {7, {{3, 6}, {0, 4}, {1}, {5}, {2}}},
+      {13, {{0, 7, 9}, {3, 6, 10}, {8, 11, 12}, {1, 4}, {2, 5}}},
+      {40,
+       {{2, 3, 5, 19, 21, 25, 28, 32},
+        {0, 4, 8, 12, 15, 30, 33, 35},
+        {6, 7, 10, 13, 17, 20, 24, 26},
+        {9, 11, 16, 18, 22, 23, 27, 31},
+        {1, 14, 29, 34, 36, 37, 38, 39}}}};
+  for (const auto &[n, folds] : cases) {
+    const auto splits = kfoldSplits(n, 5, 12345);
+    ASSERT_EQ(splits.size(), 5u);
+    for (size_t f = 0; f < 5; ++f) {
+      EXPECT_EQ(splits[f].second, folds[f]) << "n " << n << " fold " << f;
+      std::vector<size_t> all = splits[f].first;
+      all.insert(all.end(), splits[f].second.begin(), splits[f].second.end());
+      std::sort(all.begin(), all.end());
+      ASSERT_EQ(all.size(), n);
+      for (size_t i = 0; i < n; ++i)
+        EXPECT_EQ(all[i], i);
+      EXPECT_TRUE(std::is_sorted(splits[f].first.begin(), splits[f].first.end()));
+    }
+  }
+  // Another seed gives other folds (the seed is used).
+  EXPECT_NE(kfoldSplits(13, 5, 12346)[0].second, cases[2].second[0]);
+  EXPECT_ERROR(kfoldSplits(4, 5, 12345), "a 5-fold split of 4 cases: expected at least 5 cases");
 }

@@ -9,6 +9,7 @@
 
 #include "medrun/Error.h"
 #include "medrun/Metrics.h"
+#include "medrun/Parallel.h"
 #include "medrun/TrainLog.h"
 #include "medrun/Volume.h"
 
@@ -16,10 +17,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
 
 namespace medrun {
 namespace {
@@ -118,16 +126,320 @@ json scoresJson(const InstanceScores &s) {
           {"pred_objects", s.predObjects}};
 }
 
+/// Writes ids in the smallest unsigned type that holds them, as nnU-Net writes
+/// segmentations: uint8 below 255, else uint16, else uint32; int64 only beyond that.
 void writeSegmentation(const std::string &path, const std::vector<int64_t> &ids,
                        const VolumeInfo &like) {
+  int64_t lo = 0, hi = 0;
+  for (int64_t v : ids) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
   VolumeData data;
   data.shape = like.shape;
-  data.type = VoxelType::I64;
-  data.data = ids.data();
   data.spacing = like.spacing;
   data.affine = like.affine;
+  std::vector<uint8_t> u8;
+  std::vector<uint16_t> u16;
+  std::vector<uint32_t> u32;
+  if (lo >= 0 && hi < 255) {
+    u8.assign(ids.begin(), ids.end());
+    data.type = VoxelType::U8;
+    data.data = u8.data();
+  } else if (lo >= 0 && hi <= 0xffff) {
+    u16.assign(ids.begin(), ids.end());
+    data.type = VoxelType::U16;
+    data.data = u16.data();
+  } else if (lo >= 0 && hi <= 0xffffffffLL) {
+    u32.assign(ids.begin(), ids.end());
+    data.type = VoxelType::U32;
+    data.data = u32.data();
+  } else {
+    data.type = VoxelType::I64;
+    data.data = ids.data();
+  }
   writeVolume(path, data);
-  std::fprintf(stderr, "wrote %s: %s int64\n", path.c_str(), shapeText(like.shape).c_str());
+  std::fprintf(stderr, "wrote %s: %s %s\n", path.c_str(), shapeText(like.shape).c_str(),
+               voxelTypeName(data.type));
+}
+
+namespace fs = std::filesystem;
+
+bool isArrayDir(const fs::path &p) {
+  return fs::exists(p / ".zarray") || fs::exists(p / ".zgroup");
+}
+
+/// What a folder evaluation scores: a label (one value) or a region (the union of values),
+/// named as nnU-Net names it in summary.json ("1", "(1, 2)").
+struct EvalKey {
+  std::string name;
+  std::vector<int64_t> values;
+};
+
+/// nnU-Net's metrics of one key in one case (evaluation/evaluate_predictions.py).
+struct KeyCounts {
+  int64_t tp = 0, fp = 0, fn = 0, tn = 0;
+  double dice() const { return tp + fp + fn ? 2.0 * tp / (2.0 * tp + fp + fn) : NAN; }
+  double iou() const { return tp + fp + fn ? double(tp) / double(tp + fp + fn) : NAN; }
+};
+
+/// A JSON number, NaN marked so that dumpPython writes it as Python's json does.
+nlohmann::json number(double v) {
+  return std::isnan(v) ? nlohmann::json("\x01NaN") : nlohmann::json(v);
+}
+
+/// json.dump(obj, indent=4, sort_keys=True) as Python writes it (NaN as NaN).
+std::string dumpPython(const nlohmann::json &j) {
+  std::string text = j.dump(4);
+  const std::string mark = "\"\\u0001NaN\"";
+  for (size_t at; (at = text.find(mark)) != std::string::npos;)
+    text.replace(at, mark.size(), "NaN");
+  return text;
+}
+
+int evalFolders(const EvalOptions &o) {
+  const fs::path predDir(o.prediction), refDir(o.labels);
+  if (!fs::is_directory(refDir) || isArrayDir(refDir))
+    throw Error(str(o.labels, ": --labels must be a folder of label maps too when the "
+                    "prediction is a folder (", o.prediction, ")"));
+  // Labels, regions and the ignore label: dataset.json (given, or the labels folder's
+  // dataset's), else every value > 0 found.
+  std::string datasetJson = o.datasetJson;
+  if (datasetJson.empty() && fs::exists(refDir.parent_path() / "dataset.json"))
+    datasetJson = (refDir.parent_path() / "dataset.json").string();
+  std::string ending = o.fileEnding;
+  std::vector<EvalKey> keys;
+  std::optional<int64_t> ignore;
+  if (!datasetJson.empty()) {
+    std::ifstream in(datasetJson);
+    if (!in)
+      throw Error(str(datasetJson, ": cannot read"));
+    nlohmann::json d = nlohmann::json::parse(in, nullptr, false);
+    if (d.is_discarded())
+      throw Error(str(datasetJson, ": malformed JSON"));
+    if (!d.is_object() || !d.contains("labels") || !d["labels"].is_object())
+      throw Error(str(datasetJson, ": expected the key labels (nnU-Net v2 dataset.json)"));
+    if (ending.empty() && d.contains("file_ending") && d["file_ending"].is_string())
+      ending = d["file_ending"].get<std::string>();
+    for (auto &[name, v] : d["labels"].items()) {
+      if (name == "ignore") {
+        if (!v.is_number_integer())
+          throw Error(str(datasetJson, ": labels.ignore: expected an integer"));
+        ignore = v.get<int64_t>();
+        continue;
+      }
+      EvalKey k;
+      if (v.is_number_integer()) {
+        k.values = {v.get<int64_t>()};
+      } else if (v.is_array() && !v.empty()) {
+        for (const auto &x : v) {
+          if (!x.is_number_integer())
+            throw Error(str(datasetJson, ": labels.", name, ": expected integers"));
+          k.values.push_back(x.get<int64_t>());
+        }
+      } else {
+        throw Error(str(datasetJson, ": labels.", name, " = ", v.dump(),
+                        ": expected an integer or a list of integers (a region)"));
+      }
+      if (name == "background" || (k.values.size() == 1 && k.values[0] == 0))
+        continue;
+      if (k.values.size() == 1) {
+        k.name = std::to_string(k.values[0]);
+      } else {
+        k.name = "(";
+        for (size_t i = 0; i < k.values.size(); ++i)
+          k.name += (i ? ", " : "") + std::to_string(k.values[i]);
+        k.name += ")";
+      }
+      keys.push_back(k);
+    }
+    if (keys.empty())
+      throw Error(str(datasetJson, ": labels: no foreground label to evaluate"));
+  }
+  if (ending.empty())
+    ending = ".nii.gz";
+  auto listed = [&](const fs::path &dir) {
+    std::vector<std::string> names;
+    for (const auto &e : fs::directory_iterator(dir)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() > ending.size() && n.compare(n.size() - ending.size(), ending.size(), ending) == 0 &&
+          n[0] != '.')
+        names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> preds = listed(predDir), refs = listed(refDir);
+  if (preds.empty())
+    throw Error(str(o.prediction, ": no prediction ending in ", ending,
+                    " (--file-ending, or dataset.json's file_ending)"));
+  for (const std::string &r : refs)
+    if (!std::binary_search(preds.begin(), preds.end(), r))
+      throw Error(str(o.prediction, ": no prediction for the reference ", (refDir / r).string(),
+                      " (every case of --labels needs one)"));
+  for (const std::string &p : preds)
+    if (!std::binary_search(refs.begin(), refs.end(), p))
+      throw Error(str((predDir / p).string(), ": no reference ", (refDir / p).string()));
+
+  // Each case: the label maps, checked, and the counts of every key.
+  const size_t n = preds.size();
+  std::vector<std::vector<int64_t>> predIds(n), refIds(n); // only kept without dataset.json
+  std::vector<std::vector<KeyCounts>> counts(n);
+  std::vector<std::set<int64_t>> seen(n);
+  std::vector<std::exception_ptr> errors(n);
+  Progress::Options po;
+  po.total = static_cast<int64_t>(n);
+  po.desc = "eval";
+  po.mode = o.progress == 1 ? Progress::Mode::Bar : o.progress == 2 ? Progress::Mode::Lines
+                                                                     : Progress::Mode::Auto;
+  Progress bar(stderr, po);
+  std::mutex barLock; // the workers report to one bar
+  int64_t done = 0;
+  auto score = [&](size_t i, const std::vector<int64_t> &pred, const std::vector<int64_t> &ref) {
+    std::vector<KeyCounts> &c = counts[i];
+    c.assign(keys.size(), KeyCounts{});
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const std::vector<int64_t> &vals = keys[k].values;
+      auto in = [&](int64_t v) { return std::find(vals.begin(), vals.end(), v) != vals.end(); };
+      KeyCounts &kc = c[k];
+      for (size_t v = 0; v < pred.size(); ++v) {
+        if (ignore && ref[v] == *ignore)
+          continue;
+        const bool p = in(pred[v]), r = in(ref[v]);
+        kc.tp += p && r;
+        kc.fp += p && !r;
+        kc.fn += !p && r;
+        kc.tn += !p && !r;
+      }
+    }
+  };
+  parallelFor(static_cast<int64_t>(n), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      try {
+        const std::string pp = (predDir / preds[i]).string(), rp = (refDir / preds[i]).string();
+        auto pr = openVolume(pp), rr = openVolume(rp);
+        const VolumeInfo &a = pr->info(), &r = rr->info();
+        if (a.channels != 1 || r.channels != 1)
+          throw Error(str(a.channels != 1 ? pp : rp, ": ", a.channels != 1 ? a.channels : r.channels,
+                          " channels: expected a label map (one channel of class indices)"));
+        if (a.shape != r.shape)
+          throw Error(str("case ", preds[i], ": the prediction ", pp, " is ", shapeText(a.shape),
+                          " but the reference ", rp, " is ", shapeText(r.shape),
+                          " (expected one shape)"));
+        for (int k = 0; k < 3; ++k)
+          if (std::abs(a.spacing[k] - r.spacing[k]) > 1e-3 * std::max(a.spacing[k], r.spacing[k]))
+            throw Error(str("case ", preds[i], ": the prediction ", pp, " has spacing ",
+                            a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
+                            " but the reference ", r.spacing[0], " x ", r.spacing[1], " x ",
+                            r.spacing[2], " (expected the same geometry)"));
+        std::vector<int64_t> pred = readLabels(*pr), ref = readLabels(*rr);
+        for (int64_t v : pred)
+          if (v < 0)
+            throw Error(str(pp, ": label value ", v, ": expected class indices >= 0"));
+        if (keys.empty()) {
+          for (int64_t v : pred)
+            if (v > 0)
+              seen[i].insert(v);
+          for (int64_t v : ref)
+            if (v > 0)
+              seen[i].insert(v);
+          predIds[i] = std::move(pred);
+          refIds[i] = std::move(ref);
+        } else {
+          score(static_cast<size_t>(i), pred, ref);
+        }
+        std::lock_guard<std::mutex> hold(barLock);
+        bar.update(++done);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+  });
+  for (auto &e : errors)
+    if (e)
+      std::rethrow_exception(e);
+  if (keys.empty()) {
+    std::set<int64_t> all;
+    for (const auto &s : seen)
+      all.insert(s.begin(), s.end());
+    if (all.empty())
+      throw Error(str(o.labels, ": neither the references nor the predictions hold a label > 0 "
+                      "(and no dataset.json names the labels): nothing to score"));
+    for (int64_t v : all)
+      keys.push_back({std::to_string(v), {v}});
+    for (size_t i = 0; i < n; ++i)
+      score(i, predIds[i], refIds[i]);
+  }
+  bar.finish();
+
+  // summary.json as nnU-Net writes it.
+  nlohmann::json perCase = nlohmann::json::array();
+  std::vector<std::vector<std::array<double, 8>>> values(keys.size());
+  static const char *kMetrics[] = {"Dice", "FN", "FP", "IoU", "TN", "TP", "n_pred", "n_ref"};
+  for (size_t i = 0; i < n; ++i) {
+    nlohmann::json metrics = nlohmann::json::object();
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const KeyCounts &c = counts[i][k];
+      const std::array<double, 8> v = {c.dice(), double(c.fn), double(c.fp), c.iou(),
+                                       double(c.tn), double(c.tp), double(c.tp + c.fp),
+                                       double(c.tp + c.fn)};
+      values[k].push_back(v);
+      metrics[keys[k].name] = {{"Dice", number(c.dice())}, {"FN", c.fn}, {"FP", c.fp},
+                               {"IoU", number(c.iou())},   {"TN", c.tn}, {"TP", c.tp},
+                               {"n_pred", c.tp + c.fp},    {"n_ref", c.tp + c.fn}};
+    }
+    perCase.push_back({{"metrics", metrics},
+                       {"prediction_file", (predDir / preds[i]).string()},
+                       {"reference_file", (refDir / preds[i]).string()}});
+  }
+  nlohmann::json mean = nlohmann::json::object(), foreground = nlohmann::json::object();
+  std::vector<std::array<double, 8>> keyMeans(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    nlohmann::json m = nlohmann::json::object();
+    for (int f = 0; f < 8; ++f) { // np.nanmean over the cases
+      double sum = 0;
+      int64_t count = 0;
+      for (const auto &v : values[k])
+        if (!std::isnan(v[f])) {
+          sum += v[f];
+          ++count;
+        }
+      keyMeans[k][f] = count ? sum / double(count) : NAN;
+      m[kMetrics[f]] = number(keyMeans[k][f]);
+    }
+    mean[keys[k].name] = m;
+  }
+  for (int f = 0; f < 8; ++f) { // np.mean over the keys' means (a NaN stays NaN)
+    double sum = 0;
+    for (size_t k = 0; k < keys.size(); ++k)
+      sum += keyMeans[k][f];
+    foreground[kMetrics[f]] = number(sum / double(keys.size()));
+  }
+  nlohmann::json summary = {{"foreground_mean", foreground}, {"mean", mean},
+                            {"metric_per_case", perCase}};
+  const std::string out = o.json.empty() ? (predDir / "summary.json").string() : o.json;
+  {
+    std::ofstream f(out, std::ios::trunc);
+    f << dumpPython(summary);
+    if (!f)
+      throw Error(str(out, ": cannot write the summary"));
+  }
+  size_t regions = 0;
+  for (const EvalKey &k : keys)
+    regions += k.values.size() > 1;
+  const size_t labels = keys.size() - regions;
+  std::printf("eval %s against %s: %zu cases, %zu label%s%s%s\n", o.prediction.c_str(),
+              o.labels.c_str(), n, labels, labels == 1 ? "" : "s",
+              regions ? str(", ", regions, regions == 1 ? " region" : " regions").c_str() : "",
+              ignore ? str(", ignore label ", *ignore, " left out").c_str() : "");
+  std::printf("%12s %8s %8s\n", "label", "dice", "iou");
+  for (size_t k = 0; k < keys.size(); ++k)
+    std::printf("%12s %8.4f %8.4f\n", keys[k].name.c_str(), keyMeans[k][0], keyMeans[k][3]);
+  std::printf("%12s %8.4f %8.4f\n", "foreground", foreground["Dice"].is_number()
+                                                       ? foreground["Dice"].get<double>()
+                                                       : NAN,
+              foreground["IoU"].is_number() ? foreground["IoU"].get<double>() : NAN);
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
 }
 
 } // namespace
@@ -165,6 +477,16 @@ int evalCommand(const EvalOptions &o) {
       o.mode != "instances")
     throw Error(str("--mode: expected auto, affinities, segmentation or instances, got '",
                     o.mode, "'"));
+  if (fs::is_directory(o.prediction) && !isArrayDir(o.prediction)) {
+    // A folder of label maps against a folder of references: nnU-Net's summary.json.
+    if (o.mode != "auto" || !o.thresholds.empty() || o.minSize > 0 || !o.out.empty())
+      throw Error(str(o.prediction, " is a folder of label maps: --mode, --thresholds, "
+                      "--min-size and -o apply to one volume"));
+    return evalFolders(o);
+  }
+  if (!o.datasetJson.empty() || !o.fileEnding.empty())
+    throw Error("--dataset-json and --file-ending apply to folders of label maps "
+                "(PRED_FOLDER --labels GT_FOLDER)");
   std::unique_ptr<VolumeReader> first = openChannel(o.prediction, 0);
   const VolumeInfo pred = first->info();
   const int64_t C = pred.channels;

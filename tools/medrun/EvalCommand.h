@@ -17,10 +17,17 @@ struct EvalOptions {
   std::string json;       ///< write the results here
   std::string out;        ///< write the best segmentation (or the class map) here
   int progress = 0;       ///< 0 auto, 1 bar, 2 lines
+  /// Folders (prediction and labels folders of label maps): dataset.json for the labels,
+  /// regions and ignore label ("" = the labels folder's dataset's, if any), and the
+  /// file ending ("" = dataset.json's, else .nii.gz). `json` is summary.json's path
+  /// ("" = PRED_FOLDER/summary.json).
+  std::string datasetJson, fileEnding;
 };
 
 /// Reads the prediction and the labels, segments (affinities: a threshold sweep; class
-/// scores: argmax), scores (Metrics.h), prints a table and writes JSON.
+/// scores: argmax), scores (Metrics.h), prints a table and writes JSON. A prediction
+/// folder is scored case by case against a labels folder as nnU-Net's
+/// evaluate_predictions.py does, into its summary.json.
 int evalCommand(const EvalOptions &options);
 
 /// "0.5,0.7" -> {0.5, 0.7}; throws Error naming --thresholds.

@@ -4,6 +4,7 @@
 #include "medrun/Artifact.h"
 #include "medrun/Checkpoint.h"
 #include "medrun/Cuda.h"
+#include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/Safetensors.h"
@@ -16,11 +17,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace medrun {
 namespace {
+
+namespace fs = std::filesystem;
 
 bool isState(const std::string &key) {
   return key.rfind("ema.", 0) == 0 || key.rfind("optimizer.", 0) == 0;
@@ -77,29 +83,65 @@ std::string defaultActivation(const Artifact &a) {
                   "--activation sigmoid, softmax or none"));
 }
 
-/// Normalises one channel in place as training does (Dataset.cpp): divide255 or z-score
-/// per volume; auto: divide255 for uint8 volumes, z-score otherwise.
-void normalize(float *v, int64_t n, std::string how, const VolumeInfo &info) {
-  if (how == "auto")
-    how = info.type == VoxelType::U8 ? "divide255" : "zscore";
-  if (how == "none")
-    return;
-  if (how == "divide255") {
-    for (int64_t i = 0; i < n; ++i)
-      v[i] /= 255.0f;
-    return;
+/// The data contract of the weights at `path`: a checkpoint's state.json (extra.data), or
+/// the data.json of the run whose checkpoints hold it. Sets `from` to where it was found.
+std::optional<DataContract> findContract(const std::string &path, std::string &from) {
+  std::string dir;
+  try {
+    dir = resolveCheckpoint(path);
+  } catch (const Error &) {
+    return std::nullopt; // a safetensors or PyTorch file: no training record beside it
   }
-  if (how != "zscore")
-    throw Error(str("--normalization: expected auto, none, divide255 or zscore, got '", how, "'"));
-  double sum = 0, sq = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    sum += v[i];
-    sq += static_cast<double>(v[i]) * v[i];
+  const fs::path state = fs::path(dir) / "state.json";
+  std::ifstream in(state);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_object() && j.contains("extra") && j["extra"].is_object() &&
+      j["extra"].contains("data")) {
+    from = state.string() + " (extra.data)";
+    return DataContract::fromJson(j["extra"]["data"], from);
   }
-  const double mean = sum / n, sd = std::sqrt(std::max(0.0, sq / n - mean * mean));
-  const double inv = 1 / std::max(sd, 1e-8);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = static_cast<float>((v[i] - mean) * inv);
+  // A step directory of a run: RUN/checkpoints/step_N.
+  const fs::path run = fs::path(dir).parent_path().parent_path() / "data.json";
+  if (fs::exists(run)) {
+    std::ifstream rin(run);
+    nlohmann::json r = nlohmann::json::parse(rin, nullptr, false);
+    if (r.is_discarded())
+      throw Error(str(run.string(), ": malformed JSON (the run's data contract)"));
+    from = run.string();
+    return DataContract::fromJson(r, from);
+  }
+  return std::nullopt;
+}
+
+/// How channel `c` is normalised: as --normalization says, else as the run's contract says;
+/// with neither, an Error that names what is missing (never a guess).
+ChannelNormalization channelNormalization(const InferOptions &o,
+                                          const std::optional<DataContract> &contract,
+                                          const std::string &from, size_t c) {
+  if (!o.normalization.empty()) {
+    const std::string &n = o.normalization;
+    if (n == "ct")
+      throw Error("--normalization ct: CT normalisation needs the training data's intensity "
+                  "statistics, which only a run's checkpoint holds: give --params a run's "
+                  "checkpoint and leave --normalization out");
+    if (n != "none" && n != "divide255" && n != "zscore")
+      throw Error(str("--normalization: expected none, divide255 or zscore, got '", n,
+                      "' (without it, the run's own normalisation is applied)"));
+    ChannelNormalization norm;
+    norm.scheme = n;
+    if (contract && contract->channels[c].scheme != n)
+      std::fprintf(stderr,
+                   "medrun: warning: --normalization %s replaces the normalisation the model "
+                   "was trained with, %s (%s): the prediction will differ from validation's\n",
+                   n.c_str(), contract->channels[c].describe().c_str(), from.c_str());
+    return norm;
+  }
+  if (!contract)
+    throw Error(str(o.params, ": holds no data contract (the normalisation the model was "
+                    "trained with, which a run's checkpoint keeps in state.json, extra.data): "
+                    "infer with a run's checkpoint (RUN/checkpoints/best), or name the "
+                    "normalisation with --normalization none, divide255 or zscore"));
+  return contract->channels[c];
 }
 
 } // namespace
@@ -126,6 +168,20 @@ int inferCommand(const InferOptions &o) {
                     o.images.size(), " --image volume(s) (one per channel)"));
   std::string weights = o.weights;
   TensorMap params = loadWeights(a, fn, o.params, weights);
+  std::string from;
+  const std::optional<DataContract> contract = findContract(o.params, from);
+  if (contract && contract->channels.size() != static_cast<size_t>(in[1]))
+    throw Error(str(from, ": the run's data contract lists ", contract->channels.size(),
+                    " input channel(s), but ", a.path, "'s network takes ", in[1]));
+  const int64_t outChannels = fn.values[fn.outputs[0]].shape.size() == 5
+                                  ? fn.values[fn.outputs[0]].shape[1]
+                                  : -1;
+  if (contract && contract->source == "nnunet" &&
+      activation == "softmax" && outChannels > 0 &&
+      static_cast<int64_t>(contract->labels.size()) != outChannels)
+    throw Error(str(from, ": the run's data contract lists ", contract->labels.size(),
+                    " classes, but ", a.path, "'s network predicts ", outChannels,
+                    " (an artifact of another recipe?)"));
 
   // The image: one channel per volume, all of one shape, normalised as in training.
   std::vector<std::unique_ptr<VolumeReader>> readers;
@@ -143,7 +199,29 @@ int inferCommand(const InferOptions &o) {
   for (size_t c = 0; c < readers.size(); ++c) {
     float *dst = image.data<float>() + c * voxels;
     readers[c]->read({0, 0, 0}, info.shape, dst);
-    normalize(dst, voxels, o.normalization, readers[c]->info());
+    ChannelNormalization norm = channelNormalization(o, contract, from, c);
+    if (norm.scheme == "zscore")
+      norm.useVolumeStatistics(dst, voxels);
+    norm.apply(dst, voxels);
+    std::fprintf(stderr, "infer: channel %zu%s: normalization %s%s\n", c,
+                 norm.name.empty() ? "" : str(" (", norm.name, ")").c_str(),
+                 norm.scheme == "zscore" ? "zscore (the volume's own mean and std)"
+                                         : norm.describe().c_str(),
+                 o.normalization.empty() ? str(", from ", from).c_str() : ", from --normalization");
+  }
+  if (contract && contract->spacing) {
+    // Inference does not resample: an input of another spacing is not what training saw.
+    const std::array<double, 3> &t = *contract->spacing;
+    for (int k = 0; k < 3; ++k)
+      if (std::abs(info.spacing[k] - t[k]) > 0.05 * t[k]) {
+        std::fprintf(stderr,
+                     "medrun: warning: %s has spacing %g x %g x %g (z, y, x), the training "
+                     "cases %g x %g x %g (%s); infer does not resample: resample the image "
+                     "to the training spacing first\n",
+                     info.name().c_str(), info.spacing[0], info.spacing[1], info.spacing[2],
+                     t[0], t[1], t[2], from.c_str());
+        break;
+      }
   }
 
   SlidingWindowOptions sw;

@@ -14,7 +14,8 @@ struct InferOptions {
   std::string params;              ///< a checkpoint or safetensors file
   std::string weights;             ///< model, ema, or "" (ema where the checkpoint has it)
   std::string activation;          ///< sigmoid, softmax, none, or "" (by the recipe's loss)
-  std::string normalization = "auto"; ///< auto, none, divide255, zscore (as training)
+  /// none, divide255, zscore, or "" (the run's data contract, from the checkpoint)
+  std::string normalization;
   std::string device = "cpu";      ///< cpu or cuda
   double overlap = 0.5;
   bool mirror = false;

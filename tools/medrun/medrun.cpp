@@ -261,15 +261,18 @@ const std::vector<Command> &commands() {
          "sigmoid, softmax (over channels) or none (default: sigmoid for recipes with\n"
          "a bce loss, softmax for dice_ce)"},
         {"normalization", "N",
-         "the image normalization of training: auto (default: divide255 for uint8\n"
-         "volumes, else zscore), none, divide255 or zscore (per volume)"},
+         "replaces the run's own normalization (default: the one training used, with\n"
+         "its statistics, from the checkpoint's data contract): none, divide255 or\n"
+         "zscore (per volume); needed for weights without a contract (safetensors)"},
         {"device", "D", "cpu (default) or cuda (artifacts compiled with --target cuda)"},
         kThreads,
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        true},
       {"eval",
        "medrun eval PRED --labels LABELS [--mode M] [--thresholds T,T,...] [--min-size N]\n"
-       "            [--json FILE] [-o OUT] [--progress P]",
+       "            [--json FILE] [-o OUT] [--progress P]\n"
+       "medrun eval PRED_FOLDER --labels GT_FOLDER [--dataset-json FILE] [--file-ending E]\n"
+       "            [--json SUMMARY] [--progress P]",
        "Scores a prediction against ground truth. Affinities (`medrun infer` of a BANIS\n"
        "recipe: 3 or more channels, the first 3 short-range z, y, x) become instances as\n"
        "BANIS makes them: voxels joined by an affinity above a threshold are one object\n"
@@ -281,7 +284,12 @@ const std::vector<Command> &commands() {
        "against class indices (nan for a class in neither, as nnU-Net) and the mean over\n"
        "the foreground classes. An integer volume is an instance segmentation, scored as is.\n"
        "PRED and LABELS are volumes as `medrun volume` reads them (FILE.h5/KEY, DIR.zarr/KEY,\n"
-       ".nii[.gz], .npy); prints a table, --json writes the numbers.",
+       ".nii[.gz], .npy); prints a table, --json writes the numbers.\n"
+       "PRED_FOLDER --labels GT_FOLDER: folders of label maps (class indices), case by\n"
+       "case as nnU-Net's evaluate_predictions.py: per case and per label (or region of\n"
+       "dataset.json) Dice, IoU, TP, FP, FN, TN, n_pred, n_ref, voxels of the ignore label\n"
+       "left out; the mean over cases (nanmean) and the foreground mean, written to\n"
+       "PRED_FOLDER/summary.json (or --json) as nnU-Net writes it.",
        {{"labels", "LABELS", "the ground truth: instance ids, or class indices (same shape)"},
         {"mode", "M",
          "auto (default: integer volume -> instances; channels summing to 1 ->\n"
@@ -291,10 +299,16 @@ const std::vector<Command> &commands() {
          "affinity thresholds to sweep (default: BANIS's, the logit above k for\n"
          "k = -1..11: sigmoid(k) on probabilities, k on logits)"},
         {"min-size", "N", "objects of fewer than N voxels become background (default 0)"},
-        {"json", "FILE", "write the results (every threshold, the best) as JSON"},
+        {"json", "FILE",
+         "write the results (every threshold, the best) as JSON; folders: summary.json's\n"
+         "path (default PRED_FOLDER/summary.json)"},
         {"o", "OUT",
-         "write the best segmentation (int64; the class map for segmentations) to OUT\n"
-         "(.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
+         "write the best segmentation (the class map for segmentations) to OUT (.nii[.gz],\n"
+         ".npy, FILE.h5/KEY, DIR.zarr/KEY) as uint8 below 255, else uint16 (or wider)"},
+        {"dataset-json", "FILE",
+         "folders: the labels, regions and ignore label to score (default: GT_FOLDER's\n"
+         "dataset's dataset.json if there is one, else every label > 0 found)"},
+        {"file-ending", "E", "folders: the files to score (default: dataset.json's, else .nii.gz)"},
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
       {"export",
@@ -1403,6 +1417,8 @@ int main(int argc, char **argv) {
       o.minSize = parseCount(args, "min-size", 0, 0);
       o.json = args.get("json");
       o.out = args.get("o");
+      o.datasetJson = args.get("dataset-json");
+      o.fileEnding = args.get("file-ending");
       std::string progress = args.get("progress", "auto");
       if (progress != "auto" && progress != "bar" && progress != "lines")
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
@@ -1418,7 +1434,7 @@ int main(int argc, char **argv) {
       o.params = args.get("params");
       o.weights = args.get("weights");
       o.activation = args.get("activation");
-      o.normalization = args.get("normalization", "auto");
+      o.normalization = args.get("normalization");
       o.device = args.get("device", "cpu");
       o.mirror = args.has("mirror");
       const std::string overlap = args.get("overlap", "0.5");

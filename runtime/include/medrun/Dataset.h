@@ -15,8 +15,13 @@
 
 #include "medrun/Data.h"
 
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,15 +48,67 @@ struct Case {
   std::string name, image, label;
 };
 
+/// How one input channel is normalised, and with what statistics: the part of the data
+/// contract (below) that turns a raw volume into what the network saw in training.
+/// Schemes: none; divide255; zscore (each volume by its own mean and std: no statistics
+/// stored); ct (nnU-Net's CTNormalization: clip to [lo, hi], the 0.5 and 99.5 percentiles
+/// of the training foreground, then (x - mean) / max(std, 1e-8) with that foreground's
+/// mean and std).
+struct ChannelNormalization {
+  std::string name;             ///< dataset.json's channel name ("CT"), or ""
+  std::string scheme = "none";  ///< none, divide255, zscore, ct
+  double mean = 0, std = 1, lo = -INFINITY, hi = INFINITY; ///< ct: the statistics used
+  /// Normalises `n` voxels of this channel in place (zscore: with mean and std set by
+  /// useVolumeStatistics for the volume they belong to).
+  void apply(float *x, int64_t n) const;
+  /// zscore: takes the mean and std of the whole volume `x` (n voxels), as training does.
+  void useVolumeStatistics(const float *x, int64_t n);
+  std::string describe() const; ///< "ct (clip lo..hi, mean m, std s)"
+};
+
+/// The run's data contract: what a model trained on this data expects of an input, stored
+/// in the run directory (OUT/data.json) and in every checkpoint (state.json's extra.data),
+/// so that validation, `medrun infer` and resumed runs apply it without being told.
+struct DataContract {
+  std::string source;                         ///< synthetic, files or nnunet
+  std::string dataset;                        ///< nnunet: the dataset folder
+  std::vector<ChannelNormalization> channels; ///< one per input channel, in order
+  /// The training cases' spacing, z, y, x (mm; the median per axis), if the files give one.
+  std::optional<std::array<double, 3>> spacing;
+  /// Class names and values (nnunet: dataset.json's labels; empty where none are named).
+  std::vector<std::pair<std::string, int64_t>> labels;
+  std::optional<int64_t> ignoreLabel;         ///< dataset.json's "ignore", if any
+
+  nlohmann::ordered_json toJson() const;
+  /// Throws Error starting with `what` and naming the key that is missing or malformed.
+  static DataContract fromJson(const nlohmann::json &j, const std::string &what);
+};
+
+/// The contract of the data `training` (openDataset's source for `spec`) serves; for
+/// synthetic data (any other source) one raw channel.
+DataContract dataContract(const DatasetSpec &spec, const PatchSource *training);
+
 /// The cases, split. `how` says how, for the log.
 struct DatasetSplit {
   std::vector<Case> train, validation;
   std::string how;
   std::string normalization; ///< the resolved normalization (auto replaced)
   int64_t maxLabel = -1;     ///< nnunet: the largest label value in dataset.json
+  std::string channelName;   ///< nnunet: dataset.json's name of channel 0
+  /// nnunet: dataset.json's labels, by value (the ignore label left out).
+  std::vector<std::pair<std::string, int64_t>> labels;
 };
 
-/// Finds the cases (listed, or by the nnU-Net layout) and splits them. Throws Error
+/// sklearn's KFold(n_splits=folds, shuffle=True, random_state=seed) over n items, as nnU-Net
+/// makes its folds (seed 12345): (train, validation) indices per fold, each ascending. The
+/// permutation is NumPy's RandomState(seed).shuffle, reproduced exactly (MT19937).
+std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> kfoldSplits(size_t n,
+                                                                             size_t folds,
+                                                                             uint32_t seed);
+
+/// Finds the cases (listed, or by the nnU-Net layout) and splits them. nnunet without
+/// splits_final.json: nnU-Net's 5 folds (kfoldSplits over the sorted case names, seed
+/// 12345), written to DATASET/splits_final.json first. Throws Error
 /// naming the file or key for a missing dataset.json, image or key, a bad split.
 DatasetSplit splitDataset(const DatasetSpec &spec);
 
@@ -60,8 +117,13 @@ DatasetSplit splitDataset(const DatasetSpec &spec);
 /// scans the labels once for the foreground classes (up to 10000 voxels per class and
 /// volume, as nnU-Net's class locations) and the intensity statistics. `log` gets a line
 /// per dataset.
+///
+/// `stored` (a resumed run's contract) replaces the statistics computed from the data: a
+/// resumed run normalises as it started. Its channels' schemes must be the ones the recipe
+/// resolves to (Error naming both otherwise).
 std::shared_ptr<const PatchSource> openDataset(const DatasetSpec &spec, const DatasetSplit &split,
-                                               FILE *log = nullptr);
+                                               FILE *log = nullptr,
+                                               const DataContract *stored = nullptr);
 
 /// The validation cases (null if the split has none), opened and checked as openDataset
 /// opens the training cases and normalised as `training` (what openDataset returned for

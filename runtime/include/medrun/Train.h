@@ -8,6 +8,10 @@
 //
 // Output directory:
 //   config.json        the effective recipe of the run
+//   data.json          the data contract (Dataset.h): normalisation and its statistics per
+//                      channel, spacing, labels; also in each checkpoint's state.json
+//                      (extra.data), where infer finds it and a resumed run takes it
+//   split.json         volume files: the training and validation cases
 //   metrics.jsonl      one line per step and per validation (appended on resume)
 //   progress.png       loss and validation Dice curves, redrawn at each validation
 //   tensorboard/       event files

@@ -54,11 +54,15 @@ struct ValidationOptions {
   bool affinities = false;         ///< affinity targets (bce_with_logits), else classes
   Index3 box{256, 256, 256};       ///< [box] at most this much of each volume, centred
   SlidingWindowOptions window;     ///< window = the patch, [overlap], [mirror], batch
+  /// Names of the foreground classes 1..C-1 (dataset.json's labels), for the logs; empty:
+  /// class1, class2, ...
+  std::vector<std::string> classNames;
 };
 
 struct ValidationResult {
   double dice = 0;                  ///< meanDice
-  std::vector<std::string> names;   ///< class1.. or the affinity channels (z1, y1, x1, ...)
+  std::vector<std::string> names;   ///< the classes (dataset.json's names, or class1..) or
+                                    ///< the affinity channels (z1, y1, x1, ...)
   std::vector<double> perClass;     ///< Dice of each, NaN where undefined
   int64_t volumes = 0, voxels = 0;  ///< what was predicted
 };
