@@ -38,6 +38,7 @@
 #include "TrainCommand.h"
 #include "InferCommand.h"
 #include "EvalCommand.h"
+#include "PlanCommand.h"
 #include "VolumeCommand.h"
 #include "Version.h"
 
@@ -221,6 +222,21 @@ const std::vector<Command> &commands() {
          "output directory (default: <train.out or runs/<recipe name>>/augment-preview)"},
         kRecipeDevice},
        true},
+      {"plan", "medrun plan DATASET [-o DIR] [--gpu-memory GB] [--threads N] [--progress P]",
+       "nnU-Net's dataset fingerprint and 3d_fullres plan of an nnU-Net raw dataset folder\n"
+       "(dataset.json, imagesTr/CASE_XXXX, labelsTr/CASE), as nnUNetv2_plan_and_preprocess\n"
+       "makes them: per case (on all cores, with progress) the spacing, the shape after\n"
+       "cropping to the non-zero region and the foreground intensities of each channel;\n"
+       "then the target spacing (the median; the 10th percentile of a strongly anisotropic\n"
+       "axis), the transpose, the patch and batch for the GPU memory target, the network's\n"
+       "strides and kernels, the normalisation per channel name and the non-zero mask.\n"
+       "Writes DIR/dataset_fingerprint.json and DIR/nnUNetPlans.json (default DIR: DATASET)\n"
+       "in nnU-Net's format.",
+       {{"o", "DIR", "where the JSON files go (default: the dataset folder)"},
+        {"gpu-memory", "GB", "the GPU memory target of the plan (default 8, nnU-Net's)"},
+        kThreads,
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+       false},
       {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
        "Shows how medrun reads a volume file: format, shape (z, y, x), element type, spacing,\n"
        "chunks and affine. PATH is a file (.nii, .nii.gz, .npy) or a container and the\n"
@@ -1403,6 +1419,28 @@ int main(int argc, char **argv) {
       o.which = args.get("which");
       o.artifact = args.get("artifact");
       return exportCommand(o);
+    }
+    if (args.is("plan")) {
+      setThreads(args);
+      PlanCommandOptions o;
+      o.dataset = args.artifact;
+      o.out = args.get("o");
+      const std::string gb = args.get("gpu-memory", "8");
+      try {
+        size_t used = 0;
+        o.gpuMemoryGb = std::stod(gb, &used);
+        if (used != gb.size())
+          o.gpuMemoryGb = -1;
+      } catch (...) {
+        o.gpuMemoryGb = -1;
+      }
+      if (!(o.gpuMemoryGb > 0))
+        throw Error(str("--gpu-memory: expected a positive number of GB, got '", gb, "'"));
+      std::string progress = args.get("progress", "auto");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      return planCommand(o);
     }
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),
