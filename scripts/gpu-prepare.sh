@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs here (the build machine, which has MLIR): compiles the artifacts the GPU machine checks
-# into .device/ and copies the header-only dependencies it lacks (nlohmann/json, fmt) into .deps/
+# into .device/ and copies the header-only dependencies it lacks (nlohmann/json, fmt, the
+# generated op table) into .deps/
 # with the git commit (.deps/git-commit, for --version). Both folders are
 # ignored by git; name them in the device call's `carry`.
 set -euo pipefail
@@ -9,6 +10,8 @@ bash scripts/build.sh >/dev/null
 BIN=${BUILD:-build}/bin
 rm -rf .device && mkdir -p .device .deps/include
 cp -r /usr/include/nlohmann /usr/include/fmt .deps/include/
+# The op table generated from the dialect's ODS (no TableGen there; lib/OpTable).
+mkdir -p .deps/include/med && cp "${BUILD:-build}/include/med/OpTable.inc" .deps/include/med/
 # The tree carried there is no git checkout: --version names the commit recorded here.
 git describe --always --dirty --abbrev=12 >.deps/git-commit 2>/dev/null || rm -f .deps/git-commit
 for f in test/check/{conv,norm,elementwise,data,reduce,loss,spatial-transform}.mlir; do

@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-cmake --build "$BUILD" --target med-docs >/dev/null
+cmake --build "$BUILD" --target med-docs MedOpTableGen >/dev/null
 cp "$BUILD/docs/med/MedDialect.md" docs/dialect.md
 cp "$BUILD/docs/med/MedPasses.md" docs/passes.md
-echo "docs/dialect.md and docs/passes.md updated"
+cp "$BUILD/docs/med/OpTable.md" docs/op-table.md
+echo "docs/dialect.md, docs/passes.md and docs/op-table.md updated"

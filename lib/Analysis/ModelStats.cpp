@@ -1,19 +1,21 @@
 //===- ModelStats.cpp - parameter, FLOP and memory counts of a function --------===//
 //
-// Convolutions count 2 FLOPs per multiply-add. Other ops count an approximate number of
-// arithmetic operations per output element (normalizations 7: two sums, centre, scale,
-// affine; elementwise ops 1; losses 8 per logit); data movement counts none. medrun counts an
-// artifact's functions by the same rules (runtime/src/Flops.cpp).
+// Each op's arithmetic is its FLOP rule in the op table (med/OpTable.h, written in ODS):
+// convolutions 2 per multiply-add, other ops an approximate count per element (normalizations
+// 7: two sums, centre, scale, affine; elementwise ops 1; losses 8 per logit), data movement
+// none. medrun counts an artifact's functions by the same rules (runtime/src/Flops.cpp).
 //
 //===----------------------------------------------------------------------------------===//
 
 #include "med/Analysis/ModelStats.h"
 #include "med/Analysis/MemoryPlan.h"
 #include "med/IR/MedOps.h"
+#include "med/OpTable.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -41,15 +43,35 @@ bool isDepthwise(int64_t cin, int64_t cout, int64_t groups) {
   return groups > 1 && groups == cin && groups == cout;
 }
 
-double perElementFlops(Operation *op) {
-  return llvm::TypeSwitch<Operation *, double>(op)
-      .Case<GroupNormOp, ChannelLayerNormOp, GRNOp>([](auto) { return 7.0; })
-      .Case<GroupNormApplyOp>([](auto) { return 3.0; }) // group_norm's 7 less the statistics' 4
-      .Case<GroupNormStatsOp>([](auto) { return 4.0; }) // per input element
-      .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return 8.0; })
-      .Case<SpatialTransformOp>([](auto) { return 16.0; }) // 8 weighted neighbours
-      .Case<PadOp, SliceOp, ConcatOp, ReshapeOp, ParamOp, ConstantOp>([](auto) { return 0.0; })
-      .Default([](auto) { return 1.0; });
+/// The op's arithmetic by its rule in the op table (medrun bench counts by the same rule).
+::med::ops::OpFlops opFlops(Operation *op) {
+  const ::med::ops::OpSchema *schema = ::med::ops::findOp(op->getName().stripDialect());
+  if (!schema)
+    return {};
+  auto shapeOf = [](Value v) {
+    ArrayRef<int64_t> s = cast<ShapedType>(v.getType()).getShape();
+    return std::vector<int64_t>(s.begin(), s.end());
+  };
+  ::med::ops::OpShapes shapes;
+  shapes.operand = [&](const char *name) {
+    std::vector<std::vector<int64_t>> out;
+    for (auto [i, spec] : llvm::enumerate(schema->operands)) {
+      if (spec.name != std::string_view(name))
+        continue;
+      // The op's ODS operand group `i` (the table lists the groups in ODS order).
+      OperandRange group = llvm::TypeSwitch<Operation *, OperandRange>(op)
+                               .Case<
+#include "med/OpClasses.inc"
+                                   >([&](auto o) { return o.getODSOperands(i); })
+                               .Default([](Operation *o) { return o->getOperands(); });
+      for (Value v : group)
+        out.push_back(shapeOf(v));
+    }
+    return out;
+  };
+  for (Value r : op->getResults())
+    shapes.results.push_back(shapeOf(r));
+  return ::med::ops::flopsOf(*schema, shapes);
 }
 
 } // namespace
@@ -88,18 +110,6 @@ StringRef mlir::med::opFamily(Operation *op) {
       .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return "loss"; })
       .Case<PadOp, SliceOp, ConcatOp>([](auto) { return "data movement"; })
       .Default([](auto) { return "elementwise"; });
-}
-
-double mlir::med::convMultiplyAdds(Operation *op) {
-  auto weight = cast<RankedTensorType>(op->getOperand(1).getType());
-  double kernel = 1;
-  for (int64_t k : weight.getShape().drop_front(2))
-    kernel *= k;
-  // Each output element of a conv reads Cin/groups·k³ inputs; each input element of a
-  // transposed conv writes Cout/groups·k³ outputs. Weight dim 1 is that per-group count.
-  if (isa<Conv3dTransposeOp>(op))
-    return numElements(op->getOperand(0).getType()) * double(weight.getDimSize(1)) * kernel;
-  return numElements(op->getResult(0).getType()) * double(weight.getDimSize(1)) * kernel;
 }
 
 FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
@@ -160,25 +170,11 @@ FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {
       continue;
 
     StringRef family = opFamily(op);
-    if (isa<Conv3dOp, Conv3dTransposeOp, ShiftSumOp>(op)) {
-      double macs = convMultiplyAdds(op);
-      stats.convMacs += macs;
-      stats.flopsByFamily[family] += 2 * macs;
-      if (op->getNumOperands() > 2) // the bias add, one per output element
-        stats.flopsByFamily["elementwise"] += numElements(op->getResult(0).getType());
-    } else {
-      // Losses and statistics scale with their input (dice_ce: its logits at every
-      // deep-supervision level), everything else with its first result.
-      double elements = 0;
-      if (auto dice = dyn_cast<DiceCEOp>(op))
-        for (Value logits : dice.getLogits())
-          elements += numElements(logits.getType());
-      else
-        elements = numElements(isa<BCEWithLogitsOp, GroupNormStatsOp>(op)
-                                   ? op->getOperand(0).getType()
-                                   : op->getResult(0).getType());
-      stats.flopsByFamily[family] += perElementFlops(op) * elements;
-    }
+    // The bias add of a convolution counts as elementwise work.
+    ::med::ops::OpFlops flops = opFlops(op);
+    stats.convMacs += flops.macs;
+    stats.flopsByFamily[family] += flops.flops - flops.biasAdd;
+    stats.flopsByFamily["elementwise"] += flops.biasAdd;
 
     for (Value r : op->getResults()) {
       stats.activationBytes += numBytes(r.getType());

@@ -41,8 +41,22 @@ std::string dtypeName(Type t) {
   return "";
 }
 
-json::Array ints(ArrayRef<int64_t> values) { return json::Array(values); }
-json::Array floats(ArrayRef<double> values) { return json::Array(values); }
+/// A constant's values, a splat as its one value.
+json::Array denseValues(DenseElementsAttr elements) {
+  json::Array values;
+  bool integer = elements.getElementType().isIntOrIndex();
+  if (elements.isSplat() && integer)
+    values.push_back(elements.getSplatValue<APInt>().getSExtValue());
+  else if (elements.isSplat())
+    values.push_back(elements.getSplatValue<APFloat>().convertToDouble());
+  else if (integer)
+    for (const APInt &v : elements.getValues<APInt>())
+      values.push_back(v.getSExtValue());
+  else
+    for (const APFloat &v : elements.getValues<APFloat>())
+      values.push_back(v.convertToDouble());
+  return values;
+}
 
 std::string locationStr(Location loc) {
   std::string result;
@@ -168,7 +182,7 @@ private:
       return where->emitError("artifact: unsupported element type ") << type.getElementType();
     int64_t id = static_cast<int64_t>(ids.size());
     ids[v] = id;
-    json::Object value{{"dtype", dtype}, {"shape", ints(type.getShape())}};
+    json::Object value{{"dtype", dtype}, {"shape", json::Array(type.getShape())}};
     // med-assign-storage's decision (mixed precision; none inside a fusion body).
     if (!inBody) {
       auto decided = isa<BlockArgument>(v)
@@ -207,296 +221,8 @@ private:
         attrs = json::Object{{"template", o.getTemplateName()},
                              {"body", bodyFailed ? -1 : *body}};
         return true; })
-      .Case<ParamOp>([&](ParamOp o) {
-        attrs["name"] = o.getName();
-        return true; })
-      .Case<ConstantOp>([&](ConstantOp o) {
-        json::Array vals;
-        auto elements = dyn_cast<DenseElementsAttr>(o.getValue());
-        if (!elements)
-          return false;
-        // A splat is written as its one value.
-        bool integer = elements.getElementType().isIntOrIndex();
-        if (elements.isSplat() && integer)
-          vals.push_back(elements.getSplatValue<APInt>().getSExtValue());
-        else if (elements.isSplat())
-          vals.push_back(elements.getSplatValue<APFloat>().convertToDouble());
-        else if (integer)
-          for (const APInt &v : elements.getValues<APInt>())
-            vals.push_back(v.getSExtValue());
-        else
-          for (const APFloat &v : elements.getValues<APFloat>())
-            vals.push_back(v.convertToDouble());
-        attrs["value"] = std::move(vals);
-        return true; })
-      .Case<Conv3dOp>([&](Conv3dOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"weight", group(o.getWeight())},
-                    {"bias", optional(o.getBias())}};
-        attrs = json::Object{{"stride", ints(o.getStride())}, {"padding", ints(o.getPadding())},
-                 {"dilation", ints(o.getDilation())}, {"groups", int64_t(o.getGroups())}};
-        return true; })
-      .Case<Conv3dTransposeOp>([&](Conv3dTransposeOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"weight", group(o.getWeight())},
-                    {"bias", optional(o.getBias())}};
-        attrs = json::Object{{"stride", ints(o.getStride())}, {"padding", ints(o.getPadding())},
-                 {"dilation", ints(o.getDilation())}, {"groups", int64_t(o.getGroups())},
-                 {"output_padding", ints(o.getOutputPadding())}};
-        return true; })
-      .Case<ShiftSumOp>([&](ShiftSumOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"weight", group(o.getWeight())},
-                    {"bias", optional(o.getBias())}};
-        attrs = json::Object{{"mirrored", o.getMirrored()}};
-        return true; })
-      .Case<GroupNormOp>([&](GroupNormOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
-                    {"beta", group(o.getBeta())}};
-        attrs = json::Object{{"groups", int64_t(o.getGroups())},
-                 {"epsilon", o.getEpsilon().convertToDouble()},
-                 {"save_statistics", o.getSaveStatistics()}};
-        return true; })
-      .Case<GroupNormStatsOp>([&](GroupNormStatsOp o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        attrs = json::Object{{"groups", int64_t(o.getGroups())},
-                 {"epsilon", o.getEpsilon().convertToDouble()}};
-        return true; })
-      .Case<GroupNormApplyOp>([&](GroupNormApplyOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"mean", group(o.getMean())},
-                    {"rstd", group(o.getRstd())}, {"gamma", group(o.getGamma())},
-                    {"beta", group(o.getBeta())}};
-        attrs = json::Object{{"groups", int64_t(o.getGroups())}};
-        return true; })
-      .Case<ChannelLayerNormOp, GRNOp>([&](auto o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
-                    {"beta", group(o.getBeta())}};
-        attrs = json::Object{{"epsilon", o.getEpsilon().convertToDouble()}};
-        return true; })
-      .Case<GeluOp, SigmoidOp, NegOp, ExpOp, LogOp, SqrtOp>([&](auto o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        return true; })
-      .Case<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp>([&](auto o) {
-        operands = json::Object{{"lhs", group(o.getLhs())}, {"rhs", group(o.getRhs())}};
-        return true; })
-      .Case<PadOp>([&](PadOp o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        attrs = json::Object{{"low", ints(o.getLow())}, {"high", ints(o.getHigh())},
-                 {"value", o.getValue().convertToDouble()}};
-        return true; })
-      .Case<SliceOp>([&](SliceOp o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        SmallVector<int64_t> strides(o.getSizes().size(), 1);
-        if (auto s = o.getStrides())
-          strides.assign(s->begin(), s->end());
-        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"sizes", ints(o.getSizes())},
-                 {"strides", ints(strides)}};
-        return true; })
-      .Case<ConcatOp>([&](ConcatOp o) {
-        operands = json::Object{{"inputs", group(o.getInputs())}};
-        attrs = json::Object{{"axis", int64_t(o.getAxis())}};
-        return true; })
-      .Case<SpatialTransformOp>([&](SpatialTransformOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"matrix", group(o.getMatrix())}};
-        SmallVector<int64_t> labels;
-        if (auto l = o.getLabels())
-          labels.assign(l->begin(), l->end());
-        attrs = json::Object{{"mode", stringifyResampleMode(o.getMode())},
-                 {"shape", ints(o.getShape())}, {"border", stringifyBorderMode(o.getBorder())},
-                 {"value", o.getValue().convertToDouble()}, {"labels", ints(labels)}};
-        return true; })
-      .Case<ReduceOp>([&](ReduceOp o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        attrs = json::Object{{"kind", stringifyReduceKind(o.getKind())}, {"axes", ints(o.getAxes())},
-                 {"keepdims", o.getKeepdims()}};
-        return true; })
-      .Case<BCEWithLogitsOp>([&](BCEWithLogitsOp o) {
-        operands = json::Object{{"logits", group(o.getLogits())}, {"target", group(o.getTarget())},
-                    {"mask", optional(o.getMask())}, {"pos_weight", optional(o.getPosWeight())}};
-        attrs = json::Object{{"reduction", stringifyLossReduction(o.getReduction())},
-                 {"auto_pos_weight", o.getAutoPosWeight()},
-                 {"max_pos_weight", o.getMaxPosWeight().convertToDouble()}};
-        return true; })
-      .Case<DiceCEOp>([&](DiceCEOp o) {
-        operands = json::Object{{"logits", group(o.getLogits())}, {"targets", group(o.getTargets())}};
-        attrs = json::Object{{"weights", floats(o.getWeights())},
-                 {"smooth", o.getSmooth().convertToDouble()},
-                 {"ce_weight", o.getCeWeight().convertToDouble()},
-                 {"dice_weight", o.getDiceWeight().convertToDouble()},
-                 {"batch_dice", o.getBatchDice()},
-                 {"include_background", o.getIncludeBackground()}};
-        return true; })
-      .Case<AssignOp>([&](AssignOp o) {
-        operands = json::Object{{"value", group(o.getValue())}};
-        attrs = json::Object{{"name", o.getName()}};
-        return true; })
-      .Case<AdamWOp>([&](AdamWOp o) {
-        operands = json::Object{{"param", group(o.getParam())}, {"grad", group(o.getGrad())},
-                                {"exp_avg", group(o.getExpAvg())},
-                                {"exp_avg_sq", group(o.getExpAvgSq())},
-                                {"lr", group(o.getLr())}, {"step", group(o.getStep())}};
-        attrs = json::Object{{"beta1", o.getBeta1().convertToDouble()},
-                             {"beta2", o.getBeta2().convertToDouble()},
-                             {"epsilon", o.getEpsilon().convertToDouble()},
-                             {"weight_decay", o.getWeightDecay().convertToDouble()}};
-        return true; })
-      .Case<SGDOp>([&](SGDOp o) {
-        operands = json::Object{{"param", group(o.getParam())}, {"grad", group(o.getGrad())},
-                                {"momentum_buffer", group(o.getMomentumBuffer())},
-                                {"lr", group(o.getLr())}};
-        attrs = json::Object{{"momentum", o.getMomentum().convertToDouble()},
-                             {"weight_decay", o.getWeightDecay().convertToDouble()},
-                             {"nesterov", o.getNesterov()}};
-        return true; })
-      .Case<AnyNonFiniteOp, SumSquaresOp>([&](auto o) {
-        operands = json::Object{{"inputs", group(o.getInputs())}};
-        return true; })
-      .Case<PackOp>([&](PackOp o) {
-        operands = json::Object{{"inputs", group(o.getInputs())}};
-        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"size", int64_t(o.getSize())}};
-        return true; })
-      .Case<AllReduceOp>([&](AllReduceOp o) {
-        operands = json::Object{{"inputs", group(o.getInputs())}};
-        attrs = json::Object{{"bucket", int64_t(o.getBucket())}, {"offsets", ints(o.getOffsets())},
-                             {"size", int64_t(o.getSize())}};
-        return true; })
-      .Case<GaussianBlurOp>([&](GaussianBlurOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"sigma", group(o.getSigma())}};
-        return true; })
-      .Case<SimulateLowResolutionOp>([&](SimulateLowResolutionOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"scale", group(o.getScale())}};
-        return true; })
-      .Case<MirrorOp>([&](MirrorOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"flip", group(o.getFlip())}};
-        return true; })
-      .Case<AffineMatrixOp>([&](AffineMatrixOp o) {
-        operands = json::Object{{"angles", group(o.getAngles())},
-                                {"scales", group(o.getScales())},
-                                {"shear", optional(o.getShear())}};
-        return true; })
-      .Case<OrientationMatrixOp>([&](OrientationMatrixOp o) {
-        operands = json::Object{{"u", group(o.getU())}};
-        return true; })
-      .Case<ShiftSlicesOp>([&](ShiftSlicesOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"shift", group(o.getShift())}};
-        return true; })
-      .Case<RandomOp>([&](RandomOp o) {
-        operands = json::Object{{"key", group(o.getKey())}, {"like", group(o.getLike())}};
-        attrs = json::Object{{"stream", int64_t(o.getStream())},
-                             {"distribution", stringifyRandomDistribution(o.getDistribution())},
-                             {"probability", o.getProbability().convertToDouble()}};
-        if (auto shape = o.getSampleShape())
-          attrs["sample_shape"] = ints(*shape);
-        return true; })
-      .Case<SelectOp>([&](SelectOp o) {
-        operands = json::Object{{"cond", group(o.getCond())}, {"on_true", group(o.getOnTrue())},
-                                {"on_false", group(o.getOnFalse())}};
-        return true; })
-      .Case<UpdateLossScaleOp>([&](UpdateLossScaleOp o) {
-        operands = json::Object{{"scale", group(o.getScale())},
-                                {"growth_tracker", group(o.getGrowthTracker())},
-                                {"found_inf", group(o.getFoundInf())}};
-        attrs = json::Object{{"growth_factor", o.getGrowthFactor().convertToDouble()},
-                             {"backoff_factor", o.getBackoffFactor().convertToDouble()},
-                             {"growth_interval", int64_t(o.getGrowthInterval())}};
-        return true; })
-      .Case<ReshapeOp, BroadcastOp>([&](auto o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        attrs = json::Object{{"shape", ints(o.getShape())}};
-        return true; })
-      .Case<Conv3dGradWeightOp>([&](Conv3dGradWeightOp o) {
-        operands = json::Object{{"input", group(o.getInput())},
-                                {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"kernel", ints(o.getKernel())}, {"stride", ints(o.getStride())},
-                             {"padding", ints(o.getPadding())},
-                             {"dilation", ints(o.getDilation())},
-                             {"groups", int64_t(o.getGroups())}};
-        return true; })
-      .Case<ShiftSumGradWeightOp>([&](ShiftSumGradWeightOp o) {
-        operands = json::Object{{"input", group(o.getInput())},
-                                {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"kernel", ints(o.getKernel())}};
-        return true; })
-      .Case<GroupNormGradOp>([&](GroupNormGradOp o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
-                                {"mean", group(o.getMean())}, {"rstd", group(o.getRstd())},
-                                {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"groups", int64_t(o.getGroups())}};
-        return true; })
-      .Case<ExtremumGradOp>([&](ExtremumGradOp o) {
-        operands = json::Object{{"lhs", group(o.getLhs())}, {"rhs", group(o.getRhs())},
-                                {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"kind", stringifyExtremumKind(o.getKind())}};
-        return true; })
-      .Case<ReduceExtremumGradOp>([&](ReduceExtremumGradOp o) {
-        operands = json::Object{{"input", group(o.getInput())},
-                                {"extremum", group(o.getExtremum())},
-                                {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"kind", stringifyExtremumKind(o.getKind())},
-                             {"axes", ints(o.getAxes())}, {"keepdims", o.getKeepdims()}};
-        return true; })
-      .Case<SliceGradOp>([&](SliceGradOp o) {
-        operands = json::Object{{"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"strides", ints(o.getStrides())},
-                             {"shape", ints(o.getShape())}};
-        return true; })
-      .Case<ChannelLayerNormGradOp, GRNGradOp>([&](auto o) {
-        operands = json::Object{{"input", group(o.getInput())}, {"gamma", group(o.getGamma())},
-                                {"grad_output", group(o.getGradOutput())}};
-        attrs = json::Object{{"epsilon", o.getEpsilon().convertToDouble()}};
-        return true; })
-      .Case<GeluGradOp>([&](GeluGradOp o) {
-        operands = json::Object{{"input", group(o.getInput())},
-                                {"grad_output", group(o.getGradOutput())}};
-        return true; })
-      .Case<BCEWithLogitsGradOp>([&](BCEWithLogitsGradOp o) {
-        operands = json::Object{{"logits", group(o.getLogits())}, {"target", group(o.getTarget())},
-                                {"mask", optional(o.getMask())},
-                                {"pos_weight", optional(o.getPosWeight())},
-                                {"grad_loss", group(o.getGradLoss())}};
-        attrs = json::Object{{"reduction", stringifyLossReduction(o.getReduction())},
-                             {"auto_pos_weight", o.getAutoPosWeight()},
-                             {"max_pos_weight", o.getMaxPosWeight().convertToDouble()}};
-        return true; })
-      .Case<DiceCEGradOp>([&](DiceCEGradOp o) {
-        operands = json::Object{{"logits", group(o.getLogits())},
-                                {"targets", group(o.getTargets())},
-                                {"grad_loss", group(o.getGradLoss())}};
-        attrs = json::Object{{"weights", floats(o.getWeights())},
-                             {"smooth", o.getSmooth().convertToDouble()},
-                             {"ce_weight", o.getCeWeight().convertToDouble()},
-                             {"dice_weight", o.getDiceWeight().convertToDouble()},
-                             {"batch_dice", o.getBatchDice()},
-                             {"include_background", o.getIncludeBackground()}};
-        return true; })
-      .Case<AffinitiesOp>([&](AffinitiesOp o) {
-        // The crop written out whole: its low corner and the result's spatial size.
-        operands = json::Object{{"seg", group(o.getSeg())}};
-        SmallVector<int64_t> low(3, 0);
-        if (auto l = o.getCropLow())
-          low.assign(l->begin(), l->end());
-        ArrayRef<int64_t> shape = cast<RankedTensorType>(o.getAffinities().getType()).getShape();
-        attrs = json::Object{{"offsets", ints(o.getOffsets())}, {"crop_low", ints(low)},
-                 {"crop_size", ints(shape.drop_front(2))},
-                 {"unlabelled_below", int64_t(o.getUnlabelledBelow())}};
-        return true; })
-      .Case<RemoveLabelOp>([&](RemoveLabelOp o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        attrs = json::Object{{"label", int64_t(o.getLabel())},
-                 {"replace_with", int64_t(o.getReplaceWith())}};
-        return true; })
-      .Case<LabelRegionsOp>([&](LabelRegionsOp o) {
-        // The lists of labels one after the other, and how many each region has.
-        operands = json::Object{{"input", group(o.getInput())}};
-        SmallVector<int64_t> labels, sizes;
-        for (Attribute a : o.getRegions()) {
-          ArrayRef<int64_t> region = cast<DenseI64ArrayAttr>(a).asArrayRef();
-          labels.append(region.begin(), region.end());
-          sizes.push_back(static_cast<int64_t>(region.size()));
-        }
-        attrs = json::Object{{"regions", ints(labels)}, {"region_sizes", ints(sizes)}};
-        return true; })
-      .Case<DownsampleNearestOp>([&](DownsampleNearestOp o) {
-        operands = json::Object{{"input", group(o.getInput())}};
-        attrs = json::Object{{"size", ints(o.getSize())}};
-        return true; })
+      // Every other op: its operand groups and attributes as ODS declares them.
+#include "med/OpPlanWriter.inc"
       .Default([](Operation *) { return false; });
     // clang-format on
     if (!known)
@@ -535,7 +261,7 @@ json::Value parameterTable(ModuleOp module) {
   for (auto p : module.getOps<ParameterOp>()) {
     json::Object entry{{"name", p.getSymName()},
                        {"dtype", dtypeName(p.getTensorType().getElementType())},
-                       {"shape", ints(p.getTensorType().getShape())},
+                       {"shape", json::Array(p.getTensorType().getShape())},
                        {"init", stringifyInitKind(p.getInit())},
                        {"trainable", !p.getFrozen()}};
     if (auto fanIn = p.getFanIn())

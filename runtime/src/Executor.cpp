@@ -367,7 +367,12 @@ private:
     scratch.push_back(t.to(compute));
     return scratch.back();
   }
-  const Tensor &in(const OpInfo &op, const std::string &name) { return in(op.single(name)); }
+  // Operand `name` of `op`: in the f32 math type where the op table says the op reads it
+  // wide (a norm's gamma and beta, saved statistics), else in the op's compute type.
+  const Tensor &in(const OpInfo &op, const std::string &name) {
+    const med::ops::OperandSpec *spec = op.schema->operand(name);
+    return spec && spec->wide ? wideIn(op.single(name)) : in(op.single(name));
+  }
   // A factor of a convolution's products: inside a fusion of a mixed-precision function,
   // rounded to the 16-bit storage type, as the tensor-core templates multiply it (and as
   // the unfused convolution reads it from memory); elsewhere as in().
@@ -381,9 +386,10 @@ private:
       roundToHalf(scratch.back());
     return scratch.back();
   }
-  // A norm's gamma or beta, in the f32 math type.
-  const Tensor &affine(const OpInfo &op, const std::string &name) {
-    const Tensor &t = raw(op, name);
+  // Value `id` in the f32 math type (never through the compute type: under bf16 that would
+  // round it; saved statistics stay the forward's own numbers).
+  const Tensor &wideIn(int id) {
+    const Tensor &t = raw(id);
     if (t.dtype() == wide())
       return t;
     scratch.push_back(t.to(wide()));
@@ -404,17 +410,6 @@ private:
     return values[op.results[i]];
   }
 
-  // Saved statistics stay in the accumulation type of the kernels (f32 under mixed
-  // precision, never rounded to half): the backward pass reads the forward's own numbers.
-  DType statisticsType() const { return wide(); }
-
-  // A saved statistic in the type the kernels read it in (it may come from elsewhere), never
-  // through the op's compute type: under bf16 that would round it.
-  Tensor statistic(const OpInfo &op, const std::string &name) {
-    const Tensor &t = raw(op, name);
-    return t.dtype() == statisticsType() ? t : t.to(statisticsType());
-  }
-
   const FlatBuffer *flat(const std::string &name) const {
     for (const FlatBuffer &f : flats)
       if (f.name == name)
@@ -423,12 +418,16 @@ private:
   }
 
   void dispatch(const OpInfo &op) {
-    const std::string &k = op.kind;
-    if (k == "param" && flat(op.strAttr("name"))) {
-      // A flat buffer is read as its members laid out (zeros between them).
-      Tensor &y = result(op);
-      y = gatherFlat(*flat(op.strAttr("name")), params, y.dtype());
-    } else if (k == "param") {
+    using med::ops::OpKind;
+    // Every op of the table has a case: the build (-Werror=switch) fails on a missing one.
+    switch (op.op()) {
+    case OpKind::Param: {
+      if (flat(op.strAttr("name"))) {
+        // A flat buffer is read as its members laid out (zeros between them).
+        Tensor &y = result(op);
+        y = gatherFlat(*flat(op.strAttr("name")), params, y.dtype());
+        break;
+      }
       const std::string &name = op.strAttr("name");
       auto it = params.find(name);
       if (it == params.end())
@@ -440,7 +439,9 @@ private:
       // (F16 rounds activations in place: the parameter's own buffer must not be shared)
       values[op.results.at(0)] =
           half && activation ? owned(it->second, compute) : convert(it->second, compute);
-    } else if (k == "constant") {
+      break;
+    }
+    case OpKind::Constant: {
       const ValueInfo &info = fn.values[op.results.at(0)];
       if (!isFloat(info.dtype))
         throw Error("integer constants are not supported by the CPU backend");
@@ -451,7 +452,9 @@ private:
       for (int64_t i = 0; i < f64.numel(); ++i)
         f64.data<double>()[i] = v[v.size() == 1 ? 0 : i];
       values[op.results[0]] = f64.to(compute);
-    } else if (k == "conv3d" || k == "conv3d_transpose" || k == "shift_sum") {
+      break;
+    }
+    case OpKind::Conv3d: case OpKind::Conv3dTranspose: case OpKind::ShiftSum: {
       // A shift-sum is the depthwise convolution of medrun/ConvView.h: the same kernel.
       const ConvView view = *convView(fn, op);
       const Tensor &x = product(op, "input"), &w = product(op, "weight");
@@ -461,47 +464,69 @@ private:
         cpu::conv3dTranspose(x, w, b, convParams(op, view), y);
       else
         cpu::conv3d(x, w, b, convParams(op, view), y);
-    } else if (k == "group_norm") {
+      break;
+    }
+    case OpKind::GroupNorm: {
       // With save_statistics the plan has three results: y, mean and rstd.
       Tensor &y = result(op);
       Tensor *mean = nullptr, *rstd = nullptr;
       if (op.results.size() == 3) {
-        mean = &result(op, 1, statisticsType());
-        rstd = &result(op, 2, statisticsType());
+        mean = &result(op, 1, wide());
+        rstd = &result(op, 2, wide());
       } else if (op.results.size() != 1) {
         throw Error(str("the plan gives ", op.results.size(), " results (expected 1, or 3 with "
                         "the saved statistics)"));
       }
-      cpu::groupNorm(in(op, "input"), affine(op, "gamma"), affine(op, "beta"), op.intAttr("groups"),
+      cpu::groupNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.intAttr("groups"),
                      op.floatAttr("epsilon"), y, mean, rstd);
-    } else if (k == "group_norm_stats") {
+      break;
+    }
+    case OpKind::GroupNormStats: {
       cpu::groupNormStats(in(op, "input"), op.intAttr("groups"), op.floatAttr("epsilon"),
-                          result(op, 0, statisticsType()), result(op, 1, statisticsType()));
-    } else if (k == "group_norm_apply") {
-      Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
-      cpu::groupNormApply(in(op, "input"), mean, rstd, affine(op, "gamma"), affine(op, "beta"),
+                          result(op, 0, wide()), result(op, 1, wide()));
+      break;
+    }
+    case OpKind::GroupNormApply: {
+      const Tensor &mean = in(op, "mean"), &rstd = in(op, "rstd");
+      cpu::groupNormApply(in(op, "input"), mean, rstd, in(op, "gamma"), in(op, "beta"),
                           op.intAttr("groups"), result(op));
-    } else if (k == "channel_layer_norm") {
-      cpu::channelLayerNorm(in(op, "input"), affine(op, "gamma"), affine(op, "beta"),
+      break;
+    }
+    case OpKind::ChannelLayerNorm: {
+      cpu::channelLayerNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"),
                             op.floatAttr("epsilon"), result(op));
-    } else if (k == "grn") {
-      cpu::grn(in(op, "input"), affine(op, "gamma"), affine(op, "beta"), op.floatAttr("epsilon"),
+      break;
+    }
+    case OpKind::GRN: {
+      cpu::grn(in(op, "input"), in(op, "gamma"), in(op, "beta"), op.floatAttr("epsilon"),
                result(op));
-    } else if (auto u = kUnary.find(k); u != kUnary.end()) {
-      cpu::unary(u->second, in(op, "input"), result(op));
-    } else if (auto b = kBinary.find(k); b != kBinary.end()) {
-      cpu::binary(b->second, in(op, "lhs"), in(op, "rhs"), result(op));
-    } else if (k == "pad") {
+      break;
+    }
+    case OpKind::Gelu: case OpKind::Sigmoid: case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: {
+      cpu::unary(kUnary.at(op.kind), in(op, "input"), result(op));
+      break;
+    }
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min: case OpKind::Pow: {
+      cpu::binary(kBinary.at(op.kind), in(op, "lhs"), in(op, "rhs"), result(op));
+      break;
+    }
+    case OpKind::Pad: {
       cpu::pad(in(op, "input"), op.intsAttr("low"), op.intsAttr("high"), op.floatAttr("value"),
                result(op));
-    } else if (k == "slice") {
+      break;
+    }
+    case OpKind::Slice: {
       cpu::slice(in(op, "input"), op.intsAttr("offsets"), op.intsAttr("strides"), result(op));
-    } else if (k == "concat") {
+      break;
+    }
+    case OpKind::Concat: {
       std::vector<const Tensor *> inputs;
       for (int id : op.operand("inputs"))
         inputs.push_back(&in(id));
       cpu::concat(inputs, op.intAttr("axis"), result(op));
-    } else if (k == "spatial_transform") {
+      break;
+    }
+    case OpKind::SpatialTransform: {
       cpu::SpatialParams p;
       const std::string &mode = op.strAttr("mode"), &border = op.strAttr("border");
       p.mode = mode == "nearest"         ? cpu::SpatialMode::Nearest
@@ -517,16 +542,22 @@ private:
       scratch.push_back(m.dtype() == wide() ? m : m.to(wide()));
       const Tensor &matrix = scratch.back();
       cpu::spatialTransform(in(op, "input"), matrix, p, result(op));
-    } else if (k == "reduce") {
+      break;
+    }
+    case OpKind::Reduce: {
       // Inside a mixed-precision fusion its operand is rounded like a product's factor: the
       // templates sum a bias gradient as one more column of a weight gradient's product.
       cpu::reduce(reduceKind(op), product(op, "input"), op.intsAttr("axes"), result(op));
-    } else if (k == "bce_with_logits") {
+      break;
+    }
+    case OpKind::BCEWithLogits: {
       cpu::BceParams p = bceParams(op);
       Tensor &y = result(op);
       cpu::bceWithLogits(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
                          optionalIn(op, "pos_weight"), p, y);
-    } else if (k == "dice_ce") {
+      break;
+    }
+    case OpKind::DiceCE: {
       cpu::DiceCEParams p = diceParams(op);
       std::vector<const Tensor *> logits, targets;
       for (int id : op.operand("logits"))
@@ -534,18 +565,24 @@ private:
       for (int id : op.operand("targets"))
         targets.push_back(&in(id));
       cpu::diceCE(logits, targets, p, result(op));
-    } else if (k == "affinities") {
+      break;
+    }
+    case OpKind::Affinities: {
       // Labels are read as stored (an f32 id never goes through the compute type).
       std::vector<int64_t> low = op.intsAttr("crop_low");
       if (low.size() != 3)
         throw Error("'crop_low' needs 3 entries");
       cpu::affinities(raw(op, "seg"), op.intsAttr("offsets"), {low[0], low[1], low[2]},
                       op.intAttr("unlabelled_below"), result(op, 0), result(op, 1));
-    } else if (k == "remove_label") {
+      break;
+    }
+    case OpKind::RemoveLabel: {
       const Tensor &x = raw(op, "input");
       cpu::removeLabel(x, op.intAttr("label"), op.intAttr("replace_with"),
                        result(op, 0, x.dtype()));
-    } else if (k == "label_regions") {
+      break;
+    }
+    case OpKind::LabelRegions: {
       std::vector<int64_t> labels = op.intsAttr("regions");
       std::vector<std::vector<int64_t>> regions;
       size_t at = 0;
@@ -554,49 +591,73 @@ private:
         at += n;
       }
       cpu::labelRegions(raw(op, "input"), regions, result(op));
-    } else if (k == "downsample_nearest") {
+      break;
+    }
+    case OpKind::DownsampleNearest: {
       const Tensor &x = raw(op, "input");
       cpu::downsampleNearest(x, result(op, 0, x.dtype()));
-    } else if (k == "reshape") {
+      break;
+    }
+    case OpKind::Reshape: {
       const Tensor &x = in(op, "input");
       Tensor &y = result(op, 0, x.dtype());
       std::memcpy(y.raw(), x.raw(), x.nbytes());
-    } else if (k == "broadcast") {
+      break;
+    }
+    case OpKind::Broadcast: {
       cpu::broadcast(in(op, "input"), result(op));
-    } else if (k == "conv3d_grad_weight" || k == "shift_sum_grad_weight") {
+      break;
+    }
+    case OpKind::Conv3dGradWeight: case OpKind::ShiftSumGradWeight: {
       cpu::conv3dGradWeight(product(op, "input"), product(op, "grad_output"),
                             convParams(op, *convView(fn, op)), result(op));
-    } else if (k == "group_norm_grad") {
-      Tensor mean = statistic(op, "mean"), rstd = statistic(op, "rstd");
-      cpu::groupNormGrad(in(op, "input"), affine(op, "gamma"), mean, rstd, in(op, "grad_output"),
+      break;
+    }
+    case OpKind::GroupNormGrad: {
+      const Tensor &mean = in(op, "mean"), &rstd = in(op, "rstd");
+      cpu::groupNormGrad(in(op, "input"), in(op, "gamma"), mean, rstd, in(op, "grad_output"),
                          op.intAttr("groups"), result(op, 0), result(op, 1, wide()),
                          result(op, 2, wide()));
-    } else if (k == "channel_layer_norm_grad" || k == "grn_grad") {
-      const Tensor &x = in(op, "input"), &gamma = affine(op, "gamma"), &dy = in(op, "grad_output");
+      break;
+    }
+    case OpKind::ChannelLayerNormGrad: case OpKind::GRNGrad: {
+      const Tensor &x = in(op, "input"), &gamma = in(op, "gamma"), &dy = in(op, "grad_output");
       Tensor &dx = result(op, 0), &dgamma = result(op, 1, wide()), &dbeta = result(op, 2, wide());
       double eps = op.floatAttr("epsilon");
-      if (k == "channel_layer_norm_grad")
+      if (op.op() == OpKind::ChannelLayerNormGrad)
         cpu::channelLayerNormGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
       else
         cpu::grnGrad(x, gamma, dy, eps, dx, dgamma, dbeta);
-    } else if (k == "extremum_grad") {
+      break;
+    }
+    case OpKind::ExtremumGrad: {
       cpu::extremumGrad(extremumKind(op), in(op, "lhs"), in(op, "rhs"), in(op, "grad_output"),
                         result(op, 0), result(op, 1));
-    } else if (k == "reduce_extremum_grad") {
+      break;
+    }
+    case OpKind::ReduceExtremumGrad: {
       extremumKind(op); // validates the plan; the kernel compares with the extremum itself
       cpu::reduceExtremumGrad(in(op, "input"), in(op, "extremum"), in(op, "grad_output"),
                               op.intsAttr("axes"), result(op));
-    } else if (k == "slice_grad") {
+      break;
+    }
+    case OpKind::SliceGrad: {
       cpu::sliceGrad(in(op, "grad_output"), op.intsAttr("offsets"), op.intsAttr("strides"),
                      result(op));
-    } else if (k == "gelu_grad") {
+      break;
+    }
+    case OpKind::GeluGrad: {
       cpu::geluGrad(in(op, "input"), in(op, "grad_output"), result(op));
-    } else if (k == "bce_with_logits_grad") {
+      break;
+    }
+    case OpKind::BCEWithLogitsGrad: {
       cpu::BceParams p = bceParams(op);
       const Tensor &dloss = raw(op, "grad_loss"); // any float type: a loss-type scalar
       cpu::bceWithLogitsGrad(in(op, "logits"), in(op, "target"), optionalIn(op, "mask"),
                              optionalIn(op, "pos_weight"), dloss, p, result(op));
-    } else if (k == "dice_ce_grad") {
+      break;
+    }
+    case OpKind::DiceCEGrad: {
       std::vector<const Tensor *> logits, targets;
       for (int id : op.operand("logits"))
         logits.push_back(&in(id));
@@ -607,7 +668,9 @@ private:
         dlogits.push_back(&result(op, i));
       const Tensor &dloss = raw(op, "grad_loss");
       cpu::diceCEGrad(logits, targets, dloss, diceParams(op), dlogits);
-    } else if (k == "adamw") {
+      break;
+    }
+    case OpKind::AdamW: {
       cpu::AdamWParams p;
       p.beta1 = op.floatAttr("beta1");
       p.beta2 = op.floatAttr("beta2");
@@ -615,24 +678,32 @@ private:
       p.weightDecay = op.floatAttr("weight_decay");
       cpu::adamw(in(op, "param"), in(op, "grad"), in(op, "exp_avg"), in(op, "exp_avg_sq"),
                  in(op, "lr"), in(op, "step"), p, result(op, 0), result(op, 1), result(op, 2));
-    } else if (k == "sgd") {
+      break;
+    }
+    case OpKind::SGD: {
       cpu::SGDParams p;
       p.momentum = op.floatAttr("momentum");
       p.weightDecay = op.floatAttr("weight_decay");
       p.nesterov = op.boolAttr("nesterov");
       cpu::sgd(in(op, "param"), in(op, "grad"), in(op, "momentum_buffer"), in(op, "lr"), p,
                result(op, 0), result(op, 1));
-    } else if (k == "sum_squares") {
+      break;
+    }
+    case OpKind::SumSquares: {
       std::vector<const Tensor *> inputs;
       for (int id : op.operand("inputs"))
         inputs.push_back(&in(id));
       cpu::sumSquares(inputs, result(op));
-    } else if (k == "pack") {
+      break;
+    }
+    case OpKind::Pack: {
       std::vector<const Tensor *> inputs;
       for (int id : op.operand("inputs"))
         inputs.push_back(&in(id));
       cpu::pack(inputs, op.intsAttr("offsets"), result(op));
-    } else if (k == "all_reduce") {
+      break;
+    }
+    case OpKind::AllReduce: {
       // The bucket laid out as in the packed gradients, reduced with one call.
       const std::vector<int> &ids = op.operand("inputs");
       const std::vector<int64_t> offsets = op.intsAttr("offsets");
@@ -648,28 +719,44 @@ private:
         Tensor &y = result(op, i, t);
         std::memcpy(y.raw(), from + offsets[i] * dtypeSize(t), y.nbytes());
       }
-    } else if (k == "any_non_finite") {
+      break;
+    }
+    case OpKind::AnyNonFinite: {
       std::vector<const Tensor *> inputs;
       for (int id : op.operand("inputs"))
         inputs.push_back(&raw(id));
       cpu::anyNonFinite(inputs, result(op));
-    } else if (k == "gaussian_blur") {
+      break;
+    }
+    case OpKind::GaussianBlur: {
       cpu::gaussianBlur(in(op, "input"), raw(op, "sigma"), result(op));
-    } else if (k == "simulate_low_resolution") {
+      break;
+    }
+    case OpKind::SimulateLowResolution: {
       cpu::simulateLowResolution(in(op, "input"), raw(op, "scale"), result(op));
-    } else if (k == "mirror") {
+      break;
+    }
+    case OpKind::Mirror: {
       const Tensor &x = in(op, "input");
       cpu::mirror(x, raw(op, "flip"), result(op, 0, x.dtype()));
-    } else if (k == "affine_matrix") {
+      break;
+    }
+    case OpKind::AffineMatrix: {
       auto shear = op.optional("shear");
       cpu::affineMatrix(raw(op, "angles"), raw(op, "scales"), shear ? &raw(*shear) : nullptr,
                         result(op));
-    } else if (k == "orientation_matrix") {
+      break;
+    }
+    case OpKind::OrientationMatrix: {
       cpu::orientationMatrix(raw(op, "u"), result(op));
-    } else if (k == "shift_slices") {
+      break;
+    }
+    case OpKind::ShiftSlices: {
       const Tensor &x = in(op, "input");
       cpu::shiftSlices(x, raw(op, "shift"), result(op, 0, x.dtype()));
-    } else if (k == "random") {
+      break;
+    }
+    case OpKind::Random: {
       const std::string &d = op.strAttr("distribution");
       const cpu::Distribution dist = d == "normal"      ? cpu::Distribution::Normal
                                      : d == "bernoulli" ? cpu::Distribution::Bernoulli
@@ -678,18 +765,26 @@ private:
                                                        "' (expected uniform, normal or bernoulli)"));
       cpu::random(raw(op, "key"), op.intAttr("stream"), dist, op.floatAttr("probability"),
                   result(op));
-    } else if (k == "select") {
+      break;
+    }
+    case OpKind::Select: {
       cpu::select(raw(op, "cond"), in(op, "on_true"), in(op, "on_false"), result(op));
-    } else if (k == "update_loss_scale") {
+      break;
+    }
+    case OpKind::UpdateLossScale: {
       cpu::LossScaleParams p;
       p.growthFactor = op.floatAttr("growth_factor");
       p.backoffFactor = op.floatAttr("backoff_factor");
       p.growthInterval = op.intAttr("growth_interval");
       cpu::updateLossScale(raw(op, "scale"), raw(op, "growth_tracker"), raw(op, "found_inf"), p,
                            result(op, 0), result(op, 1));
-    } else if (k == "fusion") {
+      break;
+    }
+    case OpKind::Fusion: {
       fusion(op);
-    } else if (k == "assign") {
+      break;
+    }
+    case OpKind::Assign: {
       const std::string &name = op.strAttr("name");
       if (!updates)
         throw Error(str("assigns parameter '", name,
@@ -699,8 +794,8 @@ private:
       } else {
         (*updates)[name] = raw(op, "value").clone();
       }
-    } else {
-      throw Error("the CPU backend has no kernel for this op");
+      break;
+    }
     }
   }
 

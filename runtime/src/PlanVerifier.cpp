@@ -46,15 +46,6 @@ std::string sizeProblem(DType dtype, const Shape &shape) {
 // The ops: signatures (operand groups) and the adapters to the shape rules
 //===----------------------------------------------------------------------------------===//
 
-enum class Arity { One, Optional, Variadic };
-enum class Element { Float, Label }; ///< Label: float or integer (class indices)
-
-struct OperandSpec {
-  const char *name;
-  Arity arity = Arity::One;
-  Element element = Element::Float;
-};
-
 /// The plan's view of one op, in the rules' types.
 struct OpView {
   const Function &fn;
@@ -92,15 +83,12 @@ const shape::TensorType *ptr(const std::optional<shape::TensorType> &t) { return
 
 using Rule = std::function<shape::Error(const OpView &, shape::Types &)>;
 
-struct OpSpec {
-  std::vector<OperandSpec> operands;
-  Rule rule;
-};
-
-const std::map<std::string, OpSpec> &opSpecs() {
-  static const std::map<std::string, OpSpec> specs = [] {
-    std::map<std::string, OpSpec> m;
-    const OperandSpec bias{"bias", Arity::Optional};
+/// The shape rule of each op, by plan name; the operand groups and attribute types come from
+/// the op table (med/OpTable.h). param, constant, assign and fusion have rules of their own
+/// (Verifier::op).
+const std::map<std::string, Rule> &shapeRules() {
+  static const std::map<std::string, Rule> specs = [] {
+    std::map<std::string, Rule> m;
     auto conv = [](bool transposed) {
       return [transposed](const OpView &v, shape::Types &out) {
         auto bias = v.optional("bias");
@@ -110,65 +98,62 @@ const std::map<std::string, OpSpec> &opSpecs() {
                              v.op.intAttr("groups"), transposed, out);
       };
     };
-    m["conv3d"] = {{{"input"}, {"weight"}, bias}, conv(false)};
-    m["conv3d_transpose"] = {{{"input"}, {"weight"}, bias}, conv(true)};
-    m["shift_sum"] = {{{"input"}, {"weight"}, bias}, [](const OpView &v, shape::Types &out) {
+    m["conv3d"] = conv(false);
+    m["conv3d_transpose"] = conv(true);
+    m["shift_sum"] = [](const OpView &v, shape::Types &out) {
       auto bias = v.optional("bias");
       return shape::shiftSum(v.in("input"), v.in("weight"), ptr(bias), v.op.boolAttr("mirrored"),
                              out);
-    }};
-    m["group_norm"] = {{{"input"}, {"gamma"}, {"beta"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["group_norm"] = [](const OpView &v, shape::Types &out) {
       return shape::groupNorm(v.in("input"), v.in("gamma"), v.in("beta"), v.op.intAttr("groups"),
                               v.op.floatAttr("epsilon"), v.op.boolAttr("save_statistics"), out);
-    }};
-    m["group_norm_stats"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["group_norm_stats"] = [](const OpView &v, shape::Types &out) {
       return shape::groupNormStats(v.in("input"), v.op.intAttr("groups"),
                                    v.op.floatAttr("epsilon"), out);
-    }};
-    m["group_norm_apply"] = {{{"input"}, {"mean"}, {"rstd"}, {"gamma"}, {"beta"}},
-                             [](const OpView &v, shape::Types &out) {
+    };
+    m["group_norm_apply"] = [](const OpView &v, shape::Types &out) {
       return shape::groupNormApply(v.in("input"), v.in("mean"), v.in("rstd"), v.in("gamma"),
                                    v.in("beta"), v.op.intAttr("groups"), out);
-    }};
-    m["channel_layer_norm"] = {{{"input"}, {"gamma"}, {"beta"}},
-                               [](const OpView &v, shape::Types &out) {
+    };
+    m["channel_layer_norm"] = [](const OpView &v, shape::Types &out) {
       return shape::channelLayerNorm(v.in("input"), v.in("gamma"), v.in("beta"),
                                      v.op.floatAttr("epsilon"), out);
-    }};
-    m["grn"] = {{{"input"}, {"gamma"}, {"beta"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["grn"] = [](const OpView &v, shape::Types &out) {
       v.op.floatAttr("epsilon");
       return shape::grn(v.in("input"), v.in("gamma"), v.in("beta"), out);
-    }};
+    };
     for (const char *k : {"gelu", "sigmoid", "neg", "exp", "log", "sqrt"})
-      m[k] = {{{"input"}},
-              [](const OpView &v, shape::Types &out) { return shape::unary(v.in("input"), out); }};
+      m[k] = [](const OpView &v, shape::Types &out) { return shape::unary(v.in("input"), out); };
     for (const char *k : {"add", "sub", "mul", "div", "max", "min", "pow"})
-      m[k] = {{{"lhs"}, {"rhs"}}, [](const OpView &v, shape::Types &out) {
+      m[k] = [](const OpView &v, shape::Types &out) {
         return shape::broadcastBinary(v.in("lhs"), v.in("rhs"), out);
-      }};
-    m["pad"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+      };
+    m["pad"] = [](const OpView &v, shape::Types &out) {
       v.op.floatAttr("value");
       return shape::pad(v.in("input"), v.op.intsAttr("low"), v.op.intsAttr("high"), out);
-    }};
-    m["slice"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["slice"] = [](const OpView &v, shape::Types &out) {
       shape::Dims strides = v.op.intsAttr("strides"); // the plan always writes them
       return shape::slice(v.in("input"), v.op.intsAttr("offsets"), v.op.intsAttr("sizes"),
                           &strides, out);
-    }};
-    m["concat"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["concat"] = [](const OpView &v, shape::Types &out) {
       return shape::concat(v.all("inputs"), v.op.intAttr("axis"), out);
-    }};
-    m["spatial_transform"] = {{{"input", Arity::One, Element::Label}, {"matrix"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["spatial_transform"] = [](const OpView &v, shape::Types &out) {
       return shape::spatialTransform(
           v.in("input"), v.in("matrix"), v.op.intsAttr("shape"),
           v.oneOf("mode", {"linear", "nearest", "linear_argmax"}),
           v.oneOf("border", {"zeros", "constant", "reflection"}), v.op.floatAttr("value"),
           v.op.intsAttr("labels"), out);
-    }};
-    m["reduce"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["reduce"] = [](const OpView &v, shape::Types &out) {
       v.oneOf("kind", {"sum", "mean", "max", "min"});
       return shape::reduce(v.in("input"), v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);
-    }};
+    };
     auto bce = [](bool grad) {
       return [grad](const OpView &v, shape::Types &out) {
         auto mask = v.optional("mask"), posWeight = v.optional("pos_weight");
@@ -181,11 +166,8 @@ const std::map<std::string, OpSpec> &opSpecs() {
                                     v.op.floatAttr("max_pos_weight"), ptr(gradLoss), out);
       };
     };
-    std::vector<OperandSpec> bceOperands = {
-        {"logits"}, {"target"}, {"mask", Arity::Optional}, {"pos_weight", Arity::Optional}};
-    m["bce_with_logits"] = {bceOperands, bce(false)};
-    bceOperands.push_back({"grad_loss"});
-    m["bce_with_logits_grad"] = {bceOperands, bce(true)};
+    m["bce_with_logits"] = bce(false);
+    m["bce_with_logits_grad"] = bce(true);
     auto dice = [](bool grad) {
       return [grad](const OpView &v, shape::Types &out) {
         std::optional<shape::TensorType> gradLoss;
@@ -199,51 +181,42 @@ const std::map<std::string, OpSpec> &opSpecs() {
                              ptr(gradLoss), out);
       };
     };
-    std::vector<OperandSpec> diceOperands = {{"logits", Arity::Variadic},
-                                             {"targets", Arity::Variadic, Element::Label}};
-    m["dice_ce"] = {diceOperands, dice(false)};
-    diceOperands.push_back({"grad_loss"});
-    m["dice_ce_grad"] = {diceOperands, dice(true)};
-    m["adamw"] = {{{"param"}, {"grad"}, {"exp_avg"}, {"exp_avg_sq"}, {"lr"}, {"step"}},
-                  [](const OpView &v, shape::Types &out) {
+    m["dice_ce"] = dice(false);
+    m["dice_ce_grad"] = dice(true);
+    m["adamw"] = [](const OpView &v, shape::Types &out) {
       v.op.floatAttr("weight_decay");
       return shape::adamw(v.in("param"), v.in("grad"), v.in("exp_avg"), v.in("exp_avg_sq"),
                           v.in("lr"), v.in("step"), v.op.floatAttr("beta1"),
                           v.op.floatAttr("beta2"), v.op.floatAttr("epsilon"), out);
-    }};
-    m["sgd"] = {{{"param"}, {"grad"}, {"momentum_buffer"}, {"lr"}},
-                [](const OpView &v, shape::Types &out) {
+    };
+    m["sgd"] = [](const OpView &v, shape::Types &out) {
       v.op.floatAttr("weight_decay");
       return shape::sgd(v.in("param"), v.in("grad"), v.in("momentum_buffer"), v.in("lr"),
                         v.op.floatAttr("momentum"), v.op.boolAttr("nesterov"), out);
-    }};
-    m["any_non_finite"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["any_non_finite"] = [](const OpView &v, shape::Types &out) {
       return shape::anyNonFinite(v.all("inputs"), out);
-    }};
-    m["gaussian_blur"] = {{{"input"}, {"sigma"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["gaussian_blur"] = [](const OpView &v, shape::Types &out) {
       return shape::sampleTransform("sigma", v.in("input"), v.in("sigma"), true, out);
-    }};
-    m["simulate_low_resolution"] = {{{"input"}, {"scale"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["simulate_low_resolution"] = [](const OpView &v, shape::Types &out) {
       return shape::sampleTransform("scale", v.in("input"), v.in("scale"), true, out);
-    }};
-    m["mirror"] = {{{"input", Arity::One, Element::Label}, {"flip"}},
-                   [](const OpView &v, shape::Types &out) {
+    };
+    m["mirror"] = [](const OpView &v, shape::Types &out) {
       return shape::sampleTransform("flip", v.in("input"), v.in("flip"), false, out);
-    }};
-    m["affine_matrix"] = {{{"angles"}, {"scales"}, {"shear", Arity::Optional}},
-                          [](const OpView &v, shape::Types &out) {
+    };
+    m["affine_matrix"] = [](const OpView &v, shape::Types &out) {
       auto shear = v.optional("shear");
       return shape::affineMatrix(v.in("angles"), v.in("scales"), shear ? &*shear : nullptr, out);
-    }};
-    m["orientation_matrix"] = {{{"u"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["orientation_matrix"] = [](const OpView &v, shape::Types &out) {
       return shape::orientationMatrix(v.in("u"), out);
-    }};
-    m["shift_slices"] = {{{"input", Arity::One, Element::Label}, {"shift"}},
-                         [](const OpView &v, shape::Types &out) {
+    };
+    m["shift_slices"] = [](const OpView &v, shape::Types &out) {
       return shape::shiftSlices(v.in("input"), v.in("shift"), out);
-    }};
-    m["random"] = {{{"key", Arity::One, Element::Label}, {"like", Arity::One, Element::Label}},
-                   [](const OpView &v, shape::Types &out) {
+    };
+    m["random"] = [](const OpView &v, shape::Types &out) {
       v.oneOf("distribution", {"uniform", "normal", "bernoulli"});
       if (double p = v.op.floatAttr("probability"); !(p >= 0 && p <= 1))
         return shape::Error("'probability' must be in [0, 1], got " + std::to_string(p));
@@ -254,44 +227,40 @@ const std::map<std::string, OpSpec> &opSpecs() {
       if (v.op.attrs.count("sample_shape"))
         sampleShape = v.op.intsAttr("sample_shape");
       return shape::random(v.in("key"), v.in("like"), sampleShape ? &*sampleShape : nullptr, out);
-    }};
-    m["sum_squares"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["sum_squares"] = [](const OpView &v, shape::Types &out) {
       return shape::sumSquares(v.all("inputs"), out);
-    }};
-    m["pack"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["pack"] = [](const OpView &v, shape::Types &out) {
       return shape::pack(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
-    }};
-    m["all_reduce"] = {{{"inputs", Arity::Variadic}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["all_reduce"] = [](const OpView &v, shape::Types &out) {
       if (v.op.intAttr("bucket") < 0)
         return shape::Error("'bucket' must be non-negative, got " +
                             std::to_string(v.op.intAttr("bucket")));
       return shape::allReduce(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
-    }};
-    m["select"] = {{{"cond"}, {"on_true"}, {"on_false"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["select"] = [](const OpView &v, shape::Types &out) {
       return shape::select(v.in("cond"), v.in("on_true"), v.in("on_false"), out);
-    }};
-    m["update_loss_scale"] = {{{"scale"}, {"growth_tracker"}, {"found_inf"}},
-                              [](const OpView &v, shape::Types &out) {
+    };
+    m["update_loss_scale"] = [](const OpView &v, shape::Types &out) {
       return shape::updateLossScale(v.in("scale"), v.in("growth_tracker"), v.in("found_inf"),
                                     v.op.floatAttr("growth_factor"),
                                     v.op.floatAttr("backoff_factor"),
                                     v.op.intAttr("growth_interval"), out);
-    }};
+    };
     // Label transforms: the plan writes the affinities' crop whole and the regions' lists
     // of labels one after the other with their lengths.
-    m["affinities"] = {{{"seg", Arity::One, Element::Label}},
-                       [](const OpView &v, shape::Types &out) {
+    m["affinities"] = [](const OpView &v, shape::Types &out) {
       v.op.intAttr("unlabelled_below");
       shape::Dims low = v.op.intsAttr("crop_low"), size = v.op.intsAttr("crop_size");
       return shape::affinities(v.in("seg"), v.op.intsAttr("offsets"), &low, &size, out);
-    }};
-    m["remove_label"] = {{{"input", Arity::One, Element::Label}},
-                         [](const OpView &v, shape::Types &out) {
+    };
+    m["remove_label"] = [](const OpView &v, shape::Types &out) {
       return shape::removeLabel(v.in("input"), v.op.intAttr("label"), v.op.intAttr("replace_with"),
                                 out);
-    }};
-    m["label_regions"] = {{{"input", Arity::One, Element::Label}},
-                          [](const OpView &v, shape::Types &out) {
+    };
+    m["label_regions"] = [](const OpView &v, shape::Types &out) {
       shape::Dims labels = v.op.intsAttr("regions"), sizes = v.op.intsAttr("region_sizes");
       std::vector<shape::Dims> regions;
       size_t at = 0;
@@ -306,63 +275,57 @@ const std::map<std::string, OpSpec> &opSpecs() {
         throw Error(str("'region_sizes' ", shape::listStr(sizes), " do not add up to the ",
                         labels.size(), " labels of 'regions'"));
       return shape::labelRegions(v.in("input"), regions, out);
-    }};
-    m["downsample_nearest"] = {{{"input", Arity::One, Element::Label}},
-                               [](const OpView &v, shape::Types &out) {
+    };
+    m["downsample_nearest"] = [](const OpView &v, shape::Types &out) {
       return shape::downsampleNearest(v.in("input"), v.op.intsAttr("size"), out);
-    }};
-    m["reshape"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["reshape"] = [](const OpView &v, shape::Types &out) {
       return shape::reshape(v.in("input"), v.op.intsAttr("shape"), out);
-    }};
-    m["broadcast"] = {{{"input"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["broadcast"] = [](const OpView &v, shape::Types &out) {
       return shape::broadcastTo(v.in("input"), v.op.intsAttr("shape"), out);
-    }};
-    m["conv3d_grad_weight"] = {{{"input"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["conv3d_grad_weight"] = [](const OpView &v, shape::Types &out) {
       return shape::conv3dGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
                                      v.op.intsAttr("stride"), v.op.intsAttr("padding"),
                                      v.op.intsAttr("dilation"), v.op.intAttr("groups"), out);
-    }};
-    m["shift_sum_grad_weight"] = {{{"input"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["shift_sum_grad_weight"] = [](const OpView &v, shape::Types &out) {
       return shape::shiftSumGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
                                        out);
-    }};
-    m["group_norm_grad"] = {{{"input"}, {"gamma"}, {"mean"}, {"rstd"}, {"grad_output"}},
-                            [](const OpView &v, shape::Types &out) {
+    };
+    m["group_norm_grad"] = [](const OpView &v, shape::Types &out) {
       return shape::groupNormGrad(v.in("input"), v.in("gamma"), v.in("mean"), v.in("rstd"),
                                   v.in("grad_output"), v.op.intAttr("groups"), out);
-    }};
-    m["channel_layer_norm_grad"] = {{{"input"}, {"gamma"}, {"grad_output"}},
-                                    [](const OpView &v, shape::Types &out) {
+    };
+    m["channel_layer_norm_grad"] = [](const OpView &v, shape::Types &out) {
       v.op.floatAttr("epsilon");
       return shape::channelLayerNormGrad(v.in("input"), v.in("gamma"), v.in("grad_output"), out);
-    }};
-    m["grn_grad"] = {{{"input"}, {"gamma"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["grn_grad"] = [](const OpView &v, shape::Types &out) {
       v.op.floatAttr("epsilon");
       return shape::grnGrad(v.in("input"), v.in("gamma"), v.in("grad_output"), out);
-    }};
-    m["gelu_grad"] = {{{"input"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["gelu_grad"] = [](const OpView &v, shape::Types &out) {
       return shape::geluGrad(v.in("input"), v.in("grad_output"), out);
-    }};
-    m["extremum_grad"] = {{{"lhs"}, {"rhs"}, {"grad_output"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["extremum_grad"] = [](const OpView &v, shape::Types &out) {
       v.oneOf("kind", {"max", "min"});
       return shape::extremumGrad(v.in("lhs"), v.in("rhs"), v.in("grad_output"), out);
-    }};
-    m["reduce_extremum_grad"] = {{{"input"}, {"extremum"}, {"grad_output"}},
-                                 [](const OpView &v, shape::Types &out) {
+    };
+    m["reduce_extremum_grad"] = [](const OpView &v, shape::Types &out) {
       v.oneOf("kind", {"max", "min"});
       return shape::reduceExtremumGrad(v.in("input"), v.in("extremum"), v.in("grad_output"),
                                        v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);
-    }};
-    m["slice_grad"] = {{{"grad_output"}}, [](const OpView &v, shape::Types &out) {
+    };
+    m["slice_grad"] = [](const OpView &v, shape::Types &out) {
       return shape::sliceGrad(v.in("grad_output"), v.op.intsAttr("offsets"),
                               v.op.intsAttr("strides"), v.op.intsAttr("shape"), out);
-    }};
+    };
     // param, constant and assign read or write the parameter table; their rules are below.
     // Inputs of any type the body reads (labels, random keys); results: its body's outputs.
-    m["fusion"] = {{{"inputs", Arity::Variadic, Element::Label}}, nullptr};
-    m["param"] = {{}, nullptr};
-    m["constant"] = {{}, nullptr};
-    m["assign"] = {{{"value"}}, nullptr};
+    for (const char *own : {"fusion", "param", "constant", "assign"})
+      m[own] = nullptr;
     return m;
   }();
   return specs;
@@ -418,12 +381,10 @@ struct Verifier {
 
   // Throws Error (without the op's name) for the first inconsistency of `op`.
   void op(const Function &fn, const OpInfo &op) const {
-    const auto &specs = opSpecs();
-    auto spec = specs.find(op.kind);
-    if (spec == specs.end())
-      throw Error(str("unknown op kind '", op.kind, "'"));
+    const med::ops::OpSchema &schema = *op.schema; // the plan reader refuses unknown ops
+    using med::ops::Arity;
     // Operand groups: exactly the op's, each with as many values as its arity allows.
-    for (const OperandSpec &o : spec->second.operands) {
+    for (const med::ops::OperandSpec &o : schema.operands) {
       auto it = std::find_if(op.operands.begin(), op.operands.end(),
                              [&](auto &g) { return g.first == o.name; });
       if (it == op.operands.end())
@@ -434,14 +395,14 @@ struct Verifier {
                         o.arity == Arity::One ? "one value" : "at most one value", ", the plan has ",
                         n));
       for (int id : it->second)
-        if (o.element == Element::Float && !isFloat(fn.values[id].dtype))
+        if (!o.label && !isFloat(fn.values[id].dtype))
           throw Error(str("operand '", o.name, "' (value ", id, "): expected a float tensor, got ",
                           typeStr(fn.values[id])));
     }
     for (auto &group : op.operands)
-      if (std::none_of(spec->second.operands.begin(), spec->second.operands.end(),
-                       [&](const OperandSpec &o) { return group.first == o.name; }))
+      if (!schema.operand(group.first))
         throw Error(str("unexpected operand '", group.first, "'"));
+    attributes(op);
 
     std::vector<ValueInfo> expected;
     if (op.kind == "param" || op.kind == "assign") {
@@ -481,7 +442,10 @@ struct Verifier {
       expected.push_back(v);
     } else {
       shape::Types inferred;
-      shape::Error problem = spec->second.rule(OpView{fn, op}, inferred);
+      auto rule = shapeRules().find(op.kind);
+      if (rule == shapeRules().end() || !rule->second)
+        throw Error("no shape rule for this op");
+      shape::Error problem = rule->second(OpView{fn, op}, inferred);
       if (!problem.empty())
         throw Error(problem);
       for (const shape::TensorType &t : inferred) {
@@ -499,6 +463,44 @@ struct Verifier {
       if (v.dtype != expected[i].dtype || v.shape != expected[i].shape)
         throw Error(str("result ", i, " (value ", op.results[i], "): expected ",
                         typeStr(expected[i]), " (inferred from the operands), got ", typeStr(v)));
+    }
+  }
+
+  /// Each attribute the table declares is present (unless optional) with its type.
+  static void attributes(const OpInfo &op) {
+    using med::ops::AttrType;
+    for (const med::ops::AttrSpec &a : op.schema->attrs) {
+      auto it = op.attrs.find(a.name);
+      if (it == op.attrs.end()) {
+        if (a.optional)
+          continue;
+        throw Error(str("the plan has no attribute '", a.name, "'"));
+      }
+      const AttrValue &v = it->second;
+      bool ok = true;
+      const char *expected = "";
+      switch (a.type) {
+      case AttrType::Int: ok = std::holds_alternative<int64_t>(v), expected = "an integer"; break;
+      case AttrType::Float:
+        ok = std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
+        expected = "a number";
+        break;
+      case AttrType::Bool: ok = std::holds_alternative<bool>(v), expected = "true or false"; break;
+      case AttrType::String: ok = std::holds_alternative<std::string>(v), expected = "a string"; break;
+      case AttrType::Ints: // an empty list reads as either kind
+        ok = std::holds_alternative<std::vector<int64_t>>(v) ||
+             (std::holds_alternative<std::vector<double>>(v) && std::get<std::vector<double>>(v).empty());
+        expected = "a list of integers";
+        break;
+      case AttrType::Floats:
+        ok = std::holds_alternative<std::vector<double>>(v) ||
+             std::holds_alternative<std::vector<int64_t>>(v);
+        expected = "a list of numbers";
+        break;
+      case AttrType::Other: break;
+      }
+      if (!ok)
+        throw Error(str("attribute '", a.name, "': expected ", expected));
     }
   }
 
@@ -640,6 +642,10 @@ struct Verifier {
 };
 
 } // namespace
+
+bool hasShapeRule(med::ops::OpKind k) {
+  return shapeRules().count(med::ops::schema(k).name) != 0;
+}
 
 void verifyPlan(const Artifact &artifact) {
   Verifier v{artifact};

@@ -23,6 +23,9 @@ constexpr size_t kMaxRank = 16;
 /// expected vs actual value of the first inconsistency.
 void verifyPlan(const Artifact &artifact);
 
+/// Whether the verifier has a shape rule for op `k` (the op table's completeness test).
+bool hasShapeRule(med::ops::OpKind k);
+
 } // namespace medrun
 
 #endif // MEDRUN_SRC_PLANVERIFIER_H

@@ -26,6 +26,7 @@ struct Builder {
              std::vector<int> results) {
     OpInfo o;
     o.kind = kind;
+    o.schema = med::ops::findOp(kind);
     o.operands = std::move(operands);
     o.results = std::move(results);
     o.location = "t.mlir:1:1";

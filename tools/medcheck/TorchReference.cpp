@@ -831,7 +831,10 @@ std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::
 std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                                  const std::map<std::string, torch::Tensor> &params) {
   const std::string &k = op.kind;
-  if (k == "fusion") {
+  using med::ops::OpKind;
+  // Every op of the table has a case: the build (-Werror=switch) fails on a missing one.
+  switch (op.op()) {
+  case OpKind::Fusion: {
     // The body op by op, every value in the checker's float type (as our executors keep
     // values inside a fusion in f32); under autocast the results are f32 as well.
     const medrun::Function &body = *op.body;
@@ -843,21 +846,21 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     }
     return execute(inner, params);
   }
-  if (k == "param") {
+  case OpKind::Param: {
     const std::string &name = op.strAttr("name");
     auto it = params.find(name);
     if (it == params.end())
       throw Error(str(op.describe(), ": no parameter '", name, "'"));
     return {it->second.to(env.typeOf(op.results.at(0))).clone()};
   }
-  if (k == "constant")
+  case OpKind::Constant:
     return {constant(env, op)};
-  if (k == "conv3d" || k == "conv3d_transpose")
+  case OpKind::Conv3d: case OpKind::Conv3dTranspose:
     return {conv(op, env.in(op, "input"), env.in(op, "weight"), env.opt(op, "bias"),
                  k == "conv3d_transpose")};
-  if (k == "shift_sum")
+  case OpKind::ShiftSum:
     return {shiftSum(op, env.in(op, "input"), env.in(op, "weight"), env.opt(op, "bias"))};
-  if (k == "group_norm") {
+  case OpKind::GroupNorm: {
     const torch::Tensor &x = env.in(op, "input");
     int64_t groups = integer(op, "groups");
     if (op.results.size() == 1)
@@ -870,7 +873,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                                  groups, num(op, "epsilon"));
     return {y, mean, rstd};
   }
-  if (k == "group_norm_stats") {
+  case OpKind::GroupNormStats: {
     // The statistics of torch's group norm of the same values, computed in f64 and rounded
     // once: a reference that its own f32 summation errors do not blur.
     const torch::Tensor &x = env.in(op, "input");
@@ -881,7 +884,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     const auto t = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
     return {mean.to(t), rstd.to(t)};
   }
-  if (k == "group_norm_apply") { // (x − mean)·rstd·gamma + beta per (sample, group)
+  case OpKind::GroupNormApply: { // (x − mean)·rstd·gamma + beta per (sample, group)
     const torch::Tensor &x = env.in(op, "input");
     const int64_t groups = integer(op, "groups");
     std::vector<int64_t> affine(x.dim(), 1);
@@ -891,25 +894,24 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {n.reshape(x.sizes()) * env.in(op, "gamma").reshape(affine) +
             env.in(op, "beta").reshape(affine)};
   }
-  if (k == "channel_layer_norm")
+  case OpKind::ChannelLayerNorm:
     return {channelLayerNorm(env.in(op, "input"), env.in(op, "gamma"), env.in(op, "beta"),
                              num(op, "epsilon"))};
-  if (k == "grn")
+  case OpKind::GRN:
     return {grn(env.in(op, "input"), env.in(op, "gamma"), env.in(op, "beta"), num(op, "epsilon"))};
-  if (k == "gelu")
+  case OpKind::Gelu:
     return {torch::gelu(env.in(op, "input"))};
-  if (k == "sigmoid")
+  case OpKind::Sigmoid:
     return {torch::sigmoid(env.in(op, "input"))};
-  if (k == "neg")
+  case OpKind::Neg:
     return {torch::neg(env.in(op, "input"))};
-  if (k == "exp")
+  case OpKind::Exp:
     return {torch::exp(env.in(op, "input"))};
-  if (k == "log")
+  case OpKind::Log:
     return {torch::log(env.in(op, "input"))};
-  if (k == "sqrt")
+  case OpKind::Sqrt:
     return {torch::sqrt(env.in(op, "input"))};
-  if (k == "add" || k == "sub" || k == "mul" || k == "div" || k == "max" || k == "min" ||
-      k == "pow") {
+  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min: case OpKind::Pow: {
     const torch::Tensor &a = env.in(op, "lhs"), &b = env.in(op, "rhs");
     if (k == "add")
       return {torch::add(a, b)};
@@ -925,65 +927,65 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       return {torch::pow(a, b)};
     return {torch::minimum(a, b)};
   }
-  if (k == "pad")
+  case OpKind::Pad:
     return {pad(op, env.in(op, "input"))};
-  if (k == "slice")
+  case OpKind::Slice:
     return {slice(op, env.in(op, "input"))};
-  if (k == "concat")
+  case OpKind::Concat:
     return {torch::cat(env.group(op, "inputs"), integer(op, "axis"))};
-  if (k == "spatial_transform")
+  case OpKind::SpatialTransform:
     return {spatialTransform(op, env.in(op, "input"), env.in(op, "matrix"))};
-  if (k == "reduce")
+  case OpKind::Reduce:
     return {reduce(op, env.in(op, "input"))};
-  if (k == "affinities")
+  case OpKind::Affinities:
     return affinities(env, op, env.in(op, "seg"));
-  if (k == "remove_label") {
+  case OpKind::RemoveLabel: {
     const torch::Tensor &x = env.in(op, "input");
     return {torch::where(x == integer(op, "label"),
                          torch::full_like(x, integer(op, "replace_with")), x)};
   }
-  if (k == "label_regions")
+  case OpKind::LabelRegions:
     return {labelRegions(env, op, env.in(op, "input"))};
-  if (k == "downsample_nearest")
+  case OpKind::DownsampleNearest:
     return {downsampleNearest(op, env.in(op, "input"))};
-  if (k == "reshape")
+  case OpKind::Reshape:
     return {env.in(op, "input").reshape(shapeAttr(op))};
-  if (k == "broadcast")
+  case OpKind::Broadcast:
     return {env.in(op, "input").expand(shapeAttr(op)).contiguous()};
-  if (k == "bce_with_logits")
+  case OpKind::BCEWithLogits:
     return {bce(op, env.in(op, "logits"), env.in(op, "target"), env.opt(op, "mask"),
                 env.opt(op, "pos_weight"))};
-  if (k == "dice_ce")
+  case OpKind::DiceCE:
     return {diceCE(op, env.group(op, "logits"), env.group(op, "targets"), env.floatOptions())};
 
   // Dynamic loss scaling, written from torch.amp.GradScaler's documented behaviour.
-  if (k == "any_non_finite") {
+  case OpKind::AnyNonFinite: {
     bool found = false;
     for (const torch::Tensor &x : env.group(op, "inputs"))
       found |= (~torch::isfinite(x)).any().item<bool>();
     return {torch::full({}, found ? 1.0 : 0.0, env.floatOptions())};
   }
-  if (k == "random")
+  case OpKind::Random:
     return {random(env, op)};
-  if (k == "gaussian_blur")
+  case OpKind::GaussianBlur:
     return {gaussianBlur(env.in(op, "input"), env.in(op, "sigma"))};
-  if (k == "simulate_low_resolution")
+  case OpKind::SimulateLowResolution:
     return {simulateLowResolution(env.in(op, "input"), env.in(op, "scale"))};
-  if (k == "mirror")
+  case OpKind::Mirror:
     return {mirror(env.in(op, "input"), env.in(op, "flip"))};
-  if (k == "affine_matrix")
+  case OpKind::AffineMatrix:
     return {affineMatrix(env.in(op, "angles"), env.in(op, "scales"), env.opt(op, "shear"))};
-  if (k == "orientation_matrix")
+  case OpKind::OrientationMatrix:
     return {orientationMatrix(env.in(op, "u"))};
-  if (k == "shift_slices")
+  case OpKind::ShiftSlices:
     return {shiftSlices(env.in(op, "input"), env.in(op, "shift"))};
-  if (k == "sum_squares") {
+  case OpKind::SumSquares: {
     torch::Tensor total = torch::zeros({}, env.floatOptions().dtype(torch::kFloat64));
     for (const torch::Tensor &x : env.group(op, "inputs"))
       total = total + x.to(torch::kFloat64).square().sum();
     return {total.to(env.typeOf(op.results.at(0)))};
   }
-  if (k == "pack") {
+  case OpKind::Pack: {
     const std::vector<int64_t> offsets = op.intsAttr("offsets");
     torch::Tensor y = torch::zeros({op.intAttr("size")}, env.floatOptions());
     const std::vector<torch::Tensor> xs = env.group(op, "inputs");
@@ -991,9 +993,9 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
       y.narrow(0, offsets.at(i), xs[i].numel()).copy_(xs[i].reshape({-1}));
     return {y};
   }
-  if (k == "all_reduce") // the sum over the ranks of a job of one: the gradients themselves
+  case OpKind::AllReduce: // the sum over the ranks of a job of one: the gradients themselves
     return env.group(op, "inputs");
-  if (k == "adamw") {
+  case OpKind::AdamW: {
     // torch.optim.AdamW's single-tensor step, written out with torch ops (the training
     // check compares whole steps with torch.optim itself).
     const double lr = env.in(op, "lr").item<double>(), t = env.in(op, "step").item<double>();
@@ -1005,7 +1007,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     torch::Tensor denom = v.sqrt() / std::sqrt(1 - std::pow(b2, t)) + num(op, "epsilon");
     return {p.addcdiv(m, denom, -lr / (1 - std::pow(b1, t))), m, v};
   }
-  if (k == "sgd") {
+  case OpKind::SGD: {
     // torch.optim.SGD's step (no dampening): the buffer starts at zero, as its first copy.
     const double lr = env.in(op, "lr").item<double>(), mu = num(op, "momentum");
     const torch::Tensor &p = env.in(op, "param");
@@ -1014,11 +1016,11 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     d = flag(op, "nesterov") ? d + mu * b : b;
     return {p - lr * d, b};
   }
-  if (k == "select") {
+  case OpKind::Select: {
     bool cond = env.in(op, "cond").item<double>() != 0;
     return {(cond ? env.in(op, "on_true") : env.in(op, "on_false")).clone()};
   }
-  if (k == "update_loss_scale") {
+  case OpKind::UpdateLossScale: {
     // torch._amp_update_scale_: float scale, int tracker, double factors.
     float scale = env.in(op, "scale").item<float>();
     int64_t tracker = static_cast<int64_t>(env.in(op, "growth_tracker").item<double>());
@@ -1039,11 +1041,11 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   }
 
   // Gradient ops: autograd of the forward mappings above.
-  if (k == "conv3d_grad_weight")
+  case OpKind::Conv3dGradWeight:
     return {conv3dGradWeight(op, env.in(op, "input"), env.in(op, "grad_output"),
                              ints3(op, "kernel"), ints3(op, "stride"), ints3(op, "padding"),
                              ints3(op, "dilation"), integer(op, "groups"))};
-  if (k == "shift_sum_grad_weight") { // that of the depthwise conv3d: groups C, padding k/2
+  case OpKind::ShiftSumGradWeight: { // that of the depthwise conv3d: groups C, padding k/2
     std::vector<int64_t> kernel = ints3(op, "kernel"), padding;
     for (int64_t kk : kernel)
       padding.push_back(kk / 2);
@@ -1051,7 +1053,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {conv3dGradWeight(op, x, env.in(op, "grad_output"), kernel, {1, 1, 1}, padding,
                              {1, 1, 1}, x.dim() == 5 ? x.size(1) : 1)};
   }
-  if (k == "group_norm_grad") {
+  case OpKind::GroupNormGrad: {
     // torch's backward from the saved statistics (those torch's native_group_norm returned
     // for the forward op of this plan).
     const torch::Tensor &x = env.in(op, "input"), &dy = env.in(op, "grad_output");
@@ -1061,7 +1063,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
         integer(op, "groups"), {true, true, true});
     return {dx, dgamma, dbeta};
   }
-  if (k == "channel_layer_norm_grad" || k == "grn_grad") {
+  case OpKind::ChannelLayerNormGrad: case OpKind::GRNGrad: {
     const torch::Tensor &x = env.in(op, "input"), &gamma = env.in(op, "gamma");
     double eps = num(op, "epsilon");
     std::function<torch::Tensor(const Primals &)> forward;
@@ -1073,7 +1075,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     // beta's value does not change any gradient; its own gradient is Σ grad_output.
     return vjp(forward, {x, gamma, torch::zeros_like(gamma)}, env.in(op, "grad_output"), op);
   }
-  if (k == "extremum_grad") {
+  case OpKind::ExtremumGrad: {
     // Autograd of torch.maximum / minimum with both operands expanded to the result's
     // shape as leaves: the per-element gradients, before any sum over broadcast axes.
     const torch::Tensor &dy = env.in(op, "grad_output");
@@ -1084,7 +1086,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                 env.in(op, "rhs").expand(dy.sizes()).contiguous()},
                dy, op);
   }
-  if (k == "reduce_extremum_grad") {
+  case OpKind::ReduceExtremumGrad: {
     // Autograd of torch.amax / amin (the extremum operand is not used: torch's backward
     // finds the ties itself).
     std::vector<int64_t> axes = ints(op, "axes");
@@ -1093,7 +1095,7 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                                                     : torch::amin(p[0], axes, keep); },
                {env.in(op, "input")}, env.in(op, "grad_output"), op);
   }
-  if (k == "slice_grad") {
+  case OpKind::SliceGrad: {
     // Autograd of the slice it inverts: the gradient of a leaf of the input's shape.
     const torch::Tensor &dy = env.in(op, "grad_output");
     std::vector<int64_t> offsets = ints(op, "offsets"), strides = ints(op, "strides");
@@ -1101,19 +1103,25 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return vjp([&](const Primals &p) { return sliceBox(p[0], offsets, sizes, strides); },
                {torch::zeros(ints(op, "shape"), dy.options())}, dy, op);
   }
-  if (k == "gelu_grad")
+  case OpKind::GeluGrad:
     return vjp([](const Primals &p) { return torch::gelu(p[0]); }, {env.in(op, "input")},
                env.in(op, "grad_output"), op);
-  if (k == "bce_with_logits_grad") {
+  case OpKind::BCEWithLogitsGrad: {
     torch::Tensor y = env.in(op, "target"), mask = env.opt(op, "mask"),
                   pw = env.opt(op, "pos_weight");
     return vjp([&](const Primals &p) { return bce(op, p[0], y, mask, pw); },
                {env.in(op, "logits")}, env.in(op, "grad_loss"), op);
   }
-  if (k == "dice_ce_grad") {
+  case OpKind::DiceCEGrad: {
     std::vector<torch::Tensor> targets = env.group(op, "targets");
     return vjp([&](const Primals &p) { return diceCE(op, p, targets, env.floatOptions()); },
                env.group(op, "logits"), env.in(op, "grad_loss"), op);
+  }
+  case OpKind::Assign:
+    // A step's new state: medcheck checks the updates against torch::optim's own
+    // (--train-steps), never by replaying the step's assigns.
+    throw Error(str(op.describe(), ": medcheck checks parameter updates with torch::optim "
+                                   "(--train-steps), not op by op"));
   }
   throw Error(str(op.describe(), ": medcheck has no torch mapping for op '", k, "'"));
 }

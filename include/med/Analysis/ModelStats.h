@@ -31,9 +31,6 @@ struct ModelStats {
 /// The family an op's FLOPs are reported under ("conv 1x1x1", "normalization", ...).
 llvm::StringRef opFamily(Operation *op);
 
-/// Multiply-adds of a conv3d / conv3d_transpose with static shapes.
-double convMultiplyAdds(Operation *op);
-
 /// Counts `f`; reports an error at the first value of non-static shape.
 FailureOr<ModelStats> computeModelStats(func::FuncOp f);
 

@@ -11,6 +11,7 @@
 #define MED_FUSION_OPS_TD
 
 def Med_YieldOp : Med_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"FusionOp">]> {
+  let inPlan = 0;
   let summary = "the results of a fusion's body";
   let arguments = (ins Variadic<AnyRankedTensor>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";
@@ -19,6 +20,9 @@ def Med_YieldOp : Med_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"Fusi
 
 def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentiable,
                                       SingleBlockImplicitTerminator<"YieldOp">]> {
+  let flops = "fusion";
+  // The plan names the template and the body's entry in the fusion table (Artifact.cpp).
+  let planAttributeNames = ["template:string", "body:int"];
   let summary = "ops run as one kernel by a template";
   let description = [{
     The body computes the results from the block arguments, which are the op's inputs in

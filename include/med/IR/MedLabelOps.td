@@ -10,6 +10,13 @@
 #define MED_LABEL_OPS_TD
 
 def Med_AffinitiesOp : Med_ShapedOp<"affinities", [Med_NotDifferentiable, Med_Fusible]> {
+  // The plan writes the crop whole: its low corner and the result's spatial size.
+  let planAttributes = [{
+    if (!o.getCropLow())
+      attrs["crop_low"] = json::Array(SmallVector<int64_t>(3, 0));
+    attrs["crop_size"] = json::Array(o.getAffinities().getType().getShape().drop_front(2));
+  }];
+  let planAttributeNames = ["crop_low", "crop_size"];
   let summary = "affinity targets and their loss mask from an instance label volume";
   let description = [{
     From instance ids `seg` (N × 1 × D × H × W, float or integer; 0 is background) gives,
@@ -68,6 +75,18 @@ def Med_RemoveLabelOp : Med_ShapedOp<"remove_label", [Med_NotDifferentiable]> {
 }
 
 def Med_LabelRegionsOp : Med_ShapedOp<"label_regions", [Med_NotDifferentiable]> {
+  // The plan writes the regions' labels one after the other, and how many each has.
+  let planAttributes = [{
+    SmallVector<int64_t> labels, sizes;
+    for (Attribute a : o.getRegions()) {
+      ArrayRef<int64_t> region = ::llvm::cast<DenseI64ArrayAttr>(a).asArrayRef();
+      labels.append(region.begin(), region.end());
+      sizes.push_back(static_cast<int64_t>(region.size()));
+    }
+    attrs["regions"] = json::Array(labels);
+    attrs["region_sizes"] = json::Array(sizes);
+  }];
+  let planAttributeNames = ["regions:ints", "region_sizes:ints"];
   let summary = "one f32 channel per region: 1 where the label is one of the region's";
   let description = [{
     From class labels N × 1 × … (float or integer) gives N × R × … in f32: channel r is 1

@@ -73,6 +73,7 @@ defvar Med_Fusible = DeclareOpInterfaceMethods<Med_FusionOpInterface>;
 //===----------------------------------------------------------------------------------===//
 
 def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
+  let inPlan = 0;
   let summary = "declares a tensor of the module's state: a parameter, or optimizer/EMA state";
   let description = [{
     Declares a tensor that lives across steps: its name (for model parameters the PyTorch
@@ -109,6 +110,7 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
 
 def Med_FlatBufferOp : Med_Op<"flat_buffer", [Symbol, HasParent<"ModuleOp">,
                                               DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let inPlan = 0;
   let summary = "lays out several f32 state tensors in one contiguous buffer";
   let description = [{
     Declares a 1-D f32 tensor whose elements are the state tensors `members` (each a
@@ -141,6 +143,7 @@ def Med_FlatBufferOp : Med_Op<"flat_buffer", [Symbol, HasParent<"ModuleOp">,
 
 def Med_ParamOp : Med_Op<"param", [Pure, Med_NotDifferentiable,
                                    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let flops = "none";
   let summary = "reads a parameter declared by med.parameter";
   let description = [{
     Produces the current value of the parameter (or flat buffer) `name`. The result type
@@ -158,6 +161,7 @@ def Med_ParamOp : Med_Op<"param", [Pure, Med_NotDifferentiable,
 def Med_AssignOp : Med_Op<"assign", [Med_NotDifferentiable,
                                      DeclareOpInterfaceMethods<SymbolUserOpInterface>,
                                      MemoryEffects<[MemWrite]>]> {
+  let flops = "none";
   let summary = "sets the value a parameter has after this step";
   let description = [{
     Records `value` as the new value of the module-level tensor `name`; it takes effect when
@@ -173,6 +177,14 @@ def Med_AssignOp : Med_Op<"assign", [Med_NotDifferentiable,
 }
 
 def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiable]> {
+  let flops = "none";
+  let planAttributes = [{
+    auto elements = ::llvm::dyn_cast<DenseElementsAttr>(o.getValue());
+    if (!elements)
+      return false;
+    attrs["value"] = denseValues(elements);
+  }];
+  let planAttributeNames = ["value:floats"];
   let summary = "a constant tensor";
   let description = [{
     A tensor of constants, usually a scalar or a splat.
@@ -192,6 +204,7 @@ def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiab
 //===----------------------------------------------------------------------------------===//
 
 def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
+  let flops = "conv";
   let summary = "3D convolution (cross-correlation), as torch.nn.functional.conv3d";
   let description = [{
     `input` is N×Cin×D×H×W, `weight` Cout×(Cin/groups)×kD×kH×kW, the optional `bias` Cout.
@@ -217,6 +230,7 @@ def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
 }
 
 def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable, Med_Fusible]> {
+  let flops = "conv_transpose";
   let summary = "3D transposed convolution, as torch.nn.functional.conv_transpose3d";
   let description = [{
     `input` is N×Cin×D×H×W, `weight` Cin×(Cout/groups)×kD×kH×kW (PyTorch's layout), the
@@ -244,6 +258,7 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable
 
 def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
     DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let flops = "conv";
   let summary = "depthwise stride-1 convolution as a sum of shifted multiply-adds";
   let description = [{
     `input` is N×C×D×H×W, `weight` C×1×kD×kH×kW with every k odd, the optional `bias` C.
@@ -278,6 +293,8 @@ def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
 
 def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
     DeclareOpInterfaceMethods<Med_GradientOpInterface, ["saveForGradient"]>, Med_Normalization]> {
+  let flops = "7";
+  let wideOperands = ["gamma", "beta"];
   let summary = "group normalization, as torch.nn.GroupNorm";
   let description = [{
     Splits the C channels of an N×C×… input into `groups` groups, normalizes each (sample,
@@ -311,6 +328,7 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
 
 def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
     Med_NotDifferentiable, DeclareOpInterfaceMethods<Med_NormalizationOpInterface, ["keepsF32Result"]>]> {
+  let flops = "4 per input";
   let summary = "the statistics of med.group_norm, by a fixed chunked merge";
   let description = [{
     The mean and `rstd = 1/√(var + epsilon)` (biased variance) of each (sample, group) of an
@@ -342,6 +360,8 @@ def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
 }
 
 def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiable, Med_Normalization]> {
+  let flops = "3"; // group_norm's 7 less its statistics' 4
+  let wideOperands = ["mean", "rstd", "gamma", "beta"];
   let summary = "med.group_norm from given statistics: normalize and affine";
   let description = [{
     `(input − mean)·rstd·gamma + beta` per element, with the `mean` and `rstd` of its
@@ -364,6 +384,8 @@ def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiab
 }
 
 def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable, Med_Normalization]> {
+  let flops = "7";
+  let wideOperands = ["gamma", "beta"];
   let summary = "layer normalization over the channel axis only (channels-first)";
   let description = [{
     MedNeXt's channels-first LayerNorm: at every sample and voxel, normalizes the C values of
@@ -380,6 +402,8 @@ def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentia
 }
 
 def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable, Med_Normalization]> {
+  let flops = "7";
+  let wideOperands = ["gamma", "beta"];
   let summary = "global response normalization (ConvNeXt-V2), as in MedNeXt";
   let description = [{
     `g = ‖x‖₂` over the spatial axes per sample and channel; `n = g / (mean over channels of g +
@@ -472,6 +496,7 @@ def Med_PowOp : Med_BinaryOp<"pow", "lhs^rhs (C's powf: a negative base to a non
 //===----------------------------------------------------------------------------------===//
 
 def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
+  let flops = "none";
   let summary = "pads each axis with a constant, possibly asymmetrically";
   let description = [{
     Adds `low[i]` elements before and `high[i]` after axis `i` (one entry per axis, ≥ 0),
@@ -489,6 +514,12 @@ def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
 }
 
 def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
+  let flops = "none";
+  let planAttributes = [{
+    if (!o.getStrides())
+      attrs["strides"] = json::Array(SmallVector<int64_t>(o.getSizes().size(), 1));
+  }];
+  let planAttributeNames = ["strides"];
   let summary = "extracts a strided box";
   let description = [{
     Takes `sizes[i]` elements along each axis `i`, starting at `offsets[i]` and stepping by
@@ -506,6 +537,7 @@ def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
 }
 
 def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
+  let flops = "none";
   let summary = "concatenates tensors along one axis";
   let description = [{
     All inputs have the same rank, element type and sizes, except along `axis`.
@@ -593,6 +625,7 @@ def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable, Med_Fusible]> {
 
 def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegments,
                                                           Med_Differentiable]> {
+  let flops = "8 per logits";
   let summary = "binary cross-entropy on logits, with mask and positive-class weights";
   let description = [{
     Elementwise `l = −w·[p·y·log σ(x) + (1−y)·log(1−σ(x))]` as
@@ -624,6 +657,7 @@ def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegme
 }
 
 def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differentiable]> {
+  let flops = "8 per logits";
   let summary = "soft Dice + cross-entropy over deep-supervision outputs (nnU-Net)";
   let description = [{
     nnU-Net's `DC_and_CE_loss` summed over deep-supervision levels: for each level `i`,
@@ -793,6 +827,7 @@ def Med_UpdateLossScaleOp : Med_ShapedOp<"update_loss_scale", [Med_NotDifferenti
 
 def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable,
     DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+  let flops = "none";
   let summary = "gives a tensor a new shape with the same number of elements";
   let description = [{
     Reinterprets the elements (in row-major order) with the shape `shape`.
@@ -829,6 +864,7 @@ def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
 //===----------------------------------------------------------------------------------===//
 
 def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferentiable, Med_Fusible]> {
+  let flops = "conv_grad_weight";
   let summary = "gradient of a 3D convolution with respect to its weight";
   let description = [{
     `dW[co, ci, a, b, c] = Σ_{n, z, y, x} grad_output[n, co, z, y, x] ·
@@ -854,6 +890,7 @@ def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferen
 
 def Med_ShiftSumGradWeightOp : Med_ShapedOp<"shift_sum_grad_weight", [Med_NotDifferentiable,
     DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let flops = "conv_grad_weight";
   let summary = "gradient of med.shift_sum with respect to its weight";
   let description = [{
     One sum per channel and tap: with `p = kernel/2`,
@@ -874,6 +911,8 @@ def Med_ShiftSumGradWeightOp : Med_ShapedOp<"shift_sum_grad_weight", [Med_NotDif
 }
 
 def Med_GroupNormGradOp : Med_ShapedOp<"group_norm_grad", [Med_NotDifferentiable, Med_Normalization]> {
+  let flops = "7";
+  let wideOperands = ["gamma", "mean", "rstd"];
   let summary = "gradient of med.group_norm, from the statistics its forward pass saved";
   let description = [{
     From the forward input, gamma, the `mean` and `rstd` that `med.group_norm` returned with
@@ -905,6 +944,8 @@ class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [
     From the forward input, gamma and the gradient of the forward result, computes the
     gradients of the input, gamma and beta (statistics are recomputed from the input).
   }];
+  let flops = "7";
+  let wideOperands = ["gamma"];
   let numResultsOnFailure = "3";
   let results = (outs Med_FloatTensor:$grad_input, Med_FloatTensor:$grad_gamma,
                       Med_FloatTensor:$grad_beta);
@@ -1004,6 +1045,7 @@ def Med_SliceGradOp : Med_ShapedOp<"slice_grad", [Med_NotDifferentiable]> {
 
 def Med_BCEWithLogitsGradOp : Med_ShapedOp<"bce_with_logits_grad", [AttrSizedOperandSegments,
                                                                     Med_NotDifferentiable]> {
+  let flops = "8 per logits";
   let summary = "gradient of med.bce_with_logits with respect to the logits";
   let description = [{
     Takes the operands and attributes of the loss plus `grad_loss` (a scalar, or the shape of
@@ -1025,6 +1067,7 @@ def Med_BCEWithLogitsGradOp : Med_ShapedOp<"bce_with_logits_grad", [AttrSizedOpe
 
 def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
                                                     Med_NotDifferentiable]> {
+  let flops = "8 per logits";
   let summary = "gradient of med.dice_ce with respect to every logits operand";
   let description = [{
     Takes the operands and attributes of the loss plus the scalar `grad_loss`; returns one

@@ -23,6 +23,12 @@ def Med_BorderMode : I32EnumAttr<"BorderMode", "what a sample outside the input 
 }
 
 def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferentiable, Med_Fusible]> {
+  let flops = "16"; // a weighted sum of 8 neighbours (labels: their argmax)
+  let planAttributes = [{
+    if (!o.getLabels())
+      attrs["labels"] = json::Array();
+  }];
+  let planAttributeNames = ["labels"];
   let summary = "resamples each sample by its affine matrix (rotation, scaling, shear)";
   let description = [{
     Resamples an N×C×D×H×W `input` (typically an enlarged patch) to N×C×`shape`, with one

@@ -60,6 +60,10 @@ struct CudaBinary {
 /// True if medc was built with NVRTC (the CUDA toolkit was found at configure time).
 bool haveNvrtc();
 
+/// Whether the CUDA code generator has an emitter for the plan op `kind` (the op table's
+/// completeness test).
+bool haveCudaEmitter(llvm::StringRef kind);
+
 /// Compiles `source` with NVRTC for `arch` (e.g. 90: --gpu-architecture=sm_90,
 /// -default-device, --std=c++17). On a compile error, the error's message holds the
 /// numbered source and NVRTC's log.

@@ -164,6 +164,14 @@ const FusionTemplates &fusionTemplates() {
 }
 } // namespace
 
+} // namespace mlir::med::cuda
+
+bool mlir::med::haveCudaEmitter(llvm::StringRef kind) {
+  return cuda::emitters().count(kind.str()) != 0;
+}
+
+namespace mlir::med::cuda {
+
 void FunctionGen::registerFusion(Emitters &e) {
   e["fusion"] = [](FunctionGen &g, const Op &op) { g.fusion(op); };
 }

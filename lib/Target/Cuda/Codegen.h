@@ -217,17 +217,12 @@ private:
   std::map<int, std::string> inPlace;
   void findInPlaceUpdates(const std::vector<Op> &ops);
 
-  static bool isNorm(const std::string &kind) {
-    for (const char *k : {"group_norm", "group_norm_apply", "channel_layer_norm", "grn"})
-      if (kind == k || kind == std::string(k) + "_grad")
-        return true;
-    return false;
-  }
   /// Operands an op reads in f32 under bf16-mixed, as the CPU backend: saved statistics,
-  /// and a norm's gamma and beta (torch autocast computes the norms in f32).
+  /// and a norm's gamma and beta (torch autocast computes the norms in f32). The op table
+  /// says which (ODS `wideOperands`).
   static bool readsWide(const Op &op, const std::string &name) {
-    return name == "mean" || name == "rstd" ||
-           (isNorm(op.kind) && (name == "gamma" || name == "beta"));
+    const ::med::ops::OperandSpec *o = op.schema->operand(name);
+    return o && o->wide;
   }
 
   /// Under mixed precision, does `op` compute in the activations' type: is one of its

@@ -10,6 +10,7 @@
 #ifndef MEDRUN_PLAN_H
 #define MEDRUN_PLAN_H
 
+#include "med/OpTable.h"
 #include "medrun/Tensor.h"
 
 #include <array>
@@ -51,6 +52,9 @@ struct OpInfo {
   bool fp32 = false;
   /// A `fusion` op's body (Artifact::fusions), which computes its results from its inputs.
   std::shared_ptr<const Function> body;
+  /// The op's entry in the op table (never null once read: an unknown op is refused).
+  const med::ops::OpSchema *schema = nullptr;
+  med::ops::OpKind op() const { return schema->kind; }
 
   const std::vector<int> &operand(const std::string &name) const;
   /// The value of a group that must hold exactly one value.

@@ -206,6 +206,9 @@ Function PlanReader::function(const json &j, size_t index) const {
     std::string w = str(where, ".ops[", i, "]");
     OpInfo op;
     op.kind = string(o, "op", w);
+    op.schema = med::ops::findOp(op.kind);
+    if (!op.schema)
+      fail(w, str("unknown op kind '", op.kind, "'"));
     if (o.contains("loc") && o["loc"].is_string())
       op.location = o["loc"].get<std::string>();
     if (o.contains("fp32")) {
