@@ -72,6 +72,9 @@ void validate(const LoaderSpec &spec) {
     }
     throw Error(str("data.tensors: unknown tensor '", name, "' (expected ", kTensorNames, ")"));
   }
+  if (spec.imageChannels < 1 || spec.imageChannels > 64)
+    throw Error(str("data: image channels must be 1..64 (the model's input channels), got ",
+                    spec.imageChannels));
   if (spec.affinityChannels < 1 || spec.affinityChannels > 6)
     throw Error(str("data: affinity channels must be 1..6 (the model's output channels), got ",
                     spec.affinityChannels));
@@ -343,6 +346,8 @@ DataLoader::DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spe
   using Source = Request::Source;
   for (const std::string &name : spec_.tensors) {
     Request r{name, Source::Image};
+    if (name == "image")
+      r.channels = spec_.imageChannels;
     if (name == "labels")
       r.source = Source::Labels;
     else if (name == "affinity" || name == "affinity_mask") {
@@ -461,7 +466,10 @@ void DataLoader::fill(Batch &batch) {
       for (int64_t c = 0; c < r.channels; ++c, dst += nO) {
         switch (r.source) {
         case Source::Image:
-          cropChannel(v.image.data<float>(), V, corner, 1, dst, O);
+          if (v.image.dim(0) != r.channels)
+            throw Error(str("data: volume ", info.volume, " has ", v.image.dim(0),
+                            " image channel(s); the model takes ", r.channels));
+          cropChannel(v.image.data<float>() + c * nV, V, corner, 1, dst, O);
           break;
         case Source::Labels:
           cropChannel(v.labels.data<int32_t>(), V, corner, 1, dst, O);

@@ -65,10 +65,16 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
       !d.contains("labels") || !d["labels"].is_object())
     throw Error(str(meta, ": expected the keys channel_names and labels (nnU-Net v2 format)"));
   const json &channels = d["channel_names"];
-  if (channels.size() != 1)
-    throw Error(str(meta, ": channel_names lists ", channels.size(),
-                    " channels; the models take 1 input channel (expected one, \"0\")"));
-  std::string modality = channels.begin()->is_string() ? channels.begin()->get<std::string>() : "";
+  if (channels.empty())
+    throw Error(str(meta, ": channel_names lists no channel (expected {\"0\": \"CT\", ...})"));
+  std::vector<std::string> modalities;
+  for (size_t k = 0; k < channels.size(); ++k) {
+    const std::string key = std::to_string(k);
+    if (!channels.contains(key))
+      throw Error(str(meta, ": channel_names has no \"", key, "\" (expected the keys 0..",
+                      channels.size() - 1, ")"));
+    modalities.push_back(channels[key].is_string() ? channels[key].get<std::string>() : "");
+  }
   if (d["labels"].contains("ignore"))
     throw Error(str(meta, ": labels.ignore = ", d["labels"]["ignore"].dump(),
                     ": nnU-Net's ignore label (voxels left out of the loss and the Dice) is not "
@@ -88,7 +94,7 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
   }
   std::stable_sort(split.labels.begin(), split.labels.end(),
                    [](const auto &a, const auto &b) { return a.second < b.second; });
-  split.channelName = modality;
+  split.channelNames = modalities;
   if (d.contains("regions_class_order"))
     throw Error(str(meta, ": regions_class_order: region-based datasets are not supported "
                           "(expected integer labels)"));
@@ -104,16 +110,29 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
     Case c;
     c.name = name.substr(0, name.size() - ending.size());
     c.label = entry.path().string();
-    c.image = (imagesDir / (c.name + "_0000" + ending)).string();
-    if (!fs::exists(c.image))
-      throw Error(str(c.image, ": no such file (the image of case ", c.name, ", labelled in ",
-                      c.label, ")"));
+    for (size_t k = 0; k < modalities.size(); ++k) {
+      char suffix[32];
+      std::snprintf(suffix, sizeof suffix, "_%04zu", k);
+      c.images.push_back((imagesDir / (c.name + suffix + ending)).string());
+      if (!fs::exists(c.images.back()))
+        throw Error(str("case ", c.name, ": channel ", k, " (", modalities[k], ") is missing: ",
+                        c.images.back(), " (dataset.json lists ", modalities.size(),
+                        " channel(s); the case is labelled in ", c.label, ")"));
+    }
     cases.push_back(c);
   }
   if (cases.empty())
     throw Error(str(labelsDir.string(), ": no label files ending in ", ending));
-  if (spec.normalization == "auto")
-    split.normalization = modality == "CT" ? "ct" : modality == "noNorm" ? "none" : "zscore";
+  // auto: nnU-Net's scheme of each channel's name.
+  for (const std::string &m : modalities) {
+    std::string lower = m;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char ch) { return std::tolower(ch); });
+    split.normalizations.push_back(spec.normalization != "auto" ? spec.normalization
+                                   : lower == "ct"              ? "ct"
+                                   : lower == "nonorm"          ? "none"
+                                                                : "zscore");
+  }
   return cases;
 }
 
@@ -130,7 +149,7 @@ std::vector<Case> listedCases(const DatasetSpec &spec) {
   std::vector<Case> cases;
   for (size_t i = 0; i < spec.images.size(); ++i) {
     Case c;
-    c.image = withKey(spec.images[i], spec.imageKey);
+    c.images = {withKey(spec.images[i], spec.imageKey)};
     c.label = spec.labels.empty() ? withKey(spec.images[i], spec.labelKey)
                                   : withKey(spec.labels[i], spec.labelKey);
     c.name = spec.images[i];
@@ -362,12 +381,14 @@ DataContract DataContract::fromJson(const json &j, const std::string &what) {
 
 DatasetSplit splitDataset(const DatasetSpec &spec) {
   DatasetSplit split;
-  split.normalization = spec.normalization;
   std::vector<Case> cases;
   if (spec.source == "nnunet")
     cases = nnunetCases(spec, split);
-  else if (spec.source == "files")
+  else if (spec.source == "files") {
     cases = listedCases(spec);
+    split.normalizations = {spec.normalization};
+    split.channelNames = {""};
+  }
   else
     throw Error(str("data.source: expected synthetic, files or nnunet, got '", spec.source, "'"));
   std::sort(cases.begin(), cases.end(), [](const Case &a, const Case &b) { return a.name < b.name; });
@@ -462,12 +483,14 @@ namespace {
 
 struct FileVolume {
   Case c;
-  std::unique_ptr<VolumeReader> image, label;
+  std::vector<std::unique_ptr<VolumeReader>> images; ///< one per channel
+  std::unique_ptr<VolumeReader> label;
   Index3 shape;
-  ChannelNormalization norm;
+  std::vector<ChannelNormalization> norms; ///< per channel
   std::vector<int64_t> classes;
   std::vector<std::vector<int64_t>> foreground;
-  std::vector<float> fgIntensities; ///< sampled, for CT statistics
+  /// Sampled foreground intensities per channel (the same voxels), for CT statistics.
+  std::vector<std::vector<float>> fgIntensities;
 };
 
 class FileSource : public PatchSource {
@@ -483,28 +506,35 @@ public:
     for (size_t i = 0; i < vols_.size(); ++i) {
       FileVolume &v = vols_[i];
       v.c = cases[i];
-      v.image = openVolume(v.c.image);
       v.label = openVolume(v.c.label);
-      const VolumeInfo &a = v.image->info(), &b = v.label->info();
-      if (a.shape != b.shape)
-        throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " is ", a.shape[0], "x",
-                        a.shape[1], "x", a.shape[2], " but the labels ", b.name(), " are ",
-                        b.shape[0], "x", b.shape[1], "x", b.shape[2],
-                        " (expected one shape, z x y x x)"));
-      for (int k = 0; k < 3; ++k)
-        if (std::abs(a.spacing[k] - b.spacing[k]) > 1e-3 * std::max(a.spacing[k], b.spacing[k]))
-          throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " has spacing ",
-                          a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
-                          " but the labels ", b.name(), " have ", b.spacing[0], " x ",
-                          b.spacing[1], " x ", b.spacing[2], " (expected the same spacing)"));
+      const VolumeInfo &b = v.label->info();
       if (!isIntegerVoxel(b.type))
         throw Error(str(b.name(), ": labels are ", voxelTypeName(b.type),
                         "; expected an integer type (instance ids or class indices)"));
-      v.shape = a.shape;
-      v.image->setCache(cache);
+      for (const std::string &path : v.c.images) {
+        v.images.push_back(openVolume(path));
+        const VolumeInfo &a = v.images.back()->info();
+        if (a.shape != b.shape)
+          throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " is ", a.shape[0],
+                          "x", a.shape[1], "x", a.shape[2], " but the labels ", b.name(), " are ",
+                          b.shape[0], "x", b.shape[1], "x", b.shape[2],
+                          " (expected one shape, z x y x x)"));
+        for (int k = 0; k < 3; ++k)
+          if (std::abs(a.spacing[k] - b.spacing[k]) > 1e-3 * std::max(a.spacing[k], b.spacing[k]))
+            throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " has spacing ",
+                            a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
+                            " but the labels ", b.name(), " have ", b.spacing[0], " x ",
+                            b.spacing[1], " x ", b.spacing[2], " (expected the same spacing)"));
+        v.images.back()->setCache(cache);
+      }
+      v.shape = b.shape;
       v.label->setCache(cache);
       // A chunk larger than the cache is decoded again for every patch that touches it.
-      for (const VolumeInfo *info : {&a, &b}) {
+      std::vector<const VolumeInfo *> infos;
+      for (const auto &r : v.images)
+        infos.push_back(&r->info());
+      infos.push_back(&b);
+      for (const VolumeInfo *info : infos) {
         const double mib = static_cast<double>(info->chunk[0] * info->chunk[1] * info->chunk[2] *
                                                static_cast<int64_t>(voxelSize(info->type))) /
                            (1 << 20);
@@ -516,27 +546,44 @@ public:
                        info->name().c_str(), mib, static_cast<long long>(spec.cacheMb));
       }
     }
-    // One pass over each volume, by slabs: foreground locations, statistics.
-    std::string norm = training ? training->norm_ : split.normalization;
-    if (norm == "auto")
-      norm = vols_[0].image->info().type == VoxelType::U8 ? "divide255" : "zscore";
-    norm_ = norm;
-    if (norm != "none" && norm != "divide255" && norm != "zscore" && norm != "ct")
-      throw Error(str("data.normalization: expected auto, none, divide255, zscore or ct, got '",
-                      norm, "'"));
-    if (stored && (stored->channels.size() != 1 || stored->channels[0].scheme != norm))
-      throw Error(str("data.normalization: the run's stored data contract normalises ",
-                      stored->channels.empty() ? std::string("no channel")
-                                               : stored->channels[0].describe(),
-                      ", but the recipe now gives ", norm,
-                      " (a resumed run normalises as it started: train a new run with --out)"));
-    // A stored contract's statistics are the ones used: no sampling for them.
-    const bool sample = norm == "ct" && !training && !stored;
+    // The scheme of each channel.
+    schemes_ = training ? training->schemes_ : split.normalizations;
+    const size_t C = schemes_.size();
+    for (std::string &norm : schemes_) {
+      if (norm == "auto")
+        norm = vols_[0].images[0]->info().type == VoxelType::U8 ? "divide255" : "zscore";
+      if (norm != "none" && norm != "divide255" && norm != "zscore" && norm != "ct")
+        throw Error(str("data.normalization: expected auto, none, divide255, zscore or ct, got '",
+                        norm, "'"));
+    }
+    if (stored) {
+      bool same = stored->channels.size() == C;
+      for (size_t c = 0; same && c < C; ++c)
+        same = stored->channels[c].scheme == schemes_[c];
+      if (!same) {
+        std::string was, now;
+        for (size_t c = 0; c < stored->channels.size(); ++c)
+          was += (c ? ", " : "") + stored->channels[c].describe();
+        for (size_t c = 0; c < C; ++c)
+          now += (c ? ", " : "") + schemes_[c];
+        throw Error(str("data.normalization: the run's stored data contract normalises ", was,
+                        ", but the recipe now gives ", now,
+                        " (a resumed run normalises as it started: train a new run with --out)"));
+      }
+    }
+    // One pass over each volume, by slabs: foreground locations, statistics. A stored
+    // contract's statistics are the ones used: no sampling for them.
+    std::vector<bool> sample(C);
+    bool anySample = false;
+    for (size_t c = 0; c < C; ++c) {
+      sample[c] = schemes_[c] == "ct" && !training && !stored;
+      anySample = anySample || sample[c];
+    }
     std::vector<std::exception_ptr> errors(vols_.size());
     parallelFor(static_cast<int64_t>(vols_.size()), 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         try {
-          scan(i, spec.seed, norm, sample);
+          scan(i, spec.seed, sample, anySample);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -544,42 +591,45 @@ public:
     for (auto &e : errors)
       if (e)
         std::rethrow_exception(e);
-    ChannelNormalization &global = global_;
-    global.name = split.channelName;
-    global.scheme = norm;
-    if (training) {
-      global = training->global_;
-    } else if (stored) {
-      global = stored->channels[0];
-    } else if (norm == "ct") {
-      // nnU-Net's CTNormalization: clip to the 0.5 and 99.5 percentiles of the foreground
-      // intensities of the dataset, then subtract their mean and divide by their std.
-      std::vector<float> all;
-      for (const FileVolume &v : vols_)
-        all.insert(all.end(), v.fgIntensities.begin(), v.fgIntensities.end());
-      if (all.empty())
-        throw Error("data.normalization ct: the training cases have no foreground voxel to "
-                    "take the intensity statistics from");
-      std::sort(all.begin(), all.end());
-      auto pct = [&](double q) { // NumPy's linear percentile
-        double pos = q / 100.0 * static_cast<double>(all.size() - 1);
-        size_t k = static_cast<size_t>(pos);
-        double f = pos - static_cast<double>(k);
-        return k + 1 < all.size() ? all[k] * (1 - f) + all[k + 1] * f : all[k];
-      };
-      double sum = 0, sq = 0;
-      for (float x : all)
-        sum += x;
-      global.mean = sum / static_cast<double>(all.size());
-      for (float x : all)
-        sq += (x - global.mean) * (x - global.mean);
-      global.std = std::sqrt(sq / static_cast<double>(all.size()));
-      global.lo = pct(0.5);
-      global.hi = pct(99.5);
+    globals_.resize(C);
+    for (size_t c = 0; c < C; ++c) {
+      ChannelNormalization &global = globals_[c];
+      global.name = c < split.channelNames.size() ? split.channelNames[c] : "";
+      global.scheme = schemes_[c];
+      if (training) {
+        global = training->globals_[c];
+      } else if (stored) {
+        global = stored->channels[c];
+      } else if (schemes_[c] == "ct") {
+        // nnU-Net's CTNormalization: clip to the 0.5 and 99.5 percentiles of the foreground
+        // intensities of the dataset, then subtract their mean and divide by their std.
+        std::vector<float> all;
+        for (const FileVolume &v : vols_)
+          all.insert(all.end(), v.fgIntensities[c].begin(), v.fgIntensities[c].end());
+        if (all.empty())
+          throw Error("data.normalization ct: the training cases have no foreground voxel to "
+                      "take the intensity statistics from");
+        std::sort(all.begin(), all.end());
+        auto pct = [&](double q) { // NumPy's linear percentile
+          double pos = q / 100.0 * static_cast<double>(all.size() - 1);
+          size_t k = static_cast<size_t>(pos);
+          double f = pos - static_cast<double>(k);
+          return k + 1 < all.size() ? all[k] * (1 - f) + all[k + 1] * f : all[k];
+        };
+        double sum = 0, sq = 0;
+        for (float x : all)
+          sum += x;
+        global.mean = sum / static_cast<double>(all.size());
+        for (float x : all)
+          sq += (x - global.mean) * (x - global.mean);
+        global.std = std::sqrt(sq / static_cast<double>(all.size()));
+        global.lo = pct(0.5);
+        global.hi = pct(99.5);
+      }
+      for (FileVolume &v : vols_)
+        if (schemes_[c] != "zscore")
+          v.norms[c] = global;
     }
-    for (FileVolume &v : vols_)
-      if (norm != "zscore")
-        v.norm = global;
     if (log && !training) {
       int64_t voxels = 0;
       for (const FileVolume &v : vols_)
@@ -587,7 +637,14 @@ public:
       std::fprintf(log, "data: %zu training, %zu validation cases (%s), %.1f Mvoxels; "
                         "normalization %s%s; chunk cache %lld MiB\n",
                    split.train.size(), split.validation.size(), split.how.c_str(), voxels / 1e6,
-                   global.describe().c_str(), stored ? " (the run's stored data contract)" : "",
+                   [&] {
+                     std::string d;
+                     for (size_t c = 0; c < C; ++c)
+                       d += str(c ? "; channel " : C > 1 ? "channel " : "", C > 1 ? str(c, " ") : "",
+                                globals_[c].describe());
+                     return d;
+                   }().c_str(),
+                   stored ? " (the run's stored data contract)" : "",
                    static_cast<long long>(spec.cacheMb));
     }
   }
@@ -608,9 +665,13 @@ public:
       size[a] = std::clamp<int64_t>(corner[a] + extent[a], origin[a] + 1, v.shape[a]) - origin[a];
     }
     const int64_t n = size[0] * size[1] * size[2];
-    view.image = Tensor(DType::F32, {1, size[0], size[1], size[2]});
-    v.image->read(origin, size, view.image.data<float>());
-    v.norm.apply(view.image.data<float>(), n);
+    const int64_t C = static_cast<int64_t>(v.images.size());
+    view.image = Tensor(DType::F32, {C, size[0], size[1], size[2]});
+    for (int64_t c = 0; c < C; ++c) {
+      float *dst = view.image.data<float>() + c * n;
+      v.images[c]->read(origin, size, dst);
+      v.norms[c].apply(dst, n);
+    }
     std::vector<int64_t> ids(static_cast<size_t>(n));
     v.label->read(origin, size, ids.data());
     view.labels = Tensor(DType::I32, {1, size[0], size[1], size[2]});
@@ -643,31 +704,38 @@ public:
   }
 
 private:
-  void scan(int64_t index, uint64_t seed, const std::string &norm, bool sample) {
+  void scan(int64_t index, uint64_t seed, const std::vector<bool> &sampleChannel, bool sample) {
     FileVolume &v = vols_[index];
+    const size_t C = v.images.size();
+    v.norms.assign(C, ChannelNormalization{});
+    v.fgIntensities.assign(C, {});
     const Index3 V = v.shape;
     const int64_t plane = V[1] * V[2];
     const int64_t slab = std::clamp<int64_t>(v.label->info().chunk[0], 1, V[0]);
     std::vector<int64_t> ids(static_cast<size_t>(slab * plane));
-    std::vector<float> img(static_cast<size_t>(slab * plane));
+    std::vector<std::vector<float>> img(C, std::vector<float>(static_cast<size_t>(slab * plane)));
+    std::vector<bool> wantImage(C);
+    std::vector<double> sum(C, 0.0), sq(C, 0.0);
+    for (size_t c = 0; c < C; ++c)
+      wantImage[c] = schemes_[c] == "zscore" || sampleChannel[c];
     // Reservoir samples (Algorithm R on Philox, keyed by volume and class).
     std::unordered_map<int64_t, std::vector<int64_t>> kept;
     std::unordered_map<int64_t, int64_t> seen;
     std::unordered_map<int64_t, data::Stream> streams;
     data::Stream fgStream(seed, kTagReservoir, static_cast<uint32_t>(index), 0xffffffffu);
     int64_t fgSeen = 0;
-    double sum = 0, sq = 0;
-    const bool wantImage = norm == "zscore" || sample;
     for (int64_t z0 = 0; z0 < V[0]; z0 += slab) {
       const int64_t d = std::min(slab, V[0] - z0);
       v.label->read({z0, 0, 0}, {d, V[1], V[2]}, ids.data());
-      if (wantImage)
-        v.image->read({z0, 0, 0}, {d, V[1], V[2]}, img.data());
+      for (size_t c = 0; c < C; ++c)
+        if (wantImage[c])
+          v.images[c]->read({z0, 0, 0}, {d, V[1], V[2]}, img[c].data());
       for (int64_t k = 0; k < d * plane; ++k) {
-        if (wantImage) {
-          sum += img[k];
-          sq += static_cast<double>(img[k]) * img[k];
-        }
+        for (size_t c = 0; c < C; ++c)
+          if (wantImage[c]) {
+            sum[c] += img[c][k];
+            sq[c] += static_cast<double>(img[c][k]) * img[c][k];
+          }
         int64_t id = ids[k];
         if (id <= 0)
           continue;
@@ -690,14 +758,18 @@ private:
           if (r < kLocations)
             list[r] = flat;
         }
-        if (sample) {
+        if (sample) { // the same voxels of every channel
           ++fgSeen;
-          if (v.fgIntensities.size() < kIntensities) {
-            v.fgIntensities.push_back(img[k]);
+          if (static_cast<size_t>(fgSeen) <= kIntensities) {
+            for (size_t c = 0; c < C; ++c)
+              if (sampleChannel[c])
+                v.fgIntensities[c].push_back(img[c][k]);
           } else {
             uint64_t r = fgStream.below(static_cast<uint64_t>(fgSeen));
             if (r < kIntensities)
-              v.fgIntensities[r] = img[k];
+              for (size_t c = 0; c < C; ++c)
+                if (sampleChannel[c])
+                  v.fgIntensities[c][r] = img[c][k];
           }
         }
       }
@@ -715,14 +787,16 @@ private:
       v.classes.push_back(cls);
       v.foreground.push_back(std::move(list));
     }
-    if (norm == "zscore") {
-      // nnU-Net's ZScoreNormalization: each image by its own mean and std.
-      const double n = static_cast<double>(V[0] * plane);
-      v.norm.name = split_.channelName;
-      v.norm.scheme = "zscore";
-      v.norm.mean = sum / n;
-      v.norm.std = std::sqrt(std::max(0.0, sq / n - v.norm.mean * v.norm.mean));
-    }
+    for (size_t c = 0; c < C; ++c)
+      if (schemes_[c] == "zscore") {
+        // nnU-Net's ZScoreNormalization: each image by its own mean and std.
+        const double n = static_cast<double>(V[0] * plane);
+        ChannelNormalization &z = v.norms[c];
+        z.name = c < split_.channelNames.size() ? split_.channelNames[c] : "";
+        z.scheme = "zscore";
+        z.mean = sum[c] / n;
+        z.std = std::sqrt(std::max(0.0, sq[c] / n - z.mean * z.mean));
+      }
   }
 
 public:
@@ -732,15 +806,16 @@ public:
     c.source = spec.source;
     if (spec.source == "nnunet")
       c.dataset = fs::absolute(spec.path).lexically_normal().string();
-    ChannelNormalization ch = global_;
-    if (ch.scheme == "zscore") // per volume: no statistics of the training data
-      ch.mean = 0, ch.std = 1;
-    c.channels.push_back(ch);
+    for (ChannelNormalization ch : globals_) {
+      if (ch.scheme == "zscore") // per volume: no statistics of the training data
+        ch.mean = 0, ch.std = 1;
+      c.channels.push_back(ch);
+    }
     // The median spacing per axis of the training cases.
     std::array<std::vector<double>, 3> sp;
     for (const FileVolume &v : vols_)
       for (int a = 0; a < 3; ++a)
-        sp[a].push_back(v.image->info().spacing[a]);
+        sp[a].push_back(v.label->info().spacing[a]);
     if (!vols_.empty()) {
       std::array<double, 3> median;
       for (int a = 0; a < 3; ++a) {
@@ -760,8 +835,8 @@ private:
   bool classMode_;
   int64_t maxLabel_;
   DatasetSplit split_;
-  std::string norm_; ///< the resolved normalization
-  ChannelNormalization global_; ///< of every volume but under zscore
+  std::vector<std::string> schemes_; ///< the resolved normalization of each channel
+  std::vector<ChannelNormalization> globals_; ///< of every volume, but under zscore
 };
 
 } // namespace

@@ -285,6 +285,8 @@ StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSi
     if (image.size() == 5)
       loader_.patch = {image[2], image[3], image[4]};
   }
+  if (input("image") >= 0 && fn.values[fn.inputs[input("image")]].shape.size() == 5)
+    loader_.imageChannels = fn.values[fn.inputs[input("image")]].shape[1];
   for (auto &[name, tensor] : feeds_) { // the recipe and the artifact must agree
     const Shape &want = fn.values[fn.inputs[input(name)]].shape;
     if (want.size() != 5 || want[0] != loader_.batch)
@@ -483,6 +485,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   DataContract contract;
   if (feed.dataset().source == "synthetic") {
     contract = dataContract(feed.dataset(), nullptr);
+    if (loader.imageChannels != 1)
+      throw Error(str("data.source synthetic: the synthetic volumes have one channel, but ",
+                      artifact.path, "'s model takes ", loader.imageChannels,
+                      " (train it on volume files with as many channels)"));
     loaderPtr = std::make_unique<DataLoader>(makeSyntheticDataset(feed.synthetic()), loader, first,
                                              allocate);
     if (validateEvery > 0) {
@@ -497,7 +503,8 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     json record = {{"how", split.how}, {"train", json::array()}, {"validation", json::array()}};
     for (auto [list, key] : {std::pair{&split.train, "train"}, {&split.validation, "validation"}})
       for (const Case &c : *list)
-        record[key].push_back({{"name", c.name}, {"image", c.image}, {"label", c.label}});
+        record[key].push_back(
+            {{"name", c.name}, {"image", c.images.at(0)}, {"images", c.images}, {"label", c.label}});
     if (lead) {
       std::ofstream out(fs::path(options.out) / "split.json");
       out << record.dump(2) << "\n";
@@ -507,6 +514,12 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     std::shared_ptr<const PatchSource> source =
         openDataset(feed.dataset(), split, console, storedContract ? &*storedContract : nullptr);
     contract = dataContract(feed.dataset(), source.get());
+    if (static_cast<int64_t>(contract.channels.size()) != loader.imageChannels)
+      throw Error(str("data: the dataset has ", contract.channels.size(), " input channel(s)",
+                      feed.dataset().source == "nnunet" ? " (dataset.json's channel_names)" : "",
+                      ", but ", artifact.path, "'s model takes ", loader.imageChannels,
+                      " (generate the model with scripts/gen_mednext.py --in-channels ",
+                      contract.channels.size(), ")"));
     loaderPtr = std::make_unique<DataLoader>(source, loader, first, allocate);
     if (validateEvery > 0) {
       validationSource = openValidationDataset(feed.dataset(), split, *source);

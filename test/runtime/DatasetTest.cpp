@@ -253,9 +253,9 @@ TEST(Dataset, BadDatasetsNameTheFileAndWhatWasExpected) {
   EXPECT_ERROR(splitDataset(nn), "dataset.json", "no such file");
   {
     std::ofstream f(dir + "/dataset.json");
-    f << R"({"channel_names": {"0": "T1", "1": "T2"}, "labels": {"background": 0, "a": 1}})";
+    f << R"({"channel_names": {"0": "T1", "2": "T2"}, "labels": {"background": 0, "a": 1}})";
   }
-  EXPECT_ERROR(splitDataset(nn), "dataset.json", "2 channels", "1 input channel");
+  EXPECT_ERROR(splitDataset(nn), "dataset.json", "channel_names has no \"1\"", "0..1");
   {
     std::ofstream f(dir + "/dataset.json");
     f << R"({"channel_names": {"0": "MR"}, "labels": {"background": 0, "whole": [1, 2]}})";

@@ -93,6 +93,7 @@ struct LoaderSpec {
   Index3 patch{64, 64, 64};                   ///< [patch] D, H, W of every patch
   std::vector<std::string> tensors{"image"};  ///< [tensors] names below
   int64_t affinityChannels = 6;               ///< first C of the 6 BANIS channels, 1..6
+  int64_t imageChannels = 1;                  ///< input channels of the image (the volumes')
   int workers = 2;                            ///< [workers] threads filling batches
   int prefetch = 3;                           ///< [prefetch] batch buffers in the pool
   double foreground = 1.0 / 3;                ///< [foreground] oversampled fraction
@@ -105,7 +106,7 @@ struct LoaderSpec {
 };
 
 /// Tensor names a LoaderSpec may request (f32 each; P = patch, B = batch):
-///   image          [B,1,P]  padding 0
+///   image          [B,C,P]  C = imageChannels (the volumes' channels), padding 0
 ///   labels         [B,1,P]  instance ids as floats, padding 0
 ///   affinity       [B,C,P]  C = affinityChannels, padding 0
 ///   affinity_mask  [B,C,P]  padding 0 (padded voxels never enter the loss)

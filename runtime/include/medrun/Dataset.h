@@ -3,7 +3,7 @@
 // `data.source: files` trains on volumes listed in the recipe (data.images, data.labels:
 // HDF5/Zarr containers with data.image_key / data.label_key, or NIfTI/.npy files), and
 // `data.source: nnunet` on an nnU-Net raw dataset folder (data.path: dataset.json,
-// imagesTr/CASE_0000.nii.gz, labelsTr/CASE.nii.gz). The cases are split into training and
+// imagesTr/CASE_XXXX.nii.gz per channel, labelsTr/CASE.nii.gz). The cases are split into training and
 // validation (nnU-Net's splits_final.json and a fold, or a fraction with a seed), images
 // are normalised (divide-255 as BANIS; z-score per volume or CT clipping with dataset
 // statistics as nnU-Net), and the loader's workers read patches through a cache of
@@ -43,9 +43,12 @@ struct DatasetSpec {
   bool classes = false;
 };
 
-/// One case: its name and the image and label volumes (paths as openVolume takes them).
+/// One case: its name, the image volume of each input channel and the label volume (paths
+/// as openVolume takes them).
 struct Case {
-  std::string name, image, label;
+  std::string name;
+  std::vector<std::string> images;
+  std::string label;
 };
 
 /// How one input channel is normalised, and with what statistics: the part of the data
@@ -92,9 +95,11 @@ DataContract dataContract(const DatasetSpec &spec, const PatchSource *training);
 struct DatasetSplit {
   std::vector<Case> train, validation;
   std::string how;
-  std::string normalization; ///< the resolved normalization (auto replaced)
+  /// The normalization of each channel (nnunet's auto: by the channel's name; files: the
+  /// recipe's, auto resolved when the volumes are opened).
+  std::vector<std::string> normalizations;
   int64_t maxLabel = -1;     ///< nnunet: the largest label value in dataset.json
-  std::string channelName;   ///< nnunet: dataset.json's name of channel 0
+  std::vector<std::string> channelNames; ///< nnunet: dataset.json's channel_names, in order
   /// nnunet: dataset.json's labels, by value (the ignore label left out).
   std::vector<std::pair<std::string, int64_t>> labels;
 };
