@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Planning.h"
+#include "medrun/Resample.h"
 
 #include "gtest/gtest.h"
 
@@ -38,4 +39,12 @@ TEST(Planning, AnisotropicPatchPoolsInPlaneFirst) {
   const Topology odd = poolAndConvProps({1, 1, 1}, {100, 128, 130});
   EXPECT_EQ(odd.pools, (std::array<int64_t, 3>{4, 5, 5}));
   EXPECT_EQ(odd.patch, (std::array<int64_t, 3>{112, 128, 160}));
+}
+
+// nnU-Net's separate-z decision (default_resampling.py, get_do_separate_z / get_lowres_axis).
+TEST(Planning, SeparateZOnTheOneCoarseAxis) {
+  EXPECT_EQ(separateAxis({3.0, 0.8, 0.8}, {2.0, 0.8, 0.8}), 0);  // the current spacing decides
+  EXPECT_EQ(separateAxis({1.0, 1.0, 1.0}, {1.0, 0.7, 4.0}), 2);  // else the target's
+  EXPECT_EQ(separateAxis({2.0, 1.0, 1.0}, {2.0, 1.0, 1.0}), -1); // ratio 2: not anisotropic
+  EXPECT_EQ(separateAxis({4.0, 4.0, 1.0}, {4.0, 4.0, 1.0}), -1); // two coarse axes: none
 }
