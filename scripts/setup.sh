@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev python3 python3-numpy python3-torch nlohmann-json3-dev libfmt-dev libtorch-dev
   clang-19 libclang-rt-19-dev
   pkg-config libhdf5-dev libnifti2-dev libblosc-dev liblz4-dev libpng-dev
-  python3-h5py python3-nibabel python3-zarr
+  python3-h5py python3-nibabel python3-zarr python3-scipy
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
