@@ -14,7 +14,11 @@
 #             on CUDA with TF32 off, f32, relative error norm <= 1e-3): one BANIS+ training
 #             step (MedNeXt-L k3, 1->6, 128³, batch 2; gradients, parameters, AdamW
 #             moments, EMA) and its `infer`, then MedNeXt-S k3 (quickstart, 32³): three
-#             steps and `infer`. Each side needs most of the GPU for MedNeXt-L, in turn.
+#             steps and `infer`. Each side needs most of the GPU for MedNeXt-L, in turn:
+#             ours releases its device memory before torch runs and torch's cache is
+#             released before ours runs; torch's allocator grows expandable segments
+#             (PYTORCH_CUDA_ALLOC_CONF, no fragmentation); each row's `memory` lines give
+#             each side's peak device memory, so that it fits 80 GB (H100) as 141 GB (H200).
 #             Then bf16-mixed and fp16-mixed (medcheck --against-autocast): the same BANIS+
 #             step (also compiled with --memory-budget 16: med-recompute, the block MLPs'
 #             templates) and the quickstart's compiled with precision=bf16-mixed and fp16-mixed,
@@ -177,6 +181,10 @@ fi
 
 if [[ " $CHECKS " == *" large "* ]]; then
   C=.device/cuda
+  # torch's caching allocator maps memory into growing segments instead of keeping blocks
+  # of the sizes first asked for: its peak stays near what it allocates (MedNeXt-L's f32
+  # reference beside our released side on an 80 GB H100).
+  export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
   # large NAME LIMIT ARGS...: one `medcheck --device cuda` run (torch on the GPU too), its log
   # in $OUT/large-NAME.log; its summary line (steps or outputs checked) and time line in the
   # table, or its error. A failure or a timeout marks this row and the status, nothing else.
@@ -187,6 +195,7 @@ if [[ " $CHECKS " == *" large "* ]]; then
     echo "== $name: medcheck $*"
     timeout "$limit" ./build-gpu/bin/medcheck "$@" >"$log" 2>&1
     local rc=$?
+    grep -E "^memory" "$log" | cut -c1-300 # each side's peak device memory
     tail -15 "$log"
     local r=ok line
     [ $rc -ne 0 ] && { r=FAILED; status=1; }

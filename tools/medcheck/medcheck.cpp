@@ -52,7 +52,10 @@
 #define MEDCHECK_CUDA_CACHING_ALLOCATOR 1
 #endif
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cinttypes>
@@ -70,6 +73,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -810,6 +814,132 @@ auto releaseCached(DeviceType type, int)
 }
 template <typename DeviceType> bool releaseCached(DeviceType, long) { return false; }
 
+/// Torch's caching allocator on GPU 0: bytes allocated and reserved (taken from the driver),
+/// now and at their peak since the last resetTorchPeak, where this LibTorch tells them.
+struct TorchMemory {
+  int64_t allocated = 0, allocatedPeak = 0, reserved = 0, reservedPeak = 0;
+};
+template <typename DeviceType>
+auto torchMemory(DeviceType type, int)
+    -> decltype(getDeviceAllocator(type)->getDeviceStats(0), std::optional<TorchMemory>()) {
+  auto s = getDeviceAllocator(type)->getDeviceStats(0);
+  // index 0: StatType::AGGREGATE (both pools)
+  return TorchMemory{s.allocated_bytes[0].current, s.allocated_bytes[0].peak,
+                     s.reserved_bytes[0].current, s.reserved_bytes[0].peak};
+}
+template <typename DeviceType> std::optional<TorchMemory> torchMemory(DeviceType, long) {
+#ifdef MEDCHECK_CUDA_CACHING_ALLOCATOR
+  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  return TorchMemory{s.allocated_bytes[0].current, s.allocated_bytes[0].peak,
+                     s.reserved_bytes[0].current, s.reserved_bytes[0].peak};
+#else
+  return std::nullopt;
+#endif
+}
+template <typename DeviceType>
+auto resetTorchPeak(DeviceType type, int) -> decltype(getDeviceAllocator(type)->resetPeakStats(0)) {
+  getDeviceAllocator(type)->resetPeakStats(0);
+}
+template <typename DeviceType> void resetTorchPeak(DeviceType, long) {
+#ifdef MEDCHECK_CUDA_CACHING_ALLOCATOR
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+#endif
+}
+
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", bytes / double(size_t(1) << 30));
+  return b;
+}
+
+/// Device memory in use on the GPU of the calling thread's CUDA context, as cudaMemGetInfo
+/// tells it (total - free: both sides, every context, other processes), read through the
+/// driver the CUDA backend loads (MEDRUN_LIBCUDA, else libcuda.so.1); and its peak over a
+/// stretch of work, sampled every millisecond by a thread of its own (allocations that live
+/// less than that can be missed).
+class DeviceMemory {
+public:
+  static DeviceMemory &get() {
+    static DeviceMemory m;
+    return m;
+  }
+  ~DeviceMemory() { stop(); }
+  /// (in use, total) now; false where the driver does not tell.
+  bool now(size_t &used, size_t &total) const {
+    size_t free = 0;
+    if (!getInfo || getInfo(&free, &total) != 0)
+      return false;
+    used = total - free;
+    return true;
+  }
+  /// Starts sampling on the calling thread's context (nothing where there is none).
+  void start() {
+    stop();
+    void *ctx = nullptr;
+    size_t used = 0, total = 0;
+    if (!getCurrent || !setCurrent || getCurrent(&ctx) != 0 || !ctx || !now(used, total))
+      return;
+    peak = used;
+    running = true;
+    sampler = std::thread([this, ctx] {
+      setCurrent(ctx);
+      size_t u = 0, t = 0;
+      while (running.load()) {
+        if (now(u, t) && u > peak.load())
+          peak = u;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  /// Stops sampling; the peak in use since start (with the reading now), 0 if unknown.
+  size_t stop() {
+    if (!sampler.joinable())
+      return 0;
+    running = false;
+    sampler.join();
+    size_t used = 0, total = 0;
+    if (now(used, total) && used > peak.load())
+      peak = used;
+    return peak.load();
+  }
+
+private:
+  using GetInfo = int (*)(size_t *, size_t *);
+  using GetCurrent = int (*)(void **);
+  using SetCurrent = int (*)(void *);
+  DeviceMemory() {
+    const char *path = std::getenv("MEDRUN_LIBCUDA");
+    void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return;
+    getInfo = reinterpret_cast<GetInfo>(dlsym(lib, "cuMemGetInfo_v2"));
+    getCurrent = reinterpret_cast<GetCurrent>(dlsym(lib, "cuCtxGetCurrent"));
+    setCurrent = reinterpret_cast<SetCurrent>(dlsym(lib, "cuCtxSetCurrent"));
+  }
+  GetInfo getInfo = nullptr;
+  GetCurrent getCurrent = nullptr;
+  SetCurrent setCurrent = nullptr;
+  std::thread sampler;
+  std::atomic<bool> running{false};
+  std::atomic<size_t> peak{0};
+};
+
+/// "torch's allocator: peak 61.20 GiB allocated, 63.00 GiB reserved" (since the last reset),
+/// or "now 0.95 GiB allocated, 1.00 GiB reserved"; empty where this LibTorch does not tell.
+std::string torchMemoryText(bool peaks) {
+  std::optional<TorchMemory> m;
+  try {
+    m = torchMemory(c10::DeviceType::CUDA, 0);
+  } catch (const c10::Error &) {
+  }
+  if (!m)
+    return "";
+  return peaks ? str("torch's allocator: peak ", gib(double(m->allocatedPeak)), " allocated, ",
+                     gib(double(m->reservedPeak)), " reserved")
+               : str("torch holds ", gib(double(m->allocated)), " allocated, ",
+                     gib(double(m->reserved)), " reserved");
+}
+
 /// Where each side computes: ours on medrun's CPU backend, or on the CUDA backend through
 /// one CudaSession for the whole medcheck run (--device); torch on its CPU or its CUDA
 /// device (--torch-device). With both on one GPU, each run needs the memory the other
@@ -827,9 +957,31 @@ struct Sides {
                                    const medrun::TensorMap &params,
                                    medrun::TensorMap *updates = nullptr) const {
     if (cuda) {
+      const bool shared = torchDevice.is_cuda(); // both sides on one GPU
+      if (shared)
+        DeviceMemory::get().start();
       std::vector<medrun::Tensor> out = cuda->run(fn, inputs, params, nullptr, updates);
-      if (torchDevice.is_cuda())
+      if (shared) {
+        const size_t peak = DeviceMemory::get().stop();
+        const std::string held =
+            str(gib(double(cuda->deviceBytes())), " (values ", gib(double(cuda->arenaBytes())),
+                ", cuDNN workspace ", gib(double(cuda->workspaceBytes())), ", resident ",
+                gib(double(cuda->stateBytes())), ")");
         cuda->releaseMemory(); // torch needs the GPU next
+        // What a reader needs to see that each side fits in turn: ours' peak with torch's
+        // live tensors beside it, and what is left in use once ours is released.
+        size_t used = 0, total = 0;
+        const bool known = DeviceMemory::get().now(used, total);
+        std::cout << "memory  ours " << fn.name << ": held " << held;
+        if (peak)
+          std::cout << "; peak " << gib(double(peak)) << " in use on the GPU";
+        if (known)
+          std::cout << "; after releasing ours " << gib(double(used)) << " in use of "
+                    << gib(double(total));
+        if (std::string t = torchMemoryText(false); !t.empty())
+          std::cout << " (" << t << ")";
+        std::cout << "\n" << std::flush;
+      }
       return out;
     }
     return medrun::runCpu(artifact, fn, inputs, params, precision, nullptr, updates);
@@ -863,10 +1015,37 @@ struct Sides {
     told = true;
   }
 
-  /// After torch's run: waits for its kernels, so that its wall time is complete.
-  void afterTorch() const {
-    if (torchDevice.is_cuda())
-      torch::cuda::synchronize();
+  /// Before torch's run: with torch on a GPU, its allocator's peaks are reset and the
+  /// device's memory in use is sampled until afterTorch.
+  void beforeTorch() const {
+    if (!torchDevice.is_cuda())
+      return;
+    torch::cuda::synchronize();
+    try {
+      resetTorchPeak(c10::DeviceType::CUDA, 0);
+    } catch (const c10::Error &) {
+    }
+    DeviceMemory::get().start();
+  }
+
+  /// After torch's run (`what`): waits for its kernels, so that its wall time is complete;
+  /// with torch on a GPU, prints its peak memory (the device's and torch's allocator's).
+  void afterTorch(const std::string &what) const {
+    if (!torchDevice.is_cuda())
+      return;
+    torch::cuda::synchronize();
+    const size_t peak = DeviceMemory::get().stop();
+    size_t used = 0, total = 0;
+    const bool known = DeviceMemory::get().now(used, total);
+    std::cout << "memory  torch " << what << ":";
+    if (peak)
+      std::cout << " peak " << gib(double(peak)) << " in use on the GPU"
+                << (known ? str(" of ", gib(double(total))) : std::string()) << ";";
+    if (std::string t = torchMemoryText(true); !t.empty())
+      std::cout << " " << t << ";";
+    if (cuda)
+      std::cout << " ours held " << gib(double(cuda->deviceBytes())) << " meanwhile";
+    std::cout << "\n" << std::flush;
   }
 
   /// "2 threads" or "cuda", for the time lines.
@@ -1042,9 +1221,10 @@ Counts checkForward(const Options &o, const Sides &sides,
     double t0 = now();
     std::vector<medrun::Tensor> ours = sides.ours(*fn, inputs, params);
     double t1 = now();
+    sides.beforeTorch();
     std::vector<torch::Tensor> ref =
         medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType);
-    sides.afterTorch();
+    sides.afterTorch(fn->name);
     double t2 = now();
 
     if (ours.size() != ref.size())
@@ -1088,9 +1268,10 @@ Counts checkGrad(const Options &o, const Sides &sides, const std::vector<GradPai
     double t0 = now();
     std::vector<medrun::Tensor> ours = sides.ours(*p.g, inputs, params);
     double t1 = now();
+    sides.beforeTorch();
     medcheck::TorchGradients ref =
         medcheck::gradTorch(sides.artifact, *p.f, torchInputs, torchParams, floatType);
-    sides.afterTorch();
+    sides.afterTorch(str("autograd of ", p.f->name));
     double t2 = now();
 
     std::vector<Comparison> cs;
@@ -1666,6 +1847,10 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     // its loss whether ours does or not.
     autocast = makeTrainer(type, scaling || type == torch::kHalf);
   }
+  // Each trainer holds its own trained parameters (its leaves): on torch's device only
+  // the parameters not trained stay here.
+  for (const std::string &name : trained)
+    torchValues.erase(name);
 
   // One batch, drawn as the other modes draw the loss function's inputs.
   std::vector<medrun::Tensor> batch = drawInputs(*lossFn, o.seed);
@@ -1728,6 +1913,7 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
   auto torchStep = [&](TorchTrainer &tr, double lr, double decay) {
     const bool scaling = tr.scaling;
     TorchStep r;
+    sides.beforeTorch();
     std::map<std::string, torch::Tensor> values = torchValues;
     for (const std::string &name : trained)
       values[name] = tr.leaf.at(name).detach();
@@ -1775,7 +1961,8 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
     r.scaleUsed = tr.scale;
     if (scaling)
       updateScale(tr.scale, tr.tracker, r.foundInf);
-    sides.afterTorch();
+    sides.afterTorch(tr.autocast ? str("train_step under autocast to ", autocastName)
+                                 : std::string("train_step"));
     return r;
   };
   // The optimizer moment `m` (exp_avg, exp_avg_sq, momentum_buffer) of a parameter of `tr`,
@@ -2430,6 +2617,17 @@ int run(const Options &o) {
   return failed ? 1 : 0;
 }
 
+/// After an error in a run that was being sampled (an out-of-memory one, say): how much of
+/// the GPU was in use at the peak of that run, and torch's allocator's peaks.
+void memoryAtError() {
+  const size_t peak = DeviceMemory::get().stop();
+  if (!peak)
+    return;
+  std::string t = torchMemoryText(true);
+  std::cerr << "medcheck: memory of the run that failed: peak " << gib(double(peak))
+            << " in use on the GPU" << (t.empty() ? std::string() : "; " + t) << "\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -2471,5 +2669,6 @@ int main(int argc, char **argv) {
     std::cout << std::flush;
     std::cerr << "medcheck: " << e.what() << "\n";
   }
+  memoryAtError();
   return 1;
 }
