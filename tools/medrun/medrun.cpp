@@ -39,6 +39,7 @@
 #include "InferCommand.h"
 #include "EvalCommand.h"
 #include "PlanCommand.h"
+#include "PreprocessCommand.h"
 #include "VolumeCommand.h"
 #include "Version.h"
 
@@ -234,6 +235,19 @@ const std::vector<Command> &commands() {
        "in nnU-Net's format.",
        {{"o", "DIR", "where the JSON files go (default: the dataset folder)"},
         {"gpu-memory", "GB", "the GPU memory target of the plan (default 8, nnU-Net's)"},
+        kThreads,
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+       false},
+      {"preprocess", "medrun preprocess DATASET -o DIR [--plans P] [--threads N] [--progress P]",
+       "nnU-Net's preprocessing of every training case by the plan's 3d_fullres\n"
+       "configuration (nnUNetPlans.json from `medrun plan` or nnU-Net): transpose, crop to\n"
+       "the non-zero region (label 0 outside it becomes -1), normalise each channel, resample\n"
+       "to the target spacing (images third order, labels through their masks, a separate z\n"
+       "axis when anisotropic), on all cores with progress. Writes DIR/CASE.zarr/data_XXXX\n"
+       "and seg (64^3 zlib chunks) and DIR/CASE.json (nnU-Net's properties); cases whose\n"
+       "files and plan did not change since the last run are kept.",
+       {{"o", "DIR", "the cache folder"},
+        {"plans", "P", "the plan (default: DATASET/nnUNetPlans.json)"},
         kThreads,
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
@@ -1441,6 +1455,18 @@ int main(int argc, char **argv) {
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
       o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
       return planCommand(o);
+    }
+    if (args.is("preprocess")) {
+      setThreads(args);
+      PreprocessOptions o;
+      o.dataset = args.artifact;
+      o.out = args.get("o");
+      o.plans = args.get("plans");
+      std::string progress = args.get("progress", "auto");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      o.progressMode = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      return preprocessCommand(o);
     }
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),

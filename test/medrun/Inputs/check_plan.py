@@ -2,7 +2,8 @@
 
 `check_plan.py make DIR`: an nnU-Net raw dataset of 6 cases, 2 channels (CT-like and
 MR-like), anisotropic spacings (z 1.5 to 3.5 mm, 0.7 to 1.0 mm in-plane), odd sizes, zero borders
-around the body (cropping) and labels 1, 2.
+around the body (cropping), a cavity of zeros inside it (a hole of the non-zero mask) and
+labels 1, 2.
 
 `check_plan.py check DIR OUT [--gpu GB] [--wrong VARIANT]`: recomputes
 dataset_fingerprint.json and the 3d_fullres configuration of nnUNetPlans.json from the
@@ -30,13 +31,17 @@ def make(d):
     for sub in ("imagesTr", "labelsTr"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
     for i, (shape, sz, sxy, m) in enumerate(CASES):
-        body = np.zeros(shape, bool)
-        body[:, m:shape[1] - m, m:shape[2] - m] = True
         seg = np.zeros(shape, np.uint8)
         zc, yc, xc = shape[0] // 2, shape[1] // 2, shape[2] // 2
         z, y, x = np.indices(shape)
+        # an elliptic cylinder inside a margin of zeros: the crop box holds zero corners
+        body = ((y - (shape[1] - 1) / 2) / (shape[1] / 2 - m)) ** 2 + \
+               ((x - (shape[2] - 1) / 2) / (shape[2] / 2 - m)) ** 2 < 1
         seg[((z - zc) / 4) ** 2 + ((y - yc) / 12) ** 2 + ((x - xc) / 10) ** 2 < 1] = 1
         seg[((z - zc) / 2) ** 2 + ((y - yc - 4) / 5) ** 2 + ((x - xc) / 4) ** 2 < 1] = 2
+        # a cavity of zeros inside the body (a hole of the non-zero mask, filled by cropping)
+        body[2:5, yc - 12:yc - 9, xc - 2:xc + 1] = False
+        seg[~body] = 0
         ct = np.where(body, -100 + 140 * (seg == 1) + 260 * (seg == 2) + rng.normal(0, 20, shape), 0)
         mr = np.where(body, 300 + 200 * (seg > 0) + rng.normal(0, 30, shape), 0)
         aff = np.diag([sxy, sxy, sz, 1.0])
