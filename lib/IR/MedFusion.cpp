@@ -119,6 +119,8 @@ struct MlpRoles {
 };
 
 using Report = llvm::function_ref<InFlightDiagnostic()>;
+/// What a matcher found: each role's op (med.fusion's `roles`, as indices into the body).
+using Roles = SmallVector<std::pair<StringRef, Operation *>>;
 
 LogicalResult mlpFail(Report report, StringRef templ, const Twine &why) {
   if (report)
@@ -172,7 +174,7 @@ LogicalResult matchExpansion(Conv3dOp expand, MlpRoles &r, StringRef templ, Repo
 /// `mlp`: y = W2·act(W1·x + b1) + b2, optionally ⊕ r (an elementwise op of that result and
 /// a body argument, e.g. the residual add); one result. The expansion never leaves the
 /// kernel.
-LogicalResult matchMlp(Block &body, Report report) {
+LogicalResult matchMlp(Block &body, Report report, Roles &roles) {
   MlpRoles r;
   auto ops = llvm::to_vector(llvm::make_pointer_range(body.without_terminator()));
   if (ops.size() != 3 && ops.size() != 4)
@@ -204,11 +206,15 @@ LogicalResult matchMlp(Block &body, Report report) {
         }))
       return mlpFail(report, "mlp", "the epilogue must be one elementwise op of the "
                                     "compression and a body argument of its shape");
+    r.residual = e;
     last = e->getResult(0);
   }
   auto yield = cast<YieldOp>(body.getTerminator());
   if (yield.getValues().size() != 1 || yield.getValues()[0] != last)
     return mlpFail(report, "mlp", "the body must yield the last op's result only");
+  roles = {{"expand", r.expand}, {"activation", r.act}, {"compress", compress}};
+  if (r.residual)
+    roles.push_back({"epilogue", r.residual});
   return success();
 }
 
@@ -217,7 +223,7 @@ LogicalResult matchMlp(Block &body, Report report) {
 /// dW2 = Σ dy·gᵀ, dh = act'(h, dg), dW1 = Σ dh·xᵀ, and optionally dx = W1ᵀ·dh and
 /// db1 = Σ dh over all but the channel axis. Yields a subset of (dx, dW1, db1, dW2) that
 /// includes both weight gradients.
-LogicalResult matchMlpGrad(Block &body, Report report) {
+LogicalResult matchMlpGrad(Block &body, Report report, Roles &roles) {
   MlpRoles r;
   StringRef t = "mlp_grad";
   Conv3dOp expand;
@@ -279,13 +285,19 @@ LogicalResult matchMlpGrad(Block &body, Report report) {
         !(r.gradInput && v == r.gradInput.getResult()) &&
         !(r.gradB1 && v == r.gradB1.getResult()))
       return mlpFail(report, t, "it may yield only dx, dW1, db1 and dW2");
+  roles = {{"expand", r.expand}, {"activation", r.act}, {"dg", r.gradAct},
+           {"dw2", r.gradW2},    {"dh", r.actGrad},     {"dw1", r.gradW1}};
+  if (r.gradInput)
+    roles.push_back({"dx", r.gradInput});
+  if (r.gradB1)
+    roles.push_back({"db1", r.gradB1});
   return success();
 }
 /// The `stencil` template: one stencil kernel (a shift-sum of rank-5 block arguments, kernel
 /// at most 7 along each axis: any such tile fits shared memory) yielding its result, and
 /// optionally med.group_norm_stats of that result yielding the mean and rstd, computed in
 /// the kernel's epilogue.
-LogicalResult matchStencil(Block &body, Report report) {
+LogicalResult matchStencil(Block &body, Report report, Roles &roles) {
   const StringRef t = "stencil";
   auto ops = body.without_terminator();
   SmallVector<Operation *> list;
@@ -306,12 +318,14 @@ LogicalResult matchStencil(Block &body, Report report) {
       llvm::any_of(w.getShape().drop_front(2), [](int64_t k) { return k < 1 || k > 7; }))
     return mlpFail(report, t, "expected a static N×C×D×H×W result and a kernel of at most 7");
   SmallVector<Value> expected{stencil->getResult(0)};
+  roles = {{"stencil", stencil}};
   if (list.size() == 2) {
     auto stats = dyn_cast<GroupNormStatsOp>(list[1]);
     if (!stats || stats.getInput() != stencil->getResult(0))
       return mlpFail(report, t,
                      "the epilogue must be med.group_norm_stats of the stencil's result");
     expected.append({stats.getMean(), stats.getRstd()});
+    roles.push_back({"statistics", stats});
   }
   auto yield = cast<YieldOp>(body.getTerminator());
   if (!llvm::equal(yield.getValues(), expected))
@@ -329,7 +343,7 @@ LogicalResult matchStencil(Block &body, Report report) {
 /// - med.affinities of a `nearest` transform's result, yielding the affinities and their
 ///   mask: the labels at both ends of each affinity are sampled where they are needed and
 ///   the resampled volume is never stored.
-LogicalResult matchResample(Block &body, Report report) {
+LogicalResult matchResample(Block &body, Report report, Roles &roles) {
   const StringRef t = "resample";
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
@@ -347,6 +361,7 @@ LogicalResult matchResample(Block &body, Report report) {
       return mlpFail(report, t, "affinities need the labels of a nearest transform");
     if (!llvm::equal(yield.getValues(), aff->getResults()))
       return mlpFail(report, t, "the body must yield the affinities and the mask only");
+    roles = {{"transform", transform}, {"affinities", aff}};
     return success();
   }
   auto slice = dyn_cast<SliceOp>(ops.back());
@@ -377,6 +392,7 @@ LogicalResult matchResample(Block &body, Report report) {
                                 "the spatial axes with stride 1");
     if (yield.getValues().size() != 1 || yield.getValues()[0] != slice.getResult())
       return mlpFail(report, t, "with a slice, the body must yield the slice only");
+    roles = {{"transform", transform}, {"crop", slice}};
     return success();
   }
   if (yield.getValues().empty())
@@ -384,6 +400,7 @@ LogicalResult matchResample(Block &body, Report report) {
   for (Value v : yield.getValues())
     if (!inside.contains(v))
       return mlpFail(report, t, "the body may yield the transform's result and its epilogue's");
+  roles = {{"transform", transform}};
   return success();
 }
 
@@ -428,24 +445,41 @@ LogicalResult matchReduce(Block &body, Report report) {
 }
 } // namespace
 
-LogicalResult mlir::med::matchFusionTemplate(StringRef name, Block &body,
-                                             llvm::function_ref<InFlightDiagnostic()> report) {
+FailureOr<DictionaryAttr>
+mlir::med::matchFusionTemplate(StringRef name, Block &body,
+                               llvm::function_ref<InFlightDiagnostic()> report) {
+  Roles roles;
+  LogicalResult matched = failure();
   if (name == "elementwise")
-    return matchElementwise(body, report);
-  if (name == "mlp")
-    return matchMlp(body, report);
-  if (name == "mlp_grad")
-    return matchMlpGrad(body, report);
-  if (name == "reduce")
-    return matchReduce(body, report);
-  if (name == "resample")
-    return matchResample(body, report);
-  if (name == "stencil")
-    return matchStencil(body, report);
-  if (report)
+    matched = matchElementwise(body, report);
+  else if (name == "mlp")
+    matched = matchMlp(body, report, roles);
+  else if (name == "mlp_grad")
+    matched = matchMlpGrad(body, report, roles);
+  else if (name == "reduce")
+    matched = matchReduce(body, report);
+  else if (name == "resample")
+    matched = matchResample(body, report, roles);
+  else if (name == "stencil")
+    matched = matchStencil(body, report, roles);
+  else if (report)
     report() << "unknown fusion template '" << name << "' (expected one of: "
              << llvm::join(fusionTemplates(), ", ") << ")";
-  return failure();
+  if (failed(matched))
+    return failure();
+  // Each role's op by its position in the body: the plan lists a body's ops in this order.
+  Builder b(body.getParentOp()->getContext());
+  SmallVector<NamedAttribute> entries;
+  for (auto [role, op] : roles) {
+    int64_t index = 0;
+    for (Operation &o : body) {
+      if (&o == op)
+        break;
+      ++index;
+    }
+    entries.push_back(b.getNamedAttr(role, b.getI64IntegerAttr(index)));
+  }
+  return b.getDictionaryAttr(entries);
 }
 
 void FusionOp::build(OpBuilder &builder, OperationState &state, StringRef templateName,
@@ -474,7 +508,27 @@ LogicalResult FusionOp::verifyRegions() {
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError("the body yields ")
            << yield.getValues().getTypes() << ", the op's results are " << getResultTypes();
-  return matchFusionTemplate(getTemplateName(), body, [&] { return emitOpError(); });
+  FailureOr<DictionaryAttr> roles =
+      matchFusionTemplate(getTemplateName(), body, [&] { return emitOpError(); });
+  if (failed(roles))
+    return failure();
+  // The roles travel to the code generators, which read them instead of matching again:
+  // they must be the matcher's (none for a template without roles).
+  DictionaryAttr given = getRolesAttr();
+  if (roles->empty() ? given != nullptr : given != *roles) {
+    InFlightDiagnostic d = emitOpError("template '") << getTemplateName() << "': roles ";
+    if (given)
+      d << given;
+    else
+      d << "missing";
+    d << ", but its matcher finds ";
+    if (roles->empty())
+      d << "none (leave the attribute out)";
+    else
+      d << *roles;
+    return d;
+  }
+  return success();
 }
 
 FusionKind GeluGradOp::getFusionKind() { return FusionKind::Elementwise; }

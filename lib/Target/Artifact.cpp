@@ -165,11 +165,19 @@ private:
     json::Array inputs, outputs, ops;
     if (failed(inner.block(fusion.getBody().front(), fusion, inputs, outputs, ops)))
       return failure();
-    return fusions.add(json::Object{{"template", fusion.getTemplateName()},
-                                    {"values", std::move(inner.values)},
-                                    {"inputs", std::move(inputs)},
-                                    {"outputs", std::move(outputs)},
-                                    {"ops", std::move(ops)}});
+    json::Object body{{"template", fusion.getTemplateName()},
+                      {"values", std::move(inner.values)},
+                      {"inputs", std::move(inputs)},
+                      {"outputs", std::move(outputs)},
+                      {"ops", std::move(ops)}};
+    // The roles its matcher found (the verifier checked them), by op index as in `ops`.
+    if (DictionaryAttr roles = fusion.getRolesAttr()) {
+      json::Object byName;
+      for (NamedAttribute role : roles)
+        byName[role.getName().strref()] = cast<IntegerAttr>(role.getValue()).getInt();
+      body["roles"] = std::move(byName);
+    }
+    return fusions.add(std::move(body));
   }
 
   FailureOr<int64_t> define(Value v, Operation *where) {

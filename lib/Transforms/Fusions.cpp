@@ -48,10 +48,13 @@ FusionOp formFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Operat
                     const llvm::SmallPtrSetImpl<Operation *> &members) {
   SmallVector<Value> escaping;
   FusionOp fusion = buildFusion(b, loc, templ, ops, escapes, members, escaping);
-  if (failed(matchFusionTemplate(templ, fusion.getBody().front(), nullptr))) {
+  FailureOr<DictionaryAttr> roles = matchFusionTemplate(templ, fusion.getBody().front(), nullptr);
+  if (failed(roles)) {
     fusion->erase();
     return nullptr;
   }
+  if (!roles->empty())
+    fusion.setRolesAttr(*roles);
   useFusionResults(fusion, escaping, members);
   return fusion;
 }

@@ -296,3 +296,45 @@ func.func @reduce_inner_kept(%x: tensor<2x3x4xf32>) -> (tensor<3x4xf32>, tensor<
   }
   return %0#0, %0#1 : tensor<3x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// The roles a fusion carries are its matcher's: the code generators read them instead of
+// matching again. Here expand and compress are swapped.
+func.func @mlp_roles_swapped(%x: tensor<1x2x3x3x3xf32>, %w1: tensor<4x2x1x1x1xf32>, %w2: tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
+  // expected-error @+1 {{template 'mlp': roles {activation = 1 : i64, compress = 0 : i64, expand = 2 : i64}, but its matcher finds {activation = 1 : i64, compress = 2 : i64, expand = 0 : i64}}}
+  %0 = med.fusion "mlp"(%x, %w1, %w2) {roles = {activation = 1, compress = 0, expand = 2}} : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32> {
+  ^bb0(%a: tensor<1x2x3x3x3xf32>, %b: tensor<4x2x1x1x1xf32>, %c: tensor<2x4x1x1x1xf32>):
+    %h = med.conv3d %a, %b : (tensor<1x2x3x3x3xf32>, tensor<4x2x1x1x1xf32>) -> tensor<1x4x3x3x3xf32>
+    %g = med.gelu %h : tensor<1x4x3x3x3xf32>
+    %m = med.conv3d %g, %c : (tensor<1x4x3x3x3xf32>, tensor<2x4x1x1x1xf32>) -> tensor<1x2x3x3x3xf32>
+    med.yield %m : tensor<1x2x3x3x3xf32>
+  }
+  return %0 : tensor<1x2x3x3x3xf32>
+}
+
+// -----
+
+// A template with roles needs them.
+func.func @stencil_roles_missing(%x: tensor<1x2x2x2x2xf32>, %w: tensor<2x1x3x3x3xf32>) -> tensor<1x2x2x2x2xf32> {
+  // expected-error @+1 {{template 'stencil': roles missing, but its matcher finds {stencil = 0 : i64}}}
+  %0 = med.fusion "stencil"(%x, %w) : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x2x2x2xf32> {
+  ^bb0(%a: tensor<1x2x2x2x2xf32>, %k: tensor<2x1x3x3x3xf32>):
+    %y = med.shift_sum %a, %k : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x2x2x2xf32>
+    med.yield %y : tensor<1x2x2x2x2xf32>
+  }
+  return %0 : tensor<1x2x2x2x2xf32>
+}
+
+// -----
+
+// A template without roles takes none.
+func.func @elementwise_roles(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{template 'elementwise': roles {expand = 0 : i64}, but its matcher finds none (leave the attribute out)}}
+  %0 = med.fusion "elementwise"(%x) {roles = {expand = 0}} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %s = med.neg %a : tensor<4xf32>
+    med.yield %s : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}

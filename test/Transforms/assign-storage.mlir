@@ -26,8 +26,8 @@ module {
     %st:2 = med.group_norm_stats %c {groups = 2 : i64} : (tensor<1x2x2x2x2xf32>) -> (tensor<1x2xf32>, tensor<1x2xf32>)
     // So are a stencil fusion's that its body yields from them; its stencil's result is an
     // activation.
-    // CHECK: med.fusion "stencil"{{.*}} {med.storage = [bf16, f32, f32]}
-    %sf:3 = med.fusion "stencil"(%c, %w3) : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> (tensor<1x2x2x2x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) {
+    // CHECK: med.fusion "stencil"{{.*}} {med.storage = [bf16, f32, f32], roles = {statistics = 1 : i64, stencil = 0 : i64}}
+    %sf:3 = med.fusion "stencil"(%c, %w3) {roles = {statistics = 1, stencil = 0}} : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> (tensor<1x2x2x2x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) {
     ^bb0(%a: tensor<1x2x2x2x2xf32>, %k: tensor<2x1x3x3x3xf32>):
       %y = med.shift_sum %a, %k : (tensor<1x2x2x2x2xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x2x2x2xf32>
       %m, %v = med.group_norm_stats %y {groups = 2 : i64} : (tensor<1x2x2x2x2xf32>) -> (tensor<1x2xf32>, tensor<1x2xf32>)

@@ -9,6 +9,7 @@
 
 // CHECK-LABEL: func.func @block
 // CHECK:       %[[Y:.*]] = med.fusion "mlp"(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5)
+// CHECK-SAME:    {roles = {activation = 1 : i64, compress = 2 : i64, epilogue = 3 : i64, expand = 0 : i64}}
 // CHECK-NEXT:  ^bb0(%[[X:.*]]: tensor<2x5x3x4x5xf32>, %[[W1:.*]]: tensor<11x5x1x1x1xf32>, %[[B1:.*]]: tensor<11xf32>, %[[W2:.*]]: tensor<5x11x1x1x1xf32>, %[[B2:.*]]: tensor<5xf32>, %[[R:.*]]: tensor<2x5x3x4x5xf32>):
 // CHECK-NEXT:    %[[H:.*]] = med.conv3d %[[X]], %[[W1]], %[[B1]]
 // CHECK-NEXT:    %[[G:.*]] = med.gelu %[[H]]
@@ -16,6 +17,7 @@
 // CHECK-NEXT:    %[[S:.*]] = med.add %[[R]], %[[M]]
 // CHECK-NEXT:    med.yield %[[S]]
 // CHECK:       %[[GR:.*]]:4 = med.fusion "mlp_grad"(%arg0, %arg1, %arg2, %arg6, %arg3)
+// CHECK-SAME:    {roles = {activation = 1 : i64, db1 = 7 : i64, dg = 2 : i64, dh = 4 : i64, dw1 = 6 : i64, dw2 = 3 : i64, dx = 5 : i64, expand = 0 : i64}}
 // CHECK-NEXT:  ^bb0(%[[X:.*]]: tensor<2x5x3x4x5xf32>, %[[W1:.*]]: tensor<11x5x1x1x1xf32>, %[[B1:.*]]: tensor<11xf32>, %[[DY:.*]]: tensor<2x5x3x4x5xf32>, %[[W2:.*]]: tensor<5x11x1x1x1xf32>):
 // CHECK-NEXT:    %[[H:.*]] = med.conv3d %[[X]], %[[W1]], %[[B1]]
 // CHECK-NEXT:    %[[G:.*]] = med.gelu %[[H]]
@@ -54,6 +56,7 @@ func.func @block(%x: tensor<2x5x3x4x5xf32>, %w1: tensor<11x5x1x1x1xf32>, %b1: te
 
 // CHECK-LABEL: func.func @forward_only
 // CHECK:       %[[M:.*]] = med.fusion "mlp"(%arg0, %arg1, %arg2, %arg3, %arg4)
+// CHECK-SAME:    {roles = {activation = 1 : i64, compress = 2 : i64, expand = 0 : i64}}
 // CHECK:         med.conv3d
 // CHECK-NEXT:    med.gelu
 // CHECK-NEXT:    med.conv3d

@@ -4,7 +4,7 @@
 // become one fusion at the first of them; the sum over other axes and the reduction of
 // another value stay alone.
 // CHECK-LABEL: func.func @contrast
-// CHECK:      %[[F:.*]]:3 = med.fusion "reduce"(%arg0)
+// CHECK:      %[[F:.*]]:3 = med.fusion "reduce"(%arg0) :
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   %[[A:.*]] = med.reduce mean
 // CHECK-NEXT:   %[[B:.*]] = med.reduce min

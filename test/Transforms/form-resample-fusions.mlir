@@ -5,11 +5,13 @@
 // the resampled labels are never a value of the function.
 // CHECK-LABEL: func.func @banis
 // CHECK:      %[[AFF:.*]]:2 = med.fusion "resample"(%arg1, %arg2)
+// CHECK-SAME:   {roles = {affinities = 1 : i64, transform = 0 : i64}}
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   %[[L:.*]] = med.spatial_transform nearest
 // CHECK-NEXT:   %[[A:.*]], %[[M:.*]] = med.affinities %[[L]]
 // CHECK-NEXT:   med.yield %[[A]], %[[M]]
 // CHECK:      %[[IMG:.*]] = med.fusion "resample"(%arg0, %arg2)
+// CHECK-SAME:   {roles = {crop = 1 : i64, transform = 0 : i64}}
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   med.spatial_transform linear
 // CHECK-NEXT:   %[[C:.*]] = med.slice
@@ -31,7 +33,7 @@ func.func @banis(%x: tensor<2x1x6x6x6xf32>, %s: tensor<2x1x6x6x6xi32>, %m: tenso
 // fusion too: it is a second result.
 // CHECK-LABEL: func.func @noise
 // CHECK:      med.mul %arg2, %arg3 : (tensor<2x1x1x1x1xf32>, tensor<f32>)
-// CHECK:      %[[F:.*]]:2 = med.fusion "resample"(%arg0, %arg1, %arg4, %{{.*}})
+// CHECK:      %[[F:.*]]:2 = med.fusion "resample"(%arg0, %arg1, %arg4, %{{[0-9]+}}) {roles = {transform = 0 : i64}}
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   %[[T:.*]] = med.spatial_transform linear
 // CHECK-NEXT:   %[[R:.*]] = med.random %{{.*}}, %[[T]] {distribution = #med<distribution normal>, stream = 3 : i64}

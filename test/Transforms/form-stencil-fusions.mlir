@@ -10,6 +10,7 @@
 
 // CHECK-LABEL: func.func @block
 // CHECK:       %[[F:.*]]:3 = med.fusion "stencil"(%arg0, %arg1, %arg2)
+// CHECK-SAME:    {roles = {statistics = 1 : i64, stencil = 0 : i64}}
 // CHECK-NEXT:  ^bb0(%[[X:.*]]: tensor<2x5x6x7x9xf32>, %[[W:.*]]: tensor<5x1x3x3x3xf32>, %[[B:.*]]: tensor<5xf32>):
 // CHECK-NEXT:    %[[Y:.*]] = med.shift_sum %[[X]], %[[W]], %[[B]]
 // CHECK-NEXT:    %[[M:.*]], %[[R:.*]] = med.group_norm_stats %[[Y]] {epsilon = 1.000000e-03 : f64, groups = 5 : i64}

@@ -74,12 +74,12 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  // Version 7 plans (before medc's memory plan) and older are no longer read: recompile
-  // them.
-  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 10u}) {
+  // Version 9 plans (before fusion bodies carried their roles) and older are no longer
+  // read: recompile them.
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 11u}) {
     std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
     EXPECT_NE(msg.find(str("artifact format version ", v,
-                           ", but this medrun reads versions 8 to 9; recompile")),
+                           ", but this medrun reads version 10 only; recompile")),
               std::string::npos)
         << msg;
   }

@@ -61,6 +61,14 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
       optionally with `med.group_norm_stats` of its result, yielding the result, then the
       mean and rstd.
 
+    `roles` records what the template's matcher found, once, when the fusion is formed:
+    each role's op by its index in the body (the verifier checks it against the matcher;
+    the plan carries it, and the code generators read it instead of matching again).
+    `mlp`: `expand`, `activation`, `compress`, `epilogue`?; `mlp_grad`: `expand`,
+    `activation`, `dg`, `dw2`, `dh`, `dw1`, `dx`?, `db1`?; `stencil`: `stencil`,
+    `statistics`?; `resample`: `transform`, then `affinities` or `crop`? (the epilogue is
+    the ops between). `elementwise` and `reduce` have none (the attribute is absent).
+
     Numerics: values inside a fusion are f32 and never stored; only the results are rounded
     to their storage type (under bf16-mixed or fp16-mixed), and the inputs are read as the
     ops of their kind read them. One exception, under bf16-mixed and fp16-mixed: the factors
@@ -80,7 +88,8 @@ def Med_FusionOp : Med_Op<"fusion", [Pure, IsolatedFromAbove, Med_NotDifferentia
     }
     ```
   }];
-  let arguments = (ins StrAttr:$template_name, Variadic<AnyRankedTensor>:$inputs);
+  let arguments = (ins StrAttr:$template_name, OptionalAttr<DictionaryAttr>:$roles,
+                       Variadic<AnyRankedTensor>:$inputs);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -62,10 +62,12 @@ FusionKind broadcastingKind(Operation *op);
 
 namespace mlir::med {
 /// The matcher of a fusion template: does `body` (a med.fusion's block) hold only what the
-/// template `name` can run? Reports the first problem through `report` (when given).
-/// Shared by the verifier of med.fusion and the passes that form fusions.
-LogicalResult matchFusionTemplate(StringRef name, Block &body,
-                                  llvm::function_ref<InFlightDiagnostic()> report);
+/// template `name` can run? Reports the first problem through `report` (when given), else
+/// returns the roles it found (med.fusion's `roles`: role name → index of the role's op in
+/// the body; empty for a template without roles). Shared by the verifier of med.fusion and
+/// the passes that form fusions.
+FailureOr<DictionaryAttr> matchFusionTemplate(StringRef name, Block &body,
+                                              llvm::function_ref<InFlightDiagnostic()> report);
 /// A rank-0 f32 med.constant: an `elementwise` fusion's body may hold it (a literal).
 bool isScalarLiteralConstant(ConstantOp op);
 /// The fusion templates medc knows.

@@ -68,12 +68,13 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 9;
+  static constexpr uint32_t kFormatVersion = 10;
   /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types,
   /// version 7 the data-parallel `all_reduce` op and CUDA step, version 8 medc's memory
-  /// plan (`cuda_plan.memory`), version 9 sm_90a modules and launch variants; older plans
-  /// are read no more (recompile them).
-  static constexpr uint32_t kOldestFormatVersion = 8;
+  /// plan (`cuda_plan.memory`), version 9 sm_90a modules and launch variants, version 10
+  /// the roles of fusion bodies (which the code generators read instead of matching
+  /// again); older plans are read no more (recompile them).
+  static constexpr uint32_t kOldestFormatVersion = 10;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;

@@ -125,7 +125,13 @@ struct Function {
   std::string precision;
   double initLossScale = 0; ///< fp16-mixed: the loss_scale input of the first step
   std::string fusionTemplate; ///< a fusion body: the template that runs it ("elementwise", "mlp", ...)
+  /// A fusion body: the roles its template's matcher found (plan v10), each role's op by
+  /// index into `ops` ("expand" → 0, ...; docs/artifact.md).
+  std::map<std::string, int> roles;
   std::optional<CudaPlan> cuda;  ///< present in artifacts compiled with --target cuda
+
+  /// A fusion body's op in role `name`, or nullptr where the body has no such role.
+  const OpInfo *role(const std::string &name) const;
 };
 
 /// The functions of a plan and the fusion bodies they refer to.

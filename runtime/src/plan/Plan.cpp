@@ -13,6 +13,11 @@ using json = nlohmann::json;
 // OpInfo accessors
 //===----------------------------------------------------------------------------------===//
 
+const OpInfo *Function::role(const std::string &name) const {
+  auto it = roles.find(name);
+  return it == roles.end() ? nullptr : &ops.at(it->second);
+}
+
 std::string OpInfo::describe() const {
   return str("'med.", kind, "'", location.empty() ? "" : " at " + location);
 }
@@ -422,6 +427,18 @@ Plan PlanReader::plan(const json &doc) {
       body["name"] = str("fusion body ", i);
       Function f = function(body, i);
       f.fusionTemplate = string(body, "template", f.name);
+      if (body.contains("roles")) {
+        const json &roles = body["roles"];
+        if (!roles.is_object())
+          fail(f.name, "'roles' must map role names to op indices");
+        for (const auto &[role, index] : roles.items()) {
+          if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
+              index.get<int64_t>() >= static_cast<int64_t>(f.ops.size()))
+            fail(f.name, str("role '", role, "' must be the index of one of its ", f.ops.size(),
+                             " ops"));
+          f.roles[role] = index.get<int>();
+        }
+      }
       if (f.cuda)
         fail(f.name, "a fusion body has no CUDA plan of its own");
       fusions.push_back(std::make_shared<const Function>(std::move(f)));

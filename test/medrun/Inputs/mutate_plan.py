@@ -286,6 +286,10 @@ def mutations(doc, fname):
                 def f(d, b=b, j=j, name=name):
                     d["fusions"][b]["ops"][j]["operands"][name][0] = len(d["fusions"][b]["values"]) + 2
                 add("fusion body %d: op %d operand %s out of range" % (b, j, name), "reject", f, k)
+        for role in body.get("roles", {}):
+            def f(d, b=b, role=role):
+                d["fusions"][b]["roles"][role] = len(d["fusions"][b]["ops"])
+            add("fusion body %d: role %s out of range" % (b, role), "reject", f, k)
         def f(d, k=k):
             F(d)["ops"][k]["attrs"]["body"] = len(d["fusions"])
         add("op %d fusion: body out of range" % k, "reject", f, k)

@@ -89,7 +89,8 @@ std::string dxStore(int64_t C, int64_t Cp, int64_t S) {
          "  }\n";
 }
 
-/// The roles of an mlp / mlp_grad body's values, from its ops (the matcher checked them).
+/// The ops of an mlp / mlp_grad body in their roles, as its matcher recorded them
+/// (med.fusion's `roles`; absent roles are null).
 struct MlpBody {
   const Op *expand = nullptr, *act = nullptr, *compress = nullptr, *epilogue = nullptr;
   const Op *gradAct = nullptr, *gradInput = nullptr, *gradW2 = nullptr, *gradW1 = nullptr,
@@ -98,33 +99,16 @@ struct MlpBody {
 
 MlpBody rolesOf(const medrun::Function &body) {
   MlpBody r;
-  for (const Op &o : body.ops) {
-    if (o.kind == "conv3d")
-      (r.expand ? r.compress : r.expand) = &o;
-    else if (o.kind == "conv3d_transpose")
-      (r.gradAct ? r.gradInput : r.gradAct) = &o;
-    else if (o.kind == "conv3d_grad_weight")
-      (r.gradW2 ? r.gradW1 : r.gradW2) = &o;
-    else if (o.kind == "reduce")
-      r.gradB1 = &o;
-  }
-  // Elementwise ops: the activation reads the expansion alone, the epilogue reads the
-  // compression, the activation's gradient reads the expansion and dg.
-  const int h = r.expand ? r.expand->results.at(0) : -1;
-  for (const Op &o : body.ops) {
-    if (&o == r.expand || &o == r.compress || &o == r.gradAct || &o == r.gradInput ||
-        &o == r.gradW2 || &o == r.gradW1 || &o == r.gradB1)
-      continue;
-    std::vector<int> reads;
-    for (auto &[name, ids] : o.operands)
-      reads.insert(reads.end(), ids.begin(), ids.end());
-    if (reads == std::vector<int>{h})
-      r.act = &o;
-    else if (r.compress)
-      r.epilogue = &o;
-    else
-      r.actGrad = &o;
-  }
+  r.expand = body.role("expand");
+  r.act = body.role("activation");
+  r.compress = body.role("compress");
+  r.epilogue = body.role("epilogue");
+  r.gradAct = body.role("dg");
+  r.gradW2 = body.role("dw2");
+  r.actGrad = body.role("dh");
+  r.gradW1 = body.role("dw1");
+  r.gradInput = body.role("dx");
+  r.gradB1 = body.role("db1");
   return r;
 }
 

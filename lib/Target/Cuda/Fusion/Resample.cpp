@@ -17,16 +17,18 @@ namespace mlir::med::cuda {
 
 void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
   const std::vector<int> &inputs = op.operand("inputs");
+  const Op *transform = body.role("transform"), *affinities = body.role("affinities"),
+           *crop = body.role("crop");
   if (body.inputs.size() != inputs.size() || body.outputs.size() != op.results.size() ||
-      body.ops.empty() || body.ops[0].kind != "spatial_transform")
-    error("the resample fusion's body does not start with a spatial transform");
+      !transform || transform->kind != "spatial_transform")
+    error("the resample fusion's body has no spatial transform");
   auto outerInput = [&](int id) {
     for (size_t j = 0; j < body.inputs.size(); ++j)
       if (body.inputs[j] == id)
         return inputs[j];
     return -1;
   };
-  const Op &st = body.ops[0];
+  const Op &st = *transform;
   const int x = outerInput(st.single("input")), m = outerInput(st.single("matrix"));
   const int v = st.results.at(0);
   if (x < 0 || m < 0)
@@ -45,8 +47,8 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
                                   "u + threadIdx.x);\n"
                             : "  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
 
-  if (body.ops.size() == 2 && body.ops[1].kind == "affinities") {
-    const Op &aff = body.ops[1];
+  if (affinities) {
+    const Op &aff = *affinities;
     const int a = result(op, 0), mask = result(op, 1);
     requireFloat(a, "the affinities");
     requireFloat(mask, "the mask");
@@ -92,11 +94,10 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
 
   // The box the threads visit: the slice's, else the whole output.
   std::vector<int64_t> box = ys, low{0, 0, 0, 0, 0};
-  const Op &last = body.ops.back();
-  const bool cropped = last.kind == "slice";
+  const bool cropped = crop != nullptr;
   if (cropped) {
-    low = last.intsAttr("offsets");
-    box = body.values.at(last.results.at(0)).shape;
+    low = crop->intsAttr("offsets");
+    box = body.values.at(crop->results.at(0)).shape;
     if (low.size() != 5 || box.size() != 5 || box[0] != N || box[1] != C)
       error("the slice must crop the spatial axes only");
   }
@@ -138,8 +139,9 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
     args.push_back(outer);
     return expr[id] = "(float)" + name + "[" + (at.empty() ? "0" : at) + "]";
   };
-  for (size_t k = 1; k < body.ops.size() - (cropped ? 1 : 0); ++k) {
-    const Op &o = body.ops[k];
+  for (const Op &o : body.ops) { // the epilogue: every op but the transform and the crop
+    if (&o == transform || &o == crop)
+      continue;
     const std::string t = "t" + std::to_string(o.results.at(0));
     if (o.kind == "random") { // Random.cpp's counter of element (n, c, o)
       const int key = outerInput(o.single("key"));
@@ -166,7 +168,7 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
   // Each result stored once, in its storage type, at the voxel's index in the box.
   for (size_t j = 0; j < op.results.size(); ++j) {
     const int id = body.outputs[j];
-    const int from = cropped && id == last.results.at(0) ? last.single("input") : id;
+    const int from = cropped && id == crop->results.at(0) ? crop->single("input") : id;
     if (!expr.count(from))
       error("a result of the resample fusion is not computed by its body");
     const std::string name = "y" + std::to_string(j);

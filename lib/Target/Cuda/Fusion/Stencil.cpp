@@ -17,8 +17,9 @@ namespace mlir::med::cuda {
 
 void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
   const std::vector<int> &inputs = op.operand("inputs");
+  const Op *stencil = body.role("stencil"), *statistics = body.role("statistics");
   if (body.inputs.size() != inputs.size() || body.outputs.size() != op.results.size() ||
-      body.ops.empty() || body.ops.size() > 2 || body.ops[0].kind != "shift_sum")
+      !stencil || stencil->kind != "shift_sum")
     error("the stencil fusion's body is not a shift-sum with optional statistics");
   // The function's buffers of the body's values: its inputs and results.
   auto outer = [&](int id) {
@@ -30,19 +31,19 @@ void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
         return op.results[j];
     error("a body value the stencil template needs is neither an input nor a result");
   };
-  const Op &sum = body.ops[0];
+  const Op &sum = *stencil;
   std::optional<int> bias;
   if (std::optional<int> b = sum.optional("bias"))
     bias = outer(*b);
   const int y = outer(sum.results.at(0));
   const bool mirrored = sum.boolAttr("mirrored");
   const int x = outer(sum.single("input")), w = outer(sum.single("weight"));
-  if (body.ops.size() == 1) {
+  if (!statistics) {
     if (shiftSumTile(op, mirrored, x, w, bias, y, -1) == TileEmitted::None)
       error("the shift-sum does not fit the stencil template");
     return;
   }
-  const Op &stats = body.ops[1];
+  const Op &stats = *statistics;
   if (stats.kind != "group_norm_stats" || stats.single("input") != sum.results.at(0))
     error("the stencil fusion's epilogue is not the statistics of its shift-sum");
   const int mean = outer(stats.results.at(0)), rstd = outer(stats.results.at(1));
