@@ -525,6 +525,9 @@ public:
                             a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
                             " but the labels ", b.name(), " have ", b.spacing[0], " x ",
                             b.spacing[1], " x ", b.spacing[2], " (expected the same spacing)"));
+        if (std::string g = geometryMismatch(a, b); !g.empty())
+          throw Error(str("data: case ", v.c.name, ": the labels ", b.name(), " are not where the image ",
+                          a.name(), " is: ", g, " (expected the same origin and direction)"));
         v.images.back()->setCache(cache);
       }
       v.shape = b.shape;

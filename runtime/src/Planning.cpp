@@ -233,6 +233,9 @@ ojson datasetFingerprint(const PlanOptions &o) {
                               ii.spacing[1], " x ", ii.spacing[2], " but its labels ", li.spacing[0],
                               " x ", li.spacing[1], " x ", li.spacing[2],
                               " (expected the same geometry)"));
+          if (std::string g = geometryMismatch(ii, li); !g.empty())
+            throw Error(str("case ", name, ": its labels ", labelPath, " are not where ", path,
+                            " is: ", g, " (expected the same origin and direction)"));
           img[c].resize(static_cast<size_t>(n));
           r->read({0, 0, 0}, shape, img[c].data());
         }

@@ -332,6 +332,9 @@ int evalFolders(const EvalOptions &o) {
                             a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
                             " but the reference ", r.spacing[0], " x ", r.spacing[1], " x ",
                             r.spacing[2], " (expected the same geometry)"));
+        if (std::string g = geometryMismatch(r, a); !g.empty())
+          throw Error(str("case ", preds[i], ": the prediction ", pp, " is not where the reference ",
+                          rp, " is: ", g, " (expected the same geometry)"));
         std::vector<int64_t> pred = readLabels(*pr), ref = readLabels(*rr);
         for (int64_t v : pred)
           if (v < 0)

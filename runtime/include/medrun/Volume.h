@@ -121,6 +121,11 @@ std::unique_ptr<VolumeReader> openVolume(const std::string &path);
 /// A 3-D volume is one channel. Throws Error naming the path for a channel past C.
 std::unique_ptr<VolumeReader> openChannel(const std::string &path, int64_t channel);
 
+/// How the geometry of `b` differs from `a`'s beyond the spacing: "" when their affines
+/// agree (origin within 1e-3 of the largest spacing, direction within 1e-4), else e.g.
+/// "origin (x, y, z) = (0, 0, 30) vs (0, 0, 0) mm", for an error that names both files.
+std::string geometryMismatch(const VolumeInfo &a, const VolumeInfo &b);
+
 /// Where a volume's samples come from, for writeVolume.
 struct VolumeData {
   Box3 shape{};
