@@ -99,6 +99,39 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
     throw Error(str(meta, ": regions_class_order: region-based datasets are not supported "
                           "(expected integer labels)"));
   const std::string ending = d.value("file_ending", ".nii.gz");
+  if (fs::exists(fs::path(dir) / "preprocess.json")) {
+    // `medrun preprocess`'s cache: CASE.zarr/data_XXXX (normalised already) and seg, where
+    // -1 (outside the non-zero region) is background, as nnU-Net trains it.
+    json manifest = readJson((fs::path(dir) / "preprocess.json").string());
+    if (spec.normalization != "auto" && spec.normalization != "none")
+      throw Error(str("data.normalization: ", dir, " is a preprocessed cache, normalised by its "
+                      "plan already; expected auto or none, got ", spec.normalization));
+    const json listed = manifest.value("cases", json::object());
+    if (!listed.is_object())
+      throw Error(str(dir, "/preprocess.json: cases: expected an object (run medrun preprocess "
+                      "again)"));
+    std::vector<Case> cases;
+    for (const auto &[name, stamp] : listed.items()) {
+      Case c;
+      c.name = name;
+      const fs::path zarr = fs::path(dir) / (name + ".zarr");
+      c.label = (zarr / "seg").string();
+      for (size_t k = 0; k < modalities.size(); ++k) {
+        char key[32];
+        std::snprintf(key, sizeof key, "data_%04zu", k);
+        c.images.push_back((zarr / key).string());
+        if (!fs::exists(fs::path(c.images.back()) / ".zarray"))
+          throw Error(str("case ", name, ": ", c.images.back(), " is missing from the "
+                          "preprocessed cache (run medrun preprocess again)"));
+      }
+      cases.push_back(c);
+    }
+    if (cases.empty())
+      throw Error(str(dir, "/preprocess.json: no case (run medrun preprocess again)"));
+    split.normalizations.assign(modalities.size(), "none");
+    split.preprocessed = manifest.value("plans", std::string("?"));
+    return cases;
+  }
   const fs::path labelsDir = fs::path(dir) / "labelsTr", imagesDir = fs::path(dir) / "imagesTr";
   if (!fs::is_directory(labelsDir) || !fs::is_directory(imagesDir))
     throw Error(str(dir, ": expected the folders imagesTr/ and labelsTr/ (nnU-Net raw layout)"));
@@ -303,6 +336,8 @@ nlohmann::ordered_json DataContract::toJson() const {
     j["channels"].push_back(k);
   }
   j["spacing"] = spacing ? ojson(*spacing) : ojson(nullptr);
+  if (!preprocessed.empty())
+    j["preprocessed_by"] = preprocessed;
   ojson l = ojson::object();
   for (const auto &[name, value] : labels)
     l[name] = value;
@@ -370,6 +405,11 @@ DataContract DataContract::fromJson(const json &j, const std::string &what) {
     }
     std::stable_sort(c.labels.begin(), c.labels.end(),
                      [](const auto &a, const auto &b) { return a.second < b.second; });
+  }
+  if (j.contains("preprocessed_by")) {
+    if (!j["preprocessed_by"].is_string())
+      throw Error(str(what, ": preprocessed_by: expected the plan's path"));
+    c.preprocessed = j["preprocessed_by"].get<std::string>();
   }
   if (j.contains("ignore_label") && !j["ignore_label"].is_null()) {
     if (!j["ignore_label"].is_number_integer())
@@ -499,7 +539,8 @@ public:
   /// as `training`'s (CT: with the training cases' statistics).
   FileSource(const DatasetSpec &spec, const DatasetSplit &split, FILE *log,
              const FileSource *training = nullptr, const DataContract *stored = nullptr)
-      : classMode_(spec.classes), maxLabel_(split.maxLabel), split_(split) {
+      : classMode_(spec.classes), maxLabel_(split.maxLabel), split_(split),
+        outsideIsBackground_(!split.preprocessed.empty()) {
     auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(spec.cacheMb) << 20);
     const std::vector<Case> &cases = training ? split.validation : split.train;
     vols_.resize(cases.size());
@@ -683,6 +724,8 @@ public:
       view.segmentation = Tensor(DType::U8, {1, size[0], size[1], size[2]});
       uint8_t *seg = view.segmentation.data<uint8_t>();
       for (int64_t i = 0; i < n; ++i) {
+        if (ids[i] == -1 && outsideIsBackground_)
+          ids[i] = 0; // outside the cropped non-zero region: background
         if (ids[i] < 0 || ids[i] > 255)
           throw Error(str(v.c.label, ": label value ", ids[i],
                           " is not a class index (expected 0..255)"));
@@ -829,6 +872,7 @@ public:
       c.spacing = median;
     }
     c.labels = split_.labels; // nnunet's dataset.json; listed files name no classes
+    c.preprocessed = split_.preprocessed;
     return c;
   }
 
@@ -838,6 +882,7 @@ private:
   bool classMode_;
   int64_t maxLabel_;
   DatasetSplit split_;
+  bool outsideIsBackground_ = false; ///< a preprocessed cache: label -1 is background
   std::vector<std::string> schemes_; ///< the resolved normalization of each channel
   std::vector<ChannelNormalization> globals_; ///< of every volume, but under zscore
 };

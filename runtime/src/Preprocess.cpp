@@ -149,6 +149,8 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
     throw Error(str((dir / "labelsTr").string(), ": no label files ending in ", ending));
 
   fs::create_directories(o.out);
+  // dataset.json beside the cases, as nnU-Net copies it: training reads the cache as a dataset.
+  fs::copy_file(meta, fs::path(o.out) / "dataset.json", fs::copy_options::overwrite_existing);
   const std::string manifestPath = (fs::path(o.out) / "preprocess.json").string();
   json old;
   if (fs::exists(manifestPath)) {
@@ -191,7 +193,12 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
           st += "|" + stamp(p);
         stamps[i] = st;
         const fs::path zarr = fs::path(o.out) / (name + ".zarr");
-        bool reuse = old.is_object() && old.value("cases", json::object()).value(name, "") == st &&
+        // The manifest is untrusted: anything but the same stamp means "do it again".
+        const json *known = old.is_object() && old.contains("cases") && old["cases"].is_object() &&
+                                    old["cases"].contains(name)
+                                ? &old["cases"][name]
+                                : nullptr;
+        bool reuse = known && known->is_string() && known->get<std::string>() == st &&
                      fs::exists(zarr / "seg" / ".zarray") &&
                      fs::exists(fs::path(o.out) / (name + ".json"));
         if (!reuse) {
@@ -363,7 +370,8 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
     if (e)
       std::rethrow_exception(e);
   bar.finish();
-  json manifest = {{"plans", plansPath}, {"cases", json::object()}};
+  json manifest = {{"plans", fs::absolute(plansPath).lexically_normal().string()},
+                   {"cases", json::object()}};
   for (size_t i = 0; i < cases.size(); ++i)
     manifest["cases"][cases[i]] = stamps[i];
   const std::string tmp = manifestPath + ".tmp";

@@ -118,6 +118,11 @@ std::optional<DataContract> findContract(const std::string &path, std::string &f
 ChannelNormalization channelNormalization(const InferOptions &o,
                                           const std::optional<DataContract> &contract,
                                           const std::string &from, size_t c) {
+  if (contract && !contract->preprocessed.empty() && o.normalization.empty())
+    throw Error(str(from, ": the run trained on a preprocessed cache (cropped, normalised and "
+                    "resampled by ", contract->preprocessed, "), which infer cannot do to a raw "
+                    "volume: give it the case's preprocessed volumes (CACHE/CASE.zarr/data_XXXX) "
+                    "with --normalization none"));
   if (!o.normalization.empty()) {
     const std::string &n = o.normalization;
     if (n == "ct")

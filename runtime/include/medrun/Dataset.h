@@ -81,6 +81,9 @@ struct DataContract {
   /// Class names and values (nnunet: dataset.json's labels; empty where none are named).
   std::vector<std::pair<std::string, int64_t>> labels;
   std::optional<int64_t> ignoreLabel;         ///< dataset.json's "ignore", if any
+  /// The plan a `medrun preprocess` cache was made by, when the run trained on one: its
+  /// inputs were cropped, normalised and resampled by that plan (channels say "none").
+  std::string preprocessed;
 
   nlohmann::ordered_json toJson() const;
   /// Throws Error starting with `what` and naming the key that is missing or malformed.
@@ -100,6 +103,8 @@ struct DatasetSplit {
   std::vector<std::string> normalizations;
   int64_t maxLabel = -1;     ///< nnunet: the largest label value in dataset.json
   std::vector<std::string> channelNames; ///< nnunet: dataset.json's channel_names, in order
+  /// nnunet: data.path is a `medrun preprocess` cache (preprocess.json) made by this plan.
+  std::string preprocessed;
   /// nnunet: dataset.json's labels, by value (the ignore label left out).
   std::vector<std::pair<std::string, int64_t>> labels;
 };
