@@ -99,6 +99,182 @@ void fillHoles(std::vector<uint8_t> &mask, const Shape3 &s) {
     mask[v] = !outside[v];
 }
 
+PreprocessPlan readPreprocessPlan(const std::string &plansPath) {
+  PreprocessPlan p;
+  p.path = plansPath;
+  p.plans = readJson(plansPath);
+  const json &plans = p.plans;
+  if (!plans.contains("configurations") || !plans["configurations"].contains("3d_fullres"))
+    throw Error(str(plansPath, ": no configurations.3d_fullres (expected nnUNetPlans.json)"));
+  const json &c = plans["configurations"]["3d_fullres"];
+  try {
+    for (int a = 0; a < 3; ++a) {
+      p.forward[a] = plans.at("transpose_forward").at(a).get<int>();
+      p.target[a] = c.at("spacing").at(a).get<double>();
+    }
+    for (const json &s : c.at("normalization_schemes"))
+      p.schemes.push_back(s.get<std::string>());
+    for (const json &m : c.at("use_mask_for_norm"))
+      p.useMask.push_back(m.get<bool>());
+  } catch (const json::exception &e) {
+    throw Error(str(plansPath, ": 3d_fullres lacks or misspells a key (", e.what(), ")"));
+  }
+  std::array<int, 3> sorted = p.forward;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::array<int, 3>{0, 1, 2} || p.useMask.size() != p.schemes.size())
+    throw Error(str(plansPath, ": transpose_forward must permute 0, 1, 2 and use_mask_for_norm "
+                    "have one entry per normalization scheme"));
+  for (int a = 0; a < 3; ++a)
+    if (!(p.target[a] > 0))
+      throw Error(str(plansPath, ": 3d_fullres.spacing must be positive"));
+  p.props = plans.value("foreground_intensity_properties_per_channel", json::object());
+  return p;
+}
+
+PreprocessedCase preprocessCase(const std::string &name, const std::vector<std::string> &imagePaths,
+                                const std::string &labelPath, const PreprocessPlan &plan) {
+  const size_t channels = plan.schemes.size();
+  const std::array<int, 3> &forward = plan.forward;
+  const std::array<double, 3> &target = plan.target;
+  const std::vector<std::string> &schemes = plan.schemes;
+  const std::vector<bool> &useMask = plan.useMask;
+  const json &props = plan.props;
+  const std::string &plansPath = plan.path;
+  if (imagePaths.size() != channels)
+    throw Error(str("case ", name, ": ", imagePaths.size(), " channel file(s) for the plan's ",
+                    channels, " channel(s)"));
+  PreprocessedCase out;
+  // The labels' geometry is the case's (at inference, the first channel's).
+  std::unique_ptr<VolumeReader> label = openVolume(labelPath.empty() ? imagePaths[0] : labelPath);
+  const VolumeInfo li = label->info();
+  out.original = li;
+  const Shape3 raw = li.shape;
+  const int64_t n = raw[0] * raw[1] * raw[2];
+  std::vector<int64_t> seg(static_cast<size_t>(n), 0);
+  if (!labelPath.empty())
+    label->read({0, 0, 0}, raw, seg.data());
+  std::vector<std::vector<float>> img(channels);
+  for (size_t ch = 0; ch < channels; ++ch) {
+    auto r = openVolume(imagePaths[ch]);
+    const VolumeInfo &ii = r->info();
+    if (ii.shape != raw)
+      throw Error(str("case ", name, ": ", imagePaths[ch], " is ", ii.shape[0], "x",
+                      ii.shape[1], "x", ii.shape[2], " but its labels ", labelPath,
+                      " are ", raw[0], "x", raw[1], "x", raw[2], " (expected one shape)"));
+    for (int a = 0; a < 3; ++a)
+      if (std::abs(ii.spacing[a] - li.spacing[a]) > 1e-3 * std::max(ii.spacing[a], li.spacing[a]))
+        throw Error(str("case ", name, ": ", imagePaths[ch], " has spacing ", ii.spacing[0],
+                        " x ", ii.spacing[1], " x ", ii.spacing[2], " but its labels ",
+                        li.spacing[0], " x ", li.spacing[1], " x ", li.spacing[2],
+                        " (expected the same geometry)"));
+    if (std::string g = geometryMismatch(ii, li); !g.empty())
+      throw Error(str("case ", name, ": its labels ", labelPath, " are not where ",
+                      imagePaths[ch], " is: ", g, " (expected the same origin and direction)"));
+    img[ch].resize(static_cast<size_t>(n));
+    r->read({0, 0, 0}, raw, img[ch].data());
+  }
+  // Transpose (data and spacing).
+  Shape3 s{};
+  std::array<double, 3> spacing{};
+  for (int a = 0; a < 3; ++a)
+    spacing[a] = li.spacing[forward[a]];
+  for (auto &x : img)
+    x = transpose(x, raw, forward, s);
+  seg = transpose(seg, raw, forward, s);
+  // Crop to the non-zero box; label 0 outside the filled mask becomes -1.
+  std::vector<uint8_t> mask(static_cast<size_t>(n), 0);
+  for (int64_t v = 0; v < n; ++v)
+    for (size_t ch = 0; ch < channels && !mask[v]; ++ch)
+      mask[v] = img[ch][v] != 0;
+  fillHoles(mask, s);
+  Shape3 lo{s[0], s[1], s[2]}, hi{-1, -1, -1};
+  for (int64_t z = 0, v = 0; z < s[0]; ++z)
+    for (int64_t y = 0; y < s[1]; ++y)
+      for (int64_t x = 0; x < s[2]; ++x, ++v)
+        if (mask[v]) {
+          const int64_t at[3] = {z, y, x};
+          for (int a = 0; a < 3; ++a) {
+            lo[a] = std::min(lo[a], at[a]);
+            hi[a] = std::max(hi[a], at[a]);
+          }
+        }
+  if (hi[0] < 0)
+    lo = {0, 0, 0}, hi = {s[0] - 1, s[1] - 1, s[2] - 1};
+  const Shape3 cs = {hi[0] - lo[0] + 1, hi[1] - lo[1] + 1, hi[2] - lo[2] + 1};
+  for (auto &x : img)
+    x = cropBox(x, s, lo, cs);
+  seg = cropBox(seg, s, lo, cs);
+  const std::vector<uint8_t> cmask = cropBox(mask, s, lo, cs);
+  for (size_t v = 0; v < seg.size(); ++v)
+    if (seg[v] == 0 && !cmask[v])
+      seg[v] = -1;
+  // Normalise, before resampling, in float32 as nnU-Net does.
+  for (size_t ch = 0; ch < channels; ++ch) {
+    std::vector<float> &x = img[ch];
+    const std::string &scheme = schemes[ch];
+    if (scheme == "CTNormalization") {
+      const json &p = props.value(std::to_string(ch), json());
+      if (!p.is_object() || !p.contains("mean") || !p.contains("std") ||
+          !p.contains("percentile_00_5") || !p.contains("percentile_99_5"))
+        throw Error(str(plansPath, ": CTNormalization of channel ", ch, " needs "
+                        "foreground_intensity_properties_per_channel.", ch,
+                        " (mean, std, percentile_00_5, percentile_99_5)"));
+      const float mean = p["mean"].get<float>(), sd = p["std"].get<float>();
+      const float l = p["percentile_00_5"].get<float>(), h = p["percentile_99_5"].get<float>();
+      for (float &v : x)
+        v = (std::clamp(v, l, h) - mean) / std::max(sd, 1e-8f);
+    } else if (scheme == "ZScoreNormalization") {
+      double sum = 0, sq = 0;
+      int64_t count = 0;
+      for (size_t v = 0; v < x.size(); ++v)
+        if (!useMask[ch] || seg[v] >= 0) {
+          sum += x[v];
+          ++count;
+        }
+      const double mean = count ? sum / double(count) : 0;
+      for (size_t v = 0; v < x.size(); ++v)
+        if (!useMask[ch] || seg[v] >= 0)
+          sq += (x[v] - mean) * (x[v] - mean);
+      const double sd = count ? std::sqrt(sq / double(count)) : 0;
+      for (size_t v = 0; v < x.size(); ++v)
+        x[v] = !useMask[ch] || seg[v] >= 0
+                   ? static_cast<float>((x[v] - mean) / std::max(sd, 1e-8))
+                   : 0.0f;
+    } else if (scheme == "RescaleTo01Normalization") {
+      const auto [mn, mx] = std::minmax_element(x.begin(), x.end());
+      const float low = *mn, high = *mx - low;
+      for (float &v : x)
+        v = (v - low) / std::max(high, 1e-8f);
+    } else if (scheme == "RGBTo01Normalization") {
+      for (float &v : x)
+        v = v / 255.0f;
+    } else if (scheme != "NoNormalization") {
+      throw Error(str(plansPath, ": normalization_schemes[", ch, "] = ", scheme,
+                      ": expected CTNormalization, ZScoreNormalization, NoNormalization, "
+                      "RescaleTo01Normalization or RGBTo01Normalization"));
+    }
+  }
+  // Resample to the target spacing.
+  Shape3 ns{};
+  for (int a = 0; a < 3; ++a)
+    ns[a] = static_cast<int64_t>(std::nearbyint(spacing[a] / target[a] * double(cs[a])));
+  const int axis = separateAxis(spacing, target);
+  out.shapeBefore = s;
+  out.lo = lo;
+  out.hi = hi;
+  out.cropShape = cs;
+  out.shape = ns;
+  out.spacing = spacing;
+  out.axis = axis;
+  for (size_t ch = 0; ch < channels; ++ch) {
+    std::vector<double> x(img[ch].begin(), img[ch].end());
+    std::vector<double> r = resampleImage(x, cs, ns, 3, axis);
+    out.data.emplace_back(r.begin(), r.end());
+  }
+  out.seg = resampleSegmentation(seg, cs, ns, axis);
+  return out;
+}
+
 PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
   const fs::path dir(o.dataset);
   const std::string meta = (dir / "dataset.json").string();
@@ -109,32 +285,15 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
   if (!fs::exists(plansPath))
     throw Error(str(plansPath, ": no such file (make it with `medrun plan ", o.dataset,
                     "`, or give nnU-Net's with --plans)"));
-  const json plans = readJson(plansPath);
-  if (!plans.contains("configurations") || !plans["configurations"].contains("3d_fullres"))
-    throw Error(str(plansPath, ": no configurations.3d_fullres (expected nnUNetPlans.json)"));
+  const PreprocessPlan plan = readPreprocessPlan(plansPath);
+  const json &plans = plan.plans;
   const json &c = plans["configurations"]["3d_fullres"];
-  std::array<int, 3> forward{};
-  std::array<double, 3> target{};
-  std::vector<std::string> schemes;
-  std::vector<bool> useMask;
-  try {
-    for (int a = 0; a < 3; ++a) {
-      forward[a] = plans.at("transpose_forward").at(a).get<int>();
-      target[a] = c.at("spacing").at(a).get<double>();
-    }
-    for (const json &s : c.at("normalization_schemes"))
-      schemes.push_back(s.get<std::string>());
-    for (const json &m : c.at("use_mask_for_norm"))
-      useMask.push_back(m.get<bool>());
-  } catch (const json::exception &e) {
-    throw Error(str(plansPath, ": 3d_fullres lacks or misspells a key (", e.what(), ")"));
-  }
-  if (!d.contains("channel_names") || d["channel_names"].size() != schemes.size() ||
-      useMask.size() != schemes.size())
+  const json &props = plan.props;
+  const std::vector<std::string> &schemes = plan.schemes;
+  if (!d.contains("channel_names") || d["channel_names"].size() != schemes.size())
     throw Error(str(plansPath, ": ", schemes.size(), " normalization_schemes for the ",
                     d.value("channel_names", json::object()).size(),
                     " channels of ", meta, " (expected one per channel)"));
-  const json &props = plans.value("foreground_intensity_properties_per_channel", json::object());
   const size_t channels = schemes.size();
   const std::string ending = d.value("file_ending", ".nii.gz");
   std::vector<std::string> cases;
@@ -202,137 +361,28 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
                      fs::exists(zarr / "seg" / ".zarray") &&
                      fs::exists(fs::path(o.out) / (name + ".json"));
         if (!reuse) {
-          auto label = openVolume(labelPath);
-          const VolumeInfo li = label->info();
-          const Shape3 raw = li.shape;
-          const int64_t n = raw[0] * raw[1] * raw[2];
-          std::vector<int64_t> seg(static_cast<size_t>(n));
-          label->read({0, 0, 0}, raw, seg.data());
-          std::vector<std::vector<float>> img(channels);
-          for (size_t ch = 0; ch < channels; ++ch) {
-            auto r = openVolume(imagePaths[ch]);
-            const VolumeInfo &ii = r->info();
-            if (ii.shape != raw)
-              throw Error(str("case ", name, ": ", imagePaths[ch], " is ", ii.shape[0], "x",
-                              ii.shape[1], "x", ii.shape[2], " but its labels ", labelPath,
-                              " are ", raw[0], "x", raw[1], "x", raw[2], " (expected one shape)"));
-            for (int a = 0; a < 3; ++a)
-              if (std::abs(ii.spacing[a] - li.spacing[a]) > 1e-3 * std::max(ii.spacing[a], li.spacing[a]))
-                throw Error(str("case ", name, ": ", imagePaths[ch], " has spacing ", ii.spacing[0],
-                                " x ", ii.spacing[1], " x ", ii.spacing[2], " but its labels ",
-                                li.spacing[0], " x ", li.spacing[1], " x ", li.spacing[2],
-                                " (expected the same geometry)"));
-            if (std::string g = geometryMismatch(ii, li); !g.empty())
-              throw Error(str("case ", name, ": its labels ", labelPath, " are not where ",
-                              imagePaths[ch], " is: ", g, " (expected the same origin and direction)"));
-            img[ch].resize(static_cast<size_t>(n));
-            r->read({0, 0, 0}, raw, img[ch].data());
-          }
-          // Transpose (data and spacing).
-          Shape3 s{};
-          std::array<double, 3> spacing{};
-          for (int a = 0; a < 3; ++a)
-            spacing[a] = li.spacing[forward[a]];
-          for (auto &x : img)
-            x = transpose(x, raw, forward, s);
-          seg = transpose(seg, raw, forward, s);
-          // Crop to the non-zero box; label 0 outside the filled mask becomes -1.
-          std::vector<uint8_t> mask(static_cast<size_t>(n), 0);
-          for (int64_t v = 0; v < n; ++v)
-            for (size_t ch = 0; ch < channels && !mask[v]; ++ch)
-              mask[v] = img[ch][v] != 0;
-          fillHoles(mask, s);
-          Shape3 lo{s[0], s[1], s[2]}, hi{-1, -1, -1};
-          for (int64_t z = 0, v = 0; z < s[0]; ++z)
-            for (int64_t y = 0; y < s[1]; ++y)
-              for (int64_t x = 0; x < s[2]; ++x, ++v)
-                if (mask[v]) {
-                  const int64_t at[3] = {z, y, x};
-                  for (int a = 0; a < 3; ++a) {
-                    lo[a] = std::min(lo[a], at[a]);
-                    hi[a] = std::max(hi[a], at[a]);
-                  }
-                }
-          if (hi[0] < 0)
-            lo = {0, 0, 0}, hi = {s[0] - 1, s[1] - 1, s[2] - 1};
-          const Shape3 cs = {hi[0] - lo[0] + 1, hi[1] - lo[1] + 1, hi[2] - lo[2] + 1};
-          for (auto &x : img)
-            x = cropBox(x, s, lo, cs);
-          seg = cropBox(seg, s, lo, cs);
-          const std::vector<uint8_t> cmask = cropBox(mask, s, lo, cs);
-          for (size_t v = 0; v < seg.size(); ++v)
-            if (seg[v] == 0 && !cmask[v])
-              seg[v] = -1;
-          // Normalise, before resampling, in float32 as nnU-Net does.
-          for (size_t ch = 0; ch < channels; ++ch) {
-            std::vector<float> &x = img[ch];
-            const std::string &scheme = schemes[ch];
-            if (scheme == "CTNormalization") {
-              const json &p = props.value(std::to_string(ch), json());
-              if (!p.is_object() || !p.contains("mean") || !p.contains("std") ||
-                  !p.contains("percentile_00_5") || !p.contains("percentile_99_5"))
-                throw Error(str(plansPath, ": CTNormalization of channel ", ch, " needs "
-                                "foreground_intensity_properties_per_channel.", ch,
-                                " (mean, std, percentile_00_5, percentile_99_5)"));
-              const float mean = p["mean"].get<float>(), sd = p["std"].get<float>();
-              const float l = p["percentile_00_5"].get<float>(), h = p["percentile_99_5"].get<float>();
-              for (float &v : x)
-                v = (std::clamp(v, l, h) - mean) / std::max(sd, 1e-8f);
-            } else if (scheme == "ZScoreNormalization") {
-              double sum = 0, sq = 0;
-              int64_t count = 0;
-              for (size_t v = 0; v < x.size(); ++v)
-                if (!useMask[ch] || seg[v] >= 0) {
-                  sum += x[v];
-                  ++count;
-                }
-              const double mean = count ? sum / double(count) : 0;
-              for (size_t v = 0; v < x.size(); ++v)
-                if (!useMask[ch] || seg[v] >= 0)
-                  sq += (x[v] - mean) * (x[v] - mean);
-              const double sd = count ? std::sqrt(sq / double(count)) : 0;
-              for (size_t v = 0; v < x.size(); ++v)
-                x[v] = !useMask[ch] || seg[v] >= 0
-                           ? static_cast<float>((x[v] - mean) / std::max(sd, 1e-8))
-                           : 0.0f;
-            } else if (scheme == "RescaleTo01Normalization") {
-              const auto [mn, mx] = std::minmax_element(x.begin(), x.end());
-              const float low = *mn, high = *mx - low;
-              for (float &v : x)
-                v = (v - low) / std::max(high, 1e-8f);
-            } else if (scheme == "RGBTo01Normalization") {
-              for (float &v : x)
-                v = v / 255.0f;
-            } else if (scheme != "NoNormalization") {
-              throw Error(str(plansPath, ": normalization_schemes[", ch, "] = ", scheme,
-                              ": expected CTNormalization, ZScoreNormalization, NoNormalization, "
-                              "RescaleTo01Normalization or RGBTo01Normalization"));
-            }
-          }
-          // Resample to the target spacing.
-          Shape3 ns{};
-          for (int a = 0; a < 3; ++a)
-            ns[a] = static_cast<int64_t>(std::nearbyint(spacing[a] / target[a] * double(cs[a])));
-          const int axis = separateAxis(spacing, target);
+          const PreprocessedCase pc = preprocessCase(name, imagePaths, labelPath, plan);
+          const Shape3 &ns = pc.shape, &s = pc.shapeBefore, &lo = pc.lo, &hi = pc.hi, &cs = pc.cropShape;
+          const std::array<double, 3> &spacing = pc.spacing;
+          const int axis = pc.axis;
+          const VolumeInfo &li = pc.original;
           fs::create_directories(zarr);
           for (size_t ch = 0; ch < channels; ++ch) {
-            std::vector<double> x(img[ch].begin(), img[ch].end());
-            std::vector<double> r = resampleImage(x, cs, ns, 3, axis);
-            std::vector<float> f(r.begin(), r.end());
+            const std::vector<float> &f = pc.data[ch];
             VolumeData vd;
             vd.shape = ns;
             vd.type = VoxelType::F32;
             vd.data = f.data();
-            vd.spacing = target;
+            vd.spacing = plan.target;
             char key[32];
             std::snprintf(key, sizeof key, "data_%04zu", ch);
             writeVolume((zarr / key).string(), vd);
           }
-          const std::vector<int64_t> rs = resampleSegmentation(seg, cs, ns, axis);
+          const std::vector<int64_t> &rs = pc.seg;
           const int64_t top = rs.empty() ? 0 : *std::max_element(rs.begin(), rs.end());
           VolumeData sd;
           sd.shape = ns;
-          sd.spacing = target;
+          sd.spacing = plan.target;
           std::vector<int8_t> s8;
           std::vector<int16_t> s16;
           if (top <= 127) {

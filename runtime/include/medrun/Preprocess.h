@@ -22,6 +22,11 @@
 #ifndef MEDRUN_PREPROCESS_H
 #define MEDRUN_PREPROCESS_H
 
+#include "medrun/Resample.h"
+#include "medrun/Volume.h"
+
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -46,8 +51,35 @@ struct PreprocessSummary {
 /// the rule (a missing channel, another shape or spacing, a plan without 3d_fullres).
 PreprocessSummary preprocessDataset(const PreprocessOptions &options);
 
+/// What preprocessing reads from nnUNetPlans.json (3d_fullres).
+struct PreprocessPlan {
+  std::string path;
+  nlohmann::json plans;
+  std::array<int, 3> forward{};  ///< transpose_forward
+  std::array<double, 3> target{}; ///< the configuration's spacing (transposed)
+  std::vector<std::string> schemes;
+  std::vector<bool> useMask;
+  nlohmann::json props; ///< foreground_intensity_properties_per_channel
+};
+/// Reads and checks the plan; Error naming the file and key.
+PreprocessPlan readPreprocessPlan(const std::string &plansPath);
+
+/// One case, preprocessed in memory, with what undoing it needs.
+struct PreprocessedCase {
+  VolumeInfo original;                   ///< the raw labels' (or first channel's) geometry
+  std::vector<std::vector<float>> data;  ///< per channel, `shape`
+  std::vector<int64_t> seg;              ///< `shape`; all 0 and -1 without labels
+  Shape3 shapeBefore{}, lo{}, hi{}, cropShape{}, shape{};
+  std::array<double, 3> spacing{}; ///< the transposed original spacing
+  int axis = -1;                   ///< the separate axis of the resampling, or -1
+};
+/// nnU-Net's preprocessing of one case (channel files in order, the label file or "" at
+/// inference, where the mask for normalisation is the filled non-zero mask).
+PreprocessedCase preprocessCase(const std::string &name, const std::vector<std::string> &imagePaths,
+                                const std::string &labelPath, const PreprocessPlan &plan);
+
 /// scipy.ndimage.binary_fill_holes of a (z, y, x) mask (6-connected background), in place.
-void fillHoles(std::vector<uint8_t> &mask, const std::array<int64_t, 3> &shape);
+void fillHoles(std::vector<uint8_t> &mask, const Shape3 &shape);
 
 } // namespace medrun
 
