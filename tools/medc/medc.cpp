@@ -151,6 +151,11 @@ cl::opt<unsigned> cudaMlpResidentKib(
              "weights there (KiB, default 48; 0: the weights are staged per tile and the "
              "backward runs in slabs)"),
     cl::init(48), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaSmCount(
+    "cuda-sm-count",
+    cl::desc("Streaming multiprocessors of the target GPU, which sizes the grids that fill "
+             "it (default 132: the H100 SXM and the H200)"),
+    cl::init(132), cl::sub(compileCmd), cl::cat(outputCategory));
 // Tests only: the grid of the mlp templates' resident kernels, so that each block of a small
 // test takes several tiles.
 cl::opt<unsigned> cudaMlpResidentBlocks("cuda-mlp-resident-blocks", cl::Hidden,
@@ -780,7 +785,8 @@ int main(int argc, char **argv) {
                             int64_t{std::max(1u, cudaScratchMib.getValue())} << 20,
                             int64_t{cudaMlpResidentKib.getValue()} << 10,
                             int64_t{cudaMlpResidentBlocks.getValue()},
-                            cudaWgmma && cudaArch == 90);
+                            cudaWgmma && cudaArch == 90,
+                            int64_t{std::max(1u, cudaSmCount.getValue())});
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {

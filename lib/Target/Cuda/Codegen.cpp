@@ -220,7 +220,8 @@ llvm::Error planMemory(medrun::Function &fn, json::Object &cudaPlan) {
 llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t modules,
                                                     int64_t scratchBytes,
                                                     int64_t mlpResidentBytes,
-                                                    int64_t mlpResidentBlocks, bool wgmma) {
+                                                    int64_t mlpResidentBlocks, bool wgmma,
+                                                    int64_t smCount) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -249,6 +250,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
     gen.mlpResidentLimit = mlpResidentBytes;
     gen.mlpResidentBlocks = mlpResidentBlocks;
     gen.wgmma = wgmma;
+    gen.smCount = smCount;
     llvm::Expected<json::Object> cudaPlan = gen.run();
     if (!cudaPlan)
       return llvm::createStringError(llvm::formatv("function '{0}': {1}", plan.functions[i].name,

@@ -166,9 +166,12 @@ public:
   /// The most shared memory the mlp templates' kernels may take to keep all the weights of a
   /// block MLP there for the whole kernel (above it they stage them per tile).
   int64_t mlpResidentLimit = int64_t{48} << 10;
-  /// Tests only: the grid of those kernels (0: the counts measured best on the H200), so
-  /// that a small test gives each block several tiles.
+  /// Tests only: the grid of those kernels (0: the counts per SM measured best on the
+  /// H200, times smCount), so that a small test gives each block several tiles.
   int64_t mlpResidentBlocks = 0;
+  /// The streaming multiprocessors of the GPU the kernels are compiled for (the H100 SXM's
+  /// and the H200's: 132); grids that fill the GPU follow from it.
+  int64_t smCount = 132;
   /// Also emit sm_90a variants (wgmma) of the templates that have one, beside their mma.sync
   /// kernels: the launch step lists them, and the runtime picks one by measurement.
   bool wgmma = false;
@@ -556,11 +559,12 @@ private:
                int64_t S, int64_t tiles, int64_t first, int64_t count, int64_t partBase,
                int64_t perSlab, int64_t parts, int partsBuf, const std::string &outIndex,
                const std::string &t);
-  static std::string mlpExpansion(const std::string &ec, const std::string &w1row, int64_t Cp,
-                                  int64_t E, bool bias, const std::string &act,
-                                  const std::string &t);
-  static std::string mlpActGrad(const std::string &ec, const std::string &w2row, int64_t Cop,
-                                int64_t E, const std::string &actGrad, const std::string &t);
+  static std::string mlpExpansion(const std::string &ec, const std::string &w1rows,
+                                  int64_t pitch, int64_t Cp, int64_t E, bool bias,
+                                  const std::string &act, const std::string &t);
+  static std::string mlpActGrad(const std::string &ec, const std::string &w2rows, int64_t pitch,
+                                int64_t Cop, int64_t E, const std::string &actGrad,
+                                const std::string &t);
   static std::string mlpStage(const std::string &dst, int64_t pitch, const std::string &src,
                               int64_t srcPitch, int64_t rows, int64_t cols,
                               const std::string &rowOffset, const std::string &colOffset,

@@ -33,21 +33,28 @@
 namespace mlir::med::cuda {
 
 namespace {
+// The tile library (kernels/tile.cuh, read at build time: lib/Target/CMakeLists.txt), which
+// the templates' kernels are built from: their globals (guarded, so kernels of one module
+// share it).
+const char kTileLibrary[] =
+#include "CudaTile.inc"
+    ;
+
 constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
 // Expanded channels whose weights the forward and dx kernels stage in shared memory at a
 // time; rows there are padded by 8 elements so that the eight rows a fragment load touches
 // fall in distinct banks.
 constexpr int64_t kStage = 32;
-// Blocks the weight-gradient kernel aims at (several waves on the H200's 132 SMs at the
-// three blocks per SM its registers allow): the parts of the voxel split follow from it.
+// Blocks the weight-gradient kernel aims at (several waves on 132 SMs at the three blocks
+// per SM its registers allow): the parts of the voxel split follow from it.
 constexpr int64_t kGradBlocks = 2048;
-// Blocks of the kernels that keep all weights in shared memory and loop over tiles, by
-// measurement on the H200's 132 SMs (docs/perf.md): the forward eight per SM (22 KiB of
-// shared memory each at level 0), the backward four (registers capped for four). The
-// backward's count is fixed, not the GPU's: its partial sums are one per block, so the
-// same count gives the same bits on every GPU.
-constexpr int64_t kResidentBlocks = 8 * 132, kResidentGradBlocks = 4 * 132;
-constexpr int kResidentGradPerSm = 4;
+// Blocks per SM of the target GPU (FunctionGen::smCount) of the kernels that keep all
+// weights in shared memory and loop over tiles, by measurement on the H200 (docs/perf.md):
+// the forward eight (22 KiB of shared memory each at level 0), the backward four
+// (registers capped for four). The backward's count is the compile target's, not the GPU
+// it runs on: its partial sums are one per block, so one artifact gives the same bits on
+// every GPU.
+constexpr int kResidentPerSm = 8, kResidentGradPerSm = 4;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
 
@@ -55,26 +62,17 @@ int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 /// and vr + 8; columns: channels) from shared `sh` [chans][pitch] (16-bit).
 std::string fragments(const std::string &name, const std::string &sh, int64_t chans,
                       int64_t pitch) {
-  const std::string P = std::to_string(pitch);
-  return "  unsigned " + name + "[" + std::to_string(chans / 16) + "][4];\n"
-         "  #pragma unroll\n"
-         "  for (int kc = 0; kc < " + std::to_string(chans / 16) + "; ++kc) {\n"
-         "    const int c = kc * 16 + 2 * q;\n"
-         "    " + name + "[kc][0] = pack2(" + sh + "[c * " + P + " + vr], " + sh + "[(c + 1) * " + P + " + vr]);\n"
-         "    " + name + "[kc][1] = pack2(" + sh + "[c * " + P + " + vr + 8], " + sh + "[(c + 1) * " + P + " + vr + 8]);\n"
-         "    " + name + "[kc][2] = pack2(" + sh + "[(c + 8) * " + P + " + vr], " + sh + "[(c + 9) * " + P + " + vr]);\n"
-         "    " + name + "[kc][3] = pack2(" + sh + "[(c + 8) * " + P + " + vr + 8], " + sh + "[(c + 9) * " + P + " + vr + 8]);\n"
-         "  }\n";
+  const std::string KC = std::to_string(chans / 16);
+  return "  unsigned " + name + "[" + KC + "][4];\n"
+         "  loadColumnsA<" + KC + ", " + std::to_string(pitch) + ">(" + name + ", " + sh +
+         ", vr, q);\n";
 }
 
 /// Code writing the warp's accumulator fragments acc[chans / 8][4] (rows: its voxels vr
 /// and vr + 8; columns: channels) into shared f32 `sh` [chans][tile]: fragments()' inverse.
 std::string storeFragments(const std::string &sh, int64_t chans) {
-  return "  #pragma unroll\n"
-         "  for (int ct = 0; ct < " + num(chans / 8) + "; ++ct)\n"
-         "    #pragma unroll\n"
-         "    for (int j = 0; j < 4; ++j)\n"
-         "      " + sh + "[(ct * 8 + 2 * q + (j & 1)) * " + std::to_string(kTile) + " + vr + (j >> 1) * 8] = acc[ct][j];\n";
+  return "  storeColumnsD<" + std::to_string(chans / 8) + ", " + std::to_string(kTile) + ">(" +
+         sh + ", acc, vr, q);\n";
 }
 
 /// Code writing the tile's dx from the warps' fragments through shared `out` [Cp][tile] to
@@ -286,8 +284,9 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
     error("'med." + r.act->kind + "' has no scalar form");
   const std::string T = std::to_string(kTile);
   // The warp's products for expansion chunk ec: h, act(h), then acc += act(h)·W2[:, chunk]ᵀ.
-  auto chunk = [&](const std::string &ec, const std::string &w1row, const std::string &w2col) {
-    return mlpExpansion(ec, w1row, Cp, E, b1.has_value(), act, t) +
+  auto chunk = [&](const std::string &ec, const std::string &w1rows, int64_t w1pitch,
+                   const std::string &w2col) {
+    return mlpExpansion(ec, w1rows, w1pitch, Cp, E, b1.has_value(), act, t) +
            "    #pragma unroll\n"
            "    for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct) {\n"
            "      const " + t + "* wb = " + w2col + " + 2 * q;\n"
@@ -331,7 +330,7 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit) {
     // The weights fit in shared memory beside a tile: staged once per block, which then
     // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
-    grid = std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : kResidentBlocks);
+    grid = std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : kResidentPerSm * smCount);
     // With 16-byte vectors (S a multiple of 8): the next tile's x is loaded into registers
     // while this one is computed, and y is stored eight elements per thread.
     const bool vec = S % 8 == 0;
@@ -392,7 +391,7 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
         mlpStage("w1s", P1, "w1p", Cp, Ep, Cp, "0", "0", Ep, Cp, t) +
         mlpStage("w2s", PE, "w2p", Ep, Cop, Ep, "0", "0", Cop, Ep, t) +
         tileLoop("  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
-               chunk("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1),
+               chunk("ec", "w1s + (ec * 16 + g) * " + num(P1), P1,
                      "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
                "  }\n");
     if (wgmma) {
@@ -473,16 +472,17 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
                  "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
                  "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
                  "    if (ec >= " + num(Ep / 16) + ") break;\n" +
-                 chunk("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1),
+                 chunk("ec", "w1s + (cl * 16 + g) * " + num(P1), P1,
                        "w2s + (ct * 8 + g) * " + num(P2) + " + cl * 16") +
                  "    }\n"
                  "  }\n",
                  store);
   }
-  launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32), grid, kWarps * 32, args);
+  launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32, kTileLibrary), grid,
+         kWarps * 32, args);
   if (!kw.empty() && grid > 0)
     variant(src.kernel("mlp_wgmma", typed(params, args), kw, kWarps * 32,
-                       wgmmaGlobals(t, {chunkWidth, Cop}), 0, /*sm90a=*/true));
+                       kTileLibrary + wgmmaGlobals(t, {chunkWidth, Cop}), 0, /*sm90a=*/true));
 }
 
 /// Code copying rows [0, rows) × columns [0, cols) of `src` (row pitch srcPitch, from row
@@ -507,21 +507,25 @@ std::string FunctionGen::mlpStage(const std::string &dst, int64_t pitch, const s
          "    }\n";
 }
 
+/// Code declaring the warp's two 16×8 tiles `d` [2][4] and adding the products of its
+/// operand fragments `a` [chans / 16][4] with eight rows each of a 16-bit matrix in shared
+/// memory (row pitch `pitch`; `rows`: row g of the first eight): tile.cuh's mmaTilePair, the
+/// one mma loop of the expansion (h = W1·x) and of the activation's gradient (dg = W2ᵀ·dy).
+static std::string tilePair(const std::string &d, const std::string &a,
+                            const std::string &rows, int64_t pitch, int64_t chans) {
+  return "    float " + d + "[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
+         "    mmaTilePair<" + std::to_string(chans / 16) + ", " + std::to_string(pitch) + ">(" +
+         d + ", " + a + ", " + rows + ", q);\n";
+}
+
 /// Code computing, for expansion chunk `ec`, the warp's h = W1·x + b1 (two 16×8 tiles, in
 /// h[2][4]) and the operand fragment ga of act(h) (the f32 activation kept in a[2][4]).
-/// `w1row`: the address of the chunk's W1 row nt * 8 + g (16-bit, the columns from 0).
-std::string FunctionGen::mlpExpansion(const std::string &ec, const std::string &w1row,
-                                      int64_t Cp, int64_t E, bool bias, const std::string &act,
-                                      const std::string &t) {
-  return "    float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
-         "    #pragma unroll\n"
-         "    for (int nt = 0; nt < 2; ++nt)\n"
-         "      #pragma unroll\n"
-         "      for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc) {\n"
-         "        const " + t + "* wb = " + w1row + " + kc * 16 + 2 * q;\n"
-         "        const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
-         "        mma16816<" + t + ">(h[nt], xa[kc], b);\n"
-         "      }\n"
+/// `w1rows`: the address of the chunk's W1 row g (16-bit, row pitch `pitch`, the columns
+/// from 0).
+std::string FunctionGen::mlpExpansion(const std::string &ec, const std::string &w1rows,
+                                      int64_t pitch, int64_t Cp, int64_t E, bool bias,
+                                      const std::string &act, const std::string &t) {
+  return tilePair("h", "xa", w1rows, pitch, Cp) +
          "    float a[2][4];\n"
          "    #pragma unroll\n"
          "    for (int nt = 0; nt < 2; ++nt)\n"
@@ -578,19 +582,11 @@ std::string FunctionGen::mlpTile(int64_t C, int64_t Co, int64_t S, const std::st
 
 /// Code computing, after mlpExpansion for chunk `ec`, dg = W2ᵀ·dy (two 16×8 tiles) and
 /// dh = act'(h, dg) in f32 (dh[2][4], zero beyond E), with its operand fragment dha.
-/// `w2row`: the address of the chunk's W2ᵀ row nt * 8 + g.
-std::string FunctionGen::mlpActGrad(const std::string &ec, const std::string &w2row,
-                                    int64_t Cop, int64_t E, const std::string &actGrad,
-                                    const std::string &t) {
-  return "    float dg[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};\n"
-         "    #pragma unroll\n"
-         "    for (int nt = 0; nt < 2; ++nt)\n"
-         "      #pragma unroll\n"
-         "      for (int kc = 0; kc < " + num(Cop / 16) + "; ++kc) {\n"
-         "        const " + t + "* wb = " + w2row + " + kc * 16 + 2 * q;\n"
-         "        const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
-         "        mma16816<" + t + ">(dg[nt], dya[kc], b);\n"
-         "      }\n"
+/// `w2rows`: the address of the chunk's W2ᵀ row g (row pitch `pitch`).
+std::string FunctionGen::mlpActGrad(const std::string &ec, const std::string &w2rows,
+                                    int64_t pitch, int64_t Cop, int64_t E,
+                                    const std::string &actGrad, const std::string &t) {
+  return tilePair("dg", "dya", w2rows, pitch, Cop) +
          "    float dh[2][4];\n"
          "    #pragma unroll\n"
          "    for (int nt = 0; nt < 2; ++nt)\n"
@@ -726,8 +722,8 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
         "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
         "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
         "    if (ec >= " + num(Ep / 16) + ") break;\n" +
-        mlpExpansion("ec", "w1s + (cl * 16 + nt * 8 + g) * " + num(P1), Cp, E, b1.has_value(), act, t) +
-        mlpActGrad("ec", "w2ts + (cl * 16 + nt * 8 + g) * " + num(P3), Cop, E, actGrad, t) +
+        mlpExpansion("ec", "w1s + (cl * 16 + g) * " + num(P1), P1, Cp, E, b1.has_value(), act, t) +
+        mlpActGrad("ec", "w2ts + (cl * 16 + g) * " + num(P3), P3, Cop, E, actGrad, t) +
         "    // act(h) and dh of the chunk to scratch: rows e, columns the tile's voxels\n"
         "    #pragma unroll\n"
         "    for (int nt = 0; nt < 2; ++nt)\n"
@@ -749,7 +745,7 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
       k += "  __syncthreads(); // the weights are read: dx takes their place\n"
            "  float* out = smem; // [Cp][tile]\n" +
            dxStore(C, Cp, S);
-    launch(op, src.kernel("mlp_grad_input", typed(dxParams, dxArgs), k, kWarps * 32), count,
+    launch(op, src.kernel("mlp_grad_input", typed(dxParams, dxArgs), k, kWarps * 32, kTileLibrary), count,
            kWarps * 32, dxArgs);
     // dW2[co][e] = Σ_v dy[co][v]·act[e][v]; dW1[e][c] = Σ_v dh[e][v]·x[c][v], and db1[e]
     // as column C (x's row of ones).
@@ -778,7 +774,7 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
 /// SE expanded channels at a time, to the products over the tile's voxels that accumulate
 /// dW2 = dy·act(h)ᵀ, dW1 = dh·xᵀ and db1 = dh·1 in registers (the stage's output fragments
 /// dealt to the warps in turn). Each block writes its sums as one part; the fixed-tree sums
-/// over the kResidentGradBlocks parts finish them. False (nothing emitted) when it does not fit.
+/// over the kResidentGradPerSm × smCount parts finish them. False (nothing emitted) when it does not fit.
 bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int> dx, int dw1,
                                   int dw2, std::optional<int> db1, bool bias,
                                   const std::string &act, const std::string &actGrad,
@@ -806,7 +802,7 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
     return false;
   const int64_t tileCount = N * tiles,
                 parts = std::min(tileCount,
-                                 mlpResidentBlocks ? mlpResidentBlocks : kResidentGradBlocks);
+                                 mlpResidentBlocks ? mlpResidentBlocks : kResidentGradPerSm * smCount);
   const int64_t outs = Co * E + E * C + E;
   const int partsBuf = scratch(outs * parts * 4);
   if (dx) {
@@ -850,8 +846,8 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
       "    for (int cl = 0; cl < " + num(SE / 16) + "; ++cl) {\n"
       "    const int ec = st * " + num(SE / 16) + " + cl;\n"
       "    if (ec >= " + num(Ep / 16) + ") break;\n" +
-      mlpExpansion("ec", "w1s + (ec * 16 + nt * 8 + g) * " + num(P1), Cp, E, bias, act, t) +
-      mlpActGrad("ec", "w2ts + (ec * 16 + nt * 8 + g) * " + num(P3), Cop, E, actGrad, t) +
+      mlpExpansion("ec", "w1s + (ec * 16 + g) * " + num(P1), P1, Cp, E, bias, act, t) +
+      mlpActGrad("ec", "w2ts + (ec * 16 + g) * " + num(P3), P3, Cop, E, actGrad, t) +
       "    #pragma unroll\n"
       "    for (int nt = 0; nt < 2; ++nt)\n"
       "      #pragma unroll\n"
@@ -926,7 +922,7 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
        "        if (o >= 0) parts[o * " + G + " + blockIdx.x] = gacc[st][sl][j];\n"
        "      }\n"
        "    }\n";
-  launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32, "",
+  launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32, kTileLibrary,
                                      kResidentGradPerSm), parts,
          kWarps * 32, args);
   sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
