@@ -32,8 +32,8 @@ bool isState(const std::string &key) {
   return key.rfind("ema.", 0) == 0 || key.rfind("optimizer.", 0) == 0;
 }
 
-/// The parameters `fn` reads, from a checkpoint or a safetensors file: the EMA weights
-/// (ema.<name>) where `weights` is "ema", or "" and the file has them for every one.
+} // namespace
+
 TensorMap loadWeights(const Artifact &a, const Function &fn, const std::string &path,
                       std::string &weights) {
   if (path.empty())
@@ -69,6 +69,8 @@ TensorMap loadWeights(const Artifact &a, const Function &fn, const std::string &
   }
   return params;
 }
+
+namespace {
 
 /// The activation the recipe's loss implies: sigmoid for bce_with_logits, softmax for
 /// dice_ce (the artifact's `loss` option, "type=... ...").

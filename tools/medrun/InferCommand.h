@@ -2,6 +2,9 @@
 #ifndef MEDRUN_TOOL_INFERCOMMAND_H
 #define MEDRUN_TOOL_INFERCOMMAND_H
 
+#include "medrun/Artifact.h"
+#include "medrun/Tensor.h"
+
 #include <string>
 #include <vector>
 
@@ -21,6 +24,12 @@ struct InferOptions {
   bool mirror = false;
   int progress = 0;                ///< 0 auto, 1 bar, 2 lines
 };
+
+/// The parameters `fn` reads, from a checkpoint or a safetensors file: the EMA weights
+/// (ema.<name>) where `weights` is "ema", or "" and the file has them for every one (then
+/// set to the choice). Error naming the file for a missing or mismatched parameter.
+TensorMap loadWeights(const Artifact &a, const Function &fn, const std::string &path,
+                      std::string &weights);
 
 /// Predicts the volume with the artifact's `infer` function over sliding windows
 /// (SlidingWindow.h) and writes the channel-first float32 prediction to `out`.

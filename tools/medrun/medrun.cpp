@@ -39,6 +39,7 @@
 #include "InferCommand.h"
 #include "EvalCommand.h"
 #include "PlanCommand.h"
+#include "PredictCommand.h"
 #include "PreprocessCommand.h"
 #include "VolumeCommand.h"
 #include "Version.h"
@@ -249,6 +250,25 @@ const std::vector<Command> &commands() {
        {{"o", "DIR", "the cache folder"},
         {"plans", "P", "the plan (default: DATASET/nnUNetPlans.json)"},
         kThreads,
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+       false},
+      {"predict",
+       "medrun predict INPUT_FOLDER -o OUT_FOLDER --run RUN [--run RUN]... --artifact X.medc\n"
+       "               [--plans P] [--weights ema|model] [--mirror] [--overlap F] [--progress P]",
+       "nnU-Net's prediction of a folder of raw cases (CASE_XXXX.nii.gz, one file per\n"
+       "channel) with runs trained on a `medrun preprocess` cache, one run per fold: each\n"
+       "case preprocessed by the runs' plan as in training, the sliding window of every\n"
+       "run's checkpoints/best, the logits averaged over the folds, resampled back to the\n"
+       "cropped shape (order 1, a separate z axis when anisotropic), the argmax put back\n"
+       "into the uncropped volume and written as OUT_FOLDER/CASE.nii.gz with the input's\n"
+       "geometry, uint8 (uint16 past 254 classes); progress and throughput printed.",
+       {{"o", "DIR", "the output folder"},
+        {"run", "RUN", "a training run's directory (once per fold)"},
+        {"artifact", "A", "the runs' compiled recipe (`medc compile --recipe R`): its `infer`"},
+        {"plans", "P", "the plan (default: the one the runs' data contract names)"},
+        {"weights", "W", "ema or model (default: ema where the checkpoints have EMA weights)"},
+        {"mirror", "", "test-time augmentation: average the 8 flips of the spatial axes"},
+        {"overlap", "F", "fraction of a window its neighbours share, in [0, 1) (default 0.5)"},
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
       {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
@@ -1467,6 +1487,32 @@ int main(int argc, char **argv) {
         throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
       o.progressMode = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
       return preprocessCommand(o);
+    }
+    if (args.is("predict")) {
+      PredictOptions o;
+      o.input = args.artifact;
+      o.out = args.get("o");
+      o.runs = args.all("run");
+      o.artifact = args.get("artifact");
+      o.plans = args.get("plans");
+      o.weights = args.get("weights");
+      o.mirror = args.has("mirror");
+      const std::string overlap = args.get("overlap", "0.5");
+      try {
+        size_t used = 0;
+        o.overlap = std::stod(overlap, &used);
+        if (used != overlap.size())
+          o.overlap = -1;
+      } catch (...) {
+        o.overlap = -1;
+      }
+      if (!(o.overlap >= 0 && o.overlap < 1))
+        throw Error(str("--overlap: expected a fraction in [0, 1), got '", overlap, "'"));
+      std::string progress = args.get("progress", "auto");
+      if (progress != "auto" && progress != "bar" && progress != "lines")
+        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      return predictCommand(o);
     }
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),
