@@ -17,8 +17,10 @@
 #             steps and `infer`. Each side needs most of the GPU for MedNeXt-L, in turn:
 #             ours releases its device memory before torch runs and torch's cache is
 #             released before ours runs; torch's allocator grows expandable segments
-#             (PYTORCH_CUDA_ALLOC_CONF, no fragmentation); each row's `memory` lines give
-#             each side's peak device memory, so that it fits 80 GB (H100) as 141 GB (H200).
+#             (PYTORCH_CUDA_ALLOC_CONF); each row's `memory` lines give each side's peak
+#             device memory. On an H100 (79.18 GiB) torch's f32 training reference of
+#             MedNeXt-L alone runs out of memory (docs/perf.md, 2026-12-06): those four
+#             rows need an H200 until the reference needs less.
 #             Then bf16-mixed and fp16-mixed (medcheck --against-autocast): the same BANIS+
 #             step (also compiled with --memory-budget 16: med-recompute, the block MLPs'
 #             templates) and the quickstart's compiled with precision=bf16-mixed and fp16-mixed,
@@ -182,8 +184,8 @@ fi
 if [[ " $CHECKS " == *" large "* ]]; then
   C=.device/cuda
   # torch's caching allocator maps memory into growing segments instead of keeping blocks
-  # of the sizes first asked for: its peak stays near what it allocates (MedNeXt-L's f32
-  # reference beside our released side on an 80 GB H100).
+  # of the sizes first asked for: what it reserves stays near what it allocates (0.1-0.3
+  # GiB apart at MedNeXt-L's f32 reference peak on an H100).
   export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
   # large NAME LIMIT ARGS...: one `medcheck --device cuda` run (torch on the GPU too), its log
   # in $OUT/large-NAME.log; its summary line (steps or outputs checked) and time line in the
