@@ -14,6 +14,10 @@
 # MED_ROW_MIN (default 100) seconds left, and its timeout is what is left, so that the
 # table is printed inside the call; a row not started says so (run it in a next call on the
 # same machine: the build is kept). MED_LARGE_ONLY=REGEX picks rows by name.
+# MED_GPU_FREE_GIB=G (e.g. 79 on an H200 when no H100 is lent): before the rows, another
+# process takes all but G GiB of what is free on the GPU and holds it until the end, so that
+# the rows see the memory of a smaller GPU; the `memory` lines' "in use" then include what it
+# holds (printed first).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
@@ -39,6 +43,25 @@ fi
 echo "medcheck built in $(( $(date +%s) - start )) s"
 for z in .device/cuda/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done
 C=.device/cuda
+holder=
+if [ -n "${MED_GPU_FREE_GIB:-}" ]; then
+  python3 - "$MED_GPU_FREE_GIB" "$OUT/holder.ready" <<'PY' &
+import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+hold = max(0, free - int(float(sys.argv[1]) * 2**30))
+x = torch.empty(hold, dtype=torch.uint8, device="cuda") if hold else None
+torch.cuda.synchronize()
+free2, _ = torch.cuda.mem_get_info()
+print("holder: %.2f GiB taken by another process (free %.2f -> %.2f GiB of %.2f)" % (hold / 2**30, free / 2**30, free2 / 2**30, total / 2**30), flush=True)
+open(sys.argv[2], "w").write("ready")
+time.sleep(3600)
+PY
+  holder=$!
+  for _ in $(seq 120); do [ -f "$OUT/holder.ready" ] && break; sleep 0.5; done
+  [ -f "$OUT/holder.ready" ] || { echo "FAIL: the holder did not start"; kill "$holder"; exit 1; }
+  rm -f "$OUT/holder.ready"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+fi
 # As part `large`: torch's allocator in expandable segments (see scripts/gpu-check.sh).
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 echo "PYTORCH_CUDA_ALLOC_CONF=$PYTORCH_CUDA_ALLOC_CONF"
@@ -83,5 +106,6 @@ for f in "$OUT"/large-*.log; do
   n=$(basename "$f" .log)
   grep -E "^memory" "$f" | sed -e "s/^/${n#large-}  /" | cut -c1-300
 done
+[ -n "$holder" ] && kill "$holder"
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status
