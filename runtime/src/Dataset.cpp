@@ -104,12 +104,14 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
     // -1 (outside the non-zero region) is background, as nnU-Net trains it.
     json manifest = readJson((fs::path(dir) / "preprocess.json").string());
     if (spec.normalization != "auto" && spec.normalization != "none")
-      throw Error(str("data.normalization: ", dir, " is a preprocessed cache, normalised by its "
-                      "plan already; expected auto or none, got ", spec.normalization));
+      throw Error(str("data.normalization: ", dir,
+                      " is a preprocessed cache, normalised by its "
+                      "plan already; expected auto or none, got ",
+                      spec.normalization));
     const json listed = manifest.value("cases", json::object());
     if (!listed.is_object())
       throw Error(str(dir, "/preprocess.json: cases: expected an object (run medrun preprocess "
-                      "again)"));
+                           "again)"));
     std::vector<Case> cases;
     for (const auto &[name, stamp] : listed.items()) {
       Case c;
@@ -121,7 +123,8 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
         std::snprintf(key, sizeof key, "data_%04zu", k);
         c.images.push_back((zarr / key).string());
         if (!fs::exists(fs::path(c.images.back()) / ".zarray"))
-          throw Error(str("case ", name, ": ", c.images.back(), " is missing from the "
+          throw Error(str("case ", name, ": ", c.images.back(),
+                          " is missing from the "
                           "preprocessed cache (run medrun preprocess again)"));
       }
       cases.push_back(c);
@@ -148,9 +151,9 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
       std::snprintf(suffix, sizeof suffix, "_%04zu", k);
       c.images.push_back((imagesDir / (c.name + suffix + ending)).string());
       if (!fs::exists(c.images.back()))
-        throw Error(str("case ", c.name, ": channel ", k, " (", modalities[k], ") is missing: ",
-                        c.images.back(), " (dataset.json lists ", modalities.size(),
-                        " channel(s); the case is labelled in ", c.label, ")"));
+        throw Error(str("case ", c.name, ": channel ", k, " (", modalities[k],
+                        ") is missing: ", c.images.back(), " (dataset.json lists ",
+                        modalities.size(), " channel(s); the case is labelled in ", c.label, ")"));
     }
     cases.push_back(c);
   }
@@ -234,12 +237,11 @@ private:
 
 } // namespace
 
-std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> kfoldSplits(size_t n,
-                                                                             size_t folds,
+std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> kfoldSplits(size_t n, size_t folds,
                                                                              uint32_t seed) {
   if (folds < 2 || n < folds)
-    throw Error(str("a ", folds, "-fold split of ", n, " cases: expected at least ", folds,
-                    " cases"));
+    throw Error(
+        str("a ", folds, "-fold split of ", n, " cases: expected at least ", folds, " cases"));
   // sklearn's KFold(shuffle=True, random_state=seed): RandomState(seed).shuffle(arange(n)),
   // then consecutive test folds, the first n % folds one larger; both sides in index order.
   std::vector<size_t> order(n);
@@ -289,7 +291,8 @@ void ChannelNormalization::apply(float *x, int64_t n) const {
     return;
   }
   if (scheme != "zscore" && scheme != "ct")
-    throw Error(str("normalization: unknown scheme '", scheme, "' (expected none, divide255, "
+    throw Error(str("normalization: unknown scheme '", scheme,
+                    "' (expected none, divide255, "
                     "zscore or ct)"));
   const double inv = 1.0 / std::max(std, 1e-8);
   const double l = scheme == "ct" ? lo : -INFINITY, h = scheme == "ct" ? hi : INFINITY;
@@ -358,8 +361,8 @@ DataContract DataContract::fromJson(const json &j, const std::string &what) {
   };
   DataContract c;
   if (!need("format").is_string() || need("format").get<std::string>() != "medrun data contract 1")
-    throw Error(str(what, ": format: expected \"medrun data contract 1\", got ",
-                    need("format").dump()));
+    throw Error(
+        str(what, ": format: expected \"medrun data contract 1\", got ", need("format").dump()));
   if (!need("source").is_string())
     throw Error(str(what, ": source: expected a string"));
   c.source = need("source").get<std::string>();
@@ -385,11 +388,11 @@ DataContract DataContract::fromJson(const json &j, const std::string &what) {
         *fields[f] = ch[keys[f]].get<double>();
       }
       if (!(n.lo <= n.hi) || !std::isfinite(n.mean) || !(n.std >= 0))
-        throw Error(str(at, ": ct statistics out of range (clip ", n.lo, "..", n.hi, ", std ",
-                        n.std, ")"));
+        throw Error(
+            str(at, ": ct statistics out of range (clip ", n.lo, "..", n.hi, ", std ", n.std, ")"));
     } else if (n.scheme != "none" && n.scheme != "divide255" && n.scheme != "zscore") {
-      throw Error(str(at, ": normalization: expected none, divide255, zscore or ct, got '",
-                      n.scheme, "'"));
+      throw Error(
+          str(at, ": normalization: expected none, divide255, zscore or ct, got '", n.scheme, "'"));
     }
     c.channels.push_back(n);
   }
@@ -428,8 +431,7 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
     cases = listedCases(spec);
     split.normalizations = {spec.normalization};
     split.channelNames = {""};
-  }
-  else
+  } else
     throw Error(str("data.source: expected synthetic, files or nnunet, got '", spec.source, "'"));
   std::sort(cases.begin(), cases.end(), [](const Case &a, const Case &b) { return a.name < b.name; });
 
@@ -441,8 +443,10 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
       // As nnU-Net does without the file: 5 folds by KFold with its seed over the sorted
       // case names, written to the dataset so that every fold's run reads the same split.
       if (cases.size() < 5)
-        throw Error(str(spec.path, ": no splits_final.json, and nnU-Net's 5-fold split needs "
-                        "at least 5 cases; the dataset has ", cases.size(),
+        throw Error(str(spec.path,
+                        ": no splits_final.json, and nnU-Net's 5-fold split needs "
+                        "at least 5 cases; the dataset has ",
+                        cases.size(),
                         " (write a splits_final.json: [{\"train\": [...], \"val\": [...]}])"));
       generated = json::array();
       for (const auto &[train, val] : kfoldSplits(cases.size(), 5, 12345)) {
@@ -470,8 +474,8 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
     if (!s.is_array() || s.empty())
       throw Error(str(splits, ": expected a list of folds [{\"train\": [...], \"val\": [...]}]"));
     if (spec.fold < 0 || spec.fold >= static_cast<int64_t>(s.size()))
-      throw Error(str("data.fold: fold ", spec.fold, " does not exist: ", splits, " has ",
-                      s.size(), " fold(s), 0..", s.size() - 1));
+      throw Error(str("data.fold: fold ", spec.fold, " does not exist: ", splits, " has ", s.size(),
+                      " fold(s), 0..", s.size() - 1));
     const json &fold = s[spec.fold];
     auto names = [&](const char *key) {
       if (!fold.is_object() || !fold.contains(key) || !fold[key].is_array())
@@ -492,8 +496,8 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
                           "', which the dataset does not have"));
         (std::string(key) == "train" ? split.train : split.validation).push_back(*it);
       }
-    split.how = str(fs::path(splits).filename().string(), generated.is_array() ? " (written now)" : "",
-                    " fold ", spec.fold);
+    split.how = str(fs::path(splits).filename().string(),
+                    generated.is_array() ? " (written now)" : "", " fold ", spec.fold);
   } else {
     if (!(spec.valFraction >= 0 && spec.valFraction < 1))
       throw Error(str("data.val_fraction: expected a fraction in [0, 1), got ", spec.valFraction));
@@ -567,8 +571,9 @@ public:
                             " but the labels ", b.name(), " have ", b.spacing[0], " x ",
                             b.spacing[1], " x ", b.spacing[2], " (expected the same spacing)"));
         if (std::string g = geometryMismatch(a, b); !g.empty())
-          throw Error(str("data: case ", v.c.name, ": the labels ", b.name(), " are not where the image ",
-                          a.name(), " is: ", g, " (expected the same origin and direction)"));
+          throw Error(str("data: case ", v.c.name, ": the labels ", b.name(),
+                          " are not where the image ", a.name(), " is: ", g,
+                          " (expected the same origin and direction)"));
         v.images.back()->setCache(cache);
       }
       v.shape = b.shape;
@@ -678,18 +683,22 @@ public:
       int64_t voxels = 0;
       for (const FileVolume &v : vols_)
         voxels += v.shape[0] * v.shape[1] * v.shape[2];
-      std::fprintf(log, "data: %zu training, %zu validation cases (%s), %.1f Mvoxels; "
-                        "normalization %s%s; chunk cache %lld MiB\n",
-                   split.train.size(), split.validation.size(), split.how.c_str(), voxels / 1e6,
-                   [&] {
-                     std::string d;
-                     for (size_t c = 0; c < C; ++c)
-                       d += str(c ? "; channel " : C > 1 ? "channel " : "", C > 1 ? str(c, " ") : "",
-                                globals_[c].describe());
-                     return d;
-                   }().c_str(),
-                   stored ? " (the run's stored data contract)" : "",
-                   static_cast<long long>(spec.cacheMb));
+      std::fprintf(
+          log,
+          "data: %zu training, %zu validation cases (%s), %.1f Mvoxels; "
+          "normalization %s%s; chunk cache %lld MiB\n",
+          split.train.size(), split.validation.size(), split.how.c_str(), voxels / 1e6,
+          [&] {
+            std::string d;
+            for (size_t c = 0; c < C; ++c)
+              d += str(c       ? "; channel "
+                       : C > 1 ? "channel "
+                               : "",
+                       C > 1 ? str(c, " ") : "", globals_[c].describe());
+            return d;
+          }()
+              .c_str(),
+          stored ? " (the run's stored data contract)" : "", static_cast<long long>(spec.cacheMb));
     }
   }
 
@@ -877,13 +886,12 @@ public:
   }
 
 private:
-
   std::vector<FileVolume> vols_;
   bool classMode_;
   int64_t maxLabel_;
   DatasetSplit split_;
-  bool outsideIsBackground_ = false; ///< a preprocessed cache: label -1 is background
-  std::vector<std::string> schemes_; ///< the resolved normalization of each channel
+  bool outsideIsBackground_ = false;          ///< a preprocessed cache: label -1 is background
+  std::vector<std::string> schemes_;          ///< the resolved normalization of each channel
   std::vector<ChannelNormalization> globals_; ///< of every volume, but under zscore
 };
 

@@ -173,17 +173,18 @@ ojson datasetFingerprint(const PlanOptions &o) {
   const size_t channels = d["channel_names"].size();
   for (size_t c = 0; c < channels; ++c)
     if (!d["channel_names"].contains(std::to_string(c)))
-      throw Error(str(meta, ": channel_names has no \"", c, "\" (expected keys 0..",
-                      channels - 1, ")"));
+      throw Error(
+          str(meta, ": channel_names has no \"", c, "\" (expected keys 0..", channels - 1, ")"));
   const std::string ending = d.value("file_ending", ".nii.gz");
   const fs::path labelsDir = dir / "labelsTr", imagesDir = dir / "imagesTr";
   if (!fs::is_directory(labelsDir) || !fs::is_directory(imagesDir))
-    throw Error(str(o.dataset, ": expected the folders imagesTr/ and labelsTr/ (nnU-Net raw layout)"));
+    throw Error(
+        str(o.dataset, ": expected the folders imagesTr/ and labelsTr/ (nnU-Net raw layout)"));
   std::vector<std::string> cases;
   for (const auto &e : fs::directory_iterator(labelsDir)) {
     const std::string n = e.path().filename().string();
-    if (n.size() > ending.size() && n.compare(n.size() - ending.size(), ending.size(), ending) == 0 &&
-        n[0] != '.')
+    if (n.size() > ending.size() &&
+        n.compare(n.size() - ending.size(), ending.size(), ending) == 0 && n[0] != '.')
       cases.push_back(n.substr(0, n.size() - ending.size()));
   }
   std::sort(cases.begin(), cases.end());
@@ -228,10 +229,11 @@ ojson datasetFingerprint(const PlanOptions &o) {
                             ii.shape[2], " but its labels ", labelPath, " are ", shape[0], "x",
                             shape[1], "x", shape[2], " (expected one shape)"));
           for (int a = 0; a < 3; ++a)
-            if (std::abs(ii.spacing[a] - li.spacing[a]) > 1e-3 * std::max(ii.spacing[a], li.spacing[a]))
+            if (std::abs(ii.spacing[a] - li.spacing[a]) >
+                1e-3 * std::max(ii.spacing[a], li.spacing[a]))
               throw Error(str("case ", name, ": ", path, " has spacing ", ii.spacing[0], " x ",
-                              ii.spacing[1], " x ", ii.spacing[2], " but its labels ", li.spacing[0],
-                              " x ", li.spacing[1], " x ", li.spacing[2],
+                              ii.spacing[1], " x ", ii.spacing[2], " but its labels ",
+                              li.spacing[0], " x ", li.spacing[1], " x ", li.spacing[2],
                               " (expected the same geometry)"));
           if (std::string g = geometryMismatch(ii, li); !g.empty())
             throw Error(str("case ", name, ": its labels ", labelPath, " are not where ", path,
@@ -263,9 +265,9 @@ ojson datasetFingerprint(const PlanOptions &o) {
         f.spacing = li.spacing;
         for (int a = 0; a < 3; ++a)
           f.shapeAfterCrop[a] = hi[a] - lo[a] + 1;
-        f.relativeSize = static_cast<double>(f.shapeAfterCrop[0] * f.shapeAfterCrop[1] *
-                                             f.shapeAfterCrop[2]) /
-                         static_cast<double>(n);
+        f.relativeSize =
+            static_cast<double>(f.shapeAfterCrop[0] * f.shapeAfterCrop[1] * f.shapeAfterCrop[2]) /
+            static_cast<double>(n);
         f.foreground.resize(channels);
         std::vector<int64_t> fg;
         for (int64_t z = lo[0]; z <= hi[0]; ++z)
@@ -299,7 +301,7 @@ ojson datasetFingerprint(const PlanOptions &o) {
       all.insert(all.end(), f.foreground[c].begin(), f.foreground[c].end());
     if (all.empty())
       throw Error(str(labelsDir.string(), ": no case has a foreground voxel (label > 0): the "
-                      "intensity statistics are undefined"));
+                                          "intensity statistics are undefined"));
     std::sort(all.begin(), all.end());
     double sum = 0;
     for (double v : all)
@@ -349,7 +351,8 @@ ojson planExperiment(const json &fingerprint, const json &d, const std::string &
     target[a] = axisPercentile(spacings, a, 50);
     targetSize[a] = axisPercentile(shapes, a, 50);
   }
-  const int worst = static_cast<int>(std::max_element(target.begin(), target.end()) - target.begin());
+  const int worst =
+      static_cast<int>(std::max_element(target.begin(), target.end()) - target.begin());
   double maxOther = 0, minOtherSize = INFINITY;
   for (int a = 0; a < 3; ++a)
     if (a != worst) {
@@ -362,7 +365,8 @@ ojson planExperiment(const json &fingerprint, const json &d, const std::string &
       t = std::max(maxOther, t) + 1e-5;
     target[worst] = t;
   }
-  const int maxAxis = static_cast<int>(std::max_element(target.begin(), target.end()) - target.begin());
+  const int maxAxis =
+      static_cast<int>(std::max_element(target.begin(), target.end()) - target.begin());
   std::array<int, 3> forward{maxAxis, 0, 0}, backward{};
   for (int a = 0, k = 1; a < 3; ++a)
     if (a != maxAxis)
@@ -385,7 +389,8 @@ ojson planExperiment(const json &fingerprint, const json &d, const std::string &
     medianT[a] = median[forward[a]];
   }
   const int64_t numTraining = d.value("numTraining", static_cast<int64_t>(shapes.size()));
-  const double approxVoxels = medianT[0] * medianT[1] * medianT[2] * static_cast<double>(numTraining);
+  const double approxVoxels =
+      medianT[0] * medianT[1] * medianT[2] * static_cast<double>(numTraining);
 
   // The patch: 256^3 voxels in the spacing's aspect, clipped to the median shape.
   std::array<double, 3> inv, patch;

@@ -50,7 +50,8 @@ std::vector<T> transpose(const std::vector<T> &x, const Shape3 &s, const std::ar
 }
 
 template <typename T>
-std::vector<T> cropBox(const std::vector<T> &x, const Shape3 &s, const Shape3 &lo, const Shape3 &n) {
+std::vector<T> cropBox(const std::vector<T> &x, const Shape3 &s, const Shape3 &lo,
+                       const Shape3 &n) {
   std::vector<T> r(static_cast<size_t>(n[0] * n[1] * n[2]));
   for (int64_t i = 0, v = 0; i < n[0]; ++i)
     for (int64_t j = 0; j < n[1]; ++j)
@@ -88,12 +89,18 @@ void fillHoles(std::vector<uint8_t> &mask, const Shape3 &s) {
     const int64_t v = stack.back();
     stack.pop_back();
     const int64_t z = v / (s[1] * s[2]), y = v / s[2] % s[1], x = v % s[2];
-    if (z > 0) push(v - s[1] * s[2]);
-    if (z + 1 < s[0]) push(v + s[1] * s[2]);
-    if (y > 0) push(v - s[2]);
-    if (y + 1 < s[1]) push(v + s[2]);
-    if (x > 0) push(v - 1);
-    if (x + 1 < s[2]) push(v + 1);
+    if (z > 0)
+      push(v - s[1] * s[2]);
+    if (z + 1 < s[0])
+      push(v + s[1] * s[2]);
+    if (y > 0)
+      push(v - s[2]);
+    if (y + 1 < s[1])
+      push(v + s[2]);
+    if (x > 0)
+      push(v - 1);
+    if (x + 1 < s[2])
+      push(v + 1);
   }
   for (size_t v = 0; v < mask.size(); ++v)
     mask[v] = !outside[v];
@@ -123,7 +130,7 @@ PreprocessPlan readPreprocessPlan(const std::string &plansPath) {
   std::sort(sorted.begin(), sorted.end());
   if (sorted != std::array<int, 3>{0, 1, 2} || p.useMask.size() != p.schemes.size())
     throw Error(str(plansPath, ": transpose_forward must permute 0, 1, 2 and use_mask_for_norm "
-                    "have one entry per normalization scheme"));
+                               "have one entry per normalization scheme"));
   for (int a = 0; a < 3; ++a)
     if (!(p.target[a] > 0))
       throw Error(str(plansPath, ": 3d_fullres.spacing must be positive"));
@@ -158,18 +165,18 @@ PreprocessedCase preprocessCase(const std::string &name, const std::vector<std::
     auto r = openVolume(imagePaths[ch]);
     const VolumeInfo &ii = r->info();
     if (ii.shape != raw)
-      throw Error(str("case ", name, ": ", imagePaths[ch], " is ", ii.shape[0], "x",
-                      ii.shape[1], "x", ii.shape[2], " but its labels ", labelPath,
-                      " are ", raw[0], "x", raw[1], "x", raw[2], " (expected one shape)"));
+      throw Error(str("case ", name, ": ", imagePaths[ch], " is ", ii.shape[0], "x", ii.shape[1],
+                      "x", ii.shape[2], " but its labels ", labelPath, " are ", raw[0], "x", raw[1],
+                      "x", raw[2], " (expected one shape)"));
     for (int a = 0; a < 3; ++a)
       if (std::abs(ii.spacing[a] - li.spacing[a]) > 1e-3 * std::max(ii.spacing[a], li.spacing[a]))
-        throw Error(str("case ", name, ": ", imagePaths[ch], " has spacing ", ii.spacing[0],
-                        " x ", ii.spacing[1], " x ", ii.spacing[2], " but its labels ",
-                        li.spacing[0], " x ", li.spacing[1], " x ", li.spacing[2],
+        throw Error(str("case ", name, ": ", imagePaths[ch], " has spacing ", ii.spacing[0], " x ",
+                        ii.spacing[1], " x ", ii.spacing[2], " but its labels ", li.spacing[0],
+                        " x ", li.spacing[1], " x ", li.spacing[2],
                         " (expected the same geometry)"));
     if (std::string g = geometryMismatch(ii, li); !g.empty())
-      throw Error(str("case ", name, ": its labels ", labelPath, " are not where ",
-                      imagePaths[ch], " is: ", g, " (expected the same origin and direction)"));
+      throw Error(str("case ", name, ": its labels ", labelPath, " are not where ", imagePaths[ch],
+                      " is: ", g, " (expected the same origin and direction)"));
     img[ch].resize(static_cast<size_t>(n));
     r->read({0, 0, 0}, raw, img[ch].data());
   }
@@ -216,9 +223,10 @@ PreprocessedCase preprocessCase(const std::string &name, const std::vector<std::
       const json &p = props.value(std::to_string(ch), json());
       if (!p.is_object() || !p.contains("mean") || !p.contains("std") ||
           !p.contains("percentile_00_5") || !p.contains("percentile_99_5"))
-        throw Error(str(plansPath, ": CTNormalization of channel ", ch, " needs "
-                        "foreground_intensity_properties_per_channel.", ch,
-                        " (mean, std, percentile_00_5, percentile_99_5)"));
+        throw Error(str(plansPath, ": CTNormalization of channel ", ch,
+                        " needs "
+                        "foreground_intensity_properties_per_channel.",
+                        ch, " (mean, std, percentile_00_5, percentile_99_5)"));
       const float mean = p["mean"].get<float>(), sd = p["std"].get<float>();
       const float l = p["percentile_00_5"].get<float>(), h = p["percentile_99_5"].get<float>();
       for (float &v : x)
@@ -237,9 +245,8 @@ PreprocessedCase preprocessCase(const std::string &name, const std::vector<std::
           sq += (x[v] - mean) * (x[v] - mean);
       const double sd = count ? std::sqrt(sq / double(count)) : 0;
       for (size_t v = 0; v < x.size(); ++v)
-        x[v] = !useMask[ch] || seg[v] >= 0
-                   ? static_cast<float>((x[v] - mean) / std::max(sd, 1e-8))
-                   : 0.0f;
+        x[v] = !useMask[ch] || seg[v] >= 0 ? static_cast<float>((x[v] - mean) / std::max(sd, 1e-8))
+                                           : 0.0f;
     } else if (scheme == "RescaleTo01Normalization") {
       const auto [mn, mx] = std::minmax_element(x.begin(), x.end());
       const float low = *mn, high = *mx - low;
@@ -292,15 +299,15 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
   const std::vector<std::string> &schemes = plan.schemes;
   if (!d.contains("channel_names") || d["channel_names"].size() != schemes.size())
     throw Error(str(plansPath, ": ", schemes.size(), " normalization_schemes for the ",
-                    d.value("channel_names", json::object()).size(),
-                    " channels of ", meta, " (expected one per channel)"));
+                    d.value("channel_names", json::object()).size(), " channels of ", meta,
+                    " (expected one per channel)"));
   const size_t channels = schemes.size();
   const std::string ending = d.value("file_ending", ".nii.gz");
   std::vector<std::string> cases;
   for (const auto &e : fs::directory_iterator(dir / "labelsTr")) {
     const std::string n = e.path().filename().string();
-    if (n.size() > ending.size() && n.compare(n.size() - ending.size(), ending.size(), ending) == 0 &&
-        n[0] != '.')
+    if (n.size() > ending.size() &&
+        n.compare(n.size() - ending.size(), ending.size(), ending) == 0 && n[0] != '.')
       cases.push_back(n.substr(0, n.size() - ending.size()));
   }
   std::sort(cases.begin(), cases.end());
@@ -362,7 +369,8 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
                      fs::exists(fs::path(o.out) / (name + ".json"));
         if (!reuse) {
           const PreprocessedCase pc = preprocessCase(name, imagePaths, labelPath, plan);
-          const Shape3 &ns = pc.shape, &s = pc.shapeBefore, &lo = pc.lo, &hi = pc.hi, &cs = pc.cropShape;
+          const Shape3 &ns = pc.shape, &s = pc.shapeBefore, &lo = pc.lo, &hi = pc.hi,
+                       &cs = pc.cropShape;
           const std::array<double, 3> &spacing = pc.spacing;
           const int axis = pc.axis;
           const VolumeInfo &li = pc.original;
@@ -395,15 +403,14 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
             sd.data = s16.data();
           }
           writeVolume((zarr / "seg").string(), sd);
-          ojson properties = {
-              {"spacing", spacing},
-              {"shape_before_cropping", s},
-              {"bbox_used_for_cropping",
-               {{lo[0], hi[0] + 1}, {lo[1], hi[1] + 1}, {lo[2], hi[2] + 1}}},
-              {"shape_after_cropping_and_before_resampling", cs},
-              {"shape_after_resampling", ns},
-              {"separate_z_axis", axis >= 0 ? ojson(axis) : ojson(nullptr)},
-              {"sitk_stuff", {{"spacing", li.spacing}, {"affine", li.affine}}}};
+          ojson properties = {{"spacing", spacing},
+                              {"shape_before_cropping", s},
+                              {"bbox_used_for_cropping",
+                               {{lo[0], hi[0] + 1}, {lo[1], hi[1] + 1}, {lo[2], hi[2] + 1}}},
+                              {"shape_after_cropping_and_before_resampling", cs},
+                              {"shape_after_resampling", ns},
+                              {"separate_z_axis", axis >= 0 ? ojson(axis) : ojson(nullptr)},
+                              {"sitk_stuff", {{"spacing", li.spacing}, {"affine", li.affine}}}};
           std::ofstream pf(fs::path(o.out) / (name + ".json"));
           pf << properties.dump(4);
           if (!pf)

@@ -55,8 +55,7 @@ void resizeLine(const double *in, int64_t n, double *out, int64_t m, int order,
       const double cc = (static_cast<double>(o) + 0.5) * scale - 0.5 + kSplinePad;
       const double f = std::floor(cc), t = cc - f;
       const int64_t start = static_cast<int64_t>(f) - 1;
-      const double w[4] = {(1 - t) * (1 - t) * (1 - t) / 6,
-                           (3 * t * t * t - 6 * t * t + 4) / 6,
+      const double w[4] = {(1 - t) * (1 - t) * (1 - t) / 6, (3 * t * t * t - 6 * t * t + 4) / 6,
                            (-3 * t * t * t + 3 * t * t + 3 * t + 1) / 6, t * t * t / 6};
       double v = 0;
       for (int k = 0; k < 4; ++k)
@@ -65,8 +64,8 @@ void resizeLine(const double *in, int64_t n, double *out, int64_t m, int order,
     }
   } else if (order == 1) {
     for (int64_t o = 0; o < m; ++o) {
-      const double cc = std::clamp((static_cast<double>(o) + 0.5) * scale - 0.5, 0.0,
-                                   static_cast<double>(n - 1));
+      const double cc =
+          std::clamp((static_cast<double>(o) + 0.5) * scale - 0.5, 0.0, static_cast<double>(n - 1));
       const double f = std::floor(cc), t = cc - f;
       const int64_t i = static_cast<int64_t>(f);
       out[o] = t > 0 ? (1 - t) * in[i] + t * in[std::min(i + 1, n - 1)] : in[i];
@@ -116,14 +115,14 @@ void checkShapes(size_t n, const Shape3 &from, const Shape3 &to) {
       throw Error(str("resample: shapes must be positive, got ", from[0], "x", from[1], "x",
                       from[2], " -> ", to[0], "x", to[1], "x", to[2]));
   if (static_cast<int64_t>(n) != from[0] * from[1] * from[2])
-    throw Error(str("resample: ", n, " values for a ", from[0], "x", from[1], "x", from[2],
-                    " array"));
+    throw Error(
+        str("resample: ", n, " values for a ", from[0], "x", from[1], "x", from[2], " array"));
 }
 
 } // namespace
 
-std::vector<double> resizeImage(const std::vector<double> &in, const Shape3 &from,
-                                const Shape3 &to, int order) {
+std::vector<double> resizeImage(const std::vector<double> &in, const Shape3 &from, const Shape3 &to,
+                                int order) {
   checkShapes(in.size(), from, to);
   if (from == to)
     return in;
@@ -208,8 +207,8 @@ std::vector<int64_t> resampleSegmentation(const std::vector<int64_t> &in, const 
   for (int64_t label : labels) {
     for (size_t v = 0; v < in.size(); ++v)
       mask[v] = in[v] == label ? 1.0 : 0.0;
-    const std::vector<double> r = axis < 0 ? resizeImage(mask, from, mid, 1)
-                                           : resampleImage(mask, from, mid, 1, axis);
+    const std::vector<double> r =
+        axis < 0 ? resizeImage(mask, from, mid, 1) : resampleImage(mask, from, mid, 1, axis);
     for (size_t v = 0; v < r.size(); ++v)
       if (r[v] >= 0.5)
         out[v] = label;

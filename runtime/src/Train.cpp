@@ -503,8 +503,10 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
     json record = {{"how", split.how}, {"train", json::array()}, {"validation", json::array()}};
     for (auto [list, key] : {std::pair{&split.train, "train"}, {&split.validation, "validation"}})
       for (const Case &c : *list)
-        record[key].push_back(
-            {{"name", c.name}, {"image", c.images.at(0)}, {"images", c.images}, {"label", c.label}});
+        record[key].push_back({{"name", c.name},
+                               {"image", c.images.at(0)},
+                               {"images", c.images},
+                               {"label", c.label}});
     if (lead) {
       std::ofstream out(fs::path(options.out) / "split.json");
       out << record.dump(2) << "\n";

@@ -126,8 +126,10 @@ Validator::Validator(std::shared_ptr<const PatchSource> source, int64_t channels
     throw Error(str("validation: ", channels_, " classes (expected background and at least one)"));
   if (!options_.affinities && !options_.classNames.empty() &&
       static_cast<int64_t>(options_.classNames.size()) != channels_ - 1)
-    throw Error(str("validation: ", options_.classNames.size(), " foreground class names for a "
-                    "network of ", channels_, " classes (expected ", channels_ - 1, ")"));
+    throw Error(str("validation: ", options_.classNames.size(),
+                    " foreground class names for a "
+                    "network of ",
+                    channels_, " classes (expected ", channels_ - 1, ")"));
 }
 
 std::pair<Index3, Index3> Validator::box(int64_t v) const {

@@ -26,11 +26,11 @@ TEST(Planning, IsotropicPatchPoolsEveryAxisFiveTimes) {
 
 TEST(Planning, AnisotropicPatchPoolsInPlaneFirst) {
   const Topology t = poolAndConvProps({3.0, 0.78, 0.78}, {40, 256, 224});
-  const std::vector<std::array<int64_t, 3>> strides = {
-      {1, 1, 1}, {1, 2, 2}, {2, 2, 2}, {2, 2, 2}, {2, 2, 2}, {1, 2, 2}};
+  const std::vector<std::array<int64_t, 3>> strides = {{1, 1, 1}, {1, 2, 2}, {2, 2, 2},
+                                                       {2, 2, 2}, {2, 2, 2}, {1, 2, 2}};
   EXPECT_EQ(t.strides, strides);
-  const std::vector<std::array<int64_t, 3>> kernels = {
-      {1, 3, 3}, {3, 3, 3}, {3, 3, 3}, {3, 3, 3}, {3, 3, 3}, {3, 3, 3}};
+  const std::vector<std::array<int64_t, 3>> kernels = {{1, 3, 3}, {3, 3, 3}, {3, 3, 3},
+                                                       {3, 3, 3}, {3, 3, 3}, {3, 3, 3}};
   EXPECT_EQ(t.kernels, kernels);
   // 2^3 along z, 2^5 in-plane: 40, 256 and 224 are multiples already.
   EXPECT_EQ(t.patch, (std::array<int64_t, 3>{40, 256, 224}));

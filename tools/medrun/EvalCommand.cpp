@@ -200,8 +200,10 @@ std::string dumpPython(const nlohmann::json &j) {
 int evalFolders(const EvalOptions &o) {
   const fs::path predDir(o.prediction), refDir(o.labels);
   if (!fs::is_directory(refDir) || isArrayDir(refDir))
-    throw Error(str(o.labels, ": --labels must be a folder of label maps too when the "
-                    "prediction is a folder (", o.prediction, ")"));
+    throw Error(str(o.labels,
+                    ": --labels must be a folder of label maps too when the "
+                    "prediction is a folder (",
+                    o.prediction, ")"));
   // Labels, regions and the ignore label: dataset.json (given, or the labels folder's
   // dataset's), else every value > 0 found.
   std::string datasetJson = o.datasetJson;
@@ -262,8 +264,8 @@ int evalFolders(const EvalOptions &o) {
     std::vector<std::string> names;
     for (const auto &e : fs::directory_iterator(dir)) {
       const std::string n = e.path().filename().string();
-      if (n.size() > ending.size() && n.compare(n.size() - ending.size(), ending.size(), ending) == 0 &&
-          n[0] != '.')
+      if (n.size() > ending.size() &&
+          n.compare(n.size() - ending.size(), ending.size(), ending) == 0 && n[0] != '.')
         names.push_back(n);
     }
     std::sort(names.begin(), names.end());
@@ -290,8 +292,9 @@ int evalFolders(const EvalOptions &o) {
   Progress::Options po;
   po.total = static_cast<int64_t>(n);
   po.desc = "eval";
-  po.mode = o.progress == 1 ? Progress::Mode::Bar : o.progress == 2 ? Progress::Mode::Lines
-                                                                     : Progress::Mode::Auto;
+  po.mode = o.progress == 1   ? Progress::Mode::Bar
+            : o.progress == 2 ? Progress::Mode::Lines
+                              : Progress::Mode::Auto;
   Progress bar(stderr, po);
   std::mutex barLock; // the workers report to one bar
   int64_t done = 0;
@@ -320,7 +323,8 @@ int evalFolders(const EvalOptions &o) {
         auto pr = openVolume(pp), rr = openVolume(rp);
         const VolumeInfo &a = pr->info(), &r = rr->info();
         if (a.channels != 1 || r.channels != 1)
-          throw Error(str(a.channels != 1 ? pp : rp, ": ", a.channels != 1 ? a.channels : r.channels,
+          throw Error(str(a.channels != 1 ? pp : rp, ": ",
+                          a.channels != 1 ? a.channels : r.channels,
                           " channels: expected a label map (one channel of class indices)"));
         if (a.shape != r.shape)
           throw Error(str("case ", preds[i], ": the prediction ", pp, " is ", shapeText(a.shape),
@@ -333,8 +337,9 @@ int evalFolders(const EvalOptions &o) {
                             " but the reference ", r.spacing[0], " x ", r.spacing[1], " x ",
                             r.spacing[2], " (expected the same geometry)"));
         if (std::string g = geometryMismatch(r, a); !g.empty())
-          throw Error(str("case ", preds[i], ": the prediction ", pp, " is not where the reference ",
-                          rp, " is: ", g, " (expected the same geometry)"));
+          throw Error(str("case ", preds[i], ": the prediction ", pp,
+                          " is not where the reference ", rp, " is: ", g,
+                          " (expected the same geometry)"));
         std::vector<int64_t> pred = readLabels(*pr), ref = readLabels(*rr);
         for (int64_t v : pred)
           if (v < 0)
@@ -366,7 +371,7 @@ int evalFolders(const EvalOptions &o) {
       all.insert(s.begin(), s.end());
     if (all.empty())
       throw Error(str(o.labels, ": neither the references nor the predictions hold a label > 0 "
-                      "(and no dataset.json names the labels): nothing to score"));
+                                "(and no dataset.json names the labels): nothing to score"));
     for (int64_t v : all)
       keys.push_back({std::to_string(v), {v}});
     for (size_t i = 0; i < n; ++i)
@@ -382,12 +387,12 @@ int evalFolders(const EvalOptions &o) {
     nlohmann::json metrics = nlohmann::json::object();
     for (size_t k = 0; k < keys.size(); ++k) {
       const KeyCounts &c = counts[i][k];
-      const std::array<double, 8> v = {c.dice(), double(c.fn), double(c.fp), c.iou(),
-                                       double(c.tn), double(c.tp), double(c.tp + c.fp),
-                                       double(c.tp + c.fn)};
+      const std::array<double, 8> v = {
+          c.dice(),     double(c.fn), double(c.fp),        c.iou(),
+          double(c.tn), double(c.tp), double(c.tp + c.fp), double(c.tp + c.fn)};
       values[k].push_back(v);
-      metrics[keys[k].name] = {{"Dice", number(c.dice())}, {"FN", c.fn}, {"FP", c.fp},
-                               {"IoU", number(c.iou())},   {"TN", c.tn}, {"TP", c.tp},
+      metrics[keys[k].name] = {{"Dice", number(c.dice())}, {"FN", c.fn},          {"FP", c.fp},
+                               {"IoU", number(c.iou())},   {"TN", c.tn},          {"TP", c.tp},
                                {"n_pred", c.tp + c.fp},    {"n_ref", c.tp + c.fn}};
     }
     perCase.push_back({{"metrics", metrics},
@@ -417,8 +422,8 @@ int evalFolders(const EvalOptions &o) {
       sum += keyMeans[k][f];
     foreground[kMetrics[f]] = number(sum / double(keys.size()));
   }
-  nlohmann::json summary = {{"foreground_mean", foreground}, {"mean", mean},
-                            {"metric_per_case", perCase}};
+  nlohmann::json summary = {
+      {"foreground_mean", foreground}, {"mean", mean}, {"metric_per_case", perCase}};
   const std::string out = o.json.empty() ? (predDir / "summary.json").string() : o.json;
   {
     std::ofstream f(out, std::ios::trunc);
@@ -437,9 +442,8 @@ int evalFolders(const EvalOptions &o) {
   std::printf("%12s %8s %8s\n", "label", "dice", "iou");
   for (size_t k = 0; k < keys.size(); ++k)
     std::printf("%12s %8.4f %8.4f\n", keys[k].name.c_str(), keyMeans[k][0], keyMeans[k][3]);
-  std::printf("%12s %8.4f %8.4f\n", "foreground", foreground["Dice"].is_number()
-                                                       ? foreground["Dice"].get<double>()
-                                                       : NAN,
+  std::printf("%12s %8.4f %8.4f\n", "foreground",
+              foreground["Dice"].is_number() ? foreground["Dice"].get<double>() : NAN,
               foreground["IoU"].is_number() ? foreground["IoU"].get<double>() : NAN);
   std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;
@@ -484,7 +488,7 @@ int evalCommand(const EvalOptions &o) {
     // A folder of label maps against a folder of references: nnU-Net's summary.json.
     if (o.mode != "auto" || !o.thresholds.empty() || o.minSize > 0 || !o.out.empty())
       throw Error(str(o.prediction, " is a folder of label maps: --mode, --thresholds, "
-                      "--min-size and -o apply to one volume"));
+                                    "--min-size and -o apply to one volume"));
     return evalFolders(o);
   }
   if (!o.datasetJson.empty() || !o.fileEnding.empty())

@@ -121,8 +121,11 @@ ChannelNormalization channelNormalization(const InferOptions &o,
                                           const std::optional<DataContract> &contract,
                                           const std::string &from, size_t c) {
   if (contract && !contract->preprocessed.empty() && o.normalization.empty())
-    throw Error(str(from, ": the run trained on a preprocessed cache (cropped, normalised and "
-                    "resampled by ", contract->preprocessed, "), which infer cannot do to a raw "
+    throw Error(str(from,
+                    ": the run trained on a preprocessed cache (cropped, normalised and "
+                    "resampled by ",
+                    contract->preprocessed,
+                    "), which infer cannot do to a raw "
                     "volume: give it the case's preprocessed volumes (CACHE/CASE.zarr/data_XXXX) "
                     "with --normalization none"));
   if (!o.normalization.empty()) {
@@ -144,7 +147,8 @@ ChannelNormalization channelNormalization(const InferOptions &o,
     return norm;
   }
   if (!contract)
-    throw Error(str(o.params, ": holds no data contract (the normalisation the model was "
+    throw Error(str(o.params,
+                    ": holds no data contract (the normalisation the model was "
                     "trained with, which a run's checkpoint keeps in state.json, extra.data): "
                     "infer with a run's checkpoint (RUN/checkpoints/best), or name the "
                     "normalisation with --normalization none, divide255 or zscore"));
@@ -180,11 +184,9 @@ int inferCommand(const InferOptions &o) {
   if (contract && contract->channels.size() != static_cast<size_t>(in[1]))
     throw Error(str(from, ": the run's data contract lists ", contract->channels.size(),
                     " input channel(s), but ", a.path, "'s network takes ", in[1]));
-  const int64_t outChannels = fn.values[fn.outputs[0]].shape.size() == 5
-                                  ? fn.values[fn.outputs[0]].shape[1]
-                                  : -1;
-  if (contract && contract->source == "nnunet" &&
-      activation == "softmax" && outChannels > 0 &&
+  const int64_t outChannels =
+      fn.values[fn.outputs[0]].shape.size() == 5 ? fn.values[fn.outputs[0]].shape[1] : -1;
+  if (contract && contract->source == "nnunet" && activation == "softmax" && outChannels > 0 &&
       static_cast<int64_t>(contract->labels.size()) != outChannels)
     throw Error(str(from, ": the run's data contract lists ", contract->labels.size(),
                     " classes, but ", a.path, "'s network predicts ", outChannels,
@@ -225,8 +227,8 @@ int inferCommand(const InferOptions &o) {
                      "medrun: warning: %s has spacing %g x %g x %g (z, y, x), the training "
                      "cases %g x %g x %g (%s); infer does not resample: resample the image "
                      "to the training spacing first\n",
-                     info.name().c_str(), info.spacing[0], info.spacing[1], info.spacing[2],
-                     t[0], t[1], t[2], from.c_str());
+                     info.name().c_str(), info.spacing[0], info.spacing[1], info.spacing[2], t[0],
+                     t[1], t[2], from.c_str());
         break;
       }
   }

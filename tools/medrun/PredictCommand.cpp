@@ -59,7 +59,8 @@ int predictCommand(const PredictOptions &o) {
       throw Error(str(path, ": no such file (--run must be a training run's directory)"));
     contracts.push_back(DataContract::fromJson(readJson(path), path));
     if (contracts.back().preprocessed.empty())
-      throw Error(str(path, ": the run did not train on a `medrun preprocess` cache, so no plan "
+      throw Error(str(path,
+                      ": the run did not train on a `medrun preprocess` cache, so no plan "
                       "says how to preprocess a raw case: use medrun infer with its checkpoint"));
     if (contracts.back().channels.size() != contracts[0].channels.size() ||
         contracts.back().preprocessed != contracts[0].preprocessed)
@@ -80,8 +81,8 @@ int predictCommand(const PredictOptions &o) {
   std::map<std::string, std::vector<std::string>> cases;
   for (const auto &e : fs::directory_iterator(o.input)) {
     const std::string n = e.path().filename().string();
-    if (n.size() <= ending.size() + 5 || n.compare(n.size() - ending.size(), ending.size(), ending) ||
-        n[0] == '.')
+    if (n.size() <= ending.size() + 5 ||
+        n.compare(n.size() - ending.size(), ending.size(), ending) || n[0] == '.')
       continue;
     const std::string stem = n.substr(0, n.size() - ending.size());
     const std::string name = stem.substr(0, stem.size() - 5);
@@ -110,8 +111,8 @@ int predictCommand(const PredictOptions &o) {
   const Function &fn = a.function("infer");
   const Shape &in = fn.values[fn.inputs.at(0)].shape;
   if (in.size() != 5 || in[1] != static_cast<int64_t>(channels))
-    throw Error(str(a.path, ": 'infer' takes ", shapeStr(in), "; the plan has ", channels,
-                    " channel(s)"));
+    throw Error(
+        str(a.path, ": 'infer' takes ", shapeStr(in), "; the plan has ", channels, " channel(s)"));
   std::vector<TensorMap> folds;
   std::string weights = o.weights;
   for (const std::string &run : o.runs) {
@@ -131,8 +132,9 @@ int predictCommand(const PredictOptions &o) {
   Progress::Options po;
   po.total = static_cast<int64_t>(cases.size());
   po.desc = "predict";
-  po.mode = o.progress == 1 ? Progress::Mode::Bar : o.progress == 2 ? Progress::Mode::Lines
-                                                                     : Progress::Mode::Auto;
+  po.mode = o.progress == 1   ? Progress::Mode::Bar
+            : o.progress == 2 ? Progress::Mode::Lines
+                              : Progress::Mode::Auto;
   po.every = 1;
   Progress bar(stderr, po);
   const auto start = std::chrono::steady_clock::now();

@@ -3,8 +3,9 @@
 // `data.source: files` trains on volumes listed in the recipe (data.images, data.labels:
 // HDF5/Zarr containers with data.image_key / data.label_key, or NIfTI/.npy files), and
 // `data.source: nnunet` on an nnU-Net raw dataset folder (data.path: dataset.json,
-// imagesTr/CASE_XXXX.nii.gz per channel, labelsTr/CASE.nii.gz). The cases are split into training and
-// validation (nnU-Net's splits_final.json and a fold, or a fraction with a seed), images
+// imagesTr/CASE_XXXX.nii.gz per channel, labelsTr/CASE.nii.gz) or a `medrun preprocess`
+// cache. The cases are split into training and validation (nnU-Net's splits_final.json
+// and a fold, or a fraction with a seed), images
 // are normalised (divide-255 as BANIS; z-score per volume or CT clipping with dataset
 // statistics as nnU-Net), and the loader's workers read patches through a cache of
 // decoded chunks bounded in bytes: no volume is decoded whole per patch.
@@ -58,8 +59,8 @@ struct Case {
 /// of the training foreground, then (x - mean) / max(std, 1e-8) with that foreground's
 /// mean and std).
 struct ChannelNormalization {
-  std::string name;             ///< dataset.json's channel name ("CT"), or ""
-  std::string scheme = "none";  ///< none, divide255, zscore, ct
+  std::string name;            ///< dataset.json's channel name ("CT"), or ""
+  std::string scheme = "none"; ///< none, divide255, zscore, ct
   double mean = 0, std = 1, lo = -INFINITY, hi = INFINITY; ///< ct: the statistics used
   /// Normalises `n` voxels of this channel in place (zscore: with mean and std set by
   /// useVolumeStatistics for the volume they belong to).
@@ -80,7 +81,7 @@ struct DataContract {
   std::optional<std::array<double, 3>> spacing;
   /// Class names and values (nnunet: dataset.json's labels; empty where none are named).
   std::vector<std::pair<std::string, int64_t>> labels;
-  std::optional<int64_t> ignoreLabel;         ///< dataset.json's "ignore", if any
+  std::optional<int64_t> ignoreLabel; ///< dataset.json's "ignore", if any
   /// The plan a `medrun preprocess` cache was made by, when the run trained on one: its
   /// inputs were cropped, normalised and resampled by that plan (channels say "none").
   std::string preprocessed;
@@ -112,8 +113,7 @@ struct DatasetSplit {
 /// sklearn's KFold(n_splits=folds, shuffle=True, random_state=seed) over n items, as nnU-Net
 /// makes its folds (seed 12345): (train, validation) indices per fold, each ascending. The
 /// permutation is NumPy's RandomState(seed).shuffle, reproduced exactly (MT19937).
-std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> kfoldSplits(size_t n,
-                                                                             size_t folds,
+std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> kfoldSplits(size_t n, size_t folds,
                                                                              uint32_t seed);
 
 /// Finds the cases (listed, or by the nnU-Net layout) and splits them. nnunet without

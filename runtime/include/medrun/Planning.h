@@ -62,8 +62,8 @@ struct Topology {
   std::vector<std::array<int64_t, 3>> strides, kernels;
   std::array<int64_t, 3> patch{}, divisibleBy{};
 };
-Topology poolAndConvProps(const std::array<double, 3> &spacing,
-                          const std::array<double, 3> &patch, int64_t minFeatureMap = 4);
+Topology poolAndConvProps(const std::array<double, 3> &spacing, const std::array<double, 3> &patch,
+                          int64_t minFeatureMap = 4);
 
 } // namespace medrun
 

@@ -55,7 +55,7 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &options);
 struct PreprocessPlan {
   std::string path;
   nlohmann::json plans;
-  std::array<int, 3> forward{};  ///< transpose_forward
+  std::array<int, 3> forward{};   ///< transpose_forward
   std::array<double, 3> target{}; ///< the configuration's spacing (transposed)
   std::vector<std::string> schemes;
   std::vector<bool> useMask;
@@ -66,9 +66,9 @@ PreprocessPlan readPreprocessPlan(const std::string &plansPath);
 
 /// One case, preprocessed in memory, with what undoing it needs.
 struct PreprocessedCase {
-  VolumeInfo original;                   ///< the raw labels' (or first channel's) geometry
-  std::vector<std::vector<float>> data;  ///< per channel, `shape`
-  std::vector<int64_t> seg;              ///< `shape`; all 0 and -1 without labels
+  VolumeInfo original;                  ///< the raw labels' (or first channel's) geometry
+  std::vector<std::vector<float>> data; ///< per channel, `shape`
+  std::vector<int64_t> seg;             ///< `shape`; all 0 and -1 without labels
   Shape3 shapeBefore{}, lo{}, hi{}, cropShape{}, shape{};
   std::array<double, 3> spacing{}; ///< the transposed original spacing
   int axis = -1;                   ///< the separate axis of the resampling, or -1

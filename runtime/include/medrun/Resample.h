@@ -32,8 +32,8 @@ using Shape3 = std::array<int64_t, 3>;
 
 /// skimage's resize of `in` (shape `from`) to `to` with `order` 0, 1 or 3, clipped to the
 /// input's range.
-std::vector<double> resizeImage(const std::vector<double> &in, const Shape3 &from,
-                                const Shape3 &to, int order);
+std::vector<double> resizeImage(const std::vector<double> &in, const Shape3 &from, const Shape3 &to,
+                                int order);
 
 /// nnU-Net's separate-z decision: the axis to treat apart (0, 1, 2), or -1.
 int separateAxis(const std::array<double, 3> &current, const std::array<double, 3> &target);

@@ -400,8 +400,8 @@ void writeVolume(const std::string &path, const VolumeData &volume) {
 }
 
 std::string geometryMismatch(const VolumeInfo &a, const VolumeInfo &b) {
-  const double scale = std::max({a.spacing[0], a.spacing[1], a.spacing[2], b.spacing[0],
-                                 b.spacing[1], b.spacing[2]});
+  const double scale = std::max(
+      {a.spacing[0], a.spacing[1], a.spacing[2], b.spacing[0], b.spacing[1], b.spacing[2]});
   for (int r = 0; r < 3; ++r)
     if (std::abs(a.affine[r * 4 + 3] - b.affine[r * 4 + 3]) > 1e-3 * scale)
       return str("origin (x, y, z) = (", b.affine[3], ", ", b.affine[7], ", ", b.affine[11],
@@ -410,8 +410,8 @@ std::string geometryMismatch(const VolumeInfo &a, const VolumeInfo &b) {
     for (int c = 0; c < 3; ++c)
       if (std::abs(a.affine[r * 4 + c] - b.affine[r * 4 + c]) > 1e-4 * scale)
         return str("direction (the affine's rotation) differs: row ", r, " (", b.affine[r * 4],
-                   ", ", b.affine[r * 4 + 1], ", ", b.affine[r * 4 + 2], ") vs (",
-                   a.affine[r * 4], ", ", a.affine[r * 4 + 1], ", ", a.affine[r * 4 + 2], ")");
+                   ", ", b.affine[r * 4 + 1], ", ", b.affine[r * 4 + 2], ") vs (", a.affine[r * 4],
+                   ", ", a.affine[r * 4 + 1], ", ", a.affine[r * 4 + 2], ")");
   return "";
 }
 
