@@ -4,6 +4,7 @@
 #include "medrun/Error.h"
 #include "medrun/Parallel.h"
 #include "medrun/Planning.h"
+#include "medrun/Preprocess.h"
 
 #include <chrono>
 #include <cstdio>
@@ -43,6 +44,35 @@ int planCommand(const PlanCommandOptions &o) {
     throw Error(str("--gpu-memory: expected a positive number of GB, got ", o.gpuMemoryGb));
   const fs::path out = o.out.empty() ? fs::path(o.dataset) : fs::path(o.out);
   fs::create_directories(out);
+  if (!o.nnunetPlans.empty()) {
+    // nnU-Net's plan for the dataset: the keys preprocessing reads, and one normalisation
+    // per channel of dataset.json; then it is the plan, as written.
+    const PreprocessPlan p = readPreprocessPlan(o.nnunetPlans);
+    std::ifstream din(fs::path(o.dataset) / "dataset.json");
+    const nlohmann::json d = nlohmann::json::parse(din, nullptr, false);
+    if (d.is_discarded() || !d.contains("channel_names"))
+      throw Error(str((fs::path(o.dataset) / "dataset.json").string(),
+                      ": cannot read channel_names (expected an nnU-Net raw dataset folder)"));
+    if (d["channel_names"].size() != p.schemes.size())
+      throw Error(str(o.nnunetPlans, ": 3d_fullres normalises ", p.schemes.size(),
+                      " channel(s), but ", o.dataset, "/dataset.json lists ",
+                      d["channel_names"].size(), " (a plan of another dataset?)"));
+    for (size_t c = 0; c < p.schemes.size(); ++c)
+      if (p.schemes[c] == "CTNormalization" &&
+          !p.props.contains(std::to_string(c)))
+        throw Error(str(o.nnunetPlans, ": channel ", c, " is CTNormalization but "
+                        "foreground_intensity_properties_per_channel has no \"", c, "\""));
+    nlohmann::ordered_json plans =
+        nlohmann::ordered_json::parse(nlohmann::json(p.plans).dump(), nullptr, false);
+    writeJson(out / "nnUNetPlans.json", plans);
+    const auto &c = plans["configurations"]["3d_fullres"];
+    std::printf("plan %s: nnU-Net's %s taken as it is\n", o.dataset.c_str(),
+                o.nnunetPlans.c_str());
+    std::printf("  3d_fullres: spacing %s, patch %s, batch %s\n", triple(c["spacing"]).c_str(),
+                triple(c["patch_size"]).c_str(), c.value("batch_size", nlohmann::ordered_json()).dump().c_str());
+    std::printf("wrote %s\n", (out / "nnUNetPlans.json").string().c_str());
+    return 0;
+  }
   const auto start = std::chrono::steady_clock::now();
   PlanOptions po;
   po.dataset = o.dataset;

@@ -10,6 +10,9 @@ struct PlanCommandOptions {
   std::string dataset;    ///< the nnU-Net raw dataset folder
   std::string out;        ///< where the JSON files go ("" = the dataset folder)
   double gpuMemoryGb = 8; ///< nnU-Net's GPU memory target
+  /// nnU-Net's own nnUNetPlans.json: checked against the dataset and taken instead of a
+  /// plan of ours (the fingerprint is not made then).
+  std::string nnunetPlans;
   int progress = 0;       ///< 0 auto, 1 bar, 2 lines
 };
 

@@ -224,7 +224,9 @@ const std::vector<Command> &commands() {
          "output directory (default: <train.out or runs/<recipe name>>/augment-preview)"},
         kRecipeDevice},
        true},
-      {"plan", "medrun plan DATASET [-o DIR] [--gpu-memory GB] [--threads N] [--progress P]",
+      {"plan",
+       "medrun plan DATASET [-o DIR] [--gpu-memory GB] [--nnunet-plans P] [--threads N]\n"
+       "            [--progress P]",
        "nnU-Net's dataset fingerprint and 3d_fullres plan of an nnU-Net raw dataset folder\n"
        "(dataset.json, imagesTr/CASE_XXXX, labelsTr/CASE), as nnUNetv2_plan_and_preprocess\n"
        "makes them: per case (on all cores, with progress) the spacing, the shape after\n"
@@ -236,6 +238,9 @@ const std::vector<Command> &commands() {
        "in nnU-Net's format.",
        {{"o", "DIR", "where the JSON files go (default: the dataset folder)"},
         {"gpu-memory", "GB", "the GPU memory target of the plan (default 8, nnU-Net's)"},
+        {"nnunet-plans", "P",
+         "take nnU-Net's own nnUNetPlans.json instead (checked against the dataset:\n"
+         "3d_fullres, one normalisation per channel, CT statistics), written to DIR"},
         kThreads,
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
@@ -1459,6 +1464,7 @@ int main(int argc, char **argv) {
       PlanCommandOptions o;
       o.dataset = args.artifact;
       o.out = args.get("o");
+      o.nnunetPlans = args.get("nnunet-plans");
       const std::string gb = args.get("gpu-memory", "8");
       try {
         size_t used = 0;
