@@ -11,7 +11,7 @@ BIN=${BUILD:-build}/bin
 rm -rf .device && mkdir -p .device .deps/include
 cp -r /usr/include/nlohmann /usr/include/fmt .deps/include/
 # The op table generated from the dialect's ODS (no TableGen there; lib/OpTable).
-mkdir -p .deps/include/med && cp "${BUILD:-build}/include/med/OpTable.inc" .deps/include/med/
+mkdir -p .deps/include/med && cp "${BUILD:-build}"/include/med/{OpTable,PlanShapeRules}.inc .deps/include/med/
 # The tree carried there is no git checkout: --version names the commit recorded here.
 git describe --always --dirty --abbrev=12 >.deps/git-commit 2>/dev/null || rm -f .deps/git-commit
 for f in test/check/{conv,norm,elementwise,data,reduce,loss,spatial-transform}.mlir; do

@@ -25,6 +25,11 @@ config.environment["MEDRUN_MMA"] = "mma.sync"
 config.substitutions.append(("%models", os.path.join(config.med_src_root, "models")))
 config.substitutions.append(("%scripts", os.path.join(config.med_src_root, "scripts")))
 config.substitutions.append(("%python", config.python_executable))
+# The op table's generator (tools/med-tblgen) and the dialect's ODS it reads.
+config.substitutions.append(("%gen_op_table", "%s %s --tblgen %s -I %s -I %s" % (
+    config.python_executable, os.path.join(config.med_src_root, "tools", "med-tblgen", "gen_op_table.py"),
+    os.path.join(config.llvm_tools_dir, "llvm-tblgen"), os.path.join(config.med_src_root, "include"),
+    os.path.join(os.path.dirname(config.llvm_tools_dir), "include"))))
 
 tool_dirs = [os.path.join(config.med_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["med-opt", "medc", "medcheck", "medrun"], tool_dirs)

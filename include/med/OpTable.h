@@ -48,7 +48,8 @@ enum class AttrType : uint8_t { Int, Float, Bool, String, Ints, Floats, Other };
 struct AttrSpec {
   const char *name;
   AttrType type;
-  bool optional; ///< may be absent from the plan
+  bool optional;                    ///< may be absent from the plan
+  std::vector<const char *> values; ///< an enum's spellings (String), else empty
 };
 
 /// How an op's arithmetic is counted (medc stats and medrun bench use the same rule).

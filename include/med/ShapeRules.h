@@ -118,7 +118,9 @@ Error anyNonFinite(const Types &inputs, Types &out);
 Error sumSquares(const Types &inputs, Types &out);
 // med.random: an f32 tensor shaped like `like`, or [like's first size] ++ *sampleShape; `key`
 // is an i64 scalar, and a sample has fewer than 2^32 elements (its counter word).
-Error random(const TensorType &key, const TensorType &like, const Dims *sampleShape, Types &out);
+// med.random; `stream` must be a 32-bit counter word and `probability` in [0, 1].
+Error random(const TensorType &key, const TensorType &like, int64_t stream, double probability,
+             const Dims *sampleShape, Types &out);
 // A transform of an N×C×D×H×W batch by per-sample parameters `param` (f32) of shape N×C×3
 // (`perChannel`: med.gaussian_blur's sigma, med.simulate_low_resolution's scale) or N×3
 // (med.mirror's flip); the result has the input's type.

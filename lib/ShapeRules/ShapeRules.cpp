@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <sstream>
 
 namespace med::shape {
 
@@ -853,7 +854,15 @@ Error sumSquares(const Types &inputs, Types &out) {
   return {};
 }
 
-Error random(const TensorType &key, const TensorType &like, const Dims *sampleShape, Types &out) {
+Error random(const TensorType &key, const TensorType &like, int64_t stream, double probability,
+             const Dims *sampleShape, Types &out) {
+  if (stream < 0 || stream > int64_t(UINT32_MAX))
+    return "'stream' must be a 32-bit counter word, got " + std::to_string(stream);
+  if (!(probability >= 0 && probability <= 1)) {
+    std::ostringstream os; // as the verifier prints a double: 1.5, -0.1
+    os << probability;
+    return "'probability' must be in [0, 1], got " + os.str();
+  }
   if (key.element != "i64" || !key.shape.empty())
     return "key: expected an i64 scalar (the step's key), got " + typeStr(key);
   if (like.shape.empty())

@@ -66,6 +66,10 @@ struct OpView {
       out.push_back(type(id));
     return out;
   }
+  /// An optional list attribute, if the plan has it.
+  std::optional<shape::Dims> optionalInts(const std::string &name) const {
+    return op.attrs.count(name) ? std::optional(op.intsAttr(name)) : std::nullopt;
+  }
   /// A string attribute that must be one of `allowed`.
   const std::string &oneOf(const std::string &name, std::initializer_list<const char *> allowed) const {
     const std::string &v = op.strAttr(name);
@@ -79,7 +83,7 @@ struct OpView {
   }
 };
 
-const shape::TensorType *ptr(const std::optional<shape::TensorType> &t) { return t ? &*t : nullptr; }
+template <typename T> const T *ptr(const std::optional<T> &t) { return t ? &*t : nullptr; }
 
 using Rule = std::function<shape::Error(const OpView &, shape::Types &)>;
 
@@ -89,176 +93,15 @@ using Rule = std::function<shape::Error(const OpView &, shape::Types &)>;
 const std::map<std::string, Rule> &shapeRules() {
   static const std::map<std::string, Rule> specs = [] {
     std::map<std::string, Rule> m;
-    auto conv = [](bool transposed) {
-      return [transposed](const OpView &v, shape::Types &out) {
-        auto bias = v.optional("bias");
-        return shape::conv3d(v.in("input"), v.in("weight"), ptr(bias), v.op.intsAttr("stride"),
-                             v.op.intsAttr("padding"), v.op.intsAttr("dilation"),
-                             transposed ? v.op.intsAttr("output_padding") : shape::Dims{0, 0, 0},
-                             v.op.intAttr("groups"), transposed, out);
-      };
-    };
-    m["conv3d"] = conv(false);
-    m["conv3d_transpose"] = conv(true);
-    m["shift_sum"] = [](const OpView &v, shape::Types &out) {
-      auto bias = v.optional("bias");
-      return shape::shiftSum(v.in("input"), v.in("weight"), ptr(bias), v.op.boolAttr("mirrored"),
-                             out);
-    };
-    m["group_norm"] = [](const OpView &v, shape::Types &out) {
-      return shape::groupNorm(v.in("input"), v.in("gamma"), v.in("beta"), v.op.intAttr("groups"),
-                              v.op.floatAttr("epsilon"), v.op.boolAttr("save_statistics"), out);
-    };
-    m["group_norm_stats"] = [](const OpView &v, shape::Types &out) {
-      return shape::groupNormStats(v.in("input"), v.op.intAttr("groups"),
-                                   v.op.floatAttr("epsilon"), out);
-    };
-    m["group_norm_apply"] = [](const OpView &v, shape::Types &out) {
-      return shape::groupNormApply(v.in("input"), v.in("mean"), v.in("rstd"), v.in("gamma"),
-                                   v.in("beta"), v.op.intAttr("groups"), out);
-    };
-    m["channel_layer_norm"] = [](const OpView &v, shape::Types &out) {
-      return shape::channelLayerNorm(v.in("input"), v.in("gamma"), v.in("beta"),
-                                     v.op.floatAttr("epsilon"), out);
-    };
-    m["grn"] = [](const OpView &v, shape::Types &out) {
-      v.op.floatAttr("epsilon");
-      return shape::grn(v.in("input"), v.in("gamma"), v.in("beta"), out);
-    };
-    for (const char *k : {"gelu", "sigmoid", "neg", "exp", "log", "sqrt"})
-      m[k] = [](const OpView &v, shape::Types &out) { return shape::unary(v.in("input"), out); };
-    for (const char *k : {"add", "sub", "mul", "div", "max", "min", "pow"})
-      m[k] = [](const OpView &v, shape::Types &out) {
-        return shape::broadcastBinary(v.in("lhs"), v.in("rhs"), out);
-      };
-    m["pad"] = [](const OpView &v, shape::Types &out) {
-      v.op.floatAttr("value");
-      return shape::pad(v.in("input"), v.op.intsAttr("low"), v.op.intsAttr("high"), out);
-    };
-    m["slice"] = [](const OpView &v, shape::Types &out) {
-      shape::Dims strides = v.op.intsAttr("strides"); // the plan always writes them
-      return shape::slice(v.in("input"), v.op.intsAttr("offsets"), v.op.intsAttr("sizes"),
-                          &strides, out);
-    };
-    m["concat"] = [](const OpView &v, shape::Types &out) {
-      return shape::concat(v.all("inputs"), v.op.intAttr("axis"), out);
-    };
-    m["spatial_transform"] = [](const OpView &v, shape::Types &out) {
-      return shape::spatialTransform(
-          v.in("input"), v.in("matrix"), v.op.intsAttr("shape"),
-          v.oneOf("mode", {"linear", "nearest", "linear_argmax"}),
-          v.oneOf("border", {"zeros", "constant", "reflection"}), v.op.floatAttr("value"),
-          v.op.intsAttr("labels"), out);
-    };
-    m["reduce"] = [](const OpView &v, shape::Types &out) {
-      v.oneOf("kind", {"sum", "mean", "max", "min"});
-      return shape::reduce(v.in("input"), v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);
-    };
-    auto bce = [](bool grad) {
-      return [grad](const OpView &v, shape::Types &out) {
-        auto mask = v.optional("mask"), posWeight = v.optional("pos_weight");
-        std::optional<shape::TensorType> gradLoss;
-        if (grad)
-          gradLoss = v.in("grad_loss");
-        bool none = v.oneOf("reduction", {"mean", "sum", "none", "per_channel"}) == "none";
-        return shape::bceWithLogits(v.in("logits"), v.in("target"), ptr(mask), ptr(posWeight),
-                                    none, v.op.boolAttr("auto_pos_weight"),
-                                    v.op.floatAttr("max_pos_weight"), ptr(gradLoss), out);
-      };
-    };
-    m["bce_with_logits"] = bce(false);
-    m["bce_with_logits_grad"] = bce(true);
-    auto dice = [](bool grad) {
-      return [grad](const OpView &v, shape::Types &out) {
-        std::optional<shape::TensorType> gradLoss;
-        if (grad)
-          gradLoss = v.in("grad_loss");
-        for (const char *a : {"smooth", "ce_weight", "dice_weight"})
-          v.op.floatAttr(a);
-        v.op.boolAttr("batch_dice");
-        v.op.boolAttr("include_background");
-        return shape::diceCE(v.all("logits"), v.all("targets"), v.op.floatsAttr("weights"),
-                             ptr(gradLoss), out);
-      };
-    };
-    m["dice_ce"] = dice(false);
-    m["dice_ce_grad"] = dice(true);
-    m["adamw"] = [](const OpView &v, shape::Types &out) {
-      v.op.floatAttr("weight_decay");
-      return shape::adamw(v.in("param"), v.in("grad"), v.in("exp_avg"), v.in("exp_avg_sq"),
-                          v.in("lr"), v.in("step"), v.op.floatAttr("beta1"),
-                          v.op.floatAttr("beta2"), v.op.floatAttr("epsilon"), out);
-    };
-    m["sgd"] = [](const OpView &v, shape::Types &out) {
-      v.op.floatAttr("weight_decay");
-      return shape::sgd(v.in("param"), v.in("grad"), v.in("momentum_buffer"), v.in("lr"),
-                        v.op.floatAttr("momentum"), v.op.boolAttr("nesterov"), out);
-    };
-    m["any_non_finite"] = [](const OpView &v, shape::Types &out) {
-      return shape::anyNonFinite(v.all("inputs"), out);
-    };
-    m["gaussian_blur"] = [](const OpView &v, shape::Types &out) {
-      return shape::sampleTransform("sigma", v.in("input"), v.in("sigma"), true, out);
-    };
-    m["simulate_low_resolution"] = [](const OpView &v, shape::Types &out) {
-      return shape::sampleTransform("scale", v.in("input"), v.in("scale"), true, out);
-    };
-    m["mirror"] = [](const OpView &v, shape::Types &out) {
-      return shape::sampleTransform("flip", v.in("input"), v.in("flip"), false, out);
-    };
-    m["affine_matrix"] = [](const OpView &v, shape::Types &out) {
-      auto shear = v.optional("shear");
-      return shape::affineMatrix(v.in("angles"), v.in("scales"), shear ? &*shear : nullptr, out);
-    };
-    m["orientation_matrix"] = [](const OpView &v, shape::Types &out) {
-      return shape::orientationMatrix(v.in("u"), out);
-    };
-    m["shift_slices"] = [](const OpView &v, shape::Types &out) {
-      return shape::shiftSlices(v.in("input"), v.in("shift"), out);
-    };
-    m["random"] = [](const OpView &v, shape::Types &out) {
-      v.oneOf("distribution", {"uniform", "normal", "bernoulli"});
-      if (double p = v.op.floatAttr("probability"); !(p >= 0 && p <= 1))
-        return shape::Error("'probability' must be in [0, 1], got " + std::to_string(p));
-      const int64_t stream = v.op.intAttr("stream");
-      if (stream < 0 || stream > int64_t(UINT32_MAX))
-        return shape::Error("'stream' must be a 32-bit counter word, got " + std::to_string(stream));
-      std::optional<shape::Dims> sampleShape;
-      if (v.op.attrs.count("sample_shape"))
-        sampleShape = v.op.intsAttr("sample_shape");
-      return shape::random(v.in("key"), v.in("like"), sampleShape ? &*sampleShape : nullptr, out);
-    };
-    m["sum_squares"] = [](const OpView &v, shape::Types &out) {
-      return shape::sumSquares(v.all("inputs"), out);
-    };
-    m["pack"] = [](const OpView &v, shape::Types &out) {
-      return shape::pack(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
-    };
+    // The rules ODS names (`shapeRule`), generated from the dialect.
+#include "med/PlanShapeRules.inc"
+    // The rules written by hand: all_reduce checks its bucket index, label_regions reads its
+    // regions' labels one after the other with their lengths.
     m["all_reduce"] = [](const OpView &v, shape::Types &out) {
       if (v.op.intAttr("bucket") < 0)
         return shape::Error("'bucket' must be non-negative, got " +
                             std::to_string(v.op.intAttr("bucket")));
       return shape::allReduce(v.all("inputs"), v.op.intsAttr("offsets"), v.op.intAttr("size"), out);
-    };
-    m["select"] = [](const OpView &v, shape::Types &out) {
-      return shape::select(v.in("cond"), v.in("on_true"), v.in("on_false"), out);
-    };
-    m["update_loss_scale"] = [](const OpView &v, shape::Types &out) {
-      return shape::updateLossScale(v.in("scale"), v.in("growth_tracker"), v.in("found_inf"),
-                                    v.op.floatAttr("growth_factor"),
-                                    v.op.floatAttr("backoff_factor"),
-                                    v.op.intAttr("growth_interval"), out);
-    };
-    // Label transforms: the plan writes the affinities' crop whole and the regions' lists
-    // of labels one after the other with their lengths.
-    m["affinities"] = [](const OpView &v, shape::Types &out) {
-      v.op.intAttr("unlabelled_below");
-      shape::Dims low = v.op.intsAttr("crop_low"), size = v.op.intsAttr("crop_size");
-      return shape::affinities(v.in("seg"), v.op.intsAttr("offsets"), &low, &size, out);
-    };
-    m["remove_label"] = [](const OpView &v, shape::Types &out) {
-      return shape::removeLabel(v.in("input"), v.op.intAttr("label"), v.op.intAttr("replace_with"),
-                                out);
     };
     m["label_regions"] = [](const OpView &v, shape::Types &out) {
       shape::Dims labels = v.op.intsAttr("regions"), sizes = v.op.intsAttr("region_sizes");
@@ -276,54 +119,6 @@ const std::map<std::string, Rule> &shapeRules() {
                         labels.size(), " labels of 'regions'"));
       return shape::labelRegions(v.in("input"), regions, out);
     };
-    m["downsample_nearest"] = [](const OpView &v, shape::Types &out) {
-      return shape::downsampleNearest(v.in("input"), v.op.intsAttr("size"), out);
-    };
-    m["reshape"] = [](const OpView &v, shape::Types &out) {
-      return shape::reshape(v.in("input"), v.op.intsAttr("shape"), out);
-    };
-    m["broadcast"] = [](const OpView &v, shape::Types &out) {
-      return shape::broadcastTo(v.in("input"), v.op.intsAttr("shape"), out);
-    };
-    m["conv3d_grad_weight"] = [](const OpView &v, shape::Types &out) {
-      return shape::conv3dGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
-                                     v.op.intsAttr("stride"), v.op.intsAttr("padding"),
-                                     v.op.intsAttr("dilation"), v.op.intAttr("groups"), out);
-    };
-    m["shift_sum_grad_weight"] = [](const OpView &v, shape::Types &out) {
-      return shape::shiftSumGradWeight(v.in("input"), v.in("grad_output"), v.op.intsAttr("kernel"),
-                                       out);
-    };
-    m["group_norm_grad"] = [](const OpView &v, shape::Types &out) {
-      return shape::groupNormGrad(v.in("input"), v.in("gamma"), v.in("mean"), v.in("rstd"),
-                                  v.in("grad_output"), v.op.intAttr("groups"), out);
-    };
-    m["channel_layer_norm_grad"] = [](const OpView &v, shape::Types &out) {
-      v.op.floatAttr("epsilon");
-      return shape::channelLayerNormGrad(v.in("input"), v.in("gamma"), v.in("grad_output"), out);
-    };
-    m["grn_grad"] = [](const OpView &v, shape::Types &out) {
-      v.op.floatAttr("epsilon");
-      return shape::grnGrad(v.in("input"), v.in("gamma"), v.in("grad_output"), out);
-    };
-    m["gelu_grad"] = [](const OpView &v, shape::Types &out) {
-      return shape::geluGrad(v.in("input"), v.in("grad_output"), out);
-    };
-    m["extremum_grad"] = [](const OpView &v, shape::Types &out) {
-      v.oneOf("kind", {"max", "min"});
-      return shape::extremumGrad(v.in("lhs"), v.in("rhs"), v.in("grad_output"), out);
-    };
-    m["reduce_extremum_grad"] = [](const OpView &v, shape::Types &out) {
-      v.oneOf("kind", {"max", "min"});
-      return shape::reduceExtremumGrad(v.in("input"), v.in("extremum"), v.in("grad_output"),
-                                       v.op.intsAttr("axes"), v.op.boolAttr("keepdims"), out);
-    };
-    m["slice_grad"] = [](const OpView &v, shape::Types &out) {
-      return shape::sliceGrad(v.in("grad_output"), v.op.intsAttr("offsets"),
-                              v.op.intsAttr("strides"), v.op.intsAttr("shape"), out);
-    };
-    // param, constant and assign read or write the parameter table; their rules are below.
-    // Inputs of any type the body reads (labels, random keys); results: its body's outputs.
     for (const char *own : {"fusion", "param", "constant", "assign"})
       m[own] = nullptr;
     return m;
@@ -486,7 +281,18 @@ struct Verifier {
         expected = "a number";
         break;
       case AttrType::Bool: ok = std::holds_alternative<bool>(v), expected = "true or false"; break;
-      case AttrType::String: ok = std::holds_alternative<std::string>(v), expected = "a string"; break;
+      case AttrType::String:
+        ok = std::holds_alternative<std::string>(v), expected = "a string";
+        if (ok && !a.values.empty() &&
+            std::none_of(a.values.begin(), a.values.end(),
+                         [&](const char *e) { return std::get<std::string>(v) == e; })) {
+          std::string list;
+          for (const char *e : a.values)
+            list += (list.empty() ? "" : ", ") + std::string(e);
+          throw Error(str("'", a.name, "' is '", std::get<std::string>(v), "', expected one of ",
+                          list));
+        }
+        break;
       case AttrType::Ints: // an empty list reads as either kind
         ok = std::holds_alternative<std::vector<int64_t>>(v) ||
              (std::holds_alternative<std::vector<double>>(v) && std::get<std::vector<double>>(v).empty());

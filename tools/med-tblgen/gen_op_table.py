@@ -52,6 +52,18 @@ PLAN_TYPES = {"int": "Int", "float": "Float", "bool": "Bool", "string": "String"
               "ints": "Ints", "floats": "Floats"}
 
 
+def enum_values(rec, records):
+    """The spellings of an enum attribute's cases, or None."""
+    seen = set()
+    while isinstance(rec, dict) and id(rec) not in seen:
+        seen.add(id(rec))
+        if rec.get("enumerants"):
+            return [records[e["def"]]["str"] for e in rec["enumerants"]]
+        nxt = rec.get("enum") or rec.get("baseAttr")
+        rec = records.get(nxt["def"]) if isinstance(nxt, dict) else None
+    return None
+
+
 def attr_info(rec, records, op):
     """(AttrType, C++ expression writing value `{v}`, optional) of an ODS attribute."""
     rt = (rec.get("returnType") or "").strip()
@@ -114,7 +126,8 @@ def collect(records):
             if "Attr" in sc:
                 t, expr, optional = attr_info(a, records, name)
                 attrs.append(dict(name=argname, type=t, expr=expr, optional=optional,
-                                  ods_optional=optional, getter="get" + camel(argname)))
+                                  ods_optional=optional, getter="get" + camel(argname),
+                                  values=enum_values(a, records) if t == "String" else None))
             elif "TypeConstraint" in sc:
                 arity, label = operand_info(a, records)
                 operands.append(dict(name=argname, arity=arity, label=label,
@@ -165,11 +178,18 @@ def collect(records):
                                  "give its plan type ('name:ints')")
             attrs.append(dict(name=aname, type=atype, expr=None, optional=False, custom=True))
         rule, per, flop_operand = parse_flops(rec.get("flops") or "1", name, names)
+        shape_rule = (rec.get("shapeRule") or "").strip()
+        for ref in re.findall(r"\$(\w+)", shape_rule):
+            if ref not in names and ref not in [a["name"] for a in attrs]:
+                raise TableError(f"op '{name}': shapeRule names '${ref}', which is no operand or "
+                                 "attribute")
+        traits_names = [t.get("cppInterfaceName") for t in traits]
         ops.append(dict(cls=cls[len("Med_"):] if cls.startswith("Med_") else cls,
                         kind=kind_name(cls), name=name, summary=rec.get("summary") or "",
                         operands=operands, attrs=attrs, variadic=variadic,
                         num_results=len(results), differentiable=grad, rule=rule, per=per,
-                        flop_operand=flop_operand, custom=custom))
+                        flop_operand=flop_operand, custom=custom, shape_rule=shape_rule,
+                        normalization="NormalizationOpInterface" in traits_names))
     if not ops:
         raise TableError("no med ops in the records")
     return sorted(ops, key=lambda o: o["name"])
@@ -188,8 +208,10 @@ def op_table(ops):
         operands = ", ".join(
             f"{{{cstr(x['name'])}, Arity::{x['arity']}, {str(x['label']).lower()}, "
             f"{str(x['wide']).lower()}}}" for x in o["operands"])
-        attrs = [f"{{{cstr(a['name'])}, AttrType::{a['type']}, {str(a['optional']).lower()}}}"
-                 for a in o["attrs"]]
+        def values(a):
+            return "{" + ", ".join(cstr(v) for v in a.get("values") or []) + "}"
+        attrs = [f"{{{cstr(a['name'])}, AttrType::{a['type']}, {str(a['optional']).lower()}, "
+                 f"{values(a)}}}" for a in o["attrs"]]
         results = -1 if o["variadic"] else o["num_results"]
         out.append(f"{{OpKind::{o['kind']}, {cstr(o['name'])}, {cstr(o['summary'])},\n"
                    f" {{{operands}}},\n {{{', '.join(attrs)}}},\n"
@@ -232,6 +254,86 @@ def plan_writer(ops):
     return "\n".join(out) + "\n"
 
 
+def render_rule(o, side):
+    """The op's shapeRule with each `$name` as the MLIR adaptor (side 'mlir') or the plan's
+    OpView (side 'plan') gives it."""
+    operands = {x["name"]: x for x in o["operands"]}
+    attrs = {a["name"]: a for a in o["attrs"]}
+
+    def arg(m):
+        name, mod = m.group(1), m.group(2)
+        if name in operands:
+            x = operands[name]
+            get = f"adaptor.{x['getter']}()"
+            if x["arity"] == "Variadic":
+                return f"r.types({get})" if side == "mlir" else f'v.all("{name}")'
+            if x["arity"] == "Optional" or mod == "*":
+                return f"Rule::ptr(r.optional({get}))" if side == "mlir" else f'ptr(v.optional("{name}"))'
+            return f"r.type({get})" if side == "mlir" else f'v.in("{name}")'
+        a = attrs[name]
+        get = f"adaptor.{a['getter']}()"
+        t = a["type"]
+        if side == "plan":
+            plain = {"Int": f'v.op.intAttr("{name}")', "Float": f'v.op.floatAttr("{name}")',
+                     "Bool": f'v.op.boolAttr("{name}")', "Ints": f'v.op.intsAttr("{name}")',
+                     "Floats": f'v.op.floatsAttr("{name}")'}
+            if t == "String":
+                allowed = ", ".join(cstr(x) for x in a.get("values") or [])
+                value = f'v.oneOf("{name}", {{{allowed}}})' if allowed else f'v.op.strAttr("{name}")'
+            else:
+                value = plain[t]
+            if a["ods_optional"] and t != "Bool" and mod != "[]":
+                if t != "Ints":
+                    raise TableError(f"op '{o['name']}': shapeRule takes optional attribute "
+                                     f"'{name}' of a type it cannot pass")
+                return f'ptr(v.optionalInts("{name}"))'
+            return value
+        plain = {"Int": f"static_cast<int64_t>({get})", "Float": f"{get}.convertToDouble()",
+                 "Bool": f"static_cast<bool>({get})", "Ints": f"Rule::dims({get})",
+                 "Floats": f"std::vector<double>({get}.begin(), {get}.end())",
+                 "String": f"stringifyEnum({get}).str()"}
+        if a["ods_optional"] and t != "Bool":
+            if t != "Ints":
+                raise TableError(f"op '{o['name']}': shapeRule takes optional attribute '{name}' "
+                                 "of a type it cannot pass")
+            return f"Rule::dims({get}.value_or(ArrayRef<int64_t>()))" if mod == "[]" else \
+                f"Rule::ptr(Rule::optionalDims({get}))"
+        return plain[t]
+
+    return re.sub(r"\$(\w+)(\*|\[\])?", arg, o["shape_rule"])
+
+
+def mlir_definitions(ops):
+    out = ["// Generated by tools/med-tblgen/gen_op_table.py from the med dialect's ODS. Do not edit.",
+           "// Each op's shape rule (ODS `shapeRule`) and the operands it reads in f32 (ODS",
+           "// `wideOperands`), for lib/IR/MedOps.cpp."]
+    for o in ops:
+        if o["shape_rule"]:
+            out += [f"LogicalResult {o['cls']}::inferShapes(MLIRContext *ctx, std::optional<Location> loc,",
+                    f"    Adaptor adaptor, SmallVectorImpl<Type> &out) {{",
+                    "  Rule r{ctx, loc, getOperationName()};",
+                    "  shape::Types types;",
+                    f"  return r.verdict(shape::{render_rule(o, 'mlir')[:-1]}, types), types, out);",
+                    "}", ""]
+        if o["normalization"]:
+            wide = [x for x in o["operands"] if x["wide"]]
+            test = " ||\n         ".join(f"index == {x['getter']}Mutable().getOperandNumber()"
+                                         for x in wide) or "false"
+            out += [f"bool {o['cls']}::readsF32Operand(unsigned {'index' if wide else ''}) {{",
+                    f"  return {test};", "}", ""]
+    return "\n".join(out) + "\n"
+
+
+def plan_rules(ops):
+    out = ["// Generated by tools/med-tblgen/gen_op_table.py from the med dialect's ODS. Do not edit.",
+           "// Each op's shape rule (ODS `shapeRule`) on the plan, for runtime/src/PlanVerifier.cpp."]
+    for o in ops:
+        if o["shape_rule"]:
+            out += [f'm["{o["name"]}"] = [](const OpView &v, shape::Types &out) {{',
+                    f"  return shape::{render_rule(o, 'plan')[:-1]}, out);", "};"]
+    return "\n".join(out) + "\n"
+
+
 def op_classes(ops):
     return ("// Generated by tools/med-tblgen/gen_op_table.py. Do not edit.\n"
             "// The C++ classes of the plan's ops, as a list of TypeSwitch cases.\n"
@@ -269,16 +371,20 @@ def main():
     p.add_argument("td", help="the dialect's ODS (include/med/IR/MedOps.td)")
     p.add_argument("--tblgen", default="llvm-tblgen")
     p.add_argument("-I", dest="includes", action="append", default=[])
+    p.add_argument("-D", dest="defines", action="append", default=[])
     p.add_argument("--json", help="records already dumped by llvm-tblgen --dump-json")
     p.add_argument("--table", help="write OpTable.inc here")
     p.add_argument("--plan-writer", help="write OpPlanWriter.inc here")
     p.add_argument("--markdown", help="write OpTable.md here")
     p.add_argument("--classes", help="write OpClasses.inc here")
+    p.add_argument("--mlir-definitions", help="write OpDefinitions.inc here")
+    p.add_argument("--plan-rules", help="write PlanShapeRules.inc here")
     args = p.parse_args()
     if args.json:
         text = open(args.json).read()
     else:
-        cmd = [args.tblgen, "--dump-json", args.td] + [f"-I{i}" for i in args.includes]
+        cmd = [args.tblgen, "--dump-json", args.td] + [f"-I{i}" for i in args.includes] + \
+              [f"-D{d}" for d in args.defines]
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode:
             sys.stderr.write(run.stderr)
@@ -286,13 +392,15 @@ def main():
         text = run.stdout
     try:
         ops = collect(json.loads(text))
+        outputs = []
+        for path, make in ((args.table, op_table), (args.plan_writer, plan_writer), (args.markdown, markdown),
+                       (args.classes, op_classes), (args.mlir_definitions, mlir_definitions),
+                       (args.plan_rules, plan_rules)):
+            if path:
+                outputs.append((path, make(ops)))
     except TableError as e:
         sys.exit(f"gen_op_table: {args.td}: {e}")
-    for path, make in ((args.table, op_table), (args.plan_writer, plan_writer), (args.markdown, markdown),
-                       (args.classes, op_classes)):
-        if not path:
-            continue
-        content = make(ops)
+    for path, content in outputs:
         try:
             if open(path).read() == content:
                 continue  # unchanged: no rebuild of what includes it

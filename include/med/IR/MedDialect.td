@@ -57,6 +57,12 @@ class Med_Op<string mnemonic, list<Trait> traits = []>
   // and the names of the attributes it writes that are not ODS attributes.
   code planAttributes = "";
   list<string> planAttributeNames = [];
+  // The op's shape rule (med/ShapeRules.h) as a call on its arguments, `$name` for each:
+  // an operand as its type (optional: a pointer; `$name*` a pointer to a required one;
+  // variadic: a list), an attribute as its value (optional: a pointer; `$name[]` the list,
+  // empty when absent). The dialect's verifier and the runtime's plan verifier both run it
+  // (generated: med/OpShapeRules.inc, med/PlanShapeRules.inc). Empty: written by hand.
+  string shapeRule = "";
 }
 
 //===----------------------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 #define MED_INTENSITY_OPS_TD
 
 def Med_GaussianBlurOp : Med_ShapedOp<"gaussian_blur", [Med_NotDifferentiable]> {
+  let shapeRule = [{sampleTransform("sigma", $input, $sigma, true)}];
   let summary = "separable Gaussian blur, a sigma per sample, channel and axis";
   let description = [{
     Blurs each channel of each sample of an N×C×D×H×W `input` along D, then H, then W (each
@@ -35,6 +36,7 @@ def Med_GaussianBlurOp : Med_ShapedOp<"gaussian_blur", [Med_NotDifferentiable]> 
 
 def Med_SimulateLowResolutionOp : Med_ShapedOp<"simulate_low_resolution",
                                                [Med_NotDifferentiable]> {
+  let shapeRule = [{sampleTransform("scale", $input, $scale, true)}];
   let summary = "nearest-exact downsampling, then trilinear upsampling back";
   let description = [{
     nnU-Net's SimulateLowResolutionTransform: each channel of each sample of an N×C×D×H×W
@@ -57,6 +59,7 @@ def Med_SimulateLowResolutionOp : Med_ShapedOp<"simulate_low_resolution",
 }
 
 def Med_MirrorOp : Med_ShapedOp<"mirror", [Med_NotDifferentiable]> {
+  let shapeRule = [{sampleTransform("flip", $input, $flip, false)}];
   let summary = "flips the spatial axes of each sample that its flags select";
   let description = [{
     y[n, c, d, h, w] reads `input` with d → D − 1 − d where `flip`[n, 0] is non-zero, and
@@ -74,6 +77,7 @@ def Med_MirrorOp : Med_ShapedOp<"mirror", [Med_NotDifferentiable]> {
 }
 
 def Med_AffineMatrixOp : Med_ShapedOp<"affine_matrix", [Med_NotDifferentiable]> {
+  let shapeRule = [{affineMatrix($angles, $scales, $shear)}];
   let summary = "per-sample matrices of a spatial transform from rotations, shears and scales";
   let description = [{
     The N×3×4 matrices of med.spatial_transform (output voxel offsets from the centre to
@@ -101,6 +105,7 @@ def Med_AffineMatrixOp : Med_ShapedOp<"affine_matrix", [Med_NotDifferentiable]> 
 }
 
 def Med_OrientationMatrixOp : Med_ShapedOp<"orientation_matrix", [Med_NotDifferentiable]> {
+  let shapeRule = [{orientationMatrix($u)}];
   let summary = "per-sample axis permutations with signs: the 48 orientations of a cube";
   let description = [{
     The N×3×4 matrices of med.spatial_transform of element ⌊48 u⌋ (clamped to 0 … 47) of the
@@ -122,6 +127,7 @@ def Med_OrientationMatrixOp : Med_ShapedOp<"orientation_matrix", [Med_NotDiffere
 }
 
 def Med_ShiftSlicesOp : Med_ShapedOp<"shift_slices", [Med_NotDifferentiable]> {
+  let shapeRule = [{shiftSlices($input, $shift)}];
   let summary = "rolls each D-slice of each sample within its plane, with wrap-around";
   let description = [{
     BANIS's slice shift (a misaligned section of a serial-section volume): slice d of sample

@@ -10,6 +10,7 @@
 #define MED_LABEL_OPS_TD
 
 def Med_AffinitiesOp : Med_ShapedOp<"affinities", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{affinities($seg, $offsets, $crop_low, $crop_size)}];
   // The plan writes the crop whole: its low corner and the result's spatial size.
   let planAttributes = [{
     if (!o.getCropLow())
@@ -58,6 +59,7 @@ def Med_AffinitiesOp : Med_ShapedOp<"affinities", [Med_NotDifferentiable, Med_Fu
 }
 
 def Med_RemoveLabelOp : Med_ShapedOp<"remove_label", [Med_NotDifferentiable]> {
+  let shapeRule = [{removeLabel($input, $label, $replace_with)}];
   let summary = "replaces one label value by another";
   let description = [{
     `y = (x == label) ? replace_with : x` per element, of the input's type (float or
@@ -107,6 +109,7 @@ def Med_LabelRegionsOp : Med_ShapedOp<"label_regions", [Med_NotDifferentiable]> 
 }
 
 def Med_DownsampleNearestOp : Med_ShapedOp<"downsample_nearest", [Med_NotDifferentiable]> {
+  let shapeRule = [{downsampleNearest($input, $size)}];
   let summary = "resizes labels to a given size by torch's nearest-exact rule";
   let description = [{
     N × C × D × H × W (float or integer) to N × C × `size`, of the input's type: along each

@@ -44,9 +44,6 @@ enum class FusionKind {
 #include "med/IR/MedOpsAttributes.h.inc"
 
 namespace mlir::med {
-/// Result type of a broadcasting elementwise op (NumPy rules); reports incompatible shapes.
-LogicalResult inferBroadcastType(std::optional<Location> loc, StringRef opName, Type lhs,
-                                 Type rhs, SmallVectorImpl<Type> &out);
 /// Declared result types accept inferred ones when each declared size is equal or `?`.
 bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
 /// Reports a declared result type that the inferred one does not fit.

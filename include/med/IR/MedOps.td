@@ -204,6 +204,7 @@ def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiab
 //===----------------------------------------------------------------------------------===//
 
 def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = [{conv3d($input, $weight, $bias, $stride, $padding, $dilation, {0, 0, 0}, $groups, false)}];
   let flops = "conv";
   let summary = "3D convolution (cross-correlation), as torch.nn.functional.conv3d";
   let description = [{
@@ -230,6 +231,7 @@ def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
 }
 
 def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = [{conv3d($input, $weight, $bias, $stride, $padding, $dilation, $output_padding, $groups, true)}];
   let flops = "conv_transpose";
   let summary = "3D transposed convolution, as torch.nn.functional.conv_transpose3d";
   let description = [{
@@ -258,6 +260,7 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable
 
 def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
     DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let shapeRule = [{shiftSum($input, $weight, $bias, $mirrored)}];
   let flops = "conv";
   let summary = "depthwise stride-1 convolution as a sum of shifted multiply-adds";
   let description = [{
@@ -293,6 +296,7 @@ def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
 
 def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
     DeclareOpInterfaceMethods<Med_GradientOpInterface, ["saveForGradient"]>, Med_Normalization]> {
+  let shapeRule = [{groupNorm($input, $gamma, $beta, $groups, $epsilon, $save_statistics)}];
   let flops = "7";
   let wideOperands = ["gamma", "beta"];
   let summary = "group normalization, as torch.nn.GroupNorm";
@@ -328,6 +332,7 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
 
 def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
     Med_NotDifferentiable, DeclareOpInterfaceMethods<Med_NormalizationOpInterface, ["keepsF32Result"]>]> {
+  let shapeRule = [{groupNormStats($input, $groups, $epsilon)}];
   let flops = "4 per input";
   let summary = "the statistics of med.group_norm, by a fixed chunked merge";
   let description = [{
@@ -360,6 +365,7 @@ def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
 }
 
 def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiable, Med_Normalization]> {
+  let shapeRule = [{groupNormApply($input, $mean, $rstd, $gamma, $beta, $groups)}];
   let flops = "3"; // group_norm's 7 less its statistics' 4
   let wideOperands = ["mean", "rstd", "gamma", "beta"];
   let summary = "med.group_norm from given statistics: normalize and affine";
@@ -384,6 +390,7 @@ def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiab
 }
 
 def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable, Med_Normalization]> {
+  let shapeRule = [{channelLayerNorm($input, $gamma, $beta, $epsilon)}];
   let flops = "7";
   let wideOperands = ["gamma", "beta"];
   let summary = "layer normalization over the channel axis only (channels-first)";
@@ -402,6 +409,7 @@ def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentia
 }
 
 def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable, Med_Normalization]> {
+  let shapeRule = [{grn($input, $gamma, $beta)}];
   let flops = "7";
   let wideOperands = ["gamma", "beta"];
   let summary = "global response normalization (ConvNeXt-V2), as in MedNeXt";
@@ -428,16 +436,11 @@ class Med_UnaryOp<string mnemonic, string formula>
     : Med_ShapedOp<mnemonic, [Med_Differentiable, Med_Fusible]> {
   let summary = "elementwise " # formula;
   let description = "Computes `" # formula # "` for every element.";
+  let shapeRule = "unary($input)";
   let arguments = (ins Med_FloatTensor:$input);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
-    ::llvm::LogicalResult $cppClass::inferShapes(::mlir::MLIRContext *,
-        std::optional<::mlir::Location>, Adaptor adaptor,
-        ::llvm::SmallVectorImpl<::mlir::Type> &out) {
-      out.push_back(adaptor.getInput().getType());
-      return ::mlir::success();
-    }
     ::mlir::med::FusionKind $cppClass::getFusionKind() {
       return ::mlir::med::FusionKind::Elementwise;
     }
@@ -465,16 +468,11 @@ class Med_BinaryOp<string mnemonic, string formula>
     %y = med.}] # mnemonic # [{ %a, %b : (tensor<?x32x?x?x?xf32>, tensor<1x32x1x1x1xf32>) -> tensor<?x32x?x?x?xf32>
     ```
   }];
+  let shapeRule = "broadcastBinary($lhs, $rhs)";
   let arguments = (ins Med_FloatTensor:$lhs, Med_FloatTensor:$rhs);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
-    ::llvm::LogicalResult $cppClass::inferShapes(::mlir::MLIRContext *,
-        std::optional<::mlir::Location> loc, Adaptor adaptor,
-        ::llvm::SmallVectorImpl<::mlir::Type> &out) {
-      return ::mlir::med::inferBroadcastType(loc, getOperationName(),
-          adaptor.getLhs().getType(), adaptor.getRhs().getType(), out);
-    }
     ::mlir::med::FusionKind $cppClass::getFusionKind() {
       return ::mlir::med::broadcastingKind(getOperation());
     }
@@ -496,6 +494,7 @@ def Med_PowOp : Med_BinaryOp<"pow", "lhs^rhs (C's powf: a negative base to a non
 //===----------------------------------------------------------------------------------===//
 
 def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
+  let shapeRule = [{pad($input, $low, $high)}];
   let flops = "none";
   let summary = "pads each axis with a constant, possibly asymmetrically";
   let description = [{
@@ -514,6 +513,7 @@ def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
 }
 
 def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = [{slice($input, $offsets, $sizes, $strides)}];
   let flops = "none";
   let planAttributes = [{
     if (!o.getStrides())
@@ -537,6 +537,7 @@ def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
 }
 
 def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
+  let shapeRule = [{concat($inputs, $axis)}];
   let flops = "none";
   let summary = "concatenates tensors along one axis";
   let description = [{
@@ -552,6 +553,7 @@ def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
 }
 
 def Med_PackOp : Med_ShapedOp<"pack", [Med_NotDifferentiable]> {
+  let shapeRule = [{pack($inputs, $offsets, $size)}];
   let summary = "lays out tensors in one 1-D tensor at given offsets, zeros between them";
   let description = [{
     The result is a 1-D f32 tensor of `size` elements; input i (f32, any shape) is copied,
@@ -603,6 +605,7 @@ def Med_AllReduceOp : Med_Op<"all_reduce", [Med_NotDifferentiable,
 //===----------------------------------------------------------------------------------===//
 
 def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = [{reduce($input, $axes, $keepdims)}];
   let summary = "sum, mean, max or min over a set of axes";
   let description = [{
     Reduces `input` over `axes` (distinct, in range). With `keepdims` the reduced axes remain
@@ -625,6 +628,7 @@ def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable, Med_Fusible]> {
 
 def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegments,
                                                           Med_Differentiable]> {
+  let shapeRule = [{bceWithLogits($logits, $target, $mask, $pos_weight, $reduction == "none", $auto_pos_weight, $max_pos_weight, nullptr)}];
   let flops = "8 per logits";
   let summary = "binary cross-entropy on logits, with mask and positive-class weights";
   let description = [{
@@ -657,6 +661,7 @@ def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegme
 }
 
 def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differentiable]> {
+  let shapeRule = [{diceCE($logits, $targets, $weights, nullptr)}];
   let flops = "8 per logits";
   let summary = "soft Dice + cross-entropy over deep-supervision outputs (nnU-Net)";
   let description = [{
@@ -691,6 +696,7 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differ
 //===----------------------------------------------------------------------------------===//
 
 def Med_AdamWOp : Med_ShapedOp<"adamw", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{adamw($param, $grad, $exp_avg, $exp_avg_sq, $lr, $step, $beta1, $beta2, $epsilon)}];
   let summary = "one AdamW step, exactly as torch.optim.AdamW";
   let description = [{
     With t = `step` (1 for the first step) and the learning rate `lr` (both scalars, inputs
@@ -714,6 +720,7 @@ def Med_AdamWOp : Med_ShapedOp<"adamw", [Med_NotDifferentiable, Med_Fusible]> {
 }
 
 def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{sgd($param, $grad, $momentum_buffer, $lr, $momentum, $nesterov)}];
   let summary = "one SGD step with momentum (optionally Nesterov), as torch.optim.SGD";
   let description = [{
     `d ← g + weight_decay·p`; `b ← momentum·b + d`; `d ← d + momentum·b` (Nesterov) or
@@ -740,6 +747,7 @@ def Med_SGDOp : Med_ShapedOp<"sgd", [Med_NotDifferentiable, Med_Fusible]> {
 
 def Med_AnyNonFiniteOp : Med_ShapedOp<"any_non_finite", [Med_NotDifferentiable,
                                                            Med_ElementSetReduction]> {
+  let shapeRule = [{anyNonFinite($inputs)}];
   let summary = "1 if any element of any operand is inf or NaN, else 0";
   let description = [{
     Returns an f32 scalar: 1 when some element of some operand is +inf, −inf or NaN, 0
@@ -757,6 +765,7 @@ def Med_AnyNonFiniteOp : Med_ShapedOp<"any_non_finite", [Med_NotDifferentiable,
 
 def Med_SumSquaresOp : Med_ShapedOp<"sum_squares", [Med_NotDifferentiable,
                                                     Med_ElementSetReduction]> {
+  let shapeRule = [{sumSquares($inputs)}];
   let summary = "the sum of the squares of every element of every operand";
   let description = [{
     Returns an f32 scalar: Σ over all operands (f32, any shapes) of Σ x². The training step's
@@ -773,6 +782,7 @@ def Med_SumSquaresOp : Med_ShapedOp<"sum_squares", [Med_NotDifferentiable,
 }
 
 def Med_SelectOp : Med_ShapedOp<"select", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{select($cond, $on_true, $on_false)}];
   let summary = "one of two tensors, chosen by a scalar condition";
   let description = [{
     Returns `on_true` when the scalar `cond` is non-zero (NaN counts as non-zero) and
@@ -791,6 +801,7 @@ def Med_SelectOp : Med_ShapedOp<"select", [Med_NotDifferentiable, Med_Fusible]> 
 }
 
 def Med_UpdateLossScaleOp : Med_ShapedOp<"update_loss_scale", [Med_NotDifferentiable]> {
+  let shapeRule = [{updateLossScale($scale, $growth_tracker, $found_inf, $growth_factor, $backoff_factor, $growth_interval)}];
   let summary = "the dynamic loss scale update of torch.amp.GradScaler";
   let description = [{
     From the scale `s`, the growth tracker `n` (successful steps since the last change) and
@@ -827,6 +838,7 @@ def Med_UpdateLossScaleOp : Med_ShapedOp<"update_loss_scale", [Med_NotDifferenti
 
 def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable,
     DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+  let shapeRule = [{reshape($input, $shape)}];
   let flops = "none";
   let summary = "gives a tensor a new shape with the same number of elements";
   let description = [{
@@ -843,6 +855,7 @@ def Med_ReshapeOp : Med_ShapedOp<"reshape", [Med_Differentiable,
 }
 
 def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
+  let shapeRule = [{broadcastTo($input, $shape)}];
   let summary = "broadcasts a tensor to a shape (NumPy rules)";
   let description = [{
     Repeats `input` along the axes where it has size 1 (or that it lacks, aligning trailing
@@ -864,6 +877,7 @@ def Med_BroadcastOp : Med_ShapedOp<"broadcast", [Med_Differentiable]> {
 //===----------------------------------------------------------------------------------===//
 
 def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{conv3dGradWeight($input, $grad_output, $kernel, $stride, $padding, $dilation, $groups)}];
   let flops = "conv_grad_weight";
   let summary = "gradient of a 3D convolution with respect to its weight";
   let description = [{
@@ -890,6 +904,7 @@ def Med_Conv3dGradWeightOp : Med_ShapedOp<"conv3d_grad_weight", [Med_NotDifferen
 
 def Med_ShiftSumGradWeightOp : Med_ShapedOp<"shift_sum_grad_weight", [Med_NotDifferentiable,
     DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let shapeRule = [{shiftSumGradWeight($input, $grad_output, $kernel)}];
   let flops = "conv_grad_weight";
   let summary = "gradient of med.shift_sum with respect to its weight";
   let description = [{
@@ -911,6 +926,7 @@ def Med_ShiftSumGradWeightOp : Med_ShapedOp<"shift_sum_grad_weight", [Med_NotDif
 }
 
 def Med_GroupNormGradOp : Med_ShapedOp<"group_norm_grad", [Med_NotDifferentiable, Med_Normalization]> {
+  let shapeRule = [{groupNormGrad($input, $gamma, $mean, $rstd, $grad_output, $groups)}];
   let flops = "7";
   let wideOperands = ["gamma", "mean", "rstd"];
   let summary = "gradient of med.group_norm, from the statistics its forward pass saved";
@@ -953,15 +969,18 @@ class Med_NormGradOp<string mnemonic, string forward> : Med_ShapedOp<mnemonic, [
 }
 
 def Med_ChannelLayerNormGradOp : Med_NormGradOp<"channel_layer_norm_grad", "channel_layer_norm"> {
+  let shapeRule = "channelLayerNormGrad($input, $gamma, $grad_output)";
   let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
                        Med_FloatTensor:$grad_output, DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
 }
 def Med_GRNGradOp : Med_NormGradOp<"grn_grad", "grn"> {
+  let shapeRule = "grnGrad($input, $gamma, $grad_output)";
   let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma,
                        Med_FloatTensor:$grad_output, DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
 }
 
 def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{geluGrad($input, $grad_output)}];
   let summary = "gradient of med.gelu";
   let description = [{
     `grad_output · (Φ(x) + x·φ(x))` with Φ, φ the standard normal CDF and density.
@@ -976,6 +995,7 @@ def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable, Med_Fusib
 }
 
 def Med_ExtremumGradOp : Med_ShapedOp<"extremum_grad", [Med_NotDifferentiable]> {
+  let shapeRule = [{extremumGrad($lhs, $rhs, $grad_output)}];
   let summary = "gradient of med.max / med.min with respect to both operands";
   let description = [{
     For `kind` max (min), with `lhs` and `rhs` broadcast to the shape of `grad_output` (that
@@ -1000,6 +1020,7 @@ def Med_ExtremumGradOp : Med_ShapedOp<"extremum_grad", [Med_NotDifferentiable]> 
 }
 
 def Med_ReduceExtremumGradOp : Med_ShapedOp<"reduce_extremum_grad", [Med_NotDifferentiable]> {
+  let shapeRule = [{reduceExtremumGrad($input, $extremum, $grad_output, $axes, $keepdims)}];
   let summary = "gradient of med.reduce max / min";
   let description = [{
     `input`, `axes` and `keepdims` are those of the forward reduction, `extremum` its result
@@ -1025,6 +1046,7 @@ def Med_ReduceExtremumGradOp : Med_ShapedOp<"reduce_extremum_grad", [Med_NotDiff
 }
 
 def Med_SliceGradOp : Med_ShapedOp<"slice_grad", [Med_NotDifferentiable]> {
+  let shapeRule = [{sliceGrad($grad_output, $offsets, $strides, $shape)}];
   let summary = "gradient of a strided med.slice: scatters into zeros";
   let description = [{
     The inverse placement of `med.slice`: a tensor of shape `shape` (the slice's input) that
@@ -1045,6 +1067,7 @@ def Med_SliceGradOp : Med_ShapedOp<"slice_grad", [Med_NotDifferentiable]> {
 
 def Med_BCEWithLogitsGradOp : Med_ShapedOp<"bce_with_logits_grad", [AttrSizedOperandSegments,
                                                                     Med_NotDifferentiable]> {
+  let shapeRule = [{bceWithLogits($logits, $target, $mask, $pos_weight, $reduction == "none", $auto_pos_weight, $max_pos_weight, $grad_loss*)}];
   let flops = "8 per logits";
   let summary = "gradient of med.bce_with_logits with respect to the logits";
   let description = [{
@@ -1067,6 +1090,7 @@ def Med_BCEWithLogitsGradOp : Med_ShapedOp<"bce_with_logits_grad", [AttrSizedOpe
 
 def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
                                                     Med_NotDifferentiable]> {
+  let shapeRule = [{diceCE($logits, $targets, $weights, $grad_loss*)}];
   let flops = "8 per logits";
   let summary = "gradient of med.dice_ce with respect to every logits operand";
   let description = [{

@@ -19,6 +19,7 @@ def Med_RandomDistribution : I32EnumAttr<"RandomDistribution", "distribution of 
 def Med_RandomDistributionAttr : EnumAttr<Med_Dialect, Med_RandomDistribution, "distribution">;
 
 def Med_RandomOp : Med_ShapedOp<"random", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{random($key, $like, $stream, $probability, $sample_shape)}];
   let summary = "counter-based random numbers (Philox 4x32-10), one per element";
   let description = [{
     An f32 tensor of random numbers. Its shape is that of `like` (only its shape is read), or,

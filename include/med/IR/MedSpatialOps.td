@@ -23,6 +23,7 @@ def Med_BorderMode : I32EnumAttr<"BorderMode", "what a sample outside the input 
 }
 
 def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{spatialTransform($input, $matrix, $shape, $mode, $border, $value, $labels[])}];
   let flops = "16"; // a weighted sum of 8 neighbours (labels: their argmax)
   let planAttributes = [{
     if (!o.getLabels())
