@@ -31,7 +31,7 @@ void writeJson(const fs::path &path, const nlohmann::ordered_json &j) {
     throw Error(str(path.string(), ": cannot write (", ec.message(), ")"));
 }
 
-std::string triple(const nlohmann::ordered_json &v) {
+template <typename J> std::string triple(const J &v) {
   return str(v.at(0).dump(), " x ", v.at(1).dump(), " x ", v.at(2).dump());
 }
 
@@ -62,14 +62,21 @@ int planCommand(const PlanCommandOptions &o) {
           !p.props.contains(std::to_string(c)))
         throw Error(str(o.nnunetPlans, ": channel ", c, " is CTNormalization but "
                         "foreground_intensity_properties_per_channel has no \"", c, "\""));
-    nlohmann::ordered_json plans =
-        nlohmann::ordered_json::parse(nlohmann::json(p.plans).dump(), nullptr, false);
-    writeJson(out / "nnUNetPlans.json", plans);
+    // Copied byte for byte (unless it is that file already).
+    const fs::path dest = out / "nnUNetPlans.json";
+    std::error_code same;
+    if (!fs::equivalent(o.nnunetPlans, dest, same)) {
+      std::error_code ec;
+      fs::copy_file(o.nnunetPlans, dest, fs::copy_options::overwrite_existing, ec);
+      if (ec)
+        throw Error(str(dest.string(), ": cannot write (", ec.message(), ")"));
+    }
+    const nlohmann::json &plans = p.plans;
     const auto &c = plans["configurations"]["3d_fullres"];
     std::printf("plan %s: nnU-Net's %s taken as it is\n", o.dataset.c_str(),
                 o.nnunetPlans.c_str());
     std::printf("  3d_fullres: spacing %s, patch %s, batch %s\n", triple(c["spacing"]).c_str(),
-                triple(c["patch_size"]).c_str(), c.value("batch_size", nlohmann::ordered_json()).dump().c_str());
+                triple(c["patch_size"]).c_str(), c.value("batch_size", nlohmann::json()).dump().c_str());
     std::printf("wrote %s\n", (out / "nnUNetPlans.json").string().c_str());
     return 0;
   }
