@@ -10,6 +10,7 @@
 #include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Parallel.h"
+#include "medrun/TrainLog.h"
 #include "medrun/Volume.h"
 
 #include "DataRandom.h"
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <unordered_map>
 
 namespace medrun {
@@ -629,14 +631,32 @@ public:
       anySample = anySample || sample[c];
     }
     std::vector<std::exception_ptr> errors(vols_.size());
+    // The scan reads every volume once: on large datasets it takes a while, so it shows.
+    std::optional<Progress> bar;
+    if (log) {
+      Progress::Options po;
+      po.total = static_cast<int64_t>(vols_.size());
+      po.desc = "data scan";
+      po.everySeconds = 5;
+      bar.emplace(log, po);
+    }
+    std::mutex barLock;
+    int64_t scanned = 0;
     parallelFor(static_cast<int64_t>(vols_.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
+      for (int64_t i = b; i < e; ++i) {
         try {
           scan(i, spec.seed, sample, anySample);
         } catch (...) {
           errors[i] = std::current_exception();
         }
+        std::lock_guard<std::mutex> hold(barLock);
+        ++scanned;
+        if (bar)
+          bar->update(scanned);
+      }
     });
+    if (bar)
+      bar->finish();
     for (auto &e : errors)
       if (e)
         std::rethrow_exception(e);
