@@ -368,6 +368,8 @@ DataContract DataContract::fromJson(const json &j, const std::string &what) {
   if (!need("source").is_string())
     throw Error(str(what, ": source: expected a string"));
   c.source = need("source").get<std::string>();
+  if (j.contains("dataset") && !j["dataset"].is_string())
+    throw Error(str(what, ": dataset: expected the dataset folder's path"));
   c.dataset = j.value("dataset", "");
   const json &channels = need("channels");
   if (!channels.is_array() || channels.empty())
@@ -378,6 +380,8 @@ DataContract DataContract::fromJson(const json &j, const std::string &what) {
     if (!ch.is_object() || !ch.contains("normalization") || !ch["normalization"].is_string())
       throw Error(str(at, ": expected {\"name\", \"normalization\", ...}"));
     ChannelNormalization n;
+    if (ch.contains("name") && !ch["name"].is_string())
+      throw Error(str(at, ": name: expected the channel's name (a string)"));
     n.name = ch.value("name", "");
     n.scheme = ch["normalization"].get<std::string>();
     if (n.scheme == "ct") {

@@ -135,6 +135,9 @@ PreprocessPlan readPreprocessPlan(const std::string &plansPath) {
     if (!(p.target[a] > 0))
       throw Error(str(plansPath, ": 3d_fullres.spacing must be positive"));
   p.props = plans.value("foreground_intensity_properties_per_channel", json::object());
+  if (!p.props.is_object())
+    throw Error(str(plansPath, ": foreground_intensity_properties_per_channel: expected an "
+                    "object {\"0\": {...}}"));
   return p;
 }
 
@@ -227,6 +230,10 @@ PreprocessedCase preprocessCase(const std::string &name, const std::vector<std::
                         " needs "
                         "foreground_intensity_properties_per_channel.",
                         ch, " (mean, std, percentile_00_5, percentile_99_5)"));
+      for (const char *key : {"mean", "std", "percentile_00_5", "percentile_99_5"})
+        if (!p[key].is_number())
+          throw Error(str(plansPath, ": foreground_intensity_properties_per_channel.", ch, ".",
+                          key, ": expected a number"));
       const float mean = p["mean"].get<float>(), sd = p["std"].get<float>();
       const float l = p["percentile_00_5"].get<float>(), h = p["percentile_99_5"].get<float>();
       for (float &v : x)
