@@ -87,8 +87,9 @@ def operand_info(rec, records):
     base = rec
     if arity != "One" and isinstance(rec.get("baseType"), dict):
         base = records[rec["baseType"]["def"]]
+    # Labels (or keys): any operand that is not restricted to floating-point values.
     summary = (base.get("summary") or "").lower()
-    label = "integer" in summary or "index" in summary
+    label = not ("floating-point" in summary and "integer" not in summary)
     return arity, label
 
 
