@@ -3,7 +3,7 @@
 // One rule per op (or op family): operand types and attribute values in, result types or
 // one message out. The message names the operand or attribute and the expected vs actual
 // value. The dialect's verifier and type inference (lib/IR/MedOps.cpp) and the runtime's
-// plan verifier (runtime/src/PlanVerifier.cpp) both call these functions, so a compiled
+// plan verifier (runtime/src/artifact/PlanVerifier.cpp) both call these functions, so a compiled
 // plan is re-checked by exactly the rules that built it.
 //
 // Sizes may be kDynamic (MLIR's `?`, which the runtime never has): a rule then checks what it

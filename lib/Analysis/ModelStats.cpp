@@ -3,7 +3,7 @@
 // Each op's arithmetic is its FLOP rule in the op table (med/OpTable.h, written in ODS):
 // convolutions 2 per multiply-add, other ops an approximate count per element (normalizations
 // 7: two sums, centre, scale, affine; elementwise ops 1; losses 8 per logit), data movement
-// none. medrun counts an artifact's functions by the same rules (runtime/src/Flops.cpp).
+// none. medrun counts an artifact's functions by the same rules (runtime/src/artifact/Flops.cpp).
 //
 //===----------------------------------------------------------------------------------===//
 

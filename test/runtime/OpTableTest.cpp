@@ -5,7 +5,7 @@
 // is a switch over OpKind built with -Werror=switch.
 //
 //===----------------------------------------------------------------------------------===//
-#include "../../runtime/src/PlanVerifier.h"
+#include "../../runtime/src/artifact/PlanVerifier.h"
 #include "med/OpTable.h"
 
 #include "gtest/gtest.h"

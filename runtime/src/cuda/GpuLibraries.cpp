@@ -1,8 +1,8 @@
 //===- GpuLibraries.cpp - the GPU libraries the CUDA backend opens ----------------===//
 #include "medrun/GpuLibraries.h"
 
-#include "cuda/Cublaslt.h"
-#include "cuda/Cudnn.h"
+#include "Cublaslt.h"
+#include "Cudnn.h"
 #include "medrun/Cuda.h"
 #include "medrun/Distributed.h"
 

@@ -2,7 +2,7 @@
 #include "medrun/Artifact.h"
 #include "medrun/Error.h"
 #include "PlanVerifier.h"
-#include "plan/PlanReader.h"
+#include "../plan/PlanReader.h"
 
 #include <algorithm>
 #include <array>
