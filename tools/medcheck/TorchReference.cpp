@@ -1173,23 +1173,28 @@ void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &
     }
 }
 
-/// Runs the plan with the values already in `env` (the arguments); returns the outputs.
-/// Under autograd when the caller enabled it: every mapping is differentiable.
-std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::Tensor> &params) {
-  const medrun::Function &fn = env.fn;
-  // Values are dropped after their last use (outputs never), as our executor does, so that
-  // whole networks at large patches fit in memory.
+/// The index of the last op that reads each value of `fn`; the function's outputs get
+/// fn.ops.size() (never dropped).
+std::vector<size_t> lastUses(const medrun::Function &fn) {
   std::vector<size_t> lastUse(fn.values.size(), 0);
   for (size_t i = 0; i < fn.ops.size(); ++i)
     for (const auto &group : fn.ops[i].operands)
       for (int id : group.second)
         if (id >= 0 && id < static_cast<int>(lastUse.size()))
           lastUse[id] = std::max(lastUse[id], i);
-  std::vector<bool> isOutput(fn.values.size(), false);
   for (int id : fn.outputs)
-    isOutput.at(id) = true;
+    lastUse.at(id) = fn.ops.size();
+  return lastUse;
+}
 
-  for (size_t i = 0; i < fn.ops.size(); ++i) {
+/// Runs ops [begin, end) of the plan with the values already in `env`. Values are dropped
+/// after their last use (outputs never), as our executor does, so that whole networks at
+/// large patches fit in memory. Under autograd when the caller enabled it: every mapping
+/// is differentiable.
+void runOps(Env &env, const std::map<std::string, torch::Tensor> &params, size_t begin,
+            size_t end, const std::vector<size_t> &lastUse) {
+  const medrun::Function &fn = env.fn;
+  for (size_t i = begin; i < end; ++i) {
     const OpInfo &op = fn.ops[i];
     std::vector<torch::Tensor> rs;
     std::map<int, torch::Tensor> lowered; // autocast: operands this op reads in f32 instead
@@ -1221,14 +1226,22 @@ std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::
     }
     for (const auto &group : op.operands)
       for (int used : group.second)
-        if (lastUse[used] == i && !isOutput[used])
+        if (lastUse[used] == i)
           env.values[used] = torch::Tensor();
   }
+}
 
+std::vector<torch::Tensor> outputsOf(const Env &env) {
   std::vector<torch::Tensor> outputs;
-  for (int id : fn.outputs)
+  for (int id : env.fn.outputs)
     outputs.push_back(env.get(id, OpInfo{"return", {}, {}, {}, ""}));
   return outputs;
+}
+
+/// Runs the plan with the values already in `env` (the arguments); returns the outputs.
+std::vector<torch::Tensor> execute(Env &env, const std::map<std::string, torch::Tensor> &params) {
+  runOps(env, params, 0, env.fn.ops.size(), lastUses(env.fn));
+  return outputsOf(env);
 }
 
 /// The device the mapping computes on: that of the first input, else of the first
@@ -1307,6 +1320,158 @@ private:
   at::ScalarType wasType = at::kBFloat16;
 };
 
+// ---- running the reference in parts (gradTorch's recompute) ------------------------
+
+/// "152.0 GiB", "3.2 MiB", "0.6 KiB".
+std::string gibText(double bytes) {
+  char b[32];
+  const double k = 1024;
+  if (bytes >= k * k * k)
+    std::snprintf(b, sizeof b, "%.1f GiB", bytes / (k * k * k));
+  else if (bytes >= k * k)
+    std::snprintf(b, sizeof b, "%.1f MiB", bytes / (k * k));
+  else
+    std::snprintf(b, sizeof b, "%.1f KiB", bytes / k);
+  return b;
+}
+
+/// Bytes of a value of `values` as the reference holds it (floats in `floatType`).
+double valueBytes(const medrun::Function &fn, int id, torch::ScalarType floatType) {
+  if (id < 0 || id >= static_cast<int>(fn.values.size()))
+    return 0;
+  const medrun::ValueInfo &v = fn.values[id];
+  const size_t element = medrun::isFloat(v.dtype) ? c10::elementSize(floatType)
+                                                  : medrun::dtypeSize(v.dtype);
+  return double(medrun::numElements(v.shape)) * double(element);
+}
+
+/// What autograd keeps of one op, estimated: its results, a fusion's body op by op, and
+/// the norms' full-size intermediates (group_norm_stats' f64 copy of its input,
+/// group_norm_apply's centred and normalised input).
+double opBytes(const medrun::Function &fn, const OpInfo &op, torch::ScalarType floatType) {
+  double bytes = 0;
+  for (int id : op.results)
+    bytes += valueBytes(fn, id, floatType);
+  switch (op.op()) {
+  case med::ops::OpKind::Fusion:
+    for (const OpInfo &inner : op.body->ops)
+      bytes += opBytes(*op.body, inner, floatType);
+    break;
+  case med::ops::OpKind::GroupNormStats:
+    bytes += valueBytes(fn, op.single("input"), floatType) * 8.0 /
+             double(c10::elementSize(floatType));
+    break;
+  case med::ops::OpKind::GroupNormApply:
+    bytes += 2 * valueBytes(fn, op.single("input"), floatType);
+    break;
+  default:
+    break;
+  }
+  return bytes;
+}
+
+/// The segments [begin, end) of the loss function's ops, and what the plan estimates.
+struct SegmentPlan {
+  std::vector<std::pair<size_t, size_t>> segments;
+  double total = 0;      ///< estimated bytes of the unsegmented reference
+  double checkpoint = 0; ///< bytes of the values kept for later segments
+  double largest = 0;    ///< estimated bytes of the largest segment
+};
+
+/// Cuts `fn` into segments of about `total / want` estimated bytes each (want = 0: the
+/// largest of sixteen and the largest single op). A cut is placed, among the places after
+/// the segment has reached half its target, where the fewest new bytes cross it (values
+/// computed before it and read after it that no earlier cut keeps already); the latest
+/// such place on a tie.
+SegmentPlan planSegments(const medrun::Function &fn, torch::ScalarType floatType,
+                         int64_t want) {
+  SegmentPlan plan;
+  const size_t n = fn.ops.size();
+  std::vector<double> cost(n);
+  double largestOp = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cost[i] = opBytes(fn, fn.ops[i], floatType);
+    plan.total += cost[i];
+    largestOp = std::max(largestOp, cost[i]);
+  }
+  const double target =
+      want > 0 ? plan.total / double(want) : std::max(plan.total / 16, largestOp);
+  const std::vector<size_t> lastUse = lastUses(fn);
+  std::vector<int64_t> defined(fn.values.size(), -1); // op index; -1: argument or none
+  for (size_t i = 0; i < n; ++i)
+    for (int id : fn.ops[i].results)
+      defined.at(id) = static_cast<int64_t>(i);
+  std::vector<bool> kept(fn.values.size(), false);
+  // New bytes crossing a cut before op p (values computed by ops, not yet kept).
+  auto crossing = [&](size_t p, bool keep) {
+    double bytes = 0;
+    for (size_t id = 0; id < fn.values.size(); ++id)
+      if (defined[id] >= 0 && size_t(defined[id]) < p && lastUse[id] >= p && !kept[id]) {
+        bytes += valueBytes(fn, static_cast<int>(id), floatType);
+        if (keep)
+          kept[id] = true;
+      }
+    return bytes;
+  };
+  size_t begin = 0, best = 0;
+  double acc = 0, bestBytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += cost[i];
+    const size_t p = i + 1;
+    if (p < n && acc >= target / 2) {
+      double x = crossing(p, false);
+      if (best == 0 || x <= bestBytes)
+        best = p, bestBytes = x;
+    }
+    if (acc >= target && best != 0) {
+      plan.segments.emplace_back(begin, best);
+      crossing(best, true);
+      begin = best;
+      best = 0;
+      acc = 0;
+      for (size_t k = begin; k <= i; ++k)
+        acc += cost[k];
+    }
+  }
+  plan.segments.emplace_back(begin, n);
+  for (const auto &[b, e] : plan.segments) {
+    double bytes = 0;
+    for (size_t k = b; k < e; ++k)
+      bytes += cost[k];
+    plan.largest = std::max(plan.largest, bytes);
+  }
+  for (size_t id = 0; id < fn.values.size(); ++id)
+    if (kept[id])
+      plan.checkpoint += valueBytes(fn, static_cast<int>(id), floatType);
+  return plan;
+}
+
+/// Every value that can carry a gradient: float arguments, float parameters, and the float
+/// results of ops that read one.
+std::vector<bool> differentiableValues(const medrun::Function &fn) {
+  std::vector<bool> d(fn.values.size(), false);
+  for (int id : fn.inputs)
+    d.at(id) = medrun::isFloat(fn.values.at(id).dtype);
+  for (const OpInfo &op : fn.ops) {
+    bool reads = op.kind == "param";
+    for (const auto &group : op.operands)
+      for (int id : group.second)
+        reads = reads || (id >= 0 && d.at(id));
+    for (int id : op.results)
+      d.at(id) = reads && medrun::isFloat(fn.values.at(id).dtype);
+  }
+  return d;
+}
+
+/// torch autocast around a segment when `type` is set.
+struct MaybeAutocast {
+  MaybeAutocast(torch::Device device, std::optional<torch::ScalarType> type) {
+    if (type)
+      guard.emplace(device, *type);
+  }
+  std::optional<AutocastGuard> guard;
+};
+
 } // namespace
 
 void checkAutocast(torch::Device device, torch::ScalarType dtype) {
@@ -1342,7 +1507,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
                          torch::ScalarType floatType, const torch::Tensor &seed,
-                         std::optional<torch::ScalarType> autocast) {
+                         std::optional<torch::ScalarType> autocast,
+                         const Recompute &recompute) {
   if (fn.outputs.empty())
     throw Error(str("function '", fn.name, "' has no result to differentiate"));
   const medrun::ValueInfo &loss = fn.values.at(fn.outputs[0]);
@@ -1386,26 +1552,178 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
     leafInputs.push_back(leaf);
   }
   setInputs(env, leafInputs);
-  std::vector<torch::Tensor> outputs;
-  if (autocast) {
-    // The forward pass only, as PyTorch recommends: the backward ops run in the types their
-    // forward ops chose.
-    AutocastGuard guard(env.device, *autocast);
-    env.autocast = autocast;
-    outputs = execute(env, leafParams);
-  } else {
-    outputs = execute(env, leafParams);
+
+  // In one piece, or in segments (Recompute).
+  std::optional<SegmentPlan> plan;
+  std::string why;
+  if (recompute.mode != Recompute::Mode::Off) {
+    const double estimate = estimateReferenceBytes(fn, floatType);
+    if (recompute.mode == Recompute::Mode::On)
+      why = "asked for";
+    else if (recompute.availableBytes > 0 && estimate > double(recompute.availableBytes))
+      why = str("the estimate exceeds the ", gibText(double(recompute.availableBytes)),
+                " free on ", env.device.str());
+    if (!why.empty())
+      plan = planSegments(fn, floatType, recompute.segments);
   }
 
+  std::vector<torch::Tensor> outputs;
   std::vector<torch::Tensor> grads(leaves.size());
-  if (!leaves.empty() && outputs[0].requires_grad())
-    grads = torch::autograd::grad({outputs[0]}, leaves,
-                                  seed.defined()
-                                      ? torch::autograd::variable_list{seed.to(
-                                            outputs[0].device(), outputs[0].scalar_type())}
-                                      : torch::autograd::variable_list{},
-                                  /*retain_graph=*/false,
-                                  /*create_graph=*/false, /*allow_unused=*/true);
+  if (!plan) {
+    if (autocast) {
+      // The forward pass only, as PyTorch recommends: the backward ops run in the types
+      // their forward ops chose.
+      AutocastGuard guard(env.device, *autocast);
+      env.autocast = autocast;
+      outputs = execute(env, leafParams);
+    } else {
+      outputs = execute(env, leafParams);
+    }
+    if (!leaves.empty() && outputs[0].requires_grad())
+      grads = torch::autograd::grad({outputs[0]}, leaves,
+                                    seed.defined()
+                                        ? torch::autograd::variable_list{seed.to(
+                                              outputs[0].device(), outputs[0].scalar_type())}
+                                        : torch::autograd::variable_list{},
+                                    /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+  } else {
+    const medrun::Function &f = fn;
+    const size_t segments = plan->segments.size();
+    const std::vector<size_t> lastUse = lastUses(f);
+    const std::vector<bool> differentiable = differentiableValues(f);
+    std::map<std::string, size_t> paramLeaf; // leaf index of each float parameter read
+    for (size_t i = 0; i < paramNames.size(); ++i)
+      paramLeaf[paramNames[i]] = i;
+    // Which segment computes each value (-1: an argument), and the values each segment
+    // reads from earlier ones (its checkpoints), each once.
+    std::vector<int64_t> segmentOf(f.values.size(), -1);
+    for (size_t s = 0; s < segments; ++s)
+      for (size_t i = plan->segments[s].first; i < plan->segments[s].second; ++i)
+        for (int id : f.ops[i].results)
+          segmentOf.at(id) = static_cast<int64_t>(s);
+    std::vector<std::vector<int>> reads(segments);
+    std::vector<int64_t> firstReader(f.values.size(), int64_t(segments));
+    for (size_t s = 0; s < segments; ++s) {
+      std::set<int> seen;
+      for (size_t i = plan->segments[s].first; i < plan->segments[s].second; ++i)
+        for (const auto &group : f.ops[i].operands)
+          for (int id : group.second)
+            if (id >= 0 && segmentOf.at(id) < static_cast<int64_t>(s) && seen.insert(id).second) {
+              reads[s].push_back(id);
+              firstReader[id] = std::min(firstReader[id], static_cast<int64_t>(s));
+            }
+    }
+
+    // The forward pass without autograd, keeping what later segments read.
+    std::vector<torch::Tensor> kept(f.values.size());
+    {
+      torch::NoGradGuard noGrad;
+      MaybeAutocast guard(env.device, autocast);
+      env.autocast = autocast;
+      for (size_t s = 0; s < segments; ++s) {
+        for (int id : reads[s])
+          kept[id] = env.get(id, f.ops[plan->segments[s].first]);
+        runOps(env, leafParams, plan->segments[s].first, plan->segments[s].second, lastUse);
+      }
+      outputs = outputsOf(env);
+      env.values.assign(f.values.size(), torch::Tensor());
+    }
+
+    // Backward, last segment first: each segment again under autograd from its checkpoints,
+    // then torch::autograd::grad of the gradients that reach its results. `pending` holds
+    // the gradient summed so far of each value (of each parameter leaf): a value read by
+    // several segments gets the later segments' sum as a gradient of its leaf here, which
+    // autograd adds to this segment's before the earlier ones', as in one graph.
+    std::vector<torch::Tensor> pending(f.values.size());
+    std::vector<torch::Tensor> pendingParam(paramNames.size());
+    const int loss = f.outputs[0];
+    if (!leaves.empty() && differentiable.at(loss))
+      pending[loss] = seed.defined() ? seed.to(outputs[0].device(), outputs[0].scalar_type())
+                                     : torch::ones_like(outputs[0]);
+    for (size_t s = segments; s-- > 0;) {
+      const auto [begin, end] = plan->segments[s];
+      bool flows = false; // a gradient reaches a result of this segment
+      for (size_t i = begin; i < end && !flows; ++i)
+        for (int id : f.ops[i].results)
+          flows = flows || pending[id].defined();
+      if (flows) {
+        Env seg{f, std::vector<torch::Tensor>(f.values.size()), floatType, env.device};
+        seg.autocast = autocast;
+        std::vector<torch::Tensor> inputsOf;   // d/d these: checkpoint leaves, then parameters
+        std::vector<int> inputIds;             // value id, or -1 - leaf index of a parameter
+        for (int id : reads[s]) {
+          torch::Tensor v = kept[id];
+          if (differentiable.at(id) && v.is_floating_point()) {
+            v = v.detach().requires_grad_(true);
+            inputsOf.push_back(v);
+            inputIds.push_back(id);
+          }
+          seg.values[id] = v;
+        }
+        std::set<size_t> segmentParams;
+        for (size_t i = begin; i < end; ++i)
+          if (f.ops[i].kind == "param") {
+            auto it = paramLeaf.find(f.ops[i].strAttr("name"));
+            if (it != paramLeaf.end() && segmentParams.insert(it->second).second) {
+              inputsOf.push_back(leaves[it->second]);
+              inputIds.push_back(-1 - static_cast<int>(it->second));
+            }
+          }
+        {
+          torch::AutoGradMode grad(true);
+          MaybeAutocast guard(env.device, autocast);
+          runOps(seg, leafParams, begin, end, lastUse);
+        }
+        std::vector<torch::Tensor> roots, rootGrads;
+        for (size_t i = begin; i < end; ++i)
+          for (int id : f.ops[i].results)
+            if (pending[id].defined() && seg.values[id].defined() &&
+                seg.values[id].requires_grad()) {
+              roots.push_back(seg.values[id]);
+              rootGrads.push_back(pending[id]);
+            }
+        if (!roots.empty()) {
+          if (!recompute.fault)
+            for (size_t k = 0; k < inputsOf.size(); ++k) {
+              const torch::Tensor &p =
+                  inputIds[k] >= 0 ? pending[inputIds[k]] : pendingParam[-1 - inputIds[k]];
+              if (p.defined()) {
+                roots.push_back(inputsOf[k]);
+                rootGrads.push_back(p);
+              }
+            }
+          std::vector<torch::Tensor> g;
+          if (!inputsOf.empty())
+            g = torch::autograd::grad(roots, inputsOf, rootGrads, /*retain_graph=*/false,
+                                      /*create_graph=*/false, /*allow_unused=*/true);
+          for (size_t k = 0; k < g.size(); ++k) {
+            if (!g[k].defined())
+              continue;
+            (inputIds[k] >= 0 ? pending[inputIds[k]] : pendingParam[-1 - inputIds[k]]) =
+                g[k].detach();
+          }
+        }
+      }
+      // This segment's results have passed their gradients on; its checkpoints that no
+      // earlier segment reads are done with.
+      for (size_t i = begin; i < end; ++i)
+        for (int id : f.ops[i].results)
+          pending[id] = torch::Tensor();
+      for (int id : reads[s])
+        if (firstReader[id] == static_cast<int64_t>(s))
+          kept[id] = torch::Tensor();
+    }
+    for (size_t i = 0; i < paramNames.size(); ++i)
+      grads[i] = pendingParam[i];
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputLeaf[i] >= 0)
+        grads[inputLeaf[i]] = pending[fn.inputs[i]];
+    result.recompute = str(fn.name, " in ", segments, " segments of ", fn.ops.size(),
+                           " ops (", why, "); estimated ", gibText(plan->total),
+                           " unsegmented, checkpoints ", gibText(plan->checkpoint),
+                           ", largest segment ", gibText(plan->largest));
+  }
   std::vector<bool> reached(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     reached[i] = grads[i].defined();
@@ -1424,7 +1742,46 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
       result.inputs[i] = grads[inputLeaf[i]];
       result.inputReached[i] = reached[inputLeaf[i]];
     }
+  if (plan && recompute.verify) {
+    Recompute whole;
+    whole.mode = Recompute::Mode::Off;
+    const TorchGradients one =
+        gradTorch(artifact, fn, inputs, params, floatType, seed, autocast, whole);
+    size_t compared = 0, differing = 0;
+    std::string first;
+    auto same = [&](const std::string &what, const torch::Tensor &a, const torch::Tensor &b,
+                    bool reachedA, bool reachedB) {
+      ++compared;
+      bool equal = reachedA == reachedB && a.defined() == b.defined();
+      if (equal && a.defined())
+        equal = a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
+                a.eq(b).logical_or(a.isnan().logical_and(b.isnan())).all().item<bool>();
+      if (!equal && differing++ == 0)
+        first = what;
+    };
+    for (size_t i = 0; i < result.outputs.size(); ++i)
+      same(str("out", i), result.outputs[i], one.outputs.at(i), true, true);
+    for (const auto &[name, g] : result.params)
+      same(str("grad.", name), g, one.params.at(name), result.paramReached.at(name),
+           one.paramReached.at(name));
+    for (size_t i = 0; i < result.inputs.size(); ++i)
+      same(str("grad.arg", i), result.inputs[i], one.inputs.at(i), result.inputReached[i],
+           one.inputReached.at(i));
+    if (differing)
+      throw Error(str("torch recompute: ", differing, " of ", compared,
+                      " results differ from the unsegmented reference (the first: ", first,
+                      "); ", result.recompute));
+    result.recompute += str("; equal bit for bit to the unsegmented reference (", compared,
+                            " tensors)");
+  }
   return result;
+}
+
+double estimateReferenceBytes(const medrun::Function &fn, torch::ScalarType floatType) {
+  double bytes = 0;
+  for (const medrun::OpInfo &op : fn.ops)
+    bytes += opBytes(fn, op, floatType);
+  return bytes;
 }
 
 } // namespace medcheck

@@ -48,6 +48,35 @@ std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medr
                                     const std::map<std::string, torch::Tensor> &params,
                                     torch::ScalarType floatType = torch::kFloat);
 
+/// "Running the reference in parts" (activation checkpointing) for gradTorch, so that the
+/// reference of a large network fits the device: the loss function's ops are cut into
+/// segments of about equal estimated autograd memory (cuts placed where few bytes cross);
+/// the forward pass runs without autograd, keeping only the values a later segment reads;
+/// then, last segment first, each segment is run again under autograd from those values
+/// (leaves) and torch::autograd::grad takes the gradients flowing into it to its leaves and
+/// the parameters it reads. A gradient that reaches a value from several segments is
+/// summed in the order torch's autograd engine sums it (the later segment's first), so the
+/// result is the unsegmented reference's, bit for bit on the CPU.
+struct Recompute {
+  enum class Mode { Auto, On, Off };
+  /// Auto: recompute when the unsegmented estimate exceeds `availableBytes` (never when that
+  /// is 0, unknown). On: always (--torch-recompute). Off: never.
+  Mode mode = Mode::Auto;
+  size_t availableBytes = 0;
+  int64_t segments = 0; ///< > 0: aim at this many segments; 0: chosen from the estimate
+  /// Also compute the unsegmented reference and require every result to be equal bit for
+  /// bit (a check of the segmentation itself; throws medrun::Error where one differs).
+  bool verify = false;
+  /// Negative control for tests: a value read by several segments keeps only the gradient
+  /// of the earliest segment's ops (the later segments' contributions are dropped).
+  bool fault = false;
+};
+
+/// The estimated autograd memory of one unsegmented gradTorch of `fn` in `floatType`
+/// (every value computed, fusion bodies op by op and the norms' saved intermediates
+/// counted), the figure Recompute::Mode::Auto compares with the free memory.
+double estimateReferenceBytes(const medrun::Function &fn, torch::ScalarType floatType);
+
 /// Torch autograd of a loss function: the gradients of out0 (a float scalar).
 struct TorchGradients {
   std::vector<torch::Tensor> outputs;          ///< the forward outputs, as runTorch's
@@ -55,6 +84,9 @@ struct TorchGradients {
   std::map<std::string, bool> paramReached;    ///< false: out0 does not depend on it (zeros)
   std::vector<torch::Tensor> inputs;           ///< by argument; undefined for integer ones
   std::vector<bool> inputReached;              ///< false: no differentiable path (zeros)
+  /// With recompute: "loss in 19 segments of 1027 ops; estimated 152.0 GiB unsegmented,
+  /// checkpoints 13.3 GiB, largest segment 13.7 GiB (...)"; empty when it ran in one piece.
+  std::string recompute;
 };
 
 /// Runs `fn` as runTorch does, but under torch autograd with the parameters it reads and its
@@ -70,12 +102,14 @@ struct TorchGradients {
 /// every float result keeps the type its op produced instead of being converted to
 /// `floatType`, as in a PyTorch model; the leaves (f32 here) and their gradients keep
 /// `floatType`. The outputs may then be bf16 or f16.
+/// `recompute` says whether to run it in segments (see Recompute); the results are the same.
 TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                          const std::vector<torch::Tensor> &inputs,
                          const std::map<std::string, torch::Tensor> &params,
                          torch::ScalarType floatType = torch::kFloat,
                          const torch::Tensor &seed = torch::Tensor(),
-                         std::optional<torch::ScalarType> autocast = std::nullopt);
+                         std::optional<torch::ScalarType> autocast = std::nullopt,
+                         const Recompute &recompute = Recompute());
 
 /// Returns when torch autocast to `dtype` works on `device` (a convolution under it computes
 /// in `dtype`); otherwise throws medrun::Error saying why. LibTorch 1.13's CPU autocast

@@ -293,6 +293,21 @@ const char *kUsage =
     "  before each of our runs (c10::getDeviceAllocator's emptyCache, or in older CUDA\n"
     "  builds the CUDA caching allocator's), so that both sides can use most of one GPU in\n"
     "  turn. Needs a LibTorch with CUDA and a GPU.\n"
+    "--torch-recompute  runs torch's autograd reference (--grad, --train-steps) in parts, so\n"
+    "  that the reference of a large network fits the device: the loss function's ops are cut\n"
+    "  into segments of about equal estimated autograd memory, the forward pass keeps only the\n"
+    "  values later segments read, and the backward pass runs each segment again under\n"
+    "  autograd, last first, passing the gradients on (activation checkpointing). The\n"
+    "  gradients are those of the reference in one piece (a value read by several segments\n"
+    "  gets its gradient summed in autograd's order); it costs one more forward pass. Without\n"
+    "  the option it runs in parts where its estimate exceeds the free memory of torch's\n"
+    "  device (the GPU's as the driver tells it plus what torch's allocator holds unused, or\n"
+    "  the host's MemAvailable); --no-torch-recompute never. A line `torch recompute ...`\n"
+    "  says when it ran in parts, in how many, and the estimates. --torch-recompute-segments N\n"
+    "  aims at N segments; --torch-recompute-verify also runs the reference in one piece and\n"
+    "  fails unless every output and gradient is equal bit for bit (a test of the\n"
+    "  segmentation, meant for the CPU: GPU libraries may choose other algorithms when run\n"
+    "  again).\n"
     "\n"
     "options:\n"
     "  --func NAME        check function NAME (repeatable; default: every function)\n"
@@ -328,6 +343,11 @@ const char *kUsage =
     "                     computes in (default: --precision's)\n"
     "  --device D         our backend: cpu (default) or cuda (see above)\n"
     "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
+    "  --torch-recompute  run torch's autograd reference in parts (see above; default:\n"
+    "                     where it would not fit the free memory)\n"
+    "  --no-torch-recompute  in one piece, always\n"
+    "  --torch-recompute-segments N  in parts, aiming at N segments\n"
+    "  --torch-recompute-verify  in parts, and require it equal to one piece bit for bit\n"
     "  --help             print this help\n"
     "  --version          the version, the git commit, LibTorch's and the GPU libraries'\n"
     "\n"
@@ -376,6 +396,7 @@ struct Options {
   bool hasTrainOnly = false; ///< an option that needs --train-steps
   std::string device = "cpu"; ///< our backend: cpu or cuda
   std::string torchDevice;    ///< where LibTorch computes: cpu or cuda (empty: as device)
+  medcheck::Recompute recompute; ///< --torch-recompute and its variants
 };
 
 uint64_t parseUnsigned(const std::string &opt, const std::string &s) {
@@ -517,6 +538,23 @@ Options parseArgs(int argc, char **argv) {
         o.autocastType = medrun::Precision::F16;
       else
         throw UsageError(str("--autocast-type must be bf16 or f16, got '", p, "'"));
+    } else if (a == "--torch-recompute" || a == "--no-torch-recompute" ||
+               a == "--torch-recompute-verify" || a == "--torch-recompute-fault") {
+      if (hasInline)
+        throw UsageError(str(a, " takes no value"));
+      o.recompute.mode = a == "--no-torch-recompute" ? medcheck::Recompute::Mode::Off
+                                                     : medcheck::Recompute::Mode::On;
+      if (a == "--torch-recompute-verify")
+        o.recompute.verify = true;
+      if (a == "--torch-recompute-fault") // not in --help: the tests' negative control
+        o.recompute.fault = true;
+    } else if (a == "--torch-recompute-segments") {
+      std::string n = next();
+      uint64_t v = parseUnsigned(a, n);
+      if (v < 1 || v > 100000)
+        throw UsageError(str("--torch-recompute-segments expects 1 to 100000, got '", n, "'"));
+      o.recompute.segments = static_cast<int64_t>(v);
+      o.recompute.mode = medcheck::Recompute::Mode::On;
     } else if (a == "--device" || a == "--torch-device") {
       std::string d = next();
       if (d != "cpu" && d != "cuda")
@@ -950,6 +988,36 @@ struct Sides {
   medrun::Precision precision = medrun::Precision::F32;
   medrun::CudaSession *cuda = nullptr; ///< --device cuda
   torch::Device torchDevice = torch::kCPU;
+  medcheck::Recompute recompute; ///< how gradTorch runs (--torch-recompute)
+
+  /// `recompute` with the memory torch's device has free now: on a GPU what the driver
+  /// reports free plus what torch's allocator reserves but does not use, on the CPU the
+  /// host's MemAvailable (0 where unknown: then it never runs in parts by itself).
+  medcheck::Recompute recomputeNow() const {
+    medcheck::Recompute r = recompute;
+    r.availableBytes = 0;
+    if (torchDevice.is_cuda()) {
+      size_t used = 0, total = 0;
+      if (DeviceMemory::get().now(used, total)) {
+        r.availableBytes = total - used;
+        try {
+          if (std::optional<TorchMemory> m = torchMemory(c10::DeviceType::CUDA, 0))
+            r.availableBytes += size_t(std::max<int64_t>(0, m->reserved - m->allocated));
+        } catch (const c10::Error &) {
+        }
+      }
+    } else if (FILE *f = std::fopen("/proc/meminfo", "r")) {
+      char line[256];
+      unsigned long long kib = 0;
+      while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+          r.availableBytes = size_t(kib) * 1024;
+          break;
+        }
+      std::fclose(f);
+    }
+    return r;
+  }
 
   /// Our run of `fn` (runCpu's interface); outputs and `updates` come back on the host.
   std::vector<medrun::Tensor> ours(const medrun::Function &fn,
@@ -1270,7 +1338,10 @@ Counts checkGrad(const Options &o, const Sides &sides, const std::vector<GradPai
     double t1 = now();
     sides.beforeTorch();
     medcheck::TorchGradients ref =
-        medcheck::gradTorch(sides.artifact, *p.f, torchInputs, torchParams, floatType);
+        medcheck::gradTorch(sides.artifact, *p.f, torchInputs, torchParams, floatType, {},
+                            std::nullopt, sides.recomputeNow());
+    if (!ref.recompute.empty())
+      std::cout << "torch recompute  " << ref.recompute << "\n";
     sides.afterTorch(str("autograd of ", p.f->name));
     double t2 = now();
 
@@ -1922,7 +1993,12 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
       seed = torch::full({}, tr.scale,
                          torch::TensorOptions().dtype(floatType).device(sides.torchDevice));
     medcheck::TorchGradients ref = medcheck::gradTorch(artifact, *lossFn, torchBatch, values,
-                                                       floatType, seed, tr.autocast);
+                                                       floatType, seed, tr.autocast,
+                                                       sides.recomputeNow());
+    if (!ref.recompute.empty())
+      std::cout << "torch recompute  "
+                << (tr.autocast ? str("autocast to ", autocastName, ": ") : std::string())
+                << ref.recompute << "\n";
     r.loss = ref.outputs.at(0).item<double>();
     // inv_scale = scale.double().reciprocal().float(), as GradScaler.unscale_
     double inverse = scaling ? rounded(1.0 / tr.scale) : 1.0;
@@ -2508,6 +2584,7 @@ int run(const Options &o) {
   if (o.fusions)
     return checkFusions(o, artifact, torchDevice);
   Sides sides{artifact, o.precision, session.get(), torchDevice};
+  sides.recompute = o.recompute;
   if (session || torchDevice.is_cuda()) {
     std::cout << "devices  ours " << o.device;
     if (session)
