@@ -13,6 +13,7 @@
 #include "medrun/GradientReducer.h"
 #include "medrun/Tensor.h"
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -138,6 +139,11 @@ std::vector<Tensor> runCuda(const Artifact &artifact, const Function &fn,
                             const std::vector<Tensor> &inputs, const TensorMap &params,
                             std::map<std::string, double> *profile = nullptr,
                             TensorMap *updates = nullptr);
+
+/// A CUDA session for `fn` of the artifact, after checking that the artifact has CUDA
+/// kernels (Error saying what to change otherwise); prints the device to `console`.
+std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
+                                             FILE *console);
 
 } // namespace medrun
 

@@ -127,12 +127,6 @@ private:
   uint64_t seed_ = 0; ///< train.seed: with the rank and the step, the key of `rng`
 };
 
-/// A CUDA session for `fn` of the artifact, after checking that the artifact has CUDA
-/// kernels and the step is fp32 (Error saying what to change otherwise); prints the device
-/// to `console`.
-std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
-                                             FILE *console);
-
 /// Trains. `config` is the effective recipe (medc recipe); the artifact must hold
 /// `train_step` compiled from it. Checkpoints are written by a background thread while the
 /// next steps run; the last one is waited for. Throws Error for bad settings, a failing step

@@ -1657,4 +1657,14 @@ std::vector<Tensor> runCuda(const Artifact &artifact, const Function &fn,
   return session.run(fn, inputs, params, profile, updates);
 }
 
+std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
+                                             FILE *console) {
+  if (!artifact.cuda)
+    throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
+  auto gpu = std::make_unique<CudaSession>(artifact);
+  std::fprintf(console, "device: %s%s; convolutions: %s\n", gpu->deviceName().c_str(),
+               gpu->loadedFromPtx() ? " (kernels from PTX)" : "", gpu->convolutions().c_str());
+  return gpu;
+}
+
 } // namespace medrun

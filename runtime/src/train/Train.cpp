@@ -351,16 +351,6 @@ std::vector<Tensor> StepInputs::batchInputs(const Batch &batch) const {
   return inputs;
 }
 
-std::unique_ptr<CudaSession> openCudaSession(const Artifact &artifact, const Function &fn,
-                                             FILE *console) {
-  if (!artifact.cuda)
-    throw Error(str(artifact.path, ": compiled without CUDA kernels (medc compile --target cuda)"));
-  auto gpu = std::make_unique<CudaSession>(artifact);
-  std::fprintf(console, "device: %s%s; convolutions: %s\n", gpu->deviceName().c_str(),
-               gpu->loadedFromPtx() ? " (kernels from PTX)" : "", gpu->convolutions().c_str());
-  return gpu;
-}
-
 TrainSummary train(const Artifact &artifact, const json &config, const TrainOptions &options) {
   const Function &fn = artifact.function("train_step");
   auto output = [&](const std::string &name) -> int {
