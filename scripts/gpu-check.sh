@@ -18,9 +18,10 @@
 #             ours releases its device memory before torch runs and torch's cache is
 #             released before ours runs; torch's allocator grows expandable segments
 #             (PYTORCH_CUDA_ALLOC_CONF); each row's `memory` lines give each side's peak
-#             device memory. On an H100 (79.18 GiB) torch's f32 training reference of
-#             MedNeXt-L alone runs out of memory (docs/perf.md, 2026-12-06): those four
-#             rows need an H200 until the reference needs less.
+#             device memory. Torch's autograd reference of the MedNeXt-L training rows
+#             runs in parts (medcheck --torch-recompute: activation checkpointing, the
+#             same gradients): in one piece its f32 reference alone ran out of memory on
+#             an H100 (79.18 GiB; docs/perf.md, 2026-12-06).
 #             Then bf16-mixed and fp16-mixed (medcheck --against-autocast): the same BANIS+
 #             step (also compiled with --memory-budget 16: med-recompute, the block MLPs'
 #             templates) and the quickstart's compiled with precision=bf16-mixed and fp16-mixed,
@@ -212,7 +213,8 @@ if [[ " $CHECKS " == *" large "* ]]; then
   }
   if [ -f "$C/banis_plus.medc" ]; then
     ./build-gpu/bin/medrun info "$C/banis_plus.medc" | tail -1
-    large banis_plus.train 900 "$C/banis_plus.medc" --device cuda --train-steps 1 --train-grad --tolerance 1e-3
+    large banis_plus.train 900 "$C/banis_plus.medc" --device cuda --train-steps 1 --train-grad --tolerance 1e-3 \
+      --torch-recompute
     large banis_plus.infer 900 "$C/banis_plus.medc" --device cuda --func infer --tolerance 1e-3
   else
     echo "banis_plus         FAILED $C/banis_plus.medc missing (run scripts/gpu-prepare.sh here first)" >>"$OUT/large.txt"
@@ -229,6 +231,7 @@ if [[ " $CHECKS " == *" large "* ]]; then
     IFS=: read -r a p steps limit <<<"$m"
     grad=()
     [ "$p" = bf16 ] && grad=(--train-grad)
+    [[ "$a" == banis_plus* ]] && grad+=(--torch-recompute) # MedNeXt-L: the reference in parts
     if [ -f "$C/$a.medc" ]; then
       large "$a.autocast" "$limit" "$C/$a.medc" --device cuda --torch-device cuda --precision "$p" \
         --against-autocast --train-steps "$steps" "${grad[@]}"

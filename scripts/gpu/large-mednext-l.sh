@@ -9,7 +9,9 @@
 #   banis_plus_fp16.autocast       fp16-mixed step against torch autocast with GradScaler
 #   banis_plus_bf16_16g.autocast   the bf16-mixed step under --memory-budget 16
 # Each row's medcheck prints `memory  ours ...` and `memory  torch ...` lines: the peak device
-# memory of each side in turn (cuMemGetInfo sampled, torch's allocator's peaks).
+# memory of each side in turn (cuMemGetInfo sampled, torch's allocator's peaks). The training
+# rows run torch's autograd reference in parts (--torch-recompute, as part `large`), which
+# prints a `torch recompute` line: the segments and the estimates.
 # MED_DEADLINE (seconds from the start, default 570): a row starts only with at least
 # MED_ROW_MIN (default 100) seconds left, and its timeout is what is left, so that the
 # table is printed inside the call; a row not started says so (run it in a next call on the
@@ -80,7 +82,7 @@ row() { # NAME ARGS...: one medcheck run, as part `large` of scripts/gpu-check.s
   echo "== $name: medcheck $* (timeout $left s)"
   timeout "$left" ./build-gpu/bin/medcheck "$@" >"$log" 2>&1
   local rc=$?
-  grep -E "^(memory|devices)|medcheck:|out of memory" "$log" | cut -c1-400
+  grep -E "^(memory|devices|torch recompute)|medcheck:|out of memory" "$log" | cut -c1-400
   tail -3 "$log"
   local r=ok line
   [ $rc -ne 0 ] && { r=FAILED; status=1; }
@@ -90,21 +92,22 @@ row() { # NAME ARGS...: one medcheck run, as part `large` of scripts/gpu-check.s
   [ -z "$line" ] && line="exit $rc, no summary"
   printf '%-28s %-7s %s (%d s)\n' "$name" "$r" "$line" $(( $(date +%s) - t0 )) >>"$OUT/large.txt"
 }
-row banis_plus.train "$C/banis_plus.medc" --device cuda --train-steps 1 --train-grad --tolerance 1e-3
+row banis_plus.train "$C/banis_plus.medc" --device cuda --train-steps 1 --train-grad --tolerance 1e-3 \
+  --torch-recompute
 row banis_plus.infer "$C/banis_plus.medc" --device cuda --func infer --tolerance 1e-3
 row banis_plus_bf16.autocast "$C/banis_plus_bf16.medc" --device cuda --torch-device cuda \
-  --precision bf16 --against-autocast --train-steps 1 --train-grad
+  --precision bf16 --against-autocast --train-steps 1 --train-grad --torch-recompute
 row banis_plus_fp16.autocast "$C/banis_plus_fp16.medc" --device cuda --torch-device cuda \
-  --precision f16 --against-autocast --train-steps 1
+  --precision f16 --against-autocast --train-steps 1 --torch-recompute
 row banis_plus_bf16_16g.autocast "$C/banis_plus_bf16_16g.medc" --device cuda --torch-device cuda \
-  --precision bf16 --against-autocast --train-steps 1 --train-grad
+  --precision bf16 --against-autocast --train-steps 1 --train-grad --torch-recompute
 echo "CUDA backend vs LibTorch on the GPU, MedNeXt-L rows of part large ($(( $(date +%s) - start )) s):"
 cat "$OUT/large.txt"
 echo "peak device memory of each side (GiB; ours = our run with torch's live tensors beside it):"
 for f in "$OUT"/large-*.log; do
   [ -f "$f" ] || continue
   n=$(basename "$f" .log)
-  grep -E "^memory" "$f" | sed -e "s/^/${n#large-}  /" | cut -c1-300
+  grep -E "^(memory|torch recompute)" "$f" | sed -e "s/^/${n#large-}  /" | cut -c1-300
 done
 [ -n "$holder" ] && kill "$holder"
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
