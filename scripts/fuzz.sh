@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer build: configures FUZZ_BUILD (default build-fuzz) with clang-19,
 # AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer coverage (-DMED_FUZZ=ON), builds
-# only the fuzz targets (test/fuzz) and the unit tests, runs the unit tests, then runs every
+# only the fuzz targets (test/fuzz) and the runtime's unit tests, runs those, then runs every
 # fuzz target for SECONDS (default 30, what CI runs) from seed corpora made from the test
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
@@ -23,15 +23,14 @@ if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=Release -DMED_FUZZ=ON \
     -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 fi
-cmake --build "$FUZZ_BUILD" -j "$(nproc)" --target medrun-unittests med-unittests \
+cmake --build "$FUZZ_BUILD" -j "$(nproc)" --target medrun-unittests \
   $(printf 'fuzz-%s ' "${TARGETS[@]}")
 
 # Leaks are findings too; UBSan reports stop the program (-fno-sanitize-recover).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-echo "fuzz: unit tests under ASan and UBSan"
+echo "fuzz: the runtime's unit tests under ASan and UBSan"
 (cd "$FUZZ_BUILD/test/runtime" && ./medrun-unittests --gtest_brief=1)
-(cd "$FUZZ_BUILD/test/unit" && ./med-unittests --gtest_brief=1)
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
