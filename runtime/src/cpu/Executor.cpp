@@ -134,13 +134,32 @@ cpu::ConvParams convParams(const OpInfo &op, const ConvView &v) {
   return p;
 }
 
-const std::unordered_map<std::string, Unary> kUnary = {
-    {"gelu", Unary::Gelu}, {"sigmoid", Unary::Sigmoid}, {"neg", Unary::Neg},
-    {"exp", Unary::Exp},   {"log", Unary::Log},         {"sqrt", Unary::Sqrt}};
-const std::unordered_map<std::string, Binary> kBinary = {
-    {"add", Binary::Add}, {"sub", Binary::Sub}, {"mul", Binary::Mul},
-    {"div", Binary::Div}, {"max", Binary::Max}, {"min", Binary::Min},
-    {"pow", Binary::Pow}};
+// The CPU kernels' formula of an elementwise op.
+Unary unaryOf(med::ops::OpKind k) {
+  using med::ops::OpKind;
+  switch (k) {
+  case OpKind::Gelu: return Unary::Gelu;
+  case OpKind::Sigmoid: return Unary::Sigmoid;
+  case OpKind::Neg: return Unary::Neg;
+  case OpKind::Exp: return Unary::Exp;
+  case OpKind::Log: return Unary::Log;
+  case OpKind::Sqrt: return Unary::Sqrt;
+  default: throw Error(str("'", med::ops::schema(k).name, "' has no elementwise formula"));
+  }
+}
+Binary binaryOf(med::ops::OpKind k) {
+  using med::ops::OpKind;
+  switch (k) {
+  case OpKind::Add: return Binary::Add;
+  case OpKind::Sub: return Binary::Sub;
+  case OpKind::Mul: return Binary::Mul;
+  case OpKind::Div: return Binary::Div;
+  case OpKind::Max: return Binary::Max;
+  case OpKind::Min: return Binary::Min;
+  case OpKind::Pow: return Binary::Pow;
+  default: throw Error(str("'", med::ops::schema(k).name, "' has no elementwise formula"));
+  }
+}
 
 cpu::Reduce reduceKind(const OpInfo &op) {
   const std::string &k = op.strAttr("kind");
@@ -503,11 +522,11 @@ private:
       break;
     }
     case OpKind::Gelu: case OpKind::Sigmoid: case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: {
-      cpu::unary(kUnary.at(op.kind), in(op, "input"), result(op));
+      cpu::unary(unaryOf(op.op()), in(op, "input"), result(op));
       break;
     }
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min: case OpKind::Pow: {
-      cpu::binary(kBinary.at(op.kind), in(op, "lhs"), in(op, "rhs"), result(op));
+      cpu::binary(binaryOf(op.op()), in(op, "lhs"), in(op, "rhs"), result(op));
       break;
     }
     case OpKind::Pad: {
