@@ -73,6 +73,7 @@ struct OpSchema {
   FlopRule flopRule;
   double perElement;
   const char *flopOperand; ///< PerElement: the operand counted ("" = result 0)
+  const char *family;      ///< medc stats' grouping ("conv": by the weight's shape)
 
   const OperandSpec *operand(std::string_view name) const;
   const AttrSpec *attr(std::string_view name) const;

@@ -104,12 +104,10 @@ StringRef mlir::med::opFamily(Operation *op) {
         return "conv transposed";
       })
       .Case<ShiftSumOp>([](auto) { return "conv depthwise"; })
-      .Case<GroupNormOp, GroupNormStatsOp, GroupNormApplyOp, ChannelLayerNormOp, GRNOp>(
-          [](auto) { return "normalization"; })
-      .Case<ReduceOp>([](auto) { return "reduction"; })
-      .Case<BCEWithLogitsOp, DiceCEOp>([](auto) { return "loss"; })
-      .Case<PadOp, SliceOp, ConcatOp>([](auto) { return "data movement"; })
-      .Default([](auto) { return "elementwise"; });
+      .Default([](Operation *op) -> StringRef { // the op table's family (ODS `family`)
+        const ::med::ops::OpSchema *schema = ::med::ops::findOp(op->getName().stripDialect());
+        return schema ? schema->family : "elementwise";
+      });
 }
 
 FailureOr<ModelStats> mlir::med::computeModelStats(func::FuncOp f) {

@@ -190,6 +190,7 @@ def collect(records):
                         operands=operands, attrs=attrs, variadic=variadic,
                         num_results=len(results), differentiable=grad, rule=rule, per=per,
                         flop_operand=flop_operand, custom=custom, shape_rule=shape_rule,
+                        family=rec.get("family") or "elementwise",
                         normalization="NormalizationOpInterface" in traits_names))
     if not ops:
         raise TableError("no med ops in the records")
@@ -217,7 +218,7 @@ def op_table(ops):
         out.append(f"{{OpKind::{o['kind']}, {cstr(o['name'])}, {cstr(o['summary'])},\n"
                    f" {{{operands}}},\n {{{', '.join(attrs)}}},\n"
                    f" {results}, {str(o['differentiable']).lower()}, FlopRule::{o['rule']}, "
-                   f"{o['per']!r}, {cstr(o['flop_operand'])}}},")
+                   f"{o['per']!r}, {cstr(o['flop_operand'])}, {cstr(o['family'])}}},")
     out.append("#endif")
     return "\n".join(out) + "\n"
 

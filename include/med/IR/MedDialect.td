@@ -50,6 +50,8 @@ class Med_Op<string mnemonic, list<Trait> traits = []>
   string flops = "1";
   // Operands read in f32 under mixed precision, never rounded to the activations' type.
   list<string> wideOperands = [];
+  // The family `medc stats` reports its arithmetic under ("conv": by the weight's shape).
+  string family = "elementwise";
   // 0 for ops that are no step of a plan (module-level declarations, terminators).
   bit inPlan = 1;
   // C++ completing the plan's `attrs` (a json::Object) from the op `o` where an attribute's

@@ -204,6 +204,7 @@ def Med_ConstantOp : Med_ShapedOp<"constant", [ConstantLike, Med_NotDifferentiab
 //===----------------------------------------------------------------------------------===//
 
 def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
+  let family = "conv";
   let shapeRule = [{conv3d($input, $weight, $bias, $stride, $padding, $dilation, {0, 0, 0}, $groups, false)}];
   let flops = "conv";
   let summary = "3D convolution (cross-correlation), as torch.nn.functional.conv3d";
@@ -231,6 +232,7 @@ def Med_Conv3dOp : Med_ShapedOp<"conv3d", [Med_Differentiable, Med_Fusible]> {
 }
 
 def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable, Med_Fusible]> {
+  let family = "conv";
   let shapeRule = [{conv3d($input, $weight, $bias, $stride, $padding, $dilation, $output_padding, $groups, true)}];
   let flops = "conv_transpose";
   let summary = "3D transposed convolution, as torch.nn.functional.conv_transpose3d";
@@ -260,6 +262,7 @@ def Med_Conv3dTransposeOp : Med_ShapedOp<"conv3d_transpose", [Med_Differentiable
 
 def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
     DeclareOpInterfaceMethods<Med_FusionOpInterface>]> {
+  let family = "conv";
   let shapeRule = [{shiftSum($input, $weight, $bias, $mirrored)}];
   let flops = "conv";
   let summary = "depthwise stride-1 convolution as a sum of shifted multiply-adds";
@@ -296,6 +299,7 @@ def Med_ShiftSumOp : Med_ShapedOp<"shift_sum", [Med_Differentiable,
 
 def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
     DeclareOpInterfaceMethods<Med_GradientOpInterface, ["saveForGradient"]>, Med_Normalization]> {
+  let family = "normalization";
   let shapeRule = [{groupNorm($input, $gamma, $beta, $groups, $epsilon, $save_statistics)}];
   let flops = "7";
   let wideOperands = ["gamma", "beta"];
@@ -332,6 +336,7 @@ def Med_GroupNormOp : Med_ShapedOp<"group_norm", [
 
 def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
     Med_NotDifferentiable, DeclareOpInterfaceMethods<Med_NormalizationOpInterface, ["keepsF32Result"]>]> {
+  let family = "normalization";
   let shapeRule = [{groupNormStats($input, $groups, $epsilon)}];
   let flops = "4 per input";
   let summary = "the statistics of med.group_norm, by a fixed chunked merge";
@@ -365,6 +370,7 @@ def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
 }
 
 def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiable, Med_Normalization]> {
+  let family = "normalization";
   let shapeRule = [{groupNormApply($input, $mean, $rstd, $gamma, $beta, $groups)}];
   let flops = "3"; // group_norm's 7 less its statistics' 4
   let wideOperands = ["mean", "rstd", "gamma", "beta"];
@@ -390,6 +396,7 @@ def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiab
 }
 
 def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentiable, Med_Normalization]> {
+  let family = "normalization";
   let shapeRule = [{channelLayerNorm($input, $gamma, $beta, $epsilon)}];
   let flops = "7";
   let wideOperands = ["gamma", "beta"];
@@ -409,6 +416,7 @@ def Med_ChannelLayerNormOp : Med_ShapedOp<"channel_layer_norm", [Med_Differentia
 }
 
 def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable, Med_Normalization]> {
+  let family = "normalization";
   let shapeRule = [{grn($input, $gamma, $beta)}];
   let flops = "7";
   let wideOperands = ["gamma", "beta"];
@@ -494,6 +502,7 @@ def Med_PowOp : Med_BinaryOp<"pow", "lhs^rhs (C's powf: a negative base to a non
 //===----------------------------------------------------------------------------------===//
 
 def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
+  let family = "data movement";
   let shapeRule = [{pad($input, $low, $high)}];
   let flops = "none";
   let summary = "pads each axis with a constant, possibly asymmetrically";
@@ -513,6 +522,7 @@ def Med_PadOp : Med_ShapedOp<"pad", [Med_Differentiable]> {
 }
 
 def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
+  let family = "data movement";
   let shapeRule = [{slice($input, $offsets, $sizes, $strides)}];
   let flops = "none";
   let planAttributes = [{
@@ -537,6 +547,7 @@ def Med_SliceOp : Med_ShapedOp<"slice", [Med_Differentiable, Med_Fusible]> {
 }
 
 def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
+  let family = "data movement";
   let shapeRule = [{concat($inputs, $axis)}];
   let flops = "none";
   let summary = "concatenates tensors along one axis";
@@ -605,6 +616,7 @@ def Med_AllReduceOp : Med_Op<"all_reduce", [Med_NotDifferentiable,
 //===----------------------------------------------------------------------------------===//
 
 def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable, Med_Fusible]> {
+  let family = "reduction";
   let shapeRule = [{reduce($input, $axes, $keepdims)}];
   let summary = "sum, mean, max or min over a set of axes";
   let description = [{
@@ -628,6 +640,7 @@ def Med_ReduceOp : Med_ShapedOp<"reduce", [Med_Differentiable, Med_Fusible]> {
 
 def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegments,
                                                           Med_Differentiable]> {
+  let family = "loss";
   let shapeRule = [{bceWithLogits($logits, $target, $mask, $pos_weight, $reduction == "none", $auto_pos_weight, $max_pos_weight, nullptr)}];
   let flops = "8 per logits";
   let summary = "binary cross-entropy on logits, with mask and positive-class weights";
@@ -661,6 +674,7 @@ def Med_BCEWithLogitsOp : Med_ShapedOp<"bce_with_logits", [AttrSizedOperandSegme
 }
 
 def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differentiable]> {
+  let family = "loss";
   let shapeRule = [{diceCE($logits, $targets, $weights, nullptr)}];
   let flops = "8 per logits";
   let summary = "soft Dice + cross-entropy over deep-supervision outputs (nnU-Net)";
