@@ -39,6 +39,28 @@ int64_t parseCount(const Args &args, const char *key, int64_t fallback, int64_t 
   throw Error(str("--", key, ": expected an integer of at least ", least, ", got '", s, "'"));
 }
 
+int parseProgress(const Args &args) {
+  const std::string progress = args.get("progress", "auto");
+  if (progress != "auto" && progress != "bar" && progress != "lines")
+    throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
+  return progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+}
+
+double parseOverlap(const Args &args) {
+  const std::string overlap = args.get("overlap", "0.5");
+  double v = -1;
+  try {
+    size_t used = 0;
+    v = std::stod(overlap, &used);
+    if (used != overlap.size())
+      v = -1;
+  } catch (...) {
+  }
+  if (!(v >= 0 && v < 1))
+    throw Error(str("--overlap: expected a fraction in [0, 1), got '", overlap, "'"));
+  return v;
+}
+
 std::string typeStr(const ValueInfo &v) { return shapeStr(v.shape) + " " + dtypeName(v.dtype); }
 
 void setThreads(const Args &args) {

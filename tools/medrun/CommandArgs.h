@@ -54,6 +54,10 @@ struct Args {
 uint64_t parseSeed(const Args &args);
 /// An integer option of at least `least`.
 int64_t parseCount(const Args &args, const char *key, int64_t fallback, int64_t least);
+/// --progress auto|bar|lines as 0, 1, 2.
+int parseProgress(const Args &args);
+/// --overlap: a fraction in [0, 1) (default 0.5).
+double parseOverlap(const Args &args);
 /// "2x3x4 f32".
 std::string typeStr(const ValueInfo &v);
 /// --threads.

@@ -886,10 +886,7 @@ int main(int argc, char **argv) {
       }
       if (!(o.gpuMemoryGb > 0))
         throw Error(str("--gpu-memory: expected a positive number of GB, got '", gb, "'"));
-      std::string progress = args.get("progress", "auto");
-      if (progress != "auto" && progress != "bar" && progress != "lines")
-        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      o.progress = parseProgress(args);
       return planCommand(o);
     }
     if (args.is("preprocess")) {
@@ -898,10 +895,7 @@ int main(int argc, char **argv) {
       o.dataset = args.artifact;
       o.out = args.get("o");
       o.plans = args.get("plans");
-      std::string progress = args.get("progress", "auto");
-      if (progress != "auto" && progress != "bar" && progress != "lines")
-        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      o.progressMode = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      o.progressMode = parseProgress(args);
       return preprocessCommand(o);
     }
     if (args.is("predict")) {
@@ -913,21 +907,8 @@ int main(int argc, char **argv) {
       o.plans = args.get("plans");
       o.weights = args.get("weights");
       o.mirror = args.has("mirror");
-      const std::string overlap = args.get("overlap", "0.5");
-      try {
-        size_t used = 0;
-        o.overlap = std::stod(overlap, &used);
-        if (used != overlap.size())
-          o.overlap = -1;
-      } catch (...) {
-        o.overlap = -1;
-      }
-      if (!(o.overlap >= 0 && o.overlap < 1))
-        throw Error(str("--overlap: expected a fraction in [0, 1), got '", overlap, "'"));
-      std::string progress = args.get("progress", "auto");
-      if (progress != "auto" && progress != "bar" && progress != "lines")
-        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      o.overlap = parseOverlap(args);
+      o.progress = parseProgress(args);
       return predictCommand(o);
     }
     if (args.is("volume"))
@@ -945,10 +926,7 @@ int main(int argc, char **argv) {
       o.out = args.get("o");
       o.datasetJson = args.get("dataset-json");
       o.fileEnding = args.get("file-ending");
-      std::string progress = args.get("progress", "auto");
-      if (progress != "auto" && progress != "bar" && progress != "lines")
-        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      o.progress = parseProgress(args);
       return evalCommand(o);
     }
     if (args.is("infer")) {
@@ -963,21 +941,8 @@ int main(int argc, char **argv) {
       o.normalization = args.get("normalization");
       o.device = args.get("device", "cpu");
       o.mirror = args.has("mirror");
-      const std::string overlap = args.get("overlap", "0.5");
-      try {
-        size_t used = 0;
-        o.overlap = std::stod(overlap, &used);
-        if (used != overlap.size())
-          o.overlap = -1;
-      } catch (...) {
-        o.overlap = -1;
-      }
-      if (!(o.overlap >= 0 && o.overlap < 1))
-        throw Error(str("--overlap: expected a fraction in [0, 1), got '", overlap, "'"));
-      std::string progress = args.get("progress", "auto");
-      if (progress != "auto" && progress != "bar" && progress != "lines")
-        throw Error(str("--progress: expected auto, bar or lines, got '", progress, "'"));
-      o.progress = progress == "auto" ? 0 : progress == "bar" ? 1 : 2;
+      o.overlap = parseOverlap(args);
+      o.progress = parseProgress(args);
       return inferCommand(o);
     }
     Artifact a = Artifact::load(args.artifact);
