@@ -29,16 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json readJson(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(str(path, ": cannot read"));
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded())
-    throw Error(str(path, ": malformed JSON"));
-  return j;
-}
-
 } // namespace
 
 int predictCommand(const PredictOptions &o) {
@@ -57,7 +47,7 @@ int predictCommand(const PredictOptions &o) {
     const std::string path = (fs::path(run) / "data.json").string();
     if (!fs::exists(path))
       throw Error(str(path, ": no such file (--run must be a training run's directory)"));
-    contracts.push_back(DataContract::fromJson(readJson(path), path));
+    contracts.push_back(DataContract::fromJson(readJsonFile(path), path));
     if (contracts.back().preprocessed.empty())
       throw Error(str(path,
                       ": the run did not train on a `medrun preprocess` cache, so no plan "
@@ -75,7 +65,7 @@ int predictCommand(const PredictOptions &o) {
                     contracts[0].channels.size()));
   std::string ending = ".nii.gz";
   if (fs::exists(fs::path(contracts[0].dataset) / "dataset.json"))
-    ending = readJson((fs::path(contracts[0].dataset) / "dataset.json").string())
+    ending = readJsonFile((fs::path(contracts[0].dataset) / "dataset.json").string())
                  .value("file_ending", ending);
   // Cases: CASE_XXXX<ending>, every channel present.
   std::map<std::string, std::vector<std::string>> cases;

@@ -28,6 +28,10 @@
 
 namespace medrun {
 
+/// A JSON file (dataset.json, plans, a run's contract): Error naming the file when it cannot
+/// be read or parsed.
+nlohmann::json readJsonFile(const std::string &path);
+
 /// The recipe's `data:` keys for volume files.
 struct DatasetSpec {
   std::string source = "synthetic";       ///< [source] synthetic, files or nnunet

@@ -34,17 +34,6 @@ constexpr uint32_t kTagSplit = 6, kTagReservoir = 7;
 constexpr size_t kLocations = 10000; // foreground voxels kept per class and volume (nnU-Net)
 constexpr size_t kIntensities = 10000; // foreground intensities per volume for CT statistics
 
-json readJson(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(str(path, ": cannot read"));
-  try {
-    return json::parse(in);
-  } catch (const json::exception &e) {
-    throw Error(str(path, ": malformed JSON (", e.what(), ")"));
-  }
-}
-
 std::string withKey(const std::string &file, const std::string &key) {
   return key.empty() ? file : file + "/" + key;
 }
@@ -62,7 +51,7 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
   const std::string meta = (fs::path(dir) / "dataset.json").string();
   if (!fs::exists(meta))
     throw Error(str(meta, ": no such file (data.path must be an nnU-Net raw dataset folder)"));
-  json d = readJson(meta);
+  json d = readJsonFile(meta);
   if (!d.is_object() || !d.contains("channel_names") || !d["channel_names"].is_object() ||
       !d.contains("labels") || !d["labels"].is_object())
     throw Error(str(meta, ": expected the keys channel_names and labels (nnU-Net v2 format)"));
@@ -104,7 +93,7 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
   if (fs::exists(fs::path(dir) / "preprocess.json")) {
     // `medrun preprocess`'s cache: CASE.zarr/data_XXXX (normalised already) and seg, where
     // -1 (outside the non-zero region) is background, as nnU-Net trains it.
-    json manifest = readJson((fs::path(dir) / "preprocess.json").string());
+    json manifest = readJsonFile((fs::path(dir) / "preprocess.json").string());
     if (spec.normalization != "auto" && spec.normalization != "none")
       throw Error(str("data.normalization: ", dir,
                       " is a preprocessed cache, normalised by its "
@@ -476,7 +465,7 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
   }
   if (!splits.empty()) {
     // nnU-Net: a list of folds, each {"train": [cases], "val": [cases]}.
-    json s = generated.is_array() ? generated : readJson(splits);
+    json s = generated.is_array() ? generated : readJsonFile(splits);
     if (!s.is_array() || s.empty())
       throw Error(str(splits, ": expected a list of folds [{\"train\": [...], \"val\": [...]}]"));
     if (spec.fold < 0 || spec.fold >= static_cast<int64_t>(s.size()))
@@ -946,6 +935,17 @@ std::shared_ptr<const PatchSource> openValidationDataset(const DatasetSpec &spec
   if (split.validation.empty())
     return nullptr;
   return std::make_shared<FileSource>(spec, split, nullptr, train);
+}
+
+json readJsonFile(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(str(path, ": cannot read"));
+  try {
+    return json::parse(in);
+  } catch (const json::exception &e) {
+    throw Error(str(path, ": malformed JSON (", e.what(), ")"));
+  }
 }
 
 } // namespace medrun

@@ -1,6 +1,7 @@
 //===- Planning.cpp - nnU-Net's dataset fingerprint and 3d_fullres plan --------------===//
 #include "medrun/Planning.h"
 
+#include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Parallel.h"
 #include "medrun/TrainLog.h"
@@ -19,16 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
-
-json readJson(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(str(path, ": cannot read"));
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded())
-    throw Error(str(path, ": malformed JSON"));
-  return j;
-}
 
 /// NumPy's linear percentile of sorted values.
 double percentile(const std::vector<double> &sorted, double q) {
@@ -166,7 +157,7 @@ ojson datasetFingerprint(const PlanOptions &o) {
   const std::string meta = (dir / "dataset.json").string();
   if (!fs::exists(meta))
     throw Error(str(meta, ": no such file (expected an nnU-Net raw dataset folder)"));
-  json d = readJson(meta);
+  json d = readJsonFile(meta);
   if (!d.is_object() || !d.contains("channel_names") || !d["channel_names"].is_object() ||
       d["channel_names"].empty())
     throw Error(str(meta, ": expected channel_names {\"0\": \"CT\", ...} (nnU-Net v2 format)"));

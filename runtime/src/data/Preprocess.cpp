@@ -1,6 +1,7 @@
 //===- Preprocess.cpp - nnU-Net's preprocessing into a chunked cache ------------------===//
 #include "medrun/Preprocess.h"
 
+#include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Parallel.h"
 #include "medrun/Resample.h"
@@ -21,16 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
-
-json readJson(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(str(path, ": cannot read"));
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded())
-    throw Error(str(path, ": malformed JSON"));
-  return j;
-}
 
 /// x (shape s, C order) with its axes permuted: axis i of the result is axis perm[i] of x.
 template <typename T>
@@ -109,7 +100,7 @@ void fillHoles(std::vector<uint8_t> &mask, const Shape3 &s) {
 PreprocessPlan readPreprocessPlan(const std::string &plansPath) {
   PreprocessPlan p;
   p.path = plansPath;
-  p.plans = readJson(plansPath);
+  p.plans = readJsonFile(plansPath);
   const json &plans = p.plans;
   if (!plans.contains("configurations") || !plans["configurations"].contains("3d_fullres"))
     throw Error(str(plansPath, ": no configurations.3d_fullres (expected nnUNetPlans.json)"));
@@ -294,7 +285,7 @@ PreprocessSummary preprocessDataset(const PreprocessOptions &o) {
   const std::string meta = (dir / "dataset.json").string();
   if (!fs::exists(meta))
     throw Error(str(meta, ": no such file (expected an nnU-Net raw dataset folder)"));
-  const json d = readJson(meta);
+  const json d = readJsonFile(meta);
   const std::string plansPath = o.plans.empty() ? (dir / "nnUNetPlans.json").string() : o.plans;
   if (!fs::exists(plansPath))
     throw Error(str(plansPath, ": no such file (make it with `medrun plan ", o.dataset,
