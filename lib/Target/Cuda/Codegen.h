@@ -52,6 +52,9 @@ constexpr int64_t kMaxGrid = 2147483647; // gridDim.x limit
 /// The helpers every kernel may use: prelude.cuh, embedded at build time. With
 /// -default-device, plain functions are device code.
 extern const char kPrelude[];
+/// A file of the kernel library (kernels/*.cuh: the tile library, the templates' kernels),
+/// embedded at build time; an unknown name is an internal error (thrown).
+const char *kernelLibrary(const std::string &file);
 
 // ---- literals and index code (KernelBuilder.cpp) ---------------------------------------
 

@@ -17,6 +17,19 @@ const char kPrelude[] =
 #include "CudaPrelude.inc"
     ;
 
+const char *kernelLibrary(const std::string &file) {
+  // The kernel library, read from kernels/*.cuh at build time (lib/Target/CMakeLists.txt).
+  static const struct {
+    const char *name, *text;
+  } files[] = {
+#include "CudaKernels.inc"
+  };
+  for (const auto &f : files)
+    if (file == f.name)
+      return f.text;
+  throw CodegenError{"internal: no kernel library file " + file};
+}
+
 // ---- literals --------------------------------------------------------------------------
 
 /// A float literal that rounds to the same float as `v`.

@@ -33,12 +33,9 @@
 namespace mlir::med::cuda {
 
 namespace {
-// The tile library (kernels/tile.cuh, read at build time: lib/Target/CMakeLists.txt), which
-// the templates' kernels are built from: their globals (guarded, so kernels of one module
-// share it).
-const char kTileLibrary[] =
-#include "CudaTile.inc"
-    ;
+// The tile library (kernels/tile.cuh), which the templates' kernels are built from: their
+// globals (guarded, so kernels of one module share it).
+const std::string kTileLibrary = kernelLibrary("tile.cuh");
 
 constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
 // Expanded channels whose weights the forward and dx kernels stage in shared memory at a
