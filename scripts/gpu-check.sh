@@ -50,6 +50,9 @@
 #   bench     medrun bench of the BANIS+ step (fp32, bf16-mixed, fp16-mixed; bf16 also under
 #             --memory-budget 16 and at kernel 5), then PyTorch's MedNeXt-L step on the same
 #             GPU (bench/mednext_torch.py), eager and torch.compile
+#   ab        a change's times before against after in one call (scripts/gpu/ab.sh; the
+#             before side made here by scripts/gpu/prepare-ab.sh COMMIT): the BANIS+ bf16-mixed
+#             step, MedNeXt-L k5 and both augmentation pipelines; each row within 2%
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
@@ -540,6 +543,11 @@ if [[ " $CHECKS " == *" dist "* ]]; then
   fi
 fi
 
+if [[ " $CHECKS " == *" ab "* ]]; then
+  : >"$OUT/ab.txt"
+  source scripts/gpu/ab.sh
+fi
+
 echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
@@ -556,6 +564,10 @@ print("medrun %-7s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f ms; %.
 PY
   done
   [ -s "$OUT/medrun-bench.log" ] && cat "$OUT/medrun-bench.log"
+fi
+if [ -s "$OUT/ab.txt" ]; then
+  echo "Before against after on this GPU (scripts/gpu/ab.sh):"
+  cat "$OUT/ab.txt"
 fi
 if [ -s "$OUT/mma.txt" ]; then
   echo "Block MLP forward, mma.sync vs its sm_90a wgmma variant (BANIS+ bf16-mixed, --memory-budget 16):"
