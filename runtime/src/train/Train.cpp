@@ -1,61 +1,37 @@
 //===- Train.cpp - the training loop of `medrun train` ------------------------------===//
+//
+// train() is a sequence of named steps (TrainRun.h says where each lives): the run's
+// directory, the state it starts from, the backend, the data, logs, validation and
+// checkpoints; then the loop, one step at a time (StepRunner), each step logged
+// (TrainLoop::log) and followed by validation and a checkpoint when due.
+//
+//===----------------------------------------------------------------------------------===//
 #include "medrun/Train.h"
-#include "medrun/AugmentPreview.h"
+#include "TrainRun.h"
 
-#include "medrun/Checkpoint.h"
+#include "medrun/AugmentPreview.h"
 #include "medrun/Checksum.h"
-#include "medrun/Cuda.h"
-#include "medrun/Data.h"
-#include "medrun/Dataset.h"
-#include "medrun/Error.h"
 #include "medrun/Executor.h"
-#include "medrun/Interop.h"
 #include "medrun/Parallel.h"
-#include "medrun/ProgressPlot.h"
 #include "medrun/Random.h"
 #include "medrun/Schedule.h"
-#include "medrun/TrainBackend.h"
-#include "medrun/TrainLog.h"
-#include "medrun/Validation.h"
 
-#include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 namespace medrun {
-namespace {
+namespace training {
 
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
 const json &section(const json &config, const char *name) {
   static const json empty = json::object();
   auto it = config.find(name);
   return it == config.end() ? empty : *it;
-}
-
-template <typename T> T setting(const json &config, const char *sec, const char *key) {
-  const json &s = section(config, sec);
-  auto it = s.find(key);
-  if (it == s.end())
-    throw Error(str("recipe: missing '", sec, ".", key, "' (run the recipe through `medc recipe`)"));
-  try {
-    return it->get<T>();
-  } catch (const json::exception &) { // checkEffectiveRecipe catches these first
-    throw Error(str("recipe: ", sec, ".", key, ": a value of the wrong type, ", it->dump()));
-  }
 }
 
 std::array<int64_t, 3> size3(const json &config, const char *sec, const char *key) {
@@ -64,6 +40,27 @@ std::array<int64_t, 3> size3(const json &config, const char *sec, const char *ke
     throw Error(str("recipe: ", sec, ".", key, " must hold three sizes"));
   return {v[0], v[1], v[2]};
 }
+
+double seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string fmtNumber(double v) {
+  if (!std::isfinite(v))
+    return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
+} // namespace training
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using namespace training;
 
 ScheduleConfig scheduleOf(const json &config) {
   std::map<std::string, std::string> kv;
@@ -102,132 +99,6 @@ std::map<std::string, std::string> batchTensors(const Function &fn, const json &
     }
   }
   return feeds;
-}
-
-bool finite(double v) { return std::isfinite(v); }
-
-std::string fmtNumber(double v) {
-  if (!std::isfinite(v))
-    return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4f", v);
-  return buf;
-}
-
-double seconds() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-// One run per output directory: two runs in one directory would overwrite each other's
-// checkpoints and logs. An exclusive flock on OUT/medrun.lock, held while the run lives; the
-// kernel drops it when the process ends, however it ends, so a crash leaves no stale lock.
-// The file says who holds it.
-class RunLock {
-public:
-  explicit RunLock(const std::string &dir) {
-    const std::string path = (fs::path(dir) / "medrun.lock").string();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd_ < 0)
-      throw Error(str(path, ": cannot open the run's lock file: ", std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      int err = errno;
-      char buf[512] = {};
-      ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
-      while (!holder.empty() && holder.back() == '\n')
-        holder.pop_back();
-      ::close(fd_);
-      if (err != EWOULDBLOCK)
-        throw Error(str(path, ": cannot lock the run directory: ", std::strerror(err)));
-      throw Error(str(dir, " is in use by another run (", holder.empty() ? "holder unknown" : holder,
-                      "; lock ", path, "): wait for it to end, or train elsewhere with --out DIR"));
-    }
-    char host[256] = "?";
-    ::gethostname(host, sizeof host - 1);
-    char when[32] = "?";
-    std::time_t now = std::time(nullptr);
-    std::tm utc{};
-    if (::gmtime_r(&now, &utc))
-      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    std::string who = str("medrun train, pid ", ::getpid(), " on ", host, ", started ", when, "\n");
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
-      // The lock holds without the note; a second run then says "holder unknown".
-    }
-  }
-  ~RunLock() { ::close(fd_); } // not unlinked: another run may have opened it already
-  RunLock(const RunLock &) = delete;
-  RunLock &operator=(const RunLock &) = delete;
-
-private:
-  int fd_ = -1;
-};
-
-// The curves of progress.png from the log of a resumed run (what precedes the resumed step).
-ProgressHistory readHistory(const std::string &path) {
-  ProgressHistory h;
-  std::ifstream in(path);
-  std::string line;
-  auto number = [](const json &j, const char *key) {
-    auto it = j.find(key);
-    return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
-  };
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
-      continue;
-    const int64_t step = j["step"].get<int64_t>();
-    if (j.contains("val_dice")) {
-      h.dice.push_back({step, number(j, "val_dice")});
-      h.diceEma.push_back({step, number(j, "val_dice_ema")});
-    } else if (!j.contains("skipped")) {
-      h.loss.push_back({step, number(j, "loss")});
-    }
-  }
-  return h;
-}
-
-// step_<N>.tmp directories under `root`: saves that did not finish.
-std::string unfinishedSaves(const std::string &root) {
-  std::string names;
-  std::error_code ec;
-  for (const auto &entry : fs::directory_iterator(root, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) == 0 && entry.path().extension() == ".tmp")
-      names += (names.empty() ? "" : ", ") + name;
-  }
-  return names;
-}
-
-// The ranks of a data-parallel job train one model: at each checkpoint they compare a
-// checksum of their state (sums of its 16-bit pieces over the ranks are exact in f32, and
-// equal the rank count times each rank's piece only when all agree). A rank that differs
-// means a gradient that was not summed alike everywhere: the job stops, on every rank.
-uint32_t stateChecksum(const TensorMap &state) {
-  uint32_t crc = 0;
-  for (const auto &[name, t] : state) {
-    crc = crc32c(name.data(), name.size(), crc);
-    crc = crc32c(t.raw(), t.nbytes(), crc);
-  }
-  return crc;
-}
-
-void checkRanksAgree(GradientReducer &reducer, int rank, int64_t step, const TensorMap &state) {
-  const uint32_t crc = stateChecksum(state);
-  const int ranks = reducer.worldSize();
-  float pieces[2] = {static_cast<float>(crc >> 16), static_cast<float>(crc & 0xffff)};
-  reducer.stepStarts();
-  reducer.sumOverRanks(pieces, 2);
-  float differs[1] = {pieces[0] != ranks * static_cast<float>(crc >> 16) ||
-                              pieces[1] != ranks * static_cast<float>(crc & 0xffff)
-                          ? 1.0f
-                          : 0.0f};
-  reducer.sumOverRanks(differs, 1);
-  reducer.stepEnded();
-  if (differs[0] != 0)
-    throw Error(str("after step ", step, " the ranks' parameters differ (rank ", rank,
-                    "'s state checksum is ", hex32(crc),
-                    "): a gradient was not summed alike on every rank; stopping"));
 }
 
 } // namespace
@@ -351,29 +222,368 @@ std::vector<Tensor> StepInputs::batchInputs(const Batch &batch) const {
   return inputs;
 }
 
-TrainSummary train(const Artifact &artifact, const json &config, const TrainOptions &options) {
-  const Function &fn = artifact.function("train_step");
-  auto output = [&](const std::string &name) -> int {
+namespace {
+
+// The recipe's settings of the loop itself.
+struct LoopSettings {
+  int64_t steps = 0, checkpointEvery = 0, logEvery = 0;
+  std::string nanPolicy; ///< train.nan: stop or skip
+  uint64_t seed = 0;
+  /// MEDRUN_STATE_DIGEST=1: every rank prints the checksum of its final state.
+  bool stateDigest = false;
+};
+
+LoopSettings loopSettings(const json &config) {
+  LoopSettings s;
+  s.steps = setting<int64_t>(config, "train", "steps");
+  s.nanPolicy = setting<std::string>(config, "train", "nan");
+  s.seed = setting<uint64_t>(config, "train", "seed");
+  if (int threads = setting<int>(config, "train", "threads"); threads > 0)
+    setNumThreads(threads);
+  s.checkpointEvery = setting<int64_t>(config, "checkpoint", "every");
+  s.logEvery = setting<int64_t>(config, "logging", "every");
+  const char *digest = std::getenv("MEDRUN_STATE_DIGEST");
+  s.stateDigest = digest && *digest && std::string(digest) != "0";
+  return s;
+}
+
+// metrics.jsonl (appended from the resumed step), TensorBoard's events and, every
+// logging.images_every steps, the step's first augmented sample as an image: @augment run
+// again on the CPU backend with the step's batch and key (AugmentPreview.h).
+void openLogs(RunLogs &logs, const Artifact &artifact, const json &config,
+              const TrainOptions &options, bool lead, bool resuming, int64_t first,
+              FILE *console) {
+  if (lead)
+    logs.metrics.emplace((fs::path(options.out) / "metrics.jsonl").string(),
+                         resuming ? std::optional<int64_t>(first) : std::nullopt);
+  if (lead && setting<bool>(config, "logging", "tensorboard"))
+    logs.board =
+        std::make_unique<TensorBoardWriter>((fs::path(options.out) / "tensorboard").string());
+  logs.imagesEvery = section(config, "logging").value("images_every", int64_t(0));
+  if (logs.board && logs.imagesEvery > 0) {
+    logs.augmentFn = &augmentFunction(artifact, config,
+                                      "logging.images_every has no augmented samples to show");
+    if (!pngSupported()) {
+      std::fprintf(console, "logging.images_every: medrun was built without libpng "
+                            "(libpng-dev): no images\n");
+      logs.augmentFn = nullptr;
+    }
+  }
+}
+
+Progress::Options progressOptions(const LoopSettings &settings, int64_t first,
+                                  const TrainOptions &options) {
+  Progress::Options po;
+  po.total = settings.steps;
+  po.initial = first;
+  po.every = settings.logEvery;
+  po.mode = options.progressMode == 1   ? Progress::Mode::Bar
+            : options.progressMode == 2 ? Progress::Mode::Lines
+                                        : Progress::Mode::Auto;
+  return po;
+}
+
+// What one step did, as the loop logs it and decides on it.
+struct StepOutcome {
+  double loss = 0, norm = 0, lr = 0;
+  double elapsed = 0, wait = 0; ///< the step's time, and what of it waited for the batch
+  bool skipped = false;         ///< a non-finite loss (train.nan skip): not applied
+  bool overflow = false;        ///< fp16-mixed: the scaled gradients overflowed
+  bool stopping = false;        ///< a signal on some rank: the job stops after this step
+  std::vector<Tensor> imageInputs; ///< @augment's inputs, for the TensorBoard image
+};
+
+// Runs the steps on the backend: feeds each its batch and scalars, uploads the next batch
+// while the step runs, agrees with the other ranks on the loss and on stopping, carries the
+// loss scale from step to step, and applies the step or skips it (train.nan).
+class StepRunner {
+public:
+  StepRunner(const Artifact &artifact, const StepInputs &feed, TrainBackend &backend,
+             DataLoader &data, GradientReducer &reducer, const LoopSettings &settings,
+             const TrainOptions &options, const StartState &start, Progress &progress)
+      : artifact_(artifact), feed_(feed), backend_(backend), data_(data), reducer_(reducer),
+        settings_(settings), options_(options), progress_(progress), first_(start.first),
+        lossScale_(start.lossScale), growthTracker_(start.growthTracker) {
+    lossOut_ = output("loss");
+    normOut_ = output("grad_norm");
+    // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
+    // from step to step here and saved in checkpoints.
+    scaling_ = feed.input("loss_scale") >= 0;
+    if (scaling_) {
+      scaleOut_ = output("loss_scale");
+      trackerOut_ = output("growth_tracker");
+      foundInfOut_ = output("found_inf");
+    }
+    prefetch_ = backend.canStage();
+  }
+
+  // Runs 0-based step `step`; keeps @augment's inputs (`augmentFn`) for an image.
+  StepOutcome run(int64_t step, const Function *augmentFn) {
+    StepOutcome s;
+    const double start = seconds();
+    const Batch &batch = ahead_ ? *ahead_ : data_.next(&s.wait);
+    ahead_ = nullptr;
+    s.lr = feed_.learningRate(step);
+    std::vector<Tensor> inputs = feed_.inputs(batch, step, lossScale_, growthTracker_);
+    // The next batch, if the loader has it ready, is copied to the GPU on a second stream
+    // while this step runs; its scalars (the loss scale comes from this step) follow with it.
+    if (prefetch_ && step + 1 < settings_.steps && data_.ready()) {
+      ahead_ = &data_.next();
+      backend_.stage(feed_.batchInputs(*ahead_));
+    }
+    reducer_.stepStarts();
+    std::vector<Tensor> out;
+    try {
+      out = backend_.run(inputs);
+    } catch (const Error &) {
+      reducer_.stepEnded(); // the job's failure, where that is what ended the step
+      throw;
+    }
+    if (augmentFn) // kept past the batch's release
+      for (const Tensor &t : augmentInputs(*augmentFn, feed_, inputs))
+        s.imageInputs.push_back(t.clone());
+    data_.release(batch);
+    auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
+    s.loss = value(lossOut_);
+    s.norm = value(normOut_);
+    agree(s);
+    if (step == first_)
+      if (std::string line = backend_.afterFirstStep(); !line.empty())
+        progress_.message(line);
+    // With loss scaling an overflow of the scaled gradients is routine: the step skipped
+    // itself (found_inf) and lowered the scale. Only a non-finite loss is a failure then.
+    s.overflow = scaling_ && value(foundInfOut_) != 0;
+    if (scaling_) {
+      lossScale_ = value(scaleOut_);
+      growthTracker_ = static_cast<int64_t>(value(trackerOut_));
+    }
+    if (!std::isfinite(s.loss) || (!std::isfinite(s.norm) && !s.overflow)) {
+      if (settings_.nanPolicy == "stop")
+        throw Error(str("step ", step, ": the loss is ", s.loss, " (gradient norm ", s.norm,
+                        "); stopping without applying it. The last checkpoint is kept; "
+                        "`--nan skip` skips such steps instead"));
+      s.skipped = true;
+      progress_.message(str("step ", step, ": non-finite loss ", s.loss, "; step skipped"));
+    } else {
+      backend_.commit();
+    }
+    s.elapsed = seconds() - start;
+    return s;
+  }
+
+  bool scaling() const { return scaling_; }
+  double lossScale() const { return lossScale_; }
+  int64_t growthTracker() const { return growthTracker_; }
+
+private:
+  int output(const std::string &name) const {
+    const Function &fn = feed_.function();
     for (size_t i = 0; i < fn.outputNames.size(); ++i)
       if (fn.outputNames[i] == name)
         return static_cast<int>(i);
-    throw Error(str(artifact.path, ": train_step has no output '", name, "'"));
-  };
-  const int lossOut = output("loss"), normOut = output("grad_norm");
+    throw Error(str(artifact_.path, ": train_step has no output '", name, "'"));
+  }
 
-  const int64_t steps = setting<int64_t>(config, "train", "steps");
-  const std::string nanPolicy = setting<std::string>(config, "train", "nan");
-  const uint64_t seed = setting<uint64_t>(config, "train", "seed");
-  if (int threads = setting<int>(config, "train", "threads"); threads > 0)
-    setNumThreads(threads);
-  const int64_t checkpointEvery = setting<int64_t>(config, "checkpoint", "every");
-  const int64_t logEvery = setting<int64_t>(config, "logging", "every");
+  // Every rank takes the same decisions: the loss is the mean over the ranks (the
+  // gradients, so their norm, are the same on all), and a signal on any rank stops all
+  // after this step.
+  void agree(StepOutcome &s) {
+    float agreed[2] = {static_cast<float>(s.loss),
+                       options_.stop && options_.stop->load() != 0 ? 1.0f : 0.0f};
+    reducer_.sumOverRanks(agreed, 2);
+    reducer_.stepEnded();
+    if (reducer_.worldSize() > 1)
+      s.loss = agreed[0] / reducer_.worldSize();
+    s.stopping = agreed[1] != 0;
+  }
+
+  const Artifact &artifact_;
+  const StepInputs &feed_;
+  TrainBackend &backend_;
+  DataLoader &data_;
+  GradientReducer &reducer_;
+  const LoopSettings &settings_;
+  const TrainOptions &options_;
+  Progress &progress_;
+  int64_t first_;
+  int lossOut_ = -1, normOut_ = -1;
+  bool scaling_ = false;
+  int scaleOut_ = -1, trackerOut_ = -1, foundInfOut_ = -1;
+  bool prefetch_ = false;
+  const Batch *ahead_ = nullptr; ///< the next step's batch, uploading during this step
+  double lossScale_;
+  int64_t growthTracker_;
+};
+
+// The loop over the steps, over the parts train() set up.
+class TrainLoop {
+public:
+  struct Parts {
+    const Artifact &artifact;
+    const LoopSettings &settings;
+    const TrainOptions &options;
+    TrainBackend &backend;
+    GradientReducer &reducer;
+    StepRunner &runner;
+    RunLogs &logs;
+    Progress &progress;
+    RunValidation *validation; ///< null: no validation
+    RunCheckpoints &checkpoints;
+    int64_t samplesPerStep; ///< the global batch
+  };
+  explicit TrainLoop(Parts parts) : p_(parts) {}
+
+  TrainSummary run(int64_t first) {
+    summary_.firstStep = first;
+    int64_t step = first;
+    for (; step < p_.settings.steps; ++step) {
+      const Function *augment =
+          p_.logs.augmentFn && step % p_.logs.imagesEvery == 0 ? p_.logs.augmentFn : nullptr;
+      StepOutcome s = p_.runner.run(step, augment);
+      if (s.skipped) {
+        ++summary_.skipped;
+      } else {
+        intervalLoss_ += s.loss;
+        ++intervalSteps_;
+      }
+      log(step, s);
+      const bool last = step + 1 == p_.settings.steps;
+      if ((step + 1) % p_.settings.logEvery == 0 || last || s.stopping)
+        summarizeInterval();
+      saved(p_.checkpoints.poll());
+      validateAndSave(step, last, s.stopping);
+      if ((step + 1) % p_.settings.logEvery == 0) {
+        intervalLoss_ = 0;
+        intervalSteps_ = 0;
+      }
+      if (s.stopping) {
+        summary_.interrupted = true;
+        ++step;
+        break;
+      }
+    }
+    summary_.lastStep = step;
+    saved(p_.checkpoints.wait());
+    if (std::string line = p_.backend.atEnd(); !line.empty())
+      p_.progress.message(line);
+    p_.progress.finish({{"loss", summary_.lastLoss}});
+    if (p_.logs.board)
+      p_.logs.board->close();
+    return summary_;
+  }
+
+private:
+  // The step's line of metrics.jsonl, its TensorBoard scalars (and image), the progress.
+  void log(int64_t step, const StepOutcome &s) {
+    StepRecord record;
+    record.step = step;
+    record.loss = s.loss;
+    record.lr = s.lr;
+    record.gradNorm = s.norm;
+    record.stepTime = s.elapsed;
+    record.samplesPerSecond = static_cast<double>(p_.samplesPerStep) / s.elapsed;
+    record.dataWait = s.wait;
+    if (p_.validation && !s.skipped)
+      p_.validation->addLoss(step, s.loss);
+    if (s.skipped)
+      record.extra["skipped"] = true;
+    if (p_.runner.scaling()) {
+      record.extra["loss_scale"] = p_.runner.lossScale();
+      record.extra["found_inf"] = s.overflow;
+    }
+    if (p_.logs.metrics)
+      p_.logs.metrics->write(record);
+    if (TensorBoardWriter *board = p_.logs.board.get()) {
+      board->addScalars(step, {{"train/loss", s.loss},
+                               {"train/lr", s.lr},
+                               {"gradients/total_norm", s.norm},
+                               {"time/step_s", s.elapsed},
+                               {"time/data_wait_s", s.wait}});
+      if (!s.imageInputs.empty())
+        logAugmented(*board, step, s.imageInputs);
+    }
+    p_.progress.update(step + 1, {{"loss", s.loss}, {"lr", s.lr}}); // counting resumed steps
+  }
+
+  void logAugmented(TensorBoardWriter &board, int64_t step, const std::vector<Tensor> &inputs) {
+    const Function &augmentFn = *p_.logs.augmentFn;
+    std::vector<Tensor> augmented = runCpu(p_.artifact, augmentFn, inputs, {});
+    Overlay overlay;
+    const int target = overlayOutput(augmentFn, &overlay);
+    int image = 0;
+    for (size_t i = 0; i < augmentFn.outputNames.size(); ++i)
+      if (augmentFn.outputNames[i] == "image")
+        image = static_cast<int>(i);
+    Raster picture =
+        orthoSlices(augmented[image], 0, target >= 0 ? &augmented[target] : nullptr, overlay);
+    board.addImage(step, "augment/sample0", encodePng(picture), picture.width, picture.height);
+  }
+
+  // The mean loss of the first and of the latest log interval.
+  void summarizeInterval() {
+    if (intervalSteps_ == 0)
+      return;
+    if (firstInterval_) {
+      summary_.firstLoss = intervalLoss_ / intervalSteps_;
+      firstInterval_ = false;
+    }
+    summary_.lastLoss = intervalLoss_ / intervalSteps_;
+  }
+
+  // After 0-based step `step`: validation when due, then a checkpoint when due, at the end,
+  // when stopping, or at a new best Dice (saved, so that `best` can point to it).
+  void validateAndSave(int64_t step, bool last, bool stopping) {
+    const int64_t done = step + 1;
+    std::optional<TensorMap> snapshot; // the state, for validation and the checkpoint
+    bool newBest = false;
+    if (RunValidation *validation = p_.validation) {
+      validation->clearValidated();
+      if (!stopping && (done % validation->every() == 0 || last)) {
+        snapshot = p_.backend.state();
+        validation->run(step, *snapshot, p_.backend, p_.logs);
+        newBest = validation->bestAt(done);
+      }
+    }
+    if (!(done % p_.settings.checkpointEvery == 0 || last || stopping || newBest))
+      return;
+    TensorMap state = snapshot ? std::move(*snapshot) : p_.backend.state();
+    const int ranks = p_.reducer.worldSize();
+    // Every rank, rank 0 and the silent ones, prints the checksum of its final state before
+    // the ranks compare it, so that a script can see for itself that they agree
+    // (scripts/gpu-data-parallel.sh, part equiv).
+    if (p_.settings.stateDigest && (last || stopping))
+      std::fprintf(stderr,
+                   "medrun: rank %d of %d: state after step %lld: crc32c %s of %zu tensors\n",
+                   p_.options.rank, ranks, static_cast<long long>(done),
+                   hex32(stateChecksum(state)).c_str(), state.size());
+    if (ranks > 1)
+      checkRanksAgree(p_.reducer, p_.options.rank, done, state);
+    p_.checkpoints.save(done, std::move(state), p_.runner.lossScale(), p_.runner.growthTracker(),
+                        intervalSteps_ > 0 ? std::optional(intervalLoss_ / intervalSteps_)
+                                           : std::nullopt,
+                        p_.validation);
+  }
+
+  void saved(const std::string &dir) {
+    if (!dir.empty()) {
+      summary_.checkpoint = dir;
+      p_.progress.message(str("checkpoint ", dir));
+    }
+  }
+
+  Parts p_;
+  TrainSummary summary_;
+  double intervalLoss_ = 0; ///< the counted steps' losses since the last log line
+  int64_t intervalSteps_ = 0;
+  bool firstInterval_ = true;
+};
+
+} // namespace
+
+TrainSummary train(const Artifact &artifact, const json &config, const TrainOptions &options) {
+  const LoopSettings settings = loopSettings(config);
   GradientReducer &reducer = options.reducer ? *options.reducer : singleRankReducer();
   const int ranks = reducer.worldSize();
-  const bool stateDigest = [] {
-    const char *v = std::getenv("MEDRUN_STATE_DIGEST");
-    return v && *v && std::string(v) != "0";
-  }();
   const StepInputs feed(artifact, config, ranks, options.rank);
   // Each rank draws its own part of the step's global batch (Data.h).
   LoaderSpec loader = feed.loader();
@@ -386,515 +596,46 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                                 [](FILE *f) { return f ? std::fclose(f) : 0; });
   FILE *const console = lead || !quiet ? options.console : quiet.get();
 
-  std::optional<RunLock> lock;
-  if (lead) {
-    fs::create_directories(options.out);
-    lock.emplace(options.out);
-  }
-  const std::string checkpoints = (fs::path(options.out) / "checkpoints").string();
-  // --resume-or-start: the run's latest checkpoint if it has one, else a fresh run.
-  std::optional<std::string> resume = options.resume;
-  if (resume && resume->empty() && listCheckpoints(checkpoints).empty()) {
-    if (!options.resumeOrStart) {
-      std::string unfinished = unfinishedSaves(checkpoints);
-      throw Error(str("--resume: ", checkpoints, " holds no complete checkpoint",
-                      unfinished.empty() ? "" : str(" (only ", unfinished,
-                                                    ": a save that did not finish)"),
-                      "; --resume-or-start starts the run from step 0 when there is none"));
-    }
-    std::fprintf(console, "no checkpoint in %s: starting at step 0\n",
-                 checkpoints.c_str());
-    resume.reset();
-  }
-  if (!resume && !listCheckpoints(checkpoints).empty()) {
-    if (!options.overwrite)
-      throw Error(str(options.out, " already holds checkpoints of a run: --resume continues it, "
-                                   "--overwrite starts it over, --out DIR trains elsewhere"));
-    if (lead)
-      for (const char *old : {"checkpoints", "tensorboard", "metrics.jsonl", "progress.png"})
-        fs::remove_all(fs::path(options.out) / old);
-  }
-  if (lead) {
-    std::ofstream cfg(fs::path(options.out) / "config.json");
-    cfg << config.dump(2) << "\n";
-    if (!cfg)
-      throw Error(str(options.out, "/config.json: cannot write the effective recipe"));
-  }
-
-  // Parameters, optimizer state and EMA: fresh, or from a checkpoint.
-  TensorMap params;
-  int64_t first = 0;
-  double lossScale = feed.initialLossScale();
-  int64_t growthTracker = 0;
-  std::string compileHash = config.value("compile_hash", "");
-  Json resumedValidation; // the best validation so far, from the checkpoint
-  std::optional<DataContract> storedContract; // the data contract the run started with
-  if (resume) {
-    Checkpoint ckpt = loadCheckpoint(resume->empty() ? checkpoints : *resume);
-    if (ckpt.state.extra.contains("validation"))
-      resumedValidation = ckpt.state.extra["validation"];
-    if (ckpt.state.extra.contains("data"))
-      storedContract = DataContract::fromJson(json::parse(ckpt.state.extra["data"].dump()),
-                                              str(ckpt.dir, "/state.json: extra.data"));
-    checkParameters(artifact, ckpt.tensors);
-    params = std::move(ckpt.tensors);
-    first = ckpt.state.step;
-    lossScale = ckpt.state.lossScale;
-    growthTracker = ckpt.state.growthTracker;
-    if (!ckpt.state.recipeHash.empty() && ckpt.state.recipeHash != compileHash)
-      std::fprintf(console,
-                   "medrun: warning: %s was written by a differently compiled recipe\n",
-                   ckpt.dir.c_str());
-    std::fprintf(console, "resuming from %s (step %lld)\n", ckpt.dir.c_str(),
-                 static_cast<long long>(first));
-  } else {
-    params = initParameters(artifact, seed);
-    if (!options.initFrom.empty())
-      initFromFile(artifact, params, options.initFrom, options.upkern, console);
-  }
-  if (first >= steps)
-    throw Error(str("nothing to do: the checkpoint is at step ", first, " and train.steps is ",
-                    steps, " (raise it with --steps)"));
+  const RunDirectory dir(config, options, lead, console);
+  StartState start = startState(artifact, feed, config, dir, options, console);
 
   // The steps run on the backend, which holds the state from here on.
   std::unique_ptr<TrainBackend> backend = options.cuda
                                               ? cudaTrainBackend(artifact, reducer, console)
                                               : cpuTrainBackend(artifact, reducer);
-  backend->setState(params);
-  params.clear();
-  // On the GPU, batches are born in pinned host memory: uploaded with no host-side copy,
-  // and the next one while the current step runs (below).
-  const BatchAllocator allocate = backend->batchAllocator();
-  std::unique_ptr<DataLoader> loaderPtr;
+  backend->setState(start.params);
+  start.params.clear();
+
   // Validation (validation.every > 0): the validation cases of the split, or synthetic
-  // volumes drawn with their own seed.
-  const json &validationConfig = section(config, "validation");
-  const int64_t validateEvery = validationConfig.value(
-      "every", feed.dataset().source == "synthetic" ? int64_t(0) : checkpointEvery);
-  std::shared_ptr<const PatchSource> validationSource;
-  DataContract contract;
-  if (feed.dataset().source == "synthetic") {
-    contract = dataContract(feed.dataset(), nullptr);
-    if (loader.imageChannels != 1)
-      throw Error(str("data.source synthetic: the synthetic volumes have one channel, but ",
-                      artifact.path, "'s model takes ", loader.imageChannels,
-                      " (train it on volume files with as many channels)"));
-    loaderPtr = std::make_unique<DataLoader>(makeSyntheticDataset(feed.synthetic()), loader, first,
-                                             allocate);
-    if (validateEvery > 0) {
-      SyntheticSpec spec = feed.synthetic();
-      spec.seed = validationConfig.value("seed", spec.seed + 1);
-      spec.volumes = validationConfig.value("volumes", int64_t(2));
-      validationSource = memorySource(makeSyntheticDataset(spec));
-    }
-  } else {
-    // Volume files: the split goes to OUT/split.json (what validation and inference use).
-    DatasetSplit split = splitDataset(feed.dataset());
-    json record = {{"how", split.how}, {"train", json::array()}, {"validation", json::array()}};
-    for (auto [list, key] : {std::pair{&split.train, "train"}, {&split.validation, "validation"}})
-      for (const Case &c : *list)
-        record[key].push_back({{"name", c.name},
-                               {"image", c.images.at(0)},
-                               {"images", c.images},
-                               {"label", c.label}});
-    if (lead) {
-      std::ofstream out(fs::path(options.out) / "split.json");
-      out << record.dump(2) << "\n";
-      if (!out)
-        throw Error(str(options.out, "/split.json: cannot write the dataset split"));
-    }
-    std::shared_ptr<const PatchSource> source =
-        openDataset(feed.dataset(), split, console, storedContract ? &*storedContract : nullptr);
-    contract = dataContract(feed.dataset(), source.get());
-    if (static_cast<int64_t>(contract.channels.size()) != loader.imageChannels)
-      throw Error(str("data: the dataset has ", contract.channels.size(), " input channel(s)",
-                      feed.dataset().source == "nnunet" ? " (dataset.json's channel_names)" : "",
-                      ", but ", artifact.path, "'s model takes ", loader.imageChannels,
-                      " (generate the model with scripts/gen_mednext.py --in-channels ",
-                      contract.channels.size(), ")"));
-    loaderPtr = std::make_unique<DataLoader>(source, loader, first, allocate);
-    if (validateEvery > 0) {
-      validationSource = openValidationDataset(feed.dataset(), split, *source);
-      if (!validationSource)
-        std::fprintf(console, "validation: off: the split (%s) leaves no validation case\n",
-                     split.how.c_str());
-    }
-  }
-  // The data contract: what infer and validation apply to a raw volume (Dataset.h).
-  const Json contractJson = contract.toJson();
-  if (lead) {
-    const fs::path path = fs::path(options.out) / "data.json", tmp = path.string() + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << contractJson.dump(2) << "\n";
-      if (!out)
-        throw Error(str(tmp.string(), ": cannot write the run's data contract"));
-    }
-    fs::rename(tmp, path);
-  }
-  DataLoader &data = *loaderPtr;
-  std::optional<JsonlLog> metrics;
-  if (lead)
-    metrics.emplace((fs::path(options.out) / "metrics.jsonl").string(),
-                    resume ? std::optional<int64_t>(first) : std::nullopt);
-  std::unique_ptr<TensorBoardWriter> board;
-  if (lead && setting<bool>(config, "logging", "tensorboard"))
-    board = std::make_unique<TensorBoardWriter>((fs::path(options.out) / "tensorboard").string());
-  // logging.images_every: the step's first augmented sample as a TensorBoard image, from
-  // @augment run again on the CPU backend with the step's batch and key (AugmentPreview.h).
-  const int64_t imagesEvery = section(config, "logging").value("images_every", int64_t(0));
-  const Function *augmentFn = nullptr;
-  if (board && imagesEvery > 0) {
-    augmentFn = &augmentFunction(artifact, config,
-                                 "logging.images_every has no augmented samples to show");
-    if (!pngSupported()) {
-      std::fprintf(console, "logging.images_every: medrun was built without libpng "
-                            "(libpng-dev): no images\n");
-      augmentFn = nullptr;
-    }
-  }
-  Progress::Options po;
-  po.total = steps;
-  po.initial = first;
-  po.every = logEvery;
-  po.mode = options.progressMode == 1   ? Progress::Mode::Bar
-            : options.progressMode == 2 ? Progress::Mode::Lines
-                                        : Progress::Mode::Auto;
+  // volumes drawn with their own seed. On the GPU, batches are born in pinned host memory:
+  // uploaded with no host-side copy, and the next one while the current step runs.
+  const int64_t validateEvery = section(config, "validation")
+                                    .value("every", feed.dataset().source == "synthetic"
+                                                        ? int64_t(0)
+                                                        : settings.checkpointEvery);
+  TrainData data = openTrainData(artifact, feed, config, loader, start.first, validateEvery,
+                                 backend->batchAllocator(), start.storedContract, options, lead,
+                                 console);
+  RunLogs logs;
+  openLogs(logs, artifact, config, options, lead, dir.resume().has_value(), start.first, console);
+  const Progress::Options po = progressOptions(settings, start.first, options);
   Progress progress(console, po);
+  std::unique_ptr<RunValidation> validation;
+  if (data.validation)
+    validation = std::make_unique<RunValidation>(
+        artifact, feed, config, data.validation, data.contract, validateEvery, options, lead,
+        start.resumedValidation, logs, dir.resume().has_value(), progress, po.mode, console);
+  RunCheckpoints checkpoints(dir.checkpoints(), config,
+                             {settings.seed, loader.batch * ranks,
+                              Json::parse(section(config, "schedule").dump()),
+                              config.value("compile_hash", ""), data.contractJson},
+                             lead, validation != nullptr);
 
-  // Validation: the `infer` function over each validation volume (sliding window), with
-  // the EMA weights when the step keeps them; its Dice chooses `best`.
-  std::unique_ptr<Validator> validator;
-  const Function *inferFn = nullptr;
-  const bool emaWeights = feed.input("ema_decay") >= 0;
-  std::vector<std::string> inferParams; // the parameters `infer` reads
-  if (validationSource) {
-    if (std::none_of(artifact.functions.begin(), artifact.functions.end(),
-                     [](const Function &f) { return f.name == "infer"; }))
-      throw Error(str(artifact.path, ": has no function 'infer' to validate with (compile the "
-                                     "recipe with medc compile --recipe)"));
-    inferFn = &artifact.function("infer");
-    for (const OpInfo &op : inferFn->ops)
-      if (op.kind == "param")
-        inferParams.push_back(op.strAttr("name"));
-    const Shape &in = inferFn->values[inferFn->inputs.at(0)].shape;
-    const Shape &out = inferFn->values[inferFn->outputs.at(0)].shape;
-    ValidationOptions vo;
-    vo.affinities = setting<std::string>(config, "loss", "type") == "bce_with_logits";
-    if (auto box = validationConfig.find("box"); box != validationConfig.end())
-      vo.box = size3(config, "validation", "box");
-    vo.window.window = {in.at(2), in.at(3), in.at(4)};
-    vo.window.batch = in.at(0);
-    vo.window.overlap = validationConfig.value("overlap", 0.5);
-    vo.window.mirror = validationConfig.value("mirror", false);
-    // dataset.json's class names, when its labels are the network's classes 0..C-1.
-    if (!vo.affinities && static_cast<int64_t>(contract.labels.size()) == out.at(1)) {
-      bool consecutive = true;
-      for (size_t k = 0; k < contract.labels.size(); ++k)
-        consecutive = consecutive && contract.labels[k].second == static_cast<int64_t>(k);
-      if (consecutive)
-        for (size_t k = 1; k < contract.labels.size(); ++k)
-          vo.classNames.push_back(contract.labels[k].first);
-    }
-    validator = std::make_unique<Validator>(validationSource, out.at(1), vo);
-    progress.message(str("validation: every ", validateEvery, " steps and at the end, ",
-                         validationSource->size(), " volume(s), ", validator->batches(),
-                         " window batches, ", emaWeights ? "EMA" : "model",
-                         " weights; the Dice chooses checkpoints/best",
-                         pngSupported() ? "; progress.png" : "; no progress.png (medrun was "
-                                                             "built without libpng-dev)"));
-  }
-  std::optional<double> bestDice;             // the best validation so far and its step
-  int64_t bestStep = 0;
-  std::optional<double> diceEma;              // nnU-Net's moving average of the Dice
-  if (validator && resumedValidation.is_object()) {
-    if (resumedValidation.value("best", Json()).is_number()) {
-      bestDice = resumedValidation["best"].get<double>();
-      bestStep = resumedValidation.value("best_step", int64_t(0));
-    }
-    if (resumedValidation.value("dice_ema", Json()).is_number())
-      diceEma = resumedValidation["dice_ema"].get<double>();
-  }
-  const std::string plotPath = (fs::path(options.out) / "progress.png").string();
-  ProgressHistory history;
-  if (validator && resume && metrics)
-    history = readHistory(metrics->path());
-  std::optional<double> validated; // the Dice of this step, if it validated
-
-  auto validate = [&](int64_t step, const TensorMap &state) {
-    const double start = seconds();
-    TensorMap weights;
-    for (const std::string &name : inferParams) { // a frozen parameter has no EMA copy
-      auto ema = emaWeights ? state.find("ema." + name) : state.end();
-      weights[name] = ema != state.end() ? ema->second : state.at(name);
-    }
-    const WindowPredictor predict = backend->predictor(*inferFn, weights);
-    Progress::Options vpo;
-    vpo.total = validator->batches();
-    vpo.desc = "validate";
-    vpo.mode = po.mode;
-    ValidationResult r;
-    {
-      Progress bar(console, vpo);
-      r = validator->run(predict, [&](int64_t done, int64_t) { bar.update(done); });
-    }
-    const double elapsed = seconds() - start;
-    validated = r.dice;
-    std::string classes;
-    nlohmann::ordered_json perClass = nlohmann::ordered_json::object();
-    std::vector<std::pair<std::string, double>> scalars = {{"val/dice", r.dice}};
-    for (size_t c = 0; c < r.names.size(); ++c) {
-      perClass[r.names[c]] = std::isfinite(r.perClass[c]) ? nlohmann::ordered_json(r.perClass[c])
-                                                          : nlohmann::ordered_json(nullptr);
-      scalars.push_back({"val/dice/" + r.names[c], r.perClass[c]});
-      classes += str(c ? ", " : "", r.names[c], " ", fmtNumber(r.perClass[c]));
-    }
-    if (std::isfinite(r.dice)) {
-      diceEma = diceEma ? 0.9 * *diceEma + 0.1 * r.dice : r.dice;
-      if (!bestDice || r.dice > *bestDice) { // ties keep the earlier step
-        bestDice = r.dice;
-        bestStep = step + 1;
-      }
-    }
-    if (diceEma)
-      scalars.push_back({"val/dice_ema", *diceEma});
-    nlohmann::ordered_json record = {{"step", step},
-                                     {"val_dice", std::isfinite(r.dice) ? nlohmann::ordered_json(r.dice)
-                                                                        : nlohmann::ordered_json(nullptr)},
-                                     {"val_dice_ema", diceEma ? nlohmann::ordered_json(*diceEma)
-                                                              : nlohmann::ordered_json(nullptr)},
-                                     {"val_dice_per_class", perClass},
-                                     {"val_best", bestDice ? nlohmann::ordered_json(*bestDice)
-                                                           : nlohmann::ordered_json(nullptr)},
-                                     {"val_volumes", r.volumes},
-                                     {"val_time", elapsed}};
-    if (metrics)
-      metrics->write(record);
-    if (board)
-      board->addScalars(step, scalars);
-    progress.message(str("validation after step ", step + 1, ": Dice ", fmtNumber(r.dice), " (",
-                         classes, "), moving average ", diceEma ? fmtNumber(*diceEma) : "-",
-                         "; best ", bestDice ? fmtNumber(*bestDice) : "-", " after step ",
-                         bestStep, " (", r.volumes, " volume(s), ", r.voxels, " voxels, ",
-                         Progress::formatInterval(elapsed), ")"));
-    history.dice.push_back({step, r.dice});
-    history.diceEma.push_back({step, diceEma ? *diceEma : std::nan("")});
-    if (lead && pngSupported()) {
-      try {
-        writePng(plotPath, drawProgress(history));
-      } catch (const Error &e) {
-        progress.message(str("medrun: warning: ", e.what()));
-      }
-    }
-  };
-
-  CheckpointOptions keep;
-  keep.keepLast = static_cast<int>(setting<int64_t>(config, "checkpoint", "keep"));
-  keep.bestMetric = validator ? "val_dice" : "loss";
-  keep.bestHigher = validator != nullptr;
-  std::optional<CheckpointWriter> writer; // saves while the next steps run
-  if (lead)
-    writer.emplace(checkpoints, keep);
-  TrainSummary summary;
-  summary.firstStep = first;
-  double intervalLoss = 0;
-  int64_t intervalSteps = 0;
-  bool firstInterval = true;
-
-  auto save = [&](int64_t done, TensorMap snapshot) {
-    TrainState state;
-    state.step = done;
-    state.seed = seed;
-    state.samplerPosition = static_cast<uint64_t>(done * loader.batch * ranks);
-    state.schedule = Json::parse(section(config, "schedule").dump());
-    state.recipeHash = compileHash;
-    state.extra["data"] = contractJson;
-    state.lossScale = lossScale;
-    state.growthTracker = growthTracker;
-    if (intervalSteps > 0)
-      state.metrics["loss"] = intervalLoss / intervalSteps;
-    if (validated)
-      state.metrics["val_dice"] = *validated;
-    if (bestDice || diceEma) {
-      Json v = {{"metric", "val_dice"}};
-      if (bestDice) {
-        v["best"] = *bestDice;
-        v["best_step"] = bestStep;
-      }
-      if (diceEma)
-        v["dice_ema"] = *diceEma;
-      state.extra["validation"] = v;
-    }
-    writer->save(std::move(state), std::move(snapshot));
-  };
-  auto saved = [&](const std::string &dir) {
-    if (!dir.empty()) {
-      summary.checkpoint = dir;
-      progress.message(str("checkpoint ", dir));
-    }
-  };
-
-  // fp16-mixed: the loss scale and its growth tracker are step inputs and outputs, carried
-  // from step to step here and saved in checkpoints.
-  const bool scaling = feed.input("loss_scale") >= 0;
-  const int scaleOut = scaling ? output("loss_scale") : -1;
-  const int trackerOut = scaling ? output("growth_tracker") : -1;
-  const int foundInfOut = scaling ? output("found_inf") : -1;
-  const bool prefetch = backend->canStage();
-  const Batch *ahead = nullptr; // the next step's batch, uploading during this step
-  int64_t step = first;
-  for (; step < steps; ++step) {
-    double start = seconds(), wait = 0;
-    const Batch &batch = ahead ? *ahead : data.next(&wait);
-    ahead = nullptr;
-    const double lr = feed.learningRate(step);
-    std::vector<Tensor> inputs = feed.inputs(batch, step, lossScale, growthTracker);
-    // The next batch, if the loader has it ready, is copied to the GPU on a second stream
-    // while this step runs; its scalars (the loss scale comes from this step) follow with it.
-    if (prefetch && step + 1 < steps && data.ready()) {
-      ahead = &data.next();
-      backend->stage(feed.batchInputs(*ahead));
-    }
-    reducer.stepStarts();
-    std::vector<Tensor> out;
-    try {
-      out = backend->run(inputs);
-    } catch (const Error &) {
-      reducer.stepEnded(); // the job's failure, where that is what ended the step
-      throw;
-    }
-    std::vector<Tensor> imageInputs; // kept past the batch's release
-    if (augmentFn && step % imagesEvery == 0)
-      for (const Tensor &t : augmentInputs(*augmentFn, feed, inputs))
-        imageInputs.push_back(t.clone());
-    data.release(batch);
-    auto value = [&](int i) { return out[i].to(DType::F64).data<double>()[0]; };
-    double loss = value(lossOut), norm = value(normOut);
-    // Every rank takes the same decisions: the loss is the mean over the ranks (the
-    // gradients, so their norm, are the same on all), and a signal on any rank stops all
-    // after this step.
-    float agreed[2] = {static_cast<float>(loss), options.stop && options.stop->load() != 0 ? 1.0f : 0.0f};
-    reducer.sumOverRanks(agreed, 2);
-    reducer.stepEnded();
-    if (ranks > 1)
-      loss = agreed[0] / ranks;
-    const bool stopping = agreed[1] != 0;
-    if (step == first)
-      if (std::string line = backend->afterFirstStep(); !line.empty())
-        progress.message(line);
-    bool skip = false;
-    // With loss scaling an overflow of the scaled gradients is routine: the step skipped
-    // itself (found_inf) and lowered the scale. Only a non-finite loss is a failure then.
-    bool overflow = scaling && value(foundInfOut) != 0;
-    if (scaling) {
-      lossScale = value(scaleOut);
-      growthTracker = static_cast<int64_t>(value(trackerOut));
-    }
-    if (!finite(loss) || (!finite(norm) && !overflow)) {
-      if (nanPolicy == "stop")
-        throw Error(str("step ", step, ": the loss is ", loss, " (gradient norm ", norm,
-                        "); stopping without applying it. The last checkpoint is kept; "
-                        "`--nan skip` skips such steps instead"));
-      skip = true;
-      ++summary.skipped;
-      progress.message(str("step ", step, ": non-finite loss ", loss, "; step skipped"));
-    } else {
-      backend->commit();
-      intervalLoss += loss;
-      ++intervalSteps;
-    }
-    double elapsed = seconds() - start;
-    StepRecord record;
-    record.step = step;
-    record.loss = loss;
-    record.lr = lr;
-    record.gradNorm = norm;
-    record.stepTime = elapsed;
-    record.samplesPerSecond = static_cast<double>(loader.batch * ranks) / elapsed;
-    record.dataWait = wait;
-    if (validator && !skip)
-      history.loss.push_back({step, loss});
-    if (skip)
-      record.extra["skipped"] = true;
-    if (scaling) {
-      record.extra["loss_scale"] = lossScale;
-      record.extra["found_inf"] = overflow;
-    }
-    if (metrics)
-      metrics->write(record);
-    if (board)
-      board->addScalars(step, {{"train/loss", loss},
-                               {"train/lr", lr},
-                               {"gradients/total_norm", norm},
-                               {"time/step_s", elapsed},
-                               {"time/data_wait_s", wait}});
-    if (board && !imageInputs.empty()) {
-      std::vector<Tensor> augmented = runCpu(artifact, *augmentFn, imageInputs, {});
-      Overlay overlay;
-      const int target = overlayOutput(*augmentFn, &overlay);
-      int image = 0;
-      for (size_t i = 0; i < augmentFn->outputNames.size(); ++i)
-        if (augmentFn->outputNames[i] == "image")
-          image = static_cast<int>(i);
-      Raster picture =
-          orthoSlices(augmented[image], 0, target >= 0 ? &augmented[target] : nullptr, overlay);
-      board->addImage(step, "augment/sample0", encodePng(picture), picture.width, picture.height);
-    }
-    progress.update(step + 1, {{"loss", loss}, {"lr", lr}}); // steps done, counting resumed ones
-
-    bool last = step + 1 == steps;
-    if ((step + 1) % logEvery == 0 || last || stopping) {
-      if (firstInterval && intervalSteps > 0) {
-        summary.firstLoss = intervalLoss / intervalSteps;
-        firstInterval = false;
-      }
-      if (intervalSteps > 0)
-        summary.lastLoss = intervalLoss / intervalSteps;
-    }
-    if (writer)
-      saved(writer->poll());
-    // The snapshot of the state, for validation and the checkpoint.
-    validated.reset();
-    bool newBest = false;
-    std::optional<TensorMap> snapshot;
-    if (validator && !stopping && ((step + 1) % validateEvery == 0 || last)) {
-      snapshot = backend->state();
-      validate(step, *snapshot);
-      newBest = bestDice && bestStep == step + 1; // saved, so that `best` can point to it
-    }
-    if ((step + 1) % checkpointEvery == 0 || last || stopping || newBest) {
-      TensorMap state = snapshot ? std::move(*snapshot) : backend->state();
-      // MEDRUN_STATE_DIGEST=1: every rank, rank 0 and the silent ones, prints the checksum
-      // of its final state, before the ranks compare it, so that a script can see for
-      // itself that they agree (scripts/gpu-data-parallel.sh, part equiv).
-      if (stateDigest && (last || stopping))
-        std::fprintf(stderr, "medrun: rank %d of %d: state after step %lld: crc32c %s of %zu tensors\n",
-                     options.rank, ranks, static_cast<long long>(step + 1),
-                     hex32(stateChecksum(state)).c_str(), state.size());
-      if (ranks > 1)
-        checkRanksAgree(reducer, options.rank, step + 1, state);
-      if (writer)
-        save(step + 1, std::move(state));
-    }
-    if ((step + 1) % logEvery == 0) {
-      intervalLoss = 0;
-      intervalSteps = 0;
-    }
-    if (stopping) {
-      summary.interrupted = true;
-      ++step;
-      break;
-    }
-  }
-  summary.lastStep = step;
-  if (writer)
-    saved(writer->wait());
-  if (std::string line = backend->atEnd(); !line.empty())
-    progress.message(line);
-  progress.finish({{"loss", summary.lastLoss}});
-  if (board)
-    board->close();
-  return summary;
+  StepRunner runner(artifact, feed, *backend, *data.loader, reducer, settings, options, start,
+                    progress);
+  TrainLoop loop({artifact, settings, options, *backend, reducer, runner, logs, progress,
+                  validation.get(), checkpoints, loader.batch * ranks});
+  return loop.run(start.first);
 }
 
 } // namespace medrun
