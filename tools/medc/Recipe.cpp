@@ -13,6 +13,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -75,7 +76,10 @@ const std::vector<Section> &schema() {
         {"max_pos_weight", Type::Number},
         {"weights", Type::List},
         {"batch_dice", Type::Bool},
-        {"include_background", Type::Bool}}},
+        {"include_background", Type::Bool},
+        // nnU-Net's `ignore` label (dataset.json labels.ignore): voxels holding it count
+        // nowhere in the loss; medrun train checks it against the dataset.
+        {"ignore_label", Type::Int}}},
       {"optimizer",
        {{"type", Type::Word},
         {"lr", Type::Number},
@@ -86,12 +90,21 @@ const std::vector<Section> &schema() {
         {"nesterov", Type::Bool},
         {"exempt_norm_bias", Type::Bool}}},
       {"ema", {{"decay", Type::Number, "0.999"}, {"warmup_steps", Type::Int, "0"}}},
-      // The augmentation pipeline run first in train_step (docs/augment.md); its file is
-      // relative to the recipe.
+      // The augmentation pipeline run first in train_step (docs/augment.md): a file relative
+      // to the recipe, `nnunet` or `banis` (generated for the compiled batch and patch;
+      // AugmentGenerate.cpp), or `none`.
       // `overrides`: values of the pipeline's tunable parameters by name, a number or a
       // range [lo, hi] each (docs/augment.md lists the names of each pipeline).
+      // `channels`, `classes`, `levels` (nnunet; default: the network's) and `context`
+      // (banis; default 10): the generated pipeline's sizes.
       {"augment",
-       {{"pipeline", Type::Word}, {"function", Type::Word, "augment"}, {"overrides", Type::Params}}},
+       {{"pipeline", Type::Word},
+        {"function", Type::Word, "augment"},
+        {"overrides", Type::Params},
+        {"channels", Type::Int, nullptr, 1},
+        {"classes", Type::Int, nullptr, 2},
+        {"levels", Type::Int, nullptr, 1},
+        {"context", Type::Int, nullptr, 1}}},
       {"schedule", // the runtime's Schedule.h checks which keys a type uses
        {{"type", Type::Word, "constant"},
         {"total_steps", Type::Int}, // default: train.steps
@@ -646,16 +659,54 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     train.push_back("clip=" + clip->second.scalar);
   if (top.count("ema"))
     train.push_back("ema=true");
-  if (json::Object *augment = effective.getObject("augment")) {
+  json::Object *augment = effective.getObject("augment");
+  if (augment && augment->getString("pipeline") == "none") {
+    // No augmentation (e.g. --set augment.pipeline=none on a recipe that has it).
+    for (StringRef key : {"overrides", "channels", "classes", "levels", "context"})
+      if (augment->get(key))
+        return r.fail("augment." + key + ": augment.pipeline is none (no augmentation)");
+    effective.erase("augment");
+    augment = nullptr;
+  }
+  if (augment) {
     std::optional<StringRef> pipeline = augment->getString("pipeline");
     if (!pipeline)
-      return r.fail("missing 'augment.pipeline' (the pipeline file, e.g. augment: {pipeline: "
-                    "../models/augment_banis.mlir})");
-    recipe.augment = resolve(*pipeline);
-    (*augment)["pipeline"] = recipe.augment;
-    if (!sys::fs::is_regular_file(recipe.augment))
-      return r.fail("augment.pipeline: no such file '" + recipe.augment +
-                    "' (relative to the recipe's folder; scripts/gen_augment.py writes one)");
+      return r.fail("missing 'augment.pipeline' (nnunet, banis, none or a pipeline file, e.g. "
+                    "augment: {pipeline: nnunet})");
+    auto size = [&](const char *key) { return augment->getInteger(key).value_or(0); };
+    if (isGeneratedPipeline(*pipeline)) {
+      recipe.augmentGenerated = pipeline->str();
+      const bool nnunet = *pipeline == "nnunet";
+      for (StringRef key : {"channels", "classes", "levels", "context"})
+        if (augment->get(key) && (key == "context") == nnunet)
+          return r.fail("augment." + key + ": not a size of the " + *pipeline + " pipeline (" +
+                        (nnunet ? "nnunet takes channels, classes and levels"
+                                : "banis takes context") +
+                        ")");
+      recipe.augmentChannels = size("channels");
+      recipe.augmentClasses = size("classes");
+      recipe.augmentLevels = size("levels");
+      recipe.augmentContext = nnunet ? 0 : (size("context") ? size("context") : 10);
+      if (!nnunet && recipe.augmentContext >= *std::min_element(recipe.patch.begin(), recipe.patch.end()))
+        return r.fail("augment.context " + Twine(recipe.augmentContext) +
+                      " must be smaller than each data.patch size (BANIS's long-range "
+                      "affinities reach that far past the patch)");
+      if (!sys::fs::is_regular_file(augmentGenerator()))
+        return r.fail("augment.pipeline " + *pipeline + ": its generator '" + augmentGenerator() +
+                      "' is missing (set MEDC_AUGMENT_GENERATOR to scripts/gen_augment.py, or "
+                      "give a pipeline file)");
+    } else {
+      for (StringRef key : {"channels", "classes", "levels", "context"})
+        if (augment->get(key))
+          return r.fail("augment." + key + ": a size of a generated pipeline (augment.pipeline: "
+                        "nnunet or banis); the file '" + *pipeline + "' has its own");
+      recipe.augment = resolve(*pipeline);
+      (*augment)["pipeline"] = recipe.augment;
+      if (!sys::fs::is_regular_file(recipe.augment))
+        return r.fail("augment.pipeline: no such file '" + recipe.augment +
+                      "' (relative to the recipe's folder; scripts/gen_augment.py writes one, or "
+                      "name a generated pipeline: nnunet, banis)");
+    }
     recipe.augmentFunction = augment->getString("function")->str();
     train.push_back("augment=" + recipe.augmentFunction);
     if (const json::Object *params = augment->getObject("overrides")) {

@@ -35,9 +35,17 @@ struct Recipe {
   std::string network; ///< network function ("" = the model file's only public function)
   int64_t batch = 2;
   std::array<int64_t, 3> patch = {128, 128, 128};
-  /// `augment.pipeline`: the augmentation pipeline's file (resolved; "" = none), and
-  /// `augment.function`, its function that train_step runs first.
+  /// `augment.pipeline`: the augmentation pipeline's file (resolved; "" = none or
+  /// generated), and `augment.function`, its function that train_step runs first.
   std::string augment, augmentFunction;
+  /// `augment.pipeline: nnunet` or `banis`: the pipeline scripts/gen_augment.py writes for
+  /// the compiled batch and patch ("" = a file or none); medc runs the generator when it
+  /// links the pipeline.
+  std::string augmentGenerated;
+  /// The generator's sizes: `augment.channels`, `classes`, `levels` (nnunet; 0 = the
+  /// network's input channels, output channels and number of outputs) and `context`
+  /// (banis; 0 = 10, BANIS's long-range affinity offset).
+  int64_t augmentChannels = 0, augmentClasses = 0, augmentLevels = 0, augmentContext = 0;
   /// `augment.overrides`, by name: medc sets the pipeline's marked values from them when it
   /// links the pipeline (names and kinds are checked there, against the file).
   std::vector<AugmentOverride> augmentOverrides;
@@ -60,6 +68,31 @@ struct Recipe {
 /// typo) and what was expected.
 llvm::Expected<Recipe> readRecipe(const std::string &path,
                                   const std::vector<std::string> &overrides = {});
+
+/// The pipelines scripts/gen_augment.py writes for a recipe (`augment.pipeline: NAME`).
+inline constexpr const char *kGeneratedPipelines[] = {"nnunet", "banis"};
+bool isGeneratedPipeline(llvm::StringRef name);
+
+/// The generator of those pipelines: $MEDC_AUGMENT_GENERATOR, else the source tree's
+/// scripts/gen_augment.py (this medc's build), run by the build's Python.
+std::string augmentGenerator();
+
+/// What the generator needs for one pipeline: its name, the batch and patch, and the sizes
+/// of Recipe (resolved: none 0).
+struct AugmentRequest {
+  std::string pipeline;
+  int64_t batch = 0;
+  std::array<int64_t, 3> patch{};
+  int64_t channels = 0, classes = 0, levels = 0, context = 0;
+};
+
+/// The generator's arguments for `request` (after the script's path).
+std::vector<std::string> augmentGeneratorArgs(const AugmentRequest &request);
+
+/// Runs the generator and returns the pipeline's text; an error names the recipe, the
+/// generator and its message.
+llvm::Expected<std::string> generateAugmentPipeline(const AugmentRequest &request,
+                                                    llvm::StringRef recipeFile);
 
 /// Sets the values of an augmentation pipeline's tunable parameters (marked by
 /// scripts/gen_augment.py: `med.param`, `med.param_part`) from `overrides`

@@ -315,19 +315,69 @@ LogicalResult specialize(ModuleOp module) {
 /// `augment.overrides` give the pipeline's marked parameters.
 std::string recipeAugment, recipeAugmentFunction;
 std::vector<medc::AugmentOverride> recipeAugmentOverrides;
+/// A generated pipeline instead of a file (`augment.pipeline: nnunet`): the request's
+/// pipeline and sizes (batch and patch: those compiled).
+medc::AugmentRequest recipeAugmentRequest;
+std::string recipeNetwork;
+
+// The generated pipeline's sizes the recipe leaves to the network: nnunet's channels (the
+// image input's), classes (the first output's channels) and levels (the outputs).
+LogicalResult resolveAugmentRequest(ModuleOp module, medc::AugmentRequest &r) {
+  if (r.pipeline != "nnunet" || (r.channels && r.classes && r.levels))
+    return success();
+  func::FuncOp network;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (recipeNetwork.empty() ? f.isPublic() && !f.isExternal() : f.getSymName() == recipeNetwork)
+      network = network ? func::FuncOp() : f;
+  auto channelsOf = [](Type t) -> int64_t {
+    auto shaped = dyn_cast<RankedTensorType>(t);
+    return shaped && shaped.getRank() == 5 && !shaped.isDynamicDim(1) ? shaped.getDimSize(1) : 0;
+  };
+  const int64_t in = network && network.getNumArguments() ? channelsOf(network.getArgumentTypes()[0]) : 0;
+  const int64_t out = network && network.getNumResults() ? channelsOf(network.getResultTypes()[0]) : 0;
+  if (!in || !out)
+    return fail(recipeFile + ": augment.pipeline nnunet: cannot read the channels of " +
+                (network ? "@" + network.getSymName().str() : std::string("the network")) +
+                " (no single network function with an N x C x D x H x W input and output); "
+                "give augment.channels, augment.classes and augment.levels"),
+           failure();
+  if (!r.channels)
+    r.channels = in;
+  if (!r.classes)
+    r.classes = out;
+  if (!r.levels)
+    r.levels = network.getNumResults();
+  return success();
+}
 
 // Copies the recipe's augmentation function (and the private functions it calls) into
 // `module`, private, for med-train-step (augment=NAME) to run first in @train_step.
 LogicalResult linkAugmentation(ModuleOp module) {
-  if (recipeAugment.empty())
+  if (recipeAugment.empty() && recipeAugmentRequest.pipeline.empty())
     return success();
   MLIRContext *ctx = module.getContext();
   llvm::SourceMgr sources;
   SourceMgrDiagnosticHandler diagnostics(sources, ctx);
   std::string error;
-  auto file = openInputFile(recipeAugment, &error);
-  if (!file)
-    return fail("augment.pipeline: cannot read '" + recipeAugment + "': " + error), failure();
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  if (!recipeAugmentRequest.pipeline.empty()) {
+    medc::AugmentRequest &r = recipeAugmentRequest;
+    r.batch = batch;
+    llvm::copy(specializedPatch(), r.patch.begin());
+    if (failed(resolveAugmentRequest(module, r)))
+      return failure();
+    llvm::Expected<std::string> text = medc::generateAugmentPipeline(r, recipeFile);
+    if (!text)
+      return fail(llvm::toString(text.takeError())), failure();
+    // Diagnostics name the pipeline and how it was generated.
+    recipeAugment = "augment.pipeline " + r.pipeline + " (gen_augment.py " +
+                    llvm::join(medc::augmentGeneratorArgs(r), " ") + ")";
+    file = llvm::MemoryBuffer::getMemBufferCopy(*text, recipeAugment);
+  } else {
+    file = openInputFile(recipeAugment, &error);
+    if (!file)
+      return fail("augment.pipeline: cannot read '" + recipeAugment + "': " + error), failure();
+  }
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> pipeline = parseChecked(sources, *ctx);
   if (!pipeline || failed(verify(*pipeline)))
@@ -604,6 +654,14 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
     add(std::to_string(d));
   if (auto pipeline = llvm::MemoryBuffer::getFile(r.augment); !r.augment.empty() && pipeline)
     add((*pipeline)->getBuffer()), add(r.augmentOverridesKey);
+  if (!r.augmentGenerated.empty()) { // the generator's text and what it is asked for
+    add("generated " + r.augmentGenerated);
+    if (auto script = llvm::MemoryBuffer::getFile(medc::augmentGenerator()))
+      add((*script)->getBuffer());
+    for (int64_t size : {r.augmentChannels, r.augmentClasses, r.augmentLevels, r.augmentContext})
+      add(std::to_string(size));
+    add(r.augmentOverridesKey);
+  }
   add(r.lossOptions);
   add(r.trainOptions);
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
@@ -686,6 +744,12 @@ int main(int argc, char **argv) {
       memoryBudget = recipe->memoryBudgetGib;
     recipeAugment = recipe->augment;
     recipeAugmentFunction = recipe->augmentFunction;
+    recipeNetwork = recipe->network;
+    recipeAugmentRequest.pipeline = recipe->augmentGenerated;
+    recipeAugmentRequest.channels = recipe->augmentChannels;
+    recipeAugmentRequest.classes = recipe->augmentClasses;
+    recipeAugmentRequest.levels = recipe->augmentLevels;
+    recipeAugmentRequest.context = recipe->augmentContext;
     recipeAugmentOverrides = recipe->augmentOverrides;
   }
   if (recipeFile.empty() && !overrides.empty())
