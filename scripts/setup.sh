@@ -8,7 +8,7 @@ PACKAGES=(
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev libffi-dev libncurses-dev
   libgtest-dev python3 python3-numpy python3-torch nlohmann-json3-dev libfmt-dev libtorch-dev
   clang-19 libclang-rt-19-dev
-  pkg-config libhdf5-dev libnifti2-dev libblosc-dev liblz4-dev libpng-dev
+  pkg-config libhdf5-dev libnifti2-dev libblosc-dev liblz4-dev libpng-dev libcairo2-dev fonts-dejavu-core
   python3-h5py python3-nibabel python3-zarr python3-scipy
 )
 missing=()

@@ -1,15 +1,21 @@
 //===- ProgressPlot.h - progress.png: loss and validation curves --------------------===//
 //
-// The plot nnU-Net draws as progress.png, in one panel (RGB, white background):
+// The plot nnU-Net draws as progress.png, drawn with cairo (text through fontconfig's
+// sans-serif font) and written with libpng: three panels on white, x the steps from the
+// first to the last one plotted, each with axes, tick numbers, grid lines and axis labels:
 //
-//   training loss of each step          light blue, 1 px     left axis: from the lowest to
-//   its trailing moving average         blue, 3 px           the highest loss, 5% margin
-//   validation Dice at each validation  green, 1 px, dots    right axis: 0 (bottom) to 1
-//   exponential moving average of it    orange, 3 px         (0.9 old + 0.1 new, as nnU-Net)
+//   1. "loss" (left axis, from the lowest to the highest loss with 5% margins):
+//        each step's training loss         light blue, 1 px
+//        its trailing moving average       blue, 3 px
+//      "pseudo Dice" (right axis, 0 to 1):
+//        each validation's Dice            green, 1 px, a 5 x 5 dot each
+//        its exponential moving average    orange, 3 px (0.9 old + 0.1 new, as nnU-Net)
+//      with a legend of these four above the panel;
+//   2. "step time [s]" (nnU-Net: epoch duration), blue;
+//   3. "learning rate", blue.
 //
-// x: the steps, from the first to the last one plotted. Grey grid lines at quarters of each
-// axis, a black frame, ticks on both sides; the legend is four swatches of the colours, top
-// left inside the frame, in the order above. No text.
+// Panels 2 and 3 scale their axis as panel 1's loss. Validation computes no loss here (the
+// Dice of sliding windows), so there is no validation loss curve.
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_PROGRESSPLOT_H
@@ -30,6 +36,8 @@ struct ProgressHistory {
   Curve loss;      ///< training loss per step
   Curve dice;      ///< validation Dice
   Curve diceEma;   ///< its moving average
+  Curve stepTime;  ///< seconds per step
+  Curve lr;        ///< learning rate per step
 };
 
 using Rgb = std::array<uint8_t, 3>;
@@ -46,20 +54,29 @@ struct Raster {
   void fillRect(int x0, int y0, int x1, int y1, Rgb c); ///< [x0, x1] x [y0, y1]
 };
 
-/// Where the plot puts values: pixel x = left + (step - x0) / (x1 - x0) * (right - left),
-/// y = bottom - (v - lo) / (hi - lo) * (bottom - top) for the loss (lo, hi) and with 0 and
-/// 1 for the Dice.
-struct PlotLayout {
+/// A panel's plot area in pixels and the values it spans: a value's pixel is
+/// x = left + (step - x0) / (x1 - x0) * (right - left), y = bottom - (v - lo) / (hi - lo) *
+/// (bottom - top) (pixel centres; the frame's lines lie on left, right, top and bottom).
+struct PlotPanel {
   int left = 0, top = 0, right = 0, bottom = 0;
   double x0 = 0, x1 = 1, lo = 0, hi = 1;
   double x(double step) const;
-  double yLoss(double v) const;
-  double yDice(double v) const;
+  double y(double v) const;
+};
+
+/// Where the plot puts values. Every panel spans x from 90 to width - 90; panel 1 (loss,
+/// and the Dice on the same area from 0 to 1) y from 60 to 60 + 0.4 height, panel 2 (step
+/// time) from there + 70 for 0.18 height, panel 3 (learning rate) from there + 70 to
+/// height - 50. Value ranges: the curve's finite values, lowest to highest with 5%
+/// margins (a single value v: v ± 5% of max(|v|, 1)); x from the first to the last step of
+/// any curve (one step: that step to the next).
+struct PlotLayout {
+  PlotPanel loss, dice, time, lr;
 };
 
 namespace plot {
 inline constexpr Rgb kLoss{170, 199, 232}, kLossAverage{31, 119, 180}, kDice{44, 160, 44},
-    kDiceEma{255, 127, 14};
+    kDiceEma{255, 127, 14}, kTime{31, 119, 180}, kLr{31, 119, 180};
 } // namespace plot
 
 /// The trailing moving average of the loss that the plot draws: the mean of the last
@@ -69,11 +86,23 @@ Curve movingAverage(const Curve &loss);
 /// The layout for `history` in an image of width x height.
 PlotLayout plotLayout(const ProgressHistory &history, int width, int height);
 
-/// Draws the plot (layout as plotLayout).
-Raster drawProgress(const ProgressHistory &history, int width = 960, int height = 480);
+/// "Nice" tick values within [lo, hi], as a plot library places them: multiples of 1, 2 or
+/// 5 x 10^k, about `count` of them (at least two where the range allows).
+std::vector<double> niceTicks(double lo, double hi, int count = 6);
+
+/// A tick value as its label: as few digits as the tick spacing `step` needs ("0.25",
+/// "1500"); powers of ten below 1e-3 or from 1e5 in scientific notation ("2e-05").
+std::string tickLabel(double value, double step);
+
+/// Draws the plot with cairo (layout as plotLayout). Throws Error when medrun was built
+/// without cairo (progressPlotSupported).
+Raster drawProgress(const ProgressHistory &history, int width = 960, int height = 1000);
 
 /// True if medrun was built with libpng (writePng works).
 bool pngSupported();
+
+/// True if medrun was built with libpng and cairo (libcairo2-dev): progress.png is drawn.
+bool progressPlotSupported();
 
 /// Writes `image` as an 8-bit RGB PNG (libpng), atomically: a temporary file renamed over
 /// `path`. Throws Error naming the file (and, built without libpng, the package to install).

@@ -484,7 +484,7 @@ private:
     record.samplesPerSecond = static_cast<double>(p_.samplesPerStep) / s.elapsed;
     record.dataWait = s.wait;
     if (p_.validation && !s.skipped)
-      p_.validation->addLoss(step, s.loss);
+      p_.validation->addStep(step, s.loss, s.lr, s.elapsed);
     if (s.skipped)
       record.extra["skipped"] = true;
     if (p_.runner.scaling()) {

@@ -200,8 +200,12 @@ public:
   /// Validates the weights of `state` after 0-based step `step`: logs, TensorBoard, the
   /// console, progress.png.
   void run(int64_t step, const TensorMap &state, TrainBackend &backend, RunLogs &logs);
-  /// A loss for progress.png's curve.
-  void addLoss(int64_t step, double loss) { history_.loss.push_back({step, loss}); }
+  /// A step's loss, learning rate and time for progress.png's curves.
+  void addStep(int64_t step, double loss, double lr, double seconds) {
+    history_.loss.push_back({step, loss});
+    history_.lr.push_back({step, lr});
+    history_.stepTime.push_back({step, seconds});
+  }
   /// Forgets the last Dice (called before each step's validation, if any).
   void clearValidated() { validated_.reset(); }
 

@@ -32,6 +32,8 @@ ProgressHistory readHistory(const std::string &path) {
       h.diceEma.push_back({step, number(j, "val_dice_ema")});
     } else if (!j.contains("skipped")) {
       h.loss.push_back({step, number(j, "loss")});
+      h.stepTime.push_back({step, number(j, "step_time")});
+      h.lr.push_back({step, number(j, "lr")});
     }
   }
   return h;
@@ -61,6 +63,7 @@ ValidationOptions validationOptions(const Function &inferFn, const json &config,
       for (size_t k = 1; k < contract.labels.size(); ++k)
         vo.classNames.push_back(contract.labels[k].first);
   }
+  vo.ignoreLabel = contract.ignoreLabel;
   return vo;
 }
 
@@ -94,8 +97,9 @@ RunValidation::RunValidation(const Artifact &artifact, const StepInputs &feed, c
                        volumes, " volume(s), ", validator_->batches(),
                        " window batches, ", emaWeights_ ? "EMA" : "model",
                        " weights; the Dice chooses checkpoints/best",
-                       pngSupported() ? "; progress.png" : "; no progress.png (medrun was "
-                                                           "built without libpng-dev)"));
+                       progressPlotSupported() ? "; progress.png"
+                                               : "; no progress.png (medrun was built without "
+                                                 "libpng-dev or libcairo2-dev)"));
   if (resumed.is_object()) {
     if (resumed.value("best", Json()).is_number()) {
       best_ = resumed["best"].get<double>();
@@ -163,7 +167,7 @@ void RunValidation::run(int64_t step, const TensorMap &state, TrainBackend &back
                         Progress::formatInterval(elapsed), ")"));
   history_.dice.push_back({step, r.dice});
   history_.diceEma.push_back({step, diceEma_ ? *diceEma_ : std::nan("")});
-  if (lead_ && pngSupported()) {
+  if (lead_ && progressPlotSupported()) {
     try {
       writePng(plotPath_, drawProgress(history_));
     } catch (const Error &e) {

@@ -2,16 +2,22 @@
 
 - the PNG itself: signature, every chunk's CRC, IHDR (8-bit RGB, not interlaced), the
   IDAT stream inflated with zlib and unfiltered (filters 0-4) into pixels, IEND last;
-- the curves: from RUN/metrics.jsonl and the layout docs/training.md gives (plot area
-  left 50, right width-50, top 20, bottom height-30; x from the first to the last step;
-  loss axis from the lowest to the highest loss with 5% margins; Dice axis 0..1), each
-  validation's dot is green and each point of the loss's moving average is blue (or under a
-  validation curve drawn over it).
+- the curves: from RUN/metrics.jsonl and the layout docs/training.md gives (three panels,
+  x from 90 to width-90; panel 1 y from 60 to 60+0.4 height, panel 2 from there + 70 for
+  0.18 height, panel 3 from there + 70 to height-50; x from the first to the last step;
+  each axis from the curve's lowest to its highest value with 5% margins, the Dice 0..1):
+  each validation's dot is green, each point of the loss's moving average blue (or under a
+  validation curve drawn over it), each step's time on its blue curve;
+- the text: tick numbers left of each panel (at least two labels, apart), below it, right
+  of panel 1 (the Dice axis); the axis labels ("step" below each panel, the y axis's left
+  of it); the legend above panel 1: its four line samples in the curves' colours, each
+  followed by text.
 
 `check_progress_png.py RUN` prints "progress.png: ..." and exits 0 if all holds.
-Negative controls, each must fail: `--shift D` moves the expected Dice values by D,
-`--corrupt` flips a byte of the image data in a copy, `--blank` checks a white image
-of the same size."""
+Negative controls, each must fail: `--shift D` moves the expected values by D (of the
+Dice, or of each axis's span), `--corrupt` flips a byte of the image data in a copy,
+`--blank` checks a white image of the same size, `--erase-text` paints the margins
+outside the panels white (the curves and frames stay: a plot without text)."""
 import json
 import math
 import os
@@ -19,7 +25,7 @@ import struct
 import sys
 import zlib
 
-DICE, LOSS_AVG, DICE_EMA = (44, 160, 44), (31, 119, 180), (255, 127, 14)
+DICE, LOSS_AVG, DICE_EMA, TIME, LOSS = (44, 160, 44), (31, 119, 180), (255, 127, 14), (31, 119, 180), (170, 199, 232)
 
 
 def decode(data):
@@ -75,34 +81,150 @@ def moving_average(points):
     return out
 
 
+def rnd(v):
+    return math.floor(v + 0.5)
+
+
+def layout(w, h):
+    """The panels' plot areas: (left, top, right, bottom) each (ProgressPlot.h)."""
+    loss_bottom = 60 + rnd(0.4 * h)
+    time_top = loss_bottom + 70
+    time_bottom = time_top + rnd(0.18 * h)
+    return {"loss": (90, 60, w - 90, loss_bottom), "time": (90, time_top, w - 90, time_bottom),
+            "lr": (90, time_bottom + 70, w - 90, h - 50)}
+
+
+def value_range(values):
+    lo, hi = min(values), max(values)
+    span = hi - lo if hi > lo else max(abs(hi), 1) * 0.1
+    return lo - 0.05 * span, hi + 0.05 * span
+
+
+def near(c, want, tol):
+    return max(abs(a - b) for a, b in zip(c, want)) <= tol
+
+
+def dark(c):
+    return max(c) < 110
+
+
+def runs(flags):
+    """The number of runs of True in a list, and their extents."""
+    out, start = [], None
+    for i, f in enumerate(flags + [False]):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def check_text(w, h, pixel, panels):
+    bad = []
+
+    def rows_with_ink(x0, x1, y0, y1):
+        return [any(dark(pixel(x, y)) for x in range(max(0, x0), min(w, x1))) for y in range(max(0, y0), min(h, y1))]
+
+    def cols_with_ink(x0, x1, y0, y1):
+        return [any(dark(pixel(x, y)) for y in range(max(0, y0), min(h, y1))) for x in range(max(0, x0), min(w, x1))]
+
+    for name, (left, top, right, bottom) in panels.items():
+        # y tick numbers end 9 px left of the frame (the tick marks take the 5 px beside it).
+        labels = runs(rows_with_ink(left - 24, left - 8, top - 8, bottom + 9))
+        if len(labels) < 2:
+            bad.append("%s: %d y tick labels left of the panel" % (name, len(labels)))
+        labels = runs(cols_with_ink(left - 20, right + 20, bottom + 8, bottom + 24))
+        if len(labels) < 2:
+            bad.append("%s: %d x tick labels below the panel" % (name, len(labels)))
+        if not any(cols_with_ink(left, right, bottom + 27, bottom + 46)):
+            bad.append("%s: no x axis label below the tick labels" % name)
+        if not any(rows_with_ink(12, 32, top, bottom)):
+            bad.append("%s: no y axis label" % name)
+    left, top, right, bottom = panels["loss"]
+    labels = runs(rows_with_ink(right + 8, right + 24, top - 8, bottom + 9))
+    if len(labels) < 2:
+        bad.append("loss: %d Dice tick labels right of the panel" % len(labels))
+    if not any(rows_with_ink(right + 58, right + 78, top, bottom)):
+        bad.append("loss: no Dice axis label")
+    # The legend: four line samples in the curves' colours on one row, text after each.
+    y = top - 30
+    row = [pixel(x, y) for x in range(w)]
+    starts = []
+    for colour in (LOSS, LOSS_AVG, DICE, DICE_EMA):
+        xs = [x for x in range(left, w) if near(row[x], colour, 12) and x not in starts]
+        if not xs:
+            bad.append("legend: no sample line in %s" % (colour,))
+            continue
+        starts.append(xs[0])
+    for i, x0 in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else w
+        if not any(cols_with_ink(x0 + 26, end - 4, y - 8, y + 9)):
+            bad.append("legend entry %d: no text after its line" % (i + 1))
+    return bad
+
+
 def check(run, data, shift):
     w, h, pixel = decode(data)
     lines = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
     dice = [(l["step"], l["val_dice"]) for l in lines if "val_dice" in l]
-    loss = [(l["step"], l["loss"]) for l in lines if "loss" in l and "skipped" not in l]
+    steps_lines = [l for l in lines if "loss" in l and "skipped" not in l]
+    loss = [(l["step"], l["loss"]) for l in steps_lines]
+    times = [(l["step"], l["step_time"]) for l in steps_lines]
     steps = [s for s, _ in dice + loss]
-    left, right, top, bottom = 50, w - 50, 20, h - 30
+    panels = layout(w, h)
+    left, top, right, bottom = panels["loss"]
     x0, x1 = min(steps), max(steps)
     x1 = x1 if x1 > x0 else x0 + 1
-    lo, hi = min(v for _, v in loss), max(v for _, v in loss)
-    span = hi - lo if hi > lo else max(abs(hi), 1) * 0.1
-    lo, hi = lo - 0.05 * span, hi + 0.05 * span
-    px = lambda s: math.floor(left + (s - x0) / (x1 - x0) * (right - left) + 0.5)
+    px = lambda s: rnd(left + (s - x0) / (x1 - x0) * (right - left))
+    lo, hi = value_range([v for _, v in loss])
     bad = []
     for s, v in dice:
-        x, y = px(s), math.floor(bottom - (v + shift) * (bottom - top) + 0.5)
+        x, y = px(s), rnd(bottom - (v + shift) * (bottom - top))
         if not 0 <= y < h or pixel(x - 2, y) != DICE:
             bad.append("Dice dot of step %d" % s)
     for s, v in moving_average(loss):
         v += shift * (hi - lo)
-        x, y = px(s), math.floor(bottom - (v - lo) / (hi - lo) * (bottom - top) + 0.5)
+        x, y = px(s), rnd(bottom - (v - lo) / (hi - lo) * (bottom - top))
         if x in (left, right):
             continue  # under the frame
-        if not 0 <= y < h or pixel(x, y) not in (LOSS_AVG, DICE, DICE_EMA):
+        if not 0 < y < h - 1 or not (any(near(pixel(x, y + d), LOSS_AVG, 30) for d in (-1, 0, 1)) or
+                                     near(pixel(x, y), DICE, 60) or near(pixel(x, y), DICE_EMA, 60)):
             bad.append("loss average at step %d" % s)
+    _, ttop, _, tbottom = panels["time"]
+    tlo, thi = value_range([v for _, v in times])
+    for s, v in times:
+        v += shift * (thi - tlo)
+        x, y = px(s), rnd(tbottom - (v - tlo) / (thi - tlo) * (tbottom - ttop))
+        if x in (left, right):
+            continue
+        if not 0 < y < h - 1 or not any(near(pixel(x, y + d), TIME, 40) for d in (-1, 0, 1)):
+            bad.append("step time at step %d" % s)
     if bad:
-        raise ValueError("%d of %d points not drawn: %s" % (len(bad), len(dice) + len(loss), bad[:4]))
-    return "%dx%d, %d validation dots and %d loss points where expected" % (w, h, len(dice), len(loss))
+        raise ValueError("%d of %d points not drawn: %s" % (len(bad), len(dice) + 2 * len(loss), bad[:4]))
+    bad = check_text(w, h, pixel, panels)
+    if bad:
+        raise ValueError("text missing: %s" % "; ".join(bad[:4]))
+    return ("%dx%d, %d validation dots, %d loss and step time points where expected; tick labels, "
+            "axis labels and the legend drawn" % (w, h, len(dice), len(loss)))
+
+
+def encode(w, h, pixel):
+    raw = b"".join(b"\0" + bytes(v for x in range(w) for v in pixel(x, y)) for y in range(h))
+    chunk = lambda k, b: struct.pack(">I", len(b)) + k + b + struct.pack(">I", zlib.crc32(k + b) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def erase_text(data):
+    """The image with everything outside the panels' frames (and their 5 px tick marks)
+    white: the plot as it would be without text."""
+    w, h, pixel = decode(data)
+    panels = layout(w, h).values()
+
+    def kept(x, y):
+        return any(l - 5 <= x <= r + 5 and t - 5 <= y <= b + 5 for l, t, r, b in panels)
+    return encode(w, h, lambda x, y: pixel(x, y) if kept(x, y) else (255, 255, 255))
 
 
 def main():
@@ -120,6 +242,8 @@ def main():
         chunk = lambda k, b: struct.pack(">I", len(b)) + k + b + struct.pack(">I", zlib.crc32(k + b) & 0xFFFFFFFF)
         data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
                 chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    if "--erase-text" in sys.argv:
+        data = erase_text(data)
     try:
         print("progress.png: " + check(run, data, shift))
     except (ValueError, zlib.error) as e:
