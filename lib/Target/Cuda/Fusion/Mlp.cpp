@@ -36,6 +36,8 @@ namespace {
 // The tile library (kernels/tile.cuh), which the templates' kernels are built from: their
 // globals (guarded, so kernels of one module share it).
 const std::string kTileLibrary = kernelLibrary("tile.cuh");
+// The templates themselves (kernels/mlp.cuh).
+const std::string kMlpLibrary = kernelLibrary("mlp.cuh");
 
 constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile
 // Expanded channels whose weights the forward and dx kernels stage in shared memory at a
@@ -107,35 +109,46 @@ MlpBody rolesOf(const medrun::Function &body) {
   return r;
 }
 
+/// A kernel's body functor (kernels/mlp.cuh: Body), a global named after the kernel: the
+/// operand pointers `members` (declared as their kernel parameters in `typedParams`), b1
+/// added to h (`bias`), the activation `act` of v, its gradient `actGrad` of u = h and v = dg
+/// (if not empty), and `more` member functions.
+std::string bodyFunctor(const std::vector<std::string> &typedParams,
+                        const std::vector<std::string> &members, bool bias,
+                        const std::string &act, const std::string &actGrad,
+                        const std::string &more) {
+  std::string f = "struct KNAME_body {\n";
+  for (const std::string &m : members)
+    for (const std::string &p : typedParams)
+      if (p.size() > m.size() && p.compare(p.size() - m.size() - 1, std::string::npos, " " + m) == 0)
+        f += "  " + p + ";\n";
+  f += std::string("  float hidden(float h, int e) const { return ") +
+       (bias ? "h + (float)b1[e]" : "h") + "; }\n"
+       "  static float act(float v) { return " + act + "; }\n";
+  if (!actGrad.empty())
+    f += "  static float actGrad(float u, float v) { return " + actGrad + "; }\n";
+  return f + more + "};\n";
+}
+
+/// The wrapper kernel's functor object, from its parameters `members`.
+std::string bodyInit(const std::vector<std::string> &members) {
+  std::string init;
+  for (const std::string &m : members)
+    init += (init.empty() ? "" : ", ") + m;
+  return "  const KNAME_body body{" + init + "};\n";
+}
+
+/// The template argument of a block MLP's sizes (kernels/mlp.cuh: MlpShape).
+std::string mlpShape(int64_t N, int64_t C, int64_t S, int64_t E, int64_t Co) {
+  return "MlpShape<" + num(N) + ", " + num(C) + ", " + num(S) + ", " + num(E) + ", " + num(Co) + ">";
+}
+
 /// Device code for sm_90a's warpgroup products, as kernel globals (guarded: kernels of one
-/// module share them): wgmma_<t>_n<N> for each width N (prelude.cuh: the operands' layouts,
-/// and the CPU emulation these call on the host), and the fences around them.
+/// module share them): wgmmaMma<t, N> (kernels/mlp.cuh) for each width N (prelude.cuh: the
+/// operands' layouts, and the CPU emulation these call on the host). The instruction takes
+/// N / 2 accumulator registers, spelled out here for each width.
 std::string wgmmaGlobals(const std::string &t, const std::set<int64_t> &widths) {
-  std::string g = "#ifndef MED_WGMMA_SYNC\n"
-                  "#define MED_WGMMA_SYNC\n"
-                  "#ifdef __CUDA_ARCH__\n"
-                  "// Shared-memory writes made visible to the tensor cores' reads (async proxy).\n"
-                  "void wgmmaFenceShared() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
-                  "// The accumulators are ready to be read and written by the next products.\n"
-                  "void wgmmaFence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
-                  "void wgmmaCommitWait() {\n"
-                  "  asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n"
-                  "  asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n"
-                  "}\n"
-                  "// Keeps the compiler from reading d before the products that write it are waited for.\n"
-                  "template <int N> void wgmmaHold(float (&d)[N][4]) {\n"
-                  "  #pragma unroll\n"
-                  "  for (int j = 0; j < N; ++j)\n"
-                  "    #pragma unroll\n"
-                  "    for (int i = 0; i < 4; ++i) asm volatile(\"\" : \"+f\"(d[j][i]) :: \"memory\");\n"
-                  "}\n"
-                  "#else\n"
-                  "void wgmmaFenceShared() {}\n"
-                  "void wgmmaFence() {}\n"
-                  "void wgmmaCommitWait() {}\n"
-                  "template <int N> void wgmmaHold(float (&)[N][4]) {}\n"
-                  "#endif\n"
-                  "#endif\n";
+  std::string g;
   for (int64_t n : widths) {
     const std::string name = "wgmma_" + t + "_n" + std::to_string(n);
     std::string regs, cons;
@@ -146,7 +159,7 @@ std::string wgmmaGlobals(const std::string &t, const std::set<int64_t> &widths) 
     const int64_t a = n / 2;
     g += "#ifndef MED_" + name + "\n"
          "#define MED_" + name + "\n"
-         "void " + name + "(float (*d)[4], const unsigned a[4], const void *b, unsigned lbo, unsigned sbo) {\n"
+         "template <> void wgmmaMma<" + t + ", " + std::to_string(n) + ">(float (*d)[4], const unsigned a[4], const void *b, unsigned lbo, unsigned sbo) {\n"
          "#ifdef __CUDA_ARCH__\n"
          "  const u64 desc = wgmmaDescriptor(b, lbo, sbo);\n"
          "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(a + 5) + ", 0;\\n"
@@ -164,15 +177,6 @@ std::string wgmmaGlobals(const std::string &t, const std::set<int64_t> &widths) 
   return g;
 }
 
-/// Code copying `src` (rows × cols, row-major, 16-bit, multiples of 8) into shared `dst` as
-/// wgmma's K-major core matrices (prelude.cuh; K: the columns): lbo 128 bytes, sbo cols * 16.
-std::string coreStage(const std::string &dst, const std::string &src, int64_t rows,
-                      int64_t cols, const std::string &t) {
-  return "  for (int i = threadIdx.x; i < " + num(rows * cols / 8) + "; i += blockDim.x) {\n"
-         "    const int r = i / " + num(cols / 8) + ", c = i % " + num(cols / 8) + ";\n"
-         "    vstore<8>(" + dst + " + ((r / 8) * " + num(cols / 8) + " + c) * 64 + (r % 8) * 8, vload<8>(" + src + " + (i64)r * " + num(cols) + " + c * 8));\n"
-         "  }\n";
-}
 } // namespace
 
 /// The position of body value `id` among the body's inputs (the fusion's inputs).
@@ -236,18 +240,22 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   int w1p, w2p;
   mlpWeights(op, w1, E, C, t, &w1p, nullptr);
   mlpWeights(op, w2, Co, E, t, &w2p, nullptr);
-  // The epilogue: the op reading the compression (m) and a body argument (r).
+  // The body functor (kernels/mlp.cuh): b1 after the expansion, the activation, and the
+  // output element from the compression's sum: + b2, then the epilogue, the op reading the
+  // compression (m) and a body argument (r: the residual operand's element at o).
   std::vector<std::string> params{out("y"), in("x"), in("w1p", t), in("w2p", t)};
   std::vector<int> args{y, x, w1p, w2p};
+  std::vector<std::string> members;
   if (b1) {
     params.push_back(in("b1"));
     args.push_back(*b1);
+    members.push_back("b1");
   }
   if (b2) {
     params.push_back(in("b2"));
     args.push_back(*b2);
+    members.push_back("b2");
   }
-  // The output's expression, `res` the residual operand's element (if any) at index `o`.
   std::vector<std::string> epilogueOperands;
   if (r.epilogue) {
     const int mId = r.compress->results.at(0);
@@ -258,228 +266,65 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
       } else {
         params.push_back(in("res"));
         args.push_back(outer(id));
+        members.push_back("res");
         if (shape(outer(id)) != shape(y))
           error("the epilogue's other operand must have the result's shape");
-        epilogueOperands.push_back("r");
+        epilogueOperands.push_back("(float)res[o]");
       }
     }
   }
-  auto result = [&](const std::string &o) {
-    if (!r.epilogue)
-      return std::string("m");
-    std::vector<std::string> xsExpr = epilogueOperands;
-    for (std::string &e : xsExpr)
-      if (e == "r")
-        e = "(float)res[" + o + "]";
-    std::string expr = scalarExpr(r.epilogue->kind, xsExpr);
-    if (expr.empty())
+  std::string result = "m";
+  if (r.epilogue) {
+    result = scalarExpr(r.epilogue->kind, epilogueOperands);
+    if (result.empty())
       error("'med." + r.epilogue->kind + "' has no scalar form");
-    return expr;
-  };
+  }
   const std::string act = scalarExpr(r.act->kind, {"v"});
   if (act.empty())
     error("'med." + r.act->kind + "' has no scalar form");
-  const std::string T = std::to_string(kTile);
-  // The warp's products for expansion chunk ec: h, act(h), then acc += act(h)·W2[:, chunk]ᵀ.
-  auto chunk = [&](const std::string &ec, const std::string &w1rows, int64_t w1pitch,
-                   const std::string &w2col) {
-    return mlpExpansion(ec, w1rows, w1pitch, Cp, E, b1.has_value(), act, t) +
-           "    #pragma unroll\n"
-           "    for (int ct = 0; ct < " + num(Cop / 8) + "; ++ct) {\n"
-           "      const " + t + "* wb = " + w2col + " + 2 * q;\n"
-           "      const unsigned b[2] = {*(const unsigned*)wb, *(const unsigned*)(wb + 8)};\n"
-           "      mma16816<" + t + ">(acc[ct], ga, b);\n"
-           "    }\n";
+  const std::vector<std::string> typedParams = typed(params, args);
+  const std::string functor =
+      bodyFunctor(typedParams, members, b1.has_value(), act, "",
+                  "  float out(float acc, int co, i64 o) const {\n"
+                  "    const float m = acc" + std::string(b2 ? " + (float)b2[co]" : "") + ";\n"
+                  "    return " + result + ";\n"
+                  "  }\n");
+  // The wrapper's call: the template with its shape and the kernel's own functor.
+  auto call = [&](const std::string &kernel, const std::string &more) {
+    return bodyInit(members) + "  " + kernel + "<" + mlpShape(N, C, S, E, Co) + ", " + t + more +
+           ">(body, y, x, w1p, w2p);\n";
   };
-  // One tile of 64 voxels of sample n from s0: x in through xs (`load`), y out through ys
-  // (which takes xs's place; `store`), `products` between.
-  auto tileCode = [&](const std::string &load, const std::string &products,
-                      const std::string &store) {
-    return load +
-           "  __syncthreads();\n"
-           "  const int vr = warp * 16 + g;\n" +
-           fragments("xa", "xs", Cp, kTile) +
-           "  float acc[" + num(Cop / 8) + "][4];\n"
-           "  #pragma unroll\n"
-           "  for (int j = 0; j < " + num(Cop / 8) + "; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;\n" +
-           products +
-           "  __syncthreads(); // xs (and staged weights) are read: the output tile takes their place\n" +
-           storeFragments("ys", Cop) +
-           "  __syncthreads();\n" +
-           store;
-  };
-  const std::string load = mlpLoad("xs", "x", C, Cp, S, t, kTile);
-  const std::string bias2 = b2 ? " + (float)b2[co]" : "";
-  const std::string store =
-      "  for (int i = threadIdx.x; i < " + num(Co * kTile) + "; i += blockDim.x) {\n"
-      "    const int co = i / " + T + ", v = i % " + T + ", s = s0 + v;\n"
-      "    if (s >= " + num(S) + ") continue;\n"
-      "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
-      "    const float m = ys[i]" + bias2 + ";\n"
-      "    y[o] = " + result("o") + ";\n"
-      "  }\n";
-  const std::string lanes =
-      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n";
   const int64_t P1 = Cp + 8, PE = Ep + 8, tileWords = std::max(Cp * kTile / 2, Cop * kTile);
   const int64_t residentHalf = Ep * P1 + Cop * PE; // 16-bit elements of all the weights
-  std::string k, kw; // the mma.sync kernel, and its sm_90a variant where there is one
-  int64_t grid, chunkWidth = 16;
-  if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit) {
+  int64_t grid;
+  std::string kw; // the sm_90a variant's call, where there is one
+  int64_t chunkWidth = 16;
+  const bool resident = 2 * residentHalf + 4 * tileWords <= mlpResidentLimit;
+  if (resident) {
     // The weights fit in shared memory beside a tile: staged once per block, which then
     // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
     grid = std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : kResidentPerSm * smCount);
-    // With 16-byte vectors (S a multiple of 8): the next tile's x is loaded into registers
-    // while this one is computed, and y is stored eight elements per thread.
-    const bool vec = S % 8 == 0;
-    const int64_t perThread = Cp * kTile / 8 / (kWarps * 32); // x's vectors per thread
-    auto prefetch = [&](const std::string &tile) {
-      return "  {\n"
-             "  const i64 tn = " + tile + ";\n"
-             "  const i64 nn = tn / " + num(tiles) + ";\n"
-             "  const int sn = (int)(tn % " + num(tiles) + ") * " + T + ";\n"
-             "  #pragma unroll\n"
-             "  for (int j = 0; j < " + num(perThread) + "; ++j) {\n"
-             "    const int i = threadIdx.x + j * " + std::to_string(kWarps * 32) + ";\n"
-             "    const int c = i / " + std::to_string(kTile / 8) + ", s = sn + (i % " + std::to_string(kTile / 8) + ") * 8;\n"
-             "    if (tn < " + num(N * tiles) + " && c < " + num(C) + " && s < " + num(S) + ") {\n"
-             "      next[j] = vload<8>(x + (nn * " + num(C) + " + c) * " + num(S) + " + s);\n"
-             "    } else {\n"
-             "      #pragma unroll\n"
-             "      for (int k = 0; k < 8; ++k) next[j][k].bits = 0;\n"
-             "    }\n"
-             "  }\n"
-             "  }\n";
-    };
-    const std::string vecLoad =
-        "  #pragma unroll\n"
-        "  for (int j = 0; j < " + num(perThread) + "; ++j) {\n"
-        "    const int i = threadIdx.x + j * " + std::to_string(kWarps * 32) + ";\n"
-        "    vstore<8>(xs + i / " + std::to_string(kTile / 8) + " * " + T + " + (i % " + std::to_string(kTile / 8) + ") * 8, next[j]);\n"
-        "  }\n" +
-        prefetch("tile + gridDim.x");
-    const std::string vecStore =
-        "  for (int i = threadIdx.x; i < " + num(Co * kTile / 8) + "; i += blockDim.x) {\n"
-        "    const int co = i / " + std::to_string(kTile / 8) + ", v = (i % " + std::to_string(kTile / 8) + ") * 8, s = s0 + v;\n"
-        "    if (s >= " + num(S) + ") continue;\n"
-        "    const i64 o = (n * " + num(Co) + " + co) * " + num(S) + " + s;\n"
-        "    Vec<" + t + ", 8> out;\n"
-        "    #pragma unroll\n"
-        "    for (int kk = 0; kk < 8; ++kk) {\n"
-        "      const float m = ys[co * " + T + " + v + kk]" + bias2 + ";\n"
-        "      out[kk] = " + result("o + kk") + ";\n"
-        "    }\n"
-        "    vstore<8>(y + o, out);\n"
-        "  }\n";
-    // After the weights are staged: the block's tiles in turn, `products` on each.
-    auto tileLoop = [&](const std::string &products) {
-      return (vec ? "  Vec<" + t + ", 8> next[" + num(perThread) + "];\n" + prefetch("blockIdx.x") : "") +
-             "  for (i64 tile = blockIdx.x; tile < " + num(N * tiles) + "; tile += gridDim.x) {\n"
-             "  const i64 n = tile / " + num(tiles) + ";\n"
-             "  const int s0 = (int)(tile % " + num(tiles) + ") * " + T + ";\n"
-             "  __syncthreads(); // the weights are staged, the last tile's outputs read\n" +
-             tileCode(vec ? vecLoad : load, products, vec ? vecStore : store) + "  }\n";
-    };
-    k = lanes +
-        "  alignas(16) __shared__ float smem[" + num(residentHalf / 2 + tileWords) + "];\n"
-        "  " + t + "* w1s = (" + t + "*)smem; // [Ep][Cp + 8]: W1\n"
-        "  " + t + "* w2s = w1s + " + num(Ep * P1) + "; // [Cop][Ep + 8]: W2\n"
-        "  " + t + "* xs = (" + t + "*)(smem + " + num(residentHalf / 2) + "); // [Cp][tile]\n"
-        "  float* ys = smem + " + num(residentHalf / 2) + "; // [Cop][tile]\n" +
-        mlpStage("w1s", P1, "w1p", Cp, Ep, Cp, "0", "0", Ep, Cp, t) +
-        mlpStage("w2s", PE, "w2p", Ep, Cop, Ep, "0", "0", Cop, Ep, t) +
-        tileLoop("  for (int ec = 0; ec < " + num(Ep / 16) + "; ++ec) {\n" +
-               chunk("ec", "w1s + (ec * 16 + g) * " + num(P1), P1,
-                     "w2s + (ct * 8 + g) * " + num(PE) + " + ec * 16") +
-               "  }\n");
     if (wgmma) {
-      // The same tiles on the warpgroup's tensor cores: the expansion in chunks of up to 64
-      // channels (one m64nNk16 product per 16 input channels), act(h) back in as the A
-      // operand of the compression's products; the weights as core matrices.
+      // The expansion in chunks of up to 64 channels on the warpgroup's tensor cores.
       for (int64_t w = 64; w > 16; w -= 16)
         if (Ep % w == 0) {
           chunkWidth = w;
           break;
         }
-      const int64_t coreWords = (Ep * Cp + Cop * Ep) / 2; // both weights, 16-bit, in floats
-      const std::string EC = std::to_string(chunkWidth), core = num(coreWords);
-      const std::string products =
-          "  for (int ec = 0; ec < " + num(Ep / chunkWidth) + "; ++ec) {\n"
-          "    float h[" + num(chunkWidth / 8) + "][4];\n"
-          "    #pragma unroll\n"
-          "    for (int j = 0; j < " + num(chunkWidth / 8) + "; ++j) h[j][0] = h[j][1] = h[j][2] = h[j][3] = 0.0f;\n"
-          "    wgmmaFence();\n"
-          "    #pragma unroll\n"
-          "    for (int kc = 0; kc < " + num(Cp / 16) + "; ++kc)\n"
-          "      wgmma_" + t + "_n" + EC + "(h, xa[kc], w1c + ec * " + num(chunkWidth / 8 * Cp / 8 * 64) + " + kc * 128, 128, " + num(Cp * 16) + ");\n"
-          "    wgmmaCommitWait();\n"
-          "    wgmmaHold(h);\n"
-          "    unsigned ga[" + num(chunkWidth / 16) + "][4];\n"
-          "    #pragma unroll\n"
-          "    for (int nt = 0; nt < " + num(chunkWidth / 8) + "; ++nt) {\n"
-          "      float a[4];\n"
-          "      #pragma unroll\n"
-          "      for (int j = 0; j < 4; ++j) {\n"
-          "        const int e = ec * " + EC + " + nt * 8 + 2 * q + (j & 1);\n"
-          "        if (e < " + num(E) + ") {\n"
-          "          const float v = h[nt][j]" + (b1 ? " + (float)b1[e]" : "") + ";\n"
-          "          a[j] = " + act + ";\n"
-          "        } else {\n"
-          "          a[j] = 0.0f;\n"
-          "        }\n"
-          "      }\n"
-          "      ga[nt / 2][(nt & 1) * 2] = pack2<" + t + ">(a[0], a[1]);\n"
-          "      ga[nt / 2][(nt & 1) * 2 + 1] = pack2<" + t + ">(a[2], a[3]);\n"
-          "    }\n"
-          "    wgmmaFence();\n"
-          "    #pragma unroll\n"
-          "    for (int kk = 0; kk < " + num(chunkWidth / 16) + "; ++kk)\n"
-          "      wgmma_" + t + "_n" + std::to_string(Cop) + "(acc, ga[kk], w2c + (ec * " + num(chunkWidth / 8) + " + 2 * kk) * 64, 128, " + num(Ep * 16) + ");\n"
-          "    wgmmaCommitWait();\n"
-          "    wgmmaHold(acc);\n"
-          "  }\n";
-      kw = lanes +
-           "  alignas(16) __shared__ float smem[" + num(coreWords + tileWords) + "];\n"
-           "  " + t + "* w1c = (" + t + "*)smem; // W1 as core matrices\n"
-           "  " + t + "* w2c = w1c + " + num(Ep * Cp) + "; // W2 as core matrices\n"
-           "  " + t + "* xs = (" + t + "*)(smem + " + core + "); // [Cp][tile]\n"
-           "  float* ys = smem + " + core + "; // [Cop][tile]\n" +
-           coreStage("w1c", "w1p", Ep, Cp, t) + coreStage("w2c", "w2p", Cop, Ep, t) +
-           "  wgmmaFenceShared();\n" + tileLoop(products);
+      kw = call("mlpForwardWgmma", ", " + std::to_string(chunkWidth));
     }
   } else {
     // kStage expanded channels' weights at a time, in the tile's place once xa is built.
-    const int64_t P2 = kStage + 8, stages = (Ep + kStage - 1) / kStage;
-    const int64_t weightsHalf = kStage * P1 + Cop * P2; // 16-bit elements of one stage
     grid = N * tiles;
-    k = lanes +
-        "  const i64 n = blockIdx.x / " + num(tiles) + ";\n"
-        "  const int s0 = (int)(blockIdx.x % " + num(tiles) + ") * " + T + ";\n"
-        "  alignas(16) __shared__ float smem[" + num(std::max(tileWords, (weightsHalf + 1) / 2)) + "];\n"
-        "  " + t + "* xs = (" + t + "*)smem; // [Cp][tile]\n"
-        "  float* ys = smem; // [Cop][tile]\n"
-        "  " + t + "* w1s = (" + t + "*)smem; // [stage][Cp + 8]: W1's rows of the stage (after xa)\n"
-        "  " + t + "* w2s = w1s + " + num(kStage * P1) + "; // [Cop][stage + 8]: W2's columns\n" +
-        tileCode(load,
-                 "  for (int st = 0; st < " + num(stages) + "; ++st) {\n"
-                 "    __syncthreads(); // the tile or the last stage's weights are read\n" +
-                 mlpStage("w1s", P1, "w1p", Cp, kStage, Cp, "st * " + num(kStage), "0", Ep, Cp, t) +
-                 mlpStage("w2s", P2, "w2p", Ep, Cop, kStage, "0", "st * " + num(kStage), Cop, Ep, t) +
-                 "    __syncthreads();\n"
-                 "    #pragma unroll\n"
-                 "    for (int cl = 0; cl < " + num(kStage / 16) + "; ++cl) {\n"
-                 "    const int ec = st * " + num(kStage / 16) + " + cl;\n"
-                 "    if (ec >= " + num(Ep / 16) + ") break;\n" +
-                 chunk("ec", "w1s + (cl * 16 + g) * " + num(P1), P1,
-                       "w2s + (ct * 8 + g) * " + num(P2) + " + cl * 16") +
-                 "    }\n"
-                 "  }\n",
-                 store);
   }
-  launch(op, src.kernel("mlp", typed(params, args), k, kWarps * 32, kTileLibrary), grid,
-         kWarps * 32, args);
+  const std::string globals = kTileLibrary + kMlpLibrary + functor;
+  launch(op, src.kernel("mlp", typedParams, call(resident ? "mlpForward" : "mlpForwardStaged", ""),
+                        kWarps * 32, globals),
+         grid, kWarps * 32, args);
   if (!kw.empty() && grid > 0)
-    variant(src.kernel("mlp_wgmma", typed(params, args), kw, kWarps * 32,
-                       kTileLibrary + wgmmaGlobals(t, {chunkWidth, Cop}), 0, /*sm90a=*/true));
+    variant(src.kernel("mlp_wgmma", typedParams, kw, kWarps * 32,
+                       kTileLibrary + kMlpLibrary + wgmmaGlobals(t, {chunkWidth, Cop}) + functor,
+                       0, /*sm90a=*/true));
 }
 
 /// Code copying rows [0, rows) × columns [0, cols) of `src` (row pitch srcPitch, from row
