@@ -19,12 +19,13 @@ affinity targets (offsets 1 and `context` along each axis) of the first patch^3 
      with the image.
 
 `nnunet`: nnU-Net v2's default 3D training augmentation (nnUNetTrainer with
-batchgeneratorsv2; /work/shared/reference/augment.md section 1, not its dummy-2D,
-masking, cascade or region variants) on a batch of C-channel initial patches of S^3 --
-S = get_patch_size(patch): the patch-size vector rotated by 30° about each axis, the
-elementwise maximum of |.|, / 0.85, truncated (128 -> 205) -- with i32 class labels
-(-1 outside the volume; the loader's `classes`), to patch^3 and the deep-supervision
-targets, in this order:
+batchgeneratorsv2; /work/shared/reference/augment.md section 1, not its masking, cascade
+or region variants) on a batch of C-channel initial patches of S = get_patch_size(patch)
+-- the patch-size vector rotated by 30° about each axis (batchgenerators'
+rotate_coords_3d), the elementwise maximum of |.|, / 0.85, truncated (128^3 -> 205^3;
+a patch is D,H,W or one size for a cube) -- with i32 class labels (-1 outside the
+volume; the loader's `classes`), to the patch and the deep-supervision targets, in this
+order:
 
   1. SpatialTransform (always): rotation with p 0.2 (three angles U(-30°, 30°)), scaling
      with p 0.2 (one scale U(0.7, 1.4) for all axes), A = Rz(a2)·Ry(a1)·Rx(a0)·diag(s) about
@@ -51,6 +52,12 @@ targets, in this order:
      (levels 5: MedNeXt's five deep-supervision outputs at 1/2^i, as med.dice_ce takes
      them: f32 class indices, N x 1 x size^3).
 
+Dummy-2D (nnU-Net's rule for an anisotropic patch: max(patch) / patch[0] > 3, or
+--dummy-2d on/off): step 1 is batchgeneratorsv2's 2D SpatialTransform of every D-slice
+(one in-plane angle U(-180°, 180°) about D, the scale in-plane only, D not resampled; the
+initial patch's D is the patch's, its H and W get_patch_size's for 180° capped at 90°),
+and step 6 leaves D alone (ignore_axes = (0,)); the rest is as above.
+
 BGContrast(r) is batchgeneratorsv2's split range: with probability 0.5 (if r[0] < 1)
 U(r[0], 1), else U(max(r[0], 1), r[1]). Probabilities are per sample (the RandomTransform
 gate), and per channel where a transform picks channels. The function is
@@ -74,11 +81,12 @@ NAME=VALUE` writes the file with other values; medc sets the same ops from a rec
 `augment.overrides` (tools/medc/AugmentOverrides.cpp), and both give the same module.
 
   gen_augment.py banis [--batch 2] [--patch 128] [--context 10] [--set NAME=V]... [-o FILE]
-  gen_augment.py nnunet [--batch 2] [--channels 1] [--classes 3] [--patch 128] [--levels 5]
-                 [--probability P] [--given] [--set NAME=V]... [-o FILE]
+  gen_augment.py nnunet [--batch 2] [--channels 1] [--classes 3] [--patch 128|D,H,W] [--levels 5]
+                 [--dummy-2d auto|on|off] [--probability P] [--given] [--set NAME=V]... [-o FILE]
+  gen_augment.py nnunet --patch D,H,W --print-rule   # dummy-2D or 3D, the initial and DS sizes
                  # for tests: P for every transform and channel choice; the draws as arguments
   gen_augment.py --list-params banis|nnunet   # the names, kinds and default values
-  gen_augment.py nnunet_spatial ...   # step 1 alone with given angles, scales and crop flags
+  gen_augment.py nnunet_spatial ... [--dummy-2d on]   # step 1 alone with given angles, scales, crop flags
   gen_augment.py bg_contrast [--count N] [--range LO HI]   # N BGContrast draws (tests)
   gen_augment.py --check-models DIR   # the checked-in pipelines are what this writes
 """
@@ -647,12 +655,15 @@ def nnunet_spatial_ops(w, image, seg, angles, scale, crop, patch, classes, dummy
     rotations are orthogonal, the scale is shared by the axes).
 
     dummy_2d: nnU-Net's 2D SpatialTransform of every D-slice (Convert3DTo2DTransform makes
-    the slices channels): the angles are (a0, 0, 0) and k = (1, s, s), so A = Rx(a0)·diag(1,
-    s, s) leaves D alone -- its first row is (1, 0, 0) exactly and each output slice reads
-    the input slice of its index (input and output have the patch's D)."""
+    the slices channels): one angle a per sample ([B,1]), taken as (a, 0, 0), and k = (1, s,
+    s), so A = Rx(a)·diag(1, s, s) leaves D alone -- its first row is (1, 0, 0) exactly and
+    each output slice reads the input slice of its index (input and output have the
+    patch's D)."""
     B = image.shape[0]
     size = image.shape[2:]
     patch = as_patch(patch)
+    if dummy_2d:  # (a, 0, 0): about D only
+        angles = w.mul(angles, w.vconst((1.0, 0.0, 0.0)))
     neg = w.unary("neg", angles)
     if dummy_2d:  # s·(0, 1, 1) + (1, 0, 0): exact
         k = w.add(w.mul(scale, w.vconst((0.0, 1.0, 1.0))), w.vconst((1.0, 0.0, 0.0)))
@@ -748,11 +759,7 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
               % rng("scaling.range"))
     w.comment("   zeros outside; seg one-hot linear + argmax, -1 outside. Neither: the integer centre crop.")
     g_rot = gate("rotation_gate", image, [1], "rotation.p")
-    if dummy_2d:  # (a0, 0, 0): about D only
-        ang = w.mul(w.mul(uniform(w.rand("rotation_angles", image, [1]), "rotation.angle"), g_rot),
-                    w.vconst((1.0, 0.0, 0.0)))
-    else:
-        ang = w.mul(uniform(w.rand("rotation_angles", image, [3]), "rotation.angle"), g_rot)
+    ang = w.mul(uniform(w.rand("rotation_angles", image, [1 if dummy_2d else 3]), "rotation.angle"), g_rot)
     g_scale = gate("scaling_gate", image, [1], "scaling.p")
     s = w.mix(uniform(w.rand("scaling", image, [1]), "scaling.range"), g_scale, 1.0)
     crop = w.reshape(w.mul(w.sub(1.0, g_rot), w.sub(1.0, g_scale)), (batch, 1, 1))  # neither
@@ -865,18 +872,20 @@ def nnunet(batch, channels, classes, patch, levels, p_override=None, given=False
     return "\n".join(head + w.lines + tail)
 
 
-def nnunet_spatial(batch, channels, classes, patch):
+def nnunet_spatial(batch, channels, classes, patch, dummy_2d=False):
     """The spatial transform alone, with given parameters: @spatial(image, seg, angles
-    [B,3] (radians), scale [B,1], crop [B,1,1]) -> (image, seg), for the convention test."""
-    size = nnunet_initial_shape(patch)
+    [B,3] (radians; dummy-2D [B,1], the in-plane angle), scale [B,1], crop [B,1,1]) ->
+    (image, seg), for the convention test."""
+    size = nnunet_initial_shape(patch, dummy_2d)
     w = Builder(batch, NNUNET_STREAMS)
     image = V("%image", (batch, channels) + size)
     seg = V("%seg", (batch, 1) + size, "i32")
-    angles, scale, crop = V("%angles", (batch, 3)), V("%scale", (batch, 1)), V("%crop", (batch, 1, 1))
-    x, y = nnunet_spatial_ops(w, image, seg, angles, scale, crop, patch, classes)
+    angles = V("%angles", (batch, 1 if dummy_2d else 3))
+    scale, crop = V("%scale", (batch, 1)), V("%crop", (batch, 1, 1))
+    x, y = nnunet_spatial_ops(w, image, seg, angles, scale, crop, patch, classes, dummy_2d)
     head = [
-        "// Generated by scripts/gen_augment.py (nnunet_spatial, batch %d, channels %d, classes %d, patch %s)."
-        % (batch, channels, classes, patch_text(patch)),
+        "// Generated by scripts/gen_augment.py (nnunet_spatial, batch %d, channels %d, classes %d, patch %s%s)."
+        % (batch, channels, classes, patch_text(patch), ", dummy-2D" if dummy_2d else ""),
         "// nnU-Net's SpatialTransform with given angles, scales and crop flags (%s -> %s)." % (cube_text(size), cube_text(patch)),
         "func.func @spatial(%%image: %s, %%seg: %s, %%angles: %s, %%scale: %s, %%crop: %s) -> (%s, %s)"
         " attributes {med.input_names = [\"image\", \"seg\", \"angles\", \"scale\", \"crop\"], med.output_names = [\"image\", \"seg\"]} {"
@@ -906,7 +915,8 @@ def generate(kind, params):
                       params["levels"], params.get("probability"), params.get("given", False),
                       params.get("sets"), params.get("dummy_2d"))
     if kind == "nnunet_spatial":
-        return nnunet_spatial(params["batch"], params["channels"], params["classes"], params["patch"])
+        return nnunet_spatial(params["batch"], params["channels"], params["classes"], params["patch"],
+                              bool(params.get("dummy_2d")))
     if kind == "bg_contrast":
         return bg_contrast_draws(params["count"], *params["range"])
     raise SystemExit("gen_augment.py: unknown pipeline '%s' (expected %s)" % (kind, ", ".join(PIPELINES)))
@@ -1000,11 +1010,11 @@ def main():
     if a.pipeline.startswith("nnunet"):
         if a.batch < 1 or min(a.patch) < 2 or a.channels < 1 or a.classes < 2 or a.levels < 1:
             ap.error("expected --batch, --channels, --levels >= 1, --classes >= 2 and --patch sizes >= 2")
-        if min(min(n) for n in nnunet_ds_shapes(a.patch, a.levels)) < 1:
+        if a.pipeline == "nnunet" and min(min(n) for n in nnunet_ds_shapes(a.patch, a.levels)) < 1:
             ap.error("--patch %s has no %d deep-supervision levels (the smallest would be %s)"
                      % (",".join(map(str, a.patch)), a.levels,
                         "x".join(map(str, nnunet_ds_shapes(a.patch, a.levels)[-1]))))
-    if a.pipeline != "nnunet" and (a.dummy_2d != "auto" or a.print_rule):
+    if a.pipeline not in ("nnunet", "nnunet_spatial") and (a.dummy_2d != "auto" or a.print_rule):
         ap.error("--dummy-2d and --print-rule are options of the nnunet pipeline")
     dummy_2d = {"auto": None, "on": True, "off": False}[a.dummy_2d]
     if a.print_rule:

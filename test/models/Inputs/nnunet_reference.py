@@ -17,6 +17,16 @@ makes of them, run by medrun.
       rotations in the other order, the pre-0.3.4 `grid @ A`, align_corners=True, the grid
       not flipped to xyz, the crop half a voxel the other way) must each fail the same rule.
 
+  nnunet_reference.py spatial-2d --gen G --medc M --medrun R --dir D
+      The dummy-2D SpatialTransform (an anisotropic patch, 3x12x11 from 3x14x14: nnU-Net's
+      Convert3DTo2DTransform, bgv2's 2D SpatialTransform, Convert2DTo3DTransform): the
+      function `nnunet_spatial --dummy-2d on` (one in-plane angle per sample) against bgv2's
+      2D path written out: the D slices of every channel as 2D channels, A = R(a)·diag(s, s),
+      the 2D grid as above, bilinear, each slice's labels one-hot and argmax, -1 outside in
+      the plane; the integer centre crop in the plane (an odd margin on W). The same rule as
+      `spatial`; wrong variants (the angle about H instead of D, D scaled too, the crop
+      half a voxel the other way) must fail it.
+
   nnunet_reference.py pipeline --gen G --medc M --medrun R --dir D
       The whole pipeline with given draws (gen_augment.py nnunet --given: every random
       draw an argument; batch 4, two channels, 25^3 -> 16^3, two parameter sets; sample 0
@@ -145,6 +155,109 @@ SAMPLES = [  # (angles about axes 0, 1, 2 = D, H, W in radians, scale, crop)
 VARIANTS = ["order-xyz", "grid@A", "align-corners", "no-flip", "crop-ceil"]
 
 
+def create_affine_matrix_2d(angle, scales):
+    """bgv2's create_affine_matrix_2d: R(angle) @ diag(scales), in float64."""
+    r = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    return r @ np.diag(scales)
+
+
+def bgv2_spatial_2d(img, seg, angle, scale, crop, patch, variant="bgv2"):
+    """One sample of the dummy-2D path: img (C, D, H, W), seg (1, D, H, W) as float32;
+    Convert3DTo2DTransform (C·D 2D channels, the seg's D slices its channels), the 2D
+    SpatialTransform to patch[1:], Convert2DTo3DTransform. Returns the image, the labels and
+    the near-tie mask as bgv2_spatial."""
+    C, D = img.shape[0], img.shape[1]
+    shape, P = img.shape[2:], patch[1:]
+    img2, seg2 = img.reshape(C * D, *shape), seg.reshape(D, *shape)
+    if crop:
+        off = [(s - p) // 2 + (1 if variant == "crop-ceil" else 0) for s, p in zip(shape, P)]
+        sl = (slice(None),) + tuple(slice(o, o + p) for o, p in zip(off, P))
+        return (img2[sl].reshape(C, D, *P), seg2[sl].reshape(1, D, *P),
+                torch.zeros((D,) + tuple(P), dtype=torch.bool))
+    grid = bgv2_grid(create_affine_matrix_2d(angle, [scale] * 2), P, shape, "bgv2")
+    out = F.grid_sample(img2[None], grid[None], mode="bilinear", padding_mode="zeros", align_corners=False)[0]
+    lim = torch.tensor([1 - 1 / s for s in shape[::-1]])
+    outside = ((grid < -lim) | (grid > lim)).any(-1)
+    edge = ((grid.abs() - lim).abs() < 1e-4 * 2 / torch.tensor(shape[::-1], dtype=torch.float32)).any(-1)
+    result, nears = torch.zeros((D,) + tuple(P)), torch.zeros((D,) + tuple(P), dtype=torch.bool)
+    for d in range(D):  # bgv2 resamples each seg channel with its own labels
+        best, scores = None, []
+        for u in torch.unique(seg2[d]):
+            v = F.grid_sample(((seg2[d] == u).float() * 1000)[None, None], grid[None], mode="bilinear",
+                              padding_mode="zeros", align_corners=False)[0][0]
+            scores.append(v)
+            h = v.half()
+            if best is None:
+                best, result[d] = h, u
+            else:
+                better = h > best
+                result[d][better] = u
+                best = torch.where(better, h, best)
+        result[d][outside] = -1
+        if len(scores) > 1:
+            top2 = torch.stack(scores).topk(2, 0).values
+            nears[d] = top2[0] - top2[1] < 1.0
+        nears[d] |= edge
+    return out.reshape(C, D, *P), result[None], nears
+
+
+SAMPLES_2D = [  # (in-plane angle about D in radians, scale, crop)
+    (0.4, 1.0, 0),     # rotation only
+    (0.0, 0.8, 0),     # scaling only
+    (-2.5, 1.3, 0),    # both, beyond 90°
+    (0.0, 1.0, 1),     # neither: the integer centre crop
+    (3.0, 0.7, 0),
+    (-0.9, 1.4, 0),
+]
+VARIANTS_2D = ["about-H", "scale-D", "crop-ceil"]
+
+
+def spatial_2d(o):
+    batch, channels, classes, patch = len(SAMPLES_2D), 2, 3, (3, 12, 11)
+    art = compile_kind(o, "nnunet_spatial", "spatial2d",
+                       ["--batch", str(batch), "--channels", str(channels), "--classes", str(classes),
+                        "--patch", ",".join(map(str, patch)), "--dummy-2d", "on"])
+    sys.path.insert(0, os.path.dirname(o.gen))
+    import gen_augment
+    size = gen_augment.nnunet_initial_shape(patch, True)
+    print("patch %s: dummy-2D %s, initial size %s" % ("x".join(map(str, patch)), gen_augment.nnunet_dummy_2d(patch),
+                                                      "x".join(map(str, size))))
+    rng = np.random.default_rng(8)
+    img = rng.standard_normal((batch, channels) + size).astype(np.float32)
+    seg = rng.integers(-1, classes, (batch, 1) + size).astype(np.int32)
+    angles = np.array([[s[0]] for s in SAMPLES_2D], np.float32)
+    scale = np.array([[s[1]] for s in SAMPLES_2D], np.float32)
+    crop = np.array([[[s[2]]] for s in SAMPLES_2D], np.float32)
+    out = run_medrun(o, art, "spatial", {"image": img, "seg": seg, "angles": angles, "scale": scale, "crop": crop},
+                     os.path.join(o.dir, "spatial2d_out"))
+    ours_img = torch.from_numpy(np.load(os.path.join(out, "image.npy")))
+    ours_seg = torch.from_numpy(np.load(os.path.join(out, "seg.npy"))).float()
+    failed = 0
+    for variant in ["bgv2"] + VARIANTS_2D:
+        worst_img, hard, soft, near_total = 0.0, 0, 0, 0
+        for n, (a, s, c) in enumerate(SAMPLES_2D):
+            a, s = float(angles[n, 0]), float(scale[n, 0])
+            x, y = torch.from_numpy(img[n]), torch.from_numpy(seg[n]).float()
+            if variant in ("bgv2", "crop-ceil"):
+                r_img, r_seg, near = bgv2_spatial_2d(x, y, a, s, c, patch, variant)
+            else:  # the 3D path: the angle about H, or the scale on D as well
+                angles3 = (0.0, a, 0.0) if variant == "about-H" else (a, 0.0, 0.0)
+                r_img, r_seg, near = bgv2_spatial(x, y, angles3, s, c, patch, "bgv2")
+            e, h, d, k = compare(ours_img[n], ours_seg[n], r_img, r_seg, near)
+            worst_img, hard, soft, near_total = max(worst_img, e), hard + h, soft + d, near_total + k
+        ok = worst_img <= 1e-4 and hard == 0
+        if variant == "bgv2":
+            print("bgv2 2D: image max_abs %.1e, labels differing %d of %d (all at the %d near ties or border"
+                  " voxels excluded: %d)" % (worst_img, soft, batch * int(np.prod(patch)), near_total, hard))
+            print("bgv2 dummy-2D convention: %s" % ("PASS" if ok else "FAIL"))
+            failed += not ok
+        else:
+            print("wrong variant %s: image max_abs %.1e, labels differing %d: %s"
+                  % (variant, worst_img, hard, "caught" if not ok else "NOT CAUGHT"))
+            failed += ok
+    return failed
+
+
 def compare(ours_img, ours_seg, ref_img, ref_seg, near):
     img_err = float((ours_img - ref_img).abs().max())
     differ = ours_seg != ref_seg
@@ -153,17 +266,22 @@ def compare(ours_img, ours_seg, ref_img, ref_seg, near):
 
 
 def spatial(o):
-    batch, channels, classes, patch = len(SAMPLES), 2, 3, 12
+    batch, channels, classes = len(SAMPLES), 2, 3
+    P = tuple(int(v) for v in o.patch.split(","))
+    P = P * 3 if len(P) == 1 else P
     art = compile_kind(o, "nnunet_spatial", "spatial",
                        ["--batch", str(batch), "--channels", str(channels), "--classes", str(classes),
-                        "--patch", str(patch)])
+                        "--patch", o.patch])
     sys.path.insert(0, os.path.dirname(o.gen))
     import gen_augment
-    size = gen_augment.nnunet_initial_size(patch)
-    print("patch %d: initial size %d (128: %d)" % (patch, size, gen_augment.nnunet_initial_size(128)))
+    size = gen_augment.nnunet_initial_shape(P)
+    if len(set(P)) == 1:
+        print("patch %d: initial size %d (128: %d)" % (P[0], size[0], gen_augment.nnunet_initial_size(128)))
+    else:
+        print("patch %s: initial size %s" % ("x".join(map(str, P)), "x".join(map(str, size))))
     rng = np.random.default_rng(7)
-    img = rng.standard_normal((batch, channels, size, size, size)).astype(np.float32)
-    seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.int32)
+    img = rng.standard_normal((batch, channels) + size).astype(np.float32)
+    seg = rng.integers(-1, classes, (batch, 1) + size).astype(np.int32)
     angles = np.array([s[0] for s in SAMPLES], np.float32)
     scale = np.array([[s[1]] for s in SAMPLES], np.float32)
     crop = np.array([[[s[2]]] for s in SAMPLES], np.float32)
@@ -171,7 +289,6 @@ def spatial(o):
                      os.path.join(o.dir, "spatial_out"))
     ours_img = torch.from_numpy(np.load(os.path.join(out, "image.npy")))
     ours_seg = torch.from_numpy(np.load(os.path.join(out, "seg.npy"))).float()
-    P = (patch,) * 3
     failed = 0
     for variant in ["bgv2"] + VARIANTS:
         worst_img, hard, soft, near_total = 0.0, 0, 0, 0
@@ -185,7 +302,7 @@ def spatial(o):
         ok = worst_img <= 1e-4 and hard == 0
         if variant == "bgv2":
             print("bgv2: image max_abs %.1e, labels differing %d of %d (all at the %d near ties or border"
-                  " voxels excluded: %d)" % (worst_img, soft, batch * patch ** 3, near_total, hard))
+                  " voxels excluded: %d)" % (worst_img, soft, batch * int(np.prod(P)), near_total, hard))
             print("bgv2 convention: %s" % ("PASS" if ok else "FAIL"))
             failed += not ok
         else:
@@ -402,13 +519,15 @@ def pipeline(o):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["spatial", "bg-contrast", "pipeline"])
+    p.add_argument("what", choices=["spatial", "spatial-2d", "bg-contrast", "pipeline"])
     for a in ("gen", "medc", "medrun", "dir"):
         p.add_argument("--" + a, required=True)
+    p.add_argument("--patch", default="12", help="spatial: the patch, one size or D,H,W")
     o = p.parse_args()
     os.makedirs(o.dir, exist_ok=True)
     torch.set_num_threads(1)
-    failed = {"spatial": spatial, "bg-contrast": bg_contrast, "pipeline": pipeline}[o.what](o)
+    failed = {"spatial": spatial, "spatial-2d": spatial_2d, "bg-contrast": bg_contrast,
+              "pipeline": pipeline}[o.what](o)
     print("%s: %s" % (o.what, "FAIL" if failed else "PASS"))
     sys.exit(1 if failed else 0)
 
