@@ -457,22 +457,22 @@ private:
                            const std::array<int64_t, 3> &p, const std::array<int64_t, 3> &d);
 
   // ---- Spatial.cpp -----------------------------------------------------------------------
-  /// How a med.spatial_transform samples: the code of its kernel, shared with the
-  /// `resample` template.
+  /// How a med.spatial_transform samples (kernels/resample.cuh), shared with the `resample`
+  /// template.
   struct Sampling {
     std::string mode, border;
     double value;
     std::vector<int64_t> labels, xs, ys; // the labels; input and output shapes
     bool labelsInt;
     Index ix;
-    /// The type of a sample: i32 labels stay int, anything else is a float.
+    /// The type of a stored sample: i32 labels stay int, anything else is a float.
     std::string valueType() const { return labelsInt ? "int" : "float"; }
-    /// Code computing, from `n`, `od`, `oh`, `ow` (the output voxel) and `m` (the
-    /// matrices), the voxel's input position and its neighbours, once for all channels.
-    std::string position() const;
-    /// Code, after position(), declaring `v` as the voxel's sample of the channel whose
-    /// input volume starts at `xc`.
-    std::string channel(const std::string &xc, const std::string &v) const;
+    /// The type of a sample as resample.cuh's sampleChannel returns it (linear: float).
+    std::string sampleType() const { return mode == "linear" ? "float" : valueType(); }
+    /// The shape struct `name` of a kernel of resample.cuh: the sampling, and the threads'
+    /// box `box` (N, C, D, H, W) at `low` in the output; `extra`: more members.
+    std::string shape(const std::string &name, const std::vector<int64_t> &box,
+                      const std::vector<int64_t> &low, const std::string &extra = "") const;
   };
   /// The sampling of transform `op` with input `x`, matrices `m` and output shape `ys`, its
   /// indices narrow where every index below `bound` fits.

@@ -1,19 +1,26 @@
 //===- Fusion/Resample.cpp - the `resample` template: a transform and what follows --===//
 //
-// One thread per output voxel of a med.spatial_transform (med-form-resample-fusions): the
-// voxel's position and neighbours are computed once (Spatial.cpp's sampling code), then
-// per channel the sample goes through the epilogue's scalar forms (Elementwise.cpp) and
-// random numbers (Random.cpp's counters) in f32 registers, and only the yielded values are
-// stored, over the slice's box when the body crops. With med.affinities instead, the
-// labels at both ends of each affinity are sampled where they are needed (a thread per
-// voxel of the crop, all offsets), with the rules of Labels.cpp; the resampled labels are
-// never stored.
+// One thread per output voxel of a med.spatial_transform (med-form-resample-fusions),
+// kernels/resample.cuh's `resample`: the voxel's position and neighbours are computed once
+// (the sampling the transform's own kernel uses), then per channel the sample goes through
+// the epilogue, a generated functor of the epilogue's scalar forms (Elementwise.cpp) and
+// random numbers (Random.cpp's counters) in f32 registers, which stores only the yielded
+// values, over the slice's box when the body crops. With med.affinities instead
+// (`resampleAffinities`), the labels at both ends of each affinity are sampled where they
+// are needed (a thread per voxel of the crop, all offsets), with the rules of Labels.cpp;
+// the resampled labels are never stored. This file reads the roles, chooses the template's
+// parameters and emits the functor and the kernel that instantiates the template.
 //
 //===------------------------------------------------------------------------------===//
 
 #include "Cuda/Codegen.h"
 
 namespace mlir::med::cuda {
+
+namespace {
+// The resample kernels (kernels/resample.cuh), globals of each (guarded).
+const std::string kResampleLibrary = kernelLibrary("resample.cuh");
+} // namespace
 
 void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
   const std::vector<int> &inputs = op.operand("inputs");
@@ -40,12 +47,9 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
   const Sampling s = sampling(st, x, m, ys, std::max(bound, product(ys)));
   const Index &ix = s.ix;
   const std::string I = ix.type();
-  const int64_t N = ys[0], C = ys[1], inPlane = product(s.xs, 2), outPlane = product(ys, 2);
+  const int64_t N = ys[0], C = ys[1], outPlane = product(ys, 2);
   std::vector<std::string> params{in("x", s.valueType()), in("m")};
   std::vector<int> args{x, m};
-  std::string b = ix.narrow ? "  const int i = (int)(blockIdx.x * " + std::to_string(kBlock) +
-                                  "u + threadIdx.x);\n"
-                            : "  const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
 
   if (affinities) {
     const Op &aff = *affinities;
@@ -59,35 +63,24 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
       error("the affinities need one channel of nearest labels and consistent offsets");
     const int64_t K = as[1], crop = product(as, 2);
     // Labels compared in their own type (Labels.cpp): integers exactly, floats as float.
-    const std::string vt = s.labelsInt ? "i64" : "float";
     const int64_t below = aff.intAttr("unlabelled_below");
-    const std::string ub = s.labelsInt ? num(below) : flt(static_cast<double>(below));
-    b += "  if (i >= " + ix.lit(N * crop) + ") return;\n";
-    b += "  const " + I + " n = i / " + ix.lit(crop) + ", q = i - n * " + ix.lit(crop) + ";\n";
-    b += "  const " + I + " xb = n * " + ix.lit(inPlane) + ";\n";
-    // The resampled label at output voxel (od, oh, ow) of sample n.
-    b += "  auto sample = [&](const " + I + " od, const " + I + " oh, const " + I + " ow) {\n" +
-         s.position() + s.channel("(x + xb)", "v") + "    return (" + vt + ")v;\n  };\n";
-    b += "  const " + I + " vz = q / " + ix.lit(as[3] * as[4]) + " + " + ix.lit(low[0]) +
-         ", vy = q / " + ix.lit(as[4]) + " % " + ix.lit(as[3]) + " + " + ix.lit(low[1]) +
-         ", vx = q % " + ix.lit(as[4]) + " + " + ix.lit(low[2]) + ";\n";
-    b += "  const " + vt + " la = sample(vz, vy, vx);\n";
-    for (int64_t k = 0; k < K; ++k) {
-      const std::string D = ix.lit(ys[2]), H = ix.lit(ys[3]), W = ix.lit(ys[4]);
-      b += "  {\n    const " + I + " uz = vz + " + ix.lit(offs[3 * k]) + ", uy = vy + " +
-           ix.lit(offs[3 * k + 1]) + ", ux = vx + " + ix.lit(offs[3 * k + 2]) + ";\n";
-      b += "    const bool in = uz >= 0 && uz < " + D + " && uy >= 0 && uy < " + H +
-           " && ux >= 0 && ux < " + W + ";\n";
-      b += "    const " + vt + " lb = in ? sample(uz, uy, ux) : la;\n";
-      b += "    const bool valid = in && la >= " + ub + " && lb >= " + ub + ";\n";
-      b += "    const " + I + " at = (n * " + ix.lit(K) + " + " + ix.lit(k) + ") * " +
-           ix.lit(crop) + " + q;\n";
-      b += "    aff[at] = valid && la == lb && la != 0 ? 1.0f : 0.0f; // no background affinity\n";
-      b += "    mask[at] = valid ? 1.0f : 0.0f;\n  }\n";
-    }
+    std::string list;
+    for (int64_t o : offs)
+      list += (list.empty() ? "" : ", ") + ix.lit(o);
+    const std::string extra =
+        "  typedef " + std::string(s.labelsInt ? "i64" : "float") + " V;\n" +
+        "  static constexpr V below = " +
+        (s.labelsInt ? num(below) : flt(static_cast<double>(below))) + ";\n" +
+        "  static constexpr int K = " + std::to_string(K) + ";\n" +
+        "  static I offset(int k, int axis) {\n    const I o[] = {" + list +
+        "};\n    return o[3 * k + axis];\n  }\n";
     params.insert(params.begin(), {out("aff"), out("mask")});
     args.insert(args.begin(), {a, mask});
-    launch(op, src.kernel("resample_affinities", typed(params, args), b, kBlock),
+    launch(op,
+           src.kernel("resample_affinities", typed(params, args),
+                      "  resampleAffinities<KNAME_shape>(aff, mask, x, m);\n", kBlock,
+                      kResampleLibrary + s.shape("KNAME_shape", {N, K, as[2], as[3], as[4]},
+                                                 {0, 0, low[0], low[1], low[2]}, extra)),
            (N * crop + kBlock - 1) / kBlock, kBlock, args);
     return;
   }
@@ -102,24 +95,10 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
       error("the slice must crop the spatial axes only");
   }
   const int64_t boxPlane = product(box, 2);
-  b += "  if (i >= " + ix.lit(N * boxPlane) + ") return;\n";
-  b += "  const " + I + " n = i / " + ix.lit(boxPlane) + ", q = i - n * " + ix.lit(boxPlane) +
-       ";\n";
-  b += "  const " + I + " od = q / " + ix.lit(box[3] * box[4]) + " + " + ix.lit(low[2]) +
-       ", oh = q / " + ix.lit(box[4]) + " % " + ix.lit(box[3]) + " + " + ix.lit(low[3]) +
-       ", ow = q % " + ix.lit(box[4]) + " + " + ix.lit(low[4]) + ";\n";
-  const bool random = std::any_of(body.ops.begin(), body.ops.end(),
-                                  [](const Op &o) { return o.kind == "random"; });
-  if (random) // the voxel's index in the output: the random numbers' counter
-    b += "  const " + I + " o = (od * " + ix.lit(ys[3]) + " + oh) * " + ix.lit(ys[4]) + " + ow;\n";
-  b += s.position();
-  b += "  const " + I + " xb = n * " + ix.lit(C * inPlane) + ";\n";
-  b += "  for (" + I + " c = 0; c < " + ix.lit(C) + "; ++c) {\n";
-  b += "    const auto* xc = x + xb + c * " + ix.lit(inPlane) + ";\n";
-  b += s.channel("xc", "t" + std::to_string(v));
 
-  // The epilogue: body values as f32 expressions (registers), inputs read at the voxel's
-  // index into their broadcast shape.
+  // The epilogue, the body of the functor's channel(): body values as f32 expressions
+  // (registers), inputs read at the voxel's index into their broadcast shape.
+  std::string b;
   std::map<int, std::string> expr{{v, "t" + std::to_string(v)}};
   auto value = [&](int id) -> std::string {
     if (auto it = expr.find(id); it != expr.end())
@@ -177,8 +156,23 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
     b += "    " + name + "[(n * " + ix.lit(C) + " + c) * " + ix.lit(boxPlane) + " + q] = " +
          expr.at(from) + ";\n";
   }
-  b += "  }\n";
-  launch(op, src.kernel("resample", typed(params, args), b, kBlock),
+  // The functor takes the kernel's parameters but the input and the matrices, in order.
+  const std::vector<std::string> ps = typed(params, args);
+  std::string sig, pass;
+  for (const std::string &p : ps) {
+    const std::string name = p.substr(p.find_last_of(' ') + 1);
+    if (name == "x" || name == "m")
+      continue;
+    sig += ", " + p;
+    pass += ", " + name;
+  }
+  const std::string functor =
+      "struct KNAME_body {\n  static void channel(const " + I + " n, const " + I + " c, const " +
+      I + " q, const " + I + " od, const " + I + " oh, const " + I + " ow, const " + I +
+      " o, const " + s.sampleType() + " t" + std::to_string(v) + sig + ") {\n" + b + "  }\n};\n";
+  launch(op,
+         src.kernel("resample", ps, "  resample<KNAME_shape, KNAME_body>(x, m" + pass + ");\n",
+                    kBlock, kResampleLibrary + s.shape("KNAME_shape", box, low) + functor),
          (N * boxPlane + kBlock - 1) / kBlock, kBlock, args);
 }
 
