@@ -97,7 +97,7 @@ A=(--set precision=bf16-mixed --set augment.pipeline=../models/augment_banis.mli
 # nnU-Net's augmentation inside (models/augment_nnunet.mlir: 205³ crops in), and in
 # bf16-mixed with it (its targets then stored in bf16): rows nnunet-fp32, nnunet-aug and
 # nnunet-bf16-aug of part `bench` (MED_BENCH_PRECISIONS=nnunet).
-for v in nnunet_fp32:: nnunet_aug::../models/augment_nnunet.mlir \
+for v in nnunet_fp32::none nnunet_aug::../models/augment_nnunet.mlir \
          nnunet_bf16_aug:bf16-mixed:../models/augment_nnunet.mlir; do
   IFS=: read -r name precision pipeline <<<"$v"
   N=()
