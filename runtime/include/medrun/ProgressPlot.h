@@ -64,12 +64,12 @@ struct PlotPanel {
   double y(double v) const;
 };
 
-/// Where the plot puts values. Every panel spans x from 90 to width - 90; panel 1 (loss,
+/// Where the plot puts values. Every panel spans x from 100 to width - 90; panel 1 (loss,
 /// and the Dice on the same area from 0 to 1) y from 60 to 60 + 0.4 height, panel 2 (step
 /// time) from there + 70 for 0.18 height, panel 3 (learning rate) from there + 70 to
 /// height - 50. Value ranges: the curve's finite values, lowest to highest with 5%
-/// margins (a single value v: v ± 5% of max(|v|, 1)); x from the first to the last step of
-/// any curve (one step: that step to the next).
+/// margins of the span (of 10% of |v| for a single value v, of 0.1 for 0); x from the
+/// first to the last step of any curve (one step: that step to the next).
 struct PlotLayout {
   PlotPanel loss, dice, time, lr;
 };
@@ -90,8 +90,9 @@ PlotLayout plotLayout(const ProgressHistory &history, int width, int height);
 /// 5 x 10^k, about `count` of them (at least two where the range allows).
 std::vector<double> niceTicks(double lo, double hi, int count = 6);
 
-/// A tick value as its label: as few digits as the tick spacing `step` needs ("0.25",
-/// "1500"); powers of ten below 1e-3 or from 1e5 in scientific notation ("2e-05").
+/// A tick value as its label: as many decimals as the tick spacing `step` needs ("0.25",
+/// "1500", "0"); for steps below 1e-3 or values from 1e5 in scientific notation with the
+/// digits down to the step's ("1.05e-03" for steps of 5e-5).
 std::string tickLabel(double value, double step);
 
 /// Draws the plot with cairo (layout as plotLayout). Throws Error when medrun was built

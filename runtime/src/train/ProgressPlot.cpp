@@ -91,8 +91,8 @@ std::pair<double, double> valueRange(const Curve &c) {
   if (!any)
     return {0, 1};
   double span = hi - lo;
-  if (span <= 0)
-    span = std::max(std::fabs(hi), 1.0) * 0.1;
+  if (span <= 0) // one value: 10% of it (a constant learning rate of 1e-3 stays readable)
+    span = hi != 0 ? std::fabs(hi) * 0.1 : 0.1;
   return {lo - 0.05 * span, hi + 0.05 * span};
 }
 
@@ -113,7 +113,7 @@ PlotLayout plotLayout(const ProgressHistory &h, int width, int height) {
     x1 = x0 + 1;
   auto panel = [&](int top, int bottom, std::pair<double, double> range) {
     PlotPanel p;
-    p.left = 90;
+    p.left = 100; // room for tick labels as long as 1.005e-03
     p.right = width - 90;
     p.top = top;
     p.bottom = bottom;
@@ -150,13 +150,15 @@ std::vector<double> niceTicks(double lo, double hi, int count) {
 }
 
 std::string tickLabel(double value, double step) {
-  char text[32];
-  const double a = std::fabs(value);
-  if (a != 0 && (a < 1e-3 || a >= 1e5)) {
-    std::snprintf(text, sizeof text, "%.3g", value);
-  } else {
-    const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
-    std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  char text[48];
+  const int k = static_cast<int>(std::floor(std::log10(step) + 1e-9)); // step = m x 10^k
+  if (value == 0) {
+    std::snprintf(text, sizeof text, "0");
+  } else if (k >= -3 && std::fabs(value) < 1e5) {
+    std::snprintf(text, sizeof text, "%.*f", std::max(0, -k), value);
+  } else { // the digits down to the step's: 1.05e-03 for steps of 5e-5
+    const int e = static_cast<int>(std::floor(std::log10(std::fabs(value)) + 1e-9));
+    std::snprintf(text, sizeof text, "%.*e", std::max(0, e - k), value);
   }
   return text;
 }
@@ -228,7 +230,7 @@ void axes(cairo_t *cr, const PlotPanel &p, const std::string &yLabel, const Plot
   }
   cairo_set_font_size(cr, 15);
   text(cr, "step", (p.left + p.right) / 2.0, p.bottom + 28, 0.5, 0);
-  text(cr, yLabel, 22, (p.top + p.bottom) / 2.0, 0.5, 0.5, -M_PI / 2);
+  text(cr, yLabel, 18, (p.top + p.bottom) / 2.0, 0.5, 0.5, -M_PI / 2);
   if (right)
     text(cr, rightLabel, p.right + 68, (p.top + p.bottom) / 2.0, 0.5, 0.5, M_PI / 2);
   cairo_rectangle(cr, p.left + 0.5, p.top + 0.5, p.right - p.left, p.bottom - p.top);

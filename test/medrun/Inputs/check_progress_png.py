@@ -3,7 +3,7 @@
 - the PNG itself: signature, every chunk's CRC, IHDR (8-bit RGB, not interlaced), the
   IDAT stream inflated with zlib and unfiltered (filters 0-4) into pixels, IEND last;
 - the curves: from RUN/metrics.jsonl and the layout docs/training.md gives (three panels,
-  x from 90 to width-90; panel 1 y from 60 to 60+0.4 height, panel 2 from there + 70 for
+  x from 100 to width-90; panel 1 y from 60 to 60+0.4 height, panel 2 from there + 70 for
   0.18 height, panel 3 from there + 70 to height-50; x from the first to the last step;
   each axis from the curve's lowest to its highest value with 5% margins, the Dice 0..1):
   each validation's dot is green, each point of the loss's moving average blue (or under a
@@ -90,13 +90,13 @@ def layout(w, h):
     loss_bottom = 60 + rnd(0.4 * h)
     time_top = loss_bottom + 70
     time_bottom = time_top + rnd(0.18 * h)
-    return {"loss": (90, 60, w - 90, loss_bottom), "time": (90, time_top, w - 90, time_bottom),
-            "lr": (90, time_bottom + 70, w - 90, h - 50)}
+    return {"loss": (100, 60, w - 90, loss_bottom), "time": (100, time_top, w - 90, time_bottom),
+            "lr": (100, time_bottom + 70, w - 90, h - 50)}
 
 
 def value_range(values):
     lo, hi = min(values), max(values)
-    span = hi - lo if hi > lo else max(abs(hi), 1) * 0.1
+    span = hi - lo if hi > lo else (abs(hi) * 0.1 if hi != 0 else 0.1)
     return lo - 0.05 * span, hi + 0.05 * span
 
 
@@ -139,7 +139,7 @@ def check_text(w, h, pixel, panels):
             bad.append("%s: %d x tick labels below the panel" % (name, len(labels)))
         if not any(cols_with_ink(left, right, bottom + 27, bottom + 46)):
             bad.append("%s: no x axis label below the tick labels" % name)
-        if not any(rows_with_ink(12, 32, top, bottom)):
+        if not any(rows_with_ink(8, 28, top, bottom)):
             bad.append("%s: no y axis label" % name)
     left, top, right, bottom = panels["loss"]
     labels = runs(rows_with_ink(right + 8, right + 24, top - 8, bottom + 9))
