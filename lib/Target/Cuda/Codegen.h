@@ -343,7 +343,8 @@ private:
 
   /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
   void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
-                const std::vector<int> &args, int64_t outs, int block, const std::string &body);
+                const std::vector<int> &args, int64_t outs, int block, const std::string &body,
+                const std::string &globals = "");
   /// One block per output o of [0, count): `outName`[o] = the sum of the `parts` partial
   /// sums parts[(offset + o) * parts + r], in a fixed tree (the same bits on every run).
   void sumParts(const Op &op, const std::string &base, const std::string &outName, int result,
@@ -552,30 +553,17 @@ private:
   void mlpWeights(const Op &op, int w, int64_t rows, int64_t cols, const std::string &t,
                   int *plain, int *transposed);
   void mlpCheck(int x, int y) const;
+  /// The backward in one kernel where it fits (false: nothing emitted); `functor` and
+  /// `members`: the kernel's body functor (kernels/mlp.cuh).
   bool mlpGradResident(const Op &op, int x, int dy, std::optional<int> dx, int dw1, int dw2,
-                       std::optional<int> db1, bool bias, const std::string &act,
-                       const std::string &actGrad, std::vector<std::string> params,
+                       std::optional<int> db1, const std::string &functor,
+                       const std::vector<std::string> &members, std::vector<std::string> params,
                        std::vector<int> args);
   /// Partial sums over a slab's tiles of out[m][n] = Σ_k A[m][k]·B[n][k] (k: voxels) into
   /// `parts` at parts partBase.. (Fusion/Mlp.cpp).
   void mlpGemm(const Op &op, const MlpOperand &A, const MlpOperand &B, int64_t M, int64_t Nc,
-               int64_t S, int64_t tiles, int64_t first, int64_t count, int64_t partBase,
-               int64_t perSlab, int64_t parts, int partsBuf, const std::string &outIndex,
-               const std::string &t);
-  static std::string mlpExpansion(const std::string &ec, const std::string &w1rows,
-                                  int64_t pitch, int64_t Cp, int64_t E, bool bias,
-                                  const std::string &act, const std::string &t);
-  static std::string mlpActGrad(const std::string &ec, const std::string &w2rows, int64_t pitch,
-                                int64_t Cop, int64_t E, const std::string &actGrad,
-                                const std::string &t);
-  static std::string mlpStage(const std::string &dst, int64_t pitch, const std::string &src,
-                              int64_t srcPitch, int64_t rows, int64_t cols,
-                              const std::string &rowOffset, const std::string &colOffset,
-                              int64_t srcRows, int64_t srcCols, const std::string &t);
-  static std::string mlpTile(int64_t C, int64_t Co, int64_t S, const std::string &t,
-                             int64_t pitch);
-  static std::string mlpLoad(const std::string &dst, const std::string &src, int64_t C,
-                             int64_t P, int64_t S, const std::string &t, int64_t pitch);
+               int64_t S, int64_t first, int64_t count, int64_t partBase, int64_t perSlab,
+               int64_t parts, int partsBuf, const std::string &outIndex, const std::string &t);
 
   // ---- DataMovement.cpp ------------------------------------------------------------------
   void param(const Op &op);
@@ -595,6 +583,8 @@ private:
     std::vector<int64_t> keptSize, keptStride, redSize, redStride;
   };
   ReduceAxes reduceAxes(const Op &op, const std::vector<int64_t> &xs) const;
+  /// The shape struct `name` of a kernel of kernels/reduce.cuh reducing over `ax`.
+  static std::string reduceShape(const std::string &name, const ReduceAxes &ax);
   void reduce(const Op &op);
   void reduceExtremumGrad(const Op &op);
 

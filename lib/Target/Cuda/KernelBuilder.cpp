@@ -338,9 +338,10 @@ void FunctionGen::vectorized(const Op &op, const std::string &base, const std::v
 }
 
 void FunctionGen::perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
-                           const std::vector<int> &args, int64_t outs, int block, const std::string &body) {
+                           const std::vector<int> &args, int64_t outs, int block, const std::string &body,
+                           const std::string &globals) {
   std::string b = "  const i64 o = blockIdx.x;\n  const int t = threadIdx.x;\n" + body;
-  launch(op, src.kernel(base, typed(params, args), b, block), outs, block, args);
+  launch(op, src.kernel(base, typed(params, args), b, block, globals), outs, block, args);
 }
 
 void FunctionGen::sumParts(const Op &op, const std::string &base, const std::string &outName,

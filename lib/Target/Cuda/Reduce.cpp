@@ -1,12 +1,39 @@
 //===- Reduce.cpp - reduce and the gradient of a max/min reduction -------------------===//
 //
-// Sums and extrema over axes run as split sums (KernelBuilder.cpp) or one block per output.
+// Sums and extrema over axes run as split sums (KernelBuilder.cpp), one thread per output or
+// one block per output: the templates of kernels/reduce.cuh. This file chooses the mapping
+// and the template's parameters (the kind, block and part sizes, and the shape struct of the
+// kept and reduced axes) and emits the kernels that instantiate it.
 //
 //===------------------------------------------------------------------------------===//
 
 #include "Cuda/Codegen.h"
 
 namespace mlir::med::cuda {
+
+namespace {
+// The reduction kernels (kernels/reduce.cuh), globals of each (guarded).
+const std::string kReduceLibrary = kernelLibrary("reduce.cuh");
+
+/// reduce.cuh's ReduceKind of a reduction kind (sum, mean, max, min).
+std::string reduceKind(const std::string &kind) {
+  return kind == "max" ? "ReduceKind::Max" : kind == "min" ? "ReduceKind::Min"
+                         : kind == "mean"                  ? "ReduceKind::Mean"
+                                                           : "ReduceKind::Sum";
+}
+} // namespace
+
+/// The shape struct `name` of a reduction over `ax` (reduce.cuh): its outputs and terms, and
+/// the offsets of an output's first term and of each term from it.
+std::string FunctionGen::reduceShape(const std::string &name, const ReduceAxes &ax) {
+  return "struct " + name + " {\n  static constexpr i64 outs = " + num(product(ax.keptSize)) +
+         ", count = " + num(product(ax.redSize)) + ";\n  static constexpr bool run = " +
+         (contiguousStrides(ax.redSize) == ax.redStride ? "true" : "false") +
+         ";\n  static i64 kept(const i64 o) {\n" + decompose("o", ax.keptSize, "k") +
+         "    return " + offsetExpr("k", ax.keptStride) + ";\n  }\n  static i64 term(const i64 j) {\n" +
+         decompose("j", ax.redSize, "r") + "    return " + offsetExpr("r", ax.redStride) +
+         ";\n  }\n};\n";
+}
 
 FunctionGen::ReduceAxes FunctionGen::reduceAxes(const Op &op, const std::vector<int64_t> &xs) const {
   const int64_t r = static_cast<int64_t>(xs.size());
@@ -33,9 +60,7 @@ void FunctionGen::reduce(const Op &op) {
   const auto &xs = shape(x);
   std::string kind = op.strAttr("kind");
   const ReduceAxes ax = reduceAxes(op, xs);
-  const auto &keptSize = ax.keptSize, &keptStride = ax.keptStride, &redSize = ax.redSize,
-             &redStride = ax.redStride;
-  const int64_t outs = product(keptSize), count = product(redSize);
+  const int64_t outs = product(ax.keptSize), count = product(ax.redSize);
   if (type(y).numel() != outs)
     error("the result does not match the input reduced over the axes");
   if (outs == 0)
@@ -46,25 +71,17 @@ void FunctionGen::reduce(const Op &op) {
     return;
   }
   const int block = blockFor(count);
-  std::string init = kind == "max" ? flt(-INFINITY) : kind == "min" ? flt(INFINITY) : "0.0f";
-  std::string comb = kind == "max" ? "maxNaN(acc, v)" : kind == "min" ? "minNaN(acc, v)" : "acc + v";
-  std::string fn = kind == "max" ? "Max()" : kind == "min" ? "Min()" : "Add()";
   if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
     error("unknown reduction kind '" + kind + "'");
   if (splitReduce(op, x, op.intsAttr("axes"), {{kind, y}}))
     return;
+  const std::string K = reduceKind(kind), B = std::to_string(block);
   // Many outputs of a few terms each (a sum over a handful of channels): one thread per
   // output, its terms in order, rather than a block per output that leaves most lanes idle.
   if (count <= 32 && outs >= 4096) {
-    std::string rows = decompose("i", keptSize, "k") +
-                       "  const auto* base = x + " + offsetExpr("k", keptStride) + ";\n"
-                       "  float acc = " + init + ";\n"
-                       "  for (i64 j = 0; j < " + num(count) + "; ++j) {\n" +
-                       decompose("j", redSize, "r") +
-                       "    const float v = base[" + offsetExpr("r", redStride) + "];\n"
-                       "    acc = " + comb + ";\n  }\n";
-    rows += kind == "mean" ? "  y[i] = acc / (float)" + num(count) + ";\n" : "  y[i] = acc;\n";
-    elementwise(op, "reduce_" + kind + "_rows", {out("y"), in("x")}, {y, x}, outs, rows);
+    elementwise(op, "reduce_" + kind + "_rows", {out("y"), in("x")}, {y, x}, outs,
+                "  reduceRows<KNAME_shape, " + K + ">(i, y, x);\n",
+                kReduceLibrary + reduceShape("KNAME_shape", ax));
     return;
   }
   // Few outputs over many terms (bias gradients: a channel over N·D·H·W voxels) would leave
@@ -75,44 +92,25 @@ void FunctionGen::reduce(const Op &op) {
                             ? std::min<int64_t>(count / 8192, std::max<int64_t>(1, 2048 / outs))
                             : 1;
   const int64_t chunk = (count + parts - 1) / parts;
-  std::string body = "  __shared__ float sh[" + std::to_string(block) + "];\n";
-  if (parts > 1)
-    body += "  const i64 part = o % " + num(parts) + ";\n"
-            "  const i64 q = o / " + num(parts) + ";\n" + decompose("q", keptSize, "k") +
-            "  const i64 begin = part * " + num(chunk) + ";\n"
-            "  const i64 end = begin + " + num(chunk) + " < " + num(count) + " ? begin + " +
-            num(chunk) + " : " + num(count) + ";\n";
-  else
-    body += decompose("o", keptSize, "k") + "  const i64 begin = 0, end = " + num(count) + ";\n";
-  // Reduced axes that are one contiguous run (a whole volume per channel) index it
-  // directly: no 64-bit divisions per element.
-  const bool run = contiguousStrides(redSize) == redStride;
-  body += "  const auto* base = x + " + offsetExpr("k", keptStride) + ";\n"
-          "  float acc = " + init + ";\n"
-          "  for (i64 j = begin + t; j < end; j += " + std::to_string(block) + ") {\n" +
-          (run ? "    const float v = base[j];\n"
-               : decompose("j", redSize, "r") +
-                     "    const float v = base[" + offsetExpr("r", redStride) + "];\n") +
-          "    acc = " + comb + ";\n  }\n"
-          "  acc = blockReduce(acc, sh, " + fn + ");\n";
-  std::string finish = kind == "mean" ? "  if (t == 0) y[o] = acc / (float)" + num(count) + ";\n"
-                                      : "  if (t == 0) y[o] = acc;\n";
+  const std::string globals = kReduceLibrary + reduceShape("KNAME_shape", ax);
   if (parts == 1) {
-    perBlock(op, "reduce_" + kind, {out("y"), in("x")}, {y, x}, outs, block, body + finish);
+    perBlock(op, "reduce_" + kind, {out("y"), in("x")}, {y, x}, outs, block,
+             "  reduceBlock<KNAME_shape, " + K + ", " + B + ", 1ll, " + num(count) +
+                 ">(o, t, y, x);\n",
+             globals);
     return;
   }
   int partial = scratch(outs * parts * 4);
   perBlock(op, "reduce_" + kind + "_parts", {out("p"), in("x")}, {partial, x}, outs * parts,
-           block, body + "  if (t == 0) p[o] = acc;\n");
-  const int block2 = blockFor(parts);
-  std::string combine = "  __shared__ float sh[" + std::to_string(block2) + "];\n"
-                        "  float acc = " + init + ";\n"
-                        "  for (i64 j = t; j < " + num(parts) + "; j += " + std::to_string(block2) +
-                        ") {\n    const float v = p[o * " + num(parts) + " + j];\n"
-                        "    acc = " + comb + ";\n  }\n"
-                        "  acc = blockReduce(acc, sh, " + fn + ");\n";
-  perBlock(op, "reduce_" + kind + "_combine", {out("y"), in("p")}, {y, partial}, outs, block2,
-           combine + finish);
+           block,
+           "  reduceBlock<KNAME_shape, " + K + ", " + B + ", " + num(parts) + ", " + num(chunk) +
+               ">(o, t, p, x);\n",
+           globals);
+  perBlock(op, "reduce_" + kind + "_combine", {out("y"), in("p")}, {y, partial}, outs,
+           blockFor(parts),
+           "  reduceCombine<" + K + ", " + std::to_string(blockFor(parts)) + ", " + num(parts) +
+               ", " + num(count) + ">(o, t, y, p);\n",
+           kReduceLibrary);
 }
 
 /// torch.amax/amin backward: the gradient shared evenly among the elements equal to the
@@ -124,30 +122,17 @@ void FunctionGen::reduceExtremumGrad(const Op &op) {
     requireFloat(id, "an operand");
   const auto &xs = shape(x);
   const ReduceAxes ax = reduceAxes(op, xs);
-  const auto &keptSize = ax.keptSize, &keptStride = ax.keptStride, &redSize = ax.redSize,
-             &redStride = ax.redStride;
-  const int64_t outs = product(keptSize), count = product(redSize);
+  const int64_t outs = product(ax.keptSize), count = product(ax.redSize);
   if (type(m).numel() != outs || type(dy).numel() != outs || shape(dx) != xs)
     error("extremum, output gradient and result do not fit the input");
   if (type(x).numel() == 0)
     return;
   const int block = blockFor(count);
-  std::string body = "  __shared__ float sh[" + std::to_string(block) + "];\n";
-  body += decompose("o", keptSize, "k");
-  body += "  const i64 base = " + offsetExpr("k", keptStride) + ";\n"
-          "  const float mx = m[o];\n"
-          "  float ties = 0.0f;\n"
-          "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
-          decompose("j", redSize, "r") +
-          "    ties += x[base + " + offsetExpr("r", redStride) + "] == mx ? 1.0f : 0.0f;\n  }\n"
-          "  ties = blockSum(ties, sh);\n"
-          "  const float share = dy[o] / ties;\n"
-          "  for (i64 j = t; j < " + num(count) + "; j += " + std::to_string(block) + ") {\n" +
-          decompose("j", redSize, "r") +
-          "    const i64 i = base + " + offsetExpr("r", redStride) + ";\n"
-          "    dx[i] = share * (x[i] == mx ? 1.0f : 0.0f);\n  }\n";
   perBlock(op, "reduce_extremum_grad", {out("dx"), in("x"), in("m"), in("dy")},
-           {dx, x, m, dy}, outs, block, body);
+           {dx, x, m, dy}, outs, block,
+           "  reduceExtremumGrad<KNAME_shape, " + std::to_string(block) +
+               ">(o, t, dx, x, m, dy);\n",
+           kReduceLibrary + reduceShape("KNAME_shape", ax));
 }
 
 /// Σ x² over every operand: each operand in fixed chunks, one block per chunk, into
@@ -163,26 +148,17 @@ void FunctionGen::sumSquares(const Op &op) {
     requireFloat(x, "an input");
     const int64_t n = type(x).numel(), chunks = std::max<int64_t>(1, (n + kChunk - 1) / kChunk);
     int partial = scratch(chunks * 4);
-    std::string body = "  __shared__ float sh[" + std::to_string(kBlock) + "];\n"
-                       "  const i64 begin = o * " + num(kChunk) + ";\n"
-                       "  const i64 end = begin + " + num(kChunk) + " < " + num(n) + " ? begin + " +
-                       num(kChunk) + " : " + num(n) + ";\n"
-                       "  float acc = 0.0f;\n"
-                       "  for (i64 j = begin + t; j < end; j += " + std::to_string(kBlock) + ") {\n"
-                       "    const float v = (float)x[j];\n    acc += v * v;\n  }\n"
-                       "  acc = blockReduce(acc, sh, Add());\n"
-                       "  if (t == 0) p[o] = acc;\n";
     perBlock(op, "sum_squares_parts", {out("p"), in("x", elemType(x))}, {partial, x}, chunks,
-             kBlock, body);
+             kBlock,
+             "  sumSquaresPart<" + num(n) + ", " + num(kChunk) + ", " + std::to_string(kBlock) +
+                 ">(o, t, p, x);\n",
+             kReduceLibrary);
     const int block = blockFor(chunks);
-    std::string combine = "  __shared__ float sh[" + std::to_string(block) + "];\n"
-                          "  float acc = 0.0f;\n"
-                          "  for (i64 j = t; j < " + num(chunks) + "; j += " +
-                          std::to_string(block) + ") acc += p[j];\n"
-                          "  acc = blockReduce(acc, sh, Add());\n" +
-                          (first ? "  if (t == 0) y[0] = acc;\n" : "  if (t == 0) y[0] += acc;\n");
     perBlock(op, first ? "sum_squares_first" : "sum_squares_add", {out("y"), in("p")},
-             {y, partial}, 1, block, combine);
+             {y, partial}, 1, block,
+             "  sumSquaresTotal<" + num(chunks) + ", " + std::to_string(block) + ", " +
+                 (first ? "true" : "false") + ">(t, y, p);\n",
+             kReduceLibrary);
     first = false;
   }
 }
