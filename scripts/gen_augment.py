@@ -122,8 +122,9 @@ BANIS_PARAMS = {
 
 CHECKED_IN = [
     ("augment_banis.mlir", "banis", {"batch": 2, "patch": 128, "context": 10}),
-    # configs/nnunet_mednext_l.yaml: batch 2, 128^3, MedNeXt-L with one input channel, three
-    # classes and five deep-supervision outputs.
+    # configs/nnunet_mednext_l.yaml at its own size (batch 2, 128^3, MedNeXt-L with one input
+    # channel, three classes and five deep-supervision outputs); the recipe generates the
+    # same through medc (augment.pipeline: nnunet) for whatever patch and batch it compiles.
     ("augment_nnunet.mlir", "nnunet", {"batch": 2, "channels": 1, "classes": 3, "patch": 128, "levels": 5}),
 ]
 PIPELINES = ("banis", "nnunet", "nnunet_spatial", "bg_contrast")
