@@ -405,7 +405,8 @@ LogicalResult DiceCEOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   SmallVector<Type> types(getLogits().getTypes());
   auto g = b.create<DiceCEGradOp>(getLoc(), types, getLogits(), getTargets(), resultGrads[0],
                                   getWeights(), getSmooth(), getCeWeight(), getDiceWeight(),
-                                  getBatchDice(), getIncludeBackground());
+                                  getBatchDice(), getIncludeBackground(),
+                                  getIgnoreIndexAttr());
   operandGrads.assign(g.getResults().begin(), g.getResults().end());
   operandGrads.append(getTargets().size(), Value());
   return success();

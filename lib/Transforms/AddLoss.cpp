@@ -143,9 +143,15 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
     for (size_t i = 0; i < levels; ++i) // output i is at 1/2^i of the patch
       fn.setArgAttr(1 + i, "med.downsample", b.getI64IntegerAttr(int64_t(1) << i));
     auto call = b.create<func::CallOp>(loc, net, body->getArgument(0));
+    if (ignoreLabel < -1) {
+      module.emitError("med-add-loss: ignore-label must be a label value (>= 0) or -1 (none), got ")
+          << int64_t(ignoreLabel);
+      return signalPassFailure();
+    }
+    IntegerAttr ignore = ignoreLabel >= 0 ? b.getI64IntegerAttr(ignoreLabel) : IntegerAttr();
     Value l = b.create<DiceCEOp>(loc, call.getResults(), body->getArguments().drop_front(), w,
                                  llvm::APFloat(1e-5), llvm::APFloat(1.0), llvm::APFloat(1.0),
-                                 bool(batchDice), bool(includeBackground));
+                                 bool(batchDice), bool(includeBackground), ignore);
     b.create<func::ReturnOp>(loc, l);
   }
 };

@@ -88,6 +88,14 @@ func.func @dice_targets(%x: tensor<2x4x8x8x8xf32>, %t: tensor<2x1x8x8x8xf32>) {
 
 // -----
 
+func.func @dice_ignore_negative(%x: tensor<2x4x8x8x8xf32>, %t: tensor<2x1x8x8x8xf32>) {
+  // expected-error @+1 {{attribute 'ignore_index' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %0 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 1.0>, ignore_index = -1} : (tensor<2x4x8x8x8xf32>, tensor<2x1x8x8x8xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @dice_weights(%x: tensor<2x4x8x8x8xf32>, %t: tensor<2x1x8x8x8xf32>) {
   // expected-error @+1 {{'weights' needs one entry per logits operand (1), got 2}}
   %0 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 0.5, 0.5>} : (tensor<2x4x8x8x8xf32>, tensor<2x1x8x8x8xf32>) -> tensor<f32>

@@ -270,6 +270,35 @@ func.func @dice_rank4(%x: tensor<3x2x7x5xf32>, %t: tensor<3x1x7x5xi64>) -> tenso
   return %v1 : tensor<f32>
 }
 
+// Dice + CE with an ignore label (class 2 of 3; the targets are the inputs, so that
+// medcheck draws class indices): ignored voxels get no gradient; two levels, batch dice.
+// CHECK: dice_ignore_grad  out0  scalar  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: dice_ignore_grad  grad.arg0  2x3x5x4x6  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: dice_ignore_grad  grad.arg1  2x3x3x2x3  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: dice_ignore_grad  grad.arg2  2x1x5x4x6  max_abs 0.0e+00  rel 0.0e+00  ok (data, zero)
+// CHECK-NEXT: dice_ignore_grad  grad.arg3  2x1x3x2x3  max_abs 0.0e+00  rel 0.0e+00  ok (data, zero)
+// FD: dice_ignore_grad  grad.arg0  2x3x5x4x6  fd 16 of 720  max_abs {{.*}}  ok
+// FD-NEXT: dice_ignore_grad  grad.arg1  2x3x3x2x3  fd 16 of 108  max_abs {{.*}}  ok
+// FD-NEXT: dice_ignore_grad  grad.arg2  2x1x5x4x6  data, not perturbed  max_abs 0.0e+00  ok
+func.func @dice_ignore(%x: tensor<2x3x5x4x6xf32>, %l1: tensor<2x3x3x2x3xf32>, %t: tensor<2x1x5x4x6xf32>, %t1: tensor<2x1x3x2x3xf32>) -> tensor<f32> {
+  %v1 = med.dice_ce logits(%x, %l1) targets(%t, %t1) {weights = array<f64: 0.6666666666666666, 0.3333333333333333>, ignore_index = 2} : (tensor<2x3x5x4x6xf32>, tensor<2x3x3x2x3xf32>, tensor<2x1x5x4x6xf32>, tensor<2x1x3x2x3xf32>) -> tensor<f32>
+  return %v1 : tensor<f32>
+}
+
+// Every voxel ignored: no CE, Dice of empty sums; the logits get a zero gradient.
+// CHECK: dice_all_ignored_grad  out0  scalar  max_abs {{.*}}  ok{{$}}
+// CHECK-NEXT: dice_all_ignored_grad  grad.arg0  2x3x5x4x6  max_abs 0.0e+00  rel 0.0e+00  ok{{$}}
+// CHECK-NEXT: dice_all_ignored_grad  grad.arg1  2x1x5x4x6  max_abs 0.0e+00  rel 0.0e+00  ok (data, zero)
+// FD: dice_all_ignored_grad  grad.arg0  2x3x5x4x6  fd 16 of 720  max_abs 0.0e+00  {{.*}}  ok
+func.func @dice_all_ignored(%x: tensor<2x3x5x4x6xf32>, %t: tensor<2x1x5x4x6xf32>) -> tensor<f32> {
+  %zero = med.constant dense<0.0> : tensor<f32>
+  %three = med.constant dense<3.0> : tensor<f32>
+  %t0 = med.mul %t, %zero : (tensor<2x1x5x4x6xf32>, tensor<f32>) -> tensor<2x1x5x4x6xf32>
+  %tall = med.add %t0, %three : (tensor<2x1x5x4x6xf32>, tensor<f32>) -> tensor<2x1x5x4x6xf32>
+  %v1 = med.dice_ce logits(%x) targets(%tall) {weights = array<f64: 1.0>, ignore_index = 3} : (tensor<2x3x5x4x6xf32>, tensor<2x1x5x4x6xf32>) -> tensor<f32>
+  return %v1 : tensor<f32>
+}
+
 // Logits from a 1x1x1 convolution with parameters, one level.
 // CHECK: dice_network_grad  out0  scalar  max_abs {{.*}}  ok{{$}}
 // CHECK-NEXT: dice_network_grad  grad.head.weight  3x2x1x1x1  max_abs {{.*}}  ok{{$}}
@@ -288,7 +317,7 @@ func.func @dice_network(%x: tensor<2x2x4x3x5xf32>, %t: tensor<2x1x4x3x5xf32>) ->
   return %v4 : tensor<f32>
 }
 
-// CHECK: 80 gradient outputs checked against torch autograd, 0 failed (tolerance 1.0e-04, precision f32)
-// FD: 59 gradients checked by finite differences (418 elements), 0 failed (tolerance 1.0e-06, f64)
+// CHECK: 88 gradient outputs checked against torch autograd, 0 failed (tolerance 1.0e-04, precision f32)
+// FD: 65 gradients checked by finite differences (466 elements), 0 failed (tolerance 1.0e-06, f64)
 // FWD-NOT: FAIL
-// FWD: 101 outputs checked, 0 failed (tolerance 1.0e-04, precision f32)
+// FWD: 111 outputs checked, 0 failed (tolerance 1.0e-04, precision f32)

@@ -127,4 +127,30 @@ func.func @dice_ce_levels(%l0: tensor<2x4x6x5x4xf32>, %l1: tensor<2x4x3x3x2xf32>
   return %0, %1, %2, %3 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
 }
 
-// CHECK: 34 outputs checked, 0 failed
+// nnU-Net's ignore label: targets 1..C with ignore_index = C (the label above the classes, as
+// nnU-Net requires), batch and per-sample Dice, background in or out, two levels; a class
+// inside [0, C) ignored (background targets present; these targets are the inputs
+// themselves, so that medcheck draws class indices for them); every voxel ignored (no CE, Dice of
+// empty sums 1).
+// CHECK: dice_ce_ignore  out0  scalar  max_abs {{.*}}  ok
+// CHECK: dice_ce_ignore  out1  scalar  max_abs {{.*}}  ok
+// CHECK: dice_ce_ignore  out2  scalar  max_abs {{.*}}  ok
+// CHECK: dice_ce_ignore  out3  scalar  max_abs {{.*}}  ok
+// CHECK: dice_ce_ignore  out4  scalar  max_abs {{.*}}  ok
+func.func @dice_ce_ignore(%x: tensor<2x3x5x4x6xf32>, %t: tensor<2x1x5x4x6xf32>, %l1: tensor<2x3x3x2x3xf32>, %t1: tensor<2x1x3x2x3xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) {
+  %one = med.constant dense<1.0> : tensor<f32>
+  %ti = med.add %t, %one : (tensor<2x1x5x4x6xf32>, tensor<f32>) -> tensor<2x1x5x4x6xf32>
+  %t1i = med.add %t1, %one : (tensor<2x1x3x2x3xf32>, tensor<f32>) -> tensor<2x1x3x2x3xf32>
+  %0 = med.dice_ce logits(%x) targets(%ti) {weights = array<f64: 1.0>, ignore_index = 3} : (tensor<2x3x5x4x6xf32>, tensor<2x1x5x4x6xf32>) -> tensor<f32>
+  %1 = med.dice_ce logits(%x) targets(%ti) {weights = array<f64: 1.0>, batch_dice = false, include_background, ignore_index = 3} : (tensor<2x3x5x4x6xf32>, tensor<2x1x5x4x6xf32>) -> tensor<f32>
+  %2 = med.dice_ce logits(%x, %l1) targets(%ti, %t1i) {weights = array<f64: 0.6666666666666666, 0.3333333333333333>, ignore_index = 3} : (tensor<2x3x5x4x6xf32>, tensor<2x3x3x2x3xf32>, tensor<2x1x5x4x6xf32>, tensor<2x1x3x2x3xf32>) -> tensor<f32>
+  %3 = med.dice_ce logits(%x, %l1) targets(%t, %t1) {weights = array<f64: 1.0, 0.5>, batch_dice = false, ignore_index = 1} : (tensor<2x3x5x4x6xf32>, tensor<2x3x3x2x3xf32>, tensor<2x1x5x4x6xf32>, tensor<2x1x3x2x3xf32>) -> tensor<f32>
+  %zero = med.constant dense<0.0> : tensor<f32>
+  %three = med.constant dense<3.0> : tensor<f32>
+  %t0 = med.mul %t, %zero : (tensor<2x1x5x4x6xf32>, tensor<f32>) -> tensor<2x1x5x4x6xf32>
+  %tall = med.add %t0, %three : (tensor<2x1x5x4x6xf32>, tensor<f32>) -> tensor<2x1x5x4x6xf32>
+  %4 = med.dice_ce logits(%x) targets(%tall) {weights = array<f64: 1.0>, ignore_index = 3} : (tensor<2x3x5x4x6xf32>, tensor<2x1x5x4x6xf32>) -> tensor<f32>
+  return %0, %1, %2, %3, %4 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
+}
+
+// CHECK: 39 outputs checked, 0 failed

@@ -494,6 +494,9 @@ torch::Tensor bce(const OpInfo &op, const torch::Tensor &x, torch::Tensor y, tor
 /// (2·tp + smooth) / (2·tp + fp + fn + smooth) per class and sample, or per class over the
 /// batch when batch_dice, averaged, background left out unless include_background; the loss
 /// is −Dice), weighted and summed over levels. Targets are class indices: no gradient.
+/// With ignore_index, as nnU-Net's DC_and_CE_loss with an ignore label: cross_entropy with
+/// ignore_index (skipped when a level has no annotated voxel), and the soft Dice's sums
+/// multiplied by the mask target != ignore, the target set to 0 under it.
 torch::Tensor diceCE(const OpInfo &op, const std::vector<torch::Tensor> &logits,
                      const std::vector<torch::Tensor> &targets,
                      const torch::TensorOptions &floatOptions) {
@@ -504,6 +507,9 @@ torch::Tensor diceCE(const OpInfo &op, const std::vector<torch::Tensor> &logits,
   double smooth = num(op, "smooth"), ceWeight = num(op, "ce_weight"),
          diceWeight = num(op, "dice_weight");
   bool batchDice = flag(op, "batch_dice"), includeBg = flag(op, "include_background");
+  std::optional<int64_t> ignore;
+  if (op.attrs.count("ignore_index"))
+    ignore = op.intAttr("ignore_index");
 
   torch::Tensor total;
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -511,13 +517,27 @@ torch::Tensor diceCE(const OpInfo &op, const std::vector<torch::Tensor> &logits,
     int64_t classes = x.size(1);
     torch::Tensor t = targets[i].detach().select(1, 0).to(torch::kLong);
 
-    torch::Tensor ce = torch::nn::functional::cross_entropy(x, t);
+    torch::Tensor ce, mask;
+    if (ignore) {
+      mask = (t != *ignore).unsqueeze(1).to(x.scalar_type());
+      ce = mask.sum().item<double>() > 0
+               ? torch::nn::functional::cross_entropy(
+                     x, t, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(*ignore))
+               : x.sum() * 0;
+      t = torch::where(t == *ignore, torch::zeros_like(t), t);
+    } else {
+      ce = torch::nn::functional::cross_entropy(x, t);
+    }
 
     torch::Tensor p = torch::softmax(x, 1);
     torch::Tensor onehot = torch::one_hot(t, classes).movedim(-1, 1).to(x.scalar_type());
     if (!includeBg) {
       p = p.slice(1, 1, classes);
       onehot = onehot.slice(1, 1, classes);
+    }
+    if (mask.defined()) { // nnU-Net: the intersection, Σpred and Σgt times the mask
+      p = p * mask;
+      onehot = onehot * mask;
     }
     std::vector<int64_t> spatial;
     for (int64_t a = 2; a < x.dim(); ++a)

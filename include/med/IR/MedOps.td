@@ -687,6 +687,11 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differ
     excluded unless `include_background`. The weights are used as given (normalize them in the
     recipe; nnU-Net uses 1, ½, ¼, … normalized to sum 1).
 
+    `ignore_index` (nnU-Net's `ignore` label, the highest label value): voxels whose target
+    holds it count nowhere: CE is the mean over the other voxels (0 when a level has none, as
+    nnU-Net skips it), and they are left out of every Dice sum (tp, Σsoftmax, Σone-hot); their
+    logits get no gradient.
+
     ```mlir
     %l = med.dice_ce logits(%x0, %x1) targets(%t0, %t1) {weights = array<f64: 0.6667, 0.3333>}
         : (tensor<2x4x64x64x64xf32>, tensor<2x4x32x32x32xf32>, tensor<2x1x64x64x64xf32>, tensor<2x1x32x32x32xf32>) -> tensor<f32>
@@ -698,7 +703,8 @@ def Med_DiceCEOp : Med_ShapedOp<"dice_ce", [AttrSizedOperandSegments, Med_Differ
                        DefaultValuedAttr<F64Attr, "1.0">:$ce_weight,
                        DefaultValuedAttr<F64Attr, "1.0">:$dice_weight,
                        DefaultValuedAttr<BoolAttr, "true">:$batch_dice,
-                       UnitAttr:$include_background);
+                       UnitAttr:$include_background,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$ignore_index);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = [{
     `logits` `(` $logits `)` `targets` `(` $targets `)` attr-dict `:` functional-type(operands, results)
@@ -1119,7 +1125,8 @@ def Med_DiceCEGradOp : Med_ShapedOp<"dice_ce_grad", [AttrSizedOperandSegments,
                        DefaultValuedAttr<F64Attr, "1.0">:$ce_weight,
                        DefaultValuedAttr<F64Attr, "1.0">:$dice_weight,
                        DefaultValuedAttr<BoolAttr, "true">:$batch_dice,
-                       UnitAttr:$include_background);
+                       UnitAttr:$include_background,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$ignore_index);
   let results = (outs Variadic<Med_FloatTensor>:$results);
   let assemblyFormat = [{
     `logits` `(` $logits `)` `targets` `(` $targets `)` `grad` $grad_loss attr-dict `:` functional-type(operands, results)

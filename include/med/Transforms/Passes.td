@@ -69,7 +69,8 @@ def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
     - `type=dice_ce` (nnU-Net): one target of class indices (N×1×D×H×W, f32) per network
       output, `@loss(%image, %t0, %t1, …)`, target i marked `med.downsample = 2^i` (the
       resolution of output i), deep-supervision `weights` (default 1, ½, ¼, …
-      normalized to sum 1 over the outputs), `batch-dice`, `include-background`.
+      normalized to sum 1 over the outputs), `batch-dice`, `include-background`,
+      `ignore-label` (nnU-Net's `ignore` label: voxels holding it count nowhere; -1: none).
 
     It also adds `@infer(%image)`, the network's forward pass; the network and its other
     public functions become private.
@@ -91,6 +92,8 @@ def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
     Option<"batchDice", "batch-dice", "bool", /*default=*/"true", "Dice+CE: batch dice">,
     Option<"includeBackground", "include-background", "bool", /*default=*/"false",
            "Dice+CE: count class 0 in the dice term">,
+    Option<"ignoreLabel", "ignore-label", "int64_t", /*default=*/"-1",
+           "Dice+CE: the target value left out of CE and Dice (-1: none)">,
   ];
 }
 

@@ -186,6 +186,24 @@ void FunctionGen::bce(const Op &op, bool grad) {
   elementwise(op, "bce_grad", params, args, n, body);
 }
 
+namespace {
+
+/// dice_ce's ignore label (nnU-Net's `ignore`), if the op has one.
+std::optional<int64_t> ignoreLabel(const Op &op) {
+  if (!op.attrs.count("ignore_index"))
+    return std::nullopt;
+  return op.intAttr("ignore_index");
+}
+
+/// Code after readClass that leaves a voxel of the ignore label out (`then`: what to do).
+std::string skipIgnored(const std::optional<int64_t> &ignore, const std::string &then) {
+  if (!ignore)
+    return "";
+  return "    if (tv == " + std::to_string(*ignore) + ".0) " + then + "\n";
+}
+
+} // namespace
+
 /// Code reading the class of voxel e of a dice target as `cls` (−1: not a class).
 std::string FunctionGen::readClass(int target, int64_t classes) const {
   const DType d = type(target).dtype;
@@ -229,6 +247,7 @@ int FunctionGen::diceSums(const Op &op, int x, int tgt, const NCS &L) {
     s.base = "  const i64 n = out, ob = n * " + num(S) + ";\n";
     s.row = "    const i64 ro = 0;\n";
     s.term = "        const i64 s = e - ob;\n" + readClass(tgt, C) +
+             skipIgnored(ignoreLabel(op), "continue;") +
              "        if (cls < 0) { medFail(status, " + code(op) + "); continue; }\n" +
              softmaxHead(C, S) +
              "        a_ce[u] += logf(se) - (xb[cls * " + num(S) + "] - mx);\n";
@@ -256,6 +275,7 @@ int FunctionGen::diceSums(const Op &op, int x, int tgt, const NCS &L) {
       "  float ce = 0.0f, tp = 0.0f, sp = 0.0f, sy = 0.0f;\n"
       "  for (i64 s = t; s < " + num(S) + "; s += " + std::to_string(block) + ") {\n"
       "    const i64 e = n * " + num(S) + " + s;\n" + readClass(tgt, C) +
+      skipIgnored(ignoreLabel(op), "continue;") +
       "    if (cls < 0) { if (c0 == 0) medFail(status, " + code(op) + "); continue; }\n" +
       softmaxHead(C, S) +
       "    const float sm = expf(xb[c0 * " + num(S) + "] - mx) / se;\n"
@@ -283,7 +303,16 @@ void FunctionGen::diceCE(const Op &op, bool grad) {
   const double smooth = op.floatAttr("smooth"), ceW = op.floatAttr("ce_weight"),
                diceW = op.floatAttr("dice_weight");
   const bool batchDice = op.boolAttr("batch_dice"), bg = op.boolAttr("include_background");
+  const std::optional<int64_t> ignore = ignoreLabel(op);
   const int64_t c0 = bg ? 0 : 1;
+  // CE's divisor: every voxel, or with an ignore label the counted ones (Σ one-hot over all
+  // classes and samples; 0 of them: no CE, as nnU-Net).
+  auto counted = [&](const NCS &L, const std::string &q) {
+    return "  float cnt = 0.0f;\n"
+           "  for (i64 n = 0; n < " + num(L.n) + "; ++n)\n"
+           "    for (i64 c = 0; c < " + num(L.c) + "; ++c) cnt += " + q + "[n * " +
+           num(1 + 3 * L.c) + " + 1 + " + num(2 * L.c) + " + c];\n";
+  };
   std::vector<NCS> layouts;
   std::vector<int> sums;
   for (size_t l = 0; l < logits.size(); ++l) {
@@ -310,8 +339,13 @@ void FunctionGen::diceCE(const Op &op, bool grad) {
       args.push_back(sums[l] >= 0 ? sums[l] : status()); // unread when empty
       fin += "  {\n    const auto* q = " + q + ";\n"
              "    float ce = 0.0f;\n"
-             "    for (i64 n = 0; n < " + num(L.n) + "; ++n) ce += q[n * " + num(stride) + "];\n"
-             "    const double ceMean = (double)ce / (double)" + num(L.n * L.s) + ";\n"
+             "    for (i64 n = 0; n < " + num(L.n) + "; ++n) ce += q[n * " + num(stride) + "];\n";
+      if (ignore)
+        fin += counted(L, "q") +
+               "    const double ceMean = cnt > 0.0f ? (double)ce / (double)cnt : 0.0;\n";
+      else
+        fin += "    const double ceMean = (double)ce / (double)" + num(L.n * L.s) + ";\n";
+      fin +=
              "    double diceSum = 0.0;\n    i64 kept = 0;\n";
       std::string dc = "(double)((2.0f * tpv + " + flt(smooth) + ") / fmaxf(spv + syv + " +
                        flt(smooth) + ", 1e-8f))";
@@ -382,8 +416,12 @@ void FunctionGen::diceCE(const Op &op, bool grad) {
               "      be[n * " + num(C) + " + c] = raw >= 1e-8f ? (float)(f * num / (den * den)) : 0.0f;\n"
               "    }\n";
     }
-    body += "  coef[" + num(2 * L.n * C) + "] = (float)(w * " + dbl(ceW) + " / (double)" +
-            num(L.n * S) + ");\n";
+    if (ignore)
+      body += counted(L, "q") + "  coef[" + num(2 * L.n * C) + "] = cnt > 0.0f ? (float)(w * " +
+              dbl(ceW) + " / (double)cnt) : 0.0f;\n";
+    else
+      body += "  coef[" + num(2 * L.n * C) + "] = (float)(w * " + dbl(ceW) + " / (double)" +
+              num(L.n * S) + ");\n";
     perBlock(op, "dice_ce_grad_coef", {out("coef"), in("sums"), in("dl")}, {coef, sums[l], dl},
              1, 32, body);
     // One thread per voxel (n, s): the softmax, then every class's gradient.
@@ -391,7 +429,9 @@ void FunctionGen::diceCE(const Op &op, bool grad) {
     std::string g =
         "  const i64 n = i / " + num(S) + ", s = i % " + num(S) + ";\n"
         "  const i64 e = i;\n" + readClass(tgt, C) +
-        "  auto* db = dx + n * " + num(C * S) + " + s;\n"
+        "  auto* db = dx + n * " + num(C * S) + " + s;\n" +
+        skipIgnored(ignore, "{\n    for (i64 c = 0; c < " + num(C) + "; ++c) db[c * " + num(S) +
+                                "] = 0.0f;\n    return;\n  }") +
         "  if (cls < 0) {\n    medFail(status, " + code(op) + ");\n"
         "    for (i64 c = 0; c < " + num(C) + "; ++c) db[c * " + num(S) + "] = 0.0f;\n    return;\n  }\n" +
         softmaxHead(C, S) +

@@ -14,6 +14,7 @@
 #include "medrun/Tensor.h"
 
 #include <array>
+#include <optional>
 #include <vector>
 
 namespace medrun::cpu {
@@ -112,6 +113,9 @@ struct DiceCEParams {
   std::vector<double> weights;
   double smooth = 1e-5, ceWeight = 1.0, diceWeight = 1.0;
   bool batchDice = true, includeBackground = false;
+  /// nnU-Net's ignore label: voxels whose target holds it count in no sum (CE: the mean over
+  /// the other voxels, 0 without any; Dice: out of tp, Σsoftmax and Σone-hot).
+  std::optional<int64_t> ignoreIndex;
 };
 /// nnU-Net's DC_and_CE loss summed over deep-supervision levels (docs/dialect.md,
 /// med.dice_ce). targets hold class indices (any dtype; a value outside [0, C) throws Error

@@ -202,6 +202,8 @@ cpu::DiceCEParams diceParams(const OpInfo &op) {
   p.diceWeight = op.floatAttr("dice_weight");
   p.batchDice = op.boolAttr("batch_dice");
   p.includeBackground = op.boolAttr("include_background");
+  if (op.attrs.count("ignore_index"))
+    p.ignoreIndex = op.intAttr("ignore_index");
   return p;
 }
 

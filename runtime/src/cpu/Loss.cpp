@@ -188,12 +188,19 @@ void bceImpl(const Tensor &x, const Tensor &t, const Tensor *mask, const Tensor 
 
 // ---- dice_ce -------------------------------------------------------------------------------
 
-/// Reads targets [b, e) as class indices into out; returns the first flat index whose
-/// value is not a class in [0, classes), or −1.
-int64_t readClasses(const Tensor &t, int64_t b, int64_t e, int64_t classes, int64_t *out) {
+/// Reads targets [b, e) as class indices into out (−1 for a voxel holding the ignore label);
+/// returns the first flat index whose value is neither a class in [0, classes) nor the
+/// ignore label, or −1.
+int64_t readClasses(const Tensor &t, int64_t b, int64_t e, int64_t classes,
+                    const std::optional<int64_t> &ignore, int64_t *out) {
+  const double ign = ignore ? static_cast<double>(*ignore) : std::nan("");
   auto run = [&](auto get) {
     for (int64_t i = b; i < e; ++i) {
       double v = get(i);
+      if (v == ign) {
+        out[i - b] = -1;
+        continue;
+      }
       if (!(v >= 0 && v < static_cast<double>(classes)))
         return i;
       out[i - b] = static_cast<int64_t>(v);
@@ -220,10 +227,11 @@ int64_t readClasses(const Tensor &t, int64_t b, int64_t e, int64_t classes, int6
   return -1;
 }
 
-/// Sums of one dice_ce level: Σ CE over all voxels, and per (n, c) tp = Σ softmax·onehot,
-/// sp = Σ softmax, sy = Σ onehot.
+/// Sums of one dice_ce level: Σ CE over the counted voxels (all but those of the ignore
+/// label), their number, and per (n, c) tp = Σ softmax·onehot, sp = Σ softmax, sy = Σ onehot.
 template <typename A> struct LevelSums {
   A ce = A(0);
+  int64_t counted = 0;
   std::vector<A> tp, sp, sy;
 };
 
@@ -237,16 +245,19 @@ Layout diceLayout(size_t level, const Tensor &x, const Tensor &t) {
 }
 
 /// Throws the error for target voxel `first` (a flat index) of a level.
-[[noreturn]] void badTarget(size_t level, const Tensor &t, int64_t first, int64_t C) {
+[[noreturn]] void badTarget(size_t level, const Tensor &t, int64_t first, int64_t C,
+                           const std::optional<int64_t> &ignore) {
   throw Error(str("med kernel dice_ce: level ", level, ": target voxel ", first, " holds ",
-                  t.at(first), ", not a class index in [0, ", C, ")"));
+                  t.at(first), ", not a class index in [0, ", C, ")",
+                  ignore ? str(" nor the ignore label ", *ignore) : std::string()));
 }
 
 /// Pieces of voxels a dice_ce task handles, and the blocks it computes softmax over.
 constexpr int64_t kDicePiece = 4096, kDiceBlock = 256;
 
 template <typename T>
-LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, const Layout &L) {
+LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, const Layout &L,
+                                const std::optional<int64_t> &ignore) {
   using A = Acc<T>;
   const int64_t C = L.c, S = L.s;
   constexpr int64_t piece = kDicePiece, block = kDiceBlock;
@@ -254,7 +265,7 @@ LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, 
   // Per task: [ce, tp[C], sp[C], sy[C]].
   const int64_t stride = 1 + 3 * C;
   std::vector<A> part(static_cast<size_t>(tasks * stride), A(0));
-  std::vector<int64_t> bad(static_cast<size_t>(tasks), -1);
+  std::vector<int64_t> bad(static_cast<size_t>(tasks), -1), counted(static_cast<size_t>(tasks), 0);
   const T *xp = ptr<T>(x);
 
   parallelFor(tasks, 1, [&](int64_t t0, int64_t t1) {
@@ -267,12 +278,14 @@ LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, 
       A ce = A(0), *tp = out + 1, *sp = out + 1 + C, *sy = out + 1 + 2 * C;
       for (int64_t b0 = pb; b0 < pe; b0 += block) {
         const int64_t len = std::min(block, pe - b0);
-        int64_t first = readClasses(t, n * S + b0, n * S + b0 + len, C, cls);
+        int64_t first = readClasses(t, n * S + b0, n * S + b0 + len, C, ignore, cls);
         if (first >= 0) {
           bad[task] = first;
           break;
         }
         const T *xb = xp + n * C * S + b0;
+        for (int64_t i = 0; i < len; ++i)
+          counted[task] += cls[i] >= 0;
         for (int64_t i = 0; i < len; ++i)
           mx[i] = load(xb[i]);
         for (int64_t c = 1; c < C; ++c)
@@ -290,10 +303,13 @@ LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, 
           }
         // CE: −log softmax(x)[t] = log Σ exp(x − max) − (x[t] − max).
         for (int64_t i = 0; i < len; ++i)
-          ce += std::log(se[i]) - (load(xb[cls[i] * S + i]) - mx[i]);
+          if (cls[i] >= 0)
+            ce += std::log(se[i]) - (load(xb[cls[i] * S + i]) - mx[i]);
         for (int64_t c = 0; c < C; ++c) {
           A s = A(0), tps = A(0), sys = A(0);
           for (int64_t i = 0; i < len; ++i) {
+            if (cls[i] < 0)
+              continue;
             A sm = ex[c * block + i] / se[i];
             s += sm;
             if (cls[i] == c) {
@@ -311,10 +327,12 @@ LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, 
   });
   for (int64_t task = 0; task < tasks; ++task)
     if (bad[task] >= 0)
-      badTarget(level, t, bad[task], C);
+      badTarget(level, t, bad[task], C, ignore);
 
   // Combine pieces in order per sample.
   LevelSums<A> r;
+  for (int64_t task = 0; task < tasks; ++task)
+    r.counted += counted[task];
   r.tp.assign(static_cast<size_t>(L.n * C), A(0));
   r.sp = r.tp;
   r.sy = r.tp;
@@ -337,11 +355,15 @@ double diceCELevel(size_t level, const Tensor &x, const Tensor &t, const DiceCEP
   using A = Acc<T>;
   const Layout L = diceLayout(level, x, t);
   const int64_t C = L.c, S = L.s;
-  LevelSums<A> sums = diceLevelSums<T>(level, x, t, L);
+  LevelSums<A> sums = diceLevelSums<T>(level, x, t, L, p.ignoreIndex);
   const std::vector<A> &tp = sums.tp, &sp = sums.sp, &sy = sums.sy;
   const A ce = sums.ce;
-  const int64_t voxels = L.n * S;
-  const double ceMean = static_cast<double>(ce) / static_cast<double>(voxels);
+  // The mean over the counted voxels; with an ignore label and none counted, nnU-Net leaves
+  // CE out (0).
+  const int64_t voxels = p.ignoreIndex ? sums.counted : L.n * S;
+  const double ceMean = p.ignoreIndex && voxels == 0
+                            ? 0.0
+                            : static_cast<double>(ce) / static_cast<double>(voxels);
 
   auto dc = [&](A tpv, A spv, A syv) {
     A den = std::max(spv + syv + A(p.smooth), A(1e-8));
@@ -499,7 +521,7 @@ void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceC
   const int64_t C = L.c, S = L.s;
   if (x.numel() == 0)
     return;
-  const LevelSums<A> sums = diceLevelSums<T>(level, x, t, L);
+  const LevelSums<A> sums = diceLevelSums<T>(level, x, t, L, p.ignoreIndex);
 
   // α, β per (n, c), in double from the sums as the forward kernel forms dc.
   std::vector<A> alpha(static_cast<size_t>(L.n * C), A(0)), beta(alpha);
@@ -535,7 +557,10 @@ void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceC
       }
     }
   }
-  const A ceCoef = static_cast<A>(w * p.ceWeight / static_cast<double>(L.n * S));
+  const int64_t voxels = p.ignoreIndex ? sums.counted : L.n * S;
+  const A ceCoef = p.ignoreIndex && voxels == 0
+                       ? A(0)
+                       : static_cast<A>(w * p.ceWeight / static_cast<double>(voxels));
 
   const T *xp = ptr<T>(x);
   T *dp = ptr<T>(dx);
@@ -551,7 +576,7 @@ void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceC
       const A *al = alpha.data() + n * C, *be = beta.data() + n * C;
       for (int64_t b0 = pb; b0 < pe; b0 += block) {
         const int64_t len = std::min(block, pe - b0);
-        int64_t first = readClasses(t, n * S + b0, n * S + b0 + len, C, cls);
+        int64_t first = readClasses(t, n * S + b0, n * S + b0 + len, C, p.ignoreIndex, cls);
         if (first >= 0) {
           bad[task] = first;
           break;
@@ -579,13 +604,17 @@ void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceC
             pr[c * block + i] /= se[i];
         // Σ_j g_j·p_j = α_t·p_t + Σ_j β_j·p_j.
         for (int64_t i = 0; i < len; ++i)
-          sg[i] = al[cls[i]] * pr[cls[i] * block + i];
+          sg[i] = cls[i] >= 0 ? al[cls[i]] * pr[cls[i] * block + i] : A(0);
         for (int64_t c = 0; c < C; ++c)
           for (int64_t i = 0; i < len; ++i)
             sg[i] += be[c] * pr[c * block + i];
         for (int64_t c = 0; c < C; ++c) {
           const A *pc = pr.data() + c * block;
           for (int64_t i = 0; i < len; ++i) {
+            if (cls[i] < 0) { // the ignore label: in no sum, no gradient
+              db[c * S + i] = store<T>(A(0));
+              continue;
+            }
             const bool hit = cls[i] == c;
             const A g = (hit ? al[c] : A(0)) + be[c];
             db[c * S + i] = store<T>(pc[i] * (g - sg[i]) + ceCoef * (hit ? pc[i] - A(1) : pc[i]));
@@ -596,7 +625,7 @@ void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceC
   });
   for (int64_t task = 0; task < tasks; ++task)
     if (bad[task] >= 0)
-      badTarget(level, t, bad[task], C);
+      badTarget(level, t, bad[task], C, p.ignoreIndex);
 }
 
 } // namespace
