@@ -32,7 +32,7 @@ struct Node {
 
 // The schema: every key a recipe may hold, its type and its default (nullptr: none; the
 // pass or the runtime decides).
-enum class Type { Word, Int, Number, Bool, List, Size3, Words, Params };
+enum class Type { Word, Int, Number, Bool, List, Size3, Words, Params, Fold };
 struct Key {
   StringRef name;
   Type type;
@@ -65,7 +65,7 @@ const std::vector<Section> &schema() {
         {"label_key", Type::Word},
         {"normalization", Type::Word, "auto"},
         {"splits", Type::Word},
-        {"fold", Type::Int, "0"},
+        {"fold", Type::Fold, "0"}, // a fold of the splits, or all: every case (nnU-Net's fold all)
         {"val_fraction", Type::Number, "0.2"},
         {"cache_mb", Type::Int, "1024", 1}}},
       {"loss",
@@ -278,6 +278,13 @@ struct Reader {
         if (s != "true" && s != "false")
           return fail(where + ": expected true or false, got '" + s + "'");
         return json::Value(s == "true");
+      case Type::Fold:
+        if (s == "all")
+          return json::Value("all");
+        if (s.getAsInteger(10, i) || i < 0)
+          return fail(where + ": expected a fold number >= 0 or all (every case, as nnU-Net's "
+                              "fold all), got '" + s + "'");
+        return json::Value(i);
       }
       llvm_unreachable("type");
     };

@@ -320,8 +320,21 @@ std::vector<medc::AugmentOverride> recipeAugmentOverrides;
 medc::AugmentRequest recipeAugmentRequest;
 std::string recipeNetwork;
 
+// The loss's ignore label ("ignore-label=K" among the loss options), or -1.
+int64_t ignoreLabelOf(StringRef lossOptions) {
+  SmallVector<StringRef> parts;
+  lossOptions.split(parts, ' ', -1, false);
+  int64_t k = -1;
+  for (StringRef p : parts)
+    if (p.consume_front("ignore-label=") && p.getAsInteger(10, k))
+      k = -1;
+  return k;
+}
+
 // The generated pipeline's sizes the recipe leaves to the network: nnunet's channels (the
-// image input's), classes (the first output's channels) and levels (the outputs).
+// image input's), classes (the first output's channels, and nnU-Net's ignore label above
+// them when the loss names one: the pipeline interpolates it as a label of its own) and
+// levels (the outputs).
 LogicalResult resolveAugmentRequest(ModuleOp module, medc::AugmentRequest &r) {
   if (r.pipeline != "nnunet" || (r.channels && r.classes && r.levels))
     return success();
@@ -344,7 +357,7 @@ LogicalResult resolveAugmentRequest(ModuleOp module, medc::AugmentRequest &r) {
   if (!r.channels)
     r.channels = in;
   if (!r.classes)
-    r.classes = out;
+    r.classes = std::max(out, ignoreLabelOf(effectiveLoss.value_or("")) + 1);
   if (!r.levels)
     r.levels = network.getNumResults();
   return success();

@@ -1,6 +1,7 @@
 //===- ExportCommand.cpp - `medrun export`: weights for PyTorch's MedNeXt v1 --------===//
 #include "ExportCommand.h"
 
+#include "InferCommand.h"
 #include "TrainCommand.h"
 
 #include "medrun/Artifact.h"
@@ -159,7 +160,30 @@ int exportCommand(const ExportOptions &o) {
   }
   std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"mednext_v1", net.json()}, {"weights", weights}, {"source", source}};
+  // 5. The run's data contract travels with the weights (their metadata, and OUT's stem +
+  //    .data.json beside them), so that infer and predict from the export normalise as the run
+  //    did. Weights of a run need it: a checkpoint without one is refused.
+  std::string contractFrom;
+  std::optional<DataContract> contract = findContract(ckpt ? ckpt->dir : o.input, contractFrom);
+  if (!contract && ckpt)
+    throw Error(str(source, ": no data contract (", run.empty() ? "no run directory" : run + "/data.json",
+                    " is missing and the checkpoint's state.json has no extra.data): without it the "
+                    "export's users cannot normalise inputs as the run did; export a checkpoint of "
+                    "a run that records its data (any run of this medrun)"));
+  std::string contractPath;
+  if (contract) {
+    const std::string text = contract->toJson().dump();
+    metadata[kContractMetadataKey] = text;
+    contractPath = (fs::path(o.out).parent_path() / (fs::path(o.out).stem().string() + ".data.json"))
+                       .string();
+  }
   writeSafetensors(o.out, out, metadata);
+  if (contract) {
+    std::ofstream beside(contractPath);
+    beside << contract->toJson().dump(2) << "\n";
+    if (!beside)
+      throw Error(str(contractPath, ": cannot write the run's data contract beside the weights"));
+  }
 
   std::printf("%s: %s weights%s\n", source.c_str(), weights == "ema" ? "EMA" : "model",
               weights == "ema" ? " (--weights model for the trained weights)"
@@ -180,6 +204,12 @@ int exportCommand(const ExportOptions &o) {
     std::printf("  (the same network: %s)\n", factory.c_str());
   std::printf("  model.load_state_dict(safetensors.torch.load_file('%s'), strict=True)\n",
               o.out.c_str());
+  if (contract)
+    std::printf("data contract (from %s): in its metadata (%s) and %s; infer and predict apply it\n",
+                contractFrom.c_str(), kContractMetadataKey, contractPath.c_str());
+  else
+    std::printf("no data contract (%s is a weights file without one): infer needs --normalization\n",
+                o.input.c_str());
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "medrun/Executor.h"
 #include "medrun/Safetensors.h"
 #include "medrun/SlidingWindow.h"
+#include "medrun/TorchFile.h"
 #include "medrun/TrainLog.h"
 #include "medrun/Volume.h"
 
@@ -85,14 +86,25 @@ std::string defaultActivation(const Artifact &a) {
                   "--activation sigmoid, softmax or none"));
 }
 
-/// The data contract of the weights at `path`: a checkpoint's state.json (extra.data), or
-/// the data.json of the run whose checkpoints hold it. Sets `from` to where it was found.
+} // namespace
+
 std::optional<DataContract> findContract(const std::string &path, std::string &from) {
   std::string dir;
   try {
     dir = resolveCheckpoint(path);
   } catch (const Error &) {
-    return std::nullopt; // a safetensors or PyTorch file: no training record beside it
+    // A weights file: `medrun export` puts the run's contract into its metadata.
+    if (!fs::is_regular_file(path) || isTorchFile(path))
+      return std::nullopt;
+    const SafetensorsFile f = readSafetensors(path);
+    auto it = f.metadata.find(kContractMetadataKey);
+    if (it == f.metadata.end())
+      return std::nullopt;
+    nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+    from = str(path, " (metadata ", kContractMetadataKey, ")");
+    if (j.is_discarded())
+      throw Error(str(from, ": malformed JSON (the run's data contract)"));
+    return DataContract::fromJson(j, from);
   }
   const fs::path state = fs::path(dir) / "state.json";
   std::ifstream in(state);
@@ -114,6 +126,8 @@ std::optional<DataContract> findContract(const std::string &path, std::string &f
   }
   return std::nullopt;
 }
+
+namespace {
 
 /// How channel `c` is normalised: as --normalization says, else as the run's contract says;
 /// with neither, an Error that names what is missing (never a guess).

@@ -3,8 +3,10 @@
 #define MEDRUN_TOOL_INFERCOMMAND_H
 
 #include "medrun/Artifact.h"
+#include "medrun/Dataset.h"
 #include "medrun/Tensor.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,14 @@ struct InferOptions {
 /// set to the choice). Error naming the file for a missing or mismatched parameter.
 TensorMap loadWeights(const Artifact &a, const Function &fn, const std::string &path,
                       std::string &weights);
+
+/// The safetensors metadata key under which `medrun export` stores the run's data contract.
+inline constexpr const char *kContractMetadataKey = "medrun_data_contract";
+
+/// The data contract of the weights at `path`: a checkpoint's state.json (extra.data), the
+/// data.json of the run whose checkpoints hold it, or an exported safetensors file's
+/// metadata (kContractMetadataKey). Sets `from` to where it was found; nullopt if nowhere.
+std::optional<DataContract> findContract(const std::string &path, std::string &from);
 
 /// Predicts the volume with the artifact's `infer` function over sliding windows
 /// (SlidingWindow.h) and writes the channel-first float32 prediction to `out`.

@@ -8,6 +8,7 @@
 #include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
+#include "medrun/Npy.h"
 #include "medrun/Preprocess.h"
 #include "medrun/Resample.h"
 #include "medrun/SlidingWindow.h"
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,12 +44,26 @@ int predictCommand(const PredictOptions &o) {
   if (o.artifact.empty())
     throw Error("medrun predict: give the recipe's compiled artifact with --artifact X.medc");
   // The runs' data contracts: one plan, one set of channels and labels.
+  // A run is a training run's directory, or the file `medrun export` wrote (its contract in
+  // the metadata).
   std::vector<DataContract> contracts;
+  std::vector<std::string> weightFiles;
   for (const std::string &run : o.runs) {
-    const std::string path = (fs::path(run) / "data.json").string();
-    if (!fs::exists(path))
-      throw Error(str(path, ": no such file (--run must be a training run's directory)"));
-    contracts.push_back(DataContract::fromJson(readJsonFile(path), path));
+    std::string path = (fs::path(run) / "data.json").string();
+    if (fs::is_regular_file(run)) {
+      std::optional<DataContract> c = findContract(run, path);
+      if (!c)
+        throw Error(str(run, ": a weights file without the run's data contract (export the run "
+                             "with `medrun export RUN -o FILE`, which carries it)"));
+      contracts.push_back(*c);
+      weightFiles.push_back(run);
+    } else {
+      if (!fs::exists(path))
+        throw Error(str(path, ": no such file (--run must be a training run's directory or an "
+                              "exported weights file)"));
+      contracts.push_back(DataContract::fromJson(readJsonFile(path), path));
+      weightFiles.push_back((fs::path(run) / "checkpoints" / "best").string());
+    }
     if (contracts.back().preprocessed.empty())
       throw Error(str(path,
                       ": the run did not train on a `medrun preprocess` cache, so no plan "
@@ -105,9 +121,9 @@ int predictCommand(const PredictOptions &o) {
         str(a.path, ": 'infer' takes ", shapeStr(in), "; the plan has ", channels, " channel(s)"));
   std::vector<TensorMap> folds;
   std::string weights = o.weights;
-  for (const std::string &run : o.runs) {
+  for (const std::string &file : weightFiles) {
     std::string w = o.weights;
-    folds.push_back(loadWeights(a, fn, (fs::path(run) / "checkpoints" / "best").string(), w));
+    folds.push_back(loadWeights(a, fn, file, w));
     weights = w;
   }
   SlidingWindowOptions sw;
@@ -119,6 +135,8 @@ int predictCommand(const PredictOptions &o) {
   std::fprintf(stderr, "predict %zu case(s) from %s with %zu fold(s) (%s weights%s), plan %s\n",
                cases.size(), o.input.c_str(), folds.size(), weights.c_str(),
                o.mirror ? ", mirrored 8 ways" : "", plan.path.c_str());
+  if (o.saveProbabilities)
+    std::fprintf(stderr, "probabilities: OUT/CASE.npz (key probabilities, C x z x y x, float32)\n");
   Progress::Options po;
   po.total = static_cast<int64_t>(cases.size());
   po.desc = "predict";
@@ -164,6 +182,48 @@ int predictCommand(const PredictOptions &o) {
     }
     // argmax (the first of equals), put back into the uncropped volume, transposed back.
     const Shape3 &full = pc.shapeBefore;
+    const Shape3 raw = pc.original.shape;
+    // Raw voxel v (C order over raw) is voxel rawToFull[v] of the uncropped, transposed volume.
+    std::vector<int64_t> rawToFull(static_cast<size_t>(raw[0] * raw[1] * raw[2]));
+    {
+      const int64_t stride[3] = {full[1] * full[2], full[2], 1};
+      for (int64_t i = 0, v = 0; i < raw[0]; ++i)
+        for (int64_t j = 0; j < raw[1]; ++j)
+          for (int64_t k = 0; k < raw[2]; ++k, ++v) {
+            const int64_t at[3] = {i, j, k}; // raw axis a is transposed axis backward[a]
+            int64_t t[3];
+            for (int ax = 0; ax < 3; ++ax)
+              t[ax] = at[plan.forward[ax]];
+            rawToFull[v] = t[0] * stride[0] + t[1] * stride[1] + t[2] * stride[2];
+          }
+    }
+    if (o.saveProbabilities) {
+      // nnU-Net's --save_probabilities: the softmax of the resampled logits, background 1
+      // outside the crop, in the input's array order: CASE.npz, key probabilities, (C, z, y, x).
+      const int64_t nFull = full[0] * full[1] * full[2];
+      std::vector<float> prob(static_cast<size_t>(classes * nFull), 0.0f);
+      std::fill(prob.begin(), prob.begin() + nFull, 1.0f);
+      std::vector<double> e(static_cast<size_t>(classes));
+      for (int64_t z = 0, v = 0; z < cs[0]; ++z)
+        for (int64_t y = 0; y < cs[1]; ++y)
+          for (int64_t x = 0; x < cs[2]; ++x, ++v) {
+            double mx = back[0][v], sum = 0;
+            for (int64_t c = 1; c < classes; ++c)
+              mx = std::max(mx, back[c][v]);
+            for (int64_t c = 0; c < classes; ++c)
+              sum += e[c] = std::exp(back[c][v] - mx);
+            const int64_t at = ((pc.lo[0] + z) * full[1] + pc.lo[1] + y) * full[2] + pc.lo[2] + x;
+            for (int64_t c = 0; c < classes; ++c)
+              prob[c * nFull + at] = static_cast<float>(e[c] / sum);
+          }
+      const int64_t nRaw = static_cast<int64_t>(rawToFull.size());
+      Tensor probabilities(DType::F32, {classes, raw[0], raw[1], raw[2]});
+      float *dst = probabilities.data<float>();
+      for (int64_t c = 0; c < classes; ++c)
+        for (int64_t v = 0; v < nRaw; ++v)
+          dst[c * nRaw + v] = prob[c * nFull + rawToFull[v]];
+      writeNpz((fs::path(o.out) / (name + ".npz")).string(), {{"probabilities", probabilities}});
+    }
     std::vector<int64_t> seg(static_cast<size_t>(full[0] * full[1] * full[2]), 0);
     for (int64_t z = 0, v = 0; z < cs[0]; ++z)
       for (int64_t y = 0; y < cs[1]; ++y)
@@ -174,18 +234,9 @@ int predictCommand(const PredictOptions &o) {
               best = c;
           seg[((pc.lo[0] + z) * full[1] + pc.lo[1] + y) * full[2] + pc.lo[2] + x] = best;
         }
-    const Shape3 raw = pc.original.shape;
     std::vector<int64_t> out(seg.size());
-    const int64_t stride[3] = {full[1] * full[2], full[2], 1};
-    for (int64_t i = 0, v = 0; i < raw[0]; ++i)
-      for (int64_t j = 0; j < raw[1]; ++j)
-        for (int64_t k = 0; k < raw[2]; ++k, ++v) {
-          const int64_t at[3] = {i, j, k}; // raw axis a is transposed axis backward[a]
-          int64_t t[3];
-          for (int ax = 0; ax < 3; ++ax)
-            t[ax] = at[plan.forward[ax]];
-          out[v] = seg[t[0] * stride[0] + t[1] * stride[1] + t[2] * stride[2]];
-        }
+    for (size_t v = 0; v < out.size(); ++v)
+      out[v] = seg[rawToFull[v]];
     VolumeData vd;
     vd.shape = raw;
     vd.spacing = pc.original.spacing;

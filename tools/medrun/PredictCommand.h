@@ -15,6 +15,8 @@ struct PredictOptions {
   std::string plans;             ///< "" = the plan the runs' data contract names
   std::string weights;           ///< ema, model or "" (ema where the checkpoints have it)
   bool mirror = false;
+  /// nnU-Net's --save_probabilities: CASE.npz beside each label map, key `probabilities`.
+  bool saveProbabilities = false;
   double overlap = 0.5;
   int progress = 0;              ///< 0 auto, 1 bar, 2 lines
 };
@@ -24,7 +26,9 @@ struct PredictOptions {
 /// checkpoint, the logits averaged over the folds, resampled back to the cropped shape
 /// (order 1, a separate z axis when anisotropic), the argmax put back into the uncropped,
 /// untransposed volume and written with the input's geometry as uint8 (uint16 past 254
-/// classes).
+/// classes). With saveProbabilities, also CASE.npz as nnU-Net writes it: key
+/// `probabilities`, float32 (C, z, y, x) in the input's array order, the softmax of the
+/// resampled averaged logits, background 1 outside the crop.
 int predictCommand(const PredictOptions &options);
 
 } // namespace medrun

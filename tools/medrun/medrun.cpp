@@ -247,7 +247,8 @@ const std::vector<Command> &commands() {
        false},
       {"predict",
        "medrun predict INPUT_FOLDER -o OUT_FOLDER --run RUN [--run RUN]... --artifact X.medc\n"
-       "               [--plans P] [--weights ema|model] [--mirror] [--overlap F] [--progress P]",
+       "               [--plans P] [--weights ema|model] [--mirror] [--overlap F]\n"
+       "               [--save-probabilities] [--progress P]",
        "nnU-Net's prediction of a folder of raw cases (CASE_XXXX.nii.gz, one file per\n"
        "channel) with runs trained on a `medrun preprocess` cache, one run per fold: each\n"
        "case preprocessed by the runs' plan as in training, the sliding window of every\n"
@@ -256,12 +257,15 @@ const std::vector<Command> &commands() {
        "into the uncropped volume and written as OUT_FOLDER/CASE.nii.gz with the input's\n"
        "geometry, uint8 (uint16 past 254 classes); progress and throughput printed.",
        {{"o", "DIR", "the output folder"},
-        {"run", "RUN", "a training run's directory (once per fold)"},
+        {"run", "RUN", "a training run's directory, or its `medrun export` file (once per fold)"},
         {"artifact", "A", "the runs' compiled recipe (`medc compile --recipe R`): its `infer`"},
         {"plans", "P", "the plan (default: the one the runs' data contract names)"},
         {"weights", "W", "ema or model (default: ema where the checkpoints have EMA weights)"},
         {"mirror", "", "test-time augmentation: average the 8 flips of the spatial axes"},
         {"overlap", "F", "fraction of a window its neighbours share, in [0, 1) (default 0.5)"},
+        {"save-probabilities", "",
+         "also OUT_FOLDER/CASE.npz as nnU-Net writes it: key probabilities, float32\n"
+         "(classes, z, y, x), the softmax of the averaged logits, background 1 outside the crop"},
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
       {"volume", "medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]",
@@ -907,6 +911,7 @@ int main(int argc, char **argv) {
       o.plans = args.get("plans");
       o.weights = args.get("weights");
       o.mirror = args.has("mirror");
+      o.saveProbabilities = args.has("save-probabilities");
       o.overlap = parseOverlap(args);
       o.progress = parseProgress(args);
       return predictCommand(o);

@@ -41,6 +41,8 @@ struct DatasetSpec {
   std::string normalization = "auto";     ///< [normalization] auto, none, divide255, zscore, ct
   std::string splits;                     ///< [splits] a splits_final.json ("" = nnunet's own)
   int64_t fold = 0;                       ///< [fold] which split of the splits file
+  /// [fold] all: every case trains and validates, no split (nnU-Net's fold all).
+  bool allCases = false;
   double valFraction = 0.2;               ///< [val_fraction] without a splits file
   uint64_t seed = 0;                      ///< [seed] of the fraction split
   int64_t cacheMb = 1024;                 ///< [cache_mb] decoded chunks kept, MiB
@@ -112,6 +114,8 @@ struct DatasetSplit {
   std::string preprocessed;
   /// nnunet: dataset.json's labels, by value (the ignore label left out).
   std::vector<std::pair<std::string, int64_t>> labels;
+  /// nnunet: dataset.json's "ignore" label (the highest label value), if any.
+  std::optional<int64_t> ignoreLabel;
 };
 
 /// sklearn's KFold(n_splits=folds, shuffle=True, random_state=seed) over n items, as nnU-Net

@@ -31,6 +31,10 @@ Tensor readNpy(const std::string &path);
 /// `path`. Throws Error for a bf16 or undefined tensor or on any I/O failure.
 void writeNpy(const std::string &path, const Tensor &t);
 
+/// Writes the arrays as an .npz (numpy.load's dict: key -> array): a zip of KEY.npy members,
+/// stored uncompressed, each at most 4 GiB. Atomic as writeNpy.
+void writeNpz(const std::string &path, const std::vector<std::pair<std::string, Tensor>> &arrays);
+
 namespace detail {
 
 class InputFile;

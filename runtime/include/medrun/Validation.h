@@ -23,6 +23,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,10 @@ class DiceCounts {
 public:
   explicit DiceCounts(std::vector<std::string> names);
   /// `logits` f32 [C, D, H, W]; `classes` u8 [1, D, H, W]. Counts classes 1..C-1 of the
-  /// argmax over the channels (the first of equal maxima, as torch.argmax).
-  void addSegmentation(const Tensor &logits, const Tensor &classes);
+  /// argmax over the channels (the first of equal maxima, as torch.argmax). Voxels whose
+  /// class is `ignore` (nnU-Net's ignore label) count nowhere.
+  void addSegmentation(const Tensor &logits, const Tensor &classes,
+                       std::optional<int64_t> ignore = std::nullopt);
   /// `logits` f32 [C, D, H, W]; `target` and `mask` u8 [>= C, D, H, W]: channel c is on
   /// where logit > 0 (sigmoid > 0.5), counted where mask is 1.
   void addAffinities(const Tensor &logits, const Tensor &target, const Tensor &mask);
@@ -57,6 +60,8 @@ struct ValidationOptions {
   /// Names of the foreground classes 1..C-1 (dataset.json's labels), for the logs; empty:
   /// class1, class2, ...
   std::vector<std::string> classNames;
+  /// nnU-Net's ignore label: its voxels are left out of the Dice, as nnU-Net's evaluation.
+  std::optional<int64_t> ignoreLabel;
 };
 
 struct ValidationResult {

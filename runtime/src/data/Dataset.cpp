@@ -66,13 +66,13 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
                       channels.size() - 1, ")"));
     modalities.push_back(channels[key].is_string() ? channels[key].get<std::string>() : "");
   }
-  if (d["labels"].contains("ignore"))
-    throw Error(str(meta, ": labels.ignore = ", d["labels"]["ignore"].dump(),
-                    ": nnU-Net's ignore label (voxels left out of the loss and the Dice) is not "
-                    "supported yet: medrun's dice_ce would train it as a class of its own. "
-                    "Expected labels without 'ignore' (relabel those voxels, or leave the "
-                    "label out of dataset.json)"));
   for (auto &[name, value] : d["labels"].items()) {
+    if (name == "ignore") { // nnU-Net's ignore label: checked below, not a class
+      if (!value.is_number_integer())
+        throw Error(str(meta, ": labels.ignore = ", value.dump(), ": expected an integer label"));
+      split.ignoreLabel = value.get<int64_t>();
+      continue;
+    }
     if (value.is_array())
       throw Error(str(meta, ": labels.", name, " is a region ", value.dump(),
                       "; region-based training needs a sigmoid loss per region, and medrun "
@@ -85,6 +85,12 @@ std::vector<Case> nnunetCases(const DatasetSpec &spec, DatasetSplit &split) {
   }
   std::stable_sort(split.labels.begin(), split.labels.end(),
                    [](const auto &a, const auto &b) { return a.second < b.second; });
+  // nnU-Net's rule (label_handling.py): the ignore label is the highest label value, the
+  // classes below it 0..K-1.
+  if (split.ignoreLabel && *split.ignoreLabel != split.maxLabel + 1)
+    throw Error(str(meta, ": labels.ignore = ", *split.ignoreLabel,
+                    ": nnU-Net's ignore label must be the highest label value, one above the "
+                    "classes (expected ", split.maxLabel + 1, ")"));
   split.channelNames = modalities;
   if (d.contains("regions_class_order"))
     throw Error(str(meta, ": regions_class_order: region-based datasets are not supported "
@@ -430,6 +436,16 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
     throw Error(str("data.source: expected synthetic, files or nnunet, got '", spec.source, "'"));
   std::sort(cases.begin(), cases.end(), [](const Case &a, const Case &b) { return a.name < b.name; });
 
+  if (spec.allCases) {
+    // nnU-Net's fold all: every case trains, and validation (a check, not a held-out score)
+    // runs on the same cases.
+    split.train = cases;
+    split.validation = cases;
+    split.how = "fold all (every case trains; validation on the training cases)";
+    if (split.train.empty())
+      throw Error("data: fold all: the dataset has no case");
+    return split;
+  }
   std::string splits = spec.splits;
   json generated;
   if (splits.empty() && spec.source == "nnunet") {
@@ -470,7 +486,7 @@ DatasetSplit splitDataset(const DatasetSpec &spec) {
       throw Error(str(splits, ": expected a list of folds [{\"train\": [...], \"val\": [...]}]"));
     if (spec.fold < 0 || spec.fold >= static_cast<int64_t>(s.size()))
       throw Error(str("data.fold: fold ", spec.fold, " does not exist: ", splits, " has ", s.size(),
-                      " fold(s), 0..", s.size() - 1));
+                      " fold(s), 0..", s.size() - 1, " (or fold all: every case)"));
     const json &fold = s[spec.fold];
     auto names = [&](const char *key) {
       if (!fold.is_object() || !fold.contains(key) || !fold[key].is_array())
@@ -792,6 +808,7 @@ private:
     std::unordered_map<int64_t, data::Stream> streams;
     data::Stream fgStream(seed, kTagReservoir, static_cast<uint32_t>(index), 0xffffffffu);
     int64_t fgSeen = 0;
+    bool annotated = false; // any voxel labelled, the ignore label included
     for (int64_t z0 = 0; z0 < V[0]; z0 += slab) {
       const int64_t d = std::min(slab, V[0] - z0);
       v.label->read({z0, 0, 0}, {d, V[1], V[2]}, ids.data());
@@ -807,24 +824,30 @@ private:
         int64_t id = ids[k];
         if (id <= 0)
           continue;
-        if (classMode_ && (id > 255 || (maxLabel_ >= 0 && id > maxLabel_)))
+        const bool ignored = split_.ignoreLabel && id == *split_.ignoreLabel;
+        if (classMode_ && !ignored && (id > 255 || (maxLabel_ >= 0 && id > maxLabel_)))
           throw Error(str(v.c.label, ": label value ", id, " at voxel (z, y, x) = (",
                           z0 + k / plane, ", ", k / V[2] % V[1], ", ", k % V[2], "): expected a "
                           "class index in 0..", maxLabel_ >= 0 ? maxLabel_ : 255,
                           maxLabel_ >= 0 ? " (dataset.json labels)" : ""));
         const int64_t cls = classMode_ ? id : 1;
         const int64_t flat = z0 * plane + k;
-        auto &list = kept[cls];
-        int64_t &count = seen[cls];
-        ++count;
-        if (list.size() < kLocations) {
-          list.push_back(flat);
-        } else {
-          auto it = streams.try_emplace(cls, seed, kTagReservoir, static_cast<uint32_t>(index),
-                                        static_cast<uint32_t>(cls)).first;
-          uint64_t r = it->second.below(static_cast<uint64_t>(count));
-          if (r < kLocations)
-            list[r] = flat;
+        annotated = true;
+        // The ignore label is no class to oversample (nnU-Net's foreground_labels), but its
+        // voxels are foreground for the intensity statistics (the fingerprint's seg > 0).
+        if (!ignored) {
+          auto &list = kept[cls];
+          int64_t &count = seen[cls];
+          ++count;
+          if (list.size() < kLocations) {
+            list.push_back(flat);
+          } else {
+            auto it = streams.try_emplace(cls, seed, kTagReservoir, static_cast<uint32_t>(index),
+                                          static_cast<uint32_t>(cls)).first;
+            uint64_t r = it->second.below(static_cast<uint64_t>(count));
+            if (r < kLocations)
+              list[r] = flat;
+          }
         }
         if (sample) { // the same voxels of every channel
           ++fgSeen;
@@ -842,7 +865,7 @@ private:
         }
       }
     }
-    if (kept.empty())
+    if (!annotated)
       throw Error(str(v.c.label, ": the label volume is empty (every voxel 0): expected at "
                                  "least one labelled voxel"));
     std::vector<int64_t> classes;
@@ -894,6 +917,7 @@ public:
       c.spacing = median;
     }
     c.labels = split_.labels; // nnunet's dataset.json; listed files name no classes
+    c.ignoreLabel = split_.ignoreLabel;
     c.preprocessed = split_.preprocessed;
     return c;
   }

@@ -51,7 +51,8 @@ std::vector<std::string> channelNames(bool affinities, int64_t channels) {
 DiceCounts::DiceCounts(std::vector<std::string> names)
     : names_(std::move(names)), tp_(names_.size()), fp_(names_.size()), fn_(names_.size()) {}
 
-void DiceCounts::addSegmentation(const Tensor &logits, const Tensor &classes) {
+void DiceCounts::addSegmentation(const Tensor &logits, const Tensor &classes,
+                                 std::optional<int64_t> ignore) {
   const int64_t channels = logits.dim(0), voxels = logits.numel() / channels;
   if (channels != static_cast<int64_t>(names_.size()) + 1 || classes.numel() != voxels)
     throw Error(str("validation: logits ", shapeStr(logits.shape()), " and classes ",
@@ -59,6 +60,8 @@ void DiceCounts::addSegmentation(const Tensor &logits, const Tensor &classes) {
   const float *p = logits.data<float>();
   const uint8_t *label = classes.data<uint8_t>();
   for (int64_t v = 0; v < voxels; ++v) {
+    if (ignore && label[v] == *ignore)
+      continue;
     int64_t best = 0;
     for (int64_t c = 1; c < channels; ++c)
       if (p[c * voxels + v] > p[best * voxels + v])
@@ -176,7 +179,7 @@ ValidationResult Validator::run(const WindowPredictor &predict,
       counts.addAffinities(logits, crop(view.affinity, at, extent),
                            crop(view.affinityMask, at, extent));
     else
-      counts.addSegmentation(logits, crop(view.segmentation, at, extent));
+      counts.addSegmentation(logits, crop(view.segmentation, at, extent), options_.ignoreLabel);
     ++result.volumes;
     result.voxels += extent[0] * extent[1] * extent[2];
   }

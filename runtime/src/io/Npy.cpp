@@ -12,6 +12,7 @@
 #include "medrun/Npy.h"
 #include "medrun/Error.h"
 
+#include <array>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -517,7 +518,10 @@ Tensor readNpy(const std::string &path) {
   return t;
 }
 
-void writeNpy(const std::string &path, const Tensor &t) {
+namespace {
+
+/// The .npy header of `t` (version 1.0, or 2.0 if the header needs it).
+std::string npyHeader(const std::string &path, const Tensor &t) {
   if (!t.defined())
     throw Error(str(path, ": cannot write an undefined (default-constructed) tensor"));
   const char *descr = dtypeToDescr(t.dtype());
@@ -549,7 +553,109 @@ void writeNpy(const std::string &path, const Tensor &t) {
   head += dict;
   head.append(total - head.size() - 1, ' ');
   head += '\n';
+  return head;
+}
+
+/// CRC-32 (ISO-HDLC, as zip stores it), continued from `crc`.
+uint32_t crc32(uint32_t crc, const void *data, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto *p = static_cast<const unsigned char *>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i)
+    crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+void put16(std::string &s, uint32_t v) {
+  s += static_cast<char>(v & 0xff);
+  s += static_cast<char>((v >> 8) & 0xff);
+}
+void put32(std::string &s, uint32_t v) {
+  put16(s, v & 0xffff);
+  put16(s, v >> 16);
+}
+
+} // namespace
+
+void writeNpy(const std::string &path, const Tensor &t) {
+  const std::string head = npyHeader(path, t);
   detail::writeFileAtomic(path, {{head.data(), head.size()}, {t.raw(), t.nbytes()}});
+}
+
+void writeNpz(const std::string &path, const std::vector<std::pair<std::string, Tensor>> &arrays) {
+  // A zip archive of KEY.npy members, stored (numpy.load reads it as it reads savez's).
+  std::vector<std::string> locals(arrays.size());
+  std::string central;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const auto &[key, t] = arrays[i];
+    const std::string name = key + ".npy", head = npyHeader(path, t);
+    const uint64_t size = head.size() + t.nbytes();
+    if (size >= 0xffffffffull || offset >= 0xffffffffull)
+      throw Error(str(path, ": '", key, "' does not fit a zip without ZIP64 (4 GiB)"));
+    const uint32_t crc = crc32(crc32(0, head.data(), head.size()), t.raw(), t.nbytes());
+    std::string &l = locals[i];
+    put32(l, 0x04034b50); // local file header
+    put16(l, 20);         // version needed: 2.0
+    put16(l, 0);          // flags
+    put16(l, 0);          // stored
+    put16(l, 0);          // time
+    put16(l, 0x21);       // date: 1980-01-01
+    put32(l, crc);
+    put32(l, static_cast<uint32_t>(size));
+    put32(l, static_cast<uint32_t>(size));
+    put16(l, static_cast<uint32_t>(name.size()));
+    put16(l, 0);
+    l += name;
+    l += head;
+    put32(central, 0x02014b50); // central directory entry
+    put16(central, 20);
+    put16(central, 20);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0x21);
+    put32(central, crc);
+    put32(central, static_cast<uint32_t>(size));
+    put32(central, static_cast<uint32_t>(size));
+    put16(central, static_cast<uint32_t>(name.size()));
+    put16(central, 0); // extra
+    put16(central, 0); // comment
+    put16(central, 0); // disk
+    put16(central, 0); // internal attributes
+    put32(central, 0); // external attributes
+    put32(central, static_cast<uint32_t>(offset));
+    central += name;
+    offset += l.size() - head.size() + size;
+  }
+  if (offset + central.size() >= 0xffffffffull)
+    throw Error(str(path, ": the arrays do not fit a zip without ZIP64 (4 GiB)"));
+  std::string end;
+  put32(end, 0x06054b50); // end of central directory
+  put16(end, 0);
+  put16(end, 0);
+  put16(end, static_cast<uint32_t>(arrays.size()));
+  put16(end, static_cast<uint32_t>(arrays.size()));
+  put32(end, static_cast<uint32_t>(central.size()));
+  put32(end, static_cast<uint32_t>(offset));
+  put16(end, 0);
+  std::vector<std::pair<const void *, size_t>> pieces;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    pieces.push_back({locals[i].data(), locals[i].size()});
+    pieces.push_back({arrays[i].second.raw(), arrays[i].second.nbytes()});
+  }
+  pieces.push_back({central.data(), central.size()});
+  pieces.push_back({end.data(), end.size()});
+  detail::writeFileAtomic(path, pieces);
 }
 
 } // namespace medrun

@@ -11,7 +11,7 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class Kind { Word, Int, Number, Bool, Size3, Numbers, Words };
+enum class Kind { Word, Int, Number, Bool, Size3, Numbers, Words, Fold };
 
 struct KeyType {
   const char *section, *key;
@@ -38,7 +38,7 @@ const KeyType kKeys[] = {
     {"data", "label_key", Kind::Word, 0, false},
     {"data", "normalization", Kind::Word, 0, false},
     {"data", "splits", Kind::Word, 0, false},
-    {"data", "fold", Kind::Int, 0, false},
+    {"data", "fold", Kind::Fold, 0, false},
     {"data", "val_fraction", Kind::Number, 0, false},
     {"data", "cache_mb", Kind::Int, 1, false},
     {"loss", "type", Kind::Word, 0, true},
@@ -107,6 +107,7 @@ const char *expected(const KeyType &k) {
   case Kind::Size3: return "three sizes [D, H, W], each an integer >= 1";
   case Kind::Numbers: return "a list of numbers";
   case Kind::Words: return "a list of strings";
+  case Kind::Fold: return "a fold number >= 0 or \"all\" (every case, as nnU-Net's fold all)";
   }
   return "";
 }
@@ -115,6 +116,7 @@ bool fits(const KeyType &k, const json &v) {
   switch (k.kind) {
   case Kind::Word: return v.is_string();
   case Kind::Int: return isInt(v, k.min);
+  case Kind::Fold: return isInt(v, 0) || (v.is_string() && v.get<std::string>() == "all");
   case Kind::Number: return v.is_number();
   case Kind::Bool: return v.is_boolean();
   case Kind::Size3:

@@ -138,7 +138,10 @@ StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSi
   dataset_.labelKey = data.value("label_key", "");
   dataset_.normalization = data.value("normalization", "auto");
   dataset_.splits = data.value("splits", "");
-  dataset_.fold = data.value("fold", int64_t(0));
+  if (auto fold = data.find("fold"); fold != data.end() && fold->is_string())
+    dataset_.allCases = *fold == "all"; // checkEffectiveRecipe allows no other word
+  else
+    dataset_.fold = data.value("fold", int64_t(0));
   dataset_.valFraction = data.value("val_fraction", 0.2);
   dataset_.cacheMb = data.value("cache_mb", int64_t(1024));
   dataset_.seed = synthetic_.seed;

@@ -1,6 +1,7 @@
 //===- TrainData.cpp - a training run's data and its contract ----------------------===//
 #include "TrainRun.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -30,6 +31,51 @@ void openSynthetic(TrainData &data, const Artifact &artifact, const StepInputs &
   }
 }
 
+// nnU-Net's ignore label of the dataset must be the one the compiled loss leaves out (the
+// recipe's loss.ignore_label), and the augmentation's label interpolation must carry it.
+void checkIgnoreLabel(const Artifact &artifact, const DatasetSplit &split,
+                      const DatasetSpec &spec) {
+  const std::string meta = (fs::path(spec.path) / "dataset.json").string();
+  // The step's ops and those inside its fusions' bodies.
+  std::vector<const OpInfo *> ops;
+  std::vector<const Function *> todo = {&artifact.function("train_step")};
+  while (!todo.empty()) {
+    const Function *fn = todo.back();
+    todo.pop_back();
+    for (const OpInfo &op : fn->ops) {
+      ops.push_back(&op);
+      if (op.body)
+        todo.push_back(op.body.get());
+    }
+  }
+  for (const OpInfo *o : ops) {
+    const OpInfo &op = *o;
+    if (op.kind == "dice_ce" || op.kind == "dice_ce_grad") {
+      std::optional<int64_t> loss;
+      if (op.attrs.count("ignore_index"))
+        loss = op.intAttr("ignore_index");
+      if (split.ignoreLabel && loss != split.ignoreLabel)
+        throw Error(str(meta, ": labels.ignore = ", *split.ignoreLabel,
+                        " (nnU-Net's ignore label), but ", artifact.path, "'s loss ",
+                        loss ? str("leaves out ", *loss) : std::string("leaves out no label"),
+                        ": set loss.ignore_label: ", *split.ignoreLabel, " in the recipe"));
+      if (!split.ignoreLabel && loss)
+        throw Error(str("loss.ignore_label: ", *loss, ", but ", meta,
+                        " has no ignore label (labels.ignore): leave loss.ignore_label out"));
+    }
+    if (split.ignoreLabel && op.kind == "spatial_transform" &&
+        op.strAttr("mode") == "linear_argmax") {
+      const std::vector<int64_t> labels = op.intsAttr("labels");
+      if (std::find(labels.begin(), labels.end(), *split.ignoreLabel) == labels.end())
+        throw Error(str(meta, ": labels.ignore = ", *split.ignoreLabel, ", but ", op.describe(),
+                        " (the augmentation) interpolates the labels ", json(labels).dump(),
+                        " only, so the ignore label would become a class: count it among the "
+                        "pipeline's labels (augment.classes: ", *split.ignoreLabel + 1,
+                        ", the default with loss.ignore_label: ", *split.ignoreLabel, ")"));
+    }
+  }
+}
+
 // Volume files: the split goes to OUT/split.json (what validation and inference use).
 void openVolumeFiles(TrainData &data, const Artifact &artifact, const StepInputs &feed,
                      const LoaderSpec &loader, int64_t first, int64_t validateEvery,
@@ -37,6 +83,7 @@ void openVolumeFiles(TrainData &data, const Artifact &artifact, const StepInputs
                      const std::optional<DataContract> &storedContract,
                      const TrainOptions &options, bool lead, FILE *console) {
   DatasetSplit split = splitDataset(feed.dataset());
+  checkIgnoreLabel(artifact, split, feed.dataset());
   json record = {{"how", split.how}, {"train", json::array()}, {"validation", json::array()}};
   for (auto [list, key] : {std::pair{&split.train, "train"}, {&split.validation, "validation"}})
     for (const Case &c : *list)

@@ -63,6 +63,7 @@ ValidationOptions validationOptions(const Function &inferFn, const json &config,
       for (size_t k = 1; k < contract.labels.size(); ++k)
         vo.classNames.push_back(contract.labels[k].first);
   }
+  vo.ignoreLabel = contract.ignoreLabel;
   return vo;
 }
 

@@ -78,8 +78,10 @@ def expected(d, dataset_json, wrong):
         cases.append((f, pred, ref))
     if dataset_json == "regions":
         labels, ignore = [(1, 2, 3), (2, 3), 3], 4
-    elif dataset_json:
-        labels, ignore = [1, 2, 3], 4
+    elif dataset_json:  # dataset.json's labels without background, and its ignore label
+        dl = json.load(open(os.path.join(d, "Dataset", "dataset.json")))["labels"]
+        labels = sorted(v for k, v in dl.items() if k not in ("background", "ignore") and v != 0)
+        ignore = dl.get("ignore")
     else:  # every value > 0 found, and no ignore label
         labels = sorted(set(np.unique(np.concatenate([np.concatenate([p.ravel(), r.ravel()])
                                                       for _, p, r in cases]))) - {0})
