@@ -43,6 +43,11 @@ makes of them, run by medrun.
       striding as the loader's segmentation/F) fail. (A biased std in both places of the
       gamma would pass: the ratio std/std(x) does not see the n - 1.)
 
+      With --patch D,H,W (and --levels L) at another patch; a dummy-2D one (nnU-Net's rule)
+      against the dummy-2D path (the 2D spatial transform of `spatial-2d`, one angle
+      U(-180°, 180°), SimulateLowResolution with D ignored), low resolution along D as an
+      eighth wrong variant.
+
   nnunet_reference.py bg-contrast --gen G --medc M --medrun R --dir D
       BGContrast((lo, hi)), the split range: 65536 draws per key (three keys) of the
       pipelines' construction against the mixture's CDF, 1/2 U(lo, 1) + 1/2 U(1, hi): the
@@ -267,11 +272,11 @@ def compare(ours_img, ours_seg, ref_img, ref_seg, near):
 
 def spatial(o):
     batch, channels, classes = len(SAMPLES), 2, 3
-    P = tuple(int(v) for v in o.patch.split(","))
+    P = tuple(int(v) for v in (o.patch or "12").split(","))
     P = P * 3 if len(P) == 1 else P
     art = compile_kind(o, "nnunet_spatial", "spatial",
                        ["--batch", str(batch), "--channels", str(channels), "--classes", str(classes),
-                        "--patch", o.patch])
+                        "--patch", ",".join(map(str, P))])
     sys.path.insert(0, os.path.dirname(o.gen))
     import gen_augment
     size = gen_augment.nnunet_initial_shape(P)
@@ -388,14 +393,20 @@ def gamma_channel(x, g, invert, retain=True):
     return -x if invert else x
 
 
-def pipeline_reference(img, seg, q, n, patch, levels, variant):
+def pipeline_reference(img, seg, q, n, patch, levels, variant, dummy_2d=False):
     """bgv2's transforms in nnUNetTrainer's order for sample n, the draws q (numpy arrays
-    named by stream) mapped to nnU-Net's ranges here again."""
+    named by stream) mapped to nnU-Net's ranges here again. dummy_2d: nnU-Net's dummy-2D
+    path (the 2D SpatialTransform of every D-slice with one angle U(-180°, 180°),
+    SimulateLowResolution with ignore_axes = (0,))."""
     C = img.shape[0]
     rot, scl = q["rotation_gate"][n, 0] > 0, q["scaling_gate"][n, 0] > 0
-    angles = [(-math.pi / 6 + math.pi / 3 * float(u)) if rot else 0.0 for u in q["rotation_angles"][n]]
     s = 0.7 + 0.7 * float(q["scaling"][n, 0]) if scl else 1.0
-    x, y, near = bgv2_spatial(img, seg, angles, s, not (rot or scl), (patch,) * 3, "bgv2")
+    if dummy_2d:
+        angle = -math.pi + 2 * math.pi * float(q["rotation_angles"][n, 0]) if rot else 0.0
+        x, y, near = bgv2_spatial_2d(img, seg, angle, s, not (rot or scl), patch)
+    else:
+        angles = [(-math.pi / 6 + math.pi / 3 * float(u)) if rot else 0.0 for u in q["rotation_angles"][n]]
+        x, y, near = bgv2_spatial(img, seg, angles, s, not (rot or scl), patch, "bgv2")
     x = x.clone()
 
     steps = ["noise", "blur", "brightness", "contrast", "lowres", "gamma_invert", "gamma"]
@@ -429,6 +440,8 @@ def pipeline_reference(img, seg, q, n, patch, levels, variant):
                 if q["lowres_channels"][n, c, 0] > 0:
                     sc = 0.5 + 0.5 * float(q["lowres_scale"][n, c, 0])
                     size = [round(d * sc) for d in x.shape[1:]]
+                    if dummy_2d and variant != "lowres-d":  # ignore_axes = (0,): D at scale 1
+                        size[0] = x.shape[1]
                     lowres = F.interpolate(x[c][None, None], size=size, mode="nearest-exact")
                     x[c] = F.interpolate(lowres, size=list(x.shape[1:]), mode="trilinear")[0, 0]
         else:
@@ -443,7 +456,7 @@ def pipeline_reference(img, seg, q, n, patch, levels, variant):
     y = torch.where(y == -1, torch.zeros_like(y), y)
     targets, nears = [y], [near]
     for i in range(1, levels):
-        size = [round(patch * 0.5 ** i)] * 3
+        size = [round(p * 0.5 ** i) for p in patch]
         if variant == "ds-strided":
             f = 2 ** i
             targets.append(y[:, ::f, ::f, ::f])
@@ -459,21 +472,29 @@ PIPELINE_VARIANTS = ["bgc-plain", "contrast-no-clamp", "gamma-no-invert", "noise
 
 
 def pipeline(o):
-    batch, channels, classes, patch, levels = 4, 2, 3, 16, 5
-    art = compile_kind(o, "nnunet", "given", ["--batch", str(batch), "--channels", str(channels), "--classes",
-                                              str(classes), "--patch", str(patch), "--levels", str(levels), "--given"])
+    batch, channels, classes = 4, 2, 3
     sys.path.insert(0, os.path.dirname(o.gen))
     import gen_augment
-    size = gen_augment.nnunet_initial_size(patch)
+    patch = tuple(int(v) for v in (o.patch or "16").split(","))
+    patch = patch * 3 if len(patch) == 1 else patch
+    levels = o.levels
+    dummy_2d = gen_augment.nnunet_dummy_2d(patch)
+    art = compile_kind(o, "nnunet", "given", ["--batch", str(batch), "--channels", str(channels), "--classes",
+                                              str(classes), "--patch", ",".join(map(str, patch)),
+                                              "--levels", str(levels), "--given"])
+    size = gen_augment.nnunet_initial_shape(patch, dummy_2d)
+    print("pipeline: patch %s from %s (%s)" % ("x".join(map(str, patch)), "x".join(map(str, size)),
+                                               "dummy-2D" if dummy_2d else "3D"))
     failed = 0
-    results = {v: [0.0, 0] for v in ["bgv2"] + PIPELINE_VARIANTS}
+    variants = PIPELINE_VARIANTS + (["lowres-d"] if dummy_2d else [])
+    results = {v: [0.0, 0] for v in ["bgv2"] + variants}
     for seed in (1, 2):
         rng = np.random.default_rng(seed)
-        img = (rng.standard_normal((batch, channels, size, size, size)) + 2).astype(np.float32)
-        seg = rng.integers(-1, classes, (batch, 1, size, size, size)).astype(np.int32)
+        img = (rng.standard_normal((batch, channels) + size) + 2).astype(np.float32)
+        seg = rng.integers(-1, classes, (batch, 1) + size).astype(np.int32)
         q = {"image": img, "seg": seg}
-        shapes = {"rotation_gate": (1,), "rotation_angles": (3,), "scaling_gate": (1,), "scaling": (1,),
-                  "noise_gate": (1, 1, 1, 1), "noise_std": (1, 1, 1, 1), "noise": (channels, patch, patch, patch),
+        shapes = {"rotation_gate": (1,), "rotation_angles": (1,) if dummy_2d else (3,), "scaling_gate": (1,),
+                  "scaling": (1,), "noise_gate": (1, 1, 1, 1), "noise_std": (1, 1, 1, 1), "noise": (channels,) + patch,
                   "blur_gate": (1, 1), "blur_channels": (channels, 1), "blur_sigma": (channels, 3),
                   "lowres_gate": (1, 1), "lowres_channels": (channels, 1), "lowres_scale": (channels, 1),
                   "mirror": (3,)}
@@ -499,7 +520,7 @@ def pipeline(o):
         for variant in results:
             for n in range(batch):
                 x, targets, nears = pipeline_reference(torch.from_numpy(img[n]), torch.from_numpy(seg[n]).float(), q, n,
-                                                       patch, levels, variant)
+                                                       patch, levels, variant, dummy_2d)
                 e = float((ours[0][n] - x).abs().max() / max(1.0, float(x.abs().max())))
                 bad = sum(int(((ours[1 + i][n] != t) & ~k[None]).sum()) for i, (t, k) in enumerate(zip(targets, nears)))
                 results[variant][0] = max(results[variant][0], e)
@@ -522,7 +543,8 @@ def main():
     p.add_argument("what", choices=["spatial", "spatial-2d", "bg-contrast", "pipeline"])
     for a in ("gen", "medc", "medrun", "dir"):
         p.add_argument("--" + a, required=True)
-    p.add_argument("--patch", default="12", help="spatial: the patch, one size or D,H,W")
+    p.add_argument("--patch", help="spatial, pipeline: the patch, one size or D,H,W (default 12, 16)")
+    p.add_argument("--levels", type=int, default=5, help="pipeline: deep-supervision levels")
     o = p.parse_args()
     os.makedirs(o.dir, exist_ok=True)
     torch.set_num_threads(1)
