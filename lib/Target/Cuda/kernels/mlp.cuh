@@ -389,4 +389,374 @@ void mlpForwardWgmma(const Body &body, T *y, const T *x, const T *w1p, const T *
   });
 }
 
+// ---- mlp_grad: the backward ------------------------------------------------------------
+
+// Loads a tile of sample n from s0 — x into xs [Cp][Pitch] and dy into dys [Cop][Pitch]
+// (16-bit, zero-padded) — and builds the warp's operand fragments of both (rows: its 16
+// voxels from vr; columns: channels) in xa and dya. Returns vr.
+template <typename Sh, i64 Pitch, typename T>
+int mlpGradTile(unsigned (&xa)[Sh::Cp / 16][4], unsigned (&dya)[Sh::Cop / 16][4], T *xs,
+                T *dys, const T *x, const T *dy, i64 n, int s0, int warp, int g, int q) {
+  mlpLoad<Sh::C, Sh::Cp, Sh::S, Pitch>(xs, x, n, s0);
+  mlpLoad<Sh::Co, Sh::Cop, Sh::S, Pitch>(dys, dy, n, s0);
+  __syncthreads();
+  const int vr = warp * 16 + g;
+  loadColumnsA<Sh::Cp / 16, Pitch>(xa, xs, vr, q);
+  loadColumnsA<Sh::Cop / 16, Pitch>(dya, dys, vr, q);
+  return vr;
+}
+
+// After mlpExpand for chunk ec: dg = W2ᵀ·dy (two 16×8 tiles) and dh = act'(h, dg) in f32
+// (zero beyond E), with its operand fragment dha. `w2rows`: the address of the chunk's W2ᵀ
+// row g (row pitch Pitch).
+template <i64 E, int KC, int Pitch, typename T, typename Body>
+void mlpActGrad(float (&dh)[2][4], unsigned (&dha)[4], const float (&h)[2][4],
+                const unsigned (&dya)[KC][4], const T *w2rows, int ec, int q) {
+  float dg[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+  mmaTilePair<KC, Pitch>(dg, dya, w2rows, q);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float u = h[nt][j], v = dg[nt][j];
+      dh[nt][j] = ec * 16 + nt * 8 + 2 * q + (j & 1) < E ? Body::actGrad(u, v) : 0.0f;
+    }
+  dha[0] = pack2<T>(dh[0][0], dh[0][1]);
+  dha[1] = pack2<T>(dh[0][2], dh[0][3]);
+  dha[2] = pack2<T>(dh[1][0], dh[1][1]);
+  dha[3] = pack2<T>(dh[1][2], dh[1][3]);
+}
+
+// The tile's dx from the warps' fragments acc through shared `out` [Cp][tile] to dx
+// (N×C×S), along the voxels.
+template <typename Sh, typename DX>
+void mlpStoreDx(DX *dx, float *out, const float (&acc)[Sh::Cp / 8][4], i64 n, int s0, int vr,
+                int q) {
+  storeColumnsD<Sh::Cp / 8, kMlpTile>(out, acc, vr, q);
+  __syncthreads();
+  for (int i = threadIdx.x; i < Sh::C * kMlpTile; i += blockDim.x) {
+    const int c = i / kMlpTile, s = s0 + i % kMlpTile;
+    if (s < Sh::S)
+      dx[(n * Sh::C + c) * Sh::S + s] = out[i];
+  }
+}
+
+// The backward in one kernel (all weights in shared memory beside a tile, the weight
+// gradients' accumulators in registers): no scratch, and no expansion in device memory. A
+// block stages the weights once and takes tiles blockIdx.x, + gridDim.x, ...; per tile its
+// warps recompute h and dg, give dh and dx (as mlpGradInput does), and pass act(h) and dh
+// through shared memory, a stage of SE expanded channels at a time, to the products over the
+// tile's voxels that accumulate dW2 = dy·act(h)ᵀ, dW1 = dh·xᵀ and db1 = dh·1 in registers
+// (the stage's output fragments dealt to the warps in turn: Slots each). Each block writes
+// its sums as part blockIdx.x of Parts: parts[o * Parts + blockIdx.x] for output element o
+// of dW2 [Co][E], dW1 [E][C], db1 [E] in turn.
+template <i64 Ep, i64 Cp, i64 Cop, i64 Stages> struct MlpGradStages {
+  static constexpr i64 SE = (Ep / 16 + Stages - 1) / Stages * 16; // expanded channels a stage
+  static constexpr i64 F2 = Cop / 16 * (SE / 8); // dW2 fragments of a stage: Co rows, SE columns
+  static constexpr i64 F1 = SE / 16 * (Cp / 8);  // dW1: SE rows, C columns
+  static constexpr i64 F = F2 + F1 + SE / 16;    // and db1: SE rows, one column
+  static constexpr i64 slots = (F + kMlpWarps - 1) / kMlpWarps;
+};
+
+template <typename Sh, typename T, bool HasDx, i64 Stages, i64 Parts, typename Body, typename DX>
+void mlpGradResident(const Body &body, float *parts, DX *dx, const T *x, const T *dy,
+                     const T *w1p, const T *w1t, const T *w2t) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  constexpr i64 Cp = Sh::Cp, Ep = Sh::Ep, Cop = Sh::Cop, E = Sh::E;
+  constexpr i64 TP = kMlpTile + 8, P1 = Cp + 8, P3 = Cop + 8, PE = Ep + 8;
+  using St = MlpGradStages<Ep, Cp, Cop, Stages>;
+  constexpr i64 SE = St::SE, F2 = St::F2, F1 = St::F1, F = St::F, slots = St::slots;
+  constexpr i64 weightsHalf = Ep * P1 + Ep * P3 + Cp * PE; // W1, W2ᵀ, W1ᵀ (16-bit)
+  constexpr i64 regionHalf = mlpMax((Cp + Cop) * TP + 2 * SE * TP, Cp * kMlpTile * 2);
+  alignas(16) __shared__ float smem[(weightsHalf + regionHalf) / 2];
+  T *w1s = (T *)smem;         // [Ep][Cp + 8]: W1
+  T *w2ts = w1s + Ep * P1;    // [Ep][Cop + 8]: W2ᵀ
+  T *w1ts = w2ts + Ep * P3;   // [Cp][Ep + 8]: W1ᵀ
+  T *xs = w1ts + Cp * PE;     // [Cp][tile + 8]
+  T *dys = xs + Cp * TP;      // [Cop][tile + 8]
+  T *actS = dys + Cop * TP;   // [SE][tile + 8]: act(h) of a stage
+  T *dhS = actS + SE * TP;    // [SE][tile + 8]: dh of a stage
+  float *out = (float *)xs;   // [Cp][tile]: dx, once the stages are done
+  mlpStage<Ep, Cp, P1, Cp, Ep, Cp>(w1s, w1p, 0, 0);
+  mlpStage<Ep, Cop, P3, Cop, Ep, Cop>(w2ts, w2t, 0, 0);
+  mlpStage<Cp, Ep, PE, Ep, Cp, Ep>(w1ts, w1t, 0, 0);
+  float gacc[Stages][slots][4];
+#pragma unroll
+  for (int st = 0; st < Stages; ++st)
+#pragma unroll
+    for (int sl = 0; sl < slots; ++sl)
+      gacc[st][sl][0] = gacc[st][sl][1] = gacc[st][sl][2] = gacc[st][sl][3] = 0.0f;
+  for (i64 tile = blockIdx.x; tile < Sh::N * Sh::tiles; tile += gridDim.x) {
+    const i64 n = tile / Sh::tiles;
+    const int s0 = (int)(tile % Sh::tiles) * kMlpTile;
+    __syncthreads(); // the weights are staged, the last tile's dx read
+    unsigned xa[Cp / 16][4], dya[Cop / 16][4];
+    const int vr = mlpGradTile<Sh, TP>(xa, dya, xs, dys, x, dy, n, s0, warp, g, q);
+    float acc[Cp / 8][4];
+#pragma unroll
+    for (int j = 0; j < Cp / 8; ++j)
+      acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+    for (int st = 0; st < Stages; ++st) {
+#pragma unroll 1 // (unrolled, the chunks' live values spill)
+      for (int cl = 0; cl < SE / 16; ++cl) {
+        const int ec = st * (SE / 16) + cl;
+        if (ec >= Ep / 16)
+          break;
+        float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        float a[2][4], dh[2][4];
+        unsigned ga[4], dha[4];
+        mlpExpand<E, Cp / 16, P1>(h, a, ga, xa, w1s + (ec * 16 + g) * P1, ec, q, body);
+        mlpActGrad<E, Cop / 16, P3, T, Body>(dh, dha, h, dya, w2ts + (ec * 16 + g) * P3, ec, q);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int e = cl * 16 + nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;
+            actS[e * TP + v] = a[nt][j];
+            dhS[e * TP + v] = dh[nt][j];
+          }
+        if constexpr (HasDx)
+          mmaColumns<Cp / 8, PE>(acc, dha, w1ts, ec * 16, g, q);
+      }
+      __syncthreads(); // the stage's act(h) and dh are written
+      // The stage's products over the tile's voxels: fragment f of dW2 (A: dy's rows, B:
+      // act(h)'s), dW1 (dh's, x's) or db1 (dh's, a column of ones).
+#pragma unroll
+      for (int sl = 0; sl < slots; ++sl) {
+        // A warp without a fragment in this slot repeats the last one (its sums are not
+        // written): every warp runs the same products, as the CPU emulation's mma needs.
+        const int f = warp + kMlpWarps * sl < F ? warp + kMlpWarps * sl : F - 1;
+        const T *ar, *br = nullptr;
+        if (f < F2) {
+          ar = dys + (f / (SE / 8) * 16 + g) * TP;
+          br = actS + (f % (SE / 8) * 8 + g) * TP;
+        } else if (f < F2 + F1) {
+          ar = dhS + ((f - F2) / (Cp / 8) * 16 + g) * TP;
+          br = xs + ((f - F2) % (Cp / 8) * 8 + g) * TP;
+        } else {
+          ar = dhS + ((f - (F2 + F1)) * 16 + g) * TP;
+        }
+        const unsigned one = g == 0 ? pack2<T>(1.0f, 1.0f) : 0u;
+#pragma unroll
+        for (int k0 = 0; k0 < kMlpTile; k0 += 16) {
+          const T *r = ar + k0 + 2 * q;
+          const unsigned a[4] = {*(const unsigned *)r, *(const unsigned *)(r + 8 * TP),
+                                 *(const unsigned *)(r + 8), *(const unsigned *)(r + (8 * TP + 8))};
+          const unsigned b[2] = {br ? *(const unsigned *)(br + k0 + 2 * q) : one,
+                                 br ? *(const unsigned *)(br + k0 + 2 * q + 8) : one};
+          mma16816<T>(gacc[st][sl], a, b);
+        }
+      }
+      __syncthreads(); // the stage's act(h) and dh are read
+    }
+    if constexpr (HasDx)
+      mlpStoreDx<Sh>(dx, out, acc, n, s0, vr, q);
+  }
+  // The block's sums, one part of each output (zeros for a block without a tile).
+#pragma unroll
+  for (int st = 0; st < Stages; ++st)
+#pragma unroll
+    for (int sl = 0; sl < slots; ++sl) {
+      const int f = warp + kMlpWarps * sl;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = g + (j >> 1) * 8, col = 2 * q + (j & 1);
+        i64 o = -1;
+        if (f < F2) {
+          const int co = f / (SE / 8) * 16 + row, e = st * SE + f % (SE / 8) * 8 + col;
+          if (co < Sh::Co && e < E)
+            o = (i64)co * E + e;
+        } else if (f < F2 + F1) {
+          const int e = st * SE + (f - F2) / (Cp / 8) * 16 + row, c = (f - F2) % (Cp / 8) * 8 + col;
+          if (e < E && c < Sh::C)
+            o = Sh::Co * E + (i64)e * Sh::C + c;
+        } else if (f < F) {
+          const int e = st * SE + (f - (F2 + F1)) * 16 + row;
+          if (e < E && col == 0)
+            o = Sh::Co * E + E * Sh::C + e;
+        }
+        if (o >= 0)
+          parts[o * Parts + blockIdx.x] = gacc[st][sl][j];
+      }
+    }
+}
+
+// The slab path's dx kernel: the block's tile First + blockIdx.x, all expansion chunks in
+// registers, kMlpStage expanded channels' weights (W1's rows, W2ᵀ's rows, W1ᵀ's columns) at
+// a time in the tiles' place once the fragments are built; act(h) and dh of the tile go to
+// the slab's scratch act, dh [tile][Ep][64] (16-bit) for mlpGradWeights.
+template <typename Sh, typename T, bool HasDx, i64 First, typename Body, typename DX>
+void mlpGradInput(const Body &body, DX *dx, T *act, T *dh, const T *x, const T *dy,
+                  const T *w1p, const T *w1t, const T *w2t) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  constexpr i64 Cp = Sh::Cp, Ep = Sh::Ep, Cop = Sh::Cop, E = Sh::E;
+  constexpr i64 P1 = Cp + 8, P2 = kMlpStage + 8, P3 = Cop + 8, stages = (Ep + kMlpStage - 1) / kMlpStage;
+  constexpr i64 weightsHalf = kMlpStage * P1 + kMlpStage * P3 + Cp * P2;
+  alignas(16) __shared__ float smem[mlpMax(mlpMax((Cp + Cop) * kMlpTile / 2, Cp * kMlpTile), (weightsHalf + 1) / 2)];
+  T *xs = (T *)smem;                 // [Cp][tile]
+  T *dys = xs + Cp * kMlpTile;       // [Cop][tile]
+  T *w1s = (T *)smem;                // [stage][Cp + 8]
+  T *w2ts = w1s + kMlpStage * P1;    // [stage][Cop + 8]
+  T *w1ts = w2ts + kMlpStage * P3;   // [Cp][stage + 8]
+  const i64 tile = First + blockIdx.x; // of this slab
+  const i64 n = tile / Sh::tiles;
+  const int s0 = (int)(tile % Sh::tiles) * kMlpTile;
+  T *actT = act + (i64)blockIdx.x * (Ep * kMlpTile); // [Ep][tile]
+  T *dhT = dh + (i64)blockIdx.x * (Ep * kMlpTile);
+  unsigned xa[Cp / 16][4], dya[Cop / 16][4];
+  const int vr = mlpGradTile<Sh, kMlpTile>(xa, dya, xs, dys, x, dy, n, s0, warp, g, q);
+  float acc[Cp / 8][4];
+#pragma unroll
+  for (int j = 0; j < Cp / 8; ++j)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  for (int st = 0; st < stages; ++st) {
+    __syncthreads(); // the tiles or the last stage's weights are read
+    mlpStage<kMlpStage, Cp, P1, Cp, Ep, Cp>(w1s, w1p, st * kMlpStage, 0);
+    mlpStage<kMlpStage, Cop, P3, Cop, Ep, Cop>(w2ts, w2t, st * kMlpStage, 0);
+    mlpStage<Cp, kMlpStage, P2, Ep, Cp, Ep>(w1ts, w1t, 0, st * kMlpStage);
+    __syncthreads();
+#pragma unroll
+    for (int cl = 0; cl < kMlpStage / 16; ++cl) {
+      const int ec = st * (kMlpStage / 16) + cl;
+      if (ec >= Ep / 16)
+        break;
+      float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+      float a[2][4], d[2][4];
+      unsigned ga[4], dha[4];
+      mlpExpand<E, Cp / 16, P1>(h, a, ga, xa, w1s + (cl * 16 + g) * P1, ec, q, body);
+      mlpActGrad<E, Cop / 16, P3, T, Body>(d, dha, h, dya, w2ts + (cl * 16 + g) * P3, ec, q);
+      // act(h) and dh of the chunk to scratch: rows e, columns the tile's voxels
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int e = ec * 16 + nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;
+          actT[e * kMlpTile + v] = a[nt][j];
+          dhT[e * kMlpTile + v] = d[nt][j];
+        }
+      mmaColumns<Cp / 8, P2>(acc, dha, w1ts, cl * 16, g, q);
+    }
+  }
+  if constexpr (HasDx) {
+    __syncthreads(); // the weights are read: dx takes their place
+    mlpStoreDx<Sh>(dx, smem, acc, n, s0, vr, q);
+  }
+}
+
+// An operand of mlpGradWeights: an activation [N][Rows][S] or a slab's scratch
+// [tile][Rows][64] (ScratchTiles), with Ones: a row of ones after its rows (a bias gradient
+// as one more column).
+template <i64 Rows_, bool ScratchTiles_, bool Ones_> struct MlpOperand {
+  static constexpr i64 Rows = Rows_;
+  static constexpr bool ScratchTiles = ScratchTiles_, Ones = Ones_;
+};
+
+// Loads rows [r0, r0 + 64) of operand O (`src`) at the block's tile into shared `dst`
+// [64][kMlpTile + 8] (16-bit): at sample n from voxel s0, or at the slab's tile `local`;
+// zeros beyond its rows and S, and with O::Ones a row of ones (within S) after its rows.
+template <typename O, i64 S, typename T>
+void mlpGemmLoad(T *dst, const T *src, int r0, i64 n, int s0, i64 local) {
+  constexpr i64 tile = kMlpTile, TP = kMlpTile + 8;
+  if constexpr (O::ScratchTiles) {
+    for (int i = threadIdx.x; i < tile * tile / 8; i += blockDim.x) {
+      const int r = i / (tile / 8), c = (i % (tile / 8)) * 8, row = r0 + r;
+      Vec<T, 8> v;
+      if (row < O::Rows) {
+        v = vload<8>(src + ((i64)local * O::Rows + row) * tile + c);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          v[k].bits = 0;
+      }
+      vstore<8>(dst + r * TP + c, v);
+    }
+  } else if constexpr (S % 8 == 0) { // 16-byte vectors: a vector lies wholly inside or outside S
+    for (int i = threadIdx.x; i < tile * tile / 8; i += blockDim.x) {
+      const int r = i / (tile / 8), c = (i % (tile / 8)) * 8, row = r0 + r, s = s0 + c;
+      Vec<T, 8> v;
+      if (row < O::Rows && s < S) {
+        v = vload<8>(src + (n * O::Rows + row) * S + s);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          v[k] = O::Ones && row == O::Rows && s < S ? 1.0f : 0.0f;
+      }
+      vstore<8>(dst + r * TP + c, v);
+    }
+  } else {
+    for (int i = threadIdx.x; i < tile * tile; i += blockDim.x) {
+      const int r = i / tile, c = i % tile, row = r0 + r, s = s0 + c;
+      dst[r * TP + c] = row < O::Rows && s < S ? (float)src[(n * O::Rows + row) * S + s]
+                        : O::Ones && row == O::Rows && s < S ? 1.0f : 0.0f;
+    }
+  }
+}
+
+// Partial sums over a slab's tiles (Count from First) of out[m][n] = Σ_k A[m][k]·B[n][k]
+// (k: voxels; M × Nc): a block owns a 64×64 tile of the output and part blockIdx.x / (its
+// tiles) of PerSlab, which takes the slab's tiles part, + PerSlab, ...; warp w a 32×32
+// quarter (two 16-row by four 8-column fragments); a tile of 64 voxels is four k-steps.
+// Element (m, n) goes to parts[Index::at(m, n) * Parts + PartBase + part].
+template <typename A, typename B, i64 M, i64 Nc, i64 S, i64 First, i64 Count, i64 PartBase,
+          i64 PerSlab, i64 Parts, typename Index, typename T>
+void mlpGradWeights(float *parts, const T *a0, const T *b0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  constexpr i64 TP = kMlpTile + 8, mTiles = (M + 63) / 64, nTiles = (Nc + 63) / 64;
+  constexpr i64 tiles = (S + kMlpTile - 1) / kMlpTile;
+  alignas(16) __shared__ T as[64 * TP], bs[64 * TP];
+  const int mt = blockIdx.x % mTiles, nt = (blockIdx.x / mTiles) % nTiles;
+  const int part = blockIdx.x / (mTiles * nTiles);
+  const int m0 = mt * 64 + (warp >> 1) * 32, n0 = nt * 64 + (warp & 1) * 32;
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+  for (i64 local = part; local < Count; local += PerSlab) {
+    const i64 tile = First + local;
+    const i64 n = tile / tiles;
+    const int s0 = (int)(tile % tiles) * (i64)kMlpTile;
+    __syncthreads(); // the last tile is read
+    mlpGemmLoad<A, S>(as, a0, mt * 64, n, s0, local);
+    mlpGemmLoad<B, S>(bs, b0, nt * 64, n, s0, local);
+    __syncthreads();
+#pragma unroll
+    for (int k0 = 0; k0 < (i64)kMlpTile; k0 += 16) {
+      unsigned a[2][4], b[4][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const T *r = as + ((warp >> 1) * 32 + i * 16 + g) * TP + k0 + 2 * q;
+        a[i][0] = *(const unsigned *)r;
+        a[i][1] = *(const unsigned *)(r + 8 * TP);
+        a[i][2] = *(const unsigned *)(r + 8);
+        a[i][3] = *(const unsigned *)(r + (8 * TP + 8));
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const T *r = bs + ((warp & 1) * 32 + j * 8 + g) * TP + k0 + 2 * q;
+        b[j][0] = *(const unsigned *)r;
+        b[j][1] = *(const unsigned *)(r + 8);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          mma16816<T>(acc[i][j], a[i], b[j]);
+    }
+  }
+  // A part without a tile (the last slab can be short) writes its zeros all the same.
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = m0 + i * 16 + g + (e >> 1) * 8, n = n0 + j * 8 + 2 * q + (e & 1);
+        if (m < M && n < Nc)
+          parts[Index::at(m, n) * Parts + PartBase + part] = acc[i][j][e];
+      }
+}
+
 #endif // MED_KERNELS_MLP_CUH
