@@ -160,6 +160,10 @@ cl::opt<unsigned> cudaSmCount(
 // test takes several tiles.
 cl::opt<unsigned> cudaMlpResidentBlocks("cuda-mlp-resident-blocks", cl::Hidden,
                                         cl::init(0), cl::sub(compileCmd));
+// Tests only: the mlp_grad backward's scratch limit in KiB (instead of --cuda-scratch-mib), so
+// that a small test runs it in several slabs.
+cl::opt<unsigned> cudaScratchKib("cuda-scratch-kib", cl::Hidden, cl::init(0),
+                                 cl::sub(compileCmd));
 // Tests only: appends a line NVRTC rejects, to show how a failed compilation is reported.
 cl::opt<bool> cudaInjectError("cuda-inject-error", cl::Hidden, cl::sub(compileCmd));
 cl::opt<bool> grad("grad",
@@ -859,7 +863,8 @@ int main(int argc, char **argv) {
       const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
       llvm::Expected<med::CudaProgram> program =
           med::generateCuda(*doc->getAsObject(), cudaModules ? cudaModules : threads,
-                            int64_t{std::max(1u, cudaScratchMib.getValue())} << 20,
+                            cudaScratchKib ? int64_t{cudaScratchKib.getValue()} << 10
+                                           : int64_t{std::max(1u, cudaScratchMib.getValue())} << 20,
                             int64_t{cudaMlpResidentKib.getValue()} << 10,
                             int64_t{cudaMlpResidentBlocks.getValue()},
                             cudaWgmma && cudaArch == 90,

@@ -2,11 +2,11 @@
 test/cuda and compares it with the CPU backend (medrun cuda-check).
 
 usage: run_emulated.py --medc M --medrun R --fakecuda LIB --emu-h H --cxx CXX --dir D
-                       [--repeat N] FILE.mlir[:medc options]... RECIPE.yaml[:--set ...]...
+                       [--repeat N] [--func F]... FILE.mlir[:medc options]... RECIPE.yaml[:--set ...]...
 
 Per file: `medc compile --target cuda` (the artifact), `medc compile --emit cuda` (the same
 source), the source compiled for the host with emu.h, then `medrun cuda-check` of each
-function with MEDRUN_LIBCUDA pointing at the fake driver. Prints one line per function.
+function (or of those --func names) with MEDRUN_LIBCUDA pointing at the fake driver. Prints one line per function.
 """
 import argparse
 import os
@@ -20,6 +20,7 @@ for a in ("medc", "medrun", "fakecuda", "emu_h", "cxx", "dir"):
     p.add_argument("--" + a.replace("_", "-"), dest=a, required=True)
 p.add_argument("--repeat", default="1")
 p.add_argument("--extra", action="append", default=[], help="extra cuda-check arguments")
+p.add_argument("--func", action="append", default=[], help="check only these functions")
 p.add_argument("files", nargs="+")
 o = p.parse_args()
 os.makedirs(o.dir, exist_ok=True)
@@ -40,6 +41,8 @@ for spec in o.files:
                     "-o", lib], check=True)
     info = subprocess.run([o.medrun, "info", art], check=True, capture_output=True, text=True).stdout
     for fn in re.findall(r"^function (\S+) ", info, re.M):
+        if o.func and fn not in o.func:
+            continue
         r = subprocess.run([o.medrun, "cuda-check", art, "--func", fn, "--repeat", o.repeat,
                             *o.extra], env=dict(env, MEDRUN_FAKE_CUDA_KERNELS=lib),
                            capture_output=True, text=True)
