@@ -1,0 +1,304 @@
+// The tiled shift-sum kernels (stride-1 depthwise stencils; Stencil.cpp chooses the tiles,
+// Fusion/Stencil.cpp the `stencil` fusion): med.shift_sum forward and `mirrored`, with an
+// epilogue that may keep group-norm statistics, and med.shift_sum_grad_weight's split
+// reduction.
+//
+// Every shape, tile size and kernel size is a template argument, so the compiler sees the
+// same constants as in a kernel written out for one shape. The generator emits, per kernel,
+// the epilogue functor (what the fusion's body does with each output: add the bias, store
+// the tile's statistics) and an `extern "C" __global__` wrapper with the kernel's name and
+// parameters that calls the template. A wrapper rather than NVRTC name expressions: the CPU
+// emulation (test/cuda/emu.h) compiles the same source as host C++ and finds kernels by
+// their unmangled names.
+//
+//  * shiftSumTile: one block per (sample, channel) and output tile of TD slices × TH rows ×
+//    TW columns. The block stages the tile's input plus halo in shared memory once, as f32
+//    (16-bit storage is read as such and converted there, four consecutive elements per
+//    thread: coalesced along W), and its channel's k³ weights (reversed for `mirrored`:
+//    reversing the flat tap index flips all three axes). Each thread computes 4
+//    neighbouring outputs along W in each of RH rows: per slice kd and input row it loads
+//    its window of 4 + kW - 1 inputs with 16-byte shared loads (consecutive threads read
+//    consecutive 16-byte chunks: no bank conflicts) and feeds every output row and tap that
+//    uses it from registers. Each output sums its taps in the generic kernel's order (kd,
+//    kh, kw), in f32, then the epilogue adds the bias. With statistics (the tile is a chunk
+//    of medrun/NormStats.h) the block also reduces the tile's f32 outputs in registers to
+//    the chunk's first mean (the pivot) and the deviations from it, as the
+//    group_norm_chunks kernel, and the epilogue stores them.
+//  * shiftSumGradWeightParts: a split reduction. A block owns one (sample, channel), an H×W
+//    tile column and a run of D tiles; per tile it stages x (with halo) and dy in shared
+//    memory. Thread (kd, kh, g) owns the kW taps of one (kd, kh) pair for rows g, g + G, …
+//    of the tile and slides along W: per 4 outputs one 16-byte load of dy and one of x feed
+//    4·kW multiply-adds from registers. The block combines each tap's G partials in a fixed
+//    order into one partial per block; a second kernel (the generic depthwise weight
+//    gradient's) sums each weight's partials in a fixed tree. No float atomics: the same
+//    bits on every run.
+//
+// Each kernel's shared memory is static (the tile sizes are chosen to fit 48 KiB).
+#ifndef MED_KERNELS_STENCIL_CUH
+#define MED_KERNELS_STENCIL_CUH
+
+// Floats per staged row: TW outputs need TW + KW - 1 inputs, read in 16-byte chunks of which
+// a thread's last may run past them (4·(chunks per window) − 4 beyond TW).
+constexpr int stencilRowPitch(int TW, int KW) { return TW + 4 * ((KW + 2) / 4); }
+
+// Whether a stored type is f32 (the tail stores keep NVRTC's order of operations for f32
+// and for the 16-bit types' operator=, so that the machine code is that of a kernel written
+// out for one type).
+template <typename T> struct IsFloat { enum : bool { value = false }; };
+template <> struct IsFloat<float> { enum : bool { value = true }; };
+
+// Stages the input region of SD slices × SH rows × 4·LEN columns starting at (dIn, hIn, wIn)
+// of one D×H×W channel `src` into shared `dst` (rows of P floats, a multiple of 4): four
+// consecutive elements of a row per thread `t` and step (coalesced along W), converted to
+// f32, zero outside the volume. A macro rather than a function: LLVM simplifies a function
+// on its own before inlining it, and some tiles' staging loops then unroll differently from
+// the same loop written in the kernel (their PTX changed); the kernels keep the code of the
+// kernels written out per shape.
+#define MED_STENCIL_STAGE(dst, src, SD, SH, LEN, P, D, H, W, THREADS)                       \
+  for (int q = t; q < (SD) * (SH) * (LEN); q += (THREADS)) {                                \
+    const int qw = q % (LEN), rr = q / (LEN);                                               \
+    const int id = dIn + rr / (SH), ih = hIn + rr % (SH), iw = wIn + 4 * qw;                \
+    const bool inside = (unsigned)id < (unsigned)(D) && (unsigned)ih < (unsigned)(H);       \
+    const int at = (id * (H) + ih) * (W) + iw;                                              \
+    Vec<float, 4> v;                                                                        \
+    _Pragma("unroll") for (int i = 0; i < 4; ++i)                                           \
+      v[i] = inside && (unsigned)(iw + i) < (unsigned)(W) ? (float)(src)[at + i] : 0.0f;    \
+    (dst)[rr * ((P) / 4) + qw] = v;                                                         \
+  }
+
+// The forward tile: C channels of D×H×W, a KD×KH×KW kernel, TX threads along W (4 outputs
+// each), TY along H (RH rows each) and TZ along D (one slice each).
+template <int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int TX_, int TY_, int TZ_,
+          int RH_>
+struct ShiftSumTile {
+  // Enumerators rather than static data members: constants without storage in the module.
+  enum : int {
+    C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_,
+    TX = TX_, TY = TY_, TZ = TZ_, RH = RH_, THREADS = TX * TY * TZ,
+    TW = 4 * TX, TH = TY * RH, TD = TZ, P = stencilRowPitch(TW, KW),
+    SD = TD + KD - 1, SH = TH + KH - 1, // staged slices and rows
+    NW = (W + TW - 1) / TW, NH = (H + TH - 1) / TH, ND = (D + TD - 1) / TD,
+    KHW = KH * KW, KVOL = KD * KHW, DHW = D * H * W,
+    NVEC = (KW + 6) / 4, // 16-byte chunks per window of 4 + KW - 1
+    // Whole 4-output groups are stored as one vector where rows are 4-element aligned.
+    VEC_STORE = W % 4 == 0
+  };
+};
+
+// The shift-sum of one tile (the header says how): MIRRORED reverses the taps; the
+// epilogue functor E gives each output's value from its sum (`e.channel(c)` first, then
+// `e(acc)`) and, where E::kStatistics, stores the tile's statistics
+// (`e.statistics(chunk, n, pivot, dev sum, dev² sum)`; tiles run in chunk order).
+template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
+void shiftSumTile(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
+  constexpr bool STATS = E::kStatistics;
+  const int t = threadIdx.x;
+  int r = blockIdx.x;
+  const int bw = r % T::NW; r /= T::NW;
+  const int bh = r % T::NH; r /= T::NH;
+  const int bd = r % T::ND, nc = r / T::ND, c = nc % T::C;
+  __shared__ Vec<float, 4> sx[T::SD * T::SH * T::P / 4];
+  __shared__ float ws[T::KVOL];
+  const auto* xc = x + (i64)nc * T::DHW;
+  for (int j = t; j < T::KVOL; j += T::THREADS)
+    if constexpr (MIRRORED)
+      ws[j] = (float)w[c * T::KVOL + (T::KVOL - 1) - j]; // taps reversed
+    else
+      ws[j] = (float)w[c * T::KVOL + j];
+  // The tile's input origin: its first output less the halo.
+  const int dIn = bd * T::TD - T::KD / 2, hIn = bh * T::TH - T::KH / 2, wIn = bw * T::TW - T::KW / 2;
+  MED_STENCIL_STAGE(sx, xc, T::SD, T::SH, T::P / 4, T::P, T::D, T::H, T::W, T::THREADS)
+  __syncthreads();
+  const int tx = t % T::TX, ty = t / T::TX % T::TY, tz = t / (T::TX * T::TY);
+  const float* s = &sx[0][0] + (tz * T::SH + ty * T::RH) * T::P + 4 * tx;
+  float acc[T::RH][4];
+#pragma unroll
+  for (int i = 0; i < T::RH; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) acc[i][q] = 0.0f;
+#pragma unroll
+  for (int kd = 0; kd < T::KD; ++kd) {
+    float wk[T::KHW];
+#pragma unroll
+    for (int j = 0; j < T::KHW; ++j) wk[j] = ws[kd * T::KHW + j];
+#pragma unroll
+    for (int ir = 0; ir < T::RH + T::KH - 1; ++ir) { // input row: feeds rows ir - kh
+      float win[4 * T::NVEC];
+#pragma unroll
+      for (int v = 0; v < T::NVEC; ++v) {
+        const Vec<float, 4> q4 = *reinterpret_cast<const Vec<float, 4>*>(s + (kd * T::SH + ir) * T::P + 4 * v);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) win[4 * v + q] = q4[q];
+      }
+#pragma unroll
+      for (int i = 0; i < T::RH; ++i) {
+        const int kh = ir - i;
+        if (kh < 0 || kh >= T::KH) continue;
+#pragma unroll
+        for (int kw = 0; kw < T::KW; ++kw)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[i][q] += wk[kh * T::KW + kw] * win[q + kw];
+      }
+    }
+  }
+  const int od = bd * T::TD + tz, ow = bw * T::TW + 4 * tx;
+  const bool live = od < T::D; // with statistics every thread takes part in the block's sums
+  if constexpr (!STATS)
+    if (!live) return;
+  e.channel(c);
+  auto* yc = y + (i64)nc * T::DHW;
+  if (STATS ? live : true) {
+#pragma unroll
+    for (int i = 0; i < T::RH; ++i) {
+      const int oh = bh * T::TH + ty * T::RH + i;
+      if (oh >= T::H) break;
+      const int at = (od * T::H + oh) * T::W + ow;
+      if constexpr (T::VEC_STORE)
+        if (ow + 4 <= T::W) {
+          Vec<OUT, 4> v;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) v[q] = e(acc[i][q]);
+          vstore(yc + at, v);
+          continue;
+        }
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (ow + q < T::W) {
+          if constexpr (IsFloat<OUT>::value) {
+            yc[at + q] = e(acc[i][q]);
+          } else { // bf16/f16's operator=: the element's address first, as NVRTC orders it
+            OUT &o = yc[at + q];
+            o = e(acc[i][q]);
+          }
+        }
+    }
+  }
+  if constexpr (STATS) {
+    // The tile's chunk of the statistics, from the f32 outputs in registers: its first mean
+    // (the pivot), then the deviations from it, as the group_norm_chunks kernel.
+    __shared__ float sh[T::THREADS];
+    const int n = (T::D - bd * T::TD < T::TD ? T::D - bd * T::TD : T::TD) *
+                  (T::H - bh * T::TH < T::TH ? T::H - bh * T::TH : T::TH) *
+                  (T::W - bw * T::TW < T::TW ? T::W - bw * T::TW : T::TW);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < T::RH; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (live && bh * T::TH + ty * T::RH + i < T::H && ow + q < T::W) {
+          const float v = e(acc[i][q]);
+          sum += v;
+        }
+    const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean
+    float d1 = 0.0f, d2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < T::RH; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (live && bh * T::TH + ty * T::RH + i < T::H && ow + q < T::W) {
+          const float v = e(acc[i][q]);
+          const float dv = v - shift;
+          d1 += dv;
+          d2 += dv * dv;
+        }
+    d1 = blockSum(d1, sh);
+    d2 = blockSum(d2, sh);
+    if (t == 0)
+      e.statistics(blockIdx.x, n, shift, d1, d2); // the chunk's index: tiles run in chunk order
+  }
+}
+
+// ---- med.shift_sum_grad_weight ------------------------------------------------------------
+
+// Floats per staged row of the weight gradient's tiles: an odd number of 16-byte chunks, so
+// that threads reading different rows at the same column hit different banks.
+constexpr int stencilOddPitch(int floats) { return (floats / 4) % 2 ? floats : floats + 4; }
+
+// The weight gradient's tile: N samples of C channels of D×H×W, a KD×KH×KW kernel, output
+// tiles of TD slices × TH rows × 4·TX columns, G groups of rows (threads: G per (kd, kh)
+// pair), and runs of RUN D tiles per block.
+template <int N_, int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int TX_, int TH_,
+          int TD_, int G_, int RUN_>
+struct ShiftSumGradWeightTile {
+  enum : int {
+    N = N_, C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_,
+    TW = 4 * TX_, TH = TH_, TD = TD_, G = G_, RUN = RUN_,
+    PAIRS = KD * KH, THREADS = PAIRS * G, KVOL = PAIRS * KW, DHW = D * H * W,
+    PX = stencilOddPitch(stencilRowPitch(TW, KW)), PG = stencilOddPitch(TW),
+    SD = TD + KD - 1, SH = TH + KH - 1, ROWS = TD * TH, // staged slices and rows; dy's rows
+    NW = (W + TW - 1) / TW, NH = (H + TH - 1) / TH, NDT = (D + TD - 1) / TD,
+    PERNC = NH * NW * ((NDT + RUN - 1) / RUN), PARTS = N * PERNC, // blocks per (n, c); in all
+    CHUNKS = TW / 4, EXTRA = (KW + 2) / 4 // chunks of x beyond a chunk of dy
+  };
+};
+
+// The weight gradient's first kernel (the header says how): each block's partial
+// of every tap, at parts[(c · KVOL + tap) · PARTS + n · PERNC + block's part].
+template <class T, typename IN, typename GT>
+void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x,
+                             const GT *__restrict__ dy) {
+  const int t = threadIdx.x;
+  int r = blockIdx.x;
+  const int part = r % T::PERNC, nc = r / T::PERNC;
+  const int bw = part % T::NW, bh = part / T::NW % T::NH, run = part / (T::NW * T::NH);
+  const int n = nc / T::C, c = nc % T::C;
+  __shared__ Vec<float, 4> sx[T::SD * T::SH * T::PX / 4];
+  __shared__ Vec<float, 4> sg[T::ROWS * T::PG / 4];
+  __shared__ float red[T::KVOL * T::G];
+  const auto* xc = x + (i64)nc * T::DHW;
+  const auto* gc = dy + (i64)nc * T::DHW;
+  const int pair = t % T::PAIRS, g = t / T::PAIRS;
+  const int kd = pair / T::KH, kh = pair % T::KH;
+  float acc[T::KW];
+#pragma unroll
+  for (int k = 0; k < T::KW; ++k) acc[k] = 0.0f;
+  for (int bd = run * T::RUN; bd < run * T::RUN + T::RUN && bd < T::NDT; ++bd) {
+    __syncthreads(); // the previous tile is read
+    {
+      // The tile's input origin: its first output less the halo.
+      const int dIn = bd * T::TD - T::KD / 2, hIn = bh * T::TH - T::KH / 2, wIn = bw * T::TW - T::KW / 2;
+      MED_STENCIL_STAGE(sx, xc, T::SD, T::SH, (T::TW + T::KW + 2) / 4, T::PX, T::D, T::H, T::W,
+                        T::THREADS)
+    }
+    {
+      const int dIn = bd * T::TD, hIn = bh * T::TH, wIn = bw * T::TW;
+      MED_STENCIL_STAGE(sg, gc, T::TD, T::TH, T::TW / 4, T::PG, T::D, T::H, T::W, T::THREADS)
+    }
+    __syncthreads();
+    for (int row = g; row < T::ROWS; row += T::G) {
+      const int rd = row / T::TH, rhh = row % T::TH;
+      const Vec<float, 4>* xr = sx + ((rd + kd) * T::SH + rhh + kh) * (T::PX / 4);
+      const Vec<float, 4>* gr = sg + row * (T::PG / 4);
+      float win[4 * (T::EXTRA + 1)];
+#pragma unroll
+      for (int v = 0; v < T::EXTRA; ++v)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) win[4 * v + q] = xr[v][q];
+#pragma unroll
+      for (int cw = 0; cw < T::CHUNKS; ++cw) { // 4 outputs: x[4cw, 4cw + 4 + kW - 1)
+        const Vec<float, 4> x4 = xr[cw + T::EXTRA], g4 = gr[cw];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) win[4 * T::EXTRA + q] = x4[q];
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+          for (int k = 0; k < T::KW; ++k) acc[k] += g4[q] * win[q + k];
+#pragma unroll
+        for (int j = 0; j < 4 * T::EXTRA; ++j) win[j] = win[j + 4];
+      }
+    }
+  }
+  // Each tap's partials of the block, combined in a fixed order.
+#pragma unroll
+  for (int k = 0; k < T::KW; ++k) red[(pair * T::KW + k) * T::G + g] = acc[k];
+  __syncthreads();
+  for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
+    float v = 0.0f;
+    for (int gg = 0; gg < T::G; ++gg) v += red[tap * T::G + gg];
+    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
+  }
+}
+
+#undef MED_STENCIL_STAGE
+
+#endif // MED_KERNELS_STENCIL_CUH
