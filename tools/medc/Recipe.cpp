@@ -47,7 +47,7 @@ struct Section {
 const std::vector<Section> &schema() {
   static const std::vector<Section> s = {
       {"model", {{"file", Type::Word}, {"network", Type::Word}}},
-      {"data",
+      {"data", // batch and patch: numbers, or `plan` (the preprocess cache's plan; sizesFromPlan)
        {{"batch", Type::Int, "2", 1},
         {"patch", Type::Size3, "128,128,128", 1},
         {"source", Type::Word, "synthetic"},
@@ -413,6 +413,86 @@ Error applyOverride(Node &root, const std::string &spec) {
   return Error::success();
 }
 
+// `data.patch: plan` and `data.batch: plan`: nnU-Net's 3d_fullres patch_size and batch_size
+// of the plan that data.path's preprocess cache was made with (its preprocess.json names the
+// plan; or data.path/nnUNetPlans.json), written into the recipe as numbers before the keys
+// are typed, so the model, the generated augmentation and the compile hash follow the plan.
+Error sizesFromPlan(const Reader &r, Node &root) {
+  auto data = root.section.find("data");
+  if (data == root.section.end() || data->second.kind != Node::Section)
+    return Error::success();
+  auto fromPlan = [&](const char *key) {
+    auto it = data->second.section.find(key);
+    return it != data->second.section.end() && it->second.kind == Node::Scalar &&
+           it->second.scalar == "plan";
+  };
+  const bool patch = fromPlan("patch"), batch = fromPlan("batch");
+  if (!patch && !batch)
+    return Error::success();
+  const std::string key = patch ? "data.patch" : "data.batch";
+  auto pathNode = data->second.section.find("path");
+  if (pathNode == data->second.section.end() || pathNode->second.kind != Node::Scalar)
+    return r.fail(key + ": plan needs data.path, a `medrun preprocess` cache (its "
+                        "preprocess.json names the plan) or a folder with nnUNetPlans.json");
+  SmallString<256> dir(pathNode->second.scalar);
+  if (!sys::path::is_absolute(dir)) {
+    dir = sys::path::parent_path(r.path);
+    sys::path::append(dir, pathNode->second.scalar);
+    sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+  }
+  auto readJson = [&](const Twine &file) -> Expected<json::Value> {
+    auto buffer = MemoryBuffer::getFile(file);
+    if (!buffer)
+      return r.fail(key + ": plan: cannot read '" + file + "': " + buffer.getError().message());
+    Expected<json::Value> v = json::parse((*buffer)->getBuffer());
+    if (!v)
+      return r.fail(key + ": plan: '" + file + "' is not JSON: " + toString(v.takeError()));
+    return v;
+  };
+  SmallString<256> plans(dir), manifest(dir);
+  sys::path::append(plans, "nnUNetPlans.json");
+  sys::path::append(manifest, "preprocess.json");
+  if (sys::fs::exists(manifest)) {
+    Expected<json::Value> m = readJson(manifest);
+    if (!m)
+      return m.takeError();
+    std::optional<StringRef> named = m->getAsObject() ? m->getAsObject()->getString("plans")
+                                                      : std::nullopt;
+    if (!named)
+      return r.fail(key + ": plan: " + manifest + " names no plans (run medrun preprocess again)");
+    plans = *named;
+  } else if (!sys::fs::exists(plans)) {
+    return r.fail(key + ": plan: data.path '" + dir +
+                  "' has neither preprocess.json (a medrun preprocess cache) nor nnUNetPlans.json");
+  }
+  Expected<json::Value> doc = readJson(plans);
+  if (!doc)
+    return doc.takeError();
+  const json::Object *conf = doc->getAsObject() ? doc->getAsObject()->getObject("configurations")
+                                                 : nullptr;
+  conf = conf ? conf->getObject("3d_fullres") : nullptr;
+  const json::Array *sizes = conf ? conf->getArray("patch_size") : nullptr;
+  std::optional<int64_t> batchSize = conf ? conf->getInteger("batch_size") : std::nullopt;
+  if (patch) {
+    if (!sizes || sizes->size() != 3 ||
+        llvm::any_of(*sizes, [](const json::Value &v) { return !v.getAsInteger() || *v.getAsInteger() < 1; }))
+      return r.fail("data.patch: plan: " + plans +
+                    " has no configurations.3d_fullres.patch_size of three sizes");
+    Node &n = data->second.section["patch"];
+    n.kind = Node::List;
+    n.list.clear();
+    for (const json::Value &v : *sizes)
+      n.list.push_back(std::to_string(*v.getAsInteger()));
+  }
+  if (batch) {
+    if (!batchSize || *batchSize < 1)
+      return r.fail("data.batch: plan: " + plans +
+                    " has no configurations.3d_fullres.batch_size of at least 1");
+    data->second.section["batch"].scalar = std::to_string(*batchSize);
+  }
+  return Error::success();
+}
+
 // The value rules of RecipeRules.h on the effective recipe (types are checked already),
 // and the names of the loss, optimizer and schedule types: errors name the recipe and key.
 Error checkValues(const Reader &r, const json::Object &effective, const Recipe &recipe) {
@@ -502,6 +582,8 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   for (const std::string &spec : overrides)
     if (Error e = applyOverride(root, spec))
       return std::move(e);
+  if (Error e = sizesFromPlan(r, root))
+    return std::move(e);
   auto &top = root.section;
 
   // Type-check every key and build the effective recipe, defaults filled in.
