@@ -9,7 +9,9 @@ map_coordinates order 0 when max/min spacing > 3), argmax, put into zeros of the
 shape at the crop box, transposed back: must equal PRED, which must have the raw image's
 shape, affine and uint8. --wrong computes it a wrong way (one-fold: the first fold's logits
 only; shift: the box one voxel off; nearest: order 0 instead of 1); the comparison must then
-fail."""
+fail. With --probabilities NPZ, also nnU-Net's --save_probabilities: the softmax of the
+resampled logits, background 1 outside the crop box, transposed back, key `probabilities`
+(--wrong no-fill: 0 outside the box)."""
 import json
 import sys
 
@@ -53,6 +55,9 @@ def main():
     wrong = sys.argv[sys.argv.index("--wrong") + 1] if "--wrong" in sys.argv else None
     if wrong:
         args.remove(wrong)
+    npz = sys.argv[sys.argv.index("--probabilities") + 1] if "--probabilities" in sys.argv else None
+    if npz:
+        args.remove(npz)
     pred_path, raw_path, props_path, plans_path = args[:4]
     logits = [np.load(p).astype(np.float64) for p in args[4:]]
     if wrong == "one-fold":
@@ -77,6 +82,21 @@ def main():
     if not np.array_equal(got, seg):
         sys.exit("check_predict: %d of %d voxels differ from NumPy's export%s" %
                  (int((got != seg).sum()), seg.size, " (" + wrong + ")" if wrong else ""))
+    if npz:
+        e = np.exp(back - back.max(0))
+        soft = e / e.sum(0)
+        probs = np.zeros((back.shape[0],) + tuple(props["shape_before_cropping"]))
+        if wrong != "no-fill":
+            probs[0] = 1
+        probs[(slice(None),) + tuple(box)] = soft[(slice(None),) + tuple(slice(0, s.stop - s.start) for s in box)]
+        probs = probs.transpose([0] + [i + 1 for i in plans["transpose_backward"]])
+        got_p = np.load(npz)["probabilities"]
+        if got_p.dtype != np.float32 or got_p.shape != probs.shape or not np.allclose(got_p, probs, atol=1e-6):
+            sys.exit("check_predict: %s: %s %s, max difference %s from NumPy's probabilities %s%s" %
+                     (npz, got_p.dtype, got_p.shape,
+                      np.abs(got_p - probs).max() if got_p.shape == probs.shape else "-", probs.shape,
+                      " (" + wrong + ")" if wrong else ""))
+        print("predict: %s = the softmax of the exported logits, background 1 outside the crop" % npz.split("/")[-1])
     print("predict: %s = the folds' mean logits exported as nnU-Net does (%d folds, %s, classes %s)"
           % (pred_path.split("/")[-1], len(logits), "x".join(map(str, seg.shape)),
              sorted(np.unique(seg).tolist())))
