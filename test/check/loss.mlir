@@ -153,4 +153,13 @@ func.func @dice_ce_ignore(%x: tensor<2x3x5x4x6xf32>, %t: tensor<2x1x5x4x6xf32>, 
   return %0, %1, %2, %3, %4 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
 }
 
-// CHECK: 39 outputs checked, 0 failed
+// More than 16 classes (the CUDA kernel's block-per-class sums) with an ignore label.
+// CHECK: dice_ce_ignore_many  out0  scalar  max_abs {{.*}}  ok
+// CHECK: dice_ce_ignore_many  out1  scalar  max_abs {{.*}}  ok
+func.func @dice_ce_ignore_many(%x: tensor<2x17x3x2x2xf32>, %t: tensor<2x1x3x2x2xf32>) -> (tensor<f32>, tensor<f32>) {
+  %0 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 1.0>, ignore_index = 5} : (tensor<2x17x3x2x2xf32>, tensor<2x1x3x2x2xf32>) -> tensor<f32>
+  %1 = med.dice_ce logits(%x) targets(%t) {weights = array<f64: 1.0>, batch_dice = false, ignore_index = 0} : (tensor<2x17x3x2x2xf32>, tensor<2x1x3x2x2xf32>) -> tensor<f32>
+  return %0, %1 : tensor<f32>, tensor<f32>
+}
+
+// CHECK: 41 outputs checked, 0 failed
