@@ -464,41 +464,34 @@ int64_t FunctionGen::splitSum(const Op &op, const std::string &kernelBase, const
   for (const std::string &w : wides)
     shared += "  __shared__ " + w + " " + shName(w) + "[" + B + "];\n";
 
+  // The main loop is reduce.cuh's splitSumTerms over the shape struct; the kernel keeps the
+  // per-accumulator code: the output's first term, the accumulators, the row and term
+  // functors, the combination and the finish.
+  const std::string shape = "struct KNAME_shape {\n  typedef " + ct + " Col;\n" +
+                            "  static constexpr i64 parts = " + num(parts) + ", len = " +
+                            num(len) + ", count = " + num(s.count) + ", cols = " + num(s.cols) +
+                            ";\n  static constexpr int unroll = " + U + ", block = " + B +
+                            ";\n};\n";
   std::string body = shared + "  const i64 out = o / " + num(parts) + ", part = o % " +
                      num(parts) + ";\n" + s.base;
   for (const SplitAcc &a : s.accs)
     body += "  " + a.type + " a_" + a.name + "[" + U + "];\n  for (int u = 0; u < " + U +
             "; ++u) a_" + a.name + "[u] = " + a.init + ";\n";
-  body += "  i64 j = part * " + num(len) + ";\n"
-          "  const i64 jEnd = j + " + num(len) + " < " + num(s.count) + " ? j + " + num(len) +
-          " : " + num(s.count) + ";\n"
-          "  while (j < jEnd) { // the part's piece of row q: columns [c0, cEnd)\n"
-          "    const i64 q = j / " + num(s.cols) + ";\n"
-          "    const " + ct + " c0 = (" + ct + ")(j - q * " + num(s.cols) + ");\n"
-          "    const " + ct + " cEnd = (" + ct + ")(jEnd - q * " + num(s.cols) + " < " +
-          num(s.cols) + " ? jEnd - q * " + num(s.cols) + " : " + num(s.cols) + ");\n" +
-          s.row +
-          "    const i64 rb = ob + ro;\n"
-          "    for (" + ct + " c = c0 + t; c < cEnd; c += " + std::to_string(s.unroll * block) +
-          ") {\n"
-          "#pragma unroll\n"
-          "      for (int u = 0; u < " + U + "; ++u) { // independent loads in flight\n"
-          "        if (c + u * " + B + " >= cEnd) break;\n"
-          "        const i64 e = rb + c + u * " + B + ";\n" + s.term +
-          "      }\n    }\n"
-          "    j = q * " + num(s.cols) + " + cEnd;\n  }\n";
+  body += "  splitSumTerms<KNAME_shape>(t, part, ob, [&](const i64 q) {\n" + s.row +
+          "    return ro;\n  }, [&](const i64 e, const int u) {\n    do { // continue: the "
+          "next term\n" + s.term + "    } while (0);\n  });\n";
   for (const SplitAcc &a : s.accs)
-    body += "  for (int u = 1; u < " + U + "; ++u) a_" + a.name + "[0] = " + a.fn + "(a_" +
-            a.name + "[0], a_" + a.name + "[u]);\n"
-            "  const " + a.wide + " " + a.name + " = blockReduce((" + a.wide + ")a_" + a.name +
-            "[0], " + shName(a.wide) + ", " + a.fn + ");\n";
+    body += "  const " + a.wide + " " + a.name + " = foldAccumulators(a_" + a.name + ", " +
+            shName(a.wide) + ", " + a.fn + ");\n";
+  const std::string globals = kernelLibrary("reduce.cuh") + shape;
 
   std::vector<std::string> ps = params;
   std::vector<int> as = args;
   if (parts == 1) {
     ps.insert(ps.begin(), outParams.begin(), outParams.end());
     as.insert(as.begin(), outArgs.begin(), outArgs.end());
-    perBlock(op, kernelBase, ps, as, s.outs, block, body + "  if (t == 0) {\n" + finish + "  }\n");
+    perBlock(op, kernelBase, ps, as, s.outs, block, body + "  if (t == 0) {\n" + finish + "  }\n",
+             globals);
     return 1;
   }
   // Partials: one value per (output, part) and accumulator.
@@ -516,20 +509,17 @@ int64_t FunctionGen::splitSum(const Op &op, const std::string &kernelBase, const
   ps.insert(ps.begin(), pp.begin(), pp.end());
   as.insert(as.begin(), pa.begin(), pa.end());
   perBlock(op, kernelBase + "_parts", ps, as, s.outs * parts, block,
-           body + "  if (t == 0) {\n" + store + "  }\n");
+           body + "  if (t == 0) {\n" + store + "  }\n", globals);
   const int block2 = blockFor(parts);
   std::string combine;
   for (const std::string &w : wides)
     combine += "  __shared__ " + w + " " + shName(w) + "[" + std::to_string(block2) + "];\n";
   for (const SplitAcc &a : s.accs)
-    combine += "  " + a.wide + " " + a.name + " = " + a.init + ";\n"
-               "  for (i64 k = t; k < " + num(parts) + "; k += " + std::to_string(block2) +
-               ") " + a.name + " = " + a.fn + "(" + a.name + ", p_" + a.name + "[o * " +
-               num(parts) + " + k]);\n"
-               "  " + a.name + " = blockReduce(" + a.name + ", " + shName(a.wide) + ", " +
-               a.fn + ");\n";
+    combine += "  const " + a.wide + " " + a.name + " = combineParts<" + num(parts) + ", " +
+               std::to_string(block2) + ">(o, t, p_" + a.name + ", (" + a.wide + ")" + a.init +
+               ", " + shName(a.wide) + ", " + a.fn + ");\n";
   perBlock(op, kernelBase + "_combine", cp, ca, s.outs, block2,
-           combine + "  if (t == 0) {\n" + finish + "  }\n");
+           combine + "  if (t == 0) {\n" + finish + "  }\n", kernelLibrary("reduce.cuh"));
   return parts;
 }
 

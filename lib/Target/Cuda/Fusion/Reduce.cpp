@@ -2,7 +2,8 @@
 //
 // Reductions of one value over the same innermost axes (med-form-reduce-fusions: a volume's
 // mean, minimum and maximum for a contrast or gamma transform) run as one split sum
-// (KernelBuilder.cpp) with an accumulator each: the value is read once, and each result has
+// (KernelBuilder.cpp's splitReduce: kernels/reduce.cuh's splitSumTerms with a generated term
+// functor that updates an accumulator each): the value is read once, and each result has
 // the bits its own reduce kernel gives.
 //
 //===------------------------------------------------------------------------------===//

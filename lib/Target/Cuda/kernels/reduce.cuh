@@ -10,8 +10,10 @@
 //   static i64 kept(i64 o);            the element of term 0 of output o (the kept axes)
 //   static i64 term(i64 j);            the offset of term j from it (the reduced axes)
 //   static constexpr bool run;         the reduced axes are one contiguous run: term(j) = j
-// A split sum's per-term work is a generated functor (splitSum below): the accumulators, the
-// term (the prologue: the element function of each accumulator) and the finish.
+// A split sum (splitSumTerms below) keeps its main loop here; the generated kernel holds the
+// per-accumulator code around it: the output's first term, the accumulators, the row and
+// term functors (the term: each accumulator's element function, e.g. a `reduce` fusion's
+// sum, minimum and maximum of one read), their combination and the finish.
 //
 // The generator emits the shape struct, the functor and an extern "C" __global__ wrapper with
 // the kernel's name and parameters that calls the template, rather than instantiating the
@@ -154,6 +156,54 @@ void sumSquaresTotal(const int t, float *__restrict__ y, const float *__restrict
   } else {
     if (t == 0) y[0] += acc;
   }
+}
+
+// ---- split sums (KernelBuilder.cpp's splitSum) --------------------------------------------
+//
+// Each output's terms (row q, column i: term q·cols + i) cut into S::parts contiguous ranges
+// of S::len terms, one block of S::block threads each; a thread walks its range row by row
+// with S::unroll independent accumulators, which the generated kernel then combines over
+// the thread (foldAccumulators) and the block, and a second kernel (combineParts) over the
+// parts. S: static constexpr i64 parts, len, count, cols; static constexpr int unroll,
+// block; typedef int|i64 Col (32-bit column arithmetic where a row allows it).
+// The generated functors: row(q), the offset of row q from the output's first term ob, and
+// term(e, u), the element function that adds the term at element e to accumulators [u].
+
+// The terms of part `part` of the output whose term 0 is at ob.
+template <class S, typename Row, typename Term>
+void splitSumTerms(const int t, const i64 part, const i64 ob, Row row, Term term) {
+  typedef typename S::Col Col;
+  i64 j = part * S::len;
+  const i64 jEnd = j + S::len < S::count ? j + S::len : S::count;
+  while (j < jEnd) { // the part's piece of row q: columns [c0, cEnd)
+    const i64 q = j / S::cols;
+    const Col c0 = (Col)(j - q * S::cols);
+    const Col cEnd = (Col)(jEnd - q * S::cols < S::cols ? jEnd - q * S::cols : S::cols);
+    const i64 rb = ob + row(q);
+    for (Col c = c0 + t; c < cEnd; c += S::unroll * S::block) {
+#pragma unroll
+      for (int u = 0; u < S::unroll; ++u) { // independent loads in flight
+        if (c + u * S::block >= cEnd) break;
+        const i64 e = rb + c + u * S::block;
+        term(e, u);
+      }
+    }
+    j = q * S::cols + cEnd;
+  }
+}
+
+// A thread's accumulators a[0..U) combined with fn, then over the block (shared sh).
+template <int U, typename T, typename W, typename F> W foldAccumulators(T (&a)[U], W *sh, F fn) {
+  for (int u = 1; u < U; ++u) a[0] = fn(a[0], a[u]);
+  return blockReduce((W)a[0], sh, fn);
+}
+
+// The Parts partials p[o * Parts + k] of output o combined with fn by a block of B threads.
+template <i64 Parts, int B, typename W, typename F>
+W combineParts(const i64 o, const int t, const W *__restrict__ p, W init, W *sh, F fn) {
+  W acc = init;
+  for (i64 k = t; k < Parts; k += B) acc = fn(acc, p[o * Parts + k]);
+  return blockReduce(acc, sh, fn);
 }
 
 #endif // MED_KERNELS_REDUCE_CUH
