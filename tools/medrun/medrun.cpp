@@ -1,6 +1,6 @@
 //===- medrun.cpp - the med runtime driver ---------------------------------------===//
 //
-//   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]
+//   medrun train RECIPE.yaml [--set key=value]... [--steps N] [--fold F] [--out DIR] [--resume [CKPT]]
 //   medrun bench RECIPE.yaml [--set key=value]... [--steps N] [--warmup W] [--json FILE]
 //   medrun augment-preview RECIPE.yaml [--set key=value]... [--samples N] [--step S] [--out DIR]
 //   medrun info X.medc
@@ -116,7 +116,7 @@ const Option kGpus{"gpus", "N",
 const std::vector<Command> &commands() {
   static const std::vector<Command> table = {
       {"train",
-       "medrun train RECIPE.yaml [--set key=value]... [--steps N] [--out DIR] [--resume [CKPT]]\n"
+       "medrun train RECIPE.yaml [--set key=value]... [--steps N] [--fold F] [--out DIR] [--resume [CKPT]]\n"
        "             [--resume-or-start] [--overwrite] [--device cpu|cuda|auto] [--nan stop|skip]\n"
        "             [--threads N] [--progress P] [--artifact A] [--init-from W [--upkern]]",
        "Trains the recipe (configs/*.yaml) on its data (data.source: the embedded synthetic\n"
@@ -131,6 +131,8 @@ const std::vector<Command> &commands() {
        "--overwrite, --artifact, --progress, --init-from and --upkern is a shorthand for a --set.",
        {kSet,
         {"steps", "N", "train.steps: steps of the whole run (a resumed run continues to N)"},
+        {"fold", "F", "data.fold: a fold of the dataset's splits, or all (every case, as\n"
+                      "nnU-Net's fold all)"},
         {"out", "DIR", "train.out: where logs, checkpoints and config.json go"},
         {"resume", "[CKPT]",
          "continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a\n"
@@ -785,6 +787,8 @@ int main(int argc, char **argv) {
       for (const char *key : {"steps", "out", "device", "nan", "threads"})
         for (const std::string &v : args.all(key))
           overrides.push_back(str("train.", key, "=", v));
+      for (const std::string &v : args.all("fold"))
+        overrides.push_back(str("data.fold=", v));
       std::optional<std::string> resume;
       if (args.has("resume"))
         resume = args.get("resume");
