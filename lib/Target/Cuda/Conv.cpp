@@ -2,7 +2,8 @@
 //
 // One thread per output element; each sums its terms in the CPU kernels' order (input
 // channel, then kd, kh, kw). The weight gradient is a split sum per weight element; the
-// depthwise one a split reduction over spatial parts (depthwiseGradWeight).
+// depthwise one a split reduction over spatial parts (depthwiseGradWeight: the template of
+// kernels/depthwise.cuh).
 //
 //===------------------------------------------------------------------------------===//
 
@@ -109,13 +110,8 @@ void FunctionGen::conv(const Op &op) {
 }
 
 // The depthwise weight gradient (groups = C, one input channel per group) as a split
-// reduction over two kernels. The first gives each block one (channel, kd) pair, one sample
-// and one part of the output positions: each thread sums dy·x for the kH·kW taps of that kd
-// over a fixed strided subset of the positions (x read through the cache, each element by
-// up to kH·kW neighbouring threads), and the block combines each tap in a fixed tree into a
-// partial. The second sums each weight's partials (samples × parts) in a fixed tree. Every
-// input element is read about kD times instead of once per weight: the reads of the plain
-// reduction (one block per weight over all positions) shrink by the kernel volume over kD.
+// reduction over two kernels: kernels/depthwise.cuh's depthwiseGradWeightParts (which says
+// how), then each weight's partials summed by the generic split sum.
 void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
                                       const std::array<int64_t, 3> &s,
                                       const std::array<int64_t, 3> &p,
@@ -128,44 +124,16 @@ void FunctionGen::depthwiseGradWeight(const Op &op, int x, int dy, int dw,
   const int64_t S = std::max<int64_t>(1, ODHW / (int64_t{kBlock} * 64));
   const int64_t parts = N * S;
   const int buf = scratch(C * kD * kHW * parts * 4);
-  const std::string i = indexFor(N * C * std::max(D * H * W, ODHW)).type();
-  std::string body =
-      "  const int t = threadIdx.x;\n"
-      "  i64 r = blockIdx.x;\n"
-      "  const " + i + " s = r % " + num(S) + "; r /= " + num(S) + ";\n"
-      "  const " + i + " n = r % " + num(N) + "; r /= " + num(N) + ";\n"
-      "  const " + i + " kd = r % " + num(kD) + ", c = r / " + num(kD) + ";\n"
-      "  const auto* xc = x + ((i64)n * " + num(C) + " + c) * " + num(D * H * W) + ";\n"
-      "  const auto* gc = dy + ((i64)n * " + num(C) + " + c) * " + num(ODHW) + ";\n"
-      "  float acc[" + num(kHW) + "];\n"
-      "  #pragma unroll\n"
-      "  for (int k = 0; k < " + num(kHW) + "; ++k) acc[k] = 0.0f;\n"
-      "  for (" + i + " q = s * " + std::to_string(kBlock) + " + t; q < " + num(ODHW) +
-      "; q += " + num(S * kBlock) + ") {\n"
-      "    const " + i + " ow = q % " + num(OW) + ", u = q / " + num(OW) + ";\n"
-      "    const " + i + " oh = u % " + num(OH) + ", od = u / " + num(OH) + ";\n"
-      "    const " + i + " id = od * " + num(s[0]) + " - " + num(p[0]) + " + kd * " + num(d[0]) + ";\n"
-      "    if (id < 0 || id >= " + num(D) + ") continue;\n"
-      "    const float g = gc[q];\n"
-      "    #pragma unroll\n"
-      "    for (int kh = 0; kh < " + num(kH) + "; ++kh) {\n"
-      "      const " + i + " ih = oh * " + num(s[1]) + " - " + num(p[1]) + " + kh * " + num(d[1]) + ";\n"
-      "      if (ih < 0 || ih >= " + num(H) + ") continue;\n"
-      "      #pragma unroll\n"
-      "      for (int kw = 0; kw < " + num(kW) + "; ++kw) {\n"
-      "        const " + i + " iw = ow * " + num(s[2]) + " - " + num(p[2]) + " + kw * " + num(d[2]) + ";\n"
-      "        if (iw >= 0 && iw < " + num(W) + ")\n"
-      "          acc[kh * " + num(kW) + " + kw] += g * (float)xc[(id * " + num(H) + " + ih) * " + num(W) + " + iw];\n"
-      "      }\n"
-      "    }\n"
-      "  }\n"
-      "  __shared__ float sh[" + std::to_string(kBlock) + "];\n"
-      "  for (int k = 0; k < " + num(kHW) + "; ++k) {\n"
-      "    const float v = blockSum(acc[k], sh);\n"
-      "    if (t == 0) parts[((i64)(c * " + num(kD) + " + kd) * " + num(kHW) + " + k) * " +
-      num(parts) + " + n * " + num(S) + " + s] = v;\n"
-      "  }\n";
-  launch(op, src.kernel("dwconv_grad_weight_parts", typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body, kBlock),
+  std::string shape = "DepthwiseGradWeightShape<" +
+                      indexFor(N * C * std::max(D * H * W, ODHW)).type();
+  for (int64_t v : {N, C, D, H, W, OD, OH, OW, kD, kH, kW, s[0], s[1], s[2], p[0], p[1], p[2],
+                    d[0], d[1], d[2], S})
+    shape += ", " + num(v);
+  shape += ">";
+  const std::string body = "  depthwiseGradWeightParts<" + shape + ", " +
+                           std::to_string(kBlock) + ">(parts, x, dy);\n";
+  launch(op, src.kernel("dwconv_grad_weight_parts", typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body, kBlock,
+                        kernelLibrary("depthwise.cuh")),
          C * kD * N * S, kBlock, {buf, x, dy});
   sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
 }

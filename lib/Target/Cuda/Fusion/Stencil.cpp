@@ -1,12 +1,13 @@
 //===- Fusion/Stencil.cpp - the `stencil` template: a shift-sum and its statistics ----===//
 //
 // A shift-sum, optionally with med.group_norm_stats of its result (med-form-stencil-fusions).
-// The shift-sum runs the tiled stencil kernel of Stencil.cpp; where its output tiles are
-// chunks of the statistics (medrun/NormStats.h: the tile's extent along each axis is the
-// chunk's, or both cover the axis), the same kernel writes each tile's (pivot, dev, M2) from
-// the f32 outputs in registers, and the merge kernel of Norm.cpp combines them in the fixed
-// tree. Where they are not (a tile shrunk to fit shared memory), the statistics run their
-// own kernels over the stored output.
+// The shift-sum runs the tiled stencil template (kernels/stencil.cuh's shiftSumTile, tiles
+// chosen by Stencil.cpp); where its output tiles are chunks of the statistics
+// (medrun/NormStats.h: the tile's extent along each axis is the chunk's, or both cover the
+// axis), the template reduces each tile's f32 outputs in registers to the chunk's pivot and
+// deviations, and the generated epilogue functor stores its (pivot, dev, M2); the merge
+// kernel of Norm.cpp combines them in the fixed tree. Where they are not (a tile shrunk to
+// fit shared memory), the statistics run their own kernels over the stored output.
 //
 //===------------------------------------------------------------------------------===//
 
