@@ -106,7 +106,6 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
 
   // The epilogue functor of the fusion's body (stencil.cuh's shiftSumTile: `channel`, then
   // each output's value, and where there are statistics how the tile's chunk is stored).
-  const std::string outType = elemType(y);
   std::string epilogue = "struct KNAME_epilogue {\n"
                          "  enum : bool { kStatistics = " +
                          std::string(stats ? "true" : "false") + " };\n";
