@@ -33,7 +33,6 @@ constexpr int64_t kGradBlocks = 2048;
 constexpr int kResidentPerSm = 8, kResidentGradPerSm = 4;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
-
 /// The ops of an mlp / mlp_grad body in their roles, as its matcher recorded them
 /// (med.fusion's `roles`; absent roles are null).
 struct MlpBody {
@@ -91,40 +90,6 @@ std::string mlpShape(int64_t N, int64_t C, int64_t S, int64_t E, int64_t Co) {
   return "MlpShape<" + num(N) + ", " + num(C) + ", " + num(S) + ", " + num(E) + ", " + num(Co) + ">";
 }
 
-/// Device code for sm_90a's warpgroup products, as kernel globals (guarded: kernels of one
-/// module share them): wgmmaMma<t, N> (kernels/mlp.cuh) for each width N (prelude.cuh: the
-/// operands' layouts, and the CPU emulation these call on the host). The instruction takes
-/// N / 2 accumulator registers, spelled out here for each width.
-std::string wgmmaGlobals(const std::string &t, const std::set<int64_t> &widths) {
-  std::string g;
-  for (int64_t n : widths) {
-    const std::string name = "wgmma_" + t + "_n" + std::to_string(n);
-    std::string regs, cons;
-    for (int64_t r = 0; r < n / 2; ++r) {
-      regs += (r ? ", %" : "%") + std::to_string(r);
-      cons += std::string(r ? ", " : "") + "\"+f\"(d[" + std::to_string(r / 4) + "][" + std::to_string(r % 4) + "])";
-    }
-    const int64_t a = n / 2;
-    g += "#ifndef MED_" + name + "\n"
-         "#define MED_" + name + "\n"
-         "template <> void wgmmaMma<" + t + ", " + std::to_string(n) + ">(float (*d)[4], const unsigned a[4], const void *b, unsigned lbo, unsigned sbo) {\n"
-         "#ifdef __CUDA_ARCH__\n"
-         "  const u64 desc = wgmmaDescriptor(b, lbo, sbo);\n"
-         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(a + 5) + ", 0;\\n"
-         "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + t + "." + t + " {" + regs + "}, "
-         "{%" + std::to_string(a) + ", %" + std::to_string(a + 1) + ", %" + std::to_string(a + 2) + ", %" + std::to_string(a + 3) + "}, "
-         "%" + std::to_string(a + 4) + ", p, 1, 1, 0;\\n}\\n\"\n"
-         "               : " + cons + "\n"
-         "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n"
-         "#else\n"
-         "  wgmmaEmu<" + t + ">(d, " + num(n) + ", a, b, lbo, sbo);\n"
-         "#endif\n"
-         "}\n"
-         "#endif\n";
-  }
-  return g;
-}
-
 } // namespace
 
 /// The position of body value `id` among the body's inputs (the fusion's inputs).
@@ -138,28 +103,27 @@ static int bodyInput(const medrun::Function &body, int id) {
 void FunctionGen::mlpWeights(const Op &op, int w, int64_t rows, int64_t cols,
                              const std::string &t, int *plain, int *transposed) {
   // w: rows × cols (f32 as read). plain: rows16 × cols16, transposed: cols16 × rows16; the
-  // copies not asked for (null) are not made.
+  // copies not asked for (null) are not made (kernels/mlp.cuh: mlpPackWeight).
   const int64_t R = pad16(rows), Cc = pad16(cols);
   std::vector<std::string> params;
   std::vector<int> args;
-  std::string body = "  const int r = i / " + num(Cc) + ", c = i % " + num(Cc) + ";\n"
-                     "  " + t + " v;\n"
-                     "  v = r < " + num(rows) + " && c < " + num(cols) + " ? (float)w[r * " + num(cols) + " + c] : 0.0f;\n";
   if (plain) {
     *plain = scratch(R * Cc * 2);
     params.push_back(out("wp", t));
     args.push_back(*plain);
-    body += "  wp[i] = v;\n";
   }
   if (transposed) {
     *transposed = scratch(R * Cc * 2);
     params.push_back(out("wt", t));
     args.push_back(*transposed);
-    body += "  wt[c * " + num(R) + " + r] = v;\n";
   }
   params.push_back(in("w"));
   args.push_back(w);
-  elementwise(op, "mlp_weights", params, args, R * Cc, body);
+  const std::string body = "  mlpPackWeight<" + num(rows) + ", " + num(cols) + ", " + num(R) +
+                           ", " + num(Cc) + ", " + (plain ? "true" : "false") + ", " +
+                           (transposed ? "true" : "false") + ">(" + (plain ? "wp" : "(" + t + "*)nullptr") +
+                           ", " + (transposed ? "wt" : "(" + t + "*)nullptr") + ", w, i);\n";
+  elementwise(op, "mlp_weights", params, args, R * Cc, body, kTileLibrary + kMlpLibrary);
 }
 
 void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
@@ -271,7 +235,7 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
          grid, kWarps * 32, args);
   if (!kw.empty() && grid > 0)
     variant(src.kernel("mlp_wgmma", typedParams, kw, kWarps * 32,
-                       kTileLibrary + kMlpLibrary + wgmmaGlobals(t, {chunkWidth, Cop}) + functor,
+                       globals,
                        0, /*sm90a=*/true));
 }
 

@@ -58,6 +58,20 @@ template <i64 N_, i64 C_, i64 S_, i64 E_, i64 Co_> struct MlpShape {
 
 // ---- pieces shared by the kernels ----------------------------------------------------------
 
+// Element i of the weights' 16-bit copies (mlp_weights, before the kernels): `w` Rows × Cols
+// into wp (R × Cc, row-major; with Plain) and its transpose wt (Cc × R; with Transposed),
+// zeros beyond Rows × Cols.
+template <i64 Rows, i64 Cols, i64 R, i64 Cc, bool Plain, bool Transposed, typename T, typename W>
+void mlpPackWeight(T *wp, T *wt, const W *w, i64 i) {
+  const int r = i / Cc, c = i % Cc;
+  T v;
+  v = r < Rows && c < Cols ? (float)w[r * Cols + c] : 0.0f;
+  if constexpr (Plain)
+    wp[i] = v;
+  if constexpr (Transposed)
+    wt[c * R + r] = v;
+}
+
 // Copies rows [0, Rows) × columns [0, Cols) of `src` (row pitch SrcPitch, from row rowOffset
 // and column colOffset; zeros beyond SrcRows × SrcCols) into shared `dst` (row pitch Pitch),
 // 16-byte vectors of 8 elements: every count, pitch and offset is a multiple of 8, so a
@@ -299,20 +313,98 @@ void mlpForwardStaged(const Body &body, T *y, const T *x, const T *w1p, const T 
   });
 }
 
-// The resident forward's sm_90a variant: the same tiles on the warpgroup's tensor cores, the
-// expansion in chunks of CW (up to 64) channels, one m64nCWk16 product per 16 input channels,
-// act(h) back in as the A operand of the compression's products; the weights as wgmma's
-// K-major core matrices (prelude.cuh). wgmmaMma<T, N> are the generator's warpgroup products
-// (one per width), wgmmaFence... its fences.
-template <i64 Rows, i64 Cols, typename T> void mlpCoreStage(T *dst, const T *src) {
-  for (int i = threadIdx.x; i < Rows * Cols / 8; i += blockDim.x) {
-    const int r = i / (Cols / 8), c = i % (Cols / 8);
-    vstore<8>(dst + ((r / 8) * (Cols / 8) + c) * 64 + (r % 8) * 8, vload<8>(src + (i64)r * Cols + c * 8));
+// ---- sm_90a: the warpgroup's products and fences ------------------------------------------
+
+// The warpgroup products (wgmma.mma_async m64nNk16, f32 accumulators: N / 2 registers a
+// thread, spelled out for each N in groups of eight, MED_WGMMA_Rg and their operands
+// MED_WGMMA_Og).
+#define MED_WGMMA_R0 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define MED_WGMMA_R1 "%8, %9, %10, %11, %12, %13, %14, %15"
+#define MED_WGMMA_R2 "%16, %17, %18, %19, %20, %21, %22, %23"
+#define MED_WGMMA_R3 "%24, %25, %26, %27, %28, %29, %30, %31"
+#define MED_WGMMA_R4 "%32, %33, %34, %35, %36, %37, %38, %39"
+#define MED_WGMMA_R5 "%40, %41, %42, %43, %44, %45, %46, %47"
+#define MED_WGMMA_R6 "%48, %49, %50, %51, %52, %53, %54, %55"
+#define MED_WGMMA_R7 "%56, %57, %58, %59, %60, %61, %62, %63"
+#define MED_WGMMA_O0                                                                          \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+      "+f"(d[1][2]), "+f"(d[1][3])
+#define MED_WGMMA_O1                                                                          \
+  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),     \
+      "+f"(d[3][2]), "+f"(d[3][3])
+#define MED_WGMMA_O2                                                                          \
+  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]),     \
+      "+f"(d[5][2]), "+f"(d[5][3])
+#define MED_WGMMA_O3                                                                          \
+  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),     \
+      "+f"(d[7][2]), "+f"(d[7][3])
+#define MED_WGMMA_O4                                                                          \
+  "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]),     \
+      "+f"(d[9][2]), "+f"(d[9][3])
+#define MED_WGMMA_O5                                                                          \
+  "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]),     \
+      "+f"(d[11][2]), "+f"(d[11][3])
+#define MED_WGMMA_O6                                                                          \
+  "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]),     \
+      "+f"(d[13][2]), "+f"(d[13][3])
+#define MED_WGMMA_O7                                                                          \
+  "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]),     \
+      "+f"(d[15][2]), "+f"(d[15][3])
+#define MED_WGMMA(N, TY, REGS, AREGS, DESC, PRED, ...)                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\nwgmma.mma_async.sync.aligned.m64n" N \
+               "k16.f32." TY "." TY " {" REGS "}, {" AREGS "}, " DESC ", p, 1, 1, 0;\n}\n"         \
+               : __VA_ARGS__                                                               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1))
+#define MED_WGMMA_N16(TY)                                                                     \
+  MED_WGMMA("16", TY, MED_WGMMA_R0, \
+            "%8, %9, %10, %11", "%12", "%13", MED_WGMMA_O0)
+#define MED_WGMMA_N32(TY)                                                                     \
+  MED_WGMMA("32", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1, \
+            "%16, %17, %18, %19", "%20", "%21", MED_WGMMA_O0, MED_WGMMA_O1)
+#define MED_WGMMA_N48(TY)                                                                     \
+  MED_WGMMA("48", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1 ", " MED_WGMMA_R2, \
+            "%24, %25, %26, %27", "%28", "%29", MED_WGMMA_O0, MED_WGMMA_O1, MED_WGMMA_O2)
+#define MED_WGMMA_N64(TY)                                                                     \
+  MED_WGMMA("64", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1 ", " MED_WGMMA_R2 ", " MED_WGMMA_R3, \
+            "%32, %33, %34, %35", "%36", "%37", MED_WGMMA_O0, MED_WGMMA_O1, MED_WGMMA_O2, MED_WGMMA_O3)
+#define MED_WGMMA_N80(TY)                                                                     \
+  MED_WGMMA("80", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1 ", " MED_WGMMA_R2 ", " MED_WGMMA_R3 ", " MED_WGMMA_R4, \
+            "%40, %41, %42, %43", "%44", "%45", MED_WGMMA_O0, MED_WGMMA_O1, MED_WGMMA_O2, MED_WGMMA_O3, MED_WGMMA_O4)
+#define MED_WGMMA_N96(TY)                                                                     \
+  MED_WGMMA("96", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1 ", " MED_WGMMA_R2 ", " MED_WGMMA_R3 ", " MED_WGMMA_R4 ", " MED_WGMMA_R5, \
+            "%48, %49, %50, %51", "%52", "%53", MED_WGMMA_O0, MED_WGMMA_O1, MED_WGMMA_O2, MED_WGMMA_O3, MED_WGMMA_O4, MED_WGMMA_O5)
+#define MED_WGMMA_N112(TY)                                                                     \
+  MED_WGMMA("112", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1 ", " MED_WGMMA_R2 ", " MED_WGMMA_R3 ", " MED_WGMMA_R4 ", " MED_WGMMA_R5 ", " MED_WGMMA_R6, \
+            "%56, %57, %58, %59", "%60", "%61", MED_WGMMA_O0, MED_WGMMA_O1, MED_WGMMA_O2, MED_WGMMA_O3, MED_WGMMA_O4, MED_WGMMA_O5, MED_WGMMA_O6)
+#define MED_WGMMA_N128(TY)                                                                     \
+  MED_WGMMA("128", TY, MED_WGMMA_R0 ", " MED_WGMMA_R1 ", " MED_WGMMA_R2 ", " MED_WGMMA_R3 ", " MED_WGMMA_R4 ", " MED_WGMMA_R5 ", " MED_WGMMA_R6 ", " MED_WGMMA_R7, \
+            "%64, %65, %66, %67", "%68", "%69", MED_WGMMA_O0, MED_WGMMA_O1, MED_WGMMA_O2, MED_WGMMA_O3, MED_WGMMA_O4, MED_WGMMA_O5, MED_WGMMA_O6, MED_WGMMA_O7)
+
+template <typename T> constexpr bool mlpIsBf16 = false;
+template <> constexpr bool mlpIsBf16<bf16> = true;
+
+// d[N / 8][4] += A · B on the warpgroup's tensor cores (sm_90a), T bf16 or f16: a the
+// thread's A fragment, B core matrices at b with leading and stride byte offsets lbo and sbo
+// (prelude.cuh: wgmmaDescriptor, and the CPU emulation wgmmaEmu).
+template <typename T, int N>
+void wgmmaMma(float (*d)[4], const unsigned a[4], const void *b, unsigned lbo, unsigned sbo) {
+#ifdef __CUDA_ARCH__
+  const u64 desc = wgmmaDescriptor(b, lbo, sbo);
+#define MED_WGMMA_CASE(W)                                                                      \
+  if constexpr (N == W) {                                                                      \
+    if constexpr (mlpIsBf16<T>)                                                                \
+      MED_WGMMA_N##W("bf16");                                                                  \
+    else                                                                                       \
+      MED_WGMMA_N##W("f16");                                                                   \
   }
+  MED_WGMMA_CASE(16) MED_WGMMA_CASE(32) MED_WGMMA_CASE(48) MED_WGMMA_CASE(64)
+  MED_WGMMA_CASE(80) MED_WGMMA_CASE(96) MED_WGMMA_CASE(112) MED_WGMMA_CASE(128)
+  static_assert(N % 16 == 0 && N >= 16 && N <= 128, "wgmma widths: 16, 32, ..., 128");
+#else
+  wgmmaEmu<T>(d, N, a, b, lbo, sbo);
+#endif
 }
 
-template <typename T, int N>
-void wgmmaMma(float (*d)[4], const unsigned a[4], const void *b, unsigned lbo, unsigned sbo);
 #ifdef __CUDA_ARCH__
 // Shared-memory writes made visible to the tensor cores' reads (async proxy).
 inline void wgmmaFenceShared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
@@ -337,6 +429,22 @@ inline void wgmmaCommitWait() {}
 template <int N> void wgmmaHold(float (&)[N][4]) {}
 #endif
 
+// ---- mlp's sm_90a variant -------------------------------------------------------------
+
+// Copies `src` (Rows × Cols, row-major, 16-bit, multiples of 8) into shared `dst` as wgmma's
+// K-major core matrices (prelude.cuh; K: the columns): lbo 128 bytes, sbo Cols * 16.
+template <i64 Rows, i64 Cols, typename T> void mlpCoreStage(T *dst, const T *src) {
+  for (int i = threadIdx.x; i < Rows * Cols / 8; i += blockDim.x) {
+    const int r = i / (Cols / 8), c = i % (Cols / 8);
+    vstore<8>(dst + ((r / 8) * (Cols / 8) + c) * 64 + (r % 8) * 8,
+              vload<8>(src + (i64)r * Cols + c * 8));
+  }
+}
+
+// The resident forward's sm_90a variant: the same tiles on the warpgroup's tensor cores, the
+// expansion in chunks of CW (up to 64) channels, one m64nCWk16 product per 16 input channels,
+// act(h) back in as the A operand of the compression's products; the weights as core
+// matrices.
 template <typename Sh, typename T, int CW, typename Body>
 void mlpForwardWgmma(const Body &body, T *y, const T *x, const T *w1p, const T *w2p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
