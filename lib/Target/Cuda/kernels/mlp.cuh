@@ -40,6 +40,13 @@
 // Each kernel is an `extern "C" __global__` wrapper with the kernel's name that calls the
 // template (not an NVRTC name expression): the CPU emulation compiles the same source as host
 // C++ and looks kernels up by their unmangled names.
+//
+// Built from prelude.cuh (mma16816, pack2, Vec) and the tile library (kernels/tile.cuh:
+// loadColumnsA, mmaTilePair, storeColumnsD), which the generator puts in front of this file.
+// The templates keep the arithmetic of the string-built kernels they replaced, operation for
+// operation (the same float instructions in NVRTC's PTX, the same bits under the emulation).
+// test/cuda/mlp.test runs every kernel under the emulation; its negative controls are sed'ed
+// variants of this file.
 #ifndef MED_KERNELS_MLP_CUH
 #define MED_KERNELS_MLP_CUH
 
