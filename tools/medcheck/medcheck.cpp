@@ -29,6 +29,7 @@
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
 #include "medrun/GpuLibraries.h"
+#include "medrun/InputRoles.h"
 #include "medrun/Parallel.h"
 #include "medrun/Tensor.h"
 
@@ -90,12 +91,14 @@ const char *kUsage =
     "every output.\n"
     "\n"
     "For each function, parameters come from medrun::initParameters(seed) and inputs are\n"
-    "random, drawn by the role of each argument: a `mask` operand gets {0,1} values, the\n"
-    "`targets` of med.dice_ce class indices in [0, C), the labelled `input` of a\n"
-    "linear_argmax med.spatial_transform values of its `labels`, the `target` of\n"
-    "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2) values, an optimizer's\n"
-    "`lr` U(0.5,2), AdamW's `exp_avg_sq` U(0,1) and `step` an integer in [1, 20],\n"
-    "anything else standard normal values.\n"
+    "random, drawn by the role of each argument (medrun/InputRoles.h, shared with medrun\n"
+    "cuda-check): a `mask` operand gets {0,1} values, the `targets` of med.dice_ce class\n"
+    "indices in [0, C), the labelled `input` of a linear_argmax med.spatial_transform values\n"
+    "of its `labels`, a label transform's input ids in [-1, 4], the `target` of\n"
+    "med.bce_with_logits U(0,1) values, its `pos_weight` U(0.5,2), what sqrt, log or pow's\n"
+    "base reads U(0.1,2.1), an optimizer's `lr` 1e-3, AdamW's `exp_avg_sq` U(0,1) and `step`\n"
+    "an integer in [1, 10], med.random's key all 64 bits, anything else standard normal\n"
+    "values. An integer argument that no rule gives a role is an error.\n"
     "\n"
     "Each output prints one line: function, output name (out0, out1, ...; grad.<parameter>\n"
     "and grad.arg<i> for the gradients of a <f>_grad function), shape, the largest\n"
@@ -603,161 +606,6 @@ Options parseArgs(int argc, char **argv) {
   return o;
 }
 
-// ---- inputs ---------------------------------------------------------------------------
-
-/// How an argument is used, which decides its random values.
-struct Role {
-  enum Kind { Normal, Mask, ClassIndex, Probability, PositiveWeight, Step, Key, Label } kind = Normal;
-  int64_t classes = 0; ///< ClassIndex: the C of the matching logits
-  std::vector<int64_t> labels; ///< Label: the values drawn (uniformly)
-};
-
-std::vector<Role> argumentRoles(const medrun::Function &fn) {
-  std::map<int, Role> byValue;
-  for (const medrun::OpInfo &op : fn.ops) {
-    if (op.kind == "fusion" && op.body) { // its inputs play the roles of its body's arguments
-      const std::vector<Role> inner = argumentRoles(*op.body);
-      const std::vector<int> &inputs = op.operand("inputs");
-      for (size_t j = 0; j < inner.size() && j < inputs.size(); ++j)
-        if (inner[j].kind != Role::Normal)
-          byValue.emplace(inputs[j], inner[j]);
-      continue;
-    }
-    for (const auto &[name, ids] : op.operands) {
-      for (size_t j = 0; j < ids.size(); ++j) {
-        Role r;
-        if (name == "mask") {
-          r.kind = Role::Mask;
-        } else if (op.kind == "dice_ce" && name == "targets") {
-          r.kind = Role::ClassIndex;
-          const std::vector<int> &logits = op.operand("logits");
-          if (j < logits.size() && fn.values.at(logits[j]).shape.size() >= 2)
-            r.classes = fn.values.at(logits[j]).shape[1];
-        } else if (op.kind == "spatial_transform" && name == "input" &&
-                   op.strAttr("mode") == "linear_argmax") {
-          r.kind = Role::Label;
-          r.labels = op.intsAttr("labels");
-        } else if (op.kind == "bce_with_logits" && name == "target") {
-          r.kind = Role::Probability;
-        } else if (op.kind == "bce_with_logits" && name == "pos_weight") {
-          r.kind = Role::PositiveWeight;
-        } else if ((op.kind == "adamw" || op.kind == "sgd") && name == "lr") {
-          r.kind = Role::PositiveWeight;
-        } else if (op.kind == "adamw" && name == "exp_avg_sq") {
-          r.kind = Role::Probability; // a second moment: not negative
-        } else if (op.kind == "adamw" && name == "step") {
-          r.kind = Role::Step;
-        } else if (op.kind == "random" && name == "key") {
-          r.kind = Role::Key; // all 64 bits: both Philox key words
-        } else if (op.kind == "affinities" || op.kind == "remove_label" ||
-                   op.kind == "label_regions" || op.kind == "downsample_nearest") {
-          r.kind = Role::Label; // ids: background, unlabelled (−1) and a few objects
-          r.labels = {-1, 0, 1, 2, 3, 4};
-        } else if (op.kind == "sqrt" || op.kind == "log" || (op.kind == "pow" && name == "lhs")) {
-          r.kind = Role::PositiveWeight; // N(0, 1) would give NaN on both sides
-        } else {
-          continue;
-        }
-        auto it = byValue.find(ids[j]);
-        if (it == byValue.end())
-          byValue[ids[j]] = r;
-        else if (r.kind == Role::ClassIndex && it->second.kind == Role::ClassIndex)
-          it->second.classes = std::min(it->second.classes, r.classes);
-      }
-    }
-  }
-  std::vector<Role> roles;
-  for (int id : fn.inputs) {
-    auto it = byValue.find(id);
-    roles.push_back(it == byValue.end() ? Role() : it->second);
-  }
-  return roles;
-}
-
-template <typename T> void fill(medrun::Tensor &t, const std::vector<double> &v) {
-  T *p = t.data<T>();
-  for (size_t i = 0; i < v.size(); ++i)
-    p[i] = static_cast<T>(v[i]);
-}
-
-medrun::Tensor randomInput(const medrun::ValueInfo &info, const Role &role, std::mt19937_64 &rng) {
-  medrun::Tensor t(info.dtype, info.shape);
-  if (role.kind == Role::Key && info.dtype == medrun::DType::I64) { // not through a double
-    for (int64_t i = 0; i < t.numel(); ++i)
-      t.data<int64_t>()[i] = static_cast<int64_t>(rng());
-    return t;
-  }
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  switch (role.kind) {
-  case Role::Mask: {
-    std::bernoulli_distribution d(0.5);
-    for (double &x : v)
-      x = d(rng) ? 1.0 : 0.0;
-    break;
-  }
-  case Role::ClassIndex: {
-    std::uniform_int_distribution<int64_t> d(0, std::max<int64_t>(role.classes, 1) - 1);
-    for (double &x : v)
-      x = static_cast<double>(d(rng));
-    break;
-  }
-  case Role::Label: {
-    std::uniform_int_distribution<size_t> d(0, std::max<size_t>(role.labels.size(), 1) - 1);
-    for (double &x : v)
-      x = role.labels.empty() ? 0.0 : static_cast<double>(role.labels[d(rng)]);
-    break;
-  }
-  case Role::Probability: {
-    std::uniform_real_distribution<double> d(0.0, 1.0);
-    for (double &x : v)
-      x = d(rng);
-    break;
-  }
-  case Role::PositiveWeight: {
-    std::uniform_real_distribution<double> d(0.5, 2.0);
-    for (double &x : v)
-      x = d(rng);
-    break;
-  }
-  case Role::Step: { // an optimizer's step count: 1, 2, ...
-    std::uniform_int_distribution<int64_t> d(1, 20);
-    for (double &x : v)
-      x = static_cast<double>(d(rng));
-    break;
-  }
-  case Role::Key: // an i64 key is made above
-  case Role::Normal: {
-    std::normal_distribution<double> d(0.0, 1.0);
-    for (double &x : v)
-      x = d(rng);
-    break;
-  }
-  }
-  switch (info.dtype) {
-  case medrun::DType::F32: fill<float>(t, v); break;
-  case medrun::DType::F64: fill<double>(t, v); break;
-  case medrun::DType::BF16: fill<medrun::bf16>(t, v); break;
-  case medrun::DType::I8: fill<int8_t>(t, v); break;
-  case medrun::DType::I16: fill<int16_t>(t, v); break;
-  case medrun::DType::I32: fill<int32_t>(t, v); break;
-  case medrun::DType::I64: fill<int64_t>(t, v); break;
-  case medrun::DType::U8: fill<uint8_t>(t, v); break;
-  default:
-    throw Error(str("medcheck cannot make random inputs of type ", medrun::dtypeName(info.dtype)));
-  }
-  return t;
-}
-
-/// A seed per (seed, function, argument), so that selecting functions changes nothing.
-uint64_t mixSeed(uint64_t seed, const std::string &fn, size_t arg) {
-  uint64_t h = 1469598103934665603ull; // FNV-1a
-  for (unsigned char c : fn)
-    h = (h ^ c) * 1099511628211ull;
-  h ^= seed + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h ^= (arg + 1) * 0xbf58476d1ce4e5b9ull;
-  return h;
-}
-
 // ---- comparison -----------------------------------------------------------------------
 
 struct Comparison {
@@ -1214,12 +1062,8 @@ GradTarget gradTarget(const GradPair &p, size_t i) {
 
 /// The inputs of a function, drawn as the forward check draws them for `fn`'s name.
 std::vector<medrun::Tensor> drawInputs(const medrun::Function &fn, uint64_t seed) {
-  std::vector<Role> roles = argumentRoles(fn);
   std::vector<medrun::Tensor> inputs;
-  for (size_t i = 0; i < fn.inputs.size(); ++i) {
-    std::mt19937_64 rng(mixSeed(seed, fn.name, i));
-    inputs.push_back(randomInput(fn.values.at(fn.inputs[i]), roles[i], rng));
-  }
+  medrun::randomInputs(fn, inputs, seed);
   return inputs;
 }
 
@@ -1499,7 +1343,7 @@ Counts checkFd(const Options &o, const medrun::Artifact &artifact,
       }
 
       std::vector<int64_t> idx =
-          sampleIndices(target->numel(), o.fd, mixSeed(o.seed, p.f->name + "/" + name, 0));
+          sampleIndices(target->numel(), o.fd, medrun::inputSeed(o.seed, p.f->name + "/" + name, 0));
       double maxAbs = 0, maxErr = 0, maxNoise = 0;
       bool finite = true;
       double *data = target->data<double>();

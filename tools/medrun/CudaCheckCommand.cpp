@@ -11,6 +11,7 @@
 #include "medrun/Cuda.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
+#include "medrun/InputRoles.h"
 #include "medrun/Parallel.h"
 
 #include <fmt/format.h>
@@ -22,7 +23,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -63,140 +63,6 @@ double relativeError(const Tensor &a, const Tensor &b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
-/// Random values for the inputs not given, by how the function uses them: masks 0/1,
-/// dice_ce targets class indices, BCE targets in [0, 1], pos_weight in [0.5, 2]; `lr`,
-/// `step` and `ema_decay` 1e-3, 1 and 0.99; what sqrt or log read, directly or through a
-/// fusion body's ops, in [0.1, 2.1] (N(0, 1) would give NaN on both backends, which compare
-/// equal); what the label transforms read
-/// integers in [-1, 4] (unlabelled, background, a few objects), in fusion bodies too;
-/// anything else N(0, 1).
-void randomInputs(const Function &fn, std::vector<Tensor> &inputs, uint64_t seed) {
-  // The label transforms. (What linear_argmax resamples stays N(0, 1): no value is a label,
-  // every voxel a tie, which its tie rule must break as the CPU backend does.)
-  auto labelOp = [](const OpInfo &op) {
-    return op.kind == "affinities" || op.kind == "remove_label" || op.kind == "label_regions" ||
-           op.kind == "downsample_nearest";
-  };
-  // Also a nearest resampling whose result a label transform of `in` reads (a resample
-  // fusion's ids, resampled before their affinities).
-  auto readsLabels = [&](const OpInfo &op, const Function &in) {
-    if (labelOp(op))
-      return true;
-    if (op.kind != "spatial_transform" || op.strAttr("mode") != "nearest")
-      return false;
-    for (const OpInfo &user : in.ops)
-      if (labelOp(user))
-        for (const auto &[name, ids] : user.operands)
-          if (std::find(ids.begin(), ids.end(), op.results.at(0)) != ids.end())
-            return true;
-    return false;
-  };
-  enum Role { Normal, Mask, Classes, Probability, PosWeight, Step, Rate, Square, Positive,
-              Labels };
-  std::map<int, std::pair<Role, int64_t>> roles;
-  for (const OpInfo &op : fn.ops) {
-    // A fusion's inputs take the roles its body gives them (the optimizers' step, lr and
-    // second moment).
-    if (op.kind == "fusion" && op.body) {
-      const std::vector<int> &outer = op.operand("inputs");
-      // What sqrt or log reads inside the body, through the ops before it (a variance
-      // divided by a count): the inputs it comes from are drawn positive.
-      std::set<int> rooted;
-      for (auto it = op.body->ops.rbegin(); it != op.body->ops.rend(); ++it) {
-        const bool feeds = it->kind == "sqrt" || it->kind == "log" ||
-                           std::any_of(it->results.begin(), it->results.end(),
-                                       [&](int r) { return rooted.count(r) != 0; });
-        if (feeds)
-          for (const auto &[name, ids] : it->operands)
-            rooted.insert(ids.begin(), ids.end());
-      }
-      for (size_t j = 0; j < op.body->inputs.size() && j < outer.size(); ++j)
-        if (rooted.count(op.body->inputs[j]))
-          roles[outer[j]] = {Positive, 0};
-      for (const OpInfo &inner : op.body->ops)
-        for (const auto &[name, ids] : inner.operands)
-          for (int id : ids) {
-            auto at = std::find(op.body->inputs.begin(), op.body->inputs.end(), id);
-            if (at == op.body->inputs.end())
-              continue;
-            int v = outer.at(at - op.body->inputs.begin());
-            if (inner.kind == "adamw" && name == "step")
-              roles[v] = {Step, 0};
-            else if ((inner.kind == "adamw" || inner.kind == "sgd") && name == "lr")
-              roles[v] = {Rate, 0};
-            else if (inner.kind == "adamw" && name == "exp_avg_sq")
-              roles[v] = {Square, 0};
-            else if (readsLabels(inner, *op.body))
-              roles[v] = {Labels, 0};
-          }
-    }
-    for (const auto &[name, ids] : op.operands)
-      for (size_t j = 0; j < ids.size(); ++j) {
-        if (name == "mask")
-          roles[ids[j]] = {Mask, 0};
-        else if (op.kind == "sqrt" || op.kind == "log")
-          roles[ids[j]] = {Positive, 0};
-        else if (op.kind.rfind("dice_ce", 0) == 0 && name == "targets")
-          roles[ids[j]] = {Classes, fn.values.at(op.operand("logits").at(j)).shape.at(1)};
-        else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "target")
-          roles[ids[j]] = {Probability, 0};
-        else if (op.kind.rfind("bce_with_logits", 0) == 0 && name == "pos_weight")
-          roles[ids[j]] = {PosWeight, 0};
-        else if (readsLabels(op, fn))
-          roles[ids[j]] = {Labels, 0};
-      }
-  }
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].defined())
-      continue;
-    const ValueInfo &info = fn.values[fn.inputs[i]];
-    Tensor t(DType::F64, info.shape);
-    double *p = t.data<double>();
-    auto it = roles.find(fn.inputs[i]);
-    Role role = it == roles.end() ? Normal : it->second.first;
-    const std::string &name = fn.inputNames[i];
-    std::normal_distribution<double> normal;
-    std::uniform_real_distribution<double> unit;
-    for (int64_t k = 0; k < t.numel(); ++k) {
-      switch (role) {
-      case Mask: p[k] = unit(rng) < 0.7 ? 1.0 : 0.0; break;
-      case Classes: p[k] = std::floor(unit(rng) * it->second.second); break;
-      case Probability: p[k] = unit(rng) < 0.3 ? 1.0 : 0.0; break;
-      case PosWeight: p[k] = 0.5 + 1.5 * unit(rng); break;
-      case Step: p[k] = std::floor(1 + 10 * unit(rng)); break;
-      case Rate: p[k] = 1e-3; break;
-      case Square: p[k] = unit(rng); break;
-      case Positive: p[k] = 0.1 + 2 * unit(rng); break;
-      case Labels: p[k] = std::floor(unit(rng) * 6) - 1; break;
-      case Normal:
-        p[k] = name == "lr" ? 1e-3 : name == "step" ? 1.0 : name == "ema_decay" ? 0.99 : normal(rng);
-        break;
-      }
-    }
-    if (isFloat(info.dtype)) {
-      inputs[i] = t.to(info.dtype);
-      continue;
-    }
-    Tensor u(info.dtype, info.shape); // integer inputs: class indices or 0/1
-    auto put = [&](auto tag) {
-      using T = decltype(tag);
-      for (int64_t k = 0; k < t.numel(); ++k)
-        u.data<T>()[k] = static_cast<T>(p[k]);
-    };
-    switch (info.dtype) {
-    case DType::I8: put(int8_t()); break;
-    case DType::I16: put(int16_t()); break;
-    case DType::I32: put(int32_t()); break;
-    case DType::I64: put(int64_t()); break;
-    case DType::U8:
-    case DType::Bool: put(uint8_t()); break;
-    default: throw Error(str("cannot draw a random ", dtypeName(info.dtype), " input"));
-    }
-    inputs[i] = u;
-  }
-}
-
 int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaSession &session);
 
 } // namespace
@@ -230,7 +96,12 @@ namespace {
 
 int checkFunction(const Artifact &a, const Function &fn, const Args &args, CudaSession &session) {
   std::vector<Tensor> inputs = readInputs(fn, args, /*allowMissing=*/true);
-  randomInputs(fn, inputs, parseSeed(args) + 1);
+  // The inputs not given, by how the function uses them (InputRoles.h). linear_argmax reads
+  // values that match no label: every voxel a tie, which its tie rule must break as the CPU
+  // backend does.
+  RoleOptions roles;
+  roles.labelTies = true;
+  randomInputs(fn, inputs, parseSeed(args) + 1, roles);
   TensorMap cpuParams = readParams(a, fn, args), gpuParams = cpuParams;
   const int repeat = std::atoi(args.get("repeat", "1").c_str());
   if (repeat < 1)
