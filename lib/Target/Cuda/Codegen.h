@@ -341,7 +341,8 @@ private:
     return false;
   }
 
-  /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`.
+  /// One block of `block` threads per output o of [0, outs): `body` sees `o` and `t`;
+  /// `globals` as Source::kernel takes them (a template library, a shape struct).
   void perBlock(const Op &op, const std::string &base, const std::vector<std::string> &params,
                 const std::vector<int> &args, int64_t outs, int block, const std::string &body,
                 const std::string &globals = "");
