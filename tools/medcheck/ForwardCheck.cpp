@@ -1,0 +1,96 @@
+//===- ForwardCheck.cpp - each function's outputs against torch; --fusions ---------===//
+#include "Check.h"
+
+#include "medrun/InputRoles.h"
+
+#include <iostream>
+
+namespace medcheck {
+
+std::vector<medrun::Tensor> drawInputs(const medrun::Function &fn, uint64_t seed) {
+  std::vector<medrun::Tensor> inputs;
+  medrun::randomInputs(fn, inputs, seed);
+  return inputs;
+}
+
+Counts checkForward(const Options &o, const Sides &sides,
+                    const std::vector<const medrun::Function *> &fns,
+                    const medrun::TensorMap &params,
+                    const std::map<std::string, torch::Tensor> &torchParams, double tolerance,
+                    torch::ScalarType floatType) {
+  Counts n;
+  for (const medrun::Function *fn : fns) {
+    std::vector<medrun::Tensor> inputs = drawInputs(*fn, o.seed);
+    std::vector<torch::Tensor> torchInputs;
+    for (const medrun::Tensor &t : inputs)
+      torchInputs.push_back(sides.toTorch(t));
+
+    sides.beforeOurs();
+    double t0 = now();
+    std::vector<medrun::Tensor> ours = sides.ours(*fn, inputs, params);
+    double t1 = now();
+    sides.beforeTorch();
+    std::vector<torch::Tensor> ref =
+        medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType);
+    sides.afterTorch(fn->name);
+    double t2 = now();
+
+    if (ours.size() != ref.size())
+      throw Error(str(fn->name, ": medrun returned ", ours.size(), " outputs, torch ",
+                      ref.size()));
+    std::vector<Comparison> cs;
+    std::vector<bool> isGrad;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      cs.push_back(compare(ours[i], ref[i]));
+      isGrad.push_back(outputName(*fn, i).rfind("grad.", 0) == 0);
+    }
+    std::vector<std::string> notes(ours.size());
+    std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      ++n.checked;
+      n.failed += ok[i] ? 0 : 1;
+      printLine(fn->name, outputName(*fn, i), ours[i].shape(), cs[i], ok[i], notes[i]);
+    }
+    std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << sides.oursWhere()
+              << ")  torch " << seconds(t2 - t1) << " (" << sides.torchWhere() << ")\n"
+              << std::flush;
+  }
+  return n;
+}
+
+int checkFusions(const Options &o, const medrun::Artifact &artifact, torch::Device device) {
+  const bool f64 = o.precision == medrun::Precision::F64;
+  const double tolerance = o.tolerance > 0 ? o.tolerance : f64 ? 1e-10 : 1e-5;
+  if (artifact.fusions.empty()) {
+    std::cout << artifact.path << ": no fusion bodies to check (compiled with "
+              << "--disable-pass=med-form-fusions and med-form-stencil-fusions, or nothing to "
+                 "fuse)\n";
+    return 1;
+  }
+  size_t checked = 0, failed = 0;
+  for (size_t k = 0; k < artifact.fusions.size(); ++k) {
+    const medrun::Function &body = *artifact.fusions[k];
+    std::vector<medrun::Tensor> inputs = drawInputs(body, o.seed + k);
+    std::vector<medrun::Tensor> ours =
+        medrun::runCpu(artifact, body, inputs, {}, f64 ? medrun::Precision::F64 : medrun::Precision::F32);
+    std::vector<torch::Tensor> torchInputs;
+    for (const medrun::Tensor &t : inputs)
+      torchInputs.push_back(medcheck::toTorch(t).to(device));
+    std::vector<torch::Tensor> ref = medcheck::runTorch(artifact, body, torchInputs, {},
+                                                        f64 ? torch::kDouble : torch::kFloat);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      Comparison c = compare(ours[i], ref.at(i));
+      const bool ok = c.problem.empty() && c.rel <= tolerance;
+      ++checked;
+      failed += !ok;
+      printLine(str("fusion ", k, "  ", body.fusionTemplate, "  ", body.ops.size(), " ops"),
+                str("out", i), body.values.at(body.outputs[i]).shape, c, ok, "");
+    }
+  }
+  std::cout << artifact.fusions.size() << " fusion bodies, " << checked << " outputs checked, "
+            << failed << " failed (tolerance " << sci(tolerance) << ", precision "
+            << (f64 ? "f64" : "f32") << ")\n";
+  return failed ? 1 : 0;
+}
+
+} // namespace medcheck
