@@ -167,17 +167,18 @@ const FusionTemplates &fusionTemplates() {
 } // namespace mlir::med::cuda
 
 bool mlir::med::haveCudaEmitter(llvm::StringRef kind) {
-  return cuda::emitters().count(kind.str()) != 0;
+  const ::med::ops::OpSchema *op = ::med::ops::findOp(kind.str());
+  return op && cuda::emitters().count(op->kind) != 0;
 }
 
 namespace mlir::med::cuda {
 
 void FunctionGen::registerFusion(Emitters &e) {
-  e["fusion"] = [](FunctionGen &g, const Op &op) { g.fusion(op); };
+  e[OpKind::Fusion] = [](FunctionGen &g, const Op &op) { g.fusion(op); };
 }
 
 void FunctionGen::lower(const Op &op) {
-  auto it = emitters().find(op.kind);
+  auto it = emitters().find(op.op());
   if (it == emitters().end())
     error("no CUDA kernel for this op");
   it->second(*this, op);

@@ -155,7 +155,8 @@ struct MlpOperand {
 class FunctionGen;
 /// The emitter of an op kind: appends the op's kernels and launch steps.
 using Emitter = void (*)(FunctionGen &, const Op &);
-using Emitters = std::map<std::string, Emitter>;
+using OpKind = ::med::ops::OpKind;
+using Emitters = std::map<OpKind, Emitter>;
 /// A fusion template: emits a `fusion` op whose plan body names it.
 using FusionTemplate = void (*)(FunctionGen &, const Op &, const medrun::Function &body);
 using FusionTemplates = std::map<std::string, FusionTemplate>;

@@ -185,9 +185,9 @@ void FunctionGen::convGradWeight(const Op &op) {
 
 void FunctionGen::registerConv(Emitters &e) {
   // shift_sum and shift_sum_grad_weight: Stencil.cpp (which falls back to these kernels).
-  for (const char *k : {"conv3d", "conv3d_transpose"})
+  for (OpKind k : {OpKind::Conv3d, OpKind::Conv3dTranspose})
     e[k] = [](FunctionGen &g, const Op &op) { g.conv(op); };
-  e["conv3d_grad_weight"] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
+  e[OpKind::Conv3dGradWeight] = [](FunctionGen &g, const Op &op) { g.convGradWeight(op); };
 }
 
 } // namespace mlir::med::cuda

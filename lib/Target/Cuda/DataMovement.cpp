@@ -253,16 +253,16 @@ void FunctionGen::allReduce(const Op &op) {
 }
 
 void FunctionGen::registerDataMovement(Emitters &e) {
-  e["param"] = [](FunctionGen &g, const Op &op) { g.param(op); };
-  e["assign"] = [](FunctionGen &g, const Op &op) { g.assign(op); };
-  e["reshape"] = [](FunctionGen &g, const Op &op) { g.reshape(op); };
-  e["pack"] = [](FunctionGen &g, const Op &op) { g.pack(op); };
-  e["all_reduce"] = [](FunctionGen &g, const Op &op) { g.allReduce(op); };
-  e["pad"] = [](FunctionGen &g, const Op &op) { g.pad(op); };
-  e["slice"] = [](FunctionGen &g, const Op &op) { g.slice(op); };
-  e["concat"] = [](FunctionGen &g, const Op &op) { g.concat(op); };
-  e["broadcast"] = [](FunctionGen &g, const Op &op) { g.broadcast(op); };
-  e["slice_grad"] = [](FunctionGen &g, const Op &op) { g.sliceGrad(op); };
+  e[OpKind::Param] = [](FunctionGen &g, const Op &op) { g.param(op); };
+  e[OpKind::Assign] = [](FunctionGen &g, const Op &op) { g.assign(op); };
+  e[OpKind::Reshape] = [](FunctionGen &g, const Op &op) { g.reshape(op); };
+  e[OpKind::Pack] = [](FunctionGen &g, const Op &op) { g.pack(op); };
+  e[OpKind::AllReduce] = [](FunctionGen &g, const Op &op) { g.allReduce(op); };
+  e[OpKind::Pad] = [](FunctionGen &g, const Op &op) { g.pad(op); };
+  e[OpKind::Slice] = [](FunctionGen &g, const Op &op) { g.slice(op); };
+  e[OpKind::Concat] = [](FunctionGen &g, const Op &op) { g.concat(op); };
+  e[OpKind::Broadcast] = [](FunctionGen &g, const Op &op) { g.broadcast(op); };
+  e[OpKind::SliceGrad] = [](FunctionGen &g, const Op &op) { g.sliceGrad(op); };
 }
 
 } // namespace mlir::med::cuda

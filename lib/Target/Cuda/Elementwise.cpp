@@ -172,22 +172,22 @@ void FunctionGen::extremumGrad(const Op &op) {
 }
 
 void FunctionGen::registerElementwise(Emitters &e) {
-  e["constant"] = [](FunctionGen &g, const Op &op) { g.constant(op); };
-  e["gelu"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
-  e["sigmoid"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
-  e["neg"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
-  e["exp"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
-  e["log"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
-  e["sqrt"] = [](FunctionGen &g, const Op &op) { g.unary(op); };
-  e["add"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["sub"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["mul"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["div"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["pow"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["max"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["min"] = [](FunctionGen &g, const Op &op) { g.binary(op); };
-  e["gelu_grad"] = [](FunctionGen &g, const Op &op) { g.geluGrad(op); };
-  e["extremum_grad"] = [](FunctionGen &g, const Op &op) { g.extremumGrad(op); };
+  e[OpKind::Constant] = [](FunctionGen &g, const Op &op) { g.constant(op); };
+  e[OpKind::Gelu] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Sigmoid] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Neg] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Exp] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Log] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Sqrt] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Add] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::Sub] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::Mul] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::Div] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::Pow] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::Max] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::Min] = [](FunctionGen &g, const Op &op) { g.binary(op); };
+  e[OpKind::GeluGrad] = [](FunctionGen &g, const Op &op) { g.geluGrad(op); };
+  e[OpKind::ExtremumGrad] = [](FunctionGen &g, const Op &op) { g.extremumGrad(op); };
 }
 
 } // namespace mlir::med::cuda

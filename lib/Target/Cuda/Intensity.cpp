@@ -144,12 +144,12 @@ void FunctionGen::orientationMatrix(const Op &op) {
 }
 
 void FunctionGen::registerIntensity(Emitters &e) {
-  e["gaussian_blur"] = [](FunctionGen &g, const Op &op) { g.gaussianBlur(op); };
-  e["simulate_low_resolution"] = [](FunctionGen &g, const Op &op) { g.simulateLowResolution(op); };
-  e["mirror"] = [](FunctionGen &g, const Op &op) { g.mirror(op); };
-  e["shift_slices"] = [](FunctionGen &g, const Op &op) { g.shiftSlices(op); };
-  e["affine_matrix"] = [](FunctionGen &g, const Op &op) { g.affineMatrix(op); };
-  e["orientation_matrix"] = [](FunctionGen &g, const Op &op) { g.orientationMatrix(op); };
+  e[OpKind::GaussianBlur] = [](FunctionGen &g, const Op &op) { g.gaussianBlur(op); };
+  e[OpKind::SimulateLowResolution] = [](FunctionGen &g, const Op &op) { g.simulateLowResolution(op); };
+  e[OpKind::Mirror] = [](FunctionGen &g, const Op &op) { g.mirror(op); };
+  e[OpKind::ShiftSlices] = [](FunctionGen &g, const Op &op) { g.shiftSlices(op); };
+  e[OpKind::AffineMatrix] = [](FunctionGen &g, const Op &op) { g.affineMatrix(op); };
+  e[OpKind::OrientationMatrix] = [](FunctionGen &g, const Op &op) { g.orientationMatrix(op); };
 }
 
 } // namespace mlir::med::cuda

@@ -136,10 +136,10 @@ void FunctionGen::downsampleNearest(const Op &op) {
 }
 
 void FunctionGen::registerLabels(Emitters &e) {
-  e["affinities"] = [](FunctionGen &g, const Op &op) { g.affinities(op); };
-  e["remove_label"] = [](FunctionGen &g, const Op &op) { g.removeLabel(op); };
-  e["label_regions"] = [](FunctionGen &g, const Op &op) { g.labelRegions(op); };
-  e["downsample_nearest"] = [](FunctionGen &g, const Op &op) { g.downsampleNearest(op); };
+  e[OpKind::Affinities] = [](FunctionGen &g, const Op &op) { g.affinities(op); };
+  e[OpKind::RemoveLabel] = [](FunctionGen &g, const Op &op) { g.removeLabel(op); };
+  e[OpKind::LabelRegions] = [](FunctionGen &g, const Op &op) { g.labelRegions(op); };
+  e[OpKind::DownsampleNearest] = [](FunctionGen &g, const Op &op) { g.downsampleNearest(op); };
 }
 
 } // namespace mlir::med::cuda

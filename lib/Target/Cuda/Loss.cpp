@@ -455,10 +455,10 @@ void FunctionGen::diceCE(const Op &op, bool grad) {
 }
 
 void FunctionGen::registerLoss(Emitters &e) {
-  e["bce_with_logits"] = [](FunctionGen &g, const Op &op) { g.bce(op, false); };
-  e["bce_with_logits_grad"] = [](FunctionGen &g, const Op &op) { g.bce(op, true); };
-  e["dice_ce"] = [](FunctionGen &g, const Op &op) { g.diceCE(op, false); };
-  e["dice_ce_grad"] = [](FunctionGen &g, const Op &op) { g.diceCE(op, true); };
+  e[OpKind::BCEWithLogits] = [](FunctionGen &g, const Op &op) { g.bce(op, false); };
+  e[OpKind::BCEWithLogitsGrad] = [](FunctionGen &g, const Op &op) { g.bce(op, true); };
+  e[OpKind::DiceCE] = [](FunctionGen &g, const Op &op) { g.diceCE(op, false); };
+  e[OpKind::DiceCEGrad] = [](FunctionGen &g, const Op &op) { g.diceCE(op, true); };
 }
 
 } // namespace mlir::med::cuda

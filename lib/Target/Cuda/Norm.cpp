@@ -461,14 +461,14 @@ void FunctionGen::grnGrad(const Op &op) {
 }
 
 void FunctionGen::registerNorm(Emitters &e) {
-  e["group_norm"] = [](FunctionGen &g, const Op &op) { g.groupNorm(op); };
-  e["group_norm_stats"] = [](FunctionGen &g, const Op &op) { g.groupNormStats(op); };
-  e["group_norm_apply"] = [](FunctionGen &g, const Op &op) { g.groupNormApply(op); };
-  e["channel_layer_norm"] = [](FunctionGen &g, const Op &op) { g.channelLayerNorm(op); };
-  e["grn"] = [](FunctionGen &g, const Op &op) { g.grn(op); };
-  e["group_norm_grad"] = [](FunctionGen &g, const Op &op) { g.groupNormGrad(op); };
-  e["channel_layer_norm_grad"] = [](FunctionGen &g, const Op &op) { g.channelLayerNormGrad(op); };
-  e["grn_grad"] = [](FunctionGen &g, const Op &op) { g.grnGrad(op); };
+  e[OpKind::GroupNorm] = [](FunctionGen &g, const Op &op) { g.groupNorm(op); };
+  e[OpKind::GroupNormStats] = [](FunctionGen &g, const Op &op) { g.groupNormStats(op); };
+  e[OpKind::GroupNormApply] = [](FunctionGen &g, const Op &op) { g.groupNormApply(op); };
+  e[OpKind::ChannelLayerNorm] = [](FunctionGen &g, const Op &op) { g.channelLayerNorm(op); };
+  e[OpKind::GRN] = [](FunctionGen &g, const Op &op) { g.grn(op); };
+  e[OpKind::GroupNormGrad] = [](FunctionGen &g, const Op &op) { g.groupNormGrad(op); };
+  e[OpKind::ChannelLayerNormGrad] = [](FunctionGen &g, const Op &op) { g.channelLayerNormGrad(op); };
+  e[OpKind::GRNGrad] = [](FunctionGen &g, const Op &op) { g.grnGrad(op); };
 }
 
 } // namespace mlir::med::cuda

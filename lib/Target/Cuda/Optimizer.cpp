@@ -127,11 +127,11 @@ void FunctionGen::sgd(const Op &op) {
 }
 
 void FunctionGen::registerOptimizer(Emitters &e) {
-  e["any_non_finite"] = [](FunctionGen &g, const Op &op) { g.anyNonFinite(op); };
-  e["select"] = [](FunctionGen &g, const Op &op) { g.select(op); };
-  e["update_loss_scale"] = [](FunctionGen &g, const Op &op) { g.updateLossScale(op); };
-  e["adamw"] = [](FunctionGen &g, const Op &op) { g.adamw(op); };
-  e["sgd"] = [](FunctionGen &g, const Op &op) { g.sgd(op); };
+  e[OpKind::AnyNonFinite] = [](FunctionGen &g, const Op &op) { g.anyNonFinite(op); };
+  e[OpKind::Select] = [](FunctionGen &g, const Op &op) { g.select(op); };
+  e[OpKind::UpdateLossScale] = [](FunctionGen &g, const Op &op) { g.updateLossScale(op); };
+  e[OpKind::AdamW] = [](FunctionGen &g, const Op &op) { g.adamw(op); };
+  e[OpKind::SGD] = [](FunctionGen &g, const Op &op) { g.sgd(op); };
 }
 
 } // namespace mlir::med::cuda

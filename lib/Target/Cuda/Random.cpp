@@ -39,7 +39,7 @@ void FunctionGen::random(const Op &op) {
 }
 
 void FunctionGen::registerRandom(Emitters &e) {
-  e["random"] = [](FunctionGen &g, const Op &op) { g.random(op); };
+  e[OpKind::Random] = [](FunctionGen &g, const Op &op) { g.random(op); };
 }
 
 } // namespace mlir::med::cuda

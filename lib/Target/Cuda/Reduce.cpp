@@ -164,9 +164,9 @@ void FunctionGen::sumSquares(const Op &op) {
 }
 
 void FunctionGen::registerReduce(Emitters &e) {
-  e["sum_squares"] = [](FunctionGen &g, const Op &op) { g.sumSquares(op); };
-  e["reduce"] = [](FunctionGen &g, const Op &op) { g.reduce(op); };
-  e["reduce_extremum_grad"] = [](FunctionGen &g, const Op &op) { g.reduceExtremumGrad(op); };
+  e[OpKind::SumSquares] = [](FunctionGen &g, const Op &op) { g.sumSquares(op); };
+  e[OpKind::Reduce] = [](FunctionGen &g, const Op &op) { g.reduce(op); };
+  e[OpKind::ReduceExtremumGrad] = [](FunctionGen &g, const Op &op) { g.reduceExtremumGrad(op); };
 }
 
 } // namespace mlir::med::cuda

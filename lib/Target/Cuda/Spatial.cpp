@@ -77,7 +77,7 @@ void FunctionGen::spatialTransform(const Op &op) {
 }
 
 void FunctionGen::registerSpatial(Emitters &e) {
-  e["spatial_transform"] = [](FunctionGen &g, const Op &op) { g.spatialTransform(op); };
+  e[OpKind::SpatialTransform] = [](FunctionGen &g, const Op &op) { g.spatialTransform(op); };
 }
 
 } // namespace mlir::med::cuda

@@ -223,8 +223,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
 }
 
 void FunctionGen::registerStencil(Emitters &e) {
-  e["shift_sum"] = [](FunctionGen &g, const Op &op) { g.shiftSum(op); };
-  e["shift_sum_grad_weight"] = [](FunctionGen &g, const Op &op) { g.shiftSumGradWeight(op); };
+  e[OpKind::ShiftSum] = [](FunctionGen &g, const Op &op) { g.shiftSum(op); };
+  e[OpKind::ShiftSumGradWeight] = [](FunctionGen &g, const Op &op) { g.shiftSumGradWeight(op); };
 }
 
 } // namespace mlir::med::cuda
