@@ -27,22 +27,16 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 }
 
 // CHECK: template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
-// The depthwise convolution is a shift-sum (med-shift-sum), run by the stencil template: one
-// block per (sample, channel) and tile of 8 x 8 x 8 outputs (the whole 5x6x7 volume), the
-// tile's input with its halo of 1 staged in shared memory (10 x 10 rows of 3 16-byte chunks),
-// 4 outputs along W times 4 rows per thread.
+// The depthwise convolution is a shift-sum (med-shift-sum), run by the stencil template
+// (kernels/stencil.cuh): a generated epilogue (no bias, no statistics here) and a wrapper
+// that instantiates shiftSumTile with the shape as template arguments (4 channels, 5x6x7,
+// kernel 3x3x3, then the tile's threads and rows per thread) for one block per (sample,
+// channel) and tile, 32 threads.
+// CHECK: struct shift_sum_tile_{{[0-9a-f]+}}_epilogue {
+// CHECK-NEXT: enum : bool { kStatistics = false };
 // CHECK-LABEL: extern "C" __global__ void __launch_bounds__(32) shift_sum_tile_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
-// CHECK: __shared__ Vec<float, 4> sx[300];
-// CHECK: const auto* xc = x + (i64)nc * 210;
-// CHECK: ws[j] = (float)w[c * 27 + j];
-// CHECK: const int dIn = bd * 8 - 1, hIn = bh * 8 - 1, wIn = bw * 8 - 1;
-// CHECK: const bool inside = (unsigned)id < 5u && (unsigned)ih < 6u;
-// CHECK: v[i] = inside && (unsigned)(iw + i) < 7u ? (float)xc[at + i] : 0.0f;
-// CHECK: __syncthreads();
-// CHECK: const Vec<float, 4> q4 = *reinterpret_cast<const Vec<float, 4>*>(s + (kd * 10 + ir) * 12 + 4 * v);
-// CHECK: acc[i][q] += wk[kh * 3 + kw] * win[q + kw];
-// CHECK: if (ow + q < 7) yc[at + q] = acc[i][q];
-
+// CHECK-NEXT: static_assert(ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4>::THREADS == 32, "the launch's block");
+// CHECK-NEXT: shiftSumTile<ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4>, false>(y, x, w, shift_sum_tile_{{[0-9a-f]+}}_epilogue{});
 // Without med-shift-sum, the generic convolution kernel: one thread per output, its index
 // arithmetic in 32 bits (every index here fits).
 // CONV-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
@@ -86,16 +80,16 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 
 // With med-form-stencil-fusions (on by default) the shift-sum and the norm's statistics are
 // one stencil fusion: the tile kernel (its tile, 4 x 8 x 8, a chunk of the statistics: 4
-// slices, and all 6 rows and 7 columns) writes y and each tile's pivot, dev and M2 from its
-// f32 outputs; the merge kernel combines the 2 tiles of each plane (the group's 4 chunks);
+// slices, and all 6 rows and 7 columns) writes y and, through the generated epilogue's
+// `statistics`, each tile's pivot, dev and M2 from its f32 outputs; the merge kernel combines the 2 tiles of each plane (the group's 4 chunks);
 // group_norm_apply is the norm's map.
-// FUSED-LABEL: shift_sum_tile_stats_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ parts) {
-// FUSED: const bool live = od < 5;
-// FUSED: if (live) {
-// FUSED: const int n = (5 - bd * 4 < 4 ? 5 - bd * 4 : 4) * (6 - bh * 8 < 8 ? 6 - bh * 8 : 8) * (7 - bw * 8 < 8 ? 7 - bw * 8 : 8);
-// FUSED: if (live && bh * 8 + ty * 4 + i < 6 && ow + q < 7) {
-// FUSED: const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean
+// FUSED: struct shift_sum_tile_stats_{{[0-9a-f]+}}_epilogue {
+// FUSED-NEXT: enum : bool { kStatistics = true };
+// FUSED: void statistics(i64 o, int n, float shift, float d1, float d2) const {
+// FUSED-NEXT: parts[3 * o] = shift;
 // FUSED: parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);
+// FUSED-LABEL: shift_sum_tile_stats_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ parts) {
+// FUSED: shiftSumTile<ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 4, 4>, false>(y, x, w, shift_sum_tile_stats_{{[0-9a-f]+}}_epilogue{parts});
 // FUSED-LABEL: group_norm_merge_{{[0-9a-f]+}}(
 // FUSED: for (i64 w = 1; w < 4ll; w *= 2) {
 // FUSED-LABEL: group_norm_{{[0-9a-f]+}}(
@@ -112,15 +106,18 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: a_v = vload<4>(a + i0);
 
 // Mean over axes 0, 2, 3, 4: one block per channel (420 terms: too few to split in parts),
-// walking 2 rows of 210 contiguous terms with 8 accumulators per thread.
-// CHECK-LABEL: reduce_mean_{{[0-9a-f]+}}(
+// walking 2 rows of 210 contiguous terms with 8 accumulators per thread (reduce.cuh's
+// splitSumTerms over the generated shape).
+// CHECK-LABEL: struct reduce_mean_{{[0-9a-f]+}}_shape {
+// CHECK: static constexpr i64 parts = 1ll, len = 420ll, count = 420ll, cols = 210ll;
+// CHECK-NEXT: static constexpr int unroll = 8, block = 128;
+// CHECK: reduce_mean_{{[0-9a-f]+}}(
 // CHECK: const i64 out = o / 1ll, part = o % 1ll;
 // CHECK: const i64 ob = k0 * 210ll;
+// CHECK: splitSumTerms<reduce_mean_{{[0-9a-f]+}}_shape>(t, part, ob, [&](const i64 q) {
 // CHECK: const i64 ro = r0 * 840ll;
-// CHECK: for (int c = c0 + t; c < cEnd; c += 1024) {
-// CHECK: if (c + u * 128 >= cEnd) break;
 // CHECK: a_acc[u] += x[e];
-// CHECK: const float acc = blockReduce((float)a_acc[0], sh_f, Add());
+// CHECK: const float acc = foldAccumulators(a_acc, sh_f, Add());
 // CHECK: y[o] = acc / (float)420ll;
 
 // Values 0-8; buffer 9 is the status word (scratch 0), 10 and 11 the group statistics
