@@ -1,0 +1,88 @@
+//===- MutexWatershed.cpp - the mutex watershed of a block (Wolf et al. 2018) --------===//
+//
+// Attractive edges (short-range channels, weight a) and repulsive ones (the others,
+// weight 1 - a) in one descending order; clusters join along attractive edges unless a
+// mutex (a repulsive edge taken earlier) lies between them. Edges are built and sorted in
+// parallel, the Kruskal pass is sequential.
+//
+//===----------------------------------------------------------------------------------===//
+#include "SegmentationImpl.h"
+
+#include "medrun/Parallel.h"
+
+namespace medrun::seg {
+
+BlockLabels mutexBlock(const float *affs, const BlockGeom &g, const Offsets &offsets,
+                       const SegmentParams &params, std::vector<CrossEdge> &cross) {
+  const int64_t K = static_cast<int64_t>(offsets.size()), n = g.voxels(), D = g.size[0];
+  const Box3 s = params.repulsiveStride;
+  std::vector<std::vector<WEdge>> parts(static_cast<size_t>(D));
+  std::vector<std::vector<CrossEdge>> crossParts(static_cast<size_t>(D));
+  std::vector<uint8_t> attractive(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k)
+    attractive[k] = isShortRange(offsets[k]);
+  parallelFor(D, 1, [&](int64_t z0, int64_t z1) {
+    for (int64_t z = z0; z < z1; ++z)
+      for (int64_t k = 0; k < K; ++k) {
+        const float *a = affs + k * n;
+        const bool attr = attractive[k];
+        forEachEdge(g, offsets[k], z, z + 1,
+                    [&](int64_t v, int64_t vz, int64_t vy, int64_t vx, uint64_t far, bool in,
+                        int64_t) {
+                      if (!attr && ((g.lo[0] + vz) % s[0] || (g.lo[1] + vy) % s[1] ||
+                                    (g.lo[2] + vx) % s[2]))
+                        return;
+                      const float w = attr ? a[v] : 1.0f - a[v];
+                      const uint64_t id = g.global(vz, vy, vx) * K + k;
+                      if (in)
+                        parts[z].push_back({w, id});
+                      else
+                        crossParts[z].push_back({w, id, static_cast<uint64_t>(v), far, attr});
+                    });
+      }
+  });
+  std::vector<WEdge> edges;
+  {
+    size_t total = 0;
+    for (auto &p : parts)
+      total += p.size();
+    edges.reserve(total);
+    for (auto &p : parts) {
+      edges.insert(edges.end(), p.begin(), p.end());
+      std::vector<WEdge>().swap(p);
+    }
+  }
+  sortEdges(edges);
+  if (params.progress)
+    params.progress("mutex", 0, 1);
+  MutexForest forest(n);
+  for (const WEdge &e : edges) {
+    const int64_t k = static_cast<int64_t>(e.id % K);
+    const int64_t gv = static_cast<int64_t>(e.id / K);
+    const int64_t gz = gv / (g.shape[1] * g.shape[2]), gy = gv / g.shape[2] % g.shape[1],
+                  gx = gv % g.shape[2];
+    const int64_t z = gz - g.lo[0], y = gy - g.lo[1], x = gx - g.lo[2];
+    const Offset &o = offsets[k];
+    const int64_t a = (z * g.size[1] + y) * g.size[2] + x;
+    const int64_t b = ((z + o[0]) * g.size[1] + y + o[1]) * g.size[2] + x + o[2];
+    forest.edge(a, b, attractive[k]);
+  }
+  BlockLabels out;
+  numberRoots(forest.uf, out);
+  // The mutexes between the block's clusters, by local id, for the stitching step.
+  for (const auto &[r, set] : forest.mutex)
+    for (int64_t m : set) {
+      const int64_t a = static_cast<int64_t>(out.local[r]), b = static_cast<int64_t>(out.local[m]);
+      if (a < b)
+        out.mutexes.push_back({a, b});
+    }
+  std::sort(out.mutexes.begin(), out.mutexes.end());
+  for (auto &p : crossParts)
+    for (CrossEdge &c : p) {
+      c.nearRaw = out.local[c.nearRaw];
+      cross.push_back(c);
+    }
+  return out;
+}
+
+} // namespace medrun::seg

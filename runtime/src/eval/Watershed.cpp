@@ -1,0 +1,338 @@
+//===- Watershed.cpp - offsets, edge order, seeds and the seeded watershed of a block --===//
+//
+// The seeded watershed as Segmentation.h states it: seeds are components of strong
+// short-range edges, then Kruskal over the edges above `low` in descending order, trees
+// joining unless they hold different seeds (a minimum-spanning-forest cut). Edges are built
+// and sorted in parallel; the union-find pass is sequential (it is near-linear and the
+// order it depends on is total, so the result does not depend on the thread count).
+//
+//===----------------------------------------------------------------------------------===//
+#include "SegmentationImpl.h"
+
+#include "medrun/Error.h"
+#include "medrun/Parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+namespace medrun {
+
+Offsets banisOffsets(int64_t longRange) {
+  const int64_t L = longRange;
+  return {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {L, 0, 0}, {0, L, 0}, {0, 0, L}};
+}
+
+Offsets parseOffsets(const std::string &text, const std::string &what) {
+  Offsets out;
+  auto bad = [&](const std::string &why) {
+    return Error(str(what, ": ", why, " in '", text,
+                     "' (expected offsets along z, y, x: \"1,0,0;0,1,0;0,0,1\" or "
+                     "[[1,0,0],[0,1,0],[0,0,1]])"));
+  };
+  std::string t = text;
+  t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return std::isspace((unsigned char)c); }),
+          t.end());
+  if (!t.empty() && t[0] == '[') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(t);
+    } catch (const std::exception &) {
+      throw bad("not JSON");
+    }
+    if (!j.is_array())
+      throw bad("not a list");
+    for (const auto &o : j) {
+      if (!o.is_array() || o.size() != 3)
+        throw bad("an offset that is not 3 integers");
+      Offset v{};
+      for (int a = 0; a < 3; ++a) {
+        if (!o[a].is_number_integer())
+          throw bad("an offset that is not 3 integers");
+        v[a] = o[a].get<int64_t>();
+      }
+      out.push_back(v);
+    }
+  } else {
+    size_t pos = 0;
+    while (pos <= t.size()) {
+      size_t end = t.find(';', pos);
+      if (end == std::string::npos)
+        end = t.size();
+      const std::string one = t.substr(pos, end - pos);
+      Offset v{};
+      int a = 0;
+      size_t p = 0;
+      while (a < 3) {
+        size_t q = one.find(',', p);
+        if (q == std::string::npos)
+          q = one.size();
+        const std::string num = one.substr(p, q - p);
+        char *stop = nullptr;
+        if (num.empty())
+          throw bad("an offset that is not 3 integers");
+        v[a++] = std::strtoll(num.c_str(), &stop, 10);
+        if (*stop)
+          throw bad("an offset that is not 3 integers");
+        p = q + 1;
+        if (q == one.size())
+          break;
+      }
+      if (a != 3 || p <= one.size())
+        throw bad("an offset that is not 3 integers");
+      out.push_back(v);
+      pos = end + 1;
+    }
+  }
+  if (out.empty())
+    throw bad("no offset");
+  for (const Offset &o : out)
+    if (o[0] == 0 && o[1] == 0 && o[2] == 0)
+      throw bad("a zero offset");
+  return out;
+}
+
+std::string formatOffsets(const Offsets &offsets) {
+  std::string s = "[";
+  for (size_t i = 0; i < offsets.size(); ++i)
+    s += str(i ? "," : "", "[", offsets[i][0], ",", offsets[i][1], ",", offsets[i][2], "]");
+  return s + "]";
+}
+
+void checkOffsets(const Offsets &offsets, int64_t channels, bool needShortRange,
+                  const std::string &what) {
+  if (static_cast<int64_t>(offsets.size()) != channels)
+    throw Error(str(what, ": ", offsets.size(), " offsets ", formatOffsets(offsets), " for ",
+                    channels, " affinity channels (one offset per channel)"));
+  for (const Offset &o : offsets)
+    if (o[0] == 0 && o[1] == 0 && o[2] == 0)
+      throw Error(str(what, ": a zero offset in ", formatOffsets(offsets)));
+  if (!needShortRange)
+    return;
+  for (int a = 0; a < 3; ++a) {
+    int found = 0;
+    for (const Offset &o : offsets)
+      found += seg::isShortRange(o) && o[a] != 0;
+    if (found != 1)
+      throw Error(str(what, ": ", found, " short-range offsets along ", "zyx"[a], " in ",
+                      formatOffsets(offsets),
+                      " (the watershed and the agglomeration need exactly one |offset| = 1 "
+                      "channel per axis)"));
+  }
+}
+
+const char *segmentMethodName(SegmentMethod m) {
+  switch (m) {
+  case SegmentMethod::Watershed:
+    return "watershed";
+  case SegmentMethod::MeanAgglomeration:
+    return "mean-agglomeration";
+  case SegmentMethod::Mutex:
+    return "mutex";
+  }
+  return "?";
+}
+
+SegmentMethod parseSegmentMethod(const std::string &name, const std::string &what) {
+  for (SegmentMethod m :
+       {SegmentMethod::Watershed, SegmentMethod::MeanAgglomeration, SegmentMethod::Mutex})
+    if (name == segmentMethodName(m))
+      return m;
+  throw Error(str(what, ": unknown method '", name,
+                  "' (watershed, mean-agglomeration or mutex)"));
+}
+
+namespace seg {
+
+void sortEdges(std::vector<WEdge> &edges) {
+  const int64_t n = static_cast<int64_t>(edges.size());
+  const int64_t run = int64_t(1) << 16;
+  if (n <= run || numThreads() == 1) {
+    std::sort(edges.begin(), edges.end(), before);
+    return;
+  }
+  parallelFor(numChunks(n, run), 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c)
+      std::sort(edges.begin() + c * run, edges.begin() + std::min(n, (c + 1) * run), before);
+  });
+  std::vector<WEdge> tmp(edges.size());
+  for (int64_t width = run; width < n; width *= 2) {
+    parallelFor(numChunks(n, 2 * width), 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t lo = c * 2 * width, mid = std::min(n, lo + width),
+                      hi = std::min(n, lo + 2 * width);
+        std::merge(edges.begin() + lo, edges.begin() + mid, edges.begin() + mid,
+                   edges.begin() + hi, tmp.begin() + lo, before);
+      }
+    });
+    edges.swap(tmp);
+  }
+}
+
+void numberRoots(UnionFind &uf, BlockLabels &out) {
+  const int64_t n = static_cast<int64_t>(uf.parent.size());
+  out.local.assign(static_cast<size_t>(n), 0);
+  std::vector<int64_t> id(static_cast<size_t>(n), -1);
+  out.count = 0;
+  out.size.clear();
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t r = uf.find(v);
+    if (id[r] < 0) {
+      id[r] = out.count++;
+      out.size.push_back(0);
+    }
+    out.local[v] = static_cast<uint64_t>(id[r]);
+    ++out.size[id[r]];
+  }
+}
+
+namespace {
+
+/// Edges of the short-range channels, inside the block (weight filter `keep`) and to
+/// other blocks (all of them when `allCross`, else those passing `keep`).
+template <typename Keep>
+std::vector<WEdge> shortRangeEdges(const float *affs, const BlockGeom &g, const Offsets &offsets,
+                                   Keep keep, std::vector<CrossEdge> *cross,
+                                   std::vector<std::vector<CrossEdge>> &crossParts,
+                                   bool allCross) {
+  const int64_t K = static_cast<int64_t>(offsets.size()), n = g.voxels();
+  const int64_t D = g.size[0];
+  std::vector<std::vector<WEdge>> parts(static_cast<size_t>(D));
+  crossParts.assign(static_cast<size_t>(D), {});
+  parallelFor(D, 1, [&](int64_t z0, int64_t z1) {
+    for (int64_t z = z0; z < z1; ++z)
+      for (int64_t k = 0; k < K; ++k) {
+        if (!isShortRange(offsets[k]))
+          continue;
+        const float *a = affs + k * n;
+        forEachEdge(g, offsets[k], z, z + 1,
+                    [&](int64_t v, int64_t vz, int64_t vy, int64_t vx, uint64_t far, bool in,
+                        int64_t) {
+                      const float w = a[v];
+                      const uint64_t id = g.global(vz, vy, vx) * K + k;
+                      if (in) {
+                        if (keep(w))
+                          parts[z].push_back({w, id});
+                      } else if (cross && (allCross || keep(w))) {
+                        crossParts[z].push_back({w, id, static_cast<uint64_t>(v), far, true});
+                      }
+                    });
+      }
+  });
+  size_t total = 0;
+  for (auto &p : parts)
+    total += p.size();
+  std::vector<WEdge> edges;
+  edges.reserve(total);
+  for (auto &p : parts)
+    edges.insert(edges.end(), p.begin(), p.end());
+  (void)n;
+  return edges;
+}
+
+/// The far voxel of edge `id` inside the block (its channel's offset from the near voxel).
+inline int64_t farLocal(const BlockGeom &g, const Offsets &offsets, uint64_t id, int64_t *near) {
+  const int64_t K = static_cast<int64_t>(offsets.size());
+  const int64_t k = static_cast<int64_t>(id % K);
+  const int64_t gv = static_cast<int64_t>(id / K);
+  const int64_t gz = gv / (g.shape[1] * g.shape[2]), gy = gv / g.shape[2] % g.shape[1],
+                gx = gv % g.shape[2];
+  const int64_t z = gz - g.lo[0], y = gy - g.lo[1], x = gx - g.lo[2];
+  *near = (z * g.size[1] + y) * g.size[2] + x;
+  const Offset &o = offsets[k];
+  return ((z + o[0]) * g.size[1] + y + o[1]) * g.size[2] + x + o[2];
+}
+
+} // namespace
+
+BlockLabels seedBlock(const float *affs, const BlockGeom &g, const Offsets &offsets,
+                      const SegmentParams &params, std::vector<CrossEdge> &cross) {
+  const float thr = params.seedThreshold;
+  std::vector<std::vector<CrossEdge>> crossParts;
+  std::vector<WEdge> edges = shortRangeEdges(
+      affs, g, offsets, [thr](float w) { return w >= thr; }, &cross, crossParts, false);
+  UnionFind uf(g.voxels());
+  for (const WEdge &e : edges) {
+    int64_t a;
+    const int64_t b = farLocal(g, offsets, e.id, &a);
+    const int64_t ra = uf.find(a), rb = uf.find(b);
+    if (ra != rb)
+      uf.join(ra, rb);
+  }
+  BlockLabels out;
+  numberRoots(uf, out);
+  for (auto &p : crossParts)
+    for (CrossEdge &c : p) {
+      c.nearRaw = out.local[c.nearRaw];
+      cross.push_back(c);
+    }
+  return out;
+}
+
+BlockLabels watershedBlock(const float *affs, const BlockGeom &g, const Offsets &offsets,
+                           const SegmentParams &params, const std::vector<uint64_t> &seeds,
+                           std::vector<CrossEdge> &cross, std::vector<RegionEdge> *graph) {
+  const float low = params.low;
+  std::vector<std::vector<CrossEdge>> crossParts;
+  std::vector<WEdge> edges = shortRangeEdges(
+      affs, g, offsets, [low](float w) { return w > low; }, &cross, crossParts, true);
+  sortEdges(edges);
+  if (params.progress)
+    params.progress("watershed", 0, 1);
+  SeededForest forest(seeds);
+  for (const WEdge &e : edges) {
+    int64_t a;
+    const int64_t b = farLocal(g, offsets, e.id, &a);
+    forest.edge(a, b);
+  }
+  BlockLabels out;
+  numberRoots(forest.uf, out);
+  out.seed.assign(static_cast<size_t>(out.count), 0);
+  for (int64_t v = 0; v < g.voxels(); ++v)
+    out.seed[out.local[v]] = forest.seed[forest.uf.find(v)];
+  for (auto &p : crossParts)
+    for (CrossEdge &c : p) {
+      c.nearRaw = out.local[c.nearRaw];
+      cross.push_back(c);
+    }
+  if (graph) {
+    // Every in-block short-range edge between two trees, summed per pair in chunk order.
+    const int64_t K = static_cast<int64_t>(offsets.size()), n = g.voxels(), D = g.size[0];
+    std::vector<std::vector<RegionEdge>> parts(static_cast<size_t>(D));
+    parallelFor(D, 1, [&](int64_t z0, int64_t z1) {
+      for (int64_t z = z0; z < z1; ++z) {
+        std::unordered_map<uint64_t, size_t> at;
+        auto &mine = parts[z];
+        for (int64_t k = 0; k < K; ++k) {
+          if (!isShortRange(offsets[k]))
+            continue;
+          const float *a = affs + k * n;
+          forEachEdge(g, offsets[k], z, z + 1,
+                      [&](int64_t v, int64_t, int64_t, int64_t, uint64_t, bool in, int64_t f) {
+                        if (!in)
+                          return;
+                        uint64_t u = out.local[v], w = out.local[f];
+                        if (u == w)
+                          return;
+                        if (w < u)
+                          std::swap(u, w);
+                        const uint64_t key = u * static_cast<uint64_t>(out.count) + w;
+                        auto it = at.emplace(key, mine.size());
+                        if (it.second)
+                          mine.push_back({u, w, 0.0, 0});
+                        mine[it.first->second].sum += a[v];
+                        ++mine[it.first->second].count;
+                      });
+        }
+      }
+    });
+    for (auto &p : parts)
+      graph->insert(graph->end(), p.begin(), p.end());
+    mergeRegionEdges(*graph);
+  }
+  return out;
+}
+
+} // namespace seg
+} // namespace medrun
