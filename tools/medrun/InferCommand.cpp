@@ -1,12 +1,15 @@
 //===- InferCommand.cpp - `medrun infer` --------------------------------------------===//
 #include "InferCommand.h"
 
+#include "CommandArgs.h"
+
 #include "medrun/Artifact.h"
 #include "medrun/Checkpoint.h"
 #include "medrun/Cuda.h"
 #include "medrun/Dataset.h"
 #include "medrun/Error.h"
 #include "medrun/Executor.h"
+#include "medrun/Npy.h"
 #include "medrun/Safetensors.h"
 #include "medrun/SlidingWindow.h"
 #include "medrun/TorchFile.h"
@@ -15,7 +18,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 namespace medrun {
 namespace {
@@ -210,6 +216,7 @@ int inferCommand(const InferOptions &o) {
   std::vector<std::unique_ptr<VolumeReader>> readers;
   for (const std::string &path : o.images) {
     readers.push_back(openVolume(path));
+    readers.back()->assumeSpacing(o.spacing, "--spacing");
     if (readers.back()->info().shape != readers.front()->info().shape) {
       const Box3 &s = readers.back()->info().shape, &f = readers.front()->info().shape;
       throw Error(str(path, ": shape ", s[0], "x", s[1], "x", s[2], " differs from ",
@@ -217,34 +224,61 @@ int inferCommand(const InferOptions &o) {
     }
   }
   const VolumeInfo &info = readers.front()->info();
-  const int64_t voxels = info.shape[0] * info.shape[1] * info.shape[2];
-  Tensor image(DType::F32, {in[1], info.shape[0], info.shape[1], info.shape[2]});
+  const Box3 shape = info.shape;
+  const int64_t voxels = shape[0] * shape[1] * shape[2];
+  const bool chunked = isChunkedVolumePath(o.out);
+  // The host memory the blocks may take; the input's chunk cache takes an eighth of it.
+  const int64_t memoryMb = o.memoryMb > 0 ? o.memoryMb : 2048;
+  auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(std::max<int64_t>(memoryMb / 8, 16)) << 20);
+  for (auto &r : readers)
+    r->setCache(cache);
+  std::vector<ChannelNormalization> norms;
   for (size_t c = 0; c < readers.size(); ++c) {
-    float *dst = image.data<float>() + c * voxels;
-    readers[c]->read({0, 0, 0}, info.shape, dst);
     ChannelNormalization norm = channelNormalization(o, contract, from, c);
-    if (norm.scheme == "zscore")
-      norm.useVolumeStatistics(dst, voxels);
-    norm.apply(dst, voxels);
+    if (norm.scheme == "zscore") {
+      // The volume's own mean and std, summed slab by slab in voxel order (as
+      // useVolumeStatistics sums a whole volume): the input is never read whole.
+      const int64_t plane = shape[1] * shape[2];
+      const int64_t depth = std::clamp<int64_t>((int64_t(64) << 20) / (4 * plane), 1, shape[0]);
+      std::vector<float> slab(static_cast<size_t>(depth * plane));
+      double sum = 0, sq = 0;
+      for (int64_t z = 0; z < shape[0]; z += depth) {
+        const int64_t d = std::min(depth, shape[0] - z);
+        readers[c]->read({z, 0, 0}, {d, shape[1], shape[2]}, slab.data());
+        for (int64_t i = 0; i < d * plane; ++i) {
+          sum += slab[i];
+          sq += static_cast<double>(slab[i]) * slab[i];
+        }
+      }
+      norm.mean = sum / static_cast<double>(voxels);
+      norm.std = std::sqrt(std::max(0.0, sq / static_cast<double>(voxels) - norm.mean * norm.mean));
+    }
     std::fprintf(stderr, "infer: channel %zu%s: normalization %s%s\n", c,
                  norm.name.empty() ? "" : str(" (", norm.name, ")").c_str(),
                  norm.scheme == "zscore" ? "zscore (the volume's own mean and std)"
                                          : norm.describe().c_str(),
                  o.normalization.empty() ? str(", from ", from).c_str() : ", from --normalization");
+    norms.push_back(norm);
   }
   if (contract && contract->spacing) {
     // Inference does not resample: an input of another spacing is not what training saw.
     const std::array<double, 3> &t = *contract->spacing;
-    for (int k = 0; k < 3; ++k)
-      if (std::abs(info.spacing[k] - t[k]) > 0.05 * t[k]) {
-        std::fprintf(stderr,
-                     "medrun: warning: %s has spacing %g x %g x %g (z, y, x), the training "
-                     "cases %g x %g x %g (%s); infer does not resample: resample the image "
-                     "to the training spacing first\n",
-                     info.name().c_str(), info.spacing[0], info.spacing[1], info.spacing[2], t[0],
-                     t[1], t[2], from.c_str());
-        break;
-      }
+    if (info.spacingFrom.empty())
+      std::fprintf(stderr,
+                   "medrun: note: %s states no spacing; the training cases had %g x %g x %g "
+                   "(z, y, x; %s): give --spacing if the input's differs\n",
+                   info.name().c_str(), t[0], t[1], t[2], from.c_str());
+    else
+      for (int k = 0; k < 3; ++k)
+        if (std::abs(info.spacing[k] - t[k]) > 0.05 * t[k]) {
+          std::fprintf(stderr,
+                       "medrun: warning: %s has spacing %g x %g x %g (z, y, x; %s), the "
+                       "training cases %g x %g x %g (%s); infer does not resample: resample "
+                       "the image to the training spacing first\n",
+                       info.name().c_str(), info.spacing[0], info.spacing[1], info.spacing[2],
+                       info.spacingFrom.c_str(), t[0], t[1], t[2], from.c_str());
+          break;
+        }
   }
 
   SlidingWindowOptions sw;
@@ -252,6 +286,63 @@ int inferCommand(const InferOptions &o) {
   sw.batch = in[0];
   sw.overlap = o.overlap;
   sw.mirror = o.mirror;
+  if (outChannels < 1)
+    throw Error(str(a.path, ": 'infer' returns ", shapeStr(fn.values[fn.outputs[0]].shape),
+                    ", expected [batch, C, D, H, W]"));
+
+  // The blocks: the whole volume for an output written whole (.npy, NIfTI) unless --block
+  // asks; else --block, or the largest block of whole chunks that fits the memory.
+  Box3 chunk;
+  for (int a = 0; a < 3; ++a) {
+    if (o.chunk[a] < 1)
+      throw Error(str("--chunk: expected positive sizes, got ", o.chunk[0], ",", o.chunk[1], ",",
+                      o.chunk[2]));
+    chunk[a] = std::min(o.chunk[a], shape[a]);
+  }
+  const bool blockGiven = o.block[0] > 0;
+  Box3 block = shape;
+  if (blockGiven) {
+    for (int a = 0; a < 3; ++a) {
+      block[a] = std::min(o.block[a], shape[a]);
+      if (chunked && block[a] % chunk[a] != 0 && block[a] != shape[a])
+        throw Error(str("--block ", o.block[0], ",", o.block[1], ",", o.block[2],
+                        ": not whole output chunks of ", chunk[0], "x", chunk[1], "x", chunk[2],
+                        " (--chunk) along axis ", a, ": each chunk must come from one block"));
+    }
+  } else if (chunked || o.memoryMb > 0) {
+    const int64_t budget = memoryMb << 20;
+    auto bytes = [&](const Box3 &b) {
+      return slidingWindowBlockBytes(shape, in[1], outChannels, b, sw);
+    };
+    // Round the volume up to whole chunks, then take a chunk off the longest axis until the
+    // block fits.
+    for (int a = 0; a < 3; ++a)
+      block[a] = (shape[a] + chunk[a] - 1) / chunk[a] * chunk[a];
+    while (bytes(block) > budget) {
+      int longest = -1;
+      for (int a = 0; a < 3; ++a)
+        if (block[a] > chunk[a] && (longest < 0 || block[a] > block[longest]))
+          longest = a;
+      if (longest < 0)
+        throw Error(str("--memory ", memoryMb, ": one block of one output chunk (", chunk[0], "x",
+                        chunk[1], "x", chunk[2], ") and its halo needs ",
+                        (bytes(block) + (1 << 20) - 1) >> 20, " MiB: raise --memory or make --chunk smaller"));
+      block[longest] -= chunk[longest];
+    }
+    for (int a = 0; a < 3; ++a)
+      block[a] = std::min(block[a], shape[a]);
+  }
+  struct Block {
+    Box3 lo, size;
+  };
+  std::vector<Block> blocks;
+  for (int64_t z = 0; z < shape[0]; z += block[0])
+    for (int64_t y = 0; y < shape[1]; y += block[1])
+      for (int64_t x = 0; x < shape[2]; x += block[2])
+        blocks.push_back({{z, y, x},
+                          {std::min(block[0], shape[0] - z), std::min(block[1], shape[1] - y),
+                           std::min(block[2], shape[2] - x)}});
+
   std::unique_ptr<CudaSession> session;
   if (o.device == "cuda") {
     session = std::make_unique<CudaSession>(a);
@@ -262,37 +353,232 @@ int inferCommand(const InferOptions &o) {
         session ? session->run(fn, {batch}, params) : runCpu(a, fn, {batch}, params);
     return out[0];
   };
-  const int64_t total = slidingWindowBatches(info.shape, sw);
+  InputReader read = [&](const Box3 &lo, const Box3 &size, float *dst) {
+    const int64_t n = size[0] * size[1] * size[2];
+    for (size_t c = 0; c < readers.size(); ++c) {
+      readers[c]->read(lo, size, dst + c * n);
+      norms[c].apply(dst + c * n, n);
+    }
+  };
+
+  VolumeData header;
+  header.shape = shape;
+  header.channels = outChannels;
+  header.type = VoxelType::F32;
+  header.spacing = info.spacing;
+  header.affine = info.affine;
+
+  // Resuming: the blocks a run with the same settings already wrote (chunked outputs).
+  const std::string progressFile = chunked ? inferProgressPath(o.out) : "";
+  nlohmann::json settings;
+  std::set<size_t> done;
+  if (chunked) {
+    uint32_t weightsCrc = 0;
+    for (const auto &[name, t] : params) {
+      weightsCrc = crc32(name.data(), name.size(), weightsCrc);
+      weightsCrc = crc32(t.raw(), t.nbytes(), weightsCrc);
+    }
+    std::ifstream art(o.artifact, std::ios::binary);
+    std::string artBytes((std::istreambuf_iterator<char>(art)), {});
+    nlohmann::json norm = nlohmann::json::array(), images = nlohmann::json::array();
+    for (const ChannelNormalization &n : norms)
+      norm.push_back({n.scheme, n.mean, n.std, n.lo, n.hi});
+    for (const auto &r : readers)
+      images.push_back(fs::absolute(r->info().path).string() + (r->info().key.empty() ? "" : "/" + r->info().key));
+    settings = {{"artifact_crc32", crc32(artBytes.data(), artBytes.size())},
+                {"weights_crc32", weightsCrc},
+                {"images", images},
+                {"shape", shape},
+                {"normalization", norm},
+                {"activation", activation},
+                {"overlap", o.overlap},
+                {"mirror", o.mirror},
+                {"block", block},
+                {"chunk", chunk},
+                {"channels", outChannels}};
+    std::ifstream pin(progressFile);
+    nlohmann::json prior = nlohmann::json::parse(pin, nullptr, false);
+    if (pin && !prior.is_discarded()) {
+      if (prior.is_object() && prior.value("settings", nlohmann::json()) == settings &&
+          prior.value("done", nlohmann::json()).is_array()) {
+        for (const nlohmann::json &b : prior["done"])
+          if (b.is_number_unsigned() && b.get<size_t>() < blocks.size())
+            done.insert(b.get<size_t>());
+      } else {
+        std::fprintf(stderr,
+                     "infer: %s records a run of other settings (artifact, weights, image, "
+                     "normalization, activation, overlap, mirror, block or chunks): predicting "
+                     "%s again from the start\n",
+                     progressFile.c_str(), o.out.c_str());
+      }
+    }
+  }
+  std::unique_ptr<VolumeWriter> writer;
+  if (chunked) {
+    try {
+      writer = createVolume(o.out, header, chunk, !done.empty());
+    } catch (const Error &e) {
+      if (done.empty())
+        throw;
+      std::fprintf(stderr, "infer: %s: cannot continue it (%s): predicting it again\n",
+                   o.out.c_str(), e.what());
+      done.clear();
+      writer = createVolume(o.out, header, chunk, false);
+    }
+  }
+  auto saveProgress = [&] {
+    nlohmann::json j = {{"format", "medrun infer progress 1"},
+                        {"output", o.out},
+                        {"blocks", blocks.size()},
+                        {"settings", settings},
+                        {"done", std::vector<size_t>(done.begin(), done.end())}};
+    const std::string text = j.dump(1) + "\n";
+    detail::writeFileAtomic(progressFile, {{text.data(), text.size()}});
+  };
+  if (chunked && done.empty())
+    saveProgress(); // a fresh run: nothing of an older one counts
+
+  std::vector<int64_t> batches(blocks.size());
+  int64_t total = 0, initial = 0;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    batches[b] = slidingWindowBlockBatches(shape, blocks[b].lo, blocks[b].size, sw);
+    total += batches[b];
+    if (done.count(b))
+      initial += batches[b];
+  }
   std::fprintf(stderr, "infer %s: %lldx%lldx%lld, windows %lldx%lldx%lld (batch %lld, overlap "
                "%g%s), %s weights, %lld batches on %s\n",
-               info.name().c_str(), (long long)info.shape[0], (long long)info.shape[1],
-               (long long)info.shape[2], (long long)in[2], (long long)in[3], (long long)in[4],
+               info.name().c_str(), (long long)shape[0], (long long)shape[1],
+               (long long)shape[2], (long long)in[2], (long long)in[3], (long long)in[4],
                (long long)in[0], o.overlap, o.mirror ? ", mirrored 8 ways" : "", weights.c_str(),
                (long long)total, session ? session->deviceName().c_str() : "the CPU");
+  if (blocks.size() > 1 || chunked)
+    std::fprintf(stderr,
+                 "infer: %zu block(s) of %lldx%lldx%lld (--memory %lld MiB: at most %.0f MiB "
+                 "each), output chunks %lldx%lldx%lld%s\n",
+                 blocks.size(), (long long)block[0], (long long)block[1], (long long)block[2],
+                 (long long)memoryMb,
+                 slidingWindowBlockBytes(shape, in[1], outChannels, block, sw) / 1048576.0,
+                 (long long)chunk[0], (long long)chunk[1], (long long)chunk[2],
+                 done.empty() ? "" : str("; ", done.size(), " already written (", progressFile,
+                                         "), skipped").c_str());
   Progress::Options po;
   po.total = total;
+  po.initial = initial;
   po.desc = "infer";
   po.mode = o.progress == 1 ? Progress::Mode::Bar
             : o.progress == 2 ? Progress::Mode::Lines
                               : Progress::Mode::Auto;
   po.every = std::max<int64_t>(1, total / 10);
   Progress bar(stderr, po);
-  Tensor result = slidingWindow(image, sw, predict, [&](int64_t done, int64_t) { bar.update(done); });
-  bar.finish();
-  applyActivation(result, activation);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t voxelsDone = 0, batchesDone = initial;
+  auto rate = [&]() -> std::vector<std::pair<std::string, double>> {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return {{"Mvox/s", s > 0 ? voxelsDone / s / 1e6 : 0.0}};
+  };
 
-  VolumeData data;
-  data.shape = info.shape;
-  data.channels = result.dim(0);
-  data.type = VoxelType::F32;
-  data.data = result.raw();
-  data.spacing = info.spacing;
-  data.affine = info.affine;
-  writeVolume(o.out, data);
-  std::fprintf(stderr, "wrote %s: %lld channels (%s) x %lldx%lldx%lld float32\n", o.out.c_str(),
-               (long long)data.channels, activation.c_str(), (long long)info.shape[0],
-               (long long)info.shape[1], (long long)info.shape[2]);
+  Tensor whole; // outputs written whole: the blocks assembled
+  if (!chunked)
+    whole = Tensor(DType::F32, {outChannels, shape[0], shape[1], shape[2]});
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    if (done.count(b))
+      continue;
+    const Block &blk = blocks[b];
+    const int64_t base = batchesDone;
+    Tensor t = slidingWindowBlock(shape, in[1], blk.lo, blk.size, sw, read, predict,
+                                  [&](int64_t k, int64_t) { bar.update(base + k, rate()); });
+    batchesDone += batches[b];
+    applyActivation(t, activation);
+    if (t.dim(0) != outChannels)
+      throw Error(str(a.path, ": 'infer' returned ", t.dim(0), " channels, its signature says ",
+                      outChannels));
+    const int64_t n = blk.size[0] * blk.size[1] * blk.size[2];
+    voxelsDone += n;
+    if (chunked) {
+      writer->write(blk.lo, blk.size, t.raw());
+      writer->flush();
+      done.insert(b);
+      saveProgress();
+    } else {
+      for (int64_t c = 0; c < outChannels; ++c)
+        for (int64_t z = 0; z < blk.size[0]; ++z)
+          for (int64_t y = 0; y < blk.size[1]; ++y)
+            std::memcpy(whole.data<float>() +
+                            ((c * shape[0] + blk.lo[0] + z) * shape[1] + blk.lo[1] + y) * shape[2] +
+                            blk.lo[2],
+                        t.data<float>() + ((c * blk.size[0] + z) * blk.size[1] + y) * blk.size[2],
+                        blk.size[2] * sizeof(float));
+    }
+    bar.update(batchesDone, rate());
+  }
+  bar.finish(rate());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!chunked) {
+    header.data = whole.raw();
+    writeVolume(o.out, header);
+  } else {
+    writer.reset(); // closes the file
+  }
+  std::fprintf(stderr, "wrote %s: %lld channels (%s) x %lldx%lldx%lld float32; %lld voxels "
+               "predicted in %.1f s (%.3g voxels/s)\n",
+               o.out.c_str(), (long long)outChannels, activation.c_str(), (long long)shape[0],
+               (long long)shape[1], (long long)shape[2], (long long)voxelsDone, seconds,
+               seconds > 0 ? voxelsDone / seconds : 0.0);
   return 0;
+}
+
+namespace {
+
+/// "N" or "A,B,C" as three numbers, each checked by `ok`.
+template <typename T>
+std::array<T, 3> parseThree(const std::string &text, const char *option, const char *what) {
+  std::vector<T> v;
+  size_t pos = 0;
+  bool bad = text.empty();
+  while (!bad && pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string part = text.substr(pos, comma - pos);
+    try {
+      size_t used = 0;
+      const double d = std::stod(part, &used);
+      bad = used != part.size() || !(d > 0) || !std::isfinite(d) ||
+            (std::is_integral_v<T> && d != std::floor(d));
+      v.push_back(static_cast<T>(d));
+    } catch (const std::exception &) {
+      bad = true;
+    }
+    pos = comma + 1;
+  }
+  if (bad || (v.size() != 1 && v.size() != 3))
+    throw Error(str("--", option, ": expected ", what, ", got '", text, "'"));
+  if (v.size() == 1)
+    v = {v[0], v[0], v[0]};
+  return {v[0], v[1], v[2]};
+}
+
+} // namespace
+
+void parseInferBlockOptions(const Args &args, InferOptions &o) {
+  if (args.has("spacing"))
+    o.spacing = parseThree<double>(args.get("spacing"), "spacing",
+                                   "the voxel size Z,Y,X (three positive numbers)");
+  if (args.has("block"))
+    o.block = parseThree<int64_t>(args.get("block"), "block", "N or D,H,W (positive integers)");
+  if (args.has("chunk"))
+    o.chunk = parseThree<int64_t>(args.get("chunk"), "chunk", "N or D,H,W (positive integers)");
+  if (args.has("memory"))
+    o.memoryMb = parseCount(args, "memory", 0, 16);
+}
+
+std::string inferProgressPath(const std::string &out) {
+  auto [container, key] = splitVolumePath(out);
+  while (!container.empty() && container.back() == '/')
+    container.pop_back();
+  std::string name = key;
+  std::replace(name.begin(), name.end(), '/', '.');
+  return container + (name.empty() ? "" : "." + name) + ".progress.json";
 }
 
 } // namespace medrun

@@ -6,6 +6,7 @@
 #include "medrun/Dataset.h"
 #include "medrun/Tensor.h"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,15 @@ struct InferOptions {
   double overlap = 0.5;
   bool mirror = false;
   int progress = 0;                ///< 0 auto, 1 bar, 2 lines
+  /// The input's spacing (z, y, x) where its file states none (--spacing); must agree
+  /// with a file that states one.
+  std::optional<std::array<double, 3>> spacing;
+  /// Block-wise inference: the block (D, H, W; zeros: chosen from `memoryMb`), the host
+  /// memory the blocks may take (0: 2048 MiB for chunked outputs; other outputs are
+  /// predicted whole unless a block is given) and the output's chunks.
+  std::array<int64_t, 3> block{0, 0, 0};
+  int64_t memoryMb = 0;
+  std::array<int64_t, 3> chunk{64, 64, 64};
 };
 
 /// The parameters `fn` reads, from a checkpoint or a safetensors file: the EMA weights
@@ -42,8 +52,19 @@ inline constexpr const char *kContractMetadataKey = "medrun_data_contract";
 std::optional<DataContract> findContract(const std::string &path, std::string &from);
 
 /// Predicts the volume with the artifact's `infer` function over sliding windows
-/// (SlidingWindow.h) and writes the channel-first float32 prediction to `out`.
+/// (SlidingWindow.h) and writes the channel-first float32 prediction to `out`. A chunked
+/// output (HDF5, Zarr) is predicted and written block by block (slidingWindowBlock: equal
+/// to the whole volume's prediction), the input read by blocks with their halo; the blocks
+/// done are recorded in OUT's progress file (progressPath), so a second run skips them.
 int inferCommand(const InferOptions &options);
+
+/// The progress file of block-wise inference into `out` (FILE.h5/KEY, DIR.zarr/KEY): beside
+/// the container, named by it and the key ("pred.zarr/affs" -> "pred.zarr.affs.progress.json").
+std::string inferProgressPath(const std::string &out);
+
+struct Args;
+/// --spacing, --block, --memory and --chunk into `o` (Error naming the option).
+void parseInferBlockOptions(const Args &args, InferOptions &o);
 
 } // namespace medrun
 

@@ -287,14 +287,20 @@ const std::vector<Command> &commands() {
       {"infer",
        "medrun infer X.medc --image VOLUME [--image VOLUME]... -o OUT --params P\n"
        "             [--weights model|ema] [--overlap F] [--mirror] [--activation A]\n"
-       "             [--normalization N] [--device cpu|cuda] [--threads N] [--progress P]",
+       "             [--normalization N] [--device cpu|cuda] [--threads N] [--progress P]\n"
+       "             [--spacing Z,Y,X] [--block D,H,W] [--memory MIB] [--chunk D,H,W]",
        "Predicts a whole volume with the `infer` function of a recipe's artifact (`medc\n"
        "compile --recipe R [--target cuda]`): windows of the recipe's patch step over the\n"
        "volume with an overlap, the last ones aligned to its end (a volume smaller than the\n"
        "window is padded), the recipe's batch of windows per run, and the predictions are\n"
        "blended with nnU-Net's Gaussian importance map. Writes the network's outputs\n"
        "(logits or affinities, after --activation) as float32, channel-first (C, D, H, W),\n"
-       "with the input's spacing and affine (NIfTI: its header's transform; C in dim[4]).",
+       "with the input's spacing and affine (NIfTI: its header's transform; C in dim[4]).\n"
+       "Into FILE.h5/KEY or DIR.zarr/KEY it goes block by block: the input is read by\n"
+       "blocks with their halo, the result equals the whole volume's, host memory stays\n"
+       "within --memory, and the blocks written are recorded in OUT's progress file\n"
+       "(pred.zarr/affs -> pred.zarr.affs.progress.json), so a run killed and started\n"
+       "again with the same settings skips them.",
        {{"image", "VOLUME",
          "the volume to predict (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY); once per\n"
          "input channel of the network, in order, all of one shape"},
@@ -315,7 +321,16 @@ const std::vector<Command> &commands() {
          "zscore (per volume); needed for weights without a contract (safetensors)"},
         {"device", "D", "cpu (default) or cuda (artifacts compiled with --target cuda)"},
         kThreads,
-        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+        {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"},
+        {"spacing", "Z,Y,X",
+         "the input's voxel size where its file states none (a Zarr/HDF5 without a\n"
+         "resolution attribute, .npy); an error if the file states another"},
+        {"block", "D,H,W",
+         "the block (voxels, whole --chunk sizes; N for N,N,N) (default: the largest\n"
+         "that fits --memory; outputs written whole: the whole volume)"},
+        {"memory", "MIB",
+         "host memory for a block, its halo and the input's chunk cache (default 2048)"},
+        {"chunk", "D,H,W", "the output's chunks, HDF5/Zarr (default 64,64,64)"}},
        true},
       {"eval",
        "medrun eval PRED --labels LABELS [--mode M] [--thresholds T,T,...] [--min-size N]\n"
@@ -952,6 +967,7 @@ int main(int argc, char **argv) {
       o.mirror = args.has("mirror");
       o.overlap = parseOverlap(args);
       o.progress = parseProgress(args);
+      parseInferBlockOptions(args, o);
       return inferCommand(o);
     }
     Artifact a = Artifact::load(args.artifact);

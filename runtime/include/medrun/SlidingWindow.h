@@ -12,6 +12,13 @@
 // Windows (and their flips) go to the network `batch` at a time; they are accumulated in a
 // fixed order, so the result does not depend on the batch size.
 //
+// Block by block (volumes larger than memory): slidingWindowBlock predicts one box of the
+// output from the windows of the whole volume's grid that touch it, reading only the input
+// those windows cover (the block and a halo of up to a window less one voxel). Each voxel
+// adds the same windows' weighted predictions in the same order as the whole volume does,
+// so the blocks together equal slidingWindow bit for bit. Windows across a block's border
+// are predicted once for each block they touch.
+//
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_SLIDINGWINDOW_H
 #define MEDRUN_SLIDINGWINDOW_H
@@ -58,6 +65,33 @@ Tensor slidingWindow(const Tensor &image, const SlidingWindowOptions &options,
 /// The number of predictor calls slidingWindow makes for an image of `shape` (D, H, W).
 int64_t slidingWindowBatches(const std::array<int64_t, 3> &shape,
                              const SlidingWindowOptions &options);
+
+/// Reads the input box [lo, lo + size) (inside the image, image coordinates) of every
+/// input channel into `dst`: f32 [Cin, size...], C order, normalised as the network expects.
+using InputReader = std::function<void(const std::array<int64_t, 3> &lo,
+                                       const std::array<int64_t, 3> &size, float *dst)>;
+
+/// Predicts the box [lo, lo + size) of an image of `shape` with `cin` channels read through
+/// `read`: f32 [Cout, size...], equal to that box of slidingWindow's whole-volume result.
+/// Throws Error for a box outside the image, bad options or a wrong predictor output.
+Tensor slidingWindowBlock(const std::array<int64_t, 3> &shape, int64_t cin,
+                          const std::array<int64_t, 3> &lo, const std::array<int64_t, 3> &size,
+                          const SlidingWindowOptions &options, const InputReader &read,
+                          const WindowPredictor &predict,
+                          const std::function<void(int64_t, int64_t)> &progress = {});
+
+/// The predictor calls slidingWindowBlock makes for that box.
+int64_t slidingWindowBlockBatches(const std::array<int64_t, 3> &shape,
+                                  const std::array<int64_t, 3> &lo,
+                                  const std::array<int64_t, 3> &size,
+                                  const SlidingWindowOptions &options);
+
+/// An upper bound of the host bytes slidingWindowBlock holds for a box of `size` anywhere in
+/// an image of `shape`: the input with its halo, the weighted sums, the weights, the result
+/// and one batch of windows in and out (not the network's own working memory).
+int64_t slidingWindowBlockBytes(const std::array<int64_t, 3> &shape, int64_t cin, int64_t cout,
+                                const std::array<int64_t, 3> &size,
+                                const SlidingWindowOptions &options);
 
 /// Applies `activation` over the channel axis of `t` (f32 [C, ...]) in place: "sigmoid"
 /// (each channel), "softmax" (across channels, per voxel) or "none". Error otherwise.

@@ -25,7 +25,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace medrun {
@@ -48,6 +50,10 @@ struct VolumeInfo {
   /// Voxel size along (z, y, x) in the file's unit (NIfTI: pixdim, usually mm; HDF5/Zarr:
   /// the `resolution` attribute, CREMI's nm); 1 where the file says nothing.
   std::array<double, 3> spacing{1, 1, 1};
+  /// Where `spacing` comes from, for messages: "the resolution attribute", "the header's
+  /// pixdim", or what assumeSpacing was given ("--spacing", "data.spacing"); "" where
+  /// nothing says it (spacing is then 1 x 1 x 1, a placeholder, not a fact).
+  std::string spacingFrom;
   /// Voxel (x, y, z) index -> world, row-major 4x4 (NIfTI: sform, else qform, else
   /// pixdim scaling; otherwise spacing on the diagonal and `offset` attributes as the
   /// translation). Kept so predictions can be written in the input's space.
@@ -97,6 +103,13 @@ public:
   /// of 256 MiB.
   void setCache(std::shared_ptr<ChunkCache> cache);
 
+  /// The spacing (z, y, x) the user gives for this volume, `from` naming where ("--spacing",
+  /// "data.spacing in R.yaml"): taken where the file states none (info().spacing, the
+  /// affine's diagonal and spacingFrom become it); where the file states one, they must
+  /// agree (within 1e-3 relative), else Error naming the volume, its attribute, `from` and
+  /// both values. nullopt: nothing given, nothing changes.
+  void assumeSpacing(const std::optional<std::array<double, 3>> &spacing, const std::string &from);
+
 protected:
   VolumeReader();
   /// Decodes the chunk box [lo, lo + size) (a chunk clipped to the volume) in the file's
@@ -145,6 +158,41 @@ struct VolumeData {
 /// Throws Error naming the path.
 void writeVolume(const std::string &path, const VolumeData &volume);
 
+/// A volume's path split into the container and the key inside it ("a/b.zarr/img" ->
+/// "a/b.zarr", "img"; HDF5 likewise); a plain file has the key "".
+std::pair<std::string, std::string> splitVolumePath(const std::string &path);
+
+/// True for the formats written chunk by chunk (HDF5 FILE.h5/KEY, Zarr DIR.zarr/KEY):
+/// outputs that need not fit in memory.
+bool isChunkedVolumePath(const std::string &path);
+
+/// A chunked volume written box by box (block-wise inference into HDF5 or Zarr): the
+/// array is made (or reopened) first, every box written when it is ready.
+class VolumeWriter {
+public:
+  virtual ~VolumeWriter();
+  /// The chunk along D, H, W (each channel its own chunks).
+  const Box3 &chunk() const { return chunk_; }
+  /// Writes every channel of the box [lo, lo + size) from `data` (C x size, C order, of the
+  /// volume's type). `lo` lies on the chunk grid and `size` is whole chunks or reaches the
+  /// volume's end, so no chunk is written by two boxes. Zarr: each chunk file is written
+  /// to a temporary name and renamed, so a killed run leaves no chunk half written.
+  virtual void write(const Box3 &lo, const Box3 &size, const void *data) = 0;
+  /// Makes what was written durable (HDF5: flushes the file).
+  virtual void flush() {}
+
+protected:
+  Box3 chunk_{};
+};
+
+/// Creates the chunked volume `path` (isChunkedVolumePath) of `header`'s shape, channels,
+/// type, spacing and affine (header.data unused) with chunks `chunk` (clipped to the shape),
+/// replacing an array of that name. `reopen`: opens the existing array to add boxes (a
+/// resumed run) and throws Error naming the path unless its shape, channels, type and
+/// chunks are those asked for.
+std::unique_ptr<VolumeWriter> createVolume(const std::string &path, const VolumeData &header,
+                                           const Box3 &chunk, bool reopen = false);
+
 namespace io {
 // The formats (runtime/src/io/). `container` is the file or directory, `key` the array;
 // `channel` < 0: a 3-D volume, else that channel of a C x D x H x W array (openChannel).
@@ -158,6 +206,10 @@ void writeHdf5(const std::string &container, const std::string &key, const Volum
 void writeNifti(const std::string &path, const VolumeData &v);
 void writeZarr(const std::string &container, const std::string &key, const VolumeData &v);
 void writeNpyVolume(const std::string &path, const VolumeData &v);
+std::unique_ptr<VolumeWriter> createHdf5(const std::string &container, const std::string &key,
+                                         const VolumeData &v, const Box3 &chunk, bool reopen);
+std::unique_ptr<VolumeWriter> createZarr(const std::string &container, const std::string &key,
+                                         const VolumeData &v, const Box3 &chunk, bool reopen);
 
 /// Drops leading and trailing axes of size 1; throws Error naming `what` unless 3 remain.
 Box3 squeeze3(const std::vector<int64_t> &shape, const std::string &what);

@@ -201,10 +201,11 @@ public:
     std::vector<double> res = attribute(dset_.get(), "resolution");
     if (res.size() == full_.size() && full_.size() > 3)
       res.erase(res.begin(), res.begin() + first_);
-    if (res.size() >= 3)
+    if (res.size() >= 3 && res[0] > 0 && res[1] > 0 && res[2] > 0) {
       for (int a = 0; a < 3; ++a)
-        if (res[a] > 0)
-          info_.spacing[a] = res[a];
+        info_.spacing[a] = res[a];
+      info_.spacingFrom = "the resolution attribute";
+    }
     std::vector<double> off = attribute(dset_.get(), "offset");
     for (int a = 0; a < 3; ++a) {
       info_.affine[a * 4 + a] = info_.spacing[2 - a]; // x, y, z rows
@@ -247,44 +248,125 @@ std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::
   return std::make_unique<Hdf5Reader>(container, key, channel);
 }
 
-void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v) {
-  quiet();
-  const std::string name = container + "/" + key;
-  Handle file;
-  if (std::filesystem::exists(container))
-    file = Handle(H5Fopen(container.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-  else
-    file = Handle(H5Fcreate(container.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.valid())
-    throw Error(str(container, ": cannot open or create the HDF5 file for writing"));
-  if (exists(file.get(), key) && H5Ldelete(file.get(), key.c_str(), H5P_DEFAULT) < 0)
-    throw Error(str(name, ": cannot replace the existing dataset"));
-  const int rank = v.channels > 1 ? 4 : 3, lead = rank - 3;
-  hsize_t dims[4] = {static_cast<hsize_t>(v.channels), 1, 1, 1}, chunk[4] = {1, 1, 1, 1};
-  for (int a = 0; a < 3; ++a) {
-    dims[lead + a] = static_cast<hsize_t>(v.shape[a]);
-    chunk[lead + a] = std::min<hsize_t>(dims[lead + a], 64);
+namespace {
+
+class Hdf5Writer : public VolumeWriter {
+public:
+  Hdf5Writer(const std::string &container, const std::string &key, const VolumeData &v,
+             const Box3 &chunk, bool reopen)
+      : name_(container + "/" + key), shape_(v.shape), channels_(v.channels), type_(v.type) {
+    quiet();
+    for (int a = 0; a < 3; ++a)
+      chunk_[a] = std::min(chunk[a], v.shape[a]);
+    if (std::filesystem::exists(container))
+      file_ = Handle(H5Fopen(container.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    else if (!reopen)
+      file_ = Handle(H5Fcreate(container.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!file_.valid())
+      throw Error(str(container, reopen ? ": cannot open the HDF5 file to add blocks to"
+                                        : ": cannot open or create the HDF5 file for writing"));
+    const int rank = v.channels > 1 ? 4 : 3, lead = rank - 3;
+    hsize_t dims[4] = {static_cast<hsize_t>(v.channels), 1, 1, 1}, chunks[4] = {1, 1, 1, 1};
+    for (int a = 0; a < 3; ++a) {
+      dims[lead + a] = static_cast<hsize_t>(v.shape[a]);
+      chunks[lead + a] = static_cast<hsize_t>(chunk_[a]);
+    }
+    if (reopen) {
+      if (exists(file_.get(), key))
+        dset_ = Handle(H5Dopen2(file_.get(), key.c_str(), H5P_DEFAULT), H5Dclose);
+      bool same = dset_.valid();
+      if (same) {
+        Handle space(H5Dget_space(dset_.get()), H5Sclose);
+        Handle dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
+        Handle type(H5Dget_type(dset_.get()), H5Tclose);
+        hsize_t have[4] = {}, haveChunk[4] = {};
+        same = H5Sget_simple_extent_ndims(space.get()) == rank &&
+               H5Pget_layout(dcpl.get()) == H5D_CHUNKED &&
+               H5Tequal(type.get(), nativeType(v.type)) > 0;
+        if (same) {
+          H5Sget_simple_extent_dims(space.get(), have, nullptr);
+          H5Pget_chunk(dcpl.get(), rank, haveChunk);
+          for (int a = 0; a < rank; ++a)
+            same = same && have[a] == dims[a] && haveChunk[a] == chunks[a];
+        }
+      }
+      if (!same)
+        throw Error(str(name_, ": no dataset of the shape, chunks and type to continue (",
+                        v.channels, " x ", v.shape[0], "x", v.shape[1], "x", v.shape[2], " ",
+                        voxelTypeName(v.type), ", chunks ", chunk_[0], "x", chunk_[1], "x",
+                        chunk_[2], ")"));
+      return;
+    }
+    if (exists(file_.get(), key) && H5Ldelete(file_.get(), key.c_str(), H5P_DEFAULT) < 0)
+      throw Error(str(name_, ": cannot replace the existing dataset"));
+    Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
+    Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl.get(), 1);
+    Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.get(), rank, chunks);
+    H5Pset_deflate(dcpl.get(), 4);
+    dset_ = Handle(H5Dcreate2(file_.get(), key.c_str(), nativeType(v.type), space.get(), lcpl.get(),
+                              dcpl.get(), H5P_DEFAULT),
+                   H5Dclose);
+    if (!dset_.valid())
+      throw Error(str(name_, ": cannot create the dataset"));
+    hsize_t three = 3;
+    Handle aspace(H5Screate_simple(1, &three, nullptr), H5Sclose);
+    Handle attr(H5Acreate2(dset_.get(), "resolution", H5T_NATIVE_DOUBLE, aspace.get(),
+                           H5P_DEFAULT, H5P_DEFAULT),
+                H5Aclose);
+    if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, v.spacing.data()) < 0)
+      throw Error(str(name_, ": cannot write the resolution attribute"));
   }
-  Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
-  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
-  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  H5Pset_chunk(dcpl.get(), rank, chunk);
-  H5Pset_deflate(dcpl.get(), 4);
-  Handle dset(H5Dcreate2(file.get(), key.c_str(), nativeType(v.type), space.get(), lcpl.get(),
-                         dcpl.get(), H5P_DEFAULT),
-              H5Dclose);
-  if (!dset.valid() ||
-      H5Dwrite(dset.get(), nativeType(v.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data) < 0)
-    throw Error(str(name, ": cannot write the dataset"));
-  hsize_t three = 3;
-  Handle aspace(H5Screate_simple(1, &three, nullptr), H5Sclose);
-  Handle attr(H5Acreate2(dset.get(), "resolution", H5T_NATIVE_DOUBLE, aspace.get(), H5P_DEFAULT,
-                         H5P_DEFAULT),
-              H5Aclose);
-  if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, v.spacing.data()) < 0 ||
-      H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
-    throw Error(str(name, ": cannot write the dataset"));
+
+  void write(const Box3 &lo, const Box3 &size, const void *data) override {
+    for (int a = 0; a < 3; ++a)
+      if (lo[a] < 0 || size[a] < 1 || lo[a] + size[a] > shape_[a])
+        throw Error(str(name_, ": the box at ", lo[0], ",", lo[1], ",", lo[2], " of ", size[0],
+                        "x", size[1], "x", size[2], " is not inside the dataset"));
+    const int rank = channels_ > 1 ? 4 : 3, lead = rank - 3;
+    hsize_t start[4] = {0, 0, 0, 0}, count[4] = {static_cast<hsize_t>(channels_), 1, 1, 1};
+    for (int a = 0; a < 3; ++a) {
+      start[lead + a] = static_cast<hsize_t>(lo[a]);
+      count[lead + a] = static_cast<hsize_t>(size[a]);
+    }
+    Handle fspace(H5Dget_space(dset_.get()), H5Sclose);
+    Handle mspace(H5Screate_simple(rank, count, nullptr), H5Sclose);
+    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+        H5Dwrite(dset_.get(), nativeType(type_), mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0)
+      throw Error(str(name_, ": cannot write the box at ", lo[0], ",", lo[1], ",", lo[2]));
+  }
+
+  void flush() override {
+    if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
+      throw Error(str(name_, ": cannot flush the file"));
+  }
+
+  ~Hdf5Writer() override {
+    dset_ = Handle();
+    if (file_.valid())
+      H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
+  }
+
+private:
+  std::string name_;
+  Box3 shape_;
+  int64_t channels_;
+  VoxelType type_;
+  Handle file_, dset_;
+};
+
+} // namespace
+
+std::unique_ptr<VolumeWriter> createHdf5(const std::string &container, const std::string &key,
+                                         const VolumeData &v, const Box3 &chunk, bool reopen) {
+  return std::make_unique<Hdf5Writer>(container, key, v, chunk, reopen);
+}
+
+void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v) {
+  Hdf5Writer writer(container, key, v, {64, 64, 64}, false);
+  writer.write({0, 0, 0}, v.shape, v.data);
+  writer.flush();
 }
 
 } // namespace medrun::io
@@ -297,6 +379,10 @@ std::unique_ptr<VolumeReader> openHdf5(const std::string &container, const std::
   throw Error(str(container, ": medrun was built without HDF5 (install libhdf5-dev and rebuild)"));
 }
 void writeHdf5(const std::string &container, const std::string &, const VolumeData &) {
+  throw Error(str(container, ": medrun was built without HDF5 (install libhdf5-dev and rebuild)"));
+}
+std::unique_ptr<VolumeWriter> createHdf5(const std::string &container, const std::string &,
+                                         const VolumeData &, const Box3 &, bool) {
   throw Error(str(container, ": medrun was built without HDF5 (install libhdf5-dev and rebuild)"));
 }
 } // namespace medrun::io

@@ -114,6 +114,9 @@ public:
     info_.spacing = {std::abs(nim_->dz) > 0 ? std::abs(nim_->dz) : 1.0,
                      std::abs(nim_->dy) > 0 ? std::abs(nim_->dy) : 1.0,
                      std::abs(nim_->dx) > 0 ? std::abs(nim_->dx) : 1.0};
+    // A NIfTI header always carries pixdim; all zero means it says nothing.
+    if (nim_->dx != 0 || nim_->dy != 0 || nim_->dz != 0)
+      info_.spacingFrom = "the header's pixdim";
     const nifti_dmat44 *m = nim_->sform_code > 0   ? &nim_->sto_xyz
                             : nim_->qform_code > 0 ? &nim_->qto_xyz
                                                    : nullptr;

@@ -177,6 +177,30 @@ VolumeReader::~VolumeReader() = default;
 
 void VolumeReader::setCache(std::shared_ptr<ChunkCache> cache) { cache_ = std::move(cache); }
 
+void VolumeReader::assumeSpacing(const std::optional<std::array<double, 3>> &spacing,
+                                 const std::string &from) {
+  if (!spacing)
+    return;
+  const std::array<double, 3> &s = *spacing;
+  for (double v : s)
+    if (!(v > 0) || !std::isfinite(v))
+      throw Error(str(from, ": expected three positive numbers (z, y, x), got ", s[0], ", ", s[1],
+                      ", ", s[2]));
+  if (info_.spacingFrom.empty()) {
+    info_.spacing = s;
+    info_.spacingFrom = from;
+    for (int a = 0; a < 3; ++a) // the affine's rows are x, y, z
+      info_.affine[a * 4 + a] = s[2 - a];
+    return;
+  }
+  for (int a = 0; a < 3; ++a)
+    if (std::abs(info_.spacing[a] - s[a]) > 1e-3 * std::max(info_.spacing[a], s[a]))
+      throw Error(str(info_.name(), ": ", info_.spacingFrom, " gives the spacing ", info_.spacing[0],
+                      " x ", info_.spacing[1], " x ", info_.spacing[2], " (z, y, x) but ", from,
+                      " gives ", s[0], " x ", s[1], " x ", s[2],
+                      ": they disagree (leave ", from, " out to use the file's, or fix the file)"));
+}
+
 template <typename T>
 void VolumeReader::readAs(const Box3 &lo, const Box3 &size, T *dst) const {
   const Box3 &V = info_.shape, &C = info_.chunk;
@@ -375,6 +399,43 @@ std::unique_ptr<VolumeReader> openChannel(const std::string &path, int64_t chann
   if (channel < 0)
     throw Error(str(path, ": no channel ", channel));
   return open(path, channel);
+}
+
+std::pair<std::string, std::string> splitVolumePath(const std::string &path) {
+  std::string container, key;
+  Format f;
+  splitPath(path, container, key, f);
+  return {container, key};
+}
+
+bool isChunkedVolumePath(const std::string &path) {
+  std::string container, key;
+  Format f;
+  splitPath(path, container, key, f);
+  return f == Format::Hdf5 || f == Format::Zarr;
+}
+
+VolumeWriter::~VolumeWriter() = default;
+
+std::unique_ptr<VolumeWriter> createVolume(const std::string &path, const VolumeData &header,
+                                           const Box3 &chunk, bool reopen) {
+  std::string container, key;
+  Format f;
+  splitPath(path, container, key, f);
+  for (int a = 0; a < 3; ++a)
+    if (header.shape[a] < 1 || chunk[a] < 1)
+      throw Error(str(path, ": cannot write an empty volume or chunk"));
+  if (header.channels < 1)
+    throw Error(str(path, ": cannot write a volume of ", header.channels, " channels"));
+  if (f == Format::Hdf5) {
+    if (key.empty())
+      throw Error(str(path, ": name the dataset to write (FILE.h5/KEY, e.g. ", path, "/main)"));
+    return io::createHdf5(container, key, header, chunk, reopen);
+  }
+  if (f == Format::Zarr)
+    return io::createZarr(container, key, header, chunk, reopen);
+  throw Error(str(path, ": not a chunked format (block by block needs FILE.h5/KEY or "
+                        "DIR.zarr/KEY)"));
 }
 
 void writeVolume(const std::string &path, const VolumeData &volume) {

@@ -243,9 +243,11 @@ public:
         return v.size() == 3 ? v : std::vector<double>{};
       };
       std::vector<double> res = three("resolution"), off = three("offset");
-      for (int a = 0; a < 3; ++a)
-        if (res.size() == 3 && res[a] > 0)
+      if (res.size() == 3 && res[0] > 0 && res[1] > 0 && res[2] > 0) {
+        for (int a = 0; a < 3; ++a)
           info_.spacing[a] = res[a];
+        info_.spacingFrom = "the resolution attribute in .zattrs";
+      }
       for (int a = 0; a < 3; ++a) {
         info_.affine[a * 4 + a] = info_.spacing[2 - a];
         if (off.size() == 3)
@@ -375,63 +377,131 @@ std::unique_ptr<VolumeReader> openZarr(const std::string &container, const std::
   return std::make_unique<ZarrReader>(container, key, channel);
 }
 
-void writeZarr(const std::string &container, const std::string &key, const VolumeData &v) {
 #ifdef MEDRUN_HAVE_ZLIB
-  const fs::path root(container), dir = key.empty() ? root : root / key;
+namespace {
+
+/// Writes `text` to `p` through a temporary name and a rename: readers (and a resumed run)
+/// see the old file or the new one, never a part.
+void writeAtomically(const fs::path &p, const std::string &text) {
+  fs::path tmp = p;
+  tmp += ".partial";
+  writeText(tmp, text);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::rename(tmp, p, ec);
   if (ec)
-    throw Error(str(dir.string(), ": cannot create the Zarr array directory: ", ec.message()));
-  if (!key.empty() && !fs::exists(root / ".zgroup"))
-    writeText(root / ".zgroup", "{\"zarr_format\": 2}\n");
-  const Box3 chunk = {std::min<int64_t>(v.shape[0], 64), std::min<int64_t>(v.shape[1], 64),
-                      std::min<int64_t>(v.shape[2], 64)};
-  const bool channels = v.channels > 1; // a leading channel axis, one chunk per channel
-  json shape = {v.shape[0], v.shape[1], v.shape[2]}, chunks = {chunk[0], chunk[1], chunk[2]};
-  if (channels) {
-    shape.insert(shape.begin(), v.channels);
-    chunks.insert(chunks.begin(), 1);
+    throw Error(str(p.string(), ": cannot write (rename: ", ec.message(), ")"));
+}
+
+class ZarrWriter : public VolumeWriter {
+public:
+  ZarrWriter(const std::string &container, const std::string &key, const VolumeData &v,
+             const Box3 &chunk, bool reopen)
+      : shape_(v.shape), channels_(v.channels), type_(v.type) {
+    const fs::path root(container);
+    dir_ = key.empty() ? root : root / key;
+    name_ = key.empty() ? container : container + "/" + key;
+    for (int a = 0; a < 3; ++a)
+      chunk_[a] = std::min(chunk[a], v.shape[a]);
+    const bool channels = v.channels > 1; // a leading channel axis, one chunk per channel
+    json shape = {v.shape[0], v.shape[1], v.shape[2]}, chunks = {chunk_[0], chunk_[1], chunk_[2]};
+    if (channels) {
+      shape.insert(shape.begin(), v.channels);
+      chunks.insert(chunks.begin(), 1);
+    }
+    if (reopen) {
+      json z = readJson(dir_ / ".zarray", "the array metadata to add blocks to");
+      if (!z.is_object() || z.value("shape", json()) != shape || z.value("chunks", json()) != chunks ||
+          z.value("dtype", json()) != dtypeString(v.type) ||
+          z.value("dimension_separator", json(".")) != ".")
+        throw Error(str(name_, ": the existing array (shape ", z.value("shape", json()).dump(),
+                        ", chunks ", z.value("chunks", json()).dump(), ", dtype ",
+                        z.value("dtype", json()).dump(), ") is not the one to continue (shape ",
+                        shape.dump(), ", chunks ", chunks.dump(), ", dtype ", dtypeString(v.type),
+                        ")"));
+      return;
+    }
+    std::error_code ec;
+    if (fs::exists(dir_ / ".zarray", ec))
+      fs::remove_all(dir_, ec); // the array replaced, stale chunks included
+    fs::create_directories(dir_, ec);
+    if (ec)
+      throw Error(str(dir_.string(), ": cannot create the Zarr array directory: ", ec.message()));
+    if (!key.empty() && !fs::exists(root / ".zgroup"))
+      writeText(root / ".zgroup", "{\"zarr_format\": 2}\n");
+    json meta = {{"zarr_format", 2},
+                 {"shape", shape},
+                 {"chunks", chunks},
+                 {"dtype", dtypeString(v.type)},
+                 {"compressor", {{"id", "zlib"}, {"level", 5}}},
+                 {"fill_value", 0},
+                 {"order", "C"},
+                 {"filters", nullptr},
+                 {"dimension_separator", "."}};
+    writeAtomically(dir_ / ".zattrs", json({{"resolution", v.spacing}}).dump(2) + "\n");
+    writeAtomically(dir_ / ".zarray", meta.dump(2) + "\n");
   }
-  json meta = {{"zarr_format", 2},
-               {"shape", shape},
-               {"chunks", chunks},
-               {"dtype", dtypeString(v.type)},
-               {"compressor", {{"id", "zlib"}, {"level", 5}}},
-               {"fill_value", 0},
-               {"order", "C"},
-               {"filters", nullptr},
-               {"dimension_separator", "."}};
-  writeText(dir / ".zarray", meta.dump(2) + "\n");
-  writeText(dir / ".zattrs", json({{"resolution", v.spacing}}).dump(2) + "\n");
-  const size_t elem = voxelSize(v.type);
-  std::vector<char> buf(static_cast<size_t>(chunk[0] * chunk[1] * chunk[2]) * elem);
-  for (int64_t ch = 0; ch < v.channels; ++ch) {
-    const char *src = static_cast<const char *>(v.data) +
-                      ch * v.shape[0] * v.shape[1] * v.shape[2] * static_cast<int64_t>(elem);
-    const std::string prefix = channels ? str(ch, ".") : "";
-    for (int64_t cz = 0; cz * chunk[0] < v.shape[0]; ++cz)
-      for (int64_t cy = 0; cy * chunk[1] < v.shape[1]; ++cy)
-        for (int64_t cx = 0; cx * chunk[2] < v.shape[2]; ++cx) {
-          std::fill(buf.begin(), buf.end(), 0); // edge chunks are padded with the fill value
-          const Box3 c0 = {cz * chunk[0], cy * chunk[1], cx * chunk[2]};
-          const int64_t nx = std::min(chunk[2], v.shape[2] - c0[2]);
-          for (int64_t z = 0; z < chunk[0] && c0[0] + z < v.shape[0]; ++z)
-            for (int64_t y = 0; y < chunk[1] && c0[1] + y < v.shape[1]; ++y)
-              std::memcpy(buf.data() + ((z * chunk[1] + y) * chunk[2]) * elem,
-                          src + (((c0[0] + z) * v.shape[1] + c0[1] + y) * v.shape[2] + c0[2]) * elem,
-                          nx * elem);
-          uLongf n = compressBound(buf.size());
-          std::string packed(n, '\0');
-          if (compress2(reinterpret_cast<Bytef *>(packed.data()), &n,
-                        reinterpret_cast<const Bytef *>(buf.data()), buf.size(), 5) != Z_OK)
-            throw Error(str(dir.string(), ": zlib compression failed"));
-          packed.resize(n);
-          writeText(dir / str(prefix, cz, ".", cy, ".", cx), packed);
-        }
+
+  void write(const Box3 &lo, const Box3 &size, const void *data) override {
+    for (int a = 0; a < 3; ++a)
+      if (lo[a] < 0 || size[a] < 1 || lo[a] % chunk_[a] != 0 || lo[a] + size[a] > shape_[a] ||
+          (size[a] % chunk_[a] != 0 && lo[a] + size[a] != shape_[a]))
+        throw Error(str(name_, ": the box at ", lo[0], ",", lo[1], ",", lo[2], " of ", size[0],
+                        "x", size[1], "x", size[2], " is not whole chunks of ", chunk_[0], "x",
+                        chunk_[1], "x", chunk_[2], " inside the array"));
+    const size_t elem = voxelSize(type_);
+    const Box3 &chunk = chunk_;
+    std::vector<char> buf(static_cast<size_t>(chunk[0] * chunk[1] * chunk[2]) * elem);
+    const int64_t boxVoxels = size[0] * size[1] * size[2];
+    for (int64_t ch = 0; ch < channels_; ++ch) {
+      const char *src = static_cast<const char *>(data) + ch * boxVoxels * static_cast<int64_t>(elem);
+      const std::string prefix = channels_ > 1 ? str(ch, ".") : "";
+      for (int64_t z0 = 0; z0 < size[0]; z0 += chunk[0])
+        for (int64_t y0 = 0; y0 < size[1]; y0 += chunk[1])
+          for (int64_t x0 = 0; x0 < size[2]; x0 += chunk[2]) {
+            std::fill(buf.begin(), buf.end(), 0); // edge chunks are padded with the fill value
+            const int64_t nz = std::min(chunk[0], size[0] - z0), ny = std::min(chunk[1], size[1] - y0),
+                          nx = std::min(chunk[2], size[2] - x0);
+            for (int64_t z = 0; z < nz; ++z)
+              for (int64_t y = 0; y < ny; ++y)
+                std::memcpy(buf.data() + ((z * chunk[1] + y) * chunk[2]) * elem,
+                            src + (((z0 + z) * size[1] + y0 + y) * size[2] + x0) * elem, nx * elem);
+            uLongf n = compressBound(buf.size());
+            std::string packed(n, '\0');
+            if (compress2(reinterpret_cast<Bytef *>(packed.data()), &n,
+                          reinterpret_cast<const Bytef *>(buf.data()), buf.size(), 5) != Z_OK)
+              throw Error(str(dir_.string(), ": zlib compression failed"));
+            packed.resize(n);
+            writeAtomically(dir_ / str(prefix, (lo[0] + z0) / chunk[0], ".", (lo[1] + y0) / chunk[1],
+                                       ".", (lo[2] + x0) / chunk[2]),
+                            packed);
+          }
+    }
   }
+
+private:
+  fs::path dir_;
+  std::string name_;
+  Box3 shape_;
+  int64_t channels_;
+  VoxelType type_;
+};
+
+} // namespace
+#endif
+
+std::unique_ptr<VolumeWriter> createZarr(const std::string &container, const std::string &key,
+                                         const VolumeData &v, const Box3 &chunk, bool reopen) {
+#ifdef MEDRUN_HAVE_ZLIB
+  return std::make_unique<ZarrWriter>(container, key, v, chunk, reopen);
 #else
+  (void)key, (void)v, (void)chunk, (void)reopen;
   throw Error(str(container, ": medrun was built without zlib (install zlib1g-dev and rebuild)"));
 #endif
+}
+
+void writeZarr(const std::string &container, const std::string &key, const VolumeData &v) {
+  auto writer = createZarr(container, key, v, {64, 64, 64}, false);
+  writer->write({0, 0, 0}, v.shape, v.data);
 }
 
 } // namespace medrun::io
