@@ -137,6 +137,12 @@ private:
   std::set<std::string> names;
 };
 
+/// Which stencil kernels medc emits (MEDC_STENCIL, read once: `registers`, the default, for
+/// the register-tiled shift-sums and the parity-class transposed depthwise convolutions;
+/// `tiles` for the kernels before them), so that both can be measured on one GPU.
+enum class StencilKernels { Tiles, Registers };
+StencilKernels stencilKernels();
+
 struct CodegenError {
   std::string message;
 };
@@ -495,6 +501,9 @@ private:
   void stencilFusion(const Op &op, const medrun::Function &body);
   void shiftSum(const Op &op);
   void shiftSumGradWeight(const Op &op);
+  /// A depthwise conv3d_transpose with a stride and no dilation as its stride's parity
+  /// classes, each a dense stencil (kernels/depthwise.cuh); false: the shape needs conv().
+  bool transposedParity(const Op &op);
 
   // ---- Labels.cpp ------------------------------------------------------------------------
   /// The type labels of value `id` are compared in (float or i64), and `value` as a literal

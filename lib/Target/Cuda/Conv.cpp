@@ -25,6 +25,8 @@ static std::array<int64_t, 3> three(const medrun::Shape &v, const char *name) {
 void FunctionGen::conv(const Op &op) {
   const medrun::ConvView view = *medrun::convView(fn, op);
   const bool transposed = view.kind == "conv3d_transpose";
+  if (transposed && transposedParity(op))
+    return; // a strided depthwise one: its parity classes' stencils (Stencil.cpp)
   int x = op.single("input"), w = op.single("weight"), y = result(op);
   std::optional<int> b = op.optional("bias");
   requireFloat(x, "the input");

@@ -18,6 +18,8 @@
 #include "medrun/ConvView.h"
 #include "medrun/NormStats.h"
 
+#include <cstdlib>
+
 namespace mlir::med::cuda {
 
 namespace {
@@ -40,6 +42,19 @@ constexpr int64_t kStencilShared = 46 * 1024;
 int64_t rowPitch(int64_t TW, int64_t kW) { return TW + 4 * ((kW + 2) / 4); }
 
 } // namespace
+
+StencilKernels stencilKernels() {
+  static const StencilKernels k = [] {
+    const char *env = std::getenv("MEDC_STENCIL");
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "registers")
+      return StencilKernels::Registers;
+    if (v == "tiles")
+      return StencilKernels::Tiles;
+    throw CodegenError{"MEDC_STENCIL='" + v + "': expected 'registers' (the default) or 'tiles'"};
+  }();
+  return k;
+}
 
 // The forward and mirrored shift-sum (the header says how).
 void FunctionGen::shiftSum(const Op &op) {
@@ -66,8 +81,14 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
     error("a shift-sum needs an odd kernel");
   if (D * H * W >= (int64_t{1} << 31) - 65536)
     return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
-  // Threads per block along W (4 outputs each), H (RH rows each) and D (one slice each).
-  int tw = std::min(16, pow2Ceil((W + 3) / 4));
+  const bool registers = stencilKernels() == StencilKernels::Registers;
+  // Threads per block along W (rw outputs each: 4, or with register tiling 8 where W
+  // allows), H (rh rows each) and D (one slice each).
+  const int rw = registers && W > 4 ? 8 : 4;
+  // Inputs per global vector (the register-tiled kernel stages whole vectors): 16 bytes,
+  // or for 16-bit inputs 8 bytes where the halo of 16-byte vectors would not fit.
+  int v = elemType(x) == "float" ? 4 : 8;
+  int tw = std::min(registers ? 8 : 16, pow2Ceil((W + rw - 1) / rw));
   int rh = H >= 4 ? 4 : H >= 2 ? 2 : 1;
   int th = std::min(4, pow2Ceil((H + rh - 1) / rh));
   int td = std::min<int64_t>(256 / (tw * th), pow2Ceil(D));
@@ -75,12 +96,22 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
   // kChunk.w columns are the most the choice above makes).
   if (parts >= 0)
     td = std::min<int>(td, static_cast<int>(medrun::normstats::kChunk.d));
-  auto bytes = [&] {
-    return ((td + kD - 1) * (th * rh + kH - 1) * rowPitch(4 * tw, kW) + kVol) * 4;
+  // Floats per staged row (stencil.cuh's stencilRowPitch, or ShiftSumRegTile's P).
+  auto pitch = [&] {
+    if (!registers)
+      return rowPitch(4 * tw, kW);
+    const int64_t halo = (kW / 2 + v - 1) / v * v, off = halo - kW / 2, a = off % 4;
+    const int64_t nch = (a + rw + kW - 1 + 3) / 4;
+    const int64_t last = off - a + rw * (tw - 1) + 4 * nch, need = halo + rw * tw + kW / 2;
+    return (std::max(last, need) + v - 1) / v * v;
   };
-  // Shrink the tile until it fits: first along D, then H, then the rows per thread.
+  auto bytes = [&] { return ((td + kD - 1) * (th * rh + kH - 1) * pitch() + kVol) * 4; };
+  // Shrink the tile until it fits: the vectors first, then along D, then H, then the rows
+  // per thread.
   while (bytes() > kStencilShared) {
-    if (td > 1)
+    if (registers && v == 8)
+      v = 4;
+    else if (td > 1)
       td /= 2;
     else if (th > 1)
       th /= 2;
@@ -91,8 +122,8 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
     else
       return TileEmitted::None; // does not fit even one row of outputs: the generic kernel
   }
-  // The tile (stencil.cuh's ShiftSumTile derives the rest from these).
-  const int64_t TW = 4 * tw, TH = th * rh, TD = td;
+  // The tile (stencil.cuh's ShiftSumTile or ShiftSumRegTile derives the rest from these).
+  const int64_t TW = rw * tw, TH = th * rh, TD = td;
   const int threads = tw * th * td;
   const int64_t nW = (W + TW - 1) / TW, nH = (H + TH - 1) / TH, nD = (D + TD - 1) / TD;
   const int64_t blocks = xs[0] * C * nD * nH * nW;
@@ -126,12 +157,14 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
                 "    parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);\n"
                 "  }\n";
   epilogue += "};\n";
-  const std::string tile = "ShiftSumTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) +
-                           ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(tw) + ", " +
-                           S(th) + ", " + S(td) + ", " + S(rh) + ">";
+  const std::string tile =
+      std::string(registers ? "ShiftSumRegTile<" : "ShiftSumTile<") + S(C) + ", " + S(D) + ", " +
+      S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(tw) + ", " +
+      S(th) + ", " + S(td) + ", " + S(rh) + (registers ? ", " + S(rw) + ", " + S(v) : "") + ">";
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
-      "  shiftSumTile<" + tile + ", " + (mirrored ? "true" : "false") +
+      "  " + (registers ? "shiftSumRegs<" : "shiftSumTile<") + tile + ", " +
+      (mirrored ? "true" : "false") +
       ">(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") + (b && stats ? ", " : "") +
       (stats ? "parts" : "") + "});\n";
   std::vector<std::string> params{out("y"), in("x"), in("w")};
@@ -220,6 +253,81 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
          N * C * perNC, static_cast<int>(threads), {buf, x, dy});
   // The same kernel (name and code) as the generic depthwise weight gradient's sum.
   sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
+}
+
+// A strided depthwise conv3d_transpose as its stride's parity classes (kernels/depthwise.cuh's
+// transposedParity says how): the up blocks' transposed convolutions and the strided
+// down-sampling convolutions' input gradients.
+bool FunctionGen::transposedParity(const Op &op) {
+  if (stencilKernels() != StencilKernels::Registers)
+    return false;
+  const std::optional<medrun::ConvView> view = medrun::convView(fn, op);
+  if (!view || view->kind != "conv3d_transpose" || view->shiftSum)
+    return false;
+  const int x = op.single("input"), w = op.single("weight"), y = result(op);
+  const std::optional<int> b = op.optional("bias");
+  const auto &xs = shape(x), &ws = shape(w), &ys = shape(y);
+  if (xs.size() != 5 || ws.size() != 5 || ys.size() != 5 || view->stride.size() != 3 ||
+      view->padding.size() != 3 || view->dilation.size() != 3)
+    return false;
+  const int64_t C = xs[1];
+  // Depthwise: one input and one output channel per group.
+  if (view->groups != C || ys[1] != C || ws[0] != C || ws[1] != 1 || ys[0] != xs[0])
+    return false;
+  int64_t strided = 1;
+  for (int a = 0; a < 3; ++a) {
+    if (view->dilation[a] != 1 || view->padding[a] < 0 || view->stride[a] < 1 ||
+        view->stride[a] > 4 || ws[2 + a] > 7)
+      return false; // dilated, negative padding, or a class too large to unroll: conv()
+    strided *= view->stride[a];
+  }
+  if (strided == 1)
+    return false; // stride 1: a shift-sum's stencil, or conv()'s kernel
+  const int64_t nc = xs[0] * C;
+  if (nc * std::max(xs[2] * xs[3] * xs[4], ys[2] * ys[3] * ys[4]) >= (int64_t{1} << 31) - 65536)
+    return false; // 32-bit indices only
+  requireFloat(x, "the input");
+  requireFloat(w, "the weight");
+  requireFloat(y, "the result");
+  if (b)
+    requireFloat(*b, "the bias");
+  const int64_t sw = view->stride[2];
+  const int64_t jw = (ys[4] + sw - 1) / sw, rj = std::min<int64_t>(4, jw);
+  std::string shape = "TransposedParityShape<" + S(nc) + ", " + S(C);
+  for (int64_t v : {xs[2], xs[3], xs[4], ys[2], ys[3], ys[4], ws[2], ws[3], ws[4],
+                    view->stride[0], view->stride[1], view->stride[2], view->padding[0],
+                    view->padding[1], view->padding[2], rj})
+    shape += ", " + S(v);
+  shape += ">";
+  const int64_t total = nc * ((ys[2] + view->stride[0] - 1) / view->stride[0]) *
+                        ((ys[3] + view->stride[1] - 1) / view->stride[1]) * ((jw + rj - 1) / rj);
+  const int block = static_cast<int>(std::min<int64_t>(kBlock, std::max<int64_t>(32, pow2Ceil(total))));
+  // The epilogue functor: the bias of the output's channel.
+  std::string epilogue = "struct KNAME_epilogue {\n";
+  if (b)
+    epilogue += "  const " + elemType(*b) + " *__restrict__ bias;\n"
+                "  float bc;\n"
+                "  void channel(int c) { bc = (float)bias[c]; }\n"
+                "  float operator()(float acc) const { return acc + bc; }\n";
+  else
+    epilogue += "  void channel(int) {}\n"
+                "  float operator()(float acc) const { return acc; }\n";
+  epilogue += "};\n";
+  const std::string body = "  static_assert(" + shape + "::THREADS_TOTAL == " + S(total) +
+                           ", \"the launch's grid\");\n"
+                           "  transposedParity<" + shape + ", " + S(block) +
+                           ">(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") + "});\n";
+  std::vector<std::string> params{out("y"), in("x"), in("w")};
+  std::vector<int> args{y, x, w};
+  if (b) {
+    params.push_back(in("bias"));
+    args.push_back(*b);
+  }
+  launch(op,
+         src.kernel("conv3d_transpose_parity", typed(params, args), body, block,
+                    kernelLibrary("depthwise.cuh") + std::string("\n") + epilogue),
+         (total + block - 1) / block, block, args);
+  return true;
 }
 
 void FunctionGen::registerStencil(Emitters &e) {

@@ -24,6 +24,12 @@
 //    of medrun/NormStats.h) the block also reduces the tile's f32 outputs in registers to
 //    the chunk's first mean (the pivot) and the deviations from it, as the
 //    group_norm_chunks kernel, and the epilogue stores them.
+//  * shiftSumRegs (the default; MEDC_STENCIL=tiles emits shiftSumTile): the same tiles and
+//    epilogue, with register tiling along W: each thread computes 8 outputs along W (4 on a
+//    narrow row) in each of RH rows from a window of 8 + kW − 1 inputs per input row in
+//    registers, and the staged rows start aligned so that the block stages whole 16-byte
+//    (or 8-byte) global vectors where W allows. Each output sums its taps in the same
+//    order: the same bits as shiftSumTile.
 //  * shiftSumGradWeightParts: a split reduction. A block owns one (sample, channel), an H×W
 //    tile column and a run of D tiles; per tile it stages x (with halo) and dy in shared
 //    memory. Thread (kd, kh, g) owns the kW taps of one (kd, kh) pair for rows g, g + G, …
@@ -195,6 +201,205 @@ void shiftSumTile(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
     for (int i = 0; i < T::RH; ++i)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
+        if (live && bh * T::TH + ty * T::RH + i < T::H && ow + q < T::W) {
+          const float v = e(acc[i][q]);
+          const float dv = v - shift;
+          d1 += dv;
+          d2 += dv * dv;
+        }
+    d1 = blockSum(d1, sh);
+    d2 = blockSum(d2, sh);
+    if (t == 0)
+      e.statistics(blockIdx.x, n, shift, d1, d2); // the chunk's index: tiles run in chunk order
+  }
+}
+
+// ---- register-tiled forward and mirrored shift-sum (the default; MEDC_STENCIL) ---------------
+
+// The register-tiled tile: C channels of D×H×W, a KD×KH×KW kernel read as IN (V elements
+// per global vector: 4 for f32, 8 for bf16/f16, or 4 where 16 bytes' halo does not fit
+// shared memory), TX threads along W (RW outputs each,
+// a multiple of 4), TY along H (RH rows each) and TZ along D (one slice each).
+//
+// The staged rows start V-aligned (HALO columns, KW/2 rounded up to V, before the tile's
+// first output) so that a row is staged as whole global vectors where W is a
+// multiple of V; the thread's window of RW + KW − 1 inputs then starts A floats into its
+// first 16-byte shared chunk (A = (HALO − KW/2) mod 4, a constant).
+template <int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int TX_, int TY_, int TZ_,
+          int RH_, int RW_, int V_>
+struct ShiftSumRegTile {
+  enum : int {
+    C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_,
+    TX = TX_, TY = TY_, TZ = TZ_, RH = RH_, RW = RW_, V = V_, THREADS = TX * TY * TZ,
+    TW = RW * TX, TH = TY * RH, TD = TZ,
+    HALO = (KW / 2 + V - 1) / V * V,   // staged columns before the tile's first output
+    OFF = HALO - KW / 2,               // shared column of the first output's first input
+    A = OFF % 4, B = OFF - A,          // the window: A floats into the chunk at column B
+    NCH = (A + RW + KW - 1 + 3) / 4,   // 16-byte shared chunks per window
+    // Staged columns: the last thread's window, and the tile's inputs, in whole vectors.
+    LAST = B + RW * (TX - 1) + 4 * NCH, NEED = HALO + TW + KW / 2,
+    P = ((LAST > NEED ? LAST : NEED) + V - 1) / V * V,
+    SD = TD + KD - 1, SH = TH + KH - 1, // staged slices and rows
+    NW = (W + TW - 1) / TW, NH = (H + TH - 1) / TH, ND = (D + TD - 1) / TD,
+    KHW = KH * KW, KVOL = KD * KHW, DHW = D * H * W,
+    // Vector loads where every staged vector is wholly inside or outside a row.
+    VEC_LOAD = W % V == 0 && TW % V == 0,
+    VEC_STORE = W % 4 == 0 // whole 4-output groups stored as one vector
+  };
+  static_assert(RW % 4 == 0 && P % 4 == 0 && (V == 4 || V == 8), "the tile's vectors");
+};
+
+// The shift-sum of one tile with RW outputs per thread along W and RH rows (the header of
+// shiftSumTile says what the epilogue functor E does; the taps are summed in the same
+// order, kd, kh, kw, so each output has the same bits as that kernel's).
+template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
+void shiftSumRegs(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
+  constexpr bool STATS = E::kStatistics;
+  static_assert(sizeof(IN) * T::V <= 16, "V elements of the input per vector of at most 16 bytes");
+  const int t = threadIdx.x;
+  int r = blockIdx.x;
+  const int bw = r % T::NW; r /= T::NW;
+  const int bh = r % T::NH; r /= T::NH;
+  const int bd = r % T::ND, nc = r / T::ND, c = nc % T::C;
+  __shared__ Vec<float, 4> sx[T::SD * T::SH * T::P / 4];
+  __shared__ float ws[T::KVOL];
+  const auto* xc = x + (i64)nc * T::DHW;
+  for (int j = t; j < T::KVOL; j += T::THREADS)
+    if constexpr (MIRRORED)
+      ws[j] = (float)w[c * T::KVOL + (T::KVOL - 1) - j]; // taps reversed
+    else
+      ws[j] = (float)w[c * T::KVOL + j];
+  // The staged region's origin: the tile's first output less the halo (V-aligned along W).
+  const int dIn = bd * T::TD - T::KD / 2, hIn = bh * T::TH - T::KH / 2;
+  const int wIn = bw * T::TW - T::HALO;
+  if constexpr (T::VEC_LOAD) {
+    // One vector of V inputs per thread and step, converted to V/4 shared chunks.
+    constexpr int LEN = T::P / T::V;
+    for (int q = t; q < T::SD * T::SH * LEN; q += T::THREADS) {
+      const int qw = q % LEN, rr = q / LEN;
+      const int id = dIn + rr / T::SH, ih = hIn + rr % T::SH, iw = wIn + T::V * qw;
+      Vec<float, 4>* dst = sx + rr * (T::P / 4) + qw * (T::V / 4);
+      if ((unsigned)id < (unsigned)T::D && (unsigned)ih < (unsigned)T::H &&
+          (unsigned)iw < (unsigned)T::W) {
+        const Vec<IN, T::V> in = vload<T::V>(xc + (id * T::H + ih) * T::W + iw);
+#pragma unroll
+        for (int k = 0; k < T::V / 4; ++k) {
+          Vec<float, 4> v;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v[i] = (float)in[4 * k + i];
+          dst[k] = v;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < T::V / 4; ++k) {
+          Vec<float, 4> v;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v[i] = 0.0f;
+          dst[k] = v;
+        }
+      }
+    }
+  } else {
+    // Rows not V-aligned: four elements per thread and step, each tested.
+    constexpr int LEN = T::P / 4;
+    for (int q = t; q < T::SD * T::SH * LEN; q += T::THREADS) {
+      const int qw = q % LEN, rr = q / LEN;
+      const int id = dIn + rr / T::SH, ih = hIn + rr % T::SH, iw = wIn + 4 * qw;
+      const bool inside = (unsigned)id < (unsigned)T::D && (unsigned)ih < (unsigned)T::H;
+      const int at = (id * T::H + ih) * T::W + iw;
+      Vec<float, 4> v;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        v[i] = inside && (unsigned)(iw + i) < (unsigned)T::W ? (float)xc[at + i] : 0.0f;
+      sx[rr * (T::P / 4) + qw] = v;
+    }
+  }
+  __syncthreads();
+  const int tx = t % T::TX, ty = t / T::TX % T::TY, tz = t / (T::TX * T::TY);
+  // The thread's window: RW outputs' inputs, from the 16-byte chunk at column B + RW·tx.
+  const float* s = &sx[0][0] + (tz * T::SH + ty * T::RH) * T::P + T::B + T::RW * tx;
+  float acc[T::RH][T::RW];
+#pragma unroll
+  for (int i = 0; i < T::RH; ++i)
+#pragma unroll
+    for (int q = 0; q < T::RW; ++q) acc[i][q] = 0.0f;
+#pragma unroll
+  for (int kd = 0; kd < T::KD; ++kd) {
+    float wk[T::KHW];
+#pragma unroll
+    for (int j = 0; j < T::KHW; ++j) wk[j] = ws[kd * T::KHW + j];
+#pragma unroll
+    for (int ir = 0; ir < T::RH + T::KH - 1; ++ir) { // input row: feeds rows ir - kh
+      // The row's window in registers (16-byte shared loads), reused by every output of
+      // the row and every output row and tap that reads it.
+      float win[4 * T::NCH];
+#pragma unroll
+      for (int v = 0; v < T::NCH; ++v) {
+        const Vec<float, 4> q4 = *reinterpret_cast<const Vec<float, 4>*>(s + (kd * T::SH + ir) * T::P + 4 * v);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) win[4 * v + q] = q4[q];
+      }
+#pragma unroll
+      for (int i = 0; i < T::RH; ++i) {
+        const int kh = ir - i;
+        if (kh < 0 || kh >= T::KH) continue;
+#pragma unroll
+        for (int kw = 0; kw < T::KW; ++kw)
+#pragma unroll
+          for (int q = 0; q < T::RW; ++q) acc[i][q] += wk[kh * T::KW + kw] * win[T::A + q + kw];
+      }
+    }
+  }
+  const int od = bd * T::TD + tz, ow = bw * T::TW + T::RW * tx;
+  const bool live = od < T::D; // with statistics every thread takes part in the block's sums
+  if constexpr (!STATS)
+    if (!live) return;
+  e.channel(c);
+  auto* yc = y + (i64)nc * T::DHW;
+  if (STATS ? live : true) {
+#pragma unroll
+    for (int i = 0; i < T::RH; ++i) {
+      const int oh = bh * T::TH + ty * T::RH + i;
+      if (oh >= T::H) break;
+      const int at = (od * T::H + oh) * T::W + ow;
+#pragma unroll
+      for (int g = 0; g < T::RW; g += 4) {
+        if constexpr (T::VEC_STORE)
+          if (ow + g + 4 <= T::W) {
+            Vec<OUT, 4> v;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[q] = e(acc[i][g + q]);
+            vstore(yc + at + g, v);
+            continue;
+          }
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (ow + g + q < T::W) yc[at + g + q] = e(acc[i][g + q]);
+      }
+    }
+  }
+  if constexpr (STATS) {
+    // The tile's chunk of the statistics, from the f32 outputs in registers: its first mean
+    // (the pivot), then the deviations from it, as the group_norm_chunks kernel.
+    __shared__ float sh[T::THREADS];
+    const int n = (T::D - bd * T::TD < T::TD ? T::D - bd * T::TD : T::TD) *
+                  (T::H - bh * T::TH < T::TH ? T::H - bh * T::TH : T::TH) *
+                  (T::W - bw * T::TW < T::TW ? T::W - bw * T::TW : T::TW);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < T::RH; ++i)
+#pragma unroll
+      for (int q = 0; q < T::RW; ++q)
+        if (live && bh * T::TH + ty * T::RH + i < T::H && ow + q < T::W) {
+          const float v = e(acc[i][q]);
+          sum += v;
+        }
+    const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean
+    float d1 = 0.0f, d2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < T::RH; ++i)
+#pragma unroll
+      for (int q = 0; q < T::RW; ++q)
         if (live && bh * T::TH + ty * T::RH + i < T::H && ow + q < T::W) {
           const float v = e(acc[i][q]);
           const float dv = v - shift;
