@@ -53,6 +53,14 @@
 #   ab        a change's times before against after in one call (scripts/gpu/ab.sh; the
 #             before side made here by scripts/gpu/prepare-ab.sh COMMIT): the BANIS+ bf16-mixed
 #             step, MedNeXt-L k5 and both augmentation pipelines; each row within 2%
+#   converge  training is unchanged by speed (scripts/gpu/converge.sh, which states the rule;
+#             its unfused artifact made here by `scripts/gpu/converge.sh prepare`): BANIS+
+#             bf16-mixed, 500 steps with the default passes and with the fused templates'
+#             passes disabled (same seed), and unfused with a second seed; the fused-unfused
+#             difference of the 50-step window means within the seed-to-seed spread
+#   stencil   the register-tiled stencils against the kernels before them (MEDC_STENCIL=tiles,
+#             compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the BANIS+
+#             bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
@@ -548,6 +556,14 @@ if [[ " $CHECKS " == *" ab "* ]]; then
   source scripts/gpu/ab.sh
 fi
 
+if [[ " $CHECKS " == *" converge "* ]]; then
+  source scripts/gpu/converge.sh # sets status=1 on failure; its table in $OUT/converge.txt
+fi
+
+if [[ " $CHECKS " == *" stencil "* ]]; then
+  source scripts/gpu/stencil-ab.sh # its table in $OUT/stencil.txt
+fi
+
 echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
@@ -568,6 +584,13 @@ fi
 if [ -s "$OUT/ab.txt" ]; then
   echo "Before against after on this GPU (scripts/gpu/ab.sh):"
   cat "$OUT/ab.txt"
+fi
+if [ -s "$OUT/stencil.txt" ]; then
+  cat "$OUT/stencil.txt"
+fi
+if [ -s "$OUT/converge.txt" ]; then
+  echo "Training unchanged by speed (part converge, scripts/gpu/converge.sh):"
+  cat "$OUT/converge.txt"
 fi
 if [ -s "$OUT/mma.txt" ]; then
   echo "Block MLP forward, mma.sync vs its sm_90a wgmma variant (BANIS+ bf16-mixed, --memory-budget 16):"
