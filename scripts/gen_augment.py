@@ -18,6 +18,14 @@ affinity targets (offsets 1 and `context` along each axis) of the first patch^3 
   7. affinities of the augmented ids (med.affinities), kept for the first patch^3 voxels
      with the image.
 
+With --offsets (a recipe's loss.affinities.offsets; the affinity at v pairs v with
+v + offset, PyTorch Connectomics' sign: [-1, 0, 0] is the voxel before along D) the targets
+are one channel per offset, and the crops reach past the patch by each axis's longest
+offset: after it for positive offsets, before it for negative ones (the patch is then the
+box from that reach back). `affinities` is the label path alone, with no augmentation: the
+image cropped to that box and the affinities of the ids (medc links it for a recipe that
+gives offsets and no augmentation).
+
 `nnunet`: nnU-Net v2's default 3D training augmentation (nnUNetTrainer with
 batchgeneratorsv2; /work/shared/reference/augment.md section 1, not its masking, cascade
 or region variants) on a batch of C-channel initial patches of S = get_patch_size(patch)
@@ -80,7 +88,8 @@ two uniform ranges it mixes). A tunable constant is an op of its own, never shar
 NAME=VALUE` writes the file with other values; medc sets the same ops from a recipe's
 `augment.overrides` (tools/medc/AugmentOverrides.cpp), and both give the same module.
 
-  gen_augment.py banis [--batch 2] [--patch 128] [--context 10] [--set NAME=V]... [-o FILE]
+  gen_augment.py banis [--batch 2] [--patch 128] [--context 10 | --offsets=D,H,W;...] [--set NAME=V]... [-o FILE]
+  gen_augment.py affinities [--batch 2] [--patch 128] --offsets=D,H,W;... [-o FILE]
   gen_augment.py nnunet [--batch 2] [--channels 1] [--classes 3] [--patch 128|D,H,W] [--levels 5]
                  [--dummy-2d auto|on|off] [--probability P] [--given] [--set NAME=V]... [-o FILE]
   gen_augment.py nnunet --patch D,H,W --print-rule   # dummy-2D or 3D, the initial and DS sizes
@@ -127,7 +136,7 @@ CHECKED_IN = [
     # same through medc (augment.pipeline: nnunet) for whatever patch and batch it compiles.
     ("augment_nnunet.mlir", "nnunet", {"batch": 2, "channels": 1, "classes": 3, "patch": 128, "levels": 5}),
 ]
-PIPELINES = ("banis", "nnunet", "nnunet_spatial", "bg_contrast")
+PIPELINES = ("banis", "affinities", "nnunet", "nnunet_spatial", "bg_contrast")
 
 
 def mlir_float(v):
@@ -211,12 +220,100 @@ def vol(b, c, s):
     return "tensor<%dx%dx%dx%dx%dxf32>" % ((b, c) + as_patch(s))
 
 
-def banis(batch, patch, context, sets=None):
+def banis_offsets(context):
+    """BANIS's six affinities (data.py::comp_affinities): 1 and `context` voxels along D, H, W."""
+    return [(1, 0, 0), (0, 1, 0), (0, 0, 1), (context, 0, 0), (0, context, 0), (0, 0, context)]
+
+
+def offsets_arg(text):
+    """--offsets: 'd,h,w;d,h,w;...' (a recipe's loss.affinities.offsets, as medc passes it)."""
+    try:
+        offsets = [tuple(int(v) for v in part.split(",")) for part in text.split(";") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected offsets d,h,w;d,h,w;..., got '%s'" % text)
+    if not offsets or any(len(o) != 3 for o in offsets):
+        raise argparse.ArgumentTypeError("expected offsets of three entries d,h,w each, got '%s'" % text)
+    return offsets
+
+
+def check_offsets(offsets, patch):
+    """An error message for offsets that give no affinity in the patch (medc checks the same
+    for loss.affinities.offsets), or None."""
+    for k, o in enumerate(offsets):
+        if len(o) != 3:
+            return "offset %d %s: expected three entries (D, H, W)" % (k, list(o))
+        if not any(o):
+            return "offset %d is [0, 0, 0]: each affinity needs a non-zero offset" % k
+        for a in range(3):
+            if abs(o[a]) >= patch[a]:
+                return ("offset %d %s reaches %d voxels along %s, not less than the patch's %d"
+                        % (k, list(o), o[a], "DHW"[a], patch[a]))
+    return None
+
+
+def affinity_halo(offsets):
+    """The voxels before and after the patch that its affinities read, per axis: the
+    affinity at v pairs v with v + offset, so negative offsets reach back, positive ones on."""
+    low = tuple(max([0] + [-o[a] for o in offsets]) for a in range(3))
+    high = tuple(max([0] + [o[a] for o in offsets]) for a in range(3))
+    return low, high
+
+
+def affinity_ops(w, y, seg, batch, patch, offsets, low):
+    """med.affinities of the ids `y` (input size `seg`) for the patch at `low`: (aff, mask)."""
+    out_t = vol(batch, len(offsets), patch)
+    w.n += 1
+    aff, mask = "%%v%da" % w.n, "%%v%dm" % w.n
+    crop_low = "crop_low = array<i64: %d, %d, %d>, " % low if any(low) else ""
+    w.lines.append("  %s, %s = med.affinities %s {offsets = array<i64: %s>, %scrop_size = array<i64: %d, %d, %d>} : (%s) -> (%s, %s)"
+                   % ((aff, mask, y, ", ".join(str(v) for o in offsets for v in o), crop_low) + patch
+                      + (seg, out_t, out_t)))
+    return aff, mask, out_t
+
+
+def affinities_only(batch, patch, offsets):
+    """The label path alone (no augmentation): the image cropped to the patch and the
+    affinities of the ids for `offsets` -- a recipe's loss.affinities.offsets without an
+    augmentation pipeline."""
+    patch = as_patch(patch)
+    low, high = affinity_halo(offsets)
+    s = tuple(p + l + h for p, l, h in zip(patch, low, high))
+    img, seg = vol(batch, 1, s), "tensor<%dx1x%dx%dx%dxi32>" % ((batch,) + s)
+    out_img = vol(batch, 1, patch)
+    w = Writer()
+    w.comment("The %d affinities of the ids and the image, for the %s voxels from %s."
+              % (len(offsets), cube_text(patch), list(low)))
+    aff, mask, out_t = affinity_ops(w, "%seg", seg, batch, patch, offsets, low)
+    x = w.op("med.slice %%image {offsets = array<i64: 0, 0, %d, %d, %d>, sizes = array<i64: %d, 1, %d, %d, %d>} : (%s) -> %s"
+             % (low + (batch,) + patch + (img, out_img)))
+    head = [
+        "// Generated by scripts/gen_augment.py (affinities, batch %d, patch %s, offsets %s): do not edit."
+        % (batch, patch_text(patch), offsets_text(offsets)),
+        "// No augmentation: the affinity targets of %s crops' ids and the image (docs/augment.md)." % cube_text(s),
+        "func.func @augment(%%image: %s, %%seg: %s, %%key: tensor<i64>) -> (%s, %s, %s)"
+        " attributes {med.input_names = [\"image\", \"seg\", \"rng\"], med.output_names = [\"image\", \"target\", \"mask\"]} {"
+        % (img, seg, out_img, out_t, out_t),
+    ]
+    tail = ["  return %s, %s, %s : %s, %s, %s" % (x, aff, mask, out_img, out_t, out_t), "}", ""]
+    return "\n".join(head + w.lines + tail)
+
+
+def offsets_text(offsets):
+    return ";".join(",".join(map(str, o)) for o in offsets)
+
+
+def banis(batch, patch, context, sets=None, offsets=None):
+    """BANIS's pipeline; `offsets` (default: banis_offsets(context)) are the affinities'."""
     P = resolve_params(BANIS_PARAMS, sets or {})
     patch = as_patch(patch)
-    s = tuple(p + context for p in patch)
+    if offsets is not None and len(offsets) == 6 and [tuple(o) for o in offsets] == banis_offsets(offsets[3][0]):
+        context, offsets = offsets[3][0], None  # BANIS's six, written as --context writes them
+    default = offsets is None
+    offsets = banis_offsets(context) if offsets is None else [tuple(o) for o in offsets]
+    low, high = affinity_halo(offsets)
+    s = tuple(p + l + h for p, l, h in zip(patch, low, high))
     img, seg = vol(batch, 1, s), "tensor<%dx1x%dx%dx%dxi32>" % ((batch,) + s)
-    out_img, out_t = vol(batch, 1, patch), vol(batch, 6, patch)
+    out_img = vol(batch, 1, patch)
     mat_t = "tensor<%dx3x4xf32>" % batch
     w = Writer()
     f32 = "tensor<f32>"
@@ -333,19 +430,22 @@ def banis(batch, patch, context, sets=None):
     y = w.op("med.spatial_transform nearest %s, %s border reflection {shape = %s} : (%s, %s) -> %s"
              % (y, mat, shape, seg, mat_t, seg))
 
-    w.comment("7. The six affinities of the augmented ids and the image, for the first %s voxels." % cube_text(patch))
-    offs = [1, 0, 0, 0, 1, 0, 0, 0, 1, context, 0, 0, 0, context, 0, 0, 0, context]
-    w.n += 1
-    aff, mask = "%%v%da" % w.n, "%%v%dm" % w.n
-    w.lines.append("  %s, %s = med.affinities %s {offsets = array<i64: %s>, crop_size = array<i64: %d, %d, %d>} : (%s) -> (%s, %s)"
-                   % ((aff, mask, y, ", ".join(map(str, offs))) + patch + (seg, out_t, out_t)))
-    x = w.op("med.slice %s {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: %d, 1, %d, %d, %d>} : (%s) -> %s"
-             % ((x, batch) + patch + (img, out_img)))
+    if default:
+        w.comment("7. The six affinities of the augmented ids and the image, for the first %s voxels." % cube_text(patch))
+    else:
+        w.comment("7. The %d affinities of the augmented ids and the image, for the %s voxels from %s."
+                  % (len(offsets), cube_text(patch), list(low)))
+    aff, mask, out_t = affinity_ops(w, y, seg, batch, patch, offsets, low)
+    x = w.op("med.slice %s {offsets = array<i64: 0, 0, %d, %d, %d>, sizes = array<i64: %d, 1, %d, %d, %d>} : (%s) -> %s"
+             % ((x,) + low + (batch,) + patch + (img, out_img)))
+    what = ("context %d" % context if default else "offsets %s" % offsets_text(offsets))
     head = [
-        "// Generated by scripts/gen_augment.py (banis, batch %d, patch %s, context %d%s): do not edit."
-        % (batch, patch_text(patch), context, set_suffix(sets)),
+        "// Generated by scripts/gen_augment.py (banis, batch %d, patch %s, %s%s): do not edit."
+        % (batch, patch_text(patch), what, set_suffix(sets)),
         "// BANIS's augmentation of a batch of %s crops (image in [0, 1], i32 instance ids) and its" % cube_text(s),
-        "// six affinity targets of the first %s voxels; docs/augment.md, the script's docstring." % cube_text(patch),
+        ("// six affinity targets of the first %s voxels; docs/augment.md, the script's docstring." % cube_text(patch)
+         if default else
+         "// %d affinity targets of %s voxels; docs/augment.md, the script's docstring." % (len(offsets), cube_text(patch))),
         "func.func @augment(%%image: %s, %%seg: %s, %%key: tensor<i64>) -> (%s, %s, %s)"
         " attributes {med.input_names = [\"image\", \"seg\", \"rng\"], med.output_names = [\"image\", \"target\", \"mask\"]} {"
         % (img, seg, out_img, out_t, out_t),
@@ -910,7 +1010,10 @@ def bg_contrast_draws(count, lo, hi):
 
 def generate(kind, params):
     if kind == "banis":
-        return banis(params["batch"], params["patch"], params["context"], params.get("sets"))
+        return banis(params["batch"], params["patch"], params["context"], params.get("sets"),
+                     params.get("offsets"))
+    if kind == "affinities":
+        return affinities_only(params["batch"], params["patch"], params["offsets"])
     if kind == "nnunet":
         return nnunet(params["batch"], params["channels"], params["classes"], params["patch"],
                       params["levels"], params.get("probability"), params.get("given", False),
@@ -943,6 +1046,9 @@ def main():
     ap.add_argument("--patch", type=patch_arg, default=(128, 128, 128),
                     help="the patch: one size (a cube) or D,H,W")
     ap.add_argument("--context", type=int, default=10, help="banis: the affinities' long range")
+    ap.add_argument("--offsets", type=offsets_arg,
+                    help="banis, affinities: the affinities' offsets d,h,w;d,h,w;... (the affinity at v "
+                         "pairs v with v + offset; default for banis: 1 and --context along each axis)")
     ap.add_argument("--channels", type=int, default=1, help="nnunet: image channels")
     ap.add_argument("--classes", type=int, default=3, help="nnunet: classes (labels 0 .. classes-1, -1 outside)")
     ap.add_argument("--dummy-2d", choices=("auto", "on", "off"), default="auto",
@@ -1006,8 +1112,18 @@ def main():
         resolve_params(PARAMS.get(a.pipeline, {}), sets)
     except ValueError as e:
         ap.error("--set %s" % e)
-    if a.pipeline == "banis" and (a.batch < 1 or min(a.patch) < 1 or a.context < 1 or a.context >= min(a.patch)):
+    if a.pipeline == "banis" and a.offsets is None and (a.batch < 1 or min(a.patch) < 1 or a.context < 1 or a.context >= min(a.patch)):
         ap.error("expected --batch >= 1 and 1 <= --context < each --patch size")
+    if a.pipeline == "affinities" and a.offsets is None:
+        ap.error("the affinities pipeline needs --offsets")
+    if a.offsets is not None:
+        if a.pipeline not in ("banis", "affinities"):
+            ap.error("--offsets is an option of the banis and affinities pipelines")
+        if a.batch < 1 or min(a.patch) < 1:
+            ap.error("expected --batch >= 1 and --patch sizes >= 1")
+        bad = check_offsets(a.offsets, a.patch)
+        if bad:
+            ap.error("--offsets: " + bad)
     if a.pipeline.startswith("nnunet"):
         if a.batch < 1 or min(a.patch) < 2 or a.channels < 1 or a.classes < 2 or a.levels < 1:
             ap.error("expected --batch, --channels, --levels >= 1, --classes >= 2 and --patch sizes >= 2")
@@ -1029,7 +1145,7 @@ def main():
             ap.error("--probability: expected a value in [0, 1]")
     if a.pipeline == "bg_contrast" and (a.count < 1 or not 0 < a.range[0] < a.range[1]):
         ap.error("expected --count >= 1 and 0 < lo < hi")
-    params = {"batch": a.batch, "patch": a.patch, "context": a.context, "channels": a.channels,
+    params = {"batch": a.batch, "patch": a.patch, "context": a.context, "offsets": a.offsets, "channels": a.channels,
               "classes": a.classes, "levels": a.levels, "count": a.count, "range": tuple(a.range)}
     if a.probability is not None:
         params["probability"] = a.probability
