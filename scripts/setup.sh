@@ -10,6 +10,7 @@ PACKAGES=(
   clang-19 libclang-rt-19-dev
   pkg-config libhdf5-dev libnifti2-dev libblosc-dev liblz4-dev libpng-dev libcairo2-dev fonts-dejavu-core
   python3-h5py python3-nibabel python3-zarr python3-scipy
+  libonnx-dev libprotobuf-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,6 +1,7 @@
 //===- medc.cpp - the med compiler driver ----------------------------------------===//
 //
 //   medc stats FILE [--batch N] [--patch D,H,W] [--entry NAME] [--json]
+//   medc import MODEL.onnx [-o OUT.mlir] [--name NAME]
 //   medc compile FILE [-o OUT] [--emit artifact|plan|mlir] [--grad] [--batch N] [--patch D,H,W]
 //                [--entry NAME] [--target cpu|cuda]
 //
@@ -9,6 +10,7 @@
 #include "med/Analysis/ModelStats.h"
 #include "med/IR/MedDialect.h"
 #include "med/IR/ParserGuard.h"
+#include "med/Import/Onnx.h"
 #include "med/InitMed.h"
 #include "med/Target/Artifact.h"
 #include "med/Target/Cuda.h"
@@ -52,13 +54,20 @@ namespace {
 cl::SubCommand statsCmd("stats", "Print parameter count, forward FLOPs by op family and "
                                  "activation memory of a network");
 cl::SubCommand compileCmd("compile", "Parse, verify and run the compilation pipeline");
+cl::SubCommand importCmd("import", "Import an ONNX model (torch.onnx.export) into the med "
+                                   "dialect: the network function, its parameters named by "
+                                   "the initializers");
 cl::SubCommand recipeCmd("recipe", "Print the effective training recipe as JSON: every key "
                                    "checked, --set applied, defaults filled in");
 
 cl::OptionCategory shapeCategory("Shape options (stats and compile)");
 cl::OptionCategory outputCategory("Output options");
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::sub(statsCmd),
-                               cl::sub(compileCmd));
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir or model.onnx>"),
+                               cl::sub(statsCmd), cl::sub(compileCmd), cl::sub(importCmd));
+cl::opt<std::string> importName("name",
+                                cl::desc("The imported network function's name (default: the "
+                                         "file name, models/unet.onnx -> @unet)"),
+                                cl::init(""), cl::sub(importCmd));
 cl::opt<std::string> recipeInput(cl::Positional, cl::desc("<recipe.yaml>"), cl::sub(recipeCmd));
 cl::list<std::string> overrides("set",
                                 cl::desc("Override a recipe key: --set section.key=value (a "
@@ -151,6 +160,12 @@ cl::opt<unsigned> cudaMlpResidentKib(
              "weights there (KiB, default 48; 0: the weights are staged per tile and the "
              "backward runs in slabs)"),
     cl::init(48), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaMlpPipeline(
+    "cuda-mlp-pipeline",
+    cl::desc("Tiles in flight in the copy pipeline of a fused block MLP's resident kernels "
+             "(cp.async; default 2, fewer where they do not fit; 1: the kernels that take one "
+             "tile at a time, for a before/after measurement)"),
+    cl::init(2), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<unsigned> cudaSmCount(
     "cuda-sm-count",
     cl::desc("Streaming multiprocessors of the target GPU, which sizes the grids that fill "
@@ -219,7 +234,7 @@ cl::opt<double> bucketMb("bucket-mb",
 cl::opt<std::string> outputFile("o", cl::desc("Output file for the compiled program (default: "
                                               "standard output)"),
                                 cl::value_desc("file"), cl::init("-"), cl::sub(compileCmd),
-                                cl::cat(outputCategory));
+                                cl::sub(importCmd), cl::cat(outputCategory));
 
 std::string sourceSha256; // of the input file, for the artifact's manifest
 // The loss and train options in effect: from --loss/--train, or from a recipe.
@@ -243,18 +258,36 @@ OwningOpRef<ModuleOp> parseChecked(llvm::SourceMgr &sources, MLIRContext &ctx) {
   return parseSourceFile<ModuleOp>(sources, &ctx);
 }
 
-// Parses and verifies; diagnostics carry the file location.
-OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
+// A model file: MLIR, or ONNX (.onnx, .txtpb) imported into the med dialect (lib/Import).
+OwningOpRef<ModuleOp> loadModel(const std::string &path, MLIRContext &ctx,
+                                llvm::SourceMgr &sources, std::string *sha256 = nullptr) {
   std::string error;
-  auto file = openInputFile(inputFile, &error);
+  auto file = openInputFile(path, &error);
   if (!file) {
-    fail("cannot read '" + inputFile + "': " + error);
+    fail("cannot read '" + path + "': " + error);
     return nullptr;
   }
-  sourceSha256 = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(file->getBuffer())),
-                             /*LowerCase=*/true);
+  if (sha256)
+    *sha256 = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(file->getBuffer())),
+                          /*LowerCase=*/true);
+  if (med::isOnnxModelPath(path)) {
+    med::OnnxImportOptions options;
+    options.functionName = importName;
+    options.textFormat = !llvm::StringRef(path).ends_with(".onnx");
+    auto imported = med::importOnnx(file->getBuffer(), path, ctx, options);
+    if (!imported) {
+      fail(llvm::toString(imported.takeError()));
+      return nullptr;
+    }
+    return std::move(*imported);
+  }
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   return parseChecked(sources, ctx);
+}
+
+// Parses and verifies; diagnostics carry the file location.
+OwningOpRef<ModuleOp> load(MLIRContext &ctx, llvm::SourceMgr &sources) {
+  return loadModel(inputFile, ctx, sources, &sourceSha256);
 }
 
 SmallVector<int64_t> specializedPatch() {
@@ -518,6 +551,38 @@ SmallVector<Strides> cumulativeStrides(ModuleOp module, func::FuncOp f, ArrayRef
 
 // A recipe's patch must be a multiple of its network's downsampling factor on each axis:
 // said here, naming the recipe and the rule, rather than as a shape error deep in the model.
+// loss.affinities.offsets against the network and the patch, where the offsets make the
+// targets (given, or a generated banis/affinities pipeline): one output channel per offset,
+// each offset shorter than the patch on every axis.
+LogicalResult checkAffinityOffsets(const std::string &recipePath, const medc::Recipe &recipe,
+                                   func::FuncOp network, ArrayRef<int64_t> sizes) {
+  const auto &offsets = recipe.affinityOffsets;
+  if (offsets.empty() || (!recipe.affinityOffsetsGiven && recipe.augmentGenerated != "banis" &&
+                          recipe.augmentGenerated != "affinities"))
+    return success(); // the host loader's BANIS targets: the first C of six (DataLoader)
+  const std::string key = recipePath + ": loss.affinities.offsets";
+  for (size_t k = 0; k < offsets.size(); ++k)
+    for (int a = 0; a < 3; ++a)
+      if (std::abs(offsets[k][a]) >= sizes[a])
+        return fail(key + ": offset " + llvm::Twine(k) + " [" + llvm::Twine(offsets[k][0]) + ", " +
+                    llvm::Twine(offsets[k][1]) + ", " + llvm::Twine(offsets[k][2]) + "] reaches " +
+                    llvm::Twine(std::abs(offsets[k][a])) + " voxels along " + std::string(1, "DHW"[a]) +
+                    ", not less than the patch's " + llvm::Twine(sizes[a]) +
+                    " (no affinity of the patch would pair two of its voxels)"),
+               failure();
+  auto out = network.getNumResults() ? dyn_cast<RankedTensorType>(network.getResultTypes()[0])
+                                     : RankedTensorType();
+  if (out && out.getRank() == 5 && !out.isDynamicDim(1) &&
+      out.getDimSize(1) != static_cast<int64_t>(offsets.size()))
+    return fail(key + " has " + llvm::Twine(offsets.size()) + " offsets" +
+                (recipe.affinityOffsetsGiven ? "" : " (the default: BANIS's six)") + ", but @" +
+                network.getSymName() + " of the model predicts " + llvm::Twine(out.getDimSize(1)) +
+                " channels: one affinity per channel (give as many offsets, or a model of " +
+                llvm::Twine(offsets.size()) + " output channels)"),
+           failure();
+  return success();
+}
+
 LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe &recipe,
                                ArrayRef<int64_t> sizes) {
   DialectRegistry registry;
@@ -525,12 +590,7 @@ LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe
   MLIRContext ctx(registry);
   llvm::SourceMgr sources;
   SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
-  std::string error;
-  auto file = openInputFile(recipe.model, &error);
-  if (!file)
-    return fail("cannot read '" + recipe.model + "': " + error), failure();
-  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseChecked(sources, ctx);
+  OwningOpRef<ModuleOp> module = loadModel(recipe.model, ctx, sources);
   if (!module)
     return failure();
   SmallVector<func::FuncOp> candidates;
@@ -540,6 +600,8 @@ LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe
   func::FuncOp network = candidates.size() == 1 ? candidates.front() : func::FuncOp();
   if (!network || network.getBody().empty())
     return success(); // no single network: the compiler's own errors say why
+  if (failed(checkAffinityOffsets(recipePath, recipe, network, sizes)))
+    return failure();
   Strides largest = {1, 1, 1};
   SmallVector<Strides> args(network.getNumArguments(), Strides{1, 1, 1});
   cumulativeStrides(*module, network, args, largest);
@@ -677,6 +739,8 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
       add((*script)->getBuffer());
     for (int64_t size : {r.augmentChannels, r.augmentClasses, r.augmentLevels, r.augmentContext})
       add(std::to_string(size));
+    for (const auto &o : r.affinityOffsets)
+      add(std::to_string(o[0]) + "," + std::to_string(o[1]) + "," + std::to_string(o[2]));
     add(r.augmentOverridesKey);
   }
   add(r.lossOptions);
@@ -706,13 +770,15 @@ int main(int argc, char **argv) {
       argc, argv,
       "medc: the med compiler\n\n"
       "  medc stats FILE    parameters, forward FLOPs by op family, activation memory\n"
-      "  medc compile FILE  parse, verify and run the compilation pipeline\n"
+      "  medc compile FILE  parse, verify and run the compilation pipeline (FILE: .mlir or "
+      ".onnx)\n"
+      "  medc import M.onnx -o M.mlir   an ONNX model as a med network\n"
       "  medc compile --recipe R.yaml [--set key=value]...   compile a training recipe\n"
       "  medc recipe R.yaml [--set key=value]...  the effective recipe as JSON\n\n"
       "Shapes: model files leave batch and patch open (`?`); --batch and --patch fix them\n"
       "(default 1 and 128,128,128). Run `medc stats --help` for a subcommand's options.\n");
 
-  if (!statsCmd && !compileCmd && !recipeCmd) {
+  if (!statsCmd && !compileCmd && !recipeCmd && !importCmd) {
     cl::PrintHelpMessage();
     return 1;
   }
@@ -767,6 +833,7 @@ int main(int argc, char **argv) {
     recipeAugmentRequest.classes = recipe->augmentClasses;
     recipeAugmentRequest.levels = recipe->augmentLevels;
     recipeAugmentRequest.context = recipe->augmentContext;
+    recipeAugmentRequest.offsets = recipe->affinityOffsets;
     recipeAugmentOverrides = recipe->augmentOverrides;
   }
   if (recipeFile.empty() && !overrides.empty())
@@ -796,6 +863,18 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
 
   OwningOpRef<ModuleOp> module = load(ctx, sources);
+  if (importCmd) { // the imported module as it is: batch and patch stay open
+    if (!module || failed(verify(*module)))
+      return 1;
+    std::string error;
+    auto output = openOutputFile(outputFile, &error);
+    if (!output)
+      return fail("cannot write '" + outputFile + "': " + error);
+    output->os() << "// Imported by medc import from " << inputFile << "\n";
+    module->print(output->os());
+    output->keep();
+    return 0;
+  }
   if (!module || failed(verify(*module)) || failed(linkAugmentation(*module)) ||
       failed(specialize(*module)))
     return 1;
@@ -868,7 +947,8 @@ int main(int argc, char **argv) {
                             int64_t{cudaMlpResidentKib.getValue()} << 10,
                             int64_t{cudaMlpResidentBlocks.getValue()},
                             cudaWgmma && cudaArch == 90,
-                            int64_t{std::max(1u, cudaSmCount.getValue())});
+                            int64_t{std::max(1u, cudaSmCount.getValue())},
+                            int64_t{std::max(1u, cudaMlpPipeline.getValue())});
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {
