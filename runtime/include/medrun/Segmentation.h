@@ -41,14 +41,21 @@
 //
 // Block-wise (segmentBlockwise): the volume in blocks (no overlap is needed: the edges
 // between blocks are kept and processed in the stitching step). Seeds are computed exactly
-// (components joined across the faces). The watershed and the mutex watershed run inside
-// each block on the edges whose two voxels lie in it, then over the edges between blocks, in
-// the same order and by the same rule, on the blocks' trees. The result equals the
-// whole-volume result with the edges between blocks taken last (after every edge inside a
-// block), so it can differ from segmentAffinities only where such an edge would have been
-// taken earlier: a tree that in the whole volume reaches across a face before competing
-// edges inside the block. The agglomeration runs on the whole region graph (fragments and
-// their edges, gathered block by block), exactly as on the whole volume.
+// (components joined across the faces, sizes summed). The watershed and the mutex
+// watershed run inside each block on the edges whose two voxels lie in it, then over the
+// edges between blocks, in the same order and by the same rule, on the blocks' trees. The
+// result equals the whole-volume result with every edge between blocks taken after every
+// edge inside a block (test/medrun/segment.test checks exactly that), so it can differ
+// from segmentAffinities only where an edge between blocks would have been taken earlier:
+//   - watershed: a tree without a seed that the whole volume floods across a face before
+//     an edge inside the block (seeded trees never join other seeds either way);
+//   - mutex watershed: inside a block, a weak attractive edge is taken before a stronger
+//     repulsive edge that leaves the block, so two objects meeting inside a block can be
+//     joined where the whole volume keeps them apart; use blocks much larger than the
+//     longest offset.
+// The agglomeration runs on the whole region graph (the stitched fragments and every
+// short-range edge between them, gathered block by block), exactly as on the whole volume;
+// only the order in which a pair's affinities are summed differs (last bits of a mean).
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_SEGMENTATION_H

@@ -1,0 +1,324 @@
+//===- SegmentCommand.cpp - `medrun segment` -----------------------------------------===//
+//
+// Affinities in (any volume format, channels first), labels out. The offsets come from
+// --offsets, or from the run that trained the network (its config.json: the recipe's
+// loss.affinities.offsets, or BANIS's first C when the recipe has none, which is what
+// training used then); with neither the command stops and asks, never guessing.
+//
+//===----------------------------------------------------------------------------------===//
+#include "SegmentCommand.h"
+
+#include "medrun/Error.h"
+#include "medrun/Parallel.h"
+#include "medrun/Segmentation.h"
+#include "medrun/TrainLog.h"
+#include "medrun/Volume.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <unordered_set>
+
+namespace medrun {
+namespace fs = std::filesystem;
+
+Command segmentCommandEntry() {
+  return {
+      "segment",
+      "medrun segment AFFS -o SEG [--method M] [--threshold T[,T...]] [--offsets O | --run DIR]\n"
+      "               [--seed-threshold S] [--low L] [--min-seed-size N] [--stride Z,Y,X]\n"
+      "               [--block B] [--dtype uint64|uint32] [--threads N] [--progress P]",
+      "Segments predicted affinities (`medrun infer` of an affinity recipe: C x D x H x W,\n"
+      "channel k at voxel v the affinity of v and v + offset k, 1 = same object) into\n"
+      "instances. watershed: seeded watershed on the short-range channels (seeds: the\n"
+      "components of edges >= the seed threshold; then Kruskal flooding, trees joining\n"
+      "unless they hold different seeds; voxels with no edge above --low are 0).\n"
+      "mean-agglomeration (default): the watershed's fragments merged by waterz's rule, the\n"
+      "pair of highest mean boundary affinity first, while it is above the threshold (waterz's\n"
+      "threshold t is 1 - t here). mutex: the mutex watershed over all offsets (short range\n"
+      "attractive, the others repulsive with weight 1 - affinity). Labels are numbered by\n"
+      "first voxel (C order), the same for any thread count. --block segments block by block\n"
+      "and stitches the blocks by the same rules (docs/training.md says where that can\n"
+      "differ from the whole volume). AFFS and SEG are volumes as `medrun volume` names them\n"
+      "(FILE.h5/KEY, DIR.zarr/KEY, .npy, .nii[.gz]).",
+      {{"o", "SEG",
+        "where the labels go; with several thresholds it must contain {t}, replaced by\n"
+        "each threshold"},
+       {"method", "M", "watershed, mean-agglomeration (default) or mutex"},
+       {"threshold", "T[,T...]",
+        "mean-agglomeration: merge while the highest mean affinity is above T (default\n"
+        "0.5); several: one run, one output each"},
+       {"offsets", "O",
+        "the channels' offsets along z, y, x: \"1,0,0;0,1,0;0,0,1;...\" or\n"
+        "[[1,0,0],[0,1,0],...] (BANIS: +1 and +10 per axis)"},
+       {"run", "DIR",
+        "the training run: offsets from DIR/config.json (loss.affinities.offsets, or\n"
+        "BANIS's first C channels when the recipe has none)"},
+       {"seed-threshold", "S", "watershed seeds: edges >= S (default 0.9)"},
+       {"low", "L", "edges <= L never join (default 0.0001, waterz's)"},
+       {"min-seed-size", "N", "seeds of fewer voxels are not seeds (default 2)"},
+       {"stride", "Z,Y,X",
+        "mutex: repulsive edges only at voxels on this grid (default 1,1,1: all)"},
+       {"block", "B",
+        "block size, N or Z,Y,X voxels (default: the whole volume when its affinities\n"
+        "take at most 2 GiB, else 256)"},
+       {"dtype", "T",
+        "uint64 (default; int64 in .npy files) or uint32 (an error if the labels do\n"
+        "not fit)"},
+       {"threads", "N", "CPU threads (default: all cores, or MEDRUN_THREADS)"},
+       {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
+      false};
+}
+
+namespace {
+
+Box3 parseBox(const std::string &text, const char *what, int64_t least) {
+  Box3 v{};
+  std::vector<int64_t> parts;
+  size_t pos = 0;
+  try {
+    while (pos <= text.size()) {
+      size_t comma = text.find(',', pos);
+      if (comma == std::string::npos)
+        comma = text.size();
+      const std::string one = text.substr(pos, comma - pos);
+      size_t used = 0;
+      parts.push_back(std::stoll(one, &used));
+      if (used != one.size())
+        parts.clear(), pos = text.size() + 2;
+      pos = comma + 1;
+    }
+  } catch (...) {
+    parts.clear();
+  }
+  if (parts.size() == 1)
+    parts.assign(3, parts[0]);
+  bool ok = parts.size() == 3;
+  for (int64_t p : parts)
+    ok = ok && p >= least;
+  if (!ok)
+    throw Error(str("--", what, ": expected N or Z,Y,X (integers >= ", least, "), got '", text,
+                    "'"));
+  for (int a = 0; a < 3; ++a)
+    v[a] = parts[a];
+  return v;
+}
+
+double parseNumber(const std::string &text, const char *what) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v))
+      return v;
+  } catch (...) {
+  }
+  throw Error(str("--", what, ": expected a number, got '", text, "'"));
+}
+
+/// The offsets the run's recipe trained with.
+Offsets runOffsets(const std::string &dir, int64_t channels) {
+  const fs::path path = fs::path(dir) / "config.json";
+  std::ifstream in(path);
+  if (!in)
+    throw Error(str("--run ", dir, ": no ", path.string(), " (the effective recipe a run writes)"));
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in);
+  } catch (const std::exception &e) {
+    throw Error(str(path.string(), ": not JSON (", e.what(), ")"));
+  }
+  const nlohmann::json *offsets = nullptr;
+  if (config.contains("loss") && config["loss"].is_object() && config["loss"].contains("affinities") &&
+      config["loss"]["affinities"].is_object() && config["loss"]["affinities"].contains("offsets"))
+    offsets = &config["loss"]["affinities"]["offsets"];
+  if (offsets)
+    return parseOffsets(offsets->dump(), path.string() + ": loss.affinities.offsets");
+  // A recipe without the key trained on BANIS's first C channels (the data loader's
+  // affinity targets); anything else is not an affinity run.
+  const std::string loss = config.contains("loss") && config["loss"].contains("type")
+                               ? config["loss"]["type"].get<std::string>()
+                               : std::string();
+  if (loss != "bce_with_logits" || channels > 6)
+    throw Error(str(path.string(), ": no loss.affinities.offsets and not a BANIS affinity run (",
+                    channels, " channels, loss '", loss, "'); give --offsets"));
+  Offsets all = banisOffsets(10);
+  return Offsets(all.begin(), all.begin() + channels);
+}
+
+std::string withThreshold(const std::string &out, double t) {
+  const size_t at = out.find("{t}");
+  return at == std::string::npos ? out : out.substr(0, at) + fmt::format("{:g}", t) + out.substr(at + 3);
+}
+
+} // namespace
+
+int segmentCommand(const Args &args) {
+  setThreads(args);
+  const std::string affsPath = args.artifact, out = args.get("o");
+  if (out.empty())
+    throw Error("segment: -o SEG is required (where the labels go)");
+  SegmentParams params;
+  params.method = parseSegmentMethod(args.get("method", "mean-agglomeration"), "--method");
+  std::vector<double> thresholds;
+  if (args.has("threshold")) {
+    const std::string text = args.get("threshold");
+    size_t pos = 0;
+    while (pos <= text.size()) {
+      size_t comma = text.find(',', pos);
+      if (comma == std::string::npos)
+        comma = text.size();
+      thresholds.push_back(parseNumber(text.substr(pos, comma - pos), "threshold"));
+      pos = comma + 1;
+    }
+    if (params.method != SegmentMethod::MeanAgglomeration)
+      throw Error(str("--threshold: only mean-agglomeration has a threshold (--method ",
+                      segmentMethodName(params.method), ")"));
+  }
+  if (thresholds.empty())
+    thresholds.push_back(params.threshold);
+  params.threshold = thresholds[0];
+  if (thresholds.size() > 1 && out.find("{t}") == std::string::npos)
+    throw Error(str("-o ", out, ": ", thresholds.size(),
+                    " thresholds need {t} in the output name (one output per threshold)"));
+  if (args.has("seed-threshold"))
+    params.seedThreshold = static_cast<float>(parseNumber(args.get("seed-threshold"), "seed-threshold"));
+  if (args.has("low"))
+    params.low = static_cast<float>(parseNumber(args.get("low"), "low"));
+  params.minSeedSize = parseCount(args, "min-seed-size", params.minSeedSize, 1);
+  if (args.has("stride"))
+    params.repulsiveStride = parseBox(args.get("stride"), "stride", 1);
+  const std::string dtype = args.get("dtype", "uint64");
+  if (dtype != "uint64" && dtype != "uint32")
+    throw Error(str("--dtype: expected uint64 or uint32, got '", dtype, "'"));
+
+  // The affinities: one reader per channel, sharing a bounded chunk cache.
+  auto first = openChannel(affsPath, 0);
+  const VolumeInfo info = first->info();
+  const int64_t K = info.channels;
+  const Box3 shape = info.shape;
+  Offsets offsets;
+  std::string offsetsFrom;
+  if (args.has("offsets") && args.has("run"))
+    throw Error("segment: --offsets and --run both give the offsets; give one");
+  if (args.has("offsets")) {
+    offsets = parseOffsets(args.get("offsets"), "--offsets");
+    offsetsFrom = "--offsets";
+  } else if (args.has("run")) {
+    offsets = runOffsets(args.get("run"), K);
+    offsetsFrom = (fs::path(args.get("run")) / "config.json").string();
+  } else {
+    throw Error(str("segment: ", info.name(), " has ", K,
+                    " affinity channels but no offsets were given: --offsets (e.g. BANIS's "
+                    "\"1,0,0;0,1,0;0,0,1;10,0,0;0,10,0;0,0,10\") or --run DIR (the training run)"));
+  }
+  checkOffsets(offsets, K, params.method != SegmentMethod::Mutex,
+               str(offsetsFrom, " for ", info.name()));
+  auto cache = std::make_shared<ChunkCache>(size_t(512) << 20);
+  std::vector<std::unique_ptr<VolumeReader>> readers;
+  readers.push_back(std::move(first));
+  for (int64_t k = 1; k < K; ++k)
+    readers.push_back(openChannel(affsPath, k));
+  for (auto &r : readers)
+    r->setCache(cache);
+  const int64_t voxels = shape[0] * shape[1] * shape[2];
+  Box3 block = shape;
+  if (args.has("block"))
+    block = parseBox(args.get("block"), "block", 1);
+  else if (static_cast<double>(voxels) * K * 4 > 2.0 * (1 << 30))
+    block = {256, 256, 256};
+  for (int a = 0; a < 3; ++a)
+    block[a] = std::min(block[a], shape[a]);
+  const bool whole = block == shape;
+
+  const int mode = parseProgress(args);
+  std::unique_ptr<Progress> bar;
+  std::string stage;
+  params.progress = [&](const char *name, int64_t done, int64_t total) {
+    if (total <= 1) // a step of one unit: the summary line says when all is done
+      return;
+    if (stage != name) {
+      if (bar)
+        bar->finish();
+      stage = name;
+      Progress::Options po;
+      po.total = total;
+      po.desc = std::string("segment ") + name;
+      po.mode = mode == 1 ? Progress::Mode::Bar : mode == 2 ? Progress::Mode::Lines : Progress::Mode::Auto;
+      po.every = 1;
+      bar = std::make_unique<Progress>(stderr, po);
+    }
+    bar->update(done);
+  };
+  fmt::print(stderr, "segment {}: {}x{}x{}, {} channels, offsets {} (from {}), {}, {}\n",
+             info.name(), shape[0], shape[1], shape[2], K, formatOffsets(offsets), offsetsFrom,
+             segmentMethodName(params.method),
+             whole ? std::string("whole volume")
+                   : fmt::format("blocks of {}x{}x{}", block[0], block[1], block[2]));
+  const auto start = std::chrono::steady_clock::now();
+
+  AffinityReader read = [&](const Box3 &lo, const Box3 &size, float *dst) {
+    const int64_t n = size[0] * size[1] * size[2];
+    parallelFor(K, 1, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k)
+        readers[k]->read(lo, size, dst + k * n);
+    });
+  };
+  MemoryLabels raw(shape);
+  BlockwiseResult result =
+      segmentBlockwise(read, shape, block, offsets, params, raw,
+                       params.method == SegmentMethod::MeanAgglomeration ? thresholds
+                                                                         : std::vector<double>{});
+  if (bar)
+    bar->finish();
+  bar.reset();
+
+  // Each threshold's labels, written whole (the raw ids map to the final labels).
+  std::vector<uint64_t> labels(static_cast<size_t>(voxels));
+  for (size_t i = 0; i < result.maps.size(); ++i) {
+    const std::vector<uint64_t> &map = result.maps[i];
+    parallelFor(voxels, int64_t(1) << 16, [&](int64_t b, int64_t e) {
+      for (int64_t v = b; v < e; ++v)
+        labels[v] = map[raw.labels()[v]];
+    });
+    uint64_t top = 0;
+    for (uint64_t m : map)
+      top = std::max(top, m);
+    VolumeData data;
+    data.shape = shape;
+    data.spacing = info.spacing;
+    data.affine = info.affine;
+    std::vector<uint32_t> narrow;
+    if (dtype == "uint32") {
+      if (top > UINT32_MAX)
+        throw Error(str("--dtype uint32: ", top, " objects do not fit; use uint64"));
+      narrow.assign(labels.begin(), labels.end());
+      data.type = VoxelType::U32;
+      data.data = narrow.data();
+    } else {
+      // NumPy files are written signed (medrun's .npy writer has no uint64); ids are far
+      // below 2^63.
+      const std::string path = withThreshold(out, thresholds[i]);
+      data.type = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0
+                      ? VoxelType::I64
+                      : VoxelType::U64;
+      data.data = labels.data();
+    }
+    const std::string path = withThreshold(out, thresholds[i]);
+    writeVolume(path, data);
+    fmt::print("{}: {} objects{} -> {}\n", segmentMethodName(params.method), top,
+               params.method == SegmentMethod::MeanAgglomeration
+                   ? fmt::format(" at threshold {:g}", thresholds[i])
+                   : std::string(),
+               path);
+  }
+  fmt::print(stderr, "segment: done in {:.2f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return 0;
+}
+
+} // namespace medrun
