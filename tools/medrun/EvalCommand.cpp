@@ -10,6 +10,8 @@
 #include "medrun/Error.h"
 #include "medrun/Metrics.h"
 #include "medrun/Parallel.h"
+#include "medrun/Segmentation.h"
+#include "medrun/Skeleton.h"
 #include "medrun/TrainLog.h"
 #include "medrun/Volume.h"
 
@@ -23,6 +25,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -476,19 +479,232 @@ std::vector<double> parseThresholds(const std::string &text) {
   return out;
 }
 
+namespace {
+
+/// What `--tune` records and `--params`/`--run` apply: the segmentation of affinities.
+struct SegmentationParams {
+  /// BANIS's connected components of the short-range affinities above the threshold, or
+  /// the seeded watershed's fragments merged by mean affinity down to the threshold
+  /// (Segmentation.h).
+  std::string method = "components";
+  double threshold = 0;
+  /// mean-agglomeration: the watershed's settings (Segmentation.h's defaults unless recorded).
+  float seedThreshold = SegmentParams().seedThreshold;
+  int64_t minSeedSize = SegmentParams().minSeedSize;
+  float low = SegmentParams().low;
+  bool onLogits = false; ///< the threshold is on logits (infer --activation none)
+  int64_t minSize = 0;
+  std::string file;      ///< where they were read from ("" when not read)
+  json chosenOn;         ///< the volume and score they were chosen by
+};
+
+const char *kParamsFormat = "medrun-segmentation-params";
+
+json paramsJson(const SegmentationParams &p) {
+  json j = {{"format", kParamsFormat},
+            {"version", 1},
+            {"method", p.method},
+            {"threshold", p.threshold},
+            {"thresholds_on", p.onLogits ? "logits" : "probabilities"},
+            {"min_size", p.minSize}};
+  if (p.method == "mean-agglomeration")
+    j["watershed"] = {{"seed_threshold", p.seedThreshold},
+                      {"min_seed_size", p.minSeedSize},
+                      {"low", p.low}};
+  j["chosen_on"] = p.chosenOn;
+  return j;
+}
+
+SegmentationParams readParams(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(str(path, ": cannot read the segmentation parameters (written by medrun eval "
+                          "--tune on a validation volume)"));
+  const json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw Error(str(path, ": malformed JSON (expected the segmentation parameters that "
+                          "medrun eval --tune writes)"));
+  if (!j.contains("format") || j["format"] != kParamsFormat)
+    throw Error(str(path, ": not segmentation parameters (expected \"format\": \"",
+                    kParamsFormat, "\", as medrun eval --tune writes)"));
+  SegmentationParams p;
+  p.file = path;
+  auto need = [&](const char *key) -> const json & {
+    if (!j.contains(key))
+      throw Error(str(path, ": no key ", key));
+    return j[key];
+  };
+  const json &method = need("method");
+  if (method != "components" && method != "mean-agglomeration")
+    throw Error(str(path, ": method = ", method.dump(),
+                    ": expected \"components\" or \"mean-agglomeration\""));
+  p.method = method.get<std::string>();
+  if (j.contains("watershed")) {
+    const json &w = j["watershed"];
+    auto num = [&](const char *key) {
+      if (!w.is_object() || !w.contains(key) || !w[key].is_number())
+        throw Error(str(path, ": watershed.", key, ": expected a number"));
+      return w[key].get<double>();
+    };
+    p.seedThreshold = static_cast<float>(num("seed_threshold"));
+    p.minSeedSize = static_cast<int64_t>(num("min_seed_size"));
+    p.low = static_cast<float>(num("low"));
+  }
+  const json &t = need("threshold");
+  if (!t.is_number() || !std::isfinite(t.get<double>()))
+    throw Error(str(path, ": threshold = ", t.dump(), ": expected a number"));
+  p.threshold = t.get<double>();
+  const json &on = need("thresholds_on");
+  if (on != "probabilities" && on != "logits")
+    throw Error(str(path, ": thresholds_on = ", on.dump(),
+                    ": expected \"probabilities\" or \"logits\""));
+  p.onLogits = on == "logits";
+  const json &m = need("min_size");
+  if (!m.is_number_integer() || m.get<int64_t>() < 0)
+    throw Error(str(path, ": min_size = ", m.dump(), ": expected an integer >= 0"));
+  p.minSize = m.get<int64_t>();
+  if (j.contains("chosen_on"))
+    p.chosenOn = j["chosen_on"];
+  return p;
+}
+
+void writeJson(const std::string &path, const json &j, const char *what) {
+  std::ofstream f(path, std::ios::trunc);
+  f << j.dump(2) << "\n";
+  if (!f)
+    throw Error(str(path, ": cannot write ", what));
+  std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
+
+/// A run directory's recorded parameters.
+fs::path runParamsPath(const std::string &run) {
+  if (!fs::exists(fs::path(run) / "config.json"))
+    throw Error(str(run, ": not a run directory (no config.json; --run takes medrun train's "
+                         "--out directory)"));
+  return fs::path(run) / "segmentation_params.json";
+}
+
+json skeletonJson(const RunLengthScores &r) {
+  json j = {{"erl", r.erl}, {"max_erl", r.maxErl}, {"nerl", r.nerl}};
+  for (size_t k = 0; k < r.adaptedNerl.size(); ++k)
+    j[RunLengthScores::kAdaptedNames[k]] = r.adaptedNerl[k];
+  j.update({{"voi_split", r.nodeScores.voiSplit},
+            {"voi_merge", r.nodeScores.voiMerge},
+            {"voi_sum", r.nodeScores.voiSum()},
+            {"arand", r.nodeScores.arand},
+            {"n_mergers", r.mergers},
+            {"n_non0_mergers", r.nonzeroMergers},
+            {"n_splits", r.splitEdges},
+            {"edges", {{"correct", r.correctEdges},
+                       {"split", r.splitEdges},
+                       {"merged", r.mergedEdges},
+                       {"omitted", r.omittedEdges}}},
+            {"skeletons", r.skeletons},
+            {"nodes", r.nodes},
+            {"length", r.length}});
+  return j;
+}
+
+/// The scores of one segmentation: on the voxels of the labels, on the skeletons, or both.
+struct Scored {
+  std::optional<InstanceScores> voxels;
+  std::optional<RunLengthScores> skeleton;
+  int64_t objects = 0;
+};
+
+/// The ground truth of an instance evaluation: labels, skeletons or both.
+struct Truth {
+  std::vector<int64_t> gt; ///< empty without --labels
+  std::optional<Skeletons> skeletons;
+  Box3 shape{};
+};
+
+Scored scoreSegmentation(const std::vector<int64_t> &seg, int64_t objects, const Truth &t) {
+  Scored s;
+  s.objects = objects;
+  const int64_t n = static_cast<int64_t>(seg.size());
+  if (!t.gt.empty())
+    s.voxels = compareInstances(seg.data(), t.gt.data(), n);
+  if (t.skeletons)
+    s.skeleton = runLengthScores(*t.skeletons, nodeSegments(*t.skeletons, seg.data(), t.shape));
+  return s;
+}
+
+json scoredJson(const Scored &s) {
+  json j = json::object();
+  if (s.voxels)
+    j = scoresJson(*s.voxels);
+  else
+    j["pred_objects"] = s.objects;
+  if (s.skeleton)
+    j["skeleton"] = skeletonJson(*s.skeleton);
+  return j;
+}
+
+/// The table's columns for one row.
+void printHeader(const Truth &t, const char *first) {
+  std::printf("%10s %8s", first, "objects");
+  if (!t.gt.empty())
+    std::printf(" %10s %10s %10s %8s", "voi_split", "voi_merge", "voi_sum", "arand");
+  if (t.skeletons)
+    std::printf(" %12s %8s", "erl", "nerl");
+  std::printf("\n");
+}
+
+void printRow(const Scored &s, const std::string &first, bool best) {
+  std::printf("%10s %8lld", first.c_str(), (long long)s.objects);
+  if (s.voxels)
+    std::printf(" %10.4f %10.4f %10.4f %8.4f", s.voxels->voiSplit, s.voxels->voiMerge,
+                s.voxels->voiSum(), s.voxels->arand);
+  if (s.skeleton)
+    std::printf(" %12.6g %8.4f", s.skeleton->erl, s.skeleton->nerl);
+  std::printf("%s\n", best ? "  best" : "");
+}
+
+std::string numberText(double v) { return fmt::format("{:.6g}", v); }
+
+/// The skeletons' ids must be objects of the labels: a skeleton of an id the labels do not
+/// hold traces another volume (or another labelling) than the one scored.
+void checkSkeletonIds(const Skeletons &s, const std::vector<int64_t> &gt, const std::string &labels) {
+  std::set<int64_t> present(gt.begin(), gt.end());
+  std::set<int64_t> reported;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!present.count(s.skeleton[i]) && reported.insert(s.skeleton[i]).second)
+      throw Error(str(s.file, ": skeleton ", s.skeleton[i], " (node ", s.nodeIds[i],
+                      ") is not an object of the labels ", labels,
+                      ": the skeletons trace another volume or labelling"));
+}
+
+} // namespace
+
 int evalCommand(const EvalOptions &o) {
-  if (o.labels.empty())
-    throw Error("medrun eval needs the ground truth: --labels LABELS (instance ids for "
-                "affinities, class indices for segmentations)");
   if (o.mode != "auto" && o.mode != "affinities" && o.mode != "segmentation" &&
       o.mode != "instances")
     throw Error(str("--mode: expected auto, affinities, segmentation or instances, got '",
                     o.mode, "'"));
+  if (o.labels.empty() && o.skeletons.empty())
+    throw Error("medrun eval needs the ground truth: --labels LABELS (instance ids for "
+                "affinities, class indices for segmentations) or --skeletons FILE");
+  if (!o.select.empty() && o.select != "nerl" && o.select != "voi")
+    throw Error(str("--select: expected nerl or voi, got '", o.select, "'"));
+  const bool recorded = !o.params.empty() || (!o.run.empty() && !o.tune);
+  if (o.tune && !o.params.empty())
+    throw Error("--tune chooses the parameters on this volume and --params applies recorded "
+                "ones: give one of them");
+  if (!o.saveParams.empty() && !o.tune)
+    throw Error("--save-params records the parameters that --tune chooses: add --tune (on a "
+                "validation volume)");
+  if (!o.params.empty() && !o.run.empty())
+    throw Error("--params and --run both name recorded parameters: give one of them");
   if (fs::is_directory(o.prediction) && !isArrayDir(o.prediction)) {
     // A folder of label maps against a folder of references: nnU-Net's summary.json.
-    if (o.mode != "auto" || !o.thresholds.empty() || o.minSize > 0 || !o.out.empty())
+    if (o.mode != "auto" || !o.thresholds.empty() || o.minSize > 0 || !o.out.empty() ||
+        !o.skeletons.empty() || o.tune || recorded || !o.run.empty() || !o.select.empty())
       throw Error(str(o.prediction, " is a folder of label maps: --mode, --thresholds, "
-                                    "--min-size and -o apply to one volume"));
+                                    "--min-size, -o, --skeletons, --tune, --params, --run and "
+                                    "--select apply to one volume"));
+    if (o.labels.empty())
+      throw Error(str(o.prediction, " is a folder of label maps: it needs --labels GT_FOLDER"));
     return evalFolders(o);
   }
   if (!o.datasetJson.empty() || !o.fileEnding.empty())
@@ -498,18 +714,26 @@ int evalCommand(const EvalOptions &o) {
   const VolumeInfo pred = first->info();
   const int64_t C = pred.channels;
   const int64_t n = pred.shape[0] * pred.shape[1] * pred.shape[2];
-  std::unique_ptr<VolumeReader> labelReader = openVolume(o.labels);
-  const VolumeInfo &lab = labelReader->info();
-  if (lab.shape != pred.shape)
-    throw Error(str(lab.name(), ": shape ", shapeText(lab.shape), " differs from the "
-                    "prediction's ", shapeText(pred.shape), " (", pred.name(),
-                    "): the labels must cover the predicted voxels"));
   const std::array<double, 3> unit{1, 1, 1};
-  if (lab.spacing != pred.spacing && lab.spacing != unit && pred.spacing != unit)
-    throw Error(str(lab.name(), ": spacing ", lab.spacing[0], " x ", lab.spacing[1], " x ",
-                    lab.spacing[2], " differs from the prediction's ", pred.spacing[0], " x ",
-                    pred.spacing[1], " x ", pred.spacing[2], " (", pred.name(), ")"));
-  const std::vector<int64_t> gt = readLabels(*labelReader);
+  std::unique_ptr<VolumeReader> labelReader;
+  std::vector<int64_t> gt;
+  std::array<double, 3> spacing = pred.spacing;
+  if (!o.labels.empty()) {
+    labelReader = openVolume(o.labels);
+    const VolumeInfo &lab = labelReader->info();
+    if (lab.shape != pred.shape)
+      throw Error(str(lab.name(), ": shape ", shapeText(lab.shape), " differs from the "
+                      "prediction's ", shapeText(pred.shape), " (", pred.name(),
+                      "): the labels must cover the predicted voxels"));
+    if (lab.spacing != pred.spacing && lab.spacing != unit && pred.spacing != unit)
+      throw Error(str(lab.name(), ": spacing ", lab.spacing[0], " x ", lab.spacing[1], " x ",
+                      lab.spacing[2], " differs from the prediction's ", pred.spacing[0], " x ",
+                      pred.spacing[1], " x ", pred.spacing[2], " (", pred.name(), ")"));
+    if (spacing == unit)
+      spacing = lab.spacing;
+    gt = readLabels(*labelReader);
+  }
+  const std::string labName = labelReader ? labelReader->info().name() : std::string();
 
   // The mode: an integer volume of one channel is a segmentation already; class scores
   // sum to one over their channels (softmax); anything else of 3 or more channels is
@@ -533,38 +757,58 @@ int evalCommand(const EvalOptions &o) {
     throw Error(str(predText, ": expected affinities (3 or more channels), class scores (2 "
                     "or more) or an integer segmentation; choose with --mode"));
 
+  auto noObject = [&]() {
+    throw Error(str(labName, ": the labels hold no object (every id is 0 or negative, "
+                    "background): nothing to score"));
+  };
   const bool instanceMode = mode == "instances" || mode == "affinities" || mode == "auto";
-  if (instanceMode) {
-    bool any = false;
-    for (int64_t id : gt)
-      any = any || id > 0;
-    if (!any && mode != "auto")
-      throw Error(str(lab.name(), ": the labels hold no object (every id is 0 or negative, "
-                      "background): nothing to score"));
+  if (instanceMode && !gt.empty() && mode != "auto" &&
+      std::none_of(gt.begin(), gt.end(), [](int64_t id) { return id > 0; }))
+    noObject();
+
+  // The skeletons, read once the volume's shape and spacing are known.
+  Truth truth;
+  truth.shape = pred.shape;
+  if (!o.skeletons.empty()) {
+    truth.skeletons = readSkeletons(o.skeletons, pred.shape, spacing, pred.name());
+    if (!gt.empty())
+      checkSkeletonIds(*truth.skeletons, gt, labName);
   }
 
-  json result = {{"prediction", pred.name()}, {"labels", lab.name()}};
-  if (mode == "instances" && !o.thresholds.empty())
-    throw Error(str(predText, " is an instance segmentation: --thresholds applies to "
-                    "affinities"));
+  json result = {{"prediction", pred.name()}};
+  if (!o.labels.empty())
+    result["labels"] = labName;
+  if (!o.skeletons.empty())
+    result["skeletons"] = o.skeletons;
+  if (mode == "instances" && (!o.thresholds.empty() || o.tune || recorded))
+    throw Error(str(predText, " is an instance segmentation: --thresholds, --tune, --params "
+                    "and --run apply to affinities"));
   if (mode == "instances") {
     std::vector<int64_t> seg(static_cast<size_t>(n));
     first->read({0, 0, 0}, pred.shape, seg.data());
     const int64_t objects = removeSmallObjects(seg, o.minSize);
-    const InstanceScores s = compareInstances(seg.data(), gt.data(), n);
-    std::printf("eval %s against %s: instances, %s, %lld ground-truth objects\n",
-                pred.name().c_str(), lab.name().c_str(), shapeText(pred.shape).c_str(),
-                (long long)s.gtObjects);
-    std::printf("%8s %10s %10s %10s %8s\n", "objects", "voi_split", "voi_merge", "voi_sum",
-                "arand");
-    std::printf("%8lld %10.4f %10.4f %10.4f %8.4f\n", (long long)objects, s.voiSplit,
-                s.voiMerge, s.voiSum(), s.arand);
-    result.update({{"mode", "instances"}, {"shape", pred.shape}, {"min_size", o.minSize},
-                   {"gt_objects", s.gtObjects}, {"objects", objects}});
-    result["scores"] = scoresJson(s);
+    truth.gt = std::move(gt);
+    const Scored s = scoreSegmentation(seg, objects, truth);
+    std::printf("eval %s against %s: instances, %s", pred.name().c_str(),
+                (labName.empty() ? o.skeletons : labName).c_str(), shapeText(pred.shape).c_str());
+    if (s.voxels)
+      std::printf(", %lld ground-truth objects", (long long)s.voxels->gtObjects);
+    if (s.skeleton)
+      std::printf(", %lld skeletons", (long long)s.skeleton->skeletons);
+    std::printf("\n");
+    printHeader(truth, "");
+    printRow(s, "", false);
+    result.update({{"mode", "instances"}, {"shape", pred.shape}, {"min_size", o.minSize}});
+    if (s.voxels)
+      result["gt_objects"] = s.voxels->gtObjects;
+    result["objects"] = objects;
+    result["scores"] = scoredJson(s);
     if (!o.out.empty())
       writeSegmentation(o.out, seg, pred);
   } else {
+    if (mode != "affinities" && o.labels.empty())
+      throw Error(str(predText, ": with --skeletons only, choose the mode (--mode affinities or "
+                      "an integer segmentation); class scores need --labels"));
     Channels ch = readChannels(o.prediction, std::move(first),
                                mode != "segmentation", mode != "affinities", mode == "auto");
     if (mode == "auto") {
@@ -576,26 +820,23 @@ int evalCommand(const EvalOptions &o) {
         throw Error(str(predText, ": 2 channels that do not sum to 1 (not softmax "
                         "probabilities): choose with --mode (segmentation for class logits)"));
     }
-    if (mode == "affinities") {
-      bool any = false;
-      for (int64_t id : gt)
-        any = any || id > 0;
-      if (!any)
-        throw Error(str(lab.name(), ": the labels hold no object (every id is 0 or negative, "
-                        "background): nothing to score"));
-    }
-    if (mode == "segmentation" && (!o.thresholds.empty() || o.minSize > 0))
-      throw Error(str(predText, " is scored as a segmentation (class scores): --thresholds and "
-                      "--min-size apply to affinities and instances"));
+    if (mode == "affinities" && !gt.empty() &&
+        std::none_of(gt.begin(), gt.end(), [](int64_t id) { return id > 0; }))
+      noObject();
+    if (mode == "segmentation" && (!o.thresholds.empty() || o.minSize > 0 || o.tune ||
+                                   recorded || !o.skeletons.empty()))
+      throw Error(str(predText, " is scored as a segmentation (class scores): --thresholds, "
+                      "--min-size, --tune, --params, --run and --skeletons apply to "
+                      "affinities and instances"));
     if (mode == "segmentation") {
       std::vector<ClassScore> dice;
       try {
         dice = diceScores(ch.argmax->classes().data(), gt.data(), n, C);
       } catch (const Error &e) {
-        throw Error(str(lab.name(), ": ", e.what()));
+        throw Error(str(labName, ": ", e.what()));
       }
       std::printf("eval %s against %s: segmentation, %lld classes, %s\n", pred.name().c_str(),
-                  lab.name().c_str(), (long long)C, shapeText(pred.shape).c_str());
+                  labName.c_str(), (long long)C, shapeText(pred.shape).c_str());
       std::printf("%5s %8s %8s %12s %12s %12s\n", "class", "dice", "iou", "tp", "fp", "fn");
       json classes = json::array();
       double sum = 0;
@@ -617,94 +858,278 @@ int evalCommand(const EvalOptions &o) {
                   mean, (long long)C - 1);
       if (!counted)
         std::fprintf(stderr, "warning: %s holds no foreground class and the prediction none "
-                     "either: every foreground Dice is nan\n", lab.name().c_str());
+                     "either: every foreground Dice is nan\n", labName.c_str());
       result.update({{"mode", "segmentation"}, {"shape", pred.shape}, {"classes", C},
                      {"per_class", classes}, {"foreground_mean_dice", mean}});
       if (!o.out.empty())
         writeSegmentation(o.out, ch.argmax->classes(), pred);
     } else {
-      const bool explicitSweep = !o.thresholds.empty();
-      const std::vector<double> thresholds =
-          explicitSweep ? o.thresholds : defaultSweep(ch.probabilities);
-      std::fprintf(stderr, "eval %s: affinities (%s), %s; %zu thresholds%s%s\n",
-                   pred.name().c_str(),
-                   C == 3 ? "3 channels" : str(C, " channels, the first 3 short-range").c_str(),
-                   shapeText(pred.shape).c_str(),
-                   thresholds.size(),
-                   explicitSweep ? "" : ch.probabilities
-                                         ? " (BANIS's sweep: sigmoid(k), k = -1..11)"
-                                         : " (BANIS's sweep on logits: k = -1..11)",
-                   o.minSize > 1 ? str(", objects under ", o.minSize, " voxels removed").c_str()
-                                 : "");
-      Progress::Options po;
-      po.total = static_cast<int64_t>(thresholds.size());
-      po.desc = "eval";
-      po.mode = o.progress == 1   ? Progress::Mode::Bar
-                : o.progress == 2 ? Progress::Mode::Lines
-                                  : Progress::Mode::Auto;
-      po.every = 1;
-      Progress bar(stderr, po);
-      json sweep = json::array();
-      std::vector<std::pair<int64_t, InstanceScores>> rows;
-      size_t best = 0;
-      std::vector<int64_t> bestSeg;
-      for (size_t k = 0; k < thresholds.size(); ++k) {
-        int64_t objects = 0;
-        std::vector<int64_t> seg = affinityInstances(ch.affinities.data(), pred.shape,
-                                                     static_cast<float>(thresholds[k]), &objects);
-        if (o.minSize > 1)
-          objects = removeSmallObjects(seg, o.minSize);
-        const InstanceScores s = compareInstances(seg.data(), gt.data(), n);
-        rows.emplace_back(objects, s);
-        // The best: the lowest VOI sum; the first of equals.
-        if (k == 0 || s.voiSum() < rows[best].second.voiSum()) {
-          best = k;
-          if (!o.out.empty())
-            bestSeg = std::move(seg);
+      truth.gt = std::move(gt);
+      const bool onLogits = !ch.probabilities;
+      const std::string against = labName.empty() ? o.skeletons : labName;
+      // The rule that picks the best row: BANIS keeps the threshold of the highest
+      // validation NERL; without skeletons, the lowest VOI sum.
+      const std::string select = !o.select.empty() ? o.select : truth.skeletons ? "nerl" : "voi";
+      if (select == "nerl" && !truth.skeletons)
+        throw Error("--select nerl needs --skeletons FILE");
+      if (select == "voi" && truth.gt.empty())
+        throw Error("--select voi needs --labels LABELS");
+      // The short-range channels eval reads: +1 along z, y, x (the first 3 channels).
+      const Offsets shortRange = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+      auto agglomeration = [&](const SegmentationParams &p) {
+        if (p.onLogits)
+          throw Error(str(pred.name(), " holds logits: mean-agglomeration merges by mean "
+                          "affinity in [0, 1] (infer with the sigmoid)"));
+        SegmentParams sp;
+        sp.method = SegmentMethod::MeanAgglomeration;
+        sp.threshold = p.threshold;
+        sp.seedThreshold = p.seedThreshold;
+        sp.minSeedSize = p.minSeedSize;
+        sp.low = p.low;
+        return sp;
+      };
+      auto finish = [](std::vector<int64_t> &seg, int64_t minSize, int64_t &objects) {
+        objects = 0;
+        for (int64_t id : seg)
+          objects = std::max(objects, id);
+        if (minSize > 1)
+          objects = removeSmallObjects(seg, minSize);
+      };
+      auto segmentWith = [&](const SegmentationParams &p, int64_t &objects) {
+        std::vector<int64_t> seg;
+        if (p.method == "components") {
+          seg = affinityInstances(ch.affinities.data(), pred.shape,
+                                  static_cast<float>(p.threshold), &objects);
+        } else {
+          const std::vector<uint64_t> ids =
+              segmentAffinities(ch.affinities.data(), pred.shape, shortRange, agglomeration(p));
+          seg.assign(ids.begin(), ids.end());
         }
-        json row = {{"threshold", thresholds[k]}, {"objects", objects}};
-        row.update(scoresJson(s));
-        sweep.push_back(row);
-        bar.update(static_cast<int64_t>(k) + 1, {{"voi", s.voiSum()}});
+        finish(seg, p.minSize, objects);
+        return seg;
+      };
+      // Every threshold of a sweep, handed to `each` (k, segmentation, objects): the
+      // agglomeration computes them in one run, highest first.
+      auto sweepWith = [&](const SegmentationParams &p, const std::vector<double> &thresholds,
+                           const std::function<void(size_t, std::vector<int64_t> &, int64_t)> &each) {
+        if (p.method == "components") {
+          for (size_t k = 0; k < thresholds.size(); ++k) {
+            SegmentationParams at = p;
+            at.threshold = thresholds[k];
+            int64_t objects = 0;
+            std::vector<int64_t> seg = segmentWith(at, objects);
+            each(k, seg, objects);
+          }
+          return;
+        }
+        segmentAffinitiesSweep(ch.affinities.data(), pred.shape, shortRange, agglomeration(p),
+                               thresholds, [&](size_t k, const std::vector<uint64_t> &ids) {
+                                 std::vector<int64_t> seg(ids.begin(), ids.end());
+                                 int64_t objects = 0;
+                                 finish(seg, p.minSize, objects);
+                                 each(k, seg, objects);
+                               });
+      };
+      const std::string method = o.method.empty() ? "components" : o.method;
+      if (method != "components" && method != "mean-agglomeration")
+        throw Error(str("--method: expected components or mean-agglomeration, got '", method,
+                        "'"));
+
+      if (!o.tune) {
+        // Recorded parameters (chosen on a validation volume) or one given threshold:
+        // one segmentation, never a sweep.
+        SegmentationParams p;
+        std::string from;
+        if (!o.params.empty()) {
+          p = readParams(o.params);
+          from = o.params;
+        } else if (!o.run.empty()) {
+          const fs::path file = runParamsPath(o.run);
+          if (!fs::exists(file))
+            throw Error(str(o.run, ": no recorded segmentation parameters (", file.string(),
+                            "): choose them on a validation volume first: medrun eval "
+                            "VAL_PRED --labels VAL_LABELS --tune --run ",
+                            o.run));
+          p = readParams(file.string());
+          from = file.string();
+        }
+        if (!from.empty()) {
+          if (!o.method.empty() && o.method != p.method)
+            throw Error(str("--method ", o.method, ": ", from, " records the method ", p.method));
+          if (!o.thresholds.empty() || o.minSize > 0)
+            throw Error(str("--thresholds and --min-size: ", from,
+                            " records the parameters (chosen on ",
+                            p.chosenOn.value("prediction", std::string("a validation volume")),
+                            "); the volume scored with them is never re-tuned"));
+          if (p.onLogits != onLogits)
+            throw Error(str(from, ": the threshold ", numberText(p.threshold), " is on ",
+                            p.onLogits ? "logits" : "probabilities", " but ", pred.name(),
+                            " holds ", onLogits ? "logits" : "probabilities",
+                            " (infer both volumes with the same --activation)"));
+        } else if (o.thresholds.size() == 1) {
+          p.method = method;
+          p.threshold = o.thresholds[0];
+          p.minSize = o.minSize;
+          p.onLogits = onLogits;
+        } else {
+          throw Error(str(
+              pred.name(), ": affinities need segmentation parameters: --params FILE or --run "
+              "DIR (recorded by --tune on a validation volume), one --thresholds T, or --tune "
+              "to sweep ",
+              o.thresholds.empty() ? std::string("BANIS's thresholds")
+                                   : str(o.thresholds.size(), " thresholds"),
+              " and choose on this volume (a validation volume: the test volume is never "
+              "tuned on)"));
+        }
+        int64_t objects = 0;
+        const std::vector<int64_t> seg = segmentWith(p, objects);
+        const Scored s = scoreSegmentation(seg, objects, truth);
+        std::printf("eval %s against %s: affinities, %s", pred.name().c_str(), against.c_str(),
+                    shapeText(pred.shape).c_str());
+        if (s.voxels)
+          std::printf(", %lld ground-truth objects", (long long)s.voxels->gtObjects);
+        if (s.skeleton)
+          std::printf(", %lld skeletons", (long long)s.skeleton->skeletons);
+        std::printf("; %s\n", from.empty() ? "the threshold given"
+                                           : str("the parameters of ", from).c_str());
+        printHeader(truth, "threshold");
+        printRow(s, numberText(p.threshold), false);
+        json params = paramsJson(p);
+        params.erase("format");
+        params.erase("version");
+        result.update({{"mode", "affinities"},
+                       {"shape", pred.shape},
+                       {"params", params},
+                       {"params_from", from.empty() ? json(nullptr) : json(from)},
+                       {"objects", objects}});
+        if (s.voxels)
+          result["gt_objects"] = s.voxels->gtObjects;
+        result["scores"] = scoredJson(s);
+        if (!o.out.empty())
+          writeSegmentation(o.out, seg, pred);
+      } else {
+        // --tune: the sweep on this (validation) volume; the best is recorded.
+        fs::path runFile;
+        if (!o.run.empty()) {
+          runFile = runParamsPath(o.run);
+          if (fs::exists(runFile)) {
+            const SegmentationParams old = readParams(runFile.string());
+            const std::string was = old.chosenOn.value("prediction", std::string());
+            if (was != pred.name())
+              throw Error(str(runFile.string(), " records parameters chosen on ",
+                              was.empty() ? std::string("another volume") : was,
+                              "; tuning on ", pred.name(),
+                              " would replace them (the test volume is never tuned on; to "
+                              "choose again on a validation volume, remove the file)"));
+          }
+        }
+        SegmentationParams chosen;
+        chosen.method = method;
+        chosen.onLogits = onLogits;
+        chosen.minSize = o.minSize;
+        const bool explicitSweep = !o.thresholds.empty();
+        // Mean agglomeration's default: waterz's thresholds as mean affinities, 0.1..0.9.
+        const std::vector<double> thresholds =
+            explicitSweep                  ? o.thresholds
+            : method == "components"       ? defaultSweep(ch.probabilities)
+                                           : std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
+                                                                 0.7, 0.8, 0.9};
+        std::fprintf(stderr, "eval %s: affinities (%s), %s; %s, %zu thresholds%s%s\n",
+                     pred.name().c_str(),
+                     C == 3 ? "3 channels" : str(C, " channels, the first 3 short-range").c_str(),
+                     shapeText(pred.shape).c_str(), method.c_str(), thresholds.size(),
+                     explicitSweep                ? ""
+                     : method != "components"     ? " (mean affinity 0.1..0.9)"
+                     : ch.probabilities           ? " (BANIS's sweep: sigmoid(k), k = -1..11)"
+                                                  : " (BANIS's sweep on logits: k = -1..11)",
+                     o.minSize > 1 ? str(", objects under ", o.minSize, " voxels removed").c_str()
+                                   : "");
+        Progress::Options po;
+        po.total = static_cast<int64_t>(thresholds.size());
+        po.desc = "eval";
+        po.mode = o.progress == 1   ? Progress::Mode::Bar
+                  : o.progress == 2 ? Progress::Mode::Lines
+                                    : Progress::Mode::Auto;
+        po.every = 1;
+        Progress bar(stderr, po);
+        json sweep = json::array();
+        std::vector<Scored> rows(thresholds.size());
+        auto better = [&](const Scored &a, const Scored &b) {
+          return select == "nerl" ? a.skeleton->nerl > b.skeleton->nerl
+                                  : a.voxels->voiSum() < b.voxels->voiSum();
+        };
+        int64_t done = 0;
+        sweepWith(chosen, thresholds, [&](size_t k, std::vector<int64_t> &seg, int64_t objects) {
+          rows[k] = scoreSegmentation(seg, objects, truth);
+          bar.update(++done, {{select == "nerl" ? "nerl" : "voi",
+                               select == "nerl" ? rows[k].skeleton->nerl
+                                                : rows[k].voxels->voiSum()}});
+        });
+        size_t best = 0; // the first of equals, in the order given
+        for (size_t k = 0; k < rows.size(); ++k) {
+          if (better(rows[k], rows[best]))
+            best = k;
+          json row = {{"threshold", thresholds[k]}, {"objects", rows[k].objects}};
+          row.update(scoredJson(rows[k]));
+          sweep.push_back(row);
+        }
+        bar.finish();
+        std::printf("eval %s against %s: affinities, %s", pred.name().c_str(), against.c_str(),
+                    shapeText(pred.shape).c_str());
+        if (rows[0].voxels)
+          std::printf(", %lld ground-truth objects", (long long)rows[0].voxels->gtObjects);
+        if (rows[0].skeleton)
+          std::printf(", %lld skeletons", (long long)rows[0].skeleton->skeletons);
+        std::printf("\n");
+        printHeader(truth, "threshold");
+        for (size_t k = 0; k < rows.size(); ++k)
+          printRow(rows[k], numberText(thresholds[k]), k == best);
+        const Scored &b = rows[best];
+        const std::string rule = select == "nerl" ? "the highest nerl" : "the lowest voi_sum";
+        std::printf("best: threshold %.6g (%s):", thresholds[best], rule.c_str());
+        if (b.voxels)
+          std::printf(" voi_split %.4f, voi_merge %.4f, arand %.4f,", b.voxels->voiSplit,
+                      b.voxels->voiMerge, b.voxels->arand);
+        if (b.skeleton)
+          std::printf(" nerl %.4f,", b.skeleton->nerl);
+        std::printf(" %lld object%s\n", (long long)b.objects, b.objects == 1 ? "" : "s");
+        json bestJson = {{"threshold", thresholds[best]}, {"objects", b.objects}};
+        bestJson.update(scoredJson(b));
+
+        chosen.threshold = thresholds[best];
+        chosen.chosenOn = {{"prediction", pred.name()},
+                           {"labels", labName.empty() ? json(nullptr) : json(labName)},
+                           {"skeletons", o.skeletons.empty() ? json(nullptr) : json(o.skeletons)},
+                           {"selection", rule},
+                           {"thresholds", thresholds},
+                           {"best", bestJson}};
+        const json params = paramsJson(chosen);
+        if (!o.saveParams.empty())
+          writeJson(o.saveParams, params, "the segmentation parameters");
+        if (!runFile.empty())
+          writeJson(runFile.string(), params, "the segmentation parameters");
+        json summary = params;
+        summary.erase("format");
+        summary.erase("version");
+        summary.erase("chosen_on");
+        result.update({{"mode", "affinities"},
+                       {"shape", pred.shape},
+                       {"thresholds_on", ch.probabilities ? "probabilities" : "logits"},
+                       {"method", method},
+                       {"min_size", o.minSize}});
+        if (b.voxels)
+          result["gt_objects"] = b.voxels->gtObjects;
+        result.update({{"selection", rule}, {"sweep", sweep}, {"best", bestJson},
+                       {"params", summary}});
+        if (!o.out.empty()) {
+          int64_t objects = 0;
+          writeSegmentation(o.out, segmentWith(chosen, objects), pred);
+        }
       }
-      bar.finish();
-      std::printf("eval %s against %s: affinities, %s, %lld ground-truth objects\n",
-                  pred.name().c_str(), lab.name().c_str(), shapeText(pred.shape).c_str(),
-                  (long long)rows[0].second.gtObjects);
-      std::printf("%10s %8s %10s %10s %10s %8s\n", "threshold", "objects", "voi_split",
-                  "voi_merge", "voi_sum", "arand");
-      for (size_t k = 0; k < rows.size(); ++k) {
-        const InstanceScores &s = rows[k].second;
-        std::printf("%10.6g %8lld %10.4f %10.4f %10.4f %8.4f%s\n", thresholds[k],
-                    (long long)rows[k].first, s.voiSplit, s.voiMerge, s.voiSum(), s.arand,
-                    k == best ? "  best" : "");
-      }
-      const InstanceScores &b = rows[best].second;
-      std::printf("best: threshold %.6g (the lowest voi_sum): voi_split %.4f, voi_merge %.4f, "
-                  "arand %.4f, %lld object%s\n",
-                  thresholds[best], b.voiSplit, b.voiMerge, b.arand, (long long)rows[best].first,
-                  rows[best].first == 1 ? "" : "s");
-      json bestJson = {{"threshold", thresholds[best]}, {"objects", rows[best].first}};
-      bestJson.update(scoresJson(b));
-      result.update({{"mode", "affinities"},
-                     {"shape", pred.shape},
-                     {"thresholds_on", ch.probabilities ? "probabilities" : "logits"},
-                     {"min_size", o.minSize},
-                     {"gt_objects", b.gtObjects},
-                     {"selection", "lowest voi_sum"},
-                     {"sweep", sweep},
-                     {"best", bestJson}});
-      if (!o.out.empty())
-        writeSegmentation(o.out, bestSeg, pred);
     }
   }
-  if (!o.json.empty()) {
-    std::ofstream f(o.json, std::ios::trunc);
-    f << result.dump(2) << "\n";
-    if (!f)
-      throw Error(str(o.json, ": cannot write the results"));
-    std::fprintf(stderr, "wrote %s\n", o.json.c_str());
-  }
+  if (!o.json.empty())
+    writeJson(o.json, result, "the results");
   return 0;
 }
 

@@ -22,10 +22,25 @@ struct EvalOptions {
   /// file ending ("" = dataset.json's, else .nii.gz). `json` is summary.json's path
   /// ("" = PRED_FOLDER/summary.json).
   std::string datasetJson, fileEnding;
+  /// Instances and affinities: ground-truth skeletons (docs/skeletons.md) for ERL and NERL.
+  std::string skeletons;
+  /// Affinities: sweep the threshold on this (validation) volume and choose; without it,
+  /// the parameters come from `params` or `run` (or one given threshold), never a sweep.
+  bool tune = false;
+  std::string params;     ///< recorded parameters to apply (--tune's --save-params file)
+  std::string saveParams; ///< --tune: write the chosen parameters here
+  /// A run directory: --tune records into RUN/segmentation_params.json, otherwise they are
+  /// read from there.
+  std::string run;
+  std::string select;     ///< the sweep's rule: nerl or voi ("" = nerl with skeletons)
+  /// Affinities: components (BANIS's, default) or mean-agglomeration (Segmentation.h);
+  /// recorded parameters carry their own.
+  std::string method;
 };
 
-/// Reads the prediction and the labels, segments (affinities: a threshold sweep; class
-/// scores: argmax), scores (Metrics.h), prints a table and writes JSON. A prediction
+/// Reads the prediction and the ground truth, segments (affinities: recorded parameters,
+/// or with --tune a threshold sweep that chooses and records them; class scores: argmax),
+/// scores (Metrics.h, Skeleton.h), prints a table and writes JSON. A prediction
 /// folder is scored case by case against a labels folder as nnU-Net's
 /// evaluate_predictions.py does, into its summary.json.
 int evalCommand(const EvalOptions &options);

@@ -11,11 +11,9 @@
 //   medrun cuda-check X.medc --func NAME [--input ...] [--params P] [--repeat N] [--tolerance T]
 //   medrun infer X.medc --image VOLUME... -o OUT --params CKPT [--weights model|ema]
 //                [--overlap F] [--mirror] [--activation A] [--device cpu|cuda]
-//   medrun eval PRED --labels LABELS [--mode M] [--thresholds T,...] [--min-size N]
-//               [--json FILE] [-o OUT]
+//   medrun eval PRED --labels LABELS [--skeletons FILE] [--mode M] [--tune [--thresholds T,...]
+//               [--save-params FILE] | --params FILE | --run DIR] [--min-size N] [--json FILE] [-o OUT]
 //   medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]
-//   medrun segment AFFS -o SEG [--method watershed|mean-agglomeration|mutex] [--threshold T,...]
-//                  [--offsets O | --run DIR] [--block B]
 //   medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model] [--which last|best]
 //   medrun dist-check [--gpus N] [--count N] [--iterations N] [--pause MS]
 //   medrun COMMAND --help, medrun --version
@@ -39,7 +37,6 @@
 #include "CommandArgs.h"
 #include "CudaCheckCommand.h"
 #include "ExportCommand.h"
-#include "SegmentCommand.h"
 #include "TrainCommand.h"
 #include "InferCommand.h"
 #include "EvalCommand.h"
@@ -336,18 +333,25 @@ const std::vector<Command> &commands() {
         {"chunk", "D,H,W", "the output's chunks, HDF5/Zarr (default 64,64,64)"}},
        true},
       {"eval",
-       "medrun eval PRED --labels LABELS [--mode M] [--thresholds T,T,...] [--min-size N]\n"
-       "            [--json FILE] [-o OUT] [--progress P]\n"
+       "medrun eval PRED --labels LABELS [--skeletons FILE] [--mode M] [--json FILE] [-o OUT]\n"
+       "            [--tune [--thresholds T,T,...] [--min-size N] [--select nerl|voi]\n"
+       "             [--save-params FILE] [--run DIR] | --params FILE | --run DIR |\n"
+       "             --thresholds T] [--progress P]\n"
        "medrun eval PRED_FOLDER --labels GT_FOLDER [--dataset-json FILE] [--file-ending E]\n"
        "            [--json SUMMARY] [--progress P]",
        "Scores a prediction against ground truth. Affinities (`medrun infer` of a BANIS\n"
        "recipe: 3 or more channels, the first 3 short-range z, y, x) become instances as\n"
        "BANIS makes them: voxels joined by an affinity above a threshold are one object\n"
        "(6-connected, numbered by first voxel; a voxel joined to none is background), over\n"
-       "a sweep of thresholds, each scored by CREMI's VOI split and merge (bits) and adapted\n"
-       "Rand error against the instance ids of LABELS (ids <= 0: background, left out); the\n"
-       "best is the lowest VOI sum. Class scores (softmax or logits of a segmentation\n"
-       "recipe, background first) are scored by their argmax: Dice and IoU per class\n"
+       "CREMI's VOI split and merge (bits) and adapted Rand error against the instance ids\n"
+       "of LABELS (ids <= 0: background, left out), and with --skeletons NISB's ERL and NERL\n"
+       "(docs/skeletons.md). The threshold is never chosen on the volume scored unless\n"
+       "asked: --tune sweeps it on this volume (a validation volume), picks the best\n"
+       "(the highest NERL with skeletons, else the lowest VOI sum) and records it\n"
+       "(--save-params, or RUN/segmentation_params.json with --run); a test volume is\n"
+       "segmented with --params FILE or --run DIR: one segmentation, no sweep. Class\n"
+       "scores (softmax or logits of a segmentation recipe, background first) are scored\n"
+       "by their argmax: Dice and IoU per class\n"
        "against class indices (nan for a class in neither, as nnU-Net) and the mean over\n"
        "the foreground classes. An integer volume is an instance segmentation, scored as is.\n"
        "PRED and LABELS are volumes as `medrun volume` reads them (FILE.h5/KEY, DIR.zarr/KEY,\n"
@@ -362,9 +366,26 @@ const std::vector<Command> &commands() {
          "auto (default: integer volume -> instances; channels summing to 1 ->\n"
          "segmentation; else 3 or more channels -> affinities), affinities,\n"
          "segmentation or instances"},
+        {"skeletons", "FILE",
+         "ground-truth skeletons (JSON, docs/skeletons.md): ERL, NERL and VOI on their\n"
+         "nodes for instances and affinities"},
+        {"tune", "",
+         "affinities: sweep the threshold on this volume (a validation volume) and choose"},
         {"thresholds", "T,T,...",
-         "affinity thresholds to sweep (default: BANIS's, the logit above k for\n"
-         "k = -1..11: sigmoid(k) on probabilities, k on logits)"},
+         "--tune: the thresholds to sweep (default: BANIS's, the logit above k for\n"
+         "k = -1..11: sigmoid(k) on probabilities, k on logits); without --tune, one\n"
+         "threshold to segment with"},
+        {"select", "RULE", "--tune: nerl (default with --skeletons) or voi (the lowest VOI sum)"},
+        {"method", "M",
+         "affinities: components (default: BANIS's connected components above the\n"
+         "threshold) or mean-agglomeration (the seeded watershed's fragments merged by\n"
+         "mean affinity down to the threshold, as medrun segment; --tune's default sweep\n"
+         "0.1..0.9)"},
+        {"save-params", "FILE", "--tune: write the chosen parameters to FILE"},
+        {"params", "FILE", "segment with the parameters --tune recorded in FILE (no sweep)"},
+        {"run", "DIR",
+         "a run directory: --tune records into DIR/segmentation_params.json; without\n"
+         "--tune, segment with the parameters recorded there (no sweep)"},
         {"min-size", "N", "objects of fewer than N voxels become background (default 0)"},
         {"json", "FILE",
          "write the results (every threshold, the best) as JSON; folders: summary.json's\n"
@@ -378,7 +399,6 @@ const std::vector<Command> &commands() {
         {"file-ending", "E", "folders: the files to score (default: dataset.json's, else .nii.gz)"},
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
-      segmentCommandEntry(),
       {"export",
        "medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model]\n"
        "              [--which last|best] [--artifact A]",
@@ -942,8 +962,6 @@ int main(int argc, char **argv) {
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),
                            args.has("channel") ? parseCount(args, "channel", 0, 0) : -1);
-    if (args.is("segment"))
-      return segmentCommand(args);
     if (args.is("eval")) {
       EvalOptions o;
       o.prediction = args.artifact;
@@ -956,6 +974,13 @@ int main(int argc, char **argv) {
       o.out = args.get("o");
       o.datasetJson = args.get("dataset-json");
       o.fileEnding = args.get("file-ending");
+      o.skeletons = args.get("skeletons");
+      o.tune = args.has("tune");
+      o.params = args.get("params");
+      o.saveParams = args.get("save-params");
+      o.run = args.get("run");
+      o.select = args.get("select");
+      o.method = args.get("method");
       o.progress = parseProgress(args);
       return evalCommand(o);
     }

@@ -213,7 +213,7 @@ for k, (shape, channels) in enumerate([((6, 7, 9), 3), ((5, 9, 7), 6)]):
     np.save("aff%d.npy" % k, aff)
     np.save("agt%d.npy" % k, gt)
     thresholds = [0.3, 0.55, 0.8]
-    medrun_eval("aff%d.npy" % k, "--labels", "agt%d.npy" % k, "--thresholds",
+    medrun_eval("aff%d.npy" % k, "--labels", "agt%d.npy" % k, "--tune", "--thresholds",
                 ",".join(map(str, thresholds)), "--min-size", "2", "--json", "aff%d.json" % k,
                 "-o", "best%d.npy" % k)
     res = json.load(open("aff%d.json" % k))
