@@ -38,9 +38,20 @@ std::vector<std::string> augmentGeneratorArgs(const AugmentRequest &r) {
   if (r.pipeline == "nnunet") {
     args.insert(args.end(), {"--channels", std::to_string(r.channels), "--classes",
                              std::to_string(r.classes), "--levels", std::to_string(r.levels)});
-  } else {
-    args.insert(args.end(), {"--context", std::to_string(r.context)});
+    return args;
   }
+  const int64_t c = r.context;
+  const std::vector<std::array<int64_t, 3>> six = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1},
+                                                   {c, 0, 0}, {0, c, 0}, {0, 0, c}};
+  if (r.pipeline == "banis" && (r.offsets.empty() || r.offsets == six)) {
+    args.insert(args.end(), {"--context", std::to_string(c)}); // BANIS's six
+    return args;
+  }
+  std::string offsets; // one argument: a leading '-' is no option
+  for (const auto &o : r.offsets)
+    offsets += (offsets.empty() ? "" : ";") + std::to_string(o[0]) + "," + std::to_string(o[1]) +
+               "," + std::to_string(o[2]);
+  args.push_back("--offsets=" + offsets);
   return args;
 }
 

@@ -22,17 +22,19 @@ using namespace llvm;
 namespace medc {
 namespace {
 
-// A recipe as plain data: scalars, lists of scalars and one level of sections.
+// A recipe as plain data: scalars, lists of scalars, lists of such lists (Rows: the
+// affinity offsets) and sections.
 struct Node {
   std::string scalar;
   std::vector<std::string> list;
+  std::vector<std::vector<std::string>> rows;
   std::map<std::string, Node> section;
-  enum Kind { Scalar, List, Section } kind = Scalar;
+  enum Kind { Scalar, List, Rows, Section } kind = Scalar;
 };
 
 // The schema: every key a recipe may hold, its type and its default (nullptr: none; the
 // pass or the runtime decides).
-enum class Type { Word, Int, Number, Bool, List, Size3, Words, Params, Fold };
+enum class Type { Word, Int, Number, Bool, List, Size3, Words, Params, Fold, Affinities };
 struct Key {
   StringRef name;
   Type type;
@@ -67,7 +69,9 @@ const std::vector<Section> &schema() {
         {"splits", Type::Word},
         {"fold", Type::Fold, "0"}, // a fold of the splits, or all: every case (nnU-Net's fold all)
         {"val_fraction", Type::Number, "0.2"},
-        {"cache_mb", Type::Int, "1024", 1}}},
+        {"cache_mb", Type::Int, "1024", 1},
+        // z, y, x: the voxel size of volumes that state none (Dataset.h)
+        {"spacing", Type::List}}},
       {"loss",
        {{"type", Type::Word},
         {"mask", Type::Bool},
@@ -77,6 +81,9 @@ const std::vector<Section> &schema() {
         {"weights", Type::List},
         {"batch_dice", Type::Bool},
         {"include_background", Type::Bool},
+        // {offsets: [[d, h, w], ...]}: the affinity targets of bce_with_logits
+        // (affinityOffsets below; default BANIS's six).
+        {"affinities", Type::Affinities},
         // nnU-Net's `ignore` label (dataset.json labels.ignore): voxels holding it count
         // nowhere in the loss; medrun train checks it against the dataset.
         {"ignore_label", Type::Int}}},
@@ -216,8 +223,22 @@ struct Reader {
     if (auto *seq = dyn_cast_or_null<yaml::SequenceNode>(n)) {
       out.kind = Node::List;
       for (yaml::Node &e : *seq) {
+        if (auto *row = dyn_cast<yaml::SequenceNode>(&e)) { // a list of lists: rows
+          if (!out.list.empty())
+            return fail(where + ": a list holds numbers or lists of numbers, not both");
+          out.kind = Node::Rows;
+          out.rows.emplace_back();
+          for (yaml::Node &x : *row) {
+            auto *s = dyn_cast<yaml::ScalarNode>(&x);
+            if (!s)
+              return fail(where + ": lists nest one level deep only");
+            SmallString<32> storage;
+            out.rows.back().push_back(s->getValue(storage).str());
+          }
+          continue;
+        }
         auto *s = dyn_cast<yaml::ScalarNode>(&e);
-        if (!s)
+        if (!s || out.kind == Node::Rows)
           return fail(where + ": lists hold numbers or words only");
         SmallString<32> storage;
         out.list.push_back(s->getValue(storage).str());
@@ -254,6 +275,45 @@ struct Reader {
     return Error::success();
   }
 
+  // loss.affinities: {offsets: [[d, h, w], ...]}, each offset three integers, not all 0.
+  // Whether they fit the patch is checked with the patch compiled (medc's checkRecipePatch).
+  Expected<json::Value> affinities(const Node &n, StringRef where) {
+    const std::string key = where.str() + ".offsets";
+    const char *example = "e.g. [[-1, 0, 0], [0, -1, 0], [0, 0, -1], [-3, 0, 0], [0, -9, 0], [0, 0, -9]]";
+    if (n.kind != Node::Section)
+      return fail(where + ": expected a section {offsets: [[d, h, w], ...]}, " + example);
+    for (auto &[name, value] : n.section)
+      if (name != "offsets")
+        return fail("unknown key '" + where + "." + name + "' (valid: offsets)");
+    auto it = n.section.find("offsets");
+    if (it == n.section.end())
+      return fail("missing '" + key + "' (one [d, h, w] offset per affinity channel, " + example + ")");
+    const Node &o = it->second;
+    if (o.kind != Node::Rows)
+      return fail(key + ": expected a list of [d, h, w] offsets (one per affinity channel), " + example);
+    json::Array out;
+    for (size_t k = 0; k < o.rows.size(); ++k) {
+      const std::vector<std::string> &row = o.rows[k];
+      const std::string which = key + ": offset " + std::to_string(k) + " [" + join(row, ", ") + "]";
+      if (row.size() != 3)
+        return fail(which + " has " + Twine(row.size()) +
+                    " entries; expected three (along D, H, W)");
+      json::Array offset;
+      bool zero = true;
+      for (const std::string &e : row) {
+        int64_t i;
+        if (StringRef(e).getAsInteger(10, i))
+          return fail(which + ": expected integers (voxels), got '" + e + "'");
+        zero = zero && i == 0;
+        offset.push_back(i);
+      }
+      if (zero)
+        return fail(which + " is zero: an affinity pairs a voxel with another one");
+      out.push_back(std::move(offset));
+    }
+    return json::Value(json::Object{{"offsets", std::move(out)}});
+  }
+
   // Checks a value against its key's type and returns it as JSON.
   Expected<json::Value> typed(const Node &n, const Key &key, StringRef where) {
     auto scalar = [&](StringRef s) -> Expected<json::Value> {
@@ -271,6 +331,7 @@ struct Reader {
       case Type::Number:
       case Type::List:
       case Type::Params:
+      case Type::Affinities:
         if (s.getAsDouble(d))
           return fail(where + ": expected a number, got '" + s + "'");
         return json::Value(d);
@@ -288,6 +349,12 @@ struct Reader {
       }
       llvm_unreachable("type");
     };
+    if (key.type == Type::Affinities)
+      return affinities(n, where);
+    if (n.kind == Node::Rows)
+      return fail(where + ": expected " +
+                  (key.type == Type::Size3 ? "three sizes [D, H, W]" : "a list of numbers or words") +
+                  ", got a list of lists");
     if (key.type == Type::Params) { // {name: number or [lo, hi], ...}
       if (n.kind != Node::Section)
         return fail(where + ": expected a mapping of parameter names to values, e.g. "
@@ -398,6 +465,36 @@ Error applyOverride(Node &root, const std::string &spec) {
     Node &params = target.section[head.str()];
     params.kind = Node::Section;
     params.section[param.str()] = std::move(value);
+    return Error::success();
+  }
+  if (const Key *k = findKey(section, head); k && k->type == Type::Affinities) {
+    // loss.affinities.offsets=[[d,h,w],[d,h,w],...]
+    if (param != "offsets")
+      return fail("set " + section + "." + head + ".offsets=[[d,h,w],...] (one offset per "
+                  "affinity channel)");
+    Node rows;
+    rows.kind = Node::Rows;
+    StringRef t = StringRef(spec).drop_front(eq + 1).trim();
+    if (!t.consume_front("[") || !t.consume_back("]"))
+      return fail("expected a list of offsets [[d,h,w],...]");
+    for (t = t.trim(); !t.empty(); t = t.trim()) {
+      size_t close = t.find(']');
+      if (!t.consume_front("[") || close == StringRef::npos)
+        return fail("expected a list of offsets [[d,h,w],...]");
+      StringRef row = t.take_front(close - 1);
+      t = t.drop_front(close);
+      t.consume_front(",");
+      SmallVector<StringRef> parts;
+      row.split(parts, ',', -1, false);
+      rows.rows.emplace_back();
+      for (StringRef p : parts)
+        rows.rows.back().push_back(p.trim().str());
+    }
+    Node &target = root.section[section.str()];
+    target.kind = Node::Section;
+    Node &aff = target.section[head.str()];
+    aff.kind = Node::Section;
+    aff.section["offsets"] = std::move(rows);
     return Error::success();
   }
   if (!llvm::is_contained(valid, name.str()))
@@ -722,8 +819,9 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (loss_ == top.end())
     return r.fail("missing 'loss' section (e.g. loss: {type: bce_with_logits, mask: true})");
   for (auto &[key, value] : loss_->second.section)
-    loss.push_back(optionName(key) + "=" +
-                   (value.kind == Node::List ? join(value.list, ",") : value.scalar));
+    if (key != "affinities") // the targets' offsets: the augmentation's, below
+      loss.push_back(optionName(key) + "=" +
+                     (value.kind == Node::List ? join(value.list, ",") : value.scalar));
   if (!recipe.network.empty())
     loss.push_back("network=" + recipe.network);
 
@@ -749,6 +847,31 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (top.count("ema"))
     train.push_back("ema=true");
   json::Object *augment = effective.getObject("augment");
+  // The affinity targets' offsets (bce_with_logits): the recipe's, or BANIS's six, 1 and
+  // augment.context (10) voxels along each axis.
+  json::Object &lossSection = *effective.getObject("loss");
+  const std::optional<StringRef> lossType = lossSection.getString("type");
+  const bool affinityLoss = lossType == "bce_with_logits";
+  if (const json::Object *given = lossSection.getObject("affinities")) {
+    if (!affinityLoss)
+      return r.fail("loss.affinities: affinity targets belong to loss type bce_with_logits, not '" +
+                    lossType.value_or("") + "'");
+    if (augment && augment->get("context"))
+      return r.fail("augment.context: loss.affinities.offsets gives the affinities' reach; "
+                    "remove augment.context");
+    for (const json::Value &o : *given->getArray("offsets")) {
+      const json::Array &a = *o.getAsArray();
+      recipe.affinityOffsets.push_back({*a[0].getAsInteger(), *a[1].getAsInteger(), *a[2].getAsInteger()});
+    }
+    recipe.affinityOffsetsGiven = true;
+  } else if (affinityLoss) {
+    const int64_t c = augment ? augment->getInteger("context").value_or(10) : 10;
+    recipe.affinityOffsets = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {c, 0, 0}, {0, c, 0}, {0, 0, c}};
+    json::Array offsets;
+    for (const auto &o : recipe.affinityOffsets)
+      offsets.push_back(json::Array{o[0], o[1], o[2]});
+    lossSection["affinities"] = json::Object{{"offsets", std::move(offsets)}};
+  }
   if (augment && augment->getString("pipeline") == "none") {
     // No augmentation (e.g. --set augment.pipeline=none on a recipe that has it).
     for (StringRef key : {"overrides", "channels", "classes", "levels", "context"})
@@ -756,6 +879,12 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
         return r.fail("augment." + key + ": augment.pipeline is none (no augmentation)");
     effective.erase("augment");
     augment = nullptr;
+  }
+  if (!augment && recipe.affinityOffsetsGiven) {
+    // The host loader makes BANIS's six only; other offsets are made on the device by the
+    // label path alone (gen_augment.py affinities: no augmentation).
+    effective["augment"] = json::Object{{"pipeline", "affinities"}, {"function", "augment"}};
+    augment = effective.getObject("augment");
   }
   if (augment) {
     std::optional<StringRef> pipeline = augment->getString("pipeline");
@@ -765,18 +894,23 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     auto size = [&](const char *key) { return augment->getInteger(key).value_or(0); };
     if (isGeneratedPipeline(*pipeline)) {
       recipe.augmentGenerated = pipeline->str();
-      const bool nnunet = *pipeline == "nnunet";
+      const bool nnunet = *pipeline == "nnunet", banis = *pipeline == "banis";
       for (StringRef key : {"channels", "classes", "levels", "context"})
-        if (augment->get(key) && (key == "context") == nnunet)
+        if (augment->get(key) && (nnunet ? key == "context" : !banis || key != "context"))
           return r.fail("augment." + key + ": not a size of the " + *pipeline + " pipeline (" +
                         (nnunet ? "nnunet takes channels, classes and levels"
-                                : "banis takes context") +
+                                : banis ? "banis takes context"
+                                        : "affinities takes none: loss.affinities.offsets") +
                         ")");
+      if (!nnunet && !affinityLoss)
+        return r.fail("augment.pipeline " + *pipeline + ": makes affinity targets, for loss type "
+                      "bce_with_logits, not '" + lossType.value_or("") + "'");
       recipe.augmentChannels = size("channels");
       recipe.augmentClasses = size("classes");
       recipe.augmentLevels = size("levels");
-      recipe.augmentContext = nnunet ? 0 : (size("context") ? size("context") : 10);
-      if (!nnunet && recipe.augmentContext >= *std::min_element(recipe.patch.begin(), recipe.patch.end()))
+      recipe.augmentContext = banis ? (size("context") ? size("context") : 10) : 0;
+      if (banis && !recipe.affinityOffsetsGiven &&
+          recipe.augmentContext >= *std::min_element(recipe.patch.begin(), recipe.patch.end()))
         return r.fail("augment.context " + Twine(recipe.augmentContext) +
                       " must be smaller than each data.patch size (BANIS's long-range "
                       "affinities reach that far past the patch)");

@@ -46,6 +46,14 @@ struct Recipe {
   /// network's input channels, output channels and number of outputs) and `context`
   /// (banis; 0 = 10, BANIS's long-range affinity offset).
   int64_t augmentChannels = 0, augmentClasses = 0, augmentLevels = 0, augmentContext = 0;
+  /// `loss.affinities.offsets` of an affinity loss (bce_with_logits): one (D, H, W) offset
+  /// per affinity channel, the affinity at v pairing v with v + offset (med.affinities);
+  /// default BANIS's six, 1 and augment.context (10) along each axis. Empty for other losses.
+  std::vector<std::array<int64_t, 3>> affinityOffsets;
+  /// Whether the recipe (or --set) gives them: then the network's output channels must be
+  /// one per offset, and the targets are made on the device (with no augmentation, by the
+  /// generated `affinities` pipeline: the label path alone).
+  bool affinityOffsetsGiven = false;
   /// `augment.overrides`, by name: medc sets the pipeline's marked values from them when it
   /// links the pipeline (names and kinds are checked there, against the file).
   std::vector<AugmentOverride> augmentOverrides;
@@ -70,7 +78,7 @@ llvm::Expected<Recipe> readRecipe(const std::string &path,
                                   const std::vector<std::string> &overrides = {});
 
 /// The pipelines scripts/gen_augment.py writes for a recipe (`augment.pipeline: NAME`).
-inline constexpr const char *kGeneratedPipelines[] = {"nnunet", "banis"};
+inline constexpr const char *kGeneratedPipelines[] = {"nnunet", "banis", "affinities"};
 bool isGeneratedPipeline(llvm::StringRef name);
 
 /// The generator of those pipelines: $MEDC_AUGMENT_GENERATOR, else the source tree's
@@ -84,6 +92,8 @@ struct AugmentRequest {
   int64_t batch = 0;
   std::array<int64_t, 3> patch{};
   int64_t channels = 0, classes = 0, levels = 0, context = 0;
+  /// banis and affinities: the affinities' offsets (Recipe::affinityOffsets).
+  std::vector<std::array<int64_t, 3>> offsets;
 };
 
 /// The generator's arguments for `request` (after the script's path).

@@ -545,6 +545,38 @@ SmallVector<Strides> cumulativeStrides(ModuleOp module, func::FuncOp f, ArrayRef
 
 // A recipe's patch must be a multiple of its network's downsampling factor on each axis:
 // said here, naming the recipe and the rule, rather than as a shape error deep in the model.
+// loss.affinities.offsets against the network and the patch, where the offsets make the
+// targets (given, or a generated banis/affinities pipeline): one output channel per offset,
+// each offset shorter than the patch on every axis.
+LogicalResult checkAffinityOffsets(const std::string &recipePath, const medc::Recipe &recipe,
+                                   func::FuncOp network, ArrayRef<int64_t> sizes) {
+  const auto &offsets = recipe.affinityOffsets;
+  if (offsets.empty() || (!recipe.affinityOffsetsGiven && recipe.augmentGenerated != "banis" &&
+                          recipe.augmentGenerated != "affinities"))
+    return success(); // the host loader's BANIS targets: the first C of six (DataLoader)
+  const std::string key = recipePath + ": loss.affinities.offsets";
+  for (size_t k = 0; k < offsets.size(); ++k)
+    for (int a = 0; a < 3; ++a)
+      if (std::abs(offsets[k][a]) >= sizes[a])
+        return fail(key + ": offset " + llvm::Twine(k) + " [" + llvm::Twine(offsets[k][0]) + ", " +
+                    llvm::Twine(offsets[k][1]) + ", " + llvm::Twine(offsets[k][2]) + "] reaches " +
+                    llvm::Twine(std::abs(offsets[k][a])) + " voxels along " + std::string(1, "DHW"[a]) +
+                    ", not less than the patch's " + llvm::Twine(sizes[a]) +
+                    " (no affinity of the patch would pair two of its voxels)"),
+               failure();
+  auto out = network.getNumResults() ? dyn_cast<RankedTensorType>(network.getResultTypes()[0])
+                                     : RankedTensorType();
+  if (out && out.getRank() == 5 && !out.isDynamicDim(1) &&
+      out.getDimSize(1) != static_cast<int64_t>(offsets.size()))
+    return fail(key + " has " + llvm::Twine(offsets.size()) + " offsets" +
+                (recipe.affinityOffsetsGiven ? "" : " (the default: BANIS's six)") + ", but @" +
+                network.getSymName() + " of the model predicts " + llvm::Twine(out.getDimSize(1)) +
+                " channels: one affinity per channel (give as many offsets, or a model of " +
+                llvm::Twine(offsets.size()) + " output channels)"),
+           failure();
+  return success();
+}
+
 LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe &recipe,
                                ArrayRef<int64_t> sizes) {
   DialectRegistry registry;
@@ -562,6 +594,8 @@ LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe
   func::FuncOp network = candidates.size() == 1 ? candidates.front() : func::FuncOp();
   if (!network || network.getBody().empty())
     return success(); // no single network: the compiler's own errors say why
+  if (failed(checkAffinityOffsets(recipePath, recipe, network, sizes)))
+    return failure();
   Strides largest = {1, 1, 1};
   SmallVector<Strides> args(network.getNumArguments(), Strides{1, 1, 1});
   cumulativeStrides(*module, network, args, largest);
@@ -699,6 +733,8 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
       add((*script)->getBuffer());
     for (int64_t size : {r.augmentChannels, r.augmentClasses, r.augmentLevels, r.augmentContext})
       add(std::to_string(size));
+    for (const auto &o : r.affinityOffsets)
+      add(std::to_string(o[0]) + "," + std::to_string(o[1]) + "," + std::to_string(o[2]));
     add(r.augmentOverridesKey);
   }
   add(r.lossOptions);
@@ -791,6 +827,7 @@ int main(int argc, char **argv) {
     recipeAugmentRequest.classes = recipe->augmentClasses;
     recipeAugmentRequest.levels = recipe->augmentLevels;
     recipeAugmentRequest.context = recipe->augmentContext;
+    recipeAugmentRequest.offsets = recipe->affinityOffsets;
     recipeAugmentOverrides = recipe->augmentOverrides;
   }
   if (recipeFile.empty() && !overrides.empty())
