@@ -1,0 +1,121 @@
+"""PyTorch definitions of the networks the ONNX importer is tested on, transcribed from their
+architectures' facts (/work/shared/reference/networks.md: MIC-DKFZ dynamic-network-
+architectures' PlainConvUNet and ResidualEncoderUNet as nnU-Net plans them, MONAI's
+SegResNet), with the same module names, so that state_dict keys (hence the ONNX
+initializers) are the real networks'. Written here, not copied. Test helper.
+
+Left out on purpose: the real classes register each conv twice (`.conv` and `.all_modules.0`)
+and keep the encoder inside the decoder (`decoder.encoder.*`); those aliases name no tensor of
+their own, and torch.onnx.export writes one initializer per tensor, so they are omitted here.
+"""
+import torch
+import torch.nn as nn
+
+
+class ConvNormNonlin(nn.Module):
+    """Conv3d (padding (k-1)//2) -> InstanceNorm3d(eps 1e-5, affine) -> LeakyReLU(0.01)."""
+
+    def __init__(self, cin, cout, kernel, stride, nonlin=True):
+        super().__init__()
+        self.conv = nn.Conv3d(cin, cout, kernel, stride, padding=(kernel - 1) // 2, bias=True)
+        self.norm = nn.InstanceNorm3d(cout, eps=1e-5, affine=True)
+        self.nonlin = nn.LeakyReLU(0.01, inplace=True) if nonlin else None
+
+    def forward(self, x):
+        x = self.norm(self.conv(x))
+        return self.nonlin(x) if self.nonlin is not None else x
+
+
+class StackedConvBlocks(nn.Module):
+    """n ConvNormNonlin; only the first is strided."""
+
+    def __init__(self, n, cin, cout, kernel, stride):
+        super().__init__()
+        self.convs = nn.Sequential(*[ConvNormNonlin(cin if i == 0 else cout, cout, kernel,
+                                                    stride if i == 0 else 1) for i in range(n)])
+
+    def forward(self, x):
+        return self.convs(x)
+
+
+class PlainConvEncoder(nn.Module):
+    def __init__(self, cin, features, strides, n_conv):
+        super().__init__()
+        stages, c = [], cin
+        for f, s, n in zip(features, strides, n_conv):
+            stages.append(nn.Sequential(StackedConvBlocks(n, c, f, 3, s)))
+            c = f
+        self.stages = nn.Sequential(*stages)
+
+    def forward(self, x):
+        skips = []
+        for stage in self.stages:
+            x = stage(x)
+            skips.append(x)
+        return skips
+
+
+class UNetDecoder(nn.Module):
+    """ConvTranspose (kernel = stride) -> cat(up, skip) -> conv blocks; a 1x1x1 head per stage."""
+
+    def __init__(self, features, strides, n_conv_decoder, classes, deep_supervision):
+        super().__init__()
+        self.deep_supervision = deep_supervision
+        n = len(features)
+        transp, stages, heads = [], [], []
+        for j in range(1, n):
+            below, skip = features[n - j], features[n - j - 1]
+            s = strides[n - j]
+            transp.append(nn.ConvTranspose3d(below, skip, s, s, bias=True))
+            stages.append(StackedConvBlocks(n_conv_decoder[j - 1], 2 * skip, skip, 3, 1))
+            heads.append(nn.Conv3d(skip, classes, 1, 1, 0, bias=True))
+        self.stages = nn.ModuleList(stages)
+        self.transpconvs = nn.ModuleList(transp)
+        self.seg_layers = nn.ModuleList(heads)
+
+    def forward(self, skips):
+        x = skips[-1]
+        outputs = []
+        for j in range(len(self.stages)):
+            x = self.transpconvs[j](x)
+            x = torch.cat((x, skips[-(j + 2)]), 1)
+            x = self.stages[j](x)
+            if self.deep_supervision:
+                outputs.append(self.seg_layers[j](x))
+            elif j == len(self.stages) - 1:
+                outputs.append(self.seg_layers[-1](x))
+        outputs = outputs[::-1]  # highest resolution first
+        return outputs if self.deep_supervision else outputs[0]
+
+
+class PlainConvUNet(nn.Module):
+    """nnU-Net 3d_fullres: features [32,64,128,256,320,320], kernel 3, strides 1,2,2,2,2,2,
+    2 convs per stage in encoder and decoder."""
+
+    def __init__(self, cin=1, classes=3, features=(32, 64, 128, 256, 320, 320),
+                 strides=(1, 2, 2, 2, 2, 2), deep_supervision=False):
+        super().__init__()
+        n = len(features)
+        self.encoder = PlainConvEncoder(cin, features, strides, [2] * n)
+        self.decoder = UNetDecoder(features, strides, [2] * (n - 1), classes, deep_supervision)
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+def kaiming_init(net):
+    """nnU-Net's init: Kaiming normal (a=1e-2) for convs and transposed convs, biases 0."""
+    for m in net.modules():
+        if isinstance(m, (nn.Conv3d, nn.ConvTranspose3d)):
+            nn.init.kaiming_normal_(m.weight, a=1e-2)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+NETWORKS = {
+    # Few features and stages where the class takes them, to keep CI fast.
+    "plainconvunet": lambda: PlainConvUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2)),
+    "plainconvunet_ds": lambda: PlainConvUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2),
+                                              deep_supervision=True),
+    "plainconvunet_3d_fullres": lambda: PlainConvUNet(),
+}
