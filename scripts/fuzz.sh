@@ -6,7 +6,7 @@
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch recipe mlir)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch recipe mlir onnx)
 # Seeds need the tools of the ordinary build (BUILD, default build: scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ BUILD=${BUILD:-build}
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch recipe mlir)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch recipe mlir onnx)
 
 if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_BUILD" -G Ninja \
@@ -34,7 +34,7 @@ echo "fuzz: the runtime's unit tests under ASan and UBSan"
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
-rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,recipe,mlir}
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,recipe,mlir,onnx}
 MEDC="$BUILD/bin/medc" MEDRUN="$BUILD/bin/medrun"
 "$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 -o "$SEEDS/artifact/tiny.medc"
 "$MEDC" compile test/medrun/Inputs/tiny_loss.mlir --batch 1 --patch 2,2,3 --train "clip=1.0 ema=true" \
@@ -69,6 +69,11 @@ for path in sys.argv[2:]:
     for i, part in enumerate(open(path).read().split("// -----")):
         open(os.path.join(out, "%s.%d.mlir" % (os.path.basename(path), i)), "w").write(part)
 PY
+# ONNX: the hand-written text models and a small exported network (torch.onnx.export).
+cp test/import/Inputs/*.txtpb "$SEEDS/onnx/"
+/usr/bin/python3 test/import/Inputs/onnx_check.py export plainconvunet --out "$SEEDS/onnx-export" \
+  --shape 1,1,8,8,8 >/dev/null
+cp "$SEEDS/onnx-export/plainconvunet.onnx" "$SEEDS/onnx/" && rm -rf "$SEEDS/onnx-export"
 
 status=0
 for t in "${TARGETS[@]}"; do
@@ -79,11 +84,11 @@ for t in "${TARGETS[@]}"; do
   fi
   corpus="$FUZZ_BUILD/corpus/$t"
   mkdir -p "$corpus" "$FUZZ_BUILD/findings/$t"
-  # fuzz-mlir links LLVM's libraries, built without ASan: their inline allocators poison
+  # fuzz-mlir and fuzz-onnx link LLVM's libraries, built without ASan: their inline allocators poison
   # memory that the uninstrumented copies never unpoison (false reports), so it runs without
   # user poisoning.
   opts=$ASAN_OPTIONS
-  [ "$t" != mlir ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0
+  [ "$t" != mlir ] && [ "$t" != onnx ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0
   if ASAN_OPTIONS=$opts "$bin" "$corpus" "$SEEDS/$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 \
        -max_len=1048576 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/$t/" \
        >"$FUZZ_BUILD/fuzz-$t.log" 2>&1; then
