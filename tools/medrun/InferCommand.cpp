@@ -228,8 +228,8 @@ int inferCommand(const InferOptions &o) {
   const int64_t voxels = shape[0] * shape[1] * shape[2];
   const bool chunked = isChunkedVolumePath(o.out);
   // The host memory the blocks may take; the input's chunk cache takes an eighth of it.
-  const int64_t memoryMb = o.memoryMb > 0 ? o.memoryMb : 2048;
-  auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(std::max<int64_t>(memoryMb / 8, 16)) << 20);
+  const double memoryMb = o.memoryMb > 0 ? o.memoryMb : 2048;
+  auto cache = std::make_shared<ChunkCache>(static_cast<size_t>(memoryMb / 8 * 1048576));
   for (auto &r : readers)
     r->setCache(cache);
   std::vector<ChannelNormalization> norms;
@@ -310,7 +310,7 @@ int inferCommand(const InferOptions &o) {
                         " (--chunk) along axis ", a, ": each chunk must come from one block"));
     }
   } else if (chunked || o.memoryMb > 0) {
-    const int64_t budget = memoryMb << 20;
+    const double budget = memoryMb * 1048576;
     auto bytes = [&](const Box3 &b) {
       return slidingWindowBlockBytes(shape, in[1], outChannels, b, sw);
     };
@@ -318,13 +318,13 @@ int inferCommand(const InferOptions &o) {
     // block fits.
     for (int a = 0; a < 3; ++a)
       block[a] = (shape[a] + chunk[a] - 1) / chunk[a] * chunk[a];
-    while (bytes(block) > budget) {
+    while (static_cast<double>(bytes(block)) > budget) {
       int longest = -1;
       for (int a = 0; a < 3; ++a)
         if (block[a] > chunk[a] && (longest < 0 || block[a] > block[longest]))
           longest = a;
       if (longest < 0)
-        throw Error(str("--memory ", memoryMb, ": one block of one output chunk (", chunk[0], "x",
+        throw Error(str("--memory ", memoryMb, " (MiB): one block of one output chunk (", chunk[0], "x",
                         chunk[1], "x", chunk[2], ") and its halo needs ",
                         (bytes(block) + (1 << 20) - 1) >> 20, " MiB: raise --memory or make --chunk smaller"));
       block[longest] -= chunk[longest];
@@ -396,10 +396,13 @@ int inferCommand(const InferOptions &o) {
                 {"block", block},
                 {"chunk", chunk},
                 {"channels", outChannels}};
-    std::ifstream pin(progressFile);
-    nlohmann::json prior = nlohmann::json::parse(pin, nullptr, false);
-    if (pin && !prior.is_discarded()) {
-      if (prior.is_object() && prior.value("settings", nlohmann::json()) == settings &&
+    // As the file holds them (infinities as null, numbers as printed).
+    settings = nlohmann::json::parse(settings.dump());
+    if (fs::exists(progressFile)) {
+      std::ifstream pin(progressFile);
+      nlohmann::json prior = nlohmann::json::parse(pin, nullptr, false);
+      if (!prior.is_discarded() && prior.is_object() &&
+          prior.value("settings", nlohmann::json()) == settings &&
           prior.value("done", nlohmann::json()).is_array()) {
         for (const nlohmann::json &b : prior["done"])
           if (b.is_number_unsigned() && b.get<size_t>() < blocks.size())
@@ -439,12 +442,14 @@ int inferCommand(const InferOptions &o) {
     saveProgress(); // a fresh run: nothing of an older one counts
 
   std::vector<int64_t> batches(blocks.size());
-  int64_t total = 0, initial = 0;
+  int64_t total = 0, initial = 0, todoVoxels = 0;
   for (size_t b = 0; b < blocks.size(); ++b) {
     batches[b] = slidingWindowBlockBatches(shape, blocks[b].lo, blocks[b].size, sw);
     total += batches[b];
     if (done.count(b))
       initial += batches[b];
+    else
+      todoVoxels += blocks[b].size[0] * blocks[b].size[1] * blocks[b].size[2];
   }
   std::fprintf(stderr, "infer %s: %lldx%lldx%lld, windows %lldx%lldx%lld (batch %lld, overlap "
                "%g%s), %s weights, %lld batches on %s\n",
@@ -454,10 +459,10 @@ int inferCommand(const InferOptions &o) {
                (long long)total, session ? session->deviceName().c_str() : "the CPU");
   if (blocks.size() > 1 || chunked)
     std::fprintf(stderr,
-                 "infer: %zu block(s) of %lldx%lldx%lld (--memory %lld MiB: at most %.0f MiB "
+                 "infer: %zu block(s) of %lldx%lldx%lld (--memory %g MiB: %.3g MiB "
                  "each), output chunks %lldx%lldx%lld%s\n",
                  blocks.size(), (long long)block[0], (long long)block[1], (long long)block[2],
-                 (long long)memoryMb,
+                 memoryMb,
                  slidingWindowBlockBytes(shape, in[1], outChannels, block, sw) / 1048576.0,
                  (long long)chunk[0], (long long)chunk[1], (long long)chunk[2],
                  done.empty() ? "" : str("; ", done.size(), " already written (", progressFile,
@@ -473,9 +478,11 @@ int inferCommand(const InferOptions &o) {
   Progress bar(stderr, po);
   const auto start = std::chrono::steady_clock::now();
   int64_t voxelsDone = 0, batchesDone = initial;
-  auto rate = [&]() -> std::vector<std::pair<std::string, double>> {
+  // Output voxels per second, counting a block's voxels in step with its batches.
+  auto rate = [&](int64_t step) -> std::vector<std::pair<std::string, double>> {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return {{"Mvox/s", s > 0 ? voxelsDone / s / 1e6 : 0.0}};
+    const double share = total > initial ? double(step - initial) / double(total - initial) : 1;
+    return {{"Mvox/s", s > 0 ? share * double(todoVoxels) / s / 1e6 : 0.0}};
   };
 
   Tensor whole; // outputs written whole: the blocks assembled
@@ -487,7 +494,7 @@ int inferCommand(const InferOptions &o) {
     const Block &blk = blocks[b];
     const int64_t base = batchesDone;
     Tensor t = slidingWindowBlock(shape, in[1], blk.lo, blk.size, sw, read, predict,
-                                  [&](int64_t k, int64_t) { bar.update(base + k, rate()); });
+                                  [&](int64_t k, int64_t) { bar.update(base + k, rate(base + k)); });
     batchesDone += batches[b];
     applyActivation(t, activation);
     if (t.dim(0) != outChannels)
@@ -510,9 +517,9 @@ int inferCommand(const InferOptions &o) {
                         t.data<float>() + ((c * blk.size[0] + z) * blk.size[1] + y) * blk.size[2],
                         blk.size[2] * sizeof(float));
     }
-    bar.update(batchesDone, rate());
+    bar.update(batchesDone, rate(batchesDone));
   }
-  bar.finish(rate());
+  bar.finish(rate(total));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!chunked) {
@@ -568,8 +575,18 @@ void parseInferBlockOptions(const Args &args, InferOptions &o) {
     o.block = parseThree<int64_t>(args.get("block"), "block", "N or D,H,W (positive integers)");
   if (args.has("chunk"))
     o.chunk = parseThree<int64_t>(args.get("chunk"), "chunk", "N or D,H,W (positive integers)");
-  if (args.has("memory"))
-    o.memoryMb = parseCount(args, "memory", 0, 16);
+  if (args.has("memory")) {
+    const std::string m = args.get("memory");
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(m, &used);
+    } catch (const std::exception &) {
+    }
+    if (used != m.size() || !(v > 0) || !std::isfinite(v))
+      throw Error(str("--memory: expected MiB, a positive number, got '", m, "'"));
+    o.memoryMb = v;
+  }
 }
 
 std::string inferProgressPath(const std::string &out) {

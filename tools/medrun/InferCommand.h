@@ -33,7 +33,7 @@ struct InferOptions {
   /// memory the blocks may take (0: 2048 MiB for chunked outputs; other outputs are
   /// predicted whole unless a block is given) and the output's chunks.
   std::array<int64_t, 3> block{0, 0, 0};
-  int64_t memoryMb = 0;
+  double memoryMb = 0;
   std::array<int64_t, 3> chunk{64, 64, 64};
 };
 

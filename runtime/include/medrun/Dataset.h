@@ -46,6 +46,9 @@ struct DatasetSpec {
   double valFraction = 0.2;               ///< [val_fraction] without a splits file
   uint64_t seed = 0;                      ///< [seed] of the fraction split
   int64_t cacheMb = 1024;                 ///< [cache_mb] decoded chunks kept, MiB
+  /// [spacing] z, y, x: the voxel size of volumes whose files state none (a Zarr/HDF5
+  /// array without a resolution attribute, .npy); files that state one must agree.
+  std::optional<std::array<double, 3>> spacing;
   /// Targets are class maps (dice_ce: labels are class indices 0..255), not instance ids.
   bool classes = false;
 };

@@ -109,6 +109,9 @@ public:
   /// agree (within 1e-3 relative), else Error naming the volume, its attribute, `from` and
   /// both values. nullopt: nothing given, nothing changes.
   void assumeSpacing(const std::optional<std::array<double, 3>> &spacing, const std::string &from);
+  /// Where the file states no spacing: takes `other`'s spacing and affine (a label volume
+  /// of an image's grid that carries no geometry of its own), spacingFrom saying `from`.
+  void assumeGeometry(const VolumeInfo &other, const std::string &from);
 
 protected:
   VolumeReader();

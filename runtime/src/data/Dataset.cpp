@@ -563,12 +563,21 @@ public:
       FileVolume &v = vols_[i];
       v.c = cases[i];
       v.label = openVolume(v.c.label);
+      v.label->assumeSpacing(spec.spacing, "data.spacing");
       const VolumeInfo &b = v.label->info();
       if (!isIntegerVoxel(b.type))
         throw Error(str(b.name(), ": labels are ", voxelTypeName(b.type),
                         "; expected an integer type (instance ids or class indices)"));
       for (const std::string &path : v.c.images) {
         v.images.push_back(openVolume(path));
+        v.images.back()->assumeSpacing(spec.spacing, "data.spacing");
+        // A volume that states no geometry is in its partner's grid (BANIS's seg has no
+        // attributes beside an img that may have them).
+        v.label->assumeGeometry(v.images.back()->info(),
+                                str("the image ", v.images.back()->info().name(), "'s ",
+                                    v.images.back()->info().spacingFrom, " (the labels state none)"));
+        v.images.back()->assumeGeometry(b, str("the labels ", b.name(), "'s ", b.spacingFrom,
+                                               " (the image states none)"));
         const VolumeInfo &a = v.images.back()->info();
         if (a.shape != b.shape)
           throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " is ", a.shape[0],
@@ -578,9 +587,10 @@ public:
         for (int k = 0; k < 3; ++k)
           if (std::abs(a.spacing[k] - b.spacing[k]) > 1e-3 * std::max(a.spacing[k], b.spacing[k]))
             throw Error(str("data: case ", v.c.name, ": the image ", a.name(), " has spacing ",
-                            a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2],
-                            " but the labels ", b.name(), " have ", b.spacing[0], " x ",
-                            b.spacing[1], " x ", b.spacing[2], " (expected the same spacing)"));
+                            a.spacing[0], " x ", a.spacing[1], " x ", a.spacing[2], " (",
+                            a.spacingFrom, ") but the labels ", b.name(), " have ", b.spacing[0],
+                            " x ", b.spacing[1], " x ", b.spacing[2], " (", b.spacingFrom,
+                            ") (expected the same spacing)"));
         if (std::string g = geometryMismatch(a, b); !g.empty())
           throw Error(str("data: case ", v.c.name, ": the labels ", b.name(),
                           " are not where the image ", a.name(), " is: ", g,
@@ -902,12 +912,14 @@ public:
         ch.mean = 0, ch.std = 1;
       c.channels.push_back(ch);
     }
-    // The median spacing per axis of the training cases.
+    // The median spacing per axis of the training cases that state one (1 x 1 x 1 of a
+    // file that says nothing is no spacing).
     std::array<std::vector<double>, 3> sp;
     for (const FileVolume &v : vols_)
-      for (int a = 0; a < 3; ++a)
-        sp[a].push_back(v.label->info().spacing[a]);
-    if (!vols_.empty()) {
+      if (!v.label->info().spacingFrom.empty())
+        for (int a = 0; a < 3; ++a)
+          sp[a].push_back(v.label->info().spacing[a]);
+    if (!sp[0].empty()) {
       std::array<double, 3> median;
       for (int a = 0; a < 3; ++a) {
         std::sort(sp[a].begin(), sp[a].end());

@@ -264,7 +264,11 @@ public:
       file_ = Handle(H5Fcreate(container.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file_.valid())
       throw Error(str(container, reopen ? ": cannot open the HDF5 file to add blocks to"
-                                        : ": cannot open or create the HDF5 file for writing"));
+                                        : ": cannot open or create the HDF5 file for writing",
+                      std::filesystem::exists(container)
+                          ? " (not an HDF5 file, or one left unreadable by a run killed while "
+                            "writing it: delete it)"
+                          : ""));
     const int rank = v.channels > 1 ? 4 : 3, lead = rank - 3;
     hsize_t dims[4] = {static_cast<hsize_t>(v.channels), 1, 1, 1}, chunks[4] = {1, 1, 1, 1};
     for (int a = 0; a < 3; ++a) {

@@ -259,6 +259,14 @@ std::vector<float> VolumeReader::readAll() const {
   return out;
 }
 
+void VolumeReader::assumeGeometry(const VolumeInfo &other, const std::string &from) {
+  if (!info_.spacingFrom.empty() || other.spacingFrom.empty())
+    return;
+  info_.spacing = other.spacing;
+  info_.affine = other.affine;
+  info_.spacingFrom = from;
+}
+
 // ---- opening and writing by path -----------------------------------------------------
 
 namespace io {

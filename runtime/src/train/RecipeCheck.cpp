@@ -41,6 +41,7 @@ const KeyType kKeys[] = {
     {"data", "fold", Kind::Fold, 0, false},
     {"data", "val_fraction", Kind::Number, 0, false},
     {"data", "cache_mb", Kind::Int, 1, false},
+    {"data", "spacing", Kind::Numbers, 0, false},
     {"loss", "type", Kind::Word, 0, true},
     {"loss", "max_pos_weight", Kind::Number, 0, false},
     {"loss", "weights", Kind::Numbers, 0, false},

@@ -144,6 +144,12 @@ StepInputs::StepInputs(const Artifact &artifact, const json &config, int worldSi
     dataset_.fold = data.value("fold", int64_t(0));
   dataset_.valFraction = data.value("val_fraction", 0.2);
   dataset_.cacheMb = data.value("cache_mb", int64_t(1024));
+  if (auto sp = data.find("spacing"); sp != data.end() && !sp->is_null()) {
+    const std::vector<double> v = sp->get<std::vector<double>>(); // a list of numbers
+    if (v.size() != 3 || !(v[0] > 0 && v[1] > 0 && v[2] > 0))
+      throw Error(str("data.spacing: expected three positive numbers [z, y, x], got ", sp->dump()));
+    dataset_.spacing = std::array<double, 3>{v[0], v[1], v[2]};
+  }
   dataset_.seed = synthetic_.seed;
   dataset_.classes = setting<std::string>(config, "loss", "type") == "dice_ce";
   feeds_ = batchTensors(fn, config);
