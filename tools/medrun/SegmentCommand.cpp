@@ -120,7 +120,9 @@ double parseNumber(const std::string &text, const char *what) {
   throw Error(str("--", what, ": expected a number, got '", text, "'"));
 }
 
-/// The offsets the run's recipe trained with.
+/// The offsets the run's recipe trained with: loss.affinities.offsets of its effective
+/// recipe (medc writes it for every affinity recipe); a run from before that key trained on
+/// BANIS's first C channels.
 Offsets runOffsets(const std::string &dir, int64_t channels) {
   const fs::path path = fs::path(dir) / "config.json";
   std::ifstream in(path);
@@ -146,7 +148,12 @@ Offsets runOffsets(const std::string &dir, int64_t channels) {
   if (loss != "bce_with_logits" || channels > 6)
     throw Error(str(path.string(), ": no loss.affinities.offsets and not a BANIS affinity run (",
                     channels, " channels, loss '", loss, "'); give --offsets"));
-  Offsets all = banisOffsets(10);
+  // BANIS's long range is the recipe's augment.context (10 by default), as medc sets it.
+  int64_t context = 10;
+  if (config.contains("augment") && config["augment"].is_object() &&
+      config["augment"].contains("context") && config["augment"]["context"].is_number_integer())
+    context = config["augment"]["context"].get<int64_t>();
+  Offsets all = banisOffsets(context);
   return Offsets(all.begin(), all.begin() + channels);
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 namespace medrun {
@@ -145,16 +146,33 @@ SegmentMethod parseSegmentMethod(const std::string &name, const std::string &wha
 
 namespace seg {
 
+namespace {
+/// The edge order as one unsigned 128-bit key, smaller first: the weight's bits mapped so
+/// that unsigned order is descending float order (NaN is refused before; -0 is 0), then
+/// the index.
+inline unsigned __int128 sortKey(const WEdge &e) {
+  uint32_t bits;
+  const float w = e.w == 0.0f ? 0.0f : e.w;
+  std::memcpy(&bits, &w, 4);
+  // Ascending floats as ascending unsigned: flip all bits of negatives, the sign of others.
+  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (static_cast<unsigned __int128>(~bits) << 64) | e.id;
+}
+struct KeyOrder {
+  bool operator()(const WEdge &a, const WEdge &b) const { return sortKey(a) < sortKey(b); }
+};
+} // namespace
+
 void sortEdges(std::vector<WEdge> &edges) {
   const int64_t n = static_cast<int64_t>(edges.size());
   const int64_t run = int64_t(1) << 16;
   if (n <= run || numThreads() == 1) {
-    std::sort(edges.begin(), edges.end(), before);
+    std::sort(edges.begin(), edges.end(), KeyOrder());
     return;
   }
   parallelFor(numChunks(n, run), 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c)
-      std::sort(edges.begin() + c * run, edges.begin() + std::min(n, (c + 1) * run), before);
+      std::sort(edges.begin() + c * run, edges.begin() + std::min(n, (c + 1) * run), KeyOrder());
   });
   std::vector<WEdge> tmp(edges.size());
   for (int64_t width = run; width < n; width *= 2) {
@@ -163,7 +181,7 @@ void sortEdges(std::vector<WEdge> &edges) {
         const int64_t lo = c * 2 * width, mid = std::min(n, lo + width),
                       hi = std::min(n, lo + 2 * width);
         std::merge(edges.begin() + lo, edges.begin() + mid, edges.begin() + mid,
-                   edges.begin() + hi, tmp.begin() + lo, before);
+                   edges.begin() + hi, tmp.begin() + lo, KeyOrder());
       }
     });
     edges.swap(tmp);
