@@ -160,6 +160,12 @@ cl::opt<unsigned> cudaMlpResidentKib(
              "weights there (KiB, default 48; 0: the weights are staged per tile and the "
              "backward runs in slabs)"),
     cl::init(48), cl::sub(compileCmd), cl::cat(outputCategory));
+cl::opt<unsigned> cudaMlpPipeline(
+    "cuda-mlp-pipeline",
+    cl::desc("Tiles in flight in the copy pipeline of a fused block MLP's resident kernels "
+             "(cp.async; default 2, fewer where they do not fit; 1: the kernels that take one "
+             "tile at a time, for a before/after measurement)"),
+    cl::init(2), cl::sub(compileCmd), cl::cat(outputCategory));
 cl::opt<unsigned> cudaSmCount(
     "cuda-sm-count",
     cl::desc("Streaming multiprocessors of the target GPU, which sizes the grids that fill "
@@ -941,7 +947,8 @@ int main(int argc, char **argv) {
                             int64_t{cudaMlpResidentKib.getValue()} << 10,
                             int64_t{cudaMlpResidentBlocks.getValue()},
                             cudaWgmma && cudaArch == 90,
-                            int64_t{std::max(1u, cudaSmCount.getValue())});
+                            int64_t{std::max(1u, cudaSmCount.getValue())},
+                            int64_t{std::max(1u, cudaMlpPipeline.getValue())});
       if (!program)
         return fail(llvm::toString(program.takeError()));
       if (cudaInjectError) {

@@ -43,12 +43,13 @@ struct CudaProgram {
 /// has no CUDA lowering (an unsupported op or element type). The kernels are split into at
 /// most `modules` modules (fewer when some would hold no kernel). `wgmma`: also the
 /// templates' sm_90a variants, in a module of their own (CudaProgram::moduleArchs).
-/// `smCount`: the SMs of the target GPU (grids that fill it).
+/// `smCount`: the SMs of the target GPU (grids that fill it). `mlpPipeline`: tiles in flight
+/// in the mlp templates' resident kernels (1: one at a time).
 llvm::Expected<CudaProgram> generateCuda(llvm::json::Object &doc, size_t modules = 1,
                                          int64_t scratchBytes = int64_t{512} << 20,
                                          int64_t mlpResidentBytes = int64_t{48} << 10,
                                          int64_t mlpResidentBlocks = 0, bool wgmma = false,
-                                         int64_t smCount = 132);
+                                         int64_t smCount = 132, int64_t mlpPipeline = 2);
 
 struct CudaBinary {
   std::string cubin;   ///< sm_<arch> machine code

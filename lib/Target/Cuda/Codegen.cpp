@@ -222,7 +222,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
                                                     int64_t scratchBytes,
                                                     int64_t mlpResidentBytes,
                                                     int64_t mlpResidentBlocks, bool wgmma,
-                                                    int64_t smCount) {
+                                                    int64_t smCount, int64_t mlpPipeline) {
   json::Array *functions = doc.getArray("functions");
   if (!functions)
     return llvm::createStringError("malformed plan: no functions");
@@ -250,6 +250,7 @@ llvm::Expected<CudaProgram> mlir::med::generateCuda(json::Object &doc, size_t mo
     gen.scratchLimit = scratchBytes;
     gen.mlpResidentLimit = mlpResidentBytes;
     gen.mlpResidentBlocks = mlpResidentBlocks;
+    gen.mlpPipeline = mlpPipeline;
     gen.wgmma = wgmma;
     gen.smCount = smCount;
     llvm::Expected<json::Object> cudaPlan = gen.run();

@@ -179,6 +179,9 @@ public:
   /// Tests only: the grid of those kernels (0: the counts per SM measured best on the
   /// H200, times smCount), so that a small test gives each block several tiles.
   int64_t mlpResidentBlocks = 0;
+  /// Tiles in flight in those kernels' copy pipeline (cp.async; fewer where the buffers do not
+  /// fit beside the weights); 1: the kernels that take one tile at a time.
+  int64_t mlpPipeline = 2;
   /// The streaming multiprocessors of the GPU the kernels are compiled for (the H100 SXM's
   /// and the H200's: 132); grids that fill the GPU follow from it.
   int64_t smCount = 132;

@@ -2,7 +2,8 @@
 //
 // The kernels are CUDA C++ templates in kernels/mlp.cuh (its header comment: their design).
 // Here: the choice of variant and its sizes (weights resident in shared memory or staged
-// per tile; the backward in one kernel or in slabs, its stages and parts), the 16-bit
+// per tile; tiles in flight in the resident kernels' copy pipeline; the backward in one
+// kernel or in slabs, its stages and parts), the 16-bit
 // weight copies, the body functor of each kernel (the expansion's bias, the activation and
 // its gradient, the compression's bias and the epilogue, as the fusion's roles give them),
 // the extern "C" kernels that instantiate the templates, and the launches.
@@ -206,12 +207,21 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
     return bodyInit(members) + "  " + kernel + "<" + mlpShape(N, C, S, E, Co) + ", " + t + more +
            ">(body, y, x, w1p, w2p);\n";
   };
-  const int64_t P1 = Cp + 8, PE = Ep + 8, tileWords = std::max(Cp * kTile / 2, Cop * kTile);
+  const int64_t P1 = Cp + 8, PE = Ep + 8;
   const int64_t residentHalf = Ep * P1 + Cop * PE; // 16-bit elements of all the weights
   int64_t grid;
   std::string kw; // the sm_90a variant's call, where there is one
   int64_t chunkWidth = 16;
-  const bool resident = 2 * residentHalf + 4 * tileWords <= mlpResidentLimit;
+  // The most tiles in flight (mlpPipeline) whose buffers fit beside the weights
+  // (kernels/mlp.cuh: mlpTileWords); 1: one tile at a time.
+  int64_t inFlight = 0;
+  for (int64_t ts = std::max<int64_t>(1, mlpPipeline); ts >= 1 && !inFlight; --ts) {
+    const int64_t tileWords = ts == 1 ? std::max(Cp * kTile / 2, Cop * kTile)
+                                      : ts * Cp * kTile / 2 + Cop * kTile;
+    if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit)
+      inFlight = ts;
+  }
+  const bool resident = inFlight > 0;
   if (resident) {
     // The weights fit in shared memory beside a tile: staged once per block, which then
     // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
@@ -223,14 +233,15 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
           chunkWidth = w;
           break;
         }
-      kw = call("mlpForwardWgmma", ", " + std::to_string(chunkWidth));
+      kw = call("mlpForwardWgmma", ", " + std::to_string(chunkWidth) + ", " + num(inFlight));
     }
   } else {
     // kMlpStage expanded channels' weights at a time, in the tile's place once xa is built.
     grid = N * tiles;
   }
   const std::string globals = kTileLibrary + kMlpLibrary + functor;
-  launch(op, src.kernel("mlp", typedParams, call(resident ? "mlpForward" : "mlpForwardStaged", ""),
+  launch(op, src.kernel("mlp", typedParams,
+                        resident ? call("mlpForward", ", " + num(inFlight)) : call("mlpForwardStaged", ""),
                         kWarps * 32, globals),
          grid, kWarps * 32, args);
   if (!kw.empty() && grid > 0)
@@ -371,18 +382,25 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
   const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
   const int64_t TP = kTile + 8, P1 = Cp + 8, P3 = Cop + 8, PE = Ep + 8;
   const int64_t weightsHalf = Ep * P1 + Ep * P3 + Cp * PE; // W1, W2ᵀ, W1ᵀ (16-bit)
-  // The fewest stages (of SE expanded channels, mlp.cuh's MlpGradStages) whose shared memory
-  // fits, with at most 64 accumulator registers.
-  int64_t stages = 1;
-  for (; stages <= Ep / 16; ++stages) {
-    const int64_t SE = (Ep / 16 + stages - 1) / stages * 16;
-    const int64_t F = Cop / 16 * (SE / 8) + SE / 16 * (Cp / 8) + SE / 16; // dW2, dW1, db1
-    const int64_t slots = (F + kWarps - 1) / kWarps;
-    const int64_t regionHalf = std::max((Cp + Cop) * TP + 2 * SE * TP, Cp * kTile * 2);
-    if (2 * (weightsHalf + regionHalf) <= mlpResidentLimit && stages * slots * 4 <= 64)
+  // The most tiles in flight (mlpPipeline; kernels/mlp.cuh: mlpGradPipelined, or with one
+  // tile mlpGradResident) and for them the fewest stages (of SE expanded channels,
+  // MlpGradStages) whose shared memory fits, with at most 64 accumulator registers.
+  int64_t inFlight = std::max<int64_t>(1, mlpPipeline), stages = 1;
+  for (; inFlight >= 1; --inFlight) {
+    for (stages = 1; stages <= Ep / 16; ++stages) {
+      const int64_t SE = (Ep / 16 + stages - 1) / stages * 16;
+      const int64_t F = Cop / 16 * (SE / 8) + SE / 16 * (Cp / 8) + SE / 16; // dW2, dW1, db1
+      const int64_t slots = (F + kWarps - 1) / kWarps;
+      const int64_t regionHalf =
+          inFlight == 1 ? std::max((Cp + Cop) * TP + 2 * SE * TP, Cp * kTile * 2)
+                        : inFlight * (Cp + Cop) * kTile + std::max(2 * SE * TP, Cp * kTile * 2);
+      if (2 * (weightsHalf + regionHalf) <= mlpResidentLimit && stages * slots * 4 <= 64)
+        break;
+    }
+    if (stages <= Ep / 16)
       break;
   }
-  if (stages > Ep / 16)
+  if (inFlight < 1)
     return false;
   const int64_t tileCount = N * tiles,
                 parts = std::min(tileCount,
@@ -395,10 +413,12 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
   }
   params.insert(params.begin(), out("parts"));
   args.insert(args.begin(), partsBuf);
-  const std::string k = bodyInit(members) + "  mlpGradResident<" + mlpShape(N, C, S, E, Co) +
-                        ", " + t + ", " + (dx ? "true" : "false") + ", " + num(stages) + ", " +
-                        num(parts) + ">(body, parts, " + (dx ? "dx" : "(float*)nullptr") +
-                        ", x, dy, w1p, w1t, w2t);\n";
+  const std::string k = bodyInit(members) + "  " +
+                        (inFlight == 1 ? "mlpGradResident<" : "mlpGradPipelined<") +
+                        mlpShape(N, C, S, E, Co) + ", " + t + ", " + (dx ? "true" : "false") +
+                        ", " + num(stages) + ", " + num(parts) +
+                        (inFlight == 1 ? "" : ", " + num(inFlight)) + ">(body, parts, " +
+                        (dx ? "dx" : "(float*)nullptr") + ", x, dy, w1p, w1t, w2t);\n";
   launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32,
                         kTileLibrary + kMlpLibrary + functor, kResidentGradPerSm),
          parts, kWarps * 32, args);

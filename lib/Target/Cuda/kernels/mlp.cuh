@@ -167,24 +167,11 @@ void mmaColumns(float (&acc)[CT][4], const unsigned (&a)[4], const T *m, int col
 
 // ---- mlp: the forward ------------------------------------------------------------------
 
-// One tile of sample n from s0, its x in shared xs [Cp][tile]: the warps' fragments of x,
-// `products(acc, xa)` into the output accumulators, and y out through ys (xs's place) —
-// 16-byte vectors of 8 outputs with VecStore (S a multiple of 8), else one by one.
-template <typename Sh, bool VecStore, typename T, typename Body, typename Products>
-void mlpForwardTile(const Body &body, T *y, const T *xs, float *ys, i64 n, int s0, int warp,
-                    int g, int q, Products products) {
-  __syncthreads();
-  const int vr = warp * 16 + g;
-  unsigned xa[Sh::Cp / 16][4];
-  loadColumnsA<Sh::Cp / 16, kMlpTile>(xa, xs, vr, q);
-  float acc[Sh::Cop / 8][4];
-#pragma unroll
-  for (int j = 0; j < Sh::Cop / 8; ++j)
-    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  products(acc, xa);
-  __syncthreads(); // xs (and staged weights) are read: the output tile takes their place
-  storeColumnsD<Sh::Cop / 8, kMlpTile>(ys, acc, vr, q);
-  __syncthreads();
+// The tile's outputs from shared ys [Cop][tile] (the compression's sums) through the body's
+// epilogue to y along the voxels: 16-byte vectors of 8 outputs with VecStore (S a multiple of
+// 8), else one by one.
+template <typename Sh, bool VecStore, typename T, typename Body>
+void mlpStoreY(const Body &body, T *y, const float *ys, i64 n, int s0) {
   if constexpr (VecStore) {
     for (int i = threadIdx.x; i < Sh::Co * kMlpTile / 8; i += blockDim.x) {
       const int co = i / (kMlpTile / 8), v = (i % (kMlpTile / 8)) * 8, s = s0 + v;
@@ -206,6 +193,27 @@ void mlpForwardTile(const Body &body, T *y, const T *xs, float *ys, i64 n, int s
       y[o] = body.out(ys[i], co, o);
     }
   }
+}
+
+// One tile of sample n from s0, its x in shared xs [Cp][tile]: the warps' fragments of x,
+// `products(acc, xa)` into the output accumulators, and y out through ys (xs's place) —
+// 16-byte vectors of 8 outputs with VecStore (S a multiple of 8), else one by one.
+template <typename Sh, bool VecStore, typename T, typename Body, typename Products>
+void mlpForwardTile(const Body &body, T *y, const T *xs, float *ys, i64 n, int s0, int warp,
+                    int g, int q, Products products) {
+  __syncthreads();
+  const int vr = warp * 16 + g;
+  unsigned xa[Sh::Cp / 16][4];
+  loadColumnsA<Sh::Cp / 16, kMlpTile>(xa, xs, vr, q);
+  float acc[Sh::Cop / 8][4];
+#pragma unroll
+  for (int j = 0; j < Sh::Cop / 8; ++j)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  products(acc, xa);
+  __syncthreads(); // xs (and staged weights) are read: the output tile takes their place
+  storeColumnsD<Sh::Cop / 8, kMlpTile>(ys, acc, vr, q);
+  __syncthreads();
+  mlpStoreY<Sh, VecStore>(body, y, ys, n, s0);
 }
 
 // x's vectors of tile tn (none past the last tile) into the thread's registers `next`.
@@ -258,21 +266,92 @@ void mlpResidentTiles(const Body &body, T *y, const T *x, T *xs, float *ys, int 
   }
 }
 
-// The forward with all the weights resident in shared memory, staged once per block.
-template <typename Sh, typename T, typename Body>
+// ---- the copy pipeline: tiles in flight ----------------------------------------------------
+
+// The shared memory (floats) of the tiles of a resident kernel that keeps TS tiles of P
+// channels in flight (TS of 1: one tile, its outputs of Po channels in its place, f32).
+template <i64 P, i64 Po, int TS>
+constexpr i64 mlpTileWords = TS == 1 ? mlpMax(P * kMlpTile / 2, Po * kMlpTile)
+                                     : TS * P * kMlpTile / 2 + Po * kMlpTile;
+
+// Starts loading channels [0, P) of tile `tile` (sample tile / tiles, voxels from
+// (tile % tiles) · kMlpTile) of `src` (N×C×S) into the swizzled tile `dst` [P][64]
+// (tile.cuh: swizzle64), zeros beyond C and S: 16-byte cp.async copies where S is a multiple
+// of 8 (a vector lies wholly inside or outside S), which land when their group is waited for;
+// else element by element, at once.
+template <i64 C, i64 P, i64 S, typename T> void mlpLoadTile(T *dst, const T *src, i64 tile) {
+  constexpr i64 tiles = (S + kMlpTile - 1) / kMlpTile;
+  const i64 n = tile / tiles;
+  const int s0 = (int)(tile % tiles) * kMlpTile;
+  if constexpr (S % 8 == 0) {
+    for (int i = threadIdx.x; i < P * kMlpTile / 8; i += blockDim.x) {
+      const int c = i / (kMlpTile / 8), v = (i % (kMlpTile / 8)) * 8, s = s0 + v;
+      const bool in = c < C && s < S;
+      cpAsync16Zfill(dst + swizzle64(c, v), in ? src + (n * C + c) * S + s : src, in);
+    }
+  } else {
+    for (int i = threadIdx.x; i < P * kMlpTile; i += blockDim.x) {
+      const int c = i / kMlpTile, v = i % kMlpTile, s = s0 + v;
+      dst[swizzle64(c, v)] = c < C && s < S ? (float)src[(n * C + c) * S + s] : 0.0f;
+    }
+  }
+}
+
+// The resident forward's tiles with TS ≥ 2 of them in flight: the block's tiles blockIdx.x,
+// + gridDim.x, ... go through TS swizzled buffers `tiles` [TS][Cp][64]. While a tile is
+// computed, the copies of the next TS - 1 are under way (one cp.async group per tile, empty
+// past the last, so that tile k is group k); each tile costs two barriers, and y leaves
+// through ys [Cop][tile] (f32, its own buffer).
+template <typename Sh, int TS, typename T, typename Body, typename Products>
+void mlpPipelinedTiles(const Body &body, T *y, const T *x, T *tiles, float *ys, int warp, int g,
+                       int q, Products products) {
+  static_assert(TS >= 2, "a pipeline keeps two or more tiles in flight");
+  constexpr i64 total = Sh::N * Sh::tiles, tileHalf = Sh::Cp * kMlpTile;
+  auto issue = [&](int buffer, i64 tile) {
+    if (tile < total)
+      mlpLoadTile<Sh::C, Sh::Cp, Sh::S>(tiles + buffer * tileHalf, x, tile);
+    cpAsyncCommit();
+  };
+  for (int k = 0; k < TS - 1; ++k)
+    issue(k, blockIdx.x + (i64)k * gridDim.x);
+  int k = 0;
+  for (i64 tile = blockIdx.x; tile < total; tile += gridDim.x, ++k) {
+    const i64 n = tile / Sh::tiles;
+    const int s0 = (int)(tile % Sh::tiles) * kMlpTile;
+    cpAsyncWait<TS - 2>();
+    __syncthreads(); // tile k has landed for every thread; tile k - 1's buffer and ys are read
+    issue((k + TS - 1) % TS, tile + (i64)(TS - 1) * gridDim.x);
+    const int vr = warp * 16 + g;
+    unsigned xa[Sh::Cp / 16][4];
+    loadColumnsASwizzled<Sh::Cp / 16>(xa, tiles + (k % TS) * tileHalf, vr, q);
+    float acc[Sh::Cop / 8][4];
+#pragma unroll
+    for (int j = 0; j < Sh::Cop / 8; ++j)
+      acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    products(acc, xa);
+    storeColumnsD<Sh::Cop / 8, kMlpTile>(ys, acc, vr, q);
+    __syncthreads();
+    mlpStoreY<Sh, Sh::S % 8 == 0>(body, y, ys, n, s0);
+  }
+  cpAsyncWait<0>(); // (only empty groups are left)
+}
+
+// The forward with all the weights resident in shared memory, staged once per block; TS
+// tiles in flight (1: one at a time, the next one's x prefetched into registers).
+template <typename Sh, typename T, int TS, typename Body>
 void mlpForward(const Body &body, T *y, const T *x, const T *w1p, const T *w2p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   constexpr i64 P1 = Sh::Cp + 8, PE = Sh::Ep + 8;
-  constexpr i64 tileWords = mlpMax(Sh::Cp * kMlpTile / 2, Sh::Cop * kMlpTile);
+  constexpr i64 tileWords = mlpTileWords<Sh::Cp, Sh::Cop, TS>;
   constexpr i64 residentHalf = Sh::Ep * P1 + Sh::Cop * PE; // 16-bit elements of the weights
   alignas(16) __shared__ float smem[residentHalf / 2 + tileWords];
   T *w1s = (T *)smem;                      // [Ep][Cp + 8]: W1
   T *w2s = w1s + Sh::Ep * P1;              // [Cop][Ep + 8]: W2
-  T *xs = (T *)(smem + residentHalf / 2); // [Cp][tile]
-  float *ys = smem + residentHalf / 2;    // [Cop][tile]
+  T *xs = (T *)(smem + residentHalf / 2); // [Cp][tile] (TS = 1), [TS][Cp][64] swizzled
+  float *ys = smem + residentHalf / 2 + (TS == 1 ? 0 : TS * Sh::Cp * kMlpTile / 2); // [Cop][tile]
   mlpStage<Sh::Ep, Sh::Cp, P1, Sh::Cp, Sh::Ep, Sh::Cp>(w1s, w1p, 0, 0);
   mlpStage<Sh::Cop, Sh::Ep, PE, Sh::Ep, Sh::Cop, Sh::Ep>(w2s, w2p, 0, 0);
-  mlpResidentTiles<Sh>(body, y, x, xs, ys, warp, g, q, [&](auto &acc, const auto &xa) {
+  auto products = [&](auto &acc, const auto &xa) {
     for (int ec = 0; ec < Sh::Ep / 16; ++ec) {
       float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
       float a[2][4];
@@ -280,7 +359,11 @@ void mlpForward(const Body &body, T *y, const T *x, const T *w1p, const T *w2p) 
       mlpExpand<Sh::E, Sh::Cp / 16, P1>(h, a, ga, xa, w1s + (ec * 16 + g) * P1, ec, q, body);
       mmaColumns<Sh::Cop / 8, PE>(acc, ga, w2s, ec * 16, g, q);
     }
-  });
+  };
+  if constexpr (TS == 1)
+    mlpResidentTiles<Sh>(body, y, x, xs, ys, warp, g, q, products);
+  else
+    mlpPipelinedTiles<Sh, TS>(body, y, x, xs, ys, warp, g, q, products);
 }
 
 // The forward with kMlpStage expanded channels' weights at a time in shared memory, in the
@@ -452,20 +535,20 @@ template <i64 Rows, i64 Cols, typename T> void mlpCoreStage(T *dst, const T *src
 // expansion in chunks of CW (up to 64) channels, one m64nCWk16 product per 16 input channels,
 // act(h) back in as the A operand of the compression's products; the weights as core
 // matrices.
-template <typename Sh, typename T, int CW, typename Body>
+template <typename Sh, typename T, int CW, int TS, typename Body>
 void mlpForwardWgmma(const Body &body, T *y, const T *x, const T *w1p, const T *w2p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   constexpr i64 coreWords = (Sh::Ep * Sh::Cp + Sh::Cop * Sh::Ep) / 2; // both weights, in floats
-  constexpr i64 tileWords = mlpMax(Sh::Cp * kMlpTile / 2, Sh::Cop * kMlpTile);
+  constexpr i64 tileWords = mlpTileWords<Sh::Cp, Sh::Cop, TS>;
   alignas(16) __shared__ float smem[coreWords + tileWords];
   T *w1c = (T *)smem;               // W1 as core matrices
   T *w2c = w1c + Sh::Ep * Sh::Cp;   // W2 as core matrices
-  T *xs = (T *)(smem + coreWords); // [Cp][tile]
-  float *ys = smem + coreWords;    // [Cop][tile]
+  T *xs = (T *)(smem + coreWords); // [Cp][tile] (TS = 1), [TS][Cp][64] swizzled
+  float *ys = smem + coreWords + (TS == 1 ? 0 : TS * Sh::Cp * kMlpTile / 2); // [Cop][tile]
   mlpCoreStage<Sh::Ep, Sh::Cp>(w1c, w1p);
   mlpCoreStage<Sh::Cop, Sh::Ep>(w2c, w2p);
   wgmmaFenceShared();
-  mlpResidentTiles<Sh>(body, y, x, xs, ys, warp, g, q, [&](auto &acc, const auto &xa) {
+  auto products = [&](auto &acc, const auto &xa) {
     for (int ec = 0; ec < Sh::Ep / CW; ++ec) {
       float h[CW / 8][4];
 #pragma unroll
@@ -501,7 +584,11 @@ void mlpForwardWgmma(const Body &body, T *y, const T *x, const T *w1p, const T *
       wgmmaCommitWait();
       wgmmaHold(acc);
     }
-  });
+  };
+  if constexpr (TS == 1)
+    mlpResidentTiles<Sh>(body, y, x, xs, ys, warp, g, q, products);
+  else
+    mlpPipelinedTiles<Sh, TS>(body, y, x, xs, ys, warp, g, q, products);
 }
 
 // ---- mlp_grad: the backward ------------------------------------------------------------
@@ -668,6 +755,179 @@ void mlpGradResident(const Body &body, float *parts, DX *dx, const T *x, const T
     if constexpr (HasDx)
       mlpStoreDx<Sh>(dx, out, acc, n, s0, vr, q);
   }
+  // The block's sums, one part of each output (zeros for a block without a tile).
+#pragma unroll
+  for (int st = 0; st < Stages; ++st)
+#pragma unroll
+    for (int sl = 0; sl < slots; ++sl) {
+      const int f = warp + kMlpWarps * sl;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = g + (j >> 1) * 8, col = 2 * q + (j & 1);
+        i64 o = -1;
+        if (f < F2) {
+          const int co = f / (SE / 8) * 16 + row, e = st * SE + f % (SE / 8) * 8 + col;
+          if (co < Sh::Co && e < E)
+            o = (i64)co * E + e;
+        } else if (f < F2 + F1) {
+          const int e = st * SE + (f - F2) / (Cp / 8) * 16 + row, c = (f - F2) % (Cp / 8) * 8 + col;
+          if (e < E && c < Sh::C)
+            o = Sh::Co * E + (i64)e * Sh::C + c;
+        } else if (f < F) {
+          const int e = st * SE + (f - (F2 + F1)) * 16 + row;
+          if (e < E && col == 0)
+            o = Sh::Co * E + E * Sh::C + e;
+        }
+        if (o >= 0)
+          parts[o * Parts + blockIdx.x] = gacc[st][sl][j];
+      }
+    }
+}
+
+// mlpGradResident with TS ≥ 2 tiles in flight: each tile's x and dy go to one of TS swizzled
+// buffers [TS][Cp + Cop][64] (tile.cuh: swizzle64) by cp.async, issued TS - 1 tiles ahead
+// (one group per tile, empty past the last), so that the copies of the next tiles run while
+// this one's expansion is recomputed and its products summed. act(h) and dh of a stage pass
+// through their own region as before, and dx's f32 tile takes that region's place once the
+// stages are done. The arithmetic and the parts are mlpGradResident's.
+template <typename Sh, typename T, bool HasDx, i64 Stages, i64 Parts, int TS, typename Body,
+          typename DX>
+void mlpGradPipelined(const Body &body, float *parts, DX *dx, const T *x, const T *dy,
+                      const T *w1p, const T *w1t, const T *w2t) {
+  static_assert(TS >= 2, "a pipeline keeps two or more tiles in flight");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  constexpr i64 Cp = Sh::Cp, Ep = Sh::Ep, Cop = Sh::Cop, E = Sh::E;
+  constexpr i64 TP = kMlpTile + 8, P1 = Cp + 8, P3 = Cop + 8, PE = Ep + 8;
+  using St = MlpGradStages<Ep, Cp, Cop, Stages>;
+  constexpr i64 SE = St::SE, F2 = St::F2, F1 = St::F1, F = St::F, slots = St::slots;
+  constexpr i64 weightsHalf = Ep * P1 + Ep * P3 + Cp * PE; // W1, W2ᵀ, W1ᵀ (16-bit)
+  constexpr i64 tileHalf = (Cp + Cop) * kMlpTile;          // a buffer: x's rows, then dy's
+  constexpr i64 stageHalf = mlpMax(2 * SE * TP, Cp * kMlpTile * 2);
+  alignas(16) __shared__ float smem[(weightsHalf + TS * tileHalf + stageHalf) / 2];
+  T *w1s = (T *)smem;             // [Ep][Cp + 8]: W1
+  T *w2ts = w1s + Ep * P1;        // [Ep][Cop + 8]: W2ᵀ
+  T *w1ts = w2ts + Ep * P3;       // [Cp][Ep + 8]: W1ᵀ
+  T *tiles = w1ts + Cp * PE;      // [TS][Cp + Cop][64], swizzled
+  T *actS = tiles + TS * tileHalf; // [SE][tile + 8]: act(h) of a stage
+  T *dhS = actS + SE * TP;        // [SE][tile + 8]: dh of a stage
+  float *out = (float *)actS;     // [Cp][tile]: dx, once the stages are done
+  mlpStage<Ep, Cp, P1, Cp, Ep, Cp>(w1s, w1p, 0, 0);
+  mlpStage<Ep, Cop, P3, Cop, Ep, Cop>(w2ts, w2t, 0, 0);
+  mlpStage<Cp, Ep, PE, Ep, Cp, Ep>(w1ts, w1t, 0, 0);
+  float gacc[Stages][slots][4];
+#pragma unroll
+  for (int st = 0; st < Stages; ++st)
+#pragma unroll
+    for (int sl = 0; sl < slots; ++sl)
+      gacc[st][sl][0] = gacc[st][sl][1] = gacc[st][sl][2] = gacc[st][sl][3] = 0.0f;
+  constexpr i64 total = Sh::N * Sh::tiles;
+  auto issue = [&](int buffer, i64 tile) {
+    if (tile < total) {
+      mlpLoadTile<Sh::C, Cp, Sh::S>(tiles + buffer * tileHalf, x, tile);
+      mlpLoadTile<Sh::Co, Cop, Sh::S>(tiles + buffer * tileHalf + Cp * kMlpTile, dy, tile);
+    }
+    cpAsyncCommit();
+  };
+  for (int k = 0; k < TS - 1; ++k)
+    issue(k, blockIdx.x + (i64)k * gridDim.x);
+  int k = 0;
+  for (i64 tile = blockIdx.x; tile < total; tile += gridDim.x, ++k) {
+    const i64 n = tile / Sh::tiles;
+    const int s0 = (int)(tile % Sh::tiles) * kMlpTile;
+    cpAsyncWait<TS - 2>();
+    __syncthreads(); // tile k has landed for every thread; tile k - 1's buffer and dx are read
+    issue((k + TS - 1) % TS, tile + (i64)(TS - 1) * gridDim.x);
+    const T *xs = tiles + (k % TS) * tileHalf, *dys = xs + Cp * kMlpTile;
+    const int vr = warp * 16 + g;
+    unsigned xa[Cp / 16][4], dya[Cop / 16][4];
+    loadColumnsASwizzled<Cp / 16>(xa, xs, vr, q);
+    loadColumnsASwizzled<Cop / 16>(dya, dys, vr, q);
+    float acc[Cp / 8][4];
+#pragma unroll
+    for (int j = 0; j < Cp / 8; ++j)
+      acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+    for (int st = 0; st < Stages; ++st) {
+#pragma unroll 1 // (unrolled, the chunks' live values spill)
+      for (int cl = 0; cl < SE / 16; ++cl) {
+        const int ec = st * (SE / 16) + cl;
+        if (ec >= Ep / 16)
+          break;
+        float h[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        float a[2][4], dh[2][4];
+        unsigned ga[4], dha[4];
+        mlpExpand<E, Cp / 16, P1>(h, a, ga, xa, w1s + (ec * 16 + g) * P1, ec, q, body);
+        mlpActGrad<E, Cop / 16, P3, T, Body>(dh, dha, h, dya, w2ts + (ec * 16 + g) * P3, ec, q);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int e = cl * 16 + nt * 8 + 2 * q + (j & 1), v = vr + (j >> 1) * 8;
+            actS[e * TP + v] = a[nt][j];
+            dhS[e * TP + v] = dh[nt][j];
+          }
+        if constexpr (HasDx)
+          mmaColumns<Cp / 8, PE>(acc, dha, w1ts, ec * 16, g, q);
+      }
+      __syncthreads(); // the stage's act(h) and dh are written
+      // The stage's products over the tile's voxels: fragment f of dW2 (A: dy's rows, B:
+      // act(h)'s), dW1 (dh's, x's) or db1 (dh's, a column of ones). Rows of x and dy are read
+      // from the swizzled buffer, those of act(h) and dh from their padded rows.
+#pragma unroll
+      for (int sl = 0; sl < slots; ++sl) {
+        // A warp without a fragment in this slot repeats the last one (its sums are not
+        // written): every warp runs the same products, as the CPU emulation's mma needs.
+        const int f = warp + kMlpWarps * sl < F ? warp + kMlpWarps * sl : F - 1;
+        const T *ar, *br = nullptr;
+        int arow = 0, brow = 0; // rows of swizzled operands (ar / br then the tile's base)
+        bool aSwizzled = false, bSwizzled = false;
+        if (f < F2) {
+          ar = dys;
+          arow = f / (SE / 8) * 16 + g;
+          aSwizzled = true;
+          br = actS + (f % (SE / 8) * 8 + g) * TP;
+        } else if (f < F2 + F1) {
+          ar = dhS + ((f - F2) / (Cp / 8) * 16 + g) * TP;
+          br = xs;
+          brow = (f - F2) % (Cp / 8) * 8 + g;
+          bSwizzled = true;
+        } else {
+          ar = dhS + ((f - (F2 + F1)) * 16 + g) * TP;
+        }
+        const unsigned one = g == 0 ? pack2<T>(1.0f, 1.0f) : 0u;
+#pragma unroll
+        for (int k0 = 0; k0 < kMlpTile; k0 += 16) {
+          const int c = k0 + 2 * q;
+          unsigned a[4];
+          if (aSwizzled) {
+            a[0] = *(const unsigned *)(ar + swizzle64(arow, c));
+            a[1] = *(const unsigned *)(ar + swizzle64(arow + 8, c));
+            a[2] = *(const unsigned *)(ar + swizzle64(arow, c + 8));
+            a[3] = *(const unsigned *)(ar + swizzle64(arow + 8, c + 8));
+          } else {
+            const T *r = ar + c;
+            a[0] = *(const unsigned *)r;
+            a[1] = *(const unsigned *)(r + 8 * TP);
+            a[2] = *(const unsigned *)(r + 8);
+            a[3] = *(const unsigned *)(r + (8 * TP + 8));
+          }
+          unsigned b[2] = {one, one};
+          if (bSwizzled) {
+            b[0] = *(const unsigned *)(br + swizzle64(brow, c));
+            b[1] = *(const unsigned *)(br + swizzle64(brow, c + 8));
+          } else if (br) {
+            b[0] = *(const unsigned *)(br + c);
+            b[1] = *(const unsigned *)(br + c + 8);
+          }
+          mma16816<T>(gacc[st][sl], a, b);
+        }
+      }
+      __syncthreads(); // the stage's act(h) and dh are read
+    }
+    if constexpr (HasDx)
+      mlpStoreDx<Sh>(dx, out, acc, n, s0, vr, q);
+  }
+  cpAsyncWait<0>(); // (only empty groups are left)
   // The block's sums, one part of each output (zeros for a block without a tile).
 #pragma unroll
   for (int st = 0; st < Stages; ++st)

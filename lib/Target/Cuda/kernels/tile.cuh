@@ -4,7 +4,8 @@
 // piece has its CPU emulation beside it (#ifndef __CUDA_ARCH__), which keeps the GPU's data
 // layout and timing rules (a copy lands only when its group is waited for), so that a wrong
 // index or a missing wait shows in CI: test/cuda/tile.test runs every piece, and a wrong
-// variant of each, under the emulation.
+// variant of each, under the emulation. A swizzled tile layout (swizzle64) keeps unpadded
+// 64-voxel tiles free of bank conflicts for the fragment loads.
 #ifndef MED_KERNELS_TILE_CUH
 #define MED_KERNELS_TILE_CUH
 
@@ -47,6 +48,28 @@ template <int CT, int PITCH> void storeColumnsD(float *sh, const float (&d)[CT][
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       sh[(ct * 8 + 2 * q + (j & 1)) * PITCH + vr + (j >> 1) * 8] = d[ct][j];
+}
+
+// ---- a swizzled tile: rows of 64 16-bit elements, unpadded -------------------------------
+
+// Where element (r, c) of a tile of 64-element rows lies: the row's 16-byte chunk c / 8 is
+// stored at chunk (c / 8) ^ (r % 8). The eight rows that one fragment load touches (rows g,
+// or channels 2q, 2q + 1) then fall in distinct banks without padding the rows, and a 16-byte
+// vector of 8 elements from a multiple of 8 stays whole (cp.async's unit).
+constexpr int swizzle64(int r, int c) { return r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7); }
+
+// loadColumnsA for a swizzled tile: element (row, k) at sh[swizzle64(k, row)] (channels by
+// rows of 64 voxels).
+template <int KC, typename T>
+void loadColumnsASwizzled(unsigned (&a)[KC][4], const T *sh, int vr, int q) {
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc) {
+    const int c = kc * 16 + 2 * q;
+    a[kc][0] = pack2(sh[swizzle64(c, vr)], sh[swizzle64(c + 1, vr)]);
+    a[kc][1] = pack2(sh[swizzle64(c, vr + 8)], sh[swizzle64(c + 1, vr + 8)]);
+    a[kc][2] = pack2(sh[swizzle64(c + 8, vr)], sh[swizzle64(c + 9, vr)]);
+    a[kc][3] = pack2(sh[swizzle64(c + 8, vr + 8)], sh[swizzle64(c + 9, vr + 8)]);
+  }
 }
 
 // ---- ldmatrix ----------------------------------------------------------------------------
@@ -100,6 +123,14 @@ void cpAsync16(void *dst, const void *src) {
   const unsigned addr = sharedAddress(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(src) : "memory");
 }
+// The same with zeros in place of the source where `full` is false (the copy's source size
+// 0: nothing is read from `src`, which must still be a valid address).
+void cpAsync16Zfill(void *dst, const void *src, bool full) {
+  const unsigned addr = sharedAddress(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
+               "r"(full ? 16 : 0)
+               : "memory");
+}
 void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> void cpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 #else
@@ -108,7 +139,7 @@ template <int N> void cpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" :
 // stage read before its group is waited for holds what was there before.
 struct CpAsyncQueue {
   void *dst[64];
-  const void *src[64];
+  const void *src[64]; // null: 16 zero bytes (cpAsync16Zfill)
   int group[64];
   int count, committed;
 };
@@ -124,13 +155,19 @@ inline void cpAsync16(void *dst, const void *src) {
   q.src[q.count] = src;
   q.group[q.count++] = q.committed;
 }
+inline void cpAsync16Zfill(void *dst, const void *src, bool full) {
+  cpAsync16(dst, full ? src : nullptr);
+}
 inline void cpAsyncCommit() { ++cpAsyncQueue().committed; }
 template <int N> void cpAsyncWait() {
   CpAsyncQueue &q = cpAsyncQueue();
   int kept = 0;
   for (int i = 0; i < q.count; ++i) {
     if (q.group[i] < q.committed - N) {
-      memcpy(q.dst[i], q.src[i], 16);
+      if (q.src[i])
+        memcpy(q.dst[i], q.src[i], 16);
+      else
+        memset(q.dst[i], 0, 16);
       continue;
     }
     q.dst[kept] = q.dst[i];
