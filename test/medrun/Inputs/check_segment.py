@@ -248,8 +248,13 @@ cases = []
 shape = (7, 9, 11)
 lab = rng.integers(0, 4, size=(3, 3, 4))
 lab = np.kron(lab, np.ones((3, 3, 3), int))[: shape[0], : shape[1], : shape[2]]
-offsets = [(1, 0, 0), (0, 1, 0), (0, 0, 1), (-2, 0, 0), (0, 3, 0), (0, 0, -3)]
-for quant in (False, True):
+# PyTorch Connectomics' sign (v - 1 along each axis) and an extra long range, with blocks
+# one voxel thick along z, in a third case.
+forward = [(1, 0, 0), (0, 1, 0), (0, 0, 1), (-2, 0, 0), (0, 3, 0), (0, 0, -3)]
+backward = [(-1, 0, 0), (0, -1, 0), (0, 0, -1), (0, -4, 0), (5, 0, 0)]
+for name, offsets, quant, block in (("continuous", forward, False, (4, 5, 4)),
+                                    ("quantized", forward, True, (4, 5, 4)),
+                                    ("backward", backward, False, (1, 4, 6))):
     affs = []
     for o in offsets:
         shifted = np.roll(lab, shift=(-o[0], -o[1], -o[2]), axis=(0, 1, 2))
@@ -259,13 +264,12 @@ for quant in (False, True):
         if quant:
             x = (np.round(x * 8) / 8).astype(np.float32)
         affs.append(x)
-    affs = np.stack(affs)
-    cases.append(("quantized" if quant else "continuous", affs))
+    cases.append((name, offsets, np.stack(affs), block))
 
 seed_thr, low, min_seed = 0.9, 0.1, 2
-common = ["--offsets", offsets_arg(offsets), "--seed-threshold", str(seed_thr), "--low", str(low),
-          "--min-seed-size", str(min_seed)]
-for name, affs in cases:
+for name, offsets, affs, block in cases:
+    common = ["--offsets", offsets_arg(offsets), "--seed-threshold", str(seed_thr), "--low",
+              str(low), "--min-seed-size", str(min_seed)]
     np.save(f"affs_{name}.npy", affs)
     f = f"affs_{name}.npy"
     ws = watershed(shape, offsets, affs, seed_thr, low, min_seed)
@@ -299,7 +303,6 @@ for name, affs in cases:
               f"{name}: negative control: the comparison rejects repulsive edges ignored")
 
     # Block-wise: equal to the definition with the edges between blocks taken last.
-    block = (4, 5, 4)
     bargs = ["--block", ",".join(map(str, block))]
     wsb = watershed(shape, offsets, affs, seed_thr, low, min_seed, block)
     got = medrun(f, f"wsb_{name}.npy", "--method", "watershed", *common, *bargs)
