@@ -58,6 +58,11 @@
 #             bf16-mixed, 500 steps with the default passes and with the fused templates'
 #             passes disabled (same seed), and unfused with a second seed; the fused-unfused
 #             difference of the 50-step window means within the seed-to-seed spread
+#   mlp       the fused block MLP with its copy pipeline against the same templates one tile
+#             at a time and against the unfused default (scripts/gpu/mlp-ab.sh; its fused
+#             artifacts made here by `scripts/gpu/mlp-ab.sh prepare`): medrun bench of the
+#             BANIS+ bf16-mixed step per side, the mlp, mlp_grad, 1x1x1 and gelu rows with
+#             their share of the copy bandwidth
 #   stencil   the register-tiled stencils against the kernels before them (MEDC_STENCIL=tiles,
 #             compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the BANIS+
 #             bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
@@ -564,6 +569,10 @@ if [[ " $CHECKS " == *" stencil "* ]]; then
   source scripts/gpu/stencil-ab.sh # its table in $OUT/stencil.txt
 fi
 
+if [[ " $CHECKS " == *" mlp "* ]]; then
+  source scripts/gpu/mlp-ab.sh # its table in $OUT/mlp.txt
+fi
+
 echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
@@ -587,6 +596,9 @@ if [ -s "$OUT/ab.txt" ]; then
 fi
 if [ -s "$OUT/stencil.txt" ]; then
   cat "$OUT/stencil.txt"
+fi
+if [ -s "$OUT/mlp.txt" ]; then
+  cat "$OUT/mlp.txt"
 fi
 if [ -s "$OUT/converge.txt" ]; then
   echo "Training unchanged by speed (part converge, scripts/gpu/converge.sh):"
