@@ -699,10 +699,11 @@ int evalCommand(const EvalOptions &o) {
   if (fs::is_directory(o.prediction) && !isArrayDir(o.prediction)) {
     // A folder of label maps against a folder of references: nnU-Net's summary.json.
     if (o.mode != "auto" || !o.thresholds.empty() || o.minSize > 0 || !o.out.empty() ||
-        !o.skeletons.empty() || o.tune || recorded || !o.run.empty() || !o.select.empty())
+        !o.skeletons.empty() || o.tune || recorded || !o.run.empty() || !o.select.empty() ||
+        !o.method.empty())
       throw Error(str(o.prediction, " is a folder of label maps: --mode, --thresholds, "
-                                    "--min-size, -o, --skeletons, --tune, --params, --run and "
-                                    "--select apply to one volume"));
+                                    "--min-size, -o, --skeletons, --tune, --params, --run, "
+                                    "--select and --method apply to one volume"));
     if (o.labels.empty())
       throw Error(str(o.prediction, " is a folder of label maps: it needs --labels GT_FOLDER"));
     return evalFolders(o);
@@ -780,9 +781,9 @@ int evalCommand(const EvalOptions &o) {
     result["labels"] = labName;
   if (!o.skeletons.empty())
     result["skeletons"] = o.skeletons;
-  if (mode == "instances" && (!o.thresholds.empty() || o.tune || recorded))
-    throw Error(str(predText, " is an instance segmentation: --thresholds, --tune, --params "
-                    "and --run apply to affinities"));
+  if (mode == "instances" && (!o.thresholds.empty() || o.tune || recorded || !o.method.empty()))
+    throw Error(str(predText, " is an instance segmentation: --thresholds, --tune, --params, "
+                    "--run and --method apply to affinities"));
   if (mode == "instances") {
     std::vector<int64_t> seg(static_cast<size_t>(n));
     first->read({0, 0, 0}, pred.shape, seg.data());
@@ -824,10 +825,10 @@ int evalCommand(const EvalOptions &o) {
         std::none_of(gt.begin(), gt.end(), [](int64_t id) { return id > 0; }))
       noObject();
     if (mode == "segmentation" && (!o.thresholds.empty() || o.minSize > 0 || o.tune ||
-                                   recorded || !o.skeletons.empty()))
+                                   recorded || !o.skeletons.empty() || !o.method.empty()))
       throw Error(str(predText, " is scored as a segmentation (class scores): --thresholds, "
-                      "--min-size, --tune, --params, --run and --skeletons apply to "
-                      "affinities and instances"));
+                      "--min-size, --tune, --params, --run, --method and --skeletons apply "
+                      "to affinities and instances"));
     if (mode == "segmentation") {
       std::vector<ClassScore> dice;
       try {

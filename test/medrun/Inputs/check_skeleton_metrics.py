@@ -79,6 +79,23 @@ if a.bad_inputs:
     variant("no_length.json", lambda d: d.update(edges=[]))
     with open("malformed.json", "w") as f:
         f.write('{"nodes": [')
+    # Known answers: two straight skeletons of 9 unit edges along x (rows y = 0 and 1 of a
+    # 1x2x10 volume, ids 1 and 2): L = 18, max ERL = (81 + 81) / 18 = 9. "split": row 0 cut
+    # at x = 5 -> ERL = (4^2 + 4^2 + 9^2) / 18 = 113 / 18; "merge": both rows one id for
+    # x < 5 (the merged runs count 0), cut at x = 5 -> ERL = (4^2 + 4^2) / 18 = 32 / 18.
+    hand = np.zeros((1, 2, 10), np.int64)
+    hand[0, 0], hand[0, 1] = 1, 2
+    np.save("hand_gt.npy", hand)
+    split = np.where(hand == 1, 10, 12)
+    split[0, 0, 5:] = 11
+    np.save("hand_split.npy", split)
+    merge = split.copy()
+    merge[0, :, :5] = 10
+    np.save("hand_merge.npy", merge)
+    with open("hand.json", "w") as f:
+        json.dump({"nodes": [{"node": 10 * y + x, "skeleton": y + 1, "voxel": [0, y, x]}
+                             for y in range(2) for x in range(10)],
+                   "edges": [[10 * y + x, 10 * y + x + 1] for y in range(2) for x in range(9)]}, f)
     sys.exit(0)
 
 rng = np.random.default_rng(3)
