@@ -238,18 +238,22 @@ int inferCommand(const InferOptions &o) {
     if (norm.scheme == "zscore") {
       // The volume's own mean and std, summed slab by slab in voxel order (as
       // useVolumeStatistics sums a whole volume): the input is never read whole.
+      // Slabs of whole planes, or of rows where a plane is larger than 64 MiB.
+      const int64_t slabVoxels = std::max<int64_t>(shape[2], (int64_t(64) << 20) / 4);
       const int64_t plane = shape[1] * shape[2];
-      const int64_t depth = std::clamp<int64_t>((int64_t(64) << 20) / (4 * plane), 1, shape[0]);
-      std::vector<float> slab(static_cast<size_t>(depth * plane));
+      const int64_t depth = std::clamp<int64_t>(slabVoxels / plane, 1, shape[0]);
+      const int64_t rows = depth > 1 ? shape[1] : std::clamp<int64_t>(slabVoxels / shape[2], 1, shape[1]);
+      std::vector<float> slab(static_cast<size_t>(depth * rows * shape[2]));
       double sum = 0, sq = 0;
-      for (int64_t z = 0; z < shape[0]; z += depth) {
-        const int64_t d = std::min(depth, shape[0] - z);
-        readers[c]->read({z, 0, 0}, {d, shape[1], shape[2]}, slab.data());
-        for (int64_t i = 0; i < d * plane; ++i) {
-          sum += slab[i];
-          sq += static_cast<double>(slab[i]) * slab[i];
+      for (int64_t z = 0; z < shape[0]; z += depth)
+        for (int64_t y = 0; y < shape[1]; y += rows) {
+          const Box3 size{std::min(depth, shape[0] - z), std::min(rows, shape[1] - y), shape[2]};
+          readers[c]->read({z, y, 0}, size, slab.data());
+          for (int64_t i = 0; i < size[0] * size[1] * size[2]; ++i) {
+            sum += slab[i];
+            sq += static_cast<double>(slab[i]) * slab[i];
+          }
         }
-      }
       norm.mean = sum / static_cast<double>(voxels);
       norm.std = std::sqrt(std::max(0.0, sq / static_cast<double>(voxels) - norm.mean * norm.mean));
     }
