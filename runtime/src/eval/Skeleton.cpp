@@ -130,33 +130,33 @@ Skeletons readSkeletons(const std::string &path, const Box3 &shape,
     const bool hasVoxel = node.contains("voxel"), hasPosition = node.contains("position");
     if (!hasVoxel && !hasPosition)
       throw Error(str(where, ": expected voxel (indices) or position (physical units), or both"));
-    std::array<double, 3> p{};
-    Box3 v{};
+    std::array<double, 3> p{}, f{}; // the physical position; the voxel, still as numbers
     if (hasVoxel) {
-      const std::array<double, 3> f = triple(node, "voxel", xyz, where);
-      for (int k = 0; k < 3; ++k) {
+      f = triple(node, "voxel", xyz, where);
+      for (int k = 0; k < 3; ++k)
         if (std::nearbyint(f[k]) != f[k])
           throw Error(str(where, ": voxel ", node["voxel"].dump(),
                           ": expected whole voxel indices"));
-        v[k] = static_cast<int64_t>(f[k]);
-      }
     }
     if (hasPosition)
       p = triple(node, "position", xyz, where);
     if (!hasVoxel)
       for (int k = 0; k < 3; ++k)
-        v[k] = static_cast<int64_t>(std::floor(p[k] / s.spacing[k] + 0.5));
+        f[k] = std::floor(p[k] / s.spacing[k] + 0.5);
+    // Checked as numbers, so that no index outside int64 is ever converted.
+    for (int k = 0; k < 3; ++k)
+      if (!(f[k] >= 0 && f[k] < static_cast<double>(shape[k])))
+        throw Error(str(where, ": ",
+                        hasVoxel ? str("voxel (z, y, x) = ")
+                                 : str("position (z, y, x) ", tripleText(p), " is voxel "),
+                        tripleText(f), ", outside the volume ", volume, " (", shape[0], "x",
+                        shape[1], "x", shape[2],
+                        hasVoxel ? "" : str(", spacing ", tripleText(s.spacing)), ")"));
+    const Box3 v{static_cast<int64_t>(f[0]), static_cast<int64_t>(f[1]),
+                 static_cast<int64_t>(f[2])};
     if (!hasPosition)
       for (int k = 0; k < 3; ++k)
-        p[k] = static_cast<double>(v[k]) * s.spacing[k];
-    for (int k = 0; k < 3; ++k)
-      if (v[k] < 0 || v[k] >= shape[k])
-        throw Error(str(where, ": ",
-                        hasVoxel ? str("voxel (z, y, x) = (")
-                                 : str("position (z, y, x) ", tripleText(p), " is voxel ("),
-                        v[0], ", ", v[1], ", ", v[2], "), outside the volume ", volume, " (",
-                        shape[0], "x", shape[1], "x", shape[2],
-                        hasVoxel ? "" : str(", spacing ", tripleText(s.spacing)), ")"));
+        p[k] = f[k] * s.spacing[k];
     s.nodeIds.push_back(id);
     s.skeleton.push_back(sk);
     s.voxel.push_back(v);

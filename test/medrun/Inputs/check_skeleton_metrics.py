@@ -19,6 +19,7 @@ run normalised by node count, x and z swapped) must each be told apart.
 
   check_skeleton_metrics.py --medrun MEDRUN --dir DIR
   check_skeleton_metrics.py --bad-inputs --dir DIR     the files of the error checks
+  check_skeleton_metrics.py --mutate --medrun M --dir DIR   mutated files: read or refused
 """
 import argparse
 import json
@@ -34,6 +35,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--medrun")
 p.add_argument("--dir", required=True)
 p.add_argument("--bad-inputs", action="store_true")
+p.add_argument("--mutate", action="store_true")
 a = p.parse_args()
 os.makedirs(a.dir, exist_ok=True)
 os.chdir(a.dir)
@@ -45,6 +47,50 @@ def check(name, ok, detail=""):
     if not ok:
         failures.append(name)
 
+
+if a.mutate:
+    # Mutated skeleton files (values of other types and sizes, keys dropped, bytes cut): every
+    # one must be read or refused with medrun's error, exit 0 or 1, never a crash.
+    import random
+    r = random.Random(7)
+    base = json.load(open("good.json"))
+    weird = [None, True, "x", -1, 0, 2**63, 2**64 + 5, -2**63, 1e300, -1e300, 0.5, [], {}, [1, 2],
+             [0, 0, 0, 0], [1e308, 0, 0], [-0.0, 0, 0], "NaN"]
+    outcomes = {0: 0, 1: 0}
+
+    def mutate(doc):
+        node = r.choice(doc["nodes"])
+        kind = r.randrange(5)
+        if kind == 0:
+            node[r.choice(["node", "skeleton", "voxel", "position"])] = r.choice(weird)
+        elif kind == 1:
+            node.pop(r.choice(list(node)), None)
+        elif kind == 2:
+            doc["edges"].append([r.choice(weird), r.choice(weird)])
+        elif kind == 3:
+            doc[r.choice(["spacing", "axes", "nodes", "edges", "units"])] = r.choice(weird)
+        else:
+            key = r.choice(["voxel", "position"])
+            node[key] = [r.choice([c for c in weird if not isinstance(c, (list, dict))]) for _ in range(3)]
+    for i in range(60):
+        doc = json.loads(json.dumps(base))
+        for _ in range(r.randrange(1, 4)):
+            try:
+                mutate(doc)
+            except (AttributeError, IndexError, TypeError, KeyError):
+                pass  # an earlier mutation replaced what this one edits
+        text = json.dumps(doc)
+        if i % 10 == 9:
+            text = text[: r.randrange(len(text))]
+        with open("mutant.json", "w") as f:
+            f.write(text)
+        res = subprocess.run([a.medrun, "eval", "gt.npy", "--labels", "gt.npy", "--skeletons", "mutant.json"],
+                             capture_output=True, text=True)
+        if res.returncode not in (0, 1) or (res.returncode == 1 and not res.stderr.startswith("medrun: ")):
+            sys.exit("mutant %d: exit %d: %s\n%s" % (i, res.returncode, res.stderr, text))
+        outcomes[res.returncode] += 1
+    print("mutated skeletons: %d read, %d refused, no crash" % (outcomes[0], outcomes[1]))
+    sys.exit(0)
 
 if a.bad_inputs:
     # One 6x7x8 volume with two objects and skeletons broken one way per file.
