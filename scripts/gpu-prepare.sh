@@ -37,45 +37,47 @@ mkdir -p .device/cuda
   --fusion-checks -o .device/cuda/quickstart_fusions.medc
 # Its effective recipe: `medrun train` there runs it with no compiler (--artifact).
 "$BIN/medc" recipe configs/quickstart.yaml --set data.patch=32,32,32 >.device/cuda/quickstart.json
+# The BANIS recipes train with BANIS's augmentation by default; the steps below set
+# augment.pipeline=none (the step alone), and row bf16-aug adds the pipeline file.
 # The BANIS+ recipe (MedNeXt-L k3, 1->6 affinities, 128³, batch 2, per-channel BCE with
 # automatic pos_weight, AdamW with clipping, EMA) with CUDA kernels, for `medcheck --device
 # cuda --train-steps` (part `large` of scripts/gpu-check.sh): it holds train_step, the loss
 # function and loss_grad that --train-steps and --train-grad run, and infer. About 20 MB of
 # kernels (cubin + PTX); no parameters (medcheck draws them with medrun::initParameters).
-"$BIN/medc" compile --recipe configs/banis_plus.yaml --target cuda -o .device/cuda/banis_plus.medc
-"$BIN/medc" recipe configs/banis_plus.yaml >.device/cuda/banis_plus.json
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --target cuda -o .device/cuda/banis_plus.medc
+"$BIN/medc" recipe configs/banis_plus.yaml --set augment.pipeline=none >.device/cuda/banis_plus.json
 # The same recipe and the quickstart in bf16-mixed (parts `large`, `banis` and `bench`).
-"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_plus_bf16.medc
-"$BIN/medc" recipe configs/banis_plus.yaml --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
+"$BIN/medc" recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed >.device/cuda/banis_plus_bf16.json
 # The bf16-mixed step compiled with --data-parallel (its gradient buckets summed over NCCL):
 # scripts/gpu-data-parallel.sh trains and benches it on 1..8 GPUs.
-"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --target cuda \
   --data-parallel -o .device/cuda/banis_plus_bf16_dp.medc
 # Part equiv of scripts/gpu-data-parallel.sh (N ranks of batch 2 against one process of batch
 # 2N on the same samples): the bf16-mixed step with a loss that is a mean over the samples
 # (no mask, no automatic pos_weight: a rank would count those over its own samples), compiled
 # with --data-parallel at batch 2, and for one process at batch 2 and 4 (1 and 2 GPUs).
 E=(--set precision=bf16-mixed --set loss.mask=false --set loss.auto_pos_weight=false)
-"$BIN/medc" recipe configs/banis_plus.yaml "${E[@]}" >.device/cuda/banis_plus_bf16_equiv.json
-"$BIN/medc" compile --recipe configs/banis_plus.yaml "${E[@]}" --target cuda --data-parallel \
+"$BIN/medc" recipe configs/banis_plus.yaml --set augment.pipeline=none "${E[@]}" >.device/cuda/banis_plus_bf16_equiv.json
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none "${E[@]}" --target cuda --data-parallel \
   -o .device/cuda/banis_plus_bf16_equiv_dp.medc
 for b in 2 4; do
-  "$BIN/medc" recipe configs/banis_plus.yaml "${E[@]}" --set data.batch=$b >.device/cuda/banis_plus_bf16_equiv_b$b.json
-  "$BIN/medc" compile --recipe configs/banis_plus.yaml "${E[@]}" --set data.batch=$b --target cuda \
+  "$BIN/medc" recipe configs/banis_plus.yaml --set augment.pipeline=none "${E[@]}" --set data.batch=$b >.device/cuda/banis_plus_bf16_equiv_b$b.json
+  "$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none "${E[@]}" --set data.batch=$b --target cuda \
     -o .device/cuda/banis_plus_bf16_equiv_b$b.medc
 done
 # The bf16-mixed step under a 16 GiB memory budget (med-recompute; part `bench`, bf16-16g).
 # The budget bounds medc's plan (arena and resident state); the runtime adds the convolution
 # workspace and two staging slots of the batch, about 1 GiB for BANIS+ (docs/perf.md).
-"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --memory-budget 16 \
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --memory-budget 16 \
   --target cuda -o .device/cuda/banis_plus_bf16_16g.medc
 cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_16g.json
 # MedNeXt-L kernel 5 (the BANIS-L recipe, 1->6, 128³, batch 2) bf16-mixed: part `bench`,
 # row bf16-k5 (the k5 target of docs/perf.md).
-"$BIN/medc" compile --recipe configs/banis_l_k5.yaml --set precision=bf16-mixed --target cuda \
+"$BIN/medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none --set precision=bf16-mixed --target cuda \
   -o .device/cuda/banis_l_k5_bf16.medc
-"$BIN/medc" recipe configs/banis_l_k5.yaml --set precision=bf16-mixed >.device/cuda/banis_l_k5_bf16.json
+"$BIN/medc" recipe configs/banis_l_k5.yaml --set augment.pipeline=none --set precision=bf16-mixed >.device/cuda/banis_l_k5_bf16.json
 # The augmentation pipelines by themselves (part `augment`: CUDA = CPU batches, their kernel
 # time beside PyTorch's batched pipelines).
 # Beside each: the same unfused (no resample or reduce fusions: the fused = unfused check
@@ -109,7 +111,7 @@ done
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
 if [ -n "${MED_PREPARE_AB:-}" ]; then
-  "$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed --target cuda \
+  "$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --target cuda \
     --disable-pass="$MED_PREPARE_AB" -o .device/cuda/banis_plus_bf16_ab.medc
   cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_ab.json
 fi
@@ -118,9 +120,9 @@ fi
 # And in fp16-mixed (dynamic loss scaling): parts `large` and `bench`.
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --set precision=fp16-mixed \
   --target cuda -o .device/cuda/quickstart_fp16.medc
-"$BIN/medc" compile --recipe configs/banis_plus.yaml --set precision=fp16-mixed --target cuda \
+"$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=fp16-mixed --target cuda \
   -o .device/cuda/banis_plus_fp16.medc
-"$BIN/medc" recipe configs/banis_plus.yaml --set precision=fp16-mixed >.device/cuda/banis_plus_fp16.json
+"$BIN/medc" recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=fp16-mixed >.device/cuda/banis_plus_fp16.json
 /usr/bin/python3 - <<'PY'
 import numpy as np
 rng = np.random.default_rng(2024)

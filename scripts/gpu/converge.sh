@@ -39,7 +39,7 @@ converge_prepare() {
   local recipe=${MED_CONVERGE_PREPARE_RECIPE:-configs/banis_plus.yaml}
   local unfused=${MED_CONVERGE_UNFUSED:-.device/cuda/banis_plus_bf16_unfused.medc}
   mkdir -p "$(dirname "$unfused")"
-  "$medc" compile --recipe "$recipe" --set precision=bf16-mixed \
+  "$medc" compile --recipe "$recipe" --set precision=bf16-mixed --set augment.pipeline=none \
     --target "${MED_CONVERGE_TARGET:-cuda}" "${CONVERGE_UNFUSED[@]}" -o "$unfused"
 }
 

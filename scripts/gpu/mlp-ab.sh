@@ -23,7 +23,7 @@
 
 mlp_prepare() {
   local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} a=banis_plus_bf16
-  local R=(--recipe configs/banis_plus.yaml --set precision=bf16-mixed --set recompute_mlp=true)
+  local R=(--recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --set recompute_mlp=true)
   mkdir -p .device/cuda
   "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
   "$medc" compile "${R[@]}" --cuda-mlp-pipeline 1 --target cuda -o .device/cuda/${a}_mlp1.medc

@@ -26,11 +26,11 @@ M=$W/build/bin/medc
 D=.device/ab
 rm -rf "$D" && mkdir -p "$D"
 # The recipes name their models and pipelines relative to the recipe: run from the worktree.
-B=(--set precision=bf16-mixed --target cuda)
+B=(--set precision=bf16-mixed --set augment.pipeline=none --target cuda)
 (cd "$W" && build/bin/medc compile --recipe configs/banis_plus.yaml "${B[@]}" -o "$OLDPWD/$D/banis_plus_bf16.medc")
-(cd "$W" && build/bin/medc recipe configs/banis_plus.yaml --set precision=bf16-mixed >"$OLDPWD/$D/banis_plus_bf16.json")
+(cd "$W" && build/bin/medc recipe configs/banis_plus.yaml --set precision=bf16-mixed --set augment.pipeline=none >"$OLDPWD/$D/banis_plus_bf16.json")
 (cd "$W" && build/bin/medc compile --recipe configs/banis_l_k5.yaml "${B[@]}" -o "$OLDPWD/$D/banis_l_k5_bf16.medc")
-(cd "$W" && build/bin/medc recipe configs/banis_l_k5.yaml --set precision=bf16-mixed >"$OLDPWD/$D/banis_l_k5_bf16.json")
+(cd "$W" && build/bin/medc recipe configs/banis_l_k5.yaml --set precision=bf16-mixed --set augment.pipeline=none >"$OLDPWD/$D/banis_l_k5_bf16.json")
 for p in nnunet banis; do
   "$M" compile "$W/models/augment_$p.mlir" --target cuda -o "$D/augment_$p.medc"
 done

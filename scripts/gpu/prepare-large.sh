@@ -12,7 +12,7 @@ rm -rf .device && mkdir -p .device/cuda .deps/include/med
 cp -r /usr/include/nlohmann /usr/include/fmt .deps/include/
 cp "$BUILD"/include/med/*.inc .deps/include/med/ # OpTable.inc and the other generated tables
 git describe --always --dirty --abbrev=12 >.deps/git-commit 2>/dev/null || rm -f .deps/git-commit
-R=configs/banis_plus.yaml
+R="configs/banis_plus.yaml --set augment.pipeline=none" # the step alone (word-split below)
 "$BIN/medc" compile --recipe $R --target cuda -o .device/cuda/banis_plus.medc
 "$BIN/medc" compile --recipe $R --set precision=bf16-mixed --target cuda -o .device/cuda/banis_plus_bf16.medc
 "$BIN/medc" compile --recipe $R --set precision=bf16-mixed --memory-budget 16 --target cuda \

@@ -18,9 +18,9 @@
 stencil_prepare() {
   local medc=${MED_MEDC:-${BUILD:-build}/bin/medc}
   mkdir -p .device/cuda
-  MEDC_STENCIL=tiles "$medc" compile --recipe configs/banis_plus.yaml --set precision=bf16-mixed \
+  MEDC_STENCIL=tiles "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed \
     --target cuda -o .device/cuda/banis_plus_bf16_tiles.medc
-  MEDC_STENCIL=tiles "$medc" compile --recipe configs/banis_l_k5.yaml --set precision=bf16-mixed \
+  MEDC_STENCIL=tiles "$medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none --set precision=bf16-mixed \
     --target cuda -o .device/cuda/banis_l_k5_bf16_tiles.medc
 }
 
