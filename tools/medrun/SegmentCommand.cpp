@@ -4,6 +4,8 @@
 // --offsets, or from the run that trained the network (its config.json: the recipe's
 // loss.affinities.offsets, or BANIS's first C when the recipe has none, which is what
 // training used then); with neither the command stops and asks, never guessing.
+// Block-wise, the intermediate ids go to scratch files and an HDF5/Zarr output is written
+// block by block, so the volume need not fit in memory.
 //
 //===----------------------------------------------------------------------------------===//
 #include "SegmentCommand.h"
@@ -24,6 +26,8 @@
 #include <memory>
 #include <unordered_set>
 
+#include <unistd.h>
+
 namespace medrun {
 namespace fs = std::filesystem;
 
@@ -32,7 +36,8 @@ Command segmentCommandEntry() {
       "segment",
       "medrun segment AFFS -o SEG [--method M] [--threshold T[,T...]] [--offsets O | --run DIR]\n"
       "               [--seed-threshold S] [--low L] [--min-seed-size N] [--stride Z,Y,X]\n"
-      "               [--block B] [--dtype uint64|uint32] [--threads N] [--progress P]",
+      "               [--block B [--scratch DIR]] [--dtype uint64|uint32] [--threads N]\n"
+      "               [--progress P]",
       "Segments predicted affinities (`medrun infer` of an affinity recipe: C x D x H x W,\n"
       "channel k at voxel v the affinity of v and v + offset k, 1 = same object) into\n"
       "instances. watershed: seeded watershed on the short-range channels (seeds: the\n"
@@ -67,6 +72,9 @@ Command segmentCommandEntry() {
        {"block", "B",
         "block size, N or Z,Y,X voxels (default: the whole volume when its affinities\n"
         "take at most 2 GiB, else 256)"},
+       {"scratch", "DIR",
+        "block-wise: where the blocks' intermediate ids go, one file per block\n"
+        "(default: the system's temporary directory); removed at the end"},
        {"dtype", "T",
         "uint64 (default; int64 in .npy files) or uint32 (an error if the labels do\n"
         "not fit)"},
@@ -156,6 +164,47 @@ Offsets runOffsets(const std::string &dir, int64_t channels) {
   Offsets all = banisOffsets(context);
   return Offsets(all.begin(), all.begin() + channels);
 }
+
+/// Raw ids block by block in a scratch directory, one file per block (the driver reads
+/// and writes whole blocks only); removed at the end.
+class BlockFiles : public LabelStore {
+public:
+  explicit BlockFiles(const std::string &parent) {
+    const fs::path base = parent.empty() ? fs::temp_directory_path() : fs::path(parent);
+    dir_ = base / fmt::format("medrun-segment-{}-{}", static_cast<long>(::getpid()),
+                              static_cast<long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec)
+      throw Error(str("--scratch: cannot create ", dir_.string(), " (", ec.message(), ")"));
+  }
+  ~BlockFiles() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void write(const Box3 &lo, const Box3 &size, const uint64_t *labels) override {
+    const fs::path f = file(lo);
+    std::ofstream o(f, std::ios::binary | std::ios::trunc);
+    o.write(reinterpret_cast<const char *>(labels),
+            static_cast<std::streamsize>(size[0] * size[1] * size[2] * 8));
+    if (!o)
+      throw Error(str(f.string(), ": cannot write a block of labels (scratch space full?)"));
+  }
+  void read(const Box3 &lo, const Box3 &size, uint64_t *labels) const override {
+    const fs::path f = file(lo);
+    std::ifstream in(f, std::ios::binary);
+    const std::streamsize bytes = static_cast<std::streamsize>(size[0] * size[1] * size[2] * 8);
+    in.read(reinterpret_cast<char *>(labels), bytes);
+    if (!in || in.gcount() != bytes || in.peek() != std::ifstream::traits_type::eof())
+      throw Error(str(f.string(), ": not the block of labels written there"));
+  }
+
+private:
+  fs::path file(const Box3 &lo) const {
+    return dir_ / fmt::format("{}_{}_{}.u64", lo[0], lo[1], lo[2]);
+  }
+  fs::path dir_;
+};
 
 std::string withThreshold(const std::string &out, double t) {
   const size_t at = out.find("{t}");
@@ -275,48 +324,102 @@ int segmentCommand(const Args &args) {
         readers[k]->read(lo, size, dst + k * n);
     });
   };
-  MemoryLabels raw(shape);
+  // Block-wise, the raw ids live in one scratch file per block (bounded memory: a block of
+  // affinities and labels at a time); whole, in memory.
+  std::unique_ptr<LabelStore> raw;
+  if (whole)
+    raw = std::make_unique<MemoryLabels>(shape);
+  else
+    raw = std::make_unique<BlockFiles>(args.get("scratch"));
   BlockwiseResult result =
-      segmentBlockwise(read, shape, block, offsets, params, raw,
+      segmentBlockwise(read, shape, block, offsets, params, *raw,
                        params.method == SegmentMethod::MeanAgglomeration ? thresholds
                                                                          : std::vector<double>{});
   if (bar)
     bar->finish();
   bar.reset();
 
-  // Each threshold's labels, written whole (the raw ids map to the final labels).
-  std::vector<uint64_t> labels(static_cast<size_t>(voxels));
+  // Each threshold's labels: the raw ids mapped to the final labels. Block-wise into HDF5 or
+  // Zarr, block by block (chunks dividing the block); otherwise assembled and written whole.
   for (size_t i = 0; i < result.maps.size(); ++i) {
     const std::vector<uint64_t> &map = result.maps[i];
-    parallelFor(voxels, int64_t(1) << 16, [&](int64_t b, int64_t e) {
-      for (int64_t v = b; v < e; ++v)
-        labels[v] = map[raw.labels()[v]];
-    });
     uint64_t top = 0;
     for (uint64_t m : map)
       top = std::max(top, m);
+    const std::string path = withThreshold(out, thresholds[i]);
     VolumeData data;
     data.shape = shape;
     data.spacing = info.spacing;
     data.affine = info.affine;
-    std::vector<uint32_t> narrow;
     if (dtype == "uint32") {
       if (top > UINT32_MAX)
         throw Error(str("--dtype uint32: ", top, " objects do not fit; use uint64"));
-      narrow.assign(labels.begin(), labels.end());
       data.type = VoxelType::U32;
-      data.data = narrow.data();
     } else {
       // NumPy files are written signed (medrun's .npy writer has no uint64); ids are far
       // below 2^63.
-      const std::string path = withThreshold(out, thresholds[i]);
       data.type = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0
                       ? VoxelType::I64
                       : VoxelType::U64;
-      data.data = labels.data();
     }
-    const std::string path = withThreshold(out, thresholds[i]);
-    writeVolume(path, data);
+    // One block's labels, in the output's type, into `dst` (bytes).
+    auto labelsOf = [&](const Box3 &lo, const Box3 &size, std::vector<uint64_t> &ids,
+                        std::vector<uint8_t> &dst) {
+      const int64_t n = size[0] * size[1] * size[2];
+      ids.resize(static_cast<size_t>(n));
+      raw->read(lo, size, ids.data());
+      dst.resize(static_cast<size_t>(n) * voxelSize(data.type));
+      parallelFor(n, int64_t(1) << 16, [&](int64_t b, int64_t e) {
+        for (int64_t v = b; v < e; ++v) {
+          const uint64_t id = map[ids[v]];
+          if (data.type == VoxelType::U32)
+            reinterpret_cast<uint32_t *>(dst.data())[v] = static_cast<uint32_t>(id);
+          else
+            reinterpret_cast<uint64_t *>(dst.data())[v] = id;
+        }
+      });
+    };
+    std::vector<uint64_t> ids;
+    std::vector<uint8_t> bytes;
+    if (!whole && isChunkedVolumePath(path)) {
+      Box3 chunk{};
+      for (int a = 0; a < 3; ++a) {
+        chunk[a] = block[a];
+        for (int64_t c = std::min<int64_t>(block[a], 128); c >= 1; --c)
+          if (block[a] % c == 0) {
+            chunk[a] = c;
+            break;
+          }
+      }
+      auto writer = createVolume(path, data, chunk);
+      for (int64_t z = 0; z < shape[0]; z += block[0])
+        for (int64_t y = 0; y < shape[1]; y += block[1])
+          for (int64_t x = 0; x < shape[2]; x += block[2]) {
+            const Box3 lo{z, y, x};
+            const Box3 size{std::min(block[0], shape[0] - z), std::min(block[1], shape[1] - y),
+                            std::min(block[2], shape[2] - x)};
+            labelsOf(lo, size, ids, bytes);
+            writer->write(lo, size, bytes.data());
+          }
+      writer->flush();
+    } else {
+      std::vector<uint8_t> all(static_cast<size_t>(voxels) * voxelSize(data.type));
+      const size_t width = voxelSize(data.type);
+      for (int64_t z = 0; z < shape[0]; z += block[0])
+        for (int64_t y = 0; y < shape[1]; y += block[1])
+          for (int64_t x = 0; x < shape[2]; x += block[2]) {
+            const Box3 size{std::min(block[0], shape[0] - z), std::min(block[1], shape[1] - y),
+                            std::min(block[2], shape[2] - x)};
+            labelsOf({z, y, x}, size, ids, bytes);
+            for (int64_t bz = 0; bz < size[0]; ++bz)
+              for (int64_t by = 0; by < size[1]; ++by)
+                std::copy(bytes.begin() + ((bz * size[1] + by) * size[2]) * width,
+                          bytes.begin() + ((bz * size[1] + by + 1) * size[2]) * width,
+                          all.begin() + (((z + bz) * shape[1] + y + by) * shape[2] + x) * width);
+          }
+      data.data = all.data();
+      writeVolume(path, data);
+    }
     fmt::print("{}: {} objects{} -> {}\n", segmentMethodName(params.method), top,
                params.method == SegmentMethod::MeanAgglomeration
                    ? fmt::format(" at threshold {:g}", thresholds[i])
