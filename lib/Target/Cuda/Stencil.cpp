@@ -82,9 +82,10 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
   if (D * H * W >= (int64_t{1} << 31) - 65536)
     return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
   const bool registers = stencilKernels() == StencilKernels::Registers;
-  // Threads per block along W (rw outputs each: 4, or with register tiling 8 where W
-  // allows), H (rh rows each) and D (one slice each).
-  const int rw = registers && W > 4 ? 8 : 4;
+  // Threads per block along W (rw outputs each: 4, or with register tiling 8 on rows
+  // longer than 8, where 8 would leave a block of few threads), H (rh rows each) and D (one
+  // slice each).
+  const int rw = registers && W > 8 ? 8 : 4;
   // Inputs per global vector (the register-tiled kernel stages whole vectors): 16 bytes,
   // or for 16-bit inputs 8 bytes where the halo of 16-byte vectors would not fit.
   int v = elemType(x) == "float" ? 4 : 8;
