@@ -507,10 +507,12 @@ json paramsJson(const SegmentationParams &p) {
             {"threshold", p.threshold},
             {"thresholds_on", p.onLogits ? "logits" : "probabilities"},
             {"min_size", p.minSize}};
+  // The float settings written as their shortest decimal (0.9, not 0.8999999761581421).
+  auto decimal = [](float v) { return std::stod(fmt::format("{}", v)); };
   if (p.method == "mean-agglomeration")
-    j["watershed"] = {{"seed_threshold", p.seedThreshold},
+    j["watershed"] = {{"seed_threshold", decimal(p.seedThreshold)},
                       {"min_seed_size", p.minSeedSize},
-                      {"low", p.low}};
+                      {"low", decimal(p.low)}};
   j["chosen_on"] = p.chosenOn;
   return j;
 }
