@@ -518,8 +518,10 @@ TEST(Data, RawLabelsForAugmentation) {
               outside += !inside;
               // classes: the segmentation inside the volume, -1 outside.
               ASSERT_EQ(c[v], inside ? static_cast<int32_t>(seg[v]) : -1);
-              // instances: 0 exactly where the labels are; equal neighbours share a piece.
-              ASSERT_EQ(in[v] == 0, lab[v] == 0);
+              // instances: -1 outside the volume (unlabelled), 0 exactly where the labels
+              // are inside it; equal neighbours share a piece.
+              ASSERT_EQ(in[v] == -1, !inside);
+              ASSERT_EQ(in[v] == 0, inside && lab[v] == 0);
               if (lab[v] == 0)
                 continue;
               piecesOf[static_cast<int32_t>(lab[v])].insert(in[v]);

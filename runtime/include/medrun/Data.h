@@ -56,10 +56,15 @@ constexpr int64_t kAffinityMargin = 10;
 /// masked, aff there is 0). Background is a real label: its affinities (0) are valid.
 /// `labels`: i32 [1,D,H,W]; sets `affinity` and `mask` to new u8 [6,D,H,W] tensors.
 void computeAffinities(const Tensor &labels, Tensor &affinity, Tensor &mask);
+/// The same for any offsets (a recipe's loss.affinities.offsets; negative ones too): channel c
+/// of [K,D,H,W] is labels[v] == labels[v+o_c] && labels[v] != 0, masked where v+o_c lies
+/// outside the volume (med.affinities with unlabelled_below 0).
+void computeAffinities(const Tensor &labels, const std::vector<Index3> &offsets, Tensor &affinity,
+                       Tensor &mask);
 
 /// Relabels the 6-connected pieces of equal nonzero id in `ids` (D x H x W) as 1, 2, ... in
 /// raster order of their first voxel, into `out` (not `ids`); 0 stays 0. Returns the id of
-/// each piece (element 0: 0). As BANIS relabels its crops (cc3d, connectivity 6), so that
+/// each piece (element 0: 0); a negative id (unlabelled: padding) becomes -1. As BANIS relabels its crops (cc3d, connectivity 6), so that
 /// pieces of one object that meet only outside a crop are different instances in it.
 std::vector<int32_t> connectedComponents(const int32_t *ids, const Index3 &shape, int32_t *out);
 
@@ -114,8 +119,9 @@ struct LoaderSpec {
 ///   segmentation/F [B,1,P/F] F = 2, 4, 8, ... dividing every patch axis: the nearest
 ///                  (strided) downsample seg[F*i] of the padded patch, for deep supervision
 ///   instances      [B,1,P]  i32 instance ids of the patch, its 6-connected pieces
-///                  relabelled 1, 2, ... (connectedComponents), padding 0: the raw labels an
-///                  augmentation pipeline in the step turns into affinities (docs/augment.md)
+///                  relabelled 1, 2, ... (connectedComponents), padding -1 (unlabelled:
+///                  the affinities reaching it are masked): the raw labels an augmentation
+///                  pipeline in the step turns into affinities (docs/augment.md)
 ///   classes        [B,1,P]  i32 class indices, padding -1 (nnU-Net's padding label)
 /// Throws Error naming the key and what was expected for any bad value.
 void validate(const LoaderSpec &spec);

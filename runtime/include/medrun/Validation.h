@@ -62,6 +62,9 @@ struct ValidationOptions {
   std::vector<std::string> classNames;
   /// nnU-Net's ignore label: its voxels are left out of the Dice, as nnU-Net's evaluation.
   std::optional<int64_t> ignoreLabel;
+  /// The affinities' offsets (loss.affinities.offsets), one per channel; empty: the first
+  /// channels of BANIS's six (the volumes' own targets).
+  std::vector<Index3> offsets;
 };
 
 struct ValidationResult {

@@ -108,6 +108,10 @@ std::vector<int32_t> connectedComponents(const int32_t *ids, const Index3 &shape
   std::vector<int64_t> stack;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t raw = ids[i];
+    if (raw < 0) { // unlabelled (padding) stays -1
+      out[i] = -1;
+      continue;
+    }
     if (raw == 0 || out[i] != 0)
       continue;
     const int32_t label = static_cast<int32_t>(rawOf.size());
@@ -359,7 +363,8 @@ DataLoader::DataLoader(std::shared_ptr<const PatchSource> source, LoaderSpec spe
     } else if (name == "instances" || name == "classes") { // raw labels for augmentation
       r.source = name == "instances" ? Source::Instances : Source::Classes;
       r.dtype = DType::I32;
-      r.pad = name == "classes" ? -1 : 0;
+      r.pad = -1; // outside the volume: unlabelled (classes: nnU-Net's -1; instances: the
+                  // affinities reaching there are masked, BANIS's border mask)
     }
     requests_.push_back(r);
     shapes_[name] = {spec_.batch, r.channels, spec_.patch[0] / r.factor,
@@ -452,7 +457,7 @@ void DataLoader::fill(Batch &batch) {
       const Index3 O = {spec_.patch[0] / r.factor, spec_.patch[1] / r.factor,
                         spec_.patch[2] / r.factor};
       const int64_t nO = O[0] * O[1] * O[2];
-      if (r.dtype == DType::I32) { // raw labels: instance ids (pad 0) or classes (pad -1)
+      if (r.dtype == DType::I32) { // raw labels: instance ids or classes (pad -1)
         int32_t *ids = batch.tensors.at(r.name).data<int32_t>() + j * nO;
         if (r.source == Source::Instances) { // the crop's own connected pieces
           std::vector<int32_t> crop(static_cast<size_t>(nO));

@@ -35,24 +35,34 @@ const std::array<Index3, 6> &banisOffsets() {
 }
 
 void computeAffinities(const Tensor &labels, Tensor &affinity, Tensor &mask) {
+  computeAffinities(labels, std::vector<Index3>(banisOffsets().begin(), banisOffsets().end()),
+                    affinity, mask);
+}
+
+void computeAffinities(const Tensor &labels, const std::vector<Index3> &offsets, Tensor &affinity,
+                       Tensor &mask) {
   if (labels.dtype() != DType::I32 || labels.rank() != 4 || labels.dim(0) != 1)
     throw Error(str("labels: expected an i32 tensor of shape 1xDxHxW, got ",
                     dtypeName(labels.dtype()), " ", shapeStr(labels.shape())));
+  const int64_t K = static_cast<int64_t>(offsets.size());
   const int64_t D = labels.dim(1), H = labels.dim(2), W = labels.dim(3), plane = H * W;
-  affinity = Tensor(DType::U8, {6, D, H, W});
-  mask = Tensor(DType::U8, {6, D, H, W});
+  affinity = Tensor(DType::U8, {K, D, H, W});
+  mask = Tensor(DType::U8, {K, D, H, W});
   const int32_t *seg = labels.data<int32_t>();
   uint8_t *aff = affinity.data<uint8_t>(), *msk = mask.data<uint8_t>();
-  parallelFor(6 * D, 1, [&](int64_t begin, int64_t end) {
+  parallelFor(K * D, 1, [&](int64_t begin, int64_t end) {
     for (int64_t cz = begin; cz < end; ++cz) {
       const int64_t c = cz / D, z = cz % D;
-      const Index3 &o = banisOffsets()[c];
+      const Index3 &o = offsets[c];
       const int64_t shift = (o[0] * H + o[1]) * W + o[2];
       uint8_t *a = aff + cz * plane, *m = msk + cz * plane;
-      if (z + o[0] >= D)
-        continue; // the whole plane is past the trailing edge: 0 and masked
-      for (int64_t y = 0; y + o[1] < H; ++y)
-        for (int64_t x = 0; x + o[2] < W; ++x) {
+      if (z + o[0] < 0 || z + o[0] >= D)
+        continue; // the whole plane's partners are outside: 0 and masked
+      // The voxels whose partner v + o lies inside along H and W.
+      const int64_t y0 = std::max<int64_t>(0, -o[1]), y1 = std::min(H, H - o[1]);
+      const int64_t x0 = std::max<int64_t>(0, -o[2]), x1 = std::min(W, W - o[2]);
+      for (int64_t y = y0; y < y1; ++y)
+        for (int64_t x = x0; x < x1; ++x) {
           const int64_t v = (z * H + y) * W + x;
           a[y * W + x] = seg[v] != 0 && seg[v] == seg[v + shift];
           m[y * W + x] = 1;

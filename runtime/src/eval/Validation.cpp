@@ -30,14 +30,18 @@ Tensor crop(const Tensor &t, const Index3 &at, const Index3 &extent) {
   return out;
 }
 
-std::vector<std::string> channelNames(bool affinities, int64_t channels) {
+std::vector<std::string> channelNames(bool affinities, int64_t channels,
+                                      const std::vector<Index3> &offsets) {
   std::vector<std::string> names;
   if (affinities) {
-    // z1, y1, x1, z10, y10, x10: the axis and length of each BANIS offset.
+    // z1, y1, x1, z10, y10, x10: the axis and length of each offset along one axis;
+    // z-3y1x0 for one along several.
     for (int64_t c = 0; c < channels; ++c) {
-      const Index3 &o = banisOffsets()[c];
+      const Index3 &o = offsets.empty() ? banisOffsets()[c] : offsets[c];
+      const int along = (o[0] != 0) + (o[1] != 0) + (o[2] != 0);
       int axis = o[0] ? 0 : o[1] ? 1 : 2;
-      names.push_back(str("zyx"[axis], o[axis]));
+      names.push_back(along == 1 ? str("zyx"[axis], o[axis])
+                                 : str("z", o[0], "y", o[1], "x", o[2]));
     }
   } else {
     for (int64_t c = 1; c < channels; ++c)
@@ -123,8 +127,12 @@ double DiceCounts::meanDice() const {
 Validator::Validator(std::shared_ptr<const PatchSource> source, int64_t channels,
                      ValidationOptions options)
     : source_(std::move(source)), channels_(channels), options_(std::move(options)) {
-  if (options_.affinities && (channels_ < 1 || channels_ > 6))
+  if (options_.affinities && options_.offsets.empty() && (channels_ < 1 || channels_ > 6))
     throw Error(str("validation: ", channels_, " affinity channels (expected 1..6)"));
+  if (options_.affinities && !options_.offsets.empty() &&
+      channels_ != static_cast<int64_t>(options_.offsets.size()))
+    throw Error(str("validation: ", channels_, " affinity channels, but loss.affinities.offsets has ",
+                    options_.offsets.size(), " offsets (one per channel)"));
   if (!options_.affinities && channels_ < 2)
     throw Error(str("validation: ", channels_, " classes (expected background and at least one)"));
   if (!options_.affinities && !options_.classNames.empty() &&
@@ -155,7 +163,7 @@ int64_t Validator::batches() const {
 ValidationResult Validator::run(const WindowPredictor &predict,
                                 const std::function<void(int64_t, int64_t)> &progress) const {
   DiceCounts counts(options_.affinities || options_.classNames.empty()
-                        ? channelNames(options_.affinities, channels_)
+                        ? channelNames(options_.affinities, channels_, options_.offsets)
                         : options_.classNames);
   ValidationResult result;
   const int64_t total = batches();
@@ -175,7 +183,12 @@ ValidationResult Validator::run(const WindowPredictor &predict,
     if (logits.dim(0) != channels_)
       throw Error(str("validation: the network predicts ", logits.dim(0), " channels, expected ",
                       channels_));
-    if (options_.affinities)
+    if (options_.affinities && !options_.offsets.empty()) {
+      // The recipe's offsets: the targets of the view's labels (pairs leaving it masked).
+      Tensor affinity, mask;
+      computeAffinities(view.labels, options_.offsets, affinity, mask);
+      counts.addAffinities(logits, crop(affinity, at, extent), crop(mask, at, extent));
+    } else if (options_.affinities)
       counts.addAffinities(logits, crop(view.affinity, at, extent),
                            crop(view.affinityMask, at, extent));
     else

@@ -181,6 +181,18 @@ void checkEffectiveRecipe(const json &config, const std::string &file) {
         throw Error(str(file, ": ", name(r.section, r.key), v->is_array() ? " must each be " : " must be ",
                         r.rule, ", got ", v->dump()));
   }
+  if (const json *aff = find(config, "loss", "affinities")) { // {offsets: [[d, h, w], ...]}
+    const json *offsets = aff->is_object() && aff->contains("offsets") ? &(*aff)["offsets"] : nullptr;
+    bool ok = offsets && offsets->is_array() && !offsets->empty();
+    for (size_t k = 0; ok && k < offsets->size(); ++k) {
+      const json &o = (*offsets)[k];
+      ok = o.is_array() && o.size() == 3 && o[0].is_number_integer() && o[1].is_number_integer() &&
+           o[2].is_number_integer() && (o[0] != 0 || o[1] != 0 || o[2] != 0);
+    }
+    if (!ok)
+      throw Error(str(file, ": loss.affinities.offsets: expected a list of [d, h, w] offsets, "
+                            "integers not all 0, got ", aff->dump()));
+  }
   checkName(config, file, "loss", "type", recipe::kLossTypes);
   checkName(config, file, "optimizer", "type", recipe::kOptimizerTypes);
   checkName(config, file, "schedule", "type", recipe::kScheduleTypes);

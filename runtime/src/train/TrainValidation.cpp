@@ -49,6 +49,14 @@ ValidationOptions validationOptions(const Function &inferFn, const json &config,
   const Shape &out = inferFn.values[inferFn.outputs.at(0)].shape;
   ValidationOptions vo;
   vo.affinities = setting<std::string>(config, "loss", "type") == "bce_with_logits";
+  // Offsets other than BANIS's six (the volumes' own targets): the validator makes them.
+  const json &loss = section(config, "loss");
+  if (vo.affinities && loss.contains("affinities")) {
+    for (const json &o : loss["affinities"]["offsets"])
+      vo.offsets.push_back({o[0].get<int64_t>(), o[1].get<int64_t>(), o[2].get<int64_t>()});
+    if (std::equal(vo.offsets.begin(), vo.offsets.end(), banisOffsets().begin(), banisOffsets().end()))
+      vo.offsets.clear();
+  }
   if (auto box = validationConfig.find("box"); box != validationConfig.end())
     vo.box = size3(config, "validation", "box");
   vo.window.window = {in.at(2), in.at(3), in.at(4)};
