@@ -70,10 +70,8 @@ Skeletons readSkeletons(const std::string &path, const Box3 &shape,
   if (!doc.contains("edges") || !doc["edges"].is_array())
     throw Error(str(path, ": expected the key edges, a list of [node, node] pairs"));
   for (const auto &[key, value] : doc.items())
-    if (key != "nodes" && key != "edges" && key != "axes" && key != "spacing" &&
-        key != "format" && key != "units")
-      throw Error(str(path, ": unknown key '", key,
-                      "' (expected nodes, edges, axes, spacing, units, format)"));
+    if (key != "nodes" && key != "edges" && key != "axes" && key != "spacing")
+      throw Error(str(path, ": unknown key '", key, "' (expected nodes, edges, axes, spacing)"));
   bool xyz = false;
   if (doc.contains("axes")) {
     const json &a = doc["axes"];

@@ -123,6 +123,7 @@ if a.bad_inputs:
     variant("spacing.json", lambda d: d.update(spacing=[30, 4, 4]))
     variant("half_voxel.json", lambda d: d["nodes"][0].update(voxel=[0, 0.5, 0]))
     variant("no_length.json", lambda d: d.update(edges=[]))
+    variant("unknown_key.json", lambda d: d.update(units="nm"))
     with open("malformed.json", "w") as f:
         f.write('{"nodes": [')
     # Known answers: two straight skeletons of 9 unit edges along x (rows y = 0 and 1 of a
