@@ -323,6 +323,18 @@ int segmentCommand(const Args &args) {
       for (int64_t k = b; k < e; ++k)
         readers[k]->read(lo, size, dst + k * n);
     });
+    // The rules read affinities as probabilities (the mutex watershed's repulsion is 1 - a,
+    // --low and the thresholds are probabilities): logits are refused, not misread. A
+    // little slack for the rounding of blended predictions.
+    for (int64_t i = 0; i < K * n; ++i)
+      if (!(dst[i] >= -0.01f && dst[i] <= 1.01f)) {
+        const int64_t v = i % n;
+        throw Error(str(info.name(), ": affinity ", dst[i], " in channel ", i / n,
+                        " at (z, y, x) = (", lo[0] + v / (size[1] * size[2]), ", ",
+                        lo[1] + v / size[2] % size[1], ", ", lo[2] + v % size[2],
+                        ") is not in [0, 1]: segment takes probabilities (`medrun infer`'s "
+                        "sigmoid), not logits"));
+      }
   };
   // Block-wise, the raw ids live in one scratch file per block (bounded memory: a block of
   // affinities and labels at a time); whole, in memory.
