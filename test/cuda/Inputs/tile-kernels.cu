@@ -63,3 +63,23 @@ extern "C" __global__ void tile_pipeline(const float *x, float *y) {
   for (int j = 0; j < 4; ++j)
     y[4 * t + j] = acc[j];
 }
+
+// 32 threads: a 16-channel × 64-voxel bf16 tile (channels by rows) copied by cp.async into a
+// swizzled buffer (swizzle64), the rows from 12 on zero-filled (cpAsync16Zfill), then the
+// warp's A fragments of voxels 48..63 (loadColumnsASwizzled): out[lane][4], then the buffer.
+extern "C" __global__ void tile_swizzle(const bf16 *x, unsigned *out, bf16 *raw) {
+  alignas(16) __shared__ bf16 tile[16 * 64];
+  for (int i = threadIdx.x; i < 16 * 8; i += 32) {
+    const int r = i / 8, c = (i % 8) * 8;
+    cpAsync16Zfill(tile + swizzle64(r, c), x + r * 64 + c, r < 12);
+  }
+  cpAsyncCommit();
+  cpAsyncWait<0>();
+  __syncthreads();
+  unsigned a[1][4];
+  loadColumnsASwizzled<1>(a, tile, 48 + threadIdx.x / 4, threadIdx.x % 4);
+  for (int i = 0; i < 4; ++i)
+    out[threadIdx.x * 4 + i] = a[0][i];
+  for (int i = threadIdx.x; i < 16 * 64; i += 32)
+    raw[i] = tile[i];
+}

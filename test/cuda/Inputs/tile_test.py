@@ -47,7 +47,7 @@ if o.nvrtc:
 import numpy as np
 os.environ["MEDRUN_FAKE_CUDA_KERNELS"] = o.kernels
 cu = ctypes.CDLL(o.fakecuda)
-NAMES = ("tile_fragments", "tile_ldmatrix", "tile_pipeline")
+NAMES = ("tile_fragments", "tile_ldmatrix", "tile_pipeline", "tile_swizzle")
 
 
 def check(rc, what):
@@ -112,4 +112,26 @@ for k in range(7):
 ok = np.array_equal(y, want)
 print("cpAsync16 pipeline:", "ok" if ok else "WRONG")
 ok or failed.append("pipeline")
+# The swizzled tile: its layout (chunk c / 8 of row r at chunk (c / 8) ^ (r % 8)), the zero
+# fill of rows 12..15, and the A fragments read back from it.
+S = rng.integers(-100, 100, (16, 64)).astype(np.float32)
+sb = bf16(S)
+out = np.zeros(128, np.uint32)
+frag = launch("tile_swizzle", 32, [sb.ravel(), out, np.zeros(16 * 64, np.uint16)], 1).reshape(32, 4)
+raw = launch("tile_swizzle", 32, [sb.ravel(), out, np.zeros(16 * 64, np.uint16)], 2)
+kept = sb.astype(np.uint32).copy()
+kept[12:] = 0
+layout = np.zeros(16 * 64, np.uint32)
+for r in range(16):
+    for c in range(64):
+        layout[r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7)] = kept[r, c]
+want = np.zeros((32, 4), np.uint32)
+for lane in range(32):
+    g, q = lane // 4, lane % 4
+    v, c = 48 + g, 2 * q
+    for i, (ch, vv) in enumerate(((c, v), (c, v + 8), (c + 8, v), (c + 8, v + 8))):
+        want[lane, i] = kept[ch, vv] | (kept[ch + 1, vv] << 16)
+ok = np.array_equal(raw.astype(np.uint32), layout) and np.array_equal(frag, want)
+print("swizzle64, cpAsync16Zfill, loadColumnsASwizzled:", "ok" if ok else "WRONG")
+ok or failed.append("swizzle")
 sys.exit(1 if failed else 0)
