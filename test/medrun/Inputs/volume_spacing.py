@@ -37,6 +37,8 @@ def main():
         import h5py
         with h5py.File(f"{d}/img.h5", "w") as f:
             f["raw"] = img
+            f["res"] = img
+            f["res"].attrs["resolution"] = [40, 4, 4]
         import nibabel
         aff = np.diag([0.8, 0.9, 2.5, 1.0])
         nibabel.save(nibabel.Nifti1Image(img.transpose(2, 1, 0).copy(), aff), f"{d}/img.nii.gz")
