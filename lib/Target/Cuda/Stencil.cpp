@@ -107,10 +107,12 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
     return (std::max(last, need) + v - 1) / v * v;
   };
   auto bytes = [&] { return ((td + kD - 1) * (th * rh + kH - 1) * pitch() + kVol) * 4; };
-  // Shrink the tile until it fits: the vectors first, then along D, then H, then the rows
-  // per thread.
+  // Shrink the tile until it fits: along D to 4 slices, then the vectors, then along D, H,
+  // and the rows per thread.
   while (bytes() > kStencilShared) {
-    if (registers && v == 8)
+    if (td > 4)
+      td /= 2;
+    else if (registers && v == 8)
       v = 4;
     else if (td > 1)
       td /= 2;
@@ -247,7 +249,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + " && " + tile +
       "::PARTS == " + S(parts) + ", \"the launch's block and grid\");\n"
-      "  shiftSumGradWeightParts<" + tile + ">(parts, x, dy);\n";
+      "  shiftSumGradWeightParts<" + tile +
+      (stencilKernels() == StencilKernels::Registers ? ", true" : "") + ">(parts, x, dy);\n";
   launch(op, src.kernel("shift_sum_grad_weight_parts",
                         typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body,
                         static_cast<int>(threads), kernelLibrary("stencil.cuh")),

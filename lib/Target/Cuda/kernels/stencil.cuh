@@ -438,8 +438,10 @@ struct ShiftSumGradWeightTile {
 };
 
 // The weight gradient's first kernel (the header says how): each block's partial
-// of every tap, at parts[(c · KVOL + tap) · PARTS + n · PERNC + block's part].
-template <class T, typename IN, typename GT>
+// of every tap, at parts[(c · KVOL + tap) · PARTS + n · PERNC + block's part]. VEC_DY (the
+// register-tiled kernels' choice): where W is a multiple of 4, dy's tile, which starts
+// 4-aligned, is staged as vectors of 4 (the same values: the same bits).
+template <class T, bool VEC_DY = false, typename IN, typename GT>
 void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x,
                              const GT *__restrict__ dy) {
   const int t = threadIdx.x;
@@ -465,7 +467,24 @@ void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x
       MED_STENCIL_STAGE(sx, xc, T::SD, T::SH, (T::TW + T::KW + 2) / 4, T::PX, T::D, T::H, T::W,
                         T::THREADS)
     }
-    {
+    if constexpr (VEC_DY && T::W % 4 == 0) {
+      // Four consecutive dy per thread and step, one vector load: wholly inside or outside.
+      for (int q = t; q < T::ROWS * T::CHUNKS; q += T::THREADS) {
+        const int qw = q % T::CHUNKS, rr = q / T::CHUNKS;
+        const int id = bd * T::TD + rr / T::TH, ih = bh * T::TH + rr % T::TH, iw = bw * T::TW + 4 * qw;
+        Vec<float, 4> v;
+        if ((unsigned)id < (unsigned)T::D && (unsigned)ih < (unsigned)T::H &&
+            (unsigned)iw < (unsigned)T::W) {
+          const Vec<GT, 4> g4 = vload<4>(gc + (id * T::H + ih) * T::W + iw);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v[i] = (float)g4[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v[i] = 0.0f;
+        }
+        sg[rr * (T::PG / 4) + qw] = v;
+      }
+    } else {
       const int dIn = bd * T::TD, hIn = bh * T::TH, wIn = bw * T::TW;
       MED_STENCIL_STAGE(sg, gc, T::TD, T::TH, T::TW / 4, T::PG, T::D, T::H, T::W, T::THREADS)
     }
