@@ -70,12 +70,14 @@ BlockLabels mutexBlock(const float *affs, const BlockGeom &g, const Offsets &off
   BlockLabels out;
   numberRoots(forest.uf, out);
   // The mutexes between the block's clusters, by local id, for the stitching step.
-  for (const auto &[r, set] : forest.mutex)
-    for (int64_t m : set) {
-      const int64_t a = static_cast<int64_t>(out.local[r]), b = static_cast<int64_t>(out.local[m]);
-      if (a < b)
-        out.mutexes.push_back({a, b});
-    }
+  for (size_t r = 0; r < forest.mutex.size(); ++r)
+    if (forest.mutex[r])
+      for (int64_t m : *forest.mutex[r]) {
+        const int64_t a = static_cast<int64_t>(out.local[r]),
+                      b = static_cast<int64_t>(out.local[m]);
+        if (a < b)
+          out.mutexes.push_back({a, b});
+      }
   std::sort(out.mutexes.begin(), out.mutexes.end());
   for (auto &p : crossParts)
     for (CrossEdge &c : p) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -32,7 +33,7 @@ struct WEdge {
 inline bool before(const WEdge &a, const WEdge &b) {
   return a.w > b.w || (a.w == b.w && a.id < b.id);
 }
-/// Sorts in that order, in parallel (the order is total, so the result is unique).
+/// Sorts in that order (radix passes; the order is total, so the result is unique).
 void sortEdges(std::vector<WEdge> &edges);
 
 /// An edge from a voxel of the block being processed to a voxel of another block: its
@@ -125,21 +126,27 @@ struct SeededForest {
   }
 };
 
-/// The mutex watershed's rule: clusters and the mutexes between them (kept between roots).
+/// The mutex watershed's rule: clusters and the mutexes between them (kept between roots,
+/// a set per root that has any).
 struct MutexForest {
+  using Set = std::unordered_set<int64_t>;
   UnionFind uf;
-  std::unordered_map<int64_t, std::unordered_set<int64_t>> mutex;
-  explicit MutexForest(int64_t n) : uf(n) {}
+  std::vector<std::unique_ptr<Set>> mutex;
+  explicit MutexForest(int64_t n) : uf(n), mutex(static_cast<size_t>(n)) {}
   bool hasMutex(int64_t a, int64_t b) const {
-    auto ia = mutex.find(a), ib = mutex.find(b);
-    if (ia == mutex.end() || ib == mutex.end())
+    const Set *sa = mutex[a].get(), *sb = mutex[b].get();
+    if (!sa || !sb)
       return false;
-    return ia->second.size() < ib->second.size() ? ia->second.count(b) > 0
-                                                 : ib->second.count(a) > 0;
+    return sa->size() < sb->size() ? sa->count(b) > 0 : sb->count(a) > 0;
+  }
+  Set &setOf(int64_t a) {
+    if (!mutex[a])
+      mutex[a] = std::make_unique<Set>();
+    return *mutex[a];
   }
   void addMutex(int64_t a, int64_t b) {
-    mutex[a].insert(b);
-    mutex[b].insert(a);
+    setOf(a).insert(b);
+    setOf(b).insert(a);
   }
   void edge(int64_t a, int64_t b, bool attractive) {
     a = uf.find(a);
@@ -150,19 +157,21 @@ struct MutexForest {
       addMutex(a, b);
       return;
     }
-    const int64_t root = uf.join(a, b), gone = root == a ? b : a;
-    auto it = mutex.find(gone);
-    if (it == mutex.end())
+    // The cluster with more mutexes stays the root, so each move is of the smaller set
+    // (which root represents a cluster does not change any decision or label).
+    const size_t na = mutex[a] ? mutex[a]->size() : 0, nb = mutex[b] ? mutex[b]->size() : 0;
+    const int64_t root = na >= nb ? a : b, gone = root == a ? b : a;
+    uf.parent[gone] = root;
+    if (!mutex[gone])
       return;
-    std::unordered_set<int64_t> moved = std::move(it->second);
-    mutex.erase(it);
-    auto &mine = mutex[root];
-    for (int64_t m : moved) {
-      auto &theirs = mutex[m];
+    Set &mine = setOf(root);
+    for (int64_t m : *mutex[gone]) {
+      Set &theirs = *mutex[m];
       theirs.erase(gone);
       theirs.insert(root);
       mine.insert(m);
     }
+    mutex[gone].reset();
   }
 };
 

@@ -147,43 +147,49 @@ SegmentMethod parseSegmentMethod(const std::string &name, const std::string &wha
 namespace seg {
 
 namespace {
-/// The edge order as one unsigned 128-bit key, smaller first: the weight's bits mapped so
-/// that unsigned order is descending float order (NaN is refused before; -0 is 0), then
-/// the index.
-inline unsigned __int128 sortKey(const WEdge &e) {
+/// The weight's bits mapped so that ascending unsigned order is descending float order
+/// (NaN is refused before reaching here; -0 is 0).
+inline uint32_t descendingKey(float w) {
+  if (w == 0.0f)
+    w = 0.0f;
   uint32_t bits;
-  const float w = e.w == 0.0f ? 0.0f : e.w;
   std::memcpy(&bits, &w, 4);
   // Ascending floats as ascending unsigned: flip all bits of negatives, the sign of others.
   bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (static_cast<unsigned __int128>(~bits) << 64) | e.id;
+  return ~bits;
 }
-struct KeyOrder {
-  bool operator()(const WEdge &a, const WEdge &b) const { return sortKey(a) < sortKey(b); }
-};
+
+/// One stable counting pass on `bits` bits of `digit(e)` from `src` into `dst`.
+template <typename Digit>
+void countingPass(const std::vector<WEdge> &src, std::vector<WEdge> &dst, int bits, Digit digit) {
+  std::vector<size_t> start((size_t(1) << bits) + 1, 0);
+  for (const WEdge &e : src)
+    ++start[digit(e) + 1];
+  for (size_t i = 1; i < start.size(); ++i)
+    start[i] += start[i - 1];
+  for (const WEdge &e : src)
+    dst[start[digit(e)]++] = e;
+}
 } // namespace
 
 void sortEdges(std::vector<WEdge> &edges) {
-  const int64_t n = static_cast<int64_t>(edges.size());
-  const int64_t run = int64_t(1) << 16;
-  if (n <= run || numThreads() == 1) {
-    std::sort(edges.begin(), edges.end(), KeyOrder());
+  // LSD radix sort: the index's digits first, then the weight's, each pass stable, so the
+  // result is ordered by weight (descending), then index (ascending): O(n) per pass.
+  if (edges.size() < 2)
     return;
-  }
-  parallelFor(numChunks(n, run), 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c)
-      std::sort(edges.begin() + c * run, edges.begin() + std::min(n, (c + 1) * run), KeyOrder());
-  });
+  uint64_t top = 0;
+  for (const WEdge &e : edges)
+    top = std::max(top, e.id);
+  const int bits = 11;
+  const uint64_t mask = (uint64_t(1) << bits) - 1;
   std::vector<WEdge> tmp(edges.size());
-  for (int64_t width = run; width < n; width *= 2) {
-    parallelFor(numChunks(n, 2 * width), 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        const int64_t lo = c * 2 * width, mid = std::min(n, lo + width),
-                      hi = std::min(n, lo + 2 * width);
-        std::merge(edges.begin() + lo, edges.begin() + mid, edges.begin() + mid,
-                   edges.begin() + hi, tmp.begin() + lo, KeyOrder());
-      }
-    });
+  for (int shift = 0; shift < 64 && (top >> shift) != 0; shift += bits) {
+    countingPass(edges, tmp, bits, [&](const WEdge &e) { return (e.id >> shift) & mask; });
+    edges.swap(tmp);
+  }
+  for (int shift = 0; shift < 32; shift += bits) {
+    countingPass(edges, tmp, bits,
+                 [&](const WEdge &e) { return (descendingKey(e.w) >> shift) & mask; });
     edges.swap(tmp);
   }
 }
