@@ -81,6 +81,12 @@ Error grnGrad(const TensorType &input, const TensorType &gamma, const TensorType
 Error unary(const TensorType &input, Types &out);
 Error broadcastBinary(const TensorType &lhs, const TensorType &rhs, Types &out);
 Error geluGrad(const TensorType &input, const TensorType &gradOutput, Types &out);
+/// med.prelu: `slope` broadcasts to `input` (never enlarging it); the result is the input's type.
+Error prelu(const TensorType &input, const TensorType &slope, Types &out);
+/// med.softmax: `axis` an axis of the input; the result is the input's type.
+Error softmax(const TensorType &input, int64_t axis, Types &out);
+Error preluGrad(const TensorType &input, const TensorType &slope, const TensorType &gradOutput,
+                Types &out);
 Error extremumGrad(const TensorType &lhs, const TensorType &rhs, const TensorType &gradOutput,
                    Types &out);
 
@@ -159,6 +165,13 @@ Error downsampleNearest(const TensorType &input, const Dims &size, Types &out);
 Error spatialTransform(const TensorType &input, const TensorType &matrix, const Dims &shape,
                        const std::string &mode, const std::string &border, double value,
                        const Dims &labels, Types &out);
+/// med.resize: an N x C x D x H x W input resized to N x C x `size`; `mode` linear or
+/// nearest; `alignCorners` only with linear.
+Error resize(const TensorType &input, const Dims &size, const std::string &mode,
+             bool alignCorners, Types &out);
+/// med.resize_grad: the gradient of a resize's result back to N x C x `size`.
+Error resizeGrad(const TensorType &gradOutput, const Dims &size, const std::string &mode,
+                 bool alignCorners, Types &out);
 
 } // namespace med::shape
 

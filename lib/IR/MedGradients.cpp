@@ -191,6 +191,53 @@ LogicalResult SigmoidOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+// The rectifiers' input gradient is one op, med.prelu_grad: dy where x > 0, else slope·dy
+// (torch's backward takes the slope's side at 0 too); relu's slope is 0, leaky_relu's its
+// attribute as a scalar of the input's element type.
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value zero = scalar(b, loc, typeOf(getInput()).getElementType(), 0.0);
+  operandGrads.assign({b.create<PReluGradOp>(loc, getInput(), zero, resultGrads[0])});
+  return success();
+}
+
+LogicalResult LeakyReluOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value slope = scalar(b, loc, typeOf(getInput()).getElementType(),
+                       getNegativeSlope().convertToDouble());
+  operandGrads.assign({b.create<PReluGradOp>(loc, getInput(), slope, resultGrads[0])});
+  return success();
+}
+
+// d/dslope of (x > 0 ? x : slope·x) is min(x, 0) (0 where x > 0), summed back to the
+// slope's shape.
+LogicalResult PReluOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  Value dx = b.create<PReluGradOp>(loc, getInput(), getSlope(), dy);
+  Value zero = scalar(b, loc, typeOf(getInput()).getElementType(), 0.0);
+  Value negative = b.create<MinOp>(loc, getInput(), zero);
+  Value dslope = sumTo(b, loc, b.create<MulOp>(loc, dy, negative), typeOf(getSlope()));
+  operandGrads.assign({dx, dslope});
+  return success();
+}
+
+// y = softmax(x): dx = y·(dy − Σ_axis dy·y), from the forward result.
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value y = getResult();
+  Value dyy = b.create<MulOp>(loc, resultGrads[0], y);
+  Value sum = b.create<ReduceOp>(loc, ReduceKind::sum, dyy, ArrayRef<int64_t>{static_cast<int64_t>(getAxis())},
+                                 /*keepdims=*/true);
+  Value centred = b.create<SubOp>(loc, resultGrads[0], sum);
+  operandGrads.assign({b.create<MulOp>(loc, y, centred)});
+  return success();
+}
+
 LogicalResult NegOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign({b.create<NegOp>(getLoc(), resultGrads[0])});
@@ -322,6 +369,16 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
     high.push_back(in[i] - getOffsets()[i] - getSizes()[i]);
   operandGrads.assign({b.create<PadOp>(getLoc(), resultGrads[0], getOffsets(), high,
                                        llvm::APFloat(0.0))});
+  return success();
+}
+
+LogicalResult ResizeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (failed(requireStatic(*this)))
+    return failure();
+  ArrayRef<int64_t> in = typeOf(getInput()).getShape();
+  operandGrads.assign({b.create<ResizeGradOp>(getLoc(), getMode(), resultGrads[0],
+                                              in.drop_front(2), getAlignCorners())});
   return success();
 }
 

@@ -550,6 +550,36 @@ Error geluGrad(const TensorType &in, const TensorType &dy, Types &out) {
   return {};
 }
 
+Error prelu(const TensorType &in, const TensorType &slope, Types &out) {
+  if (Error e = sameElementType("slope", slope.element, in.element, "input"); !e.empty())
+    return e;
+  bool fits = rankOf(slope) <= rankOf(in);
+  for (int64_t i = 0; fits && i < rankOf(slope); ++i) {
+    int64_t s = slope.shape[i], n = in.shape[i + rankOf(in) - rankOf(slope)];
+    fits = s == 1 || isDyn(s) || isDyn(n) || s == n;
+  }
+  if (!fits)
+    return "slope: shape " + shapeStr(slope.shape) + " does not broadcast to the input's " +
+           shapeStr(in.shape) + " (trailing axes aligned, sizes equal or 1; a per-channel "
+           "slope of an N x C x ... input is C x 1 x ...)";
+  out.push_back(in);
+  return {};
+}
+
+Error softmax(const TensorType &in, int64_t axis, Types &out) {
+  if (axis < 0 || axis >= rankOf(in))
+    return "axis: expected an axis of the input (0 to " + num(rankOf(in) - 1) + " for shape " +
+           shapeStr(in.shape) + "), got " + num(axis);
+  out.push_back(in);
+  return {};
+}
+
+Error preluGrad(const TensorType &in, const TensorType &slope, const TensorType &dy, Types &out) {
+  if (Error e = prelu(in, slope, out); !e.empty())
+    return e;
+  return sameTypeAs("grad_output", dy, in, "that of the input", "input");
+}
+
 Error extremumGrad(const TensorType &lhs, const TensorType &rhs, const TensorType &dy,
                    Types &out) {
   Types forward;
@@ -1106,6 +1136,27 @@ Error downsampleNearest(const TensorType &in, const Dims &size, Types &out) {
     return e;
   out.push_back({{in.shape[0], in.shape[1], size[0], size[1], size[2]}, in.element});
   return {};
+}
+
+Error resize(const TensorType &in, const Dims &size, const std::string &mode, bool alignCorners,
+             Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = axisList("size", size, 3, 1, "spatial axis"); !e.empty())
+    return e;
+  if (mode != "linear" && mode != "nearest")
+    return "'mode' must be linear or nearest, got '" + mode + "'";
+  if (alignCorners && mode != "linear")
+    return "align_corners: only linear resizing has corners to align (mode " + mode + ")";
+  out.push_back({{in.shape[0], in.shape[1], size[0], size[1], size[2]}, in.element});
+  return {};
+}
+
+Error resizeGrad(const TensorType &dy, const Dims &size, const std::string &mode,
+                 bool alignCorners, Types &out) {
+  if (Error e = rank("grad_output", dy, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  return resize(dy, size, mode, alignCorners, out);
 }
 
 //===----------------------------------------------------------------------------------===//

@@ -66,7 +66,7 @@ TEST(OpTable, DifferentiableAsTheDialect) {
 TEST(OpTable, LookupByName) {
   ASSERT_NE(::med::ops::findOp("group_norm"), nullptr);
   EXPECT_EQ(::med::ops::findOp("group_norm")->kind, OpKind::GroupNorm);
-  EXPECT_EQ(::med::ops::findOp("relu"), nullptr);
+  EXPECT_EQ(::med::ops::findOp("relu6"), nullptr);
   const ::med::ops::OpSchema &norm = ::med::ops::schema(OpKind::GroupNorm);
   ASSERT_NE(norm.operand("gamma"), nullptr);
   EXPECT_TRUE(norm.operand("gamma")->wide);

@@ -265,6 +265,29 @@ torch::Tensor grn(const torch::Tensor &x, const torch::Tensor &g, const torch::T
   return g * (x * nx) + b + x;
 }
 
+/// med.prelu: torch's own prelu where the slope is one value or one per channel (axis 1 of
+/// an input of rank 2 or more; torch.nn.PReLU's weight), else its definition, where(x > 0,
+/// x, slope·x), with NumPy broadcasting as ONNX PRelu has it.
+torch::Tensor preluReference(const torch::Tensor &x, const torch::Tensor &slope) {
+  const int64_t lead = x.dim() - slope.dim();
+  bool perChannel = x.dim() >= 2;
+  for (int64_t i = 0; perChannel && i < slope.dim(); ++i)
+    perChannel = slope.size(i) == 1 || i + lead == 1;
+  if (perChannel)
+    return torch::prelu(x, slope.reshape({-1}));
+  return torch::where(x > 0, x, slope * x);
+}
+
+/// med.resize to `size`: torch's upsample_trilinear3d / upsample_nearest3d (interpolate's
+/// linear and nearest modes), positions computed from the sizes.
+torch::Tensor resizeReference(const OpInfo &op, const torch::Tensor &x,
+                              const std::vector<int64_t> &size) {
+  const std::string &mode = std::get<std::string>(attr(op, "mode"));
+  if (mode == "nearest")
+    return torch::upsample_nearest3d(x, size);
+  return torch::upsample_trilinear3d(x, size, flag(op, "align_corners"));
+}
+
 torch::Tensor pad(const OpInfo &op, const torch::Tensor &x) {
   std::vector<int64_t> low = ints(op, "low"), high = ints(op, "high");
   if (static_cast<int64_t>(low.size()) != x.dim() || static_cast<int64_t>(high.size()) != x.dim())
@@ -931,6 +954,16 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {torch::log(env.in(op, "input"))};
   case OpKind::Sqrt:
     return {torch::sqrt(env.in(op, "input"))};
+  case OpKind::Resize:
+    return {resizeReference(op, env.in(op, "input"), ints3(op, "size"))};
+  case OpKind::Softmax:
+    return {torch::softmax(env.in(op, "input"), integer(op, "axis"))};
+  case OpKind::Relu:
+    return {torch::relu(env.in(op, "input"))};
+  case OpKind::LeakyRelu:
+    return {torch::leaky_relu(env.in(op, "input"), num(op, "negative_slope"))};
+  case OpKind::PRelu:
+    return {preluReference(env.in(op, "input"), env.in(op, "slope"))};
   case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min: case OpKind::Pow: {
     const torch::Tensor &a = env.in(op, "lhs"), &b = env.in(op, "rhs");
     if (k == "add")
@@ -1126,6 +1159,19 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   case OpKind::GeluGrad:
     return vjp([](const Primals &p) { return torch::gelu(p[0]); }, {env.in(op, "input")},
                env.in(op, "grad_output"), op);
+  case OpKind::ResizeGrad: { // autograd of the resize from a leaf of the input's shape
+    const torch::Tensor &dy = env.in(op, "grad_output");
+    const std::vector<int64_t> size = ints3(op, "size"),
+                               out(dy.sizes().begin() + 2, dy.sizes().end());
+    return vjp([&](const Primals &p) { return resizeReference(op, p[0], out); },
+               {torch::zeros({dy.size(0), dy.size(1), size[0], size[1], size[2]}, dy.options())},
+               dy, op);
+  }
+  case OpKind::PReluGrad: { // the input's part of prelu's autograd
+    const torch::Tensor &slope = env.in(op, "slope");
+    return vjp([&](const Primals &p) { return preluReference(p[0], slope); }, {env.in(op, "input")},
+               env.in(op, "grad_output"), op);
+  }
   case OpKind::BCEWithLogitsGrad: {
     torch::Tensor y = env.in(op, "target"), mask = env.opt(op, "mask"),
                   pw = env.opt(op, "pos_weight");

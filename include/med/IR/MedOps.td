@@ -463,6 +463,85 @@ def Med_NegOp : Med_UnaryOp<"neg", "−x">;
 def Med_ExpOp : Med_UnaryOp<"exp", "exp(x)">;
 def Med_LogOp : Med_UnaryOp<"log", "log(x)">;
 def Med_SqrtOp : Med_UnaryOp<"sqrt", "√x">;
+def Med_ReluOp : Med_UnaryOp<"relu", "max(x, 0)"> {
+  let summary = "ReLU, as torch.nn.ReLU and ONNX Relu";
+  let description = [{
+    `x` where `x > 0`, else 0 (a NaN stays NaN, as torch's `relu`). Its gradient is
+    `med.prelu_grad` with slope 0.
+  }];
+}
+
+def Med_LeakyReluOp : Med_ShapedOp<"leaky_relu", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = "unary($input)";
+  let summary = "LeakyReLU, as torch.nn.LeakyReLU and ONNX LeakyRelu";
+  let description = [{
+    `x` where `x > 0`, else `negative_slope · x`, for every element (nnU-Net's
+    `LeakyReLU` has the default 0.01, MONAI's BasicUNet 0.1). Under f32 and mixed precision
+    the slope is rounded to f32 once, as torch's kernel takes it. Its gradient is
+    `med.prelu_grad` with the slope as a scalar constant.
+
+    ```mlir
+    %y = med.leaky_relu %x {negative_slope = 0.1 : f64} : tensor<2x32x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "0.01">:$negative_slope);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
+    ::mlir::med::FusionKind $cppClass::getFusionKind() {
+      return ::mlir::med::FusionKind::Elementwise;
+    }
+  }];
+}
+
+def Med_PReluOp : Med_ShapedOp<"prelu", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = "prelu($input, $slope)";
+  let summary = "PReLU with a learned slope, as torch.nn.PReLU and ONNX PRelu";
+  let description = [{
+    `x` where `x > 0`, else `slope · x`, with `slope` broadcast to the input (NumPy rules,
+    trailing axes aligned, as ONNX PRelu's): a per-channel slope of an N×C×D×H×W input is
+    C×1×1×1 or 1×C×1×1×1 (torch's `PReLU(num_parameters=C)` weight, reshaped), a shared one
+    a scalar or size 1. The result has the input's shape. Both operands get a gradient:
+    the input's is `med.prelu_grad`, the slope's the sum of `grad · min(x, 0)` back to its
+    shape.
+
+    ```mlir
+    %y = med.prelu %x, %a : (tensor<2x32x8x8x8xf32>, tensor<32x1x1x1xf32>) -> tensor<2x32x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$slope);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $slope attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
+    ::mlir::med::FusionKind $cppClass::getFusionKind() {
+      return ::mlir::med::broadcastingKind(getOperation());
+    }
+  }];
+}
+
+def Med_SoftmaxOp : Med_ShapedOp<"softmax", [Med_Differentiable]> {
+  let family = "normalization";
+  let shapeRule = "softmax($input, $axis)";
+  let flops = "5";
+  let summary = "softmax along one axis, as torch.softmax and ONNX Softmax (opset 13)";
+  let description = [{
+    `exp(x − m) / Σ exp(x − m)` along `axis` (the channels, 1, by default: a segmentation
+    head's class probabilities), `m` the maximum along it, so that large logits do not
+    overflow. The maximum, the exponentials and their sum are f32 under mixed precision
+    (f64 in f64 programs), as autocast computes softmax; only the result is stored in the
+    activations' type. Its gradient is composed of elementwise ops and one sum:
+    `y · (dy − Σ_axis dy · y)`.
+
+    ```mlir
+    %p = med.softmax %logits : (tensor<2x3x8x8x8xf32>) -> tensor<2x3x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs Med_FloatTensor:$result);
+  // The result type is written out: the parser infers no type from an attribute.
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
 
 class Med_BinaryOp<string mnemonic, string formula>
     : Med_ShapedOp<mnemonic, [Med_Differentiable, Med_Fusible]> {
@@ -1012,6 +1091,30 @@ def Med_GeluGradOp : Med_ShapedOp<"gelu_grad", [Med_NotDifferentiable, Med_Fusib
   let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$grad_output);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_PReluGradOp : Med_ShapedOp<"prelu_grad", [Med_NotDifferentiable, Med_Fusible]> {
+  let shapeRule = [{preluGrad($input, $slope, $grad_output)}];
+  let summary = "input gradient of med.prelu, med.leaky_relu and med.relu";
+  let description = [{
+    `grad_output` where `input > 0`, else `slope · grad_output`, with `slope` broadcast to
+    the input as med.prelu broadcasts it (`input` and `grad_output` have one shape, the
+    result's). This is torch's backward of `prelu`, `leaky_relu` (the slope a scalar
+    constant) and `relu` (slope 0): the derivative at 0 is the slope's side.
+
+    ```mlir
+    %dx = med.prelu_grad %x, %a, %dy : (tensor<2x32x8x8x8xf32>, tensor<32x1x1x1xf32>, tensor<2x32x8x8x8xf32>) -> tensor<2x32x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$slope,
+                       Med_FloatTensor:$grad_output);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $slope `,` $grad_output attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = Med_ShapedOpDefinitions<"1">.body # [{
+    ::mlir::med::FusionKind $cppClass::getFusionKind() {
+      return ::mlir::med::broadcastingKind(getOperation());
+    }
+  }];
 }
 
 def Med_ExtremumGradOp : Med_ShapedOp<"extremum_grad", [Med_NotDifferentiable]> {

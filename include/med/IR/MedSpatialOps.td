@@ -86,4 +86,72 @@ def Med_SpatialTransformOp : Med_ShapedOp<"spatial_transform", [Med_NotDifferent
   }];
 }
 
+//===----------------------------------------------------------------------------------===//
+// Resizing (the networks' upsampling: ONNX Resize, torch.nn.functional.interpolate)
+//===----------------------------------------------------------------------------------===//
+
+def Med_ResizeMode : I32EnumAttr<"ResizeMode", "how med.resize samples", [
+    I32EnumAttrCase<"linear", 0>,
+    I32EnumAttrCase<"nearest", 1>]> {
+  let cppNamespace = "::mlir::med";
+}
+
+def Med_ResizeOp : Med_ShapedOp<"resize", [Med_Differentiable]> {
+  let family = "data movement";
+  let shapeRule = [{resize($input, $size, $mode, $align_corners)}];
+  let flops = "16";
+  let summary = "trilinear or nearest resizing to a size, as torch's interpolate and ONNX Resize";
+  let description = [{
+    Resizes the spatial axes of an N×C×D×H×W input to `size` (D', H', W'), per axis with
+    `s = in / out`:
+
+    - `linear` (trilinear): the source position of output index `o` is `(o + 0.5)·s − 0.5`,
+      clamped below at 0 (torch's `align_corners=False`, ONNX's `half_pixel`; for an
+      output of more than one element also `pytorch_half_pixel`), or `o·(in − 1)/(out − 1)`
+      with `align_corners` (0 for an output of one element; ONNX's `align_corners`); the
+      result mixes the two neighbours `i = ⌊position⌋` and `min(i + 1, in − 1)` with weights
+      `1 − λ` and `λ`, `λ = position − i`, along each axis.
+    - `nearest`: the element `min(⌊o·s⌋, in − 1)` (torch's `nearest`, ONNX's `asymmetric`
+      with `floor`).
+
+    The positions and weights are computed in f32 (f64 in f64 programs), as torch computes
+    them. A scale factor f (torch's `scale_factor`, ONNX's `scales`) is the size
+    `in·f` when that is a whole number, as for the networks' factor 2. Its gradient is
+    `med.resize_grad`, the adjoint: each output's gradient sent back to the elements it read,
+    with the same weights.
+
+    ```mlir
+    %up = med.resize linear %x {size = array<i64: 16, 16, 16>} : (tensor<2x32x8x8x8xf32>) -> tensor<2x32x16x16x16xf32>
+    %up2 = med.resize nearest %x {size = array<i64: 16, 16, 16>} : (tensor<2x32x8x8x8xf32>) -> tensor<2x32x16x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Med_ResizeMode:$mode, Med_FloatTensor:$input, DenseI64ArrayAttr:$size,
+                       UnitAttr:$align_corners);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$mode $input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_ResizeGradOp : Med_ShapedOp<"resize_grad", [Med_NotDifferentiable]> {
+  let family = "data movement";
+  let shapeRule = [{resizeGrad($grad_output, $size, $mode, $align_corners)}];
+  let flops = "16 per grad_output";
+  let summary = "gradient of med.resize: the adjoint of the resizing";
+  let description = [{
+    `grad_output` is the gradient of a `med.resize` result (N×C×D'×H'×W'); `size` the
+    spatial size of that resize's input, `mode` and `align_corners` its own. The result
+    (N×C×`size`) holds at each input element the sum of the output gradients that read it,
+    each times the weight it was read with, as torch's `upsample_trilinear3d_backward` and
+    `upsample_nearest3d_backward`. Each input element gathers its sum itself (no scattered
+    additions), in the same order on every executor.
+
+    ```mlir
+    %dx = med.resize_grad linear %dy {size = array<i64: 8, 8, 8>} : (tensor<2x32x16x16x16xf32>) -> tensor<2x32x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_ResizeMode:$mode, Med_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$size, UnitAttr:$align_corners);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$mode $grad_output attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // MED_SPATIAL_OPS_TD

@@ -90,8 +90,10 @@ std::string offsetExpr(const std::string &prefix, const std::vector<int64_t> &st
 
 /// The scalar expression of an elementwise op: the f32 result from its operands' f32
 /// expressions, in operand order. One definition serves the op's own kernel and every
-/// fused kernel it is part of. Empty for ops without one.
-std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x);
+/// fused kernel it is part of. Empty for ops without one. `op` gives the attributes of
+/// the ops whose formula has some (leaky_relu's slope); without it they have none.
+std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x,
+                       const Op *op = nullptr);
 
 /// The operands of an op with a scalar form, in the order its scalar form takes them.
 const std::vector<const char *> &scalarOperands(const std::string &kind);
@@ -548,6 +550,10 @@ private:
   void unary(const Op &op);
   void binary(const Op &op);
   void geluGrad(const Op &op);
+  void broadcastMap(const Op &op);
+  void softmax(const Op &op);
+  /// med.resize (adjoint false) and med.resize_grad (true), Spatial.cpp.
+  void resize(const Op &op, bool adjoint);
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);
   void resampleFusion(const Op &op, const medrun::Function &body);

@@ -15,9 +15,17 @@ namespace mlir::med::cuda {
 /// The scalar expression of an elementwise op: the f32 result from its operands' f32
 /// expressions, in operand order. One definition serves the op's own kernel and every
 /// fused kernel it is part of. Empty for ops without one.
-std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x) {
+std::string scalarExpr(const std::string &kind, const std::vector<std::string> &x,
+                       const Op *op) {
   if (x.size() == 1) {
     const std::string &v = x[0];
+    // The rectifiers keep a NaN (torch's relu is clamp_min; NaN > 0 is false).
+    if (kind == "relu")
+      return "(" + v + " < 0.0f ? 0.0f : " + v + ")";
+    if (kind == "leaky_relu")
+      return op ? "(" + v + " > 0.0f ? " + v + " : __fmul_rn(" +
+                      flt(op->floatAttr("negative_slope")) + ", " + v + "))"
+                : "";
     if (kind == "gelu")
       return v + " * 0.5f * (1.0f + erff(" + v + " * 0.70710678118654752440f))";
     if (kind == "sigmoid")
@@ -51,7 +59,11 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
       return "powf(" + u + ", " + v + ")";
     if (kind == "gelu_grad") // x, dy
       return v + " * geluGradFactor(" + u + ")";
+    if (kind == "prelu") // x, slope
+      return "(" + u + " > 0.0f ? " + u + " : __fmul_rn(" + v + ", " + u + "))";
   } else if (x.size() == 3) {
+    if (kind == "prelu_grad") // x, slope, dy
+      return "(" + x[0] + " > 0.0f ? " + x[2] + " : __fmul_rn(" + x[1] + ", " + x[2] + "))";
     if (kind == "select") // cond, on_true, on_false; NaN counts as true, as != 0 does
       return "(" + x[0] + " != 0.0f ? " + x[1] + " : " + x[2] + ")";
   }
@@ -61,11 +73,18 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
 /// The operands of an op with a scalar form, in the order its scalar form takes them.
 const std::vector<const char *> &scalarOperands(const std::string &kind) {
   static const std::vector<const char *> unary{"input"}, binary{"lhs", "rhs"},
-      geluGrad{"input", "grad_output"},
+      geluGrad{"input", "grad_output"}, prelu{"input", "slope"},
+      preluGrad{"input", "slope", "grad_output"},
       adamw{"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step"},
       sgd{"param", "grad", "momentum_buffer", "lr"}, select{"cond", "on_true", "on_false"}, none;
   if (kind == "gelu_grad")
     return geluGrad;
+  if (kind == "prelu")
+    return prelu;
+  if (kind == "prelu_grad")
+    return preluGrad;
+  if (kind == "leaky_relu")
+    return unary;
   if (kind == "adamw")
     return adamw;
   if (kind == "sgd")
@@ -116,7 +135,32 @@ void FunctionGen::unary(const Op &op) {
   const int64_t n = type(y).numel();
   vectorized(op, op.kind, {out("y"), in("x")}, {y, x}, n, lanesFor({y, x}), indexFor(n),
              {{"x"}}, {"y"}, "",
-             "  const float v = x_v[k];\n  y_v[k] = " + scalarExpr(op.kind, {"v"}) + ";\n");
+             "  const float v = x_v[k];\n  y_v[k] = " + scalarExpr(op.kind, {"v"}, &op) + ";\n");
+}
+
+/// An op whose operands broadcast to its result, by its scalar form (prelu, prelu_grad):
+/// each operand read as read() reads it, in scalarOperands order.
+void FunctionGen::broadcastMap(const Op &op) {
+  int y = result(op);
+  requireFloat(y, "the result");
+  const auto &ys = shape(y);
+  const int64_t n = type(y).numel();
+  std::vector<int> ids{y};
+  for (const char *name : scalarOperands(op.kind)) {
+    ids.push_back(op.single(name));
+    requireFloat(ids.back(), std::string("the operand '") + name + "'");
+  }
+  const int lanes = lanesFor(ids);
+  const Index ix = indexFor(n);
+  OperandReads r{ys, lanes, ix};
+  std::vector<std::string> params{out("y")}, xs;
+  for (size_t j = 1; j < ids.size(); ++j) {
+    const std::string name = "x" + std::to_string(j - 1);
+    params.push_back(in(name));
+    xs.push_back(read(r, ids[j], name));
+  }
+  r.perElement += "  y_v[k] = " + scalarExpr(op.kind, xs, &op) + ";\n";
+  vectorized(op, op.kind, params, ids, n, lanes, ix, r.loads, {"y"}, r.perThread, r.perElement);
 }
 
 void FunctionGen::binary(const Op &op) {
@@ -143,6 +187,30 @@ void FunctionGen::geluGrad(const Op &op) {
   const int64_t n = type(x).numel();
   vectorized(op, "gelu_grad", {out("dx"), in("x"), in("dy")}, {dx, x, dy}, n,
              lanesFor({dx, x, dy}), indexFor(n), {{"x"}, {"dy"}}, {"dx"}, "", body);
+}
+
+/// One thread per line along the axis, as the CPU kernel: the max, the sum of
+/// exp(x − max) in order (f32), then the quotients. Consecutive threads take consecutive
+/// inner positions, so every pass over the axis reads and writes coalesced.
+void FunctionGen::softmax(const Op &op) {
+  int x = op.single("input"), y = result(op);
+  requireFloat(x, "the input");
+  requireFloat(y, "the result");
+  const auto &s = shape(x);
+  const int64_t axis = op.intAttr("axis");
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size()) || shape(y) != s)
+    error("softmax: axis or result shape does not fit the input");
+  const int64_t outer = product(std::vector<int64_t>(s.begin(), s.begin() + axis)),
+                inner = product(s, axis + 1), n = s[axis];
+  const std::string N = num(n), I = num(inner);
+  std::string body = "  const i64 base = (i / " + I + ") * " + num(n * inner) + " + i % " + I +
+                     ";\n"
+                     "  float m = (float)x[base];\n"
+                     "  for (i64 c = 1; c < " + N + "; ++c) m = fmaxf(m, (float)x[base + c * " + I + "]);\n"
+                     "  float sum = 0.0f;\n"
+                     "  for (i64 c = 0; c < " + N + "; ++c) sum += expf((float)x[base + c * " + I + "] - m);\n"
+                     "  for (i64 c = 0; c < " + N + "; ++c) y[base + c * " + I + "] = expf((float)x[base + c * " + I + "] - m) / sum;\n";
+  elementwise(op, "softmax", {out("y"), in("x")}, {y, x}, outer * inner, body);
 }
 
 /// torch.maximum/minimum backward: the winner takes the gradient, a tie gives each half,
@@ -179,6 +247,11 @@ void FunctionGen::registerElementwise(Emitters &e) {
   e[OpKind::Exp] = [](FunctionGen &g, const Op &op) { g.unary(op); };
   e[OpKind::Log] = [](FunctionGen &g, const Op &op) { g.unary(op); };
   e[OpKind::Sqrt] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::Softmax] = [](FunctionGen &g, const Op &op) { g.softmax(op); };
+  e[OpKind::Relu] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::LeakyRelu] = [](FunctionGen &g, const Op &op) { g.unary(op); };
+  e[OpKind::PRelu] = [](FunctionGen &g, const Op &op) { g.broadcastMap(op); };
+  e[OpKind::PReluGrad] = [](FunctionGen &g, const Op &op) { g.broadcastMap(op); };
   e[OpKind::Add] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e[OpKind::Sub] = [](FunctionGen &g, const Op &op) { g.binary(op); };
   e[OpKind::Mul] = [](FunctionGen &g, const Op &op) { g.binary(op); };

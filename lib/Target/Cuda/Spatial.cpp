@@ -9,6 +9,11 @@
 
 #include "Cuda/Codegen.h"
 
+#include "medrun/Resize.h"
+
+#include <algorithm>
+#include <type_traits>
+
 namespace mlir::med::cuda {
 
 namespace {
@@ -76,8 +81,96 @@ void FunctionGen::spatialTransform(const Op &op) {
          (voxels + kBlock - 1) / kBlock, kBlock, {y, x, m});
 }
 
+namespace {
+template <typename V> std::string deviceTable(const std::string &name, const char *type,
+                                              const std::vector<V> &values) {
+  std::string t = "__device__ const " + std::string(type) + " KNAME_" + name + "[" +
+                  std::to_string(std::max<size_t>(values.size(), 1)) + "] = {";
+  for (size_t i = 0; i < values.size(); ++i)
+    t += (i ? ", " : "") + (std::is_floating_point_v<V> ? flt(double(values[i]))
+                                                         : std::to_string(values[i]));
+  return t + (values.empty() ? "0};\n" : "};\n");
+}
+} // namespace
+
+/// med.resize and med.resize_grad: one thread per element of the result, its taps from
+/// tables computed by medrun/Resize.h (the CPU kernels' rules, in f32) and embedded in the
+/// kernel; the sums nested as the CPU kernels nest them (W inside H inside D). The adjoint
+/// gathers through the transposed tables, so no element is summed into twice.
+void FunctionGen::resize(const Op &op, bool adjoint) {
+  const int x = op.single(adjoint ? "grad_output" : "input"), y = result(op);
+  requireFloat(x, "the operand");
+  requireFloat(y, "the result");
+  const auto &xs = shape(x), &ys = shape(y);
+  const auto &small = adjoint ? ys : xs, &large = adjoint ? xs : ys;
+  if (xs.size() != 5 || ys.size() != 5)
+    error("resize: operand and result must be N x C x D x H x W");
+  const bool linear = op.strAttr("mode") == "linear", corners = op.boolAttr("align_corners");
+  std::string globals;
+  const char *axis = "dhw";
+  for (int d = 0; d < 3; ++d) {
+    medrun::ResizeAxis<float> t =
+        medrun::resizeAxis<float>(small[2 + d], large[2 + d], linear, corners);
+    const std::string a(1, axis[d]);
+    if (!adjoint) {
+      globals += deviceTable(a + "i", "int", t.index) + deviceTable(a + "w", "float", t.weight);
+    } else {
+      globals += deviceTable(a + "b", "int", t.begin) + deviceTable(a + "o", "int", t.output) +
+                 deviceTable(a + "r", "float", t.readWeight);
+    }
+  }
+  const int64_t ID = small[2], IH = small[3], IW = small[4], OD = large[2], OH = large[3],
+                OW = large[4];
+  const std::string inPlane = num(ID * IH * IW), outPlane = num(OD * OH * OW);
+  std::string b;
+  if (!adjoint) {
+    const std::string TD = linear ? "2" : "1";
+    b = "  const i64 nc = i / " + outPlane + ", o = i % " + outPlane + ";\n"
+        "  const int od = (int)(o / " + num(OH * OW) + "), oh = (int)(o / " + num(OW) + " % " +
+        num(OH) + "), ow = (int)(o % " + num(OW) + ");\n"
+        "  const i64 base = nc * " + inPlane + ";\n"
+        "  float acc = 0.0f;\n"
+        "  for (int a = 0; a < " + TD + "; ++a) {\n"
+        "    const i64 id = KNAME_di[od * " + TD + " + a];\n"
+        "    float sa = 0.0f;\n"
+        "    for (int b = 0; b < " + TD + "; ++b) {\n"
+        "      const i64 ih = KNAME_hi[oh * " + TD + " + b];\n"
+        "      float sb = 0.0f;\n"
+        "      for (int c = 0; c < " + TD + "; ++c)\n"
+        "        sb += KNAME_ww[ow * " + TD + " + c] * (float)x[base + (id * " + num(IH) +
+        " + ih) * " + num(IW) + " + KNAME_wi[ow * " + TD + " + c]];\n"
+        "      sa += KNAME_hw[oh * " + TD + " + b] * sb;\n"
+        "    }\n"
+        "    acc += KNAME_dw[od * " + TD + " + a] * sa;\n"
+        "  }\n"
+        "  y[i] = acc;\n";
+  } else {
+    b = "  const i64 nc = i / " + inPlane + ", o = i % " + inPlane + ";\n"
+        "  const int id = (int)(o / " + num(IH * IW) + "), ih = (int)(o / " + num(IW) + " % " +
+        num(IH) + "), iw = (int)(o % " + num(IW) + ");\n"
+        "  const i64 base = nc * " + outPlane + ";\n"
+        "  float acc = 0.0f;\n"
+        "  for (int a = KNAME_db[id]; a < KNAME_db[id + 1]; ++a) {\n"
+        "    float sa = 0.0f;\n"
+        "    for (int b = KNAME_hb[ih]; b < KNAME_hb[ih + 1]; ++b) {\n"
+        "      float sb = 0.0f;\n"
+        "      for (int c = KNAME_wb[iw]; c < KNAME_wb[iw + 1]; ++c)\n"
+        "        sb += KNAME_wr[c] * (float)x[base + ((i64)KNAME_do[a] * " + num(OH) +
+        " + KNAME_ho[b]) * " + num(OW) + " + KNAME_wo[c]];\n"
+        "      sa += KNAME_hr[b] * sb;\n"
+        "    }\n"
+        "    acc += KNAME_dr[a] * sa;\n"
+        "  }\n"
+        "  y[i] = acc;\n";
+  }
+  elementwise(op, adjoint ? "resize_grad" : "resize", {out("y"), in("x")}, {y, x},
+              type(y).numel(), b, globals);
+}
+
 void FunctionGen::registerSpatial(Emitters &e) {
   e[OpKind::SpatialTransform] = [](FunctionGen &g, const Op &op) { g.spatialTransform(op); };
+  e[OpKind::Resize] = [](FunctionGen &g, const Op &op) { g.resize(op, false); };
+  e[OpKind::ResizeGrad] = [](FunctionGen &g, const Op &op) { g.resize(op, true); };
 }
 
 } // namespace mlir::med::cuda

@@ -53,10 +53,22 @@ void channelLayerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, 
 /// gamma/beta 1×C×1×1×1.
 void grn(const Tensor &x, const Tensor &gamma, const Tensor &beta, double eps, Tensor &y);
 
-enum class Unary { Gelu, Sigmoid, Neg, Exp, Log, Sqrt };
+enum class Unary { Gelu, Sigmoid, Neg, Exp, Log, Sqrt, Relu };
 void unary(Unary op, const Tensor &x, Tensor &y);
+/// med.softmax along `axis`: exp(x − max) / Σ exp(x − max), the max and the sum in the
+/// math type (f32 for f32 and bf16 storage).
+void softmax(const Tensor &x, int64_t axis, Tensor &y);
+/// med.resize of x (N×C×D×H×W) to y (N×C×D'×H'×W'): per axis the taps of
+/// medrun/Resize.h; `linear` trilinear, else nearest.
+void resize(const Tensor &x, bool linear, bool alignCorners, Tensor &y);
+/// med.resize_grad: dx (N×C×D×H×W) gathers the gradients dy of the outputs that read each
+/// element, times their weights (the adjoint of resize from dx's shape to dy's).
+void resizeGrad(const Tensor &dy, bool linear, bool alignCorners, Tensor &dx);
+/// med.leaky_relu: y = x where x > 0, else slope·x (the slope in the math type).
+void leakyRelu(const Tensor &x, double slope, Tensor &y);
 
-enum class Binary { Add, Sub, Mul, Div, Max, Min, Pow };
+/// PRelu (med.prelu): u where u > 0, else v·u; its slope v broadcasts to u.
+enum class Binary { Add, Sub, Mul, Div, Max, Min, Pow, PRelu };
 /// NumPy broadcasting; y has the broadcast shape.
 void binary(Binary op, const Tensor &a, const Tensor &b, Tensor &y);
 
@@ -151,6 +163,9 @@ void grnGrad(const Tensor &x, const Tensor &gamma, const Tensor &dy, double eps,
 
 /// dx = dy · (Φ(x) + x·φ(x)), exact erf form.
 void geluGrad(const Tensor &x, const Tensor &dy, Tensor &dx);
+/// med.prelu_grad: dx = dy where x > 0, else slope·dy, the slope broadcast to x's shape
+/// (x, dy and dx of one shape).
+void preluGrad(const Tensor &x, const Tensor &slope, const Tensor &dy, Tensor &dx);
 
 /// y = x broadcast (NumPy rules) to y's shape.
 void broadcast(const Tensor &x, Tensor &y);

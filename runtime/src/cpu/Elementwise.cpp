@@ -8,6 +8,7 @@
 
 #include "Dispatch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -45,6 +46,8 @@ template <typename T> void unaryImpl(Unary op, const Tensor &x, Tensor &y) {
   case Unary::Exp: return mapUnary<T>(x, y, [](A v) { return std::exp(v); });
   case Unary::Log: return mapUnary<T>(x, y, [](A v) { return std::log(v); });
   case Unary::Sqrt: return mapUnary<T>(x, y, [](A v) { return std::sqrt(v); });
+  // torch's relu (clamp_min): a NaN stays NaN.
+  case Unary::Relu: return mapUnary<T>(x, y, [](A v) { return v < A(0) ? A(0) : v; });
   }
   throw Error("med kernel unary: unknown operation");
 }
@@ -173,6 +176,7 @@ template <typename T> void binaryImpl(Binary op, const Tensor &a, const Tensor &
   case Binary::Max: return mapBinary<T>(a, b, y, [](A u, A v) { return maxNaN(u, v); });
   case Binary::Min: return mapBinary<T>(a, b, y, [](A u, A v) { return minNaN(u, v); });
   case Binary::Pow: return mapBinary<T>(a, b, y, [](A u, A v) { return std::pow(u, v); });
+  case Binary::PRelu: return mapBinary<T>(a, b, y, [](A u, A v) { return u > A(0) ? u : v * u; });
   }
   throw Error("med kernel binary: unknown operation");
 }
@@ -197,6 +201,75 @@ template <typename T> void geluGradImpl(const Tensor &x, const Tensor &dy, Tenso
       dp[i] = store<T>(load(gp[i]) * (cdf + v * pdf));
     }
   });
+}
+
+// torch's prelu / leaky_relu / relu backward: dy where x > 0, else slope·dy.
+template <typename T>
+void preluGradImpl(const Tensor &x, const Tensor &slope, const Tensor &dy, Tensor &dx) {
+  using A = Acc<T>;
+  const char *k = "prelu_grad";
+  requireDType(k, "slope", slope, x.dtype());
+  requireDType(k, "output gradient", dy, x.dtype());
+  requireDType(k, "result", dx, x.dtype());
+  if (dy.shape() != x.shape() || dx.shape() != x.shape())
+    throw Error(str("med kernel prelu_grad: input ", shapeStr(x.shape()), ", output gradient ",
+                    shapeStr(dy.shape()), " and result ", shapeStr(dx.shape()), " do not match"));
+  BroadcastPlan p = planBroadcast(x.shape(), slope.shape(), x.shape(), k);
+  if (x.numel() == 0)
+    return;
+  const T *xp = ptr<T>(x), *sp = ptr<T>(slope), *gp = ptr<T>(dy);
+  T *dp = ptr<T>(dx);
+  const int64_t len = p.size.back(), ss = p.strideB.back();
+  p.forEachRow(x.numel() / len, len, [&](int64_t r, int64_t, int64_t os) {
+    for (int64_t i = r * len, j = 0; j < len; ++i, ++j) {
+      const A g = load(gp[i]);
+      dp[i] = store<T>(load(xp[i]) > A(0) ? g : load(sp[os + j * ss]) * g);
+    }
+  });
+}
+
+// Each (outer, inner) line along the axis alone: its max, the sum of exp(x − max) in
+// order, then the quotients.
+template <typename T> void softmaxImpl(const Tensor &x, int64_t axis, Tensor &y) {
+  using A = Acc<T>;
+  requireDType("softmax", "result", y, x.dtype());
+  const Shape &s = x.shape();
+  if (y.shape() != s)
+    throw Error(str("med kernel softmax: result shape ", shapeStr(y.shape()),
+                    " does not match input shape ", shapeStr(s)));
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size()))
+    throw Error(str("med kernel softmax: axis ", axis, " of a rank-", s.size(), " input"));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= s[i];
+  for (size_t i = axis + 1; i < s.size(); ++i)
+    inner *= s[i];
+  const int64_t n = s[axis];
+  const T *xp = ptr<T>(x);
+  T *yp = ptr<T>(y);
+  parallelFor(outer * inner, grainFor(n, kElementGrain), [&](int64_t b, int64_t e) {
+    for (int64_t line = b; line < e; ++line) {
+      const int64_t base = (line / inner) * n * inner + line % inner;
+      A m = load(xp[base]);
+      for (int64_t c = 1; c < n; ++c)
+        m = std::max(m, load(xp[base + c * inner]));
+      A sum = 0;
+      for (int64_t c = 0; c < n; ++c)
+        sum += std::exp(load(xp[base + c * inner]) - m);
+      for (int64_t c = 0; c < n; ++c)
+        yp[base + c * inner] = store<T>(std::exp(load(xp[base + c * inner]) - m) / sum);
+    }
+  });
+}
+
+template <typename T> void leakyReluImpl(const Tensor &x, double slope, Tensor &y) {
+  using A = Acc<T>;
+  requireDType("leaky_relu", "result", y, x.dtype());
+  if (y.numel() != x.numel())
+    throw Error(str("med kernel leaky_relu: result shape ", shapeStr(y.shape()),
+                    " does not match input shape ", shapeStr(x.shape())));
+  const A a = static_cast<A>(slope);
+  mapUnary<T>(x, y, [a](A v) { return v > A(0) ? v : a * v; });
 }
 
 // torch.maximum's backward: where(a == b, dy/2, dy), zeroed where a < b (for b: a > b);
@@ -278,6 +351,19 @@ void extremumGrad(Extremum op, const Tensor &a, const Tensor &b, const Tensor &d
 
 void geluGrad(const Tensor &x, const Tensor &dy, Tensor &dx) {
   dispatchFloat(x.dtype(), "gelu_grad", [&](auto tag) { geluGradImpl<decltype(tag)>(x, dy, dx); });
+}
+
+void softmax(const Tensor &x, int64_t axis, Tensor &y) {
+  dispatchFloat(x.dtype(), "softmax", [&](auto tag) { softmaxImpl<decltype(tag)>(x, axis, y); });
+}
+
+void leakyRelu(const Tensor &x, double slope, Tensor &y) {
+  dispatchFloat(x.dtype(), "leaky_relu", [&](auto tag) { leakyReluImpl<decltype(tag)>(x, slope, y); });
+}
+
+void preluGrad(const Tensor &x, const Tensor &slope, const Tensor &dy, Tensor &dx) {
+  dispatchFloat(x.dtype(), "prelu_grad",
+                [&](auto tag) { preluGradImpl<decltype(tag)>(x, slope, dy, dx); });
 }
 
 void broadcast(const Tensor &x, Tensor &y) { broadcastImpl(x, y); }

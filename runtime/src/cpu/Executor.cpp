@@ -144,6 +144,7 @@ Unary unaryOf(med::ops::OpKind k) {
   case OpKind::Exp: return Unary::Exp;
   case OpKind::Log: return Unary::Log;
   case OpKind::Sqrt: return Unary::Sqrt;
+  case OpKind::Relu: return Unary::Relu;
   default: throw Error(str("'", med::ops::schema(k).name, "' has no elementwise formula"));
   }
 }
@@ -157,6 +158,7 @@ Binary binaryOf(med::ops::OpKind k) {
   case OpKind::Max: return Binary::Max;
   case OpKind::Min: return Binary::Min;
   case OpKind::Pow: return Binary::Pow;
+  case OpKind::PRelu: return Binary::PRelu;
   default: throw Error(str("'", med::ops::schema(k).name, "' has no elementwise formula"));
   }
 }
@@ -523,8 +525,30 @@ private:
                result(op));
       break;
     }
-    case OpKind::Gelu: case OpKind::Sigmoid: case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: {
+    case OpKind::Gelu: case OpKind::Sigmoid: case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Relu: {
       cpu::unary(unaryOf(op.op()), in(op, "input"), result(op));
+      break;
+    }
+    case OpKind::Softmax: {
+      cpu::softmax(in(op, "input"), op.intAttr("axis"), result(op));
+      break;
+    }
+    case OpKind::Resize: {
+      cpu::resize(in(op, "input"), op.strAttr("mode") == "linear", op.boolAttr("align_corners"),
+                  result(op));
+      break;
+    }
+    case OpKind::ResizeGrad: {
+      cpu::resizeGrad(in(op, "grad_output"), op.strAttr("mode") == "linear",
+                      op.boolAttr("align_corners"), result(op));
+      break;
+    }
+    case OpKind::LeakyRelu: {
+      cpu::leakyRelu(in(op, "input"), op.floatAttr("negative_slope"), result(op));
+      break;
+    }
+    case OpKind::PRelu: {
+      cpu::binary(Binary::PRelu, in(op, "input"), in(op, "slope"), result(op));
       break;
     }
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min: case OpKind::Pow: {
@@ -669,6 +693,10 @@ private:
     }
     case OpKind::GeluGrad: {
       cpu::geluGrad(in(op, "input"), in(op, "grad_output"), result(op));
+      break;
+    }
+    case OpKind::PReluGrad: {
+      cpu::preluGrad(in(op, "input"), in(op, "slope"), in(op, "grad_output"), result(op));
       break;
     }
     case OpKind::BCEWithLogitsGrad: {

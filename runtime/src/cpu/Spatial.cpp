@@ -11,6 +11,7 @@
 #include "medrun/Kernels.h"
 
 #include "Dispatch.h"
+#include "medrun/Resize.h"
 
 #include <cmath>
 
@@ -182,6 +183,109 @@ void spatialTransform(const Tensor &x, const Tensor &matrix, const SpatialParams
   else
     throw Error(str("med kernel spatial_transform: matrix has element type ",
                     dtypeName(matrix.dtype()), ", expected f32"));
+}
+
+// ---- med.resize and its adjoint ------------------------------------------------------------
+// One (n, c) plane per item. Forward: each output mixes its taps along W, then H, then D
+// (torch's order of the trilinear sum). Adjoint: each input element gathers, in the same
+// nesting, the output gradients of the outputs that read it (Resize.h's transposed tables).
+namespace {
+
+void requireResizeShapes(const char *kernel, const Tensor &small, const Tensor &large) {
+  const Shape &a = small.shape(), &b = large.shape();
+  if (a.size() != 5 || b.size() != 5 || a[0] != b[0] || a[1] != b[1])
+    throw Error(str("med kernel ", kernel, ": shapes ", shapeStr(a), " and ", shapeStr(b),
+                    " are not N x C x D x H x W of one N and C"));
+}
+
+template <typename T>
+void resizeImpl(const Tensor &xt, bool linear, bool alignCorners, Tensor &yt) {
+  using A = Acc<T>;
+  requireDType("resize", "result", yt, xt.dtype());
+  requireResizeShapes("resize", xt, yt);
+  const Shape &xs = xt.shape(), &ys = yt.shape();
+  ResizeAxis<A> ax[3];
+  for (int d = 0; d < 3; ++d)
+    ax[d] = resizeAxis<A>(xs[2 + d], ys[2 + d], linear, alignCorners);
+  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
+  const T *x = ptr<T>(xt);
+  T *y = ptr<T>(yt);
+  parallelFor(xs[0] * xs[1], grainFor(outPlane), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc) {
+      const T *xp = x + nc * inPlane;
+      T *yp = y + nc * outPlane;
+      for (int64_t od = 0; od < ys[2]; ++od)
+        for (int64_t oh = 0; oh < ys[3]; ++oh)
+          for (int64_t ow = 0; ow < ys[4]; ++ow) {
+            A acc = 0;
+            for (int a = 0; a < ax[0].taps; ++a) {
+              const int64_t id = ax[0].index[od * ax[0].taps + a];
+              A sa = 0;
+              for (int bb = 0; bb < ax[1].taps; ++bb) {
+                const int64_t ih = ax[1].index[oh * ax[1].taps + bb];
+                A sb = 0;
+                for (int c = 0; c < ax[2].taps; ++c) {
+                  const int64_t iw = ax[2].index[ow * ax[2].taps + c];
+                  sb += ax[2].weight[ow * ax[2].taps + c] * load(xp[(id * xs[3] + ih) * xs[4] + iw]);
+                }
+                sa += ax[1].weight[oh * ax[1].taps + bb] * sb;
+              }
+              acc += ax[0].weight[od * ax[0].taps + a] * sa;
+            }
+            yp[(od * ys[3] + oh) * ys[4] + ow] = store<T>(acc);
+          }
+    }
+  });
+}
+
+template <typename T>
+void resizeGradImpl(const Tensor &dyt, bool linear, bool alignCorners, Tensor &dxt) {
+  using A = Acc<T>;
+  requireDType("resize_grad", "result", dxt, dyt.dtype());
+  requireResizeShapes("resize_grad", dxt, dyt);
+  const Shape &xs = dxt.shape(), &ys = dyt.shape();
+  ResizeAxis<A> ax[3];
+  for (int d = 0; d < 3; ++d)
+    ax[d] = resizeAxis<A>(xs[2 + d], ys[2 + d], linear, alignCorners);
+  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
+  const T *dy = ptr<T>(dyt);
+  T *dx = ptr<T>(dxt);
+  parallelFor(xs[0] * xs[1], grainFor(outPlane), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc) {
+      const T *gp = dy + nc * outPlane;
+      T *dp = dx + nc * inPlane;
+      for (int64_t id = 0; id < xs[2]; ++id)
+        for (int64_t ih = 0; ih < xs[3]; ++ih)
+          for (int64_t iw = 0; iw < xs[4]; ++iw) {
+            A acc = 0;
+            for (int64_t a = ax[0].begin[id]; a < ax[0].begin[id + 1]; ++a) {
+              A sa = 0;
+              for (int64_t bb = ax[1].begin[ih]; bb < ax[1].begin[ih + 1]; ++bb) {
+                A sb = 0;
+                for (int64_t c = ax[2].begin[iw]; c < ax[2].begin[iw + 1]; ++c)
+                  sb += ax[2].readWeight[c] *
+                        load(gp[(ax[0].output[a] * ys[3] + ax[1].output[bb]) * ys[4] +
+                                ax[2].output[c]]);
+                sa += ax[1].readWeight[bb] * sb;
+              }
+              acc += ax[0].readWeight[a] * sa;
+            }
+            dp[(id * xs[3] + ih) * xs[4] + iw] = store<T>(acc);
+          }
+    }
+  });
+}
+
+} // namespace
+
+void resize(const Tensor &x, bool linear, bool alignCorners, Tensor &y) {
+  dispatchFloat(x.dtype(), "resize",
+                [&](auto tag) { resizeImpl<decltype(tag)>(x, linear, alignCorners, y); });
+}
+
+void resizeGrad(const Tensor &dy, bool linear, bool alignCorners, Tensor &dx) {
+  dispatchFloat(dy.dtype(), "resize_grad",
+                [&](auto tag) { resizeGradImpl<decltype(tag)>(dy, linear, alignCorners, dx); });
 }
 
 } // namespace medrun::cpu

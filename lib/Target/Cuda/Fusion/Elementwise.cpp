@@ -95,7 +95,7 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
       usesStatus = usesStatus || usesIdentifier(statement, "status");
       continue;
     }
-    const std::string e = ys.size() == 1 ? scalarExpr(kind, xs) : "";
+    const std::string e = ys.size() == 1 ? scalarExpr(kind, xs, &o) : "";
     if (e.empty())
       error("'med." + kind + "' in a fusion body has no scalar form");
     r.perElement += "  const float " + ys[0] + " = " + e + ";\n";

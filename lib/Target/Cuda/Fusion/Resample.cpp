@@ -138,7 +138,7 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
     std::vector<std::string> xs;
     for (const char *name : scalarOperands(o.kind))
       xs.push_back(value(o.single(name)));
-    const std::string e = o.results.size() == 1 ? scalarExpr(o.kind, xs) : "";
+    const std::string e = o.results.size() == 1 ? scalarExpr(o.kind, xs, &o) : "";
     if (e.empty())
       error("'med." + o.kind + "' in a resample epilogue has no scalar form");
     b += "    const float " + t + " = " + e + ";\n";
