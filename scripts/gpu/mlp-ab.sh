@@ -8,11 +8,13 @@
 #
 # Usage: on the build machine, after scripts/gpu-prepare.sh (whose banis_plus_bf16.medc is
 # the unfused side), `scripts/gpu/mlp-ab.sh prepare` compiles the fused sides into
-# .device/cuda/banis_plus_bf16_mlp1.medc and _mlp2.medc (with their effective recipe
-# banis_plus_bf16_mlp.json: recompute_mlp true). On the GPU machine MED_GPU_CHECKS=mlp
+# .device/cuda/banis_plus_bf16_mlp1.medc, _mlp2.medc and _mlp3.medc (three tiles in flight
+# where they fit: the level-0 forward; with their effective recipe banis_plus_bf16_mlp.json:
+# recompute_mlp true). On the GPU machine MED_GPU_CHECKS=mlp
 # scripts/gpu-check.sh sources this file: medrun bench (20 timed steps, the median) of each
 # side in the order MED_MLP_ORDER (default "unfused mlp1 mlp2 mlp2 mlp1 unfused": a drift of
-# the clocks falls on all), each side with its own MEDRUN_CACHE. MEDRUN_MMA is left as set
+# the clocks falls on all; add mlp3 to it for the deeper pipeline), each side with its own
+# MEDRUN_CACHE. MEDRUN_MMA is left as set
 # (auto: the forward's wgmma variant where it is measured faster). The table
 # ($OUT/mlp.txt): per side the mean of its medians and the peak memory, and the rows
 # fusion:mlp and fusion:mlp_grad (and the unfused side's 1x1x1, gelu and gelu_grad rows) with
@@ -28,6 +30,7 @@ mlp_prepare() {
   "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
   "$medc" compile "${R[@]}" --cuda-mlp-pipeline 1 --target cuda -o .device/cuda/${a}_mlp1.medc
   "$medc" compile "${R[@]}" --cuda-mlp-pipeline 2 --target cuda -o .device/cuda/${a}_mlp2.medc
+  "$medc" compile "${R[@]}" --cuda-mlp-pipeline 3 --target cuda -o .device/cuda/${a}_mlp3.medc
 }
 
 mlp_main() {
@@ -62,11 +65,11 @@ import glob, json, re, statistics, sys
 T = sys.argv[1]
 runs = {}
 for f in sorted(glob.glob(T + "/bench-*.json")):
-    m = re.match(r".*/bench-(.+)-(unfused|mlp1|mlp2)-\d+\.json$", f)
+    m = re.match(r".*/bench-(.+)-(unfused|mlp[0-9])-\d+\.json$", f)
     runs.setdefault((m.group(1), m.group(2)), []).append(json.load(open(f)))
-print("Block MLP: unfused (default passes) / fused, one tile at a time (mlp1) / fused, two tiles in flight (mlp2); medrun bench, mean of the medians:")
+print("Block MLP: unfused (default passes) / fused, N tiles in flight (mlpN; mlp1: one at a time, the kernels before the pipeline); medrun bench, mean of the medians:")
 for a in sorted({k[0] for k in runs}):
-    for side in ("unfused", "mlp1", "mlp2"):
+    for side in sorted({k[1] for k in runs if k[0] == a}, key=lambda x: (x != "unfused", x)):
         bs = runs.get((a, side), [])
         if not bs:
             print("  %-16s %-8s not run" % (a, side))
