@@ -33,11 +33,12 @@ BlockLabels mutexBlock(const float *affs, const BlockGeom &g, const Offsets &off
                                     (g.lo[2] + vx) % s[2]))
                         return;
                       const float w = attr ? a[v] : 1.0f - a[v];
-                      const uint64_t id = g.global(vz, vy, vx) * K + k;
+                      // Inside the block the local index orders as the global one.
                       if (in)
-                        parts[z].push_back({w, id});
+                        parts[z].push_back({w, static_cast<uint64_t>(v * K + k)});
                       else
-                        crossParts[z].push_back({w, id, static_cast<uint64_t>(v), far, attr});
+                        crossParts[z].push_back({w, g.global(vz, vy, vx) * K + k,
+                                                 static_cast<uint64_t>(v), far, attr});
                     });
       }
   });
@@ -55,16 +56,13 @@ BlockLabels mutexBlock(const float *affs, const BlockGeom &g, const Offsets &off
   sortEdges(edges);
   if (params.progress)
     params.progress("mutex", 0, 1);
+  std::vector<int64_t> delta;
+  for (const Offset &o : offsets)
+    delta.push_back((o[0] * g.size[1] + o[1]) * g.size[2] + o[2]);
   MutexForest forest(n);
   for (const WEdge &e : edges) {
-    const int64_t k = static_cast<int64_t>(e.id % K);
-    const int64_t gv = static_cast<int64_t>(e.id / K);
-    const int64_t gz = gv / (g.shape[1] * g.shape[2]), gy = gv / g.shape[2] % g.shape[1],
-                  gx = gv % g.shape[2];
-    const int64_t z = gz - g.lo[0], y = gy - g.lo[1], x = gx - g.lo[2];
-    const Offset &o = offsets[k];
-    const int64_t a = (z * g.size[1] + y) * g.size[2] + x;
-    const int64_t b = ((z + o[0]) * g.size[1] + y + o[1]) * g.size[2] + x + o[2];
+    const int64_t k = static_cast<int64_t>(e.id % K), a = static_cast<int64_t>(e.id / K);
+    const int64_t b = a + delta[k];
     forest.edge(a, b, attractive[k]);
   }
   BlockLabels out;

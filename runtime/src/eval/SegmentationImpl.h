@@ -24,8 +24,9 @@ inline bool isShortRange(const Offset &o) {
   return std::abs(o[0]) + std::abs(o[1]) + std::abs(o[2]) == 1;
 }
 
-/// An edge by weight and its index (global voxel * K + channel): the processing order is
-/// descending weight, then ascending index, a total order.
+/// An edge by weight and its index (voxel * K + channel; inside a block the block's voxel
+/// index, which orders as the global one): the processing order is descending weight, then
+/// ascending index, a total order.
 struct WEdge {
   float w;
   uint64_t id;

@@ -234,12 +234,13 @@ std::vector<WEdge> shortRangeEdges(const float *affs, const BlockGeom &g, const 
                     [&](int64_t v, int64_t vz, int64_t vy, int64_t vx, uint64_t far, bool in,
                         int64_t) {
                       const float w = a[v];
-                      const uint64_t id = g.global(vz, vy, vx) * K + k;
                       if (in) {
+                        // Inside the block the local index orders as the global one.
                         if (keep(w))
-                          parts[z].push_back({w, id});
+                          parts[z].push_back({w, static_cast<uint64_t>(v * K + k)});
                       } else if (cross && (allCross || keep(w))) {
-                        crossParts[z].push_back({w, id, static_cast<uint64_t>(v), far, true});
+                        crossParts[z].push_back({w, g.global(vz, vy, vx) * K + k,
+                                                 static_cast<uint64_t>(v), far, true});
                       }
                     });
       }
@@ -255,18 +256,20 @@ std::vector<WEdge> shortRangeEdges(const float *affs, const BlockGeom &g, const 
   return edges;
 }
 
-/// The far voxel of edge `id` inside the block (its channel's offset from the near voxel).
-inline int64_t farLocal(const BlockGeom &g, const Offsets &offsets, uint64_t id, int64_t *near) {
-  const int64_t K = static_cast<int64_t>(offsets.size());
-  const int64_t k = static_cast<int64_t>(id % K);
-  const int64_t gv = static_cast<int64_t>(id / K);
-  const int64_t gz = gv / (g.shape[1] * g.shape[2]), gy = gv / g.shape[2] % g.shape[1],
-                gx = gv % g.shape[2];
-  const int64_t z = gz - g.lo[0], y = gy - g.lo[1], x = gx - g.lo[2];
-  *near = (z * g.size[1] + y) * g.size[2] + x;
-  const Offset &o = offsets[k];
-  return ((z + o[0]) * g.size[1] + y + o[1]) * g.size[2] + x + o[2];
-}
+/// The two voxels of an in-block edge (local index v * K + k): v and v + the channel's
+/// offset in the block's strides.
+struct LocalEdges {
+  int64_t K;
+  std::vector<int64_t> delta;
+  LocalEdges(const BlockGeom &g, const Offsets &offsets) : K(static_cast<int64_t>(offsets.size())) {
+    for (const Offset &o : offsets)
+      delta.push_back((o[0] * g.size[1] + o[1]) * g.size[2] + o[2]);
+  }
+  int64_t near(uint64_t id) const { return static_cast<int64_t>(id) / K; }
+  int64_t far(uint64_t id) const {
+    return static_cast<int64_t>(id) / K + delta[static_cast<int64_t>(id) % K];
+  }
+};
 
 } // namespace
 
@@ -277,10 +280,9 @@ BlockLabels seedBlock(const float *affs, const BlockGeom &g, const Offsets &offs
   std::vector<WEdge> edges = shortRangeEdges(
       affs, g, offsets, [thr](float w) { return w >= thr; }, &cross, crossParts, false);
   UnionFind uf(g.voxels());
+  const LocalEdges local(g, offsets);
   for (const WEdge &e : edges) {
-    int64_t a;
-    const int64_t b = farLocal(g, offsets, e.id, &a);
-    const int64_t ra = uf.find(a), rb = uf.find(b);
+    const int64_t ra = uf.find(local.near(e.id)), rb = uf.find(local.far(e.id));
     if (ra != rb)
       uf.join(ra, rb);
   }
@@ -305,11 +307,9 @@ BlockLabels watershedBlock(const float *affs, const BlockGeom &g, const Offsets 
   if (params.progress)
     params.progress("watershed", 0, 1);
   SeededForest forest(seeds);
-  for (const WEdge &e : edges) {
-    int64_t a;
-    const int64_t b = farLocal(g, offsets, e.id, &a);
-    forest.edge(a, b);
-  }
+  const LocalEdges local(g, offsets);
+  for (const WEdge &e : edges)
+    forest.edge(local.near(e.id), local.far(e.id));
   BlockLabels out;
   numberRoots(forest.uf, out);
   out.seed.assign(static_cast<size_t>(out.count), 0);
