@@ -117,14 +117,19 @@ using Index3 = std::array<int64_t, 3>;
 /// (padded coordinates), in the whole volume's order.
 std::vector<Job> blockJobs(const Index3 &padded, const Index3 &blo, const Index3 &bsize,
                            const SlidingWindowOptions &o) {
+  // The grid is a product of per-axis corners: filtering each axis keeps the whole
+  // volume's order and costs the block's windows, not the volume's.
+  std::array<std::vector<int64_t>, 3> starts;
+  for (int a = 0; a < 3; ++a)
+    for (int64_t c : windowStarts(padded[a], o.window[a], o.overlap))
+      if (c < blo[a] + bsize[a] && c + o.window[a] > blo[a])
+        starts[a].push_back(c);
   std::vector<Job> jobs;
-  for (const Job &j : jobsFor(padded, o)) {
-    bool touches = true;
-    for (int a = 0; a < 3; ++a)
-      touches = touches && j.corner[a] < blo[a] + bsize[a] && j.corner[a] + o.window[a] > blo[a];
-    if (touches)
-      jobs.push_back(j);
-  }
+  for (int64_t z : starts[0])
+    for (int64_t y : starts[1])
+      for (int64_t x : starts[2])
+        for (int f = 0; f < (o.mirror ? 8 : 1); ++f)
+          jobs.push_back({{z, y, x}, f});
   return jobs;
 }
 
