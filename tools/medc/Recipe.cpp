@@ -902,9 +902,6 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
                                 : banis ? "banis takes context"
                                         : "affinities takes none: loss.affinities.offsets") +
                         ")");
-      if (!nnunet && !affinityLoss)
-        return r.fail("augment.pipeline " + *pipeline + ": makes affinity targets, for loss type "
-                      "bce_with_logits, not '" + lossType.value_or("") + "'");
       recipe.augmentChannels = size("channels");
       recipe.augmentClasses = size("classes");
       recipe.augmentLevels = size("levels");
@@ -914,6 +911,9 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
         return r.fail("augment.context " + Twine(recipe.augmentContext) +
                       " must be smaller than each data.patch size (BANIS's long-range "
                       "affinities reach that far past the patch)");
+      if (!nnunet && !affinityLoss)
+        return r.fail("augment.pipeline " + *pipeline + ": makes affinity targets, for loss type "
+                      "bce_with_logits, not '" + lossType.value_or("") + "'");
       if (!sys::fs::is_regular_file(augmentGenerator()))
         return r.fail("augment.pipeline " + *pipeline + ": its generator '" + augmentGenerator() +
                       "' is missing (set MEDC_AUGMENT_GENERATOR to scripts/gen_augment.py, or "
