@@ -48,6 +48,10 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"Mul", &Importer::convertBinary},
       {"Div", &Importer::convertBinary},
       {"Sigmoid", &Importer::convertSigmoid},
+      {"Relu", &Importer::convertRelu},
+      {"LeakyRelu", &Importer::convertLeakyRelu},
+      {"PRelu", &Importer::convertPRelu},
+      {"Softmax", &Importer::convertSoftmax},
       {"Concat", &Importer::convertConcat},
       {"Pad", &Importer::convertPad},
       {"Slice", &Importer::convertSlice},
@@ -62,12 +66,9 @@ const llvm::StringMap<Importer::Converter> &converters() {
 // Why an op type is refused, where there is more to say than "not supported".
 std::string unsupportedReason(llvm::StringRef opType) {
   static const llvm::StringMap<const char *> reasons = {
-      {"Relu", "the med dialect has no ReLU op yet"},
-      {"LeakyRelu", "the med dialect has no LeakyReLU op yet"},
-      {"PRelu", "the med dialect has no PReLU op yet"},
-      {"Softmax", "the med dialect has no softmax op yet (losses take logits: export the "
-                  "network without its softmax)"},
-      {"Resize", "the med dialect has no trilinear/nearest Resize op yet"},
+      {"Resize", "not imported yet: an imported network's spatial sizes stay open until "
+                 "med-specialize, and the dialect has no resize by a scale factor (MONAI's "
+                 "SegResNet: upsample_mode='deconv' exports a ConvTranspose instead)"},
       {"BatchNormalization", "BatchNorm in training form (running statistics as state) is not "
                              "supported yet"},
       {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},

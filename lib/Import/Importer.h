@@ -127,6 +127,11 @@ public:
   // Normalization.cpp
   llvm::Error convertInstanceNormalization(const onnx::NodeProto &node);
   llvm::Error convertGroupNorm(const onnx::NodeProto &node, const PatternMatch &m);
+  // Activation.cpp
+  llvm::Error convertRelu(const onnx::NodeProto &node);
+  llvm::Error convertLeakyRelu(const onnx::NodeProto &node);
+  llvm::Error convertPRelu(const onnx::NodeProto &node);
+  llvm::Error convertSoftmax(const onnx::NodeProto &node);
   // Elementwise.cpp
   llvm::Error convertBinary(const onnx::NodeProto &node);
   llvm::Error convertSigmoid(const onnx::NodeProto &node);

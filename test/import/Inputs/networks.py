@@ -1,7 +1,6 @@
 """PyTorch definitions of the networks the ONNX importer is tested on, transcribed from their
 architectures' facts (/work/shared/reference/networks.md: MIC-DKFZ dynamic-network-
-architectures' PlainConvUNet and ResidualEncoderUNet as nnU-Net plans them, MONAI's
-SegResNet), with the same module names, so that state_dict keys (hence the ONNX
+architectures' PlainConvUNet as nnU-Net plans it, MONAI's SegResNet), with the same module names, so that state_dict keys (hence the ONNX
 initializers) are the real networks'. Written here, not copied. Test helper.
 
 Left out on purpose: the real classes register each conv twice (`.conv` and `.all_modules.0`)
@@ -103,6 +102,65 @@ class PlainConvUNet(nn.Module):
         return self.decoder(self.encoder(x))
 
 
+class ResBlock(nn.Module):
+    """MONAI SegResNet's pre-activation block: GN -> ReLU -> Conv -> GN -> ReLU -> Conv, + x."""
+
+    def __init__(self, c, groups):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(groups, c, eps=1e-5, affine=True)
+        self.norm2 = nn.GroupNorm(groups, c, eps=1e-5, affine=True)
+        self.act = nn.ReLU(inplace=True)
+        self.conv1 = nn.Conv3d(c, c, 3, 1, 1, bias=False)
+        self.conv2 = nn.Conv3d(c, c, 3, 1, 1, bias=False)
+
+    def forward(self, x):
+        y = self.conv1(self.act(self.norm1(x)))
+        y = self.conv2(self.act(self.norm2(y)))
+        return y + x
+
+
+class SegResNet(nn.Module):
+    """MONAI-style SegResNet: convInit, down levels of C = f, 2f, 4f, ... (a stride-2 conv
+    first except at level 0, then ResBlocks), up levels (1x1x1 conv to C/2, upsample, + the
+    encoder feature, ResBlocks), GN -> ReLU -> 1x1x1 conv head. upsample 'deconv' is a
+    ConvTranspose3d(k2, s2, bias); 'nontrainable' is trilinear (ONNX Resize)."""
+
+    def __init__(self, cin=1, classes=2, init_filters=8, blocks_down=(1, 2, 2, 4),
+                 blocks_up=(1, 1, 1), groups=8, upsample_mode="nontrainable"):
+        super().__init__()
+        f = init_filters
+        self.convInit = nn.Conv3d(cin, f, 3, 1, 1, bias=False)
+        downs = []
+        for i, n in enumerate(blocks_down):
+            c = f * 2 ** i
+            pre = nn.Conv3d(c // 2, c, 3, 2, 1, bias=False) if i > 0 else nn.Identity()
+            downs.append(nn.Sequential(pre, *[ResBlock(c, groups) for _ in range(n)]))
+        self.down_layers = nn.ModuleList(downs)
+        ups, samples = [], []
+        n_up = len(blocks_up)
+        for i in range(n_up):
+            c = f * 2 ** (n_up - i)
+            ups.append(nn.Sequential(*[ResBlock(c // 2, groups) for _ in range(blocks_up[i])]))
+            up = (nn.ConvTranspose3d(c // 2, c // 2, 2, 2, bias=True) if upsample_mode == "deconv"
+                  else nn.Upsample(scale_factor=2, mode="trilinear", align_corners=False))
+            samples.append(nn.Sequential(nn.Conv3d(c, c // 2, 1, bias=False), up))
+        self.up_layers = nn.ModuleList(ups)
+        self.up_samples = nn.ModuleList(samples)
+        self.conv_final = nn.Sequential(nn.GroupNorm(groups, f, eps=1e-5, affine=True),
+                                        nn.ReLU(inplace=True), nn.Conv3d(f, classes, 1, bias=True))
+
+    def forward(self, x):
+        x = self.convInit(x)
+        skips = []
+        for down in self.down_layers:
+            x = down(x)
+            skips.append(x)
+        skips = skips[:-1][::-1]
+        for up, sample, skip in zip(self.up_layers, self.up_samples, skips):
+            x = up(sample(x) + skip)
+        return self.conv_final(x)
+
+
 def kaiming_init(net):
     """nnU-Net's init: Kaiming normal (a=1e-2) for convs and transposed convs, biases 0."""
     for m in net.modules():
@@ -118,4 +176,6 @@ NETWORKS = {
     "plainconvunet_ds": lambda: PlainConvUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2),
                                               deep_supervision=True),
     "plainconvunet_3d_fullres": lambda: PlainConvUNet(),
+    "segresnet_deconv": lambda: SegResNet(1, 2, 8, upsample_mode="deconv"),
+    "segresnet": lambda: SegResNet(1, 2, 8),
 }

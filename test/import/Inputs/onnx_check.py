@@ -73,13 +73,15 @@ def export(args):
 
 
 def compare(args):
-    from runfiles import read_safetensors, write_safetensors, artifact_document
+    from runfiles import read_safetensors, write_safetensors, artifact_document, artifact_parameters
     params = os.path.join(args.dir, [f for f in os.listdir(args.dir) if f.endswith(".safetensors")][0])
+    # A head the exported forward does not run is in the state_dict, not in the ONNX graph.
+    declared = artifact_parameters(args.artifact)
+    t = {k: v for k, v in read_safetensors(params).items() if k in declared}
     if args.perturb:
-        t = dict(read_safetensors(params))
         t[args.perturb] = t[args.perturb] + 1e-2
-        params = os.path.join(args.dir, "perturbed.st")
-        write_safetensors(params, t)
+    params = os.path.join(args.dir, "ours.st")
+    write_safetensors(params, t)
     refs = sorted(f for f in os.listdir(args.dir) if re.fullmatch(r"ref_\d+\.npy", f))
     refs = [np.load(os.path.join(args.dir, "ref_%d.npy" % i)) for i in range(len(refs))]
     doc = artifact_document(args.artifact)
