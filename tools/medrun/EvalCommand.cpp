@@ -492,6 +492,10 @@ struct SegmentationParams {
   float seedThreshold = SegmentParams().seedThreshold;
   int64_t minSeedSize = SegmentParams().minSeedSize;
   float low = SegmentParams().low;
+  /// mean-agglomeration block by block (medrun segment --block): the block, {0, 0, 0} for
+  /// the whole volume. Stitching can give other fragments than the whole volume, so the
+  /// block is part of the parameters.
+  Box3 block{0, 0, 0};
   bool onLogits = false; ///< the threshold is on logits (infer --activation none)
   int64_t minSize = 0;
   std::string file;      ///< where they were read from ("" when not read)
@@ -509,10 +513,12 @@ json paramsJson(const SegmentationParams &p) {
             {"min_size", p.minSize}};
   // The float settings written as their shortest decimal (0.9, not 0.8999999761581421).
   auto decimal = [](float v) { return std::stod(fmt::format("{}", v)); };
-  if (p.method == "mean-agglomeration")
+  if (p.method == "mean-agglomeration") {
     j["watershed"] = {{"seed_threshold", decimal(p.seedThreshold)},
                       {"min_seed_size", p.minSeedSize},
                       {"low", decimal(p.low)}};
+    j["block"] = p.block == Box3{0, 0, 0} ? json(nullptr) : json(p.block);
+  }
   j["chosen_on"] = p.chosenOn;
   return j;
 }
@@ -551,6 +557,16 @@ SegmentationParams readParams(const std::string &path) {
     p.seedThreshold = static_cast<float>(num("seed_threshold"));
     p.minSeedSize = static_cast<int64_t>(num("min_seed_size"));
     p.low = static_cast<float>(num("low"));
+  }
+  if (j.contains("block") && !j["block"].is_null()) {
+    const json &b = j["block"];
+    if (!b.is_array() || b.size() != 3)
+      throw Error(str(path, ": block = ", b.dump(), ": expected [z, y, x] or null"));
+    for (int k = 0; k < 3; ++k) {
+      if (!b[k].is_number_integer() || b[k].get<int64_t>() < 1)
+        throw Error(str(path, ": block = ", b.dump(), ": expected 3 sizes >= 1"));
+      p.block[k] = b[k].get<int64_t>();
+    }
   }
   const json &t = need("threshold");
   if (!t.is_number() || !std::isfinite(t.get<double>()))
@@ -664,6 +680,36 @@ void printRow(const Scored &s, const std::string &first, bool best) {
 }
 
 std::string numberText(double v) { return fmt::format("{:.6g}", v); }
+
+/// --block: N or Z,Y,X voxels (as medrun segment takes it).
+Box3 parseBlock(const std::string &text) {
+  Box3 b{};
+  std::vector<int64_t> parts;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos)
+      comma = text.size();
+    const std::string one = text.substr(pos, comma - pos);
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(one, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (one.empty() || used != one.size() || v < 1)
+      throw Error(str("--block: expected N or Z,Y,X voxels (each >= 1), got '", text, "'"));
+    parts.push_back(v);
+    pos = comma + 1;
+  }
+  if (parts.size() == 1)
+    return {parts[0], parts[0], parts[0]};
+  if (parts.size() != 3)
+    throw Error(str("--block: expected N or Z,Y,X voxels (each >= 1), got '", text, "'"));
+  std::copy(parts.begin(), parts.end(), b.begin());
+  return b;
+}
 
 /// The skeletons' ids must be objects of the labels: a skeleton of an id the labels do not
 /// hold traces another volume (or another labelling) than the one scored.
@@ -891,6 +937,35 @@ int evalCommand(const EvalOptions &o) {
         sp.low = p.low;
         return sp;
       };
+      // medrun segment --block's segmentation: the blocks' raw ids held in memory, mapped
+      // to each threshold's labels.
+      auto blockwise = [&](const SegmentationParams &p, const std::vector<double> &thresholds,
+                           const std::function<void(size_t, std::vector<int64_t> &)> &each) {
+        const int64_t n = pred.shape[0] * pred.shape[1] * pred.shape[2];
+        AffinityReader read = [&](const Box3 &lo, const Box3 &size, float *dst) {
+          const int64_t m = size[0] * size[1] * size[2];
+          for (int64_t c = 0; c < 3; ++c)
+            for (int64_t z = 0; z < size[0]; ++z)
+              for (int64_t y = 0; y < size[1]; ++y) {
+                const float *src = ch.affinities.data() + c * n +
+                                   ((lo[0] + z) * pred.shape[1] + lo[1] + y) * pred.shape[2] +
+                                   lo[2];
+                std::copy(src, src + size[2], dst + c * m + (z * size[1] + y) * size[2]);
+              }
+        };
+        Box3 block = p.block;
+        for (int a = 0; a < 3; ++a)
+          block[a] = std::min(block[a], pred.shape[a]);
+        MemoryLabels raw(pred.shape);
+        const BlockwiseResult r = segmentBlockwise(read, pred.shape, block, shortRange,
+                                                   agglomeration(p), raw, thresholds);
+        std::vector<int64_t> seg(static_cast<size_t>(n));
+        for (size_t k = 0; k < r.maps.size(); ++k) {
+          for (int64_t v = 0; v < n; ++v)
+            seg[v] = static_cast<int64_t>(r.maps[k][raw.labels()[v]]);
+          each(k, seg);
+        }
+      };
       auto finish = [](std::vector<int64_t> &seg, int64_t minSize, int64_t &objects) {
         objects = 0;
         for (int64_t id : seg)
@@ -903,6 +978,8 @@ int evalCommand(const EvalOptions &o) {
         if (p.method == "components") {
           seg = affinityInstances(ch.affinities.data(), pred.shape,
                                   static_cast<float>(p.threshold), &objects);
+        } else if (p.block != Box3{0, 0, 0}) {
+          blockwise(p, {p.threshold}, [&](size_t, std::vector<int64_t> &s) { seg.swap(s); });
         } else {
           const std::vector<uint64_t> ids =
               segmentAffinities(ch.affinities.data(), pred.shape, shortRange, agglomeration(p));
@@ -915,6 +992,14 @@ int evalCommand(const EvalOptions &o) {
       // agglomeration computes them in one run, highest first.
       auto sweepWith = [&](const SegmentationParams &p, const std::vector<double> &thresholds,
                            const std::function<void(size_t, std::vector<int64_t> &, int64_t)> &each) {
+        if (p.method == "mean-agglomeration" && p.block != Box3{0, 0, 0}) {
+          blockwise(p, thresholds, [&](size_t k, std::vector<int64_t> &seg) {
+            int64_t objects = 0;
+            finish(seg, p.minSize, objects);
+            each(k, seg, objects);
+          });
+          return;
+        }
         if (p.method == "components") {
           for (size_t k = 0; k < thresholds.size(); ++k) {
             SegmentationParams at = p;
@@ -937,6 +1022,9 @@ int evalCommand(const EvalOptions &o) {
       if (method != "components" && method != "mean-agglomeration")
         throw Error(str("--method: expected components or mean-agglomeration, got '", method,
                         "'"));
+      const Box3 block = o.block.empty() ? Box3{0, 0, 0} : parseBlock(o.block);
+      if (!o.block.empty() && !recorded && method != "mean-agglomeration")
+        throw Error("--block applies to --method mean-agglomeration (medrun segment --block)");
 
       if (!o.tune) {
         // Recorded parameters (chosen on a validation volume) or one given threshold:
@@ -959,6 +1047,11 @@ int evalCommand(const EvalOptions &o) {
         if (!from.empty()) {
           if (!o.method.empty() && o.method != p.method)
             throw Error(str("--method ", o.method, ": ", from, " records the method ", p.method));
+          if (!o.block.empty())
+            throw Error(str("--block: ", from, " records the block (",
+                            p.block == Box3{0, 0, 0} ? std::string("the whole volume")
+                                                    : shapeText(p.block),
+                            ")"));
           if (!o.thresholds.empty() || o.minSize > 0)
             throw Error(str("--thresholds and --min-size: ", from,
                             " records the parameters (chosen on ",
@@ -971,6 +1064,7 @@ int evalCommand(const EvalOptions &o) {
                             " (infer both volumes with the same --activation)"));
         } else if (o.thresholds.size() == 1) {
           p.method = method;
+          p.block = block;
           p.threshold = o.thresholds[0];
           p.minSize = o.minSize;
           p.onLogits = onLogits;
@@ -1028,6 +1122,7 @@ int evalCommand(const EvalOptions &o) {
         }
         SegmentationParams chosen;
         chosen.method = method;
+        chosen.block = block;
         chosen.onLogits = onLogits;
         chosen.minSize = o.minSize;
         const bool explicitSweep = !o.thresholds.empty();
@@ -1037,10 +1132,12 @@ int evalCommand(const EvalOptions &o) {
             : method == "components"       ? defaultSweep(ch.probabilities)
                                            : std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
                                                                  0.7, 0.8, 0.9};
-        std::fprintf(stderr, "eval %s: affinities (%s), %s; %s, %zu thresholds%s%s\n",
+        std::fprintf(stderr, "eval %s: affinities (%s), %s; %s%s, %zu thresholds%s%s\n",
                      pred.name().c_str(),
                      C == 3 ? "3 channels" : str(C, " channels, the first 3 short-range").c_str(),
-                     shapeText(pred.shape).c_str(), method.c_str(), thresholds.size(),
+                     shapeText(pred.shape).c_str(), method.c_str(),
+                     o.block.empty() ? "" : str(" in blocks of ", shapeText(block)).c_str(),
+                     thresholds.size(),
                      explicitSweep                ? ""
                      : method != "components"     ? " (mean affinity 0.1..0.9)"
                      : ch.probabilities           ? " (BANIS's sweep: sigmoid(k), k = -1..11)"

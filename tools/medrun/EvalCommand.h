@@ -36,6 +36,8 @@ struct EvalOptions {
   /// Affinities: components (BANIS's, default) or mean-agglomeration (Segmentation.h);
   /// recorded parameters carry their own.
   std::string method;
+  /// mean-agglomeration: block by block as medrun segment --block (N or Z,Y,X; "" whole).
+  std::string block;
 };
 
 /// Reads the prediction and the ground truth, segments (affinities: recorded parameters,

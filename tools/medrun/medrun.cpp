@@ -381,6 +381,9 @@ const std::vector<Command> &commands() {
          "threshold) or mean-agglomeration (the seeded watershed's fragments merged by\n"
          "mean affinity down to the threshold, as medrun segment; --tune's default sweep\n"
          "0.1..0.9)"},
+        {"block", "B",
+         "mean-agglomeration: block by block as medrun segment --block B (N or Z,Y,X),\n"
+         "recorded with the threshold (default: the whole volume)"},
         {"save-params", "FILE", "--tune: write the chosen parameters to FILE"},
         {"params", "FILE", "segment with the parameters --tune recorded in FILE (no sweep)"},
         {"run", "DIR",
@@ -981,6 +984,7 @@ int main(int argc, char **argv) {
       o.run = args.get("run");
       o.select = args.get("select");
       o.method = args.get("method");
+      o.block = args.get("block");
       o.progress = parseProgress(args);
       return evalCommand(o);
     }
