@@ -14,6 +14,8 @@
 //   medrun eval PRED --labels LABELS [--skeletons FILE] [--mode M] [--tune [--thresholds T,...]
 //               [--save-params FILE] | --params FILE | --run DIR] [--min-size N] [--json FILE] [-o OUT]
 //   medrun volume PATH [--channel C] [--box Z,Y,X:D,H,W] [-o OUT] [--json]
+//   medrun segment AFFS -o SEG [--method watershed|mean-agglomeration|mutex] [--threshold T,...]
+//                  [--offsets O | --run DIR] [--block B]
 //   medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model] [--which last|best]
 //   medrun dist-check [--gpus N] [--count N] [--iterations N] [--pause MS]
 //   medrun COMMAND --help, medrun --version
@@ -37,6 +39,7 @@
 #include "CommandArgs.h"
 #include "CudaCheckCommand.h"
 #include "ExportCommand.h"
+#include "SegmentCommand.h"
 #include "TrainCommand.h"
 #include "InferCommand.h"
 #include "EvalCommand.h"
@@ -402,6 +405,7 @@ const std::vector<Command> &commands() {
         {"file-ending", "E", "folders: the files to score (default: dataset.json's, else .nii.gz)"},
         {"progress", "P", "auto (a bar on a terminal, plain lines otherwise), bar or lines"}},
        false},
+      segmentCommandEntry(),
       {"export",
        "medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model]\n"
        "              [--which last|best] [--artifact A]",
@@ -965,6 +969,8 @@ int main(int argc, char **argv) {
     if (args.is("volume"))
       return volumeCommand(args.artifact, args.get("box"), args.get("o"), args.has("json"),
                            args.has("channel") ? parseCount(args, "channel", 0, 0) : -1);
+    if (args.is("segment"))
+      return segmentCommand(args);
     if (args.is("eval")) {
       EvalOptions o;
       o.prediction = args.artifact;
