@@ -32,6 +32,8 @@ constexpr int64_t kGradBlocks = 2048;
 // it runs on: its partial sums are one per block, so one artifact gives the same bits on
 // every GPU.
 constexpr int kResidentPerSm = 8, kResidentGradPerSm = 4;
+// Shared memory per SM on sm_90 (H100, H200): 228 KiB.
+constexpr int64_t kSharedPerSm = int64_t{228} << 10;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
 /// The ops of an mlp / mlp_grad body in their roles, as its matcher recorded them
@@ -214,18 +216,26 @@ void FunctionGen::mlpFusion(const Op &op, const medrun::Function &body) {
   int64_t chunkWidth = 16;
   // The most tiles in flight (mlpPipeline) whose buffers fit beside the weights
   // (kernels/mlp.cuh: mlpTileWords); 1: one tile at a time.
-  int64_t inFlight = 0;
+  int64_t inFlight = 0, sharedBytes = 0;
   for (int64_t ts = std::max<int64_t>(1, mlpPipeline); ts >= 1 && !inFlight; --ts) {
     const int64_t tileWords = ts == 1 ? std::max(Cp * kTile / 2, Cop * kTile)
                                       : ts * Cp * kTile / 2 + Cop * kTile;
-    if (2 * residentHalf + 4 * tileWords <= mlpResidentLimit)
+    sharedBytes = 2 * residentHalf + 4 * tileWords;
+    if (sharedBytes <= mlpResidentLimit)
       inFlight = ts;
   }
   const bool resident = inFlight > 0;
   if (resident) {
     // The weights fit in shared memory beside a tile: staged once per block, which then
     // takes tiles blockIdx.x, + gridDim.x, ... (no sums across tiles: any grid will do).
-    grid = std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : kResidentPerSm * smCount);
+    // With a pipeline, one wave: as many blocks per SM as its shared memory holds
+    // (kSharedPerSm, 1 KiB of it reserved per block), at most kResidentPerSm. (One tile at a
+    // time keeps the grid measured before, the comparison's other side.)
+    const int64_t perSm =
+        inFlight == 1 ? kResidentPerSm
+                      : std::max<int64_t>(1, std::min<int64_t>(kResidentPerSm,
+                                                               kSharedPerSm / (sharedBytes + 1024)));
+    grid = std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : perSm * smCount);
     if (wgmma) {
       // The expansion in chunks of up to 64 channels on the warpgroup's tensor cores.
       for (int64_t w = 64; w > 16; w -= 16)
