@@ -355,6 +355,9 @@ std::vector<medc::AugmentOverride> recipeAugmentOverrides;
 /// A generated pipeline instead of a file (`augment.pipeline: nnunet`): the request's
 /// pipeline and sizes (batch and patch: those compiled).
 medc::AugmentRequest recipeAugmentRequest;
+/// Whether the recipe gives loss.affinities.offsets (recipeAugmentRequest.offsets): a
+/// pipeline file's affinities must then be those.
+bool recipeAffinityOffsetsGiven = false;
 std::string recipeNetwork;
 
 // The loss's ignore label ("ignore-label=K" among the loss options), or -1.
@@ -435,6 +438,30 @@ LogicalResult linkAugmentation(ModuleOp module) {
   if (llvm::Error e = medc::applyAugmentOverrides(*pipeline, recipeAugmentOverrides, recipeFile,
                                                   recipeAugment))
     return fail(llvm::toString(std::move(e))), failure();
+  if (recipeAffinityOffsetsGiven && recipeAugmentRequest.pipeline.empty()) {
+    // A pipeline file makes its own targets: they must be the recipe's offsets.
+    std::vector<int64_t> want;
+    for (const auto &o : recipeAugmentRequest.offsets)
+      want.insert(want.end(), o.begin(), o.end());
+    auto text = [](ArrayRef<int64_t> v) {
+      std::string s;
+      for (size_t i = 0; i < v.size(); i += 3)
+        s += (i ? ", [" : "[") + std::to_string(v[i]) + ", " + std::to_string(v[i + 1]) + ", " +
+             std::to_string(v[i + 2]) + "]";
+      return "[" + s + "]";
+    };
+    bool mismatch = false;
+    pipeline->walk([&](med::AffinitiesOp op) {
+      if (mismatch || op.getOffsets() == ArrayRef<int64_t>(want))
+        return;
+      mismatch = true;
+      fail(recipeFile + ": loss.affinities.offsets " + text(want) + ", but the affinities of " +
+           recipeAugment + " have the offsets " + text(op.getOffsets()) +
+           " (generate the file with them, or name a generated pipeline: banis)");
+    });
+    if (mismatch)
+      return failure();
+  }
   auto fn = pipeline->lookupSymbol<func::FuncOp>(recipeAugmentFunction);
   if (!fn || fn.isExternal())
     return fail(recipeAugment + ": no function @" + recipeAugmentFunction +
@@ -835,6 +862,7 @@ int main(int argc, char **argv) {
     recipeAugmentRequest.context = recipe->augmentContext;
     recipeAugmentRequest.offsets = recipe->affinityOffsets;
     recipeAugmentOverrides = recipe->augmentOverrides;
+    recipeAffinityOffsetsGiven = recipe->affinityOffsetsGiven;
   }
   if (recipeFile.empty() && !overrides.empty())
     return fail("--set overrides a recipe key; use it with --recipe");
