@@ -681,6 +681,55 @@ void printRow(const Scored &s, const std::string &first, bool best) {
 
 std::string numberText(double v) { return fmt::format("{:.6g}", v); }
 
+/// The offsets a run trained with, where its config.json states them
+/// (loss.affinities.offsets); empty otherwise (a BANIS run: +1 first, eval's default).
+Offsets recordedOffsets(const std::string &run) {
+  const fs::path path = fs::path(run) / "config.json";
+  std::ifstream in(path);
+  const json config = json::parse(in, nullptr, false);
+  if (!in || config.is_discarded() || !config.is_object())
+    return {};
+  const json *loss = config.contains("loss") ? &config["loss"] : nullptr;
+  if (!loss || !loss->is_object() || !loss->contains("affinities") ||
+      !(*loss)["affinities"].is_object() || !(*loss)["affinities"].contains("offsets"))
+    return {};
+  return parseOffsets((*loss)["affinities"]["offsets"].dump(),
+                      path.string() + ": loss.affinities.offsets");
+}
+
+/// Replaces `ch.affinities` by the short-range channels of `offsets` in the forward
+/// convention eval segments with (channel a at v joins v and v + e_a): a channel of offset
+/// -e_a at v joins v and v - e_a, so it is the forward affinity of v - e_a.
+void shortRangeForward(Channels &ch, const std::string &path, const VolumeInfo &pred,
+                       const Offsets &offsets, const std::string &from) {
+  checkOffsets(offsets, pred.channels, true, from);
+  const Box3 &shape = pred.shape;
+  const int64_t n = shape[0] * shape[1] * shape[2];
+  const int64_t stride[3] = {shape[1] * shape[2], shape[2], 1};
+  std::vector<float> buf(static_cast<size_t>(n));
+  ch.probabilities = true;
+  for (int a = 0; a < 3; ++a) {
+    int64_t channel = -1, sign = 0;
+    for (size_t k = 0; k < offsets.size(); ++k) {
+      const Offset &o = offsets[k];
+      if (std::abs(o[0]) + std::abs(o[1]) + std::abs(o[2]) == 1 && o[a] != 0) {
+        channel = static_cast<int64_t>(k);
+        sign = o[a];
+        break;
+      }
+    }
+    openChannel(path, channel)->read({0, 0, 0}, shape, buf.data());
+    float *dst = ch.affinities.data() + a * n;
+    for (int64_t v = 0; v < n; ++v) {
+      const int64_t coord = v / stride[a] % shape[a];
+      dst[v] = sign > 0 ? buf[v] : coord + 1 < shape[a] ? buf[v + stride[a]] : 0.f;
+    }
+    for (float v : buf)
+      if (!(v >= 0 && v <= 1))
+        ch.probabilities = false;
+  }
+}
+
 /// --block: N or Z,Y,X voxels (as medrun segment takes it).
 Box3 parseBlock(const std::string &text) {
   Box3 b{};
@@ -752,6 +801,9 @@ int evalCommand(const EvalOptions &o) {
       throw Error(str(o.prediction, " is a folder of label maps: --mode, --thresholds, "
                                     "--min-size, -o, --skeletons, --tune, --params, --run, "
                                     "--select and --method apply to one volume"));
+    if (!o.offsets.empty() || !o.block.empty())
+      throw Error(str(o.prediction, " is a folder of label maps: --offsets and --block apply "
+                                    "to affinities"));
     if (o.labels.empty())
       throw Error(str(o.prediction, " is a folder of label maps: it needs --labels GT_FOLDER"));
     return evalFolders(o);
@@ -829,6 +881,8 @@ int evalCommand(const EvalOptions &o) {
     result["labels"] = labName;
   if (!o.skeletons.empty())
     result["skeletons"] = o.skeletons;
+  if (mode == "instances" && !o.offsets.empty())
+    throw Error(str(predText, ": --offsets applies to affinities"));
   if (mode == "instances" && (!o.thresholds.empty() || o.tune || recorded || !o.method.empty()))
     throw Error(str(predText, " is an instance segmentation: --thresholds, --tune, --params, "
                     "--run and --method apply to affinities"));
@@ -872,6 +926,20 @@ int evalCommand(const EvalOptions &o) {
     if (mode == "affinities" && !gt.empty() &&
         std::none_of(gt.begin(), gt.end(), [](int64_t id) { return id > 0; }))
       noObject();
+    // The short-range channels: --offsets, else the run's recorded offsets, else the first
+    // 3 channels as +1 along z, y, x (BANIS's).
+    if (mode == "affinities") {
+      if (!o.offsets.empty())
+        shortRangeForward(ch, o.prediction, pred, parseOffsets(o.offsets, "--offsets"),
+                          "--offsets");
+      else if (!o.run.empty())
+        if (const Offsets off = recordedOffsets(o.run); !off.empty())
+          shortRangeForward(ch, o.prediction, pred, off,
+                            (fs::path(o.run) / "config.json").string() +
+                                ": loss.affinities.offsets");
+    } else if (!o.offsets.empty()) {
+      throw Error(str(predText, ": --offsets applies to affinities"));
+    }
     if (mode == "segmentation" && (!o.thresholds.empty() || o.minSize > 0 || o.tune ||
                                    recorded || !o.skeletons.empty() || !o.method.empty()))
       throw Error(str(predText, " is scored as a segmentation (class scores): --thresholds, "

@@ -38,6 +38,10 @@ struct EvalOptions {
   std::string method;
   /// mean-agglomeration: block by block as medrun segment --block (N or Z,Y,X; "" whole).
   std::string block;
+  /// Affinities: the channels' offsets ("1,0,0;..." or JSON, as medrun segment), so that
+  /// the short-range channels are found whatever their order and sign; default: the run's
+  /// loss.affinities.offsets (--run), else the first 3 channels are +1 along z, y, x.
+  std::string offsets;
 };
 
 /// Reads the prediction and the ground truth, segments (affinities: recorded parameters,

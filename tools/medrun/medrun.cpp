@@ -387,6 +387,10 @@ const std::vector<Command> &commands() {
         {"block", "B",
          "mean-agglomeration: block by block as medrun segment --block B (N or Z,Y,X),\n"
          "recorded with the threshold (default: the whole volume)"},
+        {"offsets", "O",
+         "affinities: the channels' offsets along z, y, x (\"1,0,0;0,1,0;...\" or JSON),\n"
+         "to find the short-range channels (default: --run's loss.affinities.offsets,\n"
+         "else the first 3 channels are +1 along z, y, x)"},
         {"save-params", "FILE", "--tune: write the chosen parameters to FILE"},
         {"params", "FILE", "segment with the parameters --tune recorded in FILE (no sweep)"},
         {"run", "DIR",
@@ -991,6 +995,7 @@ int main(int argc, char **argv) {
       o.select = args.get("select");
       o.method = args.get("method");
       o.block = args.get("block");
+      o.offsets = args.get("offsets");
       o.progress = parseProgress(args);
       return evalCommand(o);
     }

@@ -52,10 +52,23 @@ if a.inputs:
         np.save("%s_gt.npy" % name, gt)
         np.save("%s_aff.npy" % name, aff)
         np.save("%s_logits.npy" % name, np.log(aff / (1 - aff)))
+        # PyTorch Connectomics' convention: channel a at u joins u and u - e_a (offsets -1),
+        # so it holds the forward affinity of u - e_a; the first slice joins nothing.
+        back = np.zeros_like(aff)
+        for ax in range(3):
+            src = [slice(None)] * 3
+            dst = [slice(None)] * 3
+            src[ax], dst[ax] = slice(0, -1), slice(1, None)
+            back[ax][tuple(dst)] = aff[ax][tuple(src)]
+        np.save("%s_aff_back.npy" % name, back)
         write_skeletons("%s_skel.json" % name, nodes, edges, SPACING, "position", list(range(len(nodes))))
     os.makedirs("run", exist_ok=True)
     with open("run/config.json", "w") as f:
         json.dump({}, f)
+    os.makedirs("run_back", exist_ok=True)
+    with open("run_back/config.json", "w") as f:
+        json.dump({"loss": {"type": "bce_with_logits",
+                            "affinities": {"offsets": [[-1, 0, 0], [0, -1, 0], [0, 0, -1]]}}}, f)
     sys.exit(0)
 
 failures = []
