@@ -408,14 +408,18 @@ int inferCommand(const InferOptions &o) {
       if (!prior.is_discarded() && prior.is_object() &&
           prior.value("settings", nlohmann::json()) == settings &&
           prior.value("done", nlohmann::json()).is_array()) {
-        for (const nlohmann::json &b : prior["done"])
-          if (b.is_number_unsigned() && b.get<size_t>() < blocks.size())
-            done.insert(b.get<size_t>());
+        // Ranges [first, last] of block indices (raster order).
+        for (const nlohmann::json &r : prior["done"])
+          if (r.is_array() && r.size() == 2 && r[0].is_number_unsigned() &&
+              r[1].is_number_unsigned() && r[0].get<size_t>() <= r[1].get<size_t>() &&
+              r[1].get<size_t>() < blocks.size())
+            for (size_t b = r[0].get<size_t>(); b <= r[1].get<size_t>(); ++b)
+              done.insert(b);
       } else {
         std::fprintf(stderr,
-                     "infer: %s records a run of other settings (artifact, weights, image, "
-                     "normalization, activation, overlap, mirror, block or chunks): predicting "
-                     "%s again from the start\n",
+                     "infer: %s records no run with these settings (artifact, weights, image, "
+                     "normalization, activation, overlap, mirror, block, chunks), or is not "
+                     "readable: predicting %s again from the start\n",
                      progressFile.c_str(), o.out.c_str());
       }
     }
@@ -434,11 +438,19 @@ int inferCommand(const InferOptions &o) {
     }
   }
   auto saveProgress = [&] {
+    // The blocks done as ranges: blocks finish in order, so the file stays small.
+    nlohmann::json ranges = nlohmann::json::array();
+    for (size_t b : done)
+      if (!ranges.empty() && ranges.back()[1].get<size_t>() + 1 == b)
+        ranges.back()[1] = b;
+      else
+        ranges.push_back({b, b});
     nlohmann::json j = {{"format", "medrun infer progress 1"},
                         {"output", o.out},
                         {"blocks", blocks.size()},
+                        {"done_blocks", done.size()},
                         {"settings", settings},
-                        {"done", std::vector<size_t>(done.begin(), done.end())}};
+                        {"done", ranges}};
     const std::string text = j.dump(1) + "\n";
     detail::writeFileAtomic(progressFile, {{text.data(), text.size()}});
   };

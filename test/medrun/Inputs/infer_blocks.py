@@ -73,7 +73,7 @@ def main():
         while time.time() < deadline and p.poll() is None:
             try:
                 j = json.load(open(progress))
-                done, total = len(j["done"]), j["blocks"]
+                done, total = j["done_blocks"], j["blocks"]
             except (OSError, ValueError, KeyError):
                 pass
             if done >= 3:
@@ -82,8 +82,8 @@ def main():
         p.send_signal(signal.SIGKILL)
         p.wait()
         j = json.load(open(progress))
-        assert 3 <= len(j["done"]) < j["blocks"], ("not killed mid-way", len(j["done"]), j["blocks"])
-        print(f"killed after {len(j['done'])} of {j['blocks']} blocks")
+        assert 3 <= j["done_blocks"] < j["blocks"], ("not killed mid-way", j["done"], j["blocks"])
+        print(f"killed after {j['done_blocks']} of {j['blocks']} blocks")
     elif cmd == "forget":
         # Drops the last N blocks from the progress file and deletes every chunk file of the
         # output array that holds none of the blocks still recorded: a second run must write
@@ -92,12 +92,16 @@ def main():
         progress, array_dir, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
         wipe_done = "--wipe-done" in sys.argv
         j = json.load(open(progress))
-        j["done"] = j["done"][: len(j["done"]) - n]
+        # "done" holds ranges [first, last] of block indices.
+        blocks_done = [b for first, last in j["done"] for b in range(first, last + 1)]
+        blocks_done = blocks_done[: len(blocks_done) - n]
+        j["done"] = [[b, b] for b in blocks_done]  # single blocks: ranges need not be merged
+        j["done_blocks"] = len(blocks_done)
         s = j["settings"]
         shape, block, chunk = s["shape"], s["block"], s["chunk"]
         grid = [(shape[a] + block[a] - 1) // block[a] for a in range(3)]
         kept = set()
-        for b in j["done"]:
+        for b in blocks_done:
             bz, by, bx = b // (grid[1] * grid[2]), b // grid[2] % grid[1], b % grid[2]
             lo = (bz * block[0], by * block[1], bx * block[2])
             r = [range(lo[a] // chunk[a], (min(lo[a] + block[a], shape[a]) + chunk[a] - 1) // chunk[a])
@@ -110,7 +114,7 @@ def main():
                 os.remove(os.path.join(array_dir, f))
                 removed += 1
         json.dump(j, open(progress, "w"))
-        print(f"forgot {n} blocks; {len(j['done'])} recorded; removed {removed} chunk files")
+        print(f"forgot {n} blocks; {len(blocks_done)} recorded; removed {removed} chunk files")
     else:
         sys.exit(f"unknown command {cmd}")
 
