@@ -580,13 +580,27 @@ SmallVector<Strides> cumulativeStrides(ModuleOp module, func::FuncOp f, ArrayRef
 // said here, naming the recipe and the rule, rather than as a shape error deep in the model.
 // loss.affinities.offsets against the network and the patch, where the offsets make the
 // targets (given, or a generated banis/affinities pipeline): one output channel per offset,
-// each offset shorter than the patch on every axis.
-LogicalResult checkAffinityOffsets(const std::string &recipePath, const medc::Recipe &recipe,
+// each offset shorter than the patch on every axis. Without them the host loader makes
+// BANIS's targets, the first C for a network of C < 6 channels: the effective recipe then
+// names those C (what `medrun segment --run` reads).
+LogicalResult checkAffinityOffsets(const std::string &recipePath, medc::Recipe &recipe,
                                    func::FuncOp network, ArrayRef<int64_t> sizes) {
-  const auto &offsets = recipe.affinityOffsets;
+  auto &offsets = recipe.affinityOffsets;
+  auto out = network.getNumResults() ? dyn_cast<RankedTensorType>(network.getResultTypes()[0])
+                                     : RankedTensorType();
+  const int64_t channels = out && out.getRank() == 5 && !out.isDynamicDim(1) ? out.getDimSize(1) : 0;
   if (offsets.empty() || (!recipe.affinityOffsetsGiven && recipe.augmentGenerated != "banis" &&
-                          recipe.augmentGenerated != "affinities"))
-    return success(); // the host loader's BANIS targets: the first C of six (DataLoader)
+                          recipe.augmentGenerated != "affinities")) {
+    if (channels >= 1 && channels < static_cast<int64_t>(offsets.size())) {
+      offsets.resize(channels);
+      llvm::json::Array list;
+      for (const auto &o : offsets)
+        list.push_back(llvm::json::Array{o[0], o[1], o[2]});
+      (*recipe.effective.getObject("loss"))["affinities"] =
+          llvm::json::Object{{"offsets", std::move(list)}};
+    }
+    return success();
+  }
   const std::string key = recipePath + ": loss.affinities.offsets";
   for (size_t k = 0; k < offsets.size(); ++k)
     for (int a = 0; a < 3; ++a)
@@ -597,20 +611,17 @@ LogicalResult checkAffinityOffsets(const std::string &recipePath, const medc::Re
                     ", not less than the patch's " + llvm::Twine(sizes[a]) +
                     " (no affinity of the patch would pair two of its voxels)"),
                failure();
-  auto out = network.getNumResults() ? dyn_cast<RankedTensorType>(network.getResultTypes()[0])
-                                     : RankedTensorType();
-  if (out && out.getRank() == 5 && !out.isDynamicDim(1) &&
-      out.getDimSize(1) != static_cast<int64_t>(offsets.size()))
+  if (channels && channels != static_cast<int64_t>(offsets.size()))
     return fail(key + " has " + llvm::Twine(offsets.size()) + " offsets" +
                 (recipe.affinityOffsetsGiven ? "" : " (the default: BANIS's six)") + ", but @" +
-                network.getSymName() + " of the model predicts " + llvm::Twine(out.getDimSize(1)) +
+                network.getSymName() + " of the model predicts " + llvm::Twine(channels) +
                 " channels: one affinity per channel (give as many offsets, or a model of " +
                 llvm::Twine(offsets.size()) + " output channels)"),
            failure();
   return success();
 }
 
-LogicalResult checkRecipePatch(const std::string &recipePath, const medc::Recipe &recipe,
+LogicalResult checkRecipePatch(const std::string &recipePath, medc::Recipe &recipe,
                                ArrayRef<int64_t> sizes) {
   DialectRegistry registry;
   med::registerMedDialects(registry);
