@@ -6,6 +6,9 @@
       state_dict), DIR/x.npy (an input) and DIR/ref_<i>.npy (PyTorch's outputs, eval mode).
   onnx_check.py compare DIR --artifact A.medc --func F --medrun MEDRUN [--perturb KEY]
       runs our forward (`medrun run`) with the state_dict and compares with PyTorch's.
+  onnx_check.py strict NET WEIGHTS.safetensors --artifact A.medc --func F --medrun MEDRUN
+      loads WEIGHTS (e.g. a checkpoint's model.safetensors) into the PyTorch network with
+      strict=True, and compares its forward with ours (`medrun run`) on the same weights.
   onnx_check.py same-params A.mlir B.mlir
       the two modules declare the same parameters (names and shapes), in any order.
 
@@ -108,6 +111,38 @@ def compare(args):
     sys.exit(1 if problems else 0)
 
 
+def strict(args):
+    import torch
+    from runfiles import read_safetensors, artifact_document
+    net, _ = build(args.net)
+    net.eval()
+    sd = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(args.weights).items()
+          if k != args.drop}
+    try:
+        net.load_state_dict(sd, strict=True)
+    except RuntimeError as e:
+        print("strict load FAILED: %s" % str(e).splitlines()[1].strip())
+        sys.exit(1)
+    x = np.random.default_rng(3).standard_normal([2, 1, 16, 16, 16]).astype(np.float32)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x))
+    refs = [r.numpy() for r in ref] if isinstance(ref, (list, tuple)) else [ref.numpy()]
+    func = [f for f in artifact_document(args.artifact)["functions"] if f["name"] == args.func][0]
+    with tempfile.TemporaryDirectory() as work:
+        np.save(os.path.join(work, "x.npy"), x)
+        subprocess.run([args.medrun, "run", args.artifact, "--func", args.func, "--input",
+                        "arg0=" + os.path.join(work, "x.npy"), "--params", args.weights,
+                        "--out", work], check=True, stdout=subprocess.DEVNULL)
+        ours = [np.load(os.path.join(work, n + ".npy")) for n in func["output_names"]]
+    errs = [float(np.linalg.norm(o - r) / np.linalg.norm(r)) for o, r in zip(ours, refs)]
+    ok = len(ours) == len(refs) and all(e <= 1e-4 for e in errs)
+    problem = ("%d outputs here, %d of ours" % (len(refs), len(ours)) if len(ours) != len(refs)
+               else "differs: rel.err %s" % errs)
+    print("strict load of %d tensors into %s; forward vs ours (%d outputs): %s" % (
+        len(sd), args.net, len(refs), "ok" if ok else problem))
+    sys.exit(0 if ok else 1)
+
+
 def parameters_of(path):
     out = {}
     for m in re.finditer(r'med\.parameter @"?([^" ]+)"? : tensor<([0-9x]+)xf32>', open(path).read()):
@@ -137,8 +172,15 @@ c.add_argument("--artifact", required=True)
 c.add_argument("--func", required=True)
 c.add_argument("--medrun", required=True)
 c.add_argument("--perturb")
+t = sub.add_parser("strict")
+t.add_argument("net")
+t.add_argument("weights")
+t.add_argument("--artifact", required=True)
+t.add_argument("--func", required=True)
+t.add_argument("--medrun", required=True)
+t.add_argument("--drop", help="leave this key out (a negative control)")
 s = sub.add_parser("same-params")
 s.add_argument("a")
 s.add_argument("b")
 args = ap.parse_args()
-{"export": export, "compare": compare, "same-params": same_params}[args.cmd](args)
+{"export": export, "compare": compare, "strict": strict, "same-params": same_params}[args.cmd](args)
