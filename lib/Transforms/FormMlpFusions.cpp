@@ -99,7 +99,10 @@ SmallVector<Operation *> mlir::med::blockMlps(func::FuncOp f) {
       if (!hasKind(&op, FusionKind::Contraction) || op.getNumOperands() < 2)
         continue;
       Operation *act = op.getOperand(0).getDefiningOp();
-      if (!hasKind(act, FusionKind::Elementwise) || act->getNumOperands() != 1)
+      // The template composes the activation's scalar form from its input alone: an
+      // activation whose definition has attributes (leaky_relu's slope) stays outside.
+      if (!hasKind(act, FusionKind::Elementwise) || act->getNumOperands() != 1 ||
+          !act->getName().getAttributeNames().empty())
         continue;
       Operation *expand = act->getOperand(0).getDefiningOp();
       if (hasKind(expand, FusionKind::Contraction) && expand->getBlock() == op.getBlock())

@@ -120,3 +120,27 @@ func.func @too_wide(%x: tensor<1x136x2x2x2xf32>, %w1: tensor<272x136x1x1x1xf32>,
   %m = med.conv3d %g, %w2 : (tensor<1x272x2x2x2xf32>, tensor<136x272x1x1x1xf32>) -> tensor<1x136x2x2x2xf32>
   return %m : tensor<1x136x2x2x2xf32>
 }
+
+// An activation with attributes (leaky_relu's slope) is left alone: the template composes
+// the activation's scalar form from its input only. ReLU, which has none, is fused.
+// CHECK-LABEL: func.func @leaky_relu_act
+// CHECK-NOT:   med.fusion
+func.func @leaky_relu_act(%x: tensor<1x5x3x4x5xf32>, %w1: tensor<11x5x1x1x1xf32>,
+                          %w2: tensor<5x11x1x1x1xf32>) -> tensor<1x5x3x4x5xf32>
+    attributes {med.precision = "bf16-mixed"} {
+  %h = med.conv3d %x, %w1 : (tensor<1x5x3x4x5xf32>, tensor<11x5x1x1x1xf32>) -> tensor<1x11x3x4x5xf32>
+  %g = med.leaky_relu %h : tensor<1x11x3x4x5xf32>
+  %m = med.conv3d %g, %w2 : (tensor<1x11x3x4x5xf32>, tensor<5x11x1x1x1xf32>) -> tensor<1x5x3x4x5xf32>
+  return %m : tensor<1x5x3x4x5xf32>
+}
+
+// CHECK-LABEL: func.func @relu_act
+// CHECK:       med.fusion "mlp"
+func.func @relu_act(%x: tensor<1x5x3x4x5xf32>, %w1: tensor<11x5x1x1x1xf32>,
+                    %w2: tensor<5x11x1x1x1xf32>) -> tensor<1x5x3x4x5xf32>
+    attributes {med.precision = "bf16-mixed"} {
+  %h = med.conv3d %x, %w1 : (tensor<1x5x3x4x5xf32>, tensor<11x5x1x1x1xf32>) -> tensor<1x11x3x4x5xf32>
+  %g = med.relu %h : tensor<1x11x3x4x5xf32>
+  %m = med.conv3d %g, %w2 : (tensor<1x11x3x4x5xf32>, tensor<5x11x1x1x1xf32>) -> tensor<1x5x3x4x5xf32>
+  return %m : tensor<1x5x3x4x5xf32>
+}
