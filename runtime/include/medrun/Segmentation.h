@@ -158,7 +158,8 @@ std::vector<uint64_t> mutexWatershed(const float *affs, const Box3 &shape,
                                      const Offsets &offsets, const SegmentParams &params);
 
 /// Labels written and read back by box, for volumes larger than memory (the caller's
-/// chunked file) or held in memory (MemoryLabels).
+/// files: segmentBlockwise writes and reads whole blocks of its grid only, each box as it
+/// was written) or held in memory (MemoryLabels).
 class LabelStore {
 public:
   virtual ~LabelStore();
@@ -182,18 +183,20 @@ private:
 using AffinityReader =
     std::function<void(const Box3 &lo, const Box3 &size, float *dst)>;
 
-/// The result of segmentBlockwise: `raw` holds block-unique ids (0 = background), and
+/// The result of segmentBlockwise: `raw` holds block-unique ids 1..rawIds, and
 /// maps[i][raw id] is the final label for threshold i (one map for the watershed and the
-/// mutex watershed), numbered 1..N by first voxel in C order as segmentAffinities numbers.
+/// mutex watershed; 0 for background), numbered 1..N by first voxel in C order as
+/// segmentAffinities numbers.
 struct BlockwiseResult {
   std::vector<std::vector<uint64_t>> maps;
   uint64_t rawIds = 0; ///< raw ids are 0..rawIds
 };
 
-/// Segments a volume of `shape` block by block (blocks of `block` voxels; the affinities of
-/// a block plus one layer of the edges' reach are read at a time). Writes raw ids to `raw`
-/// and returns the maps to final labels (the header comment says how the result relates to
-/// segmentAffinities). `thresholds`: mean agglomeration's (empty: params.threshold).
+/// Segments a volume of `shape` block by block (blocks of `block` voxels, 0 = the whole
+/// axis, the last ones clipped; the affinities of one block are read at a time, the edges leaving it are
+/// stored at its voxels). Writes raw ids to `raw` and returns the maps to final labels (the
+/// header comment says how the result relates to segmentAffinities). `thresholds`: mean
+/// agglomeration's (empty: params.threshold).
 BlockwiseResult segmentBlockwise(const AffinityReader &read, const Box3 &shape,
                                  const Box3 &block, const Offsets &offsets,
                                  const SegmentParams &params, LabelStore &raw,
