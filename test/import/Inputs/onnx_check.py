@@ -32,7 +32,8 @@ def build(name):
     import torch
     if name.startswith("mednext_"):
         import mednext_v1
-        net = mednext_v1.create_mednext_v1(1, 3, name.split("_")[1].upper(), kernel_size=3)
+        net = mednext_v1.create_mednext_v1(1, 3, name.split("_")[1].upper(), kernel_size=3,
+                                           deep_supervision=name.endswith("_ds"))
         return net, {k: v for k, v in net.state_dict().items() if k != "dummy_tensor"}
     import networks
     net = networks.NETWORKS[name]()
