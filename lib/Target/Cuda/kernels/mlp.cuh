@@ -16,6 +16,12 @@
 // Either way fixed-tree sums over the parts finish them. No float atomics: the same bits on
 // every run.
 //
+// The resident kernels keep TS ≥ 2 tiles in flight where their buffers fit (the generator's
+// --cuda-mlp-pipeline; mlpPipelinedTiles, mlpGradPipelined): a tile's x (and dy) is copied by
+// cp.async into one of TS swizzled buffers TS - 1 tiles ahead, so the copies run while the
+// tile before is computed. With TS = 1 they take one tile at a time (mlpResidentTiles,
+// mlpGradResident), the kernels the pipeline is measured against.
+//
 // The resident forward also has an sm_90a variant (mlpForwardWgmma: warpgroup products with
 // the weights as core matrices in shared memory), listed as a variant of its launch; the
 // runtime runs the faster on sm_90 GPUs (docs/architecture.md).
@@ -42,7 +48,8 @@
 // C++ and looks kernels up by their unmangled names.
 //
 // Built from prelude.cuh (mma16816, pack2, Vec) and the tile library (kernels/tile.cuh:
-// loadColumnsA, mmaTilePair, storeColumnsD), which the generator puts in front of this file.
+// loadColumnsA, mmaTilePair, storeColumnsD; swizzle64, loadColumnsASwizzled and the cp.async
+// copies for the pipelines), which the generator puts in front of this file.
 // The templates keep the arithmetic of the string-built kernels they replaced, operation for
 // operation (the same float instructions in NVRTC's PTX, the same bits under the emulation).
 // test/cuda/mlp.test runs every kernel under the emulation; its negative controls are sed'ed
