@@ -87,7 +87,8 @@ llvm::Error Importer::convertShape(const onnx::NodeProto &node) {
     }
     dims.assign(type.getShape().begin(), type.getShape().end());
   } else {
-    values[node.output(0)] = Entry{Value(), std::nullopt, true};
+    if (node.output_size() > 0)
+      values[node.output(0)] = Entry{Value(), std::nullopt, true};
     return llvm::Error::success();
   }
   llvm::Expected<int64_t> start = intAttr(node, "start", 0);
@@ -119,7 +120,8 @@ llvm::Expected<bool> Importer::fold(const onnx::NodeProto &node) {
   }
   if (op == "Shape")
     return false; // converted by convertShape (it reads a network tensor's type)
-  if (!llvm::is_contained(foldable, op) || node.input_size() == 0 || node.output_size() == 0)
+  if (!llvm::is_contained(foldable, op) || !hasInput(node, 0) || node.output_size() == 0 ||
+      node.output(0).empty())
     return false;
   for (int i = 0; i < node.input_size(); ++i) {
     if (!hasInput(node, i))

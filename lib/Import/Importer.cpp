@@ -113,7 +113,12 @@ bool mlir::med::isOnnxModelPath(llvm::StringRef path) {
 
 llvm::Error Importer::nodeError(const onnx::NodeProto &node, const llvm::Twine &message,
                                 llvm::StringRef input) const {
-  std::string where = path + ": node '" + node.name() + "' (" + node.op_type() + ")";
+  auto index = nodeIndex.find(&node);
+  std::string where =
+      path + ": node " +
+      (node.name().empty() && index != nodeIndex.end() ? "#" + std::to_string(index->second)
+                                                       : "'" + node.name() + "'") +
+      " (" + node.op_type() + ")";
   if (!input.empty())
     where += ", input '" + input.str() + "'";
   return error(where + ": " + message);
@@ -366,7 +371,7 @@ llvm::Expected<Value> Importer::parameterValue(const onnx::NodeProto &node, cons
     if (conv) {
       // fan_in: weight (Cout, Cin/g, k...) for Conv; (Cin, Cout/g, k...) for ConvTranspose,
       // where PyTorch's init reads dimension 1 as the fan-in too.
-      auto w = initializers.find(node.input(1));
+      auto w = node.input_size() > 1 ? initializers.find(node.input(1)) : initializers.end();
       if (w != initializers.end() && w->second->dims_size() >= 2) {
         int64_t fan = 1;
         for (int d = 1; d < w->second->dims_size(); ++d)
@@ -517,6 +522,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> Importer::run(const onnx::ModelProto &mode
   // Producers and readers, for the patterns; every input must exist when it is read.
   for (const onnx::ValueInfoProto &out : graph->output())
     graphOutputs[out.name()] = true;
+  for (int n = 0; n < graph->node_size(); ++n)
+    nodeIndex[&graph->node(n)] = n;
   for (int n = 0; n < graph->node_size(); ++n) {
     const onnx::NodeProto &node = graph->node(n);
     if (!node.domain().empty() && node.domain() != "ai.onnx")

@@ -167,6 +167,8 @@ public:
   llvm::StringMap<int> producer;
   llvm::StringMap<int> readers;
   llvm::StringMap<bool> graphOutputs;
+  // Each node's position in the graph, which names it in messages when it has no name.
+  llvm::DenseMap<const onnx::NodeProto *, int> nodeIndex;
   const onnx::GraphProto *graph = nullptr;
 };
 

@@ -29,7 +29,12 @@ struct Matcher {
     const onnx::NodeProto &n = graph.node(it->second);
     return n.op_type() == opType ? &n : nullptr;
   }
-  int indexOf(const onnx::NodeProto *n) const { return im.producer.lookup(n->output(0)); }
+  int indexOf(const onnx::NodeProto *n) const {
+    for (const std::string &out : n->output())
+      if (!out.empty())
+        return im.producer.lookup(out);
+    return 0; // unreachable: n was found as the producer of a named output
+  }
   // Read by exactly one node and not a graph output: safe to fold into a group.
   bool inner(const std::string &name) const {
     return im.readers.lookup(name) == 1 && !im.graphOutputs.count(name);

@@ -141,7 +141,8 @@ llvm::Error Importer::convertSlice(const onnx::NodeProto &node) {
   for (size_t j = 0; j < axes.size(); ++j) {
     int64_t ax = axes[j] < 0 ? axes[j] + rank : axes[j];
     if (ax < 0 || ax >= rank)
-      return nodeError(node, "axis out of range", node.input(3));
+      return nodeError(node, "axis out of range",
+                       hasInput(node, 3) ? node.input(3) : node.input(0));
     if (steps[j] <= 0)
       return nodeError(node, "only positive steps are supported", node.input(4));
     int64_t d = type.getDimSize(ax), s = starts->ints[j], e = ends->ints[j];
