@@ -291,6 +291,8 @@ struct Reader {
     const Node &o = it->second;
     if (o.kind != Node::Rows)
       return fail(key + ": expected a list of [d, h, w] offsets (one per affinity channel), " + example);
+    if (o.rows.empty())
+      return fail(key + ": expected at least one [d, h, w] offset, " + example);
     json::Array out;
     for (size_t k = 0; k < o.rows.size(); ++k) {
       const std::vector<std::string> &row = o.rows[k];
@@ -302,8 +304,8 @@ struct Reader {
       bool zero = true;
       for (const std::string &e : row) {
         int64_t i;
-        if (StringRef(e).getAsInteger(10, i))
-          return fail(which + ": expected integers (voxels), got '" + e + "'");
+        if (StringRef(e).getAsInteger(10, i) || i <= -(int64_t(1) << 31) || i >= (int64_t(1) << 31))
+          return fail(which + ": expected integers (voxels, |offset| < 2^31), got '" + e + "'");
         zero = zero && i == 0;
         offset.push_back(i);
       }
