@@ -74,6 +74,8 @@ std::string unsupportedReason(llvm::StringRef opType) {
       {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},
       {"AveragePool", "the med dialect has no average pooling op yet"},
       {"MaxPool", "the med dialect has no max pooling op yet"},
+      {"Erf", "Erf is imported only inside GELU's exported arithmetic (x * 0.5 * (1 + "
+              "Erf(x / sqrt 2)), which becomes med.gelu)"},
       {"GroupNormalization", "ONNX GroupNormalization is not supported yet (torch.onnx.export "
                              "writes GroupNorm as Reshape + InstanceNormalization, which is)"},
   };
