@@ -72,7 +72,7 @@ PY
 # ONNX: the hand-written text models and a small exported network (torch.onnx.export).
 cp test/import/Inputs/*.txtpb "$SEEDS/onnx/"
 /usr/bin/python3 test/import/Inputs/onnx_check.py export plainconvunet --out "$SEEDS/onnx-export" \
-  --shape 1,1,8,8,8 >/dev/null
+  --shape 1,1,16,16,16 >/dev/null
 cp "$SEEDS/onnx-export/plainconvunet.onnx" "$SEEDS/onnx/" && rm -rf "$SEEDS/onnx-export"
 
 status=0
