@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <unordered_set>
 
 #include <unistd.h>
@@ -35,7 +36,8 @@ Command segmentCommandEntry() {
   return {
       "segment",
       "medrun segment AFFS -o SEG [--method M] [--threshold T[,T...]] [--offsets O | --run DIR]\n"
-      "               [--seed-threshold S] [--low L] [--min-seed-size N] [--stride Z,Y,X]\n"
+      "               [--params FILE] [--seed-threshold S] [--low L] [--min-seed-size N]\n"
+      "               [--stride Z,Y,X]\n"
       "               [--block B [--scratch DIR]] [--dtype uint64|uint32] [--threads N]\n"
       "               [--progress P]",
       "Segments predicted affinities (`medrun infer` of an affinity recipe: C x D x H x W,\n"
@@ -50,7 +52,9 @@ Command segmentCommandEntry() {
       "first voxel (C order), the same for any thread count. --block segments block by block\n"
       "and stitches the blocks by the same rules (docs/training.md says where that can\n"
       "differ from the whole volume). AFFS and SEG are volumes as `medrun volume` names them\n"
-      "(FILE.h5/KEY, DIR.zarr/KEY, .npy, .nii[.gz]).",
+      "(FILE.h5/KEY, DIR.zarr/KEY, .npy, .nii[.gz]). --params FILE (or --run DIR with\n"
+      "DIR/segmentation_params.json) segments with the parameters `medrun eval --tune`\n"
+      "chose on a validation volume: method, threshold, watershed settings and block.",
       {{"o", "SEG",
         "where the labels go; with several thresholds it must contain {t}, replaced by\n"
         "each threshold"},
@@ -63,7 +67,11 @@ Command segmentCommandEntry() {
         "[[1,0,0],[0,1,0],...] (BANIS: +1 and +10 per axis)"},
        {"run", "DIR",
         "the training run: offsets from DIR/config.json (loss.affinities.offsets, or\n"
-        "BANIS's first C channels when the recipe has none)"},
+        "BANIS's first C channels when the recipe has none), and the parameters of\n"
+        "DIR/segmentation_params.json when eval --tune --run DIR recorded them"},
+       {"params", "FILE",
+        "the segmentation parameters `medrun eval --tune --save-params FILE` chose on a\n"
+        "validation volume (flags that set them as well are refused)"},
        {"seed-threshold", "S", "watershed seeds: edges >= S (default 0.9)"},
        {"low", "L", "edges <= L never join (default 0.0001, waterz's)"},
        {"min-seed-size", "N", "seeds of fewer voxels are not seeds (default 2)"},
@@ -206,6 +214,88 @@ private:
   fs::path dir_;
 };
 
+/// The parameters `medrun eval --tune` records (EvalCommand.cpp's paramsJson, format
+/// "medrun-segmentation-params"), as far as medrun segment applies them.
+struct Recorded {
+  std::string file;
+  SegmentMethod method = SegmentMethod::MeanAgglomeration;
+  double threshold = 0;
+  float seedThreshold = SegmentParams().seedThreshold, low = SegmentParams().low;
+  int64_t minSeedSize = SegmentParams().minSeedSize;
+  bool whole = true; ///< block null: the whole volume, as eval segmented it
+  Box3 block{};
+  std::string chosenOn; ///< the validation volume, for messages
+};
+
+Recorded readRecorded(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(str(path, ": cannot read the segmentation parameters (written by medrun eval "
+                          "--tune on a validation volume)"));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw Error(str(path, ": malformed JSON (expected the segmentation parameters that "
+                          "medrun eval --tune writes)"));
+  if (!j.contains("format") || j["format"] != "medrun-segmentation-params")
+    throw Error(str(path, ": not segmentation parameters (expected \"format\": "
+                          "\"medrun-segmentation-params\", as medrun eval --tune writes)"));
+  Recorded r;
+  r.file = path;
+  auto need = [&](const char *key) -> const nlohmann::json & {
+    if (!j.contains(key))
+      throw Error(str(path, ": no key ", key));
+    return j[key];
+  };
+  const nlohmann::json &method = need("method");
+  const nlohmann::json &t = need("threshold");
+  if (!t.is_number() || !std::isfinite(t.get<double>()))
+    throw Error(str(path, ": threshold = ", t.dump(), ": expected a number"));
+  r.threshold = t.get<double>();
+  // BANIS's connected components are eval's alone; segment would have to guess.
+  if (method != "mean-agglomeration")
+    throw Error(str(path, ": method = ", method.dump(),
+                    ": medrun segment applies mean-agglomeration records (tune with medrun eval "
+                    "--method mean-agglomeration); BANIS's components at threshold ",
+                    fmt::format("{:g}", r.threshold), " are medrun eval's"));
+  if (need("thresholds_on") != "probabilities")
+    throw Error(str(path, ": thresholds_on = ", j["thresholds_on"].dump(),
+                    ": medrun segment takes probabilities (infer with the sigmoid)"));
+  const nlohmann::json &m = need("min_size");
+  if (!m.is_number_integer() || m.get<int64_t>() != 0)
+    throw Error(str(path, ": min_size = ", m.dump(),
+                    ": medrun segment removes no small objects (tune without --min-size)"));
+  if (j.contains("watershed")) {
+    const nlohmann::json &w = j["watershed"];
+    auto num = [&](const char *key) {
+      if (!w.is_object() || !w.contains(key) || !w[key].is_number())
+        throw Error(str(path, ": watershed.", key, ": expected a number"));
+      return w[key].get<double>();
+    };
+    r.seedThreshold = static_cast<float>(num("seed_threshold"));
+    r.low = static_cast<float>(num("low"));
+    const double seeds = num("min_seed_size");
+    if (!(seeds >= 1) || seeds != std::floor(seeds))
+      throw Error(str(path, ": watershed.min_seed_size = ", w["min_seed_size"].dump(),
+                      ": expected an integer >= 1"));
+    r.minSeedSize = static_cast<int64_t>(seeds);
+  }
+  if (j.contains("block") && !j["block"].is_null()) {
+    const nlohmann::json &b = j["block"];
+    if (!b.is_array() || b.size() != 3)
+      throw Error(str(path, ": block = ", b.dump(), ": expected [z, y, x] or null"));
+    for (int k = 0; k < 3; ++k) {
+      if (!b[k].is_number_integer() || b[k].get<int64_t>() < 1)
+        throw Error(str(path, ": block = ", b.dump(), ": expected 3 sizes >= 1"));
+      r.block[k] = b[k].get<int64_t>();
+    }
+    r.whole = false;
+  }
+  if (j.contains("chosen_on") && j["chosen_on"].is_object() &&
+      j["chosen_on"].contains("prediction") && j["chosen_on"]["prediction"].is_string())
+    r.chosenOn = j["chosen_on"]["prediction"].get<std::string>();
+  return r;
+}
+
 std::string withThreshold(const std::string &out, double t) {
   const size_t at = out.find("{t}");
   return at == std::string::npos ? out : out.substr(0, at) + fmt::format("{:g}", t) + out.substr(at + 3);
@@ -218,9 +308,55 @@ int segmentCommand(const Args &args) {
   const std::string affsPath = args.artifact, out = args.get("o");
   if (out.empty())
     throw Error("segment: -o SEG is required (where the labels go)");
+  // Recorded parameters: --params FILE, or the run's record beside its config.json.
+  std::optional<Recorded> rec;
+  {
+    std::string file = args.get("params");
+    if (args.has("params") && file.empty())
+      throw Error("--params: expected FILE (medrun eval --tune --save-params FILE)");
+    if (args.has("run")) {
+      const fs::path runFile = fs::path(args.get("run")) / "segmentation_params.json";
+      if (fs::exists(runFile)) {
+        if (!file.empty())
+          throw Error(str("--params ", file, " and --run ", args.get("run"),
+                          " both record segmentation parameters (", runFile.string(),
+                          "): give one of them"));
+        file = runFile.string();
+      }
+    }
+    if (!file.empty()) {
+      rec = readRecorded(file);
+      const std::string chosen =
+          str(" (chosen on ", rec->chosenOn.empty() ? std::string("a validation volume") : rec->chosenOn,
+              "; the volume segmented with them is never re-tuned)");
+      if (args.has("method") &&
+          parseSegmentMethod(args.get("method"), "--method") != rec->method)
+        throw Error(str("--method ", args.get("method"), ": ", file, " records the method ",
+                        segmentMethodName(rec->method)));
+      if (args.has("threshold"))
+        throw Error(str("--threshold: ", file, " records the threshold ",
+                        fmt::format("{:g}", rec->threshold), chosen));
+      for (const char *key : {"seed-threshold", "low", "min-seed-size"})
+        if (args.has(key))
+          throw Error(str("--", key, ": ", file, " records the watershed's settings", chosen));
+      if (args.has("block"))
+        throw Error(str("--block: ", file, " records the block (",
+                        rec->whole ? std::string("the whole volume")
+                                   : fmt::format("{}x{}x{}", rec->block[0], rec->block[1],
+                                                 rec->block[2]),
+                        "): stitched blocks can give other fragments"));
+    }
+  }
   SegmentParams params;
-  params.method = parseSegmentMethod(args.get("method", "mean-agglomeration"), "--method");
+  params.method = rec ? rec->method
+                      : parseSegmentMethod(args.get("method", "mean-agglomeration"), "--method");
   std::vector<double> thresholds;
+  if (rec) {
+    thresholds.push_back(rec->threshold);
+    params.seedThreshold = rec->seedThreshold;
+    params.low = rec->low;
+    params.minSeedSize = rec->minSeedSize;
+  }
   if (args.has("threshold")) {
     const std::string text = args.get("threshold");
     size_t pos = 0;
@@ -283,7 +419,9 @@ int segmentCommand(const Args &args) {
     r->setCache(cache);
   const int64_t voxels = shape[0] * shape[1] * shape[2];
   Box3 block = shape;
-  if (args.has("block"))
+  if (rec)
+    block = rec->whole ? shape : rec->block;
+  else if (args.has("block"))
     block = parseBox(args.get("block"), "block", 1);
   else if (static_cast<double>(voxels) * K * 4 > 2.0 * (1 << 30))
     block = {256, 256, 256};
@@ -315,6 +453,10 @@ int segmentCommand(const Args &args) {
              segmentMethodName(params.method),
              whole ? std::string("whole volume")
                    : fmt::format("blocks of {}x{}x{}", block[0], block[1], block[2]));
+  if (rec)
+    fmt::print(stderr, "segment: the parameters of {}: threshold {:g}, seeds >= {:g} of {} "
+                       "voxels or more, low {:g}\n",
+               rec->file, rec->threshold, rec->seedThreshold, rec->minSeedSize, rec->low);
   const auto start = std::chrono::steady_clock::now();
 
   AffinityReader read = [&](const Box3 &lo, const Box3 &size, float *dst) {

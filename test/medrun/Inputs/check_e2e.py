@@ -12,6 +12,7 @@
 """
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -127,8 +128,12 @@ def check(d, seg_file, swap=False):
     best = rows[int(np.argmax(nerls))]["threshold"]
     ok("validation chose the highest NERL's threshold (%g, method %s)" % (best, chosen["method"]),
        chosen["threshold"] == best and chosen["method"] == "mean-agglomeration")
+    # medrun segment's own account of what it applied (its stdout and stderr).
+    said = open(os.path.join(d, "segment.txt")).read()
+    used = re.findall(r"mean-agglomeration: \d+ objects at threshold (\S+) ->", said)
     ok("the test segmentation used the validation's threshold",
-       json.load(open(os.path.join(d, "segment_threshold.json")))["threshold"] == chosen["threshold"])
+       len(used) == 1 and abs(float(used[0]) - chosen["threshold"]) <= 1e-6 * max(1, abs(chosen["threshold"]))
+       and "the parameters of " in said, "segment said %r" % said)
     sk = skeleton_scores(nodes, edges, seg, SPACING)
     got = report["scores"]["skeleton"]
     ok("test: NERL, ERL, nerl_N, node VOI and ARAND against NumPy",
@@ -146,12 +151,6 @@ if __name__ == "__main__":
     mode, d = sys.argv[1], sys.argv[2]
     if mode == "inputs":
         write(d)
-        sys.exit(0)
-    if mode == "threshold":  # the recorded threshold, for medrun segment's command line
-        t = json.load(open(os.path.join(d, "params.json")))["threshold"]
-        with open(os.path.join(d, "segment_threshold.json"), "w") as f:
-            json.dump({"threshold": t}, f)
-        print(repr(t))
         sys.exit(0)
     failures = check(d, "test_seg.npy", swap=(mode == "check-swapped"))
     if failures:
