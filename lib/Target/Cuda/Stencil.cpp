@@ -218,13 +218,9 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
   // Staged rows of 16-byte chunks, an odd number of chunks per row so that threads reading
   // different rows at the same column hit different banks (stencil.cuh's stencilOddPitch).
   auto pitch = [](int64_t floats) { return (floats / 4) % 2 ? floats : floats + 4; };
-  // The register-tiled kernels stage x's rows from 4 columns before the tile as vectors of
-  // 4 where W allows (stencil.cuh's ShiftSumGradWeightTile, VX): one more chunk per row.
-  const bool vx = stencilKernels() == StencilKernels::Registers && W % 4 == 0 && kW / 2 <= 4;
   auto bytes = [&] {
     const int64_t TW = 4 * tw;
-    const int64_t xRow = vx ? TW + 4 * ((4 - kW / 2 + kW + 2) / 4) : rowPitch(TW, kW);
-    return ((TD + kD - 1) * (TH + kH - 1) * pitch(xRow) + TD * TH * pitch(TW) +
+    return ((TD + kD - 1) * (TH + kH - 1) * pitch(rowPitch(TW, kW)) + TD * TH * pitch(TW) +
             kVol * groups()) * 4;
   };
   while (bytes() > kStencilShared) {
@@ -249,7 +245,7 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
   const std::string tile = "ShiftSumGradWeightTile<" + S(N) + ", " + S(C) + ", " + S(D) + ", " +
                            S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " + S(kW) +
                            ", " + S(tw) + ", " + S(TH) + ", " + S(TD) + ", " + S(G) + ", " +
-                           S(run) + (vx ? ", 1" : "") + ">";
+                           S(run) + ">";
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + " && " + tile +
       "::PARTS == " + S(parts) + ", \"the launch's block and grid\");\n"

@@ -53,7 +53,7 @@ func.func @tr_vec(%x: tensor<1x2x3x3x8xf32>, %w: tensor<2x1x3x3x3xf32>, %b: tens
   %0 = med.conv3d_transpose %x, %w, %b {groups = 2 : i64, padding = array<i64: 1, 1, 1>, stride = array<i64: 2, 2, 2>, output_padding = array<i64: 1, 1, 1>} : (tensor<1x2x3x3x8xf32>, tensor<2x1x3x3x3xf32>, tensor<2xf32>) -> tensor<1x2x6x6x16xf32>
   return %0 : tensor<1x2x6x6x16xf32>
 }
-// The weight gradient with x and dy staged as vectors (W a multiple of 4): k5 and k7.
+// The weight gradient with dy staged as vectors (W a multiple of 4): k5 and k7.
 func.func @gw_k5_vec(%x: tensor<2x2x6x7x16xf32>, %dy: tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32> {
   %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 5, 5, 5>} : (tensor<2x2x6x7x16xf32>, tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32>
   return %0 : tensor<2x1x5x5x5xf32>

@@ -421,30 +421,26 @@ constexpr int stencilOddPitch(int floats) { return (floats / 4) % 2 ? floats : f
 
 // The weight gradient's tile: N samples of C channels of D×H×W, a KD×KH×KW kernel, output
 // tiles of TD slices × TH rows × 4·TX columns, G groups of rows (threads: G per (kd, kh)
-// pair), and runs of RUN D tiles per block. VX (the register-tiled kernels', where W is a
-// multiple of 4 and KW ≤ 9): x's rows are staged from 4 columns before the tile, 4-aligned,
-// as vectors of 4, and a thread's window starts AX = 4 − KW/2 floats into its first chunk.
+// pair), and runs of RUN D tiles per block.
 template <int N_, int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int TX_, int TH_,
-          int TD_, int G_, int RUN_, int VX_ = 0>
+          int TD_, int G_, int RUN_>
 struct ShiftSumGradWeightTile {
   enum : int {
     N = N_, C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_,
-    TW = 4 * TX_, TH = TH_, TD = TD_, G = G_, RUN = RUN_, VX = VX_,
+    TW = 4 * TX_, TH = TH_, TD = TD_, G = G_, RUN = RUN_,
     PAIRS = KD * KH, THREADS = PAIRS * G, KVOL = PAIRS * KW, DHW = D * H * W,
-    CHUNKS = TW / 4, AX = VX ? 4 - KW / 2 : 0,
-    EXTRA = (AX + KW + 2) / 4, // chunks of x beyond a chunk of dy
-    PX = stencilOddPitch(4 * (CHUNKS + EXTRA)), PG = stencilOddPitch(TW),
+    PX = stencilOddPitch(stencilRowPitch(TW, KW)), PG = stencilOddPitch(TW),
     SD = TD + KD - 1, SH = TH + KH - 1, ROWS = TD * TH, // staged slices and rows; dy's rows
     NW = (W + TW - 1) / TW, NH = (H + TH - 1) / TH, NDT = (D + TD - 1) / TD,
-    PERNC = NH * NW * ((NDT + RUN - 1) / RUN), PARTS = N * PERNC // blocks per (n, c); in all
+    PERNC = NH * NW * ((NDT + RUN - 1) / RUN), PARTS = N * PERNC, // blocks per (n, c); in all
+    CHUNKS = TW / 4, EXTRA = (KW + 2) / 4 // chunks of x beyond a chunk of dy
   };
-  static_assert(!VX || (W % 4 == 0 && KW / 2 <= 4), "x staged as 4-aligned vectors");
 };
 
 // The weight gradient's first kernel (the header says how): each block's partial
 // of every tap, at parts[(c · KVOL + tap) · PARTS + n · PERNC + block's part]. VEC_DY (the
 // register-tiled kernels' choice): where W is a multiple of 4, dy's tile, which starts
-// 4-aligned, is staged as vectors of 4 (the same values: the same bits); T::VX stages x so.
+// 4-aligned, is staged as vectors of 4 (the same values: the same bits).
 template <class T, bool VEC_DY = false, typename IN, typename GT>
 void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x,
                              const GT *__restrict__ dy) {
@@ -465,26 +461,7 @@ void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x
   for (int k = 0; k < T::KW; ++k) acc[k] = 0.0f;
   for (int bd = run * T::RUN; bd < run * T::RUN + T::RUN && bd < T::NDT; ++bd) {
     __syncthreads(); // the previous tile is read
-    if constexpr (T::VX) {
-      // x from 4 columns before the tile, four per thread and step as one vector load.
-      constexpr int LEN = T::CHUNKS + T::EXTRA;
-      const int dIn = bd * T::TD - T::KD / 2, hIn = bh * T::TH - T::KH / 2, wIn = bw * T::TW - 4;
-      for (int q = t; q < T::SD * T::SH * LEN; q += T::THREADS) {
-        const int qw = q % LEN, rr = q / LEN;
-        const int id = dIn + rr / T::SH, ih = hIn + rr % T::SH, iw = wIn + 4 * qw;
-        Vec<float, 4> v;
-        if ((unsigned)id < (unsigned)T::D && (unsigned)ih < (unsigned)T::H &&
-            (unsigned)iw < (unsigned)T::W) {
-          const Vec<IN, 4> x4 = vload<4>(xc + (id * T::H + ih) * T::W + iw);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) v[i] = (float)x4[i];
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) v[i] = 0.0f;
-        }
-        sx[rr * (T::PX / 4) + qw] = v;
-      }
-    } else {
+    {
       // The tile's input origin: its first output less the halo.
       const int dIn = bd * T::TD - T::KD / 2, hIn = bh * T::TH - T::KH / 2, wIn = bw * T::TW - T::KW / 2;
       MED_STENCIL_STAGE(sx, xc, T::SD, T::SH, (T::TW + T::KW + 2) / 4, T::PX, T::D, T::H, T::W,
@@ -529,7 +506,7 @@ void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x
 #pragma unroll
         for (int q = 0; q < 4; ++q)
 #pragma unroll
-          for (int k = 0; k < T::KW; ++k) acc[k] += g4[q] * win[T::AX + q + k];
+          for (int k = 0; k < T::KW; ++k) acc[k] += g4[q] * win[q + k];
 #pragma unroll
         for (int j = 0; j < 4 * T::EXTRA; ++j) win[j] = win[j + 4];
       }
