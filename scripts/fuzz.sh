@@ -6,7 +6,7 @@
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch recipe mlir onnx)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch skeleton recipe mlir onnx)
 # Seeds need the tools of the ordinary build (BUILD, default build: scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ BUILD=${BUILD:-build}
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch recipe mlir onnx)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx)
 
 if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_BUILD" -G Ninja \
@@ -34,7 +34,7 @@ echo "fuzz: the runtime's unit tests under ASan and UBSan"
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
-rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,recipe,mlir,onnx}
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,skeleton,recipe,mlir,onnx}
 MEDC="$BUILD/bin/medc" MEDRUN="$BUILD/bin/medrun"
 "$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 -o "$SEEDS/artifact/tiny.medc"
 "$MEDC" compile test/medrun/Inputs/tiny_loss.mlir --batch 1 --patch 2,2,3 --train "clip=1.0 ema=true" \
@@ -60,6 +60,30 @@ torch.save({"epoch": 1, "state_dict": collections.OrderedDict(("module." + k, v.
                                                               for k, v in sd.items()),
             "hparams": argparse.Namespace(lr=1e-3)}, d + "/nested.pth")
 torch.save(sd, d + "/legacy.pth", _use_new_zipfile_serialization=False)
+PY
+# Skeletons (docs/skeletons.md) for fuzz-skeleton's 4x5x6 volume: voxels, positions with a
+# spacing, x, y, z order, node ids, float integers, two skeletons.
+/usr/bin/python3 - "$SEEDS/skeleton" <<'PY'
+import json, sys
+d = sys.argv[1]
+seeds = {
+    "voxels": {"nodes": [{"skeleton": 1, "voxel": [0, 0, v]} for v in range(6)],
+               "edges": [[i, i + 1] for i in range(5)]},
+    "positions": {"axes": "zyx", "spacing": [2, 1, 1],
+                  "nodes": [{"node": 10, "skeleton": 3, "voxel": [1, 2, 3], "position": [2.0, 2.0, 3.0]},
+                            {"node": 11, "skeleton": 3, "position": [4.5, 2.0, 3.2]},
+                            {"node": 12, "skeleton": 3, "position": [6.0, 4.0, 5.0], "radius": 1}],
+                  "edges": [[10, 11], [11, 12]]},
+    "xyz-two": {"axes": "xyz", "spacing": [1, 1, 4],
+                "nodes": [{"node": 0, "skeleton": 7, "voxel": [5, 4, 3]},
+                          {"node": 1, "skeleton": 7, "voxel": [5.0, 3, 3]},
+                          {"node": 2, "skeleton": 2, "voxel": [0, 0, 0]},
+                          {"node": 3, "skeleton": 2, "voxel": [1, 1, 1]},
+                          {"node": 4, "skeleton": 2, "voxel": [2, 1, 1]}],
+                "edges": [[0, 1], [2, 3], [3, 4]]},
+}
+for name, doc in seeds.items():
+    json.dump(doc, open("%s/%s.json" % (d, name), "w"))
 PY
 cp configs/*.yaml test/medrun/Inputs/tiny_recipe.yaml "$SEEDS/recipe/"
 /usr/bin/python3 - "$SEEDS/mlir" test/Dialect/*.mlir test/Transforms/*.mlir test/medrun/Inputs/*.mlir <<'PY'

@@ -29,16 +29,39 @@ std::string tripleText(const std::array<double, 3> &v) {
   return str("(", v[0], ", ", v[1], ", ", v[2], ")");
 }
 
-/// Three finite numbers at `key` of node `where`, reordered from the file's axes to z, y, x.
-std::array<double, 3> triple(const json &node, const char *key, bool xyz,
-                             const std::string &where) {
-  const json &v = node.at(key);
+/// Whether `v` holds arrays or objects nested more than `limit` deep.
+bool nestedDeeper(const json &v, int limit) {
+  if (!v.is_structured())
+    return false;
+  if (limit == 0)
+    return true;
+  for (const json &e : v)
+    if (nestedDeeper(e, limit - 1))
+      return true;
+  return false;
+}
+
+/// A value as a message shows it. The serializer recurses once per level, so a deeply
+/// nested value in a hostile file would exhaust the stack: those are described, not shown,
+/// and long values are cut.
+std::string shown(const json &v) {
+  if (nestedDeeper(v, 8))
+    return str("(", v.type_name(), " nested more than 8 deep)");
+  std::string text = v.dump();
+  if (text.size() > 200)
+    text = text.substr(0, 200) + "...";
+  return text;
+}
+
+/// Three finite numbers (the value `v` of `key` at `where`), reordered from the file's axes
+/// to z, y, x.
+std::array<double, 3> triple(const json &v, const char *key, bool xyz, const std::string &where) {
   if (!v.is_array() || v.size() != 3)
-    throw Error(str(where, ": ", key, " = ", v.dump(), ": expected 3 numbers"));
+    throw Error(str(where, ": ", key, " = ", shown(v), ": expected 3 numbers"));
   std::array<double, 3> out{};
   for (int k = 0; k < 3; ++k) {
     if (!v[k].is_number() || !std::isfinite(v[k].get<double>()))
-      throw Error(str(where, ": ", key, " = ", v.dump(), ": expected 3 finite numbers"));
+      throw Error(str(where, ": ", key, " = ", shown(v), ": expected 3 finite numbers"));
     out[xyz ? 2 - k : k] = v[k].get<double>();
   }
   return out;
@@ -50,7 +73,7 @@ int64_t integer(const json &v, const std::string &what) {
   if (v.is_number_float() && std::nearbyint(v.get<double>()) == v.get<double>() &&
       std::abs(v.get<double>()) < 9e15)
     return static_cast<int64_t>(v.get<double>());
-  throw Error(str(what, " = ", v.dump(), ": expected an integer"));
+  throw Error(str(what, " = ", shown(v), ": expected an integer"));
 }
 
 } // namespace
@@ -76,7 +99,7 @@ Skeletons readSkeletons(const std::string &path, const Box3 &shape,
   if (doc.contains("axes")) {
     const json &a = doc["axes"];
     if (a != "zyx" && a != "xyz")
-      throw Error(str(path, ": axes = ", a.dump(), ": expected \"zyx\" or \"xyz\""));
+      throw Error(str(path, ": axes = ", shown(a), ": expected \"zyx\" or \"xyz\""));
     xyz = a == "xyz";
   }
   Skeletons s;
@@ -84,11 +107,10 @@ Skeletons readSkeletons(const std::string &path, const Box3 &shape,
   s.spacing = volumeSpacing;
   const std::array<double, 3> unit{1, 1, 1};
   if (doc.contains("spacing")) {
-    const json wrapper = {{"spacing", doc["spacing"]}};
-    const std::array<double, 3> fileSpacing = triple(wrapper, "spacing", xyz, path);
+    const std::array<double, 3> fileSpacing = triple(doc["spacing"], "spacing", xyz, path);
     for (double v : fileSpacing)
       if (!(v > 0))
-        throw Error(str(path, ": spacing ", doc["spacing"].dump(), ": expected sizes > 0"));
+        throw Error(str(path, ": spacing ", shown(doc["spacing"]), ": expected sizes > 0"));
     bool differs = false;
     for (int k = 0; k < 3; ++k)
       differs = differs || std::abs(fileSpacing[k] - volumeSpacing[k]) >
@@ -130,14 +152,14 @@ Skeletons readSkeletons(const std::string &path, const Box3 &shape,
       throw Error(str(where, ": expected voxel (indices) or position (physical units), or both"));
     std::array<double, 3> p{}, f{}; // the physical position; the voxel, still as numbers
     if (hasVoxel) {
-      f = triple(node, "voxel", xyz, where);
+      f = triple(node["voxel"], "voxel", xyz, where);
       for (int k = 0; k < 3; ++k)
         if (std::nearbyint(f[k]) != f[k])
-          throw Error(str(where, ": voxel ", node["voxel"].dump(),
+          throw Error(str(where, ": voxel ", shown(node["voxel"]),
                           ": expected whole voxel indices"));
     }
     if (hasPosition)
-      p = triple(node, "position", xyz, where);
+      p = triple(node["position"], "position", xyz, where);
     if (!hasVoxel)
       for (int k = 0; k < 3; ++k)
         f[k] = std::floor(p[k] / s.spacing[k] + 0.5);
@@ -169,18 +191,18 @@ Skeletons readSkeletons(const std::string &path, const Box3 &shape,
     const std::string where = str(path, ": edges[", e, "]");
     const json &pair = edges[e];
     if (!pair.is_array() || pair.size() != 2)
-      throw Error(str(where, " = ", pair.dump(), ": expected [node, node]"));
+      throw Error(str(where, " = ", shown(pair), ": expected [node, node]"));
     std::array<int64_t, 2> ends{};
     for (int k = 0; k < 2; ++k) {
       const int64_t id = integer(pair[k], where);
       auto it = index.find(id);
       if (it == index.end())
-        throw Error(str(where, " = ", pair.dump(), ": node ", id, " is not among the nodes"));
+        throw Error(str(where, " = ", shown(pair), ": node ", id, " is not among the nodes"));
       ends[k] = it->second;
     }
     if (s.skeleton[ends[0]] != s.skeleton[ends[1]])
-      throw Error(str(where, " joins node ", pair[0].dump(), " (skeleton ", s.skeleton[ends[0]],
-                      ") and node ", pair[1].dump(), " (skeleton ", s.skeleton[ends[1]],
+      throw Error(str(where, " joins node ", shown(pair[0]), " (skeleton ", s.skeleton[ends[0]],
+                      ") and node ", shown(pair[1]), " (skeleton ", s.skeleton[ends[1]],
                       "): an edge belongs to one skeleton"));
     s.edges.push_back(ends);
   }
