@@ -227,6 +227,17 @@ struct Recorded {
   std::string chosenOn; ///< the validation volume, for messages
 };
 
+/// A value of the record as a message shows it: nested values are described, not
+/// serialized (the serializer recurses once per level), long ones cut.
+std::string shown(const nlohmann::json &v) {
+  if (v.is_structured())
+    for (const nlohmann::json &e : v)
+      if (e.is_structured())
+        return str("(", v.type_name(), " of ", e.type_name(), "s)");
+  std::string text = v.dump();
+  return text.size() > 200 ? text.substr(0, 200) + "..." : text;
+}
+
 Recorded readRecorded(const std::string &path) {
   std::ifstream in(path);
   if (!in)
@@ -249,20 +260,20 @@ Recorded readRecorded(const std::string &path) {
   const nlohmann::json &method = need("method");
   const nlohmann::json &t = need("threshold");
   if (!t.is_number() || !std::isfinite(t.get<double>()))
-    throw Error(str(path, ": threshold = ", t.dump(), ": expected a number"));
+    throw Error(str(path, ": threshold = ", shown(t), ": expected a number"));
   r.threshold = t.get<double>();
   // BANIS's connected components are eval's alone; segment would have to guess.
   if (method != "mean-agglomeration")
-    throw Error(str(path, ": method = ", method.dump(),
+    throw Error(str(path, ": method = ", shown(method),
                     ": medrun segment applies mean-agglomeration records (tune with medrun eval "
                     "--method mean-agglomeration); BANIS's components at threshold ",
                     fmt::format("{:g}", r.threshold), " are medrun eval's"));
   if (need("thresholds_on") != "probabilities")
-    throw Error(str(path, ": thresholds_on = ", j["thresholds_on"].dump(),
+    throw Error(str(path, ": thresholds_on = ", shown(j["thresholds_on"]),
                     ": medrun segment takes probabilities (infer with the sigmoid)"));
   const nlohmann::json &m = need("min_size");
   if (!m.is_number_integer() || m.get<int64_t>() != 0)
-    throw Error(str(path, ": min_size = ", m.dump(),
+    throw Error(str(path, ": min_size = ", shown(m),
                     ": medrun segment removes no small objects (tune without --min-size)"));
   if (j.contains("watershed")) {
     const nlohmann::json &w = j["watershed"];
@@ -275,17 +286,17 @@ Recorded readRecorded(const std::string &path) {
     r.low = static_cast<float>(num("low"));
     const double seeds = num("min_seed_size");
     if (!(seeds >= 1) || seeds != std::floor(seeds))
-      throw Error(str(path, ": watershed.min_seed_size = ", w["min_seed_size"].dump(),
+      throw Error(str(path, ": watershed.min_seed_size = ", shown(w["min_seed_size"]),
                       ": expected an integer >= 1"));
     r.minSeedSize = static_cast<int64_t>(seeds);
   }
   if (j.contains("block") && !j["block"].is_null()) {
     const nlohmann::json &b = j["block"];
     if (!b.is_array() || b.size() != 3)
-      throw Error(str(path, ": block = ", b.dump(), ": expected [z, y, x] or null"));
+      throw Error(str(path, ": block = ", shown(b), ": expected [z, y, x] or null"));
     for (int k = 0; k < 3; ++k) {
       if (!b[k].is_number_integer() || b[k].get<int64_t>() < 1)
-        throw Error(str(path, ": block = ", b.dump(), ": expected 3 sizes >= 1"));
+        throw Error(str(path, ": block = ", shown(b), ": expected 3 sizes >= 1"));
       r.block[k] = b[k].get<int64_t>();
     }
     r.whole = false;
