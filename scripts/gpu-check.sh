@@ -63,8 +63,8 @@
 #             artifacts made here by `scripts/gpu/mlp-ab.sh prepare`): medrun bench of the
 #             BANIS+ bf16-mixed step per side, the mlp, mlp_grad, 1x1x1 and gelu rows with
 #             their share of the copy bandwidth
-#   stencil   the register-tiled stencils against the kernels before them (MEDC_STENCIL=tiles,
-#             compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the BANIS+
+#   stencil   medc's stencil variants: tiles (before), parity (the default), registers
+#             (MEDC_STENCIL; the tiles and registers sides compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the BANIS+
 #             bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS

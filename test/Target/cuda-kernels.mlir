@@ -29,14 +29,14 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // CHECK: template <typename T, typename F> T blockReduce(T v, T *sh, F f) {
 // The depthwise convolution is a shift-sum (med-shift-sum), run by the stencil template
 // (kernels/stencil.cuh): a generated epilogue (no bias, no statistics here) and a wrapper
-// that instantiates shiftSumRegs with the shape as template arguments (4 channels, 5x6x7,
-// kernel 3x3x3, then the tile's threads, rows per thread, outputs per thread along W and
-// inputs per staged vector) for one block per (sample, channel) and tile, 32 threads.
+// that instantiates shiftSumTile with the shape as template arguments (4 channels, 5x6x7,
+// kernel 3x3x3, then the tile's threads and rows per thread) for one block per (sample,
+// channel) and tile, 32 threads.
 // CHECK: struct shift_sum_tile_{{[0-9a-f]+}}_epilogue {
 // CHECK-NEXT: enum : bool { kStatistics = false };
 // CHECK-LABEL: extern "C" __global__ void __launch_bounds__(32) shift_sum_tile_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
-// CHECK-NEXT: static_assert(ShiftSumRegTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4, 4, 4>::THREADS == 32, "the launch's block");
-// CHECK-NEXT: shiftSumRegs<ShiftSumRegTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4, 4, 4>, false>(y, x, w, shift_sum_tile_{{[0-9a-f]+}}_epilogue{});
+// CHECK-NEXT: static_assert(ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4>::THREADS == 32, "the launch's block");
+// CHECK-NEXT: shiftSumTile<ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4>, false>(y, x, w, shift_sum_tile_{{[0-9a-f]+}}_epilogue{});
 // Without med-shift-sum, the generic convolution kernel: one thread per output, its index
 // arithmetic in 32 bits (every index here fits).
 // CONV-LABEL: extern "C" __global__ void __launch_bounds__(256) conv3d_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
@@ -89,7 +89,7 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // FUSED-NEXT: parts[3 * o] = shift;
 // FUSED: parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);
 // FUSED-LABEL: shift_sum_tile_stats_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ parts) {
-// FUSED: shiftSumRegs<ShiftSumRegTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 4, 4, 4, 4>, false>(y, x, w, shift_sum_tile_stats_{{[0-9a-f]+}}_epilogue{parts});
+// FUSED: shiftSumTile<ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 4, 4>, false>(y, x, w, shift_sum_tile_stats_{{[0-9a-f]+}}_epilogue{parts});
 // FUSED-LABEL: group_norm_merge_{{[0-9a-f]+}}(
 // FUSED: for (i64 w = 1; w < 4ll; w *= 2) {
 // FUSED-LABEL: group_norm_{{[0-9a-f]+}}(

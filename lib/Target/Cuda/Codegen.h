@@ -139,10 +139,12 @@ private:
   std::set<std::string> names;
 };
 
-/// Which stencil kernels medc emits (MEDC_STENCIL, read once: `registers`, the default, for
-/// the register-tiled shift-sums and the parity-class transposed depthwise convolutions;
-/// `tiles` for the kernels before them), so that both can be measured on one GPU.
-enum class StencilKernels { Tiles, Registers };
+/// Which stencil kernels medc emits (MEDC_STENCIL, read once), so that each can be measured
+/// on one GPU: `parity`, the default, keeps the tiled shift-sums and runs the strided
+/// transposed depthwise convolutions as parity classes; `registers` adds the register-tiled
+/// shift-sums and 16-byte dy staging in their weight gradient (slower on an H100 at k3:
+/// docs/perf.md, 2026-12-06); `tiles`, the kernels before both.
+enum class StencilKernels { Tiles, Parity, Registers };
 StencilKernels stencilKernels();
 
 struct CodegenError {

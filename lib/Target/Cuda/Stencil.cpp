@@ -47,11 +47,14 @@ StencilKernels stencilKernels() {
   static const StencilKernels k = [] {
     const char *env = std::getenv("MEDC_STENCIL");
     const std::string v = env ? env : "";
-    if (v.empty() || v == "registers")
+    if (v.empty() || v == "parity")
+      return StencilKernels::Parity;
+    if (v == "registers")
       return StencilKernels::Registers;
     if (v == "tiles")
       return StencilKernels::Tiles;
-    throw CodegenError{"MEDC_STENCIL='" + v + "': expected 'registers' (the default) or 'tiles'"};
+    throw CodegenError{"MEDC_STENCIL='" + v +
+                       "': expected 'parity' (the default), 'registers' or 'tiles'"};
   }();
   return k;
 }
@@ -263,7 +266,7 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
 // transposedParity says how): the up blocks' transposed convolutions and the strided
 // down-sampling convolutions' input gradients.
 bool FunctionGen::transposedParity(const Op &op) {
-  if (stencilKernels() != StencilKernels::Registers)
+  if (stencilKernels() == StencilKernels::Tiles)
     return false;
   const std::optional<medrun::ConvView> view = medrun::convView(fn, op);
   if (!view || view->kind != "conv3d_transpose" || view->shiftSum)
