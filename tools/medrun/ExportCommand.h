@@ -1,4 +1,4 @@
-//===- ExportCommand.h - `medrun export`: weights for PyTorch's MedNeXt v1 ----------===//
+//===- ExportCommand.h - `medrun export`: a run's weights as a PyTorch state_dict ----===//
 #ifndef MEDRUN_TOOLS_EXPORTCOMMAND_H
 #define MEDRUN_TOOLS_EXPORTCOMMAND_H
 
@@ -15,10 +15,13 @@ struct ExportOptions {
   std::string artifact; ///< the run's compiled recipe; "" finds it in the recipe cache
 };
 
-/// Writes the MedNeXt v1 state_dict of the chosen weights (Interop.h): the model keys plus
-/// dummy_tensor, f32, in PyTorch's order, with the constructor arguments as metadata; prints
-/// where they came from and how to load them. Throws Error for a missing input, no EMA with
-/// --weights ema, keys that are no MedNeXt v1 state_dict or do not match the run's model.
+/// Writes the state_dict of the chosen weights, f32, in PyTorch's order: for MedNeXt v1
+/// (Interop.h) the model keys plus dummy_tensor, with the constructor arguments as metadata;
+/// for a network imported from ONNX (the run's compiled recipe was compiled from an .onnx
+/// file) the parameters it declares, named as the ONNX initializers. Prints where they came
+/// from and how to load them. Throws Error for a missing input, no EMA with --weights ema,
+/// keys that are no MedNeXt v1 state_dict or do not match the run's model, or an imported
+/// network whose ONNX file is missing or changed since the run compiled it.
 int exportCommand(const ExportOptions &options);
 
 } // namespace medrun
