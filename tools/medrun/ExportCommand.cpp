@@ -386,7 +386,8 @@ int exportCommand(const ExportOptions &o) {
     }
   }
 
-  // 4. The state_dict, in PyTorch's order, f32.
+  // 4. The state_dict, f32: in PyTorch's order for MedNeXt v1, the import's for an imported
+  //    network (load_state_dict does not mind the order).
   std::vector<std::pair<std::string, Tensor>> out;
   int64_t elements = 0;
   std::vector<std::pair<std::string, Shape>> keys;

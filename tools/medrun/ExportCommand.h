@@ -15,8 +15,8 @@ struct ExportOptions {
   std::string artifact; ///< the run's compiled recipe; "" finds it in the recipe cache
 };
 
-/// Writes the state_dict of the chosen weights, f32, in PyTorch's order: for MedNeXt v1
-/// (Interop.h) the model keys plus dummy_tensor, with the constructor arguments as metadata;
+/// Writes the state_dict of the chosen weights, f32: for MedNeXt v1 (Interop.h) the model
+/// keys plus dummy_tensor in PyTorch's order, with the constructor arguments as metadata;
 /// for a network imported from ONNX (the run's compiled recipe was compiled from an .onnx
 /// file) the parameters it declares, named as the ONNX initializers. Prints where they came
 /// from and how to load them. Throws Error for a missing input, no EMA with --weights ema,

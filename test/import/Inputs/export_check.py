@@ -6,8 +6,8 @@
 Loads EXPORTED (safetensors, or torch.load for .pt) into the PyTorch network NET (a key of
 networks.NETWORKS) with
 strict=True and compares its forward (eval mode) on a random input with ours: `medrun run`
-with the checkpoint's own weights (STEP_DIR/model.safetensors: the ema.<key> tensors, or the
-model keys with --weights model), not with the exported file, so that a tensor the export
+with the checkpoint's own weights (STEP_DIR/ema.safetensors, or STEP_DIR/model.safetensors
+with --weights model), not with the exported file, so that a tensor the export
 got wrong (transposed, another one's) shows as a difference. Exit 1 on a failed load or a
 relative error above 1e-4.
 """
@@ -50,11 +50,7 @@ except RuntimeError as e:
     print("strict load FAILED: %s" % str(e).splitlines()[1].strip())
     sys.exit(1)
 
-ckpt = read_safetensors(os.path.join(args.checkpoint, "model.safetensors"))
-if args.weights == "ema":
-    ours = {k[len("ema."):]: v for k, v in ckpt.items() if k.startswith("ema.")}
-else:
-    ours = {k: v for k, v in ckpt.items() if not k.startswith(("ema.", "optimizer."))}
+ours = read_safetensors(os.path.join(args.checkpoint, args.weights + ".safetensors"))
 
 x = np.random.default_rng(3).standard_normal([2, 1, 16, 16, 16]).astype(np.float32)
 with torch.no_grad():
