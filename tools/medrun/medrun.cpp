@@ -19,7 +19,7 @@
 //   medrun segment AFFS -o SEG [--method watershed|mean-agglomeration|mutex] [--threshold T,...]
 //                  [--offsets O | --run DIR] [--params FILE] [--block B [--scratch DIR]]
 //                  [--seed-threshold S] [--low L] [--min-seed-size N] [--stride Z,Y,X]
-//   medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors [--weights ema|model] [--which last|best]
+//   medrun export RUN_OR_CHECKPOINT -o MODEL.safetensors|.pt [--weights ema|model] [--which last|best]
 //   medrun dist-check [--gpus N] [--count N] [--iterations N] [--pause MS]
 //   medrun COMMAND --help, medrun --version
 //
@@ -423,8 +423,12 @@ const std::vector<Command> &commands() {
        "directory, a step directory, a latest/best pointer or a safetensors file. Checks\n"
        "the keys against MedNeXt v1's structure and the run's model (its compiled recipe,\n"
        "found in the cache by config.json, or --artifact), and prints the constructor\n"
-       "call that builds the matching network (also in the file's metadata).",
-       {{"o", "FILE", "the safetensors file to write"},
+       "call that builds the matching network (also in the file's metadata). A run of a\n"
+       "network imported from ONNX gets the parameters its compiled recipe declares, named\n"
+       "as the ONNX initializers (the exported network's state_dict keys); its .onnx file\n"
+       "must be there and unchanged since compiling. -o X.pt or X.pth writes the state_dict\n"
+       "as torch.save does (torch.load reads it); the data contract goes beside it.",
+       {{"o", "FILE", "the file to write: .safetensors, or .pt/.pth for torch.load"},
         {"weights", "W", "ema or model (default: ema where the checkpoint has EMA weights)"},
         {"which", "C", "last (default) or best: the checkpoint of a run or checkpoints directory"},
         {"artifact", "A", "the run's compiled recipe, to compare the keys with its model"}},
