@@ -328,11 +328,33 @@ int exportCommand(const ExportOptions &o) {
   std::string hash;
   std::vector<std::string> imported; // the state_dict keys of an imported network, in order
   std::string importedFrom;          // its ONNX file
+  std::string trainedFrom;           // the directory the run was trained from, if known
   if (!run.empty()) {
     std::ifstream cfg(fs::path(run) / "config.json");
     nlohmann::json config = nlohmann::json::parse(cfg, nullptr, /*allow_exceptions=*/false);
     if (config.is_object())
       hash = config.value("compile_hash", "");
+    // The directory the run was trained from, where the recipe's relative paths (and so the
+    // artifact's source) start: the run directory less train.out, when that is relative.
+    if (config.is_object() && config.contains("train") && config["train"].is_object() &&
+        config["train"].value("out", "") != "") {
+      const fs::path out = fs::path(config["train"].value("out", "")).lexically_normal();
+      fs::path dir = fs::weakly_canonical(fs::absolute(run));
+      if (out.is_relative()) {
+        fs::path tail;
+        for (auto it = out.begin(); it != out.end(); ++it)
+          if (!it->empty() && *it != ".")
+            tail /= *it;
+        std::vector<fs::path> parts(tail.begin(), tail.end());
+        bool matches = !parts.empty();
+        for (auto p = parts.rbegin(); matches && p != parts.rend(); ++p) {
+          matches = dir.filename() == *p;
+          dir = dir.parent_path();
+        }
+        if (matches)
+          trainedFrom = dir.string();
+      }
+    }
     if (ckpt && !hash.empty() && !ckpt->state.recipeHash.empty() && ckpt->state.recipeHash != hash)
       std::fprintf(stderr,
                    "medrun: warning: %s was written by another compiled recipe (%s) than %s/config.json "
@@ -360,18 +382,33 @@ int exportCommand(const ExportOptions &o) {
     // compiled recipe declares. The PyTorch network the weights go back into is the one
     // exported to that file, so it must still be the file the run trained.
     if (isOnnxPath(a.source)) {
-      if (!fs::exists(a.source))
-        throw Error(str(source, ": the run's model file ", a.source,
+      // A relative source is relative to where the run was trained (or to here).
+      std::string model = a.source;
+      if (fs::path(a.source).is_relative()) {
+        std::vector<std::string> tried;
+        if (!trainedFrom.empty())
+          tried.push_back((fs::path(trainedFrom) / a.source).lexically_normal().string());
+        tried.push_back(fs::absolute(a.source).lexically_normal().string());
+        model = tried.front();
+        for (const std::string &t : tried)
+          if (fs::exists(t)) {
+            model = t;
+            break;
+          }
+      }
+      if (!fs::exists(model))
+        throw Error(str(source, ": the run's model file ", model,
+                        model == a.source ? "" : str(" (", a.source, " as compiled)"),
                         " is missing (", artifactPath, " was compiled from it); the state_dict "
                         "is for the PyTorch network exported to it"));
-      if (const std::string now = sha256File(a.source); now != a.sourceSha256)
-        throw Error(str(source, ": the run's model file ", a.source,
+      if (const std::string now = sha256File(model); now != a.sourceSha256)
+        throw Error(str(source, ": the run's model file ", model,
                         " changed since the run was trained (sha256 ", now, ", compiled from ",
                         a.sourceSha256, " in ", artifactPath,
                         "): the state_dict would not be that of the network exported to it"));
       for (auto &[key, shape] : expected)
         imported.push_back(key);
-      importedFrom = a.source;
+      importedFrom = model;
     }
   }
   std::optional<MedNeXtV1> net;
