@@ -172,6 +172,11 @@ Error resize(const TensorType &input, const Dims &size, const std::string &mode,
 /// med.resize_grad: the gradient of a resize's result back to N x C x `size`.
 Error resizeGrad(const TensorType &gradOutput, const Dims &size, const std::string &mode,
                  bool alignCorners, Types &out);
+/// med.avg_pool: N x C x D x H x W pooled by non-overlapping `kernel` windows (stride =
+/// kernel, no padding, floor): N x C x floor(D/kD) x floor(H/kH) x floor(W/kW).
+Error avgPool(const TensorType &input, const Dims &kernel, Types &out);
+/// med.avg_pool_grad: back to N x C x `size`, `size` pooled by `kernel` giving grad_output's.
+Error avgPoolGrad(const TensorType &gradOutput, const Dims &kernel, const Dims &size, Types &out);
 
 } // namespace med::shape
 

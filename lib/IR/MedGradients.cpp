@@ -372,6 +372,16 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult AvgPoolOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  if (failed(requireStatic(*this)))
+    return failure();
+  ArrayRef<int64_t> in = typeOf(getInput()).getShape();
+  operandGrads.assign(
+      {b.create<AvgPoolGradOp>(getLoc(), resultGrads[0], getKernel(), in.drop_front(2))});
+  return success();
+}
+
 LogicalResult ResizeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (failed(requireStatic(*this)))

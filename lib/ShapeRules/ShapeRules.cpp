@@ -1159,6 +1159,38 @@ Error resizeGrad(const TensorType &dy, const Dims &size, const std::string &mode
   return resize(dy, size, mode, alignCorners, out);
 }
 
+Error avgPool(const TensorType &in, const Dims &kernel, Types &out) {
+  if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = axisList("kernel", kernel, 3, 1, "spatial axis"); !e.empty())
+    return e;
+  TensorType result{{in.shape[0], in.shape[1], 0, 0, 0}, in.element};
+  for (int d = 0; d < 3; ++d) {
+    const int64_t n = in.shape[2 + d];
+    if (!isDyn(n) && n < kernel[d])
+      return "kernel: window " + listStr(kernel) + " is larger than the input's spatial size " +
+             shapeStr(in.shape) + " along axis " + num(2 + d);
+    result.shape[2 + d] = isDyn(n) ? n : n / kernel[d];
+  }
+  out.push_back(result);
+  return {};
+}
+
+Error avgPoolGrad(const TensorType &dy, const Dims &kernel, const Dims &size, Types &out) {
+  if (Error e = rank("grad_output", dy, 5, "N x C x D x H x W"); !e.empty())
+    return e;
+  if (Error e = axisList("kernel", kernel, 3, 1, "spatial axis"); !e.empty())
+    return e;
+  if (Error e = axisList("size", size, 3, 1, "spatial axis"); !e.empty())
+    return e;
+  for (int d = 0; d < 3; ++d)
+    if (!isDyn(dy.shape[2 + d]) && size[d] / kernel[d] != dy.shape[2 + d])
+      return "size: an input of spatial size " + listStr(size) + " pooled by " +
+             listStr(kernel) + " does not give grad_output's " + shapeStr(dy.shape);
+  out.push_back({{dy.shape[0], dy.shape[1], size[0], size[1], size[2]}, dy.element});
+  return {};
+}
+
 //===----------------------------------------------------------------------------------===//
 // Spatial augmentation
 //===----------------------------------------------------------------------------------===//

@@ -155,3 +155,49 @@ def Med_ResizeGradOp : Med_ShapedOp<"resize_grad", [Med_NotDifferentiable]> {
 }
 
 #endif // MED_SPATIAL_OPS_TD
+//===----------------------------------------------------------------------------------===//
+// Average pooling (ResEncUNet's strided residual skip: ONNX AveragePool, torch's AvgPool3d)
+//===----------------------------------------------------------------------------------===//
+
+def Med_AvgPoolOp : Med_ShapedOp<"avg_pool", [Med_Differentiable]> {
+  let family = "data movement";
+  let shapeRule = [{avgPool($input, $kernel)}];
+  let flops = "1 per input"; // an addition per element read
+  let summary = "average pooling with the stride equal to the window, without padding";
+  let description = [{
+    Averages the non-overlapping `kernel` (kD, kH, kW) windows of an N×C×D×H×W input: the
+    result is N×C×⌊D/kD⌋×⌊H/kH⌋×⌊W/kW⌋ (torch's `avg_pool3d` with `stride = kernel_size`,
+    no padding, `ceil_mode=False`; ONNX AveragePool with `strides = kernel_shape` and no
+    pads), each element the sum of its window (W inside H inside D, in the math type)
+    divided by kD·kH·kW. Elements past the last whole window are not read. Its gradient is
+    `med.avg_pool_grad`.
+
+    ```mlir
+    %y = med.avg_pool %x {kernel = array<i64: 2, 2, 2>} : (tensor<2x32x8x8x9xf32>) -> tensor<2x32x4x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$kernel);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_AvgPoolGradOp : Med_ShapedOp<"avg_pool_grad", [Med_NotDifferentiable]> {
+  let family = "data movement";
+  let shapeRule = [{avgPoolGrad($grad_output, $kernel, $size)}];
+  let flops = "1";
+  let summary = "gradient of med.avg_pool";
+  let description = [{
+    `grad_output` is the gradient of a `med.avg_pool` result (N×C×D'×H'×W'); `kernel` that
+    pool's window, `size` the spatial size of its input (D'·kD ≤ D < (D'+1)·kD per axis).
+    Each input element of a window gets that window's gradient divided by kD·kH·kW; the
+    elements past the last whole window get 0.
+
+    ```mlir
+    %dx = med.avg_pool_grad %dy {kernel = array<i64: 2, 2, 2>, size = array<i64: 8, 8, 9>} : (tensor<2x32x4x4x4xf32>) -> tensor<2x32x8x8x9xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$grad_output, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$size);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$grad_output attr-dict `:` functional-type(operands, results)";
+}

@@ -555,6 +555,7 @@ private:
   void broadcastMap(const Op &op);
   void softmax(const Op &op);
   /// med.resize (adjoint false) and med.resize_grad (true), Spatial.cpp.
+  void avgPool(const Op &op, bool grad);
   void resize(const Op &op, bool adjoint);
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);

@@ -81,6 +81,49 @@ void FunctionGen::spatialTransform(const Op &op) {
          (voxels + kBlock - 1) / kBlock, kBlock, {y, x, m});
 }
 
+/// med.avg_pool and med.avg_pool_grad: one thread per element of the result. The forward
+/// sums its window W inside H inside D in f32 and divides by the volume, as the CPU kernel;
+/// the gradient reads its window's dy (0 past the last whole window).
+void FunctionGen::avgPool(const Op &op, bool grad) {
+  const int x = op.single(grad ? "grad_output" : "input"), y = result(op);
+  requireFloat(x, "the operand");
+  requireFloat(y, "the result");
+  const auto &xs = shape(x), &ys = shape(y);
+  if (xs.size() != 5 || ys.size() != 5)
+    error("avg_pool: operand and result must be N x C x D x H x W");
+  const std::vector<int64_t> k = op.intsAttr("kernel");
+  if (k.size() != 3)
+    error("avg_pool: 'kernel' needs 3 entries");
+  const auto &pooled = grad ? ys : xs, &means = grad ? xs : ys;
+  const int64_t ID = pooled[2], IH = pooled[3], IW = pooled[4], OD = means[2], OH = means[3],
+                OW = means[4];
+  const std::string inPlane = num(ID * IH * IW), outPlane = num(OD * OH * OW),
+                    volume = flt(double(k[0] * k[1] * k[2]));
+  std::string b;
+  if (!grad) {
+    b = "  const i64 nc = i / " + outPlane + ", o = i % " + outPlane + ";\n"
+        "  const i64 od = o / " + num(OH * OW) + ", oh = o / " + num(OW) + " % " + num(OH) +
+        ", ow = o % " + num(OW) + ";\n"
+        "  const i64 base = nc * " + inPlane + ";\n"
+        "  float acc = 0.0f;\n"
+        "  for (int a = 0; a < " + num(k[0]) + "; ++a)\n"
+        "    for (int b = 0; b < " + num(k[1]) + "; ++b)\n"
+        "      for (int c = 0; c < " + num(k[2]) + "; ++c)\n"
+        "        acc += (float)x[base + ((od * " + num(k[0]) + " + a) * " + num(IH) + " + oh * " +
+        num(k[1]) + " + b) * " + num(IW) + " + ow * " + num(k[2]) + " + c];\n"
+        "  y[i] = acc / " + volume + ";\n";
+  } else {
+    b = "  const i64 nc = i / " + inPlane + ", o = i % " + inPlane + ";\n"
+        "  const i64 od = o / " + num(IH * IW) + " / " + num(k[0]) + ", oh = o / " + num(IW) +
+        " % " + num(IH) + " / " + num(k[1]) + ", ow = o % " + num(IW) + " / " + num(k[2]) + ";\n"
+        "  y[i] = od < " + num(OD) + " && oh < " + num(OH) + " && ow < " + num(OW) +
+        " ? (float)x[nc * " + outPlane + " + (od * " + num(OH) + " + oh) * " + num(OW) +
+        " + ow] / " + volume + " : 0.0f;\n";
+  }
+  elementwise(op, grad ? "avg_pool_grad" : "avg_pool", {out("y"), in("x")}, {y, x},
+              type(y).numel(), b, "");
+}
+
 namespace {
 template <typename V> std::string deviceTable(const std::string &name, const char *type,
                                               const std::vector<V> &values) {
@@ -169,6 +212,8 @@ void FunctionGen::resize(const Op &op, bool adjoint) {
 
 void FunctionGen::registerSpatial(Emitters &e) {
   e[OpKind::SpatialTransform] = [](FunctionGen &g, const Op &op) { g.spatialTransform(op); };
+  e[OpKind::AvgPool] = [](FunctionGen &g, const Op &op) { g.avgPool(op, false); };
+  e[OpKind::AvgPoolGrad] = [](FunctionGen &g, const Op &op) { g.avgPool(op, true); };
   e[OpKind::Resize] = [](FunctionGen &g, const Op &op) { g.resize(op, false); };
   e[OpKind::ResizeGrad] = [](FunctionGen &g, const Op &op) { g.resize(op, true); };
 }

@@ -64,6 +64,12 @@ void resize(const Tensor &x, bool linear, bool alignCorners, Tensor &y);
 /// med.resize_grad: dx (N×C×D×H×W) gathers the gradients dy of the outputs that read each
 /// element, times their weights (the adjoint of resize from dx's shape to dy's).
 void resizeGrad(const Tensor &dy, bool linear, bool alignCorners, Tensor &dx);
+/// med.avg_pool: y (N×C×D'×H'×W') the means of x's non-overlapping windows, the window
+/// x's size over y's rounded down per axis (stride = window, no padding).
+void avgPool(const Tensor &x, const std::vector<int64_t> &kernel, Tensor &y);
+/// med.avg_pool_grad: dx gets each window's dy / window volume; elements past the last
+/// whole window get 0.
+void avgPoolGrad(const Tensor &dy, const std::vector<int64_t> &kernel, Tensor &dx);
 /// med.leaky_relu: y = x where x > 0, else slope·x (the slope in the math type).
 void leakyRelu(const Tensor &x, double slope, Tensor &y);
 

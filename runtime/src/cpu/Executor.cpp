@@ -543,6 +543,14 @@ private:
                       op.boolAttr("align_corners"), result(op));
       break;
     }
+    case OpKind::AvgPool: {
+      cpu::avgPool(in(op, "input"), op.intsAttr("kernel"), result(op));
+      break;
+    }
+    case OpKind::AvgPoolGrad: {
+      cpu::avgPoolGrad(in(op, "grad_output"), op.intsAttr("kernel"), result(op));
+      break;
+    }
     case OpKind::LeakyRelu: {
       cpu::leakyRelu(in(op, "input"), op.floatAttr("negative_slope"), result(op));
       break;

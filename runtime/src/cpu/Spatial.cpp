@@ -278,6 +278,87 @@ void resizeGradImpl(const Tensor &dyt, bool linear, bool alignCorners, Tensor &d
 
 } // namespace
 
+// ---- med.avg_pool and its gradient ---------------------------------------------------------
+// One (n, c) plane per item; the window summed W inside H inside D in the math type, then
+// divided by its volume (torch's avg_pool3d divides the sum too).
+namespace {
+
+void requirePoolShapes(const char *kernel, const Tensor &x, const Tensor &y,
+                       const std::vector<int64_t> &k) {
+  const Shape &a = x.shape(), &b = y.shape();
+  bool ok = a.size() == 5 && b.size() == 5 && a[0] == b[0] && a[1] == b[1] && k.size() == 3;
+  for (int d = 0; ok && d < 3; ++d)
+    ok = k[d] >= 1 && a[2 + d] / k[d] == b[2 + d];
+  if (!ok)
+    throw Error(str("med kernel ", kernel, ": shapes ", shapeStr(a), " and ", shapeStr(b),
+                    " are not an N x C x D x H x W input and its pooling by ", k.size() == 3 ? str(k[0], "x", k[1], "x", k[2]) : std::string("a 3-entry window")));
+}
+
+template <typename T>
+void avgPoolImpl(const Tensor &xt, const std::vector<int64_t> &k, Tensor &yt) {
+  using A = Acc<T>;
+  requireDType("avg_pool", "result", yt, xt.dtype());
+  requirePoolShapes("avg_pool", xt, yt, k);
+  const Shape &xs = xt.shape(), &ys = yt.shape();
+  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
+  const A volume = A(k[0] * k[1] * k[2]);
+  const T *x = ptr<T>(xt);
+  T *y = ptr<T>(yt);
+  parallelFor(xs[0] * xs[1], grainFor(outPlane * k[0] * k[1] * k[2]), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc) {
+      const T *xp = x + nc * inPlane;
+      T *yp = y + nc * outPlane;
+      for (int64_t od = 0; od < ys[2]; ++od)
+        for (int64_t oh = 0; oh < ys[3]; ++oh)
+          for (int64_t ow = 0; ow < ys[4]; ++ow) {
+            A acc = 0;
+            for (int64_t a = 0; a < k[0]; ++a)
+              for (int64_t bb = 0; bb < k[1]; ++bb)
+                for (int64_t c = 0; c < k[2]; ++c)
+                  acc += load(xp[((od * k[0] + a) * xs[3] + oh * k[1] + bb) * xs[4] + ow * k[2] + c]);
+            yp[(od * ys[3] + oh) * ys[4] + ow] = store<T>(acc / volume);
+          }
+    }
+  });
+}
+
+template <typename T>
+void avgPoolGradImpl(const Tensor &dyt, const std::vector<int64_t> &k, Tensor &dxt) {
+  using A = Acc<T>;
+  requireDType("avg_pool_grad", "result", dxt, dyt.dtype());
+  requirePoolShapes("avg_pool_grad", dxt, dyt, k);
+  const Shape &xs = dxt.shape(), &ys = dyt.shape();
+  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
+  const A volume = A(k[0] * k[1] * k[2]);
+  const T *dy = ptr<T>(dyt);
+  T *dx = ptr<T>(dxt);
+  parallelFor(xs[0] * xs[1], grainFor(inPlane), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc) {
+      const T *gp = dy + nc * outPlane;
+      T *dp = dx + nc * inPlane;
+      for (int64_t id = 0; id < xs[2]; ++id)
+        for (int64_t ih = 0; ih < xs[3]; ++ih)
+          for (int64_t iw = 0; iw < xs[4]; ++iw) {
+            const int64_t od = id / k[0], oh = ih / k[1], ow = iw / k[2];
+            const bool inside = od < ys[2] && oh < ys[3] && ow < ys[4];
+            dp[(id * xs[3] + ih) * xs[4] + iw] = store<T>(
+                inside ? load(gp[(od * ys[3] + oh) * ys[4] + ow]) / volume : A(0));
+          }
+    }
+  });
+}
+
+} // namespace
+
+void avgPool(const Tensor &x, const std::vector<int64_t> &kernel, Tensor &y) {
+  dispatchFloat(x.dtype(), "avg_pool", [&](auto tag) { avgPoolImpl<decltype(tag)>(x, kernel, y); });
+}
+
+void avgPoolGrad(const Tensor &dy, const std::vector<int64_t> &kernel, Tensor &dx) {
+  dispatchFloat(dy.dtype(), "avg_pool_grad",
+                [&](auto tag) { avgPoolGradImpl<decltype(tag)>(dy, kernel, dx); });
+}
+
 void resize(const Tensor &x, bool linear, bool alignCorners, Tensor &y) {
   dispatchFloat(x.dtype(), "resize",
                 [&](auto tag) { resizeImpl<decltype(tag)>(x, linear, alignCorners, y); });
