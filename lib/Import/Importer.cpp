@@ -52,6 +52,7 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"LeakyRelu", &Importer::convertLeakyRelu},
       {"PRelu", &Importer::convertPRelu},
       {"Softmax", &Importer::convertSoftmax},
+      {"AveragePool", &Importer::convertAveragePool},
       {"Concat", &Importer::convertConcat},
       {"Pad", &Importer::convertPad},
       {"Slice", &Importer::convertSlice},
@@ -72,7 +73,6 @@ std::string unsupportedReason(llvm::StringRef opType) {
       {"BatchNormalization", "BatchNorm in training form (running statistics as state) is not "
                              "supported yet"},
       {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},
-      {"AveragePool", "the med dialect has no average pooling op yet"},
       {"MaxPool", "the med dialect has no max pooling op yet"},
       {"Erf", "Erf is imported only inside GELU's exported arithmetic (x * 0.5 * (1 + "
               "Erf(x / sqrt 2)), which becomes med.gelu)"},

@@ -136,6 +136,8 @@ public:
   llvm::Error convertBinary(const onnx::NodeProto &node);
   llvm::Error convertSigmoid(const onnx::NodeProto &node);
   llvm::Error convertGelu(const onnx::NodeProto &node, const PatternMatch &m);
+  // Pool.cpp
+  llvm::Error convertAveragePool(const onnx::NodeProto &node);
   // Tensor.cpp
   llvm::Error convertConcat(const onnx::NodeProto &node);
   llvm::Error convertPad(const onnx::NodeProto &node);

@@ -102,6 +102,79 @@ class PlainConvUNet(nn.Module):
         return self.decoder(self.encoder(x))
 
 
+class BasicBlockD(nn.Module):
+    """nnU-Net ResEnc's residual block: conv1 (Conv k, stride + IN + LReLU), conv2 (Conv k + IN,
+    no activation); skip = identity, or AvgPool(kernel = stride) where strided, then a
+    bias-free 1x1x1 Conv + IN where the channels change; LeakyReLU after the sum."""
+
+    def __init__(self, cin, cout, kernel, stride):
+        super().__init__()
+        self.conv1 = ConvNormNonlin(cin, cout, kernel, stride)
+        self.conv2 = ConvNormNonlin(cout, cout, kernel, 1, nonlin=False)
+        skip = []
+        if stride != 1:
+            skip.append(nn.AvgPool3d(stride, stride))
+        if cin != cout:
+            projection = ConvNormNonlin(cin, cout, 1, 1, nonlin=False)
+            projection.conv = nn.Conv3d(cin, cout, 1, 1, 0, bias=False)
+            skip.append(projection)
+        self.skip = nn.Sequential(*skip) if skip else nn.Identity()
+        self.nonlin2 = nn.LeakyReLU(0.01, inplace=True)
+
+    def forward(self, x):
+        return self.nonlin2(self.conv2(self.conv1(x)) + self.skip(x))
+
+
+class StackedResidualBlocks(nn.Module):
+    """n BasicBlockD in `.blocks`; only the first is strided."""
+
+    def __init__(self, n, cin, cout, kernel, stride):
+        super().__init__()
+        self.blocks = nn.Sequential(*[BasicBlockD(cin if i == 0 else cout, cout, kernel,
+                                                  stride if i == 0 else 1) for i in range(n)])
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+class ResidualEncoder(nn.Module):
+    """stem (one ConvNormNonlin to features[0]), then one StackedResidualBlocks per stage;
+    the skips are the stages' outputs."""
+
+    def __init__(self, cin, features, strides, n_blocks):
+        super().__init__()
+        self.stem = StackedConvBlocks(1, cin, features[0], 3, 1)
+        stages, c = [], features[0]
+        for f, s, n in zip(features, strides, n_blocks):
+            stages.append(StackedResidualBlocks(n, c, f, 3, s))
+            c = f
+        self.stages = nn.Sequential(*stages)
+
+    def forward(self, x):
+        x = self.stem(x)
+        skips = []
+        for stage in self.stages:
+            x = stage(x)
+            skips.append(x)
+        return skips
+
+
+class ResidualEncoderUNet(nn.Module):
+    """nnU-Net ResEnc (M/L/XL presets differ only in patch and batch size): blocks per stage a
+    prefix of (1, 3, 4, 6, 6, 6), PlainConvUNet's features, kernels and strides, and its
+    decoder with one conv per stage."""
+
+    def __init__(self, cin=1, classes=3, features=(32, 64, 128, 256, 320, 320),
+                 strides=(1, 2, 2, 2, 2, 2), n_blocks=(1, 3, 4, 6, 6, 6), deep_supervision=False):
+        super().__init__()
+        n = len(features)
+        self.encoder = ResidualEncoder(cin, features, strides, n_blocks)
+        self.decoder = UNetDecoder(features, strides, [1] * (n - 1), classes, deep_supervision)
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
 class ResBlock(nn.Module):
     """MONAI SegResNet's pre-activation block: GN -> ReLU -> Conv -> GN -> ReLU -> Conv, + x."""
 
@@ -176,6 +249,9 @@ NETWORKS = {
     "plainconvunet_ds": lambda: PlainConvUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2),
                                               deep_supervision=True),
     "plainconvunet_3d_fullres": lambda: PlainConvUNet(),
+    # Stage 1 pools and projects its skip (8 -> 16), stage 3 only pools it (32 -> 32), as
+    # the M preset's last stage (320 -> 320).
+    "resencunet": lambda: ResidualEncoderUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2), (1, 3, 4, 6)),
     "segresnet_deconv": lambda: SegResNet(1, 2, 8, upsample_mode="deconv"),
     "segresnet": lambda: SegResNet(1, 2, 8),
 }
