@@ -177,6 +177,9 @@ Error resizeGrad(const TensorType &gradOutput, const Dims &size, const std::stri
 Error avgPool(const TensorType &input, const Dims &kernel, Types &out);
 /// med.avg_pool_grad: back to N x C x `size`, `size` pooled by `kernel` giving grad_output's.
 Error avgPoolGrad(const TensorType &gradOutput, const Dims &kernel, const Dims &size, Types &out);
+/// med.max_pool_grad: grad_output the type of `input` pooled by `kernel`; the result is input's type.
+Error maxPoolGrad(const TensorType &input, const TensorType &gradOutput, const Dims &kernel,
+                  Types &out);
 
 } // namespace med::shape
 

@@ -382,6 +382,13 @@ LogicalResult AvgPoolOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult MaxPoolOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(
+      {b.create<MaxPoolGradOp>(getLoc(), getInput(), resultGrads[0], getKernel())});
+  return success();
+}
+
 LogicalResult ResizeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (failed(requireStatic(*this)))

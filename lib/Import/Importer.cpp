@@ -53,6 +53,7 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"PRelu", &Importer::convertPRelu},
       {"Softmax", &Importer::convertSoftmax},
       {"AveragePool", &Importer::convertAveragePool},
+      {"MaxPool", &Importer::convertMaxPool},
       {"Concat", &Importer::convertConcat},
       {"Pad", &Importer::convertPad},
       {"Slice", &Importer::convertSlice},
@@ -73,7 +74,6 @@ std::string unsupportedReason(llvm::StringRef opType) {
       {"BatchNormalization", "BatchNorm in training form (running statistics as state) is not "
                              "supported yet"},
       {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},
-      {"MaxPool", "the med dialect has no max pooling op yet"},
       {"Erf", "Erf is imported only inside GELU's exported arithmetic (x * 0.5 * (1 + "
               "Erf(x / sqrt 2)), which becomes med.gelu)"},
       {"GroupNormalization", "ONNX GroupNormalization is not supported yet (torch.onnx.export "

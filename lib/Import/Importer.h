@@ -138,6 +138,9 @@ public:
   llvm::Error convertGelu(const onnx::NodeProto &node, const PatternMatch &m);
   // Pool.cpp
   llvm::Error convertAveragePool(const onnx::NodeProto &node);
+  llvm::Error convertMaxPool(const onnx::NodeProto &node);
+  llvm::Expected<std::vector<int64_t>> poolWindow(const onnx::NodeProto &node,
+                                                  llvm::StringRef medOp);
   // Tensor.cpp
   llvm::Error convertConcat(const onnx::NodeProto &node);
   llvm::Error convertPad(const onnx::NodeProto &node);

@@ -1,9 +1,10 @@
-//===- Pool.cpp - AveragePool ----------------------------------------------------===//
+//===- Pool.cpp - AveragePool, MaxPool -------------------------------------------===//
 //
-// ONNX AveragePool as med.avg_pool: 3-D pooling whose stride is its window, without padding
-// and rounding down (torch's AvgPool3d(k) / AvgPool3d(k, k), as nnU-Net's residual blocks
-// pool their strided skip). Other strides, padding and ceil_mode are refused naming the
-// attribute: the dialect pools non-overlapping windows only.
+// ONNX AveragePool as med.avg_pool and MaxPool as med.max_pool: 3-D pooling whose stride is
+// its window, without padding and rounding down (torch's AvgPool3d(k) / MaxPool3d(k), as
+// nnU-Net's residual blocks pool their strided skip and MONAI's BasicUNet its down path).
+// Other strides, padding, ceil_mode and dilations are refused naming the attribute: the
+// dialect pools non-overlapping windows only.
 //
 //===----------------------------------------------------------------------------------===//
 #include "Importer.h"
@@ -25,10 +26,10 @@ std::string listStr(const std::vector<int64_t> &v) {
 }
 } // namespace
 
-llvm::Error Importer::convertAveragePool(const onnx::NodeProto &node) {
-  llvm::Expected<Value> x = operand(node, 0);
-  if (!x)
-    return x.takeError();
+// The window of a pooling node that med's pooling ops pool the same way, or an error naming
+// the attribute that differs.
+llvm::Expected<std::vector<int64_t>> Importer::poolWindow(const onnx::NodeProto &node,
+                                                          llvm::StringRef medOp) {
   llvm::Expected<std::vector<int64_t>> kernel = intsAttr(node, "kernel_shape", {});
   if (!kernel)
     return kernel.takeError();
@@ -41,7 +42,7 @@ llvm::Error Importer::convertAveragePool(const onnx::NodeProto &node) {
   if (*strides != *kernel)
     return nodeError(node, "strides " + listStr(*strides) + " differ from kernel_shape " +
                                listStr(*kernel) +
-                               ": med.avg_pool pools non-overlapping windows (stride = window)");
+                               ": " + medOp.str() + " pools non-overlapping windows (stride = window)");
   llvm::Expected<std::vector<int64_t>> pads = intsAttr(node, "pads", {0, 0, 0, 0, 0, 0});
   if (!pads)
     return pads.takeError();
@@ -57,8 +58,8 @@ llvm::Error Importer::convertAveragePool(const onnx::NodeProto &node) {
   if (!ceilMode)
     return ceilMode.takeError();
   if (*ceilMode != 0)
-    return nodeError(node, "ceil_mode 1: a partial last window is not imported (med.avg_pool "
-                           "rounds down, as ceil_mode 0)");
+    return nodeError(node, "ceil_mode 1: a partial last window is not imported (" + medOp.str() +
+                           " rounds down, as ceil_mode 0)");
   llvm::Expected<std::vector<int64_t>> dilations = intsAttr(node, "dilations", {1, 1, 1});
   if (!dilations)
     return dilations.takeError();
@@ -66,7 +67,33 @@ llvm::Error Importer::convertAveragePool(const onnx::NodeProto &node) {
     if (d != 1)
       return nodeError(node, "dilations " + listStr(*dilations) + ": dilated pooling is not imported");
   // count_include_pad only matters with padding, which is refused above.
+  return *kernel;
+}
+
+llvm::Error Importer::convertAveragePool(const onnx::NodeProto &node) {
+  llvm::Expected<Value> x = operand(node, 0);
+  if (!x)
+    return x.takeError();
+  llvm::Expected<std::vector<int64_t>> kernel = poolWindow(node, "med.avg_pool");
+  if (!kernel)
+    return kernel.takeError();
   auto r = create<AvgPoolOp>(node, *x, builder.getDenseI64ArrayAttr(*kernel));
+  if (!r)
+    return r.takeError();
+  define(node, 0, r->getResult());
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::convertMaxPool(const onnx::NodeProto &node) {
+  if (node.output_size() > 1 && !node.output(1).empty())
+    return nodeError(node, "MaxPool's Indices output is not imported");
+  llvm::Expected<Value> x = operand(node, 0);
+  if (!x)
+    return x.takeError();
+  llvm::Expected<std::vector<int64_t>> kernel = poolWindow(node, "med.max_pool");
+  if (!kernel)
+    return kernel.takeError();
+  auto r = create<MaxPoolOp>(node, *x, builder.getDenseI64ArrayAttr(*kernel));
   if (!r)
     return r.takeError();
   define(node, 0, r->getResult());

@@ -1176,6 +1176,16 @@ Error avgPool(const TensorType &in, const Dims &kernel, Types &out) {
   return {};
 }
 
+Error maxPoolGrad(const TensorType &in, const TensorType &dy, const Dims &kernel, Types &out) {
+  Types pooled;
+  if (Error e = avgPool(in, kernel, pooled); !e.empty())
+    return e;
+  if (Error e = sameTypeAs("grad_output", dy, pooled[0], "the input pooled by kernel", "input"); !e.empty())
+    return e;
+  out.push_back(in);
+  return {};
+}
+
 Error avgPoolGrad(const TensorType &dy, const Dims &kernel, const Dims &size, Types &out) {
   if (Error e = rank("grad_output", dy, 5, "N x C x D x H x W"); !e.empty())
     return e;

@@ -956,6 +956,10 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {torch::sqrt(env.in(op, "input"))};
   case OpKind::Resize:
     return {resizeReference(op, env.in(op, "input"), ints3(op, "size"))};
+  case OpKind::MaxPool: { // stride = kernel, no padding, floor
+    const std::vector<int64_t> k = ints3(op, "kernel");
+    return {torch::max_pool3d(env.in(op, "input"), k, k)};
+  }
   case OpKind::AvgPool: { // stride = kernel, no padding, floor
     const std::vector<int64_t> k = ints3(op, "kernel");
     return {torch::avg_pool3d(env.in(op, "input"), k, k)};
@@ -1170,6 +1174,11 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return vjp([&](const Primals &p) { return resizeReference(op, p[0], out); },
                {torch::zeros({dy.size(0), dy.size(1), size[0], size[1], size[2]}, dy.options())},
                dy, op);
+  }
+  case OpKind::MaxPoolGrad: { // the input's part of max_pool3d's autograd
+    const std::vector<int64_t> k = ints3(op, "kernel");
+    return vjp([&](const Primals &p) { return torch::max_pool3d(p[0], k, k); },
+               {env.in(op, "input")}, env.in(op, "grad_output"), op);
   }
   case OpKind::AvgPoolGrad: { // autograd of avg_pool3d from a leaf of the input's shape
     const torch::Tensor &dy = env.in(op, "grad_output");

@@ -201,3 +201,50 @@ def Med_AvgPoolGradOp : Med_ShapedOp<"avg_pool_grad", [Med_NotDifferentiable]> {
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$grad_output attr-dict `:` functional-type(operands, results)";
 }
+
+//===----------------------------------------------------------------------------------===//
+// Max pooling (MONAI BasicUNet's down path: ONNX MaxPool, torch's MaxPool3d)
+//===----------------------------------------------------------------------------------===//
+
+def Med_MaxPoolOp : Med_ShapedOp<"max_pool", [Med_Differentiable]> {
+  let family = "data movement";
+  let shapeRule = [{avgPool($input, $kernel)}];
+  let flops = "1 per input"; // a comparison per element read
+  let summary = "max pooling with the stride equal to the window, without padding";
+  let description = [{
+    The maximum of each non-overlapping `kernel` (kD, kH, kW) window of an N×C×D×H×W input:
+    the result is N×C×⌊D/kD⌋×⌊H/kH⌋×⌊W/kW⌋ (torch's `max_pool3d` with `stride =
+    kernel_size`, no padding, no dilation, `ceil_mode=False`; ONNX MaxPool with `strides =
+    kernel_shape` and no pads). A NaN in a window is its maximum, as in torch. Its gradient
+    is `med.max_pool_grad`.
+
+    ```mlir
+    %y = med.max_pool %x {kernel = array<i64: 2, 2, 2>} : (tensor<2x32x8x8x9xf32>) -> tensor<2x32x4x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$kernel);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Med_MaxPoolGradOp : Med_ShapedOp<"max_pool_grad", [Med_NotDifferentiable]> {
+  let family = "data movement";
+  let shapeRule = [{maxPoolGrad($input, $grad_output, $kernel)}];
+  let flops = "1 per input";
+  let summary = "gradient of med.max_pool";
+  let description = [{
+    `input` is the pooled tensor, `grad_output` the gradient of the `med.max_pool` result.
+    Each window's gradient goes to the element torch's `max_pool3d` returns as its index:
+    the first maximum in D, H, W order (the first NaN where there is one); every other
+    element, and those past the last whole window, get 0. Each element finds this from its
+    own window (no scattered additions).
+
+    ```mlir
+    %dx = med.max_pool_grad %x, %dy {kernel = array<i64: 2, 2, 2>} : (tensor<2x32x8x8x9xf32>, tensor<2x32x4x4x4xf32>) -> tensor<2x32x8x8x9xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$kernel);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` functional-type(operands, results)";
+}

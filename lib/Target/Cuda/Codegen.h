@@ -556,6 +556,7 @@ private:
   void softmax(const Op &op);
   /// med.resize (adjoint false) and med.resize_grad (true), Spatial.cpp.
   void avgPool(const Op &op, bool grad);
+  void maxPool(const Op &op, bool grad);
   void resize(const Op &op, bool adjoint);
   void extremumGrad(const Op &op);
   void elementwiseFusion(const Op &op, const medrun::Function &body);

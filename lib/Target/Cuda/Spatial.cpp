@@ -124,6 +124,53 @@ void FunctionGen::avgPool(const Op &op, bool grad) {
               type(y).numel(), b, "");
 }
 
+/// med.max_pool and med.max_pool_grad: one thread per element of the result. Both scan a
+/// window D, H, W as the CPU kernel does (a larger value or a NaN takes the place, then a NaN
+/// stays); the gradient's thread scans its own element's window and takes dy if the window's
+/// place is its own.
+void FunctionGen::maxPool(const Op &op, bool grad) {
+  const int x = op.single("input"), y = result(op);
+  const int dy = grad ? op.single("grad_output") : -1;
+  requireFloat(x, "the operand");
+  requireFloat(y, "the result");
+  const auto &xs = shape(x), &ps = grad ? shape(dy) : shape(y);
+  if (xs.size() != 5 || ps.size() != 5)
+    error("max_pool: operand and result must be N x C x D x H x W");
+  const std::vector<int64_t> k = op.intsAttr("kernel");
+  if (k.size() != 3)
+    error("max_pool: 'kernel' needs 3 entries");
+  const int64_t IH = xs[3], IW = xs[4], OD = ps[2], OH = ps[3], OW = ps[4];
+  const std::string inPlane = num(xs[2] * IH * IW), outPlane = num(OD * OH * OW);
+  const std::string scan =
+      "  float best = 0.0f;\n"
+      "  i64 at = -1;\n"
+      "  for (int a = 0; a < " + num(k[0]) + "; ++a)\n"
+      "    for (int b = 0; b < " + num(k[1]) + "; ++b)\n"
+      "      for (int c = 0; c < " + num(k[2]) + "; ++c) {\n"
+      "        const i64 p = ((od * " + num(k[0]) + " + a) * " + num(IH) + " + oh * " + num(k[1]) +
+      " + b) * " + num(IW) + " + ow * " + num(k[2]) + " + c;\n"
+      "        const float v = (float)x[nc * " + inPlane + " + p];\n"
+      "        if ((at < 0 || v > best || v != v) && (at < 0 || best == best)) { best = v; at = p; }\n"
+      "      }\n";
+  std::string b;
+  if (!grad) {
+    b = "  const i64 nc = i / " + outPlane + ", o = i % " + outPlane + ";\n"
+        "  const i64 od = o / " + num(OH * OW) + ", oh = o / " + num(OW) + " % " + num(OH) +
+        ", ow = o % " + num(OW) + ";\n" + scan + "  y[i] = best;\n";
+    elementwise(op, "max_pool", {out("y"), in("x")}, {y, x}, type(y).numel(), b, "");
+  } else {
+    b = "  const i64 nc = i / " + inPlane + ", o = i % " + inPlane + ";\n"
+        "  const i64 od = o / " + num(IH * IW) + " / " + num(k[0]) + ", oh = o / " + num(IW) +
+        " % " + num(IH) + " / " + num(k[1]) + ", ow = o % " + num(IW) + " / " + num(k[2]) + ";\n"
+        "  if (od >= " + num(OD) + " || oh >= " + num(OH) + " || ow >= " + num(OW) +
+        ") { y[i] = 0.0f; return; }\n" + scan +
+        "  y[i] = at == o ? (float)dy[nc * " + outPlane + " + (od * " + num(OH) + " + oh) * " +
+        num(OW) + " + ow] : 0.0f;\n";
+    elementwise(op, "max_pool_grad", {out("y"), in("x"), in("dy")}, {y, x, dy}, type(y).numel(), b,
+                "");
+  }
+}
+
 namespace {
 template <typename V> std::string deviceTable(const std::string &name, const char *type,
                                               const std::vector<V> &values) {
@@ -212,6 +259,8 @@ void FunctionGen::resize(const Op &op, bool adjoint) {
 
 void FunctionGen::registerSpatial(Emitters &e) {
   e[OpKind::SpatialTransform] = [](FunctionGen &g, const Op &op) { g.spatialTransform(op); };
+  e[OpKind::MaxPool] = [](FunctionGen &g, const Op &op) { g.maxPool(op, false); };
+  e[OpKind::MaxPoolGrad] = [](FunctionGen &g, const Op &op) { g.maxPool(op, true); };
   e[OpKind::AvgPool] = [](FunctionGen &g, const Op &op) { g.avgPool(op, false); };
   e[OpKind::AvgPoolGrad] = [](FunctionGen &g, const Op &op) { g.avgPool(op, true); };
   e[OpKind::Resize] = [](FunctionGen &g, const Op &op) { g.resize(op, false); };

@@ -70,6 +70,11 @@ void avgPool(const Tensor &x, const std::vector<int64_t> &kernel, Tensor &y);
 /// med.avg_pool_grad: dx gets each window's dy / window volume; elements past the last
 /// whole window get 0.
 void avgPoolGrad(const Tensor &dy, const std::vector<int64_t> &kernel, Tensor &dx);
+/// med.max_pool: y the maxima of x's non-overlapping windows (a NaN wins), as avgPool's.
+void maxPool(const Tensor &x, const std::vector<int64_t> &kernel, Tensor &y);
+/// med.max_pool_grad: dx gets each window's dy at the window's first maximum (first NaN),
+/// 0 elsewhere.
+void maxPoolGrad(const Tensor &x, const Tensor &dy, const std::vector<int64_t> &kernel, Tensor &dx);
 /// med.leaky_relu: y = x where x > 0, else slope·x (the slope in the math type).
 void leakyRelu(const Tensor &x, double slope, Tensor &y);
 

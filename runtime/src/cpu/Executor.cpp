@@ -551,6 +551,14 @@ private:
       cpu::avgPoolGrad(in(op, "grad_output"), op.intsAttr("kernel"), result(op));
       break;
     }
+    case OpKind::MaxPool: {
+      cpu::maxPool(in(op, "input"), op.intsAttr("kernel"), result(op));
+      break;
+    }
+    case OpKind::MaxPoolGrad: {
+      cpu::maxPoolGrad(in(op, "input"), in(op, "grad_output"), op.intsAttr("kernel"), result(op));
+      break;
+    }
     case OpKind::LeakyRelu: {
       cpu::leakyRelu(in(op, "input"), op.floatAttr("negative_slope"), result(op));
       break;

@@ -359,6 +359,88 @@ void avgPoolGrad(const Tensor &dy, const std::vector<int64_t> &kernel, Tensor &d
                 [&](auto tag) { avgPoolGradImpl<decltype(tag)>(dy, kernel, dx); });
 }
 
+// ---- med.max_pool and its gradient ---------------------------------------------------------
+// The window scanned D, H, W; a larger value or a NaN takes the place (torch's CPU rule), so
+// the first maximum (first NaN) is the window's index. The gradient goes to that element.
+namespace {
+
+template <typename T> struct WindowMax {
+  Acc<T> value;
+  int64_t at; // offset in the plane
+};
+
+template <typename T>
+WindowMax<T> windowMax(const T *xp, const Shape &xs, const std::vector<int64_t> &k, int64_t od,
+                       int64_t oh, int64_t ow) {
+  WindowMax<T> m{Acc<T>(0), -1};
+  for (int64_t a = 0; a < k[0]; ++a)
+    for (int64_t bb = 0; bb < k[1]; ++bb)
+      for (int64_t c = 0; c < k[2]; ++c) {
+        const int64_t at = ((od * k[0] + a) * xs[3] + oh * k[1] + bb) * xs[4] + ow * k[2] + c;
+        const Acc<T> v = load(xp[at]);
+        if (m.at < 0 || v > m.value || std::isnan(v))
+          if (m.at < 0 || !std::isnan(m.value))
+            m = {v, at};
+      }
+  return m;
+}
+
+template <typename T>
+void maxPoolImpl(const Tensor &xt, const std::vector<int64_t> &k, Tensor &yt) {
+  requireDType("max_pool", "result", yt, xt.dtype());
+  requirePoolShapes("max_pool", xt, yt, k);
+  const Shape &xs = xt.shape(), &ys = yt.shape();
+  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
+  const T *x = ptr<T>(xt);
+  T *y = ptr<T>(yt);
+  parallelFor(xs[0] * xs[1], grainFor(outPlane * k[0] * k[1] * k[2]), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc)
+      for (int64_t od = 0; od < ys[2]; ++od)
+        for (int64_t oh = 0; oh < ys[3]; ++oh)
+          for (int64_t ow = 0; ow < ys[4]; ++ow)
+            y[nc * outPlane + (od * ys[3] + oh) * ys[4] + ow] =
+                store<T>(windowMax(x + nc * inPlane, xs, k, od, oh, ow).value);
+  });
+}
+
+template <typename T>
+void maxPoolGradImpl(const Tensor &xt, const Tensor &dyt, const std::vector<int64_t> &k,
+                     Tensor &dxt) {
+  requireDType("max_pool_grad", "result", dxt, xt.dtype());
+  requireDType("max_pool_grad", "grad_output", dyt, xt.dtype());
+  requirePoolShapes("max_pool_grad", xt, dyt, k);
+  const Shape &xs = xt.shape(), &ys = dyt.shape();
+  if (dxt.shape() != xs)
+    throw Error("med kernel max_pool_grad: the result's shape is not the input's");
+  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
+  const T *x = ptr<T>(xt), *dy = ptr<T>(dyt);
+  T *dx = ptr<T>(dxt);
+  parallelFor(xs[0] * xs[1], grainFor(inPlane * k[0] * k[1] * k[2]), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc)
+      for (int64_t id = 0; id < xs[2]; ++id)
+        for (int64_t ih = 0; ih < xs[3]; ++ih)
+          for (int64_t iw = 0; iw < xs[4]; ++iw) {
+            const int64_t od = id / k[0], oh = ih / k[1], ow = iw / k[2];
+            const int64_t at = (id * xs[3] + ih) * xs[4] + iw;
+            const bool chosen = od < ys[2] && oh < ys[3] && ow < ys[4] &&
+                                windowMax(x + nc * inPlane, xs, k, od, oh, ow).at == at;
+            dx[nc * inPlane + at] =
+                chosen ? dy[nc * outPlane + (od * ys[3] + oh) * ys[4] + ow] : store<T>(Acc<T>(0));
+          }
+  });
+}
+
+} // namespace
+
+void maxPool(const Tensor &x, const std::vector<int64_t> &kernel, Tensor &y) {
+  dispatchFloat(x.dtype(), "max_pool", [&](auto tag) { maxPoolImpl<decltype(tag)>(x, kernel, y); });
+}
+
+void maxPoolGrad(const Tensor &x, const Tensor &dy, const std::vector<int64_t> &kernel, Tensor &dx) {
+  dispatchFloat(x.dtype(), "max_pool_grad",
+                [&](auto tag) { maxPoolGradImpl<decltype(tag)>(x, dy, kernel, dx); });
+}
+
 void resize(const Tensor &x, bool linear, bool alignCorners, Tensor &y) {
   dispatchFloat(x.dtype(), "resize",
                 [&](auto tag) { resizeImpl<decltype(tag)>(x, linear, alignCorners, y); });

@@ -234,6 +234,20 @@ class SegResNet(nn.Module):
         return self.conv_final(x)
 
 
+class ConvMaxPool(nn.Module):
+    """Conv3d(k3) -> MaxPool3d(2) (BasicUNet's down path) -> Conv3d(1x1x1): the MaxPool
+    import's test network."""
+
+    def __init__(self, cin=1, features=4, classes=2):
+        super().__init__()
+        self.conv = nn.Conv3d(cin, features, 3, 1, 1, bias=True)
+        self.pool = nn.MaxPool3d(2)
+        self.head = nn.Conv3d(features, classes, 1, 1, 0, bias=True)
+
+    def forward(self, x):
+        return self.head(self.pool(self.conv(x)))
+
+
 def kaiming_init(net):
     """nnU-Net's init: Kaiming normal (a=1e-2) for convs and transposed convs, biases 0."""
     for m in net.modules():
@@ -252,6 +266,7 @@ NETWORKS = {
     # Stage 1 pools and projects its skip (8 -> 16), stage 3 only pools it (32 -> 32), as
     # the M preset's last stage (320 -> 320).
     "resencunet": lambda: ResidualEncoderUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2), (1, 3, 4, 6)),
+    "conv_maxpool": lambda: ConvMaxPool(),
     "segresnet_deconv": lambda: SegResNet(1, 2, 8, upsample_mode="deconv"),
     "segresnet": lambda: SegResNet(1, 2, 8),
 }
