@@ -263,6 +263,14 @@ NETWORKS = {
     "plainconvunet_ds": lambda: PlainConvUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2),
                                               deep_supervision=True),
     "plainconvunet_3d_fullres": lambda: PlainConvUNet(),
+    # The full-size networks of the GPU checks and benchmarks (scripts/gpu/import.sh,
+    # bench/import_torch.py): nnU-Net's 3d_fullres plan with deep supervision (5 heads), and
+    # ResidualEncoderUNet as the ResEnc M/L/XL presets build it (the presets differ only in
+    # patch and batch size).
+    "plainconvunet_3d_fullres_ds": lambda: PlainConvUNet(deep_supervision=True),
+    "resencunet_preset_ds": lambda: ResidualEncoderUNet(deep_supervision=True),
+    "resencunet_ds": lambda: ResidualEncoderUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2), (1, 3, 4, 6),
+                                                 deep_supervision=True),
     # Stage 1 pools and projects its skip (8 -> 16), stage 3 only pools it (32 -> 32), as
     # the M preset's last stage (320 -> 320).
     "resencunet": lambda: ResidualEncoderUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2), (1, 3, 4, 6)),
