@@ -29,8 +29,8 @@
 namespace medrun {
 
 /// One decoded chunk of a compressed format (a Zarr or HDF5 chunk, a decompressed blob):
-/// 2 GiB, Blosc's own limit on a buffer.
-inline constexpr uint64_t kMaxDecodedChunkBytes = uint64_t(2) << 30;
+/// 1 GiB, below the codecs' int-sized buffers (Blosc's and LZ4's limit is 2 GiB - 1).
+inline constexpr uint64_t kMaxDecodedChunkBytes = uint64_t(1) << 30;
 /// Elements of one array read piece by piece (a volume larger than memory): 2^48, so that
 /// every byte offset into it, times 8 bytes and a channel count, stays inside int64.
 inline constexpr int64_t kMaxArrayElements = int64_t(1) << 48;
@@ -49,7 +49,7 @@ int64_t checkedCount(const std::vector<int64_t> &shape, const std::string &what,
                      int64_t minDim = 1, int64_t maxElements = INT64_MAX);
 
 /// count * elemSize bytes, which must not exceed `limit`; `limitWhat` says what the limit
-/// is ("the file's 1400 bytes", "the 2 GiB limit on a decoded chunk"). Error naming what,
+/// is ("the file's 1400 bytes", "the 1 GiB limit on a decoded chunk"). Error naming what,
 /// the bytes declared and the limit otherwise.
 uint64_t checkedBytes(int64_t count, uint64_t elemSize, uint64_t limit, const std::string &what,
                       const std::string &limitWhat);
