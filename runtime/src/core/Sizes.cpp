@@ -28,14 +28,15 @@ int64_t checkedCount(const std::vector<int64_t> &shape, const std::string &what,
       throw Error(str(what, ": shape ", shapeString(shape), " has dimension ", i, " = ", shape[i],
                       " (every dimension must be at least ", minDim, ")"));
   int64_t n = 1;
+  bool overflow = false;
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(n, d, &n) || n > maxElements) {
-      if (maxElements == INT64_MAX)
-        throw Error(str(what, ": shape ", shapeString(shape),
-                        ": its element count overflows a 64-bit size"));
-      throw Error(str(what, ": shape ", shapeString(shape), " declares more than ", maxElements,
-                      " elements (the limit on one array)"));
-    }
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  if (overflow)
+    throw Error(str(what, ": shape ", shapeString(shape),
+                    ": its element count overflows a 64-bit size"));
+  if (n > maxElements)
+    throw Error(str(what, ": shape ", shapeString(shape), " declares ", n,
+                    " elements, more than ", maxElements, " (the limit on one array)"));
   return n;
 }
 

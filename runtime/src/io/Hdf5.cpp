@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 #include "medrun/Volume.h"
 
 #ifdef MEDRUN_HAVE_HDF5
@@ -163,8 +164,13 @@ public:
     if (rank < 0 || rank > 32)
       throw Error(str(info_.name(), ": cannot read the dataspace"));
     std::vector<hsize_t> dims(rank);
-    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-    full_.assign(dims.begin(), dims.end());
+    if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+      throw Error(str(info_.name(), ": cannot read the dataspace"));
+    for (hsize_t d : dims)
+      full_.push_back(d > hsize_t(INT64_MAX) ? -1 : static_cast<int64_t>(d));
+    // Declared sizes are untrusted (medrun/Sizes.h): a product that wraps would divide by
+    // zero or size a buffer too small below.
+    const int64_t elements = checkedCount(full_, info_.name(), 1, kMaxArrayElements);
     // Which axes of the file are the volume's (the others have size 1, or are channels).
     const ArrayAxes axes = arrayAxes(full_, info_.name(), channel);
     info_.shape = axes.shape;
@@ -173,6 +179,24 @@ public:
     channelAxis_ = axes.channelAxis;
 
     Handle dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
+    const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+    if (layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) {
+      // Unfiltered: the bytes declared must be in the file (or in its external files). A
+      // dataset created but never written reads as its fill value: refused as well, it is
+      // no data.
+      std::error_code ec;
+      const uint64_t fileBytes = std::filesystem::file_size(container, ec);
+      if (!ec && H5Pget_external_count(dcpl.get()) <= 0) {
+        checkedBytes(elements, bytes, fileBytes, info_.name(),
+                     str("the file's ", fileBytes, " bytes (a truncated file, or a dataset "
+                         "never written?)"));
+        const hsize_t stored = H5Dget_storage_size(dset_.get());
+        if (stored < static_cast<uint64_t>(elements) * bytes)
+          throw Error(str(info_.name(), ": declares ", shapeString(full_), " of ", bytes,
+                          " bytes but only ", stored,
+                          " bytes are stored (a dataset never written, or a damaged file)"));
+      }
+    }
     const int filters = H5Pget_nfilters(dcpl.get());
     for (int i = 0; i < filters; ++i) {
       unsigned flags = 0, config = 0;
@@ -186,17 +210,27 @@ public:
                         ", which this libhdf5 cannot decode (gzip, shuffle, fletcher32, szip "
                         "and scaleoffset are built in; others need an HDF5 filter plugin)"));
     }
-    if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+    if (layout == H5D_CHUNKED) {
       std::vector<hsize_t> chunk(rank);
-      H5Pget_chunk(dcpl.get(), rank, chunk.data());
-      for (int a = 0; a < 3; ++a)
-        info_.chunk[a] = std::min<int64_t>(static_cast<int64_t>(chunk[first_ + a]), info_.shape[a]);
+      if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank)
+        throw Error(str(info_.name(), ": cannot read the chunk dimensions"));
+      for (int a = 0; a < 3; ++a) {
+        const hsize_t c = chunk[first_ + a];
+        if (c < 1)
+          throw Error(str(info_.name(), ": a chunk dimension of ", c, " (every one must be at least 1)"));
+        info_.chunk[a] = c > hsize_t(info_.shape[a]) ? info_.shape[a] : static_cast<int64_t>(c);
+      }
     } else {
       // Contiguous: slabs of whole planes, about 4 MiB each.
       const int64_t plane = info_.shape[1] * info_.shape[2] * static_cast<int64_t>(bytes);
       info_.chunk = {std::clamp<int64_t>((int64_t(4) << 20) / plane, 1, info_.shape[0]),
                      info_.shape[1], info_.shape[2]};
     }
+    // What one decode fills (the cache holds it whole).
+    checkedBytes(info_.chunk[0] * info_.chunk[1] * info_.chunk[2], bytes, kMaxDecodedChunkBytes,
+                 str(info_.name(), ": a chunk of ", info_.chunk[0], "x", info_.chunk[1], "x",
+                     info_.chunk[2]),
+                 "the 1 GiB limit on a decoded chunk");
     // Spacing and origin (z, y, x), as CREMI writes them.
     std::vector<double> res = attribute(dset_.get(), "resolution");
     if (res.size() == full_.size() && full_.size() > 3)
