@@ -66,6 +66,13 @@
 #   stencil   medc's stencil variants: tiles (before), parity (the default), registers
 #             (MEDC_STENCIL; the tiles and registers sides compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the BANIS+
 #             bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
+#   import    the networks imported from ONNX (scripts/gpu/import.sh, which lists them; its
+#             artifacts made here by `scripts/gpu/import.sh prepare`): PlainConvUNet, ResEncUNet
+#             (small and the presets' full-size network), SegResNet and MedNeXt-S at small sizes,
+#             each training step against LibTorch on the GPU (f32) and against torch autocast
+#             (bf16-mixed), and each fused kernel alone (cuda-check --fusions)
+#   bench-import  medrun bench of PlainConvUNet 3d_fullres and ResEncUNet-L (bf16-mixed,
+#             nnU-Net's recipe) beside PyTorch eager and torch.compile (bench/import_torch.py)
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
@@ -573,6 +580,10 @@ if [[ " $CHECKS " == *" mlp "* ]]; then
   source scripts/gpu/mlp-ab.sh # its table in $OUT/mlp.txt
 fi
 
+if [[ " $CHECKS " == *" import "* || " $CHECKS " == *" bench-import "* ]]; then
+  source scripts/gpu/import.sh # its tables in $OUT/import.txt and $OUT/bench-import.txt
+fi
+
 echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
@@ -640,6 +651,13 @@ fi
 if [ -s "$OUT/dist.txt" ]; then
   echo "medrun dist-check with NCCL (docs/distributed.md):"
   cat "$OUT/dist.txt"
+fi
+if [ -s "$OUT/bench-import.txt" ]; then
+  cat "$OUT/bench-import.txt"
+fi
+if [ -s "$OUT/import.txt" ]; then
+  echo "Imported networks on the GPU (scripts/gpu/import.sh; *.train: CUDA vs LibTorch f32, rel. error norm <= 1e-3; *.autocast: bf16-mixed vs torch autocast; *.fusions: each fused kernel vs the CPU backend; control.*: must fail):"
+  cat "$OUT/import.txt"
 fi
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status

@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# Parts `import` and `bench-import` of scripts/gpu-check.sh: the networks imported from ONNX
+# (docs/import.md) on the GPU.
+#
+#   import        for each network below, at a small size: its training step (nnU-Net's recipe:
+#                 Dice + CE with deep supervision, SGD-Nesterov, gradient norm clipped to 12) on
+#                 the CUDA backend against LibTorch on the same GPU in f32 (medcheck --device
+#                 cuda, TF32 off, 2 steps, gradients too, relative error norm <= 1e-3, as part
+#                 `large`), in bf16-mixed against torch autocast (medcheck --against-autocast,
+#                 part `large`'s rule), and every fused kernel of its compiled step alone
+#                 against the CPU backend (medrun cuda-check --fusions).
+#                   plainconvunet     nnU-Net's PlainConvUNet, 4 stages 8 -> 32, 32³, batch 2
+#                   plainconvunet_fr  the 3d_fullres plan's network (6 stages, 32 -> 320), 64³, batch 2
+#                   resencunet        ResidualEncoderUNet, 4 stages 8 -> 32, (1, 3, 4, 6) blocks, 32³, batch 2
+#                   resencunet_fr     the ResEnc M/L presets' network (6 stages, 32 -> 320,
+#                                     (1, 3, 4, 6, 6, 6) blocks), 64³, batch 2
+#                   segresnet         MONAI-style SegResNet (trilinear upsampling where medc imports
+#                                     ONNX Resize, else upsample_mode 'deconv'; the prepare log and
+#                                     .device/import/manifest.txt say which), 32³, batch 2
+#                   mednext_s         MedNeXt-S v1 k3 (deep supervision) imported from ONNX, 32³, batch 2
+#                 The one kind of line medcheck may fail that is no disagreement: the SGD
+#                 momentum buffer of a conv bias right before an InstanceNorm, whose gradient
+#                 vanishes mathematically (rounding noise on both sides; test/import/
+#                 plainconvunet.test). A row passes when medcheck exits 0, or when every FAIL
+#                 line is such a buffer and loss, grad_norm and parameters agree; the row says
+#                 how many lines it set aside.
+#                 Negative control: the small PlainConvUNet's step with LeakyReLU's slope
+#                 changed in its plan (0.01 -> 0.02, test/medrun/Inputs/edit_plan.py) must fail
+#                 the loss against LibTorch.
+#   bench-import  medrun bench (20 timed steps) of the full-size networks in bf16-mixed at the
+#                 benchmark's plan: PlainConvUNet 3d_fullres (128³, batch 2) and ResEncUNet-L
+#                 (MED_IMPORT_RESENC_PATCH / _BATCH at prepare time, default 128³, batch 2), then
+#                 PyTorch eager and torch.compile of the same transcriptions with the same
+#                 recipe on the same GPU (bench/import_torch.py); a table with the ratios last.
+#
+# Usage: on the build machine `scripts/gpu/import.sh prepare` (after a build; BUILD names the
+# build directory) exports the networks with python3-torch (test/import/Inputs/onnx_check.py),
+# compiles them (--target cuda) into .device/import/ (gzip'd; the ONNX files stay here: the
+# artifacts hold everything medrun and medcheck need) and writes .deps/. It replaces
+# .device/import only; for a call of these parts alone, start from an empty .device
+# (MED_IMPORT_ONLY=1 removes .device first) so that the carried tree stays small.
+# On the GPU machine MED_GPU_CHECKS="import bench-import" scripts/gpu-check.sh sources this
+# file, or run it alone: `scripts/gpu/import.sh [import] [bench-import]` (it then builds
+# build-gpu as gpu-check.sh does, if missing). Variables: MED_IMPORT_NETS (the rows of part
+# import, default all), MED_IMPORT_BENCH_MODES (eager,compile), MED_MEDRUN, MED_MEDCHECK, OUT.
+
+IMPORT_NETS_ALL="plainconvunet plainconvunet_fr resencunet resencunet_fr segresnet mednext_s"
+
+# import_recipe NAME ONNX PATCH BATCH OUTPUTS PRECISION: a recipe (YAML) of nnU-Net's
+# training on the embedded synthetic data, for the network in ONNX with OUTPUTS heads.
+import_recipe() {
+  local onnx=$2 patch=$3 batch=$4 outputs=$5 precision=$6
+  # nnU-Net's deep-supervision weights: 1/2^i, the lowest resolution's 0, normalized.
+  local weights
+  weights=$(/usr/bin/python3 -c "
+n = $outputs
+w = [1.0 / 2 ** i for i in range(n)]
+if n > 1: w[-1] = 0.0
+print(', '.join('%.6f' % (x / sum(w)) for x in w))")
+  local v=$(( patch + patch / 4 ))
+  cat <<EOF
+model: $onnx
+data:
+  batch: $batch
+  patch: [$patch, $patch, $patch]
+  volumes: 2
+  volume_shape: [$v, $v, $v]
+loss:
+  type: dice_ce
+  weights: [$weights]
+  batch_dice: true
+  include_background: false
+optimizer:
+  type: sgd
+  lr: 1.0e-2
+  momentum: 0.99
+  nesterov: true
+  weight_decay: 3.0e-5
+clip_grad_norm: 12
+schedule:
+  type: poly
+  total_steps: 1000
+  power: 0.9
+augment:
+  pipeline: none
+train:
+  steps: 1000
+precision: $precision
+EOF
+}
+
+import_prepare() {
+  set -e
+  local build=${BUILD:-build}
+  local medc=${MED_MEDC:-$build/bin/medc}
+  [ -x "$medc" ] || { echo "import.sh prepare: $medc missing (BUILD=$build bash scripts/build.sh)"; return 1; }
+  local W=${MED_IMPORT_WORK:-${TMPDIR:-/tmp}/med-import-prepare} # ONNX files (not carried)
+  local D=.device/import
+  [ "${MED_IMPORT_ONLY:-0}" = 1 ] && rm -rf .device
+  rm -rf "$D" && mkdir -p "$D" "$W" .deps/include/med
+  cp -r /usr/include/nlohmann /usr/include/fmt .deps/include/
+  cp "$build"/include/med/*.inc .deps/include/med/
+  git describe --always --dirty --abbrev=12 >.deps/git-commit 2>/dev/null || rm -f .deps/git-commit
+  : >"$D/manifest.txt"
+  # name:net key:patch:batch (the export shape is any valid one: the import leaves the batch and
+  # spatial sizes open).
+  local seg=segresnet
+  /usr/bin/python3 test/import/Inputs/onnx_check.py export segresnet --out "$W/segresnet" --shape 1,1,16,16,16 >/dev/null
+  if ! "$medc" import "$W/segresnet/segresnet.onnx" -o /dev/null 2>"$W/segresnet.err"; then
+    echo "import.sh: SegResNet with trilinear upsampling does not import ($(head -c 300 "$W/segresnet.err")); using upsample_mode 'deconv'"
+    seg=segresnet_deconv
+  fi
+  local spec name key patch batch
+  for spec in plainconvunet:plainconvunet_ds:32:2 plainconvunet_fr:plainconvunet_3d_fullres_ds:64:2 \
+              resencunet:resencunet_ds:32:2 resencunet_fr:resencunet_preset_ds:64:2 \
+              segresnet:$seg:32:2 mednext_s:mednext_s_ds:32:2; do
+    IFS=: read -r name key patch batch <<<"$spec"
+    [[ " ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL} " == *" $name "* ]] || continue
+    if [ ! -f "$W/$key/$key.onnx" ]; then
+      /usr/bin/python3 test/import/Inputs/onnx_check.py export "$key" --out "$W/$key" --shape 1,1,64,64,64 | tail -1
+    fi
+    local outputs
+    outputs=$(/usr/bin/python3 -c "import glob; print(len(glob.glob('$W/$key/ref_*.npy')))")
+    import_recipe "$name" "$W/$key/$key.onnx" "$patch" "$batch" "$outputs" fp32 >"$W/$name.yaml"
+    import_recipe "$name" "$W/$key/$key.onnx" "$patch" "$batch" "$outputs" bf16-mixed >"$W/${name}_bf16.yaml"
+    echo "== import.sh prepare: $name ($key, $outputs heads, ${patch}³, batch $batch)"
+    "$medc" compile --recipe "$W/$name.yaml" --target cuda -o "$D/$name.medc"
+    "$medc" compile --recipe "$W/${name}_bf16.yaml" --target cuda -o "$D/${name}_bf16.medc"
+    "$medc" compile --recipe "$W/$name.yaml" --target cuda --fusion-checks -o "$D/${name}_fusions.medc"
+    echo "$name $key ${patch}^3 batch $batch, $outputs heads" >>"$D/manifest.txt"
+  done
+  # The negative control of part import: LeakyReLU's slope changed in the small
+  # PlainConvUNet's step.
+  if [ -f "$D/plainconvunet.medc" ]; then
+    /usr/bin/python3 test/medrun/Inputs/edit_plan.py "$D/plainconvunet.medc" "$D/control_leaky_slope.medc" \
+      --func train_step --op leaky_relu --set negative_slope=0.02
+  fi
+  # The benchmarks' steps (bf16-mixed) and their effective recipes for medrun bench.
+  if [ "${MED_IMPORT_BENCH:-1}" = 1 ]; then
+    local rp=${MED_IMPORT_RESENC_PATCH:-128} rb=${MED_IMPORT_RESENC_BATCH:-2}
+    for spec in plainconvunet_3d_fullres:plainconvunet_3d_fullres_ds:128:2 resencunet_l:resencunet_preset_ds:$rp:$rb; do
+      IFS=: read -r name key patch batch <<<"$spec"
+      [ -f "$W/$key/$key.onnx" ] ||
+        /usr/bin/python3 test/import/Inputs/onnx_check.py export "$key" --out "$W/$key" --shape 1,1,64,64,64 | tail -1
+      import_recipe "$name" "$W/$key/$key.onnx" "$patch" "$batch" 5 bf16-mixed >"$W/bench_$name.yaml"
+      echo "== import.sh prepare: bench $name ($key, ${patch}³, batch $batch, bf16-mixed)"
+      "$medc" compile --recipe "$W/bench_$name.yaml" --target cuda -o "$D/bench_$name.medc"
+      "$medc" recipe "$W/bench_$name.yaml" >"$D/bench_$name.json"
+      echo "bench_$name $key ${patch}^3 batch $batch" >>"$D/manifest.txt"
+    done
+  fi
+  gzip -f "$D"/*.medc
+  du -sh "$D" .device
+  set +e
+}
+
+# import_row NAME LIMIT ARTIFACT ARGS...: one medcheck run; its line in $OUT/import.txt.
+import_row() {
+  local name=$1 limit=$2 art=$3; shift 3
+  local out=${OUT:-/tmp/out} medcheck=${MED_MEDCHECK:-./build-gpu/bin/medcheck}
+  local log="$out/import-$name.log"
+  if [ ! -f "$art" ]; then
+    printf '%-28s %-7s %s\n' "$name" FAILED "$art missing (scripts/gpu/import.sh prepare)" >>"$out/import.txt"
+    import_rc=1
+    return
+  fi
+  echo "== import $name: medcheck $art $*"
+  timeout "$limit" "$medcheck" "$art" "$@" >"$log" 2>&1
+  local rc=$?
+  grep -E "^memory" "$log" | cut -c1-300
+  tail -6 "$log"
+  local r line other aside
+  # Lines that fail and are not the vanishing momentum buffer of a conv bias before a norm.
+  other=$(grep -E "FAIL" "$log" | grep -vcE "momentum_buffer .*conv\.bias")
+  aside=$(grep -E "FAIL" "$log" | grep -cE "momentum_buffer .*conv\.bias")
+  line=$(grep -E "steps checked" "$log" | tail -1)
+  if [ $rc -eq 0 ]; then
+    r=ok
+  elif [ $rc -eq 1 ] && [ -n "$line" ] && [ "$other" -eq 0 ] && grep -qE "step 1  loss .* ok" "$log"; then
+    r=ok line="$line; $aside momentum-buffer lines of conv biases before a norm set aside"
+  else
+    r=FAILED
+    import_rc=1
+  fi
+  [ $rc -eq 124 ] && line="timed out after $limit s; $line"
+  [ -z "$line" ] && line=$(grep -E "^medcheck" "$log" | tail -1 | cut -c1-300)
+  [ -z "$line" ] && line="exit $rc, no summary"
+  printf '%-28s %-7s %s\n' "$name" "$r" "$line" >>"$out/import.txt"
+}
+
+import_main() {
+  local out=${OUT:-/tmp/out} medrun=${MED_MEDRUN:-./build-gpu/bin/medrun} D=.device/import
+  import_rc=0
+  mkdir -p "$out"
+  : >"$out/import.txt"
+  for z in "$D"/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done
+  [ -f "$D/manifest.txt" ] && sed 's/^/  prepared: /' "$D/manifest.txt"
+  export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+  local n
+  for n in ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL}; do
+    import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --train-grad --tolerance 1e-3 --lr 0.01
+    import_row "$n.autocast" 600 "$D/${n}_bf16.medc" --device cuda --torch-device cuda --precision bf16 \
+      --against-autocast --train-steps 2 --train-grad --lr 0.01
+    # Each fused kernel alone against the CPU backend (random inputs).
+    local log="$out/import-$n.fusions.log"
+    if [ -f "$D/${n}_fusions.medc" ]; then
+      echo "== import $n.fusions: medrun cuda-check --fusions"
+      MEDRUN_CUDA_POISON=1 timeout 300 "$medrun" cuda-check "$D/${n}_fusions.medc" --fusions >"$log" 2>&1
+      local rc=$?
+      tail -3 "$log"
+      local line
+      line=$(grep -E "^(PASS|FAIL)" "$log" | tail -1)
+      [ -z "$line" ] && line="FAIL fusions: exit $rc, $(grep -E 'medrun:' "$log" | tail -1 | cut -c1-300)"
+      [ $rc -ne 0 ] && import_rc=1
+      printf '%-28s %-7s %s\n' "$n.fusions" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" "$line" >>"$out/import.txt"
+    else
+      printf '%-28s %-7s %s\n' "$n.fusions" FAILED "$D/${n}_fusions.medc missing" >>"$out/import.txt"
+      import_rc=1
+    fi
+  done
+  # Negative control: the step with a wrong LeakyReLU slope must fail its loss on the GPU too.
+  if [ -f "$D/control_leaky_slope.medc" ]; then
+    local log="$out/import-control.log"
+    echo "== import control: medcheck control_leaky_slope.medc (must fail the loss)"
+    timeout 300 "${MED_MEDCHECK:-./build-gpu/bin/medcheck}" "$D/control_leaky_slope.medc" --device cuda \
+      --train-steps 1 --lr 0.01 --tolerance 1e-3 >"$log" 2>&1
+    local rc=$?
+    tail -3 "$log"
+    if [ $rc -eq 1 ] && grep -qE "step 1  loss .* FAIL" "$log"; then
+      printf '%-28s %-7s %s\n' control.leaky_slope ok "fails as it must: $(grep -E 'step 1  loss' "$log" | head -1 | cut -c1-200)" >>"$out/import.txt"
+    else
+      printf '%-28s %-7s %s\n' control.leaky_slope FAILED "exit $rc, the loss did not fail" >>"$out/import.txt"
+      import_rc=1
+    fi
+  fi
+  return $import_rc
+}
+
+import_bench() {
+  local out=${OUT:-/tmp/out} medrun=${MED_MEDRUN:-./build-gpu/bin/medrun} D=.device/import
+  local rc=0 name key patch batch
+  mkdir -p "$out"
+  : >"$out/bench-import.txt"
+  for z in "$D"/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done
+  for name in plainconvunet_3d_fullres resencunet_l; do
+    if [ ! -f "$D/bench_$name.medc" ]; then
+      echo "FAIL bench-import: $D/bench_$name.medc missing (scripts/gpu/import.sh prepare)" >>"$out/bench-import.txt"
+      rc=1
+      continue
+    fi
+    read -r _ key patch _ batch _ < <(grep "^bench_$name " "$D/manifest.txt")
+    patch=${patch%%^*}
+    echo "== bench-import: medrun bench bench_$name"
+    timeout 300 "$medrun" bench "$D/bench_$name.json" --artifact "$D/bench_$name.medc" --device cuda \
+      --steps 20 --json "$out/bench-import-$name.json" >"$out/bench-import-$name.log" 2>&1 ||
+      { echo "FAIL bench-import: medrun bench $name (exit $?)" >>"$out/bench-import.txt"; rc=1; }
+    tail -25 "$out/bench-import-$name.log"
+    local net=${name%%_*}
+    echo "== bench-import: PyTorch $net, ${patch}³, batch ${batch%,}"
+    timeout 480 python3 bench/import_torch.py --net "$net" --patch "$patch" --batch "${batch%,}" \
+      --modes "${MED_IMPORT_BENCH_MODES:-eager,compile}" >"$out/bench-import-$name-torch.log" 2>&1 ||
+      { echo "FAIL bench-import: bench/import_torch.py $net (exit $?)" >>"$out/bench-import.txt"; rc=1; }
+    cat "$out/bench-import-$name-torch.log"
+  done
+  python3 - "$out" >>"$out/bench-import.txt" <<'PY' || rc=1
+import glob, json, os, re, sys
+out = sys.argv[1]
+print("Imported networks' training step (bf16-mixed, Dice+CE deep supervision, SGD-Nesterov), "
+      "medrun bench vs PyTorch on this GPU:")
+for name, net in (("plainconvunet_3d_fullres", "plainconvunet"), ("resencunet_l", "resencunet")):
+    ours = None
+    try:
+        b = json.load(open(os.path.join(out, "bench-import-%s.json" % name)))
+        ours = b["ms_per_step"]["median"]
+        print("  medrun %-26s %8.1f ms/step  peak %6.2f GiB  (%s, min %.1f, max %.1f; %.1f TFLOP/s)"
+              % (name, ours, b["peak_memory_bytes"] / 2**30, b["precision"],
+                 b["ms_per_step"]["min"], b["ms_per_step"]["max"], b.get("tflops", 0.0)))
+    except Exception as e:
+        print("  medrun %-26s FAIL: %s" % (name, e))
+    try:
+        lines = open(os.path.join(out, "bench-import-%s-torch.log" % name)).read().splitlines()
+    except OSError:
+        lines = []
+    for l in lines:
+        m = re.match(r"torch (\S+)\s+(\S+)\s+([\d.]+) ms/step\s+peak\s+([\d.]+) GiB", l)
+        if m:
+            ratio = " (ours %.2fx)" % (ours / float(m.group(3))) if ours else ""
+            print("  torch  %-26s %8.1f ms/step  peak %6.2f GiB  %s%s"
+                  % (name, float(m.group(3)), float(m.group(4)), m.group(2), ratio))
+        elif l.startswith("FAIL"):
+            print("  " + l)
+PY
+  return $rc
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -uo pipefail
+  cd "$(dirname "$0")/../.."
+  if [ "${1:-}" = prepare ]; then
+    import_prepare
+    exit $?
+  fi
+  OUT=${OUT:-/tmp/out}
+  if [ ! -x build-gpu/bin/medcheck ] || [ ! -x build-gpu/bin/medrun ]; then
+    N=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+    export LD_LIBRARY_PATH=$N/cu13/lib:$N/cudnn/lib:$N/nccl/lib:${LD_LIBRARY_PATH:-}
+    TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+    ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+    cmake -S . -B build-gpu -G Ninja -DMED_BUILD_COMPILER=OFF -DCMAKE_BUILD_TYPE=Release \
+      -DMED_GIT_COMMIT="$(cat .deps/git-commit 2>/dev/null)" \
+      -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$ABI" >/dev/null &&
+      cmake --build build-gpu -j "$(nproc)" --target medrun medcheck >/dev/null || { echo "FAIL: build"; exit 1; }
+  fi
+  status=0
+  parts="${*:-import bench-import}"
+  [[ " $parts " == *" import "* ]] && { import_main || status=1; }
+  [[ " $parts " == *" bench-import "* ]] && { import_bench || status=1; }
+  [ -s "$OUT/bench-import.txt" ] && cat "$OUT/bench-import.txt"
+  if [ -s "$OUT/import.txt" ]; then
+    echo "Imported networks on the GPU (f32: CUDA vs LibTorch, rel. error norm <= 1e-3; autocast: bf16-mixed vs torch autocast; fusions: each fused kernel vs the CPU backend; control: must fail):"
+    cat "$OUT/import.txt"
+  fi
+  [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
+  exit $status
+else
+  # Sourced by scripts/gpu-check.sh: part import, part bench-import (its tables printed there).
+  [[ " $CHECKS " == *" import "* ]] && { import_main || status=1; }
+  [[ " $CHECKS " == *" bench-import "* ]] && { import_bench || status=1; }
+fi
