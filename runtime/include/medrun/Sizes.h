@@ -44,9 +44,11 @@ int64_t checkedMul(int64_t a, int64_t b, const std::string &what);
 
 /// The element count of an array of `shape` declared by `what`: every dimension at least
 /// `minDim` (1 for volumes; 0 where empty arrays are legal, e.g. .npy and safetensors) and
-/// the product within `maxElements`. Error otherwise, naming what, the shape and the rule.
+/// the product within `maxElements`. Error otherwise, naming what, the shape and the rule;
+/// `label` names the list in the message ("shape", "chunks").
 int64_t checkedCount(const std::vector<int64_t> &shape, const std::string &what,
-                     int64_t minDim = 1, int64_t maxElements = INT64_MAX);
+                     int64_t minDim = 1, int64_t maxElements = INT64_MAX,
+                     const char *label = "shape");
 
 /// count * elemSize bytes, which must not exceed `limit`; `limitWhat` says what the limit
 /// is ("the file's 1400 bytes", "the 1 GiB limit on a decoded chunk"). Error naming what,

@@ -22,20 +22,20 @@ int64_t checkedMul(int64_t a, int64_t b, const std::string &what) {
 }
 
 int64_t checkedCount(const std::vector<int64_t> &shape, const std::string &what, int64_t minDim,
-                     int64_t maxElements) {
+                     int64_t maxElements, const char *label) {
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < minDim)
-      throw Error(str(what, ": shape ", shapeString(shape), " has dimension ", i, " = ", shape[i],
+      throw Error(str(what, ": ", label, " ", shapeString(shape), " has dimension ", i, " = ", shape[i],
                       " (every dimension must be at least ", minDim, ")"));
   int64_t n = 1;
   bool overflow = false;
   for (int64_t d : shape)
     overflow = overflow || __builtin_mul_overflow(n, d, &n);
   if (overflow)
-    throw Error(str(what, ": shape ", shapeString(shape),
+    throw Error(str(what, ": ", label, " ", shapeString(shape),
                     ": its element count overflows a 64-bit size"));
   if (n > maxElements)
-    throw Error(str(what, ": shape ", shapeString(shape), " declares ", n,
+    throw Error(str(what, ": ", label, " ", shapeString(shape), " declares ", n,
                     " elements, more than ", maxElements, " (the limit on one array)"));
   return n;
 }

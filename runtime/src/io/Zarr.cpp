@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 #include "medrun/Volume.h"
 
 #include <nlohmann/json.hpp>
@@ -27,10 +28,13 @@
 #endif
 
 #include <algorithm>
+#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 namespace medrun::io {
@@ -52,11 +56,41 @@ json readJson(const fs::path &p, const std::string &what) {
   std::string text = readFile(p, missing);
   if (missing)
     throw Error(str(p.string(), ": cannot read ", what));
+  // Metadata is a few levels deep; a hostile file nested thousands deep would exhaust the
+  // stack when the value is copied or printed.
+  const int maxDepth = 32;
   try {
-    return json::parse(text);
+    return json::parse(text, [&](int depth, json::parse_event_t, json &) {
+      if (depth > maxDepth)
+        throw Error(str(p.string(), ": ", what, " is nested more than ", maxDepth, " deep"));
+      return true;
+    });
   } catch (const json::exception &e) {
     throw Error(str(p.string(), ": malformed JSON (", e.what(), ")"));
   }
+}
+
+/// A JSON value for a message, cut at 200 characters.
+std::string shown(const json &v) {
+  std::string s = v.dump();
+  return s.size() > 200 ? s.substr(0, 200) + "..." : s;
+}
+
+/// A list of sizes from .zarray (shape, chunks): integers that fit int64, else Error.
+std::vector<int64_t> sizes(const json &z, const char *key, const std::function<Error(std::string)> &fail) {
+  const json &v = z.at(key);
+  if (!v.is_array())
+    throw fail(str(key, " ", shown(v), ": expected a list of integers"));
+  std::vector<int64_t> out;
+  for (const json &e : v) {
+    if (e.is_number_unsigned() && e.get<uint64_t>() <= uint64_t(INT64_MAX))
+      out.push_back(static_cast<int64_t>(e.get<uint64_t>()));
+    else if (e.is_number_integer() && !e.is_number_unsigned())
+      out.push_back(e.get<int64_t>());
+    else
+      throw fail(str(key, " ", shown(v), ": ", shown(e), " is not an integer of 64 bits"));
+  }
+  return out;
 }
 
 /// Arrays (directories with .zarray) under `root`, relative paths, sorted.
@@ -91,8 +125,14 @@ void decompress(const json &compressor, const std::string &src, std::vector<char
     if (src.size() < 16)
       throw bad("shorter than a Blosc header");
     blosc_cbuffer_sizes(src.data(), &nbytes, &cbytes, &blocksize);
-    if (nbytes != out.size() || cbytes > src.size())
-      throw bad(str("it holds ", nbytes, " bytes, expected ", out.size()));
+    if (nbytes != out.size())
+      throw bad(str("it decompresses to ", nbytes, " bytes, expected ", out.size(),
+                    " (the chunk's shape and dtype)"));
+    if (cbytes != src.size())
+      throw bad(str("its header says ", cbytes, " compressed bytes, the file holds ", src.size(),
+                    cbytes > src.size() ? " (truncated)" : " (trailing bytes)"));
+    if (blosc_cbuffer_validate(src.data(), src.size(), &nbytes) != 0)
+      throw bad("a corrupt Blosc header");
     int n = blosc_decompress_ctx(src.data(), out.data(), out.size(), 1);
     if (n != static_cast<int>(out.size())) {
       const char *lib = blosc_cbuffer_complib(src.data());
@@ -120,6 +160,8 @@ void decompress(const json &compressor, const std::string &src, std::vector<char
     z_stream zs{};
     if (inflateInit2(&zs, id == "gzip" ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK)
       throw bad("inflateInit failed");
+    if (src.size() > UINT_MAX) // zlib's counts are 32-bit
+      throw bad(str("a compressed chunk of ", src.size(), " bytes (zlib reads at most 4 GiB)"));
     zs.next_in = reinterpret_cast<Bytef *>(const_cast<char *>(src.data()));
     zs.avail_in = static_cast<uInt>(src.size());
     zs.next_out = reinterpret_cast<Bytef *>(out.data());
@@ -143,7 +185,10 @@ void decompress(const json &compressor, const std::string &src, std::vector<char
     uint32_t size = 0;
     std::memcpy(&size, src.data(), 4);
     if (size != out.size())
-      throw bad(str("it holds ", size, " bytes, expected ", out.size()));
+      throw bad(str("its size header says ", size, " bytes, expected ", out.size(),
+                    " (the chunk's shape and dtype)"));
+    if (src.size() - 4 > static_cast<size_t>(INT_MAX))
+      throw bad(str("a compressed chunk of ", src.size(), " bytes (LZ4 reads at most 2 GiB)"));
     int n = LZ4_decompress_safe(src.data() + 4, out.data(), static_cast<int>(src.size() - 4),
                                 static_cast<int>(out.size()));
     if (n != static_cast<int>(out.size()))
@@ -186,23 +231,22 @@ public:
     auto fail = [&](const std::string &why) { return Error(str(meta, ": ", why)); };
     try {
       if (z.value("zarr_format", 0) != 2)
-        throw fail(str("zarr_format ", z.value("zarr_format", json()).dump(),
+        throw fail(str("zarr_format ", shown(z.value("zarr_format", json())),
                        ": expected 2 (Zarr v2)"));
-      shape_ = z.at("shape").get<std::vector<int64_t>>();
-      chunks_ = z.at("chunks").get<std::vector<int64_t>>();
+      if (!z.is_object())
+        throw fail("expected a JSON object");
+      shape_ = sizes(z, "shape", fail);
+      chunks_ = sizes(z, "chunks", fail);
       if (chunks_.size() != shape_.size())
         throw fail("shape and chunks have different lengths");
-      for (int64_t c : chunks_)
-        if (c < 1)
-          throw fail("chunk sizes must be >= 1");
       const json &dt = z.at("dtype");
       if (!dt.is_string())
-        throw fail(str("structured dtype ", dt.dump(), ": expected a numeric dtype"));
+        throw fail(str("structured dtype ", shown(dt), ": expected a numeric dtype"));
       parseDtype(dt.get<std::string>(), fail);
       if (z.value("order", "C") != "C")
         throw fail("order F: only C-order arrays are read (rewrite with order='C')");
       if (z.contains("filters") && !z["filters"].is_null() && !z["filters"].empty())
-        throw fail(str("filters ", z["filters"].dump(),
+        throw fail(str("filters ", shown(z["filters"]),
                        " are not supported (expected none; compressors only)"));
       compressor_ = z.value("compressor", json());
       if (!compressor_.is_null()) {
@@ -214,14 +258,30 @@ public:
       separator_ = z.value("dimension_separator", ".");
       if (separator_ != "." && separator_ != "/")
         throw fail(str("dimension_separator '", separator_, "': expected '.' or '/'"));
-      const json &fill = z.value("fill_value", json());
+      const json fill = z.value("fill_value", json());
       if (fill.is_number())
         fill_ = fill.get<double>();
-      else if (fill.is_string())
+      else if (fill.is_boolean())
+        fill_ = fill.get<bool>() ? 1 : 0;
+      else if (fill == "NaN" || fill == "Infinity" || fill == "-Infinity")
         fill_ = fill == "NaN" ? std::nan("") : fill == "-Infinity" ? -INFINITY : INFINITY;
+      else if (!fill.is_null())
+        throw fail(str("fill_value ", shown(fill), ": expected a number, NaN, Infinity or -Infinity"));
+      // An integer array's fill is a whole number of its type (converting another is
+      // undefined); a float32 one may round to infinity as NumPy's does.
+      if (isIntegerVoxel(info_.type) && !fill.is_null() &&
+          (!(std::nearbyint(fill_) == fill_) || fill_ < -0x1p63 || fill_ >= 0x1p64))
+        throw fail(str("fill_value ", shown(fill), " is not a whole number of the dtype"));
     } catch (const json::exception &e) {
       throw fail(str("malformed array metadata (", e.what(), ")"));
     }
+    // Declared sizes are untrusted (medrun/Sizes.h): a product that wraps would size the
+    // chunk buffer too small for the copy below.
+    checkedCount(shape_, meta, 1, kMaxArrayElements);
+    const int64_t chunkElems = checkedCount(chunks_, meta, 1, INT64_MAX, "chunks");
+    checkedBytes(chunkElems, voxelSize(info_.type), kMaxDecodedChunkBytes,
+                 str(meta, ": chunks ", shapeString(chunks_)),
+                 "the 1 GiB limit on a decoded chunk");
     const ArrayAxes axes = arrayAxes(shape_, info_.name(), channel);
     info_.shape = axes.shape;
     info_.channels = axes.channels;
@@ -273,11 +333,12 @@ protected:
     const fs::path file = dir_ / name;
     bool missing = false;
     std::string raw = readFile(file, missing);
-    std::vector<char> chunk(static_cast<size_t>(chunkElems) * elem);
     if (missing) {
       fillValue(static_cast<char *>(dst), size[0] * size[1] * size[2]);
       return;
     }
+    std::vector<char> chunk = allocate<char>(chunkElems * static_cast<int64_t>(elem), file.string(),
+                                             str("a chunk of ", shapeString(chunks_)));
     decompress(compressor_, raw, chunk, file.string());
     if (swap_)
       for (size_t i = 0; i < chunk.size(); i += elem)
@@ -326,10 +387,22 @@ private:
     std::vector<char> one(voxelSize(info_.type));
     double f = fill_;
     switch (info_.type) {
-    case VoxelType::F32: { float v = static_cast<float>(f); std::memcpy(one.data(), &v, 4); break; }
+    case VoxelType::F32: {
+      // Past float's range: infinity, as NumPy rounds (converting it is undefined in C++).
+      float v = std::isfinite(f) && std::abs(f) > FLT_MAX ? (f > 0 ? INFINITY : -INFINITY)
+                                                          : static_cast<float>(f);
+      std::memcpy(one.data(), &v, 4);
+      break;
+    }
     case VoxelType::F64: std::memcpy(one.data(), &f, 8); break;
+    case VoxelType::U64: {
+      uint64_t v = f >= 0x1p63 ? static_cast<uint64_t>(f) : static_cast<uint64_t>(static_cast<int64_t>(f));
+      std::memcpy(one.data(), &v, 8);
+      break;
+    }
     default: {
-      int64_t v = std::isfinite(f) ? static_cast<int64_t>(f) : 0;
+      // Checked at open: a whole number of the dtype (a float fill is never read here).
+      int64_t v = std::isfinite(f) && f >= -0x1p63 && f < 0x1p63 ? static_cast<int64_t>(f) : 0;
       std::memcpy(one.data(), &v, one.size()); // little-endian: the low bytes
     }
     }
