@@ -191,6 +191,13 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
     # The training loop on the GPU: the quickstart recipe (32³) for 100 steps; the mean loss
     # of the last 10 steps must be below 90% of the first 10.
     train_falls train "$OUT/cuda.txt" 480 100 10 "$C/quickstart.json" "$C/quickstart.medc"
+    # The f16 conversions' cvt instructions against the CPU emulation's branches, exhaustively
+    # (scripts/gpu/f16-convert.py; its control, cvt.rz, must differ).
+    echo "== f16-convert: scripts/gpu/f16-convert.py"
+    line=$(timeout 300 python3 scripts/gpu/f16-convert.py lib/Target/Cuda/prelude.cuh 2>&1 | tail -2 | tr '\n' ' ')
+    echo "$line"
+    case "$line" in *"PASS f16-convert"*) ;; *) status=1 ;; esac
+    printf '%-14s %s\n' f16-convert "$line" >>"$OUT/cuda.txt"
     # No mixed-precision rows here: the CUDA backend and the CPU backend sum in different
     # orders, and in bf16 or f16 storage that difference is not bounded by anything a
     # tolerance could be derived from soundly (gradients that vanish mathematically are

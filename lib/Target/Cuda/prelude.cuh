@@ -185,10 +185,18 @@ struct f32r {
   }
 };
 // fp16-mixed storage: IEEE binary16, converted as the CPU backend's f16 (nearest even,
-// overflow to inf from 65520 on, subnormals down to 2^-24, NaN kept).
+// overflow to inf from 65520 on, subnormals down to 2^-24, NaN kept): on the device by the
+// cvt instructions, in the CPU emulation by the branches.
 struct f16 {
   unsigned short bits;
   operator float() const {
+#ifdef __CUDA_ARCH__
+    // One cvt instruction: the same values as the branches below (exact; a NaN stays a NaN),
+    // which made fp16-mixed kernels issue-bound (docs/perf.md, fp16).
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(bits));
+    return r;
+#else
     const unsigned s = (unsigned)(bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
     if (e == 0) { // subnormal: m * 2^-24, exactly
       const float v = (float)m * 5.9604644775390625e-8f;
@@ -197,8 +205,17 @@ struct f16 {
     if (e == 31)
       return __uint_as_float(s | 0x7f800000u | (m << 13));
     return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+#endif
   }
   f16 &operator=(float f) {
+#ifdef __CUDA_ARCH__
+    // cvt.rn: nearest even, overflow to inf, subnormals, as below; a NaN becomes the
+    // canonical quiet NaN (its payload is not kept; it is still a NaN).
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    bits = h;
+    return *this;
+#else
     const unsigned u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
     if (a > 0x7f800000u) {
       bits = (unsigned short)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
@@ -216,6 +233,7 @@ struct f16 {
       bits = (unsigned short)(sign | n);
     }
     return *this;
+#endif
   }
 };
 // Tensor cores, one warp: d += A·B for A 16×16 (row-major) and B 16×8 (column-major) of T
