@@ -542,7 +542,8 @@ int inferCommand(const InferOptions &o) {
     header.data = whole.raw();
     writeVolume(o.out, header);
   } else {
-    writer.reset(); // closes the file
+    writer->finish(); // the array moves to its name only now, complete
+    writer.reset();   // closes the file
   }
   std::fprintf(stderr, "wrote %s: %lld channels (%s) x %lldx%lldx%lld float32; %lld voxels "
                "predicted in %.1f s (%.3g voxels/s)\n",

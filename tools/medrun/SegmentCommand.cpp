@@ -566,7 +566,7 @@ int segmentCommand(const Args &args) {
             labelsOf(lo, size, ids, bytes);
             writer->write(lo, size, bytes.data());
           }
-      writer->flush();
+      writer->finish(); // the volume moves to its name only now, complete
     } else {
       std::vector<uint8_t> all(static_cast<size_t>(voxels) * voxelSize(data.type));
       const size_t width = voxelSize(data.type);

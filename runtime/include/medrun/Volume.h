@@ -158,8 +158,14 @@ struct VolumeData {
 /// from `affine`, pixdim from `spacing`), .npy, HDF5 FILE.h5/KEY (gzip'd chunks, a
 /// `resolution` attribute; the file is created or the key added), Zarr DIR.zarr/KEY (zlib
 /// chunks, `resolution` in .zattrs), each with the channel axis first if there is one.
-/// Throws Error naming the path.
+/// HDF5 and Zarr arrays are written under a temporary name and moved into place when
+/// complete (VolumeWriter), so a failed write leaves nothing under `path`. Throws Error
+/// naming the path.
 void writeVolume(const std::string &path, const VolumeData &volume);
+
+/// Arrays written under a temporary name (VolumeWriter) end in this; readers skip them
+/// when they pick an array by themselves.
+inline constexpr const char *kPartialSuffix = ".partial";
 
 /// A volume's path split into the container and the key inside it ("a/b.zarr/img" ->
 /// "a/b.zarr", "img"; HDF5 likewise); a plain file has the key "".
@@ -170,7 +176,11 @@ std::pair<std::string, std::string> splitVolumePath(const std::string &path);
 bool isChunkedVolumePath(const std::string &path);
 
 /// A chunked volume written box by box (block-wise inference into HDF5 or Zarr): the
-/// array is made (or reopened) first, every box written when it is ready.
+/// array is made (or reopened) first, every box written when it is ready, and finish()
+/// moves it into place. Until then it lives under a temporary name (HDF5: the dataset
+/// KEY.partial in the same file; Zarr: the directory KEY.partial beside KEY), which readers
+/// never open, so a run killed or failing midway (a full disk) leaves no array at the
+/// name asked for that reads back (an older one there stays until finish() replaces it).
 class VolumeWriter {
 public:
   virtual ~VolumeWriter();
@@ -183,16 +193,20 @@ public:
   virtual void write(const Box3 &lo, const Box3 &size, const void *data) = 0;
   /// Makes what was written durable (HDF5: flushes the file).
   virtual void flush() {}
+  /// Every box is written: flushes and moves the array from its temporary name to the
+  /// name asked for, replacing what was there. Throws Error naming the path.
+  virtual void finish() = 0;
 
 protected:
   Box3 chunk_{};
 };
 
 /// Creates the chunked volume `path` (isChunkedVolumePath) of `header`'s shape, channels,
-/// type, spacing and affine (header.data unused) with chunks `chunk` (clipped to the shape),
-/// replacing an array of that name. `reopen`: opens the existing array to add boxes (a
-/// resumed run) and throws Error naming the path unless its shape, channels, type and
-/// chunks are those asked for.
+/// type, spacing and affine (header.data unused) with chunks `chunk` (clipped to the shape)
+/// under its temporary name (see VolumeWriter). `reopen`: opens the array to add boxes (a
+/// resumed run: the temporary one, or the finished one if there is no temporary one) and
+/// throws Error naming the path unless its shape, channels, type and chunks are those
+/// asked for.
 std::unique_ptr<VolumeWriter> createVolume(const std::string &path, const VolumeData &header,
                                            const Box3 &chunk, bool reopen = false);
 

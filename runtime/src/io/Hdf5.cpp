@@ -67,8 +67,15 @@ hid_t nativeType(VoxelType t) {
   return -1;
 }
 
+bool isPartial(const std::string &name) {
+  const std::string suffix = kPartialSuffix;
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 herr_t collectDataset(hid_t, const char *name, const H5O_info_t *info, void *out) {
-  if (info->type == H5O_TYPE_DATASET && std::string(name) != ".")
+  // Datasets still being written (Hdf5Writer's temporary names) are not offered.
+  if (info->type == H5O_TYPE_DATASET && std::string(name) != "." && !isPartial(name))
     static_cast<std::vector<std::string> *>(out)->push_back(name);
   return 0;
 }
@@ -288,7 +295,8 @@ class Hdf5Writer : public VolumeWriter {
 public:
   Hdf5Writer(const std::string &container, const std::string &key, const VolumeData &v,
              const Box3 &chunk, bool reopen)
-      : name_(container + "/" + key), shape_(v.shape), channels_(v.channels), type_(v.type) {
+      : name_(container + "/" + key), key_(key), temp_(key + kPartialSuffix), shape_(v.shape),
+        channels_(v.channels), type_(v.type) {
     quiet();
     for (int a = 0; a < 3; ++a)
       chunk_[a] = std::min(chunk[a], v.shape[a]);
@@ -310,8 +318,11 @@ public:
       chunks[lead + a] = static_cast<hsize_t>(chunk_[a]);
     }
     if (reopen) {
-      if (exists(file_.get(), key))
-        dset_ = Handle(H5Dopen2(file_.get(), key.c_str(), H5P_DEFAULT), H5Dclose);
+      // The unfinished dataset, or else a finished one to add boxes to.
+      finished_ = !exists(file_.get(), temp_);
+      const std::string &at = finished_ ? key_ : temp_;
+      if (exists(file_.get(), at))
+        dset_ = Handle(H5Dopen2(file_.get(), at.c_str(), H5P_DEFAULT), H5Dclose);
       bool same = dset_.valid();
       if (same) {
         Handle space(H5Dget_space(dset_.get()), H5Sclose);
@@ -335,16 +346,17 @@ public:
                         chunk_[2], ")"));
       return;
     }
-    if (exists(file_.get(), key) && H5Ldelete(file_.get(), key.c_str(), H5P_DEFAULT) < 0)
-      throw Error(str(name_, ": cannot replace the existing dataset"));
+    // Written under the temporary name; finish() moves it to `key`.
+    if (exists(file_.get(), temp_) && H5Ldelete(file_.get(), temp_.c_str(), H5P_DEFAULT) < 0)
+      throw Error(str(name_, ": cannot remove the unfinished dataset ", temp_));
     Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
     Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
     H5Pset_create_intermediate_group(lcpl.get(), 1);
     Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.get(), rank, chunks);
     H5Pset_deflate(dcpl.get(), 4);
-    dset_ = Handle(H5Dcreate2(file_.get(), key.c_str(), nativeType(v.type), space.get(), lcpl.get(),
-                              dcpl.get(), H5P_DEFAULT),
+    dset_ = Handle(H5Dcreate2(file_.get(), temp_.c_str(), nativeType(v.type), space.get(),
+                              lcpl.get(), dcpl.get(), H5P_DEFAULT),
                    H5Dclose);
     if (!dset_.valid())
       throw Error(str(name_, ": cannot create the dataset"));
@@ -380,6 +392,27 @@ public:
       throw Error(str(name_, ": cannot flush the file"));
   }
 
+  void finish() override {
+    flush(); // every box on disk before the name says the dataset is complete
+    if (finished_)
+      return;
+    if (exists(file_.get(), key_) && H5Ldelete(file_.get(), key_.c_str(), H5P_DEFAULT) < 0)
+      throw Error(str(name_, ": cannot replace the existing dataset"));
+    Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl.get(), 1);
+    if (H5Lmove(file_.get(), temp_.c_str(), file_.get(), key_.c_str(), lcpl.get(), H5P_DEFAULT) < 0)
+      throw Error(str(name_, ": cannot move the finished dataset from ", temp_, " into place"));
+    finished_ = true;
+    flush();
+  }
+
+  /// After a failed whole write: the unfinished dataset is removed (best effort; space in
+  /// the file is not given back).
+  void discard() {
+    if (!finished_ && file_.valid() && exists(file_.get(), temp_))
+      H5Ldelete(file_.get(), temp_.c_str(), H5P_DEFAULT);
+  }
+
   ~Hdf5Writer() override {
     dset_ = Handle();
     if (file_.valid())
@@ -387,11 +420,12 @@ public:
   }
 
 private:
-  std::string name_;
+  std::string name_, key_, temp_; ///< temp_: where the dataset is until finish()
   Box3 shape_;
   int64_t channels_;
   VoxelType type_;
   Handle file_, dset_;
+  bool finished_ = false; ///< dset_ is at key_ (moved there, or reopened there)
 };
 
 } // namespace
@@ -403,8 +437,13 @@ std::unique_ptr<VolumeWriter> createHdf5(const std::string &container, const std
 
 void writeHdf5(const std::string &container, const std::string &key, const VolumeData &v) {
   Hdf5Writer writer(container, key, v, {64, 64, 64}, false);
-  writer.write({0, 0, 0}, v.shape, v.data);
-  writer.flush();
+  try {
+    writer.write({0, 0, 0}, v.shape, v.data);
+    writer.finish();
+  } catch (...) {
+    writer.discard();
+    throw;
+  }
 }
 
 } // namespace medrun::io

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Volume.h"
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 
 #include <algorithm>
 #include <atomic>
@@ -79,7 +80,8 @@ struct ChunkCache::Impl {
   std::map<Key, Entry> entries;
   std::list<Key> lru; ///< ready entries, most recently used first
 
-  template <typename Decode> Chunk get(const Key &key, size_t bytes, Decode &&decode) {
+  template <typename Decode>
+  Chunk get(const Key &key, size_t bytes, const std::string &name, Decode &&decode) {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
       auto it = entries.find(key);
@@ -94,8 +96,9 @@ struct ChunkCache::Impl {
     entries[key]; // a placeholder: others wait for it
     ++decodes;
     lock.unlock();
-    auto buffer = std::make_shared<std::vector<char>>(bytes);
+    auto buffer = std::make_shared<std::vector<char>>();
     try {
+      resizeChecked(*buffer, static_cast<int64_t>(bytes), name, "a decoded chunk");
       decode(buffer->data());
     } catch (...) {
       lock.lock();
@@ -225,7 +228,7 @@ void VolumeReader::readAs(const Box3 &lo, const Box3 &size, T *dst) const {
         for (int a = 0; a < 3; ++a)
           cs[a] = std::min(C[a], V[a] - c0[a]);
         const uint64_t index = static_cast<uint64_t>((cz * grid[1] + cy) * grid[2] + cx);
-        Chunk chunk = cache_->impl_->get({id_, index}, cs[0] * cs[1] * cs[2] * elem,
+        Chunk chunk = cache_->impl_->get({id_, index}, cs[0] * cs[1] * cs[2] * elem, info_.name(),
                                          [&](char *buf) { decode(c0, cs, buf); });
         // The overlap of the chunk and the box, in volume coordinates.
         Box3 a0, a1;
@@ -254,7 +257,8 @@ void VolumeReader::read(const Box3 &lo, const Box3 &size, int64_t *dst) const {
 
 std::vector<float> VolumeReader::readAll() const {
   const Box3 &V = info_.shape;
-  std::vector<float> out(static_cast<size_t>(V[0] * V[1] * V[2]));
+  std::vector<float> out = allocate<float>(V[0] * V[1] * V[2], info_.name(),
+                                           str("the whole volume, ", V[0], "x", V[1], "x", V[2]));
   read({0, 0, 0}, V, out.data());
   return out;
 }

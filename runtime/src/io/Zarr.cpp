@@ -93,13 +93,20 @@ std::vector<int64_t> sizes(const json &z, const char *key, const std::function<E
   return out;
 }
 
-/// Arrays (directories with .zarray) under `root`, relative paths, sorted.
+bool isPartial(const std::string &name) {
+  const std::string suffix = kPartialSuffix;
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// Arrays (directories with .zarray) under `root`, relative paths, sorted; arrays still
+/// being written (ZarrWriter's temporary directories) are left out.
 std::vector<std::string> arraysUnder(const fs::path &root) {
   std::vector<std::string> out;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
        it.increment(ec))
-    if (it->path().filename() == ".zarray")
+    if (it->path().filename() == ".zarray" && !isPartial(it->path().parent_path().string()))
       out.push_back(fs::relative(it->path().parent_path(), root).generic_string());
   std::sort(out.begin(), out.end());
   return out;
@@ -470,8 +477,13 @@ public:
   ZarrWriter(const std::string &container, const std::string &key, const VolumeData &v,
              const Box3 &chunk, bool reopen)
       : shape_(v.shape), channels_(v.channels), type_(v.type) {
-    const fs::path root(container);
-    dir_ = key.empty() ? root : root / key;
+    std::string base = container;
+    while (base.size() > 1 && base.back() == '/')
+      base.pop_back();
+    const fs::path root(base);
+    final_ = key.empty() ? root : root / key;
+    dir_ = final_;
+    dir_ += kPartialSuffix; // until finish()
     name_ = key.empty() ? container : container + "/" + key;
     for (int a = 0; a < 3; ++a)
       chunk_[a] = std::min(chunk[a], v.shape[a]);
@@ -482,6 +494,11 @@ public:
       chunks.insert(chunks.begin(), 1);
     }
     if (reopen) {
+      // The unfinished array, or else a finished one to add boxes to.
+      if (!fs::exists(dir_ / ".zarray") && fs::exists(final_ / ".zarray")) {
+        dir_ = final_;
+        finished_ = true;
+      }
       json z = readJson(dir_ / ".zarray", "the array metadata to add blocks to");
       if (!z.is_object() || z.value("shape", json()) != shape || z.value("chunks", json()) != chunks ||
           z.value("dtype", json()) != dtypeString(v.type) ||
@@ -494,8 +511,7 @@ public:
       return;
     }
     std::error_code ec;
-    if (fs::exists(dir_ / ".zarray", ec))
-      fs::remove_all(dir_, ec); // the array replaced, stale chunks included
+    fs::remove_all(dir_, ec); // an unfinished array of an earlier run, stale chunks included
     fs::create_directories(dir_, ec);
     if (ec)
       throw Error(str(dir_.string(), ": cannot create the Zarr array directory: ", ec.message()));
@@ -551,12 +567,37 @@ public:
     }
   }
 
+  void finish() override {
+    if (finished_)
+      return;
+    // Replaces the finished array of an earlier run: between the two steps neither is
+    // there, never a part of one.
+    std::error_code ec;
+    if (fs::exists(final_, ec))
+      fs::remove_all(final_, ec);
+    if (!ec)
+      fs::rename(dir_, final_, ec);
+    if (ec)
+      throw Error(str(name_, ": cannot move the finished array from ", dir_.string(),
+                      " into place: ", ec.message()));
+    dir_ = final_;
+    finished_ = true;
+  }
+
+  /// After a failed whole write: the unfinished array is removed.
+  void discard() {
+    std::error_code ec;
+    if (!finished_)
+      fs::remove_all(dir_, ec);
+  }
+
 private:
-  fs::path dir_;
+  fs::path dir_, final_; ///< where the array is written, and its name when finished
   std::string name_;
   Box3 shape_;
   int64_t channels_;
   VoxelType type_;
+  bool finished_ = false; ///< dir_ is final_ (moved there, or reopened there)
 };
 
 } // namespace
@@ -573,8 +614,18 @@ std::unique_ptr<VolumeWriter> createZarr(const std::string &container, const std
 }
 
 void writeZarr(const std::string &container, const std::string &key, const VolumeData &v) {
-  auto writer = createZarr(container, key, v, {64, 64, 64}, false);
-  writer->write({0, 0, 0}, v.shape, v.data);
+#ifdef MEDRUN_HAVE_ZLIB
+  ZarrWriter writer(container, key, v, {64, 64, 64}, false);
+  try {
+    writer.write({0, 0, 0}, v.shape, v.data);
+    writer.finish();
+  } catch (...) {
+    writer.discard();
+    throw;
+  }
+#else
+  createZarr(container, key, v, {64, 64, 64}, false); // says what is missing
+#endif
 }
 
 } // namespace medrun::io
