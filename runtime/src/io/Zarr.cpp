@@ -278,7 +278,7 @@ public:
       // undefined); a float32 one may round to infinity as NumPy's does.
       if (isIntegerVoxel(info_.type) && !fill.is_null() &&
           (!(std::nearbyint(fill_) == fill_) || fill_ < -0x1p63 || fill_ >= 0x1p64))
-        throw fail(str("fill_value ", shown(fill), " is not a whole number of the dtype"));
+        throw fail(str("fill_value ", shown(fill), " is not a whole number in the dtype's range"));
     } catch (const json::exception &e) {
       throw fail(str("malformed array metadata (", e.what(), ")"));
     }
