@@ -27,11 +27,14 @@ constexpr int kWarps = 4, kTile = 16 * kWarps; // voxels per block and tile (mlp
 constexpr int64_t kGradBlocks = 2048;
 // Blocks per SM of the target GPU (FunctionGen::smCount) of the kernels that keep all
 // weights in shared memory and loop over tiles, by measurement on the H200 (docs/perf.md):
-// the forward eight (22 KiB of shared memory each at level 0), the backward four
-// (registers capped for four). The backward's count is the compile target's, not the GPU
+// the forward eight (22 KiB of shared memory each at level 0), the backward three: at
+// four its registers were capped at 128 and ptxas spilled the weight gradients'
+// accumulators (336 bytes a thread, 1.96 GB of local memory traffic per call at level 0,
+// Nsight Compute on an H100, docs/perf.md); at three it takes 162 and spills nothing.
+// The backward's count is the compile target's, not the GPU
 // it runs on: its partial sums are one per block, so one artifact gives the same bits on
 // every GPU.
-constexpr int kResidentPerSm = 8, kResidentGradPerSm = 4;
+constexpr int kResidentPerSm = 8, kResidentGradPerSm = 3;
 // Shared memory per SM on sm_90 (H100, H200): 228 KiB.
 constexpr int64_t kSharedPerSm = int64_t{228} << 10;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
