@@ -36,7 +36,7 @@ total = 0.0
 for (name, grid, regs), rs in by.items():
     t = sum(num(r, "gpu__time_duration.sum") for r in rs) / len(rs)
     unit = units[head.index("gpu__time_duration.sum")]
-    us = t / 1e3 if unit == "nsecond" else t * 1e3 if unit == "msecond" else t
+    us = t / 1e3 if unit in ("nsecond", "ns") else t * 1e3 if unit in ("msecond", "ms") else t
     total += us * len(rs)
     stalls = sorted(((num(rs[0], k), stall.match(k).group(1)) for k in head if stall.match(k)),
                     reverse=True)[:3]
