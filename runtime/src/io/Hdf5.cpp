@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace medrun::io {
@@ -39,16 +40,23 @@ public:
   }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  /// Gives up the handle without closing it (the caller closes it and checks the result).
+  hid_t release() { return std::exchange(id_, -1); }
 
 private:
   hid_t id_ = -1;
   herr_t (*close_)(hid_t) = nullptr;
 };
 
-/// HDF5 prints its error stack by default; the reader reports errors itself.
+/// HDF5 prints its error stack by default; the reader reports errors itself. Its exit
+/// handler closes files left open again, and libhdf5 1.10 crashes there on a file whose
+/// close failed (a write on a full disk): writers flush and close their files themselves.
 void quiet() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
 }
 
 hid_t nativeType(VoxelType t) {
@@ -300,10 +308,19 @@ public:
     quiet();
     for (int a = 0; a < 3; ++a)
       chunk_[a] = std::min(chunk[a], v.shape[a]);
-    if (std::filesystem::exists(container))
+    // A new file is written whole under a temporary name (container.partial), renamed by
+    // finish(): a failed write (a full disk can leave an HDF5 file unreadable) or a killed
+    // one leaves no file of that name.
+    const std::string fileTemp = container + kPartialSuffix;
+    if (std::filesystem::exists(container)) {
       file_ = Handle(H5Fopen(container.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    else if (!reopen)
-      file_ = Handle(H5Fcreate(container.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    } else if (reopen && std::filesystem::exists(fileTemp)) {
+      file_ = Handle(H5Fopen(fileTemp.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      container_ = container, fileTemp_ = fileTemp;
+    } else if (!reopen) {
+      file_ = Handle(H5Fcreate(fileTemp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+      container_ = container, fileTemp_ = fileTemp;
+    }
     if (!file_.valid())
       throw Error(str(container, reopen ? ": cannot open the HDF5 file to add blocks to"
                                         : ": cannot open or create the HDF5 file for writing",
@@ -404,13 +421,31 @@ public:
       throw Error(str(name_, ": cannot move the finished dataset from ", temp_, " into place"));
     finished_ = true;
     flush();
+    if (!fileTemp_.empty()) {
+      dset_ = Handle();
+      if (H5Fclose(file_.release()) < 0)
+        throw Error(str(name_, ": cannot close ", fileTemp_));
+      std::error_code ec;
+      std::filesystem::rename(fileTemp_, container_, ec);
+      if (ec)
+        throw Error(str(name_, ": cannot move ", fileTemp_, " into place: ", ec.message()));
+      fileTemp_.clear();
+    }
   }
 
   /// After a failed whole write: the unfinished dataset is removed (best effort; space in
-  /// the file is not given back).
+  /// the file is not given back), or the whole new file.
   void discard() {
-    if (!finished_ && file_.valid() && exists(file_.get(), temp_))
+    if (finished_ || !file_.valid())
+      return;
+    if (!fileTemp_.empty()) {
+      dset_ = Handle();
+      file_ = Handle();
+      std::error_code ec;
+      std::filesystem::remove(fileTemp_, ec);
+    } else if (exists(file_.get(), temp_)) {
       H5Ldelete(file_.get(), temp_.c_str(), H5P_DEFAULT);
+    }
   }
 
   ~Hdf5Writer() override {
@@ -421,6 +456,8 @@ public:
 
 private:
   std::string name_, key_, temp_; ///< temp_: where the dataset is until finish()
+  /// A new file: its name, and the temporary one it is written under until finish().
+  std::string container_, fileTemp_;
   Box3 shape_;
   int64_t channels_;
   VoxelType type_;

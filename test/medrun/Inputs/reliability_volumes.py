@@ -85,8 +85,8 @@ def zarr(d):
 
 
 def noise(d):
-    """Incompressible inputs: 32 x 64 x 64 float32 (512 KiB) in HDF5, Zarr (one 64^3 chunk
-    when written) and .npy, and a small one of another shape."""
+    """Incompressible inputs: 32 x 64 x 64 float32 (512 KiB) in HDF5 and .npy (one chunk of
+    512 KiB when written to Zarr), and smaller ones."""
     import h5py
     v = np.random.default_rng(0).normal(size=(32, 64, 64)).astype(np.float32)
     with h5py.File(f"{d}/noise.h5", "w") as f:
@@ -94,6 +94,7 @@ def noise(d):
         f["small"] = v[:4, :4, :4]
     np.save(f"{d}/noise.npy", v)
     np.save(f"{d}/small.npy", v[:4, :4, :4])
+    np.save(f"{d}/cube.npy", v[:16, :16, :16])  # for block-wise inference
 
 
 def limited(kib, kill, cmd):
