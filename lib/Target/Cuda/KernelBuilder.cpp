@@ -17,18 +17,42 @@ const char kPrelude[] =
 #include "CudaPrelude.inc"
     ;
 
-const char *kernelLibrary(const std::string &file) {
-  // The kernel library, read from kernels/*.cuh at build time (lib/Target/CMakeLists.txt).
-  static const struct {
-    const char *name, *text;
-  } files[] = {
+namespace {
+// The kernel library, read from kernels/*.cuh at build time (lib/Target/CMakeLists.txt).
+const struct LibraryFile {
+  const char *name, *text;
+} kLibraryFiles[] = {
 #include "CudaKernels.inc"
-  };
-  for (const auto &f : files)
+};
+} // namespace
+
+const char *kernelLibrary(const std::string &file) {
+  for (const auto &f : kLibraryFiles)
     if (file == f.name)
       return f.text;
   throw CodegenError{"internal: no kernel library file " + file};
 }
+
+namespace {
+/// Appends `code` (one kernel: its globals and definition) to a translation unit, leaving out
+/// each library file the unit already holds. The emitters put the library text in every
+/// kernel's globals; each file has an include guard, so a second copy is preprocessed to
+/// nothing: leaving it out changes no definition, only NVRTC's lexing (and the artifact's
+/// source sections, by about a megabyte for BANIS+).
+void appendKernel(std::string &unit, std::vector<bool> &holds, std::string code) {
+  holds.resize(std::size(kLibraryFiles));
+  for (size_t i = 0; i < std::size(kLibraryFiles); ++i) {
+    const llvm::StringRef text = kLibraryFiles[i].text;
+    const size_t at = code.find(text.data(), 0, text.size());
+    if (at == std::string::npos)
+      continue;
+    if (holds[i])
+      code.erase(at, text.size());
+    holds[i] = true;
+  }
+  unit += code;
+}
+} // namespace
 
 // ---- literals --------------------------------------------------------------------------
 
@@ -173,21 +197,23 @@ std::string Source::kernel(const std::string &base, const std::vector<std::strin
 
 std::string Source::text() const {
   std::string text = std::string(kPrelude) + "\n"; // a blank line before the kernels
+  std::vector<bool> holds;
   for (const Kernel &k : list)
-    text += k.code;
+    appendKernel(text, holds, k.code);
   return text;
 }
 
 std::vector<std::string> Source::modules(size_t count, std::vector<std::string> *archs) const {
   std::vector<std::string> out(std::max<size_t>(count, 1), std::string(kPrelude) + "\n");
   std::vector<bool> used(out.size());
+  std::vector<std::vector<bool>> holds(out.size() + 1); // the last: the sm_90a module
   std::string sm90a;
   for (const Kernel &k : list) {
     if (k.sm90a) {
-      sm90a += k.code;
+      appendKernel(sm90a, holds.back(), k.code);
       continue;
     }
-    out[k.hash % out.size()] += k.code;
+    appendKernel(out[k.hash % out.size()], holds[k.hash % out.size()], k.code);
     used[k.hash % out.size()] = true;
   }
   // A module without kernels of its own is left out (the first is kept when none has any:
