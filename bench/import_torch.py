@@ -133,16 +133,19 @@ def main():
           "supervision, SGD-Nesterov, torch %s, %s"
           % (args.net, key, n, args.batch, args.patch, args.classes, torch.__version__,
              name), flush=True)
+    failed = 0
     for mode in args.modes.split(","):
         try:
             ms, peak, warm, loss = bench(model, args, mode, dev)
         except Exception as e:  # e.g. out of memory: the other mode still runs
             print("FAIL torch %s %s: %s" % (args.net, mode, str(e).splitlines()[0][:300]), flush=True)
+            failed += 1
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
             continue
         print("torch %-13s %-8s %8.1f ms/step  peak %6.2f GiB  (warm-up %.0f s, loss %.4f)"
               % (args.net, mode, ms, peak, warm, loss), flush=True)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

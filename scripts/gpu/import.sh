@@ -47,9 +47,27 @@
 # On the GPU machine MED_GPU_CHECKS="import bench-import" scripts/gpu-check.sh sources this
 # file, or run it alone: `scripts/gpu/import.sh [import] [bench-import]` (it then builds
 # build-gpu as gpu-check.sh does, if missing). Variables: MED_IMPORT_NETS (the rows of part
-# import, default all), MED_IMPORT_BENCH_MODES (eager,compile), MED_MEDRUN, MED_MEDCHECK, OUT.
+# import, default all), MED_IMPORT_BENCH_NETS (plainconvunet_3d_fullres resencunet_l),
+# MED_IMPORT_BENCH_MODES (eager,compile), MED_MEDRUN, MED_MEDCHECK, OUT.
+# A device call runs 10 minutes at most: MED_IMPORT_DEADLINE (seconds from the start of the
+# call, gpu-check.sh's build included; default 540) bounds every command's timeout, and a
+# command starts only with MED_IMPORT_ROW_MIN (default 60) seconds left, else its row says
+# "not run" (fails) and the tables are still printed inside the call. All of part import
+# takes about 10-15 minutes and bench-import about 10: split them over calls on the same
+# warm machine (MED_IMPORT_NETS="plainconvunet resencunet segresnet", then
+# "plainconvunet_fr resencunet_fr mednext_s", then bench-import with MED_IMPORT_BENCH_NETS
+# naming one network per call).
 
 IMPORT_NETS_ALL="plainconvunet plainconvunet_fr resencunet resencunet_fr segresnet mednext_s"
+IMPORT_START=${start:-$(date +%s)} # gpu-check.sh's start, when sourced
+
+# import_limit LIMIT: LIMIT, or what is left before the deadline if less; empty (and 1) when
+# less than MED_IMPORT_ROW_MIN seconds are left.
+import_limit() {
+  local left=$(( ${MED_IMPORT_DEADLINE:-540} - ($(date +%s) - IMPORT_START) ))
+  [ "$left" -lt "${MED_IMPORT_ROW_MIN:-60}" ] && return 1
+  echo $(( $1 < left ? $1 : left ))
+}
 
 # import_recipe NAME ONNX PATCH BATCH OUTPUTS PRECISION: a recipe (YAML) of nnU-Net's
 # training on the embedded synthetic data, for the network in ONNX with OUTPUTS heads.
@@ -169,6 +187,11 @@ import_row() {
     import_rc=1
     return
   fi
+  if ! limit=$(import_limit "$limit"); then
+    printf '%-28s %-7s %s\n' "$name" "not run" "the call's deadline is near (MED_IMPORT_DEADLINE)" >>"$out/import.txt"
+    import_rc=1
+    return
+  fi
   echo "== import $name: medcheck $art $*"
   timeout "$limit" "$medcheck" "$art" "$@" >"$log" 2>&1
   local rc=$?
@@ -208,10 +231,13 @@ import_main() {
     import_row "$n.autocast" 600 "$D/${n}_bf16.medc" --device cuda --torch-device cuda --precision bf16 \
       --against-autocast --train-steps 2 --train-grad --lr 0.01
     # Each fused kernel alone against the CPU backend (random inputs).
-    local log="$out/import-$n.fusions.log"
-    if [ -f "$D/${n}_fusions.medc" ]; then
+    local log="$out/import-$n.fusions.log" limit
+    if ! limit=$(import_limit 300); then
+      printf '%-28s %-7s %s\n' "$n.fusions" "not run" "the call's deadline is near (MED_IMPORT_DEADLINE)" >>"$out/import.txt"
+      import_rc=1
+    elif [ -f "$D/${n}_fusions.medc" ]; then
       echo "== import $n.fusions: medrun cuda-check --fusions"
-      MEDRUN_CUDA_POISON=1 timeout 300 "$medrun" cuda-check "$D/${n}_fusions.medc" --fusions >"$log" 2>&1
+      MEDRUN_CUDA_POISON=1 timeout "$limit" "$medrun" cuda-check "$D/${n}_fusions.medc" --fusions >"$log" 2>&1
       local rc=$?
       tail -3 "$log"
       local line
@@ -225,10 +251,11 @@ import_main() {
     fi
   done
   # Negative control: the step with a wrong LeakyReLU slope must fail its loss on the GPU too.
-  if [ -f "$D/control_leaky_slope.medc" ]; then
-    local log="$out/import-control.log"
+  if [ -f "$D/control_leaky_slope.medc" ] && [[ " ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL} " == *" plainconvunet "* ]]; then
+    local log="$out/import-control.log" limit
+    limit=$(import_limit 300) || limit=1 # too late: the control fails rather than pass unrun
     echo "== import control: medcheck control_leaky_slope.medc (must fail)"
-    timeout 300 "${MED_MEDCHECK:-./build-gpu/bin/medcheck}" "$D/control_leaky_slope.medc" --device cuda \
+    timeout "$limit" "${MED_MEDCHECK:-./build-gpu/bin/medcheck}" "$D/control_leaky_slope.medc" --device cuda \
       --train-steps 1 --lr 0.01 --tolerance 1e-3 >"$log" 2>&1
     local rc=$?
     tail -3 "$log"
@@ -250,7 +277,7 @@ import_bench() {
   mkdir -p "$out"
   : >"$out/bench-import.txt"
   for z in "$D"/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done
-  for name in plainconvunet_3d_fullres resencunet_l; do
+  for name in ${MED_IMPORT_BENCH_NETS:-plainconvunet_3d_fullres resencunet_l}; do
     if [ ! -f "$D/bench_$name.medc" ]; then
       echo "FAIL bench-import: $D/bench_$name.medc missing (scripts/gpu/import.sh prepare)" >>"$out/bench-import.txt"
       rc=1
@@ -258,14 +285,25 @@ import_bench() {
     fi
     read -r _ key patch _ batch _ < <(grep "^bench_$name " "$D/manifest.txt")
     patch=${patch%%^*}
+    local limit
+    if ! limit=$(import_limit 300); then
+      echo "FAIL bench-import: medrun bench $name not run: the call's deadline is near (MED_IMPORT_DEADLINE)" >>"$out/bench-import.txt"
+      rc=1
+      continue
+    fi
     echo "== bench-import: medrun bench bench_$name"
-    timeout 300 "$medrun" bench "$D/bench_$name.json" --artifact "$D/bench_$name.medc" --device cuda \
+    timeout "$limit" "$medrun" bench "$D/bench_$name.json" --artifact "$D/bench_$name.medc" --device cuda \
       --steps 20 --json "$out/bench-import-$name.json" >"$out/bench-import-$name.log" 2>&1 ||
       { echo "FAIL bench-import: medrun bench $name (exit $?)" >>"$out/bench-import.txt"; rc=1; }
     tail -25 "$out/bench-import-$name.log"
     local net=${name%%_*}
+    if ! limit=$(import_limit 480); then
+      echo "FAIL bench-import: PyTorch $net not run: the call's deadline is near (MED_IMPORT_DEADLINE)" >>"$out/bench-import.txt"
+      rc=1
+      continue
+    fi
     echo "== bench-import: PyTorch $net, ${patch}³, batch ${batch%,}"
-    timeout 480 python3 bench/import_torch.py --net "$net" --patch "$patch" --batch "${batch%,}" \
+    timeout "$limit" python3 bench/import_torch.py --net "$net" --patch "$patch" --batch "${batch%,}" \
       --modes "${MED_IMPORT_BENCH_MODES:-eager,compile}" >"$out/bench-import-$name-torch.log" 2>&1 ||
       { echo "FAIL bench-import: bench/import_torch.py $net (exit $?)" >>"$out/bench-import.txt"; rc=1; }
     cat "$out/bench-import-$name-torch.log"
