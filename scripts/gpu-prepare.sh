@@ -134,5 +134,10 @@ PY
 # Kernel source and PTX compress well: the carried tree must stay under 64 MiB.
 # scripts/gpu-check.sh unpacks them.
 gzip -f .device/cuda/*.medc
+# With MED_PREPARE_IMPORT=1: the artifacts of parts import and bench-import too (the networks
+# imported from ONNX, .device/import, about 14 MB; scripts/gpu/import.sh).
+if [ "${MED_PREPARE_IMPORT:-0}" = 1 ]; then
+  MED_IMPORT_ONLY=0 bash scripts/gpu/import.sh prepare
+fi
 du -sh .device
 ls -la .device .device/cuda
