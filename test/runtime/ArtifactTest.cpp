@@ -1,5 +1,6 @@
 //===- ArtifactTest.cpp - artifact container and plan validation ----------------===//
 #include "medrun/Artifact.h"
+#include "medrun/LaunchContract.h"
 #include "medrun/Error.h"
 #include "medrun/Random.h"
 
@@ -74,12 +75,12 @@ TEST(Artifact, LoadsPlan) {
 }
 
 TEST(Artifact, RejectsOtherVersion) {
-  // Version 9 plans (before fusion bodies carried their roles) and older are no longer
-  // read: recompile them.
-  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 11u}) {
+  // Version 10 plans (before the kernels' launch contracts) and older are no longer read:
+  // recompile them.
+  for (uint32_t v : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u, 12u}) {
     std::string msg = loadError(writeTemp("v.medc", container(kPlan, v)));
     EXPECT_NE(msg.find(str("artifact format version ", v,
-                           ", but this medrun reads version 10 only; recompile")),
+                           ", but this medrun reads version 11 only; recompile")),
               std::string::npos)
         << msg;
   }
@@ -182,16 +183,22 @@ TEST(Artifact, ValidatesCudaPlan) {
   const std::string cuda = R"(,"cuda":{"arch":"sm_90","nvrtc":"13.0","kernels":2,"launches":1,
     "modules":[{"source":"cuda.source.0","cubin":"cuda.cubin.0","ptx":"cuda.ptx.0"},
                {"source":"cuda.source.1","cubin":"cuda.cubin.1"}]})";
+  // add_0's launch contract (plan v11) as medc writes it: the op's signature, the geometry,
+  // the role of each argument.
+  const std::string signature = opSignature(readPlan(kPlan, "t").functions[0],
+                                            readPlan(kPlan, "t").functions[0].ops[1]);
   const std::string good = R"({"scratch":[4],"steps":[
     {"kind":"param","op":0,"name":"w","value":1},
     {"kind":"launch","op":1,"kernel":"add_0","grid":[1,1,1],"block":[256,1,1],"shared":0,
-     "args":[2,0,1,3]}],"memory":{"arena":512,"offsets":[0,-1,256,0]}})";
+     "args":[2,0,1,3],"scalars":[2]}],"memory":{"arena":512,"offsets":[0,-1,256,0]},
+    "kernels":{"add_0":[{"op":"add","signature":")" + signature + R"(","grid":[1,1,1],
+      "block":[256,1,1],"shared":0,"args":["result 0","operand lhs 0","operand rhs 0","status"]}]}})";
   const std::string prelude =
       "extern \"C\" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {}\n";
   std::vector<std::pair<std::string, std::string>> secs = {
       {"cuda.source.0", prelude + "extern \"C\" __global__ void __launch_bounds__(256) "
                                   "add_0(float *y, const float *a, const float *b, unsigned "
-                                  "*status) {}"},
+                                  "*status, const unsigned code) {}"},
       {"cuda.cubin.0", "bin"}, {"cuda.ptx.0", "ptx"},
       {"cuda.source.1", prelude + "extern \"C\" __global__ void __launch_bounds__(128) "
                                   "mul_1(float *y, const float *a, const float *b) {}"},
@@ -230,15 +237,23 @@ TEST(Artifact, ValidatesCudaPlan) {
   std::string msg = loadError(writeTemp("plan2.medc", withSections(withPlan(bad, cuda), secs)));
   EXPECT_NE(msg.find("argument 4 is neither a value nor a scratch buffer"), std::string::npos)
       << msg;
-  // The plan verifier: the kernel must be in a module, take as many pointers as the launch
-  // passes (counted in its own module's source), and the launch touch only its op's
+  // The plan verifier: the kernel must be in a module, launched as its contract says (for
+  // this op, with these arguments, this grid and block), take as many pointers as the
+  // launch passes (counted in its own module's source), and the launch touch only its op's
   // operands and results.
   for (auto [from, to, expected] : std::vector<std::array<std::string, 3>>{
-           {"\"add_0\"", "\"sub_0\"", "kernel 'sub_0' is in no module"},
-           {"\"add_0\"", "\"mul_1\"", "kernel 'mul_1' takes 3 parameters, the launch passes 4 pointers and 0 scalars"},
-           {"[2,0,1,3]", "[2,0,1]", "kernel 'add_0' takes 4 parameters, the launch passes 3 pointers and 0 scalars"},
+           {"\"kernel\":\"add_0\"", "\"kernel\":\"sub_0\"", "'kernel': kernel 'sub_0' is in no module"},
+           {"\"kernel\":\"add_0\"", "\"kernel\":\"mul_1\"",
+            "'kernel': kernel 'mul_1' has no launch contract in this function's cuda_plan.kernels"},
+           {"[2,0,1,3]", "[2,1,0,3]",
+            "cuda_plan step 1: 'args' [2, 1, 0, 3] are not the buffers kernel 'add_0' takes for "
+            "this op: [result 0, operand lhs 0, operand rhs 0, status]"},
+           {"\"grid\":[1,1,1],\"block\":[256,1,1],\"shared\":0,\n     \"args\"",
+            "\"grid\":[4,1,1],\"block\":[256,1,1],\"shared\":0,\n     \"args\"",
+            "'grid' is [4, 1, 1], kernel 'add_0' was generated for grid [1, 1, 1]"},
+           {"\"scalars\":[2]", "\"scalars\":[1]", "'scalars' must be [2] (the op's status code)"},
            {"\"op\":1,\"kernel\"", "\"op\":0,\"kernel\"",
-            "argument value 2 is neither an operand nor a result of the op"}}) {
+            "'kernel': kernel 'add_0' was generated for a 'add' op, not for this 'param'"}}) {
     std::string edited = good;
     edited.replace(edited.find(from), from.size(), to);
     msg = loadError(writeTemp("plan4.medc", withSections(withPlan(edited, cuda), secs)));

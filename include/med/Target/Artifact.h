@@ -18,7 +18,7 @@
 
 namespace mlir::med {
 
-constexpr uint32_t kArtifactFormatVersion = 10;
+constexpr uint32_t kArtifactFormatVersion = 11;
 
 struct ArtifactManifest {
   std::string compiler;     ///< "medc 0.1.0"

@@ -65,6 +65,7 @@ llvm::Expected<json::Object> FunctionGen::run() {
                 roundOnRead.insert(id);
       for (int id : op.results)
         producers[id] = static_cast<int64_t>(indexOf(op));
+      opScratchBase = scratchBytes.size();
       lower(op);
     }
   } catch (const CodegenError &e) {
@@ -79,6 +80,23 @@ llvm::Expected<json::Object> FunctionGen::run() {
   for (int64_t b : scratchBytes)
     scratch.push_back(b);
   json::Object plan{{"scratch", std::move(scratch)}, {"steps", std::move(steps)}};
+  json::Object kernels;
+  for (const auto &[name, list] : contracts) {
+    json::Array a;
+    for (const medrun::LaunchContract &c : list) {
+      json::Array roles;
+      for (const std::string &r : c.args)
+        roles.push_back(r);
+      a.push_back(json::Object{{"op", c.op},
+                               {"signature", c.signature},
+                               {"grid", json::Array{c.grid[0], c.grid[1], c.grid[2]}},
+                               {"block", json::Array{c.block[0], c.block[1], c.block[2]}},
+                               {"shared", c.shared},
+                               {"args", std::move(roles)}});
+    }
+    kernels[name] = std::move(a);
+  }
+  plan["kernels"] = std::move(kernels);
   return plan;
 }
 

@@ -21,6 +21,7 @@
 
 #include "med/Target/Cuda.h"
 #include "medrun/Error.h"
+#include "medrun/LaunchContract.h"
 #include "medrun/Plan.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -225,6 +226,13 @@ private:
   /// `storage`: med-assign-storage makes f32 activations bf16 or f16 under mixed precision).
   std::vector<medrun::ValueInfo> values;
   std::vector<int64_t> scratchBytes;
+  /// The first scratch buffer the op being lowered allocates: its launch contracts name
+  /// the op's scratch buffers from there (medrun/LaunchContract.h).
+  size_t opScratchBase = 1;
+  /// Each kernel's launch contracts, in the order first launched (cuda_plan.kernels).
+  std::map<std::string, std::vector<medrun::LaunchContract>> contracts;
+  std::pair<std::string, size_t> lastContract; ///< the last launch's kernel and contract
+  void addContract(const std::string &kernel, medrun::LaunchContract c);
   json::Array steps;
   std::optional<DType> mixedType; // bf16 or f16: the storage of activations (mixed precision)
   std::set<int> roundOnRead; // f32 operands of the op being lowered that it reads as bf16

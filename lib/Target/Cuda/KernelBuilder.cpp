@@ -272,6 +272,31 @@ void FunctionGen::launch(const Op &op, const std::string &kernel, int64_t grid, 
     step["scalars"] = json::Array{static_cast<int64_t>(indexOf(op) + 1)}; // `code` (typed())
   steps.push_back(std::move(step));
   ++launches;
+  // The contract: this op's signature and these very numbers, so that the runtime checks
+  // the step against what the kernel was generated for (medrun/LaunchContract.h).
+  medrun::LaunchContract c;
+  c.op = op.kind;
+  c.signature = medrun::opSignature(fn, op);
+  c.grid = {static_cast<uint32_t>(grid), 1, 1};
+  c.block = {static_cast<uint32_t>(block), 1, 1};
+  c.shared = 0;
+  for (int id : args) {
+    std::string role = medrun::launchRole(fn, op, id, opScratchBase, scratchBytes);
+    if (role.empty())
+      error("kernel '" + kernel + "' is passed buffer " + std::to_string(id) +
+            ", which is neither an operand, a result nor a scratch buffer of the op");
+    c.args.push_back(std::move(role));
+  }
+  addContract(kernel, std::move(c));
+}
+
+void FunctionGen::addContract(const std::string &kernel, medrun::LaunchContract c) {
+  std::vector<medrun::LaunchContract> &list = contracts[kernel];
+  auto at = std::find(list.begin(), list.end(), c);
+  size_t index = static_cast<size_t>(at - list.begin());
+  if (at == list.end())
+    list.push_back(std::move(c));
+  lastContract = {kernel, index};
 }
 
 void FunctionGen::variant(const std::string &kernel) {
@@ -284,6 +309,8 @@ void FunctionGen::variant(const std::string &kernel) {
     variants = last->getArray("variants");
   }
   variants->push_back(kernel);
+  if (!lastContract.first.empty()) // a variant is launched exactly as its kernel
+    addContract(kernel, contracts[lastContract.first][lastContract.second]);
 }
 
 void FunctionGen::elementwise(const Op &op, const std::string &base, const std::vector<std::string> &params,

@@ -68,13 +68,14 @@ struct CudaInfo {
 };
 
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 10;
+  static constexpr uint32_t kFormatVersion = 11;
   /// Version 4 added fusion bodies, version 5 flat buffers, version 6 storage types,
   /// version 7 the data-parallel `all_reduce` op and CUDA step, version 8 medc's memory
   /// plan (`cuda_plan.memory`), version 9 sm_90a modules and launch variants, version 10
   /// the roles of fusion bodies (which the code generators read instead of matching
-  /// again); older plans are read no more (recompile them).
-  static constexpr uint32_t kOldestFormatVersion = 10;
+  /// again), version 11 the kernels' launch contracts (`cuda_plan.kernels`, which the plan
+  /// verifier checks every launch against); older plans are read no more (recompile them).
+  static constexpr uint32_t kOldestFormatVersion = 11;
 
   std::string path; ///< where it was loaded from (for messages)
   uint32_t version = kFormatVersion;

@@ -99,6 +99,23 @@ struct CudaStep {
   bool inPlace = false;
 };
 
+/// A kernel's launch contract (plan v11, `cuda_plan.kernels`; medrun/LaunchContract.h):
+/// the op it was generated for and how it must be launched.
+struct LaunchContract {
+  std::string op;        ///< the kind of the op the kernel was generated for ("conv3d")
+  std::string signature; ///< opSignature of that op (16 hex digits)
+  std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  uint32_t shared = 0;
+  /// One role per pointer argument: "operand <group> <i>", "result <i>", "status", or
+  /// "scratch <j> <bytes>" (the op's j-th scratch buffer, of that size).
+  std::vector<std::string> args;
+
+  bool operator==(const LaunchContract &o) const {
+    return op == o.op && signature == o.signature && grid == o.grid && block == o.block &&
+           shared == o.shared && args == o.args;
+  }
+};
+
 /// A function's CUDA plan. Buffer ids below Function::values.size() are values; id
 /// values.size() + k is scratch buffer k (scratch[0] is the 4-byte status word kernels set
 /// to op index + 1 when they find invalid data).
@@ -109,6 +126,9 @@ struct CudaPlan {
   /// buffer takes no arena bytes as planned: resident state, an alias, a placed value).
   int64_t arenaBytes = 0;
   std::vector<int64_t> offsets;
+  /// Each launched kernel's contracts (plan v11): every launch step of the kernel (and of a
+  /// kernel it lists as a variant) must match one of them.
+  std::map<std::string, std::vector<LaunchContract>> kernels;
 };
 
 struct Function {

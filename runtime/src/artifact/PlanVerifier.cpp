@@ -10,9 +10,12 @@
 
 #include "med/ShapeRules.h"
 #include "medrun/Error.h"
+#include "medrun/LaunchContract.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
@@ -154,6 +157,8 @@ struct Verifier {
       if (std::string problem = sizeProblem(fn.values[id].dtype, fn.values[id].shape);
           !problem.empty())
         fail(fn, str("value ", id, ": ", problem));
+    if (fn.fusionTemplate.empty() && launchChecks())
+      storage(fn);
     std::set<int> inputs;
     for (int id : fn.inputs)
       if (!inputs.insert(id).second)
@@ -172,6 +177,36 @@ struct Verifier {
     }
     if (fn.cuda)
       cudaPlan(fn, *fn.cuda);
+  }
+
+  /// The launch contracts and storage types are checked unless a test turns them off
+  /// (MEDRUN_TEST_UNCHECKED_LAUNCHES=1, launch-mutations.test's control: it shows what the
+  /// edits these checks refuse would do). Not for users: docs/reliability.md.
+  static bool launchChecks() {
+    static const bool on = [] {
+      const char *e = std::getenv("MEDRUN_TEST_UNCHECKED_LAUNCHES");
+      return !(e && *e && std::strcmp(e, "0") != 0);
+    }();
+    return on;
+  }
+
+  /// Each value is stored as med-assign-storage may store it: in its own type, or, in a
+  /// mixed-precision function, an f32 value of rank > 0 (an activation) in the 16-bit type.
+  void storage(const Function &fn) const {
+    const bool mixed = fn.precision == "bf16-mixed" || fn.precision == "fp16-mixed";
+    const DType low = fn.precision == "bf16-mixed" ? DType::BF16 : DType::F16;
+    for (size_t id = 0; id < fn.values.size(); ++id) {
+      const ValueInfo &v = fn.values[id];
+      if (v.storage == v.dtype ||
+          (mixed && v.dtype == DType::F32 && !v.shape.empty() && v.storage == low))
+        continue;
+      fail(fn, str("value ", id, " (", typeStr(v), "): 'storage' is ", dtypeName(v.storage), ", but ",
+                   mixed ? str("a ", fn.precision, " function stores an f32 activation as f32 or ",
+                               dtypeName(low), " and every other value in its own type")
+                         : str("a function of precision ",
+                               fn.precision.empty() ? "fp32 (none recorded)" : fn.precision,
+                               " stores every value in its own type")));
+    }
   }
 
   // Throws Error (without the op's name) for the first inconsistency of `op`.
@@ -317,6 +352,7 @@ struct Verifier {
         fail(fn, str("cuda_plan: scratch buffer ", k, " has ", plan.scratch[k],
                      " bytes, more than the limit of ", kMaxTensorBytes));
     std::set<int> placed;
+    LaunchState launchState;
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       const CudaStep &step = plan.steps[s];
       const OpInfo &op = fn.ops[step.op];
@@ -337,7 +373,12 @@ struct Verifier {
         auto module = a.cuda ? a.cuda->kernelModule.find(step.kernel)
                              : std::map<std::string, size_t>::const_iterator();
         if (a.cuda && module == a.cuda->kernelModule.end())
-          bad(str("kernel '", step.kernel, "' is in no module"));
+          bad(str("'kernel': kernel '", step.kernel, "' is in no module"));
+        for (const std::string &k : step.variants)
+          if (a.cuda && !a.cuda->kernelModule.count(k))
+            bad(str("'variants': kernel '", k, "' is in no module"));
+        if (launchChecks())
+          launch(fn, plan, step, launchState, bad);
         if (step.shared > kMaxSharedBytes)
           bad(str("'shared' is ", step.shared, " bytes, more than the ", kMaxSharedBytes,
                   " a block can have"));
@@ -360,6 +401,10 @@ struct Verifier {
           if (!a.cuda->modules[module->second].arch.empty())
             bad(str("kernel '", step.kernel, "' is in the ", a.cuda->modules[module->second].arch,
                     " module: a launch's own kernel must run on every GPU the artifact serves"));
+          for (const std::string &k : step.variants)
+            if (a.cuda->modules[a.cuda->kernelModule.at(k)].arch.empty())
+              bad(str("'variants': kernel '", k, "' is in no sm_90a module (a variant is a ",
+                      "kernel of the sm_90a module)"));
         }
         break;
       }
@@ -405,6 +450,146 @@ struct Verifier {
       }
       }
     }
+  }
+
+  /// What the launch steps of one function have established so far: each op's signature,
+  /// and where each op's scratch buffers lie (buffer k of the op's ordinal j: k - j, the
+  /// same for all its launches) and which op owns each scratch buffer.
+  struct LaunchState {
+    std::map<int, std::string> signatures;
+    std::map<int, int64_t> scratchShift;
+    std::map<size_t, int> scratchOwner;
+  };
+
+  /// Checks launch step `step` against its kernel's (and each variant's) launch contracts:
+  /// generated for this op (kind, attributes, stored types), its arguments the buffers the
+  /// contract's roles name in this op, and the grid, block, shared memory and scratch sizes
+  /// the kernel was generated for. `bad` reports a problem (naming the function, op, step).
+  template <typename Bad>
+  void launch(const Function &fn, const CudaPlan &plan, const CudaStep &step, LaunchState &st,
+              const Bad &bad) const {
+    const OpInfo &op = fn.ops[step.op];
+    const size_t values = fn.values.size();
+    auto sig = st.signatures.find(step.op);
+    if (sig == st.signatures.end())
+      sig = st.signatures.emplace(step.op, opSignature(fn, op)).first;
+    // The buffer role `role` names for this op, or -1 (scratch: any scratch buffer but the
+    // status word; its size and place are checked once the contract is chosen).
+    auto matches = [&](const std::string &role, int id) {
+      if (role == "status")
+        return static_cast<size_t>(id) == values;
+      if (role.rfind("scratch ", 0) == 0)
+        return static_cast<size_t>(id) > values;
+      if (static_cast<size_t>(id) >= values)
+        return false;
+      if (role.rfind("result ", 0) == 0) {
+        size_t i = std::strtoul(role.c_str() + 7, nullptr, 10);
+        return i < op.results.size() && op.results[i] == id;
+      }
+      if (role.rfind("operand ", 0) == 0) {
+        size_t sp = role.rfind(' ');
+        const std::string group = role.substr(8, sp - 8);
+        size_t i = std::strtoul(role.c_str() + sp + 1, nullptr, 10);
+        for (auto &[name, ids] : op.operands)
+          if (name == group)
+            return i < ids.size() && ids[i] == id;
+      }
+      return false;
+    };
+    auto argsMatch = [&](const LaunchContract &c) {
+      if (c.args.size() != step.args.size())
+        return false;
+      for (size_t i = 0; i < c.args.size(); ++i)
+        if (!matches(c.args[i], step.args[i]))
+          return false;
+      return true;
+    };
+    auto roleList = [](const std::vector<std::string> &roles) {
+      std::string out;
+      for (const std::string &r : roles)
+        out += (out.empty() ? "" : ", ") + r;
+      return "[" + out + "]";
+    };
+
+    std::vector<std::string> kernels{step.kernel};
+    kernels.insert(kernels.end(), step.variants.begin(), step.variants.end());
+    for (const std::string &kernel : kernels) {
+      const char *field = kernel == step.kernel ? "'kernel'" : "'variants'";
+      auto it = plan.kernels.find(kernel);
+      if (it == plan.kernels.end())
+        bad(str(field, ": kernel '", kernel, "' has no launch contract in this function's ",
+                "cuda_plan.kernels: medc launches it for no op of the function"));
+      std::vector<const LaunchContract *> left;
+      for (const LaunchContract &c : it->second)
+        if (c.op == op.kind && c.signature == sig->second)
+          left.push_back(&c);
+      if (left.empty()) {
+        const LaunchContract &c = it->second.front();
+        if (c.op != op.kind)
+          bad(str(field, ": kernel '", kernel, "' was generated for a '", c.op, "' op, not for this '",
+                  op.kind, "'"));
+        bad(str(field, ": kernel '", kernel, "' was generated for another '", op.kind,
+                "' (other attributes, shapes or stored types: signature ", c.signature,
+                ", this op's ", sig->second, ")"));
+      }
+      auto keep = [&](auto pred) {
+        std::vector<const LaunchContract *> next;
+        for (const LaunchContract *c : left)
+          if (pred(*c))
+            next.push_back(c);
+        return next;
+      };
+      std::vector<const LaunchContract *> next = keep(argsMatch);
+      if (next.empty())
+        bad(str("'args' ", shape::listStr(Shape(step.args.begin(), step.args.end())),
+                " are not the buffers kernel '", kernel, "' takes for this op: ",
+                roleList(left.front()->args)));
+      left = next;
+      next = keep([&](const LaunchContract &c) { return c.grid == step.grid; });
+      if (next.empty())
+        bad(str("'grid' is ", tripleStr(step.grid), ", kernel '", kernel, "' was generated for grid ",
+                tripleStr(left.front()->grid)));
+      left = next;
+      next = keep([&](const LaunchContract &c) { return c.block == step.block; });
+      if (next.empty())
+        bad(str("'block' is ", tripleStr(step.block), ", kernel '", kernel,
+                "' was generated for block ", tripleStr(left.front()->block)));
+      left = next;
+      next = keep([&](const LaunchContract &c) { return c.shared == step.shared; });
+      if (next.empty())
+        bad(str("'shared' is ", step.shared, " bytes, kernel '", kernel, "' was generated for ",
+                left.front()->shared));
+      // The scratch buffers: the sizes the kernel needs, the op's own, in the order its
+      // emitter allocated them.
+      const LaunchContract &c = *next.front();
+      for (size_t i = 0; i < c.args.size(); ++i) {
+        if (c.args[i].rfind("scratch ", 0) != 0)
+          continue;
+        char *end = nullptr;
+        int64_t j = std::strtoll(c.args[i].c_str() + 8, &end, 10);
+        int64_t bytes = std::strtoll(end, nullptr, 10);
+        size_t k = static_cast<size_t>(step.args[i]) - values;
+        if (plan.scratch[k] != bytes)
+          bad(str("'args': argument ", i, " is scratch buffer ", k, " of ", plan.scratch[k],
+                  " bytes (cuda_plan.scratch[", k, "]), kernel '", kernel,
+                  "' takes a scratch buffer of ", bytes, " bytes there"));
+        auto owner = st.scratchOwner.emplace(k, step.op).first;
+        if (owner->second != step.op)
+          bad(str("'args': scratch buffer ", k, " (argument ", i, ") belongs to op ", owner->second));
+        auto shift = st.scratchShift.emplace(step.op, static_cast<int64_t>(k) - j).first;
+        if (shift->second != static_cast<int64_t>(k) - j)
+          bad(str("'args': argument ", i, " is scratch buffer ", k, ", but the op's scratch buffer ",
+                  j, " is buffer ", shift->second + j));
+      }
+    }
+    // The status code, when the kernel takes the status word: the op's index + 1.
+    bool status = std::count(step.args.begin(), step.args.end(), static_cast<int>(values)) > 0;
+    std::vector<uint32_t> scalars;
+    if (status)
+      scalars.push_back(static_cast<uint32_t>(step.op + 1));
+    if (step.scalars != scalars)
+      bad(str("'scalars' must be ", status ? str("[", step.op + 1, "] (the op's status code)")
+                                           : std::string("empty (no status word is passed)")));
   }
 
   /// Dynamic shared memory one block of sm_90 may have.

@@ -390,6 +390,49 @@ CudaPlan PlanReader::cudaPlan(const json &j, const Function &f, const std::strin
     }
     plan.steps.push_back(std::move(step));
   }
+  // Each kernel's launch contracts (plan v11), which the plan verifier checks the steps
+  // against (medrun/LaunchContract.h); here only their form.
+  if (j.contains("kernels")) {
+    const std::string w = where + ".kernels";
+    const json &kernels = j["kernels"];
+    if (!kernels.is_object())
+      fail(w, "'kernels' must map kernel names to their launch contracts");
+    for (const auto &[name, list] : kernels.items()) {
+      const std::string wk = str(w, ".", name);
+      if (!list.is_array() || list.empty())
+        fail(wk, "expected a non-empty list of launch contracts");
+      for (const json &c : list) {
+        LaunchContract contract;
+        contract.op = string(c, "op", wk);
+        contract.signature = string(c, "signature", wk);
+        auto dims = [&](const char *key) {
+          std::vector<int64_t> d = ints(field(c, key, wk), wk + "." + key);
+          if (d.size() != 3 || std::any_of(d.begin(), d.end(),
+                                           [](int64_t x) { return x < 1 || x > 0x7fffffff; }))
+            fail(wk, str("'", key, "' must be three positive sizes"));
+          return std::array<uint32_t, 3>{static_cast<uint32_t>(d[0]),
+                                         static_cast<uint32_t>(d[1]),
+                                         static_cast<uint32_t>(d[2])};
+        };
+        contract.grid = dims("grid");
+        contract.block = dims("block");
+        const json &shared = field(c, "shared", wk);
+        if (!shared.is_number_integer() || shared.get<int64_t>() < 0 ||
+            shared.get<int64_t>() > 0xffffffff)
+          fail(wk, "'shared' must be a byte count");
+        contract.shared = shared.get<uint32_t>();
+        const json &args = field(c, "args", wk);
+        if (!args.is_array())
+          fail(wk, "'args' must be a list of argument roles");
+        for (const json &a : args) {
+          if (!a.is_string())
+            fail(wk, "'args' must be a list of argument roles");
+          contract.args.push_back(a.get<std::string>());
+        }
+        plan.kernels[name].push_back(std::move(contract));
+      }
+    }
+  }
   // medc's memory plan (plan v8). Its offsets are checked against the buffers' lives when
   // the runtime places them (checkArena); here only their form.
   if (!j.contains("memory")) {
