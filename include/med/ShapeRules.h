@@ -61,6 +61,12 @@ Error shiftSumGradWeight(const TensorType &input, const TensorType &gradOutput,
                          const Dims &kernel, Types &out);
 
 // Normalizations and their gradients.
+/// med.batch_norm: gamma, beta and the running statistics one value per channel; the
+/// result is the input's type, then the new running statistics (C each). In the training
+/// form a channel needs more than one value (the unbiased variance divides by n - 1).
+Error batchNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,
+                const TensorType &runningMean, const TensorType &runningVar, double epsilon,
+                double momentum, bool training, Types &out);
 Error groupNorm(const TensorType &input, const TensorType &gamma, const TensorType &beta,
                 int64_t groups, double epsilon, bool saveStatistics, Types &out);
 Error groupNormStats(const TensorType &input, int64_t groups, double epsilon, Types &out);

@@ -156,6 +156,65 @@ LogicalResult GroupNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+// From forward ops: batch normalization's statistics span the whole batch, so the rule
+// recomputes them per channel (as torch's batch_norm_backward reuses save_mean/save_invstd)
+// rather than a kernel of its own. The eval form's statistics are the running ones.
+LogicalResult BatchNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  if (resultGrads[1] || resultGrads[2])
+    return emitOpError("gradient through the new running statistics is not supported (they "
+                       "are state the step assigns, not a term of the loss)");
+  if (failed(requireStatic(*this)))
+    return failure();
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.assign(getOperation()->getNumOperands(), Value());
+    return success();
+  }
+  Location loc = getLoc();
+  Value x = getInput();
+  RankedTensorType type = typeOf(x);
+  Type element = type.getElementType();
+  SmallVector<int64_t> axes, perChannel(type.getRank(), 1);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != 1)
+      axes.push_back(d);
+  perChannel[1] = type.getDimSize(1);
+  auto channelwise = [&](Value v) -> Value { return b.create<ReshapeOp>(loc, v, perChannel); };
+  auto meanOver = [&](Value v) -> Value {
+    return b.create<ReduceOp>(loc, ReduceKind::mean, v, axes, /*keepdims=*/true);
+  };
+  auto inverseRoot = [&](Value var) -> Value {
+    Value shifted = b.create<AddOp>(loc, var, scalar(b, loc, element, getEpsilon().convertToDouble()));
+    return b.create<DivOp>(loc, scalar(b, loc, element, 1.0), b.create<SqrtOp>(loc, shifted));
+  };
+  Value mean, rstd;
+  if (getTraining()) {
+    mean = meanOver(x);
+    Value centred = b.create<SubOp>(loc, x, mean);
+    rstd = inverseRoot(meanOver(b.create<MulOp>(loc, centred, centred))); // biased variance
+  } else {
+    mean = channelwise(getRunningMean());
+    rstd = inverseRoot(channelwise(getRunningVar()));
+  }
+  Value xhat = b.create<MulOp>(loc, b.create<SubOp>(loc, x, mean), rstd);
+  Value dgamma = b.create<ReduceOp>(loc, ReduceKind::sum, b.create<MulOp>(loc, dy, xhat), axes,
+                                    /*keepdims=*/false);
+  Value dbeta = b.create<ReduceOp>(loc, ReduceKind::sum, dy, axes, /*keepdims=*/false);
+  Value g = b.create<MulOp>(loc, dy, channelwise(getGamma()));
+  Value dx;
+  if (getTraining()) { // rstd·(g − mean(g) − x̂·mean(g·x̂)), as for group_norm_grad
+    Value gxhat = meanOver(b.create<MulOp>(loc, g, xhat));
+    Value centred = b.create<SubOp>(loc, b.create<SubOp>(loc, g, meanOver(g)),
+                                    b.create<MulOp>(loc, xhat, gxhat));
+    dx = b.create<MulOp>(loc, centred, rstd);
+  } else {
+    dx = b.create<MulOp>(loc, g, rstd);
+  }
+  operandGrads.assign({dx, dgamma, dbeta, Value(), Value()});
+  return success();
+}
+
 LogicalResult ChannelLayerNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                                  SmallVectorImpl<Value> &operandGrads) {
   auto g = b.create<ChannelLayerNormGradOp>(getLoc(), getInput(), getGamma(), resultGrads[0],

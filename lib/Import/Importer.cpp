@@ -43,6 +43,7 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"Conv", &Importer::convertConv},
       {"ConvTranspose", &Importer::convertConvTranspose},
       {"InstanceNormalization", &Importer::convertInstanceNormalization},
+      {"BatchNormalization", &Importer::convertBatchNormalization},
       {"Add", &Importer::convertBinary},
       {"Sub", &Importer::convertBinary},
       {"Mul", &Importer::convertBinary},

@@ -12,6 +12,8 @@
 #ifndef MED_LIB_IMPORT_IMPORTER_H
 #define MED_LIB_IMPORT_IMPORTER_H
 
+#include "med/IR/MedOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -127,6 +129,10 @@ public:
   // Normalization.cpp
   llvm::Error convertInstanceNormalization(const onnx::NodeProto &node);
   llvm::Error convertGroupNorm(const onnx::NodeProto &node, const PatternMatch &m);
+  llvm::Error convertBatchNormalization(const onnx::NodeProto &node);
+  // Frozen state the network reads and assigns (running statistics), declared at first use.
+  llvm::Expected<Value> stateValue(const onnx::NodeProto &node, llvm::StringRef name,
+                                   llvm::ArrayRef<int64_t> dims, InitKind init);
   // Activation.cpp
   llvm::Error convertRelu(const onnx::NodeProto &node);
   llvm::Error convertLeakyRelu(const onnx::NodeProto &node);

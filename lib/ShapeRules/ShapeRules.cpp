@@ -424,6 +424,41 @@ Error groupNorm(const TensorType &in, const TensorType &gamma, const TensorType 
   return {};
 }
 
+Error batchNorm(const TensorType &in, const TensorType &gamma, const TensorType &beta,
+                const TensorType &runningMean, const TensorType &runningVar, double epsilon,
+                double momentum, bool training, Types &out) {
+  if (Error e = channelAffine(in, gamma, beta); !e.empty())
+    return e;
+  for (auto [name, t] : {std::pair<const char *, const TensorType *>{"running_mean", &runningMean},
+                         {"running_var", &runningVar}}) {
+    if (Error e = sameElementType(name, t->element, in.element, "input"); !e.empty())
+      return e;
+    if (Error e = vectorOf(name, *t, in.shape[1], "one per input channel"); !e.empty())
+      return e;
+  }
+  if (!(epsilon > 0))
+    return "'epsilon' must be positive";
+  if (!(momentum >= 0 && momentum <= 1))
+    return "'momentum' must be in [0, 1] (PyTorch's convention: the weight of the batch's "
+           "statistics), got " + std::to_string(momentum);
+  if (training) {
+    bool known = !isDyn(in.shape[0]);
+    int64_t values = known ? in.shape[0] : 1;
+    for (size_t d = 2; d < in.shape.size(); ++d) {
+      known = known && !isDyn(in.shape[d]);
+      if (!isDyn(in.shape[d]))
+        values *= in.shape[d];
+    }
+    if (known && values < 2)
+      return "input: the training form needs more than one value per channel (the unbiased "
+             "variance divides by n - 1), got " + shapeStr(in.shape);
+  }
+  out.push_back(in);
+  TensorType stats{{in.shape[1]}, in.element};
+  out.insert(out.end(), 2, stats);
+  return {};
+}
+
 Error groupNormStats(const TensorType &in, int64_t groups, double epsilon, Types &out) {
   if (rankOf(in) < 2)
     return "input: expected at least 2 dimensions (N x C x ...), got " + shapeStr(in.shape);

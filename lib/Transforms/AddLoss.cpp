@@ -59,15 +59,28 @@ struct MedAddLoss : med::impl::MedAddLossBase<MedAddLoss> {
     for (auto f : module.getOps<func::FuncOp>())
       if (f.isPublic())
         f.setPrivate();
-    // @infer(image) -> the network's outputs: the forward pass the artifact exports.
+    // @infer(image) -> the network's outputs: the forward pass the artifact exports, in eval
+    // mode (a network with a train form, e.g. BatchNorm, gets an eval copy that sets no state).
     {
       OpBuilder b(&getContext());
       b.setInsertionPointAfter(net);
+      func::FuncOp forward = net;
+      if (hasTrainForm(net)) {
+        std::string name = (net.getSymName() + "_eval").str();
+        if (module.lookupSymbol(name)) {
+          module.emitError("med-add-loss: @") << name << " already exists";
+          return signalPassFailure();
+        }
+        forward = cast<func::FuncOp>(b.clone(*net));
+        forward.setSymName(name);
+        forward.setPrivate();
+        toEvalForm(forward);
+      }
       auto infer = b.create<func::FuncOp>(net.getLoc(), "infer", net.getFunctionType());
       infer->setAttr("med.input_names", b.getStrArrayAttr({"image"}));
       Block *body = infer.addEntryBlock();
       b.setInsertionPointToStart(body);
-      auto call = b.create<func::CallOp>(net.getLoc(), net, body->getArguments());
+      auto call = b.create<func::CallOp>(net.getLoc(), forward, body->getArguments());
       b.create<func::ReturnOp>(net.getLoc(), call.getResults());
     }
 

@@ -45,6 +45,10 @@ struct MedDataParallel : med::impl::MedDataParallelBase<MedDataParallel> {
       if (auto pack = dyn_cast<PackOp>(op))
         packs.push_back(pack);
       if (auto assign = dyn_cast<AssignOp>(op)) {
+        // State each rank keeps from its own batch (BatchNorm's running statistics, as
+        // PyTorch's BatchNorm3d without SyncBatchNorm): no gradient in it to reduce.
+        if (assign->hasAttr("med.per_rank"))
+          continue;
         assigns = true;
         if (!module.lookupSymbol<FlatBufferOp>(assign.getName())) {
           assign.emitOpError("assigns '")

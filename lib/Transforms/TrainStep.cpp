@@ -17,6 +17,23 @@ namespace mlir::med {
 using namespace mlir;
 using namespace mlir::med;
 
+bool mlir::med::hasTrainForm(func::FuncOp f) {
+  return f.walk([](Operation *op) {
+           auto bn = dyn_cast<BatchNormOp>(op);
+           return (bn && bn.getTraining()) || isa<AssignOp>(op) ? WalkResult::interrupt()
+                                                                : WalkResult::advance();
+         }).wasInterrupted();
+}
+
+void mlir::med::toEvalForm(func::FuncOp f) {
+  f.walk([](Operation *op) {
+    if (auto bn = dyn_cast<BatchNormOp>(op))
+      bn.setTraining(false);
+    else if (isa<AssignOp>(op))
+      op->erase();
+  });
+}
+
 namespace {
 
 struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
@@ -424,5 +441,8 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     return eval;
   }
 };
+    // Validation as nnU-Net's net.eval(): BatchNorm normalizes with its running statistics,
+    // which the evaluation leaves as they are.
+    toEvalForm(eval);
 
 } // namespace

@@ -305,6 +305,12 @@ int exportCommand(const ExportOptions &o) {
     throw Error(str(source, ": no EMA weights (ema.<key>: a recipe without an ema section saves none); "
                             "--weights model exports the trained weights"));
   TensorMap chosen;
+  // Tensors without an EMA copy: right only for state the EMA does not average (a BatchNorm's
+  // running statistics), which the compiled recipe (step 3) must say is not trained.
+  std::vector<std::string> unaveraged;
+  auto noEma = [&](const std::string &key) {
+    return Error(str(source, ": --weights ema: no EMA weight 'ema.", key, "' for '", key, "'"));
+  };
   for (auto &[key, t] : tensors) {
     if (isState(key))
       continue;
@@ -313,8 +319,11 @@ int exportCommand(const ExportOptions &o) {
       continue;
     }
     auto ema = tensors.find("ema." + key);
-    if (ema == tensors.end())
-      throw Error(str(source, ": --weights ema: no EMA weight 'ema.", key, "' for '", key, "'"));
+    if (ema == tensors.end()) {
+      unaveraged.push_back(key);
+      chosen[key] = t;
+      continue;
+    }
     chosen[key] = ema->second;
   }
   for (auto &[key, t] : chosen)
@@ -367,8 +376,13 @@ int exportCommand(const ExportOptions &o) {
         artifactPath = p.string();
         break;
       }
+  if (artifactPath.empty() && !unaveraged.empty())
+    throw noEma(unaveraged.front());
   if (!artifactPath.empty()) {
     Artifact a = Artifact::load(artifactPath);
+    for (const std::string &key : unaveraged)
+      if (const ParameterInfo *p = a.parameter(key); !p || p->trainable)
+        throw noEma(key);
     std::vector<std::pair<std::string, Shape>> expected;
     for (const ParameterInfo *p : modelParameters(a))
       expected.push_back({p->name, p->shape});

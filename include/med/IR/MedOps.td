@@ -436,6 +436,43 @@ def Med_GRNOp : Med_ShapedOp<"grn", [Med_Differentiable, Med_Normalization]> {
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_BatchNormOp : Med_ShapedOp<"batch_norm", [Med_Differentiable, Med_Normalization]> {
+  let family = "normalization";
+  let shapeRule = [{batchNorm($input, $gamma, $beta, $running_mean, $running_var, $epsilon, $momentum, $training)}];
+  let flops = "7";
+  let wideOperands = ["gamma", "beta", "running_mean", "running_var"];
+  let summary = "batch normalization, as torch.nn.BatchNorm3d in train or eval mode";
+  let description = [{
+    Normalizes each channel of an N×C×… input. In the training form (`training`) it uses the
+    statistics of the batch, over every sample and position of the channel (n = N·D·H·W
+    values): the mean and the biased variance (divided by n, `epsilon` added), as PyTorch's
+    train mode does, and returns the running statistics updated by them, PyTorch's momentum
+    convention: `new_running_mean = (1 − momentum)·running_mean + momentum·mean` and
+    `new_running_var = (1 − momentum)·running_var + momentum·var·n/(n − 1)` (the unbiased
+    variance). ONNX's `momentum` attribute is the complement, 1 − this one. In the eval form
+    (no `training`) it normalizes with `running_mean` and `running_var` and returns them
+    unchanged. Then the per-channel affine `gamma`, `beta`. All of gamma, beta and the
+    running statistics have C elements; the running statistics get no gradient.
+
+    ```mlir
+    %y, %rm1, %rv1 = med.batch_norm %x, %g, %b, %rm, %rv {training, momentum = 1.0e-01 : f64}
+        : (tensor<2x4x8x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+        -> (tensor<2x4x8x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let numResultsOnFailure = "3";
+  let arguments = (ins Med_FloatTensor:$input, Med_FloatTensor:$gamma, Med_FloatTensor:$beta,
+                       Med_FloatTensor:$running_mean, Med_FloatTensor:$running_var,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum,
+                       UnitAttr:$training);
+  let results = (outs Med_FloatTensor:$result, Med_FloatTensor:$new_running_mean,
+                      Med_FloatTensor:$new_running_var);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta `,` $running_mean `,` $running_var attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------------------===//

@@ -22,6 +22,13 @@ LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols);
 /// returns it; reports an error at `f` or at the op without a gradient rule.
 FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 
+/// Whether `f`'s body has ops whose train mode differs from their eval mode (med.batch_norm
+/// in its training form) or that set state (med.assign).
+bool hasTrainForm(func::FuncOp f);
+/// Turns `f` into an evaluation function: the eval form of every such op (batch_norm with
+/// its running statistics) and no state set (its med.assign ops removed).
+void toEvalForm(func::FuncOp f);
+
 /// The optimizing passes of `medc compile` on the forward program (after med-specialize,
 /// before med-autodiff and med-train-step, so that gradients are built from the rewritten
 /// ops' rules), in pipeline order; each can be left out.

@@ -540,6 +540,7 @@ private:
   static std::string groupOf(const Index &ix, bool perThread, const NCS &d, int64_t groups,
                              int64_t cg);
   void groupNorm(const Op &op);
+  void batchNorm(const Op &op);
   void channelLayerNorm(const Op &op);
   void rowSums(const Op &op, int x, std::optional<int> dy, int64_t rows, int64_t len, int outBuf);
   void grn(const Op &op);

@@ -1,4 +1,4 @@
-//===- Norm.cpp - group norm, channel layer norm, GRN and their gradients ------------===//
+//===- Norm.cpp - group norm, batch norm, channel layer norm, GRN and their gradients------------===//
 //
 // Group-norm statistics are med.group_norm_stats' chunked merge (medrun/NormStats.h): one
 // block per chunk, then a fixed tree per group; the other statistics run one block per
@@ -192,6 +192,62 @@ void FunctionGen::normalizeGroups(const Op &op, int x, int mean, int rstd, int g
              {out("y"), in("x"), in("mean"), in("rstd"), in("gamma"), in("beta")},
              {y, x, mean, rstd, g, b}, n, lanes, ix, {{"x"}}, {"y"}, perThread ? channel : "",
              perThread ? body : channel + body);
+}
+
+/// med.batch_norm: the per-channel statistics (one block per channel; training: the mean,
+/// then the squared deviations from it, each a fixed tree over the thread index; eval: the
+/// running ones) and the new running statistics, then the normalizing map, elementwise.
+void FunctionGen::batchNorm(const Op &op) {
+  const int x = op.single("input"), g = op.single("gamma"), b = op.single("beta"),
+            rm = op.single("running_mean"), rv = op.single("running_var"), y = result(op),
+            nm = result(op, 1), nv = result(op, 2);
+  for (int id : {x, g, b, rm, rv, y, nm, nv})
+    requireFloat(id, "an operand");
+  const NCS d = ncs(x);
+  if (d.c == 0)
+    return;
+  const double eps = op.floatAttr("epsilon"), m = op.floatAttr("momentum");
+  const int stats = scratch(d.c * 2 * 4); // mean and rstd per channel
+  const int64_t n = d.n * d.s;
+  if (op.boolAttr("training")) {
+    if (n < 2)
+      error("the training form needs more than one value per channel");
+    const int block = blockFor(d.s);
+    const std::string B = std::to_string(block);
+    auto sweep = [&](const std::string &acc, const std::string &term) {
+      return "  for (i64 b = 0; b < " + num(d.n) + "; ++b) {\n"
+             "    const auto* p = x + (b * " + num(d.c) + " + o) * " + num(d.s) + ";\n"
+             "    for (i64 j = t; j < " + num(d.s) + "; j += " + B + ") " + acc + " += " + term +
+             ";\n  }\n";
+    };
+    std::string body =
+        "  __shared__ float sh[" + B + "];\n"
+        "  float s1 = 0.0f, s2 = 0.0f;\n" + sweep("s1", "(float)p[j]") +
+        "  const float mean = blockSum(s1, sh) / (float)" + num(n) + ";\n" +
+        sweep("s2", "((float)p[j] - mean) * ((float)p[j] - mean)") +
+        "  const float m2 = blockSum(s2, sh);\n"
+        "  if (t == 0) {\n"
+        "    stats[2 * o] = mean;\n"
+        "    stats[2 * o + 1] = 1.0f / sqrtf(m2 / (float)" + num(n) + " + " + flt(eps) + ");\n"
+        "    nm[o] = " + flt(1 - m) + " * rm[o] + " + flt(m) + " * mean;\n"
+        "    nv[o] = " + flt(1 - m) + " * rv[o] + " + flt(m) + " * (m2 / (float)" + num(n - 1) +
+        ");\n  }\n";
+    perBlock(op, "batch_norm_stats",
+             {out("stats"), out("nm"), out("nv"), in("x"), in("rm"), in("rv")},
+             {stats, nm, nv, x, rm, rv}, d.c, block, body);
+  } else {
+    elementwise(op, "batch_norm_running", {out("stats"), out("nm"), out("nv"), in("rm"), in("rv")},
+                {stats, nm, nv, rm, rv}, d.c,
+                "  stats[2 * i] = rm[i];\n"
+                "  stats[2 * i + 1] = 1.0f / sqrtf(rv[i] + " + flt(eps) + ");\n"
+                "  nm[i] = rm[i];\n  nv[i] = rv[i];\n");
+  }
+  if (type(x).numel() == 0)
+    return;
+  elementwise(op, "batch_norm", {out("y"), in("x"), in("stats"), in("gamma"), in("beta")},
+              {y, x, stats, g, b}, type(y).numel(),
+              "  const i64 c = i / " + num(d.s) + " % " + num(d.c) + ";\n"
+              "  y[i] = ((float)x[i] - stats[2 * c]) * stats[2 * c + 1] * gamma[c] + beta[c];\n");
 }
 
 void FunctionGen::channelLayerNorm(const Op &op) {
@@ -464,6 +520,7 @@ void FunctionGen::registerNorm(Emitters &e) {
   e[OpKind::GroupNorm] = [](FunctionGen &g, const Op &op) { g.groupNorm(op); };
   e[OpKind::GroupNormStats] = [](FunctionGen &g, const Op &op) { g.groupNormStats(op); };
   e[OpKind::GroupNormApply] = [](FunctionGen &g, const Op &op) { g.groupNormApply(op); };
+  e[OpKind::BatchNorm] = [](FunctionGen &g, const Op &op) { g.batchNorm(op); };
   e[OpKind::ChannelLayerNorm] = [](FunctionGen &g, const Op &op) { g.channelLayerNorm(op); };
   e[OpKind::GRN] = [](FunctionGen &g, const Op &op) { g.grn(op); };
   e[OpKind::GroupNormGrad] = [](FunctionGen &g, const Op &op) { g.groupNormGrad(op); };

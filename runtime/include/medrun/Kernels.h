@@ -38,6 +38,14 @@ void conv3dTranspose(const Tensor &x, const Tensor &w, const Tensor *bias, const
 /// statistics it normalized with, the mean and 1/sqrt(var + eps), as torch.native_group_norm.
 void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t groups,
                double eps, Tensor &y, Tensor *mean = nullptr, Tensor *rstd = nullptr);
+/// med.batch_norm (torch.nn.functional.batch_norm): training: per channel over N and the
+/// trailing axes, the batch mean and biased variance normalize, and newMean / newVar are the
+/// running statistics moved by momentum towards the batch's (unbiased variance); eval: the
+/// running statistics normalize and are copied. gamma, beta and the statistics: C values of
+/// the accumulation type.
+void batchNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta,
+               const Tensor &runningMean, const Tensor &runningVar, double eps, double momentum,
+               bool training, Tensor &y, Tensor &newMean, Tensor &newVar);
 /// med.group_norm_stats: group_norm's statistics, mean and 1/sqrt(var + eps) per (sample,
 /// group) into N×groups tensors of the accumulation type, by the chunked merge of
 /// medrun/NormStats.h (group_norm computes its statistics the same way).

@@ -504,6 +504,13 @@ private:
                      op.floatAttr("epsilon"), y, mean, rstd);
       break;
     }
+    case OpKind::BatchNorm: {
+      cpu::batchNorm(in(op, "input"), in(op, "gamma"), in(op, "beta"), in(op, "running_mean"),
+                     in(op, "running_var"), op.floatAttr("epsilon"), op.floatAttr("momentum"),
+                     op.boolAttr("training"), result(op), result(op, 1, wide()),
+                     result(op, 2, wide()));
+      break;
+    }
     case OpKind::GroupNormStats: {
       cpu::groupNormStats(in(op, "input"), op.intAttr("groups"), op.floatAttr("epsilon"),
                           result(op, 0, wide()), result(op, 1, wide()));

@@ -1,4 +1,4 @@
-//===- Norm.cpp - group_norm, channel_layer_norm, grn -------------------------------===//
+//===- Norm.cpp - group_norm, batch_norm, channel_layer_norm, grn -------------------------------===//
 //
 // Statistics are computed in the accumulation type, with the same bits for any thread
 // count. group_norm's are med.group_norm_stats' chunked merge (medrun/NormStats.h, shared
@@ -351,6 +351,78 @@ void grnImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta, double ep
   });
 }
 
+/// med.batch_norm. Training form: per channel over its N planes, the mean (Σ of the
+/// segments' sums / n), then the sum of squared deviations from it, both by segmentMoments
+/// (fixed order); the running statistics move by momentum towards the batch's (unbiased
+/// variance). Eval form: the running statistics normalize and are passed through.
+template <typename T>
+void batchNormImpl(const Tensor &x, const Tensor &gamma, const Tensor &beta,
+                   const Tensor &runningMean, const Tensor &runningVar, double eps,
+                   double momentum, bool training, Tensor &y, Tensor &newMean, Tensor &newVar) {
+  using A = Acc<T>;
+  const char *k = "batch_norm";
+  NCS d = ncs(k, x);
+  requireDType(k, "result", y, x.dtype());
+  for (auto [name, t] : {std::pair<const char *, const Tensor *>{"gamma", &gamma},
+                         {"beta", &beta},
+                         {"running_mean", &runningMean},
+                         {"running_var", &runningVar},
+                         {"new_running_mean", &newMean},
+                         {"new_running_var", &newVar}}) {
+    requireDType(k, name, *t, accDType<T>());
+    if (t->numel() != d.c)
+      throw Error(str("med kernel batch_norm: ", name, " ", shapeStr(t->shape()), " needs ", d.c,
+                      " values (one per channel)"));
+  }
+  const A *rm = ptr<A>(runningMean), *rv = ptr<A>(runningVar);
+  A *nm = ptr<A>(newMean), *nv = ptr<A>(newVar);
+  std::vector<A> mean(static_cast<size_t>(d.c)), rstd(static_cast<size_t>(d.c));
+  if (training) {
+    const int64_t n = d.n * d.s;
+    if (n < 2)
+      throw Error(str("med kernel batch_norm: the training form needs more than one value per "
+                      "channel, got ", shapeStr(x.shape())));
+    const T *xp = ptr<T>(x);
+    // Segment (b, c) is plane c of sample b: index b·C + c.
+    std::vector<A> sum, sumSq, shift(static_cast<size_t>(d.n * d.c));
+    segmentMoments<A>(xp, d.n * d.c, d.s, {}, sum, sumSq);
+    for (int64_t c = 0; c < d.c; ++c) {
+      A total = A(0);
+      for (int64_t b = 0; b < d.n; ++b)
+        total += sum[b * d.c + c];
+      mean[c] = total / A(n);
+      for (int64_t b = 0; b < d.n; ++b)
+        shift[b * d.c + c] = mean[c];
+    }
+    segmentMoments<A>(xp, d.n * d.c, d.s, shift, sum, sumSq);
+    const A m = A(momentum);
+    for (int64_t c = 0; c < d.c; ++c) {
+      A m2 = A(0);
+      for (int64_t b = 0; b < d.n; ++b)
+        m2 += sumSq[b * d.c + c];
+      const A var = m2 / A(n);
+      rstd[c] = A(1) / std::sqrt(var + A(eps));
+      nm[c] = (A(1) - m) * rm[c] + m * mean[c];
+      nv[c] = (A(1) - m) * rv[c] + m * (m2 / A(n - 1));
+    }
+  } else {
+    for (int64_t c = 0; c < d.c; ++c) {
+      mean[c] = rm[c];
+      rstd[c] = A(1) / std::sqrt(rv[c] + A(eps));
+      nm[c] = rm[c];
+      nv[c] = rv[c];
+    }
+  }
+  // normalize's statistics are per (sample, group): here each channel's, for every sample.
+  std::vector<A> meanNC(static_cast<size_t>(d.n * d.c)), rstdNC(meanNC.size());
+  for (int64_t b = 0; b < d.n; ++b)
+    for (int64_t c = 0; c < d.c; ++c) {
+      meanNC[b * d.c + c] = mean[c];
+      rstdNC[b * d.c + c] = rstd[c];
+    }
+  normalize<T>(x, meanNC.data(), rstdNC.data(), ptr<A>(gamma), ptr<A>(beta), d.c, y);
+}
+
 // ---- gradients -----------------------------------------------------------------------------
 
 /// Per row r of `rows` contiguous rows of `len` values: sumDy[r] = Σ dy and
@@ -634,6 +706,15 @@ void groupNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta, int64_t
                double eps, Tensor &y, Tensor *mean, Tensor *rstd) {
   dispatchFloat(x.dtype(), "group_norm", [&](auto tag) {
     groupNormImpl<decltype(tag)>(x, gamma, beta, groups, eps, y, mean, rstd);
+  });
+}
+
+void batchNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta,
+               const Tensor &runningMean, const Tensor &runningVar, double eps, double momentum,
+               bool training, Tensor &y, Tensor &newMean, Tensor &newVar) {
+  dispatchFloat(x.dtype(), "batch_norm", [&](auto tag) {
+    batchNormImpl<decltype(tag)>(x, gamma, beta, runningMean, runningVar, eps, momentum,
+                                 training, y, newMean, newVar);
   });
 }
 
