@@ -286,6 +286,14 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
                static_cast<long long>(config["train"]["steps"].get<int64_t>()),
                options.out.c_str());
   TrainSummary s = train(a, config, options);
+  if (s.finished) {
+    std::fprintf(notes, "the run is finished: its checkpoint is at step %lld and train.steps "
+                        "is %lld; nothing to do (raise --steps to train on)\ncheckpoint: %s\n",
+                 static_cast<long long>(s.lastStep),
+                 static_cast<long long>(config["train"]["steps"].get<int64_t>()),
+                 s.checkpoint.c_str());
+    return 0;
+  }
   std::fprintf(notes, "%s steps %lld..%lld: mean loss %.4g (first %lld steps) -> %.4g (last)%s\n",
                s.interrupted ? "interrupted after" : "trained", static_cast<long long>(s.firstStep),
                static_cast<long long>(s.lastStep), s.firstLoss,

@@ -12,10 +12,11 @@
 //
 // Saving is atomic: the step is built in step_<N>.tmp/ (every file fsync'ed, then the
 // directory), renamed to step_<N>/ and the root fsync'ed; only then are the pointers
-// replaced (temporary file, fsync, rename) and old steps deleted. A crash or a failed write
-// (disk full) leaves the previous checkpoints and pointers as they were; the failed
-// step_<N>.tmp/ is removed, and leftovers of a crashed run are removed by the next save and
-// ignored by loading.
+// replaced (temporary file, fsync, rename) and old steps deleted, each renamed to
+// step_<N>.deleting.tmp/ before its files are removed. A crash or a failed write (disk
+// full) leaves the previous checkpoints and pointers as they were; the failed
+// step_<N>.tmp/ is removed, and leftovers of a crashed run (any step_*.tmp/) are removed by
+// the next save and ignored by loading.
 //
 // Loading verifies state.json's own checksum and the size and CRC-32C of every file it
 // lists before parsing any tensor; a mismatch is an Error naming the file and what
@@ -126,11 +127,20 @@ struct Checkpoint {
   Json json; ///< state.json as written
 };
 
+/// A newer checkpoint (or the `latest` pointer) that resolving a root passed over, and why.
+struct SkippedCheckpoint {
+  std::string path;
+  std::string reason;
+};
+
 /// The step directory `path` designates: a step directory (holds state.json); a pointer
 /// file (<root>/latest, <root>/best); or a root, which means its `latest` pointer, or the
-/// highest-numbered step directory if the pointer is missing, unreadable or dangling.
-/// Throws Error if there is none.
-std::string resolveCheckpoint(const std::string &path);
+/// highest-numbered complete step directory if the pointer is missing, unreadable or
+/// dangling. `skipped` (if given) receives what a root's resolution passed over: an
+/// unusable `latest` and newer step directories without state.json. Throws Error if there
+/// is none.
+std::string resolveCheckpoint(const std::string &path,
+                              std::vector<SkippedCheckpoint> *skipped = nullptr);
 
 /// Checks state.json (its checksum, format, step) and the size and CRC-32C of every file it
 /// lists, without parsing the tensors. Returns state.json. Throws Error naming the file.

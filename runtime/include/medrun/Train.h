@@ -79,6 +79,9 @@ struct TrainSummary {
   std::string checkpoint; ///< the last checkpoint written
 };
 
+  /// --resume-or-start found the run at train.steps already: no step ran, `checkpoint` is
+  /// the one it ended with.
+  bool finished = false;
 /// What the training loop feeds `train_step`, read from the effective recipe and checked
 /// against the artifact: the synthetic dataset and the loader's settings (`data:`), which
 /// loader tensor feeds each batch input (`image`, `target`, `mask`, `target.<i>`), and the

@@ -37,6 +37,8 @@ constexpr const char *kStateFile = "state.json";
 constexpr const char *kModelFile = "model.safetensors";
 constexpr const char *kChecksumMarker = ",\n  \"state_crc32c\": \"";
 constexpr const char *kTmpSuffix = ".tmp";
+/// A step directory being deleted (see prune); a `.tmp` leftover like an unfinished save.
+constexpr const char *kDeletingSuffix = ".deleting.tmp";
 
 std::string join(const std::string &dir, const std::string &name) {
   return (fs::path(dir) / name).string();
@@ -252,14 +254,23 @@ void updateBest(const std::string &root, const std::string &dirName, const Train
 
 /// Deletes the step directories that are neither among the newest `keepLast` nor pointed
 /// to by `latest` or `best`. Returns the failures (the save itself has succeeded).
+/// Each is first renamed to step_<N>.deleting.tmp (atomic), the root fsync'ed, and only
+/// then its files removed: a kill at any moment leaves either the whole step or a `.tmp`
+/// leftover that loading ignores and the next save removes, never a step directory that
+/// has lost some of its files.
 std::string prune(const std::string &root, const CheckpointOptions &options) {
   if (options.keepLast <= 0)
     return "";
   auto steps = listCheckpoints(root);
+  // The newest complete steps are kept; a step directory without state.json (left by a
+  // medrun that deleted in place) is never a checkpoint and goes.
   std::set<std::string> keep;
-  for (size_t i = steps.size() > size_t(options.keepLast) ? steps.size() - options.keepLast : 0;
-       i < steps.size(); ++i)
-    keep.insert(steps[i].second);
+  int complete = 0;
+  for (auto it = steps.rbegin(); it != steps.rend() && complete < options.keepLast; ++it)
+    if (isStepDir(it->second)) {
+      keep.insert(it->second);
+      ++complete;
+    }
   for (const char *pointer : {"latest", "best"}) {
     std::string path = join(root, pointer);
     if (!fs::exists(path))
@@ -270,13 +281,29 @@ std::string prune(const std::string &root, const CheckpointOptions &options) {
     }
   }
   std::string failures;
+  auto fail = [&](const std::string &what) { failures += (failures.empty() ? "" : "; ") + what; };
+  std::vector<std::string> retired;
   for (const auto &[step, dir] : steps) {
     if (keep.count(dir))
       continue;
+    const std::string gone = dir + kDeletingSuffix;
+    if (::rename(dir.c_str(), gone.c_str()) != 0)
+      fail(str(dir, ": cannot rename it to ", gone, ": ", std::strerror(errno)));
+    else
+      retired.push_back(gone);
+  }
+  if (retired.empty())
+    return failures;
+  try {
+    fsyncDir(root);
+  } catch (const Error &e) {
+    fail(e.what());
+  }
+  for (const std::string &gone : retired) {
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    fs::remove_all(gone, ec);
     if (ec)
-      failures += str(failures.empty() ? "" : "; ", dir, ": ", ec.message());
+      fail(str(gone, ": ", ec.message()));
   }
   return failures;
 }
@@ -482,7 +509,7 @@ std::string saveCheckpoint(const std::string &root, const TrainState &state,
 // Loading
 //===----------------------------------------------------------------------------------===//
 
-std::string resolveCheckpoint(const std::string &path) {
+std::string resolveCheckpoint(const std::string &path, std::vector<SkippedCheckpoint> *skipped) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
@@ -501,20 +528,40 @@ std::string resolveCheckpoint(const std::string &path) {
     throw Error(str(path, ": not a checkpoint directory or pointer file"));
   if (isStepDir(path))
     return path;
-  // A root: its `latest` pointer if that is usable, else the highest step.
+  // A root: its `latest` pointer if that is usable, else the highest complete step. What
+  // is passed over on the way is reported, so that a fallback is never silent.
+  std::vector<SkippedCheckpoint> passed;
+  auto pass = [&](const std::string &what, const std::string &why) {
+    for (const SkippedCheckpoint &s : passed)
+      if (s.path == what)
+        return;
+    passed.push_back({what, why});
+  };
+  auto found = [&](const std::string &dir) {
+    if (skipped)
+      *skipped = std::move(passed);
+    return dir;
+  };
+  const char *incomplete = "a step directory without state.json (a save or a deletion that "
+                           "did not finish)";
   std::string latest = join(path, "latest");
   if (fs::exists(latest)) {
     try {
       std::string dir = join(path, readPointer(latest).dir);
       if (isStepDir(dir))
-        return dir;
-    } catch (const Error &) {
+        return found(dir);
+      pass(dir, fs::exists(dir) ? str("'latest' points to it, but it is ", incomplete)
+                                : std::string("'latest' points to it, but it does not exist"));
+    } catch (const Error &e) {
+      pass(latest, str("unreadable pointer: ", e.what()));
     }
   }
   auto steps = listCheckpoints(path);
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (isStepDir(it->second))
-      return it->second;
+      return found(it->second);
+    pass(it->second, incomplete);
+  }
   throw Error(str(path, ": no checkpoint here (no state.json, no usable 'latest' pointer, no "
                         "step_<N> directory)"));
 }

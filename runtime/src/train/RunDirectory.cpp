@@ -16,16 +16,34 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// step_<N>.tmp directories under `root`: saves that did not finish.
+// What under `root` looks like a checkpoint but is not one: step_<N>.tmp directories (saves
+// that did not finish) and step directories without state.json (left by a medrun that
+// deleted old steps in place).
 std::string unfinishedSaves(const std::string &root) {
   std::string names;
   std::error_code ec;
   for (const auto &entry : fs::directory_iterator(root, ec)) {
     std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) == 0 && entry.path().extension() == ".tmp")
-      names += (names.empty() ? "" : ", ") + name;
+    const bool tmp = name.rfind("step_", 0) == 0 && entry.path().extension() == ".tmp" &&
+                     name.find('.') == name.size() - 4; // not .deleting.tmp, .replaced.tmp
+    const bool noState =
+        !tmp && name.rfind("step_", 0) == 0 && entry.is_directory(ec) &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        !fs::exists(entry.path() / "state.json", ec);
+    if (tmp || noState)
+      names += (names.empty() ? "" : ", ") + name +
+               (tmp ? ": a save that did not finish" : ": no state.json");
   }
   return names;
+}
+
+// Whether `root` holds a step directory with its state.json.
+bool hasCheckpoint(const std::string &root) {
+  std::error_code ec;
+  for (const auto &[step, dir] : listCheckpoints(root))
+    if (fs::exists(fs::path(dir) / "state.json", ec))
+      return true;
+  return false;
 }
 
 } // namespace
@@ -71,18 +89,17 @@ RunDirectory::RunDirectory(const nlohmann::json &config, const TrainOptions &opt
     lock_.emplace(options.out);
   }
   // --resume-or-start: the run's latest checkpoint if it has one, else a fresh run.
-  if (resume_ && resume_->empty() && listCheckpoints(checkpoints_).empty()) {
+  if (resume_ && resume_->empty() && !hasCheckpoint(checkpoints_)) {
     if (!options.resumeOrStart) {
       std::string unfinished = unfinishedSaves(checkpoints_);
       throw Error(str("--resume: ", checkpoints_, " holds no complete checkpoint",
-                      unfinished.empty() ? "" : str(" (only ", unfinished,
-                                                    ": a save that did not finish)"),
+                      unfinished.empty() ? "" : str(" (only ", unfinished, ")"),
                       "; --resume-or-start starts the run from step 0 when there is none"));
     }
     std::fprintf(console, "no checkpoint in %s: starting at step 0\n", checkpoints_.c_str());
     resume_.reset();
   }
-  if (!resume_ && !listCheckpoints(checkpoints_).empty()) {
+  if (!resume_ && hasCheckpoint(checkpoints_)) {
     if (!options.overwrite)
       throw Error(str(options.out, " already holds checkpoints of a run: --resume continues it, "
                                    "--overwrite starts it over, --out DIR trains elsewhere"));

@@ -623,6 +623,13 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                                         ? int64_t(0)
                                                         : settings.checkpointEvery);
   TrainData data = openTrainData(artifact, feed, config, loader, start.first, validateEvery,
+  if (start.finished) {
+    TrainSummary done;
+    done.firstStep = done.lastStep = start.first;
+    done.finished = true;
+    done.checkpoint = start.dir;
+    return done;
+  }
                                  backend->batchAllocator(), start.storedContract, options, lead,
                                  console);
   RunLogs logs;
@@ -643,6 +650,11 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   StepRunner runner(artifact, feed, *backend, *data.loader, reducer, settings, options, start,
                     progress);
   TrainLoop loop({artifact, settings, options, *backend, reducer, runner, logs, progress,
+  for (const SkippedCheckpoint &s : start.skipped)
+    if (logs.metrics)
+      logs.metrics->write(Json{{"event", "resume_skipped"}, {"checkpoint", s.path},
+                               {"reason", s.reason}, {"resumed_from", start.dir},
+                               {"resumed_step", start.first}});
                   validation.get(), checkpoints, loader.batch * ranks});
   return loop.run(start.first);
 }

@@ -5,6 +5,9 @@
 #include "medrun/Executor.h"
 #include "medrun/Interop.h"
 
+#include <algorithm>
+#include <filesystem>
+
 namespace medrun::training {
 
 StartState startState(const Artifact &artifact, const StepInputs &feed,
@@ -14,13 +17,38 @@ StartState startState(const Artifact &artifact, const StepInputs &feed,
   StartState start;
   start.lossScale = feed.initialLossScale();
   if (const std::optional<std::string> &resume = dir.resume()) {
-    Checkpoint ckpt = loadCheckpoint(resume->empty() ? dir.checkpoints() : *resume);
+    // A newer checkpoint passed over (incomplete, or an unusable `latest`) is announced,
+    // here and in metrics.jsonl (openLogs).
+    const std::string from = resume->empty() ? dir.checkpoints() : *resume;
+    const std::string stepDir = resolveCheckpoint(from, &start.skipped);
+    for (const SkippedCheckpoint &s : start.skipped)
+      std::fprintf(console, "medrun: warning: --resume: skipping %s: %s; resuming from %s\n",
+                   s.path.c_str(), s.reason.c_str(), stepDir.c_str());
+    Checkpoint ckpt;
+    try {
+      ckpt = loadCheckpoint(stepDir);
+    } catch (const Error &e) {
+      // A damaged checkpoint is not passed over silently, nor at all: say which complete
+      // step precedes it, to be named explicitly.
+      const auto steps = listCheckpoints(std::filesystem::path(stepDir).parent_path().string());
+      auto at = std::find_if(steps.begin(), steps.end(),
+                             [&](const auto &s) { return s.second == stepDir; });
+      std::string previous;
+      for (auto it = steps.begin(); it != at && at != steps.end(); ++it)
+        if (std::filesystem::exists(std::filesystem::path(it->second) / "state.json"))
+          previous = it->second;
+      if (previous.empty())
+        throw;
+      throw Error(str(e.what(), " (the previous checkpoint is ", previous,
+                      "; --resume ", previous, " continues from it)"));
+    }
     if (ckpt.state.extra.contains("validation"))
       start.resumedValidation = ckpt.state.extra["validation"];
     if (ckpt.state.extra.contains("data"))
       start.storedContract =
           DataContract::fromJson(nlohmann::json::parse(ckpt.state.extra["data"].dump()),
                                  str(ckpt.dir, "/state.json: extra.data"));
+    start.dir = ckpt.dir;
     checkParameters(artifact, ckpt.tensors);
     start.params = std::move(ckpt.tensors);
     start.first = ckpt.state.step;
@@ -38,9 +66,15 @@ StartState startState(const Artifact &artifact, const StepInputs &feed,
     if (!options.initFrom.empty())
       initFromFile(artifact, start.params, options.initFrom, options.upkern, console);
   }
-  if (start.first >= steps)
+  if (start.first >= steps) {
+    // A requeued job passes --resume-or-start every time, also after the run has ended.
+    if (options.resumeOrStart) {
+      start.finished = true;
+      return start;
+    }
     throw Error(str("nothing to do: the checkpoint is at step ", start.first,
                     " and train.steps is ", steps, " (raise it with --steps)"));
+  }
   return start;
 }
 

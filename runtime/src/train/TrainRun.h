@@ -105,10 +105,15 @@ struct StartState {
   int64_t growthTracker = 0;
   Json resumedValidation; ///< the best validation so far, from the checkpoint
   std::optional<DataContract> storedContract; ///< the data contract the run started with
+  std::string dir; ///< the checkpoint resumed from
+  std::vector<SkippedCheckpoint> skipped; ///< newer checkpoints the resume passed over
+  /// --resume-or-start found the run's checkpoint at train.steps: nothing to train.
+  bool finished = false;
 };
 
 /// From the run's checkpoint when resuming (checked against the artifact), else initialized
-/// parameters (or --init-from's). Error when the checkpoint is at train.steps already.
+/// parameters (or --init-from's). When the checkpoint is at train.steps already: `finished`
+/// with --resume-or-start, else an Error.
 StartState startState(const Artifact &artifact, const StepInputs &feed,
                       const nlohmann::json &config, const RunDirectory &dir,
                       const TrainOptions &options, FILE *console);
