@@ -92,6 +92,9 @@ struct Env {
   /// computed it in (the autocast type from autocast's lower-precision ops, f32 from the
   /// others), as in a PyTorch model.
   std::optional<torch::ScalarType> autocast;
+  /// Where a function's med.assign ops put their values (state a forward pass sets, such as
+  /// BatchNorm's running statistics), by state name; null: an assign is an error.
+  std::map<std::string, torch::Tensor> *assigned = nullptr;
 
   const torch::Tensor &get(int id, const OpInfo &op) const {
     if (id < 0 || id >= static_cast<int>(values.size()) || !values[id].defined())
@@ -927,6 +930,17 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     const auto t = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
     return {mean.to(t), rstd.to(t)};
   }
+  case OpKind::BatchNorm: {
+    // torch's batch_norm on copies of the running statistics, which its train mode updates
+    // in place (momentum: PyTorch's convention, as med.batch_norm's).
+    torch::Tensor mean = env.in(op, "running_mean").detach().clone(),
+                  var = env.in(op, "running_var").detach().clone();
+    torch::Tensor y = torch::batch_norm(env.in(op, "input"), env.in(op, "gamma"),
+                                        env.in(op, "beta"), mean, var, op.boolAttr("training"),
+                                        num(op, "momentum"), num(op, "epsilon"),
+                                        /*cudnn_enabled=*/false);
+    return {y, mean, var};
+  }
   case OpKind::GroupNormApply: { // (x − mean)·rstd·gamma + beta per (sample, group)
     const torch::Tensor &x = env.in(op, "input");
     const int64_t groups = integer(op, "groups");
@@ -1204,8 +1218,13 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                env.group(op, "logits"), env.in(op, "grad_loss"), op);
   }
   case OpKind::Assign:
-    // A step's new state: medcheck checks the updates against torch::optim's own
-    // (--train-steps), never by replaying the step's assigns.
+    // State a loss function's forward sets (BatchNorm's running statistics): recorded for
+    // --train-steps, which compares it with ours after the step. A step's parameter updates
+    // are checked against torch::optim's own, never by replaying the step's assigns.
+    if (env.assigned) {
+      (*env.assigned)[op.strAttr("name")] = env.in(op, "value").detach().clone();
+      return {};
+    }
     throw Error(str(op.describe(), ": medcheck checks parameter updates with torch::optim "
                                    "(--train-steps), not op by op"));
   }
@@ -1605,7 +1624,6 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
   Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType, deviceOf(inputs, params)};
 
   // Leaves: the float parameters the function reads (declaration order) and float inputs.
-  TorchGradients result;
   std::vector<torch::Tensor> leaves;
   std::vector<std::string> paramNames;
   std::map<std::string, torch::Tensor> leafParams = params;
@@ -1616,6 +1634,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
   for (const medrun::ParameterInfo &p : artifact.parameters) {
     if (!read.count(p.name))
       continue;
+  TorchGradients result;
+  env.assigned = &result.assigned;
     auto it = params.find(p.name);
     if (it == params.end())
       throw Error(str("function '", fn.name, "' reads parameter '", p.name,
@@ -1749,6 +1769,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
         }
         std::set<size_t> segmentParams;
         for (size_t i = begin; i < end; ++i)
+        std::map<std::string, torch::Tensor> again; // the forward pass recorded them
+        seg.assigned = &again;
           if (f.ops[i].kind == "param") {
             auto it = paramLeaf.find(f.ops[i].strAttr("name"));
             if (it != paramLeaf.end() && segmentParams.insert(it->second).second) {

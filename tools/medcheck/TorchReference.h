@@ -84,6 +84,9 @@ struct TorchGradients {
   std::map<std::string, bool> paramReached;    ///< false: out0 does not depend on it (zeros)
   std::vector<torch::Tensor> inputs;           ///< by argument; undefined for integer ones
   std::vector<bool> inputReached;              ///< false: no differentiable path (zeros)
+  /// The values the function's med.assign ops set (state its forward pass updates, such as
+  /// BatchNorm's running statistics), by state name.
+  std::map<std::string, torch::Tensor> assigned;
   /// With recompute: "loss in 19 segments of 1027 ops; estimated 152.0 GiB unsegmented,
   /// checkpoints 13.3 GiB, largest segment 13.7 GiB (...)"; empty when it ran in one piece.
   std::string recompute;

@@ -151,6 +151,9 @@ struct TorchTrainer {
   std::optional<torch::ScalarType> autocast; ///< forward passes under torch autocast to it
   bool scaling = false; ///< a GradScaler: fp16-mixed, or autocast to f16 (torch's recipe)
   std::map<std::string, torch::Tensor> leaf, ema;
+  /// State the loss function's forward sets (BatchNorm's running statistics), as it stands
+  /// after the last step; before the first, the initial values (TrainCheck::torchValues_).
+  std::map<std::string, torch::Tensor> forwardState;
   std::vector<torch::Tensor> leaves;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   double scale = 0;    ///< GradScaler's scale (fp16-mixed)
@@ -163,6 +166,7 @@ struct TorchStep {
   double loss = NAN, gradNorm = NAN, scaleUsed = 0;
   bool foundInf = false;
   std::map<std::string, torch::Tensor> grads; ///< unscaled, before clipping
+  std::map<std::string, torch::Tensor> forwardState; ///< the forward's assigns (all steps run them)
 };
 
 /// The functions --train-steps runs, and how train_step's inputs and outputs are bound.
@@ -588,6 +592,8 @@ TorchStep TrainCheck::torchStep(TorchTrainer &tr, double lr, double decay) {
   std::map<std::string, torch::Tensor> values = torchValues_;
   for (const std::string &name : trained_)
     values[name] = tr.leaf.at(name).detach();
+  for (const auto &[name, x] : tr.forwardState)
+    values[name] = x;
   torch::Tensor seed;
   if (scaling)
     seed = torch::full({}, tr.scale,
@@ -599,6 +605,11 @@ TorchStep TrainCheck::torchStep(TorchTrainer &tr, double lr, double decay) {
               << (tr.autocast ? str("autocast to ", autocastName_, ": ") : std::string())
               << ref.recompute << "\n";
   r.loss = ref.outputs.at(0).item<double>();
+  // As PyTorch's train-mode forward, whether or not the optimizer step is then skipped.
+  for (const auto &[name, x] : ref.assigned) {
+    tr.forwardState[name] = x;
+    r.forwardState[name] = x;
+  }
   // inv_scale = scale.double().reciprocal().float(), as GradScaler.unscale_
   double inverse = scaling ? rounded(1.0 / tr.scale) : 1.0;
   for (const std::string &name : trained_) {
@@ -749,9 +760,12 @@ bool TrainCheck::checkLossScaling(StepJudge &judge, int64_t s, const OursStep &o
   if (skipped) {
     // A skipped step leaves every state tensor exactly as it was.
     ++skippedSteps_;
-    size_t changed = 0;
+    size_t changed = 0, kept = 0;
     std::string first;
     for (auto &[name, x] : ours.updates) {
+      if (ref.forwardState.count(name)) // set by the forward, which ran (compareState)
+        continue;
+      ++kept;
       const medrun::Tensor &old = ours.before.at(name), &now = state_.at(name);
       bool same = old.dtype() == now.dtype() && old.shape() == now.shape() &&
                   std::memcmp(old.raw(), now.raw(), old.nbytes()) == 0;
@@ -760,8 +774,8 @@ bool TrainCheck::checkLossScaling(StepJudge &judge, int64_t s, const OursStep &o
     }
     if (changed > 0)
       judge.fail();
-    std::cout << "step " << s << "  skipped  " << ours.updates.size() - changed << " of "
-              << ours.updates.size() << " state tensors unchanged";
+    std::cout << "step " << s << "  skipped  " << kept - changed << " of " << kept
+              << " state tensors unchanged";
     if (changed)
       std::cout << ", first changed " << first;
     std::cout << "  " << (changed ? "FAIL" : "ok") << "\n";
@@ -823,6 +837,19 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
     // Gradient-made tensors whose error sits in few elements (exp_avg_sq, the squares, in
     // its largest; a bias of a few hundred elements) make the ratio of two errors noisy.
     judge.kind(m, trained_, mine, theirs, acs, true, 0, true);
+  }
+  if (!ref.forwardState.empty()) { // e.g. BatchNorm's running statistics, as torch's batch_norm
+    std::vector<std::string> names;
+    std::vector<medrun::Tensor> mine;
+    std::vector<torch::Tensor> theirs, acs;
+    for (const auto &[name, x] : ref.forwardState) {
+      names.push_back(name);
+      mine.push_back(stateOf(name));
+      theirs.push_back(x);
+      if (autocast_)
+        acs.push_back(ac.forwardState.at(name));
+    }
+    judge.kind("forward_state", names, mine, theirs, acs, false, 0);
   }
   if (fn_.scaling && t_.optimizer == "adamw")
     judge.exact("optimizer.step", toScalar(stateOf("optimizer.step")), double(appliedOurs_));

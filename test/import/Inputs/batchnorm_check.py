@@ -179,10 +179,15 @@ def strict(args):
         print("strict load FAILED: %s" % str(e).splitlines()[1].strip())
         sys.exit(1)
     net.eval()
-    x = os.path.join(args.dir, "x.npy")
-    with torch.no_grad():
-        ref = net(torch.from_numpy(np.load(x))).numpy()
-    ours = run_ours(args, x, args.weights)
+    from runfiles import artifact_document
+    func = [f for f in artifact_document(args.artifact)["functions"] if f["name"] == args.func][0]
+    shape = func["values"][func["inputs"][0]]["shape"]  # the size the artifact was compiled for
+    with tempfile.TemporaryDirectory() as work:
+        x = os.path.join(work, "x.npy")
+        np.save(x, np.random.default_rng(3).standard_normal(shape).astype(np.float32))
+        with torch.no_grad():
+            ref = net(torch.from_numpy(np.load(x))).numpy()
+        ours = run_ours(args, x, args.weights)
     e = rel(ours, ref)
     ok = e <= 1e-5
     print("strict load of %d tensors (num_batches_tracked %d); eval forward vs ours: %s" % (
