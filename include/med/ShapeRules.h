@@ -171,10 +171,11 @@ Error downsampleNearest(const TensorType &input, const Dims &size, Types &out);
 Error spatialTransform(const TensorType &input, const TensorType &matrix, const Dims &shape,
                        const std::string &mode, const std::string &border, double value,
                        const Dims &labels, Types &out);
-/// med.resize: an N x C x D x H x W input resized to N x C x `size`; `mode` linear or
-/// nearest; `alignCorners` only with linear.
-Error resize(const TensorType &input, const Dims &size, const std::string &mode,
-             bool alignCorners, Types &out);
+/// med.resize: an N x C x D x H x W input resized to N x C x `size`, or by the whole
+/// factors `scale` to N x C x (D, H, W)·scale (open sizes stay open); exactly one of the two
+/// is given. `mode` linear or nearest; `alignCorners` only with linear.
+Error resize(const TensorType &input, const Dims *size, const Dims *scale,
+             const std::string &mode, bool alignCorners, Types &out);
 /// med.resize_grad: the gradient of a resize's result back to N x C x `size`.
 Error resizeGrad(const TensorType &gradOutput, const Dims &size, const std::string &mode,
                  bool alignCorners, Types &out);

@@ -1173,17 +1173,34 @@ Error downsampleNearest(const TensorType &in, const Dims &size, Types &out) {
   return {};
 }
 
-Error resize(const TensorType &in, const Dims &size, const std::string &mode, bool alignCorners,
-             Types &out) {
+Error resize(const TensorType &in, const Dims *size, const Dims *scale, const std::string &mode,
+             bool alignCorners, Types &out) {
   if (Error e = rank("input", in, 5, "N x C x D x H x W"); !e.empty())
     return e;
-  if (Error e = axisList("size", size, 3, 1, "spatial axis"); !e.empty())
-    return e;
+  if ((size != nullptr) == (scale != nullptr))
+    return size ? "give either 'size' or 'scale', not both"
+                : "needs 'size' (the output's spatial size) or 'scale' (whole factors)";
   if (mode != "linear" && mode != "nearest")
     return "'mode' must be linear or nearest, got '" + mode + "'";
   if (alignCorners && mode != "linear")
     return "align_corners: only linear resizing has corners to align (mode " + mode + ")";
-  out.push_back({{in.shape[0], in.shape[1], size[0], size[1], size[2]}, in.element});
+  TensorType result{{in.shape[0], in.shape[1], 0, 0, 0}, in.element};
+  if (size) {
+    if (Error e = axisList("size", *size, 3, 1, "spatial axis"); !e.empty())
+      return e;
+    std::copy(size->begin(), size->end(), result.shape.begin() + 2);
+  } else {
+    if (Error e = axisList("scale", *scale, 3, 1, "spatial axis"); !e.empty())
+      return e;
+    for (int d = 0; d < 3; ++d) {
+      const int64_t n = in.shape[2 + d];
+      if (isDyn(n))
+        result.shape[2 + d] = kDynamic;
+      else if (!mul(n, (*scale)[d], result.shape[2 + d]))
+        return overflow("input");
+    }
+  }
+  out.push_back(result);
   return {};
 }
 
@@ -1191,7 +1208,7 @@ Error resizeGrad(const TensorType &dy, const Dims &size, const std::string &mode
                  bool alignCorners, Types &out) {
   if (Error e = rank("grad_output", dy, 5, "N x C x D x H x W"); !e.empty())
     return e;
-  return resize(dy, size, mode, alignCorners, out);
+  return resize(dy, &size, nullptr, mode, alignCorners, out);
 }
 
 Error avgPool(const TensorType &in, const Dims &kernel, Types &out) {

@@ -291,6 +291,17 @@ torch::Tensor resizeReference(const OpInfo &op, const torch::Tensor &x,
   return torch::upsample_trilinear3d(x, size, flag(op, "align_corners"));
 }
 
+/// med.resize by whole factors: interpolate(scale_factor=...), which computes the output size
+/// from the factors and the positions from 1/factor (not from the sizes, as the size form).
+torch::Tensor resizeByScale(const OpInfo &op, const torch::Tensor &x,
+                            const std::vector<int64_t> &scale) {
+  const std::string &mode = std::get<std::string>(attr(op, "mode"));
+  const std::vector<double> factors(scale.begin(), scale.end());
+  if (mode == "nearest")
+    return torch::upsample_nearest3d(x, c10::nullopt, factors);
+  return torch::upsample_trilinear3d(x, c10::nullopt, flag(op, "align_corners"), factors);
+}
+
 torch::Tensor pad(const OpInfo &op, const torch::Tensor &x) {
   std::vector<int64_t> low = ints(op, "low"), high = ints(op, "high");
   if (static_cast<int64_t>(low.size()) != x.dim() || static_cast<int64_t>(high.size()) != x.dim())
@@ -969,6 +980,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   case OpKind::Sqrt:
     return {torch::sqrt(env.in(op, "input"))};
   case OpKind::Resize:
+    if (op.attrs.count("scale"))
+      return {resizeByScale(op, env.in(op, "input"), ints3(op, "scale"))};
     return {resizeReference(op, env.in(op, "input"), ints3(op, "size"))};
   case OpKind::MaxPool: { // stride = kernel, no padding, floor
     const std::vector<int64_t> k = ints3(op, "kernel");

@@ -98,12 +98,16 @@ def Med_ResizeMode : I32EnumAttr<"ResizeMode", "how med.resize samples", [
 
 def Med_ResizeOp : Med_ShapedOp<"resize", [Med_Differentiable]> {
   let family = "data movement";
-  let shapeRule = [{resize($input, $size, $mode, $align_corners)}];
+  let shapeRule = [{resize($input, $size, $scale, $mode, $align_corners)}];
   let flops = "16";
-  let summary = "trilinear or nearest resizing to a size, as torch's interpolate and ONNX Resize";
+  let summary = "trilinear or nearest resizing to a size or by integer factors, as torch's interpolate and ONNX Resize";
   let description = [{
-    Resizes the spatial axes of an N×C×D×H×W input to `size` (D', H', W'), per axis with
-    `s = in / out`:
+    Resizes the spatial axes of an N×C×D×H×W input to `size` (D', H', W'), or by the whole
+    factors `scale` (f_D, f_H, f_W ≥ 1) to the size (D·f_D, H·f_H, W·f_W): exactly one of
+    the two is given. The scale form is what imported networks use (torch's
+    `scale_factor`, ONNX Resize's `scales`): their spatial sizes stay open until
+    `med-specialize`, and the result's size follows the input's. Per axis, with
+    `s = in / out` (for a factor f, 1/f: the scale torch and ONNX compute from f):
 
     - `linear` (trilinear): the source position of output index `o` is `(o + 0.5)·s − 0.5`,
       clamped below at 0 (torch's `align_corners=False`, ONNX's `half_pixel`; for an
@@ -115,18 +119,18 @@ def Med_ResizeOp : Med_ShapedOp<"resize", [Med_Differentiable]> {
       with `floor`).
 
     The positions and weights are computed in f32 (f64 in f64 programs), as torch computes
-    them. A scale factor f (torch's `scale_factor`, ONNX's `scales`) is the size
-    `in·f` when that is a whole number, as for the networks' factor 2. Its gradient is
-    `med.resize_grad`, the adjoint: each output's gradient sent back to the elements it read,
-    with the same weights.
+    them. Its gradient is `med.resize_grad`, the adjoint: each output's gradient sent back
+    to the elements it read, with the same weights.
 
     ```mlir
     %up = med.resize linear %x {size = array<i64: 16, 16, 16>} : (tensor<2x32x8x8x8xf32>) -> tensor<2x32x16x16x16xf32>
     %up2 = med.resize nearest %x {size = array<i64: 16, 16, 16>} : (tensor<2x32x8x8x8xf32>) -> tensor<2x32x16x16x16xf32>
+    %up3 = med.resize linear %y {scale = array<i64: 2, 2, 2>} : (tensor<?x32x?x?x?xf32>) -> tensor<?x32x?x?x?xf32>
     ```
   }];
-  let arguments = (ins Med_ResizeMode:$mode, Med_FloatTensor:$input, DenseI64ArrayAttr:$size,
-                       UnitAttr:$align_corners);
+  let arguments = (ins Med_ResizeMode:$mode, Med_FloatTensor:$input,
+                       OptionalAttr<DenseI64ArrayAttr>:$size,
+                       OptionalAttr<DenseI64ArrayAttr>:$scale, UnitAttr:$align_corners);
   let results = (outs Med_FloatTensor:$result);
   let assemblyFormat = "$mode $input attr-dict `:` functional-type(operands, results)";
 }
