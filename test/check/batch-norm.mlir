@@ -16,7 +16,7 @@
 // CHECK: bn_train  out1  3  max_abs {{.*}}  ok
 // CHECK: bn_train  out2  3  max_abs {{.*}}  ok
 func.func @bn_train(%x: tensor<2x3x4x5x3xf32>, %g: tensor<3xf32>, %b: tensor<3xf32>, %rm: tensor<3xf32>, %a: tensor<3xf32>) -> (tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>) {
-  %rv = med.exp %a : (tensor<3xf32>) -> tensor<3xf32>
+  %rv = med.exp %a : tensor<3xf32>
   %y, %m, %v = med.batch_norm %x, %g, %b, %rm, %rv {training, momentum = 0.3 : f64, epsilon = 1.0e-3 : f64} : (tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %y, %m, %v : tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>
 }
@@ -25,12 +25,12 @@ func.func @bn_train(%x: tensor<2x3x4x5x3xf32>, %g: tensor<3xf32>, %b: tensor<3xf
 // CHECK: bn_eval  out1  3  max_abs {{.*}}  ok
 // CHECK: bn_eval  out2  3  max_abs {{.*}}  ok
 func.func @bn_eval(%x: tensor<2x3x4x5x3xf32>, %g: tensor<3xf32>, %b: tensor<3xf32>, %rm: tensor<3xf32>, %a: tensor<3xf32>) -> (tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>) {
-  %rv = med.exp %a : (tensor<3xf32>) -> tensor<3xf32>
+  %rv = med.exp %a : tensor<3xf32>
   %y, %m, %v = med.batch_norm %x, %g, %b, %rm, %rv {momentum = 0.3 : f64} : (tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %y, %m, %v : tensor<2x3x4x5x3xf32>, tensor<3xf32>, tensor<3xf32>
 }
 
-// CHECK: 6 outputs checked, 0 failed
+// CHECK: 8 outputs checked, 0 failed
 
 // GRAD: bn_loss_grad  out0  scalar  max_abs {{.*}}  ok{{$}}
 // GRAD-NEXT: bn_loss_grad  grad.arg0  2x3x3x4x2  max_abs {{.*}}  ok{{$}}
