@@ -142,10 +142,17 @@ Pointer readPointer(const std::string &path) {
   std::string text = readText(path);
   Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("dir") || !doc["dir"].is_string() ||
-      !doc.contains("step") || !doc["step"].is_number_integer())
+      !doc.contains("step") || !doc["step"].is_number_integer()) {
+    // What was found, on the message's one line.
+    std::string found = text.substr(0, 80);
+    for (char &c : found)
+      if (static_cast<unsigned char>(c) < 0x20)
+        c = ' ';
+    found.erase(found.find_last_not_of(' ') + 1);
     throw Error(str(path, ": not a checkpoint pointer (expected {\"dir\": \"step_<N>\", "
                           "\"step\": N}), found: ",
-                    text.substr(0, 80)));
+                    found));
+  }
   Pointer p;
   p.dir = doc["dir"].get<std::string>();
   p.step = doc["step"].get<int64_t>();

@@ -1,11 +1,13 @@
 //===- RunDirectory.cpp - the output directory of a training run ------------------===//
 #include "TrainRun.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -20,7 +22,7 @@ namespace fs = std::filesystem;
 // that did not finish) and step directories without state.json (left by a medrun that
 // deleted old steps in place).
 std::string unfinishedSaves(const std::string &root) {
-  std::string names;
+  std::vector<std::string> found;
   std::error_code ec;
   for (const auto &entry : fs::directory_iterator(root, ec)) {
     std::string name = entry.path().filename().string();
@@ -31,9 +33,12 @@ std::string unfinishedSaves(const std::string &root) {
         name.find_first_not_of("0123456789", 5) == std::string::npos &&
         !fs::exists(entry.path() / "state.json", ec);
     if (tmp || noState)
-      names += (names.empty() ? "" : ", ") + name +
-               (tmp ? ": a save that did not finish" : ": no state.json");
+      found.push_back(name + (tmp ? ": a save that did not finish" : ": no state.json"));
   }
+  std::sort(found.begin(), found.end());
+  std::string names;
+  for (const std::string &f : found)
+    names += (names.empty() ? "" : ", ") + f;
   return names;
 }
 

@@ -73,7 +73,8 @@ StartState startState(const Artifact &artifact, const StepInputs &feed,
       return start;
     }
     throw Error(str("nothing to do: the checkpoint is at step ", start.first,
-                    " and train.steps is ", steps, " (raise it with --steps)"));
+                    " and train.steps is ", steps,
+                    " (raise it with --steps; --resume-or-start exits 0 on a finished run)"));
   }
   return start;
 }
