@@ -55,6 +55,7 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"Softmax", &Importer::convertSoftmax},
       {"AveragePool", &Importer::convertAveragePool},
       {"MaxPool", &Importer::convertMaxPool},
+      {"Resize", &Importer::convertResize},
       {"Concat", &Importer::convertConcat},
       {"Pad", &Importer::convertPad},
       {"Slice", &Importer::convertSlice},
@@ -69,9 +70,6 @@ const llvm::StringMap<Importer::Converter> &converters() {
 // Why an op type is refused, where there is more to say than "not supported".
 std::string unsupportedReason(llvm::StringRef opType) {
   static const llvm::StringMap<const char *> reasons = {
-      {"Resize", "not imported yet: an imported network's spatial sizes stay open until "
-                 "med-specialize, and the dialect has no resize by a scale factor (MONAI's "
-                 "SegResNet: upsample_mode='deconv' exports a ConvTranspose instead)"},
       {"BatchNormalization", "BatchNorm in training form (running statistics as state) is not "
                              "supported yet"},
       {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},

@@ -147,6 +147,8 @@ public:
   llvm::Error convertMaxPool(const onnx::NodeProto &node);
   llvm::Expected<std::vector<int64_t>> poolWindow(const onnx::NodeProto &node,
                                                   llvm::StringRef medOp);
+  // Resize.cpp
+  llvm::Error convertResize(const onnx::NodeProto &node);
   // Tensor.cpp
   llvm::Error convertConcat(const onnx::NodeProto &node);
   llvm::Error convertPad(const onnx::NodeProto &node);

@@ -248,6 +248,20 @@ class ConvMaxPool(nn.Module):
         return self.head(self.pool(self.conv(x)))
 
 
+class ConvResize(nn.Module):
+    """Conv3d(k3) -> interpolate (scale_factor, or size) -> Conv3d(1x1x1): the Resize
+    import's test network, for each form torch.onnx.export writes."""
+
+    def __init__(self, mode="trilinear", align_corners=None, scale=None, size=None):
+        super().__init__()
+        self.conv = nn.Conv3d(1, 3, 3, 1, 1, bias=True)
+        self.up = nn.Upsample(size=size, scale_factor=scale, mode=mode, align_corners=align_corners)
+        self.head = nn.Conv3d(3, 2, 1, 1, 0, bias=True)
+
+    def forward(self, x):
+        return self.head(self.up(self.conv(x)))
+
+
 def kaiming_init(net):
     """nnU-Net's init: Kaiming normal (a=1e-2) for convs and transposed convs, biases 0."""
     for m in net.modules():
@@ -277,4 +291,8 @@ NETWORKS = {
     "conv_maxpool": lambda: ConvMaxPool(),
     "segresnet_deconv": lambda: SegResNet(1, 2, 8, upsample_mode="deconv"),
     "segresnet": lambda: SegResNet(1, 2, 8),
+    "resize_linear": lambda: ConvResize("trilinear", False, (2, 3, 1)),
+    "resize_corners": lambda: ConvResize("trilinear", True, (3, 1, 2)),
+    "resize_nearest": lambda: ConvResize("nearest", None, (2, 1, 3)),
+    "resize_sizes": lambda: ConvResize("trilinear", False, size=(5, 9, 4)),
 }
