@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <filesystem>
 #include <iterator>
 #include <set>
 
@@ -61,11 +62,19 @@ std::vector<std::string> kernelsDefinedIn(const std::string &source) {
 
 std::string readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(str(path, ": is a directory, not an artifact (the file `medc compile MODEL.mlir "
+                          "-o FILE.medc` writes)"));
   if (!in)
     throw Error(str(path, ": cannot open the artifact (does it exist? compile it with `medc "
                           "compile MODEL.mlir -o ",
                     path, "`)"));
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  try {
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  } catch (const std::exception &e) { // a read error (EIO, a special file)
+    throw Error(str(path, ": cannot read the artifact: ", e.what()));
+  }
 }
 
 template <typename T> T readLE(const std::string &bytes, size_t offset) {
