@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <set>
 
@@ -61,11 +61,11 @@ std::vector<std::string> kernelsDefinedIn(const std::string &source) {
 }
 
 std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(str(path, ": is a directory, not an artifact (the file `medc compile MODEL.mlir "
                           "-o FILE.medc` writes)"));
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(str(path, ": cannot open the artifact (does it exist? compile it with `medc "
                           "compile MODEL.mlir -o ",
