@@ -77,11 +77,11 @@ struct TrainSummary {
   bool interrupted = false;
   int64_t skipped = 0; ///< steps skipped for a non-finite loss (train.nan = skip)
   std::string checkpoint; ///< the last checkpoint written
-};
-
   /// --resume-or-start found the run at train.steps already: no step ran, `checkpoint` is
   /// the one it ended with.
   bool finished = false;
+};
+
 /// What the training loop feeds `train_step`, read from the effective recipe and checked
 /// against the artifact: the synthetic dataset and the loader's settings (`data:`), which
 /// loader tensor feeds each batch input (`image`, `target`, `mask`, `target.<i>`), and the

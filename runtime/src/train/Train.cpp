@@ -607,6 +607,13 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
 
   const RunDirectory dir(config, options, lead, console);
   StartState start = startState(artifact, feed, config, dir, options, console);
+  if (start.finished) {
+    TrainSummary done;
+    done.firstStep = done.lastStep = start.first;
+    done.finished = true;
+    done.checkpoint = start.dir;
+    return done;
+  }
 
   // The steps run on the backend, which holds the state from here on.
   std::unique_ptr<TrainBackend> backend = options.cuda
@@ -623,17 +630,15 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
                                                         ? int64_t(0)
                                                         : settings.checkpointEvery);
   TrainData data = openTrainData(artifact, feed, config, loader, start.first, validateEvery,
-  if (start.finished) {
-    TrainSummary done;
-    done.firstStep = done.lastStep = start.first;
-    done.finished = true;
-    done.checkpoint = start.dir;
-    return done;
-  }
                                  backend->batchAllocator(), start.storedContract, options, lead,
                                  console);
   RunLogs logs;
   openLogs(logs, artifact, config, options, lead, dir.resume().has_value(), start.first, console);
+  for (const SkippedCheckpoint &s : start.skipped)
+    if (logs.metrics)
+      logs.metrics->write(Json{{"event", "resume_skipped"}, {"checkpoint", s.path},
+                               {"reason", s.reason}, {"resumed_from", start.dir},
+                               {"resumed_step", start.first}});
   const Progress::Options po = progressOptions(settings, start.first, options);
   Progress progress(console, po);
   std::unique_ptr<RunValidation> validation;
@@ -650,11 +655,6 @@ TrainSummary train(const Artifact &artifact, const json &config, const TrainOpti
   StepRunner runner(artifact, feed, *backend, *data.loader, reducer, settings, options, start,
                     progress);
   TrainLoop loop({artifact, settings, options, *backend, reducer, runner, logs, progress,
-  for (const SkippedCheckpoint &s : start.skipped)
-    if (logs.metrics)
-      logs.metrics->write(Json{{"event", "resume_skipped"}, {"checkpoint", s.path},
-                               {"reason", s.reason}, {"resumed_from", start.dir},
-                               {"resumed_step", start.first}});
                   validation.get(), checkpoints, loader.batch * ranks});
   return loop.run(start.first);
 }
