@@ -144,11 +144,13 @@ const std::vector<Command> &commands() {
          "continue from the latest checkpoint in DIR/checkpoints, or from CKPT (a\n"
          "step directory, a checkpoints directory or its latest/best pointer);\n"
          "the continuation is bit-identical to an uninterrupted run. Without a\n"
-         "complete checkpoint in DIR (none yet, or a save that did not finish)\n"
-         "it is an error"},
+         "complete checkpoint in DIR (none yet, or a save that did not finish),\n"
+         "or with the run at train.steps already, it is an error. A newer checkpoint\n"
+         "passed over (incomplete) is named on stderr and in metrics.jsonl"},
         {"resume-or-start", "",
          "continue from the latest checkpoint in DIR/checkpoints, or start at step\n"
-         "0 if there is none (for a job script that is requeued)"},
+         "0 if there is none (for a job script that is requeued); a finished run\n"
+         "exits 0 saying so"},
         {"overwrite", "", "start over in a DIR that holds a run (its checkpoints and logs go)"},
         kRecipeDevice,
         kArtifact,
