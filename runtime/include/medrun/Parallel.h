@@ -21,6 +21,8 @@ void setNumThreads(int n);
 
 /// Calls fn(begin, end) for the chunks [0, grain), [grain, 2·grain), ... of [0, n), on
 /// all threads. Returns when every chunk is done. Exceptions thrown by fn are rethrown.
+/// Threads that cannot be started (a thread or memory limit) are done without: the loop
+/// runs on those that started, later loops ask for no more, and a warning says so once.
 void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn);
 
 /// Number of chunks parallelFor(n, grain, ...) makes.
