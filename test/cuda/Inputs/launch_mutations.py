@@ -125,7 +125,7 @@ def main():
 
     def check(path):
         return subprocess.run([args.medrun, "cuda-check", path, "--func", args.func, "--repeat", "1"],
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env=env, capture_output=True, text=True, timeout=120)
 
     base = check(args.artifact)
     if base.returncode != 0:
@@ -157,7 +157,10 @@ def main():
         elif info.returncode != 0:
             outcome, msg = "crash", "info exits %d: %s" % (info.returncode, info.stderr.strip()[-300:])
         else:
-            r = check(path)
+            try:
+                r = check(path)
+            except subprocess.TimeoutExpired:
+                r = subprocess.CompletedProcess([], -9, "", "cuda-check hung (killed after 120 s)")
             out = (r.stdout + r.stderr).strip()
             msg = out.splitlines()[-1] if out else ""
             if r.returncode == 0 and "PASS" in out:
