@@ -5,8 +5,9 @@
 #   import        for each network below, at a small size: its training step (nnU-Net's recipe:
 #                 Dice + CE with deep supervision, SGD-Nesterov, gradient norm clipped to 12) on
 #                 the CUDA backend against LibTorch on the same GPU in f32 (medcheck --device
-#                 cuda, TF32 off, 2 steps, gradients too, relative error norm <= 1e-3, as part
-#                 `large`), in bf16-mixed against torch autocast (medcheck --against-autocast,
+#                 cuda, TF32 off, 2 steps: loss, gradient norm, parameters, momentum buffers;
+#                 relative error norm <= 1e-3, as part `large`), in bf16-mixed against torch
+#                 autocast (medcheck --against-autocast, gradients too,
 #                 part `large`'s rule), and every fused kernel of its compiled step alone
 #                 against the CPU backend (medrun cuda-check --fusions).
 #                   plainconvunet     nnU-Net's PlainConvUNet, 4 stages 8 -> 32, 32³, batch 2
@@ -227,7 +228,11 @@ import_main() {
   export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
   local n
   for n in ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL}; do
-    import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --train-grad --tolerance 1e-3 --lr 0.01
+    # No --train-grad in f32: these networks' gradients (InstanceNorm/GroupNorm over few voxels
+    # at these sizes) differ from LibTorch's by rounding beyond 1e-3 even on the CPU (small
+    # ResEncUNet 5.9e-3, SegResNet 2.9e-3 at 32³; in f64 ours equals LibTorch's to 7e-15),
+    # as test/import/*.test check: loss, gradient norm, parameters, momentum buffers.
+    import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --tolerance 1e-3 --lr 0.01
     import_row "$n.autocast" 600 "$D/${n}_bf16.medc" --device cuda --torch-device cuda --precision bf16 \
       --against-autocast --train-steps 2 --train-grad --lr 0.01
     # Each fused kernel alone against the CPU backend (random inputs).
