@@ -2,6 +2,7 @@
 #include "VolumeCommand.h"
 
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 #include "medrun/Volume.h"
 
 #include <fmt/format.h>
@@ -38,6 +39,9 @@ Box3 parse3(const std::string &s, const std::string &what) {
 
 int volumeCommand(const std::string &path, const std::string &box, const std::string &out,
                   bool asJson, int64_t channel) {
+  // --box selects what -o writes; alone it would be ignored.
+  if (!box.empty() && out.empty())
+    throw Error(str("--box ", box, ": needs -o OUT (the box is what -o writes)"));
   auto v = channel < 0 ? openVolume(path) : openChannel(path, channel);
   const VolumeInfo &info = v->info();
   if (asJson) {
@@ -72,6 +76,15 @@ int volumeCommand(const std::string &path, const std::string &box, const std::st
       throw Error(str("--box: expected Z,Y,X:D,H,W (corner and size), got '", box, "'"));
     lo = parse3(box.substr(0, colon), box);
     size = parse3(box.substr(colon + 1), box);
+    for (int d = 0; d < 3; ++d) {
+      int64_t end = 0;
+      if (lo[d] < 0 || size[d] < 1 || __builtin_add_overflow(lo[d], size[d], &end) ||
+          end > info.shape[d])
+        throw Error(str("--box ", box, ": not inside the volume ", info.name(), " of shape ", info.shape[0], "x",
+                        info.shape[1], "x", info.shape[2],
+                        " (z, y, x): the corner must be >= 0, the size >= 1 and corner + size "
+                        "<= the shape on every axis"));
+    }
   }
   VolumeData data;
   data.shape = size;
@@ -80,16 +93,18 @@ int volumeCommand(const std::string &path, const std::string &box, const std::st
   for (int r = 0; r < 3; ++r) // the box's corner (x, y, z) in world coordinates
     data.affine[r * 4 + 3] += info.affine[r * 4 + 0] * lo[2] + info.affine[r * 4 + 1] * lo[1] +
                               info.affine[r * 4 + 2] * lo[0];
-  const size_t n = static_cast<size_t>(size[0] * size[1] * size[2]);
+  const int64_t n = checkedCount({size[0], size[1], size[2]}, info.name());
+  const std::string declared = str(box.empty() ? "the volume of " : "the box of ", size[0], "x",
+                                   size[1], "x", size[2], " voxels");
   std::vector<float> f;
   std::vector<int64_t> i;
   if (isIntegerVoxel(info.type)) {
-    i.resize(n);
+    resizeChecked(i, n, info.name(), declared);
     v->read(lo, size, i.data());
     data.type = VoxelType::I64;
     data.data = i.data();
   } else {
-    f.resize(n);
+    resizeChecked(f, n, info.name(), declared);
     v->read(lo, size, f.data());
     data.type = VoxelType::F32;
     data.data = f.data();

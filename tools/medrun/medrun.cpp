@@ -288,7 +288,7 @@ const std::vector<Command> &commands() {
        {{"channel", "C",
          "channel C of a C x D x H x W array (predictions: `medrun infer` writes the\n"
          "channels first; NIfTI: dim[4])"},
-        {"box", "Z,Y,X:D,H,W", "only this box (corner and size, voxels)"},
+        {"box", "Z,Y,X:D,H,W", "with -o: write only this box (corner and size, voxels; inside the volume)"},
         {"o", "OUT", "write the volume (or box) to OUT (.nii[.gz], .npy, FILE.h5/KEY, DIR.zarr/KEY)"},
         {"json", "", "print the description as one JSON object"}},
        false},

@@ -1,6 +1,7 @@
 //===- Artifact.cpp - reading and validating artifacts -------------------------===//
 #include "medrun/Artifact.h"
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 #include "PlanVerifier.h"
 #include "../plan/PlanReader.h"
 
@@ -250,11 +251,11 @@ Artifact Artifact::load(const std::string &path) {
                           " at or after ", end, " (the end of the member before it)"));
       m.offset = offset.get<int64_t>();
       m.shape = p->shape;
-      int64_t n = 1; // checked: the plan verifier bounds sizes only later
-      for (int64_t d : p->shape)
-        if (d < 0 || (d > 0 && n > f.size / d) || (n *= d) > f.size)
-          r.fail(where, str("member '", m.name, "' (", shapeStr(p->shape), ") does not fit in ",
-                            "the size ", f.size));
+      // Checked: the plan verifier bounds sizes only later.
+      const int64_t n = checkedCount(p->shape, str(path, ": ", where, " member '", m.name, "'"), 0);
+      if (n > f.size || m.offset > f.size - n)
+        r.fail(where, str("member '", m.name, "' (", shapeStr(p->shape), ") at offset ", m.offset,
+                          " does not fit in the size ", f.size));
       end = m.offset + n;
       if (end > f.size)
         r.fail(where, str("member '", m.name, "' ends at ", end, ", beyond the size ", f.size));

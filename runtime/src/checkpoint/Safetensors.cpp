@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Safetensors.h"
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 #include "medrun/Npy.h" // detail::InputFile, detail::writeFileAtomic
 
 #include <nlohmann/json.hpp>
@@ -224,16 +225,9 @@ SafetensorsFile readSafetensors(const std::string &path) {
       throw bad(str("data_offsets ", offsetsStr(e), " has begin > end"));
 
     // end - begin must equal numel * element size (checked for overflow).
-    uint64_t need = dtypeSize(e.dtype);
-    if (std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end()) {
-      need = 0;
-    } else {
-      for (int64_t d : e.shape) {
-        if (need > (uint64_t(1) << 62) / static_cast<uint64_t>(d))
-          throw bad(str("shape ", shapeJson(e.shape), " is too large"));
-        need *= static_cast<uint64_t>(d);
-      }
-    }
+    const std::string what = str(path, ": tensor '", e.name, "'");
+    const uint64_t need = checkedBytes(checkedCount(e.shape, what, 0), dtypeSize(e.dtype),
+                                       UINT64_MAX, what, "a 64-bit size");
     if (e.end - e.begin != need)
       throw bad(str("data_offsets ", offsetsStr(e), " span ", e.end - e.begin, " bytes, but dtype ",
                     dt.get<std::string>(), " with shape ", shapeJson(e.shape), " needs ", need,
@@ -275,7 +269,13 @@ SafetensorsFile readSafetensors(const std::string &path) {
   // All checks passed: load.
   result.tensors.reserve(entries.size());
   for (const Entry &e : entries) {
-    Tensor t(e.dtype, e.shape);
+    Tensor t;
+    try {
+      t = Tensor(e.dtype, e.shape);
+    } catch (const std::bad_alloc &) {
+      throw allocationError(str(path, ": tensor '", e.name, "'"),
+                            str(shapeJson(e.shape), " ", dtypeName(e.dtype)), e.end - e.begin);
+    }
     if (e.end > e.begin)
       f.read(dataStart + e.begin, t.raw(), static_cast<size_t>(e.end - e.begin),
              ("data of tensor '" + e.name + "'").c_str());

@@ -2,6 +2,7 @@
 #include "medrun/TorchFile.h"
 
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 
 #include <cstring>
 #include <fstream>
@@ -440,22 +441,30 @@ TensorMap readTorchStateDict(const std::string &path, std::string *note) {
       throw Error(str(path, ": a tensor with ", size.size(), " sizes and ", stride.size(),
                       " strides"));
     // The elements it reads, checked against the storage before anything is allocated.
-    int64_t last = offset, numel = 1;
-    bool overflow = offset < 0;
-    for (size_t d = 0; d < size.size(); ++d) {
+    for (size_t d = 0; d < size.size(); ++d)
       if (size[d] < 0 || stride[d] < 0)
         throw Error(str(path, ": a tensor with a negative size or stride"));
+    const int64_t numel = checkedCount(size, str(path, ": a tensor of storage '", storage.s, "'"), 0);
+    int64_t last = offset;
+    bool overflow = offset < 0;
+    for (size_t d = 0; d < size.size(); ++d) {
       int64_t reach = 0;
       overflow = overflow || __builtin_mul_overflow(size[d] ? size[d] - 1 : 0, stride[d], &reach) ||
-                 __builtin_add_overflow(last, reach, &last) ||
-                 __builtin_mul_overflow(numel, size[d], &numel);
+                 __builtin_add_overflow(last, reach, &last);
     }
     if (!overflow && numel == 0)
       return Tensor(storage.dtype, size);
     if (overflow || last >= available || numel > available)
       throw Error(str(path, ": a tensor of ", shapeStr(size), " reads past its storage '",
                       storage.s, "' (", available, " elements)"));
-    Tensor t(storage.dtype, size);
+    Tensor t;
+    try {
+      t = Tensor(storage.dtype, size);
+    } catch (const std::bad_alloc &) {
+      throw allocationError(str(path, ": a tensor of storage '", storage.s, "'"),
+                            str(shapeStr(size), " ", dtypeName(storage.dtype)),
+                            static_cast<uint64_t>(numel) * elem);
+    }
     const char *src = bytes.data() + it->second.first;
     char *dst = static_cast<char *>(t.raw());
     std::vector<int64_t> index(size.size(), 0);

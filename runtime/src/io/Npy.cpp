@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Npy.h"
 #include "medrun/Error.h"
+#include "medrun/Sizes.h"
 
 #include <array>
 #include <algorithm>
@@ -490,29 +491,26 @@ Tensor readNpy(const std::string &path) {
                            : "";
     throw fail(str("unsupported descr '", h.descr, "' (expected ", kSupportedDescrs, hint, ")"));
   }
-  // Element count with an overflow check (a zero dimension makes any shape empty).
-  uint64_t numel = 1;
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
-    numel = 0;
-  } else {
-    const uint64_t limit = uint64_t(1) << 60;
-    for (int64_t d : shape) {
-      if (numel > limit / static_cast<uint64_t>(d))
-        throw fail(str("shape ", shapeStr(shape), " is too large"));
-      numel *= static_cast<uint64_t>(d);
-    }
-  }
-  uint64_t nbytes = numel * dtypeSize(dtype);
+  // The element count, checked, bounded by the bytes the file holds after its header.
   uint64_t dataOffset = h.dataOffset;
   uint64_t avail = f.size() - dataOffset;
+  const std::string declared = str("shape ", shapeStr(shape), ", descr '", h.descr, "'");
+  const int64_t numel = checkedCount(shape, str(path, " (.npy header)"), 0);
+  uint64_t nbytes = checkedBytes(numel, dtypeSize(dtype), UINT64_MAX, str(path, " (", declared, ")"),
+                                 "a 64-bit size");
   if (avail < nbytes)
-    throw fail(str("truncated: expected ", nbytes, " bytes of array data (shape ", shapeStr(shape),
-                   ", descr '", h.descr, "'), file has ", avail));
+    throw fail(str("truncated: expected ", nbytes, " bytes of array data (", declared,
+                   "), file has ", avail));
   if (avail > nbytes)
-    throw fail(str("unexpected trailing data: expected ", nbytes, " bytes of array data (shape ",
-                   shapeStr(shape), ", descr '", h.descr, "'), file has ", avail));
+    throw fail(str("unexpected trailing data: expected ", nbytes, " bytes of array data (",
+                   declared, "), file has ", avail));
 
-  Tensor t(dtype, shape);
+  Tensor t;
+  try {
+    t = Tensor(dtype, shape);
+  } catch (const std::bad_alloc &) {
+    throw allocationError(path, declared, nbytes);
+  }
   if (nbytes)
     f.read(dataOffset, t.raw(), static_cast<size_t>(nbytes), "array data");
   return t;

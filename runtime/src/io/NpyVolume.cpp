@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Error.h"
 #include "medrun/Npy.h"
+#include "medrun/Sizes.h"
 #include "medrun/Volume.h"
 
 #include <algorithm>
@@ -39,11 +40,17 @@ public:
     const ArrayAxes axes = arrayAxes(h.shape, path, channel);
     info_.shape = axes.shape;
     info_.channels = axes.channels;
-    const uint64_t bytes = static_cast<uint64_t>(info_.shape[0] * info_.shape[1] * info_.shape[2]) *
-                           voxelSize(info_.type);
-    if (file_.size() - h.dataOffset != bytes * info_.channels)
-      throw Error(str(path, ": expected ", bytes * info_.channels,
-                      " bytes of array data, the file has ", file_.size() - h.dataOffset));
+    // The shape's product, checked, against the bytes the file holds after its header.
+    const int64_t count = checkedCount(h.shape, str(path, " (.npy header)"));
+    const uint64_t avail = file_.size() - h.dataOffset;
+    const uint64_t total =
+        checkedBytes(count, voxelSize(info_.type), avail, str(path, " (.npy shape ",
+                                                              shapeString(h.shape), ", '", h.descr, "')"),
+                     str("the ", avail, " bytes of array data the file holds"));
+    if (total != avail)
+      throw Error(str(path, ": expected ", total, " bytes of array data (shape ",
+                      shapeString(h.shape), ", '", h.descr, "'), the file has ", avail));
+    const uint64_t bytes = total / static_cast<uint64_t>(info_.channels);
     offset_ = h.dataOffset + bytes * std::max<int64_t>(channel, 0); // channels come first
     const int64_t plane = info_.shape[1] * info_.shape[2] * static_cast<int64_t>(voxelSize(info_.type));
     info_.chunk = {std::clamp<int64_t>((int64_t(4) << 20) / plane, 1, info_.shape[0]),
