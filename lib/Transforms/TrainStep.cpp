@@ -429,6 +429,9 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     SymbolTable symbols(module);
     if (failed(inlineAllCalls(eval, symbols)))
       return failure();
+    // Validation as nnU-Net's net.eval(): BatchNorm normalizes with its running statistics,
+    // which the evaluation leaves as they are.
+    toEvalForm(eval);
     if (!withEma)
       return eval;
     llvm::DenseSet<StringRef> trained;
@@ -441,8 +444,5 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     return eval;
   }
 };
-    // Validation as nnU-Net's net.eval(): BatchNorm normalizes with its running statistics,
-    // which the evaluation leaves as they are.
-    toEvalForm(eval);
 
 } // namespace
