@@ -5,14 +5,14 @@
 # (FUZZ_BUILD/seeds: run scripts/fuzz.sh once first). Prints one line per target:
 # executions, findings (inputs kept in FUZZ_BUILD/long/<target>/findings), exit status.
 #
-# usage: scripts/fuzz-runs.sh [TARGET...]       (default: artifact npy safetensors torch skeleton recipe mlir onnx)
+# usage: scripts/fuzz-runs.sh [TARGET...]       (default: artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
 # The executions and results of each run go to docs/reliability.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_BUILD=$(realpath "${FUZZ_BUILD:-build-fuzz}")
 RUNS=${RUNS:-1000000} JOBS=${JOBS:-4}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 for t in "${TARGETS[@]}"; do

@@ -6,7 +6,7 @@
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch skeleton recipe mlir onnx)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
 # Seeds need the tools of the ordinary build (BUILD, default build: scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ BUILD=${BUILD:-build}
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
 
 if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_BUILD" -G Ninja \
@@ -34,7 +34,7 @@ echo "fuzz: the runtime's unit tests under ASan and UBSan"
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
-rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,skeleton,recipe,mlir,onnx}
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,skeleton,recipe,mlir,onnx,nifti,npy-volume}
 MEDC="$BUILD/bin/medc" MEDRUN="$BUILD/bin/medrun"
 "$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 -o "$SEEDS/artifact/tiny.medc"
 "$MEDC" compile test/medrun/Inputs/tiny_loss.mlir --batch 1 --patch 2,2,3 --train "clip=1.0 ema=true" \
@@ -98,6 +98,25 @@ cp test/import/Inputs/*.txtpb "$SEEDS/onnx/"
 /usr/bin/python3 test/import/Inputs/onnx_check.py export plainconvunet --out "$SEEDS/onnx-export" \
   --shape 1,1,16,16,16 >/dev/null
 cp "$SEEDS/onnx-export/plainconvunet.onnx" "$SEEDS/onnx/" && rm -rf "$SEEDS/onnx-export"
+# NIfTI and .npy volumes: small valid files (NIfTI-1/-2, .nii.gz, channels in dim[4], scaled)
+# and the malformed headers of test/medrun/reliability-nifti.test and reliability-npy.test.
+/usr/bin/python3 - "$SEEDS" <<'PY'
+import sys, numpy as np, nibabel as nib
+d = sys.argv[1]
+a = np.arange(60, dtype=np.int16).reshape(5, 4, 3)
+nib.save(nib.Nifti1Image(a, np.diag([0.5, 1, 2, 1])), d + "/nifti/i16.nii")
+nib.save(nib.Nifti2Image(a.astype(np.float32), np.eye(4)), d + "/nifti/f32-n2.nii")
+nib.save(nib.Nifti1Image(np.zeros((3, 4, 2, 2), np.uint8), np.eye(4)), d + "/nifti/channels.nii")
+s = nib.Nifti1Image(a, np.eye(4))
+s.header.set_slope_inter(2.0, -1.0)
+nib.save(s, d + "/nifti/scaled.nii")
+nib.save(nib.Nifti1Image(a.astype(np.float64), np.eye(4)), d + "/nifti/f64.nii.gz")
+np.save(d + "/npy-volume/f32.npy", np.arange(60, dtype=np.float32).reshape(3, 4, 5))
+np.save(d + "/npy-volume/channels.npy", np.zeros((2, 3, 4, 5), np.uint16))
+np.save(d + "/npy-volume/f8-1x.npy", np.ones((1, 3, 2, 2, 1)))
+PY
+/usr/bin/python3 test/medrun/Inputs/reliability_files.py nifti "$SEEDS/nifti"
+/usr/bin/python3 test/medrun/Inputs/reliability_files.py npy "$SEEDS/npy-volume"
 
 status=0
 for t in "${TARGETS[@]}"; do
