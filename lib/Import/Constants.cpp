@@ -20,6 +20,8 @@ using namespace mlir::med::onnx_import;
 namespace {
 
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+// The most entries a run-time shape followed through Slice and Concat may hold.
+constexpr size_t kMaxShapeEntries = 64;
 
 // Row-major strides of `dims`.
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &dims) {
@@ -79,8 +81,25 @@ llvm::Error Importer::convertShape(const onnx::NodeProto &node) {
     dims = e->constant->dims;
   } else if (e->value) {
     auto type = dyn_cast<RankedTensorType>(e->value.getType());
-    if (!type || !type.hasStaticShape()) {
-      // Batch and spatial sizes are open: only a pattern (GroupNorm's) may read this shape.
+    if (type && !type.hasStaticShape()) {
+      // Batch and spatial sizes are open: only a pattern (GroupNorm's) or a Resize's sizes
+      // (with the open sizes where the input's are kept) may read this shape.
+      if (node.output_size() > 0) {
+        Entry shape{Value(), std::nullopt, true, {}};
+        llvm::Expected<int64_t> start = intAttr(node, "start", 0);
+        llvm::Expected<int64_t> end = intAttr(node, "end", type.getRank());
+        if (!start || !end)
+          return start ? end.takeError() : start.takeError();
+        int64_t rank = type.getRank();
+        int64_t s = std::clamp<int64_t>(*start < 0 ? *start + rank : *start, 0, rank);
+        int64_t t = std::clamp<int64_t>(*end < 0 ? *end + rank : *end, 0, rank);
+        for (int64_t i = s; i < t; ++i)
+          shape.shapeDims.push_back(type.getShape()[i]);
+        values[node.output(0)] = std::move(shape);
+      }
+      return llvm::Error::success();
+    }
+    if (!type) {
       if (node.output_size() > 0)
         values[node.output(0)] = Entry{Value(), std::nullopt, true};
       return llvm::Error::success();
@@ -120,6 +139,8 @@ llvm::Expected<bool> Importer::fold(const onnx::NodeProto &node) {
   }
   if (op == "Shape")
     return false; // converted by convertShape (it reads a network tensor's type)
+  if ((op == "Slice" || op == "Concat") && foldShapeOf(node))
+    return true;
   if (!llvm::is_contained(foldable, op) || !hasInput(node, 0) || node.output_size() == 0 ||
       node.output(0).empty())
     return false;
@@ -535,5 +556,83 @@ llvm::Expected<bool> Importer::fold(const onnx::NodeProto &node) {
     return false;
   }
   defineConstant(node, 0, std::move(out));
+  return true;
+}
+
+// interpolate(size=...) exports its Resize sizes as Concat(Slice(Shape(x), 0, 2), sizes):
+// the run-time shape's known sizes are followed through the Slice and the Concat, the open
+// ones kept open. Anything else that reads a run-time shape is refused where it is read.
+bool Importer::foldShapeOf(const onnx::NodeProto &node) {
+  if (node.output_size() == 0 || node.output(0).empty())
+    return false;
+  auto known = [&](int i) -> const Entry * {
+    const Entry *e = hasInput(node, i) ? lookup(node.input(i)) : nullptr;
+    return e && e->shapeOf && !e->shapeDims.empty() ? e : nullptr;
+  };
+  auto ints = [&](int i) -> std::optional<std::vector<int64_t>> {
+    const Entry *e = hasInput(node, i) ? lookup(node.input(i)) : nullptr;
+    if (!e || !e->constant || !e->constant->parameter.empty() || e->constant->isFloat)
+      return std::nullopt;
+    Constant c = *e->constant;
+    if (c.dims.size() > 1)
+      return std::nullopt;
+    if (llvm::Error err = decodeValues(c, node.input(i))) {
+      llvm::consumeError(std::move(err));
+      return std::nullopt;
+    }
+    return c.ints;
+  };
+  Entry result{Value(), std::nullopt, true, {}};
+  if (node.op_type() == "Slice") {
+    const Entry *data = known(0);
+    std::optional<std::vector<int64_t>> starts = ints(1), ends = ints(2);
+    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1)
+      return false;
+    if (hasInput(node, 3)) {
+      std::optional<std::vector<int64_t>> axes = ints(3);
+      if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1))
+        return false;
+    }
+    if (hasInput(node, 4)) {
+      std::optional<std::vector<int64_t>> steps = ints(4);
+      if (!steps || steps->size() != 1 || (*steps)[0] != 1)
+        return false;
+    }
+    const int64_t n = data->shapeDims.size();
+    int64_t s = (*starts)[0], t = (*ends)[0];
+    s = std::clamp<int64_t>(s < 0 ? s + n : s, 0, n);
+    t = std::clamp<int64_t>(t < 0 ? t + n : t, 0, n);
+    for (int64_t i = s; i < t; ++i)
+      result.shapeDims.push_back(data->shapeDims[i]);
+  } else { // Concat along axis 0 of run-time shapes and 1-D integer constants
+    if (attribute(node, "axis")) {
+      llvm::Expected<int64_t> axis = intAttr(node, "axis", 0);
+      if (!axis) {
+        llvm::consumeError(axis.takeError());
+        return false;
+      }
+      if (*axis != 0 && *axis != -1)
+        return false;
+    }
+    bool anyShape = false;
+    for (int i = 0; i < node.input_size(); ++i) {
+      if (const Entry *e = known(i)) {
+        anyShape = true;
+        llvm::append_range(result.shapeDims, e->shapeDims);
+      } else if (std::optional<std::vector<int64_t>> c = ints(i)) {
+        llvm::append_range(result.shapeDims, *c);
+      } else {
+        return false;
+      }
+      // A shape has a few entries; repeated Concats of one would otherwise grow without bound.
+      if (result.shapeDims.size() > kMaxShapeEntries)
+        return false;
+    }
+    if (!anyShape)
+      return false;
+  }
+  if (result.shapeDims.empty())
+    return false;
+  values[node.output(0)] = std::move(result);
   return true;
 }

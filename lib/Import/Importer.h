@@ -49,6 +49,9 @@ struct Entry {
   Value value;                     // an SSA value of the network function, or
   std::optional<Constant> constant; // a constant known at import time
   bool shapeOf = false;            // Shape of a run-time tensor (only patterns may use it)
+  // shapeOf: the sizes it holds where known (open ones kDynamic), through Slice and Concat
+  // with constants (interpolate(size=...)'s Resize sizes); empty when not known.
+  std::vector<int64_t> shapeDims;
 };
 
 // A node and the inputs the message is about.
@@ -160,6 +163,8 @@ public:
   llvm::Error convertShape(const onnx::NodeProto &node);
   // Folds `node` if it is shape arithmetic on constants; false if it is not foldable.
   llvm::Expected<bool> fold(const onnx::NodeProto &node);
+  // Slice / Concat of a run-time tensor's shape with constants: the sizes it selects.
+  bool foldShapeOf(const onnx::NodeProto &node);
   // Patterns.cpp: finds the groups of nodes that stand for one med op.
   void matchPatterns(const onnx::GraphProto &graph);
 

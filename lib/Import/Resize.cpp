@@ -33,6 +33,14 @@ template <typename T> std::string listStr(const std::vector<T> &v) {
   return s.str();
 }
 
+// Sizes with the open ones (read from a run-time shape) as '?'.
+std::string listStr(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + (ShapedType::isDynamic(v[i]) ? "?" : std::to_string(v[i]));
+  return s + "]";
+}
+
 constexpr int64_t kRank = 5;
 
 } // namespace
@@ -121,6 +129,15 @@ llvm::Error Importer::convertResize(const onnx::NodeProto &node) {
     if (!hasInput(node, i))
       return std::nullopt;
     const Entry *e = lookup(node.input(i));
+    if (i == 3 && e && e->shapeOf && !e->shapeDims.empty()) {
+      // Sizes read partly from a run-time shape (interpolate(size=...)): the open ones
+      // (the batch) stay the input's.
+      Constant c;
+      c.isFloat = false;
+      c.ints = e->shapeDims;
+      c.dims = {static_cast<int64_t>(c.ints.size())};
+      return c;
+    }
     if (!e || !e->constant)
       return nodeError(node,
                        std::string(i == 2 ? "scales" : "sizes") +
@@ -178,9 +195,16 @@ llvm::Error Importer::convertResize(const onnx::NodeProto &node) {
     std::vector<int64_t> all(inShape.begin(), inShape.end());
     for (size_t k = 0; k < axes.size(); ++k)
       all[axes[k]] = c.ints[k];
+    for (int d = 2; d < kRank; ++d)
+      if (ShapedType::isDynamic(all[d]))
+        return nodeError(node, "sizes: the spatial size of axis " + std::to_string(d) +
+                                   " is read from a shape known only at run time (the output "
+                                   "size must be a constant, or use scales)",
+                         input);
     // N and C stay: the batch size the export saw (open here) or the channels.
     for (int a = 0; a < 2; ++a)
-      if (!ShapedType::isDynamic(inShape[a]) && all[a] != inShape[a])
+      if (!ShapedType::isDynamic(inShape[a]) && !ShapedType::isDynamic(all[a]) &&
+          all[a] != inShape[a])
         return nodeError(node, "sizes " + listStr(all) + " resize axis " + std::to_string(a) +
                                    " (" + std::to_string(inShape[a]) +
                                    "): only the spatial axes are resized",
