@@ -6,7 +6,8 @@
 #                 Dice + CE with deep supervision, SGD-Nesterov, gradient norm clipped to 12) on
 #                 the CUDA backend against LibTorch on the same GPU in f32 (medcheck --device
 #                 cuda, TF32 off, 2 steps: loss, gradient norm, parameters, momentum buffers;
-#                 relative error norm <= 1e-3, as part `large`), in bf16-mixed against torch
+#                 relative error norm <= 1e-3 as part `large`, 1e-2 where f32 rounding alone
+#                 exceeds that: see import_main), in bf16-mixed against torch
 #                 autocast (medcheck --against-autocast, gradients too,
 #                 part `large`'s rule), and every fused kernel of its compiled step alone
 #                 against the CPU backend (medrun cuda-check --fusions).
@@ -231,8 +232,14 @@ import_main() {
     # No --train-grad in f32: these networks' gradients (InstanceNorm/GroupNorm over few voxels
     # at these sizes) differ from LibTorch's by rounding beyond 1e-3 even on the CPU (small
     # ResEncUNet 5.9e-3, SegResNet 2.9e-3 at 32³; in f64 ours equals LibTorch's to 7e-15),
-    # as test/import/*.test check: loss, gradient norm, parameters, momentum buffers.
-    import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --tolerance 1e-3 --lr 0.01
+    # as test/import/*.test check: loss, gradient norm, parameters, momentum buffers. The
+    # same rounding reaches the parameters that start at 0 (norm biases: after a step, the
+    # gradient times the learning rate): 1e-2 for those networks and the full-size ones
+    # (deeper), 1e-3 where the CPU stayed within it (a wrong op is off by far more: the
+    # control's slope moves the gradient norm by 1e-2 and parameters by 0.2 to 0.5).
+    local tol=1e-2
+    case $n in plainconvunet | mednext_s) tol=1e-3 ;; esac
+    import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --tolerance "$tol" --lr 0.01
     import_row "$n.autocast" 600 "$D/${n}_bf16.medc" --device cuda --torch-device cuda --precision bf16 \
       --against-autocast --train-steps 2 --train-grad --lr 0.01
     # Each fused kernel alone against the CPU backend (random inputs).
