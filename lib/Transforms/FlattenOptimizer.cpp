@@ -42,6 +42,13 @@ bool isScalar(Value v) {
   return t && t.getRank() == 0;
 }
 
+/// The training step's guard on its updated state (med-train-step guard-update): an
+/// any_non_finite of every assigned value. It reads a lane's values without holding the
+/// lane back: it reads the flat values instead (padding stays 0 through every update).
+bool isUpdateGuard(Operation *op) {
+  return isa<AnyNonFiniteOp>(op) && op->hasAttr("med.update_guard");
+}
+
 struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimizer> {
   using Base::Base;
 
@@ -105,6 +112,8 @@ struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimi
       std::optional<unsigned> lane;
       bool inside = true;
       for (Operation *user : op.getUsers()) {
+        if (isUpdateGuard(user))
+          continue;
         auto it = laneOf.find(user);
         if (it == laneOf.end()) {
           inside = false;
@@ -203,6 +212,9 @@ struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimi
         }
       }
       os << ") ";
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), isUpdateGuard))
+          os << "guarded#" << cast<OpResult>(r).getResultNumber() << " ";
     }
     // Scalars must be the very same values in every lane of a group.
     for (Value u : lane.uniforms)
@@ -313,6 +325,15 @@ struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimi
       return r.getResult();
     };
     SmallVector<Value> reads(first.states.size());
+    // The guard's operands that the flat values replace: each lane value it reads, by the
+    // flat value of that op and result.
+    llvm::DenseMap<Value, std::pair<unsigned, unsigned>> guarded; // -> (op index, result)
+    for (Lane *lane : group)
+      for (auto [k, op] : llvm::enumerate(lane->ops))
+        for (Value r : op->getResults())
+          if (llvm::any_of(r.getUsers(), isUpdateGuard))
+            guarded[r] = {unsigned(k), cast<OpResult>(r).getResultNumber()};
+    SmallVector<Operation *> copies;
     for (Operation *op : first.ops) {
       for (Value v : op->getOperands()) {
         if (map.contains(v) || isScalar(v))
@@ -331,11 +352,35 @@ struct MedFlattenOptimizer : med::impl::MedFlattenOptimizerBase<MedFlattenOptimi
                                          map.lookup(a.getValue()));
         for (NamedAttribute attr : a->getDiscardableAttrs())
           assign->setAttr(attr.getName(), attr.getValue());
+        copies.push_back(assign);
         continue;
       }
       Operation *copy = b.clone(*op, map);
       for (Value r : copy->getResults())
         r.setType(flatType);
+      copies.push_back(copy);
+    }
+    if (!guarded.empty()) {
+      llvm::SetVector<Operation *> guards;
+      for (auto &[v, at] : guarded)
+        for (Operation *user : v.getUsers())
+          if (isUpdateGuard(user))
+            guards.insert(user);
+      for (Operation *guard : guards) {
+        SmallVector<Value> operands;
+        llvm::SetVector<Value> flat;
+        for (Value v : guard->getOperands()) {
+          auto it = guarded.find(v);
+          if (it == guarded.end())
+            operands.push_back(v);
+          else
+            flat.insert(copies[it->second.first]->getResult(it->second.second));
+        }
+        operands.append(flat.begin(), flat.end());
+        guard->setOperands(operands);
+        if (!copies.back()->isBeforeInBlock(guard)) // after the flat chain it reads
+          guard->moveAfter(copies.back());
+      }
     }
 
     // The lanes go; so do state reads nothing else uses.

@@ -276,6 +276,8 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     SmallVector<StringRef> outputNames{"loss", "grad_norm"};
     if (scaling)
       outputNames.append({"loss_scale", "growth_tracker", "found_inf"});
+    if (guardUpdate)
+      outputNames.push_back("update_nonfinite");
 
     b.setInsertionPointAfter(gradFn);
     auto step = b.create<func::FuncOp>(
@@ -402,6 +404,16 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
           loc, lossScale, arg("growth_tracker"), foundInf, b.getF64FloatAttr(growthFactor),
           b.getF64FloatAttr(backoffFactor), b.getI64IntegerAttr(growthInterval));
       results.append({update.getNewScale(), update.getNewGrowthTracker(), foundInf});
+    }
+    if (guardUpdate) { // any assigned value inf or NaN: the runtime drops the step
+      SmallVector<Value> assigned;
+      for (AssignOp a : body->getOps<AssignOp>())
+        assigned.push_back(a.getValue());
+      Value guard = assigned.empty() ? scalar(loc, 0.0)
+                                     : b.create<AnyNonFiniteOp>(loc, assigned).getResult();
+      if (!assigned.empty()) // med-flatten-optimizer reads it from the flat updates
+        guard.getDefiningOp()->setAttr("med.update_guard", b.getUnitAttr());
+      results.push_back(guard);
     }
     b.create<func::ReturnOp>(loc, results);
     // Everything the step adds around the gradient is master-weight math: f32 under mixed

@@ -180,8 +180,11 @@ std::string suggest(StringRef key, ArrayRef<std::string> valid) {
   return " (valid: " + join(valid, ", ") + ")";
 }
 
-template <size_t N> std::vector<std::string> names(const char *const (&list)[N]) {
-  return std::vector<std::string>(std::begin(list), std::end(list));
+std::vector<std::string> names(const char *const *list) { // nullptr-terminated
+  std::vector<std::string> out;
+  for (; *list; ++list)
+    out.push_back(*list);
+  return out;
 }
 
 std::vector<std::string> keyNames(StringRef section) {
@@ -213,11 +216,29 @@ struct Reader {
     return createStringError(inconvertibleErrorCode(), path + ": " + msg);
   }
 
-  Expected<Node> convert(yaml::Node *n, StringRef where) {
+  // A scalar's text, within the recipe's string limit.
+  Expected<std::string> text(yaml::ScalarNode *s, StringRef where) {
+    SmallString<32> storage;
+    StringRef v = s->getValue(storage);
+    if (v.size() > medrun::recipe::kMaxString)
+      return fail((where.empty() ? "a key" : where) + ": a string of " + Twine(v.size()) +
+                  " bytes, over the limit of " + Twine(medrun::recipe::kMaxString));
+    return v.str();
+  }
+
+  // `depth`: how deep `n` is nested; past the limit the reader stops before the YAML
+  // parser and this recursion would exhaust the stack.
+  Expected<Node> convert(yaml::Node *n, StringRef where, int depth = 1) {
     Node out;
+    if (depth > medrun::recipe::kMaxDepth)
+      return fail((where.empty() ? "the recipe" : where) + ": values nested more than " +
+                  Twine(medrun::recipe::kMaxDepth) +
+                  " deep (a recipe's sections hold values and lists of lists)");
     if (auto *s = dyn_cast_or_null<yaml::ScalarNode>(n)) {
-      SmallString<32> storage;
-      out.scalar = s->getValue(storage).str();
+      Expected<std::string> v = text(s, where);
+      if (!v)
+        return v.takeError();
+      out.scalar = std::move(*v);
       return out;
     }
     if (auto *seq = dyn_cast_or_null<yaml::SequenceNode>(n)) {
@@ -232,16 +253,20 @@ struct Reader {
             auto *s = dyn_cast<yaml::ScalarNode>(&x);
             if (!s)
               return fail(where + ": lists nest one level deep only");
-            SmallString<32> storage;
-            out.rows.back().push_back(s->getValue(storage).str());
+            Expected<std::string> v = text(s, where);
+            if (!v)
+              return v.takeError();
+            out.rows.back().push_back(std::move(*v));
           }
           continue;
         }
         auto *s = dyn_cast<yaml::ScalarNode>(&e);
         if (!s || out.kind == Node::Rows)
           return fail(where + ": lists hold numbers or words only");
-        SmallString<32> storage;
-        out.list.push_back(s->getValue(storage).str());
+        Expected<std::string> v = text(s, where);
+        if (!v)
+          return v.takeError();
+        out.list.push_back(std::move(*v));
       }
       return out;
     }
@@ -251,10 +276,12 @@ struct Reader {
         auto *key = dyn_cast_or_null<yaml::ScalarNode>(kv.getKey());
         if (!key)
           return fail(where + ": keys must be words");
-        SmallString<32> storage;
-        std::string name = key->getValue(storage).str();
+        Expected<std::string> keyText = text(key, where);
+        if (!keyText)
+          return keyText.takeError();
+        std::string name = std::move(*keyText);
         std::string inner = (where.empty() ? "" : where.str() + ".") + name;
-        Expected<Node> value = convert(kv.getValue(), inner);
+        Expected<Node> value = convert(kv.getValue(), inner, depth + 1);
         if (!value)
           return value.takeError();
         if (!out.section.emplace(name, std::move(*value)).second)
@@ -316,6 +343,18 @@ struct Reader {
     return json::Value(json::Object{{"offsets", std::move(out)}});
   }
 
+  // "an integer in 1..256": the table's rule for the key where it has one.
+  static std::string integerRule(StringRef where, int64_t min) {
+    for (const medrun::recipe::Rule &rule : medrun::recipe::rules())
+      if (medrun::recipe::keyName(rule) == where &&
+          (rule.type == medrun::recipe::Type::Int || rule.type == medrun::recipe::Type::Size3)) {
+        medrun::recipe::Rule element = rule;
+        element.type = medrun::recipe::Type::Int;
+        return medrun::recipe::describe(element);
+      }
+    return "an integer >= " + std::to_string(min);
+  }
+
   // Checks a value against its key's type and returns it as JSON.
   Expected<json::Value> typed(const Node &n, const Key &key, StringRef where) {
     auto scalar = [&](StringRef s) -> Expected<json::Value> {
@@ -328,7 +367,7 @@ struct Reader {
       case Type::Int:
       case Type::Size3:
         if (s.getAsInteger(10, i) || i < key.min)
-          return fail(where + ": expected an integer >= " + Twine(key.min) + ", got '" + s + "'");
+          return fail(where + ": expected " + integerRule(where, key.min) + ", got '" + s + "'");
         return json::Value(i);
       case Type::Number:
       case Type::List:
@@ -592,22 +631,49 @@ Error sizesFromPlan(const Reader &r, Node &root) {
   return Error::success();
 }
 
-// The value rules of RecipeRules.h on the effective recipe (types are checked already),
-// and the names of the loss, optimizer and schedule types: errors name the recipe and key.
-Error checkValues(const Reader &r, const json::Object &effective, const Recipe &recipe) {
-  for (const medrun::recipe::Range &rule : medrun::recipe::kRanges) {
-    const json::Object *section =
-        *rule.section ? effective.getObject(rule.section) : &effective;
-    const json::Value *v = section ? section->get(rule.key) : nullptr;
-    if (!v)
-      continue;
-    std::string key = *rule.section ? std::string(rule.section) + "." + rule.key : rule.key;
-    const json::Array *list = v->getAsArray();
-    for (const json::Value &e : list ? *list : json::Array{*v})
-      if (std::optional<double> d = e.getAsNumber(); d && !medrun::recipe::inRange(rule, *d))
-        return r.fail(key + (list ? " must each be " : " must be ") + rule.rule + ", got " +
-                      formatv("{0:g}", *d).str());
+// A value of the effective recipe as the rule table reads it.
+medrun::recipe::Value toValue(const json::Value &v) {
+  medrun::recipe::Value out;
+  if (std::optional<int64_t> i = v.getAsInteger()) {
+    out.kind = medrun::recipe::Value::Int;
+    out.i = *i;
+    out.d = static_cast<double>(*i);
+  } else if (std::optional<double> d = v.getAsNumber()) {
+    out.kind = medrun::recipe::Value::Real;
+    out.d = *d;
+  } else if (std::optional<bool> b = v.getAsBoolean()) {
+    out.kind = medrun::recipe::Value::Bool;
+    out.b = *b;
+  } else if (std::optional<StringRef> s = v.getAsString()) {
+    out.kind = medrun::recipe::Value::String;
+    out.s = s->str();
+  } else if (const json::Array *a = v.getAsArray()) {
+    out.kind = medrun::recipe::Value::List;
+    for (const json::Value &e : *a)
+      out.list.push_back(toValue(e));
+  } else {
+    out.kind = medrun::recipe::Value::Other;
+    out.s = v.getAsObject() ? "a section" : "null";
   }
+  return out;
+}
+
+class EffectiveSource final : public medrun::recipe::Source {
+public:
+  explicit EffectiveSource(const json::Object &effective) : effective_(effective) {}
+  medrun::recipe::Value get(const char *section, const char *key) const override {
+    const json::Object *s = *section ? effective_.getObject(section) : &effective_;
+    const json::Value *v = s ? s->get(key) : nullptr;
+    return v ? toValue(*v) : medrun::recipe::Value{};
+  }
+
+private:
+  const json::Object &effective_;
+};
+
+// The names of the loss, optimizer and schedule types, with the nearest valid name for a
+// typo: errors name the recipe and key. (The rule table checks them too, without hints.)
+Error checkNames(const Reader &r, const json::Object &effective) {
   auto checkName = [&](const char *section, const char *key,
                        const std::vector<std::string> &valid) -> Error {
     const json::Object *s = effective.getObject(section);
@@ -630,21 +696,6 @@ Error checkValues(const Reader &r, const json::Object &effective, const Recipe &
     return e;
   if (Error e = checkName("data", "normalization", names(medrun::recipe::kNormalizations)))
     return e;
-
-  const json::Object &data = *effective.getObject("data");
-  int64_t voxels = recipe.batch;
-  for (int64_t p : recipe.patch)
-    if (__builtin_mul_overflow(voxels, p, &voxels) || voxels > medrun::recipe::kMaxBatchVoxels)
-      return r.fail("data.batch x data.patch (" + Twine(recipe.batch) + " x " +
-                    formatv("{0}", *data.get("patch")).str() +
-                    ") must be at most 2^40 voxels: the plan cannot address a larger step");
-  const bool synthetic = *data.getString("source") == "synthetic";
-  for (int i = 0; i < 3 && synthetic; ++i)
-    if (*(*data.getArray("volume_shape"))[i].getAsInteger() < recipe.patch[i])
-      return r.fail("data.volume_shape " + formatv("{0}", *data.get("volume_shape")).str() +
-                    " is smaller than data.patch " + formatv("{0}", *data.get("patch")).str() +
-                    ": patches would be mostly padding (a loss of exactly 0 on masked "
-                    "targets); make each volume at least the patch");
   return Error::success();
 }
 
@@ -652,6 +703,9 @@ Error checkValues(const Reader &r, const json::Object &effective, const Recipe &
 
 Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::string> &overrides) {
   Reader r{path};
+  // A device, a pipe or a huge file would be read whole (or forever) before any check.
+  if (std::string why = medrun::recipe::checkFile(path); !why.empty())
+    return r.fail(why);
   auto buffer = MemoryBuffer::getFile(path);
   if (!buffer)
     return r.fail("cannot read the recipe: " + buffer.getError().message());
@@ -797,7 +851,7 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     if (json::Array *list = data.getArray(key))
       for (json::Value &v : *list)
         v = resolve(*v.getAsString());
-  if (Error e = checkValues(r, effective, recipe))
+  if (Error e = checkNames(r, effective))
     return std::move(e);
   json::Object &trainSection = *effective.getObject("train");
   StringRef nan = *trainSection.getString("nan"), device = *trainSection.getString("device");
@@ -827,6 +881,8 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (!recipe.network.empty())
     loss.push_back("network=" + recipe.network);
 
+  // A step whose update is not finite is skipped by medrun (update_nonfinite).
+  train.push_back("guard-update=true");
   auto opt = top.find("optimizer");
   if (opt == top.end())
     return r.fail("missing 'optimizer' section (e.g. optimizer: {type: adamw, lr: 1.0e-3})");
@@ -964,6 +1020,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (recipe.memoryBudgetGib < 0)
     return r.fail("memory_budget_gib: expected a size in GiB (0: no budget), got " +
                   llvm::formatv("{0}", recipe.memoryBudgetGib).str());
+  // Every key medrun reads, by the table medrun applies too (RecipeRules.h).
+  if (std::string broken = medrun::recipe::check(EffectiveSource(effective), /*requireAll=*/false);
+      !broken.empty())
+    return r.fail(broken);
   if (!sys::fs::is_regular_file(recipe.model))
     return r.fail("model: no such model file '" + recipe.model + "' (" +
                   (sys::path::is_absolute(modelFile) ? "" : "relative to the recipe's folder; ") +

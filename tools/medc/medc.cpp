@@ -306,6 +306,48 @@ void printAfterNamedPasses(PassManager &pm) {
       /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
 }
 
+// Pass options are space-separated `key=value` words (a value may be a {list} or quoted);
+// MLIR's option parser takes some malformed words (`===`, `=x`) without a word of warning.
+// Returns the first word that is not an option, or "".
+std::string malformedOption(StringRef options) {
+  size_t i = 0;
+  while (i < options.size()) {
+    while (i < options.size() && llvm::isSpace(options[i]))
+      ++i;
+    size_t start = i, depth = 0;
+    char quote = 0;
+    for (; i < options.size() && (depth || quote || !llvm::isSpace(options[i])); ++i) {
+      char c = options[i];
+      if (quote)
+        quote = c == quote ? 0 : quote;
+      else if (c == '"' || c == '\'')
+        quote = c;
+      else if (c == '{')
+        ++depth;
+      else if (c == '}' && depth)
+        --depth;
+    }
+    StringRef word = options.slice(start, i);
+    if (word.empty())
+      continue;
+    auto [key, value] = word.split('=');
+    bool keyOk = !key.empty() && llvm::isAlpha(key.front()) &&
+                 llvm::all_of(key, [](char c) { return llvm::isAlnum(c) || c == '-' || c == '_'; });
+    if (!keyOk || (word.contains('=') && value.empty()))
+      return word.str();
+  }
+  return "";
+}
+
+LogicalResult checkPassOptions(StringRef flag, StringRef options, StringRef example) {
+  std::string word = malformedOption(options);
+  if (word.empty())
+    return success();
+  fail(flag + ": '" + word + "' is not an option: expected space-separated key=value "
+              "options, e.g. \"" + example + "\" (see docs/passes.md)");
+  return failure();
+}
+
 // Inline the blocks, fix batch and patch, re-infer every type. With --entry, only that
 // function stays public, so the artifact holds just it (and what the pipeline derives).
 LogicalResult specialize(ModuleOp module) {
@@ -314,6 +356,11 @@ LogicalResult specialize(ModuleOp module) {
       if (f.getSymName() != entry && f.isPublic())
         f.setPrivate();
   PassManager pm(module.getContext());
+  if (effectiveLoss && failed(checkPassOptions("--loss", *effectiveLoss, "type=dice_ce")))
+    return failure();
+  if (effectiveTrain &&
+      failed(checkPassOptions("--train", *effectiveTrain, "optimizer=adamw clip=1.0 ema=true")))
+    return failure();
   if (effectiveLoss) {
     std::unique_ptr<Pass> addLoss = med::createMedAddLoss();
     if (failed(addLoss->initializeOptions(*effectiveLoss, [](const Twine &msg) {

@@ -152,10 +152,7 @@ int prepareRecipe(const std::string &recipe, const std::vector<std::string> &ove
   nlohmann::json config;
   std::vector<std::string> argv;
   if (effective) {
-    std::ifstream in(recipe);
-    config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (config.is_discarded() || !config.is_object() || !config.contains("train"))
-      throw Error(str(recipe, ": not an effective recipe (the JSON `medc recipe` prints)"));
+    config = readEffectiveRecipe(recipe);
     for (const std::string &o : overrides)
       setKey(config, o);
     checkEffectiveRecipe(config, recipe);
@@ -294,11 +291,14 @@ int trainCommand(const std::string &recipe, const std::vector<std::string> &over
                  s.checkpoint.c_str());
     return 0;
   }
-  std::fprintf(notes, "%s steps %lld..%lld: mean loss %.4g (first %lld steps) -> %.4g (last)%s\n",
+  std::fprintf(notes, "%s steps %lld..%lld: mean loss %.4g (first %lld steps) -> %.4g (last)%s%s\n",
                s.interrupted ? "interrupted after" : "trained", static_cast<long long>(s.firstStep),
                static_cast<long long>(s.lastStep), s.firstLoss,
                static_cast<long long>(config["logging"]["every"].get<int64_t>()), s.lastLoss,
-               s.skipped ? str(", ", s.skipped, " steps skipped (non-finite loss)").c_str() : "");
+               s.skipped ? str(", ", s.skipped, " steps skipped (non-finite loss)").c_str() : "",
+               s.updateSkipped
+                   ? str(", ", s.updateSkipped, " steps skipped (non-finite update)").c_str()
+                   : "");
   std::fprintf(notes, "checkpoint: %s\n", s.checkpoint.c_str());
   return s.interrupted && stopSignal == SIGINT ? 130 : 0;
 }

@@ -132,6 +132,14 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
     `backoff-factor`, `growth-interval`; `init-scale` is recorded as `med.init_loss_scale`
     for the runtime's first step).
 
+    With `guard-update` (recipes set it: `medc compile --recipe`, `medrun train`) the step
+    also returns `update_nonfinite`:
+    `med.any_non_finite` (marked `med.update_guard`) of every value it assigns. A finite
+    gradient can still overflow the update (a learning rate too large); the runtime then
+    drops the step's assignments, so the state stays as before the step, and counts it,
+    as GradScaler skips an overflowed step. The flag is an output read with the loss, at
+    the step's end: no host synchronization inside the step.
+
     `lr`, `step` (1 for the first step), `ema_decay`, `loss_scale` and `growth_tracker` are
     rank-0 f32 inputs and `rng` a rank-0 i64 (the key of the step's random numbers, which
     `med.random` ops read; `medrun` derives it from the seed, the rank and the step), so nothing that changes per step is a constant. Every op the pass adds
@@ -175,6 +183,9 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
            "fp16-mixed: scale factor after a step with inf/NaN gradients">,
     Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
            "fp16-mixed: successful steps before the scale grows">,
+    Option<"guardUpdate", "guard-update", "bool", /*default=*/"false",
+           "return update_nonfinite: whether any assigned value is inf or NaN (the runtime "
+           "then skips the step)">,
   ];
 }
 
@@ -197,7 +208,10 @@ def MedFlattenOptimizer : Pass<"med-flatten-optimizer", "::mlir::ModuleOp"> {
        `alignment` elements); the gradients are laid out the same way by `med.pack`.
     3. One chain over the flat tensors replaces the group's lanes, reading and assigning the
        flat buffers. Ops that reduce the multiset of every gradient element
-       (`med.sum_squares`, `med.any_non_finite`) read the packed gradients instead.
+       (`med.sum_squares`, `med.any_non_finite`) read the packed gradients instead, and the
+       training step's guard on its updated state (`med.any_non_finite` marked
+       `med.update_guard`) reads the flat updates instead of each lane's (a padding element
+       is 0 and every update keeps it 0).
 
     Groups of a single lane are left alone. The members keep their names, so checkpoints do
     not change.

@@ -2,8 +2,8 @@
 //
 // `medrun train` takes an effective recipe (the JSON `medc recipe` prints) from a machine
 // without the compiler, possibly edited by hand. It is checked as medc checks a YAML recipe
-// before any of it is used: the type of every key the runtime reads, and the value rules of
-// RecipeRules.h.
+// before any of it is used: the type, range and cross-key rules of RecipeRules.h (the
+// table medc applies).
 //
 //===----------------------------------------------------------------------------------===//
 #ifndef MEDRUN_RECIPECHECK_H
@@ -17,6 +17,11 @@ namespace medrun {
 
 /// Throws Error naming `file`, the key and what was expected.
 void checkEffectiveRecipe(const nlohmann::json &config, const std::string &file);
+
+/// Reads an effective recipe within the limits of a recipe file (RecipeRules.h: a regular
+/// file, its size, its nesting); throws Error naming `file` otherwise or when it is not a
+/// JSON object with a train section.
+nlohmann::json readEffectiveRecipe(const std::string &file);
 
 } // namespace medrun
 

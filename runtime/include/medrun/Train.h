@@ -76,6 +76,8 @@ struct TrainSummary {
   double firstLoss = 0, lastLoss = 0;  ///< mean loss of the first / last logged interval
   bool interrupted = false;
   int64_t skipped = 0; ///< steps skipped for a non-finite loss (train.nan = skip)
+  /// Steps whose updated state was not finite (train_step's update_nonfinite): skipped.
+  int64_t updateSkipped = 0;
   std::string checkpoint; ///< the last checkpoint written
   /// --resume-or-start found the run at train.steps already: no step ran, `checkpoint` is
   /// the one it ended with.

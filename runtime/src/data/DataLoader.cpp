@@ -10,6 +10,7 @@
 #include "medrun/Data.h"
 #include "medrun/Error.h"
 #include "medrun/Parallel.h"
+#include "medrun/RecipeRules.h"
 
 #include "DataRandom.h"
 
@@ -45,11 +46,14 @@ int64_t segmentationFactor(const std::string &name) {
 } // namespace
 
 void validate(const LoaderSpec &spec) {
-  if (spec.batch < 1 || spec.batch > 4096)
-    throw Error(str("data.batch: expected a batch size in 1..4096, got ", spec.batch));
+  // The recipe's limits (RecipeRules.h), which medc and medrun check first.
+  if (spec.batch < 1 || spec.batch > recipe::kMaxBatch)
+    throw Error(str("data.batch: expected a batch size in 1..", recipe::kMaxBatch, ", got ",
+                    spec.batch));
   for (int64_t p : spec.patch)
-    if (p < 1 || p > 1024)
-      throw Error(str("data.patch: expected three sizes in 1..1024, got ", patchStr(spec.patch)));
+    if (p < 1 || p > recipe::kMaxPatch)
+      throw Error(str("data.patch: expected three sizes in 1..", recipe::kMaxPatch, ", got ",
+                      patchStr(spec.patch)));
   if (spec.tensors.empty())
     throw Error(str("data.tensors: expected at least one tensor name (", kTensorNames, ")"));
   std::set<std::string> seen;
@@ -78,10 +82,12 @@ void validate(const LoaderSpec &spec) {
   if (spec.affinityChannels < 1 || spec.affinityChannels > 6)
     throw Error(str("data: affinity channels must be 1..6 (the model's output channels), got ",
                     spec.affinityChannels));
-  if (spec.workers < 1 || spec.workers > 256)
-    throw Error(str("data.workers: expected 1..256 worker threads, got ", spec.workers));
-  if (spec.prefetch < 1 || spec.prefetch > 1024)
-    throw Error(str("data.prefetch: expected 1..1024 batch buffers, got ", spec.prefetch));
+  if (spec.workers < 1 || spec.workers > recipe::kMaxWorkers)
+    throw Error(str("data.workers: expected 1..", recipe::kMaxWorkers, " worker threads, got ",
+                    spec.workers));
+  if (spec.prefetch < 1 || spec.prefetch > recipe::kMaxPrefetch)
+    throw Error(str("data.prefetch: expected 1..", recipe::kMaxPrefetch, " batch buffers, got ",
+                    spec.prefetch));
   if (!(spec.foreground >= 0 && spec.foreground <= 1))
     throw Error(str("data.foreground: expected a fraction in [0, 1], got ", spec.foreground));
   if (spec.ranks < 1 || spec.rank < 0 || spec.rank >= spec.ranks)

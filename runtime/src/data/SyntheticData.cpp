@@ -18,6 +18,7 @@
 #include "medrun/Data.h"
 #include "medrun/Error.h"
 #include "medrun/Parallel.h"
+#include "medrun/RecipeRules.h"
 
 #include "DataRandom.h"
 
@@ -73,11 +74,12 @@ void computeAffinities(const Tensor &labels, const std::vector<Index3> &offsets,
 
 void validate(const SyntheticSpec &spec) {
   for (int64_t d : spec.shape)
-    if (d < 1 || d > 2048)
-      throw Error(str("data.volume_shape: expected three sizes in 1..2048, got ", spec.shape[0],
-                      "x", spec.shape[1], "x", spec.shape[2]));
-  if (spec.volumes < 1 || spec.volumes > 1000000)
-    throw Error(str("data.volumes: expected at least 1 volume, got ", spec.volumes));
+    if (d < 1 || d > recipe::kMaxVolumeSize)
+      throw Error(str("data.volume_shape: expected three sizes in 1..", recipe::kMaxVolumeSize,
+                      ", got ", spec.shape[0], "x", spec.shape[1], "x", spec.shape[2]));
+  if (spec.volumes < 1 || spec.volumes > recipe::kMaxVolumes)
+    throw Error(str("data.volumes: expected an integer in 1..", recipe::kMaxVolumes, ", got ",
+                    spec.volumes));
 }
 
 namespace {

@@ -297,6 +297,7 @@ struct StepOutcome {
   double loss = 0, norm = 0, lr = 0;
   double elapsed = 0, wait = 0; ///< the step's time, and what of it waited for the batch
   bool skipped = false;         ///< a non-finite loss (train.nan skip): not applied
+  bool updateSkipped = false;   ///< a non-finite updated state (update_nonfinite): not applied
   bool overflow = false;        ///< fp16-mixed: the scaled gradients overflowed
   bool stopping = false;        ///< a signal on some rank: the job stops after this step
   std::vector<Tensor> imageInputs; ///< @augment's inputs, for the TensorBoard image
@@ -323,6 +324,11 @@ public:
       trackerOut_ = output("growth_tracker");
       foundInfOut_ = output("found_inf");
     }
+    // The step's guard on its updated state (med-train-step guard-update; older artifacts
+    // have none).
+    for (size_t i = 0; i < feed.function().outputNames.size(); ++i)
+      if (feed.function().outputNames[i] == "update_nonfinite")
+        updateGuardOut_ = static_cast<int>(i);
     prefetch_ = backend.canStage();
   }
 
@@ -373,6 +379,12 @@ public:
                         "`--nan skip` skips such steps instead"));
       s.skipped = true;
       progress_.message(str("step ", step, ": non-finite loss ", s.loss, "; step skipped"));
+    } else if (updateGuardOut_ >= 0 && value(updateGuardOut_) != 0) {
+      // A finite gradient whose update overflowed (a learning rate too large): the state
+      // stays as before the step, as GradScaler skips an overflowed step; counted.
+      s.updateSkipped = true;
+      progress_.message(str("step ", step, ": the updated state is not finite (lr ", s.lr,
+                            ", gradient norm ", s.norm, "); step skipped, the state kept"));
     } else {
       backend_.commit();
     }
@@ -418,6 +430,7 @@ private:
   int lossOut_ = -1, normOut_ = -1;
   bool scaling_ = false;
   int scaleOut_ = -1, trackerOut_ = -1, foundInfOut_ = -1;
+  int updateGuardOut_ = -1; ///< update_nonfinite, if the step has it
   bool prefetch_ = false;
   const Batch *ahead_ = nullptr; ///< the next step's batch, uploading during this step
   double lossScale_;
@@ -452,6 +465,7 @@ public:
       if (s.skipped) {
         ++summary_.skipped;
       } else {
+        summary_.updateSkipped += s.updateSkipped;
         intervalLoss_ += s.loss;
         ++intervalSteps_;
       }
@@ -496,6 +510,8 @@ private:
       p_.validation->addStep(step, s.loss, s.lr, s.elapsed);
     if (s.skipped)
       record.extra["skipped"] = true;
+    if (s.updateSkipped)
+      record.extra["update_skipped"] = true;
     if (p_.runner.scaling()) {
       record.extra["loss_scale"] = p_.runner.lossScale();
       record.extra["found_inf"] = s.overflow;
