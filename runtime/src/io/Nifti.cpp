@@ -118,8 +118,9 @@ template <typename Header> void copyFields(const Header &n, RawHeader &r) {
   r.quatern = {n.quatern_b, n.quatern_c, n.quatern_d, n.qoffset_x, n.qoffset_y, n.qoffset_z};
 }
 
-/// The header as stored (byte-swapped to this machine's order), its dimensions checked:
-/// dim[0] in 1..7 and dim[1..dim[0]] >= 1, errors naming the field.
+/// The header as stored (byte-swapped to this machine's order), checked: dim[0] in 1..7,
+/// dim[1..dim[0]] >= 1, vox_offset, the scaling and the geometry finite; errors name the
+/// field. A slope of 0 or not finite comes back as 0 (not scaled).
 RawHeader readRawHeader(const std::string &path) {
   int version = -1;
   void *h;
