@@ -8,7 +8,7 @@
 #                 cuda, TF32 off, 2 steps: loss, gradient norm, parameters, momentum buffers;
 #                 relative error norm <= 1e-3 as part `large`, 1e-2 where f32 rounding alone
 #                 exceeds that: see import_main), in bf16-mixed against torch
-#                 autocast (medcheck --against-autocast, gradients too,
+#                 autocast (medcheck --against-autocast, one step, gradients too,
 #                 part `large`'s rule), and every fused kernel of its compiled step alone
 #                 against the CPU backend (medrun cuda-check --fusions).
 #                   plainconvunet     nnU-Net's PlainConvUNet, 4 stages 8 -> 32, 32³, batch 2
@@ -248,7 +248,7 @@ import_main() {
     case $n in plainconvunet | mednext_s) tol=1e-3 ;; esac
     import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --tolerance "$tol" --lr 0.01
     import_row "$n.autocast" 600 "$D/${n}_bf16.medc" --device cuda --torch-device cuda --precision bf16 \
-      --against-autocast --train-steps 2 --train-grad --lr 0.01
+      --against-autocast --train-steps 1 --train-grad --lr 0.01
     # Each fused kernel alone against the CPU backend (random inputs).
     local log="$out/import-$n.fusions.log" limit
     if ! limit=$(import_limit 300); then
