@@ -47,7 +47,9 @@
 # Usage: on the build machine `scripts/gpu/import.sh prepare` (after a build; BUILD names the
 # build directory) exports the networks with python3-torch (test/import/Inputs/onnx_check.py),
 # compiles them (--target cuda) into .device/import/ (gzip'd; the ONNX files stay here: the
-# artifacts hold everything medrun and medcheck need) and writes .deps/. It replaces
+# artifacts hold everything medrun and medcheck need; an ONNX file already in MED_IMPORT_WORK,
+# default $TMPDIR/med-import-prepare, is reused: remove that folder after editing
+# test/import/Inputs/networks.py) and writes .deps/. It replaces
 # .device/import only; for a call of these parts alone, start from an empty .device
 # (MED_IMPORT_ONLY=1 removes .device first) so that the carried tree stays small.
 # On the GPU machine MED_GPU_CHECKS="import bench-import" scripts/gpu-check.sh sources this
