@@ -453,6 +453,39 @@ TEST_F(CheckpointTest, LatestPointerAndFallbacks) {
   expectError([&] { loadCheckpoint(root + "/best"); }, {"best", "is not the directory of step"});
 }
 
+// Resolving a root reports what it passes over; a step directory without state.json is
+// never kept as a checkpoint and goes at the next save.
+TEST_F(CheckpointTest, PassedOverCheckpointsAreReported) {
+  for (int64_t step : {1, 2, 3})
+    saveCheckpoint(root, makeTrainState(step), makeState(static_cast<uint32_t>(step)));
+  std::vector<SkippedCheckpoint> skipped;
+  EXPECT_EQ(resolveCheckpoint(root, &skipped), root + "/step_00000003");
+  EXPECT_TRUE(skipped.empty()); // the control: nothing passed over, nothing said
+
+  fs::remove(root + "/step_00000003/state.json");
+  EXPECT_EQ(resolveCheckpoint(root, &skipped), root + "/step_00000002");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].path, root + "/step_00000003");
+  EXPECT_NE(skipped[0].reason.find("'latest' points to it"), std::string::npos);
+
+  writeBytes(root + "/latest", "garbage\n");
+  EXPECT_EQ(resolveCheckpoint(root, &skipped), root + "/step_00000002");
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_EQ(skipped[0].path, root + "/latest");
+  EXPECT_NE(skipped[0].reason.find("found: garbage"), std::string::npos);
+  EXPECT_EQ(skipped[0].reason.find('\n'), std::string::npos); // one line
+  EXPECT_EQ(skipped[1].path, root + "/step_00000003");
+  EXPECT_NE(skipped[1].reason.find("without state.json"), std::string::npos);
+
+  // keepLast 1: the incomplete step 3 is not counted among the kept; it goes with step 1
+  // and 2, through step_<N>.deleting.tmp, which no listing shows afterwards.
+  CheckpointOptions one;
+  one.keepLast = 1;
+  saveCheckpoint(root, makeTrainState(4), makeState(4), one);
+  EXPECT_EQ(listing(), (std::vector<std::string>{"latest", "step_00000004"}));
+  expectSameTensors(loadCheckpoint(root).tensors, makeState(4));
+}
+
 TEST_F(CheckpointTest, LeftoversOfACrashAreIgnoredThenRemoved) {
   saveCheckpoint(root, makeTrainState(1), makeState(1));
   // A crash while saving step 2 (half-written files) and while writing a pointer.
@@ -461,6 +494,7 @@ TEST_F(CheckpointTest, LeftoversOfACrashAreIgnoredThenRemoved) {
   writeBytes(root + "/step_00000002.tmp/model.safetensors.tmp-abcdef", "partial");
   writeBytes(root + "/latest.tmp-Xy12zz", "{\"dir\": \"step_00000002\"");
   fs::create_directory(root + "/step_00000003.replaced.tmp");
+  fs::create_directory(root + "/step_00000000.deleting.tmp"); // a deletion that was killed
   fs::create_directory(root + "/unrelated");
   EXPECT_EQ(listCheckpoints(root).size(), 1u);
   EXPECT_EQ(loadCheckpoint(root).state.step, 1);
