@@ -87,8 +87,8 @@ def mutations(doc, fname):
                 F(d)["cuda_plan"]["steps"][s]["scalars"][0] += 1
             add("step %d status code + 1" % s, "scalars", f, s)
         for v in step.get("variants", []):
-            def f(d, s=s, v=v):
-                F(d)["cuda_plan"]["steps"][s]["variants"] = [step["kernel"]]
+            def f(d, s=s, k=step["kernel"]):
+                F(d)["cuda_plan"]["steps"][s]["variants"] = [k]
             add("step %d variant %s -> its own kernel" % (s, v), "variants", f, s)
     for k, b in enumerate(plan["scratch"]):
         if k == 0:
@@ -101,6 +101,8 @@ def mutations(doc, fname):
     floats = [i for i, v in enumerate(fn["values"]) if v["dtype"] == "f32" and v["shape"]]
     for n, i in enumerate(floats):
         st = ("f16", "bf16", "f64")[n % 3]
+        if st == fn["values"][i].get("storage", "f32"):
+            st = "f64"  # an edit, not the storage it has
         def f(d, i=i, st=st):
             F(d)["values"][i]["storage"] = st
         add("value %d storage %s" % (i, st), "storage", f)
