@@ -1,4 +1,4 @@
-"""Reads the artifact container of docs/artifact.md (format version 10) with struct, zlib and
+"""Reads the artifact container of docs/artifact.md (format version 11) with struct, zlib and
 json only, independently of medrun: read(path) -> (document, {section name: bytes}).
 Raises ValueError naming what is wrong (magic, version, checksum, section table)."""
 import json
@@ -11,8 +11,8 @@ def read(path):
     if b[:8] != b"MEDCART\0":
         raise ValueError("not an artifact")
     version, = struct.unpack("<I", b[8:12])
-    if version != 10:
-        raise ValueError("format version %d, expected 10" % version)
+    if version != 11:
+        raise ValueError("format version %d, expected 11" % version)
     if zlib.crc32(b[:-4]) != struct.unpack("<I", b[-4:])[0]:
         raise ValueError("CRC mismatch")
     n, = struct.unpack("<Q", b[16:24])

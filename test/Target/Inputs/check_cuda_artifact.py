@@ -2,7 +2,7 @@
 
 usage: check_cuda_artifact.py X.medc [--arch sm_90]
 
-Reads the container of docs/artifact.md (format version 10) with struct/zlib/json only and
+Reads the container of docs/artifact.md (format version 11) with struct/zlib/json only and
 checks: the CRC; each module's source, cubin and PTX sections are present and non-empty;
 each cubin is a CUDA ELF (e_machine 190) for the requested arch (its e_flags hold the SM
 number) and each PTX targets it; each module defines kernels of its own, none defined by

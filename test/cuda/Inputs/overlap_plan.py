@@ -1,4 +1,4 @@
-"""Edits the memory plan of a compiled artifact (docs/artifact.md, version 10) so that the
+"""Edits the memory plan of a compiled artifact (docs/artifact.md, version 11) so that the
 result of a function's first launched op shares bytes with that op's first operand, which is
 live at the same step, and writes the artifact again (the CRC recomputed): the runtime must
 reject it. usage: overlap_plan.py IN.medc OUT.medc FUNCTION"""
