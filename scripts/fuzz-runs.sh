@@ -5,14 +5,14 @@
 # (FUZZ_BUILD/seeds: run scripts/fuzz.sh once first). Prints one line per target:
 # executions, findings (inputs kept in FUZZ_BUILD/long/<target>/findings), exit status.
 #
-# usage: scripts/fuzz-runs.sh [TARGET...]       (default: artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
+# usage: scripts/fuzz-runs.sh [TARGET...]       (default: artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
 # The executions and results of each run go to docs/reliability.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_BUILD=$(realpath "${FUZZ_BUILD:-build-fuzz}")
 RUNS=${RUNS:-1000000} JOBS=${JOBS:-4}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 for t in "${TARGETS[@]}"; do
@@ -20,7 +20,8 @@ for t in "${TARGETS[@]}"; do
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/findings"
   opts=$ASAN_OPTIONS
   [ "$t" != mlir ] && [ "$t" != onnx ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0 # see docs/reliability.md
-  (cd "$work" && ASAN_OPTIONS=$opts "$FUZZ_BUILD/test/fuzz/fuzz-$t" corpus "$FUZZ_BUILD/seeds/$t" \
+  [ "$t" != hdf5 ] || opts=$ASAN_OPTIONS:allocator_may_return_null=1 # as scripts/fuzz.sh
+  (cd "$work" && LSAN_OPTIONS=suppressions=$PWD/test/fuzz/hdf5.lsan.supp ASAN_OPTIONS=$opts "$FUZZ_BUILD/test/fuzz/fuzz-$t" corpus "$FUZZ_BUILD/seeds/$t" \
      -runs=$((RUNS / JOBS)) -jobs="$JOBS" -workers="$JOBS" -timeout=20 -rss_limit_mb=4096 \
      -max_len=1048576 -print_final_stats=1 -artifact_prefix=findings/ >run.log 2>&1
    echo $? >exit) &

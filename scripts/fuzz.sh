@@ -6,7 +6,7 @@
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
 # Seeds need the tools of the ordinary build (BUILD, default build: scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ BUILD=${BUILD:-build}
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx nifti npy-volume)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
 
 if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$FUZZ_BUILD" -G Ninja \
@@ -34,7 +34,7 @@ echo "fuzz: the runtime's unit tests under ASan and UBSan"
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
-rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,skeleton,recipe,mlir,onnx,nifti,npy-volume}
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{artifact,npy,safetensors,torch,skeleton,recipe,mlir,onnx,hdf5,zarr,nifti,npy-volume}
 MEDC="$BUILD/bin/medc" MEDRUN="$BUILD/bin/medrun"
 "$MEDC" compile test/medrun/Inputs/tiny.mlir --batch 1 --patch 3,3,3 -o "$SEEDS/artifact/tiny.medc"
 "$MEDC" compile test/medrun/Inputs/tiny_loss.mlir --batch 1 --patch 2,2,3 --train "clip=1.0 ema=true" \
@@ -98,6 +98,9 @@ cp test/import/Inputs/*.txtpb "$SEEDS/onnx/"
 /usr/bin/python3 test/import/Inputs/onnx_check.py export plainconvunet --out "$SEEDS/onnx-export" \
   --shape 1,1,16,16,16 >/dev/null
 cp "$SEEDS/onnx-export/plainconvunet.onnx" "$SEEDS/onnx/" && rm -rf "$SEEDS/onnx-export"
+# HDF5 and Zarr volumes: small arrays of every layout, codec and dtype the readers take, and
+# issue 36's crash files (test/medrun/reliability-*.test); a Zarr array as fuzz-zarr's input.
+/usr/bin/python3 test/medrun/Inputs/reliability_volumes.py fuzz-seeds "$SEEDS/hdf5" "$SEEDS/zarr"
 # NIfTI and .npy volumes: small valid files (NIfTI-1/-2, .nii.gz, channels in dim[4], scaled)
 # and the malformed headers of test/medrun/reliability-nifti.test and reliability-npy.test.
 /usr/bin/python3 - "$SEEDS" <<'PY'
@@ -121,8 +124,13 @@ PY
 status=0
 for t in "${TARGETS[@]}"; do
   bin="$FUZZ_BUILD/test/fuzz/fuzz-$t"
+  # libhdf5 allocates what a malformed file declares, and a failed malloc is an error it
+  # reports (ASan would stop at the size); its own leaks on error paths are suppressed.
+  hdf5opts=""
+  [ "$t" != hdf5 ] || hdf5opts=:allocator_may_return_null=1
+  export LSAN_OPTIONS=suppressions=$PWD/test/fuzz/hdf5.lsan.supp
   if [ -d "test/fuzz/regressions/$t" ] && [ -n "$(ls -A "test/fuzz/regressions/$t")" ]; then
-    ASAN_OPTIONS=$ASAN_OPTIONS:allow_user_poisoning=0 "$bin" -runs=1 "test/fuzz/regressions/$t"/* 2>"$FUZZ_BUILD/fuzz-$t-regressions.log" ||
+    ASAN_OPTIONS=$ASAN_OPTIONS:allow_user_poisoning=0$hdf5opts "$bin" -runs=1 "test/fuzz/regressions/$t"/* 2>"$FUZZ_BUILD/fuzz-$t-regressions.log" ||
       { tail -30 "$FUZZ_BUILD/fuzz-$t-regressions.log"; echo "FAIL: fuzz-$t regression input"; exit 1; }
   fi
   corpus="$FUZZ_BUILD/corpus/$t"
@@ -130,7 +138,7 @@ for t in "${TARGETS[@]}"; do
   # fuzz-mlir and fuzz-onnx link LLVM's libraries, built without ASan: their inline allocators poison
   # memory that the uninstrumented copies never unpoison (false reports), so it runs without
   # user poisoning.
-  opts=$ASAN_OPTIONS
+  opts=$ASAN_OPTIONS$hdf5opts
   [ "$t" != mlir ] && [ "$t" != onnx ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0
   if ASAN_OPTIONS=$opts "$bin" "$corpus" "$SEEDS/$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 \
        -max_len=1048576 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/$t/" \

@@ -93,7 +93,8 @@ public:
   const VolumeInfo &info() const { return info_; }
 
   /// Reads the box [lo, lo + size), which must lie inside the volume, into `dst` (C order,
-  /// size[0] x size[1] x size[2]), converting to float / int64. Thread-safe.
+  /// size[0] x size[1] x size[2]), converting to float / int64 (a float voxel as int64:
+  /// truncated, NaN as 0, saturated at int64's range). Thread-safe.
   void read(const Box3 &lo, const Box3 &size, float *dst) const;
   void read(const Box3 &lo, const Box3 &size, int64_t *dst) const;
   /// The whole volume.

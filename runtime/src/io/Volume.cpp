@@ -14,9 +14,11 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 namespace medrun {
 
@@ -147,8 +149,20 @@ std::atomic<uint64_t> nextReaderId{1};
 
 template <typename S, typename T> void convertRow(const char *src, T *dst, int64_t n) {
   const S *s = reinterpret_cast<const S *>(src);
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = static_cast<T>(s[i]);
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<T>) {
+    // A float voxel read as an integer: truncated, NaN as 0, saturated at the type's range
+    // (converting a value outside it is undefined behaviour).
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(s[i]);
+      dst[i] = v != v ? 0
+               : v <= -0x1p63 ? std::numeric_limits<T>::min()
+               : v >= 0x1p63  ? std::numeric_limits<T>::max()
+                              : static_cast<T>(v);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(s[i]);
+  }
 }
 
 template <typename T> void convertRow(VoxelType type, const char *src, T *dst, int64_t n) {

@@ -97,6 +97,89 @@ def noise(d):
     np.save(f"{d}/cube.npy", v[:16, :16, :16])  # for block-wise inference
 
 
+ZARR_PARTS = [".zarray", ".zattrs", "0.0.0", "0.0.1", "0.1.0", "0.1.1", "1.0.0", "1.0.1",
+              "1.1.0", "1.1.1", "0/0/0", "0.0.0.0"]
+
+
+def fuzz_input(array_dir):
+    """A Zarr array directory as one fuzz-zarr input (test/fuzz/FuzzZarr.cpp)."""
+    parts = []
+    for name in ZARR_PARTS:
+        path = os.path.join(array_dir, name)
+        if os.path.isfile(path):
+            parts.append(open(path, "rb").read())
+        else:
+            parts.append(b"" if name == ".zattrs" else b"-")
+    while parts and parts[-1] == b"-":
+        parts.pop()
+    return b"\0ZARR\0".join(parts)
+
+
+def fuzz_seeds(h5dir, zdir):
+    """Seeds of fuzz-hdf5 and fuzz-zarr: small valid arrays of every layout, codec and dtype
+    the readers take, and the crash files above."""
+    import h5py
+    import numcodecs
+    import zarr as z
+    hdf5(h5dir)
+    for f in os.listdir(h5dir):
+        if not f.endswith(".h5"):
+            os.remove(os.path.join(h5dir, f))
+    v = np.arange(8 * 9 * 10, dtype=np.float32).reshape(8, 9, 10)
+    with h5py.File(f"{h5dir}/contiguous.h5", "w") as f:
+        f["volumes/raw"] = v
+        f["volumes/raw"].attrs["resolution"] = [40.0, 4.0, 4.0]
+        f["volumes/raw"].attrs["offset"] = [0.0, 8.0, 8.0]
+    with h5py.File(f"{h5dir}/gzip.h5", "w") as f:
+        f.create_dataset("seg", data=(v % 7).astype(np.uint8), chunks=(4, 5, 5), compression="gzip")
+    with h5py.File(f"{h5dir}/channels.h5", "w") as f:
+        f.create_dataset("pred", data=np.stack([v, -v]).astype(np.int16), chunks=(1, 4, 4, 4),
+                         shuffle=True, compression="gzip", fletcher32=True)
+    with h5py.File(f"{h5dir}/bigendian.h5", "w") as f:
+        f.create_dataset("img", data=v.astype(">f8"), chunks=(8, 9, 10), fillvalue=-1.0)
+        f.create_dataset("ids", data=v.astype(np.uint64))
+    with h5py.File(f"{h5dir}/compact.h5", "w") as f:
+        space = h5py.h5s.create_simple((2, 3, 4))
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_layout(h5py.h5d.COMPACT)
+        d = h5py.h5d.create(f.id, b"c", h5py.h5t.NATIVE_INT32, space, plist)
+        d.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(24, dtype=np.int32).reshape(2, 3, 4))
+    with h5py.File(f"{h5dir}/old.h5", "w", libver="earliest") as f:
+        f["x"] = v[:2, :3, :4]
+    with h5py.File(f"{h5dir}/new.h5", "w", libver="latest") as f:
+        f.create_dataset("x", data=v, chunks=(3, 3, 3), compression="gzip")
+
+    tmp = os.path.join(zdir, "arrays")
+    codecs = {"none": None, "zlib": numcodecs.Zlib(1), "gzip": numcodecs.GZip(1),
+              "zstd": numcodecs.Zstd(1), "lz4": numcodecs.LZ4(),
+              "blosc-lz4": numcodecs.Blosc("lz4", shuffle=1), "blosc-zstd": numcodecs.Blosc("zstd"),
+              "blosc-zlib": numcodecs.Blosc("zlib", shuffle=2)}
+    for name, codec in codecs.items():
+        a = z.open_array(f"{tmp}/{name}", mode="w", shape=(16, 18, 20), chunks=(8, 9, 10),
+                         dtype="<f4", compressor=codec, fill_value=0)
+        a[:] = np.random.default_rng(0).normal(size=(16, 18, 20)).astype(np.float32)
+        a.attrs["resolution"] = [40, 4, 4]
+    a = z.open_array(f"{tmp}/u2-be", mode="w", shape=(8, 9, 10), chunks=(8, 9, 10), dtype=">u2",
+                     compressor=None, fill_value=3)
+    a[:] = (v % 1000).astype(np.uint16)
+    a = z.open_array(f"{tmp}/missing", mode="w", shape=(16, 18, 20), chunks=(8, 9, 10),
+                     dtype="<f8", compressor=numcodecs.Zlib(1), fill_value="NaN")
+    a[:8, :9, :10] = 1.0  # one chunk of eight written
+    a = z.open_array(f"{tmp}/slash", mode="w", shape=(8, 9, 10), chunks=(8, 9, 10), dtype="|u1",
+                     compressor=None, fill_value=0, dimension_separator="/")
+    a[:] = (v % 255).astype(np.uint8)
+    a = z.open_array(f"{tmp}/channels", mode="w", shape=(2, 8, 9, 10), chunks=(2, 8, 9, 10),
+                     dtype="<i4", compressor=numcodecs.Zstd(1), fill_value=0)
+    a[:] = np.stack([v, -v]).astype(np.int32)
+    zarr(tmp)  # the crash files
+    for root, dirs, files in os.walk(tmp):
+        if ".zarray" in files:
+            name = os.path.relpath(root, tmp).replace("/", "-")
+            open(os.path.join(zdir, name + ".bin"), "wb").write(fuzz_input(root))
+    import shutil
+    shutil.rmtree(tmp)
+
+
 def limited(kib, kill, cmd):
     """Runs cmd with files limited to `kib` KiB; prints and returns its exit status."""
     def limit():
@@ -116,6 +199,8 @@ def main():
         zarr(sys.argv[2])
     elif cmd == "noise":
         noise(sys.argv[2])
+    elif cmd == "fuzz-seeds":  # fuzz-seeds HDF5_DIR ZARR_DIR
+        fuzz_seeds(sys.argv[2], sys.argv[3])
     elif cmd in ("full", "kill"):  # full|kill KIB -- COMMAND...
         limited(int(sys.argv[2]), cmd == "kill", sys.argv[sys.argv.index("--") + 1:])
     else:
