@@ -95,4 +95,4 @@ func.func @grads(%x: tensor<2x4x4x4x3xf32>, %dy: tensor<2x4x4x4x3xf32>) -> (tens
   return %d#0, %r, %z : tensor<2x4x4x4x3xf32>, tensor<2x4x4x4x3xf32>, tensor<2x4x9x4x8xf32>
 }
 
-// HEAD: b'MEDCART\x00' 10
+// HEAD: b'MEDCART\x00' 11
