@@ -10,6 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_BUILD=$(realpath "${FUZZ_BUILD:-build-fuzz}")
+export LSAN_OPTIONS=suppressions=$PWD/test/fuzz/hdf5.lsan.supp # libhdf5's own leaks (scripts/fuzz.sh)
 RUNS=${RUNS:-1000000} JOBS=${JOBS:-4}
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
@@ -21,7 +22,7 @@ for t in "${TARGETS[@]}"; do
   opts=$ASAN_OPTIONS
   [ "$t" != mlir ] && [ "$t" != onnx ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0 # see docs/reliability.md
   [ "$t" != hdf5 ] || opts=$ASAN_OPTIONS:allocator_may_return_null=1 # as scripts/fuzz.sh
-  (cd "$work" && LSAN_OPTIONS=suppressions=$PWD/test/fuzz/hdf5.lsan.supp ASAN_OPTIONS=$opts "$FUZZ_BUILD/test/fuzz/fuzz-$t" corpus "$FUZZ_BUILD/seeds/$t" \
+  (cd "$work" && ASAN_OPTIONS=$opts "$FUZZ_BUILD/test/fuzz/fuzz-$t" corpus "$FUZZ_BUILD/seeds/$t" \
      -runs=$((RUNS / JOBS)) -jobs="$JOBS" -workers="$JOBS" -timeout=20 -rss_limit_mb=4096 \
      -max_len=1048576 -print_final_stats=1 -artifact_prefix=findings/ >run.log 2>&1
    echo $? >exit) &
