@@ -157,7 +157,8 @@ struct Sides {
   /// reports free plus what torch's allocator reserves but does not use, on the CPU the
   /// host's MemAvailable (0 where unknown: then it never runs in parts by itself).
   Recompute recomputeNow() const;
-  /// Our run of `fn` (runCpu's interface); outputs and `updates` come back on the host.
+  /// Our run of `fn` (runCpu's interface); outputs and `updates` come back on the host
+  /// (without `updates`, the state `fn` sets is dropped).
   std::vector<medrun::Tensor> ours(const medrun::Function &fn,
                                    const std::vector<medrun::Tensor> &inputs,
                                    const medrun::TensorMap &params,

@@ -27,29 +27,45 @@ Counts checkForward(const Options &o, const Sides &sides,
 
     sides.beforeOurs();
     double t0 = now();
-    std::vector<medrun::Tensor> ours = sides.ours(*fn, inputs, params);
+    medrun::TensorMap updates;
+    std::vector<medrun::Tensor> ours = sides.ours(*fn, inputs, params, &updates);
     double t1 = now();
     sides.beforeTorch();
+    // State a forward pass sets (BatchNorm's running statistics) is compared as an output
+    // (state.<name>); a training step's updates only by --train-steps, against torch::optim.
+    std::map<std::string, torch::Tensor> assigned;
     std::vector<torch::Tensor> ref =
-        medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType);
+        medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType,
+                           fn->name == "train_step" ? nullptr : &assigned);
     sides.afterTorch(fn->name);
     double t2 = now();
 
     if (ours.size() != ref.size())
       throw Error(str(fn->name, ": medrun returned ", ours.size(), " outputs, torch ",
                       ref.size()));
+    std::vector<std::string> names;
+    for (size_t i = 0; i < ours.size(); ++i)
+      names.push_back(outputName(*fn, i));
+    for (const auto &[name, x] : assigned) {
+      auto it = updates.find(name);
+      if (it == updates.end())
+        throw Error(str(fn->name, ": torch's mapping assigns '", name, "', medrun does not"));
+      ours.push_back(it->second);
+      ref.push_back(x);
+      names.push_back("state." + name);
+    }
     std::vector<Comparison> cs;
     std::vector<bool> isGrad;
     for (size_t i = 0; i < ours.size(); ++i) {
       cs.push_back(compare(ours[i], ref[i]));
-      isGrad.push_back(outputName(*fn, i).rfind("grad.", 0) == 0);
+      isGrad.push_back(names[i].rfind("grad.", 0) == 0);
     }
     std::vector<std::string> notes(ours.size());
     std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
     for (size_t i = 0; i < ours.size(); ++i) {
       ++n.checked;
       n.failed += ok[i] ? 0 : 1;
-      printLine(fn->name, outputName(*fn, i), ours[i].shape(), cs[i], ok[i], notes[i]);
+      printLine(fn->name, names[i], ours[i].shape(), cs[i], ok[i], notes[i]);
     }
     std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << sides.oursWhere()
               << ")  torch " << seconds(t2 - t1) << " (" << sides.torchWhere() << ")\n"

@@ -204,6 +204,11 @@ std::vector<medrun::Tensor> Sides::ours(const medrun::Function &fn,
                                         const std::vector<medrun::Tensor> &inputs,
                                         const medrun::TensorMap &params,
                                         medrun::TensorMap *updates) const {
+  // A function that sets state (a gradient function's forward updating BatchNorm's running
+  // statistics) runs; a caller that does not compare what it sets lets it go.
+  medrun::TensorMap discarded;
+  if (!updates)
+    updates = &discarded;
   if (cuda) {
     const bool shared = torchDevice.is_cuda(); // both sides on one GPU
     if (shared)

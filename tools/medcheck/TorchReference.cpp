@@ -1613,10 +1613,12 @@ void checkAutocast(torch::Device device, torch::ScalarType dtype) {
 std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                                     const std::vector<torch::Tensor> &inputs,
                                     const std::map<std::string, torch::Tensor> &params,
-                                    torch::ScalarType floatType) {
+                                    torch::ScalarType floatType,
+                                    std::map<std::string, torch::Tensor> *assigned) {
   (void)artifact;
   torch::NoGradGuard noGrad;
   Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType, deviceOf(inputs, params)};
+  env.assigned = assigned;
   setInputs(env, inputs);
   return execute(env, params);
 }
@@ -1635,6 +1637,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
                     medrun::dtypeName(loss.dtype), ", not a scalar float loss"));
   torch::AutoGradMode enable(true);
   Env env{fn, std::vector<torch::Tensor>(fn.values.size()), floatType, deviceOf(inputs, params)};
+  TorchGradients result;
+  env.assigned = &result.assigned;
 
   // Leaves: the float parameters the function reads (declaration order) and float inputs.
   std::vector<torch::Tensor> leaves;
@@ -1647,8 +1651,6 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
   for (const medrun::ParameterInfo &p : artifact.parameters) {
     if (!read.count(p.name))
       continue;
-  TorchGradients result;
-  env.assigned = &result.assigned;
     auto it = params.find(p.name);
     if (it == params.end())
       throw Error(str("function '", fn.name, "' reads parameter '", p.name,
@@ -1769,6 +1771,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
       if (flows) {
         Env seg{f, std::vector<torch::Tensor>(f.values.size()), floatType, env.device};
         seg.autocast = autocast;
+        std::map<std::string, torch::Tensor> again; // the forward pass recorded them
+        seg.assigned = &again;
         std::vector<torch::Tensor> inputsOf;   // d/d these: checkpoint leaves, then parameters
         std::vector<int> inputIds;             // value id, or -1 - leaf index of a parameter
         for (int id : reads[s]) {
@@ -1782,8 +1786,6 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
         }
         std::set<size_t> segmentParams;
         for (size_t i = begin; i < end; ++i)
-        std::map<std::string, torch::Tensor> again; // the forward pass recorded them
-        seg.assigned = &again;
           if (f.ops[i].kind == "param") {
             auto it = paramLeaf.find(f.ops[i].strAttr("name"));
             if (it != paramLeaf.end() && segmentParams.insert(it->second).second) {

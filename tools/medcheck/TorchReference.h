@@ -42,11 +42,13 @@ medrun::Tensor fromTorch(const torch::Tensor &t);
 /// type. Everything is computed on the device of the inputs (of the parameters when there
 /// are no inputs): values the mapping creates itself (constants, loss-scaling results) are
 /// put there too. Throws medrun::Error naming the op for a plan it cannot map (unknown op, missing
-/// parameter, a result shape torch disagrees with).
+/// parameter, a result shape torch disagrees with). With `assigned`, the values the function's
+/// med.assign ops set go there by name (without it an assign is an error).
 std::vector<torch::Tensor> runTorch(const medrun::Artifact &artifact, const medrun::Function &fn,
                                     const std::vector<torch::Tensor> &inputs,
                                     const std::map<std::string, torch::Tensor> &params,
-                                    torch::ScalarType floatType = torch::kFloat);
+                                    torch::ScalarType floatType = torch::kFloat,
+                                    std::map<std::string, torch::Tensor> *assigned = nullptr);
 
 /// "Running the reference in parts" (activation checkpointing) for gradTorch, so that the
 /// reference of a large network fits the device: the loss function's ops are cut into
