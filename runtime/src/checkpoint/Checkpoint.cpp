@@ -453,8 +453,8 @@ std::string saveCheckpoint(const std::string &root, const TrainState &state,
   removeLeftovers(root);
 
   const std::string name = checkpointDirName(state.step);
-  const std::string dest = join(root, name), tmp = dest + kTmpSuffix,
-                    replaced = dest + ".replaced" + kTmpSuffix;
+  const std::string dest = join(root, name), tmp = dest + kTmpSuffix;
+  std::string replaced = dest + ".replaced" + kTmpSuffix;
   try {
     if (!fs::create_directory(tmp, ec) || ec)
       throw Error(str(tmp, ": cannot create the directory: ",
@@ -482,13 +482,21 @@ std::string saveCheckpoint(const std::string &root, const TrainState &state,
     writeText(join(tmp, kStateFile), serializeState(doc));
     fsyncDir(tmp);
     bool replacing = fs::exists(dest);
-    if (replacing)
-      renameOrThrow(dest, replaced);
-    if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-      int err = errno;
+    // A step saved again is exchanged with the new one atomically where the file system
+    // can (the old one is then step_<N>.tmp, removed below), so no moment lacks the step;
+    // elsewhere it is moved aside first.
+    if (replacing &&
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dest.c_str(), RENAME_EXCHANGE) == 0) {
+      replaced = tmp;
+    } else {
       if (replacing)
-        (void)::rename(replaced.c_str(), dest.c_str());
-      throw Error(str("cannot rename ", tmp, " to ", dest, ": ", std::strerror(err)));
+        renameOrThrow(dest, replaced);
+      if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+        int err = errno;
+        if (replacing)
+          (void)::rename(replaced.c_str(), dest.c_str());
+        throw Error(str("cannot rename ", tmp, " to ", dest, ": ", std::strerror(err)));
+      }
     }
     fsyncDir(root);
   } catch (const Error &e) {
