@@ -930,17 +930,6 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                                  groups, num(op, "epsilon"));
     return {y, mean, rstd};
   }
-  case OpKind::GroupNormStats: {
-    // The statistics of torch's group norm of the same values, computed in f64 and rounded
-    // once: a reference that its own f32 summation errors do not blur.
-    const torch::Tensor &x = env.in(op, "input");
-    auto [y, mean, rstd] = torch::native_group_norm(
-        x.to(torch::kFloat64), {}, {}, x.size(0), x.size(1),
-        x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)), integer(op, "groups"),
-        num(op, "epsilon"));
-    const auto t = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    return {mean.to(t), rstd.to(t)};
-  }
   case OpKind::BatchNorm: {
     // torch's batch_norm on copies of the running statistics, which its train mode updates
     // in place (momentum: PyTorch's convention, as med.batch_norm's).
@@ -951,6 +940,17 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
                                         num(op, "momentum"), num(op, "epsilon"),
                                         /*cudnn_enabled=*/false);
     return {y, mean, var};
+  }
+  case OpKind::GroupNormStats: {
+    // The statistics of torch's group norm of the same values, computed in f64 and rounded
+    // once: a reference that its own f32 summation errors do not blur.
+    const torch::Tensor &x = env.in(op, "input");
+    auto [y, mean, rstd] = torch::native_group_norm(
+        x.to(torch::kFloat64), {}, {}, x.size(0), x.size(1),
+        x.numel() / std::max<int64_t>(1, x.size(0) * x.size(1)), integer(op, "groups"),
+        num(op, "epsilon"));
+    const auto t = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    return {mean.to(t), rstd.to(t)};
   }
   case OpKind::GroupNormApply: { // (x − mean)·rstd·gamma + beta per (sample, group)
     const torch::Tensor &x = env.in(op, "input");
