@@ -70,8 +70,6 @@ const llvm::StringMap<Importer::Converter> &converters() {
 // Why an op type is refused, where there is more to say than "not supported".
 std::string unsupportedReason(llvm::StringRef opType) {
   static const llvm::StringMap<const char *> reasons = {
-      {"BatchNormalization", "BatchNorm in training form (running statistics as state) is not "
-                             "supported yet"},
       {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},
       {"Erf", "Erf is imported only inside GELU's exported arithmetic (x * 0.5 * (1 + "
               "Erf(x / sqrt 2)), which becomes med.gelu)"},
