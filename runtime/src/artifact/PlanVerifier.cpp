@@ -532,6 +532,16 @@ struct Verifier {
                 "' (other attributes, shapes or stored types: signature ", c.signature,
                 ", this op's ", sig->second, ")"));
       }
+      // The block the kernel's own code is compiled for (`__launch_bounds__` in its module's
+      // source): the contract must agree with the code, not only with the plan.
+      if (a.cuda && a.cuda->kernelModule.count(kernel)) {
+        int64_t bound = launchBounds(a.cuda->modules[a.cuda->kernelModule.at(kernel)].source, kernel);
+        for (const LaunchContract *c : left)
+          if (bound > 0 && (c->block[0] != bound || c->block[1] != 1 || c->block[2] != 1))
+            bad(str("'block': kernel '", kernel, "' is compiled for blocks of ", bound,
+                    " threads (its __launch_bounds__), its launch contract says ",
+                    tripleStr(c->block)));
+      }
       auto keep = [&](auto pred) {
         std::vector<const LaunchContract *> next;
         for (const LaunchContract *c : left)
@@ -607,6 +617,17 @@ struct Verifier {
         return end + 1;
     }
     return std::string::npos;
+  }
+  /// The threads per block of kernel `name`'s `__launch_bounds__` in the source, or -1.
+  static int64_t launchBounds(const std::string &source, const std::string &name) {
+    size_t at = kernelStart(source, name);
+    if (at == std::string::npos)
+      return -1;
+    size_t global = source.rfind("__global__", at);
+    size_t bounds = source.find("__launch_bounds__(", global);
+    if (bounds == std::string::npos || bounds > at)
+      return -1;
+    return std::strtoll(source.c_str() + bounds + 18, nullptr, 10);
   }
   /// Parameters of kernel `name` in the source, or -1 if its parameter list is not plain.
   static int kernelParameters(const std::string &source, const std::string &name) {
