@@ -4,7 +4,8 @@ medc's BatchNorm (med.batch_norm) against PyTorch's train and eval modes.
   batchnorm_check.py export --out DIR
       DIR/bn.onnx (torch.onnx.export of the eval-mode network with
       training=TrainingMode.PRESERVE, which keeps BatchNormalization: the default EVAL mode
-      folds it into the convolution), DIR/bn.safetensors (the state_dict, num_batches_tracked
+      folds it into the convolution), DIR/bn_training.onnx (exported in training mode),
+      DIR/bn.safetensors (the state_dict, num_batches_tracked
       as f32), DIR/x.npy, and PyTorch's results: ref_eval.npy (eval mode), ref_train.npy and
       the running statistics after that train-mode forward (train_<key>.npy).
   batchnorm_check.py train DIR --artifact A --func F --medrun MEDRUN [--reference R]
@@ -87,6 +88,11 @@ def export(args):
         torch.onnx.export(net, x, os.path.join(args.out, "bn.onnx"), opset_version=17,
                           input_names=["x"], output_names=["out0"], dynamic_axes=dyn,
                           do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE)
+        # The same network exported in training mode: its BatchNormalization also returns the
+        # running statistics, which the import refuses.
+        torch.onnx.export(net, x, os.path.join(args.out, "bn_training.onnx"), opset_version=17,
+                          input_names=["x"], output_names=["out0"], dynamic_axes=dyn,
+                          do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
     print("exported bn: %d state_dict entries" % len(net.state_dict()))
 
 
