@@ -11,6 +11,7 @@
 #include "medrun/Metrics.h"
 #include "medrun/Parallel.h"
 #include "medrun/Segmentation.h"
+#include "medrun/Sizes.h"
 #include "medrun/Skeleton.h"
 #include "medrun/TrainLog.h"
 #include "medrun/Volume.h"
@@ -49,12 +50,14 @@ std::string voxelText(const Box3 &shape, int64_t i) {
 std::vector<int64_t> readLabels(const VolumeReader &r) {
   const VolumeInfo &info = r.info();
   const int64_t n = info.shape[0] * info.shape[1] * info.shape[2];
-  std::vector<int64_t> ids(static_cast<size_t>(n));
+  // Eval holds whole volumes: one the file declares larger than memory is an error naming it.
+  const std::string whole = str("the whole volume, ", shapeText(info.shape));
+  std::vector<int64_t> ids = allocate<int64_t>(n, info.name(), whole);
   if (isIntegerVoxel(info.type)) {
     r.read({0, 0, 0}, info.shape, ids.data());
     return ids;
   }
-  std::vector<float> f(static_cast<size_t>(n));
+  std::vector<float> f = allocate<float>(n, info.name(), whole);
   r.read({0, 0, 0}, info.shape, f.data());
   for (int64_t i = 0; i < n; ++i) {
     if (!(std::nearbyint(f[i]) == f[i]))
@@ -79,7 +82,8 @@ Channels readChannels(const std::string &path, std::unique_ptr<VolumeReader> fir
   const VolumeInfo info = first->info();
   const int64_t n = info.shape[0] * info.shape[1] * info.shape[2], C = info.channels;
   Channels out;
-  std::vector<float> buf(static_cast<size_t>(n)), sum;
+  std::vector<float> buf = allocate<float>(n, info.name(), str("one channel, ", shapeText(info.shape))),
+                     sum;
   if (wantAffinities)
     out.affinities.resize(static_cast<size_t>(3 * n));
   if (wantClasses)

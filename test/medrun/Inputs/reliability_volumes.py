@@ -37,6 +37,8 @@ def hdf5(d):
         f.create_dataset("seg", shape=(4096,) * 3, dtype="u4")
     with h5py.File(f"{d}/limit.h5", "w") as f:  # 2^49 elements: no overflow, past the limit
         f.create_dataset("img", shape=(2**20, 2**20, 2**9), dtype="u1", chunks=(1, 64, 64))
+    with h5py.File(f"{d}/sparse.h5", "w") as f:  # 2^46 voxels in chunks never written: legal,
+        f.create_dataset("img", shape=(2**14, 2**16, 2**16), dtype="u1", chunks=(1, 64, 64))
     with h5py.File(f"{d}/bigchunk.h5", "w") as f:  # one chunk of 2 GiB
         f.create_dataset("img", shape=(1024, 1024, 512), dtype="f4", chunks=(1024, 1024, 512))
     with h5py.File(f"{d}/ok.h5", "w") as f:  # the control: a small dataset that reads
