@@ -178,8 +178,8 @@ public:
     const int rank = H5Sget_simple_extent_ndims(space.get());
     if (rank < 0 || rank > 32)
       throw Error(str(info_.name(), ": cannot read the dataspace"));
-    std::vector<hsize_t> dims(rank);
-    if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    std::vector<hsize_t> dims(rank), maxdims(rank);
+    if (H5Sget_simple_extent_dims(space.get(), dims.data(), maxdims.data()) < 0)
       throw Error(str(info_.name(), ": cannot read the dataspace"));
     for (hsize_t d : dims)
       full_.push_back(d > hsize_t(INT64_MAX) ? -1 : static_cast<int64_t>(d));
@@ -229,6 +229,14 @@ public:
       std::vector<hsize_t> chunk(rank);
       if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank)
         throw Error(str(info_.name(), ": cannot read the chunk dimensions"));
+      // HDF5's own rule, which libhdf5 1.10 does not check when reading: along an axis that
+      // cannot grow a chunk is no larger than the dataset (a file edited to break it made
+      // libhdf5 read past a decoded chunk, docs/reliability.md).
+      for (int a = 0; a < rank; ++a)
+        if (chunk[a] > dims[a] && maxdims[a] == dims[a])
+          throw Error(str(info_.name(), ": chunk dimension ", a, " is ", chunk[a],
+                          ", larger than the dataset's ", dims[a],
+                          " along an axis that cannot grow (a malformed file)"));
       for (int a = 0; a < 3; ++a) {
         const hsize_t c = chunk[first_ + a];
         if (c < 1)
