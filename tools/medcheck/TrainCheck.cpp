@@ -43,6 +43,7 @@ struct TrainOptions {
   std::string optimizer = "adamw";
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 1e-2, momentum = 0, clip = 0;
   bool nesterov = false, exemptNormBias = false, ema = false;
+  bool guardUpdate = false; ///< train_step reports a non-finite update (update_nonfinite)
   std::string precision = "fp32";
   // torch.amp.GradScaler's defaults
   double initScale = 65536, growthFactor = 2, backoffFactor = 0.5;
@@ -94,6 +95,8 @@ TrainOptions parseTrainOptions(const std::string &spec) {
       t.exemptNormBias = boolean(key, v);
     else if (key == "ema")
       t.ema = boolean(key, v);
+    else if (key == "guard-update")
+      t.guardUpdate = boolean(key, v);
     else if (key == "precision")
       t.precision = v;
     else if (key == "init-scale")
@@ -729,6 +732,17 @@ bool TrainCheck::compareStep(int64_t s, double lr, double decay, OursStep &ours,
   judge.scalar("grad_norm", toScalar(ours.outs.at(fn_.output("grad_norm"))), ref.gradNorm,
                ac.gradNorm);
   const bool skipped = fn_.scaling && checkLossScaling(judge, s, ours, ref, ac);
+  if (t_.guardUpdate) {
+    // The step's guard says whether any state it assigns is inf or NaN: as torch's updated
+    // parameters (and EMA) are, where the step was not skipped for its loss scale.
+    bool torchNonFinite = false;
+    if (!skipped)
+      for (const auto *state : {&reference_->leaf, &reference_->ema})
+        for (const auto &[name, x] : *state)
+          torchNonFinite = torchNonFinite || !torch::isfinite(x).all().item<bool>();
+    judge.exact("update_nonfinite", toScalar(ours.outs.at(fn_.output("update_nonfinite"))),
+                torchNonFinite ? 1 : 0);
+  }
   appliedOurs_ += skipped ? 0 : 1;
   compareState(judge, s, ours, ref, ac);
   return judge.failed();
