@@ -25,13 +25,15 @@ bool isActivationShaped(Type t) {
   return tensor && tensor.getElementType().isF32() && tensor.getRank() > 0;
 }
 
-/// Whether every use of `v` reads it in f32 (a normalization's gamma or beta).
+/// Whether every use of `v` reads it in f32: as a normalization's gamma or beta, or in
+/// master-weight math (the coefficients of a norm split by med-split-norms).
 bool readOnlyInF32(Value v) {
   if (v.use_empty())
     return false;
   return llvm::all_of(v.getUses(), [](OpOperand &use) {
     auto norm = dyn_cast<NormalizationOpInterface>(use.getOwner());
-    return norm && norm.readsF32Operand(use.getOperandNumber());
+    return (norm && norm.readsF32Operand(use.getOperandNumber())) ||
+           use.getOwner()->hasAttr("med.fp32");
   });
 }
 

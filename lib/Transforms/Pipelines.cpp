@@ -22,7 +22,7 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
   static const StringRef names[] = {"canonicalize",         "med-flatten-optimizer",
                                     "cse",                  "med-sink-assigns",
                                     "med-form-mlp-fusions", "med-form-stencil-fusions",
-                                    "med-split-contraction-bias", "med-form-resample-fusions",
+                                    "med-split-norms",      "med-split-contraction-bias", "med-form-resample-fusions",
                                     "med-form-reduce-fusions", "med-form-fusions"};
   return names;
 }
@@ -83,6 +83,10 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedFormMlpFusions());
   if (enabled("med-form-stencil-fusions"))
     fn.addPass(createMedFormStencilFusions());
+  // After the stencil fusions took their norms; only with med-form-fusions, which takes
+  // the split norm into its consumer's fusion (alone it adds launches).
+  if (enabled("med-split-norms") && enabled("med-form-fusions"))
+    fn.addPass(createMedSplitNorms());
   // After the mlp fusions took their blocks whole; only with med-form-fusions, which turns
   // the split into a gain (alone it adds a kernel per convolution), and not under a memory
   // budget: med-recompute forms block MLPs from the convolutions with their bias.
@@ -130,7 +134,7 @@ void mlir::med::registerMedPipelines() {
       "the optimizing passes of `medc compile` after the program is complete (canonicalize, "
       "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
       "med-sink-assigns, med-form-mlp-fusions when enabled, med-form-stencil-fusions, "
-      "med-split-contraction-bias, med-form-fusions), then "
+      "med-split-norms, med-split-contraction-bias, med-form-fusions), then "
       "med-assign-storage, and med-recompute under a memory budget, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());

@@ -370,6 +370,34 @@ def MedSplitContractionBias : Pass<"med-split-contraction-bias", "::mlir::func::
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
+def MedSplitNorms : Pass<"med-split-norms", "::mlir::func::FuncOp"> {
+  let summary = "group norms before elementwise consumers as statistics and a broadcast "
+                "epilogue that med-form-fusions takes into the consumer's fusion";
+  let description = [{
+    A conv block (a convolution by the library, then an instance or group norm, then an
+    activation) unfused writes the normalised tensor and reads it back for the activation,
+    and the same again in the backward step. The pass rewrites a `med.group_norm` whose
+    every consumer is of elementwise or broadcast access (FusionOpInterface: the
+    activation, a residual add) and whose input the fusion passes cannot compute in a
+    fusion (a convolution, a function argument) into:
+
+    - `med.group_norm_stats` of the input: one reduction, its mean and rstd (N × groups);
+    - per-(sample, channel) coefficients in f32 (`med.fp32`, as autocast's group norm
+      computes): the mean and `rstd·gamma` as N×C×1×… tensors (reshape, broadcast over
+      the channels of a group, a multiply: N·C values);
+    - `(x − mean)·(rstd·gamma) + beta` in broadcast-elementwise ops, which
+      `med-form-fusions` joins with the consumer: the normalised tensor is never stored
+      (`2 · elements · bytes` saved per norm, one launch fewer).
+
+    The statistics a `save_statistics` norm returned for its gradient are those of
+    `med.group_norm_stats`, computed by the same chunked merge. A norm read by a
+    contraction (MedNeXt's 1×1×1 convolution) or of an elementwise producer stays.
+    Runs after `med-form-stencil-fusions`, before `med-form-fusions`;
+    `medc compile --disable-pass=med-split-norms` leaves it out.
+  }];
+  let dependentDialects = ["::mlir::med::MedDialect"];
+}
+
 def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::FuncOp"> {
   let summary = "group-norm statistics into the epilogue of the stencil that produces the "
                 "normalized value (`stencil` fusions)";
