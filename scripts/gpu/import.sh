@@ -276,6 +276,11 @@ import_main() {
     local log="$out/import-control.log" limit
     limit=$(import_limit 300) || limit=1 # too late: the control fails rather than pass unrun
     echo "== import control: medcheck control_leaky_slope.medc (must fail)"
+    # The edit changes the op the loss function's kernels were generated for, which the plan
+    # verifier's launch contracts refuse at load; the control needs the artifact loaded
+    # (medcheck builds torch's step from the edited op, ours runs train_step unedited), so
+    # it turns those checks off, as only tests do (docs/reliability.md).
+    MEDRUN_TEST_UNCHECKED_LAUNCHES=1 \
     timeout "$limit" "${MED_MEDCHECK:-./build-gpu/bin/medcheck}" "$D/control_leaky_slope.medc" --device cuda \
       --train-steps 1 --lr 0.01 --tolerance 1e-3 >"$log" 2>&1
     local rc=$?
