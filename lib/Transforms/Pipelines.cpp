@@ -28,9 +28,11 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
 }
 
 ArrayRef<StringRef> mlir::med::offByDefaultPasses() {
+  // med-split-norms: imported networks' LibTorch checks (test/import) see its rounding in
+  // the norms' bias updates beyond their tolerance; on by request until that is settled.
   // The block MLP's templates save memory (the expansion is recomputed) but are slower than
   // the unfused step today (docs/perf.md): on by request (`recompute_mlp`).
-  static const StringRef names[] = {"med-form-mlp-fusions"};
+  static const StringRef names[] = {"med-form-mlp-fusions", "med-split-norms"};
   return names;
 }
 
