@@ -321,7 +321,7 @@ TEST(Data, SyntheticZScoreImage) {
 TEST(Data, SyntheticSpecErrors) {
   SyntheticSpec s = smallSpec();
   s.volumes = 0;
-  EXPECT_ERROR(makeSyntheticDataset(s), "data.volumes", "at least 1", "got 0");
+  EXPECT_ERROR(makeSyntheticDataset(s), "data.volumes", "an integer in 1..", "got 0");
   s = smallSpec();
   s.shape = {32, 0, 32};
   EXPECT_ERROR(makeSyntheticVolume(s, 0), "data.volume_shape", "1..2048", "32x0x32");
