@@ -20,6 +20,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::med;
 namespace shape = ::med::shape;
@@ -106,6 +109,16 @@ LogicalResult ParameterOp::verify() {
       return emitOpError("fan-in must be positive, got ") << static_cast<int64_t>(*fanIn);
   } else if (fanIn) {
     return emitOpError("init ") << stringifyInitKind(getInit()) << " takes no fan-in";
+  }
+  if (getInit() == InitKind::constant) {
+    FloatAttr value = getValueAttr();
+    if (!value)
+      return emitOpError("init constant needs its value, e.g. `init constant value 2.5e-01`");
+    double v = value.getValueAsDouble();
+    if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
+      return emitOpError("init constant value must be finite in f32, got ") << v;
+  } else if (getValueAttr()) {
+    return emitOpError("init ") << stringifyInitKind(getInit()) << " takes no value";
   }
   if (getInit() == InitKind::copy) {
     if (!getSource())

@@ -362,9 +362,11 @@ llvm::Expected<Value> Importer::parameterValue(const onnx::NodeProto &node, cons
     builder.restoreInsertionPoint(parameterPoint);
     // How PyTorch initializes the layer it comes from: conv weights and biases
     // U(±1/sqrt(fan_in)) (fan_in from the weight, for the bias too), norm weights one,
-    // norm biases zero. The ONNX file's values are the exporter's, not a start for training.
+    // norm biases zero, a PReLU slope 0.25. The ONNX file's values are the exporter's, not
+    // a start for training.
     InitKind init = InitKind::uniform;
     IntegerAttr fanIn;
+    FloatAttr value;
     const std::string &op = node.op_type();
     bool conv = op == "Conv" || op == "ConvTranspose";
     if (conv) {
@@ -377,6 +379,9 @@ llvm::Expected<Value> Importer::parameterValue(const onnx::NodeProto &node, cons
           fan *= w->second->dims(d);
         fanIn = builder.getI64IntegerAttr(std::max<int64_t>(fan, 1));
       }
+    } else if (op == "PRelu") {
+      init = InitKind::constant;
+      value = builder.getF64FloatAttr(0.25);
     } else if (llvm::StringRef(c.parameter).ends_with(".weight") ||
                llvm::StringRef(c.parameter).ends_with("gamma")) {
       init = InitKind::ones;
@@ -390,7 +395,7 @@ llvm::Expected<Value> Importer::parameterValue(const onnx::NodeProto &node, cons
     auto decl = builder.create<ParameterOp>(
         FileLineColLoc::get(&ctx, path, 0, 0), builder.getStringAttr(c.parameter),
         TypeAttr::get(type), InitKindAttr::get(&ctx, init), fanIn, FlatSymbolRefAttr(),
-        UnitAttr());
+        UnitAttr(), value);
     parameterPoint = builder.saveInsertionPoint();
     (void)decl;
   }

@@ -139,7 +139,7 @@ llvm::Expected<Value> Importer::stateValue(const onnx::NodeProto &node, llvm::St
     builder.create<ParameterOp>(FileLineColLoc::get(&ctx, path, 0, 0),
                                 builder.getStringAttr(name), TypeAttr::get(type),
                                 InitKindAttr::get(&ctx, init), IntegerAttr(),
-                                FlatSymbolRefAttr(), builder.getUnitAttr());
+                                FlatSymbolRefAttr(), builder.getUnitAttr(), FloatAttr());
     parameterPoint = builder.saveInsertionPoint();
   }
   param = builder.create<ParamOp>(FileLineColLoc::get(&ctx, path, 0, 0), type,

@@ -276,6 +276,8 @@ json::Value parameterTable(ModuleOp module) {
       entry["fan_in"] = static_cast<int64_t>(*fanIn);
     if (auto source = p.getSource())
       entry["source"] = source->str();
+    if (FloatAttr value = p.getValueAttr())
+      entry["value"] = value.getValueAsDouble();
     params.push_back(std::move(entry));
   }
   return params;

@@ -56,7 +56,7 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     b.create<ParameterOp>(loc, name, param.getTensorType(), init, IntegerAttr(),
                           init == InitKind::copy ? FlatSymbolRefAttr::get(param.getSymNameAttr())
                                                  : FlatSymbolRefAttr(),
-                          /*frozen=*/true);
+                          /*frozen=*/true, /*value=*/FloatAttr());
   }
 
   Value read(Location loc, StringRef name, Type type) {
@@ -81,7 +81,8 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     else
       b.setInsertionPointToStart(module.getBody());
     b.create<ParameterOp>(loc, name, RankedTensorType::get({}, b.getF32Type()), InitKind::zeros,
-                          IntegerAttr(), FlatSymbolRefAttr(), /*frozen=*/true);
+                          IntegerAttr(), FlatSymbolRefAttr(), /*frozen=*/true,
+                          /*value=*/FloatAttr());
   }
 
   LogicalResult checkOptions() {

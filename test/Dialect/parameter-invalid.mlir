@@ -15,6 +15,21 @@ med.parameter @w : tensor<4xf32> init ones(4)
 
 // -----
 
+// expected-error @+1 {{init constant needs its value, e.g. `init constant value 2.5e-01`}}
+med.parameter @w : tensor<4xf32> init constant
+
+// -----
+
+// expected-error @+1 {{init constant value must be finite in f32, got 1.000000e+39}}
+med.parameter @w : tensor<4xf32> init constant value 1.0e39
+
+// -----
+
+// expected-error @+1 {{init zeros takes no value}}
+med.parameter @w : tensor<4xf32> init zeros value 1.0
+
+// -----
+
 // expected-error @+1 {{parameter w must have a static shape, got 'tensor<?xf32>'}}
 med.parameter @w : tensor<?xf32> init zeros
 

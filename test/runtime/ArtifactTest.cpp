@@ -2,6 +2,7 @@
 #include "medrun/Artifact.h"
 #include "medrun/LaunchContract.h"
 #include "medrun/Error.h"
+#include "medrun/Executor.h"
 #include "medrun/Random.h"
 
 #include "ArtifactFiles.h"
@@ -307,6 +308,24 @@ TEST(Artifact, RejectsMalformedPlans) {
   EXPECT_NE(msg.find("value id 9 out of range (3 values)"), std::string::npos) << msg;
   msg = loadError(writeTemp("json.medc", container("{\"format\":")));
   EXPECT_NE(msg.find("malformed artifact"), std::string::npos) << msg;
+}
+
+// `init: constant` needs a finite value within f32; CPU initialization fills it.
+TEST(Artifact, ReadsConstantInit) {
+  std::string uniform = R"("init":"uniform","fan_in":3)";
+  auto with = [&](const std::string &init) {
+    std::string plan = kPlan;
+    return plan.replace(plan.find(uniform), uniform.size(), init);
+  };
+  Artifact a = Artifact::load(writeTemp("const.medc", container(with(R"("init":"constant","value":0.25)"))));
+  EXPECT_EQ(a.parameter("w")->value, 0.25f);
+  EXPECT_EQ(initParameters(a, 1).at("w").data<float>()[5], 0.25f);
+  for (const char *bad : {R"("init":"constant")", R"("init":"constant","value":"x")",
+                          R"("init":"constant","value":1e39)"}) {
+    std::string msg = loadError(writeTemp("badconst.medc", container(with(bad))));
+    EXPECT_NE(msg.find("parameter 'w'"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("value"), std::string::npos) << bad << ": " << msg;
+  }
 }
 
 // A training step's precision and init_loss_scale, and the `fp32` flag of its ops.

@@ -78,7 +78,9 @@ def Med_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialized", [
     // (kaiming_uniform with a = sqrt(5)) and conv biases.
     I32EnumAttrCase<"uniform", 2>,
     // A copy of another parameter's initial value (EMA weights start as the model's).
-    I32EnumAttrCase<"copy", 3>]> {
+    I32EnumAttrCase<"copy", 3>,
+    // Every element `value` (PyTorch's PReLU starts its slope at 0.25).
+    I32EnumAttrCase<"constant", 4>]> {
   let cppNamespace = "::mlir::med";
 }
 

@@ -80,7 +80,9 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
     `state_dict` key, e.g. `enc_block_0.0.conv1.weight`), its type and how it is
     initialized: `zeros`, `ones`, or `uniform(fan_in)` = U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
     which is PyTorch's default initialization of convolution weights and biases.
-    `init copy from @other` starts it as a copy of another parameter (EMA weights).
+    `init copy from @other` starts it as a copy of another parameter (EMA weights);
+    `init constant value 2.5e-01` sets every element to a finite f32 value (PyTorch's
+    PReLU slope starts at 0.25).
     `frozen` marks state that is not trained by gradients (optimizer moments, EMA weights,
     or a parameter the user froze): `med-autodiff` gives it no gradient.
 
@@ -89,6 +91,7 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
     med.parameter @"enc_block_0.0.norm.weight" : tensor<32xf32> init ones
     med.parameter @"optimizer.exp_avg.stem.conv.weight" : tensor<32x1x1x1x1xf32> init zeros frozen
     med.parameter @"ema.stem.conv.weight" : tensor<32x1x1x1x1xf32> init copy from @"stem.conv.weight" frozen
+    med.parameter @"act.weight" : tensor<1xf32> init constant value 2.500000e-01
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -96,9 +99,10 @@ def Med_ParameterOp : Med_Op<"parameter", [Symbol, HasParent<"ModuleOp">]> {
                        Med_InitKind:$init,
                        OptionalAttr<I64Attr>:$fan_in,
                        OptionalAttr<FlatSymbolRefAttr>:$source,
-                       UnitAttr:$frozen);
+                       UnitAttr:$frozen,
+                       OptionalAttr<F64Attr>:$value);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? (`from` $source^)? (`frozen` $frozen^)? attr-dict
+    $sym_name `:` $type `init` $init (`(` $fan_in^ `)`)? (`value` $value^)? (`from` $source^)? (`frozen` $frozen^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

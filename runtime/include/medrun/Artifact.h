@@ -23,8 +23,9 @@ struct ParameterInfo {
   std::string name; ///< PyTorch state_dict key
   DType dtype = DType::F32;
   Shape shape;
-  std::string init;   ///< "zeros", "ones", "uniform" or "copy"
+  std::string init;   ///< "zeros", "ones", "uniform", "constant" or "copy"
   int64_t fanIn = 0;   ///< for "uniform"
+  float value = 0;     ///< for "constant"
   std::string source; ///< for "copy": the parameter whose initial value this starts as
   bool trainable = true; ///< false for optimizer/EMA state and frozen parameters
 };

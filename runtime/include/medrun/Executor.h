@@ -27,7 +27,7 @@ DType storageType(Precision p);
 Precision precisionOf(const Function &fn);
 
 /// Parameters initialized as PyTorch initializes each layer by default (docs/artifact.md):
-/// zeros, ones, or U(-1/sqrt(fan_in), 1/sqrt(fan_in)). Deterministic in `seed` and each
+/// zeros, ones, a constant, or U(-1/sqrt(fan_in), 1/sqrt(fan_in)). Deterministic in `seed` and each
 /// parameter's name (Philox counters), independent of order and thread count.
 TensorMap initParameters(const Artifact &artifact, uint64_t seed);
 

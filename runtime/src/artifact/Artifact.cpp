@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <set>
 
 namespace medrun {
@@ -191,8 +193,15 @@ Artifact Artifact::load(const std::string &path) {
       p.fanIn = fanIn.get<int64_t>();
     } else if (p.init == "copy") {
       p.source = r.string(params[i], "source", where);
+    } else if (p.init == "constant") {
+      const json &value = r.field(params[i], "value", where);
+      if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+          std::fabs(value.get<double>()) > std::numeric_limits<float>::max())
+        r.fail(where, "'value' must be a finite number within f32's range");
+      p.value = static_cast<float>(value.get<double>());
     } else if (p.init != "zeros" && p.init != "ones") {
-      r.fail(where, str("unknown init '", p.init, "' (expected zeros, ones, uniform or copy)"));
+      r.fail(where, str("unknown init '", p.init,
+                        "' (expected zeros, ones, uniform, constant or copy)"));
     }
     if (params[i].contains("trainable")) {
       if (!params[i]["trainable"].is_boolean())

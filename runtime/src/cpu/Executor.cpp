@@ -63,6 +63,8 @@ TensorMap initParameters(const Artifact &artifact, uint64_t seed) {
     float *data = t.data<float>();
     if (p.init == "ones") {
       std::fill(data, data + t.numel(), 1.0f);
+    } else if (p.init == "constant") {
+      std::fill(data, data + t.numel(), p.value);
     } else if (p.init == "uniform") {
       // Counter: (element / 4, name hash); four numbers per Philox call.
       float bound = 1.0f / std::sqrt(static_cast<float>(p.fanIn));

@@ -4,6 +4,7 @@
   tool.py same A.npy B.npy                   exit 0 iff the arrays are bit-identical
   tool.py close A.npy B.npy TOL              exit 0 iff max |a-b| <= TOL
   tool.py closeall A.safetensors B.safetensors TOL   the same keys, each max |a-b| <= TOL
+  tool.py values A.safetensors KEY         prints the f32 tensor KEY's elements
   tool.py edit IN.safetensors OUT.safetensors drop=KEY | rename=KEY:NEW | reshape=KEY | add=KEY
   tool.py patch FILE OFFSET BYTE              overwrite one byte
   tool.py cut FILE N                          keep the first N bytes (negative: drop -N)
@@ -13,6 +14,23 @@ import struct
 import sys
 
 import numpy as np
+
+
+def load(path):
+    """The f32 tensors of a safetensors file by name."""
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        b, e = v["data_offsets"]
+        out[k] = np.frombuffer(body[b:e], np.float32).reshape(v["shape"])
+    return out
+
 
 cmd, args = sys.argv[1], sys.argv[2:]
 if cmd == "npy":
@@ -28,19 +46,6 @@ elif cmd == "close":
     print("max abs difference", err)
     sys.exit(0 if err <= float(args[2]) else 1)
 elif cmd == "closeall":
-    def load(path):
-        data = open(path, "rb").read()
-        n = struct.unpack("<Q", data[:8])[0]
-        header = json.loads(data[8:8 + n])
-        body = data[8 + n:]
-        out = {}
-        for k, v in header.items():
-            if k == "__metadata__":
-                continue
-            assert v["dtype"] == "F32", (k, v["dtype"])
-            b, e = v["data_offsets"]
-            out[k] = np.frombuffer(body[b:e], np.float32).reshape(v["shape"])
-        return out
     a, b = load(args[0]), load(args[1])
     if sorted(a) != sorted(b):
         print("keys differ:", sorted(set(a) ^ set(b)))
@@ -48,6 +53,8 @@ elif cmd == "closeall":
     worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k]), initial=0)) for k in a)
     print(len(a), "tensors, max abs difference", worst)
     sys.exit(0 if worst <= float(args[2]) else 1)
+elif cmd == "values":
+    print(args[1], load(args[0])[args[1]].ravel().tolist())
 elif cmd == "edit":
     data = open(args[0], "rb").read()
     n = struct.unpack("<Q", data[:8])[0]
