@@ -28,8 +28,9 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
 }
 
 ArrayRef<StringRef> mlir::med::offByDefaultPasses() {
-  // med-split-norms: imported networks' LibTorch checks (test/import) see its rounding in
-  // the norms' bias updates beyond their tolerance; on by request until that is settled.
+  // med-split-norms: our step is the same bits with it, but medcheck's f32 LibTorch
+  // reference of the split graph is not (Passes.td); on by request until the check has a
+  // rule against an f64 reference.
   // The block MLP's templates save memory (the expansion is recomputed) but are slower than
   // the unfused step today (docs/perf.md): on by request (`recompute_mlp`).
   static const StringRef names[] = {"med-form-mlp-fusions", "med-split-norms"};
