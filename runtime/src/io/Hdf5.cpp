@@ -65,6 +65,11 @@
 #include <utility>
 #include <vector>
 
+#ifdef MEDRUN_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -166,8 +171,10 @@ bool exists(hid_t file, const std::string &key) {
 enum Op : uint32_t { kOpen, kList, kDataset, kChunk, kRead, kOps };
 const char *const kOpNames[kOps] = {"open", "list", "dataset", "chunk", "read"};
 
-/// What the child answers: kOk with the answer's bytes, else no bytes.
-enum Status : uint32_t { kOk, kFailed, kNoMemory };
+/// What the child answers: kOk with the answer's bytes, else no bytes. kBadChunk: a read
+/// found a gzip chunk that decodes to another size than a chunk's (ReplyHead::detail: the
+/// bytes it decoded to, or the chunk's and one more where it went on).
+enum Status : uint32_t { kOk, kFailed, kNoMemory, kBadChunk };
 
 struct RequestHead {
   uint32_t op = 0;
@@ -175,7 +182,7 @@ struct RequestHead {
 };
 struct ReplyHead {
   uint32_t status = 0;
-  uint32_t pad = 0;
+  uint32_t detail = 0;
   uint64_t bytes = 0;
 };
 
@@ -308,9 +315,10 @@ void childWrite(int fd, const void *buf, size_t n) {
 
 /// Sends an answer; the fault hook's `short` and `long` misstate its size by one byte.
 void childReply(int fd, Status status, const void *data, uint64_t bytes, const Fault &fault,
-                uint32_t op) {
+                uint32_t op, uint32_t detail = 0) {
   ReplyHead head;
   head.status = status;
+  head.detail = detail;
   head.bytes = status == kOk ? bytes : 0;
   const char extra = 0;
   if (fault.op == op && fault.action == Fault::Short && head.bytes > 0)
@@ -336,6 +344,89 @@ void childFault(const Fault &fault, uint32_t op) {
   default: break;
   }
 }
+
+#ifdef MEDRUN_HAVE_ZLIB
+/// The bytes a gzip chunk of the dataset being read decodes to (0: not known), and what
+/// the last one that did not decoded to.
+uint64_t inflateExpected = 0;
+uint64_t inflateGot = 0;
+
+/// The child's deflate filter (replacing libhdf5's, H5Z_FILTER_DEFLATE): libhdf5 1.10's
+/// decodes whatever the stream holds and then copies a whole chunk out of it, reading past
+/// a short one (docs/reliability.md). This one decodes as it does (zlib, the same stream),
+/// refusing a chunk that decodes to another size than the chunk's where that is known.
+/// Buffers are libhdf5's (H5allocate_memory), as its filter interface requires.
+size_t checkedInflate(unsigned flags, size_t, const unsigned[], size_t nbytes, size_t *bufSize,
+                      void **buf) {
+  if (!(flags & H5Z_FLAG_REVERSE) || nbytes > UINT32_MAX)
+    return 0; // the child never writes
+  const uint64_t limit = 2 * kMaxDecodedChunkBytes;
+  size_t capacity = inflateExpected ? inflateExpected + 1 : std::max<size_t>(*bufSize, 64);
+  void *out = H5allocate_memory(capacity, false);
+  if (!out)
+    return 0;
+  z_stream z = {};
+  z.next_in = static_cast<Bytef *>(*buf);
+  z.avail_in = static_cast<uInt>(nbytes);
+  z.next_out = static_cast<Bytef *>(out);
+  z.avail_out = static_cast<uInt>(capacity);
+  if (inflateInit(&z) != Z_OK) {
+    H5free_memory(out);
+    return 0;
+  }
+  int status;
+  while ((status = inflate(&z, Z_SYNC_FLUSH)) == Z_OK && z.avail_out == 0) {
+    if (inflateExpected || capacity >= limit)
+      break; // more than the chunk's bytes (or than any chunk's)
+    void *grown = H5resize_memory(out, capacity * 2);
+    if (!grown)
+      break;
+    out = grown;
+    z.next_out = static_cast<Bytef *>(out) + capacity;
+    z.avail_out = static_cast<uInt>(capacity);
+    capacity *= 2;
+  }
+  const uint64_t got = z.total_out;
+  inflateEnd(&z);
+  if (status != Z_STREAM_END || (inflateExpected && got != inflateExpected)) {
+    if (status == Z_STREAM_END || (inflateExpected && got > inflateExpected))
+      inflateGot = got;
+    H5free_memory(out);
+    return 0;
+  }
+  H5free_memory(*buf);
+  *buf = out;
+  *bufSize = capacity;
+  return got;
+}
+
+/// What a dataset's gzip filter must decode to: the chunk's bytes, grown by the filters
+/// applied before it when writing (fletcher32: 4, shuffle: 0); 0 where another filter
+/// comes first or gzip is applied twice.
+uint64_t gzipDecodes(const DatasetFacts &f) {
+  if (f.layout != H5D_CHUNKED || f.chunkRank != f.rank || f.rank < 1)
+    return 0;
+  uint64_t bytes = f.typeSize, expected = 0;
+  for (int a = 0; a < f.rank; ++a)
+    if (__builtin_mul_overflow(bytes, f.chunk[a], &bytes) || bytes > kMaxDecodedChunkBytes)
+      return 0;
+  for (int i = 0; i < f.nfilters; ++i) {
+    const int id = f.filters[i].id;
+    if (id == H5Z_FILTER_DEFLATE) {
+      if (expected)
+        return 0;
+      expected = bytes;
+    } else if (id == H5Z_FILTER_FLETCHER32) {
+      bytes += 4;
+    } else if (id != H5Z_FILTER_SHUFFLE) {
+      bytes = 0; // the sizes after this are not known
+      if (!expected)
+        return 0;
+    }
+  }
+  return expected;
+}
+#endif
 
 herr_t collectDataset(hid_t, const char *name, const H5O_info_t *info, void *out) {
   // Datasets still being written (Hdf5Writer's temporary names) are not offered.
@@ -470,6 +561,19 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
     ::_exit(kExitSetup);
   if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) > 0 && H5Pset_fapl_stdio(fapl.get()) < 0)
     ::_exit(kExitSetup);
+#ifdef MEDRUN_HAVE_ZLIB
+  // The checked gzip filter replaces libhdf5's. H5Zregister refuses to replace a filter of
+  // libhdf5's own; H5Z_register, the library's internal registration behind it (exported
+  // by libhdf5 1.10 to 1.14), replaces an entry of its table. Where it is not found, gzip
+  // chunks are decoded by libhdf5's filter, contained by this process only.
+  using RegisterFilter = herr_t (*)(const H5Z_class2_t *);
+  const H5Z_class2_t gzip = {H5Z_CLASS_T_VERS, H5Z_FILTER_DEFLATE, 1, 1,
+                             "deflate (medrun: decoded sizes checked)", nullptr, nullptr,
+                             checkedInflate};
+  if (auto reg = reinterpret_cast<RegisterFilter>(::dlsym(RTLD_DEFAULT, "H5Z_register")))
+    if (reg(&gzip) < 0)
+      ::_exit(kExitSetup);
+#endif
   childFault(fault, kOpen);
   Handle file(H5Fopen(path, H5F_ACC_RDONLY, fapl.get()), H5Fclose);
   childReply(sock, file.valid() ? kOk : kFailed, nullptr, 0, fault, kOpen);
@@ -502,7 +606,11 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
       break;
     }
     case kDataset: {
-      const DatasetFacts f = childDataset(file.get(), std::string(request.begin(), request.end()), dset);
+      const DatasetFacts f =
+          childDataset(file.get(), std::string(request.begin(), request.end()), dset);
+#ifdef MEDRUN_HAVE_ZLIB
+      inflateExpected = gzipDecodes(f);
+#endif
       childReply(sock, kOk, &f, sizeof f, fault, head.op);
       break;
     }
@@ -527,6 +635,7 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
     case kRead: {
       ReadRequest r;
       Status s = kFailed;
+      uint32_t detail = 0;
       uint64_t bytes = 0;
       if (dset.valid() && request.size() == sizeof r) {
         std::memcpy(&r, request.data(), sizeof r);
@@ -549,16 +658,25 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
             Handle fspace(H5Dget_space(dset.get()), H5Sclose);
             hsize_t mdims[1] = {bytes / voxelSize(type)};
             Handle mspace(H5Screate_simple(1, mdims, nullptr), H5Sclose);
+#ifdef MEDRUN_HAVE_ZLIB
+            inflateGot = UINT64_MAX;
+#endif
             if (r.rank <= kMaxRank &&
                 H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, r.start, nullptr, r.count,
                                     nullptr) >= 0 &&
                 H5Dread(dset.get(), nativeType(type), mspace.get(), fspace.get(), H5P_DEFAULT,
                         buffer.data()) >= 0)
               s = kOk;
+#ifdef MEDRUN_HAVE_ZLIB
+            if (s != kOk && inflateGot != UINT64_MAX) {
+              s = kBadChunk;
+              detail = static_cast<uint32_t>(std::min<uint64_t>(inflateGot, UINT32_MAX));
+            }
+#endif
           }
         }
       }
-      childReply(sock, s, buffer.data(), bytes, fault, head.op);
+      childReply(sock, s, buffer.data(), bytes, fault, head.op, detail);
       break;
     }
     default: ::_exit(kExitSetup);
@@ -608,6 +726,7 @@ public:
 
   struct Reply {
     uint32_t status = kOk;
+    uint32_t detail = 0;
     std::vector<char> data;
   };
 
@@ -630,7 +749,8 @@ public:
     receive(&head, sizeof head, deadline, what);
     Reply reply;
     reply.status = head.status;
-    if (head.status > kNoMemory || (head.status != kOk && head.bytes != 0))
+    reply.detail = head.detail;
+    if (head.status > kBadChunk || (head.status != kOk && head.bytes != 0))
       fail(what, str("its answer is malformed (status ", head.status, ", ", head.bytes, " bytes)"));
     if (head.status == kNoMemory)
       fail(what, "it could not allocate the box's bytes (out of memory)");
@@ -914,8 +1034,24 @@ protected:
             channelAxis_ >= 0 ? str(" of channel ", channel_) : std::string());
     if (!fileChunk_.empty())
       checkChunk(r, what);
-    const uint64_t bytes = static_cast<uint64_t>(size[0] * size[1] * size[2]) * voxelSize(info_.type);
-    if (process_->call(kRead, &r, sizeof r, what, bytes, dst).status != kOk)
+    const uint64_t bytes =
+        static_cast<uint64_t>(size[0] * size[1] * size[2]) * voxelSize(info_.type);
+    const Hdf5Process::Reply reply = process_->call(kRead, &r, sizeof r, what, bytes, dst);
+    if (reply.status == kBadChunk) {
+      hsize_t offset[kMaxRank] = {};
+      for (uint32_t a = 0; a < r.rank; ++a)
+        offset[a] = fileChunk_.empty() ? r.start[a] : r.start[a] / fileChunk_[a] * fileChunk_[a];
+      throw Error(str(info_.name(), ": the chunk at ", offsetString(offset), " decodes (gzip) to ",
+                      reply.detail > storedChunkBytes_ ? "more than " : "",
+                      std::min<uint64_t>(reply.detail, storedChunkBytes_ ? storedChunkBytes_ : reply.detail),
+                      " bytes, where a chunk of ",
+                      shapeString(std::vector<int64_t>(fileChunk_.begin(), fileChunk_.end())), " ",
+                      voxelTypeName(info_.type), " holds ", storedChunkBytes_,
+                      reply.detail > storedChunkBytes_
+                          ? " (a malformed file)"
+                          : " (a malformed file: libhdf5 would read past the decoded chunk)"));
+    }
+    if (reply.status != kOk)
       throw Error(str(info_.name(), ": cannot read the box at ", lo[0], ",", lo[1], ",", lo[2],
                       " (a corrupt or truncated file?)"));
   }
