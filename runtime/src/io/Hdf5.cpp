@@ -24,8 +24,8 @@
 //   the parent: PR_SET_PDEATHSIG when forked by the main thread (the signal follows the
 //   forking *thread*, and readers are also opened by parallelFor's short-lived workers),
 //   and a 1 s timer that ends it once its parent is gone, for the other cases.
-// - The parent sends "list datasets", "dataset metadata", "chunk info" and "read box"
-//   requests and waits for each with poll() and a deadline (MEDRUN_HDF5_TIMEOUT seconds,
+// - The parent sends "list datasets", "dataset metadata" and "read box" requests (one per
+//   chunk decoded) and waits for each with poll() and a deadline (MEDRUN_HDF5_TIMEOUT seconds,
 //   default 120). On a timeout, EOF, an error or an answer of the wrong size it kills the
 //   child (SIGKILL) and reaps it, and the request fails with an Error naming the file, what
 //   was asked and how the child ended ("libhdf5 crashed (signal 11, ...) while reading
@@ -38,8 +38,12 @@
 // - decode() is called by several data workers: one request is in flight per child (a
 //   mutex per reader); different readers, i.e. different children, decode in parallel.
 // - No fallback to reading in-process: a failed fork or socketpair is an Error.
+// - Two checks keep libhdf5 from reading past a chunk (which in an ordinary build gives
+//   garbage voxels, no crash): a chunk whose filters keep its size must be stored with
+//   exactly a chunk's bytes, and the child decodes gzip with a filter of its own that
+//   refuses a chunk decoding to another size (checkedInflate).
 // - A test hook, MEDRUN_HDF5_TEST_FAULT=ACTION:REQUEST (ACTION segv, abort, hang, exit,
-//   short or long; REQUEST open, list, dataset, chunk or read), makes the child fail so
+//   short or long; REQUEST open, list, dataset or read), makes the child fail so
 //   (test/runtime/Hdf5ProcessTest.cpp, test/medrun/reliability-hdf5.test).
 //
 // The writer (Hdf5Writer) stays in-process: it writes files of our own.
@@ -76,6 +80,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,13 +173,15 @@ bool exists(hid_t file, const std::string &key) {
 
 // ---- the protocol between a reader and its child -------------------------------------
 
-enum Op : uint32_t { kOpen, kList, kDataset, kChunk, kRead, kOps };
-const char *const kOpNames[kOps] = {"open", "list", "dataset", "chunk", "read"};
+enum Op : uint32_t { kOpen, kList, kDataset, kRead, kOps };
+const char *const kOpNames[kOps] = {"open", "list", "dataset", "read"};
 
-/// What the child answers: kOk with the answer's bytes, else no bytes. kBadChunk: a read
-/// found a gzip chunk that decodes to another size than a chunk's (ReplyHead::detail: the
-/// bytes it decoded to, or the chunk's and one more where it went on).
-enum Status : uint32_t { kOk, kFailed, kNoMemory, kBadChunk };
+/// What the child answers: kOk with the answer's bytes, else no bytes. A read answers
+/// kBadStored when its chunk is stored with other than the bytes the parent expects
+/// (ReplyHead::detail: its stored bytes), kBadChunk when a gzip chunk decodes to another
+/// size than a chunk's (detail: the bytes it decoded to, or the chunk's and one more where
+/// it went on).
+enum Status : uint32_t { kOk, kFailed, kNoMemory, kBadStored, kBadChunk };
 
 struct RequestHead {
   uint32_t op = 0;
@@ -182,8 +189,9 @@ struct RequestHead {
 };
 struct ReplyHead {
   uint32_t status = 0;
-  uint32_t detail = 0;
+  uint32_t pad = 0;
   uint64_t bytes = 0;
+  uint64_t detail = 0;
 };
 
 constexpr int kMaxRank = 32;        ///< HDF5's own limit (H5S_MAX_RANK)
@@ -225,18 +233,18 @@ struct DatasetFacts {
   AttributeFacts resolution, offset;
 };
 
-/// One stored chunk (H5Dget_chunk_info_by_coord).
-struct ChunkFacts {
-  int32_t allocated = 0;
-  uint32_t filterMask = 0; ///< bit i: filter i was not applied to this chunk
-  uint64_t address = 0, size = 0;
-};
-
 /// A box of the dataset, in the file's axes, read as voxels of `type`.
 struct ReadRequest {
   uint32_t type = 0; ///< VoxelType
   uint32_t rank = 0;
   hsize_t start[kMaxRank] = {}, count[kMaxRank] = {};
+  /// Chunked layouts: the chunk read (its first element), and the bytes it must be stored
+  /// with unless never written (H5Dget_chunk_storage_size: a lookup in the chunk index;
+  /// H5Dget_chunk_info_by_coord walks the whole index each time); 0: not checked.
+  hsize_t chunk[kMaxRank] = {};
+  uint64_t storedBytes = 0;
+  hsize_t box[3] = {}; ///< the box's D, H, W: the memory's shape (libhdf5 copies a box
+                       ///< into a buffer of the same shape fast, into a flat one slowly)
 };
 
 /// MEDRUN_HDF5_TEST_FAULT: the child fails so on one kind of request (tests only).
@@ -262,7 +270,7 @@ Fault faultFromEnvironment() {
       f.op = o;
   if (f.action == Fault::None || f.op == kOps)
     throw Error(str("MEDRUN_HDF5_TEST_FAULT: expected ACTION:REQUEST (ACTION segv, abort, hang, "
-                    "exit, short or long; REQUEST open, list, dataset, chunk or read), got '",
+                    "exit, short or long; REQUEST open, list, dataset or read), got '",
                     s, "'"));
   return f;
 }
@@ -301,21 +309,9 @@ void childRead(int fd, void *buf, size_t n) {
   }
 }
 
-void childWrite(int fd, const void *buf, size_t n) {
-  const char *p = static_cast<const char *>(buf);
-  while (n > 0) {
-    const ssize_t put = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (put < 0 && errno == EINTR)
-      continue;
-    if (put <= 0)
-      ::_exit(0);
-    p += put, n -= static_cast<size_t>(put);
-  }
-}
-
 /// Sends an answer; the fault hook's `short` and `long` misstate its size by one byte.
 void childReply(int fd, Status status, const void *data, uint64_t bytes, const Fault &fault,
-                uint32_t op, uint32_t detail = 0) {
+                uint32_t op, uint64_t detail = 0) {
   ReplyHead head;
   head.status = status;
   head.detail = detail;
@@ -325,10 +321,30 @@ void childReply(int fd, Status status, const void *data, uint64_t bytes, const F
     --head.bytes;
   if (fault.op == op && fault.action == Fault::Long)
     ++head.bytes;
-  childWrite(fd, &head, sizeof head);
-  childWrite(fd, data, std::min<uint64_t>(head.bytes, bytes));
-  if (head.bytes > bytes)
-    childWrite(fd, &extra, 1);
+  // The head and the answer in one message: the parent wakes once.
+  iovec parts[3] = {{&head, sizeof head},
+                    {const_cast<void *>(data), static_cast<size_t>(std::min<uint64_t>(head.bytes, bytes))},
+                    {const_cast<char *>(&extra), head.bytes > bytes ? size_t(1) : size_t(0)}};
+  msghdr message = {};
+  message.msg_iov = parts;
+  message.msg_iovlen = 3;
+  size_t left = parts[0].iov_len + parts[1].iov_len + parts[2].iov_len;
+  while (left > 0) {
+    const ssize_t put = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (put < 0 && errno == EINTR)
+      continue;
+    if (put <= 0)
+      ::_exit(0);
+    left -= static_cast<size_t>(put);
+    for (size_t n = static_cast<size_t>(put); n > 0;) { // skip what was sent
+      const size_t step = std::min(n, message.msg_iov->iov_len);
+      message.msg_iov->iov_base = static_cast<char *>(message.msg_iov->iov_base) + step;
+      message.msg_iov->iov_len -= step;
+      n -= step;
+      if (message.msg_iov->iov_len == 0 && message.msg_iovlen > 1)
+        ++message.msg_iov, --message.msg_iovlen;
+    }
+  }
 }
 
 void childFault(const Fault &fault, uint32_t op) {
@@ -463,7 +479,14 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
   f.exists = exists(file, key);
   if (!f.exists)
     return f;
-  dset = Handle(H5Dopen2(file, key.c_str(), H5P_DEFAULT), H5Dclose);
+  // Without libhdf5's chunk cache (the reader's ChunkCache keeps decoded chunks): an
+  // unfiltered chunk is then read straight from the file, as the layout's chunk size, where
+  // through the cache libhdf5 1.10 allocates the size the chunk's index entry states and
+  // copies a whole chunk out of it (a heap over-read on a malformed entry).
+  Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  if (!dapl.valid() || H5Pset_chunk_cache(dapl.get(), 1, 0, H5D_CHUNK_CACHE_W0_DEFAULT) < 0)
+    ::_exit(kExitSetup);
+  dset = Handle(H5Dopen2(file, key.c_str(), dapl.get()), H5Dclose);
   f.isDataset = dset.valid();
   if (!f.isDataset)
     return f;
@@ -614,66 +637,48 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
       childReply(sock, kOk, &f, sizeof f, fault, head.op);
       break;
     }
-    case kChunk: {
-      hsize_t offset[kMaxRank] = {};
-      ChunkFacts c;
-      Status s = kFailed;
-      if (dset.valid() && request.size() <= sizeof offset) {
-        std::memcpy(offset, request.data(), request.size());
-        unsigned mask = 0;
-        haddr_t address = HADDR_UNDEF;
-        hsize_t size = 0;
-        if (H5Dget_chunk_info_by_coord(dset.get(), offset, &mask, &address, &size) >= 0) {
-          s = kOk;
-          c.allocated = address != HADDR_UNDEF;
-          c.filterMask = mask, c.address = address, c.size = size;
-        }
-      }
-      childReply(sock, s, &c, sizeof c, fault, head.op);
-      break;
-    }
     case kRead: {
       ReadRequest r;
       Status s = kFailed;
-      uint32_t detail = 0;
-      uint64_t bytes = 0;
-      if (dset.valid() && request.size() == sizeof r) {
+      uint64_t bytes = 0, detail = 0;
+      hsize_t stored = 0;
+      if (dset.valid() && request.size() == sizeof r && r.rank <= kMaxRank) {
         std::memcpy(&r, request.data(), sizeof r);
         const VoxelType type = static_cast<VoxelType>(r.type);
         bytes = voxelSize(type);
         for (uint32_t a = 0; a < r.rank && a < kMaxRank; ++a)
           bytes *= r.count[a]; // the parent asks for one chunk (at most 1 GiB)
-        s = kNoMemory;
-        if (bytes <= kMaxDecodedChunkBytes) {
-          if (buffer.size() < bytes) {
-            buffer.clear();
-            buffer.shrink_to_fit();
-            try {
-              buffer.resize(bytes);
-            } catch (...) {
-            }
+        if (buffer.size() < bytes && bytes <= kMaxDecodedChunkBytes) {
+          buffer.clear();
+          buffer.shrink_to_fit();
+          try {
+            buffer.resize(bytes);
+          } catch (...) {
           }
-          if (buffer.size() >= bytes) {
-            s = kFailed;
-            Handle fspace(H5Dget_space(dset.get()), H5Sclose);
-            hsize_t mdims[1] = {bytes / voxelSize(type)};
-            Handle mspace(H5Screate_simple(1, mdims, nullptr), H5Sclose);
+        }
+        if (r.storedBytes && H5Dget_chunk_storage_size(dset.get(), r.chunk, &stored) >= 0 &&
+            stored != 0 && stored != r.storedBytes) {
+          s = kBadStored; // libhdf5 would copy a whole chunk out of it
+          detail = stored;
+        } else if (buffer.size() < bytes) {
+          s = kNoMemory;
+        } else {
+          Handle fspace(H5Dget_space(dset.get()), H5Sclose);
+          Handle mspace(H5Screate_simple(3, r.box, nullptr), H5Sclose);
 #ifdef MEDRUN_HAVE_ZLIB
-            inflateGot = UINT64_MAX;
+          inflateGot = UINT64_MAX;
 #endif
-            if (r.rank <= kMaxRank &&
-                H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, r.start, nullptr, r.count,
-                                    nullptr) >= 0 &&
-                H5Dread(dset.get(), nativeType(type), mspace.get(), fspace.get(), H5P_DEFAULT,
-                        buffer.data()) >= 0)
-              s = kOk;
+          if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, r.start, nullptr, r.count,
+                                  nullptr) >= 0 &&
+              H5Dread(dset.get(), nativeType(type), mspace.get(), fspace.get(), H5P_DEFAULT,
+                      buffer.data()) >= 0)
+            s = kOk;
 #ifdef MEDRUN_HAVE_ZLIB
-            if (s != kOk && inflateGot != UINT64_MAX) {
-              s = kBadChunk;
-              detail = static_cast<uint32_t>(std::min<uint64_t>(inflateGot, UINT32_MAX));
-            }
-#endif
+          if (s != kOk && inflateGot != UINT64_MAX) {
+            s = kBadChunk;
+            detail = inflateGot;
           }
+#endif
         }
       }
       childReply(sock, s, buffer.data(), bytes, fault, head.op, detail);
@@ -726,7 +731,7 @@ public:
 
   struct Reply {
     uint32_t status = kOk;
-    uint32_t detail = 0;
+    uint64_t detail = 0;
     std::vector<char> data;
   };
 
@@ -788,23 +793,23 @@ private:
   void receive(void *data, uint64_t n, Clock::time_point deadline, const std::string &what) {
     char *p = static_cast<char *>(data);
     while (n > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      // What has arrived is taken without waiting; poll() only when nothing has.
+      const ssize_t got = ::recv(fd_, p, static_cast<size_t>(std::min<uint64_t>(n, 1 << 30)),
+                                 MSG_DONTWAIT);
+      if (got > 0) {
+        p += got, n -= static_cast<uint64_t>(got);
+        continue;
+      }
+      if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        fail(what, ""); // EOF, ECONNRESET: the child is gone
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0)
         timedOut(what);
       pollfd pfd = {fd_, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
-      if (ready < 0 && errno == EINTR)
-        continue;
-      if (ready < 0)
+      if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30))) < 0 &&
+          errno != EINTR)
         fail(what, str("poll: ", std::strerror(errno)));
-      if (ready == 0)
-        continue; // the deadline is checked above
-      const ssize_t got = ::read(fd_, p, static_cast<size_t>(std::min<uint64_t>(n, 1 << 30)));
-      if (got < 0 && (errno == EINTR || errno == EAGAIN))
-        continue;
-      if (got <= 0)
-        fail(what, got < 0 ? str("read: ", std::strerror(errno)) : std::string());
-      p += got, n -= static_cast<uint64_t>(got);
     }
   }
 
@@ -932,17 +937,15 @@ public:
     channelAxis_ = axes.channelAxis;
 
     const H5D_layout_t layout = static_cast<H5D_layout_t>(f.layout);
-    std::error_code ec;
-    fileBytes_ = std::filesystem::file_size(container, ec);
-    if (ec)
-      fileBytes_ = 0;
     if (layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) {
       // Unfiltered: the bytes declared must be in the file (or in its external files). A
       // dataset created but never written reads as its fill value: refused as well, it is
       // no data.
+      std::error_code ec;
+      const uint64_t fileBytes = std::filesystem::file_size(container, ec);
       if (!ec && f.externalCount <= 0) {
-        checkedBytes(elements, bytes, fileBytes_, info_.name(),
-                     str("the file's ", fileBytes_, " bytes (a truncated file, or a dataset "
+        checkedBytes(elements, bytes, fileBytes, info_.name(),
+                     str("the file's ", fileBytes, " bytes (a truncated file, or a dataset "
                          "never written?)"));
         if (f.storageSize < static_cast<uint64_t>(elements) * bytes)
           throw Error(str(info_.name(), ": declares ", shapeString(full_), " of ", bytes,
@@ -981,12 +984,23 @@ public:
         const hsize_t c = chunk[first_ + a];
         info_.chunk[a] = c > hsize_t(info_.shape[a]) ? info_.shape[a] : static_cast<int64_t>(c);
       }
-      // What one stored chunk holds decoded (each is stored whole, also at the edges); 0
-      // if that overflows (the read's own limits refuse such chunks).
-      storedChunkBytes_ = bytes;
-      for (int a = 0; a < rank && storedChunkBytes_; ++a)
-        if (__builtin_mul_overflow(storedChunkBytes_, chunk[a], &storedChunkBytes_))
-          storedChunkBytes_ = 0;
+      // What one stored chunk holds decoded (each is stored whole, also at the edges; 0 if
+      // that overflows: the read's own limits refuse such chunks), and where its filters
+      // keep that size (none, shuffle; fletcher32 adds 4), the bytes it must be stored as:
+      // libhdf5 1.10 copies a whole chunk out of whatever a short one decodes to (a heap
+      // over-read in H5VM_memcpyvv, docs/reliability.md). A compressed chunk's decoded size
+      // is known only once decoded (the child's gzip filter checks it; a chunk an optional
+      // compressor was skipped for is stored as it is). libhdf5 checks that a chunk lies in
+      // the file.
+      chunkBytes_ = bytes;
+      for (int a = 0; a < rank && chunkBytes_; ++a)
+        if (__builtin_mul_overflow(chunkBytes_, chunk[a], &chunkBytes_))
+          chunkBytes_ = 0;
+      storedBytes_ = chunkBytes_;
+      for (int32_t id : filters_)
+        storedBytes_ = id == H5Z_FILTER_SHUFFLE      ? storedBytes_
+                       : id == H5Z_FILTER_FLETCHER32 ? storedBytes_ + (storedBytes_ ? 4 : 0)
+                                                     : 0;
     } else {
       // Contiguous: slabs of whole planes, about 4 MiB each.
       const int64_t plane = info_.shape[1] * info_.shape[2] * static_cast<int64_t>(bytes);
@@ -1025,32 +1039,38 @@ protected:
       r.count[a] = 1;
     for (int a = 0; a < 3; ++a) {
       r.start[first_ + a] = static_cast<hsize_t>(lo[a]);
-      r.count[first_ + a] = static_cast<hsize_t>(size[a]);
+      r.count[first_ + a] = r.box[a] = static_cast<hsize_t>(size[a]);
     }
     if (channelAxis_ >= 0)
       r.start[channelAxis_] = static_cast<hsize_t>(channel_);
+    if (!fileChunk_.empty()) {
+      for (uint32_t a = 0; a < r.rank; ++a)
+        r.chunk[a] = r.start[a] / fileChunk_[a] * fileChunk_[a];
+      r.storedBytes = storedBytes_;
+    }
     const std::string what =
         str("reading dataset '", info_.key, "' box ", boxString(lo, size),
             channelAxis_ >= 0 ? str(" of channel ", channel_) : std::string());
-    if (!fileChunk_.empty())
-      checkChunk(r, what);
     const uint64_t bytes =
         static_cast<uint64_t>(size[0] * size[1] * size[2]) * voxelSize(info_.type);
     const Hdf5Process::Reply reply = process_->call(kRead, &r, sizeof r, what, bytes, dst);
-    if (reply.status == kBadChunk) {
-      hsize_t offset[kMaxRank] = {};
-      for (uint32_t a = 0; a < r.rank; ++a)
-        offset[a] = fileChunk_.empty() ? r.start[a] : r.start[a] / fileChunk_[a] * fileChunk_[a];
-      throw Error(str(info_.name(), ": the chunk at ", offsetString(offset), " decodes (gzip) to ",
-                      reply.detail > storedChunkBytes_ ? "more than " : "",
-                      std::min<uint64_t>(reply.detail, storedChunkBytes_ ? storedChunkBytes_ : reply.detail),
-                      " bytes, where a chunk of ",
-                      shapeString(std::vector<int64_t>(fileChunk_.begin(), fileChunk_.end())), " ",
-                      voxelTypeName(info_.type), " holds ", storedChunkBytes_,
-                      reply.detail > storedChunkBytes_
-                          ? " (a malformed file)"
-                          : " (a malformed file: libhdf5 would read past the decoded chunk)"));
-    }
+    if (reply.status == kOk)
+      return;
+    const std::string chunk = str(info_.name(), ": the chunk at ", offsetString(r.chunk));
+    const std::string holds =
+        str(shapeString(std::vector<int64_t>(fileChunk_.begin(), fileChunk_.end())), " ",
+            voxelTypeName(info_.type));
+    if (reply.status == kBadStored)
+      throw Error(str(chunk, " is stored as ", reply.detail, " bytes, expected ", storedBytes_,
+                      " (", holds, ", filters: ", filterNames(), "; a malformed file: libhdf5 "
+                      "would read past the stored chunk)"));
+    if (reply.status == kBadChunk && reply.detail > chunkBytes_)
+      throw Error(str(chunk, " decodes (gzip) to more than the ", chunkBytes_, " bytes of a chunk of ",
+                      holds, " (a malformed file)"));
+    if (reply.status == kBadChunk)
+      throw Error(str(chunk, " decodes (gzip) to ", reply.detail, " bytes, where a chunk of ", holds,
+                      " holds ", chunkBytes_, " (a malformed file: libhdf5 would read past the "
+                      "decoded chunk)"));
     if (reply.status != kOk)
       throw Error(str(info_.name(), ": cannot read the box at ", lo[0], ",", lo[1], ",", lo[2],
                       " (a corrupt or truncated file?)"));
@@ -1102,58 +1122,16 @@ private:
     return f;
   }
 
-  /// The stored chunk a read decodes must lie in the file, and where its filters cannot
-  /// change its size (none, shuffle, fletcher32) hold exactly the chunk's bytes: libhdf5
-  /// 1.10 copies a whole chunk out of whatever a short one decodes to (a heap over-read in
-  /// H5VM_memcpyvv, docs/reliability.md). A compressed chunk's decoded size is not known
-  /// before decoding: that case stays with the child.
-  void checkChunk(const ReadRequest &r, const std::string &what) const {
-    hsize_t offset[kMaxRank] = {};
-    for (uint32_t a = 0; a < r.rank; ++a)
-      offset[a] = r.start[a] / fileChunk_[a] * fileChunk_[a];
-    Hdf5Process::Reply reply =
-        process_->call(kChunk, offset, r.rank * sizeof(hsize_t), what, sizeof(ChunkFacts));
-    ChunkFacts c;
-    if (reply.status != kOk)
-      return; // libhdf5 cannot look it up: the read says what is wrong
-    if (reply.data.size() != sizeof c)
-      process_->malformed(what, str(reply.data.size(), " bytes of chunk information, expected ",
-                                    sizeof c));
-    std::memcpy(&c, reply.data.data(), sizeof c);
-    if (!c.allocated)
-      return; // never written: the fill value
-    const std::string at = str(info_.name(), ": the chunk at ", offsetString(offset));
-    if (fileBytes_ > 0 && (c.address > fileBytes_ || c.size > fileBytes_ - c.address))
-      throw Error(str(at, " is stored at bytes ", c.address, "..", c.address + c.size,
-                      ", past the file's ", fileBytes_, " bytes (a malformed or truncated file)"));
-    uint64_t expected = storedChunkBytes_;
-    for (size_t i = 0; i < filters_.size(); ++i) {
-      if (i < 32 && (c.filterMask >> i) & 1)
-        continue; // not applied to this chunk
-      if (filters_[i] == H5Z_FILTER_FLETCHER32)
-        expected += 4; // its checksum
-      else if (filters_[i] != H5Z_FILTER_SHUFFLE)
-        return; // a compressor: the stored size says nothing
-    }
-    if (storedChunkBytes_ > 0 && c.size != expected)
-      throw Error(str(at, " stores ", c.size, " bytes, expected ", expected, " (",
-                      shapeString(std::vector<int64_t>(fileChunk_.begin(), fileChunk_.end())),
-                      " ", voxelTypeName(info_.type), ", filters: ", filterNames(c.filterMask),
-                      "; a malformed file: libhdf5 would read past the stored chunk)"));
-  }
-
   std::string offsetString(const hsize_t *offset) const {
     std::string s = "(";
     for (size_t a = 0; a < full_.size(); ++a)
       s += str(a ? ", " : "", offset[a]);
     return s + ")";
   }
-  std::string filterNames(uint32_t mask) const {
+  std::string filterNames() const {
     std::string s;
-    for (size_t i = 0; i < filters_.size(); ++i)
-      if (!(i < 32 && (mask >> i) & 1))
-        s += str(s.empty() ? "" : ", ",
-                 filters_[i] == H5Z_FILTER_SHUFFLE ? "shuffle" : "fletcher32");
+    for (int32_t id : filters_)
+      s += str(s.empty() ? "" : ", ", id == H5Z_FILTER_SHUFFLE ? "shuffle" : "fletcher32");
     return s.empty() ? "none" : s;
   }
 
@@ -1163,9 +1141,9 @@ private:
   size_t first_ = 0;          ///< index of the volume's first axis in full_
   int64_t channel_ = -1, channelAxis_ = -1; ///< the channel read, and its axis in full_
   std::vector<hsize_t> fileChunk_;  ///< the stored chunk (chunked layouts), in full_'s axes
-  uint64_t storedChunkBytes_ = 0;   ///< its bytes decoded
+  uint64_t chunkBytes_ = 0;         ///< its bytes decoded
+  uint64_t storedBytes_ = 0;        ///< its bytes stored where known (0: not known)
   std::vector<int32_t> filters_;    ///< the filter pipeline's ids, in order
-  uint64_t fileBytes_ = 0;          ///< the file's size (0: unknown)
 };
 
 } // namespace
