@@ -479,14 +479,23 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
   f.exists = exists(file, key);
   if (!f.exists)
     return f;
-  // Without libhdf5's chunk cache (the reader's ChunkCache keeps decoded chunks): an
-  // unfiltered chunk is then read straight from the file, as the layout's chunk size, where
-  // through the cache libhdf5 1.10 allocates the size the chunk's index entry states and
-  // copies a whole chunk out of it (a heap over-read on a malformed entry).
-  Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
-  if (!dapl.valid() || H5Pset_chunk_cache(dapl.get(), 1, 0, H5D_CHUNK_CACHE_W0_DEFAULT) < 0)
-    ::_exit(kExitSetup);
-  dset = Handle(H5Dopen2(file, key.c_str(), dapl.get()), H5Dclose);
+  dset = Handle(H5Dopen2(file, key.c_str(), H5P_DEFAULT), H5Dclose);
+  {
+    // An unfiltered chunked dataset is read without libhdf5's chunk cache (the reader's
+    // ChunkCache keeps decoded chunks): its chunks are then read from the file straight,
+    // as the layout's chunk size, where through the cache libhdf5 1.10 allocates the size
+    // the chunk's index entry states and copies a whole chunk out of that (a heap over-read
+    // on a malformed entry). Filtered chunks keep the cache, which spares a fresh decode
+    // buffer (page faults) per chunk.
+    Handle dcpl(dset.valid() ? H5Dget_create_plist(dset.get()) : -1, H5Pclose);
+    if (dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_CHUNKED &&
+        H5Pget_nfilters(dcpl.get()) == 0) {
+      Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+      if (!dapl.valid() || H5Pset_chunk_cache(dapl.get(), 1, 0, H5D_CHUNK_CACHE_W0_DEFAULT) < 0)
+        ::_exit(kExitSetup);
+      dset = Handle(H5Dopen2(file, key.c_str(), dapl.get()), H5Dclose);
+    }
+  }
   f.isDataset = dset.valid();
   if (!f.isDataset)
     return f;
@@ -706,6 +715,8 @@ public:
     int forkErrno = 0;
     {
       std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
+      // libhdf5 initialized once here (no file is touched), not again in every child.
+      quiet();
       pid_ = ::fork();
       forkErrno = errno;
       if (pid_ == 0) {
