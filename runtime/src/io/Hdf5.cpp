@@ -493,6 +493,8 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
       Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
       if (!dapl.valid() || H5Pset_chunk_cache(dapl.get(), 1, 0, H5D_CHUNK_CACHE_W0_DEFAULT) < 0)
         ::_exit(kExitSetup);
+      dcpl = Handle();
+      dset = Handle(); // closed first: an open dataset's second open shares its cache
       dset = Handle(H5Dopen2(file, key.c_str(), dapl.get()), H5Dclose);
     }
   }
