@@ -8,7 +8,8 @@
 // Reading runs libhdf5 in a child process. libhdf5 (Debian's 1.10, not ours) parses the
 // file's internal structures without checking them: on hostile files it reads past its
 // buffers, crashes or loops for ever (docs/reliability.md), and nothing can validate those
-// structures before it parses them. So the reader never calls libhdf5 itself:
+// structures before it parses them. So the reader never reads a file through libhdf5
+// itself (it only initializes the library, once, before the first fork):
 //
 // - One child per open reader, forked (no exec: medrun's and the fuzzer's code stay one
 //   binary) when the reader opens. The fork happens under hdf5Lock(), which the writer's
@@ -25,10 +26,10 @@
 //   forking *thread*, and readers are also opened by parallelFor's short-lived workers),
 //   and a 1 s timer that ends it once its parent is gone, for the other cases.
 // - The parent sends "list datasets", "dataset metadata" and "read box" requests (one per
-//   chunk decoded) and waits for each with poll() and a deadline (MEDRUN_HDF5_TIMEOUT seconds,
-//   default 120). On a timeout, EOF, an error or an answer of the wrong size it kills the
-//   child (SIGKILL) and reaps it, and the request fails with an Error naming the file, what
-//   was asked and how the child ended ("libhdf5 crashed (signal 11, ...) while reading
+//   chunk decoded) and waits for each with poll() and a deadline (MEDRUN_HDF5_TIMEOUT
+//   seconds, default 120). On a timeout, EOF, an error or an answer of the wrong size it
+//   kills the child (SIGKILL) and reaps it, and the request fails with an Error naming the
+//   file, what was asked and how the child ended ("libhdf5 crashed (signal 11, ...) while reading
 //   dataset 'raw' box [0:64, 0:64, 0:64]; the file is probably malformed"); every later
 //   request of that reader fails with the same message. The destructor kills and reaps it.
 // - Every answer is untrusted (the child parses a hostile file and may be corrupted by
@@ -38,10 +39,11 @@
 // - decode() is called by several data workers: one request is in flight per child (a
 //   mutex per reader); different readers, i.e. different children, decode in parallel.
 // - No fallback to reading in-process: a failed fork or socketpair is an Error.
-// - Two checks keep libhdf5 from reading past a chunk (which in an ordinary build gives
-//   garbage voxels, no crash): a chunk whose filters keep its size must be stored with
-//   exactly a chunk's bytes, and the child decodes gzip with a filter of its own that
-//   refuses a chunk decoding to another size (checkedInflate).
+// - Three measures keep libhdf5 from reading past a chunk (which in an ordinary build
+//   gives garbage voxels, no crash): unfiltered chunks are read without libhdf5's chunk
+//   cache (childDataset), a chunk whose filters keep its size must be stored with exactly
+//   a chunk's bytes, and the child decodes gzip with a filter of its own that refuses a
+//   chunk decoding to another size (checkedInflate).
 // - A test hook, MEDRUN_HDF5_TEST_FAULT=ACTION:REQUEST (ACTION segv, abort, hang, exit,
 //   short or long; REQUEST open, list, dataset or read), makes the child fail so
 //   (test/runtime/Hdf5ProcessTest.cpp, test/medrun/reliability-hdf5.test).
@@ -323,7 +325,8 @@ void childReply(int fd, Status status, const void *data, uint64_t bytes, const F
     ++head.bytes;
   // The head and the answer in one message: the parent wakes once.
   iovec parts[3] = {{&head, sizeof head},
-                    {const_cast<void *>(data), static_cast<size_t>(std::min<uint64_t>(head.bytes, bytes))},
+                    {const_cast<void *>(data),
+                     static_cast<size_t>(std::min<uint64_t>(head.bytes, bytes))},
                     {const_cast<char *>(&extra), head.bytes > bytes ? size_t(1) : size_t(0)}};
   msghdr message = {};
   message.msg_iov = parts;
@@ -841,7 +844,8 @@ private:
     if (!why.empty())
       how = str("libhdf5's process answered wrongly (", why, ")");
     else if (status >= 0 && WIFSIGNALED(status))
-      how = str("libhdf5 crashed (signal ", WTERMSIG(status), ", ", strsignal(WTERMSIG(status)), ")");
+      how = str("libhdf5 crashed (signal ", WTERMSIG(status), ", ", strsignal(WTERMSIG(status)),
+                ")");
     else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == kExitSetup)
       throw Error(failure_ = str(path_, ": the process that reads it with libhdf5 could not set "
                                         "itself up (signals, descriptors, file access) while ",
@@ -1078,11 +1082,11 @@ protected:
                       " (", holds, ", filters: ", filterNames(), "; a malformed file: libhdf5 "
                       "would read past the stored chunk)"));
     if (reply.status == kBadChunk && reply.detail > chunkBytes_)
-      throw Error(str(chunk, " decodes (gzip) to more than the ", chunkBytes_, " bytes of a chunk of ",
-                      holds, " (a malformed file)"));
+      throw Error(str(chunk, " decodes (gzip) to more than the ", chunkBytes_,
+                      " bytes of a chunk of ", holds, " (a malformed file)"));
     if (reply.status == kBadChunk)
-      throw Error(str(chunk, " decodes (gzip) to ", reply.detail, " bytes, where a chunk of ", holds,
-                      " holds ", chunkBytes_, " (a malformed file: libhdf5 would read past the "
+      throw Error(str(chunk, " decodes (gzip) to ", reply.detail, " bytes, where a chunk of ",
+                      holds, " holds ", chunkBytes_, " (a malformed file: libhdf5 would read past the "
                       "decoded chunk)"));
     if (reply.status != kOk)
       throw Error(str(info_.name(), ": cannot read the box at ", lo[0], ",", lo[1], ",", lo[2],
@@ -1102,7 +1106,8 @@ private:
       std::memcpy(&len, d.data() + pos, sizeof len);
       pos += sizeof len;
       if (len > d.size() - pos)
-        process_->malformed("listing datasets", str("a name of ", len, " bytes past the answer's end"));
+        process_->malformed("listing datasets",
+                            str("a name of ", len, " bytes past the answer's end"));
       names.emplace_back(d.data() + pos, len);
       pos += len;
     }
