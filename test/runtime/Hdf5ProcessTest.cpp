@@ -14,7 +14,9 @@
 
 #include "gtest/gtest.h"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +24,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -36,6 +40,16 @@ struct ScopedEnv {
   ~ScopedEnv() { ::unsetenv(name_); }
   const char *name_;
 };
+
+/// Whether process `pid` still runs (a zombie nobody reaps counts as ended).
+bool running(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line))
+    return false;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
 
 /// The live (or unreaped) children of this thread, where /proc says.
 std::optional<std::set<int>> children() {
@@ -199,6 +213,74 @@ TEST_F(Hdf5Process, AnswersOfTheWrongSizeAreRefused) {
     EXPECT_EQ(g, -1);
   ScopedEnv bad("MEDRUN_HDF5_TEST_FAULT", "segv");
   EXPECT_ERROR(openVolume(file + "/x"), "MEDRUN_HDF5_TEST_FAULT", "ACTION:REQUEST");
+}
+
+TEST_F(Hdf5Process, TheChildEndsWithItsParent) {
+  if (!before_)
+    GTEST_SKIP() << "no /proc/thread-self/children";
+  // A process opens a reader, on its main thread or on a thread that then ends (as
+  // parallelFor's workers do: the child must outlive that thread), sends it a read the
+  // child hangs on (an idle child ends at EOF anyway), and dies; the child must end too:
+  // at once by PR_SET_PDEATHSIG (main thread), else within a second by its watchdog.
+  for (bool worker : {false, true}) {
+    SCOPED_TRACE(worker ? "opened by a thread that ended" : "opened by the main thread");
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t helper = ::fork();
+    ASSERT_GE(helper, 0);
+    if (helper == 0) {
+      ::close(fds[0]);
+      ::setenv("MEDRUN_HDF5_TEST_FAULT", "hang:read", 1);
+      ::setenv("MEDRUN_HDF5_TIMEOUT", "60", 1);
+      int answer[2] = {-1, 0}; // the reader's child; whether it still ran the read
+      std::unique_ptr<VolumeReader> r;
+      std::atomic<bool> returned{false};
+      auto open = [&] {
+        r = openVolume(dir_ + "/a.h5/x");
+        std::ifstream in("/proc/thread-self/children");
+        in >> answer[0];
+      };
+      try {
+        if (worker)
+          std::thread(open).join();
+        else
+          open();
+        std::thread([&] {
+          std::vector<float> got(values_.size());
+          try {
+            r->read({0, 0, 0}, {4, 5, 6}, got.data());
+          } catch (...) {
+          }
+          returned = true;
+        }).detach();
+        ::usleep(300000);
+        answer[1] = !returned;
+      } catch (...) {
+      }
+      if (::write(fds[1], answer, sizeof answer) != sizeof answer)
+        ::_exit(2);
+      ::_exit(0); // the reader still open, its child busy
+    }
+    ::close(fds[1]);
+    int answer[2] = {-1, 0};
+    EXPECT_EQ(::read(fds[0], answer, sizeof answer), ssize_t(sizeof answer));
+    ::close(fds[0]);
+    int status = 0;
+    EXPECT_EQ(::waitpid(helper, &status, 0), helper);
+    ASSERT_GT(answer[0], 0);
+    EXPECT_EQ(answer[1], 1) << "the read did not reach a live child";
+    const auto t0 = std::chrono::steady_clock::now();
+    bool ended = false;
+    for (int i = 0; i < 60 && !ended; ++i) {
+      ended = !running(answer[0]);
+      if (!ended)
+        ::usleep(50000);
+    }
+    EXPECT_TRUE(ended) << "the reader's child " << answer[0] << " outlived its parent";
+    if (!ended)
+      ::kill(answer[0], SIGKILL);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(worker ? 2000 : 500));
+  }
 }
 
 TEST_F(Hdf5Process, ReadersAndAWriterOfOneFile) {
