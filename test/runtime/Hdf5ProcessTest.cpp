@@ -123,6 +123,32 @@ TEST_F(Hdf5Process, ReadsInAChildProcess) {
   readsBack(*openVolume(dir_ + "/a.h5"));
 }
 
+TEST_F(Hdf5Process, ConcurrentReadsOfOneReader) {
+  // Data workers decode chunks of one reader at once: one request in flight per child
+  // (without the reader's mutex, answers interleave and the reader fails).
+  auto r = openVolume(dir_ + "/a.h5/x");
+  r->setCache(std::make_shared<ChunkCache>(1)); // every read decodes its chunks again
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        std::vector<float> got(values_.size());
+        try {
+          r->read({0, 0, 0}, {4, 5, 6}, got.data());
+        } catch (const Error &) {
+          ++wrong;
+          return;
+        }
+        if (got != std::vector<float>(values_.begin(), values_.end()))
+          ++wrong;
+      }
+    });
+  for (auto &t : threads)
+    t.join();
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST_F(Hdf5Process, ChildDeathDuringAReadIsAnError) {
   const std::string file = dir_ + "/a.h5";
   for (const char *fault : {"segv:read", "abort:read", "exit:read"}) {
