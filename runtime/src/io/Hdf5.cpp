@@ -656,8 +656,9 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
       Status s = kFailed;
       uint64_t bytes = 0, detail = 0;
       hsize_t stored = 0;
-      if (dset.valid() && request.size() == sizeof r && r.rank <= kMaxRank) {
+      if (dset.valid() && request.size() == sizeof r)
         std::memcpy(&r, request.data(), sizeof r);
+      if (dset.valid() && request.size() == sizeof r && r.rank <= kMaxRank) {
         const VoxelType type = static_cast<VoxelType>(r.type);
         bytes = voxelSize(type);
         for (uint32_t a = 0; a < r.rank && a < kMaxRank; ++a)
@@ -773,8 +774,6 @@ public:
     reply.detail = head.detail;
     if (head.status > kBadChunk || (head.status != kOk && head.bytes != 0))
       fail(what, str("its answer is malformed (status ", head.status, ", ", head.bytes, " bytes)"));
-    if (head.status == kNoMemory)
-      fail(what, "it could not allocate the box's bytes (out of memory)");
     if (head.status != kOk)
       return reply;
     if (into ? head.bytes != maxBytes : head.bytes > maxBytes)
@@ -1073,6 +1072,9 @@ protected:
     const Hdf5Process::Reply reply = process_->call(kRead, &r, sizeof r, what, bytes, dst);
     if (reply.status == kOk)
       return;
+    if (reply.status == kNoMemory)
+      throw Error(str(info_.name(), ": cannot allocate ", byteString(bytes), " for the box at ",
+                      lo[0], ",", lo[1], ",", lo[2], " in the process reading it (out of memory)"));
     const std::string chunk = str(info_.name(), ": the chunk at ", offsetString(r.chunk));
     const std::string holds =
         str(shapeString(std::vector<int64_t>(fileChunk_.begin(), fileChunk_.end())), " ",
