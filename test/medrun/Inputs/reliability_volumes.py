@@ -41,6 +41,15 @@ def hdf5(d):
         f.create_dataset("img", shape=(2**14, 2**16, 2**16), dtype="u1", chunks=(1, 64, 64))
     with h5py.File(f"{d}/bigchunk.h5", "w") as f:  # one chunk of 2 GiB
         f.create_dataset("img", shape=(1024, 1024, 512), dtype="f4", chunks=(1024, 1024, 512))
+    # gzip chunks that decode to fewer (more) bytes than a chunk holds: libhdf5 1.10 copies a
+    # whole chunk out of the short one, reading past its buffer (h5py returns garbage).
+    import zlib
+    with h5py.File(f"{d}/gzipsize.h5", "w") as f:
+        for name, n in (("short", 32), ("long", 100), ("ok", 64)):
+            g = f.create_dataset(name, shape=(8, 8, 8), dtype="u1", chunks=(4, 4, 4),
+                                 compression="gzip")
+            g[...] = 7
+            g.id.write_direct_chunk((4, 0, 4), zlib.compress(bytes(range(n))))
     with h5py.File(f"{d}/ok.h5", "w") as f:  # the control: a small dataset that reads
         f["img"] = np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)
         f["empty"] = np.zeros((0, 4, 4), np.float32)
