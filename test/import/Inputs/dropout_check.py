@@ -4,7 +4,8 @@ and checks of medc's dropout (med.dropout) against PyTorch's modules.
   dropout_check.py export --out DIR
       DIR/drop.onnx (torch.onnx.export with training=TrainingMode.TRAINING: a Dropout node
       with its ratio and training_mode as Constant nodes), DIR/drop_eval.onnx (the default
-      eval-mode export, which has no Dropout node), DIR/drop.safetensors (the state_dict),
+      eval-mode export, which has no Dropout node), DIR/drop_bn.onnx (Conv3d -> BatchNorm3d
+      -> ReLU -> Dropout(0.25) -> Conv3d in training mode), DIR/drop.safetensors (the state_dict),
       DIR/x.npy and PyTorch's eval-mode forward DIR/ref_eval.npy.
   dropout_check.py train DIR --artifact A --func F --medrun MEDRUN --key K [--mistake M]
       runs F (the imported network in its training form: the image and the step's key K) and
@@ -51,6 +52,24 @@ def build():
     return DropNet()
 
 
+def build_bn():
+    import torch
+
+    class DropBNNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv3d(1, 4, 3, padding=1)
+            self.bn = torch.nn.BatchNorm3d(4)
+            self.drop = torch.nn.Dropout(0.25)
+            self.head = torch.nn.Conv3d(4, 3, 1)
+
+        def forward(self, x):
+            return self.head(self.drop(torch.relu(self.bn(self.conv(x)))))
+
+    torch.manual_seed(0)
+    return DropBNNet()
+
+
 def export(args):
     import torch
     from runfiles import write_safetensors
@@ -72,6 +91,12 @@ def export(args):
         torch.onnx.export(net.eval(), x, os.path.join(args.out, "drop_eval.onnx"), opset_version=17,
                           input_names=["x"], output_names=["out0"], dynamic_axes=dyn,
                           do_constant_folding=False)
+        # With a BatchNorm3d too: the training-mode export is the one that keeps Dropout, and
+        # its BatchNormalization (training_mode 1) imports as the eval-mode export's.
+        bn = build_bn().train()
+        torch.onnx.export(bn, x, os.path.join(args.out, "drop_bn.onnx"), opset_version=17,
+                          input_names=["x"], output_names=["out0"], dynamic_axes=dyn,
+                          do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
     print("exported drop: %d state_dict entries" % len(net.state_dict()))
 
 
