@@ -133,6 +133,10 @@ Error sumSquares(const Types &inputs, Types &out);
 // med.random; `stream` must be a 32-bit counter word and `probability` in [0, 1].
 Error random(const TensorType &key, const TensorType &like, int64_t stream, double probability,
              const Dims *sampleShape, Types &out);
+// med.dropout: the input's type; `key` an i64 scalar, `stream` a 32-bit counter word, `p`
+// in [0, 1), a sample fewer than 2^32 elements (its counter word).
+Error dropout(const TensorType &input, const TensorType &key, int64_t stream, double p,
+              Types &out);
 // A transform of an N×C×D×H×W batch by per-sample parameters `param` (f32) of shape N×C×3
 // (`perChannel`: med.gaussian_blur's sigma, med.simulate_low_resolution's scale) or N×3
 // (med.mirror's flip); the result has the input's type.

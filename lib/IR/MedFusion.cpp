@@ -577,3 +577,6 @@ FusionKind AffinitiesOp::getFusionKind() { return FusionKind::Stencil; }
 FusionKind SliceOp::getFusionKind() { return FusionKind::Gather; }
 FusionKind SpatialTransformOp::getFusionKind() { return FusionKind::Gather; }
 FusionKind RandomOp::getFusionKind() { return FusionKind::Generate; }
+// Dropout reads its input elementwise, but its mask depends on the element's index, as a
+// random draw does: it fuses where random numbers do (the kernel's index is its counter).
+FusionKind DropoutOp::getFusionKind() { return FusionKind::Generate; }

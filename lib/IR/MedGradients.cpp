@@ -448,6 +448,16 @@ LogicalResult MaxPoolOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+// Dropout is linear in its input: dx = dy · mask · s, the same op on dy with the same key,
+// stream and p, which draws the mask again instead of keeping it (MedRandomOps.td).
+LogicalResult DropoutOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({b.create<DropoutOp>(getLoc(), resultGrads[0], getKey(), getPAttr(),
+                                           getStreamAttr()),
+                       Value()});
+  return success();
+}
+
 LogicalResult ResizeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (failed(requireStatic(*this)))

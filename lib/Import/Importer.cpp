@@ -50,6 +50,7 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"Div", &Importer::convertBinary},
       {"Sigmoid", &Importer::convertSigmoid},
       {"Relu", &Importer::convertRelu},
+      {"Dropout", &Importer::convertDropout},
       {"LeakyRelu", &Importer::convertLeakyRelu},
       {"PRelu", &Importer::convertPRelu},
       {"Softmax", &Importer::convertSoftmax},
@@ -70,7 +71,6 @@ const llvm::StringMap<Importer::Converter> &converters() {
 // Why an op type is refused, where there is more to say than "not supported".
 std::string unsupportedReason(llvm::StringRef opType) {
   static const llvm::StringMap<const char *> reasons = {
-      {"Dropout", "Dropout is not supported yet (export in eval mode, where it is omitted)"},
       {"Erf", "Erf is imported only inside GELU's exported arithmetic (x * 0.5 * (1 + "
               "Erf(x / sqrt 2)), which becomes med.gelu)"},
       {"GroupNormalization", "ONNX GroupNormalization is not supported yet (torch.onnx.export "
@@ -588,7 +588,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> Importer::run(const onnx::ModelProto &mode
     results.push_back(e->value);
   }
   builder.create<func::ReturnOp>(FileLineColLoc::get(&ctx, path, 0, 0), results);
-  function.setFunctionType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  // The inputs, and the step's key last where a Dropout reads it.
+  function.setFunctionType(
+      builder.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
   if (failed(mlir::verify(module)))
     return error(path + ": the imported module does not verify (see the messages above)");
   return std::move(owned);

@@ -136,6 +136,11 @@ public:
   // Frozen state the network reads and assigns (running statistics), declared at first use.
   llvm::Expected<Value> stateValue(const onnx::NodeProto &node, llvm::StringRef name,
                                    llvm::ArrayRef<int64_t> dims, InitKind init);
+  // Dropout.cpp
+  llvm::Error convertDropout(const onnx::NodeProto &node);
+  // The step's key the dropouts read: the network function's last argument, added at the
+  // first use.
+  Value stepKey();
   // Activation.cpp
   llvm::Error convertRelu(const onnx::NodeProto &node);
   llvm::Error convertLeakyRelu(const onnx::NodeProto &node);
@@ -177,6 +182,8 @@ public:
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<Value> parameters;    // declared so far, by name
   OpBuilder::InsertPoint parameterPoint; // where the next med.parameter goes
+  Value key;            // the step's key (stepKey), once a Dropout needs it
+  int64_t dropouts = 0; // med.dropout ops made so far: the next one's stream
   int64_t opset = 0;
   // Pattern results: the node index where a group ends, and the nodes it absorbs.
   llvm::DenseMap<int, PatternMatch> patternRoots;

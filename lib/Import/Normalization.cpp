@@ -148,7 +148,8 @@ llvm::Expected<Value> Importer::stateValue(const onnx::NodeProto &node, llvm::St
 }
 
 // BatchNormalization (opset 9 and later, as torch.onnx.export writes it for an eval-mode
-// BatchNorm3d with training=TrainingMode.PRESERVE): X, scale, B, input_mean, input_var, all
+// BatchNorm3d with training=TrainingMode.PRESERVE, or for a train-mode one with TRAINING,
+// whose running-statistics outputs nothing reads): X, scale, B, input_mean, input_var, all
 // but X initializers named by the state_dict. ONNX's momentum weighs the old running value
 // (running = momentum·running + (1 − momentum)·batch); med.batch_norm's is PyTorch's, the
 // weight of the batch: 1 − ONNX's.
@@ -162,13 +163,16 @@ llvm::Error Importer::convertBatchNormalization(const onnx::NodeProto &node) {
   for (int i = 1; i <= 4; ++i)
     if (!hasInput(node, i))
       return nodeError(node, "needs its scale, B, input_mean and input_var inputs");
-  if (node.output_size() > 1)
-    for (int i = 1; i < node.output_size(); ++i)
-      if (!node.output(i).empty())
-        return nodeError(node, "returns its running statistics as outputs (exported in "
-                               "training mode): export the network in eval mode with "
-                               "training=torch.onnx.TrainingMode.PRESERVE; the training form "
-                               "comes from med.batch_norm");
+  // A training-mode export (training_mode 1, as TrainingMode.TRAINING writes it, which a
+  // network with Dropout needs) also returns the running statistics; nothing reads them there,
+  // and med.batch_norm's training form updates them as state, as it does for PRESERVE's node.
+  for (int i = 1; i < node.output_size(); ++i)
+    if (!node.output(i).empty() &&
+        (readers.lookup(node.output(i)) > 0 || graphOutputs.count(node.output(i))))
+      return nodeError(node, "its running statistics (output " + llvm::Twine(i) + ", '" +
+                                 node.output(i) +
+                                 "') are read by the graph; medc keeps them as state that "
+                                 "the training step updates (med.batch_norm), not as values");
   llvm::Expected<Value> gamma = channelVector(*this, node, node.input(1), *channels, 1);
   if (!gamma)
     return gamma.takeError();

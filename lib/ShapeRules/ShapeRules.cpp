@@ -957,6 +957,36 @@ Error random(const TensorType &key, const TensorType &like, int64_t stream, doub
   return {};
 }
 
+Error dropout(const TensorType &input, const TensorType &key, int64_t stream, double p,
+              Types &out) {
+  if (stream < 0 || stream > int64_t(UINT32_MAX))
+    return "'stream' must be a 32-bit counter word, got " + std::to_string(stream);
+  if (!(p >= 0 && p < 1)) {
+    std::ostringstream os; // as the verifier prints a double: 1, -0.1
+    os << p;
+    return "'p' must be in [0, 1) (the probability of dropping an element), got " + os.str();
+  }
+  if (key.element != "i64" || !key.shape.empty())
+    return "key: expected an i64 scalar (the step's key), got " + typeStr(key);
+  if (input.shape.empty())
+    return "input: expected at least one dimension (the first indexes the samples), got a "
+           "scalar";
+  int64_t perSample = 1;
+  for (size_t i = 1; i < input.shape.size(); ++i) {
+    if (isDyn(input.shape[i])) {
+      perSample = kDynamic;
+      break;
+    }
+    if (!mul(perSample, input.shape[i], perSample))
+      return overflow("input");
+  }
+  if (!isDyn(perSample) && perSample > (int64_t(1) << 32))
+    return "a sample of " + shapeStr(input.shape) + " has " + num(perSample) +
+           " elements; at most 2^32 (one counter word)";
+  out.push_back(input);
+  return {};
+}
+
 Error sampleTransform(const std::string &paramName, const TensorType &input,
                       const TensorType &param, bool perChannel, Types &out) {
   if (Error e = rank("input", input, 5, "N×C×D×H×W"); !e.empty())

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
@@ -20,18 +21,43 @@ using namespace mlir::med;
 bool mlir::med::hasTrainForm(func::FuncOp f) {
   return f.walk([](Operation *op) {
            auto bn = dyn_cast<BatchNormOp>(op);
-           return (bn && bn.getTraining()) || isa<AssignOp>(op) ? WalkResult::interrupt()
-                                                                : WalkResult::advance();
+           return (bn && bn.getTraining()) || isa<AssignOp, DropoutOp>(op)
+                      ? WalkResult::interrupt()
+                      : WalkResult::advance();
          }).wasInterrupted();
 }
 
 void mlir::med::toEvalForm(func::FuncOp f) {
   f.walk([](Operation *op) {
-    if (auto bn = dyn_cast<BatchNormOp>(op))
+    if (auto bn = dyn_cast<BatchNormOp>(op)) {
       bn.setTraining(false);
-    else if (isa<AssignOp>(op))
+    } else if (auto dropout = dyn_cast<DropoutOp>(op)) {
+      dropout.getResult().replaceAllUsesWith(dropout.getInput());
       op->erase();
+    } else if (isa<AssignOp>(op)) {
+      op->erase();
+    }
   });
+  // The key the dropouts read: an evaluation takes no step's key.
+  if (f.isExternal())
+    return;
+  auto names = f->getAttrOfType<ArrayAttr>("med.input_names");
+  llvm::BitVector erase(f.getNumArguments());
+  SmallVector<Attribute> kept;
+  for (BlockArgument arg : f.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    bool key = type && type.getRank() == 0 && type.getElementType().isInteger(64) &&
+               arg.use_empty();
+    if (key)
+      erase.set(arg.getArgNumber());
+    else if (names && arg.getArgNumber() < names.size())
+      kept.push_back(names[arg.getArgNumber()]);
+  }
+  if (erase.none())
+    return;
+  f.eraseArguments(erase);
+  if (names)
+    f->setAttr("med.input_names", ArrayAttr::get(f.getContext(), kept));
 }
 
 namespace {
@@ -150,8 +176,21 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
     return "arg" + std::to_string(i);
   }
 
+  // The loss function's input that is the step's key (its network's dropouts read it): an
+  // i64 scalar named "rng" (med-add-loss), or -1.
+  static int keyInput(func::FuncOp f) {
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto t = dyn_cast<RankedTensorType>(f.getArgumentTypes()[i]);
+      if (t && t.getRank() == 0 && t.getElementType().isInteger(64) && inputName(f, i) == "rng")
+        return i;
+    }
+    return -1;
+  }
+
   // The augmentation pipeline in front of the loss: which argument is the key, and which
-  // of its results feeds each of the loss function's inputs (matched by name).
+  // of its results feeds each of the loss function's inputs (matched by name; kStepKey: the
+  // loss's key input, which takes the step's rng).
+  static constexpr unsigned kStepKey = ~0u;
   struct Augmentation {
     func::FuncOp fn;
     unsigned key = 0;
@@ -177,6 +216,10 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       return fn.emitError("med-train-step: the augmentation @")
              << augment << " needs med.output_names, one per result";
     for (unsigned i = 0; i < lossFn.getNumArguments(); ++i) {
+      if (int(i) == keyInput(lossFn)) {
+        aug.resultFor.push_back(kStepKey);
+        continue;
+      }
       std::string want = inputName(lossFn, i);
       auto it = llvm::find_if(outputs, [&](Attribute a) {
         return cast<StringAttr>(a).getValue() == want;
@@ -243,7 +286,9 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       gradFn->setAttr("med.precision", b.getStringAttr(precision));
 
     // Inputs: the batch, lr, step[, ema_decay][, loss_scale, growth_tracker], rng. The batch
-    // is the loss function's inputs, or the augmentation pipeline's without its key.
+    // is the loss function's inputs, or the augmentation pipeline's without its key. A loss
+    // whose network drops out takes the step's key itself (its input "rng"): without an
+    // augmentation that input is the step's rng, in its place among the batch.
     Location loc = lossFn.getLoc();
     Type f32 = RankedTensorType::get({}, b.getF32Type());
     Augmentation aug;
@@ -273,7 +318,11 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       addInput("loss_scale", f32);
       addInput("growth_tracker", f32);
     }
-    addInput("rng", RankedTensorType::get({}, b.getI64Type()));
+    const int lossKey = keyInput(lossFn);
+    if (lossKey >= 0 && !aug.fn)
+      argIndex["rng"] = lossKey;
+    else
+      addInput("rng", RankedTensorType::get({}, b.getI64Type()));
     SmallVector<StringRef> outputNames{"loss", "grad_norm"};
     if (scaling)
       outputNames.append({"loss_scale", "growth_tracker", "found_inf"});
@@ -302,7 +351,7 @@ struct MedTrainStep : med::impl::MedTrainStepBase<MedTrainStep> {
       auto augmented = b.create<func::CallOp>(loc, aug.fn, augArgs);
       callArgs.clear();
       for (unsigned r : aug.resultFor)
-        callArgs.push_back(augmented.getResult(r));
+        callArgs.push_back(r == kStepKey ? Value(arg("rng")) : augmented.getResult(r));
     }
     if (scaling)
       callArgs.push_back(lossScale);

@@ -48,7 +48,9 @@ struct Section {
 
 const std::vector<Section> &schema() {
   static const std::vector<Section> s = {
-      {"model", {{"file", Type::Word}, {"network", Type::Word}}},
+      // dropout: every dropout layer's rate (0: none); absent: the rates the model holds
+      // (docs/training.md, "Dropout").
+      {"model", {{"file", Type::Word}, {"network", Type::Word}, {"dropout", Type::Number}}},
       {"data", // batch and patch: numbers, or `plan` (the preprocess cache's plan; sizesFromPlan)
        {{"batch", Type::Int, "2", 1},
         {"patch", Type::Size3, "128,128,128", 1},
@@ -812,6 +814,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
     if (auto net = model->second.section.find("network"); net != model->second.section.end())
       recipe.network = net->second.scalar;
   }
+  std::optional<json::Value> dropout;
+  if (const json::Object *typedModel = effective.getObject("model"))
+    if (const json::Value *d = typedModel->get("dropout"))
+      dropout = *d;
   SmallString<256> resolved(modelFile);
   if (!sys::path::is_absolute(modelFile)) {
     resolved = sys::path::parent_path(path);
@@ -822,6 +828,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   json::Object modelJson{{"file", recipe.model}};
   if (!recipe.network.empty())
     modelJson["network"] = recipe.network;
+  if (dropout) {
+    recipe.dropout = dropout->getAsNumber();
+    modelJson["dropout"] = std::move(*dropout);
+  }
   effective["model"] = std::move(modelJson);
 
   json::Object &data = *effective.getObject("data");

@@ -14,6 +14,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct AugmentOverride {
 struct Recipe {
   std::string model;   ///< model file, resolved relative to the recipe's folder
   std::string network; ///< network function ("" = the model file's only public function)
+  /// `model.dropout`: every dropout layer's rate, 0 for none (med::applyDropoutRate); unset:
+  /// the rates the model holds.
+  std::optional<double> dropout;
   int64_t batch = 2;
   std::array<int64_t, 3> patch = {128, 128, 128};
   /// `augment.pipeline`: the augmentation pipeline's file (resolved; "" = none or

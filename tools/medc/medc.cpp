@@ -33,6 +33,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -68,6 +70,12 @@ cl::opt<std::string> importName("name",
                                 cl::desc("The imported network function's name (default: the "
                                          "file name, models/unet.onnx -> @unet)"),
                                 cl::init(""), cl::sub(importCmd));
+cl::opt<double> dropoutRate("dropout",
+                            cl::desc("Every dropout layer's rate, in [0, 1) (0: none), as a "
+                                     "recipe's model.dropout (default: the rates the model "
+                                     "holds; an error if the model has no dropout)"),
+                            cl::value_desc("p"), cl::sub(compileCmd), cl::sub(importCmd),
+                            cl::sub(statsCmd));
 cl::opt<std::string> recipeInput(cl::Positional, cl::desc("<recipe.yaml>"), cl::sub(recipeCmd));
 cl::list<std::string> overrides("set",
                                 cl::desc("Override a recipe key: --set section.key=value (a "
@@ -830,6 +838,8 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
   }
   add(r.lossOptions);
   add(r.trainOptions);
+  if (r.dropout)
+    add("dropout " + llvm::utohexstr(llvm::bit_cast<uint64_t>(*r.dropout)));
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
 }
 
@@ -885,6 +895,9 @@ int main(int argc, char **argv) {
     return 0;
   }
   std::string recipeHash;
+  std::optional<double> effectiveDropout;
+  if (dropoutRate.getNumOccurrences())
+    effectiveDropout = dropoutRate;
   if (lossOptions.getNumOccurrences())
     effectiveLoss = lossOptions;
   if (train.getNumOccurrences())
@@ -893,6 +906,8 @@ int main(int argc, char **argv) {
     if (!inputFile.empty() || effectiveLoss || effectiveTrain)
       return fail("--recipe names the model, loss and optimizer; give no model file, --loss or "
                   "--train with it");
+    if (effectiveDropout)
+      return fail("--dropout: the recipe's model.dropout sets the rate (--set model.dropout=P)");
     llvm::Expected<medc::Recipe> recipe = medc::readRecipe(recipeFile, overrides);
     if (!recipe)
       return fail(llvm::toString(recipe.takeError()));
@@ -913,6 +928,7 @@ int main(int argc, char **argv) {
     recipeAugment = recipe->augment;
     recipeAugmentFunction = recipe->augmentFunction;
     recipeNetwork = recipe->network;
+    effectiveDropout = recipe->dropout;
     recipeAugmentRequest.pipeline = recipe->augmentGenerated;
     recipeAugmentRequest.channels = recipe->augmentChannels;
     recipeAugmentRequest.classes = recipe->augmentClasses;
@@ -949,6 +965,9 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
 
   OwningOpRef<ModuleOp> module = load(ctx, sources);
+  if (module && effectiveDropout)
+    if (llvm::Error e = med::applyDropoutRate(*module, *effectiveDropout, inputFile))
+      return fail(llvm::toString(std::move(e)));
   if (importCmd) { // the imported module as it is: batch and patch stay open
     if (!module || failed(verify(*module)))
       return 1;

@@ -755,18 +755,15 @@ torch::Tensor shiftSlices(const torch::Tensor &input, const torch::Tensor &shift
   return y;
 }
 
-/// med.random: Philox 4x32-10 (Salmon et al., SC'11) written again in torch's int64
-/// arithmetic, every element's counter (index, sample, stream, 0) a lane, so that the
-/// backends' numbers are checked against a second definition. The 32 x 32-bit products are
-/// taken in 16-bit halves to stay below 2^63.
-torch::Tensor random(const Env &env, const OpInfo &op) {
-  const torch::Tensor key = env.in(op, "key").to(torch::kCPU);
-  const uint64_t k = static_cast<uint64_t>(key.item<int64_t>());
-  const int id = op.results.at(0);
-  const medrun::Shape &shape = env.fn.values.at(id).shape;
-  const int64_t n = medrun::numElements(shape), samples = shape.at(0);
-  const int64_t per = samples ? n / samples : 1;
-  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(env.device);
+/// Philox 4x32-10 (Salmon et al., SC'11) written again in torch's int64 arithmetic, every
+/// element's counter (index in its sample, sample, stream, word3) a lane, so that the
+/// backends' numbers are checked against a second definition: the first two words of the n
+/// elements of `per` elements a sample. The 32 x 32-bit products are taken in 16-bit halves
+/// to stay below 2^63.
+std::pair<torch::Tensor, torch::Tensor> philoxWords(uint64_t k, int64_t n, int64_t per,
+                                                    int64_t stream, int64_t word3,
+                                                    torch::Device device) {
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const int64_t mask = 0xffffffffLL;
   auto mulHiLo = [&](int64_t m, const torch::Tensor &c) {
     torch::Tensor lo = torch::bitwise_and(c, 0xffff) * m, hi = torch::div(c, 65536, "floor") * m;
@@ -776,7 +773,7 @@ torch::Tensor random(const Env &env, const OpInfo &op) {
   };
   torch::Tensor index = torch::arange(n, i64);
   torch::Tensor c0 = torch::remainder(index, per), c1 = torch::div(index, per, "floor");
-  torch::Tensor c2 = torch::full({n}, op.intAttr("stream"), i64), c3 = torch::zeros({n}, i64);
+  torch::Tensor c2 = torch::full({n}, stream, i64), c3 = torch::full({n}, word3, i64);
   int64_t k0 = static_cast<int64_t>(k & 0xffffffffu), k1 = static_cast<int64_t>(k >> 32);
   for (int round = 0; round < 10; ++round) {
     auto [hi0, lo0] = mulHiLo(0xD2511F53LL, c0);
@@ -788,6 +785,18 @@ torch::Tensor random(const Env &env, const OpInfo &op) {
     k0 = (k0 + 0x9E3779B9LL) & mask;
     k1 = (k1 + 0xBB67AE85LL) & mask;
   }
+  return {c0, c1};
+}
+
+/// med.random: its words from philoxWords (counter word 3 is 0).
+torch::Tensor random(const Env &env, const OpInfo &op) {
+  const torch::Tensor key = env.in(op, "key").to(torch::kCPU);
+  const uint64_t k = static_cast<uint64_t>(key.item<int64_t>());
+  const int id = op.results.at(0);
+  const medrun::Shape &shape = env.fn.values.at(id).shape;
+  const int64_t n = medrun::numElements(shape), samples = shape.at(0);
+  const int64_t per = samples ? n / samples : 1;
+  auto [c0, c1] = philoxWords(k, n, per, op.intAttr("stream"), 0, env.device);
   const double grid = 1.0 / 16777216.0; // 2^-24
   torch::Tensor y;
   if (op.strAttr("distribution") == "normal") {
@@ -800,6 +809,24 @@ torch::Tensor random(const Env &env, const OpInfo &op) {
       y = (y < op.floatAttr("probability")).to(torch::kFloat64);
   }
   return y.reshape(std::vector<int64_t>(shape.begin(), shape.end())).to(env.typeOf(id));
+}
+
+/// med.dropout's mask times its scale, as torch's dropout forms it (bernoulli(1 − p) / (1 −
+/// p)) but with our mask: kept where the uniform number of the counter (index, sample,
+/// stream, 1) is at least p (philoxWords), and 1/(1 − p) rounded to f32 (in f64 under f64).
+/// The result is input · this, which torch autograd differentiates.
+torch::Tensor dropoutNoise(const Env &env, const OpInfo &op, const torch::Tensor &input) {
+  const torch::Tensor key = env.in(op, "key").to(torch::kCPU);
+  const uint64_t k = static_cast<uint64_t>(key.item<int64_t>());
+  const int64_t n = input.numel(), samples = input.size(0);
+  const int64_t per = samples ? n / samples : 1;
+  auto words = philoxWords(k, n, per, op.intAttr("stream"), 1, env.device);
+  const double p = op.floatAttr("p");
+  torch::Tensor u = torch::div(words.first, 256, "floor").to(torch::kFloat64) / 16777216.0;
+  const double scale = input.scalar_type() == torch::kFloat64
+                           ? 1.0 / (1.0 - p)
+                           : static_cast<double>(static_cast<float>(1.0 / (1.0 - p)));
+  return ((u >= p).to(torch::kFloat64) * scale).reshape(input.sizes()).to(input.scalar_type());
 }
 
 std::vector<int64_t> shapeAttr(const OpInfo &op) { return ints(op, "shape"); }
@@ -1055,6 +1082,10 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
   }
   case OpKind::Random:
     return {random(env, op)};
+  case OpKind::Dropout: {
+    const torch::Tensor &x = env.in(op, "input");
+    return {x * dropoutNoise(env, op, x)};
+  }
   case OpKind::GaussianBlur:
     return {gaussianBlur(env.in(op, "input"), env.in(op, "sigma"))};
   case OpKind::SimulateLowResolution:

@@ -63,4 +63,41 @@ def Med_RandomOp : Med_ShapedOp<"random", [Med_NotDifferentiable, Med_Fusible]> 
   let assemblyFormat = "$key `,` $like attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_DropoutOp : Med_ShapedOp<"dropout", [Med_Differentiable, Med_Fusible]> {
+  let shapeRule = [{dropout($input, $key, $stream, $p)}];
+  let flops = "1"; // the scaling multiply (the Philox rounds are integer work)
+  let summary = "dropout of a training step: each element kept with probability 1 − p, scaled by 1/(1 − p)";
+  let description = [{
+    `torch.nn.Dropout(p)` in train mode (ONNX `Dropout` with `training_mode` true): element
+    `i` of sample `n` (the first index) is `x · s` where it is kept, else 0, with
+    `s = 1/(1 − p)` rounded to f32 once (the product is taken in f32, or f64 under f64). The
+    element is kept when the uniform number of `med.random` drawn for it is at least `p`:
+    (w0 >> 8) · 2⁻²⁴ ≥ p, where w0 is the first word of Philox 4x32-10 under the step's `key`
+    (an i64 scalar: `train_step`'s `rng`) with the counter (i, n, `stream`, 1). The fourth
+    counter word 1 keeps the network's draws apart from the augmentation's `med.random`
+    (word 0) under the same key; `stream` numbers the dropout ops of a network. So the mask
+    is a pure function of (seed, step, rank, sample, op, element): the CPU and CUDA backends
+    draw the same one, and `p` is kept on the 2⁻²⁴ grid (a fraction ⌈p·2²⁴⌉/2²⁴ dropped).
+
+    `p` is in [0, 1); `p = 0` is the identity. The mask is never stored: the gradient is
+    `med.dropout` of the result's gradient with the same key, stream and `p` (dropout is
+    linear in `x`, so dx = dy · mask · s), which draws the mask again. Recomputing it costs
+    one Philox block per element of an elementwise kernel that is memory-bound anyway; a
+    stored mask would keep one byte (or bit) per element alive from the forward pass to the
+    backward pass, for each dropout of the network.
+
+    Only training steps drop: `@infer`, `@eval_step` and `@eval_step_ema` run the network
+    with every `med.dropout` replaced by its input (`med::toEvalForm`), as PyTorch's
+    `net.eval()`.
+
+    ```mlir
+    %y = med.dropout %x, %key {p = 0.2 : f64, stream = 0 : i64} : (tensor<2x32x8x8x8xf32>, tensor<i64>) -> tensor<2x32x8x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, RankedTensorOf<[I64]>:$key, F64Attr:$p,
+                       I64Attr:$stream);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $key attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // MED_RANDOM_OPS_TD

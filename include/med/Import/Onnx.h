@@ -36,6 +36,12 @@ llvm::Expected<OwningOpRef<ModuleOp>> importOnnx(llvm::StringRef bytes, llvm::St
                                                  MLIRContext &ctx,
                                                  const OnnxImportOptions &options = {});
 
+// The recipe's `model.dropout` (docs/training.md): every med.dropout of `module` drops with
+// rate `p` (in [0, 1)); 0 removes them, and the key argument no call passes any more. An
+// error when `p` > 0 and the module (the model file `path`) has no dropout: medc never
+// trains without the dropout a recipe asks for (an eval-mode ONNX export has none).
+llvm::Error applyDropoutRate(ModuleOp module, double p, llvm::StringRef path);
+
 } // namespace mlir::med
 
 #endif // MED_IMPORT_ONNX_H

@@ -23,10 +23,12 @@ LogicalResult inlineAllCalls(func::FuncOp entry, SymbolTable &symbols);
 FailureOr<func::FuncOp> buildGradientFunction(func::FuncOp f);
 
 /// Whether `f`'s body has ops whose train mode differs from their eval mode (med.batch_norm
-/// in its training form) or that set state (med.assign).
+/// in its training form, med.dropout) or that set state (med.assign).
 bool hasTrainForm(func::FuncOp f);
 /// Turns `f` into an evaluation function: the eval form of every such op (batch_norm with
-/// its running statistics) and no state set (its med.assign ops removed).
+/// its running statistics, dropout the identity) and no state set (its med.assign ops
+/// removed). The step's key, an i64 scalar argument that nothing reads any more, is removed
+/// from the arguments (and from `med.input_names`).
 void toEvalForm(func::FuncOp f);
 
 /// The optimizing passes of `medc compile` on the forward program (after med-specialize,

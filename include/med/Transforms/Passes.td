@@ -72,8 +72,13 @@ def MedAddLoss : Pass<"med-add-loss", "::mlir::ModuleOp"> {
       normalized to sum 1 over the outputs), `batch-dice`, `include-background`,
       `ignore-label` (nnU-Net's `ignore` label: voxels holding it count nowhere; -1: none).
 
-    It also adds `@infer(%image)`, the network's forward pass; the network and its other
-    public functions become private.
+    A network that drops out (`med.dropout`, docs/import.md) takes the step's key as a
+    second argument (a rank-0 i64): the loss then takes it last, as its input `rng`, and
+    passes it on.
+
+    It also adds `@infer(%image)`, the network's forward pass (a network with a train form,
+    BatchNorm's or dropout's, through an eval copy that sets no state and takes no key); the
+    network and its other public functions become private.
   }];
   let options = [
     Option<"network", "network", "std::string", /*default=*/"\"\"",
@@ -142,7 +147,10 @@ def MedTrainStep : Pass<"med-train-step", "::mlir::ModuleOp"> {
 
     `lr`, `step` (1 for the first step), `ema_decay`, `loss_scale` and `growth_tracker` are
     rank-0 f32 inputs and `rng` a rank-0 i64 (the key of the step's random numbers, which
-    `med.random` ops read; `medrun` derives it from the seed, the rank and the step), so nothing that changes per step is a constant. Every op the pass adds
+    `med.random` and `med.dropout` ops read; `medrun` derives it from the seed, the rank and the step), so nothing that changes per step is a constant.
+    A loss with an input `rng` (its network drops out) is given the step's key there:
+    without `augment` that input is the step's `rng`, in its place among the batch inputs.
+    `@eval_step` and `@eval_step_ema` drop nothing and take no key. Every op the pass adds
     to the step carries `med.fp32`: under mixed precision it computes in f32 (master
     weights, optimizer state, norms, loss scaling). With `exempt-norm-bias`, parameters of
     rank ≤ 1 (biases, norm affines) and GRN parameters get no weight decay. Calls remain;

@@ -577,6 +577,13 @@ private:
   /// op's own kernel and every fused kernel that draws it.
   std::string randomDraw(const Op &op, const std::vector<int64_t> &shape, const std::string &key,
                          const std::string &element, const std::string &y);
+  /// The statement of med.dropout `op` of shape `shape` setting `y` (a float) from `x` (an
+  /// f32 expression) at element `element` (as randomDraw's) with key `key`: one definition
+  /// for the dropout's own kernel and every fused kernel that applies it.
+  std::string dropoutApply(const Op &op, const std::vector<int64_t> &shape,
+                           const std::string &key, const std::string &element,
+                           const std::string &x, const std::string &y);
+  void dropout(const Op &op);
   void reduceFusion(const Op &op, const medrun::Function &body);
   // ---- Fusion/Mlp.cpp ----------------------------------------------------------------------
   void mlpFusion(const Op &op, const medrun::Function &body);

@@ -53,12 +53,12 @@ void chanMerge(float pivot, float &dev, float &m2, float pivotB, float devB, flo
   m2 = (m2 + m2B) + (d * d) * ((float)na * wb);
 }
 // med.random: Philox 4x32-10 of the counter (i, n, stream, 0) under the step's key, and the
-// uniform and normal numbers of its words (medrun/Random.h, the CPU's definition).
+// uniform and normal numbers of its words (medrun/Random.h, the CPU's definition); med.dropout
+// draws the counter (i, n, stream, 1).
 struct PhiloxWords {
   unsigned w[4];
 };
-PhiloxWords medRandomWords(i64 key, unsigned stream, unsigned n, unsigned i) {
-  unsigned c0 = i, c1 = n, c2 = stream, c3 = 0u;
+PhiloxWords medPhilox(i64 key, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
   unsigned k0 = (unsigned)key, k1 = (unsigned)((u64)key >> 32);
   for (int round = 0; round < 10; ++round) {
     const u64 p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
@@ -73,7 +73,15 @@ PhiloxWords medRandomWords(i64 key, unsigned stream, unsigned n, unsigned i) {
   PhiloxWords w = {{c0, c1, c2, c3}};
   return w;
 }
+PhiloxWords medRandomWords(i64 key, unsigned stream, unsigned n, unsigned i) {
+  return medPhilox(key, i, n, stream, 0u);
+}
 float medRandomUniform(const PhiloxWords &w) { return (float)(w.w[0] >> 8) * 5.9604644775390625e-8f; }
+// med.dropout: whether element i of sample n of dropout `stream` is kept, its uniform
+// number of the counter (i, n, stream, 1) at least p (medrun/Random.h's dropoutKeeps).
+bool medDropoutKeeps(i64 key, unsigned stream, unsigned n, unsigned i, double p) {
+  return (double)medRandomUniform(medPhilox(key, i, n, stream, 1u)) >= p;
+}
 float medRandomNormal(const PhiloxWords &w) {
   const float u1 = (float)((w.w[0] >> 8) + 1u) * 5.9604644775390625e-8f;
   const float u2 = (float)(w.w[1] >> 8) * 5.9604644775390625e-8f;

@@ -255,6 +255,10 @@ enum class Distribution { Uniform, Normal, Bernoulli };
 /// i64 scalar `key`: uniform, normal, or 1/0 with `probability` (Bernoulli).
 void random(const Tensor &key, int64_t stream, Distribution distribution, double probability,
             Tensor &y);
+/// med.dropout: y = x * s where element i of sample n (the first index) is kept (its draw of
+/// `stream` under the i64 scalar `key`, dropoutKeeps), else 0; s = dropoutScale(p) (in f64
+/// under f64: 1/(1 - p)).
+void dropout(const Tensor &x, const Tensor &key, int64_t stream, double p, Tensor &y);
 
 //===----------------------------------------------------------------------------------===//
 // Augmentation transforms (docs/dialect.md; medrun/Augment.h): N×C×D×H×W batches,

@@ -62,6 +62,18 @@ inline int64_t stepKey(uint64_t seed, uint32_t rank, uint64_t step) {
 inline PhiloxCounter randomWords(int64_t key, uint32_t stream, uint32_t n, uint32_t i) {
   return philox4x32({i, n, stream, 0}, philoxKey(static_cast<uint64_t>(key)));
 }
+/// med.dropout (docs/dialect.md): the words of element i of sample n of dropout `stream` under
+/// the step's key. The fourth counter word is 1, so that the network's draws never meet
+/// med.random's (word 0) under the same key. prelude.cuh's medDropoutKeeps is the CUDA side.
+inline PhiloxCounter dropoutWords(int64_t key, uint32_t stream, uint32_t n, uint32_t i) {
+  return philox4x32({i, n, stream, 1}, philoxKey(static_cast<uint64_t>(key)));
+}
+/// Whether med.dropout keeps the element: its uniform number (w0 >> 8) * 2^-24 is at least p.
+inline bool dropoutKeeps(const PhiloxCounter &w, double p) {
+  return static_cast<double>(uniform01(w[0])) >= p;
+}
+/// med.dropout's scale of a kept element: 1/(1 - p), rounded to f32 once.
+inline float dropoutScale(double p) { return static_cast<float>(1.0 / (1.0 - p)); }
 /// med.random's uniform: [0, 1) on a grid of 2^-24.
 inline float randomUniform(const PhiloxCounter &w) { return uniform01(w[0]); }
 /// med.random's normal: Box-Muller of u1 in (0, 1] and u2 in [0, 1).

@@ -66,7 +66,7 @@ std::optional<ArgumentRole> operandRole(const OpInfo &op, const std::string &nam
     r.role = InputRole::SecondMoment;
   } else if (op.kind == "adamw" && name == "step") {
     r.role = InputRole::Step;
-  } else if (op.kind == "random" && name == "key") {
+  } else if ((op.kind == "random" || op.kind == "dropout") && name == "key") {
     r.role = InputRole::Key;
   } else if (op.kind == "sqrt" || op.kind == "log" || (op.kind == "pow" && name == "lhs")) {
     r.role = InputRole::Positive;

@@ -841,6 +841,12 @@ private:
                   result(op));
       break;
     }
+    case OpKind::Dropout: {
+      const Tensor &x = in(op, "input");
+      cpu::dropout(x, raw(op, "key"), op.intAttr("stream"), op.floatAttr("p"),
+                   result(op, 0, x.dtype()));
+      break;
+    }
     case OpKind::Select: {
       cpu::select(raw(op, "cond"), in(op, "on_true"), in(op, "on_false"), result(op));
       break;

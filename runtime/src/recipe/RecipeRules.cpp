@@ -229,6 +229,8 @@ std::string crossRules(const Source &src) {
 
 const std::vector<Rule> &rules() {
   static const std::vector<Rule> table = {
+      // Every dropout layer's rate (0: none); absent: the rates the model holds.
+      real("model", "dropout", false, 0, false, 1, true, false),
       integer("data", "batch", true, 1, kMaxBatch),
       size3("data", "patch", true, kMaxPatch),
       integer("data", "volumes", true, 1, kMaxVolumes),

@@ -1,6 +1,6 @@
 //===- Elementwise.cpp - the `elementwise` fusion template ---------------------------===//
 //
-// A fusion of elementwise ops (and optimizer steps, and random numbers) runs as one
+// A fusion of elementwise ops (and optimizer steps, random numbers, dropout) runs as one
 // vectorized kernel; each op's part is its scalar form from Elementwise.cpp or Optimizer.cpp,
 // or its draw from Random.cpp.
 //
@@ -25,10 +25,10 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
       for (int id : ids)
         for (size_t j = 0; j < bodyInputs.size(); ++j)
           if (bodyInputs[j] == id) {
-            if (o.kind != "random")
-              readInput[j] = true;
-            else if (name == "key")
+            if ((o.kind == "random" || o.kind == "dropout") && name == "key")
               keyInput[j] = true;
+            else if (o.kind != "random")
+              readInput[j] = true;
           }
   for (size_t j = 0; j < inputs.size(); ++j)
     if (readInput[j])
@@ -78,6 +78,14 @@ void FunctionGen::elementwiseFusion(const Op &op, const medrun::Function &body) 
       const std::string t = "t" + std::to_string(o.results.at(0));
       r.perElement += "  float " + t + ";\n" +
                       randomDraw(o, ys, expr.at(o.single("key")), "i", t);
+      expr[o.results[0]] = t;
+      continue;
+    }
+    if (kind == "dropout") { // masked by the element's own counter, as random's draws
+      const std::string t = "t" + std::to_string(o.results.at(0));
+      r.perElement += "  float " + t + ";\n" +
+                      dropoutApply(o, ys, expr.at(o.single("key")), "i",
+                                   expr.at(o.single("input")), t);
       expr[o.results[0]] = t;
       continue;
     }

@@ -135,6 +135,20 @@ void FunctionGen::resampleFusion(const Op &op, const medrun::Function &body) {
       expr[o.results[0]] = t;
       continue;
     }
+    if (o.kind == "dropout") { // the same counter, applied to its input
+      const int key = outerInput(o.single("key"));
+      if (key < 0 || type(key).dtype != DType::I64 || type(key).numel() != 1)
+        error("the key must be an i64 scalar input");
+      const std::string x = value(o.single("input"));
+      const std::string name = "x" + std::to_string(params.size());
+      params.push_back(in(name, "i64"));
+      args.push_back(key);
+      b += "    float " + t + ";\n" +
+           dropoutApply(o, ys, name + "[0]",
+                        "((n * " + ix.lit(C) + " + c) * " + ix.lit(outPlane) + " + o)", x, t);
+      expr[o.results[0]] = t;
+      continue;
+    }
     std::vector<std::string> xs;
     for (const char *name : scalarOperands(o.kind))
       xs.push_back(value(o.single(name)));
