@@ -2,7 +2,7 @@
 # The sanitizer build: configures FUZZ_BUILD (default build-fuzz) with clang-19,
 # AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer coverage (-DMED_FUZZ=ON), builds
 # only the fuzz targets (test/fuzz) and the runtime's unit tests, runs those, then runs every
-# fuzz target for SECONDS (default 30, what CI runs) from seed corpora made from the test
+# fuzz target for SECONDS (default 20, what CI runs) from seed corpora made from the test
 # inputs, after replaying the regression inputs of test/fuzz/regressions/<target>/.
 # Any crash, sanitizer report, leak, uncaught exception or timeout fails the script.
 #
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 BUILD=${BUILD:-build}
-SECONDS_EACH=${1:-30}
+SECONDS_EACH=${1:-20}
 shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
