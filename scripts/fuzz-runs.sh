@@ -5,6 +5,9 @@
 # (FUZZ_BUILD/seeds: run scripts/fuzz.sh once first). Prints one line per target:
 # executions, findings (inputs kept in FUZZ_BUILD/long/<target>/findings), exit status.
 #
+# FUZZ_MAX_TIME=S stops each job after S seconds (libFuzzer's -max_total_time), so that a run
+# cut short by a time limit still reports its executions.
+#
 # usage: scripts/fuzz-runs.sh [TARGET...]       (default: artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
 # The executions and results of each run go to docs/reliability.md.
 set -uo pipefail
@@ -25,7 +28,7 @@ for t in "${TARGETS[@]}"; do
   [ "$t" != hdf5 ] || opts=$ASAN_OPTIONS:allocator_may_return_null=1 # as scripts/fuzz.sh
   (cd "$work" && ASAN_OPTIONS=$opts "$FUZZ_BUILD/test/fuzz/fuzz-$t" corpus "$FUZZ_BUILD/seeds/$t" \
      -runs=$((RUNS / JOBS)) -jobs="$JOBS" -workers="$JOBS" -timeout=20 -rss_limit_mb=4096 \
-     -max_len=1048576 -print_final_stats=1 -artifact_prefix=findings/ >run.log 2>&1
+     -max_len=1048576 ${FUZZ_MAX_TIME:+-max_total_time=$FUZZ_MAX_TIME} -print_final_stats=1 -artifact_prefix=findings/ >run.log 2>&1
    echo $? >exit) &
 done
 wait

@@ -5,8 +5,7 @@
 // source with emu.h (its path in MEDRUN_FAKE_CUDA_KERNELS, since the cubin cannot run here)
 // that offers only the kernels the loaded image defines (the cubin's symbol table, the PTX's
 // entries), so a kernel looked up in another module than its own is not found, as on a GPU,
-// and a launch runs every block's threads as fibers (ucontext) that switch at
-// __syncthreads. medrun loads it through MEDRUN_LIBCUDA, so the whole CUDA path (plan,
+// and a launch runs every block's threads as fibers that switch at __syncthreads. medrun loads it through MEDRUN_LIBCUDA, so the whole CUDA path (plan,
 // arena, arguments, status word, downloads) runs in CI and is compared with the CPU backend.
 // FAKE_CUDA_REJECT_CUBIN=1 makes the cubin fail to load, to exercise the PTX fallback;
 // FAKE_CUDA_DEVICES=N reports N devices (default 1); FAKE_CUDA_MEM_BYTES sets the device
@@ -29,6 +28,7 @@
 //
 //===----------------------------------------------------------------------------------===//
 #include <dlfcn.h>
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -58,9 +58,15 @@ struct Kernels {
 };
 Kernels kernels;
 
-// Fibers of the block being run.
-ucontext_t scheduler;
-std::vector<ucontext_t> fibers;
+// Fibers of the block being run. Each fiber is made once (ucontext) and then runs one
+// thread after another; switches are _setjmp/_longjmp, which save no signal mask, where
+// swapcontext makes a system call per switch (three quarters of an emulated test's time).
+struct Jump {
+  jmp_buf at;
+};
+Jump scheduler;
+std::vector<Jump> parked;  ///< where each made fiber waits for its next thread or barrier
+std::vector<bool> made;    ///< fiber t exists (its loop waits in parked[t])
 std::vector<std::vector<char>> stacks;
 std::vector<bool> done;
 unsigned current = 0;
@@ -76,12 +82,33 @@ template <size_t... I> void callKernel(std::index_sequence<I...>) {
   reinterpret_cast<Kernel>(runKernel)(runArgs[I]...);
 }
 
-void yieldToScheduler() { swapcontext(&fibers[current], &scheduler); }
+void yieldToScheduler() {
+  if (!_setjmp(parked[current].at))
+    _longjmp(scheduler.at, 1);
+}
 
-void fiberMain() {
-  callKernel(std::make_index_sequence<kMaxArgs>());
-  done[current] = true;
-  // returning switches to uc_link (the scheduler)
+[[noreturn]] void fiberMain() {
+  for (;;) { // one thread per turn: the scheduler resumes it with the next thread
+    callKernel(std::make_index_sequence<kMaxArgs>());
+    done[current] = true;
+    yieldToScheduler();
+  }
+}
+
+/// Runs fiber t (as thread `current`) to its next barrier or its thread's end.
+void resume(unsigned t) {
+  if (_setjmp(scheduler.at))
+    return; // the fiber yielded
+  if (made[t])
+    _longjmp(parked[t].at, 1);
+  made[t] = true;
+  ucontext_t start;
+  getcontext(&start);
+  start.uc_stack.ss_sp = stacks[t].data();
+  start.uc_stack.ss_size = stacks[t].size();
+  start.uc_link = nullptr; // fiberMain never returns
+  makecontext(&start, fiberMain, 0);
+  setcontext(&start);
 }
 
 struct Stream;
@@ -420,20 +447,15 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   runKernel = f;
   *kernels.gridDim = {gx, 1, 1};
   *kernels.blockDim = {bx, 1, 1};
-  fibers.resize(bx);
   done.assign(bx, false);
-  while (stacks.size() < bx)
+  while (stacks.size() < bx) {
     stacks.emplace_back(64 * 1024);
+    parked.emplace_back();
+    made.push_back(false);
+  }
   for (unsigned b = 0; b < gx; ++b) {
     *kernels.blockIdx = {b, 0, 0};
-    for (unsigned t = 0; t < bx; ++t) {
-      getcontext(&fibers[t]);
-      fibers[t].uc_stack.ss_sp = stacks[t].data();
-      fibers[t].uc_stack.ss_size = stacks[t].size();
-      fibers[t].uc_link = &scheduler;
-      makecontext(&fibers[t], fiberMain, 0);
-      done[t] = false;
-    }
+    done.assign(bx, false);
     // Round-robin: every pass runs each live fiber to its next barrier or its end.
     for (bool live = true; live;) {
       live = false;
@@ -442,7 +464,7 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
           continue;
         current = t;
         *kernels.threadIdx = {t, 0, 0};
-        swapcontext(&scheduler, &fibers[t]);
+        resume(t);
         live = live || !done[t];
       }
     }
