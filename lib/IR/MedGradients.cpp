@@ -139,8 +139,12 @@ LogicalResult ShiftSumOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 Operation *GroupNormOp::saveForGradient(OpBuilder &b) {
   if (getSaveStatistics())
     return nullptr;
-  return b.create<GroupNormOp>(getLoc(), getInput(), getGamma(), getBeta(), getGroups(),
-                               getEpsilon(), /*save_statistics=*/true);
+  auto saving = b.create<GroupNormOp>(getLoc(), getInput(), getGamma(), getBeta(), getGroups(),
+                                      getEpsilon(), /*save_statistics=*/true);
+  // Marks the op does not define (med.instance_norm, med.fp32) carry over.
+  for (NamedAttribute a : (*this)->getDiscardableAttrs())
+    saving->setAttr(a.getName(), a.getValue());
+  return saving;
 }
 
 LogicalResult GroupNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,

@@ -88,6 +88,9 @@ llvm::Error Importer::convertInstanceNormalization(const onnx::NodeProto &node) 
                                   builder.getF64FloatAttr(*eps), UnitAttr());
   if (!norm)
     return norm.takeError();
+  // An instance norm, not a GroupNorm(C, C): the same math, another autocast policy
+  // (med.instance_norm, docs/dialect.md). A GroupNorm's simulation (Patterns.cpp) is not one.
+  (*norm)->setAttr(kInstanceNormAttr, builder.getUnitAttr());
   define(node, 0, norm->getResult());
   return llvm::Error::success();
 }

@@ -255,6 +255,9 @@ private:
     // Master-weight math of a training step: f32 whatever the activations' precision.
     if (op->hasAttr("med.fp32"))
       entry["fp32"] = true;
+    // An instance norm (or what a pass made of one): medcheck's autocast reference reads it.
+    if (op->hasAttr(kInstanceNormAttr))
+      entry["instance_norm"] = true;
     return json::Value(std::move(entry));
   }
 

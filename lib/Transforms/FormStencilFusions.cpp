@@ -45,6 +45,9 @@ struct MedFormStencilFusions
       auto apply = b.create<GroupNormApplyOp>(norm.getLoc(), norm.getInput(), stats.getMean(),
                                               stats.getRstd(), norm.getGamma(), norm.getBeta(),
                                               norm.getGroups());
+      // Marks the norm carries (med.instance_norm) are the apply's: it yields its result.
+      for (NamedAttribute a : norm->getDiscardableAttrs())
+        apply->setAttr(a.getName(), a.getValue());
       llvm::SmallPtrSet<Operation *, 2> members{producer, stats};
       SmallVector<Operation *> ops{producer, stats};
       b.setInsertionPoint(producer);

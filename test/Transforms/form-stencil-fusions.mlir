@@ -42,3 +42,18 @@ func.func @left(%x: tensor<1x5x6x7x9xf32>, %w: tensor<5x5x1x1x1xf32>, %w9: tenso
   %m = med.group_norm %s, %g, %g {groups = 5 : i64} : (tensor<1x5x6x7x9xf32>, tensor<5xf32>, tensor<5xf32>) -> tensor<1x5x6x7x9xf32>
   return %n, %m : tensor<1x5x6x7x9xf32>, tensor<1x5x6x7x9xf32>
 }
+
+// -----
+
+// An instance norm's mark (med.instance_norm) carries over to the group_norm_apply that
+// yields its result (medcheck's autocast reference reads it there).
+
+// CHECK-LABEL: func.func @instance_mark
+// CHECK:       med.fusion "stencil"
+// CHECK:       med.group_norm_apply %{{.*}} {groups = 5 : i64, med.instance_norm}
+// CHECK-NOT:   med.group_norm %
+func.func @instance_mark(%x: tensor<1x5x6x7x9xf32>, %w: tensor<5x1x3x3x3xf32>, %g: tensor<5xf32>) -> tensor<1x5x6x7x9xf32> {
+  %s = med.shift_sum %x, %w : (tensor<1x5x6x7x9xf32>, tensor<5x1x3x3x3xf32>) -> tensor<1x5x6x7x9xf32>
+  %m = med.group_norm %s, %g, %g {groups = 5 : i64, med.instance_norm} : (tensor<1x5x6x7x9xf32>, tensor<5xf32>, tensor<5xf32>) -> tensor<1x5x6x7x9xf32>
+  return %m : tensor<1x5x6x7x9xf32>
+}

@@ -66,3 +66,20 @@ func.func @stays(%x: tensor<1x4x3x4x5xf32>, %w: tensor<4x4x1x1x1xf32>, %g: tenso
   %a = med.relu %n2 : tensor<1x4x3x4x5xf32>
   return %c, %a : tensor<1x4x3x4x5xf32>, tensor<1x4x3x4x5xf32>
 }
+
+// -----
+
+// An instance norm (med.instance_norm, as medc import marks ONNX InstanceNormalization):
+// the mark carries over to the ops of the split, which medcheck's autocast reference reads.
+
+// CHECK-LABEL: func.func @instance_mark
+// CHECK:       med.group_norm_stats
+// CHECK:       %[[C:.*]] = med.sub %arg0, %{{.*}} {med.instance_norm} :
+// CHECK-NEXT:  %[[T:.*]] = med.mul %[[C]], %{{.*}} {med.instance_norm} :
+// CHECK-NEXT:  %[[N:.*]] = med.add %[[T]], %{{.*}} {med.instance_norm} :
+// CHECK-NEXT:  med.relu %[[N]]
+func.func @instance_mark(%y: tensor<1x4x3x4x5xf32>, %g: tensor<4xf32>, %be: tensor<4xf32>) -> tensor<1x4x3x4x5xf32> {
+  %n = med.group_norm %y, %g, %be {groups = 4 : i64, med.instance_norm} : (tensor<1x4x3x4x5xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x3x4x5xf32>
+  %a = med.relu %n : tensor<1x4x3x4x5xf32>
+  return %a : tensor<1x4x3x4x5xf32>
+}

@@ -379,6 +379,18 @@ TEST(Artifact, ReadsPrecision) {
   bad.replace(bad.find("\"loc\":\"\""), 8, "\"loc\":\"\",\"fp32\":1");
   msg = loadError(writeTemp("badflag.medc", container(bad)));
   EXPECT_NE(msg.find("'fp32' must be true or false"), std::string::npos) << msg;
+  // The instance-norm mark (medc's med.instance_norm): absent is false, read when present.
+  EXPECT_FALSE(plain.function("f").ops[1].instanceNorm);
+  std::string marked = kPlan;
+  marked.replace(marked.find("\"loc\":\"\""), 8, "\"loc\":\"\",\"instance_norm\":true");
+  EXPECT_TRUE(Artifact::load(writeTemp("marked.medc", container(marked)))
+                  .function("f")
+                  .ops[1]
+                  .instanceNorm);
+  bad = kPlan;
+  bad.replace(bad.find("\"loc\":\"\""), 8, "\"loc\":\"\",\"instance_norm\":\"yes\"");
+  msg = loadError(writeTemp("badmark.medc", container(bad)));
+  EXPECT_NE(msg.find("'instance_norm' must be true or false"), std::string::npos) << msg;
 }
 
 // Known-answer vectors of Philox4x32-10 (Random123's kat_vectors).

@@ -72,6 +72,7 @@ struct Options {
   double lossScale = 0; ///< > 0: --loss-scale
   bool trainGrad = false;
   bool againstAutocast = false; ///< --against-autocast
+  bool autocastTypes = false;   ///< --autocast-types
   double autocastRatio = 1.5;
   bool hasAutocastRatio = false;
   std::optional<medrun::Precision> autocastType; ///< --autocast-type (default: --precision)

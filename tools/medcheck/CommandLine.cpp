@@ -171,7 +171,16 @@ const char *const kUsage =
     "  model; the norms, the losses, exp and log read their operands in f32 (CUDA\n"
     "  autocast's float32 list, by hand on the CPU: LibTorch 1.13's CPU autocast has no\n"
     "  policy for the norms), and an op mixing bf16 or f16 and f32 operands reads both in f32\n"
-    "  (its promote policy). Per tensor (loss,\n"
+    "  (its promote policy). An instance norm (a group_norm that `medc import` made of ONNX\n"
+    "  InstanceNormalization, marked med.instance_norm; also the group_norm_apply a pass\n"
+    "  made of one) runs as autocast runs torch's instance_norm, on none of its lists: its\n"
+    "  operands in f32, group_norm's math in f32, and its result converted back to its\n"
+    "  input's type (bf16 or f16 after a convolution); an unmarked group_norm (nn.GroupNorm)\n"
+    "  keeps the float32 list's f32 result. A fusion computes its body in f32 and its results\n"
+    "  stay f32 (the ops med-split-norms makes of a marked norm included, which it fuses with\n"
+    "  their consumer). --autocast-types prints, after the first\n"
+    "  step's autocast run, how many 5-D float results of each op kind it held in each\n"
+    "  type (`autocast types  group_norm instance_norm: BFloat16 34`). Per tensor (loss,\n"
     "  grad_norm, each gradient with --train-grad, parameter, moment and EMA),\n"
     "  e_ours = rel(ours, torch f32) and e_autocast = rel(autocast, torch f32), the\n"
     "  relative error norms above; it passes when\n"
@@ -290,6 +299,8 @@ const char *const kUsage =
     "                     passes (default 1.5)\n"
     "  --autocast-type T  with --against-autocast: bf16 or f16, the type torch autocast\n"
     "                     computes in (default: --precision's)\n"
+    "  --autocast-types   with --against-autocast: print the autocast run's type flow\n"
+    "                     (see above)\n"
     "  --device D         our backend: cpu (default) or cuda (see above)\n"
     "  --torch-device D   where LibTorch computes: cpu or cuda (default: as --device)\n"
     "  --torch-recompute  run torch's autograd reference in parts (see above; default:\n"
@@ -419,6 +430,10 @@ Options parseArgs(int argc, char **argv) {
         throw UsageError("--against-autocast takes no value");
       o.againstAutocast = true;
       o.hasTrainOnly = true;
+    } else if (a == "--autocast-types") {
+      if (hasInline)
+        throw UsageError("--autocast-types takes no value");
+      o.autocastTypes = true;
     } else if (a == "--autocast-ratio") {
       o.autocastRatio = parsePositive(a, next());
       o.hasAutocastRatio = true;
@@ -473,6 +488,8 @@ Options parseArgs(int argc, char **argv) {
       o.precision != medrun::Precision::F16)
     throw UsageError("--against-autocast needs --precision bf16 or f16 (ours in bf16-mixed or "
                      "fp16-mixed, torch autocast to the same type)");
+  if (o.autocastTypes && !o.againstAutocast)
+    throw UsageError("--autocast-types needs --against-autocast");
   if (o.hasAutocastRatio && !o.againstAutocast)
     throw UsageError("--autocast-ratio needs --against-autocast");
   if (o.autocastType && !o.againstAutocast)

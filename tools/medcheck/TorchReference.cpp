@@ -95,6 +95,8 @@ struct Env {
   /// Where a function's med.assign ops put their values (state a forward pass sets, such as
   /// BatchNorm's running statistics), by state name; null: an assign is an error.
   std::map<std::string, torch::Tensor> *assigned = nullptr;
+  /// Under autocast, where to count the types of the 5-D float results (AutocastTypes).
+  AutocastTypes *types = nullptr;
 
   const torch::Tensor &get(int id, const OpInfo &op) const {
     if (id < 0 || id >= static_cast<int>(values.size()) || !values[id].defined())
@@ -1287,6 +1289,10 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
 /// Any other op whose float operands mix types (bf16 or f16 and f32) reads them in f32, as autocast's
 /// promote policy does. The converted operands' values are put into `env` for the op,
 /// their own values into `saved` (the caller puts them back).
+/// An instance norm (`med.instance_norm` on group_norm or group_norm_apply: ONNX's
+/// InstanceNormalization, torch's instance_norm) computes as group_norm does, in f32, but
+/// its result then takes its input's type (instanceNormType): torch's instance_norm (it runs
+/// batch_norm) is on none of autocast's lists, and returns its input's type.
 void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &saved) {
   static const std::set<std::string> fp32{
       "group_norm", "group_norm_stats", "group_norm_apply", "channel_layer_norm", "grn",
@@ -1322,6 +1328,19 @@ void autocastOperands(Env &env, const OpInfo &op, std::map<int, torch::Tensor> &
     }
 }
 
+/// Under autocast, the type an instance norm's result takes: its input's float type, as torch
+/// autocast's instance_norm returns it (bf16 after a bf16 convolution, f32 after an f32 op).
+/// Unmarked group norms (nn.GroupNorm, on autocast's float32 list) keep their f32 result.
+std::optional<torch::ScalarType> instanceNormType(const Env &env, const OpInfo &op) {
+  if (!env.autocast || !op.instanceNorm ||
+      (op.op() != med::ops::OpKind::GroupNorm && op.op() != med::ops::OpKind::GroupNormApply))
+    return std::nullopt;
+  const torch::Tensor &x = env.get(op.single("input"), op);
+  if (!x.is_floating_point())
+    return std::nullopt;
+  return x.scalar_type();
+}
+
 /// The index of the last op that reads each value of `fn`; the function's outputs get
 /// fn.ops.size() (never dropped).
 std::vector<size_t> lastUses(const medrun::Function &fn) {
@@ -1347,6 +1366,8 @@ void runOps(Env &env, const std::map<std::string, torch::Tensor> &params, size_t
     const OpInfo &op = fn.ops[i];
     std::vector<torch::Tensor> rs;
     std::map<int, torch::Tensor> lowered; // autocast: operands this op reads in f32 instead
+    // Before the operands are converted: the input's own type.
+    const std::optional<torch::ScalarType> instanceType = instanceNormType(env, op);
     if (env.autocast)
       autocastOperands(env, op, lowered);
     try {
@@ -1371,7 +1392,17 @@ void runOps(Env &env, const std::map<std::string, torch::Tensor> &params, size_t
       torch::ScalarType type = env.typeOf(id);
       if (env.autocast && medrun::isFloat(info.dtype) && r.is_floating_point())
         type = r.scalar_type();
+      if (instanceType && j == 0 && r.is_floating_point()) // the normalized value, not statistics
+        type = *instanceType;
       env.values[id] = r.reshape(declared).to(type).contiguous();
+      if (env.types && r.dim() == 5 && r.is_floating_point()) {
+        std::string what = op.kind;
+        if (op.op() == med::ops::OpKind::Fusion)
+          what += str("[", op.strAttr("template"), "]");
+        if (op.instanceNorm)
+          what += " instance_norm";
+        ++(*env.types)[what][c10::toString(type)];
+      }
     }
     for (const auto &group : op.operands)
       for (int used : group.second)
@@ -1727,6 +1758,7 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
       // their forward ops chose.
       AutocastGuard guard(env.device, *autocast);
       env.autocast = autocast;
+      env.types = &result.autocastTypes;
       outputs = execute(env, leafParams);
     } else {
       outputs = execute(env, leafParams);
@@ -1773,6 +1805,8 @@ TorchGradients gradTorch(const medrun::Artifact &artifact, const medrun::Functio
       torch::NoGradGuard noGrad;
       MaybeAutocast guard(env.device, autocast);
       env.autocast = autocast;
+      if (autocast)
+        env.types = &result.autocastTypes;
       for (size_t s = 0; s < segments; ++s) {
         for (int id : reads[s])
           kept[id] = env.get(id, f.ops[plan->segments[s].first]);

@@ -79,6 +79,11 @@ struct Recompute {
 /// counted), the figure Recompute::Mode::Auto compares with the free memory.
 double estimateReferenceBytes(const medrun::Function &fn, torch::ScalarType floatType);
 
+/// Under autocast, the types of the reference's 5-D float results (activations): by op kind
+/// (`fusion[template]` for a fusion; ` instance_norm` appended for an op that carries
+/// med.instance_norm), the number of results held in each torch type ("BFloat16", "Float").
+using AutocastTypes = std::map<std::string, std::map<std::string, int>>;
+
 /// Torch autograd of a loss function: the gradients of out0 (a float scalar).
 struct TorchGradients {
   std::vector<torch::Tensor> outputs;          ///< the forward outputs, as runTorch's
@@ -92,6 +97,8 @@ struct TorchGradients {
   /// With recompute: "loss in 19 segments of 1027 ops; estimated 152.0 GiB unsegmented,
   /// checkpoints 13.3 GiB, largest segment 13.7 GiB (...)"; empty when it ran in one piece.
   std::string recompute;
+  /// With autocast: the type flow of the forward pass (AutocastTypes).
+  AutocastTypes autocastTypes;
 };
 
 /// Runs `fn` as runTorch does, but under torch autograd with the parameters it reads and its

@@ -356,6 +356,7 @@ private:
 
   size_t failedSteps_ = 0;
   double oursTime_ = 0, torchTime_ = 0, autocastTime_ = 0;
+  bool typesPrinted_ = false; ///< --autocast-types: printed once, for the first step
   // Parameters whose torch gradient vanished (zero mathematically, rounding noise on both
   // sides) in some step so far, and the bound on how far AdamW can move them on noise.
   std::set<std::string> noiseDriven_;
@@ -607,6 +608,15 @@ TorchStep TrainCheck::torchStep(TorchTrainer &tr, double lr, double decay) {
     std::cout << "torch recompute  "
               << (tr.autocast ? str("autocast to ", autocastName_, ": ") : std::string())
               << ref.recompute << "\n";
+  if (o_.autocastTypes && tr.autocast && !typesPrinted_) {
+    typesPrinted_ = true;
+    for (const auto &[what, counts] : ref.autocastTypes) {
+      std::cout << "autocast types  " << what << ":";
+      for (const auto &[type, n] : counts)
+        std::cout << " " << type << " " << n;
+      std::cout << "\n";
+    }
+  }
   r.loss = ref.outputs.at(0).item<double>();
   // As PyTorch's train-mode forward, whether or not the optimizer step is then skipped.
   for (const auto &[name, x] : ref.assigned) {

@@ -29,6 +29,18 @@ def Med_Dialect : Dialect {
     mixed precision (bf16, f16 activations) a backend computes such an op and keeps its
     results in f32. `med-train-step` sets it; the artifact carries it as `fp32: true`.
 
+    The unit attribute `med.instance_norm` on a `med.group_norm` (groups = channels) says
+    that the network normalizes there with an instance norm (ONNX InstanceNormalization,
+    PyTorch's `instance_norm`), not a group norm: the same math, but PyTorch's autocast
+    treats the two differently (`group_norm` is on its float32 list, f32 result;
+    `instance_norm` on none: f32 math, the result in the input's type, bf16 after a bf16
+    convolution). `medc import` sets it; no backend reads it (ours stores both results in
+    the activation type); medcheck's autocast reference runs a marked norm as autocast
+    runs `instance_norm`. The passes that rewrite a group norm carry it to what they make:
+    the `save_statistics` form of `med-autodiff`, `med.group_norm_apply` of
+    `med-form-stencil-fusions`, the elementwise ops of `med-split-norms`. The artifact
+    carries it as `instance_norm: true`.
+
     Folds (applied by `canonicalize`): `x + 0`, `x − 0`, `x · 1`, `x / 1` are `x` where `x`
     has the result's type; `x · 0` and any reduction of zeros are zeros; a reshape or
     broadcast to its own type is its input, two in a row are one, and either of a splat

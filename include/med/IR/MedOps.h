@@ -44,6 +44,9 @@ enum class FusionKind {
 #include "med/IR/MedOpsAttributes.h.inc"
 
 namespace mlir::med {
+/// The mark of a med.group_norm that is an instance norm (ONNX InstanceNormalization): its
+/// result, under PyTorch's autocast, is in the input's type (docs/dialect.md).
+inline constexpr llvm::StringLiteral kInstanceNormAttr = "med.instance_norm";
 /// Declared result types accept inferred ones when each declared size is equal or `?`.
 bool areCompatibleResultTypes(TypeRange inferred, TypeRange declared);
 /// Reports a declared result type that the inferred one does not fit.

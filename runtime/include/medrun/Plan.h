@@ -50,6 +50,10 @@ struct OpInfo {
   /// Master-weight math of a training step (medc's `med.fp32`): computed and kept in f32
   /// even when the activations are stored in bf16 or f16.
   bool fp32 = false;
+  /// An instance norm (medc's `med.instance_norm` on a group_norm, or on the ops a pass made
+  /// of one): computed as any group norm; medcheck's autocast reference gives its result
+  /// the input's type, as PyTorch's autocast does for `instance_norm`.
+  bool instanceNorm = false;
   /// A `fusion` op's body (Artifact::fusions), which computes its results from its inputs.
   std::shared_ptr<const Function> body;
   /// The op's entry in the op table (never null once read: an unknown op is refused).

@@ -221,6 +221,11 @@ Function PlanReader::function(const json &j, size_t index) const {
         fail(w, "'fp32' must be true or false");
       op.fp32 = o["fp32"].get<bool>();
     }
+    if (o.contains("instance_norm")) {
+      if (!o["instance_norm"].is_boolean())
+        fail(w, "'instance_norm' must be true or false");
+      op.instanceNorm = o["instance_norm"].get<bool>();
+    }
     const json &operands = field(o, "operands", w);
     if (!operands.is_object())
       fail(w, "'operands' must be an object");

@@ -8,6 +8,9 @@
   tool.py edit IN.safetensors OUT.safetensors drop=KEY | rename=KEY:NEW | reshape=KEY | add=KEY
   tool.py patch FILE OFFSET BYTE              overwrite one byte
   tool.py cut FILE N                          keep the first N bytes (negative: drop -N)
+  tool.py ops A.medc                          one line per op of each function of a compiled
+                                              artifact (fusion bodies' ops as fusion[T]/KIND):
+                                              FUNC KIND and its flags (fp32, instance_norm)
 """
 import json
 import struct
@@ -88,5 +91,22 @@ elif cmd == "cut":
     data = open(args[0], "rb").read()
     n = int(args[1])
     open(args[0], "wb").write(data[:n] if n >= 0 else data[:len(data) + n])
+elif cmd == "ops":  # the container of docs/artifact.md: magic, JSON length, JSON
+    data = open(args[0], "rb").read()
+    n = struct.unpack("<Q", data[16:24])[0]
+    doc = json.loads(data[24:24 + n])
+
+    def flags(op):
+        return "".join(" " + f for f in ("fp32", "instance_norm") if op.get(f))
+
+    for f in doc["functions"]:
+        for op in f["ops"]:
+            if op["op"] == "fusion":
+                body = doc["fusions"][op["attrs"]["body"]]
+                for inner in body["ops"]:
+                    print("%s fusion[%s]/%s%s" % (f["name"], body["template"], inner["op"],
+                                                  flags(inner)))
+            else:
+                print("%s %s%s" % (f["name"], op["op"], flags(op)))
 else:
     sys.exit("unknown command " + cmd)
