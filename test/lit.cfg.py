@@ -22,6 +22,12 @@ config.environment["MEDC_CACHE_DIR"] = os.path.join(config.med_obj_root, "test",
 # beside their mma.sync ones; each measurement runs both four times): tests run the mma.sync
 # kernels unless they set MEDRUN_MMA themselves (test/cuda/mlp.test).
 config.environment["MEDRUN_MMA"] = "mma.sync"
+# The machine's own cuDNN and cuBLASLt cannot run on the fake driver (test/cuda/FakeCuda.cpp),
+# and loading them (cuBLASLt is 600 MB) cost each emulated process a quarter of a second:
+# tests see them missing, as on a machine without them, unless they name a library
+# themselves (the stand-ins %fakecudnn and %fakecublaslt).
+config.environment["MEDRUN_LIBCUDNN"] = os.path.join(config.med_obj_root, "test", "no-libcudnn.so")
+config.environment["MEDRUN_LIBCUBLASLT"] = os.path.join(config.med_obj_root, "test", "no-libcublaslt.so")
 config.substitutions.append(("%models", os.path.join(config.med_src_root, "models")))
 config.substitutions.append(("%scripts", os.path.join(config.med_src_root, "scripts")))
 config.substitutions.append(("%python", config.python_executable))
