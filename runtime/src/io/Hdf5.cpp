@@ -88,7 +88,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -719,10 +718,6 @@ struct ZygoteReply {
   int32_t status = 0; ///< its wait status
 };
 
-/// The sanitizers' runtime, where linked: the zygote gives back what the parent's
-/// allocator held freed (its quarantine): less to copy at each fork.
-extern "C" void __sanitizer_purge_allocator(void) __attribute__((weak));
-
 /// The zygote's life: set up once what every child inherits (signals, limits,
 /// descriptors), then start and end children for the parent until it closes the socket
 /// or dies. Never returns.
@@ -761,9 +756,6 @@ extern "C" void __sanitizer_purge_allocator(void) __attribute__((weak));
   if (!ok)
     ::_exit(kExitSetup);
   control = 3;
-  if (__sanitizer_purge_allocator)
-    __sanitizer_purge_allocator();
-  ::malloc_trim(0);
 
   const pid_t self = ::getpid();
   std::vector<pid_t> children; // started and not yet ended
