@@ -876,6 +876,8 @@ struct ZygoteChild {
 
 /// Describes a wait status ("crashed (signal 11, Segmentation fault)").
 std::string endedHow(int status) {
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) // ours, the OOM killer's, a user's
+    return "was killed by signal 9 (Killed)";
   if (WIFSIGNALED(status))
     return str("crashed (signal ", WTERMSIG(status), ", ", strsignal(WTERMSIG(status)), ")");
   if (WIFEXITED(status) && WEXITSTATUS(status) == kExitSetup)
@@ -1060,13 +1062,13 @@ int zygoteEnd(const ZygoteChild &child, double timeout, std::string &gone) {
   ZygoteReply reply;
   int fd = -1;
   std::string why;
-  if (zygoteCall(z, request, std::string(), timeout, reply, fd, why) && fd < 0 &&
-      reply.known == 1)
+  const bool answered = zygoteCall(z, request, std::string(), timeout, reply, fd, why);
+  if (answered && fd < 0 && reply.known == 1)
     return reply.status;
   if (fd >= 0)
     ::close(fd);
-  if (why.empty() && reply.known == 0 && z.pid > 0 && fd < 0)
-    why = "did not know the child";
+  if (answered)
+    why = fd >= 0 ? "answered wrongly (a descriptor with the answer)" : "did not know the child";
   gone = str("the HDF5 zygote process that started it ", zygoteStop(z, why));
   return -1;
 }
@@ -1194,7 +1196,7 @@ private:
                                  what));
     else if (status < 0 && !gone.empty()) // not the file's doing
       throw Error(failure_ = str(path_, ": libhdf5's process ended while ", what, " (", gone, ")"));
-    else if (status >= 0 && WIFSIGNALED(status))
+    else if (status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
       how = str("libhdf5 ", endedHow(status));
     else
       how = str("libhdf5's process ", status >= 0 ? endedHow(status) : "ended");
