@@ -11,27 +11,31 @@
 // structures before it parses them. So the reader never reads a file through libhdf5
 // itself (it only initializes the library, once, before forking the zygote):
 //
-// - The zygote: one small single-threaded process, forked (no exec: medrun's and the
-//   fuzzer's code stay one binary) at the first reader's open, and again at an open after
-//   it ended. The fork happens under hdf5Lock(), which the writer's libhdf5 calls also
-//   hold, so no other thread of ours is inside libhdf5 then (its global lock would stay
-//   taken in the copy). It resets the signal handlers it inherited (a crash is then death
-//   by that signal, never a handler of the parent's: libFuzzer's would report a finding;
+// - The zygote: one single-threaded process per process, forked (no exec: medrun's and
+//   the fuzzer's code stay one binary) at the first reader's open, and again at the open
+//   after it ended; it forks the readers' children, so that the reading process (a
+//   training run, the fuzzer: large, threaded, sanitized) is forked once, not per reader.
+//   The fork happens under hdf5Lock(), which the writer's libhdf5 calls also hold, so no
+//   other thread of ours is inside libhdf5 then (its global lock would stay taken in the
+//   copy). The zygote resets the signal handlers it inherited (a crash is then death by
+//   that signal, never a handler of the parent's: libFuzzer's would report a finding;
 //   ASan's death callback is cleared), ignores the terminal's and a scheduler's signals
 //   (the parent decides when it ends), writes no core file, keeps only its socket
 //   (SOCK_SEQPACKET) and stderr, and never calls libhdf5. It dies with the parent:
 //   PR_SET_PDEATHSIG when forked by the main thread (the signal follows the forking
 //   *thread*, and readers are also opened by parallelFor's short-lived workers), else at
-//   EOF on its socket, or within a second once its parent is gone. The parent reaps it.
-// - One child per open reader, forked by the zygote on request (_Fork: no fork handlers,
-//   the process has one thread; cheap, no threads and no sanitizer fork hooks). The zygote
+//   EOF on its socket, or within a second once the parent is gone. The parent reaps it; a
+//   fork of the parent starts a zygote of its own.
+// - One child per open reader, forked by the zygote on request (_Fork: the zygote has one
+//   thread, so no fork handlers are needed, and the sanitizers' are skipped). The zygote
 //   passes the parent its end of the child's socketpair (SCM_RIGHTS), and kills and reaps
-//   the child when the parent asks (a reader's end, or its failure: the answer is the wait
+//   the child when the parent asks (the reader's end or failure; the answer is its wait
 //   status). The child inherits the zygote's set-up, dies with the zygote
-//   (PR_SET_PDEATHSIG: reliable, the zygote has one thread), keeps only its socket and
+//   (PR_SET_PDEATHSIG, reliable as the zygote has one thread), keeps only its socket and
 //   stderr, opens the file itself and answers requests until EOF. It leaves only by _exit
-//   (no atexit handler, no H5close: files the parent writes through Hdf5Writer may be in
-//   the library state it inherited, and must not be flushed or closed by it).
+//   (no atexit handler, no H5close: files the parent had open through Hdf5Writer at the
+//   zygote's fork are in the library state it inherited, and must not be flushed or
+//   closed by it).
 // - The parent sends "list datasets", "dataset metadata" and "read box" requests (one per
 //   chunk decoded) and waits for each with poll() and a deadline (MEDRUN_HDF5_TIMEOUT
 //   seconds, default 120). On a timeout, EOF, an error or an answer of the wrong size it
@@ -40,8 +44,8 @@
 //   dataset 'raw' box [0:64, 0:64, 0:64]; the file is probably malformed"); every later
 //   request of that reader fails with the same message. The destructor ends it so. A
 //   zygote that does not answer in time, answers wrongly or is gone is killed and reaped
-//   (its children die with it; their readers fail naming it), and started again at the
-//   next open; one that fails at once is an Error naming the file.
+//   (its children die with it; their readers fail naming it); an open that finds it so
+//   starts a new one, and a new one that fails is an Error naming the file.
 // - Every answer is untrusted (the child parses a hostile file and may be corrupted by
 //   it): fixed-size answers must have their size, lengths are bounded, counts checked,
 //   and a box's voxels must be exactly the bytes asked for. All the checks of what the file
@@ -692,8 +696,8 @@ bool keepOnly(int keep) {
 
 // ---- the zygote --------------------------------------------------------------------------
 //
-// One small single-threaded process per process that reads HDF5, forked from it once (at
-// its first reader's open) and asked to fork each reader's child: a fork of the large,
+// One single-threaded process per process that reads HDF5, forked from it once (at its
+// first reader's open) and asked to fork each reader's child: a fork of the large,
 // threaded, sanitized process per reader was slow (and each child held the parent's pages
 // as they were at its fork for its whole life). The zygote sends the parent its end of the
 // child's socket (SCM_RIGHTS), and ends and reaps the child when the parent asks.
