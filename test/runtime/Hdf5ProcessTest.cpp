@@ -355,8 +355,9 @@ TEST_F(Hdf5Process, TheChildEndsWithItsParent) {
   // the child hangs on (an idle child ends at EOF anyway), and dies; the zygote and the
   // child must end too: the zygote at once (PR_SET_PDEATHSIG where the main thread forked
   // it, else EOF on its socket, or within a second), the child with it (PR_SET_PDEATHSIG).
-  // The process is a fork of this one: it inherits this process's zygote, if any, and
-  // must start its own.
+  // The process is a fork of this one: it inherits this process's zygote (started here
+  // first) and must start its own.
+  readsBack(*openVolume(dir_ + "/a.h5/x"));
   for (bool worker : {false, true}) {
     SCOPED_TRACE(worker ? "opened by a thread that ended" : "opened by the main thread");
     int fds[2];
