@@ -9,29 +9,43 @@
 // file's internal structures without checking them: on hostile files it reads past its
 // buffers, crashes or loops for ever (docs/reliability.md), and nothing can validate those
 // structures before it parses them. So the reader never reads a file through libhdf5
-// itself (it only initializes the library, once, before the first fork):
+// itself (it only initializes the library, once, before forking the zygote):
 //
-// - One child per open reader, forked (no exec: medrun's and the fuzzer's code stay one
-//   binary) when the reader opens. The fork happens under hdf5Lock(), which the writer's
-//   libhdf5 calls also hold, so no other thread of ours is inside libhdf5 then (its global
-//   lock would stay taken in the child). The child is single-threaded: it resets the signal
-//   handlers it inherited (a crash is then its death by that signal, never a handler of
-//   the parent's: libFuzzer's would report a finding; ASan's death callback is cleared),
-//   ignores the terminal's and a scheduler's signals (the parent decides when it ends),
-//   writes no core file, closes every descriptor but the socket and stderr, opens the file
-//   itself and answers requests over a socketpair until EOF. It leaves only by _exit (no
-//   atexit handler, no H5close: files the parent writes through Hdf5Writer are in the
-//   library state it inherited, and must not be flushed or closed by it). It dies with
-//   the parent: PR_SET_PDEATHSIG when forked by the main thread (the signal follows the
-//   forking *thread*, and readers are also opened by parallelFor's short-lived workers),
-//   and a 1 s timer that ends it once its parent is gone, for the other cases.
+// - The zygote: one single-threaded process per process, forked (no exec: medrun's and
+//   the fuzzer's code stay one binary) at the first reader's open, and again at the open
+//   after it ended; it forks the readers' children, so that the reading process (a
+//   training run, the fuzzer: large, threaded, sanitized) is forked once, not per reader.
+//   The fork happens under hdf5Lock(), which the writer's libhdf5 calls also hold, so no
+//   other thread of ours is inside libhdf5 then (its global lock would stay taken in the
+//   copy). The zygote resets the signal handlers it inherited (a crash is then death by
+//   that signal, never a handler of the parent's: libFuzzer's would report a finding;
+//   ASan's death callback is cleared), ignores the terminal's and a scheduler's signals
+//   (the parent decides when it ends), writes no core file, keeps only its socket
+//   (SOCK_SEQPACKET) and stderr, and never calls libhdf5. It dies with the parent:
+//   PR_SET_PDEATHSIG when forked by the main thread (the signal follows the forking
+//   *thread*, and readers are also opened by parallelFor's short-lived workers), else at
+//   EOF on its socket, or within a second once the parent is gone. The parent reaps it; a
+//   fork of the parent starts a zygote of its own.
+// - One child per open reader, forked by the zygote on request (_Fork: the zygote has one
+//   thread, so no fork handlers are needed, and the sanitizers' are skipped). The zygote
+//   passes the parent its end of the child's socketpair (SCM_RIGHTS), and kills and reaps
+//   the child when the parent asks (the reader's end or failure; the answer is its wait
+//   status). The child inherits the zygote's set-up, dies with the zygote
+//   (PR_SET_PDEATHSIG, reliable as the zygote has one thread), keeps only its socket and
+//   stderr, opens the file itself and answers requests until EOF. It leaves only by _exit
+//   (no atexit handler, no H5close: files the parent had open through Hdf5Writer at the
+//   zygote's fork are in the library state it inherited, and must not be flushed or
+//   closed by it).
 // - The parent sends "list datasets", "dataset metadata" and "read box" requests (one per
 //   chunk decoded) and waits for each with poll() and a deadline (MEDRUN_HDF5_TIMEOUT
 //   seconds, default 120). On a timeout, EOF, an error or an answer of the wrong size it
-//   kills the child (SIGKILL) and reaps it, and the request fails with an Error naming the
+//   has the zygote kill and reap the child, and the request fails with an Error naming the
 //   file, what was asked and how the child ended ("libhdf5 crashed (signal 11, ...) while reading
 //   dataset 'raw' box [0:64, 0:64, 0:64]; the file is probably malformed"); every later
-//   request of that reader fails with the same message. The destructor kills and reaps it.
+//   request of that reader fails with the same message. The destructor ends it so. A
+//   zygote that does not answer in time, answers wrongly or is gone is killed and reaped
+//   (its children die with it; their readers fail naming it); an open that finds it so
+//   starts a new one, and a new one that fails is an Error naming the file.
 // - Every answer is untrusted (the child parses a hostile file and may be corrupted by
 //   it): fixed-size answers must have their size, lengths are bounded, counts checked,
 //   and a box's voxels must be exactly the bytes asked for. All the checks of what the file
@@ -45,7 +59,8 @@
 //   a chunk's bytes, and the child decodes gzip with a filter of its own that refuses a
 //   chunk decoding to another size (checkedInflate).
 // - A test hook, MEDRUN_HDF5_TEST_FAULT=ACTION:REQUEST (ACTION segv, abort, hang, exit,
-//   short or long; REQUEST open, list, dataset or read), makes the child fail so
+//   short or long; REQUEST open, list, dataset, read, or start: the zygote when asked to
+//   start the child), makes the child (or the zygote) fail so
 //   (test/runtime/Hdf5ProcessTest.cpp, test/medrun/reliability-hdf5.test).
 //
 // The writer (Hdf5Writer) stays in-process: it writes files of our own.
@@ -81,7 +96,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,7 +190,6 @@ bool exists(hid_t file, const std::string &key) {
 // ---- the protocol between a reader and its child -------------------------------------
 
 enum Op : uint32_t { kOpen, kList, kDataset, kRead, kOps };
-const char *const kOpNames[kOps] = {"open", "list", "dataset", "read"};
 
 /// What the child answers: kOk with the answer's bytes, else no bytes. A read answers
 /// kBadStored when its chunk is stored with other than the bytes the parent expects
@@ -249,13 +262,16 @@ struct ReadRequest {
                        ///< into a buffer of the same shape fast, into a flat one slowly)
 };
 
-/// MEDRUN_HDF5_TEST_FAULT: the child fails so on one kind of request (tests only).
+/// MEDRUN_HDF5_TEST_FAULT: the child fails so on one kind of request, or the zygote when
+/// asked to start the child (op kStart; tests only).
+constexpr uint32_t kStart = kOps, kNoFault = kOps + 1;
 struct Fault {
-  enum Action { None, Segv, Abort, Hang, Exit, Short, Long } action = None;
-  uint32_t op = kOps;
+  enum Action : uint32_t { None, Segv, Abort, Hang, Exit, Short, Long } action = None;
+  uint32_t op = kNoFault;
 };
 
 const char *const kFaultNames[] = {"", "segv", "abort", "hang", "exit", "short", "long"};
+const char *const kFaultOps[kOps + 1] = {"open", "list", "dataset", "read", "start"};
 
 Fault faultFromEnvironment() {
   Fault f;
@@ -264,15 +280,15 @@ Fault faultFromEnvironment() {
     return f;
   const std::string s = env;
   const size_t colon = s.find(':');
-  for (int a = 1; a <= Fault::Long; ++a)
+  for (uint32_t a = 1; a <= Fault::Long; ++a)
     if (s.compare(0, colon, kFaultNames[a]) == 0)
       f.action = static_cast<Fault::Action>(a);
-  for (uint32_t o = 0; colon != std::string::npos && o < kOps; ++o)
-    if (s.compare(colon + 1, std::string::npos, kOpNames[o]) == 0)
+  for (uint32_t o = 0; colon != std::string::npos && o <= kStart; ++o)
+    if (s.compare(colon + 1, std::string::npos, kFaultOps[o]) == 0)
       f.op = o;
-  if (f.action == Fault::None || f.op == kOps)
+  if (f.action == Fault::None || f.op > kStart)
     throw Error(str("MEDRUN_HDF5_TEST_FAULT: expected ACTION:REQUEST (ACTION segv, abort, hang, "
-                    "exit, short or long; REQUEST open, list, dataset or read), got '",
+                    "exit, short or long; REQUEST open, list, dataset, read or start), got '",
                     s, "'"));
   return f;
 }
@@ -290,13 +306,6 @@ double timeoutFromEnvironment() {
 }
 
 // ---- the child -------------------------------------------------------------------------
-
-pid_t childParent = 0; ///< the child's parent, for the watchdog
-
-void watchdog(int) {
-  if (::getppid() != childParent)
-    ::_exit(0);
-}
 
 /// Reads n bytes; the parent gone (EOF) or an error ends the child.
 void childRead(int fd, void *buf, size_t n) {
@@ -533,47 +542,14 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
   return f;
 }
 
-/// The child's life: set up, open `path`, answer requests until the parent closes the
-/// socket (or dies). Never returns.
-[[noreturn]] void childMain(int sock, const char *path, pid_t parent, bool forkedByMainThread,
-                            const Fault &fault) {
-  childParent = parent;
-  // Signals: a crash kills the child with its signal (no inherited handler: the parent's,
-  // libFuzzer's or the sanitizers'); the terminal's and a scheduler's signals are for the
-  // parent, which ends the child itself. No core files.
-  if (__sanitizer_set_death_callback)
-    __sanitizer_set_death_callback(nullptr);
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  struct sigaction ign = dfl;
-  ign.sa_handler = SIG_IGN;
-  struct sigaction alarm = dfl;
-  alarm.sa_handler = watchdog;
-  alarm.sa_flags = SA_RESTART;
-  bool ok = true;
-  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGXCPU, SIGXFSZ,
-                SIGCHLD})
-    ok = ok && ::sigaction(s, &dfl, nullptr) == 0;
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
-    ok = ok && ::sigaction(s, &ign, nullptr) == 0;
-  ok = ok && ::sigaction(SIGALRM, &alarm, nullptr) == 0;
-  sigset_t none;
-  sigemptyset(&none);
-  ok = ok && ::pthread_sigmask(SIG_SETMASK, &none, nullptr) == 0;
-  const struct rlimit noCore = {0, 0};
-  ok = ok && ::setrlimit(RLIMIT_CORE, &noCore) == 0;
-  // Ends with the parent: at once where the main thread forked, else within a second.
-  if (forkedByMainThread)
-    ok = ok && ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
-  struct itimerval second = {{1, 0}, {1, 0}};
-  ok = ok && ::setitimer(ITIMER_REAL, &second, nullptr) == 0;
-  if (::getppid() != parent) // the parent died before prctl
-    ::_exit(0);
-  // Descriptors: the socket as 3, stderr kept (sanitizer reports), stdin and stdout on
-  // /dev/null, every other one of the parent's closed (its files, sockets, locks, pipes
-  // whose readers wait for EOF).
-  ok = ok && (sock == 3 || ::dup2(sock, 3) == 3);
+/// The process name the zygote and its children show (ps, /proc/PID/comm).
+constexpr const char *kZygoteName = "hdf5-zygote";
+constexpr const char *kChildName = "hdf5-reader";
+
+/// Keeps descriptor `keep` as 3, stderr, and /dev/null as stdin and stdout; closes every
+/// other one (the parent's files, sockets, locks, pipes whose readers wait for EOF).
+bool keepOnly(int keep) {
+  bool ok = keep == 3 || ::dup2(keep, 3) == 3;
   const int null = ::open("/dev/null", O_RDWR);
   ok = ok && null >= 0 && ::dup2(null, 0) == 0 && ::dup2(null, 1) == 1;
   if (::close_range(4, ~0U, 0) != 0) {
@@ -582,6 +558,20 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
     for (rlim_t fd = 4; ok && fd < std::min<rlim_t>(files.rlim_cur, 1 << 20); ++fd)
       ::close(static_cast<int>(fd)); // EBADF for most: nothing to check
   }
+  return ok;
+}
+
+/// The child's life: open `path`, answer requests until the parent closes the socket.
+/// Forked by the zygote (single-threaded), whose signal dispositions, mask and limits it
+/// keeps; it dies with the zygote (PR_SET_PDEATHSIG). Never returns.
+[[noreturn]] void childMain(int sock, const char *path, pid_t zygote, const Fault &fault) {
+  bool ok = ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
+  if (::getppid() != zygote) // the zygote died before prctl
+    ::_exit(0);
+  ::prctl(PR_SET_NAME, kChildName);
+  // The socket as 3, stderr kept (sanitizer reports), stdin and stdout on /dev/null; the
+  // zygote's own socket closed.
+  ok = ok && keepOnly(sock);
   if (!ok)
     ::_exit(kExitSetup);
   sock = 3;
@@ -704,6 +694,389 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
   }
 }
 
+// ---- the zygote --------------------------------------------------------------------------
+//
+// One single-threaded process per process that reads HDF5, forked from it once (at its
+// first reader's open) and asked to fork each reader's child: a fork of the large,
+// threaded, sanitized process per reader was slow (and each child held the parent's pages
+// as they were at its fork for its whole life). The zygote sends the parent its end of the
+// child's socket (SCM_RIGHTS), and ends and reaps the child when the parent asks.
+
+enum ZygoteOp : uint32_t { kZygoteStart, kZygoteEnd };
+constexpr size_t kMaxPathBytes = 1 << 14;
+
+/// A request to the zygote, in one message of a SOCK_SEQPACKET socket.
+struct ZygoteRequest {
+  uint32_t op = 0;
+  int32_t pid = 0;          ///< kZygoteEnd: the child to end
+  uint32_t faultAction = 0; ///< kZygoteStart: the test fault (Fault), for the child or,
+  uint32_t faultOp = 0;     ///< with op kStart, for the zygote itself
+};                          ///< kZygoteStart: the file's path follows (no NUL)
+
+/// The zygote's answer, in one message: kZygoteStart passes the parent's end of the
+/// child's socket with it.
+struct ZygoteReply {
+  int32_t pid = -1;   ///< kZygoteStart: the child; -1: not started, then
+  int32_t error = 0;  ///< the errno of the socketpair or fork that failed
+  int32_t known = 0;  ///< kZygoteEnd: 1 if the pid was a child of the zygote's, and then
+  int32_t status = 0; ///< its wait status
+};
+
+/// The zygote's life: set up once what every child inherits (signals, limits,
+/// descriptors), then start and end children for the parent until it closes the socket
+/// or dies. Never returns.
+[[noreturn]] void zygoteMain(int control, pid_t parent, bool forkedByMainThread) {
+  // Signals: a crash kills the zygote or a child with its signal (no inherited handler: the
+  // parent's, libFuzzer's or the sanitizers'); the terminal's and a scheduler's signals are
+  // for the parent, which ends them itself. No core files.
+  if (__sanitizer_set_death_callback)
+    __sanitizer_set_death_callback(nullptr);
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  struct sigaction ign = dfl;
+  ign.sa_handler = SIG_IGN;
+  bool ok = true;
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGXCPU, SIGXFSZ,
+                SIGCHLD, SIGALRM})
+    ok = ok && ::sigaction(s, &dfl, nullptr) == 0;
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
+    ok = ok && ::sigaction(s, &ign, nullptr) == 0;
+  sigset_t none;
+  sigemptyset(&none);
+  ok = ok && ::pthread_sigmask(SIG_SETMASK, &none, nullptr) == 0;
+  const struct rlimit noCore = {0, 0};
+  ok = ok && ::setrlimit(RLIMIT_CORE, &noCore) == 0;
+  // Ends with the parent: at once where its main thread forked (the signal follows the
+  // forking *thread*, and readers are also opened by parallelFor's short-lived workers),
+  // else at EOF on its socket or, where a fork of the parent holds the socket's other end,
+  // within a second (the poll below).
+  if (forkedByMainThread)
+    ok = ok && ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
+  if (::getppid() != parent) // the parent died before prctl
+    ::_exit(0);
+  ::prctl(PR_SET_NAME, kZygoteName);
+  ok = ok && keepOnly(control);
+  if (!ok)
+    ::_exit(kExitSetup);
+  control = 3;
+
+  const pid_t self = ::getpid();
+  std::vector<pid_t> children; // started and not yet ended
+  std::vector<char> message(sizeof(ZygoteRequest) + kMaxPathBytes);
+  for (;;) {
+    pollfd pfd = {control, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, 1000);
+    if (::getppid() != parent)
+      ::_exit(0); // its children die with it (PR_SET_PDEATHSIG)
+    if (ready <= 0)
+      continue;
+    const ssize_t n = ::recv(control, message.data(), message.size(), MSG_TRUNC);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      ::_exit(0); // the parent closed its end, or is gone
+    ZygoteRequest request;
+    if (static_cast<size_t>(n) < sizeof request || static_cast<size_t>(n) > message.size())
+      ::_exit(kExitSetup);
+    std::memcpy(&request, message.data(), sizeof request);
+    ZygoteReply reply;
+    int passed = -1;
+    size_t replyBytes = sizeof reply;
+    if (request.op == kZygoteStart) {
+      Fault fault;
+      if (request.faultAction > Fault::Long || request.faultOp > kNoFault)
+        ::_exit(kExitSetup);
+      fault.action = static_cast<Fault::Action>(request.faultAction);
+      fault.op = request.faultOp;
+      childFault(fault, kStart); // the zygote crashes, hangs or exits (tests)
+      if (fault.op == kStart && fault.action == Fault::Short)
+        --replyBytes;
+      if (fault.op == kStart && fault.action == Fault::Long)
+        ++replyBytes;
+      const std::string path(message.data() + sizeof request, n - sizeof request);
+      int fds[2] = {-1, -1};
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+        reply.error = errno;
+      } else {
+        // _Fork: no fork handlers (the sanitizers' lock and walk their whole state in
+        // them); this process has one thread, in none of those locks.
+        const pid_t pid = ::_Fork();
+        if (pid == 0)
+          childMain(fds[1], path.c_str(), self, fault);
+        reply.error = pid < 0 ? errno : 0;
+        ::close(fds[1]);
+        if (pid > 0) {
+          reply.pid = pid;
+          passed = fds[0];
+          children.push_back(pid);
+        } else {
+          ::close(fds[0]);
+        }
+      }
+    } else if (request.op == kZygoteEnd) {
+      // Only a child of its own (a pid the parent got from an earlier zygote may be reused).
+      auto it = std::find(children.begin(), children.end(), request.pid);
+      if (it != children.end() && request.pid > 0) {
+        children.erase(it);
+        ::kill(request.pid, SIGKILL); // one that died already keeps the status it died with
+        int status = 0;
+        pid_t r;
+        while ((r = ::waitpid(request.pid, &status, 0)) < 0 && errno == EINTR) {
+        }
+        reply.known = r == request.pid;
+        reply.status = status;
+      }
+    } else {
+      ::_exit(kExitSetup);
+    }
+    char out[sizeof reply + 1] = {};
+    std::memcpy(out, &reply, sizeof reply);
+    iovec part = {out, replyBytes};
+    msghdr m = {};
+    m.msg_iov = &part;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control_[CMSG_SPACE(sizeof(int))] = {};
+    if (passed >= 0) {
+      m.msg_control = control_;
+      m.msg_controllen = sizeof control_;
+      cmsghdr *c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &passed, sizeof passed);
+    }
+    ssize_t put;
+    while ((put = ::sendmsg(control, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    if (passed >= 0)
+      ::close(passed);
+    if (put < 0)
+      ::_exit(0); // the parent is gone
+  }
+}
+
+/// This process's link to its zygote. A fork of this process (without exec) inherits it
+/// and starts a zygote of its own.
+struct Zygote {
+  std::mutex mutex;         ///< one request at a time (readers open on several threads)
+  pid_t pid = -1;           ///< -1: none (started by the next reader's open)
+  int fd = -1;              ///< our end of its socket (SOCK_SEQPACKET, close-on-exec)
+  pid_t owner = -1;         ///< the process that forked it
+  uint64_t generation = 0;  ///< zygotes started: a child is ended by its own zygote only
+};
+
+Zygote &zygote() {
+  static auto *z = new Zygote; // never destroyed: readers may close at exit
+  return *z;
+}
+
+/// A reader's child, started by the zygote.
+struct ZygoteChild {
+  pid_t pid = -1;
+  int fd = -1; ///< our end of its socket (close-on-exec)
+  uint64_t generation = 0;
+};
+
+/// Describes a wait status ("crashed (signal 11, Segmentation fault)").
+std::string endedHow(int status) {
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) // ours, the OOM killer's, a user's
+    return "was killed by signal 9 (Killed)";
+  if (WIFSIGNALED(status))
+    return str("crashed (signal ", WTERMSIG(status), ", ", strsignal(WTERMSIG(status)), ")");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExitSetup)
+    return "could not set itself up (signals, descriptors)";
+  if (WIFEXITED(status))
+    return str("exited with status ", WEXITSTATUS(status));
+  return "ended";
+}
+
+/// Kills and reaps the zygote (its children die with it). How it ended: `why` where it
+/// was ended for a reason of ours, else its wait status.
+std::string zygoteStop(Zygote &z, const std::string &why) {
+  ::close(z.fd);
+  ::kill(z.pid, SIGKILL);
+  int status = 0;
+  pid_t r;
+  while ((r = ::waitpid(z.pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  const std::string how =
+      str("(pid ", z.pid, ") ", !why.empty() ? why : r == z.pid ? endedHow(status) : "ended");
+  z.pid = -1;
+  z.fd = -1;
+  return how;
+}
+
+/// Forks the zygote: under hdf5Lock() (no thread of ours inside libhdf5, whose global lock
+/// would stay taken in the copy) and with libhdf5 initialized, once for every child.
+void zygoteFork(Zygote &z, const std::string &path) {
+  int fds[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+    throw Error(str(path, ": cannot start the HDF5 zygote process (socketpair: ",
+                    std::strerror(errno), ")"));
+  const pid_t parent = ::getpid();
+  const bool mainThread = ::gettid() == parent;
+  pid_t pid;
+  int forkErrno;
+  {
+    std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
+    quiet();
+    pid = ::fork();
+    forkErrno = errno;
+    if (pid == 0) {
+      ::close(fds[0]);
+      zygoteMain(fds[1], parent, mainThread);
+    }
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    throw Error(str(path, ": cannot start the HDF5 zygote process (fork: ",
+                    std::strerror(forkErrno), ")"));
+  }
+  z.pid = pid;
+  z.fd = fds[0];
+  z.owner = parent;
+  ++z.generation;
+}
+
+/// Sends one request and waits for the answer and the descriptor passed with it (-1:
+/// none). False if the zygote failed: `why` says how, or is empty where it is gone.
+bool zygoteCall(Zygote &z, const ZygoteRequest &request, const std::string &path,
+                double timeout, ZygoteReply &reply, int &passed, std::string &why) {
+  passed = -1;
+  iovec parts[2] = {{const_cast<ZygoteRequest *>(&request), sizeof request},
+                    {const_cast<char *>(path.data()), path.size()}};
+  msghdr out = {};
+  out.msg_iov = parts;
+  out.msg_iovlen = 2;
+  ssize_t put;
+  while ((put = ::sendmsg(z.fd, &out, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (put != static_cast<ssize_t>(sizeof request + path.size()))
+    return false; // EPIPE, ECONNRESET: gone
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout));
+  for (;;) {
+    ZygoteReply r;
+    char extra = 0;
+    iovec in[2] = {{&r, sizeof r}, {&extra, 1}};
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+    msghdr m = {};
+    m.msg_iov = in;
+    m.msg_iovlen = 2;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(z.fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        why = str("did not answer within ", timeout, " s (MEDRUN_HDF5_TIMEOUT sets the limit)");
+        return false;
+      }
+      pollfd pfd = {z.fd, POLLIN, 0};
+      ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+      continue;
+    }
+    if (n <= 0)
+      return false; // EOF: gone
+    std::vector<int> fds;
+    for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          fds.push_back(fd);
+        }
+    if (n != sizeof r || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || fds.size() > 1) {
+      for (int fd : fds)
+        ::close(fd);
+      why = str("answered wrongly (", n, " bytes, expected ", sizeof r, "; ", fds.size(),
+                " descriptors)");
+      return false;
+    }
+    reply = r;
+    passed = fds.empty() ? -1 : fds[0];
+    return true;
+  }
+}
+
+/// Has the zygote start a child reading `path` (forking the zygote first where there is
+/// none, and again once where the one there was has ended since). Error naming `path`.
+ZygoteChild zygoteStart(const std::string &path, const Fault &fault, double timeout) {
+  if (path.size() > kMaxPathBytes)
+    throw Error(str(path.substr(0, 64), "...: a path longer than ", kMaxPathBytes, " bytes"));
+  Zygote &z = zygote();
+  std::lock_guard<std::mutex> lock(z.mutex);
+  if (z.owner != ::getpid()) { // inherited by a fork: its parent's, not ours to use or reap
+    if (z.fd >= 0)
+      ::close(z.fd);
+    z.pid = -1;
+    z.fd = -1;
+  }
+  std::string previous; // how a zygote that had ended since its last request ended
+  for (;;) {
+    const bool fresh = z.pid < 0;
+    if (fresh)
+      zygoteFork(z, path);
+    ZygoteRequest request;
+    request.op = kZygoteStart;
+    request.faultAction = fault.action;
+    request.faultOp = fault.op;
+    ZygoteReply reply;
+    int fd = -1;
+    std::string why;
+    if (zygoteCall(z, request, path, timeout, reply, fd, why)) {
+      if (reply.pid > 0 && fd >= 0 && reply.error == 0)
+        return {reply.pid, fd, z.generation};
+      if (reply.pid == -1 && fd < 0 && reply.error > 0)
+        throw Error(str(path, ": cannot start the process that reads it with libhdf5 (fork in "
+                              "the HDF5 zygote process: ", std::strerror(reply.error), ")"));
+      if (fd >= 0)
+        ::close(fd);
+      why = str("answered wrongly (child ", reply.pid, ", error ", reply.error, ", ",
+                fd >= 0 ? "with" : "without", " a descriptor)");
+    }
+    const std::string how = zygoteStop(z, why);
+    if (!fresh) { // ended since its last request (killed, out of memory): started again
+      previous = how;
+      continue;
+    }
+    throw Error(str(path, ": cannot start the process that reads it with libhdf5: the HDF5 "
+                          "zygote process ", how, " while starting it",
+                    previous.empty() ? std::string()
+                                     : str(" (started again: the previous one ", previous, ")")));
+  }
+}
+
+/// Has the zygote kill and reap `child`: its wait status, or -1 with `gone` saying why it
+/// is not known (its zygote ended, or failed now and was ended).
+int zygoteEnd(const ZygoteChild &child, double timeout, std::string &gone) {
+  Zygote &z = zygote();
+  std::lock_guard<std::mutex> lock(z.mutex);
+  if (z.owner != ::getpid() || z.pid < 0 || z.generation != child.generation) {
+    gone = "it ended with the HDF5 zygote process that started it";
+    return -1;
+  }
+  ZygoteRequest request;
+  request.op = kZygoteEnd;
+  request.pid = child.pid;
+  ZygoteReply reply;
+  int fd = -1;
+  std::string why;
+  const bool answered = zygoteCall(z, request, std::string(), timeout, reply, fd, why);
+  if (answered && fd < 0 && reply.known == 1)
+    return reply.status;
+  if (fd >= 0)
+    ::close(fd);
+  if (answered)
+    why = fd >= 0 ? "answered wrongly (a descriptor with the answer)" : "did not know the child";
+  gone = str("the HDF5 zygote process that started it ", zygoteStop(z, why));
+  return -1;
+}
+
 // ---- the parent's side -----------------------------------------------------------------
 
 /// A child reading one HDF5 file. Not thread-safe: the reader serializes its requests.
@@ -711,32 +1084,10 @@ class Hdf5Process {
 public:
   explicit Hdf5Process(const std::string &path) : path_(path) {
     timeout_ = timeoutFromEnvironment();
-    const Fault fault = faultFromEnvironment();
-    int fds[2] = {-1, -1};
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-      throw Error(str(path_, ": cannot start the process that reads it with libhdf5 "
-                             "(socketpair: ", std::strerror(errno), ")"));
-    const pid_t parent = ::getpid();
-    const bool mainThread = ::gettid() == parent;
-    int forkErrno = 0;
-    {
-      std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
-      // libhdf5 initialized once here (no file is touched), not again in every child.
-      quiet();
-      pid_ = ::fork();
-      forkErrno = errno;
-      if (pid_ == 0) {
-        ::close(fds[0]);
-        childMain(fds[1], path_.c_str(), parent, mainThread, fault);
-      }
-    }
-    ::close(fds[1]);
-    if (pid_ < 0) {
-      ::close(fds[0]);
-      throw Error(str(path_, ": cannot start the process that reads it with libhdf5 (fork: ",
-                      std::strerror(forkErrno), ")"));
-    }
-    fd_ = fds[0];
+    const ZygoteChild child = zygoteStart(path_, faultFromEnvironment(), timeout_);
+    pid_ = child.pid;
+    fd_ = child.fd;
+    generation_ = child.generation;
     // The child's first answer: whether libhdf5 opens the file.
     if (call(kOpen, nullptr, 0, "opening the file", 0).status != kOk) {
       end(); // the destructor does not run for a constructor that throws
@@ -838,45 +1189,44 @@ private:
   /// Ends the child and throws an Error saying how it ended while doing `what`; `why`:
   /// what was wrong with its answer ("" when it just went away).
   [[noreturn]] void fail(const std::string &what, const std::string &why) {
-    const int status = end();
+    std::string gone;
+    const int status = end(&gone);
     std::string how;
     if (!why.empty())
       how = str("libhdf5's process answered wrongly (", why, ")");
-    else if (status >= 0 && WIFSIGNALED(status))
-      how = str("libhdf5 crashed (signal ", WTERMSIG(status), ", ", strsignal(WTERMSIG(status)),
-                ")");
     else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == kExitSetup)
       throw Error(failure_ = str(path_, ": the process that reads it with libhdf5 could not set "
-                                        "itself up (signals, descriptors, file access) while ",
+                                        "itself up (descriptors, file access) while ",
                                  what));
-    else if (status >= 0 && WIFEXITED(status))
-      how = str("libhdf5's process exited with status ", WEXITSTATUS(status));
+    else if (status < 0 && !gone.empty()) // not the file's doing
+      throw Error(failure_ = str(path_, ": libhdf5's process ended while ", what, " (", gone, ")"));
+    else if (status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
+      how = str("libhdf5 ", endedHow(status));
     else
-      how = "libhdf5's process ended";
+      how = str("libhdf5's process ", status >= 0 ? endedHow(status) : "ended");
     failure_ = str(path_, ": ", how, " while ", what, "; the file is probably malformed");
     throw Error(failure_);
   }
 
-  /// Kills and reaps the child; its wait status, or -1 if it was not ours to reap.
-  int end() {
+  /// Has the zygote kill and reap the child; its wait status, or -1 (`gone`: why not known).
+  int end(std::string *gone = nullptr) {
     if (fd_ >= 0)
       ::close(fd_);
     fd_ = -1;
     if (pid_ <= 0)
       return -1;
-    // A child that died already keeps the status it died with.
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    pid_t r;
-    while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
-    }
+    std::string why;
+    const int status = zygoteEnd({pid_, -1, generation_}, timeout_, why);
     pid_ = -1;
-    return r > 0 ? status : -1;
+    if (gone)
+      *gone = why;
+    return status;
   }
 
   std::string path_;
-  pid_t pid_ = -1;
-  int fd_ = -1;
+  pid_t pid_ = -1;             ///< the child, a child of the zygote's
+  int fd_ = -1;                ///< our end of its socket
+  uint64_t generation_ = 0;    ///< the zygote that started it
   double timeout_ = 120;
   std::string failure_; ///< why the child ended early: every later request fails so
 };
