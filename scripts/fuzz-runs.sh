@@ -25,7 +25,7 @@ for t in "${TARGETS[@]}"; do
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/findings"
   opts=$ASAN_OPTIONS
   [ "$t" != mlir ] && [ "$t" != onnx ] || opts=$ASAN_OPTIONS:allow_user_poisoning=0 # see docs/reliability.md
-  [ "$t" != hdf5 ] || opts=$ASAN_OPTIONS:allocator_may_return_null=1 # as scripts/fuzz.sh
+  [ "$t" != hdf5 ] || opts=$ASAN_OPTIONS:allocator_may_return_null=1:max_allocation_size_mb=4000 # as scripts/fuzz.sh
   (cd "$work" && ASAN_OPTIONS=$opts "$FUZZ_BUILD/test/fuzz/fuzz-$t" corpus "$FUZZ_BUILD/seeds/$t" \
      -runs=$((RUNS / JOBS)) -jobs="$JOBS" -workers="$JOBS" -timeout=20 -rss_limit_mb=4096 \
      -max_len=1048576 ${FUZZ_MAX_TIME:+-max_total_time=$FUZZ_MAX_TIME} -print_final_stats=1 -artifact_prefix=findings/ >run.log 2>&1

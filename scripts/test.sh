@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: builds everything and runs every test (lit, unit, model counts, docs)
 # under ctest, then the sanitizer build: the unit tests under ASan and UBSan and every fuzz
-# target for FUZZ_SECONDS (default 20) each (scripts/fuzz.sh). CI runs exactly this.
+# target for FUZZ_SECONDS (default 10) each (scripts/fuzz.sh). CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 ctest --test-dir "${BUILD:-build}" --output-on-failure -j "$(nproc)"
-bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
