@@ -3,8 +3,23 @@
 #include "medrun/Error.h"
 
 #include <cmath>
+#include <malloc.h>
 
 namespace medrun {
+
+namespace {
+// A step on the CPU allocates and frees its tensors anew. glibc serves each block over its
+// mmap threshold with a fresh mapping and gives the heap's free top back to the system, so
+// every step page-faulted and zeroed all its memory again (more than half of a small step's
+// time: 10 steps of the quickstart recipe at 16^3 took 11.5 s, 4.5 s with these settings).
+// Blocks up to 32 MiB (glibc's largest threshold) now come from the heap, whose freed memory
+// is kept for the next step.
+const bool kHostAllocatorTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  return true;
+}();
+} // namespace
 
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)) {
