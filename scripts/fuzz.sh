@@ -30,7 +30,20 @@ cmake --build "$FUZZ_BUILD" -j "$(nproc)" --target medrun-unittests \
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "fuzz: the runtime's unit tests under ASan and UBSan"
-(cd "$FUZZ_BUILD/test/runtime" && ./medrun-unittests --gtest_brief=1)
+# In nproc shards at once (gtest's sharding): the tests are single-threaded and slow at -O0.
+shards=$(nproc)
+for ((i = 0; i < shards; i++)); do
+  (cd "$FUZZ_BUILD/test/runtime" && GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+     ./medrun-unittests --gtest_brief=1 >"../../unittests-$i.log" 2>&1) &
+done
+ut_status=0
+for ((i = 0; i < shards; i++)); do wait -n || ut_status=1; done
+for ((i = 0; i < shards; i++)); do tail -3 "$FUZZ_BUILD/unittests-$i.log"; done
+if [ $ut_status != 0 ]; then
+  for ((i = 0; i < shards; i++)); do grep -B5 -A30 -E '\[  FAILED  \]|ERROR: |runtime error' "$FUZZ_BUILD/unittests-$i.log" | head -120 || true; done
+  echo "FAIL: the runtime's unit tests under ASan and UBSan ($FUZZ_BUILD/unittests-*.log)"
+  exit 1
+fi
 
 # Seed corpora, made fresh from the test inputs.
 SEEDS="$FUZZ_BUILD/seeds"
@@ -126,8 +139,9 @@ PY
 # and hangs become the reader's Error, as for any malformed file. A hang ends after
 # MEDRUN_HDF5_TIMEOUT seconds, well inside -timeout.
 export MEDRUN_HDF5_TIMEOUT=5
-status=0
-for t in "${TARGETS[@]}"; do
+# One target per core at once; each reports in $FUZZ_BUILD/fuzz-<target>.result.
+fuzz_one() {
+  local t=$1
   bin="$FUZZ_BUILD/test/fuzz/fuzz-$t"
   # fuzz-hdf5: libhdf5 allocates what a malformed file declares, and a failed malloc is an
   # error it reports (ASan would stop at the size). Allocations past the fuzzer's memory limit
@@ -140,7 +154,7 @@ for t in "${TARGETS[@]}"; do
   export LSAN_OPTIONS=suppressions=$PWD/test/fuzz/hdf5.lsan.supp
   if [ -d "test/fuzz/regressions/$t" ] && [ -n "$(ls -A "test/fuzz/regressions/$t")" ]; then
     ASAN_OPTIONS=$ASAN_OPTIONS:allow_user_poisoning=0$hdf5opts "$bin" -runs=1 "test/fuzz/regressions/$t"/* 2>"$FUZZ_BUILD/fuzz-$t-regressions.log" ||
-      { tail -30 "$FUZZ_BUILD/fuzz-$t-regressions.log"; echo "FAIL: fuzz-$t regression input"; exit 1; }
+      { tail -30 "$FUZZ_BUILD/fuzz-$t-regressions.log"; echo "FAIL: fuzz-$t regression input"; return 1; }
   fi
   corpus="$FUZZ_BUILD/corpus/$t"
   mkdir -p "$corpus" "$FUZZ_BUILD/findings/$t"
@@ -157,7 +171,15 @@ for t in "${TARGETS[@]}"; do
   else
     tail -40 "$FUZZ_BUILD/fuzz-$t.log"
     echo "FAIL: fuzz-$t (the input is in $FUZZ_BUILD/findings/$t/)"
-    status=1
+    return 1
   fi
+}
+status=0 running=0
+for t in "${TARGETS[@]}"; do
+  if [ $running -ge "$(nproc)" ]; then wait -n || status=1; running=$((running - 1)); fi
+  fuzz_one "$t" >"$FUZZ_BUILD/fuzz-$t.result" 2>&1 &
+  running=$((running + 1))
 done
+while [ $running -gt 0 ]; do wait -n || status=1; running=$((running - 1)); done
+for t in "${TARGETS[@]}"; do cat "$FUZZ_BUILD/fuzz-$t.result"; done
 exit $status
