@@ -113,6 +113,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1668,6 +1669,9 @@ public:
              const Box3 &chunk, bool reopen)
       : name_(container + "/" + key), key_(key), temp_(key + kPartialSuffix), shape_(v.shape),
         channels_(v.channels), type_(v.type) {
+    // Before the lock: a reader's open takes the zygote's mutex, then hdf5Lock().
+    probeExisting(reopen && !std::filesystem::exists(container) ? container + kPartialSuffix
+                                                                : container);
     // Every libhdf5 call of this process holds hdf5Lock() (a reader's fork must not find
     // libhdf5 in the middle of one); the handles close under it also when this throws.
     std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
@@ -1678,6 +1682,39 @@ public:
       file_ = Handle();
       throw;
     }
+  }
+
+  /// An existing file that this process has not open is parsed by libhdf5 in this process
+  /// when the writer opens it (a file given as output may be anyone's): a reader's child
+  /// opens it first and walks its objects (the listing request), so that a file on which
+  /// libhdf5 crashes, hangs or fails there is an Error naming it here, before this process
+  /// parses it (libhdf5 then parses more of it, for the datasets it adds: the child covers
+  /// the open and the object headers, where its findings were). A file libhdf5 has open in
+  /// this process already (a second dataset written to it, a file being read) is shared
+  /// with that open by libhdf5, not parsed again, and may be mid-write on disk: not probed.
+  static void probeExisting(const std::string &path) {
+    struct stat file = {};
+    if (::stat(path.c_str(), &file) != 0)
+      return; // a new file
+    {
+      std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
+      quiet();
+      const ssize_t open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+      std::vector<hid_t> ids(open > 0 ? static_cast<size_t>(open) : 0);
+      if (!ids.empty())
+        ids.resize(std::max<ssize_t>(
+            0, H5Fget_obj_ids(H5F_OBJ_ALL, H5F_OBJ_FILE, ids.size(), ids.data())));
+      for (hid_t id : ids) {
+        char name[4096];
+        struct stat other = {};
+        const ssize_t n = H5Fget_name(id, name, sizeof name);
+        if (n > 0 && static_cast<size_t>(n) < sizeof name && ::stat(name, &other) == 0 &&
+            other.st_dev == file.st_dev && other.st_ino == file.st_ino)
+          return;
+      }
+    }
+    Hdf5Process child(path);
+    child.call(kList, nullptr, 0, "listing datasets (before writing to it)", kMaxListBytes);
   }
 
   /// The constructor's work, under its lock.
