@@ -80,7 +80,10 @@
 // fuzz-hdf5 also forks the zygote at its initialization, while small (each child's fork
 // copies the zygote's page tables). docs/reliability.md has the measurements.
 //
-// The writer (Hdf5Writer) stays in-process: it writes files of our own.
+// The writer (Hdf5Writer) stays in-process: it writes files of our own. An existing file it
+// adds a dataset to (an output path may name anyone's file) is first opened and walked by a
+// reader's child (probeExisting), so that one that crashes or hangs libhdf5 there is an
+// Error before this process parses it.
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Error.h"
