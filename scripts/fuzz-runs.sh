@@ -18,7 +18,7 @@ RUNS=${RUNS:-1000000} JOBS=${JOBS:-4}
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(artifact npy safetensors torch skeleton recipe mlir onnx hdf5 zarr nifti npy-volume)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export MEDRUN_HDF5_TIMEOUT=5 # fuzz-hdf5: a hang in libhdf5's process is an Error (scripts/fuzz.sh)
+export MEDRUN_HDF5_TIMEOUT=1 # fuzz-hdf5: a hang in libhdf5's process is an Error after 1 s (scripts/fuzz.sh)
 status=0
 for t in "${TARGETS[@]}"; do
   work="$FUZZ_BUILD/long/$t"

@@ -137,8 +137,10 @@ PY
 # fuzz-hdf5: libhdf5 runs in the reader's child process (runtime/src/io/Hdf5.cpp), where its
 # crashes, sanitizer reports (the child prints them on stderr; only exit statuses count here)
 # and hangs become the reader's Error, as for any malformed file. A hang ends after
-# MEDRUN_HDF5_TIMEOUT seconds, well inside -timeout.
-export MEDRUN_HDF5_TIMEOUT=5
+# MEDRUN_HDF5_TIMEOUT seconds, well inside -timeout: 1 s, as a hang costs the run that long
+# (a request of a fuzz input's file takes milliseconds; one that takes longer is an Error
+# too, never a finding).
+export MEDRUN_HDF5_TIMEOUT=1
 # One target per core at once; each reports in $FUZZ_BUILD/fuzz-<target>.result.
 fuzz_one() {
   local t=$1

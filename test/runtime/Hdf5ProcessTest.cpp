@@ -106,6 +106,18 @@ bool endsWithin(int pid, int ms) {
   return true;
 }
 
+/// Waits up to `ms` for this process's zygote to have no child left, running or not yet
+/// reaped (a closed reader's child is killed at once and reaped by the zygote as it ends:
+/// the reader does not wait for its exit). True if none is left.
+bool readerChildrenGoneWithin(int ms) {
+  for (int waited = 0; !readerChildren().empty(); waited += 5) {
+    if (waited >= ms)
+      return false;
+    ::usleep(5000);
+  }
+  return true;
+}
+
 /// Process `pid`'s descriptors and what they are ("/dev/null", "socket:[123]", ...).
 std::map<int, std::string> descriptors(const std::string &pid) {
   std::map<int, std::string> fds;
@@ -181,9 +193,10 @@ protected:
     before_ = children();
   }
   void TearDown() override {
-    // No child outlives its reader (killed and reaped: not even a zombie), and no process
-    // of ours is left but the zygote.
+    // No child outlives its reader (killed at once, and reaped by the zygote as it ends: not
+    // even a zombie after a second), and no process of ours is left but the zygote.
     if (before_) {
+      readerChildrenGoneWithin(1000);
       std::optional<std::set<int>> after = children();
       ASSERT_TRUE(after);
       const int zygote = zygotePid();
@@ -499,6 +512,8 @@ TEST_F(Hdf5Process, EachReaderGetsItsOwnChildsSocket) {
   v.data = other.data();
   writeVolume(dir_ + "/b.h5/x", v);
   readsBack(*openVolume(dir_ + "/a.h5/x")); // the zygote started before counting sockets
+  if (before_)
+    ASSERT_TRUE(readerChildrenGoneWithin(1000)) << "the closed reader's child was not reaped";
   const std::set<int> before = sockets();
   std::vector<std::unique_ptr<VolumeReader>> readers(8);
   std::atomic<int> wrong{0};

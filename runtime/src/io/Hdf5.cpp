@@ -21,16 +21,19 @@
 //   that signal, never a handler of the parent's: libFuzzer's would report a finding;
 //   ASan's death callback is cleared), ignores the terminal's and a scheduler's signals
 //   (the parent decides when it ends), writes no core file, keeps only its socket
-//   (SOCK_SEQPACKET) and stderr, and never calls libhdf5. It dies with the parent:
+//   (SOCK_SEQPACKET) and stderr, and never opens a file with libhdf5: it only sets up once
+//   what each child would set up again (see "Cost" below). It dies with the parent:
 //   PR_SET_PDEATHSIG when forked by the main thread (the signal follows the forking
 //   *thread*, and readers are also opened by parallelFor's short-lived workers), else at
 //   EOF on its socket, or within a second once the parent is gone. The parent reaps it; a
 //   fork of the parent starts a zygote of its own.
 // - One child per open reader, forked by the zygote on request (_Fork: the zygote has one
 //   thread, so no fork handlers are needed, and the sanitizers' are skipped). The zygote
-//   passes the parent its end of the child's socketpair (SCM_RIGHTS), and kills and reaps
-//   the child when the parent asks (the reader's end or failure; the answer is its wait
-//   status). The child inherits the zygote's set-up, dies with the zygote
+//   passes the parent its end of the child's socketpair (SCM_RIGHTS), and kills the child
+//   when the parent asks: at a reader's failure it reaps it and answers its wait status
+//   (the error says how the child ended); at a reader's normal end it answers at once and
+//   reaps the child as it ends (the reader does not wait for its exit). The child
+//   inherits the zygote's set-up, dies with the zygote
 //   (PR_SET_PDEATHSIG, reliable as the zygote has one thread), keeps only its socket and
 //   stderr, opens the file itself and answers requests until EOF. It leaves only by _exit
 //   (no atexit handler, no H5close: files the parent had open through Hdf5Writer at the
@@ -42,7 +45,8 @@
 //   has the zygote kill and reap the child, and the request fails with an Error naming the
 //   file, what was asked and how the child ended ("libhdf5 crashed (signal 11, ...) while reading
 //   dataset 'raw' box [0:64, 0:64, 0:64]; the file is probably malformed"); every later
-//   request of that reader fails with the same message. The destructor ends it so. A
+//   request of that reader fails with the same message. The destructor ends it (without
+//   waiting for its exit). A
 //   zygote that does not answer in time, answers wrongly or is gone is killed and reaped
 //   (its children die with it; their readers fail naming it); an open that finds it so
 //   starts a new one, and a new one that fails is an Error naming the file.
@@ -63,7 +67,23 @@
 //   start the child), makes the child (or the zygote) fail so
 //   (test/runtime/Hdf5ProcessTest.cpp, test/medrun/reliability-hdf5.test).
 //
-// The writer (Hdf5Writer) stays in-process: it writes files of our own.
+// Cost. Under ASan (fuzz-hdf5) a child's life was mostly first-time work that every child
+// repeated: creating its file access property list, initializing libhdf5's filter package
+// and registering the checked gzip filter (a third of its CPU), binding libhdf5's symbols
+// lazily, filling libhdf5's free lists through the sanitizer's allocator (page faults). The
+// zygote now does that once, before its first child: it makes the children's property
+// list and registers the filter (childFileAccess), and runs libhdf5's reading path once on
+// an HDF5 file of its own making held in memory (warmUpImage, warmUp: written by libhdf5's
+// core driver, read back from that image; no file of the parent's or the filesystem's is
+// opened), so children start with libhdf5 initialized and bound. A reader's normal end
+// no longer waits for its child's exit (several milliseconds of unmapping under ASan).
+// fuzz-hdf5 also forks the zygote at its initialization, while small (each child's fork
+// copies the zygote's page tables). docs/reliability.md has the measurements.
+//
+// The writer (Hdf5Writer) stays in-process: it writes files of our own. An existing file it
+// adds a dataset to (an output path may name anyone's file) is first opened and walked by a
+// reader's child (probeExisting), so that one that crashes or hangs libhdf5 there is an
+// Error before this process parses it.
 //
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Error.h"
@@ -96,6 +116,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -542,6 +563,85 @@ DatasetFacts childDataset(hid_t file, const std::string &key, Handle &dset) {
   return f;
 }
 
+/// A small HDF5 file of the zygote's own making (a chunked gzip dataset with an attribute,
+/// as the writers make them), as bytes: libhdf5 writes it in memory (the core driver).
+/// Made before the checked gzip filter replaces libhdf5's (which then writes no more).
+/// Empty if libhdf5 could not make it.
+std::vector<char> warmUpImage() {
+  Handle mem(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!mem.valid() || H5Pset_fapl_core(mem.get(), 1 << 16, false) < 0)
+    return {};
+  // No file of this name can exist (libhdf5 first tries to open one by the name given, to
+  // find a file it has open already; the core driver would read it into memory).
+  Handle file(H5Fcreate("/dev/null/hdf5-zygote-warm-up.h5", H5F_ACC_TRUNC, H5P_DEFAULT,
+                        mem.get()),
+              H5Fclose);
+  const hsize_t dims[3] = {8, 8, 8}, chunk[3] = {4, 4, 4}, three = 3;
+  Handle space(H5Screate_simple(3, dims, nullptr), H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  if (!file.valid() || !space.valid() || !dcpl.valid() || H5Pset_chunk(dcpl.get(), 3, chunk) < 0 ||
+      H5Pset_deflate(dcpl.get(), 1) < 0)
+    return {};
+  Handle dset(H5Dcreate2(file.get(), "x", H5T_NATIVE_UINT16, space.get(), H5P_DEFAULT,
+                         dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+  uint16_t values[8 * 8 * 8];
+  for (size_t i = 0; i < 8 * 8 * 8; ++i)
+    values[i] = static_cast<uint16_t>(i);
+  const double spacing[3] = {1, 1, 1};
+  Handle aspace(H5Screate_simple(1, &three, nullptr), H5Sclose);
+  Handle attr(dset.valid() ? H5Acreate2(dset.get(), "resolution", H5T_NATIVE_DOUBLE,
+                                        aspace.get(), H5P_DEFAULT, H5P_DEFAULT)
+                           : -1,
+              H5Aclose);
+  if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, spacing) < 0 ||
+      H5Dwrite(dset.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0 ||
+      H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0)
+    return {};
+  const ssize_t bytes = H5Fget_file_image(file.get(), nullptr, 0);
+  std::vector<char> image(bytes > 0 && bytes < (1 << 20) ? static_cast<size_t>(bytes) : 0);
+  if (image.empty() || H5Fget_file_image(file.get(), image.data(), image.size()) != bytes)
+    return {};
+  return image;
+}
+
+/// Reads `image` once as a child reads a file (opened from memory with the core driver,
+/// listed, its dataset's metadata taken, a chunk decoded through the checked gzip filter)
+/// and closes it: every child then starts with libhdf5's packages initialized, its symbols
+/// bound and its free lists holding blocks, work each child otherwise did again (a fifth
+/// of its page faults under ASan). Best effort: a step that fails ends the warm-up, never
+/// the zygote.
+void warmUp(const std::vector<char> &image) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 16, false) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<char *>(image.data()), image.size()) < 0 ||
+      H5Pset_file_locking(fapl.get(), false, true) < 0)
+    return;
+  // A name no file can have (the core driver makes sure none exists before it opens an image).
+  Handle file(H5Fopen("/dev/null/hdf5-zygote-warm-up.h5", H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  std::vector<std::string> names;
+  if (!file.valid() ||
+      H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, collectDataset, &names) < 0 ||
+      names.size() != 1)
+    return;
+  Handle dset;
+  const DatasetFacts f = childDataset(file.get(), names[0], dset);
+#ifdef MEDRUN_HAVE_ZLIB
+  inflateExpected = gzipDecodes(f);
+#endif
+  hsize_t start[3] = {0, 0, 0}, count[3] = {4, 4, 4}, stored = 0;
+  uint16_t chunk[4 * 4 * 4];
+  Handle fspace(f.isDataset ? H5Dget_space(dset.get()) : -1, H5Sclose);
+  Handle mspace(H5Screate_simple(3, count, nullptr), H5Sclose);
+  if (fspace.valid() && mspace.valid() &&
+      H5Dget_chunk_storage_size(dset.get(), start, &stored) >= 0 &&
+      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0)
+    H5Dread(dset.get(), H5T_NATIVE_UINT16, mspace.get(), fspace.get(), H5P_DEFAULT, chunk);
+#ifdef MEDRUN_HAVE_ZLIB
+  inflateExpected = 0;
+#endif
+}
+
 /// The process name the zygote and its children show (ps, /proc/PID/comm).
 constexpr const char *kZygoteName = "hdf5-zygote";
 constexpr const char *kChildName = "hdf5-reader";
@@ -561,10 +661,44 @@ bool keepOnly(int keep) {
   return ok;
 }
 
-/// The child's life: open `path`, answer requests until the parent closes the socket.
-/// Forked by the zygote (single-threaded), whose signal dispositions, mask and limits it
-/// keeps; it dies with the zygote (PR_SET_PDEATHSIG). Never returns.
-[[noreturn]] void childMain(int sock, const char *path, pid_t zygote, const Fault &fault) {
+/// What every child opens its file with, set up once by the zygote before it starts any
+/// (it was each child's first work, a third of its CPU under ASan: the property list's
+/// creation, libhdf5's filter package initialized and the checked gzip filter registered,
+/// symbols bound). No file is opened here. -1 if it could not be set up.
+hid_t childFileAccess() {
+  // Files the parent writes: libhdf5 shares a file between opens of it, so one the parent
+  // has open for writing (its descriptor closed here) would be shared with the state the
+  // child inherited; while that state holds files, the stdio driver (which libhdf5 never
+  // matches with sec2's files) opens it afresh. The child takes no file lock: in-process,
+  // a reader and a writer of one file shared it, and a writer must still open a file its
+  // process reads (`infer --image x.h5/raw -o x.h5/pred`).
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.valid() || H5Pset_file_locking(fapl.get(), false, true) < 0)
+    return -1;
+  if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) > 0 && H5Pset_fapl_stdio(fapl.get()) < 0)
+    return -1;
+#ifdef MEDRUN_HAVE_ZLIB
+  // The checked gzip filter replaces libhdf5's. H5Zregister refuses to replace a filter of
+  // libhdf5's own; H5Z_register, the library's internal registration behind it (exported
+  // by libhdf5 1.10 to 1.14), replaces an entry of its table. Where it is not found, gzip
+  // chunks are decoded by libhdf5's filter, contained by the child process only.
+  using RegisterFilter = herr_t (*)(const H5Z_class2_t *);
+  static const H5Z_class2_t gzip = {H5Z_CLASS_T_VERS, H5Z_FILTER_DEFLATE, 1, 1,
+                                    "deflate (medrun: decoded sizes checked)", nullptr, nullptr,
+                                    checkedInflate};
+  if (auto reg = reinterpret_cast<RegisterFilter>(::dlsym(RTLD_DEFAULT, "H5Z_register")))
+    if (reg(&gzip) < 0)
+      return -1;
+#endif
+  return fapl.release();
+}
+
+/// The child's life: open `path` with `fapl` (childFileAccess), answer requests until the
+/// parent closes the socket. Forked by the zygote (single-threaded), whose signal
+/// dispositions, mask, limits and libhdf5 set-up it keeps; it dies with the zygote
+/// (PR_SET_PDEATHSIG). Never returns.
+[[noreturn]] void childMain(int sock, const char *path, pid_t zygote, hid_t fapl,
+                            const Fault &fault) {
   bool ok = ::prctl(PR_SET_PDEATHSIG, SIGKILL) == 0;
   if (::getppid() != zygote) // the zygote died before prctl
     ::_exit(0);
@@ -576,33 +710,8 @@ bool keepOnly(int keep) {
     ::_exit(kExitSetup);
   sock = 3;
 
-  quiet();
-  // Files the parent writes: libhdf5 shares a file between opens of it, so one the parent
-  // has open for writing (its descriptor closed here) would be shared with the state the
-  // child inherited; while that state holds files, the stdio driver (which libhdf5 never
-  // matches with sec2's files) opens it afresh. The child takes no file lock: in-process,
-  // a reader and a writer of one file shared it, and a writer must still open a file its
-  // process reads (`infer --image x.h5/raw -o x.h5/pred`).
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!fapl.valid() || H5Pset_file_locking(fapl.get(), false, true) < 0)
-    ::_exit(kExitSetup);
-  if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) > 0 && H5Pset_fapl_stdio(fapl.get()) < 0)
-    ::_exit(kExitSetup);
-#ifdef MEDRUN_HAVE_ZLIB
-  // The checked gzip filter replaces libhdf5's. H5Zregister refuses to replace a filter of
-  // libhdf5's own; H5Z_register, the library's internal registration behind it (exported
-  // by libhdf5 1.10 to 1.14), replaces an entry of its table. Where it is not found, gzip
-  // chunks are decoded by libhdf5's filter, contained by this process only.
-  using RegisterFilter = herr_t (*)(const H5Z_class2_t *);
-  const H5Z_class2_t gzip = {H5Z_CLASS_T_VERS, H5Z_FILTER_DEFLATE, 1, 1,
-                             "deflate (medrun: decoded sizes checked)", nullptr, nullptr,
-                             checkedInflate};
-  if (auto reg = reinterpret_cast<RegisterFilter>(::dlsym(RTLD_DEFAULT, "H5Z_register")))
-    if (reg(&gzip) < 0)
-      ::_exit(kExitSetup);
-#endif
   childFault(fault, kOpen);
-  Handle file(H5Fopen(path, H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  Handle file(H5Fopen(path, H5F_ACC_RDONLY, fapl), H5Fclose);
   childReply(sock, file.valid() ? kOk : kFailed, nullptr, 0, fault, kOpen);
   if (!file.valid())
     ::_exit(0);
@@ -702,13 +811,17 @@ bool keepOnly(int keep) {
 // as they were at its fork for its whole life). The zygote sends the parent its end of the
 // child's socket (SCM_RIGHTS), and ends and reaps the child when the parent asks.
 
-enum ZygoteOp : uint32_t { kZygoteStart, kZygoteEnd };
+/// kZygoteEnd kills a child and answers its wait status once reaped (a failed reader: its
+/// error says how the child ended); kZygoteRelease kills it and answers at once, reaping it
+/// afterwards (a reader's normal end: the parent does not wait for the child's exit, which
+/// under ASan is several milliseconds of unmapping).
+enum ZygoteOp : uint32_t { kZygoteStart, kZygoteEnd, kZygoteRelease };
 constexpr size_t kMaxPathBytes = 1 << 14;
 
 /// A request to the zygote, in one message of a SOCK_SEQPACKET socket.
 struct ZygoteRequest {
   uint32_t op = 0;
-  int32_t pid = 0;          ///< kZygoteEnd: the child to end
+  int32_t pid = 0;          ///< kZygoteEnd, kZygoteRelease: the child to end
   uint32_t faultAction = 0; ///< kZygoteStart: the test fault (Fault), for the child or,
   uint32_t faultOp = 0;     ///< with op kStart, for the zygote itself
 };                          ///< kZygoteStart: the file's path follows (no NUL)
@@ -718,8 +831,8 @@ struct ZygoteRequest {
 struct ZygoteReply {
   int32_t pid = -1;   ///< kZygoteStart: the child; -1: not started, then
   int32_t error = 0;  ///< the errno of the socketpair or fork that failed
-  int32_t known = 0;  ///< kZygoteEnd: 1 if the pid was a child of the zygote's, and then
-  int32_t status = 0; ///< its wait status
+  int32_t known = 0;  ///< kZygoteEnd, kZygoteRelease: 1 if the pid was a child of the
+  int32_t status = 0; ///< zygote's, and then (kZygoteEnd) its wait status
 };
 
 /// The zygote's life: set up once what every child inherits (signals, limits,
@@ -760,13 +873,34 @@ struct ZygoteReply {
   if (!ok)
     ::_exit(kExitSetup);
   control = 3;
+  // What every child would otherwise set up for itself: the file access, and libhdf5's
+  // reading path run once on a file of the zygote's own (no file of the parent's is opened).
+  // libhdf5 prints no error (the parent reports them): quiet() ran in the parent, but a
+  // thread-safe libhdf5 keeps that setting per thread, and the zygote's one thread is the
+  // one that forked it (a data worker's, say).
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::vector<char> image = warmUpImage();
+  const hid_t fapl = childFileAccess();
+  if (fapl < 0)
+    ::_exit(kExitSetup);
+  if (!image.empty())
+    warmUp(image);
 
   const pid_t self = ::getpid();
   std::vector<pid_t> children; // started and not yet ended
+  std::vector<pid_t> ending;   // released: killed, not yet reaped
   std::vector<char> message(sizeof(ZygoteRequest) + kMaxPathBytes);
   for (;;) {
     pollfd pfd = {control, POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, 1000);
+    // Released children are reaped as they end (checked every 2 ms while there are any).
+    for (size_t i = 0; i < ending.size();) {
+      const pid_t r = ::waitpid(ending[i], nullptr, WNOHANG);
+      if (r == ending[i] || (r < 0 && errno == ECHILD))
+        ending.erase(ending.begin() + static_cast<std::ptrdiff_t>(i));
+      else
+        ++i;
+    }
+    const int ready = ::poll(&pfd, 1, ending.empty() ? 1000 : 2);
     if (::getppid() != parent)
       ::_exit(0); // its children die with it (PR_SET_PDEATHSIG)
     if (ready <= 0)
@@ -803,7 +937,7 @@ struct ZygoteReply {
         // them); this process has one thread, in none of those locks.
         const pid_t pid = ::_Fork();
         if (pid == 0)
-          childMain(fds[1], path.c_str(), self, fault);
+          childMain(fds[1], path.c_str(), self, fapl, fault);
         reply.error = pid < 0 ? errno : 0;
         ::close(fds[1]);
         if (pid > 0) {
@@ -814,10 +948,15 @@ struct ZygoteReply {
           ::close(fds[0]);
         }
       }
-    } else if (request.op == kZygoteEnd) {
+    } else if (request.op == kZygoteEnd || request.op == kZygoteRelease) {
       // Only a child of its own (a pid the parent got from an earlier zygote may be reused).
       auto it = std::find(children.begin(), children.end(), request.pid);
-      if (it != children.end() && request.pid > 0) {
+      if (it != children.end() && request.pid > 0 && request.op == kZygoteRelease) {
+        children.erase(it);
+        ::kill(request.pid, SIGKILL);
+        ending.push_back(request.pid);
+        reply.known = 1;
+      } else if (it != children.end() && request.pid > 0) {
         children.erase(it);
         ::kill(request.pid, SIGKILL); // one that died already keeps the status it died with
         int status = 0;
@@ -1052,8 +1191,9 @@ ZygoteChild zygoteStart(const std::string &path, const Fault &fault, double time
 }
 
 /// Has the zygote kill and reap `child`: its wait status, or -1 with `gone` saying why it
-/// is not known (its zygote ended, or failed now and was ended).
-int zygoteEnd(const ZygoteChild &child, double timeout, std::string &gone) {
+/// is not known (its zygote ended, or failed now and was ended). Without `wait`, the zygote
+/// answers once it has killed the child and reaps it later (the status is then 0).
+int zygoteEnd(const ZygoteChild &child, double timeout, std::string &gone, bool wait) {
   Zygote &z = zygote();
   std::lock_guard<std::mutex> lock(z.mutex);
   if (z.owner != ::getpid() || z.pid < 0 || z.generation != child.generation) {
@@ -1061,7 +1201,7 @@ int zygoteEnd(const ZygoteChild &child, double timeout, std::string &gone) {
     return -1;
   }
   ZygoteRequest request;
-  request.op = kZygoteEnd;
+  request.op = wait ? kZygoteEnd : kZygoteRelease;
   request.pid = child.pid;
   ZygoteReply reply;
   int fd = -1;
@@ -1216,7 +1356,8 @@ private:
     if (pid_ <= 0)
       return -1;
     std::string why;
-    const int status = zygoteEnd({pid_, -1, generation_}, timeout_, why);
+    // How the child ended is asked only where an error will say it.
+    const int status = zygoteEnd({pid_, -1, generation_}, timeout_, why, gone != nullptr);
     pid_ = -1;
     if (gone)
       *gone = why;
@@ -1531,6 +1672,9 @@ public:
              const Box3 &chunk, bool reopen)
       : name_(container + "/" + key), key_(key), temp_(key + kPartialSuffix), shape_(v.shape),
         channels_(v.channels), type_(v.type) {
+    // Before the lock: a reader's open takes the zygote's mutex, then hdf5Lock().
+    probeExisting(reopen && !std::filesystem::exists(container) ? container + kPartialSuffix
+                                                                : container);
     // Every libhdf5 call of this process holds hdf5Lock() (a reader's fork must not find
     // libhdf5 in the middle of one); the handles close under it also when this throws.
     std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
@@ -1541,6 +1685,39 @@ public:
       file_ = Handle();
       throw;
     }
+  }
+
+  /// An existing file that this process has not open is parsed by libhdf5 in this process
+  /// when the writer opens it (a file given as output may be anyone's): a reader's child
+  /// opens it first and walks its objects (the listing request), so that a file on which
+  /// libhdf5 crashes, hangs or fails there is an Error naming it here, before this process
+  /// parses it (libhdf5 then parses more of it, for the datasets it adds: the child covers
+  /// the open and the object headers, where its findings were). A file libhdf5 has open in
+  /// this process already (a second dataset written to it, a file being read) is shared
+  /// with that open by libhdf5, not parsed again, and may be mid-write on disk: not probed.
+  static void probeExisting(const std::string &path) {
+    struct stat file = {};
+    if (::stat(path.c_str(), &file) != 0)
+      return; // a new file
+    {
+      std::lock_guard<std::recursive_mutex> lock(hdf5Lock());
+      quiet();
+      const ssize_t open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+      std::vector<hid_t> ids(open > 0 ? static_cast<size_t>(open) : 0);
+      if (!ids.empty())
+        ids.resize(std::max<ssize_t>(
+            0, H5Fget_obj_ids(H5F_OBJ_ALL, H5F_OBJ_FILE, ids.size(), ids.data())));
+      for (hid_t id : ids) {
+        char name[4096];
+        struct stat other = {};
+        const ssize_t n = H5Fget_name(id, name, sizeof name);
+        if (n > 0 && static_cast<size_t>(n) < sizeof name && ::stat(name, &other) == 0 &&
+            other.st_dev == file.st_dev && other.st_ino == file.st_ino)
+          return;
+      }
+    }
+    Hdf5Process child(path);
+    child.call(kList, nullptr, 0, "listing datasets (before writing to it)", kMaxListBytes);
   }
 
   /// The constructor's work, under its lock.
