@@ -4,13 +4,26 @@
 #
 #   import        for each network below, at a small size: its training step (nnU-Net's recipe:
 #                 Dice + CE with deep supervision, SGD-Nesterov, gradient norm clipped to 12) on
-#                 the CUDA backend against LibTorch on the same GPU in f32 (medcheck --device
-#                 cuda, TF32 off, 2 steps: loss, gradient norm, parameters, momentum buffers;
-#                 relative error norm <= 1e-3 as part `large`, 1e-2 where f32 rounding alone
-#                 exceeds that: see import_main), in bf16-mixed against torch
+#                 the CUDA backend in f32 against LibTorch on the same GPU (medcheck --device
+#                 cuda --against-f64, TF32 off, 2 steps: loss, gradient norm, gradients,
+#                 parameters, momentum buffers), in bf16-mixed against torch
 #                 autocast (medcheck --against-autocast, one step, gradients too,
 #                 part `large`'s rule), and every fused kernel of its compiled step alone
 #                 against the CPU backend (medrun cuda-check --fusions).
+#                 The f32 rows are judged against torch f64 relative to torch f32's own error
+#                 (--against-f64: rel(ours, f64) <= 2 rel(torch f32, f64) or <= 1e-5, the
+#                 autocast rule's vanishing and count rules; docs/training.md), not by a fixed
+#                 tolerance: f32 rounding alone exceeds any fixed one worth having (on an
+#                 H100, 2026-12-06, the ResEncUNet preset's deepest norm-bias gradients are
+#                 6e-2 off f64 in torch f32 itself, ours 8.6e-2: ratio 1.41, a pass), and a
+#                 tolerance loose enough for that lets small defects through. The same run
+#                 failed PlainConvUNet's step 2 (36 of 68 gradients 3e-5 to 2.4e-3 off f64,
+#                 torch f32's 1e-6: ratio 100 to 3700), which passes with MEDRUN_CUDNN=heuristic or
+#                 deterministic, or MEDRUN_CUBLASLT=off: a convolution path chosen by
+#                 measurement in step 1 that loses precision, not rounding. The rows replace the fixed-tolerance ones rather than
+#                 stand beside them: the f64 reference costs one more torch run per step (on
+#                 the GPU, cuDNN's f64 convolutions), and a fixed-tolerance row would only
+#                 fail on rounding where this one passes.
 #                   plainconvunet     nnU-Net's PlainConvUNet, 4 stages 8 -> 32, 32³, batch 2
 #                   plainconvunet_fr  the 3d_fullres plan's network (6 stages, 32 -> 320), 64³, batch 2
 #                   resencunet        ResidualEncoderUNet, 4 stages 8 -> 32, (1, 3, 4, 6) blocks, 32³, batch 2
@@ -33,11 +46,13 @@
 #                 gradient times -lr (1 + momentum), already judged by the `grads` line with
 #                 medcheck's vanishing rule, which its `params` line lacks (small ResEncUNet on
 #                 the CPU: a conv2.norm.bias at 0.37 rel. error, autocast's 0.19).
+#                 The f32 rows set nothing aside (the ratio rule judges those biases' buffers:
+#                 both sides hold rounding noise of equal size).
 #                 Negative control: the small PlainConvUNet's f32 step against a reference
-#                 whose LeakyReLU slope is changed (0.01 -> 0.02 in the artifact's `loss`
+#                 whose LeakyReLU slope is changed (0.01 -> 0.01001 in the artifact's `loss`
 #                 function, which medcheck builds LibTorch's step from; test/medrun/Inputs/
-#                 edit_plan.py; our CUDA kernels keep 0.01) must fail by the rows' rule: a FAIL
-#                 line that names no conv bias before a norm.
+#                 edit_plan.py; our CUDA kernels keep 0.01: within a 1e-2 tolerance on the
+#                 CPU, test/import/against-f64.test) must fail by the f32 rows' rule.
 #   bench-import  medrun bench (20 timed steps) of the full-size networks in bf16-mixed at the
 #                 benchmark's plan: PlainConvUNet 3d_fullres (128³, batch 2) and ResEncUNet-L
 #                 (MED_IMPORT_RESENC_PATCH / _BATCH at prepare time, default 128³, batch 2), then
@@ -56,7 +71,8 @@
 # file, or run it alone: `scripts/gpu/import.sh [import] [bench-import]` (it then builds
 # build-gpu as gpu-check.sh does, if missing). Variables: MED_IMPORT_NETS (the rows of part
 # import, default all), MED_IMPORT_BENCH_NETS (plainconvunet_3d_fullres resencunet_l),
-# MED_IMPORT_BENCH_MODES (eager,compile), MED_MEDRUN, MED_MEDCHECK, OUT.
+# MED_IMPORT_BENCH_MODES (eager,compile), MED_IMPORT_F64_RATIO (the f32 rows' --f64-ratio,
+# default medcheck's 2), MED_MEDRUN, MED_MEDCHECK, OUT.
 # A device call runs 10 minutes at most: MED_IMPORT_DEADLINE (seconds from the start of the
 # call, gpu-check.sh's build included; default 540) bounds every command's timeout, and a
 # command starts only with MED_IMPORT_ROW_MIN (default 60) seconds left, else its row says
@@ -160,11 +176,11 @@ import_prepare() {
     "$medc" compile --recipe "$W/$name.yaml" --target cuda --fusion-checks -o "$D/${name}_fusions.medc"
     echo "$name $key ${patch}^3 batch $batch, $outputs heads" >>"$D/manifest.txt"
   done
-  # The negative control of part import: LeakyReLU's slope changed in the small
+  # The negative control of part import: LeakyReLU's slope changed by 0.1% in the small
   # PlainConvUNet's reference (the `loss` function; train_step and its kernels keep 0.01).
   if [ -f "$D/plainconvunet.medc" ]; then
     /usr/bin/python3 test/medrun/Inputs/edit_plan.py "$D/plainconvunet.medc" "$D/control_leaky_slope.medc" \
-      --func loss --op leaky_relu --set negative_slope=0.02
+      --func loss --op leaky_relu --set negative_slope=0.01001
   fi
   # The benchmarks' steps (bf16-mixed) and their effective recipes for medrun bench.
   if [ "${MED_IMPORT_BENCH:-1}" = 1 ]; then
@@ -186,6 +202,7 @@ import_prepare() {
 }
 
 # import_row NAME LIMIT ARTIFACT ARGS...: one medcheck run; its line in $OUT/import.txt.
+# IMPORT_ASIDE=0 sets no FAIL line aside (the f32 rows, --against-f64).
 import_row() {
   local name=$1 limit=$2 art=$3; shift 3
   local out=${OUT:-/tmp/out} medcheck=${MED_MEDCHECK:-./build-gpu/bin/medcheck}
@@ -211,6 +228,7 @@ import_row() {
   # A norm bias starts at 0: after step 1 it is -lr (1 + momentum) times its gradient, which
   # the step's `grads` line has judged (with medcheck's vanishing rule, which `params` lacks).
   grep -qE "^step 1  grads .* ok$" "$log" && bias="$bias|^step 1  params .*\.norm[0-9]?\.bias"
+  [ "${IMPORT_ASIDE:-1}" = 0 ] && bias='^$'
   other=$(grep -E "FAIL" "$log" | grep -vcE "$bias")
   aside=$(grep -E "FAIL" "$log" | grep -cE "$bias")
   line=$(grep -E "steps checked" "$log" | tail -1)
@@ -238,17 +256,11 @@ import_main() {
   export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
   local n
   for n in ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL}; do
-    # No --train-grad in f32: these networks' gradients (InstanceNorm/GroupNorm over few voxels
-    # at these sizes) differ from LibTorch's by rounding beyond 1e-3 even on the CPU (small
-    # ResEncUNet 5.9e-3, SegResNet 2.9e-3 at 32³; in f64 ours equals LibTorch's to 7e-15),
-    # as test/import/*.test check: loss, gradient norm, parameters, momentum buffers. The
-    # same rounding reaches the parameters that start at 0 (norm biases: after a step, the
-    # gradient times the learning rate): 1e-2 for those networks and the full-size ones
-    # (deeper), 1e-3 where the CPU stayed within it (a wrong op is off by far more: the
-    # control's slope moves the gradient norm by 1e-2 and parameters by 0.2 to 0.5).
-    local tol=1e-2
-    case $n in plainconvunet | mednext_s) tol=1e-3 ;; esac
-    import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --tolerance "$tol" --lr 0.01
+    # f32 against torch f64, relative to torch f32's own error (--against-f64; the header says
+    # why), gradients too: these networks' gradients (InstanceNorm/GroupNorm over few voxels at
+    # these sizes) carry f32 rounding beyond 1e-3, which no fixed tolerance could judge.
+    IMPORT_ASIDE=0 import_row "$n.train" 600 "$D/$n.medc" --device cuda --train-steps 2 --against-f64 \
+      ${MED_IMPORT_F64_RATIO:+--f64-ratio $MED_IMPORT_F64_RATIO} --train-grad --lr 0.01
     import_row "$n.autocast" 600 "$D/${n}_bf16.medc" --device cuda --torch-device cuda --precision bf16 \
       --against-autocast --train-steps 1 --train-grad --lr 0.01
     # Each fused kernel alone against the CPU backend (random inputs).
@@ -271,7 +283,8 @@ import_main() {
       import_rc=1
     fi
   done
-  # Negative control: the step with a wrong LeakyReLU slope must fail its loss on the GPU too.
+  # Negative control: the step against a reference with LeakyReLU's slope 0.1% off must fail
+  # the f32 rows' rule on the GPU too.
   if [ -f "$D/control_leaky_slope.medc" ] && [[ " ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL} " == *" plainconvunet "* ]]; then
     local log="$out/import-control.log" limit
     limit=$(import_limit 300) || limit=1 # too late: the control fails rather than pass unrun
@@ -282,15 +295,15 @@ import_main() {
     # it turns those checks off, as only tests do (docs/reliability.md).
     MEDRUN_TEST_UNCHECKED_LAUNCHES=1 \
     timeout "$limit" "${MED_MEDCHECK:-./build-gpu/bin/medcheck}" "$D/control_leaky_slope.medc" --device cuda \
-      --train-steps 1 --lr 0.01 --tolerance 1e-3 >"$log" 2>&1
+      --train-steps 1 --lr 0.01 --against-f64 ${MED_IMPORT_F64_RATIO:+--f64-ratio $MED_IMPORT_F64_RATIO} >"$log" 2>&1
     local rc=$?
     tail -3 "$log"
     local first
-    first=$(grep -E "FAIL" "$log" | grep -vE '(momentum_buffer|params) .*\.conv1?\.bias' | head -1 | sed -e 's/  */ /g' | cut -c1-200)
+    first=$(grep -E "FAIL" "$log" | head -1 | sed -e 's/  */ /g' | cut -c1-200)
     if [ $rc -eq 1 ] && [ -n "$first" ]; then
       printf '%-28s %-7s %s\n' control.leaky_slope ok "fails as it must: $first" >>"$out/import.txt"
     else
-      printf '%-28s %-7s %s\n' control.leaky_slope FAILED "exit $rc, no FAIL line beyond the conv biases before a norm" >>"$out/import.txt"
+      printf '%-28s %-7s %s\n' control.leaky_slope FAILED "exit $rc, no FAIL line" >>"$out/import.txt"
       import_rc=1
     fi
   fi
@@ -389,7 +402,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   [[ " $parts " == *" bench-import "* ]] && { import_bench || status=1; }
   [ -s "$OUT/bench-import.txt" ] && cat "$OUT/bench-import.txt"
   if [ -s "$OUT/import.txt" ]; then
-    echo "Imported networks on the GPU (f32: CUDA vs LibTorch, rel. error norm <= 1e-3; autocast: bf16-mixed vs torch autocast; fusions: each fused kernel vs the CPU backend; control: must fail):"
+    echo "Imported networks on the GPU (f32: CUDA vs LibTorch f64, rel. error <= R x LibTorch f32's or <= 1e-5; autocast: bf16-mixed vs torch autocast; fusions: each fused kernel vs the CPU backend; control: must fail):"
     cat "$OUT/import.txt"
   fi
   [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"

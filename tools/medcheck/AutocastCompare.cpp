@@ -1,9 +1,12 @@
 //===- AutocastCompare.cpp - a training step's values against torch's -------------===//
 //
-// --train-steps compares each step's scalars and each kind of tensor with torch f32: within
-// the tolerance, or with --against-autocast within --autocast-ratio times torch autocast's
-// own error, with the rules for errors that sit in few elements (counted as events, or
-// spread over autocast's shares) and at the autocast type's rounding level (see --help).
+// --train-steps compares each step's scalars and each kind of tensor with torch's reference:
+// within the tolerance, or by the ratio rule within R times the error of a lower-precision
+// torch run against the same reference, with the rules for errors that sit in few elements
+// (counted as events, or spread over the low run's shares) and at the low type's rounding
+// level (see --help). --against-autocast: reference torch f32, low run torch autocast,
+// R --autocast-ratio; --against-f64: reference torch f64, low run torch f32, R --f64-ratio.
+// The messages call the low run `autocast` or `f32` (StepRules::lowName).
 //
 //===----------------------------------------------------------------------------------===//
 #include "Check.h"
@@ -15,10 +18,12 @@
 
 namespace medcheck {
 
-// Errors that small are f32 rounding (our f32 steps match torch to ~1e-6), where bf16 played
-// no part on either side and a ratio of two roundings says nothing.
-bool withinAutocast(double rel, double autocastRel, double ratio) {
-  return rel <= ratio * autocastRel || rel <= kAutocastFloor;
+// Errors that small are f32 rounding: against autocast (our f32 steps match torch f32 to
+// ~1e-6) bf16 played no part on either side; against f64, ours' reductions sum in f32 in
+// other orders than torch's (its CPU sums are cascaded: its f32 loss is often within one
+// rounding of f64's, ours 1e-7 to 2e-6 off). A ratio of two roundings says nothing.
+bool withinRatio(double rel, double lowRel, double ratio) {
+  return rel <= ratio * lowRel || rel <= kF32Level;
 }
 
 // A gradient stored in the autocast type carries a relative error of up to this much per
@@ -33,22 +38,22 @@ double unitRoundoff(medrun::Precision p) {
 namespace {
 
 /// The same for errors made of few discrete events (sign flips; elements moved by up to
-/// the AdamW noise bound; a scalar), `rel` and `autocastRel` in units of one event: the
-/// counts k = rel^2 are compared as two Poisson counts. Ours fails only where k_ours exceeds
-/// R^2 k_autocast by more than three standard deviations of that difference at the limit
-/// (rates in the ratio R^2, estimated from both counts): the ratio rule for large counts,
-/// and for a handful no more than chance gives two runs of equal quality.
-bool withinAutocastCount(double rel, double autocastRel, double ratio) {
-  const double k = rel * rel, kAc = autocastRel * autocastRel, r2 = ratio * ratio;
+/// the AdamW noise bound; a scalar), `rel` and `lowRel` (the low run's) in units of one
+/// event: the counts k = rel^2 are compared as two Poisson counts. Ours fails only where
+/// k_ours exceeds R^2 k_low by more than three standard deviations of that difference at the
+/// limit (rates in the ratio R^2, estimated from both counts): the ratio rule for large
+/// counts, and for a handful no more than chance gives two runs of equal quality.
+bool withinCount(double rel, double lowRel, double ratio) {
+  const double k = rel * rel, kAc = lowRel * lowRel, r2 = ratio * ratio;
   return k <= r2 * kAc || k - r2 * kAc <= 3 * ratio * std::sqrt(k + kAc);
 }
-double ratioOf(double rel, double autocastRel) {
-  if (std::isnan(rel) || std::isnan(autocastRel))
+double ratioOf(double rel, double lowRel) {
+  if (std::isnan(rel) || std::isnan(lowRel))
     return INFINITY;
-  return autocastRel > 0 ? rel / autocastRel : rel > 0 ? INFINITY : 0;
+  return lowRel > 0 ? rel / lowRel : rel > 0 ? INFINITY : 0;
 }
-std::string ratioStr(double rel, double autocastRel) {
-  double r = ratioOf(rel, autocastRel);
+std::string ratioStr(double rel, double lowRel) {
+  double r = ratioOf(rel, lowRel);
   if (!std::isfinite(r))
     return "inf";
   char buf[32];
@@ -58,7 +63,7 @@ std::string ratioStr(double rel, double autocastRel) {
 
 /// The verdicts on one kind of tensors, and how many passed by each special rule.
 struct KindVerdicts {
-  std::vector<Comparison> cs, acCs; ///< against torch f32; autocast's against torch f32
+  std::vector<Comparison> cs, acCs; ///< against the reference; the low run's against it
   std::vector<bool> ok;
   std::vector<std::string> notes;
   size_t noisy = 0, floored = 0, rounded = 0, counted = 0, spread = 0, amplified = 0;
@@ -72,42 +77,43 @@ struct KindSummary {
   std::string firstFailed;
 };
 
-/// With autocast: ours' error against autocast's by the ratio, as a count of elements moved
-/// by `elementBound`, as a count of autocast's per-element shares (`bySpreadToo`), or at the
-/// type's rounding level (`roundingLevel`). Sets v.ok[i] and v.notes[i].
-void autocastVerdict(const StepRules &r, KindVerdicts &v, size_t i, const torch::Tensor &theirs,
+/// By the ratio rule: ours' error against the low run's by the ratio, as a count of elements
+/// moved by `elementBound`, as a count of the low run's per-element shares (`bySpreadToo`),
+/// or at the low type's rounding level (`roundingLevel`). Sets v.ok[i] and v.notes[i].
+void ratioVerdict(const StepRules &r, KindVerdicts &v, size_t i, const torch::Tensor &theirs,
                      const torch::Tensor &ac, double elementBound, bool bySpreadToo,
                      double roundingLevel) {
   const Comparison &c = v.cs[i], &a = v.acCs[i];
   const double unit = c.refNorm > 0 ? 2 * elementBound / c.refNorm : 0;
-  const bool byRatio = withinAutocast(c.rel, a.rel, r.autocastRatio);
+  const bool byRatio = withinRatio(c.rel, a.rel, r.ratio);
   const bool byCount =
-      unit > 0 && withinAutocastCount(c.rel / unit, a.rel / unit, r.autocastRatio);
-  // Autocast's error in units of its share per element it is spread over (only where the
-  // ratio rule fails: the spread takes a pass over the tensor).
+      unit > 0 && withinCount(c.rel / unit, a.rel / unit, r.ratio);
+  // The low run's error in units of its share per element it is spread over (only where
+  // the ratio rule fails: the spread takes a pass over the tensor).
   const double n = bySpreadToo && !byRatio ? spreadOf(ac, theirs) : 0;
   const double share = n > 0 ? a.rel / std::sqrt(n) : 0;
   const bool bySpread =
-      share > 0 && withinAutocastCount(c.rel / share, a.rel / share, r.autocastRatio);
+      share > 0 && withinCount(c.rel / share, a.rel / share, r.ratio);
   const bool byRounding = c.rel <= roundingLevel;
   v.ok[i] = c.problem.empty() && a.problem.empty() &&
             (byRatio || byCount || bySpread || byRounding);
   if (v.ok[i] && !byRatio && !byCount && !bySpread) {
     ++v.rounded;
-    v.notes[i] = str("rounding level: rel <= ", sci(roundingLevel), ", autocast ", sci(a.rel));
+    v.notes[i] = str("rounding level: rel <= ", sci(roundingLevel), ", ", r.lowName, " ",
+                     sci(a.rel));
   } else if (v.ok[i] && !byRatio && !byCount) {
     ++v.spread;
-    v.notes[i] = str("spread: autocast's error over ", sci(n), " elements, ratio ",
+    v.notes[i] = str("spread: ", r.lowName, "'s error over ", sci(n), " elements, ratio ",
                      ratioStr(c.rel, a.rel));
   } else if (v.ok[i] && !byRatio) {
     ++v.counted;
-    v.notes[i] = str("counted: ", sci(std::pow(c.rel / unit, 2)), " elements' worth, autocast ",
-                     sci(std::pow(a.rel / unit, 2)));
-  } else if (v.ok[i] && !(c.rel <= r.autocastRatio * a.rel)) {
+    v.notes[i] = str("counted: ", sci(std::pow(c.rel / unit, 2)), " elements' worth, ",
+                     r.lowName, " ", sci(std::pow(a.rel / unit, 2)));
+  } else if (v.ok[i] && !(c.rel <= r.ratio * a.rel)) {
     ++v.floored;
-    v.notes[i] = str("f32 level: rel <= ", sci(kAutocastFloor));
+    v.notes[i] = str("f32 level: rel <= ", sci(kF32Level));
   } else {
-    v.notes[i] = str("autocast rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel));
+    v.notes[i] = str(r.lowName, " rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel));
   }
 }
 
@@ -121,17 +127,16 @@ KindVerdicts judgeKind(const StepRules &r, const std::string &kind,
   KindVerdicts v;
   for (size_t i = 0; i < names.size(); ++i) {
     v.cs.push_back(compare(ours[i], theirs[i]));
-    if (r.autocast)
+    if (r.byRatio)
       v.acCs.push_back(compareTorch(acs[i], theirs[i]));
   }
   v.notes.assign(names.size(), "");
   v.ok = judge(v.cs, std::vector<bool>(names.size(), gradients), r.tolerance, v.notes);
-  // Gradients and moments: one rounding to the autocast type (unitRoundoff).
+  // Gradients and moments: one rounding to the low run's type (unitRoundoff).
   const double roundingLevel =
-      r.autocast && gradients ? unitRoundoff(r.autocastType) * (kind == "exp_avg_sq" ? 2 : 1)
-                              : 0;
-  double vanishing = 0; // with autocast: the vanishing rule's limit, as judge's
-  if (r.autocast && gradients)
+      r.byRatio && gradients ? r.roundoff * (kind == "exp_avg_sq" ? 2 : 1) : 0;
+  double vanishing = 0; // by the ratio rule: the vanishing rule's limit, as judge's
+  if (r.byRatio && gradients)
     for (const Comparison &c : v.cs)
       if (std::isfinite(c.refNorm))
         vanishing = std::max(vanishing, kVanishing * r.tolerance * c.refNorm);
@@ -152,12 +157,21 @@ KindVerdicts judgeKind(const StepRules &r, const std::string &kind,
         v.notes[i] = str("amplified: rel ", sci(excess), " after AdamW's amplification of "
                          "gradient noise");
       }
-    } else if (r.autocast && gradients && c.problem.empty() && c.refNorm <= vanishing &&
+    } else if (r.byRatio && gradients && c.problem.empty() && c.refNorm <= vanishing &&
                c.oursNorm <= vanishing) {
       v.ok[i] = true;
       v.notes[i] = str("vanishing: both norms below ", sci(vanishing));
-    } else if (r.autocast) {
-      autocastVerdict(r, v, i, theirs[i], acs[i], elementBound, bySpreadToo, roundingLevel);
+    } else if (r.byRatio && gradients && c.problem.empty() && r.noiseDriven &&
+               r.noiseDriven->count(names[i]) &&
+               (c.refNorm > 0 ? c.rel * c.refNorm : c.rel) <= 2 * vanishing) {
+      // A moment of a parameter whose gradient vanished holds that gradient's rounding noise
+      // beside what does not vanish (SGD's weight decay term): both sides' noise below the
+      // vanishing limit differs by at most twice that.
+      ++v.noisy;
+      v.ok[i] = true;
+      v.notes[i] = str("noise-driven: |ours - reference| <= 2 * ", sci(vanishing));
+    } else if (r.byRatio) {
+      ratioVerdict(r, v, i, theirs[i], acs[i], elementBound, bySpreadToo, roundingLevel);
     }
   }
   return v;
@@ -171,7 +185,7 @@ KindSummary summarize(const StepRules &r, const std::vector<std::string> &names,
     ++k.tensors;
     const std::string &note = v.notes[i];
     bool special = note.rfind("vanishing", 0) == 0 || note.rfind("rounding", 0) == 0 ||
-                   note.rfind("noise", 0) == 0 || note.rfind("f32", 0) == 0 ||
+                   note.rfind("noise", 0) == 0 || note.rfind("f32 level", 0) == 0 ||
                    note.rfind("counted", 0) == 0 || note.rfind("spread", 0) == 0 ||
                    note.rfind("amplified", 0) == 0;
     if (note.rfind("vanishing", 0) == 0)
@@ -181,9 +195,9 @@ KindSummary summarize(const StepRules &r, const std::vector<std::string> &names,
       if (k.firstFailed.empty())
         k.firstFailed = names[i];
     }
-    // The worst: the largest relative error, or with autocast the largest ratio.
+    // The worst: the largest relative error, or by the ratio rule the largest ratio.
     double worst = std::isnan(v.cs[i].rel) ? INFINITY : v.cs[i].rel;
-    if (r.autocast)
+    if (r.byRatio)
       worst = ratioOf(v.cs[i].rel, v.acCs[i].rel);
     if (!special && (k.worstName.empty() || worst > k.worst)) {
       k.worst = worst;
@@ -195,6 +209,23 @@ KindSummary summarize(const StepRules &r, const std::vector<std::string> &names,
 
 } // namespace
 
+std::vector<bool> judgeByRatio(const std::vector<Comparison> &cs,
+                               const std::vector<Comparison> &lowCs,
+                               const std::vector<bool> &isGrad, double tolerance, double ratio,
+                               std::vector<std::string> &notes) {
+  std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Comparison &c = cs[i], &a = lowCs[i];
+    if (notes[i].rfind("vanishing", 0) == 0) // passed by the vanishing rule
+      continue;
+    const bool byRatio = c.rel <= ratio * a.rel;
+    ok[i] = c.problem.empty() && a.problem.empty() && withinRatio(c.rel, a.rel, ratio);
+    notes[i] = ok[i] && !byRatio ? str("f32 level: rel <= ", sci(kF32Level), ", f32 ", sci(a.rel))
+                                 : str("f32 rel ", sci(a.rel), ", ratio ", ratioStr(c.rel, a.rel));
+  }
+  return ok;
+}
+
 void StepJudge::scalar(const char *what, double ours, double theirs, double acValue) {
   auto relOf = [](double x, double ref) {
     return ref != 0 ? std::abs(x - ref) / std::abs(ref) : std::abs(x - ref);
@@ -204,25 +235,25 @@ void StepJudge::scalar(const char *what, double ours, double theirs, double acVa
   // that met the infinities: any non-finite pair matches.
   bool ok = std::isfinite(ours) ? rel <= r_.tolerance : !std::isfinite(theirs);
   double acRel = relOf(acValue, theirs);
-  if (r_.autocast && !std::isfinite(ours)) // overflowed as autocast's fp16 run did
+  if (r_.byRatio && !std::isfinite(ours)) // overflowed as autocast's fp16 run did
     ok = !std::isfinite(theirs) || !std::isfinite(acValue);
-  if (r_.autocast && std::isfinite(ours))
+  if (r_.byRatio && std::isfinite(ours))
     // A scalar is one element: two runs of equal quality differ by 1.5x in a third of the
     // cases, so it is compared as a count of one as well.
-    ok = withinAutocast(rel, acRel, r_.autocastRatio) ||
-         (acRel > 0 && withinAutocastCount(rel / acRel, 1, r_.autocastRatio));
+    ok = withinRatio(rel, acRel, r_.ratio) ||
+         (acRel > 0 && withinCount(rel / acRel, 1, r_.ratio));
   failed_ |= !ok;
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", ours);
   std::cout << "step " << step_ << "  " << what << "  " << buf;
   if (std::isfinite(ours) && std::isfinite(theirs)) {
     std::cout << "  rel " << sci(rel);
-    if (r_.autocast)
-      std::cout << "  autocast " << sci(acRel) << "  ratio " << ratioStr(rel, acRel);
+    if (r_.byRatio)
+      std::cout << "  " << r_.lowName << " " << sci(acRel) << "  ratio " << ratioStr(rel, acRel);
   } else {
     std::cout << "  torch " << theirs;
-    if (r_.autocast)
-      std::cout << "  autocast " << acValue;
+    if (r_.byRatio)
+      std::cout << "  " << r_.lowName << " " << acValue;
   }
   std::cout << "  " << (ok ? "ok" : "FAIL") << "\n";
 }
@@ -250,12 +281,12 @@ void StepJudge::signs(const std::vector<std::string> &names,
     totalOurs += nOurs;
     totalAc += nAc;
     elements += ref.numel();
-    if (!withinAutocastCount(std::sqrt(double(nOurs)), std::sqrt(double(nAc)),
-                             r_.autocastRatio))
-      failed.push_back(str(names[i], ": ", nOurs, " against autocast's ", nAc));
+    if (!withinCount(std::sqrt(double(nOurs)), std::sqrt(double(nAc)), r_.ratio))
+      failed.push_back(str(names[i], ": ", nOurs, " against ", r_.lowName, "'s ", nAc));
   }
   failed_ |= !failed.empty();
-  std::cout << "step " << step_ << "  sign flips  ours " << totalOurs << ", autocast " << totalAc
+  std::cout << "step " << step_ << "  sign flips  ours " << totalOurs << ", " << r_.lowName << " "
+            << totalAc
             << " of " << elements << " gradient elements";
   if (!failed.empty())
     std::cout << "  " << failed.size() << " FAIL, first " << failed.front();
@@ -272,7 +303,7 @@ void StepJudge::kind(const std::string &kind, const std::vector<std::string> &na
   const KindSummary k = summarize(r_, names, v);
   failed_ |= k.failed > 0;
   std::cout << "step " << step_ << "  " << kind << "  " << k.tensors << " tensors  ";
-  if (!r_.autocast) {
+  if (!r_.byRatio) {
     std::cout << "max rel " << sci(k.worst) << " (" << k.worstName << ")";
   } else if (k.worstName.empty()) {
     std::cout << "max ratio -";
@@ -280,7 +311,8 @@ void StepJudge::kind(const std::string &kind, const std::vector<std::string> &na
     size_t w = static_cast<size_t>(std::find(names.begin(), names.end(), k.worstName) -
                                    names.begin());
     std::cout << "max ratio " << ratioStr(v.cs[w].rel, v.acCs[w].rel) << " (" << k.worstName
-              << ": rel " << sci(v.cs[w].rel) << ", autocast " << sci(v.acCs[w].rel) << ")";
+              << ": rel " << sci(v.cs[w].rel) << ", " << r_.lowName << " "
+              << sci(v.acCs[w].rel) << ")";
   }
   if (k.vanishing)
     std::cout << "  " << k.vanishing << " vanishing";
@@ -291,11 +323,11 @@ void StepJudge::kind(const std::string &kind, const std::vector<std::string> &na
   if (v.floored)
     std::cout << "  " << v.floored << " at f32 level";
   if (v.rounded)
-    std::cout << "  " << v.rounded << " at " << r_.autocastName << " rounding level";
+    std::cout << "  " << v.rounded << " at " << r_.lowTypeName << " rounding level";
   if (v.counted)
     std::cout << "  " << v.counted << " within the count of noise-moved elements";
   if (v.spread)
-    std::cout << "  " << v.spread << " within the spread of autocast's error";
+    std::cout << "  " << v.spread << " within the spread of " << r_.lowName << "'s error";
   if (k.failed)
     std::cout << "  " << k.failed << " FAIL, first " << k.firstFailed;
   std::cout << "  " << (k.failed ? "FAIL" : "ok") << "\n";

@@ -8,8 +8,8 @@
 //   ForwardCheck.cpp     the outputs of each function; --fusions
 //   GradCheck.cpp        --grad (torch autograd) and --fd (finite differences)
 //   TrainCheck.cpp       --train-steps: train_step against torch.optim, step by step
-//   AutocastCompare.cpp  --train-steps' comparison of each kind of tensor, and the rules
-//                        of --against-autocast
+//   AutocastCompare.cpp  --train-steps' comparison of each kind of tensor, and the ratio
+//                        rule of --against-autocast and --against-f64
 // TorchReference.cpp is the LibTorch side: the mapping of each op.
 //
 //===----------------------------------------------------------------------------------===//
@@ -76,6 +76,9 @@ struct Options {
   double autocastRatio = 1.5;
   bool hasAutocastRatio = false;
   std::optional<medrun::Precision> autocastType; ///< --autocast-type (default: --precision)
+  bool againstF64 = false; ///< --against-f64: torch f64 the reference, torch f32 the low run
+  double f64Ratio = 2;     ///< --f64-ratio
+  bool hasF64Ratio = false;
   bool hasTrainOnly = false; ///< an option that needs --train-steps
   std::string device = "cpu"; ///< our backend: cpu or cuda
   std::string torchDevice;    ///< where LibTorch computes: cpu or cuda (empty: as device)
@@ -231,20 +234,25 @@ int checkTrain(const Options &o, const Sides &sides, double tolerance,
 
 //===- --train-steps' comparison (AutocastCompare.cpp) ----------------------------===//
 
-/// How far ours may be from torch f32 in one training step: within the tolerance, or with
-/// --against-autocast within --autocast-ratio times torch autocast's own error (and the
-/// rules for errors of few elements, see --help).
+/// How far ours may be from torch's reference in one training step: within the tolerance,
+/// or by the ratio rule: within `ratio` times the error of a second, lower-precision torch
+/// run against the same reference (and the rules for errors of few elements, see --help).
+/// --against-autocast: the reference is torch f32, the low run torch autocast to bf16/f16;
+/// --against-f64: the reference is torch f64, the low run torch f32.
 struct StepRules {
   double tolerance = 0;
-  bool autocast = false;      ///< --against-autocast
-  medrun::Precision autocastType = medrun::Precision::BF16;
-  std::string autocastName;   ///< "bf16" or "f16"
-  double autocastRatio = 1.5;
+  bool byRatio = false;       ///< --against-autocast or --against-f64
+  std::string lowName;        ///< how the lines name the low run: "autocast" or "f32"
+  std::string lowTypeName;    ///< the type the low run rounds to: "bf16", "f16" or "f32"
+  double ratio = 1.5;         ///< --autocast-ratio or --f64-ratio
+  /// Gradients and moments: one rounding to the low run's type (unitRoundoff; 0 for none).
+  double roundoff = 0;
   /// AdamW's bound on how far gradient noise moves a parameter (noise-driven parameters:
   /// those whose torch gradient vanished in some step, see --help).
   double noiseBound = 0;
   const std::set<std::string> *noiseDriven = nullptr;
-  /// Without autocast: AdamW's amplification of gradient differences within the tolerance.
+  /// Without the ratio rule: AdamW's amplification of gradient differences within the
+  /// tolerance.
   const medrun::AdamDriftBound *drift = nullptr;
 };
 
@@ -254,21 +262,22 @@ class StepJudge {
 public:
   StepJudge(const StepRules &rules, int64_t step) : r_(rules), step_(step) {}
 
-  /// A scalar (loss, grad_norm) within the tolerance, or with autocast judged against
-  /// `acValue`, autocast's.
+  /// A scalar (loss, grad_norm) within the tolerance, or by the ratio rule judged against
+  /// `acValue`, the low run's.
   void scalar(const char *what, double ours, double theirs, double acValue = NAN);
   /// A value that must be equal (found_inf, the loss scale and its tracker).
   void exact(const char *what, double ours, double theirs);
-  /// With autocast: the gradient elements whose sign differs from torch f32's, counted per
-  /// tensor against autocast's.
+  /// By the ratio rule: the gradient elements whose sign differs from the reference's,
+  /// counted per tensor against the low run's.
   void signs(const std::vector<std::string> &names, const std::vector<medrun::Tensor> &ours,
              const std::vector<torch::Tensor> &theirs, const std::vector<torch::Tensor> &acs);
   /// One kind of tensors. `gradients`: the vanishing rule applies (gradients, optimizer
   /// moments); else values (parameters, EMA), where a noise-driven parameter passes within
-  /// the AdamW noise bound. `acs`: autocast's tensors (--against-autocast). `elementBound`
-  /// (values, with autocast): how far the noise bound lets one element of this kind move;
-  /// errors of a few such elements are compared as counts. `bySpreadToo`: an error carried
-  /// by few elements (spreadOf) is compared as a count of autocast's per-element shares.
+  /// the AdamW noise bound. `acs`: the low run's tensors (the ratio rule). `elementBound`
+  /// (values, by the ratio rule): how far the noise bound lets one element of this kind
+  /// move; errors of a few such elements are compared as counts. `bySpreadToo`: an error
+  /// carried by few elements (spreadOf) is compared as a count of the low run's per-element
+  /// shares.
   void kind(const std::string &kind, const std::vector<std::string> &names,
             const std::vector<medrun::Tensor> &ours, const std::vector<torch::Tensor> &theirs,
             const std::vector<torch::Tensor> &acs, bool gradients, double elementBound = 0,
@@ -283,12 +292,22 @@ private:
   bool failed_ = false;
 };
 
-/// Ours passes against autocast where its relative error is within `ratio` times autocast's,
-/// or at most kAutocastFloor (f32 rounding, where bf16 played no part).
-constexpr double kAutocastFloor = 1e-5;
-bool withinAutocast(double rel, double autocastRel, double ratio);
+/// Ours passes by the ratio rule where its relative error is within `ratio` times the low
+/// run's, or at most kF32Level: f32 rounding of either side's order of operations, where a
+/// ratio of two roundings says nothing (against autocast: where bf16 played no part; against
+/// f64: ours' reductions sum in f32 in other orders than torch's, see --help).
+constexpr double kF32Level = 1e-5;
+bool withinRatio(double rel, double lowRel, double ratio);
 /// The unit roundoff of the autocast type (2^-8 bf16, 2^-11 f16).
 double unitRoundoff(medrun::Precision p);
+
+/// --against-f64 for one function's outputs (the forward check): each output's error against
+/// torch f64 (`cs`) by the ratio rule against torch f32's (`lowCs`), gradients passing first
+/// by the vanishing rule of `judge`. Sets the notes of each.
+std::vector<bool> judgeByRatio(const std::vector<Comparison> &cs,
+                               const std::vector<Comparison> &lowCs,
+                               const std::vector<bool> &isGrad, double tolerance, double ratio,
+                               std::vector<std::string> &notes);
 
 } // namespace medcheck
 

@@ -33,12 +33,24 @@ Counts checkForward(const Options &o, const Sides &sides,
     sides.beforeTorch();
     // State a forward pass sets (BatchNorm's running statistics) is compared as an output
     // (state.<name>); a training step's updates only by --train-steps, against torch::optim.
-    std::map<std::string, torch::Tensor> assigned;
+    // --against-f64: the reference in f64, then the low run in f32 (floatType).
+    std::map<std::string, torch::Tensor> assigned, assignedLow;
     std::vector<torch::Tensor> ref =
-        medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType,
+        medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams,
+                           o.againstF64 ? torch::kDouble : floatType,
                            fn->name == "train_step" ? nullptr : &assigned);
-    sides.afterTorch(fn->name);
+    sides.afterTorch(o.againstF64 ? fn->name + " in f64" : fn->name);
     double t2 = now();
+    std::vector<torch::Tensor> low;
+    if (o.againstF64) {
+      sides.beforeTorch();
+      low = medcheck::runTorch(sides.artifact, *fn, torchInputs, torchParams, floatType,
+                               fn->name == "train_step" ? nullptr : &assignedLow);
+      sides.afterTorch(fn->name);
+      for (const auto &[name, x] : assignedLow)
+        low.push_back(x);
+    }
+    double t3 = now();
 
     if (ours.size() != ref.size())
       throw Error(str(fn->name, ": medrun returned ", ours.size(), " outputs, torch ",
@@ -54,22 +66,28 @@ Counts checkForward(const Options &o, const Sides &sides,
       ref.push_back(x);
       names.push_back("state." + name);
     }
-    std::vector<Comparison> cs;
+    std::vector<Comparison> cs, lowCs;
     std::vector<bool> isGrad;
     for (size_t i = 0; i < ours.size(); ++i) {
       cs.push_back(compare(ours[i], ref[i]));
+      if (o.againstF64)
+        lowCs.push_back(compareTorch(low.at(i), ref[i]));
       isGrad.push_back(names[i].rfind("grad.", 0) == 0);
     }
     std::vector<std::string> notes(ours.size());
-    std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
+    std::vector<bool> ok =
+        o.againstF64 ? judgeByRatio(cs, lowCs, isGrad, tolerance, o.f64Ratio, notes)
+                     : judge(cs, isGrad, tolerance, notes);
     for (size_t i = 0; i < ours.size(); ++i) {
       ++n.checked;
       n.failed += ok[i] ? 0 : 1;
       printLine(fn->name, names[i], ours[i].shape(), cs[i], ok[i], notes[i]);
     }
     std::cout << fn->name << "  time  ours " << seconds(t1 - t0) << " (" << sides.oursWhere()
-              << ")  torch " << seconds(t2 - t1) << " (" << sides.torchWhere() << ")\n"
-              << std::flush;
+              << ")  torch " << seconds(t2 - t1);
+    if (o.againstF64)
+      std::cout << " (f64), " << seconds(t3 - t2) << " (f32)";
+    std::cout << " (" << sides.torchWhere() << ")\n" << std::flush;
   }
   return n;
 }

@@ -148,9 +148,11 @@ std::string medrunPrecisionName(medrun::Precision p) {
 }
 
 /// Torch's side of the training steps: the parameters as leaves, the optimizer, the EMA and
-/// GradScaler's state. The f32 reference and the autocast run (--against-autocast) each
-/// keep their own.
+/// GradScaler's state. The reference and the low run (--against-autocast: the f32 reference
+/// and the autocast run; --against-f64: the f64 reference and the f32 run) each keep their
+/// own.
 struct TorchTrainer {
+  torch::ScalarType type = torch::kFloat;    ///< leaves, state and arithmetic (f32 or f64)
   std::optional<torch::ScalarType> autocast; ///< forward passes under torch autocast to it
   bool scaling = false; ///< a GradScaler: fp16-mixed, or autocast to f16 (torch's recipe)
   std::map<std::string, torch::Tensor> leaf, ema;
@@ -303,9 +305,12 @@ private:
     return s;
   }
   double rounded(double v) const { return f64_ ? v : static_cast<double>(static_cast<float>(v)); }
+  /// How the lines name the low run of the ratio rule.
+  std::string lowName() const { return o_.againstF64 ? "f32" : "autocast"; }
 
   void initState();
-  std::unique_ptr<TorchTrainer> makeTrainer(std::optional<torch::ScalarType> autocast,
+  std::unique_ptr<TorchTrainer> makeTrainer(torch::ScalarType type,
+                                            std::optional<torch::ScalarType> autocast,
                                             bool scales);
   void makeTrainers();
   void drawBatch();
@@ -340,7 +345,9 @@ private:
   medrun::TensorMap state_;
   std::map<std::string, torch::Tensor> torchValues_; ///< parameters the loss reads, not trained
   std::vector<std::string> trained_;                  ///< trainable parameters the loss reads
-  std::unique_ptr<TorchTrainer> reference_, autocast_;
+  /// torch's reference, and the low run of the ratio rule (--against-autocast: torch
+  /// autocast; --against-f64: torch f32, the reference then in f64).
+  std::unique_ptr<TorchTrainer> reference_, low_;
   std::string autocastName_; ///< "bf16" or "f16"
   std::vector<medrun::Tensor> batch_;
   std::vector<torch::Tensor> torchBatch_;
@@ -355,7 +362,7 @@ private:
   int64_t expectTracker_ = 0, appliedOurs_ = 0;
 
   size_t failedSteps_ = 0;
-  double oursTime_ = 0, torchTime_ = 0, autocastTime_ = 0;
+  double oursTime_ = 0, torchTime_ = 0, lowTime_ = 0;
   bool typesPrinted_ = false; ///< --autocast-types: printed once, for the first step
   // Parameters whose torch gradient vanished (zero mathematically, rounding noise on both
   // sides) in some step so far, and the bound on how far AdamW can move them on noise.
@@ -363,7 +370,7 @@ private:
   double noiseBound_ = 0;
   // The same bound for the EMA of such a parameter: e_s = d e_{s-1} + (1-d) p_s.
   double emaNoiseBound_ = 0;
-  // Without autocast, AdamW's amplification of gradient differences within the tolerance,
+  // Without the ratio rule, AdamW's amplification of gradient differences within the tolerance,
   // per element (medrun/AdamDrift.h), from torch's second moments before and after each step.
   std::optional<medrun::AdamDriftBound> drift_;
   std::map<std::string, medrun::Tensor> secondMoments_; ///< torch's, after the last step
@@ -386,15 +393,17 @@ void TrainCheck::initState() {
 }
 
 // A torch trainer from the initial values: its leaves, the optimizer and the EMA.
-std::unique_ptr<TorchTrainer> TrainCheck::makeTrainer(std::optional<torch::ScalarType> autocast,
+std::unique_ptr<TorchTrainer> TrainCheck::makeTrainer(torch::ScalarType type,
+                                                      std::optional<torch::ScalarType> autocast,
                                                       bool scales) {
   auto tr = std::make_unique<TorchTrainer>();
+  tr->type = type;
   tr->autocast = autocast;
   tr->scaling = scales;
   std::vector<torch::Tensor> decayed, exempt;
   for (const std::string &name : trained_) {
     const medrun::ParameterInfo *info = artifact_.parameter(name);
-    torch::Tensor x = torchValues_.at(name).detach().clone().requires_grad_(true);
+    torch::Tensor x = torchValues_.at(name).detach().to(type).clone().requires_grad_(true);
     tr->leaf[name] = x;
     tr->leaves.push_back(x);
     bool ex = t_.exemptNormBias &&
@@ -437,13 +446,16 @@ std::unique_ptr<TorchTrainer> TrainCheck::makeTrainer(std::optional<torch::Scala
   return tr;
 }
 
-// Torch's trainers: the reference in floatType and, with --against-autocast, one whose
-// forward passes run under torch autocast to bf16 or f16; each from the same initial
-// values, each with its own optimizer, EMA and loss scale.
+// Torch's trainers: the reference in floatType (f64 with --against-f64) and the low run of
+// the ratio rule: with --against-autocast one whose forward passes run under torch autocast
+// to bf16 or f16, with --against-f64 one in f32; each from the same initial values (ours'
+// f32 values, exact in f64), each with its own optimizer, EMA and loss scale.
 void TrainCheck::makeTrainers() {
   if (trained_.empty())
     throw Error(str(t_.loss, " reads no trainable float parameter"));
-  reference_ = makeTrainer(std::nullopt, fn_.scaling);
+  reference_ = makeTrainer(o_.againstF64 ? torch::kDouble : floatType_, std::nullopt, fn_.scaling);
+  if (o_.againstF64)
+    low_ = makeTrainer(torch::kFloat, std::nullopt, fn_.scaling);
   if (o_.againstAutocast) {
     autocastName_ = medrunPrecisionName(*o_.autocastType);
     const torch::ScalarType type =
@@ -457,13 +469,13 @@ void TrainCheck::makeTrainers() {
     }
     // PyTorch trains in f16 with autocast and a GradScaler: an autocast run to f16 scales
     // its loss whether ours does or not.
-    autocast_ = makeTrainer(type, fn_.scaling || type == torch::kHalf);
+    low_ = makeTrainer(floatType_, type, fn_.scaling || type == torch::kHalf);
   }
   // Each trainer holds its own trained parameters (its leaves): on torch's device only
   // the parameters not trained stay here.
   for (const std::string &name : trained_)
     torchValues_.erase(name);
-  if (t_.optimizer == "adamw" && !autocast_)
+  if (t_.optimizer == "adamw" && !low_)
     drift_.emplace(t_.beta1, t_.beta2, t_.eps);
 }
 
@@ -493,14 +505,21 @@ void TrainCheck::printHeader() {
               << "\n";
   }
   expectScale_ = scaleOurs_;
-  if (autocast_) {
-    autocast_->scale = fn_.scaling ? reference_->scale : static_cast<float>(t_.initScale);
+  if (o_.againstF64) {
+    low_->scale = reference_->scale;
+    std::cout << "torch  f64 reference and f32 (" << sides_.torchWhere()
+              << "), each from the same parameters with its own optimizer; pass: rel <= "
+              << o_.f64Ratio << " * f32's rel, or rel <= " << sci(kF32Level)
+              << " (rel: against torch f64)\n";
+  }
+  if (o_.againstAutocast) {
+    low_->scale = fn_.scaling ? reference_->scale : static_cast<float>(t_.initScale);
     std::cout << "torch  f32 reference and autocast " << autocastName_;
-    if (autocast_->scaling && !fn_.scaling)
-      std::cout << " with GradScaler from " << autocast_->scale;
+    if (low_->scaling && !fn_.scaling)
+      std::cout << " with GradScaler from " << low_->scale;
     std::cout << " (" << sides_.torchWhere()
               << "), each from the same parameters with its own optimizer; pass: rel <= "
-              << o_.autocastRatio << " * autocast's rel, or rel <= " << sci(kAutocastFloor)
+              << o_.autocastRatio << " * autocast's rel, or rel <= " << sci(kF32Level)
               << " (gradients and moments: or <= " << sci(unitRoundoff(*o_.autocastType))
               << ", one " << autocastName_ << " rounding)\n";
   }
@@ -515,7 +534,7 @@ void TrainCheck::runStep(int64_t s) {
   const double decay = rounded(s <= o_.emaWarmup ? 0.0 : o_.emaDecay);
 
   // Ours, all of it on the host when it ends (a GPU run downloads its results), before torch
-  // starts; then torch: the reference, then (--against-autocast) the autocast run, in turn.
+  // starts; then torch: the reference, then (the ratio rule) the low run, in turn.
   sides_.beforeOurs();
   const double t0 = now();
   OursStep ours = runOurs(s, lr, decay);
@@ -525,18 +544,18 @@ void TrainCheck::runStep(int64_t s) {
     followNoise(ref, ours.before, s, lr, decay);
   const double t2 = now();
   TorchStep ac;
-  if (autocast_)
-    ac = torchStep(*autocast_, lr, decay);
+  if (low_)
+    ac = torchStep(*low_, lr, decay);
   const double t3 = now();
   oursTime_ += t1 - t0;
   torchTime_ += t2 - t1;
-  autocastTime_ += t3 - t2;
+  lowTime_ += t3 - t2;
 
   failedSteps_ += compareStep(s, lr, decay, ours, ref, ac) ? 1 : 0;
   std::cout << "step " << s << "  time  ours " << seconds(t1 - t0) << "  torch "
             << seconds(t2 - t1);
-  if (autocast_)
-    std::cout << "  autocast " << seconds(t3 - t2);
+  if (low_)
+    std::cout << "  " << lowName() << " " << seconds(t3 - t2);
   std::cout << "\n" << std::flush;
 }
 
@@ -601,8 +620,8 @@ TorchStep TrainCheck::torchStep(TorchTrainer &tr, double lr, double decay) {
   torch::Tensor seed;
   if (scaling)
     seed = torch::full({}, tr.scale,
-                       torch::TensorOptions().dtype(floatType_).device(sides_.torchDevice));
-  TorchGradients ref = gradTorch(artifact_, *fn_.loss, torchBatch_, values, floatType_, seed,
+                       torch::TensorOptions().dtype(tr.type).device(sides_.torchDevice));
+  TorchGradients ref = gradTorch(artifact_, *fn_.loss, torchBatch_, values, tr.type, seed,
                                  tr.autocast, sides_.recomputeNow());
   if (!ref.recompute.empty())
     std::cout << "torch recompute  "
@@ -626,7 +645,7 @@ TorchStep TrainCheck::torchStep(TorchTrainer &tr, double lr, double decay) {
   // inv_scale = scale.double().reciprocal().float(), as GradScaler.unscale_
   double inverse = scaling ? rounded(1.0 / tr.scale) : 1.0;
   for (const std::string &name : trained_) {
-    torch::Tensor g = ref.params.at(name).to(floatType_).detach().clone();
+    torch::Tensor g = ref.params.at(name).to(tr.type).detach().clone();
     if (scaling) {
       r.foundInf |= !torch::isfinite(g).all().item<bool>();
       g = g * inverse;
@@ -660,8 +679,9 @@ TorchStep TrainCheck::torchStep(TorchTrainer &tr, double lr, double decay) {
   r.scaleUsed = tr.scale;
   if (scaling)
     updateScale(tr.scale, tr.tracker, r.foundInf);
-  sides_.afterTorch(tr.autocast ? str("train_step under autocast to ", autocastName_)
-                                : std::string("train_step"));
+  sides_.afterTorch(tr.autocast           ? str("train_step under autocast to ", autocastName_)
+                    : tr.type == torch::kDouble ? std::string("train_step in f64")
+                                                : std::string("train_step"));
   return r;
 }
 
@@ -723,11 +743,16 @@ bool TrainCheck::compareStep(int64_t s, double lr, double decay, OursStep &ours,
                              const TorchStep &ref, const TorchStep &ac) {
   StepRules rules;
   rules.tolerance = tolerance_;
-  rules.autocast = autocast_ != nullptr;
-  if (o_.autocastType)
-    rules.autocastType = *o_.autocastType;
-  rules.autocastName = autocastName_;
-  rules.autocastRatio = o_.autocastRatio;
+  rules.byRatio = low_ != nullptr;
+  rules.lowName = lowName();
+  if (o_.againstAutocast) {
+    rules.lowTypeName = autocastName_;
+    rules.ratio = o_.autocastRatio;
+    rules.roundoff = unitRoundoff(*o_.autocastType);
+  } else if (o_.againstF64) {
+    rules.lowTypeName = "f32";
+    rules.ratio = o_.f64Ratio;
+  }
   rules.noiseBound = noiseBound_;
   rules.noiseDriven = &noiseDriven_;
   rules.drift = drift_ ? &*drift_ : nullptr;
@@ -764,7 +789,7 @@ bool TrainCheck::checkLossScaling(StepJudge &judge, int64_t s, const OursStep &o
                                   const TorchStep &ref, const TorchStep &ac) {
   const double found = toScalar(ours.outs.at(fn_.output("found_inf")));
   const bool skipped = found != 0;
-  if (autocast_) {
+  if (low_) {
     // Ours overflows where one of the torch runs does (autocast's f16 run has f16's range
     // too), or nowhere.
     const double acFound = ac.foundInf ? 1 : 0;
@@ -772,7 +797,7 @@ bool TrainCheck::checkLossScaling(StepJudge &judge, int64_t s, const OursStep &o
     if (!ok)
       judge.fail();
     std::cout << "step " << s << "  found_inf  " << found << "  torch " << ref.foundInf
-              << "  autocast " << acFound << "  " << (ok ? "ok" : "FAIL") << "\n";
+              << "  " << lowName() << " " << acFound << "  " << (ok ? "ok" : "FAIL") << "\n";
   } else {
     judge.exact("found_inf", found, ref.foundInf ? 1 : 0);
   }
@@ -827,11 +852,11 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
       names.push_back(n.substr(5));
       mine.push_back(ours.grads.at(i));
       theirs.push_back(ref.grads.at(n.substr(5)));
-      if (autocast_)
+      if (low_)
         acs.push_back(ac.grads.at(n.substr(5)));
     }
     judge.kind("grads", names, mine, theirs, acs, true, 0, true);
-    if (autocast_ && !ref.foundInf)
+    if (low_ && !ref.foundInf)
       judge.signs(names, mine, theirs, acs);
   }
   {
@@ -840,8 +865,8 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
     for (const std::string &name : trained_) {
       mine.push_back(stateOf(name));
       theirs.push_back(reference_->leaf.at(name).detach());
-      if (autocast_)
-        acs.push_back(autocast_->leaf.at(name).detach());
+      if (low_)
+        acs.push_back(low_->leaf.at(name).detach());
     }
     judge.kind("params", trained_, mine, theirs, acs, false, noiseBound_);
   }
@@ -855,8 +880,8 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
       mine.push_back(stateOf("optimizer." + m + "." + name));
       // (compared with the vanishing rule: the moments of a zero gradient are noise)
       theirs.push_back(moment(*reference_, name, m, s));
-      if (autocast_)
-        acs.push_back(moment(*autocast_, name, m, s));
+      if (low_)
+        acs.push_back(moment(*low_, name, m, s));
     }
     // Gradient-made tensors whose error sits in few elements (exp_avg_sq, the squares, in
     // its largest; a bias of a few hundred elements) make the ratio of two errors noisy.
@@ -870,7 +895,7 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
       names.push_back(name);
       mine.push_back(stateOf(name));
       theirs.push_back(x);
-      if (autocast_)
+      if (low_)
         acs.push_back(ac.forwardState.at(name));
     }
     judge.kind("forward_state", names, mine, theirs, acs, false, 0);
@@ -883,8 +908,8 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
     for (const std::string &name : trained_) {
       mine.push_back(stateOf("ema." + name));
       theirs.push_back(reference_->ema.at(name));
-      if (autocast_)
-        acs.push_back(autocast_->ema.at(name));
+      if (low_)
+        acs.push_back(low_->ema.at(name));
     }
     judge.kind("ema", trained_, mine, theirs, acs, false, emaNoiseBound_);
   }
@@ -894,23 +919,29 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
 int TrainCheck::summary() const {
   std::cout << "train_step  time  ours " << seconds(oursTime_) << " (" << sides_.oursWhere()
             << ")  torch " << seconds(torchTime_);
-  if (autocast_)
-    std::cout << ", autocast " << seconds(autocastTime_);
+  if (low_)
+    std::cout << ", " << lowName() << " " << seconds(lowTime_);
   std::cout << " (" << sides_.torchWhere() << ")\n";
   if (fn_.scaling)
     std::cout << "loss scaling  " << skippedSteps_ << " of " << o_.trainSteps
               << " steps skipped, final scale " << scaleOurs_ << "\n";
   // A step that ours skipped compares the old state with itself: with no update at all, the
   // check against autocast would pass without having seen the mixed-precision step.
-  const bool vacuous = autocast_ && appliedOurs_ == 0;
+  const bool vacuous = low_ && appliedOurs_ == 0;
   if (vacuous)
     std::cout << "FAIL: every step overflowed (found_inf) and none updated the state, so "
                  "nothing of the step was compared; start from a smaller --loss-scale\n";
   const std::string precisionName = medrunPrecisionName(o_.precision);
-  if (autocast_)
+  if (o_.againstF64)
+    std::cout << o_.trainSteps << " steps checked, " << failedSteps_
+              << " failed (against torch f64: rel <= " << o_.f64Ratio << " * f32's rel or <= "
+              << sci(kF32Level) << ", vanishing below " << sci(kVanishing * tolerance_)
+              << " of the largest, errors of few elements as counts; precision "
+              << precisionName << ")\n";
+  else if (low_)
     std::cout << o_.trainSteps << " steps checked, " << failedSteps_
               << " failed (against torch autocast: rel <= " << o_.autocastRatio
-              << " * autocast's rel or <= " << sci(kAutocastFloor) << ", vanishing below "
+              << " * autocast's rel or <= " << sci(kF32Level) << ", vanishing below "
               << sci(kVanishing * tolerance_)
               << " of the largest, errors of few elements as counts; precision " << precisionName
               << (autocastName_ != precisionName ? ", autocast " + autocastName_ : "") << ")\n";

@@ -7,6 +7,7 @@
 //            [--ema-decay D] [--ema-warmup W] [--loss-scale S] [--train-grad] [--seed S]
 //            [--tolerance T] [--precision f32|f64|bf16|f16] [--threads N]
 //            [--against-autocast [--autocast-ratio R] [--autocast-type bf16|f16]]
+//            [--against-f64 [--f64-ratio R]]
 //            [--device cpu|cuda] [--torch-device cpu|cuda]
 //
 // For each selected function of the artifact: initializes the parameters (initParameters),
@@ -17,7 +18,8 @@
 // --fd compares them with central finite differences of f on our own backend in f64.
 // --train-steps runs N steps of train_step against torch autograd + torch.optim + EMA
 // (+ a GradScaler written out here for fp16-mixed steps); with --against-autocast, a bf16
-// or f16 step is judged against torch autocast's error next to torch f32.
+// or f16 step is judged against torch autocast's error next to torch f32; with
+// --against-f64, an f32 step (or function) against torch f32's error next to torch f64.
 //
 //===----------------------------------------------------------------------------------===//
 #include "Check.h"
@@ -152,8 +154,14 @@ int run(const Options &o) {
   bool failed = false;
   if (!gradients) {
     Counts n = checkForward(o, sides, fns, params, torchParams, tolerance, floatType);
-    std::cout << n.checked << " outputs checked, " << n.failed << " failed (tolerance "
-              << sci(tolerance) << ", precision " << precisionName << ")\n";
+    if (o.againstF64)
+      std::cout << n.checked << " outputs checked, " << n.failed << " failed (against torch "
+                << "f64: rel <= " << o.f64Ratio << " * f32's rel or <= " << sci(kF32Level)
+                << ", gradients vanishing below " << sci(kVanishing * tolerance)
+                << " of the largest; precision f32)\n";
+    else
+      std::cout << n.checked << " outputs checked, " << n.failed << " failed (tolerance "
+                << sci(tolerance) << ", precision " << precisionName << ")\n";
     failed = n.failed > 0;
   }
   if (o.grad) {
