@@ -28,9 +28,8 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
 }
 
 ArrayRef<StringRef> mlir::med::offByDefaultPasses() {
-  // med-split-norms: our step is the same bits with it, but medcheck's f32 LibTorch
-  // reference of the split graph is not (Passes.td); on by request until the check has a
-  // rule against an f64 reference.
+  // med-split-norms: our step is the same bits with it, and it passes medcheck's rule
+  // against torch f64 on the CPU (Passes.td); on by request until it does on the GPU.
   // The block MLP's templates save memory (the expansion is recomputed) but are slower than
   // the unfused step today (docs/perf.md): on by request (`recompute_mlp`).
   static const StringRef names[] = {"med-form-mlp-fusions", "med-split-norms"};

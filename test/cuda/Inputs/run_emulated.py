@@ -37,7 +37,7 @@ for spec in o.files:
         path = [path]
     subprocess.run([o.medc, "compile", *path, *opts, "--target", "cuda", "-o", art], check=True)
     subprocess.run([o.medc, "compile", *path, *opts, "--emit", "cuda", "-o", src], check=True)
-    subprocess.run([o.cxx, "-O1", "-shared", "-fPIC", "-w", "-include", o.emu_h, "-x", "c++", src,
+    subprocess.run([o.cxx, "-O0", "-shared", "-fPIC", "-w", "-include", o.emu_h, "-x", "c++", src,
                     "-o", lib], check=True)
     info = subprocess.run([o.medrun, "info", art], check=True, capture_output=True, text=True).stdout
     for fn in re.findall(r"^function (\S+) ", info, re.M):
