@@ -868,7 +868,10 @@ void TrainCheck::compareState(StepJudge &judge, int64_t s, const OursStep &ours,
       if (low_)
         acs.push_back(low_->leaf.at(name).detach());
     }
-    judge.kind("params", trained_, mine, theirs, acs, false, noiseBound_);
+    // A parameter's error is a sum of its updates' errors: with SGD its momentum buffers'
+    // (at step 1, from equal parameters, exactly its gradient's times lr (1 + momentum)),
+    // so it is spread over elements as theirs and gets the same spread rule.
+    judge.kind("params", trained_, mine, theirs, acs, false, noiseBound_, true);
   }
   std::vector<std::string> moments = t_.optimizer == "adamw"
                                          ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}

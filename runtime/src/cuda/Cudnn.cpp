@@ -34,6 +34,18 @@ constexpr int kTensorOpMath = 1, kFmaMath = 3;
 constexpr int kDeterministic = 1;
 const char *const kDirection[3] = {"Forward", "BackwardData", "BackwardFilter"};
 
+// Whether an algorithm of a direction computes the convolution as its sums, not through an FFT
+// or a Winograd transform. The transforms round differently (several times f32's error of
+// the direct sums): an f32 program, the one checked against torch f32 and f64, uses only the
+// direct ones, whatever timing would choose (cudnn_ops.h's enums, per direction).
+bool directSums(int direction, int algo) {
+  switch (direction) {
+  case 0: return algo <= 3;             // implicit GEMM, precomputed, GEMM, direct
+  case 1: return algo <= 1;             // ALGO_0, ALGO_1
+  default: return algo <= 1 || algo == 3; // ALGO_0, ALGO_1, ALGO_3
+  }
+}
+
 // cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t share this layout.
 struct AlgoPerf {
   int algo;
@@ -274,6 +286,7 @@ Conv::Conv(const Function &fn, const OpInfo &op, const std::vector<DType> &types
   const int groups = static_cast<int>(view.groups);
   const DType type = types.at(c);
   const bool half = type != DType::F32; // bf16 or f16: tensor cores, f32 accumulation
+  f32 = !half;
   const int data = type == DType::BF16 ? kDataBF16 : type == DType::F16 ? kDataHalf : kDataFloat;
   std::ostringstream k;
   k << view.kind << ":" << shapeStr(as) << ":" << shapeStr(bs) << ":" << shapeStr(cs) << ":p"
@@ -330,7 +343,7 @@ void Conv::select(const Handle &h, Mode mode, AlgoCache &cache,
                   const std::function<uint64_t(int)> &ptr, uint64_t workspace, size_t budget) {
   const Library &l = library();
   const std::string cacheKey = str(key, ":", modeName(mode));
-  if (cache.find(cacheKey, &algo, &wsBytes))
+  if (cache.find(cacheKey, &algo, &wsBytes) && (!f32 || directSums(direction, algo)))
     return;
   const Ptr *s = desc->slot;
   constexpr int kMax = 16;
@@ -349,6 +362,8 @@ void Conv::select(const Handle &h, Mode mode, AlgoCache &cache,
     if (perf[i].status != 0 || perf[i].memory > budget)
       continue;
     if (mode == Mode::Deterministic && perf[i].determinism != kDeterministic)
+      continue;
+    if (f32 && !directSums(direction, perf[i].algo))
       continue;
     size_t ws = 0;
     if (l.workspace[direction](h.get(), s[0], s[1], desc->conv, s[2], perf[i].algo, &ws) != 0 ||
