@@ -135,11 +135,11 @@ KindVerdicts judgeKind(const StepRules &r, const std::string &kind,
   // Gradients and moments: one rounding to the low run's type (unitRoundoff).
   const double roundingLevel =
       r.byRatio && gradients ? r.roundoff * (kind == "exp_avg_sq" ? 2 : 1) : 0;
-  double vanishing = 0; // by the ratio rule: the vanishing rule's limit, as judge's
-  if (r.byRatio && gradients)
-    for (const Comparison &c : v.cs)
-      if (std::isfinite(c.refNorm))
-        vanishing = std::max(vanishing, kVanishing * r.tolerance * c.refNorm);
+  // By the ratio rule: the vanishing rule's limit, as judge's.
+  const double vanishing = r.byRatio && gradients
+                               ? vanishingLimit(v.cs, std::vector<bool>(names.size(), true),
+                                                r.tolerance)
+                               : 0;
   for (size_t i = 0; i < names.size(); ++i) {
     const Comparison &c = v.cs[i];
     if (!gradients && r.noiseBound > 0 && r.noiseDriven && r.noiseDriven->count(names[i]) &&
@@ -157,8 +157,7 @@ KindVerdicts judgeKind(const StepRules &r, const std::string &kind,
         v.notes[i] = str("amplified: rel ", sci(excess), " after AdamW's amplification of "
                          "gradient noise");
       }
-    } else if (r.byRatio && gradients && c.problem.empty() && c.refNorm <= vanishing &&
-               c.oursNorm <= vanishing) {
+    } else if (r.byRatio && gradients && vanishes(c, vanishing)) {
       v.ok[i] = true;
       v.notes[i] = str("vanishing: both norms below ", sci(vanishing));
     } else if (r.byRatio && gradients && c.problem.empty() && r.noiseDriven &&
@@ -214,10 +213,14 @@ std::vector<bool> judgeByRatio(const std::vector<Comparison> &cs,
                                const std::vector<bool> &isGrad, double tolerance, double ratio,
                                std::vector<std::string> &notes) {
   std::vector<bool> ok = judge(cs, isGrad, tolerance, notes);
+  const double vanishing = vanishingLimit(cs, isGrad, tolerance);
   for (size_t i = 0; i < cs.size(); ++i) {
     const Comparison &c = cs[i], &a = lowCs[i];
-    if (notes[i].rfind("vanishing", 0) == 0) // passed by the vanishing rule
+    if (isGrad[i] && vanishes(c, vanishing)) { // the vanishing rule comes before the ratio
+      ok[i] = true;
+      notes[i] = str("vanishing: both norms below ", sci(vanishing));
       continue;
+    }
     const bool byRatio = c.rel <= ratio * a.rel;
     ok[i] = c.problem.empty() && a.problem.empty() && withinRatio(c.rel, a.rel, ratio);
     notes[i] = ok[i] && !byRatio ? str("f32 level: rel <= ", sci(kF32Level), ", f32 ", sci(a.rel))

@@ -128,6 +128,11 @@ constexpr double kBF16Tolerance = 5e-2, kF16Tolerance = 1e-2;
 /// a relative error says nothing. Adds "vanishing: ..." to the note of such outputs.
 std::vector<bool> judge(const std::vector<Comparison> &cs, const std::vector<bool> &isGrad,
                         double tolerance, std::vector<std::string> &notes);
+/// judge's vanishing limit: kVanishing * tolerance * the largest gradient norm.
+double vanishingLimit(const std::vector<Comparison> &cs, const std::vector<bool> &isGrad,
+                      double tolerance);
+/// Whether both norms of a comparison lie below the vanishing limit.
+bool vanishes(const Comparison &c, double limit);
 
 /// One output's line: function, name, shape, max_abs, rel, ok or FAIL (and the notes).
 void printLine(const std::string &fn, const std::string &name, const medrun::Shape &shape,

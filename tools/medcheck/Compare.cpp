@@ -82,19 +82,27 @@ double now() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-std::vector<bool> judge(const std::vector<Comparison> &cs, const std::vector<bool> &isGrad,
-                        double tolerance, std::vector<std::string> &notes) {
+double vanishingLimit(const std::vector<Comparison> &cs, const std::vector<bool> &isGrad,
+                      double tolerance) {
   double largest = 0;
   for (size_t i = 0; i < cs.size(); ++i)
     if (isGrad[i] && std::isfinite(cs[i].refNorm))
       largest = std::max(largest, cs[i].refNorm);
-  double vanishing = kVanishing * tolerance * largest;
+  return kVanishing * tolerance * largest;
+}
+
+bool vanishes(const Comparison &c, double limit) {
+  return c.problem.empty() && c.refNorm <= limit && c.oursNorm <= limit;
+}
+
+std::vector<bool> judge(const std::vector<Comparison> &cs, const std::vector<bool> &isGrad,
+                        double tolerance, std::vector<std::string> &notes) {
+  const double vanishing = vanishingLimit(cs, isGrad, tolerance);
   std::vector<bool> ok;
   for (size_t i = 0; i < cs.size(); ++i) {
     const Comparison &c = cs[i];
     bool pass = c.problem.empty() && c.rel <= tolerance;
-    if (!pass && isGrad[i] && c.problem.empty() && c.refNorm <= vanishing &&
-        c.oursNorm <= vanishing) {
+    if (!pass && isGrad[i] && vanishes(c, vanishing)) {
       pass = true;
       notes[i] = str("vanishing: both norms below ", sci(vanishing));
     }
