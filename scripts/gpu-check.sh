@@ -527,11 +527,14 @@ if [[ " $CHECKS " == *" profile "* ]]; then
   # memory, spills and stall reasons per kernel (scripts/gpu/ncu_table.py). Clocks left as
   # they are (METHOD.md); cuDNN's choice by heuristic so that nothing is timed under ncu
   # (MED_PROFILE_CUDNN=off: the generated convolution kernels instead of cuDNN).
+  # MED_PROFILE_SECTIONS adds ncu sections (e.g. "ComputeWorkloadAnalysis InstructionStats":
+  # each pipe's share of issue and the executed instruction mix), kept in profile.csv.
   a=${MED_PROFILE_ARTIFACT:-banis_plus_bf16}
   echo "== profile: ncu on medrun bench $a"
   MEDRUN_CUDNN=${MED_PROFILE_CUDNN:-heuristic} timeout 900 ncu --clock-control none --csv --page raw \
     -k "regex:${MED_PROFILE_KERNELS:-^mlp}" --launch-count "${MED_PROFILE_COUNT:-120}" \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    $(for x in ${MED_PROFILE_SECTIONS:-}; do printf -- '--section %s ' "$x"; done) \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum \
     ./build-gpu/bin/medrun bench ".device/cuda/$a.json" --artifact ".device/cuda/$a.medc" \
     --device cuda --steps 1 --warmup 0 >"$OUT/profile.csv" 2>"$OUT/profile.log"
