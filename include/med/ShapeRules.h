@@ -103,6 +103,9 @@ Error slice(const TensorType &input, const Dims &offsets, const Dims &sizes, con
 Error sliceGrad(const TensorType &gradOutput, const Dims &offsets, const Dims &strides,
                 const Dims &shape, Types &out);
 Error concat(const Types &inputs, int64_t axis, Types &out);
+/// med.transpose: `permutation` holds each axis of the input (rank >= 1) once; axis i of
+/// the result is axis permutation[i] of the input.
+Error transpose(const TensorType &input, const Dims &permutation, Types &out);
 Error reshape(const TensorType &input, const Dims &shape, Types &out);
 Error broadcastTo(const TensorType &input, const Dims &shape, Types &out);
 

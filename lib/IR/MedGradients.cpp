@@ -435,6 +435,18 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+// y = transpose(x, p) moves x's axis p[i] to axis i, so dx = transpose(dy, p⁻¹), where
+// p⁻¹[p[i]] = i.
+LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  operandGrads.assign({b.create<TransposeOp>(getLoc(), resultGrads[0], inverse)});
+  return success();
+}
+
 LogicalResult AvgPoolOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
   if (failed(requireStatic(*this)))

@@ -61,6 +61,7 @@ const llvm::StringMap<Importer::Converter> &converters() {
       {"Pad", &Importer::convertPad},
       {"Slice", &Importer::convertSlice},
       {"Reshape", &Importer::convertReshape},
+      {"Transpose", &Importer::convertTranspose},
       {"Identity", &Importer::convertIdentity},
       {"Constant", &Importer::convertConstant},
       {"Shape", &Importer::convertShape},

@@ -162,6 +162,7 @@ public:
   llvm::Error convertPad(const onnx::NodeProto &node);
   llvm::Error convertSlice(const onnx::NodeProto &node);
   llvm::Error convertReshape(const onnx::NodeProto &node);
+  llvm::Error convertTranspose(const onnx::NodeProto &node);
   llvm::Error convertIdentity(const onnx::NodeProto &node);
   // Constants.cpp: ops evaluated at import time when every input is a constant.
   llvm::Error convertConstant(const onnx::NodeProto &node);

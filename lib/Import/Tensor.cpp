@@ -1,4 +1,4 @@
-//===- Tensor.cpp - Concat, Pad, Slice, Reshape, Identity of network tensors ------===//
+//===- Tensor.cpp - Concat, Pad, Slice, Reshape, Transpose, Identity of tensors ----===//
 //
 // The same ops on constants are evaluated at import time (Constants.cpp); here they move
 // network tensors. Sizes that would depend on the batch or spatial sizes med-specialize
@@ -190,6 +190,47 @@ llvm::Error Importer::convertReshape(const onnx::NodeProto &node) {
   if (unknown >= 0)
     dims[unknown] = type.getNumElements() / known;
   auto r = create<ReshapeOp>(node, *x, builder.getDenseI64ArrayAttr(dims));
+  if (!r)
+    return r.takeError();
+  define(node, 0, r->getResult());
+  return llvm::Error::success();
+}
+
+// ONNX Transpose: output axis i is input axis perm[i]; without perm, the axes reversed.
+llvm::Error Importer::convertTranspose(const onnx::NodeProto &node) {
+  llvm::Expected<Value> x = operand(node, 0);
+  if (!x)
+    return x.takeError();
+  int64_t rank = rankOf(*x);
+  if (rank < 1)
+    return nodeError(node, "transposes a scalar (rank 0); med.transpose needs rank >= 1",
+                     node.input(0));
+  std::vector<int64_t> reversed;
+  for (int64_t k = rank - 1; k >= 0; --k)
+    reversed.push_back(k);
+  llvm::Expected<std::vector<int64_t>> perm = intsAttr(node, "perm", reversed);
+  if (!perm)
+    return perm.takeError();
+  auto permStr = [&] {
+    std::string s;
+    for (int64_t p : *perm)
+      s += (s.empty() ? "" : ", ") + std::to_string(p);
+    return "[" + s + "]";
+  };
+  if (int64_t(perm->size()) != rank)
+    return nodeError(node, "perm " + permStr() + " has " + llvm::Twine(perm->size()) +
+                               " entries, but the input has rank " + llvm::Twine(rank),
+                     node.input(0));
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return nodeError(node, "perm " + permStr() +
+                                 " is not a permutation of the input's axes 0 to " +
+                                 llvm::Twine(rank - 1) + " (each once)",
+                       node.input(0));
+    seen[p] = true;
+  }
+  auto r = create<TransposeOp>(node, *x, builder.getDenseI64ArrayAttr(*perm));
   if (!r)
     return r.takeError();
   define(node, 0, r->getResult());

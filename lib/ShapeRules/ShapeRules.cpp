@@ -721,6 +721,30 @@ Error concat(const Types &inputs, int64_t axis, Types &out) {
   return {};
 }
 
+Error transpose(const TensorType &in, const Dims &permutation, Types &out) {
+  const int64_t r = rankOf(in);
+  if (r < 1)
+    return "input: expected a tensor of rank >= 1, got a scalar";
+  if (static_cast<int64_t>(permutation.size()) != r)
+    return "'permutation' needs " + num(r) + " entries (one per axis of the input, shape " +
+           shapeStr(in.shape) + "), got " + listStr(permutation);
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (int64_t p : permutation) {
+    if (p < 0 || p >= r)
+      return "'permutation' entries must be axes of the input (0 to " + num(r - 1) +
+             "), got " + listStr(permutation);
+    if (seen[static_cast<size_t>(p)])
+      return "'permutation' must name each axis once, but axis " + num(p) + " appears twice in " +
+             listStr(permutation);
+    seen[static_cast<size_t>(p)] = true;
+  }
+  Dims shape;
+  for (int64_t p : permutation)
+    shape.push_back(in.shape[static_cast<size_t>(p)]);
+  out.push_back({shape, in.element});
+  return {};
+}
+
 Error reshape(const TensorType &in, const Dims &shape, Types &out) {
   int64_t n = 1;
   for (int64_t d : shape) {

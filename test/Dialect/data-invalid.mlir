@@ -93,3 +93,51 @@ func.func @reduce_repeat(%x: tensor<2x3x4xf32>) {
   %0 = med.reduce max %x {axes = array<i64: 1, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @transpose_count(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'med.transpose' op 'permutation' needs 3 entries (one per axis of the input, shape 2x3x4), got [1, 0]}}
+  %0 = med.transpose %x {permutation = array<i64: 1, 0>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_repeat(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'med.transpose' op 'permutation' must name each axis once, but axis 1 appears twice in [1, 1, 0]}}
+  %0 = med.transpose %x {permutation = array<i64: 1, 1, 0>} : (tensor<2x3x4xf32>) -> tensor<3x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_range(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'med.transpose' op 'permutation' entries must be axes of the input (0 to 2), got [0, 3, 1]}}
+  %0 = med.transpose %x {permutation = array<i64: 0, 3, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_negative(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'med.transpose' op 'permutation' entries must be axes of the input (0 to 2), got [-1, 0, 1]}}
+  %0 = med.transpose %x {permutation = array<i64: -1, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{'med.transpose' op input: expected a tensor of rank >= 1, got a scalar}}
+  %0 = med.transpose %x {permutation = array<i64>} : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @transpose_result(%x: tensor<2x3x4x5x6xf32>) {
+  // expected-error @+1 {{'med.transpose' op result: expected type 'tensor<2x4x5x6x3xf32>' (inferred from the operands), got 'tensor<2x3x4x5x6xf32>'}}
+  %0 = med.transpose %x {permutation = array<i64: 0, 2, 3, 4, 1>} : (tensor<2x3x4x5x6xf32>) -> tensor<2x3x4x5x6xf32>
+  return
+}

@@ -97,6 +97,15 @@ func.func @data_movement(%x: tensor<2x3x7x7x7xf32>, %y: tensor<2x5x7x7x7xf32>) -
 
 // -----
 
+// CHECK-LABEL: func.func @transpose
+func.func @transpose(%x: tensor<?x3x5x6x7xf32>) -> tensor<?x5x6x7x3xf32> {
+  // CHECK: med.transpose %{{.*}} {permutation = array<i64: 0, 2, 3, 4, 1>} : (tensor<?x3x5x6x7xf32>) -> tensor<?x5x6x7x3xf32>
+  %0 = med.transpose %x {permutation = array<i64: 0, 2, 3, 4, 1>} : (tensor<?x3x5x6x7xf32>) -> tensor<?x5x6x7x3xf32>
+  return %0 : tensor<?x5x6x7x3xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @reductions
 func.func @reductions(%x: tensor<2x3x5x5x5xf32>) -> (tensor<2x3x1x1x1xf32>, tensor<3xf32>) {
   // CHECK: med.reduce mean %{{.*}} {axes = array<i64: 2, 3, 4>, keepdims}

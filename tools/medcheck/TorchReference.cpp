@@ -1050,6 +1050,8 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {slice(op, env.in(op, "input"))};
   case OpKind::Concat:
     return {torch::cat(env.group(op, "inputs"), integer(op, "axis"))};
+  case OpKind::Transpose:
+    return {env.in(op, "input").permute(ints(op, "permutation")).contiguous()};
   case OpKind::SpatialTransform:
     return {spatialTransform(op, env.in(op, "input"), env.in(op, "matrix"))};
   case OpKind::Reduce:

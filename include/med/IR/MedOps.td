@@ -683,6 +683,28 @@ def Med_ConcatOp : Med_ShapedOp<"concat", [Med_Differentiable]> {
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
+def Med_TransposeOp : Med_ShapedOp<"transpose", [Med_Differentiable]> {
+  let family = "data movement";
+  let shapeRule = [{transpose($input, $permutation)}];
+  let flops = "none";
+  let summary = "permutes the axes of a tensor (numpy.transpose, torch.permute, ONNX Transpose)";
+  let description = [{
+    Axis `i` of the result is axis `permutation[i]` of the input: `permutation` holds each
+    axis of the input (rank ≥ 1) exactly once, and the result's element at indices
+    `(j_0, …, j_r−1)` is the input's element whose index along axis `permutation[i]` is
+    `j_i`. A copy, no arithmetic; its gradient is the output gradient transposed by the
+    inverse permutation. An N×C×D×H×W tensor in channels-last order:
+
+    ```mlir
+    %y = med.transpose %x {permutation = array<i64: 0, 2, 3, 4, 1>}
+        : (tensor<2x4x6x7x5xf32>) -> tensor<2x6x7x5x4xf32>
+    ```
+  }];
+  let arguments = (ins Med_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Med_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Med_PackOp : Med_ShapedOp<"pack", [Med_NotDifferentiable]> {
   let shapeRule = [{pack($inputs, $offsets, $size)}];
   let summary = "lays out tensors in one 1-D tensor at given offsets, zeros between them";

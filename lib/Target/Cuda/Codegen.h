@@ -614,6 +614,7 @@ private:
   void pad(const Op &op);
   void slice(const Op &op);
   void concat(const Op &op);
+  void transpose(const Op &op);
   void broadcast(const Op &op);
   void sliceGrad(const Op &op);
 

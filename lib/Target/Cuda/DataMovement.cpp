@@ -1,4 +1,4 @@
-//===- DataMovement.cpp - param, assign, reshape, pad, slice, concat, broadcast ------===//
+//===- DataMovement.cpp - param, assign, reshape, pad, slice, concat, transpose, broadcast -===//
 //
 // One thread per output element; param, assign and reshape need no kernel.
 //
@@ -116,6 +116,29 @@ void FunctionGen::concat(const Op &op) {
   if (start != ax)
     error("inputs do not add up to the result along the axis");
   elementwise(op, "concat", params, args, type(y).numel(), body);
+}
+
+/// Output element i gathers the input element at its indices permuted: axis d of the result
+/// is axis permutation[d] of the input, so its index steps the input by that axis's stride.
+void FunctionGen::transpose(const Op &op) {
+  int x = op.single("input"), y = result(op);
+  std::string t = elemType(x);
+  const auto &xs = shape(x), &ys = shape(y);
+  std::vector<int64_t> perm = op.intsAttr("permutation");
+  if (xs.empty() || perm.size() != xs.size() || ys.size() != xs.size())
+    error("need one permutation entry per axis of the input");
+  std::vector<int64_t> xst = contiguousStrides(xs), st(perm.size());
+  std::vector<bool> seen(xs.size(), false);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (perm[d] < 0 || perm[d] >= static_cast<int64_t>(xs.size()) || seen[perm[d]] ||
+        ys[d] != xs[perm[d]])
+      error("the result is not the input with its axes permuted");
+    seen[perm[d]] = true;
+    st[d] = xst[perm[d]];
+  }
+  std::string body = decompose("i", ys, "o");
+  body += "  y[i] = x[" + offsetExpr("o", st) + "];\n";
+  elementwise(op, "transpose", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
 }
 
 void FunctionGen::broadcast(const Op &op) {
@@ -261,6 +284,7 @@ void FunctionGen::registerDataMovement(Emitters &e) {
   e[OpKind::Pad] = [](FunctionGen &g, const Op &op) { g.pad(op); };
   e[OpKind::Slice] = [](FunctionGen &g, const Op &op) { g.slice(op); };
   e[OpKind::Concat] = [](FunctionGen &g, const Op &op) { g.concat(op); };
+  e[OpKind::Transpose] = [](FunctionGen &g, const Op &op) { g.transpose(op); };
   e[OpKind::Broadcast] = [](FunctionGen &g, const Op &op) { g.broadcast(op); };
   e[OpKind::SliceGrad] = [](FunctionGen &g, const Op &op) { g.sliceGrad(op); };
 }

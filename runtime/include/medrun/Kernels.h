@@ -99,6 +99,9 @@ void pad(const Tensor &x, const std::vector<int64_t> &low, const std::vector<int
 void slice(const Tensor &x, const std::vector<int64_t> &offsets,
            const std::vector<int64_t> &strides, Tensor &y);
 void concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &y);
+/// med.transpose: axis i of y is axis permutation[i] of x (rank >= 1; any dtype, copied as
+/// bytes).
+void transpose(const Tensor &x, const std::vector<int64_t> &permutation, Tensor &y);
 /// y (1-D) = zeros, with input i flattened at element offsets[i] (med.pack). Inputs have
 /// y's dtype.
 void pack(const std::vector<const Tensor *> &inputs, const std::vector<int64_t> &offsets,

@@ -1,4 +1,4 @@
-//===- DataMovement.cpp - pad, slice (and its gradient), concat -----------------===//
+//===- DataMovement.cpp - pad, slice (and its gradient), concat, transpose -------===//
 //
 // Pure copies, so they work on any dtype (values are moved as bytes); only pad's fill
 // value needs the element type. Rows of the last axis are the unit of work.
@@ -234,6 +234,45 @@ void sliceGrad(const Tensor &dy, const std::vector<int64_t> &offsets,
       std::byte *dst = dp + off * es;
       for (int64_t i = 0; i < w; ++i)
         std::memcpy(dst + i * step * es, src + i * es, es);
+    }
+  });
+}
+
+void transpose(const Tensor &x, const std::vector<int64_t> &permutation, Tensor &y) {
+  checkSameType("transpose", x, y);
+  const int64_t r = x.rank();
+  if (r < 1 || y.rank() != r || static_cast<int64_t>(permutation.size()) != r)
+    throw Error(str("med kernel transpose: need one permutation entry per axis of ",
+                    shapeStr(x.shape()), " and a result of that rank, got ",
+                    permutation.size(), " entries and ", shapeStr(y.shape())));
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t p = permutation[d];
+    if (p < 0 || p >= r || seen[p] || y.dim(d) != x.dim(p))
+      throw Error(str("med kernel transpose: result shape ", shapeStr(y.shape()), " is not ",
+                      shapeStr(x.shape()), " permuted by a permutation of its axes"));
+    seen[p] = true;
+  }
+  if (y.numel() == 0)
+    return;
+  const size_t es = dtypeSize(y.dtype());
+  const std::byte *xp = static_cast<const std::byte *>(x.raw());
+  std::byte *yp = static_cast<std::byte *>(y.raw());
+  // The input's stride along each axis of the result.
+  const std::vector<int64_t> xs = contiguousStrides(x.shape());
+  std::vector<int64_t> st(r);
+  for (int64_t d = 0; d < r; ++d)
+    st[d] = xs[permutation[d]];
+  // Rows of the result's last axis: each reads the input with stride st[r − 1].
+  const int64_t ow = y.dim(r - 1), rows = y.numel() / ow;
+  parallelFor(rows, grainFor(ow, kCopyGrain), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      int64_t rest = row, off = 0;
+      for (int64_t d = r - 2; d >= 0; --d) {
+        off += (rest % y.dim(d)) * st[d];
+        rest /= y.dim(d);
+      }
+      copyStrided(yp + row * ow * es, xp + off * es, ow, st[r - 1], es);
     }
   });
 }

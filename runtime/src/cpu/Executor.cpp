@@ -596,6 +596,10 @@ private:
       cpu::concat(inputs, op.intAttr("axis"), result(op));
       break;
     }
+    case OpKind::Transpose: {
+      cpu::transpose(in(op, "input"), op.intsAttr("permutation"), result(op));
+      break;
+    }
     case OpKind::SpatialTransform: {
       cpu::SpatialParams p;
       const std::string &mode = op.strAttr("mode"), &border = op.strAttr("border");

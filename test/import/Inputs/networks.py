@@ -262,6 +262,23 @@ class ConvResize(nn.Module):
         return self.head(self.up(self.conv(x)))
 
 
+class ChannelsLast(nn.Module):
+    """Conv3d(k3) -> permute to N x D x H x W x C -> sigmoid times a per-channel scale (it
+    broadcasts along the last axis) -> permute back to N x C x D x H x W -> Conv3d(1x1x1):
+    the Transpose import's test network."""
+
+    def __init__(self, cin=1, features=3, classes=2):
+        super().__init__()
+        self.conv = nn.Conv3d(cin, features, 3, 1, 1, bias=True)
+        self.scale = nn.Parameter(torch.tensor([0.5, -1.5, 2.0])[:features])
+        self.head = nn.Conv3d(features, classes, 1, 1, 0, bias=True)
+
+    def forward(self, x):
+        y = self.conv(x).permute(0, 2, 3, 4, 1)
+        y = torch.sigmoid(y) * self.scale
+        return self.head(y.permute(0, 4, 1, 2, 3))
+
+
 def kaiming_init(net):
     """nnU-Net's init: Kaiming normal (a=1e-2) for convs and transposed convs, biases 0."""
     for m in net.modules():
@@ -295,4 +312,5 @@ NETWORKS = {
     "resize_corners": lambda: ConvResize("trilinear", True, (3, 1, 2)),
     "resize_nearest": lambda: ConvResize("nearest", None, (2, 1, 3)),
     "resize_sizes": lambda: ConvResize("trilinear", False, size=(5, 9, 4)),
+    "channels_last": lambda: ChannelsLast(),
 }
