@@ -756,6 +756,50 @@ TEST(KernelsDataMovement, Concat) {
     }
 }
 
+TEST(KernelsDataMovement, Transpose) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> perm;
+  };
+  const Case cases[] = {{{3, 5, 7}, {0, 1, 2}},
+                        {{3, 5, 7}, {2, 0, 1}},
+                        {{2, 3, 5, 7}, {3, 1, 0, 2}},
+                        {{2, 3, 5, 4, 5}, {0, 2, 3, 4, 1}}, // NCDHW -> NDHWC
+                        {{2, 5, 4, 5, 3}, {0, 4, 1, 2, 3}}, // and back
+                        {{2, 16, 24, 20, 18}, {0, 2, 3, 4, 1}}, // many parallel chunks
+                        {{9}, {0}},
+                        {{4, 0, 3}, {2, 1, 0}}};
+  for (const Case &c : cases)
+    for (DType dt : kFloatTypes) {
+      SCOPED_TRACE(shapeStr(c.x) + " " + dtypeName(dt));
+      Shape ys;
+      for (int64_t p : c.perm)
+        ys.push_back(c.x[p]);
+      Tensor x = random(dt, c.x, 63);
+      Values xv = vals(x), ref(prod(ys));
+      for (int64_t i = 0; i < prod(ys); ++i) {
+        auto idx = unravel(i, ys);
+        std::vector<int64_t> src(idx.size());
+        for (size_t d = 0; d < idx.size(); ++d)
+          src[c.perm[d]] = idx[d];
+        ref[i] = xv[ravel(src, c.x)];
+      }
+      auto run = [&] {
+        Tensor y(dt, ys);
+        transpose(x, c.perm, y);
+        return y;
+      };
+      EXPECT_EQ(relErr(run(), ref), 0.0);
+      expectDeterministic(run, "transpose");
+    }
+  // Integers move as bytes; a result that is not the input permuted is refused.
+  Tensor x = make(DType::I64, {2, 3}, {1, 2, 3, 4, 5, 6}), y(DType::I64, {3, 2});
+  transpose(x, {1, 0}, y);
+  EXPECT_EQ(vals(y), (Values{1, 4, 2, 5, 3, 6}));
+  EXPECT_THROW(transpose(x, {0, 0}, y), Error);
+  EXPECT_THROW(transpose(x, {0, 1}, y), Error);
+}
+
 // ---- reductions -----------------------------------------------------------------------------
 
 TEST(KernelsReduce, SumMeanMaxMin) {
