@@ -1050,8 +1050,18 @@ std::vector<torch::Tensor> runOp(const Env &env, const OpInfo &op,
     return {slice(op, env.in(op, "input"))};
   case OpKind::Concat:
     return {torch::cat(env.group(op, "inputs"), integer(op, "axis"))};
-  case OpKind::Transpose:
-    return {env.in(op, "input").permute(ints(op, "permutation")).contiguous()};
+  case OpKind::Transpose: {
+    torch::Tensor x = env.in(op, "input");
+    // permute's backward hands on the gradient as a view in the permuted layout; LibTorch's
+    // f32 GELU backward on the CPU gives wrong values for a gradient laid out otherwise than
+    // its input (1.13: up to 3.5 off for gelu -> permute(0, 4, 1, 2, 3); f64 and sigmoid are
+    // right), so the gradient that reaches the input is made contiguous first.
+    if (torch::GradMode::is_enabled() && x.requires_grad()) {
+      x = x.view_as(x);
+      x.register_hook([](torch::Tensor g) { return g.contiguous(); });
+    }
+    return {x.permute(ints(op, "permutation")).contiguous()};
+  }
   case OpKind::SpatialTransform:
     return {spatialTransform(op, env.in(op, "input"), env.in(op, "matrix"))};
   case OpKind::Reduce:
