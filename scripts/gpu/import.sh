@@ -20,7 +20,10 @@
 #                 failed PlainConvUNet's step 2 (36 of 68 gradients 3e-5 to 2.4e-3 off f64,
 #                 torch f32's 1e-6: ratio 100 to 3700), which passes with MEDRUN_CUDNN=heuristic or
 #                 deterministic, or MEDRUN_CUBLASLT=off: a convolution path chosen by
-#                 measurement in step 1 that loses precision, not rounding. The rows replace the fixed-tolerance ones rather than
+#                 measurement in step 1 that loses precision, not rounding; since then f32
+#                 programs take only cuDNN's direct-sum algorithms (no FFT or Winograd:
+#                 runtime/src/cuda/Cudnn.cpp), and scripts/gpu/conv_precision.py measures what
+#                 timing picks in torch. The rows replace the fixed-tolerance ones rather than
 #                 stand beside them: the f64 reference costs one more torch run per step (on
 #                 the GPU, cuDNN's f64 convolutions), and a fixed-tolerance row would only
 #                 fail on rounding where this one passes.
