@@ -39,6 +39,9 @@
 #   profile   Nsight Compute per kernel over one step (MED_PROFILE_KERNELS, _COUNT, _ARTIFACT)
 #   layout    the block MLP's 1x1x1 products in NCDHW vs channels-last, and the transposes a
 #             channels-last MLP would need (bench/layout.py; the layout decision in docs/perf.md)
+#   conv-layout  PlainConvUNet 3d_fullres's convolutions through cuDNN in NCDHW vs
+#             channels-last (bench/conv_layout.py), and f32 convolutions' error against f64
+#             with cuDNN's heuristic vs timed algorithm choice (scripts/gpu/conv_precision.py)
 #   augment   the augmentation pipelines alone (models/augment_{nnunet,banis}.mlir compiled by
 #             themselves into .device/cuda/augment_<p>.medc): the CUDA backend's batch equals the
 #             CPU backend's for the same key (medrun run; image <= 1e-5, targets exact; another
@@ -514,6 +517,14 @@ PY
   fi
 fi
 
+if [[ " $CHECKS " == *" conv-layout "* ]]; then
+  echo "== conv-layout: bench/conv_layout.py, scripts/gpu/conv_precision.py"
+  timeout 300 python3 bench/conv_layout.py >"$OUT/conv-layout.txt" 2>"$OUT/conv-layout.log" ||
+    { rc=$?; tail -5 "$OUT/conv-layout.log"; note_failure $rc 300 "bench/conv_layout.py" "$OUT/conv-layout.txt"; }
+  timeout 300 python3 scripts/gpu/conv_precision.py >>"$OUT/conv-layout.txt" 2>>"$OUT/conv-layout.log" ||
+    { rc=$?; tail -5 "$OUT/conv-layout.log"; note_failure $rc 300 "scripts/gpu/conv_precision.py" "$OUT/conv-layout.txt"; }
+fi
+
 if [[ " $CHECKS " == *" layout "* ]]; then
   echo "== layout: bench/layout.py"
   timeout 300 python3 bench/layout.py >"$OUT/layout.txt" 2>"$OUT/layout.log" ||
@@ -657,6 +668,10 @@ fi
 if [ -s "$OUT/layout.txt" ]; then
   echo "Block MLP products by activation layout, bf16 through cuBLAS (bench/layout.py):"
   cat "$OUT/layout.txt"
+fi
+if [ -s "$OUT/conv-layout.txt" ]; then
+  echo "PlainConvUNet's convolutions in cuDNN by layout, and f32 precision by algorithm choice:"
+  cat "$OUT/conv-layout.txt"
 fi
 if [ -s "$OUT/dist.txt" ]; then
   echo "medrun dist-check with NCCL (docs/distributed.md):"

@@ -20,7 +20,10 @@
 #                 failed PlainConvUNet's step 2 (36 of 68 gradients 3e-5 to 2.4e-3 off f64,
 #                 torch f32's 1e-6: ratio 100 to 3700), which passes with MEDRUN_CUDNN=heuristic or
 #                 deterministic, or MEDRUN_CUBLASLT=off: a convolution path chosen by
-#                 measurement in step 1 that loses precision, not rounding. The rows replace the fixed-tolerance ones rather than
+#                 measurement in step 1 that loses precision, not rounding; since then f32
+#                 programs take only cuDNN's direct-sum algorithms (no FFT or Winograd:
+#                 runtime/src/cuda/Cudnn.cpp), and scripts/gpu/conv_precision.py measures what
+#                 timing picks in torch. The rows replace the fixed-tolerance ones rather than
 #                 stand beside them: the f64 reference costs one more torch run per step (on
 #                 the GPU, cuDNN's f64 convolutions), and a fixed-tolerance row would only
 #                 fail on rounding where this one passes.
@@ -182,6 +185,9 @@ import_prepare() {
     /usr/bin/python3 test/medrun/Inputs/edit_plan.py "$D/plainconvunet.medc" "$D/control_leaky_slope.medc" \
       --func loss --op leaky_relu --set negative_slope=0.01001
   fi
+  # med.dropout (what an ONNX Dropout imports as) against LibTorch on the GPU: the mask of
+  # our CUDA kernels and torch's Philox in int64 arithmetic must agree exactly.
+  "$medc" compile test/check/dropout.mlir --grad --target cuda -o "$D/dropout.medc"
   # The benchmarks' steps (bf16-mixed) and their effective recipes for medrun bench.
   if [ "${MED_IMPORT_BENCH:-1}" = 1 ]; then
     local rp=${MED_IMPORT_RESENC_PATCH:-128} rb=${MED_IMPORT_RESENC_BATCH:-2}
@@ -231,7 +237,7 @@ import_row() {
   [ "${IMPORT_ASIDE:-1}" = 0 ] && bias='^$'
   other=$(grep -E "FAIL" "$log" | grep -vcE "$bias")
   aside=$(grep -E "FAIL" "$log" | grep -cE "$bias")
-  line=$(grep -E "steps checked" "$log" | tail -1)
+  line=$(grep -E "checked.*, [0-9]+ failed" "$log" | tail -1)
   if [ $rc -eq 0 ]; then
     r=ok
   elif [ $rc -eq 1 ] && [ -n "$line" ] && [ "$other" -eq 0 ] && grep -qE "step 1  loss .* ok" "$log"; then
@@ -283,6 +289,10 @@ import_main() {
       import_rc=1
     fi
   done
+  # Dropout (test/check/dropout.mlir's functions, forward and gradient) on the GPU against
+  # LibTorch: the same masks, within f32 rounding.
+  IMPORT_ASIDE=0 import_row dropout 120 "$D/dropout.medc" --device cuda --tolerance 1e-6
+  IMPORT_ASIDE=0 import_row dropout.grad 120 "$D/dropout.medc" --device cuda --grad --tolerance 1e-6
   # Negative control: the step against a reference with LeakyReLU's slope 0.1% off must fail
   # the f32 rows' rule on the GPU too.
   if [ -f "$D/control_leaky_slope.medc" ] && [[ " ${MED_IMPORT_NETS:-$IMPORT_NETS_ALL} " == *" plainconvunet "* ]]; then

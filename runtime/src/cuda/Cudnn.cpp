@@ -35,9 +35,9 @@ constexpr int kDeterministic = 1;
 const char *const kDirection[3] = {"Forward", "BackwardData", "BackwardFilter"};
 
 // Whether an algorithm of a direction computes the convolution as its sums, not through an FFT
-// or a Winograd transform. The transforms round differently (several times f32's error of
-// the direct sums): an f32 program, the one checked against torch f32 and f64, uses only the
-// direct ones, whatever timing would choose (cudnn_ops.h's enums, per direction).
+// or a Winograd transform, which round otherwise than the sums torch's f32 reference makes:
+// an f32 program, the one checked against torch f32 and f64, uses only the direct ones,
+// whatever timing would choose (cudnn_ops.h's enums, per direction).
 bool directSums(int direction, int algo) {
   switch (direction) {
   case 0: return algo <= 3;             // implicit GEMM, precomputed, GEMM, direct
