@@ -95,7 +95,7 @@ private:
   std::string key, what;
   int algo = -1;
   size_t wsBytes = 0;
-  bool f32 = false; // an f32 program: no FFT or Winograd algorithm (exactTransforms)
+  bool f32 = false; // an f32 program: no FFT or Winograd algorithm (Cudnn.cpp: directSums)
 };
 
 } // namespace medrun::cudnn
