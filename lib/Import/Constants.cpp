@@ -529,20 +529,9 @@ llvm::Expected<bool> Importer::fold(const onnx::NodeProto &node) {
     }
   } else if (op == "Transpose") {
     int64_t rank = a.dims.size();
-    std::vector<int64_t> reversed;
-    for (int64_t k = rank - 1; k >= 0; --k)
-      reversed.push_back(k);
-    llvm::Expected<std::vector<int64_t>> perm = intsAttr(node, "perm", reversed);
+    llvm::Expected<std::vector<int64_t>> perm = transposePerm(node, rank);
     if (!perm)
       return perm.takeError();
-    std::vector<bool> seen(rank, false);
-    if (int64_t(perm->size()) != rank)
-      return nodeError(node, "perm does not match the input's rank");
-    for (int64_t p : *perm) {
-      if (p < 0 || p >= rank || seen[p])
-        return nodeError(node, "perm is not a permutation");
-      seen[p] = true;
-    }
     for (int64_t p : *perm)
       out.dims.push_back(a.dims[p]);
     std::vector<int64_t> si = stridesOf(a.dims), so = stridesOf(out.dims);

@@ -163,6 +163,8 @@ public:
   llvm::Error convertSlice(const onnx::NodeProto &node);
   llvm::Error convertReshape(const onnx::NodeProto &node);
   llvm::Error convertTranspose(const onnx::NodeProto &node);
+  llvm::Expected<std::vector<int64_t>> transposePerm(const onnx::NodeProto &node,
+                                                     int64_t rank) const;
   llvm::Error convertIdentity(const onnx::NodeProto &node);
   // Constants.cpp: ops evaluated at import time when every input is a constant.
   llvm::Error convertConstant(const onnx::NodeProto &node);

@@ -196,7 +196,35 @@ llvm::Error Importer::convertReshape(const onnx::NodeProto &node) {
   return llvm::Error::success();
 }
 
-// ONNX Transpose: output axis i is input axis perm[i]; without perm, the axes reversed.
+// ONNX Transpose's `perm` for an input of rank `rank`: output axis i is input axis perm[i];
+// without the attribute, the axes reversed. An error unless it is a permutation of 0..rank-1.
+llvm::Expected<std::vector<int64_t>> Importer::transposePerm(const onnx::NodeProto &node,
+                                                             int64_t rank) const {
+  std::vector<int64_t> reversed;
+  for (int64_t k = rank - 1; k >= 0; --k)
+    reversed.push_back(k);
+  llvm::Expected<std::vector<int64_t>> perm = intsAttr(node, "perm", reversed);
+  if (!perm)
+    return perm.takeError();
+  std::string shown;
+  for (int64_t p : *perm)
+    shown += (shown.empty() ? "" : ", ") + std::to_string(p);
+  shown = "perm [" + shown + "]";
+  if (int64_t(perm->size()) != rank)
+    return nodeError(node, shown + " has " + llvm::Twine(perm->size()) +
+                               " entries, but the input has rank " + llvm::Twine(rank),
+                     node.input(0));
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return nodeError(node, shown + " is not a permutation of the input's axes 0 to " +
+                                 llvm::Twine(rank - 1) + " (each once)",
+                       node.input(0));
+    seen[p] = true;
+  }
+  return perm;
+}
+
 llvm::Error Importer::convertTranspose(const onnx::NodeProto &node) {
   llvm::Expected<Value> x = operand(node, 0);
   if (!x)
@@ -205,31 +233,9 @@ llvm::Error Importer::convertTranspose(const onnx::NodeProto &node) {
   if (rank < 1)
     return nodeError(node, "transposes a scalar (rank 0); med.transpose needs rank >= 1",
                      node.input(0));
-  std::vector<int64_t> reversed;
-  for (int64_t k = rank - 1; k >= 0; --k)
-    reversed.push_back(k);
-  llvm::Expected<std::vector<int64_t>> perm = intsAttr(node, "perm", reversed);
+  llvm::Expected<std::vector<int64_t>> perm = transposePerm(node, rank);
   if (!perm)
     return perm.takeError();
-  auto permStr = [&] {
-    std::string s;
-    for (int64_t p : *perm)
-      s += (s.empty() ? "" : ", ") + std::to_string(p);
-    return "[" + s + "]";
-  };
-  if (int64_t(perm->size()) != rank)
-    return nodeError(node, "perm " + permStr() + " has " + llvm::Twine(perm->size()) +
-                               " entries, but the input has rank " + llvm::Twine(rank),
-                     node.input(0));
-  std::vector<bool> seen(rank, false);
-  for (int64_t p : *perm) {
-    if (p < 0 || p >= rank || seen[p])
-      return nodeError(node, "perm " + permStr() +
-                                 " is not a permutation of the input's axes 0 to " +
-                                 llvm::Twine(rank - 1) + " (each once)",
-                       node.input(0));
-    seen[p] = true;
-  }
   auto r = create<TransposeOp>(node, *x, builder.getDenseI64ArrayAttr(*perm));
   if (!r)
     return r.takeError();
