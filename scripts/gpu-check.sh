@@ -76,6 +76,9 @@
 #             (bf16-mixed), and each fused kernel alone (cuda-check --fusions)
 #   bench-import  medrun bench of PlainConvUNet 3d_fullres and ResEncUNet-L (bf16-mixed,
 #             nnU-Net's recipe) beside PyTorch eager and torch.compile (bench/import_torch.py)
+#   budget    the memory budget's curve (scripts/gpu/budget.sh; its artifacts made here by
+#             `scripts/gpu/budget.sh prepare`): medrun bench of the BANIS+ bf16-mixed step
+#             without a budget and under --memory-budget 24, 20, 16, 12, 8 GiB: ms/step, peak
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
@@ -605,6 +608,10 @@ if [[ " $CHECKS " == *" import "* || " $CHECKS " == *" bench-import "* ]]; then
   source scripts/gpu/import.sh # its tables in $OUT/import.txt and $OUT/bench-import.txt
 fi
 
+if [[ " $CHECKS " == *" budget "* ]]; then
+  source scripts/gpu/budget.sh # its table in $OUT/budget.txt
+fi
+
 echo
 if [ -s "$OUT/bench.log" ] || ls "$OUT"/medrun-bench-*.log >/dev/null 2>&1; then
   echo "Training step on this GPU (MedNeXt-L k3, 1->6, batch 2, 128³; PyTorch: bf16 autocast):"
@@ -679,6 +686,10 @@ if [ -s "$OUT/dist.txt" ]; then
 fi
 if [ -s "$OUT/bench-import.txt" ]; then
   cat "$OUT/bench-import.txt"
+fi
+if [ -s "$OUT/budget.txt" ]; then
+  echo "BANIS+ bf16-mixed step by memory budget (scripts/gpu/budget.sh; medrun bench, 20 steps):"
+  cat "$OUT/budget.txt"
 fi
 if [ -s "$OUT/import.txt" ]; then
   echo "Imported networks on the GPU (scripts/gpu/import.sh; *.train: CUDA vs LibTorch f32, rel. error norm <= 1e-3; *.autocast: bf16-mixed vs torch autocast; *.fusions: each fused kernel vs the CPU backend; control.*: must fail):"
