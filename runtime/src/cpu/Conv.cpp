@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Kernels.h"
 
+#include "ConvGeometry.h"
 #include "Dispatch.h"
 
 #include <algorithm>
@@ -28,35 +29,6 @@
 namespace medrun::cpu {
 namespace {
 using namespace detail;
-
-struct ConvGeometry {
-  int64_t n, cin, cout, groups, cinG, coutG;
-  int64_t in[3], out[3], k[3];
-  bool transposed;
-};
-
-ConvGeometry geometry(const char *kernel, const Tensor &x, const Tensor &w, const ConvParams &p,
-                      const Tensor &y, bool transposed) {
-  if (x.rank() != 5 || w.rank() != 5 || y.rank() != 5)
-    throw Error(str("med kernel ", kernel, ": expected rank-5 input, weight and result, got ",
-                    shapeStr(x.shape()), ", ", shapeStr(w.shape()), ", ", shapeStr(y.shape())));
-  if (p.groups < 1)
-    throw Error(str("med kernel ", kernel, ": groups must be positive, got ", p.groups));
-  ConvGeometry g;
-  g.transposed = transposed;
-  g.n = x.dim(0);
-  g.cin = x.dim(1);
-  g.cout = y.dim(1);
-  g.groups = p.groups;
-  g.cinG = g.cin / g.groups;
-  g.coutG = g.cout / g.groups;
-  for (int a = 0; a < 3; ++a) {
-    g.in[a] = x.dim(2 + a);
-    g.out[a] = y.dim(2 + a);
-    g.k[a] = w.dim(2 + a);
-  }
-  return g;
-}
 
 // ---- 1×1×1: packed GEMM ------------------------------------------------------------------
 
@@ -187,114 +159,58 @@ void gemm1x1(const ConvGeometry &g, const T *x, const std::vector<Acc<T>> &wmat,
   });
 }
 
-/// Input voxel read by each output voxel of a 1×1×1 conv (transposed or not), or an
-/// empty vector for the identity.
-std::vector<int64_t> voxelMap(const ConvGeometry &g, const ConvParams &p) {
-  bool identity = true;
-  for (int a = 0; a < 3; ++a)
-    identity = identity && p.stride[a] == 1 && p.padding[a] == 0 && g.in[a] == g.out[a];
-  if (identity)
-    return {};
-  // Per axis: the input index of each output index, or −1.
-  std::vector<int64_t> axis[3];
-  for (int a = 0; a < 3; ++a) {
-    axis[a].resize(g.out[a]);
-    for (int64_t o = 0; o < g.out[a]; ++o) {
-      int64_t i = -1;
-      if (!g.transposed) {
-        int64_t t = o * p.stride[a] - p.padding[a];
-        if (t >= 0 && t < g.in[a])
-          i = t;
-      } else {
-        int64_t t = o + p.padding[a];
-        if (t >= 0 && t % p.stride[a] == 0 && t / p.stride[a] < g.in[a])
-          i = t / p.stride[a];
-      }
-      axis[a][o] = i;
-    }
-  }
-  std::vector<int64_t> map(static_cast<size_t>(g.out[0] * g.out[1] * g.out[2]));
-  int64_t v = 0;
-  for (int64_t od = 0; od < g.out[0]; ++od)
-    for (int64_t oh = 0; oh < g.out[1]; ++oh)
-      for (int64_t ow = 0; ow < g.out[2]; ++ow, ++v) {
-        int64_t id = axis[0][od], ih = axis[1][oh], iw = axis[2][ow];
-        map[v] = (id < 0 || ih < 0 || iw < 0) ? -1 : (id * g.in[1] + ih) * g.in[2] + iw;
-      }
-  return map;
-}
-
 // ---- direct row kernels ------------------------------------------------------------------
-
-/// ceil(a / b) for b > 0.
-inline int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-/// floor(a / b) for b > 0.
-inline int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 template <typename T>
 void directConv(const ConvGeometry &g, const ConvParams &p, const T *x, const T *w,
                 const T *bias, T *y) {
   using A = Acc<T>;
-  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
-  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
-  const int64_t kD = g.k[0], kH = g.k[1], kW = g.k[2];
-  const int64_t sd = p.stride[0], sh = p.stride[1], sw = p.stride[2];
-  const int64_t pd = p.padding[0], ph = p.padding[1], pw = p.padding[2];
-  const int64_t dd = p.dilation[0], dh = p.dilation[1], dw = p.dilation[2];
-  const int64_t kVol = kD * kH * kW;
-
-  // Per kw: the output range [lo, hi) whose input column ow·sw + off lies inside [0, W).
-  std::vector<int64_t> lo(kW), hi(kW), off(kW);
-  for (int64_t kw = 0; kw < kW; ++kw) {
-    off[kw] = kw * dw - pw;
-    lo[kw] = std::max<int64_t>(0, ceilDiv(-off[kw], sw));
-    hi[kw] = std::min<int64_t>(OW, floorDiv(W - 1 - off[kw], sw) + 1);
-  }
-
-  const int64_t rows = g.n * g.cout * OD * OH;
-  parallelFor(rows, grainFor(OW * g.cinG * kVol + OW), [&](int64_t r0, int64_t r1) {
-    std::vector<A> acc(static_cast<size_t>(OW));
+  // Per kw: the output columns [lo, hi) whose input column ow·sw + off lies inside [0, W).
+  const DirectLoops c = directLoops(g, p);
+  const int64_t rows = g.n * g.cout * c.OD * c.OH;
+  parallelFor(rows, grainFor(c.OW * g.cinG * c.kVol + c.OW), [&](int64_t r0, int64_t r1) {
+    std::vector<A> acc(static_cast<size_t>(c.OW));
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t oh = r % OH, t = r / OH;
-      int64_t od = t % OD;
-      t /= OD;
+      int64_t oh = r % c.OH, t = r / c.OH;
+      int64_t od = t % c.OD;
+      t /= c.OD;
       int64_t co = t % g.cout, n = t / g.cout;
       int64_t gr = co / g.coutG;
       std::fill(acc.begin(), acc.end(), A(0));
       A *ac = acc.data();
       for (int64_t cl = 0; cl < g.cinG; ++cl) {
         int64_t ci = gr * g.cinG + cl;
-        const T *xc = x + (n * g.cin + ci) * D * H * W;
-        const T *wc = w + (co * g.cinG + cl) * kVol;
-        for (int64_t kd = 0; kd < kD; ++kd) {
-          int64_t id = od * sd - pd + kd * dd;
-          if (id < 0 || id >= D)
+        const T *xc = x + (n * g.cin + ci) * c.D * c.H * c.W;
+        const T *wc = w + (co * g.cinG + cl) * c.kVol;
+        for (int64_t kd = 0; kd < c.kD; ++kd) {
+          int64_t id = od * c.sd - c.pd + kd * c.dd;
+          if (id < 0 || id >= c.D)
             continue;
-          for (int64_t kh = 0; kh < kH; ++kh) {
-            int64_t ih = oh * sh - ph + kh * dh;
-            if (ih < 0 || ih >= H)
+          for (int64_t kh = 0; kh < c.kH; ++kh) {
+            int64_t ih = oh * c.sh - c.ph + kh * c.dh;
+            if (ih < 0 || ih >= c.H)
               continue;
-            const T *xr = xc + (id * H + ih) * W;
-            const T *wr = wc + (kd * kH + kh) * kW;
-            for (int64_t kw = 0; kw < kW; ++kw) {
+            const T *xr = xc + (id * c.H + ih) * c.W;
+            const T *wr = wc + (kd * c.kH + kh) * c.kW;
+            for (int64_t kw = 0; kw < c.kW; ++kw) {
               const A wv = load(wr[kw]);
-              const int64_t b = lo[kw], e = hi[kw];
-              if (sw == 1) {
-                const T *xs = xr + off[kw];
+              const int64_t b = c.lo[kw], e = c.hi[kw];
+              if (c.sw == 1) {
+                const T *xs = xr + c.off[kw];
                 for (int64_t ow = b; ow < e; ++ow)
                   ac[ow] += wv * load(xs[ow]);
               } else {
-                const T *xs = xr + off[kw];
+                const T *xs = xr + c.off[kw];
                 for (int64_t ow = b; ow < e; ++ow)
-                  ac[ow] += wv * load(xs[ow * sw]);
+                  ac[ow] += wv * load(xs[ow * c.sw]);
               }
             }
           }
         }
       }
-      T *yr = y + r * OW;
+      T *yr = y + r * c.OW;
       A bv = bias ? load(bias[co]) : A(0);
-      for (int64_t ow = 0; ow < OW; ++ow)
+      for (int64_t ow = 0; ow < c.OW; ++ow)
         yr[ow] = store<T>(bias ? ac[ow] + bv : ac[ow]);
     }
   });
@@ -304,68 +220,54 @@ template <typename T>
 void directConvTranspose(const ConvGeometry &g, const ConvParams &p, const T *x, const T *w,
                          const T *bias, T *y) {
   using A = Acc<T>;
-  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
-  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
-  const int64_t kD = g.k[0], kH = g.k[1], kW = g.k[2];
-  const int64_t sd = p.stride[0], sh = p.stride[1], sw = p.stride[2];
-  const int64_t pd = p.padding[0], ph = p.padding[1], pw = p.padding[2];
-  const int64_t dd = p.dilation[0], dh = p.dilation[1], dw = p.dilation[2];
-  const int64_t kVol = kD * kH * kW;
-
-  // Output column ow = iw·sw + base[kw] for input column iw in [lo, hi).
-  std::vector<int64_t> lo(kW), hi(kW), base(kW);
-  for (int64_t kw = 0; kw < kW; ++kw) {
-    base[kw] = kw * dw - pw;
-    lo[kw] = std::max<int64_t>(0, ceilDiv(-base[kw], sw));
-    hi[kw] = std::min<int64_t>(W, floorDiv(OW - 1 - base[kw], sw) + 1);
-  }
-
-  const int64_t rows = g.n * g.cout * OD * OH;
-  int64_t perRow = (W * g.cinG * kVol) / std::max<int64_t>(1, sd * sh) + OW;
+  // Output column ow = iw·sw + off[kw] for input column iw in [lo, hi).
+  const DirectLoops c = directLoops(g, p);
+  const int64_t rows = g.n * g.cout * c.OD * c.OH;
+  int64_t perRow = (c.W * g.cinG * c.kVol) / std::max<int64_t>(1, c.sd * c.sh) + c.OW;
   parallelFor(rows, grainFor(perRow), [&](int64_t r0, int64_t r1) {
-    std::vector<A> acc(static_cast<size_t>(OW));
+    std::vector<A> acc(static_cast<size_t>(c.OW));
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t oh = r % OH, t = r / OH;
-      int64_t od = t % OD;
-      t /= OD;
+      int64_t oh = r % c.OH, t = r / c.OH;
+      int64_t od = t % c.OD;
+      t /= c.OD;
       int64_t co = t % g.cout, n = t / g.cout;
       int64_t gr = co / g.coutG, col = co % g.coutG;
       std::fill(acc.begin(), acc.end(), A(0));
       A *ac = acc.data();
       for (int64_t cl = 0; cl < g.cinG; ++cl) {
         int64_t ci = gr * g.cinG + cl;
-        const T *xc = x + (n * g.cin + ci) * D * H * W;
-        const T *wc = w + (ci * g.coutG + col) * kVol;
-        for (int64_t kd = 0; kd < kD; ++kd) {
-          int64_t td = od + pd - kd * dd; // = id · sd
-          if (td < 0 || td % sd != 0 || td / sd >= D)
+        const T *xc = x + (n * g.cin + ci) * c.D * c.H * c.W;
+        const T *wc = w + (ci * g.coutG + col) * c.kVol;
+        for (int64_t kd = 0; kd < c.kD; ++kd) {
+          int64_t td = od + c.pd - kd * c.dd; // = id · sd
+          if (td < 0 || td % c.sd != 0 || td / c.sd >= c.D)
             continue;
-          int64_t id = td / sd;
-          for (int64_t kh = 0; kh < kH; ++kh) {
-            int64_t th = oh + ph - kh * dh;
-            if (th < 0 || th % sh != 0 || th / sh >= H)
+          int64_t id = td / c.sd;
+          for (int64_t kh = 0; kh < c.kH; ++kh) {
+            int64_t th = oh + c.ph - kh * c.dh;
+            if (th < 0 || th % c.sh != 0 || th / c.sh >= c.H)
               continue;
-            int64_t ih = th / sh;
-            const T *xr = xc + (id * H + ih) * W;
-            const T *wr = wc + (kd * kH + kh) * kW;
-            for (int64_t kw = 0; kw < kW; ++kw) {
+            int64_t ih = th / c.sh;
+            const T *xr = xc + (id * c.H + ih) * c.W;
+            const T *wr = wc + (kd * c.kH + kh) * c.kW;
+            for (int64_t kw = 0; kw < c.kW; ++kw) {
               const A wv = load(wr[kw]);
-              const int64_t b = lo[kw], e = hi[kw];
-              A *as = ac + base[kw];
-              if (sw == 1) {
+              const int64_t b = c.lo[kw], e = c.hi[kw];
+              A *as = ac + c.off[kw];
+              if (c.sw == 1) {
                 for (int64_t iw = b; iw < e; ++iw)
                   as[iw] += wv * load(xr[iw]);
               } else {
                 for (int64_t iw = b; iw < e; ++iw)
-                  as[iw * sw] += wv * load(xr[iw]);
+                  as[iw * c.sw] += wv * load(xr[iw]);
               }
             }
           }
         }
       }
-      T *yr = y + r * OW;
+      T *yr = y + r * c.OW;
       A bv = bias ? load(bias[co]) : A(0);
-      for (int64_t ow = 0; ow < OW; ++ow)
+      for (int64_t ow = 0; ow < c.OW; ++ow)
         yr[ow] = store<T>(bias ? ac[ow] + bv : ac[ow]);
     }
   });
@@ -378,10 +280,7 @@ void convImpl(const char *kernel, bool transposed, const Tensor &x, const Tensor
   requireDType(kernel, "result", y, x.dtype());
   if (bias)
     requireDType(kernel, "bias", *bias, x.dtype());
-  ConvGeometry g = geometry(kernel, x, w, p, y, transposed);
-  for (int a = 0; a < 3; ++a)
-    if (p.stride[a] < 1 || p.dilation[a] < 1)
-      throw Error(str("med kernel ", kernel, ": stride and dilation must be positive"));
+  ConvGeometry g = convGeometry(kernel, x, w, y, "result", p, transposed);
   if (y.numel() == 0)
     return;
   const T *xp = ptr<T>(x), *wp = ptr<T>(w), *bp = bias ? ptr<T>(*bias) : nullptr;

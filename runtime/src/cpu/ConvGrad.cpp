@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "medrun/Kernels.h"
 
+#include "ConvGeometry.h"
 #include "Dispatch.h"
 
 #include <algorithm>
@@ -33,46 +34,18 @@ namespace medrun::cpu {
 namespace {
 using namespace detail;
 
-struct GradGeometry {
-  int64_t n, cin, cout, groups, cinG, coutG;
-  int64_t in[3], out[3], k[3];
-};
-
-GradGeometry gradGeometry(const Tensor &x, const Tensor &dy, const ConvParams &p,
+/// The sizes (ConvGeometry.h), after checking that the channels fit the groups.
+ConvGeometry gradGeometry(const Tensor &x, const Tensor &dy, const ConvParams &p,
                           const Tensor &dw) {
   const char *k = "conv3d_grad_weight";
-  if (x.rank() != 5 || dy.rank() != 5 || dw.rank() != 5)
-    throw Error(str("med kernel ", k, ": expected rank-5 input, output gradient and weight, got ",
-                    shapeStr(x.shape()), ", ", shapeStr(dy.shape()), ", ", shapeStr(dw.shape())));
-  if (p.groups < 1)
-    throw Error(str("med kernel ", k, ": groups must be positive, got ", p.groups));
-  for (int a = 0; a < 3; ++a)
-    if (p.stride[a] < 1 || p.dilation[a] < 1)
-      throw Error(str("med kernel ", k, ": stride and dilation must be positive"));
-  GradGeometry g;
-  g.n = x.dim(0);
-  g.cin = x.dim(1);
-  g.cout = dy.dim(1);
-  g.groups = p.groups;
-  g.cinG = g.cin / g.groups;
-  g.coutG = g.cout / g.groups;
+  ConvGeometry g = convGeometry(k, x, dw, dy, "output gradient", p, false);
   if (dy.dim(0) != g.n || g.cin % g.groups != 0 || g.cout % g.groups != 0 ||
       dw.dim(0) != g.cout || dw.dim(1) != g.cinG)
     throw Error(str("med kernel ", k, ": input ", shapeStr(x.shape()), ", output gradient ",
                     shapeStr(dy.shape()), " and weight ", shapeStr(dw.shape()),
                     " do not match for ", g.groups, " groups"));
-  for (int a = 0; a < 3; ++a) {
-    g.in[a] = x.dim(2 + a);
-    g.out[a] = dy.dim(2 + a);
-    g.k[a] = dw.dim(2 + a);
-  }
   return g;
 }
-
-/// ceil(a / b) for b > 0.
-inline int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-/// floor(a / b) for b > 0.
-inline int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /// Upper bound on the number of partial values (pieces × weights) kept at once.
 constexpr int64_t kMaxPartials = int64_t(1) << 23;
@@ -96,42 +69,15 @@ template <typename A> inline A lanesOf(typename GradVec<A>::type v) {
     return l[0] + l[1];
 }
 
-/// x voxel read by each dy voxel of a 1×1×1 conv (−1: outside, the term is zero), or an
-/// empty vector for the identity.
-std::vector<int64_t> gradVoxelMap(const GradGeometry &g, const ConvParams &p) {
-  bool identity = true;
-  for (int a = 0; a < 3; ++a)
-    identity = identity && p.stride[a] == 1 && p.padding[a] == 0 && g.in[a] == g.out[a];
-  if (identity)
-    return {};
-  std::vector<int64_t> axis[3];
-  for (int a = 0; a < 3; ++a) {
-    axis[a].resize(g.out[a]);
-    for (int64_t o = 0; o < g.out[a]; ++o) {
-      int64_t t = o * p.stride[a] - p.padding[a];
-      axis[a][o] = t >= 0 && t < g.in[a] ? t : -1;
-    }
-  }
-  std::vector<int64_t> map(static_cast<size_t>(g.out[0] * g.out[1] * g.out[2]));
-  int64_t v = 0;
-  for (int64_t od = 0; od < g.out[0]; ++od)
-    for (int64_t oh = 0; oh < g.out[1]; ++oh)
-      for (int64_t ow = 0; ow < g.out[2]; ++ow, ++v) {
-        int64_t id = axis[0][od], ih = axis[1][oh], iw = axis[2][ow];
-        map[v] = (id < 0 || ih < 0 || iw < 0) ? -1 : (id * g.in[1] + ih) * g.in[2] + iw;
-      }
-  return map;
-}
-
 template <typename T>
-void gradWeight1x1(const GradGeometry &g, const ConvParams &p, const T *x, const T *dy, T *dw) {
+void gradWeight1x1(const ConvGeometry &g, const ConvParams &p, const T *x, const T *dy, T *dw) {
   using A = Acc<T>;
   using V = typename GradVec<A>::type;
   constexpr int L = static_cast<int>(16 / sizeof(A));
   constexpr int MR = 4, NR = 3; // output × input channels per register tile
   const int64_t inVox = g.in[0] * g.in[1] * g.in[2];
   const int64_t outVox = g.out[0] * g.out[1] * g.out[2];
-  const std::vector<int64_t> map = gradVoxelMap(g, p);
+  const std::vector<int64_t> map = voxelMap(g, p);
   const int64_t coutP = (g.coutG + MR - 1) / MR * MR, cinP = (g.cinG + NR - 1) / NR * NR;
   const int64_t partSize = coutP * cinP;
 
@@ -256,35 +202,22 @@ inline void dotLanes(const T *__restrict a, const T *__restrict b, int64_t sb, i
 }
 
 template <typename T>
-void gradWeightDirect(const GradGeometry &g, const ConvParams &p, const T *x, const T *dy,
+void gradWeightDirect(const ConvGeometry &g, const ConvParams &p, const T *x, const T *dy,
                       T *dw) {
   using A = Acc<T>;
-  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
-  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
-  const int64_t kD = g.k[0], kH = g.k[1], kW = g.k[2];
-  const int64_t sd = p.stride[0], sh = p.stride[1], sw = p.stride[2];
-  const int64_t pd = p.padding[0], ph = p.padding[1], pw = p.padding[2];
-  const int64_t dd = p.dilation[0], dh = p.dilation[1], dwl = p.dilation[2];
-  const int64_t kVol = kD * kH * kW;
-
   // Per kw: the dy columns [lo, hi) whose x column ow·sw + off lies inside [0, W).
-  std::vector<int64_t> lo(kW), hi(kW), off(kW);
-  for (int64_t kw = 0; kw < kW; ++kw) {
-    off[kw] = kw * dwl - pw;
-    lo[kw] = std::max<int64_t>(0, ceilDiv(-off[kw], sw));
-    hi[kw] = std::min<int64_t>(OW, floorDiv(W - 1 - off[kw], sw) + 1);
-  }
-
+  const DirectLoops c = directLoops(g, p);
   // Rows (n, od, oh) in fixed chunks: about 2^16 multiply-adds each, with the partials
   // (pairs × chunks × kVol) bounded.
-  const int64_t rows = g.n * OD * OH, pairs = g.cout * g.cinG;
-  int64_t rowChunk = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, OW * kVol));
-  rowChunk = std::max(rowChunk, ceilDiv(rows, std::max<int64_t>(1, kMaxPartials / (pairs * kVol))));
+  const int64_t rows = g.n * c.OD * c.OH, pairs = g.cout * g.cinG;
+  int64_t rowChunk = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, c.OW * c.kVol));
+  rowChunk =
+      std::max(rowChunk, ceilDiv(rows, std::max<int64_t>(1, kMaxPartials / (pairs * c.kVol))));
   const int64_t chunks = ceilDiv(rows, rowChunk);
-  std::vector<A> part(static_cast<size_t>(pairs * chunks * kVol));
+  std::vector<A> part(static_cast<size_t>(pairs * chunks * c.kVol));
 
   parallelFor(pairs * chunks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<A> lanes(static_cast<size_t>(kVol * 8));
+    std::vector<A> lanes(static_cast<size_t>(c.kVol * 8));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ch = t % chunks, pair = t / chunks;
       const int64_t co = pair / g.cinG, cl = pair % g.cinG;
@@ -292,40 +225,40 @@ void gradWeightDirect(const GradGeometry &g, const ConvParams &p, const T *x, co
       std::fill(lanes.begin(), lanes.end(), A(0));
       const int64_t r0 = ch * rowChunk, r1 = std::min(rows, r0 + rowChunk);
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t oh = r % OH, od = (r / OH) % OD, n = r / (OH * OD);
-        const T *dyr = dy + ((n * g.cout + co) * OD + od) * OH * OW + oh * OW;
-        const T *xc = x + (n * g.cin + ci) * D * H * W;
-        for (int64_t kd = 0; kd < kD; ++kd) {
-          const int64_t id = od * sd - pd + kd * dd;
-          if (id < 0 || id >= D)
+        const int64_t oh = r % c.OH, od = (r / c.OH) % c.OD, n = r / (c.OH * c.OD);
+        const T *dyr = dy + ((n * g.cout + co) * c.OD + od) * c.OH * c.OW + oh * c.OW;
+        const T *xc = x + (n * g.cin + ci) * c.D * c.H * c.W;
+        for (int64_t kd = 0; kd < c.kD; ++kd) {
+          const int64_t id = od * c.sd - c.pd + kd * c.dd;
+          if (id < 0 || id >= c.D)
             continue;
-          for (int64_t kh = 0; kh < kH; ++kh) {
-            const int64_t ih = oh * sh - ph + kh * dh;
-            if (ih < 0 || ih >= H)
+          for (int64_t kh = 0; kh < c.kH; ++kh) {
+            const int64_t ih = oh * c.sh - c.ph + kh * c.dh;
+            if (ih < 0 || ih >= c.H)
               continue;
-            const T *xr = xc + (id * H + ih) * W;
-            A *lt = lanes.data() + (kd * kH + kh) * kW * 8;
-            for (int64_t kw = 0; kw < kW; ++kw)
-              if (lo[kw] < hi[kw])
-                dotLanes(dyr, xr + off[kw], sw, lo[kw], hi[kw], lt + kw * 8);
+            const T *xr = xc + (id * c.H + ih) * c.W;
+            A *lt = lanes.data() + (kd * c.kH + kh) * c.kW * 8;
+            for (int64_t kw = 0; kw < c.kW; ++kw)
+              if (c.lo[kw] < c.hi[kw])
+                dotLanes(dyr, xr + c.off[kw], c.sw, c.lo[kw], c.hi[kw], lt + kw * 8);
           }
         }
       }
-      A *out = part.data() + t * kVol;
-      for (int64_t tap = 0; tap < kVol; ++tap) {
+      A *out = part.data() + t * c.kVol;
+      for (int64_t tap = 0; tap < c.kVol; ++tap) {
         const A *l = lanes.data() + tap * 8;
         out[tap] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
       }
     }
   });
 
-  parallelFor(pairs, grainFor(kVol * chunks), [&](int64_t q0, int64_t q1) {
+  parallelFor(pairs, grainFor(c.kVol * chunks), [&](int64_t q0, int64_t q1) {
     for (int64_t pair = q0; pair < q1; ++pair)
-      for (int64_t tap = 0; tap < kVol; ++tap) {
+      for (int64_t tap = 0; tap < c.kVol; ++tap) {
         A s = A(0);
         for (int64_t ch = 0; ch < chunks; ++ch)
-          s += part[(pair * chunks + ch) * kVol + tap];
-        dw[pair * kVol + tap] = store<T>(s);
+          s += part[(pair * chunks + ch) * c.kVol + tap];
+        dw[pair * c.kVol + tap] = store<T>(s);
       }
   });
 }
@@ -335,7 +268,7 @@ void gradWeightImpl(const Tensor &x, const Tensor &dy, const ConvParams &p, Tens
   const char *k = "conv3d_grad_weight";
   requireDType(k, "output gradient", dy, x.dtype());
   requireDType(k, "result", dw, x.dtype());
-  GradGeometry g = gradGeometry(x, dy, p, dw);
+  ConvGeometry g = gradGeometry(x, dy, p, dw);
   if (dw.numel() == 0)
     return;
   T *dwp = ptr<T>(dw);

@@ -255,6 +255,29 @@ Layout diceLayout(size_t level, const Tensor &x, const Tensor &t) {
 /// Pieces of voxels a dice_ce task handles, and the blocks it computes softmax over.
 constexpr int64_t kDicePiece = 4096, kDiceBlock = 256;
 
+/// The softmax of `len` voxels over C channels (channel stride S) before the division:
+/// mx[i] the channel maximum (a NaN wins), ex[c·kDiceBlock + i] = exp(x − mx), se[i] their
+/// sum in channel order. dice_ce's forward and backward both call it, so the gradient sees
+/// the forward's bits.
+template <typename T, typename A>
+void softmaxBlock(const T *xb, int64_t C, int64_t S, int64_t len, A *ex, A *mx, A *se) {
+  for (int64_t i = 0; i < len; ++i)
+    mx[i] = load(xb[i]);
+  for (int64_t c = 1; c < C; ++c)
+    for (int64_t i = 0; i < len; ++i) {
+      A v = load(xb[c * S + i]);
+      mx[i] = v > mx[i] || v != v ? v : mx[i];
+    }
+  for (int64_t i = 0; i < len; ++i)
+    se[i] = A(0);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < len; ++i) {
+      A e = std::exp(load(xb[c * S + i]) - mx[i]);
+      ex[c * kDiceBlock + i] = e;
+      se[i] += e;
+    }
+}
+
 template <typename T>
 LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, const Layout &L,
                                 const std::optional<int64_t> &ignore) {
@@ -286,21 +309,7 @@ LevelSums<Acc<T>> diceLevelSums(size_t level, const Tensor &x, const Tensor &t, 
         const T *xb = xp + n * C * S + b0;
         for (int64_t i = 0; i < len; ++i)
           counted[task] += cls[i] >= 0;
-        for (int64_t i = 0; i < len; ++i)
-          mx[i] = load(xb[i]);
-        for (int64_t c = 1; c < C; ++c)
-          for (int64_t i = 0; i < len; ++i) {
-            A v = load(xb[c * S + i]);
-            mx[i] = v > mx[i] || v != v ? v : mx[i];
-          }
-        for (int64_t i = 0; i < len; ++i)
-          se[i] = A(0);
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t i = 0; i < len; ++i) {
-            A e = std::exp(load(xb[c * S + i]) - mx[i]);
-            ex[c * block + i] = e;
-            se[i] += e;
-          }
+        softmaxBlock(xb, C, S, len, ex.data(), mx, se);
         // CE: −log softmax(x)[t] = log Σ exp(x − max) − (x[t] − max).
         for (int64_t i = 0; i < len; ++i)
           if (cls[i] >= 0)
@@ -583,22 +592,7 @@ void diceCEGradLevel(size_t level, const Tensor &x, const Tensor &t, const DiceC
         }
         const T *xb = xp + n * C * S + b0;
         T *db = dp + n * C * S + b0;
-        // Softmax as the forward kernel.
-        for (int64_t i = 0; i < len; ++i)
-          mx[i] = load(xb[i]);
-        for (int64_t c = 1; c < C; ++c)
-          for (int64_t i = 0; i < len; ++i) {
-            A v = load(xb[c * S + i]);
-            mx[i] = v > mx[i] || v != v ? v : mx[i];
-          }
-        for (int64_t i = 0; i < len; ++i)
-          se[i] = A(0);
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t i = 0; i < len; ++i) {
-            A e = std::exp(load(xb[c * S + i]) - mx[i]);
-            pr[c * block + i] = e;
-            se[i] += e;
-          }
+        softmaxBlock(xb, C, S, len, pr.data(), mx, se);
         for (int64_t c = 0; c < C; ++c)
           for (int64_t i = 0; i < len; ++i)
             pr[c * block + i] /= se[i];

@@ -198,82 +198,71 @@ void requireResizeShapes(const char *kernel, const Tensor &small, const Tensor &
                     " are not N x C x D x H x W of one N and C"));
 }
 
-template <typename T>
-void resizeImpl(const Tensor &xt, bool linear, bool alignCorners, Tensor &yt) {
-  using A = Acc<T>;
-  requireDType("resize", "result", yt, xt.dtype());
-  requireResizeShapes("resize", xt, yt);
-  const Shape &xs = xt.shape(), &ys = yt.shape();
-  ResizeAxis<A> ax[3];
-  for (int d = 0; d < 3; ++d)
-    ax[d] = resizeAxis<A>(xs[2 + d], ys[2 + d], linear, alignCorners);
-  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
-  const T *x = ptr<T>(xt);
-  T *y = ptr<T>(yt);
-  parallelFor(xs[0] * xs[1], grainFor(outPlane), [&](int64_t b, int64_t e) {
+/// One axis of a separable gather: destination index o reads source indices index[e] with
+/// weights weight[e] for e in [begin[o], begin[o + 1]), in that order.
+template <typename A> struct GatherAxis {
+  const int64_t *begin, *index;
+  const A *weight;
+};
+
+/// Each (n, c) plane of dst from src's: dst[d, h, w] = Σ wa·(Σ wb·(Σ wc·src[i, j, k])) over
+/// the axes' entries. resize and its adjoint differ only in the tables they pass.
+template <typename T, typename A>
+void separableGather(const T *src, const Shape &ss, T *dst, const Shape &ds,
+                     const GatherAxis<A> (&ax)[3], int64_t grain) {
+  const int64_t srcPlane = ss[2] * ss[3] * ss[4], dstPlane = ds[2] * ds[3] * ds[4];
+  parallelFor(ds[0] * ds[1], grainFor(grain), [&](int64_t b, int64_t e) {
     for (int64_t nc = b; nc < e; ++nc) {
-      const T *xp = x + nc * inPlane;
-      T *yp = y + nc * outPlane;
-      for (int64_t od = 0; od < ys[2]; ++od)
-        for (int64_t oh = 0; oh < ys[3]; ++oh)
-          for (int64_t ow = 0; ow < ys[4]; ++ow) {
+      const T *sp = src + nc * srcPlane;
+      T *dp = dst + nc * dstPlane;
+      for (int64_t d = 0; d < ds[2]; ++d)
+        for (int64_t h = 0; h < ds[3]; ++h)
+          for (int64_t w = 0; w < ds[4]; ++w) {
             A acc = 0;
-            for (int a = 0; a < ax[0].taps; ++a) {
-              const int64_t id = ax[0].index[od * ax[0].taps + a];
+            for (int64_t a = ax[0].begin[d]; a < ax[0].begin[d + 1]; ++a) {
               A sa = 0;
-              for (int bb = 0; bb < ax[1].taps; ++bb) {
-                const int64_t ih = ax[1].index[oh * ax[1].taps + bb];
+              for (int64_t bb = ax[1].begin[h]; bb < ax[1].begin[h + 1]; ++bb) {
                 A sb = 0;
-                for (int c = 0; c < ax[2].taps; ++c) {
-                  const int64_t iw = ax[2].index[ow * ax[2].taps + c];
-                  sb += ax[2].weight[ow * ax[2].taps + c] * load(xp[(id * xs[3] + ih) * xs[4] + iw]);
-                }
-                sa += ax[1].weight[oh * ax[1].taps + bb] * sb;
+                for (int64_t c = ax[2].begin[w]; c < ax[2].begin[w + 1]; ++c)
+                  sb += ax[2].weight[c] *
+                        load(sp[(ax[0].index[a] * ss[3] + ax[1].index[bb]) * ss[4] +
+                                ax[2].index[c]]);
+                sa += ax[1].weight[bb] * sb;
               }
-              acc += ax[0].weight[od * ax[0].taps + a] * sa;
+              acc += ax[0].weight[a] * sa;
             }
-            yp[(od * ys[3] + oh) * ys[4] + ow] = store<T>(acc);
+            dp[(d * ds[3] + h) * ds[4] + w] = store<T>(acc);
           }
     }
   });
 }
 
+/// resize (y from x, each output reading its taps) or, `adjoint`, resize_grad (dx from dy,
+/// each input gathering through the transposed tables).
 template <typename T>
-void resizeGradImpl(const Tensor &dyt, bool linear, bool alignCorners, Tensor &dxt) {
+void resizeImpl(const char *kernel, const Tensor &src, bool linear, bool alignCorners,
+                bool adjoint, Tensor &dst) {
   using A = Acc<T>;
-  requireDType("resize_grad", "result", dxt, dyt.dtype());
-  requireResizeShapes("resize_grad", dxt, dyt);
-  const Shape &xs = dxt.shape(), &ys = dyt.shape();
+  requireDType(kernel, "result", dst, src.dtype());
+  const Tensor &xt = adjoint ? dst : src, &yt = adjoint ? src : dst; // the forward's x and y
+  requireResizeShapes(kernel, xt, yt);
+  const Shape &xs = xt.shape(), &ys = yt.shape();
   ResizeAxis<A> ax[3];
-  for (int d = 0; d < 3; ++d)
-    ax[d] = resizeAxis<A>(xs[2 + d], ys[2 + d], linear, alignCorners);
-  const int64_t inPlane = xs[2] * xs[3] * xs[4], outPlane = ys[2] * ys[3] * ys[4];
-  const T *dy = ptr<T>(dyt);
-  T *dx = ptr<T>(dxt);
-  parallelFor(xs[0] * xs[1], grainFor(outPlane), [&](int64_t b, int64_t e) {
-    for (int64_t nc = b; nc < e; ++nc) {
-      const T *gp = dy + nc * outPlane;
-      T *dp = dx + nc * inPlane;
-      for (int64_t id = 0; id < xs[2]; ++id)
-        for (int64_t ih = 0; ih < xs[3]; ++ih)
-          for (int64_t iw = 0; iw < xs[4]; ++iw) {
-            A acc = 0;
-            for (int64_t a = ax[0].begin[id]; a < ax[0].begin[id + 1]; ++a) {
-              A sa = 0;
-              for (int64_t bb = ax[1].begin[ih]; bb < ax[1].begin[ih + 1]; ++bb) {
-                A sb = 0;
-                for (int64_t c = ax[2].begin[iw]; c < ax[2].begin[iw + 1]; ++c)
-                  sb += ax[2].readWeight[c] *
-                        load(gp[(ax[0].output[a] * ys[3] + ax[1].output[bb]) * ys[4] +
-                                ax[2].output[c]]);
-                sa += ax[1].readWeight[bb] * sb;
-              }
-              acc += ax[0].readWeight[a] * sa;
-            }
-            dp[(id * xs[3] + ih) * xs[4] + iw] = store<T>(acc);
-          }
+  std::vector<int64_t> tapBegin[3]; // the forward's entries: o·taps on
+  GatherAxis<A> g[3];
+  for (int d = 0; d < 3; ++d) {
+    ResizeAxis<A> &t = ax[d];
+    t = resizeAxis<A>(xs[2 + d], ys[2 + d], linear, alignCorners);
+    if (adjoint) {
+      g[d] = {t.begin.data(), t.output.data(), t.readWeight.data()};
+    } else {
+      for (int64_t o = 0; o <= ys[2 + d]; ++o)
+        tapBegin[d].push_back(o * t.taps);
+      g[d] = {tapBegin[d].data(), t.index.data(), t.weight.data()};
     }
-  });
+  }
+  separableGather<T, A>(ptr<T>(src), src.shape(), ptr<T>(dst), dst.shape(), g,
+                        ys[2] * ys[3] * ys[4]);
 }
 
 } // namespace
@@ -442,13 +431,15 @@ void maxPoolGrad(const Tensor &x, const Tensor &dy, const std::vector<int64_t> &
 }
 
 void resize(const Tensor &x, bool linear, bool alignCorners, Tensor &y) {
-  dispatchFloat(x.dtype(), "resize",
-                [&](auto tag) { resizeImpl<decltype(tag)>(x, linear, alignCorners, y); });
+  dispatchFloat(x.dtype(), "resize", [&](auto tag) {
+    resizeImpl<decltype(tag)>("resize", x, linear, alignCorners, false, y);
+  });
 }
 
 void resizeGrad(const Tensor &dy, bool linear, bool alignCorners, Tensor &dx) {
-  dispatchFloat(dy.dtype(), "resize_grad",
-                [&](auto tag) { resizeGradImpl<decltype(tag)>(dy, linear, alignCorners, dx); });
+  dispatchFloat(dy.dtype(), "resize_grad", [&](auto tag) {
+    resizeImpl<decltype(tag)>("resize_grad", dy, linear, alignCorners, true, dx);
+  });
 }
 
 } // namespace medrun::cpu
