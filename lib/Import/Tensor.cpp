@@ -51,9 +51,9 @@ llvm::Error Importer::convertPad(const onnx::NodeProto &node) {
   llvm::Expected<std::string> mode = stringAttr(node, "mode", "constant");
   if (!mode)
     return mode.takeError();
-  if (*mode != "constant")
+  if (*mode != "constant" && *mode != "reflect" && *mode != "edge" && *mode != "wrap")
     return nodeError(node, "Pad mode '" + *mode +
-                               "' is not supported (the med dialect pads with a constant)",
+                               "' is not an ONNX mode (constant, reflect, edge, wrap)",
                      node.input(0));
   llvm::Expected<Constant> pads = constantInput(node, 1);
   if (!pads)
@@ -82,6 +82,18 @@ llvm::Error Importer::convertPad(const onnx::NodeProto &node) {
                        node.input(1));
     low[axes[j]] = lo, high[axes[j]] = hi;
   }
+  // Pads of zero are the identity in every mode (MONAI's BasicUNet exports an edge Pad of
+  // zeros wherever its upsampled size already equals the skip's).
+  if (llvm::all_of(low, [](int64_t v) { return v == 0; }) &&
+      llvm::all_of(high, [](int64_t v) { return v == 0; })) {
+    define(node, 0, *x);
+    return llvm::Error::success();
+  }
+  if (*mode != "constant")
+    return nodeError(node, "Pad mode '" + *mode +
+                               "' with non-zero pads is not supported (the med dialect pads "
+                               "with a constant)",
+                     node.input(0));
   double value = 0;
   if (hasInput(node, 2)) {
     llvm::Expected<Constant> v = constantInput(node, 2);

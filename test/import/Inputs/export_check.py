@@ -1,7 +1,7 @@
 """Checks `medrun export` of an imported network against the run that trained it.
 
   export_check.py NET EXPORTED.safetensors|.pt --checkpoint STEP_DIR --artifact A.medc --func F
-                  --medrun MEDRUN [--weights ema|model]
+                  --medrun MEDRUN [--weights ema|model] [--shape N,C,D,H,W]
 
 Loads EXPORTED (safetensors, or torch.load for .pt) into the PyTorch network NET (a key of
 networks.NETWORKS) with
@@ -34,6 +34,7 @@ ap.add_argument("--artifact", required=True)
 ap.add_argument("--func", required=True)
 ap.add_argument("--medrun", required=True)
 ap.add_argument("--weights", default="ema", choices=["ema", "model"])
+ap.add_argument("--shape", default="2,1,16,16,16", help="the input's shape N,C,D,H,W")
 args = ap.parse_args()
 
 import torch  # noqa: E402
@@ -52,7 +53,7 @@ except RuntimeError as e:
 
 ours = read_safetensors(os.path.join(args.checkpoint, args.weights + ".safetensors"))
 
-x = np.random.default_rng(3).standard_normal([2, 1, 16, 16, 16]).astype(np.float32)
+x = np.random.default_rng(3).standard_normal([int(v) for v in args.shape.split(",")]).astype(np.float32)
 with torch.no_grad():
     ref = net(torch.from_numpy(x))
 refs = [r.numpy() for r in ref] if isinstance(ref, (list, tuple)) else [ref.numpy()]

@@ -1,6 +1,6 @@
 """PyTorch definitions of the networks the ONNX importer is tested on, transcribed from their
 architectures' facts (/work/shared/reference/networks.md: MIC-DKFZ dynamic-network-
-architectures' PlainConvUNet as nnU-Net plans it, MONAI's SegResNet), with the same module names, so that state_dict keys (hence the ONNX
+architectures' PlainConvUNet as nnU-Net plans it, MONAI's SegResNet and BasicUNet), with the same module names, so that state_dict keys (hence the ONNX
 initializers) are the real networks'. Written here, not copied. Test helper.
 
 Left out on purpose: the real classes register each conv twice (`.conv` and `.all_modules.0`)
@@ -234,6 +234,89 @@ class SegResNet(nn.Module):
         return self.conv_final(x)
 
 
+class BasicConv(nn.Sequential):
+    """MONAI's Convolution with ADN order "NDA": `conv` (k3, padding 1, bias), then `adn`:
+    InstanceNorm3d (affine) as `N`, Dropout as `D`, LeakyReLU(0.1) as `A`."""
+
+    def __init__(self, cin, cout, dropout=0.0):
+        super().__init__()
+        self.add_module("conv", nn.Conv3d(cin, cout, 3, 1, 1, bias=True))
+        adn = nn.Sequential()
+        adn.add_module("N", nn.InstanceNorm3d(cout, affine=True))
+        adn.add_module("D", nn.Dropout(dropout))
+        adn.add_module("A", nn.LeakyReLU(0.1, inplace=True))
+        self.add_module("adn", adn)
+
+
+class TwoConv(nn.Sequential):
+    def __init__(self, cin, cout, dropout=0.0):
+        super().__init__()
+        self.add_module("conv_0", BasicConv(cin, cout, dropout))
+        self.add_module("conv_1", BasicConv(cout, cout, dropout))
+
+
+class Down(nn.Sequential):
+    def __init__(self, cin, cout, dropout=0.0):
+        super().__init__()
+        self.add_module("max_pooling", nn.MaxPool3d(2))
+        self.add_module("convs", TwoConv(cin, cout, dropout))
+
+
+class UpCat(nn.Module):
+    """ConvTranspose(k2, s2) to half the channels (all of them with halves=False) as
+    `upsample.deconv`; where a spatial size differs from the skip's, replicate-pad the
+    upsampled tensor by one at the end of that axis (at sizes divisible by 16 none does, and
+    torch.onnx.export still writes the all-zero edge Pad); cat([skip, up]); TwoConv."""
+
+    def __init__(self, cin, ccat, cout, dropout=0.0, halves=True):
+        super().__init__()
+        cup = cin // 2 if halves else cin
+        self.upsample = nn.Sequential()
+        self.upsample.add_module("deconv", nn.ConvTranspose3d(cin, cup, 2, 2, bias=True))
+        self.convs = TwoConv(ccat + cup, cout, dropout)
+
+    def forward(self, x, skip):
+        x = self.upsample(x)
+        pads = [0] * 6
+        for i in range(3):
+            if skip.shape[-i - 1] != x.shape[-i - 1]:
+                pads[i * 2 + 1] = 1
+        x = torch.nn.functional.pad(x, pads, "replicate")
+        return self.convs(torch.cat([skip, x], dim=1))
+
+
+class BasicUNet(nn.Module):
+    """MONAI's BasicUNet (3D): features (f0..f5) = (32, 32, 64, 128, 256, 32) by default;
+    TwoConv at the top, four Down (MaxPool(2), TwoConv), four UpCat (the last one keeps its
+    channels and gives f5), a 1x1x1 conv (bias) to the classes."""
+
+    def __init__(self, cin=1, classes=2, features=(32, 32, 64, 128, 256, 32), dropout=0.0):
+        super().__init__()
+        f = features
+        self.conv_0 = TwoConv(cin, f[0], dropout)
+        self.down_1 = Down(f[0], f[1], dropout)
+        self.down_2 = Down(f[1], f[2], dropout)
+        self.down_3 = Down(f[2], f[3], dropout)
+        self.down_4 = Down(f[3], f[4], dropout)
+        self.upcat_4 = UpCat(f[4], f[3], f[3], dropout)
+        self.upcat_3 = UpCat(f[3], f[2], f[2], dropout)
+        self.upcat_2 = UpCat(f[2], f[1], f[1], dropout)
+        self.upcat_1 = UpCat(f[1], f[0], f[5], dropout, halves=False)
+        self.final_conv = nn.Conv3d(f[5], classes, 1, bias=True)
+
+    def forward(self, x):
+        x0 = self.conv_0(x)
+        x1 = self.down_1(x0)
+        x2 = self.down_2(x1)
+        x3 = self.down_3(x2)
+        x4 = self.down_4(x3)
+        u = self.upcat_4(x4, x3)
+        u = self.upcat_3(u, x2)
+        u = self.upcat_2(u, x1)
+        u = self.upcat_1(u, x0)
+        return self.final_conv(u)
+
+
 class ConvMaxPool(nn.Module):
     """Conv3d(k3) -> MaxPool3d(2) (BasicUNet's down path) -> Conv3d(1x1x1): the MaxPool
     import's test network."""
@@ -306,6 +389,7 @@ NETWORKS = {
     # the M preset's last stage (320 -> 320).
     "resencunet": lambda: ResidualEncoderUNet(1, 3, (8, 16, 32, 32), (1, 2, 2, 2), (1, 3, 4, 6)),
     "conv_maxpool": lambda: ConvMaxPool(),
+    "basicunet": lambda: BasicUNet(1, 2, (4, 4, 8, 8, 16, 4)),
     "segresnet_deconv": lambda: SegResNet(1, 2, 8, upsample_mode="deconv"),
     "segresnet": lambda: SegResNet(1, 2, 8),
     "resize_linear": lambda: ConvResize("trilinear", False, (2, 3, 1)),

@@ -42,7 +42,7 @@ def build(name):
     g = torch.Generator().manual_seed(5)
     with torch.no_grad():
         for k, v in net.state_dict().items():
-            if ".norm." in k:
+            if ".norm." in k or ".adn.N." in k:  # (MONAI names its norms adn.N)
                 v.add_(0.1 * torch.randn(v.shape, generator=g))
     return net, dict(net.state_dict())
 
