@@ -21,6 +21,7 @@ cudnn.benchmark. Targets: random class indices, the lower levels taken every 2^i
   python3 bench/import_torch.py --net resencunet --device cpu --patch 32 --batch 1 --steps 1 --warmup 0 --modes eager
 """
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -63,12 +64,19 @@ def dice_ce(logits, target, smooth=1e-5):
 
 def bench(model, args, mode, dev):
     torch.backends.cudnn.benchmark = True
-    net = torch.compile(model) if mode == "compile" else model
+    # "-cl": the network's weights and input in channels_last_3d (NDHWC strides; cuDNN's
+    # tensor-core convolutions take that layout without transposing), on a copy of the model.
+    cl = mode.endswith("-cl")
+    if cl:
+        model = copy.deepcopy(model).to(memory_format=torch.channels_last_3d)
+    net = torch.compile(model) if mode.startswith("compile") else model
     opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.99, nesterov=True,
                           weight_decay=3e-5)
     g = torch.Generator(device=dev).manual_seed(0)
     p = args.patch
     x = torch.randn(args.batch, 1, p, p, p, device=dev, generator=g)
+    if cl:
+        x = x.contiguous(memory_format=torch.channels_last_3d)
     t = torch.randint(0, args.classes, (args.batch, p, p, p), device=dev, generator=g)
     levels = 5  # the 3d_fullres plan's decoder stages
     targets = [t[:, ::2 ** i, ::2 ** i, ::2 ** i].contiguous() for i in range(levels)]
@@ -118,7 +126,8 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--modes", default="eager,compile",
+                    help="of eager, compile, eager-cl, compile-cl (-cl: channels_last_3d)")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu to check the script")
     args = ap.parse_args()
     dev = torch.device(args.device)

@@ -61,6 +61,9 @@
 #                 (MED_IMPORT_RESENC_PATCH / _BATCH at prepare time, default 128³, batch 2), then
 #                 PyTorch eager and torch.compile of the same transcriptions with the same
 #                 recipe on the same GPU (bench/import_torch.py); a table with the ratios last.
+#                 MED_IMPORT_BENCH_MODES (default eager,compile) may add eager-cl and
+#                 compile-cl: PyTorch with the network and input in channels_last_3d, what
+#                 the same library calls give without NCDHW <-> NDHWC transforms.
 #
 # Usage: on the build machine `scripts/gpu/import.sh prepare` (after a build; BUILD names the
 # build directory) exports the networks with python3-torch (test/import/Inputs/onnx_check.py),
