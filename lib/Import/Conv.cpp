@@ -68,32 +68,43 @@ llvm::Expected<ConvAttributes> readConvAttributes(Importer &im, const onnx::Node
   return a;
 }
 
+/// A Conv or ConvTranspose node's input, weight, optional bias and attributes.
+struct ConvNode {
+  Value x, w, b;
+  ConvAttributes attrs;
+};
+
+llvm::Expected<ConvNode> readConvNode(Importer &im, const onnx::NodeProto &node) {
+  ConvNode c;
+  Value *slots[] = {&c.x, &c.w, &c.b};
+  for (int i = 0; i < 3 && (i < 2 || im.hasInput(node, i)); ++i) {
+    llvm::Expected<Value> v = im.operand(node, i);
+    if (!v)
+      return v.takeError();
+    *slots[i] = *v;
+  }
+  llvm::Expected<ConvAttributes> a = readConvAttributes(im, node, c.w);
+  if (!a)
+    return a.takeError();
+  c.attrs = std::move(*a);
+  return c;
+}
+
 } // namespace
 
 llvm::Error Importer::convertConv(const onnx::NodeProto &node) {
-  llvm::Expected<Value> x = operand(node, 0);
-  if (!x)
-    return x.takeError();
-  llvm::Expected<Value> w = operand(node, 1);
-  if (!w)
-    return w.takeError();
-  Value b;
-  if (hasInput(node, 2)) {
-    llvm::Expected<Value> bias = operand(node, 2);
-    if (!bias)
-      return bias.takeError();
-    b = *bias;
-  }
-  llvm::Expected<ConvAttributes> a = readConvAttributes(*this, node, *w);
-  if (!a)
-    return a.takeError();
+  llvm::Expected<ConvNode> c = readConvNode(*this, node);
+  if (!c)
+    return c.takeError();
+  Value x = c->x, w = c->w, b = c->b;
+  const ConvAttributes *a = &c->attrs;
   SmallVector<int64_t> padding(3);
   bool symmetric = true;
   for (int i = 0; i < 3; ++i) {
     padding[i] = std::min(a->pads[i], a->pads[i + 3]);
     symmetric &= a->pads[i] == a->pads[i + 3];
   }
-  Value in = *x;
+  Value in = x;
   if (!symmetric) { // the part beyond the symmetric padding, as zeros before the conv
     SmallVector<int64_t> low(5, 0), high(5, 0);
     for (int i = 0; i < 3; ++i)
@@ -104,7 +115,7 @@ llvm::Error Importer::convertConv(const onnx::NodeProto &node) {
       return pad.takeError();
     in = pad->getResult();
   }
-  auto conv = create<Conv3dOp>(node, in, *w, b, builder.getDenseI64ArrayAttr(a->strides),
+  auto conv = create<Conv3dOp>(node, in, w, b, builder.getDenseI64ArrayAttr(a->strides),
                                builder.getDenseI64ArrayAttr(padding),
                                builder.getDenseI64ArrayAttr(a->dilations),
                                builder.getI64IntegerAttr(a->group));
@@ -115,22 +126,11 @@ llvm::Error Importer::convertConv(const onnx::NodeProto &node) {
 }
 
 llvm::Error Importer::convertConvTranspose(const onnx::NodeProto &node) {
-  llvm::Expected<Value> x = operand(node, 0);
-  if (!x)
-    return x.takeError();
-  llvm::Expected<Value> w = operand(node, 1);
-  if (!w)
-    return w.takeError();
-  Value b;
-  if (hasInput(node, 2)) {
-    llvm::Expected<Value> bias = operand(node, 2);
-    if (!bias)
-      return bias.takeError();
-    b = *bias;
-  }
-  llvm::Expected<ConvAttributes> a = readConvAttributes(*this, node, *w);
-  if (!a)
-    return a.takeError();
+  llvm::Expected<ConvNode> c = readConvNode(*this, node);
+  if (!c)
+    return c.takeError();
+  Value x = c->x, w = c->w, b = c->b;
+  const ConvAttributes *a = &c->attrs;
   SmallVector<int64_t> padding(3);
   for (int i = 0; i < 3; ++i) {
     if (a->pads[i] != a->pads[i + 3])
@@ -138,7 +138,7 @@ llvm::Error Importer::convertConvTranspose(const onnx::NodeProto &node) {
     padding[i] = a->pads[i];
   }
   auto conv = create<Conv3dTransposeOp>(
-      node, *x, *w, b, builder.getDenseI64ArrayAttr(a->strides),
+      node, x, w, b, builder.getDenseI64ArrayAttr(a->strides),
       builder.getDenseI64ArrayAttr(padding), builder.getDenseI64ArrayAttr(a->outputPadding),
       builder.getDenseI64ArrayAttr(a->dilations), builder.getI64IntegerAttr(a->group));
   if (!conv)
