@@ -114,6 +114,16 @@ SmallVector<Operation *> mlir::med::blockMlps(func::FuncOp f) {
 bool mlir::med::formBlockMlp(Operation *compress, llvm::DenseSet<Operation *> &erased) {
   Operation *act = compress->getOperand(0).getDefiningOp();
   Operation *expand = act->getOperand(0).getDefiningOp();
+  // Copies of the activation med-recompute placed in the backward read the original again:
+  // the templates recompute it themselves.
+  SmallVector<Operation *> copies;
+  for (Operation *u : act->getOperand(0).getUsers())
+    if (u != act && OperationEquivalence::isEquivalentTo(u, act, OperationEquivalence::IgnoreLocations))
+      copies.push_back(u);
+  for (Operation *copy : copies) {
+    copy->replaceAllUsesWith(act);
+    copy->erase();
+  }
   std::optional<SmallVector<Operation *>> backward = backwardOf(act, compress);
   if (!backward)
     return false;

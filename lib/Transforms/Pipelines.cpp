@@ -23,7 +23,8 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
                                     "cse",                  "med-sink-assigns",
                                     "med-form-mlp-fusions", "med-form-stencil-fusions",
                                     "med-split-norms",      "med-split-contraction-bias", "med-form-resample-fusions",
-                                    "med-form-reduce-fusions", "med-form-fusions"};
+                                    "med-form-reduce-fusions", "med-form-fusions",
+                                    "med-recompute"};
   return names;
 }
 
@@ -103,7 +104,13 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createMedFormFusions());
   // Not optional: the artifact needs its decisions. Last, after every pass that makes ops.
   fn.addPass(createMedAssignStorage());
-  if (memoryBudgetGib > 0) { // after the storage decisions, which size the memory plan
+  // After the storage decisions, which size the memory plan. Without a budget it only
+  // recomputes what costs no memory elsewhere; a budget needs it.
+  if (memoryBudgetGib > 0 && !enabled("med-recompute")) {
+    error("a memory budget needs med-recompute");
+    return failure();
+  }
+  if (enabled("med-recompute")) {
     MedRecomputeOptions options;
     options.budgetGib = memoryBudgetGib;
     fn.addPass(createMedRecompute(options));

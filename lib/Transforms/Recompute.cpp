@@ -4,8 +4,10 @@
 #include "med/IR/MedOps.h"
 #include "med/Transforms/Passes.h"
 
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -22,7 +24,7 @@ namespace {
 
 /// Elements computed per element of the result when `op` runs again, or 0 when it cannot
 /// be recomputed cheaply: it must be free of side effects and elementwise (or broadcasting)
-/// by FusionOpInterface, or an elementwise fusion (its body's ops per element).
+/// by FusionOpInterface or PerElement, or an elementwise fusion (its body's ops per element).
 double recomputeCost(Operation *op) {
   if (op->getNumResults() == 0 || !isMemoryEffectFree(op))
     return 0;
@@ -34,7 +36,10 @@ double recomputeCost(Operation *op) {
     return std::max(ops, 1.0);
   }
   FusionKind kind = fusionKind(op);
-  return kind == FusionKind::Elementwise || kind == FusionKind::Broadcast ? 1 : 0;
+  return kind == FusionKind::Elementwise || kind == FusionKind::Broadcast ||
+                 op->hasTrait<PerElement>()
+             ? 1
+             : 0;
 }
 
 int64_t planned(const FunctionMemoryPlan &p) {
@@ -69,10 +74,106 @@ struct Candidate {
   double score;    ///< bytes freed per element recomputed
 };
 
+/// Is `v` at hand at step `at` without living longer: a parameter or constant (resident),
+/// or a value something reads at or after `at`.
+bool availableAt(Value v, int at, const llvm::DenseMap<Operation *, int> &step, Block &body) {
+  if (isa_and_nonnull<ParamOp, ConstantOp>(v.getDefiningOp()))
+    return true;
+  return llvm::any_of(v.getUsers(), [&](Operation *user) {
+    Operation *top = body.findAncestorOpInBlock(*user);
+    return top && step.count(top) && step.lookup(top) >= at;
+  });
+}
+
+/// Result `k` of `op` computed again at `b`'s insertion point, or null. `available` gives
+/// the value to read in place of an input there (itself or its copy), or null when there is
+/// none. An elementwise fusion's result is recomputed from the slice of its
+/// body that yields it, cut at the fusion's inputs and at its other results (an activation
+/// from the saved pre-activation beside it); another op cheap to run again
+/// (recomputeCost) is copied whole when it has one result. The copy's storage is the
+/// original's.
+Operation *freeCopy(OpBuilder &b, Operation *op, unsigned k,
+                    llvm::function_ref<Value(Value)> available) {
+  auto fusion = dyn_cast<FusionOp>(op);
+  if (!fusion) {
+    if (op->getNumResults() != 1 || !recomputeCost(op))
+      return nullptr;
+    SmallVector<Value> operands;
+    for (Value w : op->getOperands())
+      if (Value at = available(w))
+        operands.push_back(at);
+      else
+        return nullptr;
+    Operation *copy = b.clone(*op);
+    copy->setOperands(operands);
+    return copy;
+  }
+  // Templates whose kernels are one pass over their elements (a depthwise stencil reads a
+  // few neighbours more): cheap enough to run again when it costs no memory.
+  const StringRef templ = fusion.getTemplateName();
+  if (templ != "elementwise" && templ != "stencil")
+    return nullptr;
+  Block &body = fusion.getBody().front();
+  Operation *yield = body.getTerminator();
+  llvm::DenseMap<Value, Value> cut; // body value -> the outside value that holds it
+  for (BlockArgument a : body.getArguments())
+    cut[a] = fusion->getOperand(a.getArgNumber());
+  for (auto [j, y] : llvm::enumerate(yield->getOperands()))
+    if (j != k)
+      cut.try_emplace(y, fusion->getResult(j));
+  Value target = yield->getOperand(k);
+  if (cut.count(target))
+    return nullptr;
+  llvm::SetVector<Operation *> slice;
+  llvm::SetVector<Value> inputs;
+  SmallVector<Operation *> work{target.getDefiningOp()};
+  while (!work.empty()) {
+    Operation *inner = work.pop_back_val();
+    if (!slice.insert(inner))
+      continue;
+    for (Value u : inner->getOperands())
+      if (auto it = cut.find(u); it != cut.end())
+        inputs.insert(u);
+      else
+        work.push_back(u.getDefiningOp());
+  }
+  SmallVector<Value> outer;
+  for (Value u : inputs)
+    if (Value at = available(cut.lookup(u)))
+      outer.push_back(at);
+    else
+      return nullptr;
+  auto copy = b.create<FusionOp>(op->getLoc(), templ, TypeRange{target.getType()}, outer);
+  {
+    IRMapping map;
+    map.map(inputs.getArrayRef(), copy.getBody().front().getArguments());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&copy.getBody().front());
+    for (Operation &inner : body.without_terminator()) // body order
+      if (slice.contains(&inner))
+        b.clone(inner, map);
+    b.create<YieldOp>(op->getLoc(), ValueRange{map.lookup(target)});
+  }
+  FailureOr<DictionaryAttr> roles = matchFusionTemplate(templ, copy.getBody().front(), nullptr);
+  if (failed(roles)) {
+    copy->erase();
+    return nullptr;
+  }
+  if (!roles->empty())
+    copy.setRolesAttr(*roles);
+  if (auto storage = op->getAttrOfType<ArrayAttr>("med.storage"))
+    copy->setAttr("med.storage", b.getArrayAttr({storage[k]}));
+  if (op->hasAttr("med.fp32"))
+    copy->setAttr("med.fp32", b.getUnitAttr());
+  return copy;
+}
+
 struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (failed(recomputeFree()))
+      return signalPassFailure();
     if (budgetGib <= 0)
       return;
     func::FuncOp f = getOperation();
@@ -172,6 +273,11 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
       for (Operation *copy : copies.lookup(act))
         undo(Candidate{act, {}, nullptr, 0}, copy);
       copies.erase(act);
+      for (auto [copy, v] : freeCopies.lookup(act)) {
+        copy->getResult(0).replaceAllUsesWith(v);
+        copy->erase();
+      }
+      freeCopies.erase(act);
       llvm::DenseSet<Operation *> erased;
       const bool formed = formBlockMlp(compress, erased);
       if (!erased.empty()) { // new fusions (an mlp_grad alone where the mlp failed, too)
@@ -187,7 +293,94 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     return false;
   }
 
+  /// Without a budget: values live across the peak that can be computed again from values
+  /// live across it anyway (freeCopy) are, before their first reader after the peak; that
+  /// peak then holds fewer bytes and no other step more. Repeated at each new peak while
+  /// the planned bytes fall; a round that does not lower them is undone.
+  LogicalResult recomputeFree() {
+    func::FuncOp f = getOperation();
+    FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
+    if (failed(plan))
+      return failure();
+    Block &body = f.getBody().front();
+    for (int round = 0; round < kMaxFreeRounds; ++round) {
+      llvm::DenseMap<Operation *, int> step;
+      int n = 0;
+      for (Operation &op : body)
+        step[&op] = n++;
+      const int peak = peakStep(*plan, n);
+      SmallVector<std::pair<Operation *, Value>> made; // copy, the value it stands for
+      llvm::DenseMap<Value, Operation *> moved; // values redirected to their copy
+      llvm::DenseSet<Value> read;               // values a copy reads
+      for (Operation &op : llvm::make_early_inc_range(body)) {
+        if (!step.count(&op) || step[&op] >= peak || isa<ParamOp, ConstantOp>(op))
+          continue;
+        for (OpResult v : op.getResults()) {
+          Operation *late = nullptr;
+          for (Operation *user : v.getUsers()) {
+            Operation *top = body.findAncestorOpInBlock(*user);
+            if (top && step.count(top) && step[top] > peak &&
+                !isa<func::ReturnOp, AssignOp>(top) && (!late || step[top] < step[late]))
+              late = top;
+          }
+          if (!late || read.contains(v))
+            continue;
+          OpBuilder b(late);
+          // An input recomputed this round is read from its copy, moved up when it stands
+          // later (its inputs are read after its own place, so they are live here too).
+          Operation *copy = freeCopy(b, &op, v.getResultNumber(), [&](Value w) -> Value {
+            if (Operation *c = moved.lookup(w)) {
+              hoist(c, late);
+              return c->getResult(0);
+            }
+            return availableAt(w, step[late], step, body) ? w : Value();
+          });
+          if (!copy)
+            continue;
+          const int from = step[late];
+          v.replaceUsesWithIf(copy->getResult(0), [&](OpOperand &use) {
+            Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+            return top && top != copy && step.count(top) && step.lookup(top) >= from;
+          });
+          made.push_back({copy, v});
+          moved[v] = copy;
+          freeCopies[&op].push_back({copy, v});
+          for (Value w : copy->getOperands())
+            read.insert(w);
+        }
+      }
+      if (made.empty())
+        return success();
+      FailureOr<FunctionMemoryPlan> next = planFunctionMemory(f);
+      if (failed(next))
+        return failure();
+      if (planned(*next) >= planned(*plan)) {
+        for (auto [copy, v] : llvm::reverse(made)) {
+          freeCopies[v.getDefiningOp()].pop_back(); // this round's are last
+          copy->getResult(0).replaceAllUsesWith(v);
+          copy->erase();
+        }
+        return success();
+      }
+      plan = std::move(next);
+    }
+    return success();
+  }
+  static constexpr int kMaxFreeRounds = 64;
+
+  /// Moves `copy` before `at` if it stands later, the copies it reads first.
+  static void hoist(Operation *copy, Operation *at) {
+    if (copy->isBeforeInBlock(at))
+      return;
+    for (Value w : copy->getOperands())
+      if (Operation *def = w.getDefiningOp(); def && def->getBlock() == at->getBlock())
+        hoist(def, at);
+    copy->moveBefore(at);
+  }
+
   llvm::DenseMap<Operation *, SmallVector<Operation *>> copies; ///< made by this pass
+  /// Copies made by recomputeFree, per original op: each stands for one of its results.
+  llvm::DenseMap<Operation *, SmallVector<std::pair<Operation *, Value>>> freeCopies;
   llvm::DenseSet<Operation *> failedBlocks; ///< block MLPs the templates do not take
 
   /// A copy of the candidate's op before its first reader after the peak; every reader

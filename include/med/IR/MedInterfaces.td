@@ -45,6 +45,13 @@ def Med_ElementSetReduction : NativeOpTrait<"ElementSetReduction"> {
   let cppNamespace = "::mlir::med";
 }
 
+// Ops that run as one pass over their first operand's elements with a few small side
+// inputs (statistics, per-channel vectors), though no fusion template takes them: as cheap
+// to run again as an elementwise op (med-recompute).
+def Med_PerElement : NativeOpTrait<"PerElement"> {
+  let cppNamespace = "::mlir::med";
+}
+
 def Med_FusionOpInterface : OpInterface<"FusionOpInterface"> {
   let cppNamespace = "::mlir::med";
   let description = [{

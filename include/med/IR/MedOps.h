@@ -25,6 +25,11 @@ class NotDifferentiable : public OpTrait::TraitBase<ConcreteType, NotDifferentia
 template <typename ConcreteType>
 class ElementSetReduction : public OpTrait::TraitBase<ConcreteType, ElementSetReduction> {};
 
+/// Marks ops that are one pass over their first operand's elements with small side inputs,
+/// outside the fusion templates (med.group_norm_apply): cheap to compute again.
+template <typename ConcreteType>
+class PerElement : public OpTrait::TraitBase<ConcreteType, PerElement> {};
+
 /// An op's access pattern for fusion (FusionOpInterface).
 enum class FusionKind {
   Elementwise,

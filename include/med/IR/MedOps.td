@@ -373,7 +373,8 @@ def Med_GroupNormStatsOp : Med_ShapedOp<"group_norm_stats", [
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiable, Med_Normalization]> {
+def Med_GroupNormApplyOp : Med_ShapedOp<"group_norm_apply", [Med_NotDifferentiable, Med_Normalization,
+                                                               Med_PerElement]> {
   let family = "normalization";
   let shapeRule = [{groupNormApply($input, $mean, $rstd, $gamma, $beta, $groups)}];
   let flops = "3"; // group_norm's 7 less its statistics' 4

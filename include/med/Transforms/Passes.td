@@ -303,10 +303,21 @@ def MedSinkAssigns : Pass<"med-sink-assigns", "::mlir::func::FuncOp"> {
 }
 
 def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
-  let summary = "recomputes saved values in the backward until the planned memory fits a budget";
+  let summary = "recomputes saved values in the backward: those that cost no memory, and more "
+                "until the planned memory fits a budget";
   let description = [{
     A training step saves forward values for its backward; while they wait, they hold
-    device memory. Under a budget (`medc compile --memory-budget GiB`, recipe key
+    device memory. Always (it is on by default; `--disable-pass med-recompute` leaves it
+    out, which a budget forbids), a value live across the step where the planned bytes
+    peak that can be computed again from values live across that step anyway gets a copy
+    before its first reader after the peak: an op cheap to run again (below) whose inputs
+    are read at or after that reader, or the slice of an `elementwise` or `stencil` fusion
+    that yields it, cut at the fusion's inputs and its other results (GELU's output from
+    the saved pre-activation it is fused with; a depthwise stencil's output from the block
+    input its weight gradient keeps, and the group norm applied to it). Copies may read
+    copies. The peak loses those bytes and no step gains any; the pass repeats at the new
+    peak while the plan falls. It costs time only: each copy is one more pass over its
+    elements in the backward. Under a budget (`medc compile --memory-budget GiB`, recipe key
     `memory_budget_gib`), this pass lowers the function's planned peak — medc's memory plan
     over its ops (the arena, `lib/Analysis/MemoryPlan.cpp`) plus the resident state it
     reads — until it fits: a value computed by an op that is cheap to run again (no side
@@ -317,11 +328,11 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
     greedily by bytes freed per element computed again, each kept only when the re-planned
     peak falls; when none helps and the budget is still exceeded, the pass fails naming
     the budget and the best peak it reached. It runs last (after `med-assign-storage`,
-    whose decisions the copies carry), only when a budget is given.
+    whose decisions the copies carry).
   }];
   let options = [
     Option<"budgetGib", "budget-gib", "double", /*default=*/"0",
-           "the planned peak to reach, in GiB (0: no budget, the pass does nothing)">,
+           "the planned peak to reach, in GiB (0: no budget, only the recomputation that costs no memory)">,
   ];
 }
 
