@@ -78,7 +78,8 @@
 #             nnU-Net's recipe) beside PyTorch eager and torch.compile (bench/import_torch.py)
 #   budget    the memory budget's curve (scripts/gpu/budget.sh; its artifacts made here by
 #             `scripts/gpu/budget.sh prepare`): medrun bench of the BANIS+ bf16-mixed step
-#             without a budget and under --memory-budget 24, 20, 16, 12, 8 GiB: ms/step, peak
+#             without a budget, without med-recompute and under --memory-budget 20, 16, 12,
+#             8 GiB: ms/step, peak
 # and prints a short table last (MED_BENCH_TORCH=0: bench times ours only; MED_BENCH_TORCH_MODES:
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name

@@ -181,6 +181,14 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
     if (failed(plan))
       return signalPassFailure();
+    if (planned(*plan) <= budget)
+      return;
+    // The copies that cost no memory come out of the block MLPs' backward (the templates'
+    // matchers want the originals): they are made again once the budget's work is done.
+    undoFree();
+    plan = planFunctionMemory(f);
+    if (failed(plan))
+      return signalPassFailure();
     llvm::DenseSet<Operation *> tried; // candidates that did not lower the peak
     while (planned(*plan) > budget) {
       Block &body = f.getBody().front();
@@ -235,6 +243,11 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
           return signalPassFailure();
       }
     }
+    if (failed(recomputeFree()))
+      return signalPassFailure();
+    plan = planFunctionMemory(f);
+    if (failed(plan))
+      return signalPassFailure();
     if (planned(*plan) > budget) {
       std::string gib;
       llvm::raw_string_ostream(gib) << llvm::format("%g", static_cast<double>(budgetGib));
@@ -273,11 +286,11 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
       for (Operation *copy : copies.lookup(act))
         undo(Candidate{act, {}, nullptr, 0}, copy);
       copies.erase(act);
-      for (auto [copy, v] : freeCopies.lookup(act)) {
-        copy->getResult(0).replaceAllUsesWith(v);
-        copy->erase();
-      }
-      freeCopies.erase(act);
+      // The template's weight gradient reads the expansion's own input: copies of it go too.
+      Operation *input = act->getOperand(0).getDefiningOp()->getOperand(0).getDefiningOp();
+      for (Operation *copy : copies.lookup(input))
+        undo(Candidate{input, {}, nullptr, 0}, copy);
+      copies.erase(input);
       llvm::DenseSet<Operation *> erased;
       const bool formed = formBlockMlp(compress, erased);
       if (!erased.empty()) { // new fusions (an mlp_grad alone where the mlp failed, too)
@@ -344,7 +357,7 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
           });
           made.push_back({copy, v});
           moved[v] = copy;
-          freeCopies[&op].push_back({copy, v});
+          freeCopies.push_back({copy, v});
           for (Value w : copy->getOperands())
             read.insert(w);
         }
@@ -356,7 +369,7 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
         return failure();
       if (planned(*next) >= planned(*plan)) {
         for (auto [copy, v] : llvm::reverse(made)) {
-          freeCopies[v.getDefiningOp()].pop_back(); // this round's are last
+          freeCopies.pop_back(); // this round's are last
           copy->getResult(0).replaceAllUsesWith(v);
           copy->erase();
         }
@@ -379,8 +392,18 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
   }
 
   llvm::DenseMap<Operation *, SmallVector<Operation *>> copies; ///< made by this pass
-  /// Copies made by recomputeFree, per original op: each stands for one of its results.
-  llvm::DenseMap<Operation *, SmallVector<std::pair<Operation *, Value>>> freeCopies;
+  /// Copies made by recomputeFree in order, each with the value it stands for.
+  SmallVector<std::pair<Operation *, Value>> freeCopies;
+
+  /// Every copy recomputeFree made reads the original again (latest first: a copy may read
+  /// an earlier one).
+  void undoFree() {
+    for (auto [copy, v] : llvm::reverse(freeCopies)) {
+      copy->getResult(0).replaceAllUsesWith(v);
+      copy->erase();
+    }
+    freeCopies.clear();
+  }
   llvm::DenseSet<Operation *> failedBlocks; ///< block MLPs the templates do not take
 
   /// A copy of the candidate's op before its first reader after the peak; every reader

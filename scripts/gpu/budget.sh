@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Part `budget` of scripts/gpu-check.sh: the memory budget's curve (docs/perf.md; issue 32,
 # item 3). The BANIS+ step (MedNeXt-L k3, 1->6, batch 2, 128³, bf16-mixed, no augmentation)
-# compiled without a budget and with `--memory-budget` 24, 20, 16, 12 and 8 GiB
-# (med-recompute: saved values recomputed until medc's plan fits), each benched by `medrun
-# bench` (3 warm-up, 20 timed steps), in the order default, 24, 20, 16, 12, 8, default: the
-# two default runs bracket any drift of the GPU during the part. The table gives per budget
+# compiled without a budget (med-recompute's free recomputation only), without med-recompute
+# (`--disable-pass med-recompute`: every saved value kept) and with `--memory-budget` 20, 16,
+# 12 and 8 GiB (saved values recomputed until medc's plan fits), each benched by `medrun
+# bench` (3 warm-up, 20 timed steps), in the order default, off, 20, 16, 12, 8, off, default:
+# the repeated runs bracket any drift of the GPU during the part. The table gives per budget
 # the median step (min-max), the device's peak as medrun measures it (plan, cuDNN and
 # cuBLASLt workspaces, the CUDA context not included) and the step against the mean of the
 # two default runs. A budget medc cannot meet is a compile error at prepare time, written
@@ -17,9 +18,10 @@ set -uo pipefail
 budget_prepare() {
   local medc=${BUILD:-build}/bin/medc D=.device/budget
   rm -rf "$D" && mkdir -p "$D"
-  for b in 0 24 20 16 12 8; do
+  for b in 0 off 20 16 12 8; do
     local opt=() name=banis_plus_bf16
-    [ "$b" != 0 ] && opt=(--memory-budget "$b") name=banis_plus_bf16_${b}g
+    [ "$b" = off ] && opt=(--disable-pass med-recompute) name=banis_plus_bf16_off
+    [ "$b" != 0 ] && [ "$b" != off ] && opt=(--memory-budget "$b") name=banis_plus_bf16_${b}g
     echo "== budget.sh prepare: $name"
     if "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none \
         --set precision=bf16-mixed "${opt[@]}" --target cuda -o "$D/$name.medc" >"$D/$name.log" 2>&1; then
@@ -38,9 +40,10 @@ budget_run() {
   for z in "$D"/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done
   : >"$OUT/budget.txt"
   local i=0
-  for b in 0 24 20 16 12 8 0; do
+  for b in 0 off 20 16 12 8 off 0; do
     local name=banis_plus_bf16
-    [ "$b" != 0 ] && name=banis_plus_bf16_${b}g
+    [ "$b" = off ] && name=banis_plus_bf16_off
+    [ "$b" != 0 ] && [ "$b" != off ] && name=banis_plus_bf16_${b}g
     i=$((i + 1))
     if [ -f "$D/$name.refused" ]; then
       echo "$b refused $(cat "$D/$name.refused")" >>"$OUT/budget.rows"
@@ -51,7 +54,7 @@ budget_run() {
       status=1
       continue
     fi
-    echo "== budget: medrun bench $name ($i of 7)"
+    echo "== budget: medrun bench $name ($i of 8)"
     timeout 300 "$M" bench "$D/bench.json" --artifact "$D/$name.medc" --device cuda --steps 20 \
       --json "$OUT/budget-$i.json" >"$OUT/budget-$i.log" 2>&1
     local rc=$?
@@ -70,20 +73,23 @@ runs = []
 for b, what in rows:
     if what.startswith("/") or what.endswith(".json"):
         j = json.load(open(what))
-        runs.append((int(b), j["ms_per_step"], j["peak_memory_bytes"] / 2**30, None))
+        runs.append((b, j["ms_per_step"], j["peak_memory_bytes"] / 2**30, None))
     else:
-        runs.append((int(b), None, None, what))
-base = [t["median"] for b, t, _, _ in runs if b == 0 and t]
-ref = sum(base) / len(base) if base else None
-print("%-9s %-30s %-10s %s" % ("budget", "ms/step median (min-max)", "peak", "vs default"))
+        runs.append((b, None, None, what))
+def mean(key):
+    v = [t["median"] for b, t, _, _ in runs if b == key and t]
+    return sum(v) / len(v) if v else None
+ref, off = mean("0"), mean("off")
+print("%-22s %-30s %-10s %-11s %s" % ("budget", "ms/step median (min-max)", "peak", "vs default",
+                                      "vs no med-recompute"))
 for b, t, peak, why in runs:
-    label = "default" if b == 0 else "%d GiB" % b
+    label = {"0": "default", "off": "no med-recompute"}.get(b, "%s GiB" % b)
     if t is None:
-        print("%-9s %s" % (label, why))
+        print("%-22s %s" % (label, why))
         continue
-    ratio = "%.3f" % (t["median"] / ref) if ref else "-"
-    print("%-9s %-30s %-10s %s" % (label, "%.1f (%.1f-%.1f)" % (t["median"], t["min"], t["max"]),
-                                   "%.2f GiB" % peak, ratio))
+    ratio = lambda r: "%.3f" % (t["median"] / r) if r else "-"
+    print("%-22s %-30s %-10s %-11s %s" % (label, "%.1f (%.1f-%.1f)" % (t["median"], t["min"], t["max"]),
+                                          "%.2f GiB" % peak, ratio(ref), ratio(off)))
 PY
   rm -f "$OUT/budget.rows"
 }
