@@ -46,25 +46,82 @@ int64_t planned(const FunctionMemoryPlan &p) {
   return static_cast<int64_t>(p.arena.bytes) + p.residentBytes;
 }
 
-/// The step at which the most bytes are live (the lower bound the arena approaches).
-int peakStep(const FunctionMemoryPlan &p, int steps) {
-  std::vector<int64_t> delta(steps + 3, 0); // index step + 1; the upload is -1
+/// Bytes live at each step -1 (the upload) .. `steps`, at index step + 1.
+std::vector<int64_t> liveBytes(const FunctionMemoryPlan &p, int steps) {
+  std::vector<int64_t> delta(steps + 3, 0);
   auto at = [&](int s) { return std::clamp(s, -1, steps) + 1; };
   for (const BufferLife &l : p.lives)
     if (l.bytes && l.first <= l.last) {
       delta[at(l.first)] += static_cast<int64_t>(l.bytes);
       delta[at(l.last) + 1] -= static_cast<int64_t>(l.bytes);
     }
-  int best = -1;
-  int64_t live = 0, most = -1;
-  for (int s = -1; s <= steps; ++s) {
-    live += delta[at(s)];
-    if (live > most) {
-      most = live;
-      best = s;
+  std::vector<int64_t> live(steps + 2, 0);
+  int64_t sum = 0;
+  for (int i = 0; i < steps + 2; ++i)
+    live[i] = sum += delta[i];
+  return live;
+}
+
+/// The step at which the most bytes are live (the lower bound the arena approaches).
+int peakStep(const FunctionMemoryPlan &p, int steps) {
+  std::vector<int64_t> live = liveBytes(p, steps);
+  return static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin()) - 1;
+}
+
+/// An elementwise op or `elementwise` fusion (what an elementwise kernel runs).
+bool isElementwiseKernel(Operation *op) {
+  if (auto fusion = dyn_cast<FusionOp>(op))
+    return fusion.getTemplateName() == "elementwise";
+  return fusionKind(op) == FusionKind::Elementwise && isMemoryEffectFree(op) &&
+         op->getNumResults() > 0;
+}
+
+/// One `elementwise` fusion at `first` computing what `first` and `second` (elementwise
+/// kernels of one shape, `second` later and reading only values that exist at `first`)
+/// compute: their results in that order, their storage decisions kept.
+FusionOp mergeKernels(Operation *first, Operation *second) {
+  llvm::SetVector<Value> inputs;
+  for (Operation *op : {first, second})
+    inputs.insert(op->getOperands().begin(), op->getOperands().end());
+  SmallVector<Type> types(first->getResultTypes());
+  types.append(second->getResultTypes().begin(), second->getResultTypes().end());
+  OpBuilder b(first);
+  auto merged = b.create<FusionOp>(first->getLoc(), "elementwise", types, inputs.getArrayRef());
+  Block &body = merged.getBody().front();
+  IRMapping outer; // the merged fusion's block arguments for the outside values
+  outer.map(inputs.getArrayRef(), body.getArguments());
+  SmallVector<Value> yielded;
+  b.setInsertionPointToStart(&body);
+  for (Operation *op : {first, second}) {
+    if (auto fusion = dyn_cast<FusionOp>(op)) {
+      IRMapping map;
+      Block &inner = fusion.getBody().front();
+      for (BlockArgument a : inner.getArguments())
+        map.map(a, outer.lookup(fusion->getOperand(a.getArgNumber())));
+      for (Operation &o : inner.without_terminator())
+        b.clone(o, map);
+      for (Value y : inner.getTerminator()->getOperands())
+        yielded.push_back(map.lookup(y));
+    } else {
+      Operation *c = b.clone(*op, outer);
+      c->removeAttr("med.storage");
+      yielded.append(c->getResults().begin(), c->getResults().end());
     }
   }
-  return best;
+  b.create<YieldOp>(first->getLoc(), yielded);
+  SmallVector<Attribute> storage;
+  for (Operation *op : {first, second})
+    if (auto s = op->getAttrOfType<ArrayAttr>("med.storage"))
+      storage.append(s.begin(), s.end());
+  if (storage.size() == types.size())
+    merged->setAttr("med.storage", b.getArrayAttr(storage));
+  unsigned i = 0;
+  for (Operation *op : {first, second})
+    for (Value r : op->getResults())
+      r.replaceAllUsesWith(merged->getResult(i++));
+  second->erase();
+  first->erase();
+  return merged;
 }
 
 struct Candidate {
@@ -174,15 +231,21 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
   void runOnOperation() override {
     if (failed(recomputeFree()))
       return signalPassFailure();
-    if (budgetGib <= 0)
+    if (budgetGib <= 0) {
+      if (failed(mergeFreeCopies()))
+        return signalPassFailure();
       return;
+    }
     func::FuncOp f = getOperation();
     const int64_t budget = static_cast<int64_t>(budgetGib * double(int64_t(1) << 30));
     FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
     if (failed(plan))
       return signalPassFailure();
-    if (planned(*plan) <= budget)
+    if (planned(*plan) <= budget) {
+      if (failed(mergeFreeCopies()))
+        return signalPassFailure();
       return;
+    }
     // The copies that cost no memory come out of the block MLPs' backward (the templates'
     // matchers want the originals): they are made again once the budget's work is done.
     undoFree();
@@ -243,7 +306,7 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
           return signalPassFailure();
       }
     }
-    if (failed(recomputeFree()))
+    if (failed(recomputeFree()) || failed(mergeFreeCopies()))
       return signalPassFailure();
     plan = planFunctionMemory(f);
     if (failed(plan))
@@ -380,6 +443,68 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     return success();
   }
   static constexpr int kMaxFreeRounds = 64;
+
+  /// Each copy recomputeFree made that is an elementwise kernel runs in one kernel with a
+  /// later elementwise kernel of its shape reading one of its inputs (GELU's output computed
+  /// where its gradient reads the same pre-activation: that input is read once), when the
+  /// later one can stand where the copy stands and no step's live bytes then exceed the
+  /// peak's (its results live from the copy's place on).
+  LogicalResult mergeFreeCopies() {
+    func::FuncOp f = getOperation();
+    FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
+    if (failed(plan))
+      return failure();
+    Block &body = f.getBody().front();
+    llvm::DenseMap<Operation *, int> step;
+    int n = 0;
+    for (Operation &op : body)
+      step[&op] = n++;
+    std::vector<int64_t> live = liveBytes(*plan, n);
+    const int64_t peak = *std::max_element(live.begin(), live.end());
+    llvm::DenseSet<Operation *> copies;
+    for (auto [copy, v] : freeCopies)
+      copies.insert(copy);
+    for (auto [copy, v] : freeCopies) {
+      if (!isElementwiseKernel(copy))
+        continue;
+      auto shape = cast<ShapedType>(copy->getResult(0).getType()).getShape();
+      Operation *sibling = nullptr;
+      int seen = 0;
+      for (Operation *op = copy->getNextNode(); op && seen < kSiblingWindow && !sibling;
+           op = op->getNextNode(), ++seen) {
+        if (copies.contains(op) || !isElementwiseKernel(op) ||
+            op->hasAttr("med.fp32") != copy->hasAttr("med.fp32") ||
+            cast<ShapedType>(op->getResult(0).getType()).getShape() != shape)
+          continue;
+        bool shares = false, movable = true;
+        for (Value w : op->getOperands()) {
+          shares |= llvm::is_contained(copy->getOperands(), w);
+          Operation *def = w.getDefiningOp();
+          movable &= !def || (def != copy && def->isBeforeInBlock(copy));
+        }
+        if (shares && movable)
+          sibling = op;
+      }
+      if (!sibling)
+        continue;
+      int64_t bytes = 0;
+      for (Value r : sibling->getResults())
+        bytes += storedBytes(r);
+      const int from = step[copy], to = step[sibling];
+      bool fits = true;
+      for (int s = from; s < to && fits; ++s)
+        fits = live[s + 1] + bytes <= peak;
+      if (!fits)
+        continue;
+      for (int s = from; s < to; ++s)
+        live[s + 1] += bytes;
+      FusionOp merged = mergeKernels(copy, sibling);
+      step[merged] = from;
+    }
+    freeCopies.clear(); // merged: no longer undone one by one
+    return success();
+  }
+  static constexpr int kSiblingWindow = 8;
 
   /// Moves `copy` before `at` if it stands later, the copies it reads first.
   static void hoist(Operation *copy, Operation *at) {

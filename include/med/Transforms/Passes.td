@@ -317,7 +317,11 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
     input its weight gradient keeps, and the group norm applied to it). Copies may read
     copies. The peak loses those bytes and no step gains any; the pass repeats at the new
     peak while the plan falls. It costs time only: each copy is one more pass over its
-    elements in the backward. Under a budget (`medc compile --memory-budget GiB`, recipe key
+    elements in the backward. A copy that is an elementwise kernel then runs in one kernel
+    with a later elementwise kernel of its shape that reads one of its inputs and can stand
+    where the copy does (GELU's output beside its gradient, which reads the same
+    pre-activation: read once), where no step's live bytes then exceed the peak's. Under a
+    budget (`medc compile --memory-budget GiB`, recipe key
     `memory_budget_gib`), this pass lowers the function's planned peak — medc's memory plan
     over its ops (the arena, `lib/Analysis/MemoryPlan.cpp`) plus the resident state it
     reads — until it fits: a value computed by an op that is cheap to run again (no side
@@ -327,8 +331,9 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
     reads the copy instead. The original then dies before the peak. Candidates are taken
     greedily by bytes freed per element computed again, each kept only when the re-planned
     peak falls; when none helps and the budget is still exceeded, the pass fails naming
-    the budget and the best peak it reached. It runs last (after `med-assign-storage`,
-    whose decisions the copies carry).
+    the budget and the best peak it reached; the copies that cost no memory are undone
+    before that work (the block MLPs' templates match the original values) and made again
+    after it. It runs last (after `med-assign-storage`, whose decisions the copies carry).
   }];
   let options = [
     Option<"budgetGib", "budget-gib", "double", /*default=*/"0",
