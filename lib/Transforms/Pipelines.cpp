@@ -113,6 +113,7 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
   if (enabled("med-recompute")) {
     MedRecomputeOptions options;
     options.budgetGib = memoryBudgetGib;
+    options.mergeKernels = enabled("med-form-fusions"); // no fusions formed unasked
     fn.addPass(createMedRecompute(options));
   }
   return success();

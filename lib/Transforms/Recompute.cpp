@@ -79,7 +79,7 @@ bool isElementwiseKernel(Operation *op) {
 /// One `elementwise` fusion at `first` computing what `first` and `second` (elementwise
 /// kernels of one shape, `second` later and reading only values that exist at `first`)
 /// compute: their results in that order, their storage decisions kept.
-FusionOp mergeKernels(Operation *first, Operation *second) {
+FusionOp mergeElementwise(Operation *first, Operation *second) {
   llvm::SetVector<Value> inputs;
   for (Operation *op : {first, second})
     inputs.insert(op->getOperands().begin(), op->getOperands().end());
@@ -450,6 +450,8 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
   /// later one can stand where the copy stands and no step's live bytes then exceed the
   /// peak's (its results live from the copy's place on).
   LogicalResult mergeFreeCopies() {
+    if (!mergeKernels)
+      return success();
     func::FuncOp f = getOperation();
     FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
     if (failed(plan))
@@ -498,7 +500,7 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
         continue;
       for (int s = from; s < to; ++s)
         live[s + 1] += bytes;
-      FusionOp merged = mergeKernels(copy, sibling);
+      FusionOp merged = mergeElementwise(copy, sibling);
       step[merged] = from;
     }
     freeCopies.clear(); // merged: no longer undone one by one

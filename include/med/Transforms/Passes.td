@@ -338,6 +338,9 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
   let options = [
     Option<"budgetGib", "budget-gib", "double", /*default=*/"0",
            "the planned peak to reach, in GiB (0: no budget, only the recomputation that costs no memory)">,
+    Option<"mergeKernels", "merge-kernels", "bool", /*default=*/"true",
+           "run a copy in one kernel with a later elementwise kernel reading its input (medc: "
+           "only with med-form-fusions)">,
   ];
 }
 
