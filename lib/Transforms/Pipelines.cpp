@@ -42,7 +42,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    llvm::function_ref<void(const Twine &)> error,
                                                    ArrayRef<std::string> requested,
                                                    std::optional<double> bucketMb,
-                                                   double memoryBudgetGib) {
+                                                   double memoryBudgetGib,
+                                                   double recomputeAboveGib) {
   for (const std::string &name : disabled)
     if (!llvm::is_contained(optimizationPasses(), StringRef(name)) &&
         !llvm::is_contained(forwardPasses(), StringRef(name))) {
@@ -113,6 +114,7 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
   if (enabled("med-recompute")) {
     MedRecomputeOptions options;
     options.budgetGib = memoryBudgetGib;
+    options.aboveGib = recomputeAboveGib;
     options.mergeKernels = enabled("med-form-fusions"); // no fusions formed unasked
     fn.addPass(createMedRecompute(options));
   }
@@ -135,6 +137,11 @@ struct OptimizationOptions : public PassPipelineOptions<OptimizationOptions> {
                                  llvm::cl::desc("run med-recompute last with this budget "
                                                 "(0: no budget)"),
                                  llvm::cl::init(0)};
+  Option<double> recomputeAboveGib{
+      *this, "recompute-above-gib",
+      llvm::cl::desc("without a budget, med-recompute recomputes only a step planned above "
+                     "this many GiB (0: always)"),
+      llvm::cl::init(med::kRecomputeAboveGib)};
 };
 } // namespace
 
@@ -145,13 +152,13 @@ void mlir::med::registerMedPipelines() {
       "med-flatten-optimizer, with data-parallel=true med-data-parallel, cse, "
       "med-sink-assigns, med-form-mlp-fusions when enabled, med-form-stencil-fusions, "
       "med-split-norms, med-split-contraction-bias, med-form-fusions), then "
-      "med-assign-storage, and med-recompute under a memory budget, exactly as medc runs them",
+      "med-assign-storage, and med-recompute, exactly as medc runs them",
       [](OpPassManager &pm, const OptimizationOptions &options) {
         std::vector<std::string> disabled(options.disable.begin(), options.disable.end());
         std::vector<std::string> enabled(options.enable.begin(), options.enable.end());
         (void)buildOptimizationPipeline(
             pm, disabled, [](const Twine &msg) { llvm::errs() << "med-optimize: " << msg << "\n"; },
             enabled, options.dataParallel ? std::optional<double>(options.bucketMb) : std::nullopt,
-            options.memoryBudgetGib);
+            options.memoryBudgetGib, options.recomputeAboveGib);
       });
 }

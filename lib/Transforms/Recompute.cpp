@@ -378,6 +378,8 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     FailureOr<FunctionMemoryPlan> plan = planFunctionMemory(f);
     if (failed(plan))
       return failure();
+    if (budgetGib <= 0 && planned(*plan) <= int64_t(aboveGib * double(int64_t(1) << 30)))
+      return success(); // small enough: every saved value kept, no time spent
     Block &body = f.getBody().front();
     for (int round = 0; round < kMaxFreeRounds; ++round) {
       llvm::DenseMap<Operation *, int> step;

@@ -150,7 +150,8 @@ const std::vector<Key> &topValues() {
   static const std::vector<Key> v = {{"clip_grad_norm", Type::Number},
                                      {"precision", Type::Word, "fp32"},
                                      {"recompute_mlp", Type::Bool, "false"},
-                                     {"memory_budget_gib", Type::Number, "0"}};
+                                     {"memory_budget_gib", Type::Number, "0"},
+                                     {"recompute_above_gib", Type::Number, "16"}};
   return v;
 }
 
@@ -1030,6 +1031,10 @@ Expected<Recipe> readRecipe(const std::string &path, const std::vector<std::stri
   if (recipe.memoryBudgetGib < 0)
     return r.fail("memory_budget_gib: expected a size in GiB (0: no budget), got " +
                   llvm::formatv("{0}", recipe.memoryBudgetGib).str());
+  recipe.recomputeAboveGib = *effective.getNumber("recompute_above_gib");
+  if (!(recipe.recomputeAboveGib >= 0))
+    return r.fail("recompute_above_gib: expected a size in GiB (0: always recompute), got " +
+                  llvm::formatv("{0}", recipe.recomputeAboveGib).str());
   // Every key medrun reads, by the table medrun applies too (RecipeRules.h).
   if (std::string broken = medrun::recipe::check(EffectiveSource(effective), /*requireAll=*/false);
       !broken.empty())

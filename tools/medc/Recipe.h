@@ -71,6 +71,9 @@ struct Recipe {
   bool recomputeMlp = false;
   /// `memory_budget_gib`: the planned peak med-recompute must reach (0: no budget).
   double memoryBudgetGib = 0;
+  /// `recompute_above_gib`: without a budget, med-recompute recomputes only a step planned
+  /// above this (0: always).
+  double recomputeAboveGib = 16;
   /// Every section with the defaults filled in; numbers, booleans and words typed.
   llvm::json::Object effective;
 };

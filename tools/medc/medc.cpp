@@ -223,6 +223,13 @@ cl::opt<double> memoryBudget(
              "memory_budget_gib); stats reports the planned peak after it"),
     cl::value_desc("GiB"), cl::init(0), cl::sub(compileCmd), cl::sub(statsCmd),
     cl::cat(outputCategory));
+cl::opt<double> recomputeAbove(
+    "recompute-above",
+    cl::desc("Without a budget, med-recompute computes saved values again in the backward "
+             "(where that costs no memory, only time) only when the step's planned peak "
+             "exceeds GiB (the recipe key recompute_above_gib; 0: always)"),
+    cl::value_desc("GiB"), cl::init(mlir::med::kRecomputeAboveGib), cl::sub(compileCmd),
+    cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
     "print-ir-after",
     cl::desc("Print the module to standard error after the named pass of compile's pipeline "
@@ -555,7 +562,7 @@ LogicalResult optimize(ModuleOp module) {
   if (failed(med::buildOptimizationPipeline(
           pm, disabled, [](const llvm::Twine &msg) { fail("--disable-pass/--enable-pass: " + msg); },
           requested, dataParallel ? std::optional<double>(bucketMb) : std::nullopt,
-          memoryBudget)))
+          memoryBudget, recomputeAbove)))
     return failure();
   printAfterNamedPasses(pm);
   return pm.run(module);
@@ -838,6 +845,12 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
   }
   add(r.lossOptions);
   add(r.trainOptions);
+  // Settings that change the compiled step's passes (an artifact cached under another
+  // value would be reused otherwise).
+  add(r.recomputeMlp ? "recompute_mlp" : "");
+  add(llvm::formatv("memory_budget_gib {0} recompute_above_gib {1}", r.memoryBudgetGib,
+                    r.recomputeAboveGib)
+          .str());
   if (r.dropout)
     add("dropout " + llvm::utohexstr(llvm::bit_cast<uint64_t>(*r.dropout)));
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
@@ -925,6 +938,8 @@ int main(int argc, char **argv) {
     recipeRecomputeMlp = recipe->recomputeMlp;
     if (!memoryBudget.getNumOccurrences())
       memoryBudget = recipe->memoryBudgetGib;
+    if (!recomputeAbove.getNumOccurrences())
+      recomputeAbove = recipe->recomputeAboveGib;
     recipeAugment = recipe->augment;
     recipeAugmentFunction = recipe->augmentFunction;
     recipeNetwork = recipe->network;

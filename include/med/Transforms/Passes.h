@@ -41,17 +41,23 @@ void buildForwardPipeline(OpPassManager &pm, ArrayRef<std::string> disabled);
 /// The optimizing passes of `medc compile` after the program is complete, in pipeline order;
 /// each can be left out.
 ArrayRef<StringRef> optimizationPasses();
+/// Without a budget, med-recompute recomputes saved values only in a step whose planned
+/// peak exceeds this many GiB (medc's default; the recipe key recompute_above_gib).
+inline constexpr double kRecomputeAboveGib = 16;
 /// Those of them that run only when requested.
 ArrayRef<StringRef> offByDefaultPasses();
 /// Adds them to `pm` (on a module): the default ones but those named in `disabled`, the
 /// off-by-default ones named in `requested`; an unknown name is reported through `error`.
 /// With `bucketMb`, med-data-parallel with buckets of that many MiB runs after
-/// med-flatten-optimizer (`medc compile --data-parallel`).
+/// med-flatten-optimizer (`medc compile --data-parallel`). med-recompute runs last with
+/// `memoryBudgetGib` (0: none) and `recomputeAboveGib` (without a budget, it recomputes only
+/// a step planned above this).
 LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
                                         llvm::function_ref<void(const Twine &)> error,
                                         ArrayRef<std::string> requested = {},
                                         std::optional<double> bucketMb = std::nullopt,
-                                        double memoryBudgetGib = 0);
+                                        double memoryBudgetGib = 0,
+                                        double recomputeAboveGib = kRecomputeAboveGib);
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 

@@ -307,8 +307,10 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
                 "until the planned memory fits a budget";
   let description = [{
     A training step saves forward values for its backward; while they wait, they hold
-    device memory. Always (it is on by default; `--disable-pass med-recompute` leaves it
-    out, which a budget forbids), a value live across the step where the planned bytes
+    device memory. When the function's planned peak exceeds `above-gib` (medc: 16 GiB, the
+    recipe key `recompute_above_gib`; small steps keep their speed) or under a budget (it
+    is on by default; `--disable-pass med-recompute` leaves it out, which a budget
+    forbids), a value live across the step where the planned bytes
     peak that can be computed again from values live across that step anyway gets a copy
     before its first reader after the peak: an op cheap to run again (below) whose inputs
     are read at or after that reader, or the slice of an `elementwise` or `stencil` fusion
@@ -338,6 +340,9 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
   let options = [
     Option<"budgetGib", "budget-gib", "double", /*default=*/"0",
            "the planned peak to reach, in GiB (0: no budget, only the recomputation that costs no memory)">,
+    Option<"aboveGib", "above-gib", "double", /*default=*/"0",
+           "without a budget, recompute only when the function's planned peak exceeds this "
+           "many GiB (medc: 16, the recipe key recompute_above_gib; 0: always)">,
     Option<"mergeKernels", "merge-kernels", "bool", /*default=*/"true",
            "run a copy in one kernel with a later elementwise kernel reading its input (medc: "
            "only with med-form-fusions)">,

@@ -289,6 +289,7 @@ const std::vector<Rule> &rules() {
       integer("validation", "seed", false, 0),
       word("", "precision", false, kPrecisions),
       real("", "memory_budget_gib", false, 0, false, kInf, true, false),
+      real("", "recompute_above_gib", false, 0, false, kInf, true, false),
       boolean("", "recompute_mlp", false),
       word("", "compile_hash", false),
   };
