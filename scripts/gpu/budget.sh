@@ -5,7 +5,8 @@
 # (`--disable-pass med-recompute`: every saved value kept) and with `--memory-budget` 20, 16,
 # 12 and 8 GiB (saved values recomputed until medc's plan fits), each benched by `medrun
 # bench` (3 warm-up, 20 timed steps), in the order default, off, 20, 16, 12, 8, off, default:
-# the repeated runs bracket any drift of the GPU during the part. The table gives per budget
+# the repeated runs bracket any drift of the GPU during the part (MED_BUDGET_ORDER: another
+# order or subset, e.g. "0 off 16 8 off 0"). The table gives per budget
 # the median step (min-max), the device's peak as medrun measures it (plan, cuDNN and
 # cuBLASLt workspaces, the CUDA context not included) and the step against the mean of the
 # two default runs. A budget medc cannot meet is a compile error at prepare time, written
@@ -40,7 +41,7 @@ budget_run() {
   for z in "$D"/*.medc.gz; do [ -f "$z" ] && gunzip -f "$z"; done
   : >"$OUT/budget.txt"
   local i=0
-  for b in 0 off 20 16 12 8 off 0; do
+  for b in ${MED_BUDGET_ORDER:-0 off 20 16 12 8 off 0}; do
     local name=banis_plus_bf16
     [ "$b" = off ] && name=banis_plus_bf16_off
     [ "$b" != 0 ] && [ "$b" != off ] && name=banis_plus_bf16_${b}g
@@ -54,7 +55,7 @@ budget_run() {
       status=1
       continue
     fi
-    echo "== budget: medrun bench $name ($i of 8)"
+    echo "== budget: medrun bench $name ($i)"
     timeout 300 "$M" bench "$D/bench.json" --artifact "$D/$name.medc" --device cuda --steps 20 \
       --json "$OUT/budget-$i.json" >"$OUT/budget-$i.log" 2>&1
     local rc=$?
