@@ -43,7 +43,7 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    ArrayRef<std::string> requested,
                                                    std::optional<double> bucketMb,
                                                    double memoryBudgetGib,
-                                                   double recomputeAboveGib) {
+                                                   double recomputeAboveGib, bool softBudget) {
   for (const std::string &name : disabled)
     if (!llvm::is_contained(optimizationPasses(), StringRef(name)) &&
         !llvm::is_contained(forwardPasses(), StringRef(name))) {
@@ -115,6 +115,7 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     MedRecomputeOptions options;
     options.budgetGib = memoryBudgetGib;
     options.aboveGib = recomputeAboveGib;
+    options.soft = softBudget;
     options.mergeKernels = enabled("med-form-fusions"); // no fusions formed unasked
     fn.addPass(createMedRecompute(options));
   }

@@ -311,7 +311,7 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     plan = planFunctionMemory(f);
     if (failed(plan))
       return signalPassFailure();
-    if (planned(*plan) > budget) {
+    if (planned(*plan) > budget && !soft) {
       std::string gib;
       llvm::raw_string_ostream(gib) << llvm::format("%g", static_cast<double>(budgetGib));
       f.emitError(llvm::formatv("memory budget of {0} GiB ({1} bytes) cannot be met: the best "

@@ -50,14 +50,15 @@ ArrayRef<StringRef> offByDefaultPasses();
 /// off-by-default ones named in `requested`; an unknown name is reported through `error`.
 /// With `bucketMb`, med-data-parallel with buckets of that many MiB runs after
 /// med-flatten-optimizer (`medc compile --data-parallel`). med-recompute runs last with
-/// `memoryBudgetGib` (0: none) and `recomputeAboveGib` (without a budget, it recomputes only
-/// a step planned above this).
+/// `memoryBudgetGib` (0: none; `softBudget`: missing it is no error) and `recomputeAboveGib`
+/// (without a budget, it recomputes only a step planned above this).
 LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string> disabled,
                                         llvm::function_ref<void(const Twine &)> error,
                                         ArrayRef<std::string> requested = {},
                                         std::optional<double> bucketMb = std::nullopt,
                                         double memoryBudgetGib = 0,
-                                        double recomputeAboveGib = kRecomputeAboveGib);
+                                        double recomputeAboveGib = kRecomputeAboveGib,
+                                        bool softBudget = false);
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 

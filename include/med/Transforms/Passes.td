@@ -343,6 +343,9 @@ def MedRecompute : Pass<"med-recompute", "::mlir::func::FuncOp"> {
     Option<"aboveGib", "above-gib", "double", /*default=*/"0",
            "without a budget, recompute only when the function's planned peak exceeds this "
            "many GiB (medc: 16, the recipe key recompute_above_gib; 0: always)">,
+    Option<"soft", "soft", "bool", /*default=*/"false",
+           "a budget that is not an error to miss: the best plan reached is kept (medc's "
+           "memory target, --recompute-above)">,
     Option<"mergeKernels", "merge-kernels", "bool", /*default=*/"true",
            "run a copy in one kernel with a later elementwise kernel reading its input (medc: "
            "only with med-form-fusions)">,
