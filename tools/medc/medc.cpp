@@ -226,9 +226,11 @@ cl::opt<double> memoryBudget(
     cl::cat(outputCategory));
 cl::opt<double> recomputeAbove(
     "recompute-above",
-    cl::desc("Without a budget, med-recompute computes saved values again in the backward "
-             "(where that costs no memory, only time) only when the step's planned peak "
-             "exceeds GiB (the recipe key recompute_above_gib; 0: always)"),
+    cl::desc("The memory target without a budget: a step planned above GiB gets saved "
+             "values recomputed in the backward (costing time): first those whose inputs are "
+             "kept anyway, then, if still above, as under --memory-budget GiB but with no "
+             "error when missed (the recipe key recompute_above_gib; 0: the first kind "
+             "always, no budget)"),
     cl::value_desc("GiB"), cl::init(mlir::med::kRecomputeAboveGib), cl::sub(compileCmd),
     cl::cat(outputCategory));
 cl::list<std::string> printIRAfter(
