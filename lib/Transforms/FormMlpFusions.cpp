@@ -13,7 +13,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::med {
@@ -33,22 +32,6 @@ bool hasKind(Operation *op, FusionKind kind) { return op && fusionKind(op) == ki
 /// group's results used outside it. When the template's matcher accepts the body, the
 /// group's results are replaced and its ops erased; otherwise the fusion is erased and
 /// nothing changes.
-/// Moves `op` before `at` where it stands later, with the ops it reads that do too: only
-/// ops free of side effects (a value med-recompute computes again in the backward, read by
-/// a weight gradient the fusion takes), never one of the fusion's `members`. False when
-/// one cannot move.
-bool hoist(Operation *op, Operation *at, const llvm::SmallPtrSetImpl<Operation *> &members) {
-  if (op->isBeforeInBlock(at))
-    return true;
-  if (op == at || members.contains(op) || !isMemoryEffectFree(op))
-    return false;
-  for (Value v : op->getOperands())
-    if (Operation *def = v.getDefiningOp(); def && !hoist(def, at, members))
-      return false;
-  op->moveBefore(at);
-  return true;
-}
-
 bool outline(StringRef templ, ArrayRef<Operation *> recomputed, ArrayRef<Operation *> group,
              Operation *at, llvm::DenseSet<Operation *> &erased) {
   llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
@@ -58,7 +41,7 @@ bool outline(StringRef templ, ArrayRef<Operation *> recomputed, ArrayRef<Operati
   for (Operation *op : all) // every input must exist where the fusion goes
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp();
-          def && !members.contains(def) && !hoist(def, at, members))
+          def && !members.contains(def) && !hoistBefore(def, at, members))
         return false;
   OpBuilder b(at);
   if (!formFusion(b, at->getLoc(), templ, all, group, members))

@@ -2,6 +2,7 @@
 #include "Fusions.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::med {
@@ -48,15 +49,35 @@ FusionOp formFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Operat
                     const llvm::SmallPtrSetImpl<Operation *> &members) {
   SmallVector<Value> escaping;
   FusionOp fusion = buildFusion(b, loc, templ, ops, escapes, members, escaping);
-  FailureOr<DictionaryAttr> roles = matchFusionTemplate(templ, fusion.getBody().front(), nullptr);
-  if (failed(roles)) {
+  if (failed(matchRoles(fusion))) {
     fusion->erase();
     return nullptr;
   }
-  if (!roles->empty())
-    fusion.setRolesAttr(*roles);
   useFusionResults(fusion, escaping, members);
   return fusion;
+}
+
+LogicalResult matchRoles(FusionOp fusion) {
+  FailureOr<DictionaryAttr> roles =
+      matchFusionTemplate(fusion.getTemplateName(), fusion.getBody().front(), nullptr);
+  if (failed(roles))
+    return failure();
+  if (!roles->empty())
+    fusion.setRolesAttr(*roles);
+  return success();
+}
+
+bool hoistBefore(Operation *op, Operation *at,
+                 const llvm::SmallPtrSetImpl<Operation *> &members) {
+  if (op->isBeforeInBlock(at))
+    return true;
+  if (op == at || members.contains(op) || !isMemoryEffectFree(op))
+    return false;
+  for (Value v : op->getOperands())
+    if (Operation *def = v.getDefiningOp(); def && !hoistBefore(def, at, members))
+      return false;
+  op->moveBefore(at);
+  return true;
 }
 
 std::optional<Type> mixedStorageType(func::FuncOp f) {

@@ -41,6 +41,16 @@ FusionOp formFusion(OpBuilder &b, Location loc, StringRef templ, ArrayRef<Operat
                     ArrayRef<Operation *> escapes,
                     const llvm::SmallPtrSetImpl<Operation *> &members);
 
+/// Template `fusion`'s matcher on its body: its roles set where it matches; failure (the
+/// fusion unchanged) where it does not.
+LogicalResult matchRoles(FusionOp fusion);
+
+/// Moves `op` before `at` where it stands later, with the ops it reads that do too: only
+/// ops free of side effects and not among `members`. False when one cannot move (those
+/// moved before stay moved: moving an op free of side effects earlier changes nothing).
+bool hoistBefore(Operation *op, Operation *at,
+                 const llvm::SmallPtrSetImpl<Operation *> &members);
+
 /// The block MLPs of `f` (mixed precision only): each compressing contraction whose input
 /// is a one-operand elementwise activation of an expanding contraction, the three found by
 /// FusionOpInterface.

@@ -211,13 +211,10 @@ Operation *freeCopy(OpBuilder &b, Operation *op, unsigned k,
         b.clone(inner, map);
     b.create<YieldOp>(op->getLoc(), ValueRange{map.lookup(target)});
   }
-  FailureOr<DictionaryAttr> roles = matchFusionTemplate(templ, copy.getBody().front(), nullptr);
-  if (failed(roles)) {
+  if (failed(matchRoles(copy))) {
     copy->erase();
     return nullptr;
   }
-  if (!roles->empty())
-    copy.setRolesAttr(*roles);
   if (auto storage = op->getAttrOfType<ArrayAttr>("med.storage"))
     copy->setAttr("med.storage", b.getArrayAttr({storage[k]}));
   if (op->hasAttr("med.fp32"))
@@ -408,7 +405,8 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
           // later (its inputs are read after its own place, so they are live here too).
           Operation *copy = freeCopy(b, &op, v.getResultNumber(), [&](Value w) -> Value {
             if (Operation *c = moved.lookup(w)) {
-              hoist(c, late);
+              if (!hoistBefore(c, late, llvm::SmallPtrSet<Operation *, 1>{}))
+                return Value();
               return c->getResult(0);
             }
             return availableAt(w, step[late], step, body) ? w : Value();
@@ -509,16 +507,6 @@ struct MedRecompute : med::impl::MedRecomputeBase<MedRecompute> {
     return success();
   }
   static constexpr int kSiblingWindow = 8;
-
-  /// Moves `copy` before `at` if it stands later, the copies it reads first.
-  static void hoist(Operation *copy, Operation *at) {
-    if (copy->isBeforeInBlock(at))
-      return;
-    for (Value w : copy->getOperands())
-      if (Operation *def = w.getDefiningOp(); def && def->getBlock() == at->getBlock())
-        hoist(def, at);
-    copy->moveBefore(at);
-  }
 
   llvm::DenseMap<Operation *, SmallVector<Operation *>> copies; ///< made by this pass
   /// Copies made by recomputeFree in order, each with the value it stands for.
