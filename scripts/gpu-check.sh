@@ -66,9 +66,10 @@
 #             artifacts made here by `scripts/gpu/mlp-ab.sh prepare`): medrun bench of the
 #             BANIS+ bf16-mixed step per side, the mlp, mlp_grad, 1x1x1 and gelu rows with
 #             their share of the copy bandwidth
-#   stencil   medc's stencil variants: tiles (before), parity (the default), registers
-#             (MEDC_STENCIL; the tiles and registers sides compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the BANIS+
-#             bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
+#   stencil   medc's stencil variants: parity (the default) against rows (the weight gradient
+#             streamed along H), or the sides MED_STENCIL_SIDES names (MEDC_STENCIL; all but
+#             parity compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the
+#             BANIS+ bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
 #   import    the networks imported from ONNX (scripts/gpu/import.sh, which lists them; its
 #             artifacts made here by `scripts/gpu/import.sh prepare`): PlainConvUNet, ResEncUNet
 #             (small and the presets' full-size network), SegResNet and MedNeXt-S at small sizes,

@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
 # Part `stencil` of scripts/gpu-check.sh: medc's stencil variants (MEDC_STENCIL) in one call on
-# one GPU, one artifact each: `tiles` (the kernels before), `parity` (medc's default: the tiled
-# shift-sums, the strided transposed depthwise convolutions as parity classes) and `registers`
-# (parity plus shift-sums with 8 outputs per thread along W staged from 16-byte vectors).
+# one GPU, one artifact each: `parity` (medc's default: the tiled shift-sums, the strided
+# transposed depthwise convolutions as parity classes), `rows` (parity with the weight
+# gradient streamed along H), and, where MED_STENCIL_SIDES names them, `tiles` (the kernels
+# before the parity classes) and `registers` (parity plus shift-sums with 8 outputs per
+# thread along W).
 #
 # Usage: on the build machine, after scripts/gpu-prepare.sh, `scripts/gpu/stencil-ab.sh
-# prepare` compiles the BANIS+ bf16-mixed step (k3) and MedNeXt-L k5 with MEDC_STENCIL=tiles
-# and =registers into .device/cuda/<name>_tiles.medc and _registers.medc (the parity side is
+# prepare` compiles the BANIS+ bf16-mixed step (k3) and MedNeXt-L k5 with MEDC_STENCIL=<side>
+# for every side but parity into .device/cuda/<name>_<side>.medc (the parity side is
 # gpu-prepare.sh's <name>.medc).
 # On the GPU machine MED_GPU_CHECKS=stencil scripts/gpu-check.sh sources this file: medrun
-# bench (20 timed steps) of each side in the order tiles parity registers registers parity tiles (a
-# drift of the clocks falls on both), each side with its own MEDRUN_CACHE (a cuDNN-or-
-# generated choice measured against one side's kernels is not reused for the other's). The
-# table ($OUT/stencil.txt): per step and side the mean of its two medians, and the kernel
-# time of the depthwise rows of bench's profile (kinds naming stencil, shift_sum or depthwise).
-# MED_STENCIL_STEPS picks the steps (default "banis_plus_bf16 banis_l_k5_bf16").
+# bench (20 timed steps) of each side, in the sides' order and then reversed (a drift of the
+# clocks falls on both), each side with its own MEDRUN_CACHE (a cuDNN-or-generated choice
+# measured against one side's kernels is not reused for the other's). The table
+# ($OUT/stencil.txt): per step and side the mean of its two medians, and the kernel time of
+# the depthwise rows of bench's profile (kinds naming stencil, shift_sum or depthwise), each
+# side against the first. MED_STENCIL_STEPS picks the steps (default "banis_plus_bf16
+# banis_l_k5_bf16"), MED_STENCIL_SIDES the sides (default "parity rows").
+
+stencil_sides() { echo "${MED_STENCIL_SIDES:-parity rows}"; }
 
 stencil_prepare() {
-  local medc=${MED_MEDC:-${BUILD:-build}/bin/medc}
+  local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} side
   mkdir -p .device/cuda
-  MEDC_STENCIL=tiles "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed \
-    --target cuda -o .device/cuda/banis_plus_bf16_tiles.medc
-  MEDC_STENCIL=tiles "$medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none --set precision=bf16-mixed \
-    --target cuda -o .device/cuda/banis_l_k5_bf16_tiles.medc
-  MEDC_STENCIL=registers "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed \
-    --target cuda -o .device/cuda/banis_plus_bf16_registers.medc
-  MEDC_STENCIL=registers "$medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none --set precision=bf16-mixed \
-    --target cuda -o .device/cuda/banis_l_k5_bf16_registers.medc
+  for side in $(stencil_sides); do
+    [ "$side" = parity ] && continue
+    MEDC_STENCIL=$side "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none \
+      --set precision=bf16-mixed --target cuda -o .device/cuda/banis_plus_bf16_$side.medc
+    MEDC_STENCIL=$side "$medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none \
+      --set precision=bf16-mixed --target cuda -o .device/cuda/banis_l_k5_bf16_$side.medc
+  done
 }
 
 stencil_main() {
@@ -36,7 +40,10 @@ stencil_main() {
   : >"$out/stencil.txt"
   local a side n art
   for a in ${MED_STENCIL_STEPS:-banis_plus_bf16 banis_l_k5_bf16}; do
-    for side in tiles parity registers registers parity tiles; do
+    local sides=($(stencil_sides)) order=()
+    for side in "${sides[@]}"; do order+=("$side"); done
+    for ((n = ${#sides[@]} - 1; n >= 0; n--)); do order+=("${sides[n]}"); done
+    for side in "${order[@]}"; do
       art=$C/$a.medc
       [ "$side" = parity ] || art=$C/${a}_$side.medc
       if [ ! -f "$art" ] || [ ! -f "$C/$a.json" ]; then
@@ -52,17 +59,19 @@ stencil_main() {
       grep -E "ms/step|median" "$T/bench-$a-$side-$n.log" | head -2
     done
   done
-  python3 - "$T" >>"$out/stencil.txt" <<'PY' || rc=1
+  python3 - "$T" $(stencil_sides) >>"$out/stencil.txt" <<'PY' || rc=1
 import glob, json, re, statistics, sys
-T = sys.argv[1]
+T, sides = sys.argv[1], sys.argv[2:]
 runs = {}
 for f in sorted(glob.glob(T + "/bench-*.json")):
-    m = re.match(r".*/bench-(.+)-(tiles|parity|registers)-\d+\.json$", f)
-    runs.setdefault((m.group(1), m.group(2)), []).append(json.load(open(f)))
-print("Stencil kernels, MEDC_STENCIL=tiles (before) against parity (the default) and registers, medrun bench, mean of two medians per side:")
+    m = re.match(r".*/bench-(.+)-(%s)-\d+\.json$" % "|".join(sides), f)
+    if m:
+        runs.setdefault((m.group(1), m.group(2)), []).append(json.load(open(f)))
+print("Stencil kernels, MEDC_STENCIL=%s, medrun bench, mean of two medians per side (change against %s):"
+      % (" against ".join(sides), sides[0]))
 for a in sorted({k[0] for k in runs}):
     row = {}
-    for side in ("tiles", "parity", "registers"):
+    for side in sides:
         bs = runs.get((a, side), [])
         if not bs:
             continue
@@ -73,14 +82,15 @@ for a in sorted({k[0] for k in runs}):
                 if re.search(r"stencil|shift_sum|depthwise", k["kind"]):
                     dw.setdefault(k["kind"], []).append(k["ms"])
         row[side] = (ms, {k: statistics.mean(v) for k, v in dw.items()})
-    if len(row) < 3:
+    if len(row) < len(sides):
         print("  %-18s not run on every side" % a)
         continue
-    (t, td), (p, pd), (r, rd) = row["tiles"], row["parity"], row["registers"]
-    print("  %-18s step tiles %.1f, parity %.1f (%+.1f%%), registers %.1f ms (%+.1f%%); depthwise kernels %.2f, %.2f, %.2f ms"
-          % (a, t, p, 100 * (p - t) / t, r, 100 * (r - t) / t, sum(td.values()), sum(pd.values()), sum(rd.values())))
-    for k in sorted(set(td) | set(pd) | set(rd)):
-        print("    %-30s %8.3f  %8.3f  %8.3f ms" % (k, td.get(k, 0.0), pd.get(k, 0.0), rd.get(k, 0.0)))
+    base = row[sides[0]][0]
+    print("  %-18s step %s" % (a, ", ".join("%s %.1f ms (%+.1f%%)" % (s, row[s][0], 100 * (row[s][0] - base) / base)
+                                             for s in sides)))
+    print("    %-40s %s" % ("depthwise kernels in all", "  ".join("%8.3f" % sum(row[s][1].values()) for s in sides)))
+    for k in sorted(set().union(*(row[s][1] for s in sides))):
+        print("    %-40s %s ms" % (k, "  ".join("%8.3f" % row[s][1].get(k, 0.0) for s in sides)))
 PY
   return $rc
 }

@@ -145,7 +145,7 @@ private:
 /// transposed depthwise convolutions as parity classes; `registers` adds the register-tiled
 /// shift-sums and 16-byte dy staging in their weight gradient (slower on an H100 at k3:
 /// docs/perf.md, 2026-12-06); `tiles`, the kernels before both.
-enum class StencilKernels { Tiles, Parity, Registers };
+enum class StencilKernels { Tiles, Parity, Registers, Rows };
 StencilKernels stencilKernels();
 
 struct CodegenError {
@@ -516,6 +516,10 @@ private:
   void stencilFusion(const Op &op, const medrun::Function &body);
   void shiftSum(const Op &op);
   void shiftSumGradWeight(const Op &op);
+  /// The streamed shift-sum (MEDC_STENCIL=rows) of x ⊛ w (+ b) → y without statistics, and
+  /// the streamed weight gradient; false where the shape needs the tiled kernels.
+  bool shiftSumRows(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y);
+  bool shiftSumGradWeightRows(const Op &op);
   /// A depthwise conv3d_transpose with a stride and no dilation as its stride's parity
   /// classes, each a dense stencil (kernels/depthwise.cuh); false: the shape needs conv().
   bool transposedParity(const Op &op);

@@ -53,8 +53,10 @@ StencilKernels stencilKernels() {
       return StencilKernels::Registers;
     if (v == "tiles")
       return StencilKernels::Tiles;
+    if (v == "rows")
+      return StencilKernels::Rows;
     throw CodegenError{"MEDC_STENCIL='" + v +
-                       "': expected 'parity' (the default), 'registers' or 'tiles'"};
+                       "': expected 'parity' (the default), 'rows', 'registers' or 'tiles'"};
   }();
   return k;
 }
@@ -84,6 +86,9 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
     error("a shift-sum needs an odd kernel");
   if (D * H * W >= (int64_t{1} << 31) - 65536)
     return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
+  if (parts < 0 && stencilKernels() == StencilKernels::Rows &&
+      shiftSumRows(op, mirrored, x, w, b, y))
+    return TileEmitted::Plain;
   const bool registers = stencilKernels() == StencilKernels::Registers;
   // Threads per block along W (rw outputs each: 4, or with register tiling 8 on rows
   // longer than 8, where 8 would leave a block of few threads), H (rh rows each) and D (one
@@ -209,6 +214,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
   if (D * H * W >= (int64_t{1} << 31) - 65536 || pairs > 512)
     return convGradWeight(op); // beyond 32-bit channel offsets, or a thread per (kd, kh)
                                // pair would exceed 512 threads: the generic split reduction
+  if (stencilKernels() == StencilKernels::Rows && shiftSumGradWeightRows(op))
+    return;
   int tw = std::min(16, pow2Ceil((W + 3) / 4));
   int64_t TH = std::min(16, pow2Ceil(H)), TD = std::min(4, pow2Ceil(D));
   // Groups of rows: as many as fit 512 threads (a power of two), at most the tile's rows.
@@ -260,6 +267,112 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
          N * C * perNC, static_cast<int>(threads), {buf, x, dy});
   // The same kernel (name and code) as the generic depthwise weight gradient's sum.
   sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
+}
+
+// A shift-sum without statistics streamed along H (stencil.cuh's shiftSumRows says how), where
+// W is a multiple of one 16-byte vector of the input and the block has at least 64 threads;
+// false where it does not apply (the tiled kernel then).
+bool FunctionGen::shiftSumRows(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
+                               int y) {
+  const auto &xs = shape(x), &ws = shape(w);
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+  const int64_t kD = ws[2], kH = ws[3], kW = ws[4];
+  const int64_t vw = elemType(x) == "float" ? 4 : 8;
+  // The taps (which the unrolled loop keeps in registers), KH rows of VW sums and a window of
+  // VW + KW − 1 inputs: no more than 96 floats (k3; at k5 ptxas took 255 registers).
+  if (W % vw != 0 || kD * kH * kW + kH * vw + vw + kW - 1 > 96)
+    return false;
+  const int64_t gw = W / vw;
+  int64_t gd = 1;
+  while (2 * gd * gw <= 256 && gd < D)
+    gd *= 2;
+  const int64_t threads = gw * gd;
+  if (threads < 64 || threads > 1024)
+    return false;
+  // Parts of H: about 4096 blocks in all where each part keeps at least 32 rows (a part
+  // reads kH − 1 rows beyond its own).
+  const int64_t nD = (D + gd - 1) / gd;
+  int64_t hp = 1;
+  while (N * C * nD * hp < 4096 && (H + 2 * hp - 1) / (2 * hp) >= 32)
+    hp *= 2;
+  const int64_t hr = (H + hp - 1) / hp;
+  hp = (H + hr - 1) / hr;
+  std::string epilogue = "struct KNAME_epilogue {\n"
+                         "  enum : bool { kStatistics = false };\n";
+  if (b)
+    epilogue += "  const " + elemType(*b) + " *__restrict__ bias;\n"
+                "  float bc;\n"
+                "  void channel(int c) { bc = (float)bias[c]; }\n"
+                "  float operator()(float acc) const { return acc + bc; }\n";
+  else
+    epilogue += "  void channel(int) {}\n"
+                "  float operator()(float acc) const { return acc; }\n";
+  epilogue += "};\n";
+  const std::string tile = "ShiftSumRowsTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) +
+                           ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " +
+                           S(gd) + ", " + S(hp) + ">";
+  const std::string body =
+      "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
+      "  shiftSumRows<" + tile + ", " + (mirrored ? "true" : "false") + ">(y, x, w, KNAME_epilogue{" +
+      (b ? "bias, 0.0f" : "") + "});\n";
+  std::vector<std::string> params{out("y"), in("x"), in("w")};
+  std::vector<int> args{y, x, w};
+  if (b) {
+    params.push_back(in("bias"));
+    args.push_back(*b);
+  }
+  launch(op,
+         src.kernel(mirrored ? "shift_sum_mirrored_rows" : "shift_sum_rows", typed(params, args),
+                    body, static_cast<int>(threads),
+                    kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
+         N * C * nD * hp, static_cast<int>(threads), args);
+  return true;
+}
+
+// The weight gradient streamed along H (stencil.cuh's shiftSumGradWeightRows says how), where
+// W is a multiple of one 16-byte vector of dy and the block has at least 64 threads; false
+// where it does not apply (the staged split reduction then).
+bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
+  const int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
+  const auto &xs = shape(x), &ws = shape(dw);
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+  const int64_t kD = ws[2], kH = ws[3], kW = ws[4], kVol = kD * kH * kW;
+  const int64_t vw = elemType(dy) == "float" ? 4 : 8;
+  // A thread holds KH rows of VW + KW − 1 inputs and KH·KW sums: no more than 64 floats (k3:
+  // 56 registers; at k5, 85 floats, ptxas took 128 and the staged kernel is bandwidth-bound
+  // already there: docs/perf.md).
+  if (W % vw != 0 || elemType(x) != elemType(dy) || kH * (vw + kW - 1 + kW) > 64)
+    return false;
+  const int64_t gw = W / vw;
+  // Output slices per block: as many as keep the block within 256 threads.
+  int64_t gd = 1;
+  while (2 * gd * gw * kD <= 256 && gd < D)
+    gd *= 2;
+  const int64_t threads = gw * kD * gd;
+  if (threads < 64 || threads > 1024 || kVol * gw * gd * 4 > kStencilShared)
+    return false;
+  // Parts of H: about 4096 blocks in all where each part keeps at least 16 rows.
+  const int64_t nD = (D + gd - 1) / gd;
+  int64_t hp = 1;
+  while (N * C * nD * hp < 4096 && (H + 2 * hp - 1) / (2 * hp) >= 16)
+    hp *= 2;
+  const int64_t hr = (H + hp - 1) / hp;
+  hp = (H + hr - 1) / hr; // no empty part
+  const int64_t perNC = nD * hp, parts = N * perNC;
+  const int buf = scratch(C * kVol * parts * 4);
+  const std::string tile = "ShiftSumGradWeightRowsTile<" + S(N) + ", " + S(C) + ", " + S(D) +
+                           ", " + S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " +
+                           S(kW) + ", " + S(vw) + ", " + S(gd) + ", " + S(hp) + ">";
+  const std::string body =
+      "  static_assert(" + tile + "::THREADS == " + S(threads) + " && " + tile +
+      "::PARTS == " + S(parts) + ", \"the launch's block and grid\");\n"
+      "  shiftSumGradWeightRows<" + tile + ">(parts, x, dy);\n";
+  launch(op, src.kernel("shift_sum_grad_weight_rows",
+                        typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body,
+                        static_cast<int>(threads), kernelLibrary("stencil.cuh")),
+         N * C * perNC, static_cast<int>(threads), {buf, x, dy});
+  sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
+  return true;
 }
 
 // A strided depthwise conv3d_transpose as its stride's parity classes (kernels/depthwise.cuh's

@@ -38,6 +38,9 @@
 //    order into one partial per block; a second kernel (the generic depthwise weight
 //    gradient's) sums each weight's partials in a fixed tree. No float atomics: the same
 //    bits on every run.
+//  * shiftSumGradWeightRows (MEDC_STENCIL=rows): the same partials without staging: each
+//    thread streams its rows of x and dy through registers and keeps its taps' sums there
+//    (the function says how).
 //
 // Each kernel's shared memory is static (the tile sizes are chosen to fit 48 KiB).
 #ifndef MED_KERNELS_STENCIL_CUH
@@ -519,6 +522,198 @@ void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x
   for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
     float v = 0.0f;
     for (int gg = 0; gg < T::G; ++gg) v += red[tap * T::G + gg];
+    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
+  }
+}
+
+// ---- shift-sums streamed along H (MEDC_STENCIL=rows) --------------------------------------
+
+// The streamed shift-sum's shapes: C channels of D×H×W, a KD×KH×KW kernel, VW outputs along W
+// per thread (one 16-byte vector of the input; W a multiple of VW), GD output slices per
+// block and HP parts of H.
+template <int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int VW_, int GD_, int HP_>
+struct ShiftSumRowsTile {
+  enum : int {
+    C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_, VW = VW_, GD = GD_, HP = HP_,
+    GW = W / VW, THREADS = GW * GD, KHW = KH * KW, KVOL = KD * KHW, DHW = D * H * W,
+    ND = (D + GD - 1) / GD, HR = (H + HP - 1) / HP, PERNC = ND * HP, WIN = VW + KW - 1
+  };
+  static_assert(W % VW == 0, "whole vectors along W");
+};
+
+// Row r of slice xd of one channel, the window of a thread's VW outputs from w0: VW + KW − 1
+// inputs from w0 − KW/2 in f32, zero outside the volume (one vector and KW − 1 scalars).
+template <class T, typename IN>
+void streamedRow(float (&win)[T::WIN], const IN *__restrict__ xc, int xd, int r, int w0) {
+  const bool inside = (unsigned)xd < (unsigned)T::D && (unsigned)r < (unsigned)T::H;
+  const IN *row = xc + (xd * T::H + r) * T::W;
+  if (inside) {
+    const Vec<IN, T::VW> v = vload<T::VW>(row + w0);
+#pragma unroll
+    for (int i = 0; i < T::VW; ++i) win[T::KW / 2 + i] = (float)v[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < T::VW; ++i) win[T::KW / 2 + i] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < T::KW / 2; ++j) {
+    const int l = w0 - T::KW / 2 + j, rr = w0 + T::VW + j;
+    win[j] = inside && l >= 0 ? (float)row[l] : 0.0f;
+    win[T::KW / 2 + T::VW + j] = inside && rr < T::W ? (float)row[rr] : 0.0f;
+  }
+}
+
+// The forward or mirrored shift-sum without staging: thread (w, dd) of a block owns VW
+// consecutive outputs along W of output slice d and walks the input rows its part of H
+// reads. Input row j of the walk (row h0 − KH/2 + j) adds, for each slice kd, its window
+// times the taps (kd, kh, ·) to output row j − kh of the part: the KH output rows still open
+// are sums in registers (slot (j − kh) % KH; the loop is unrolled KH times, so no sums
+// move), and after the step output row j − KH + 1 is complete: the epilogue (`e.channel(c)`,
+// then `e(sum)` per output) stores it as one vector. Each output sums its taps in (kh, kd,
+// kw) order in f32. The taps sit in shared memory (reversed for MIRRORED); no barrier after
+// they are loaded.
+template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
+void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
+  static_assert(!E::kStatistics, "statistics need the tiled kernel's chunks");
+  const int t = threadIdx.x;
+  const int r = blockIdx.x;
+  const int part = r % T::PERNC, nc = r / T::PERNC, c = nc % T::C;
+  const int hp = part % T::HP, slab = part / T::HP;
+  const int wc = t % T::GW, dd = t / T::GW;
+  const int d = slab * T::GD + dd, w0 = wc * T::VW;
+  const int h0 = hp * T::HR, rows = h0 + T::HR < T::H ? T::HR : T::H - h0;
+  __shared__ float ws[T::KVOL];
+  for (int j = t; j < T::KVOL; j += T::THREADS)
+    if constexpr (MIRRORED)
+      ws[j] = (float)w[c * T::KVOL + (T::KVOL - 1) - j]; // all three axes flipped
+    else
+      ws[j] = (float)w[c * T::KVOL + j];
+  __syncthreads();
+  if (d >= T::D)
+    return;
+  e.channel(c);
+  const IN *xc = x + (i64)nc * T::DHW;
+  OUT *yc = y + (i64)nc * T::DHW + (d * T::H + h0) * T::W + w0;
+  float acc[T::KH][T::VW];
+#pragma unroll
+  for (int k = 0; k < T::KH; ++k)
+#pragma unroll
+    for (int q = 0; q < T::VW; ++q) acc[k][q] = 0.0f;
+  const int steps = rows + T::KH - 1;
+  for (int j0 = 0; j0 < steps; j0 += T::KH) {
+#pragma unroll
+    for (int s = 0; s < T::KH; ++s) {
+      const int j = j0 + s;
+      if (j < steps) {
+#pragma unroll
+        for (int kd = 0; kd < T::KD; ++kd) {
+          float win[T::WIN];
+          streamedRow<T>(win, xc, d + kd - T::KD / 2, h0 - T::KH / 2 + j, w0);
+#pragma unroll
+          for (int kh = 0; kh < T::KH; ++kh)
+#pragma unroll
+            for (int kw = 0; kw < T::KW; ++kw) {
+              const float wk = ws[(kd * T::KH + kh) * T::KW + kw];
+#pragma unroll
+              for (int q = 0; q < T::VW; ++q) acc[(s - kh + T::KH) % T::KH][q] += wk * win[q + kw];
+            }
+        }
+        // Output row j − KH + 1 is complete: stored where it lies in the part, then reset.
+        float (&done)[T::VW] = acc[(s + 1) % T::KH];
+        const int o = j - T::KH + 1;
+        if (o >= 0) {
+          Vec<OUT, T::VW> v;
+#pragma unroll
+          for (int q = 0; q < T::VW; ++q) v[q] = e(done[q]);
+          vstore(yc + o * T::W, v);
+        }
+#pragma unroll
+        for (int q = 0; q < T::VW; ++q) done[q] = 0.0f;
+      }
+    }
+  }
+}
+
+// ---- med.shift_sum_grad_weight streamed along H (MEDC_STENCIL=rows) ------------------------
+
+// The streamed weight gradient's shapes: N samples of C channels of D×H×W, a KD×KH×KW
+// kernel, VW outputs along W per thread (one 16-byte vector of dy; W a multiple of VW), GD
+// output slices per block and HP parts of H.
+template <int N_, int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int VW_, int GD_,
+          int HP_>
+struct ShiftSumGradWeightRowsTile {
+  enum : int {
+    N = N_, C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_, VW = VW_, GD = GD_,
+    HP = HP_, GW = W / VW, THREADS = GW * KD * GD, SLOTS = GW * GD, KVOL = KD * KH * KW,
+    DHW = D * H * W, ND = (D + GD - 1) / GD, HR = (H + HP - 1) / HP, PERNC = ND * HP,
+    PARTS = N * PERNC, WIN = VW + KW - 1
+  };
+  static_assert(W % VW == 0, "whole vectors along W");
+};
+
+// The weight gradient with its partials in registers: thread (w, kd, dd) of a block owns the
+// KH·KW taps of one kd for VW consecutive outputs along W of output slice d (the block's
+// GD slices from its slab) and walks the rows of its part of H. Per row it loads one vector
+// of dy and one row of x (slice d + kd − KD/2, row h + KH/2: a vector and its halo), keeps
+// the KH rows its taps read in registers (a rolling window: the loop is unrolled KH times,
+// so each row stays in its registers) and adds VW·KH·KW products. No shared memory and no
+// barrier in the loop; x's rows are read by the block's KD threads of a slice and dy by its
+// KD threads of an output, through the cache. The block then combines each tap's partials
+// over its threads in a fixed order into parts[(c · KVOL + tap) · PARTS + n · PERNC + part]
+// (the layout of shiftSumGradWeightParts, summed by the same second kernel).
+template <class T, typename IN, typename GT>
+void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
+                            const GT *__restrict__ dy) {
+  const int t = threadIdx.x;
+  const int r = blockIdx.x;
+  const int part = r % T::PERNC, nc = r / T::PERNC;
+  const int hp = part % T::HP, slab = part / T::HP;
+  const int n = nc / T::C, c = nc % T::C;
+  const int wc = t % T::GW, kd = t / T::GW % T::KD, dd = t / (T::GW * T::KD);
+  const int d = slab * T::GD + dd, xd = d + kd - T::KD / 2, w0 = wc * T::VW;
+  const int h0 = hp * T::HR, h1 = h0 + T::HR < T::H ? h0 + T::HR : T::H;
+  __shared__ float red[T::KVOL * T::SLOTS];
+  const IN *xc = x + (i64)nc * T::DHW;
+  const GT *gc = dy + (i64)nc * T::DHW;
+  float acc[T::KH][T::KW];
+#pragma unroll
+  for (int kh = 0; kh < T::KH; ++kh)
+#pragma unroll
+    for (int kw = 0; kw < T::KW; ++kw) acc[kh][kw] = 0.0f;
+  if (d < T::D) {
+    // Row h + kh − KH/2 of the window is in slot (s + kh) % KH at the loop's step s.
+    float win[T::KH][T::WIN];
+#pragma unroll
+    for (int j = 0; j + 1 < T::KH; ++j) streamedRow<T>(win[j], xc, xd, h0 - T::KH / 2 + j, w0);
+    for (int h = h0; h < h1; h += T::KH) {
+#pragma unroll
+      for (int s = 0; s < T::KH; ++s) {
+        const int hh = h + s;
+        if (hh < h1) {
+          streamedRow<T>(win[(s + T::KH - 1) % T::KH], xc, xd, hh + T::KH / 2, w0);
+          const Vec<GT, T::VW> g = vload<T::VW>(gc + (d * T::H + hh) * T::W + w0);
+#pragma unroll
+          for (int q = 0; q < T::VW; ++q) {
+            const float gq = (float)g[q];
+#pragma unroll
+            for (int kh = 0; kh < T::KH; ++kh)
+#pragma unroll
+              for (int kw = 0; kw < T::KW; ++kw) acc[kh][kw] += gq * win[(s + kh) % T::KH][q + kw];
+          }
+        }
+      }
+    }
+  }
+  // Each tap's partials of the block, combined in a fixed order (slot = dd · GW + w).
+#pragma unroll
+  for (int kh = 0; kh < T::KH; ++kh)
+#pragma unroll
+    for (int kw = 0; kw < T::KW; ++kw)
+      red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kh][kw];
+  __syncthreads();
+  for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
+    float v = 0.0f;
+    for (int m = 0; m < T::SLOTS; ++m) v += red[tap * T::SLOTS + m];
     parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
   }
 }

@@ -1,0 +1,53 @@
+// The streamed stencils of test/cuda/stencil-rows.test (MEDC_STENCIL=rows): shift-sums
+// without statistics and weight gradients, streamed where W is a multiple of 4 (f32) and a
+// block has at least 64 threads, tiled or staged otherwise.
+// Forward k3 with bias, H in two parts (the last shorter), more slices per block than D has.
+func.func @fwd_k3_parts(%x: tensor<1x2x9x65x16xf32>, %w: tensor<2x1x3x3x3xf32>, %b: tensor<2xf32>) -> tensor<1x2x9x65x16xf32> {
+  %0 = med.shift_sum %x, %w, %b : (tensor<1x2x9x65x16xf32>, tensor<2x1x3x3x3xf32>, tensor<2xf32>) -> tensor<1x2x9x65x16xf32>
+  return %0 : tensor<1x2x9x65x16xf32>
+}
+// Mirrored (3, 3, 5) on 7 rows, two samples.
+func.func @mirrored_k335(%dy: tensor<2x1x9x7x16xf32>, %w: tensor<1x1x3x3x5xf32>) -> tensor<2x1x9x7x16xf32> {
+  %0 = med.shift_sum %dy, %w {mirrored} : (tensor<2x1x9x7x16xf32>, tensor<1x1x3x3x5xf32>) -> tensor<2x1x9x7x16xf32>
+  return %0 : tensor<2x1x9x7x16xf32>
+}
+// Mirrored k5: too many taps to keep in registers, the tiled kernel.
+func.func @mirrored_k5(%dy: tensor<1x1x9x7x16xf32>, %w: tensor<1x1x5x5x5xf32>) -> tensor<1x1x9x7x16xf32> {
+  %0 = med.shift_sum %dy, %w {mirrored} : (tensor<1x1x9x7x16xf32>, tensor<1x1x5x5x5xf32>) -> tensor<1x1x9x7x16xf32>
+  return %0 : tensor<1x1x9x7x16xf32>
+}
+// A mixed kernel (3, 5, 1) forward, W = 32.
+func.func @fwd_mixed(%x: tensor<1x3x5x6x32xf32>, %w: tensor<3x1x3x5x1xf32>, %b: tensor<3xf32>) -> tensor<1x3x5x6x32xf32> {
+  %0 = med.shift_sum %x, %w, %b : (tensor<1x3x5x6x32xf32>, tensor<3x1x3x5x1xf32>, tensor<3xf32>) -> tensor<1x3x5x6x32xf32>
+  return %0 : tensor<1x3x5x6x32xf32>
+}
+// W not a multiple of 4: the tiled kernel.
+func.func @fwd_odd(%x: tensor<1x2x5x9x13xf32>, %w: tensor<2x1x3x3x3xf32>) -> tensor<1x2x5x9x13xf32> {
+  %0 = med.shift_sum %x, %w : (tensor<1x2x5x9x13xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x5x9x13xf32>
+  return %0 : tensor<1x2x5x9x13xf32>
+}
+// k3, H in two parts (the last shorter), more slices per block than D has.
+func.func @gw_k3_parts(%x: tensor<1x2x5x33x16xf32>, %dy: tensor<1x2x5x33x16xf32>) -> tensor<2x1x3x3x3xf32> {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x5x33x16xf32>, tensor<1x2x5x33x16xf32>) -> tensor<2x1x3x3x3xf32>
+  return %0 : tensor<2x1x3x3x3xf32>
+}
+// (3, 3, 5) on 7 rows (a halo of two).
+func.func @gw_k335(%x: tensor<1x2x6x7x16xf32>, %dy: tensor<1x2x6x7x16xf32>) -> tensor<2x1x3x3x5xf32> {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 5>} : (tensor<1x2x6x7x16xf32>, tensor<1x2x6x7x16xf32>) -> tensor<2x1x3x3x5xf32>
+  return %0 : tensor<2x1x3x3x5xf32>
+}
+// k5: more sums and rows than a thread keeps, the staged kernel.
+func.func @gw_k5(%x: tensor<2x2x6x7x16xf32>, %dy: tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32> {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 5, 5, 5>} : (tensor<2x2x6x7x16xf32>, tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32>
+  return %0 : tensor<2x1x5x5x5xf32>
+}
+// A mixed kernel: one row (a window of one slot), five columns (a halo of two a side).
+func.func @gw_mixed(%x: tensor<1x3x7x8x32xf32>, %dy: tensor<1x3x7x8x32xf32>) -> tensor<3x1x3x1x5xf32> {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 1, 5>} : (tensor<1x3x7x8x32xf32>, tensor<1x3x7x8x32xf32>) -> tensor<3x1x3x1x5xf32>
+  return %0 : tensor<3x1x3x1x5xf32>
+}
+// W not a multiple of 4: the staged split reduction.
+func.func @gw_odd(%x: tensor<1x2x5x9x13xf32>, %dy: tensor<1x2x5x9x13xf32>) -> tensor<2x1x3x3x3xf32> {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x5x9x13xf32>, tensor<1x2x5x9x13xf32>) -> tensor<2x1x3x3x3xf32>
+  return %0 : tensor<2x1x3x3x3xf32>
+}
