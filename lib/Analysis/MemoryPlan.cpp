@@ -33,24 +33,30 @@ ArenaPlan planArena(const std::vector<BufferLife> &input, size_t alignment) {
     return life[a].bytes != life[b].bytes ? life[a].bytes > life[b].bytes
                                           : life[a].first < life[b].first;
   });
-  std::vector<size_t> placed;
-  std::vector<std::pair<size_t, size_t>> busy; // [offset, end) of placed buffers live together
+  // Placed buffers as [offset, end) in ascending order: the first gap that fits among those
+  // live together with a buffer is found by one scan that stops there.
+  struct Range {
+    size_t begin, end, index;
+  };
+  std::vector<Range> placed;
   for (size_t i : order) {
-    busy.clear();
-    for (size_t j : placed)
-      if (life[j].overlaps(life[i]))
-        busy.emplace_back(plan.offset[j], plan.offset[j] + rounded(life[j].bytes));
-    std::sort(busy.begin(), busy.end());
     const size_t need = rounded(life[i].bytes);
     size_t at = 0;
-    for (auto [begin, end] : busy) {
-      if (begin >= at + need)
+    for (const Range &r : placed) {
+      if (!life[r.index].overlaps(life[i]))
+        continue;
+      if (r.begin >= at + need)
         break; // the gap before this busy range fits
-      at = std::max(at, end);
+      at = std::max(at, r.end);
     }
     plan.offset[i] = static_cast<int64_t>(at);
     plan.bytes = std::max(plan.bytes, at + need);
-    placed.push_back(i);
+    const Range range{at, at + need, i};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), range,
+                                   [](const Range &a, const Range &b) {
+                                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                                   }),
+                  range);
   }
   return plan;
 }
