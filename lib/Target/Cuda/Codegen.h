@@ -519,6 +519,10 @@ private:
   /// The streamed shift-sum (MEDC_STENCIL=rows) of x ⊛ w (+ b) → y without statistics, and
   /// the streamed weight gradient; false where the shape needs the tiled kernels.
   bool shiftSumRows(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y);
+  /// The streamed shift-sum with group-norm statistics into `parts` (a block per band of
+  /// the statistics' chunks); false where the shape needs the tiled kernel.
+  bool shiftSumChunks(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y,
+                      int parts);
   bool shiftSumGradWeightRows(const Op &op);
   /// A depthwise conv3d_transpose with a stride and no dilation as its stride's parity
   /// classes, each a dense stencil (kernels/depthwise.cuh); false: the shape needs conv().

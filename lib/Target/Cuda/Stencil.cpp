@@ -41,6 +41,32 @@ constexpr int64_t kStencilShared = 46 * 1024;
 /// rule of stencil.cuh's stencilRowPitch, which sizes the shared arrays.
 int64_t rowPitch(int64_t TW, int64_t kW) { return TW + 4 * ((kW + 2) / 4); }
 
+/// The epilogue functor of a shift-sum's fusion body (stencil.cuh's kernels: `channel`, then
+/// each output's value, and with statistics how a chunk of them is stored), `biasType` the
+/// bias's element type where there is one.
+std::string stencilEpilogue(const std::optional<std::string> &biasType, bool stats) {
+  std::string e = "struct KNAME_epilogue {\n"
+                  "  enum : bool { kStatistics = " +
+                  std::string(stats ? "true" : "false") + " };\n";
+  if (biasType)
+    e += "  const " + *biasType + " *__restrict__ bias;\n"
+         "  float bc;\n"
+         "  void channel(int c) { bc = (float)bias[c]; }\n"
+         "  float operator()(float acc) const { return acc + bc; }\n";
+  else
+    e += "  void channel(int) {}\n"
+         "  float operator()(float acc) const { return acc; }\n";
+  if (stats)
+    e += "  float *__restrict__ parts;\n"
+         "  // The chunk's (pivot, dev, M2) as group_norm_merge reads them.\n"
+         "  void statistics(i64 o, int n, float shift, float d1, float d2) const {\n"
+         "    parts[3 * o] = shift;\n"
+         "    parts[3 * o + 1] = d1 / (float)n;\n"
+         "    parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);\n"
+         "  }\n";
+  return e + "};\n";
+}
+
 } // namespace
 
 StencilKernels stencilKernels() {
@@ -86,9 +112,12 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
     error("a shift-sum needs an odd kernel");
   if (D * H * W >= (int64_t{1} << 31) - 65536)
     return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
-  if (parts < 0 && stencilKernels() == StencilKernels::Rows &&
-      shiftSumRows(op, mirrored, x, w, b, y))
-    return TileEmitted::Plain;
+  if (stencilKernels() == StencilKernels::Rows) {
+    if (parts < 0 && shiftSumRows(op, mirrored, x, w, b, y))
+      return TileEmitted::Plain;
+    if (parts >= 0 && shiftSumChunks(op, mirrored, x, w, b, y, parts))
+      return TileEmitted::WithStatistics;
+  }
   const bool registers = stencilKernels() == StencilKernels::Registers;
   // Threads per block along W (rw outputs each: 4, or with register tiling 8 on rows
   // longer than 8, where 8 would leave a block of few threads), H (rh rows each) and D (one
@@ -146,28 +175,9 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
   };
   const bool stats = parts >= 0 && same(TD, k.d, D) && same(TH, k.h, H) && same(TW, k.w, W);
 
-  // The epilogue functor of the fusion's body (stencil.cuh's shiftSumTile: `channel`, then
-  // each output's value, and where there are statistics how the tile's chunk is stored).
-  std::string epilogue = "struct KNAME_epilogue {\n"
-                         "  enum : bool { kStatistics = " +
-                         std::string(stats ? "true" : "false") + " };\n";
-  if (b)
-    epilogue += "  const " + elemType(*b) + " *__restrict__ bias;\n"
-                "  float bc;\n"
-                "  void channel(int c) { bc = (float)bias[c]; }\n"
-                "  float operator()(float acc) const { return acc + bc; }\n";
-  else
-    epilogue += "  void channel(int) {}\n"
-                "  float operator()(float acc) const { return acc; }\n";
-  if (stats)
-    epilogue += "  float *__restrict__ parts;\n"
-                "  // The chunk's (pivot, dev, M2) as group_norm_merge reads them.\n"
-                "  void statistics(i64 o, int n, float shift, float d1, float d2) const {\n"
-                "    parts[3 * o] = shift;\n"
-                "    parts[3 * o + 1] = d1 / (float)n;\n"
-                "    parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);\n"
-                "  }\n";
-  epilogue += "};\n";
+  // The epilogue functor of the fusion's body (stencil.cuh's shiftSumTile).
+  const std::string epilogue =
+      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats);
   const std::string tile =
       std::string(registers ? "ShiftSumRegTile<" : "ShiftSumTile<") + S(C) + ", " + S(D) + ", " +
       S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(tw) + ", " +
@@ -297,17 +307,8 @@ bool FunctionGen::shiftSumRows(const Op &op, bool mirrored, int x, int w, std::o
     hp *= 2;
   const int64_t hr = (H + hp - 1) / hp;
   hp = (H + hr - 1) / hr;
-  std::string epilogue = "struct KNAME_epilogue {\n"
-                         "  enum : bool { kStatistics = false };\n";
-  if (b)
-    epilogue += "  const " + elemType(*b) + " *__restrict__ bias;\n"
-                "  float bc;\n"
-                "  void channel(int c) { bc = (float)bias[c]; }\n"
-                "  float operator()(float acc) const { return acc + bc; }\n";
-  else
-    epilogue += "  void channel(int) {}\n"
-                "  float operator()(float acc) const { return acc; }\n";
-  epilogue += "};\n";
+  const std::string epilogue =
+      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, false);
   const std::string tile = "ShiftSumRowsTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) +
                            ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " +
                            S(gd) + ", " + S(hp) + ">";
@@ -326,6 +327,49 @@ bool FunctionGen::shiftSumRows(const Op &op, bool mirrored, int x, int w, std::o
                     body, static_cast<int>(threads),
                     kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
          N * C * nD * hp, static_cast<int>(threads), args);
+  return true;
+}
+
+// A shift-sum with group-norm statistics streamed along H, a block per band of the
+// statistics' chunks (stencil.cuh's shiftSumChunks says how), where W is a multiple of one
+// 16-byte vector of the input and the block has at least 64 threads; false where it does not
+// apply (the tiled kernel then).
+bool FunctionGen::shiftSumChunks(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
+                                 int y, int parts) {
+  const auto &xs = shape(x), &ws = shape(w);
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+  const int64_t kD = ws[2], kH = ws[3], kW = ws[4];
+  const int64_t vw = elemType(x) == "float" ? 4 : 8;
+  const medrun::normstats::Box k = medrun::normstats::kChunk;
+  // The same register rule as shiftSumRows.
+  if (W % vw != 0 || k.w % vw != 0 || kD * kH * kW + kH * vw + vw + kW - 1 > 96)
+    return false;
+  const int64_t threads = W / vw * k.d;
+  if (threads < 64 || threads > 1024)
+    return false;
+  const int64_t blocks = N * C * ((D + k.d - 1) / k.d) * ((H + k.h - 1) / k.h);
+  const std::string epilogue =
+      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, true);
+  const std::string tile = "ShiftSumChunkTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) +
+                           ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " +
+                           S(k.d) + ", " + S(k.h) + ", " + S(k.w) + ">";
+  const std::string body =
+      "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
+      "  shiftSumChunks<" + tile + ", " + (mirrored ? "true" : "false") + ">(y, x, w, KNAME_epilogue{" +
+      (b ? "bias, 0.0f, " : "") + "parts});\n";
+  std::vector<std::string> params{out("y"), in("x"), in("w")};
+  std::vector<int> args{y, x, w};
+  if (b) {
+    params.push_back(in("bias"));
+    args.push_back(*b);
+  }
+  params.push_back(out("parts"));
+  args.push_back(parts);
+  launch(op,
+         src.kernel(mirrored ? "shift_sum_mirrored_chunks" : "shift_sum_chunks",
+                    typed(params, args), body, static_cast<int>(threads),
+                    kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
+         blocks, static_cast<int>(threads), args);
   return true;
 }
 

@@ -51,3 +51,16 @@ func.func @gw_odd(%x: tensor<1x2x5x9x13xf32>, %dy: tensor<1x2x5x9x13xf32>) -> te
   %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x5x9x13xf32>, tensor<1x2x5x9x13xf32>) -> tensor<2x1x3x3x3xf32>
   return %0 : tensor<2x1x3x3x3xf32>
 }
+// Group norms of shift-sums (med-form-stencil-fusions: the statistics in the shift-sum's
+// epilogue): chunks of 4 x 16 x 64 with the last ones clipped along every axis (9 x 20 x 72),
+// with bias; groups of two channels and a (3, 3, 5) kernel.
+func.func @norm_k3(%x: tensor<2x3x9x20x72xf32>, %w: tensor<3x1x3x3x3xf32>, %b: tensor<3xf32>, %g: tensor<3xf32>, %be: tensor<3xf32>) -> tensor<2x3x9x20x72xf32> {
+  %y = med.conv3d %x, %w, %b {groups = 3 : i64, padding = array<i64: 1, 1, 1>} : (tensor<2x3x9x20x72xf32>, tensor<3x1x3x3x3xf32>, tensor<3xf32>) -> tensor<2x3x9x20x72xf32>
+  %n = med.group_norm %y, %g, %be {groups = 3 : i64} : (tensor<2x3x9x20x72xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x9x20x72xf32>
+  return %n : tensor<2x3x9x20x72xf32>
+}
+func.func @norm_groups(%x: tensor<1x4x5x17x64xf32>, %w: tensor<4x1x3x3x5xf32>, %g: tensor<4xf32>, %be: tensor<4xf32>) -> (tensor<1x4x5x17x64xf32>, tensor<1x4x5x17x64xf32>) {
+  %y = med.conv3d %x, %w {groups = 4 : i64, padding = array<i64: 1, 1, 2>} : (tensor<1x4x5x17x64xf32>, tensor<4x1x3x3x5xf32>) -> tensor<1x4x5x17x64xf32>
+  %n = med.group_norm %y, %g, %be {groups = 2 : i64} : (tensor<1x4x5x17x64xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x5x17x64xf32>
+  return %n, %y : tensor<1x4x5x17x64xf32>, tensor<1x4x5x17x64xf32>
+}

@@ -541,6 +541,20 @@ struct ShiftSumRowsTile {
   static_assert(W % VW == 0, "whole vectors along W");
 };
 
+// The streamed shift-sum with statistics: blocks of CD slices × CH rows × all of W, the
+// chunks of medrun/NormStats.h (CD×CH×CW, clipped at the volume's end).
+template <int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int VW_, int CD_, int CH_,
+          int CW_>
+struct ShiftSumChunkTile {
+  enum : int {
+    C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_, VW = VW_, CD = CD_, CH = CH_,
+    CW = CW_, GW = W / VW, THREADS = GW * CD, KHW = KH * KW, KVOL = KD * KHW, DHW = D * H * W,
+    ND = (D + CD - 1) / CD, NH = (H + CH - 1) / CH, NWC = (W + CW - 1) / CW, PER = ND * NH * NWC,
+    WIN = VW + KW - 1
+  };
+  static_assert(W % VW == 0 && CW % VW == 0, "whole vectors along W and in a chunk");
+};
+
 // Row r of slice xd of one channel, the window of a thread's VW outputs from w0: VW + KW − 1
 // inputs from w0 − KW/2 in f32, zero outside the volume (one vector and KW − 1 scalars).
 template <class T, typename IN>
@@ -563,37 +577,15 @@ void streamedRow(float (&win)[T::WIN], const IN *__restrict__ xc, int xd, int r,
   }
 }
 
-// The forward or mirrored shift-sum without staging: thread (w, dd) of a block owns VW
-// consecutive outputs along W of output slice d and walks the input rows its part of H
-// reads. Input row j of the walk (row h0 − KH/2 + j) adds, for each slice kd, its window
+// The streamed shift-sum of one thread: VW outputs from w0 of slice d, output rows [h0, h0 +
+// rows). Input row j of the walk (row h0 − KH/2 + j) adds, for each slice kd, its window
 // times the taps (kd, kh, ·) to output row j − kh of the part: the KH output rows still open
-// are sums in registers (slot (j − kh) % KH; the loop is unrolled KH times, so no sums
-// move), and after the step output row j − KH + 1 is complete: the epilogue (`e.channel(c)`,
-// then `e(sum)` per output) stores it as one vector. Each output sums its taps in (kh, kd,
-// kw) order in f32. The taps sit in shared memory (reversed for MIRRORED); no barrier after
-// they are loaded.
-template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
-void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
-  static_assert(!E::kStatistics, "statistics need the tiled kernel's chunks");
-  const int t = threadIdx.x;
-  const int r = blockIdx.x;
-  const int part = r % T::PERNC, nc = r / T::PERNC, c = nc % T::C;
-  const int hp = part % T::HP, slab = part / T::HP;
-  const int wc = t % T::GW, dd = t / T::GW;
-  const int d = slab * T::GD + dd, w0 = wc * T::VW;
-  const int h0 = hp * T::HR, rows = h0 + T::HR < T::H ? T::HR : T::H - h0;
-  __shared__ float ws[T::KVOL];
-  for (int j = t; j < T::KVOL; j += T::THREADS)
-    if constexpr (MIRRORED)
-      ws[j] = (float)w[c * T::KVOL + (T::KVOL - 1) - j]; // all three axes flipped
-    else
-      ws[j] = (float)w[c * T::KVOL + j];
-  __syncthreads();
-  if (d >= T::D)
-    return;
-  e.channel(c);
-  const IN *xc = x + (i64)nc * T::DHW;
-  OUT *yc = y + (i64)nc * T::DHW + (d * T::H + h0) * T::W + w0;
+// are sums in registers (slot (j − kh) % KH; the loop is unrolled KH times, so no sums move),
+// and after the step output row j − KH + 1 is complete: `row(o, sums)` takes it. Each output
+// sums its taps in (kh, kd, kw) order in f32. `ws`: the KVOL taps (shared memory).
+template <class T, typename IN, class ROW>
+void streamShiftSum(const float *ws, const IN *__restrict__ xc, int d, int h0, int rows, int w0,
+                    ROW &&row) {
   float acc[T::KH][T::VW];
 #pragma unroll
   for (int k = 0; k < T::KH; ++k)
@@ -618,20 +610,126 @@ void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
               for (int q = 0; q < T::VW; ++q) acc[(s - kh + T::KH) % T::KH][q] += wk * win[q + kw];
             }
         }
-        // Output row j − KH + 1 is complete: stored where it lies in the part, then reset.
+        // Output row j − KH + 1 is complete: handed on where it lies in the part, then reset.
         float (&done)[T::VW] = acc[(s + 1) % T::KH];
         const int o = j - T::KH + 1;
-        if (o >= 0) {
-          Vec<OUT, T::VW> v;
-#pragma unroll
-          for (int q = 0; q < T::VW; ++q) v[q] = e(done[q]);
-          vstore(yc + o * T::W, v);
-        }
+        if (o >= 0)
+          row(o, done);
 #pragma unroll
         for (int q = 0; q < T::VW; ++q) done[q] = 0.0f;
       }
     }
   }
+}
+
+// The channel's taps into shared `ws` (reversed for MIRRORED: all three axes flipped).
+template <class T, bool MIRRORED, typename WT> void streamedTaps(float *ws, const WT *w, int c) {
+  for (int j = threadIdx.x; j < T::KVOL; j += T::THREADS)
+    ws[j] = (float)w[c * T::KVOL + (MIRRORED ? (T::KVOL - 1) - j : j)];
+}
+
+// The forward or mirrored shift-sum without statistics, streamed: thread (w, dd) of a block
+// owns VW consecutive outputs along W of output slice d (the block's GD slices from its slab)
+// over its part of H (streamShiftSum), and stores each complete row of them as one vector
+// through the epilogue (`e.channel(c)`, then `e(sum)` per output). No staging; one barrier,
+// after the taps.
+template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
+void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
+  static_assert(!E::kStatistics, "statistics: shiftSumChunks");
+  const int t = threadIdx.x;
+  const int r = blockIdx.x;
+  const int part = r % T::PERNC, nc = r / T::PERNC, c = nc % T::C;
+  const int hp = part % T::HP, slab = part / T::HP;
+  const int d = slab * T::GD + t / T::GW, w0 = t % T::GW * T::VW;
+  const int h0 = hp * T::HR, rows = h0 + T::HR < T::H ? T::HR : T::H - h0;
+  __shared__ float ws[T::KVOL];
+  streamedTaps<T, MIRRORED>(ws, w, c);
+  __syncthreads();
+  if (d >= T::D)
+    return;
+  e.channel(c);
+  OUT *yc = y + (i64)nc * T::DHW + (d * T::H + h0) * T::W + w0;
+  streamShiftSum<T>(ws, x + (i64)nc * T::DHW, d, h0, rows, w0, [&](int o, const float (&sums)[T::VW]) {
+    Vec<OUT, T::VW> v;
+#pragma unroll
+    for (int q = 0; q < T::VW; ++q) v[q] = e(sums[q]);
+    vstore(yc + o * T::W, v);
+  });
+}
+
+// The streamed shift-sum with group-norm statistics: a block is the CD slices × CH rows of
+// one band of chunks (medrun/NormStats.h), every chunk along W; threads and rows as in
+// shiftSumRows. Each chunk's statistics pivot on the mean of its first output row (a block
+// sum once that row is complete; the tiled kernel pivots on the chunk's mean, which a
+// stream does not have before its end); each thread sums its outputs' deviations and their
+// squares, and the block combines them per chunk in a fixed order: the chunk's (pivot, dev,
+// M2) through `e.statistics(chunk, n, pivot, dev sum, dev² sum)`.
+template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
+void shiftSumChunks(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
+  static_assert(E::kStatistics, "without statistics: shiftSumRows");
+  const int t = threadIdx.x;
+  int r = blockIdx.x;
+  const int bh = r % T::NH;
+  r /= T::NH;
+  const int bd = r % T::ND, nc = r / T::ND, c = nc % T::C;
+  const int wc = t % T::GW, dd = t / T::GW;
+  const int d = bd * T::CD + dd, w0 = wc * T::VW, chunk = w0 / T::CW;
+  const int h0 = bh * T::CH, rows = h0 + T::CH < T::H ? T::CH : T::H - h0;
+  const int slices = T::D - bd * T::CD < T::CD ? T::D - bd * T::CD : T::CD;
+  const bool live = d < T::D; // every thread takes part in the block's sums
+  __shared__ float ws[T::KVOL];
+  __shared__ float red[2][T::THREADS];
+  __shared__ float pivots[T::NWC];
+  streamedTaps<T, MIRRORED>(ws, w, c);
+  __syncthreads();
+  e.channel(c);
+  // The threads of chunk k: slices dd, vectors [k·CW/VW, (k + 1)·CW/VW) within GW.
+  auto combine = [&](const float *v, int k) {
+    float sum = 0.0f;
+    for (int i = 0; i < T::CD; ++i)
+      for (int u = k * (T::CW / T::VW); u < (k + 1) * (T::CW / T::VW) && u < T::GW; ++u)
+        sum += v[i * T::GW + u];
+    return sum;
+  };
+  auto width = [](int k) { return T::W - k * T::CW < T::CW ? T::W - k * T::CW : T::CW; };
+  OUT *yc = y + (i64)nc * T::DHW + (d * T::H + h0) * T::W + w0;
+  float pivot = 0.0f, d1 = 0.0f, d2 = 0.0f;
+  streamShiftSum<T>(ws, x + (i64)nc * T::DHW, d, h0, rows, w0, [&](int o, const float (&sums)[T::VW]) {
+    float v[T::VW];
+#pragma unroll
+    for (int q = 0; q < T::VW; ++q) v[q] = e(sums[q]);
+    if (live) {
+      Vec<OUT, T::VW> out;
+#pragma unroll
+      for (int q = 0; q < T::VW; ++q) out[q] = v[q];
+      vstore(yc + o * T::W, out);
+    }
+    if (o == 0) { // the same step for every thread of the block
+      float first = 0.0f;
+      if (live)
+#pragma unroll
+        for (int q = 0; q < T::VW; ++q) first += v[q];
+      red[0][t] = first;
+      __syncthreads();
+      if (t < T::NWC)
+        pivots[t] = combine(red[0], t) / (float)(slices * width(t));
+      __syncthreads();
+      pivot = pivots[chunk];
+    }
+    if (live)
+#pragma unroll
+      for (int q = 0; q < T::VW; ++q) {
+        const float dv = v[q] - pivot;
+        d1 += dv;
+        d2 += dv * dv;
+      }
+  });
+  red[0][t] = d1;
+  red[1][t] = d2;
+  __syncthreads();
+  if (t < T::NWC)
+    e.statistics((i64)nc * T::PER + (bd * T::NH + bh) * T::NWC + t, slices * rows * width(t),
+                 pivots[t], combine(red[0], t), combine(red[1], t));
 }
 
 // ---- med.shift_sum_grad_weight streamed along H (MEDC_STENCIL=rows) ------------------------
