@@ -516,13 +516,11 @@ private:
   void stencilFusion(const Op &op, const medrun::Function &body);
   void shiftSum(const Op &op);
   void shiftSumGradWeight(const Op &op);
-  /// The streamed shift-sum (MEDC_STENCIL=rows) of x ⊛ w (+ b) → y without statistics, and
-  /// the streamed weight gradient; false where the shape needs the tiled kernels.
-  bool shiftSumRows(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y);
-  /// The streamed shift-sum with group-norm statistics into `parts` (a block per band of
-  /// the statistics' chunks); false where the shape needs the tiled kernel.
-  bool shiftSumChunks(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y,
-                      int parts);
+  /// The streamed shift-sum (MEDC_STENCIL=rows) of x ⊛ w (+ b) → y, with `parts` (≥ 0) the
+  /// group-norm statistics of each chunk too (a block per band of chunks); None where the
+  /// shape needs the tiled kernel. And the streamed weight gradient; false likewise.
+  TileEmitted shiftSumStreamed(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
+                               int y, int parts);
   bool shiftSumGradWeightRows(const Op &op);
   /// A depthwise conv3d_transpose with a stride and no dilation as its stride's parity
   /// classes, each a dense stencil (kernels/depthwise.cuh); false: the shape needs conv().

@@ -112,12 +112,9 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
     error("a shift-sum needs an odd kernel");
   if (D * H * W >= (int64_t{1} << 31) - 65536)
     return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
-  if (stencilKernels() == StencilKernels::Rows) {
-    if (parts < 0 && shiftSumRows(op, mirrored, x, w, b, y))
-      return TileEmitted::Plain;
-    if (parts >= 0 && shiftSumChunks(op, mirrored, x, w, b, y, parts))
-      return TileEmitted::WithStatistics;
-  }
+  if (stencilKernels() == StencilKernels::Rows)
+    if (TileEmitted e = shiftSumStreamed(op, mirrored, x, w, b, y, parts); e != TileEmitted::None)
+      return e;
   const bool registers = stencilKernels() == StencilKernels::Registers;
   // Threads per block along W (rw outputs each: 4, or with register tiling 8 on rows
   // longer than 8, where 8 would leave a block of few threads), H (rh rows each) and D (one
@@ -279,98 +276,74 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
   sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
 }
 
-// A shift-sum without statistics streamed along H (stencil.cuh's shiftSumRows says how), where
-// W is a multiple of one 16-byte vector of the input and the block has at least 64 threads;
-// false where it does not apply (the tiled kernel then).
-bool FunctionGen::shiftSumRows(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
-                               int y) {
+// A shift-sum streamed along H (stencil.cuh's shiftSumRows, and with `parts` ≥ 0 its
+// shiftSumChunks: a block per band of the statistics' chunks), where W is a multiple of one
+// 16-byte vector of the input and the block has at least 64 threads; None where it does not
+// apply (the tiled kernel then).
+FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirrored, int x, int w,
+                                                       std::optional<int> b, int y, int parts) {
   const auto &xs = shape(x), &ws = shape(w);
   const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
   const int64_t kD = ws[2], kH = ws[3], kW = ws[4];
   const int64_t vw = elemType(x) == "float" ? 4 : 8;
+  const bool stats = parts >= 0;
+  const medrun::normstats::Box k = medrun::normstats::kChunk;
   // The taps (which the unrolled loop keeps in registers), KH rows of VW sums and a window of
   // VW + KW − 1 inputs: no more than 96 floats (k3; at k5 ptxas took 255 registers).
-  if (W % vw != 0 || kD * kH * kW + kH * vw + vw + kW - 1 > 96)
-    return false;
+  if (W % vw != 0 || (stats && k.w % vw != 0) || kD * kH * kW + kH * vw + vw + kW - 1 > 96)
+    return TileEmitted::None;
   const int64_t gw = W / vw;
-  int64_t gd = 1;
-  while (2 * gd * gw <= 256 && gd < D)
-    gd *= 2;
-  const int64_t threads = gw * gd;
+  int64_t threads = 0, blocks = 0;
+  std::string tile;
+  if (stats) {
+    threads = gw * k.d;
+    blocks = N * C * ((D + k.d - 1) / k.d) * ((H + k.h - 1) / k.h);
+    tile = "ShiftSumChunkTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) + ", " + S(kD) +
+           ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " + S(k.d) + ", " + S(k.h) + ", " +
+           S(k.w) + ">";
+  } else {
+    int64_t gd = 1;
+    while (2 * gd * gw <= 256 && gd < D)
+      gd *= 2;
+    threads = gw * gd;
+    // Parts of H: about 4096 blocks in all where each part keeps at least 32 rows (a part
+    // reads kH − 1 rows beyond its own).
+    const int64_t nD = (D + gd - 1) / gd;
+    int64_t hp = 1;
+    while (N * C * nD * hp < 4096 && (H + 2 * hp - 1) / (2 * hp) >= 32)
+      hp *= 2;
+    const int64_t hr = (H + hp - 1) / hp;
+    hp = (H + hr - 1) / hr;
+    blocks = N * C * nD * hp;
+    tile = "ShiftSumRowsTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) + ", " + S(kD) +
+           ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " + S(gd) + ", " + S(hp) + ">";
+  }
   if (threads < 64 || threads > 1024)
-    return false;
-  // Parts of H: about 4096 blocks in all where each part keeps at least 32 rows (a part
-  // reads kH − 1 rows beyond its own).
-  const int64_t nD = (D + gd - 1) / gd;
-  int64_t hp = 1;
-  while (N * C * nD * hp < 4096 && (H + 2 * hp - 1) / (2 * hp) >= 32)
-    hp *= 2;
-  const int64_t hr = (H + hp - 1) / hp;
-  hp = (H + hr - 1) / hr;
+    return TileEmitted::None;
   const std::string epilogue =
-      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, false);
-  const std::string tile = "ShiftSumRowsTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) +
-                           ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " +
-                           S(gd) + ", " + S(hp) + ">";
+      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats);
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
-      "  shiftSumRows<" + tile + ", " + (mirrored ? "true" : "false") + ">(y, x, w, KNAME_epilogue{" +
-      (b ? "bias, 0.0f" : "") + "});\n";
+      "  " + (stats ? "shiftSumChunks<" : "shiftSumRows<") + tile + ", " +
+      (mirrored ? "true" : "false") + ">(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") +
+      (b && stats ? ", " : "") + (stats ? "parts" : "") + "});\n";
   std::vector<std::string> params{out("y"), in("x"), in("w")};
   std::vector<int> args{y, x, w};
   if (b) {
     params.push_back(in("bias"));
     args.push_back(*b);
   }
-  launch(op,
-         src.kernel(mirrored ? "shift_sum_mirrored_rows" : "shift_sum_rows", typed(params, args),
-                    body, static_cast<int>(threads),
-                    kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
-         N * C * nD * hp, static_cast<int>(threads), args);
-  return true;
-}
-
-// A shift-sum with group-norm statistics streamed along H, a block per band of the
-// statistics' chunks (stencil.cuh's shiftSumChunks says how), where W is a multiple of one
-// 16-byte vector of the input and the block has at least 64 threads; false where it does not
-// apply (the tiled kernel then).
-bool FunctionGen::shiftSumChunks(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
-                                 int y, int parts) {
-  const auto &xs = shape(x), &ws = shape(w);
-  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
-  const int64_t kD = ws[2], kH = ws[3], kW = ws[4];
-  const int64_t vw = elemType(x) == "float" ? 4 : 8;
-  const medrun::normstats::Box k = medrun::normstats::kChunk;
-  // The same register rule as shiftSumRows.
-  if (W % vw != 0 || k.w % vw != 0 || kD * kH * kW + kH * vw + vw + kW - 1 > 96)
-    return false;
-  const int64_t threads = W / vw * k.d;
-  if (threads < 64 || threads > 1024)
-    return false;
-  const int64_t blocks = N * C * ((D + k.d - 1) / k.d) * ((H + k.h - 1) / k.h);
-  const std::string epilogue =
-      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, true);
-  const std::string tile = "ShiftSumChunkTile<" + S(C) + ", " + S(D) + ", " + S(H) + ", " + S(W) +
-                           ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(vw) + ", " +
-                           S(k.d) + ", " + S(k.h) + ", " + S(k.w) + ">";
-  const std::string body =
-      "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
-      "  shiftSumChunks<" + tile + ", " + (mirrored ? "true" : "false") + ">(y, x, w, KNAME_epilogue{" +
-      (b ? "bias, 0.0f, " : "") + "parts});\n";
-  std::vector<std::string> params{out("y"), in("x"), in("w")};
-  std::vector<int> args{y, x, w};
-  if (b) {
-    params.push_back(in("bias"));
-    args.push_back(*b);
+  if (stats) {
+    params.push_back(out("parts"));
+    args.push_back(parts);
   }
-  params.push_back(out("parts"));
-  args.push_back(parts);
+  const std::string name = std::string(mirrored ? "shift_sum_mirrored_" : "shift_sum_") +
+                           (stats ? "chunks" : "rows");
   launch(op,
-         src.kernel(mirrored ? "shift_sum_mirrored_chunks" : "shift_sum_chunks",
-                    typed(params, args), body, static_cast<int>(threads),
+         src.kernel(name, typed(params, args), body, static_cast<int>(threads),
                     kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
          blocks, static_cast<int>(threads), args);
-  return true;
+  return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 
 // The weight gradient streamed along H (stencil.cuh's shiftSumGradWeightRows says how), where
