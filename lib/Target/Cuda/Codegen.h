@@ -519,6 +519,9 @@ private:
   /// The streamed shift-sum (MEDC_STENCIL=rows) of x ⊛ w (+ b) → y, with `parts` (≥ 0) the
   /// group-norm statistics of each chunk too (a block per band of chunks); None where the
   /// shape needs the tiled kernel. And the streamed weight gradient; false likewise.
+  void launchShiftSum(const Op &op, const std::string &name, const std::string &call,
+                      const std::string &tile, int64_t threads, int64_t blocks, int x, int w,
+                      std::optional<int> b, int y, int parts);
   TileEmitted shiftSumStreamed(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
                                int y, int parts);
   bool shiftSumGradWeightRows(const Op &op);

@@ -87,6 +87,34 @@ StencilKernels stencilKernels() {
   return k;
 }
 
+// Launches a shift-sum template instance, `call` (say "shiftSumTile<Tile, true>"), as kernel
+// `name` with the epilogue of its bias and, with `parts` ≥ 0, of its chunks' statistics.
+void FunctionGen::launchShiftSum(const Op &op, const std::string &name, const std::string &call,
+                                 const std::string &tile, int64_t threads, int64_t blocks, int x,
+                                 int w, std::optional<int> b, int y, int parts) {
+  const bool stats = parts >= 0;
+  const std::string epilogue =
+      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats);
+  const std::string body =
+      "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
+      "  " + call + "(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") +
+      (b && stats ? ", " : "") + (stats ? "parts" : "") + "});\n";
+  std::vector<std::string> params{out("y"), in("x"), in("w")};
+  std::vector<int> args{y, x, w};
+  if (b) {
+    params.push_back(in("bias"));
+    args.push_back(*b);
+  }
+  if (stats) {
+    params.push_back(out("parts"));
+    args.push_back(parts);
+  }
+  launch(op,
+         src.kernel(name, typed(params, args), body, static_cast<int>(threads),
+                    kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
+         blocks, static_cast<int>(threads), args);
+}
+
 // The forward and mirrored shift-sum (the header says how).
 void FunctionGen::shiftSum(const Op &op) {
   const medrun::ConvView view = *medrun::convView(fn, op);
@@ -172,35 +200,16 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
   };
   const bool stats = parts >= 0 && same(TD, k.d, D) && same(TH, k.h, H) && same(TW, k.w, W);
 
-  // The epilogue functor of the fusion's body (stencil.cuh's shiftSumTile).
-  const std::string epilogue =
-      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats);
   const std::string tile =
       std::string(registers ? "ShiftSumRegTile<" : "ShiftSumTile<") + S(C) + ", " + S(D) + ", " +
       S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(tw) + ", " +
       S(th) + ", " + S(td) + ", " + S(rh) + (registers ? ", " + S(rw) + ", " + S(v) : "") + ">";
-  const std::string body =
-      "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
-      "  " + (registers ? "shiftSumRegs<" : "shiftSumTile<") + tile + ", " +
-      (mirrored ? "true" : "false") +
-      ">(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") + (b && stats ? ", " : "") +
-      (stats ? "parts" : "") + "});\n";
-  std::vector<std::string> params{out("y"), in("x"), in("w")};
-  std::vector<int> args{y, x, w};
-  if (b) {
-    params.push_back(in("bias"));
-    args.push_back(*b);
-  }
-  if (stats) {
-    params.push_back(out("parts"));
-    args.push_back(parts);
-  }
   const std::string base = std::string(mirrored ? "shift_sum_mirrored_tile" : "shift_sum_tile") +
                            (stats ? "_stats" : "");
-  launch(op,
-         src.kernel(base, typed(params, args), body, threads,
-                    kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
-         blocks, threads, args);
+  launchShiftSum(op, base,
+                 std::string(registers ? "shiftSumRegs<" : "shiftSumTile<") + tile + ", " +
+                     (mirrored ? "true" : "false") + ">",
+                 tile, threads, blocks, x, w, b, y, stats ? parts : -1);
   return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 
@@ -320,29 +329,12 @@ FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirror
   }
   if (threads < 64 || threads > 1024)
     return TileEmitted::None;
-  const std::string epilogue =
-      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats);
-  const std::string body =
-      "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
-      "  " + (stats ? "shiftSumChunks<" : "shiftSumRows<") + tile + ", " +
-      (mirrored ? "true" : "false") + ">(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") +
-      (b && stats ? ", " : "") + (stats ? "parts" : "") + "});\n";
-  std::vector<std::string> params{out("y"), in("x"), in("w")};
-  std::vector<int> args{y, x, w};
-  if (b) {
-    params.push_back(in("bias"));
-    args.push_back(*b);
-  }
-  if (stats) {
-    params.push_back(out("parts"));
-    args.push_back(parts);
-  }
-  const std::string name = std::string(mirrored ? "shift_sum_mirrored_" : "shift_sum_") +
-                           (stats ? "chunks" : "rows");
-  launch(op,
-         src.kernel(name, typed(params, args), body, static_cast<int>(threads),
-                    kernelLibrary("stencil.cuh") + std::string("\n") + epilogue),
-         blocks, static_cast<int>(threads), args);
+  launchShiftSum(op,
+                 std::string(mirrored ? "shift_sum_mirrored_" : "shift_sum_") +
+                     (stats ? "chunks" : "rows"),
+                 std::string(stats ? "shiftSumChunks<" : "shiftSumRows<") + tile + ", " +
+                     (mirrored ? "true" : "false") + ">",
+                 tile, threads, blocks, x, w, b, y, parts);
   return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 

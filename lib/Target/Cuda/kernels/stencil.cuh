@@ -38,9 +38,11 @@
 //    order into one partial per block; a second kernel (the generic depthwise weight
 //    gradient's) sums each weight's partials in a fixed tree. No float atomics: the same
 //    bits on every run.
-//  * shiftSumGradWeightRows (MEDC_STENCIL=rows): the same partials without staging: each
-//    thread streams its rows of x and dy through registers and keeps its taps' sums there
-//    (the function says how).
+//  * MEDC_STENCIL=rows streams instead of staging: shiftSumRows (the shift-sums without
+//    statistics), shiftSumChunks (with them, a block per band of the statistics' chunks) and
+//    shiftSumGradWeightRows (the same partials as shiftSumGradWeightParts): each thread walks
+//    the rows of its part of H with 8 outputs along W and keeps its sums, and the rows they
+//    read, in registers (the functions say how).
 //
 // Each kernel's shared memory is static (the tile sizes are chosen to fit 48 KiB).
 #ifndef MED_KERNELS_STENCIL_CUH
