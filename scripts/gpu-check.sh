@@ -66,10 +66,12 @@
 #             artifacts made here by `scripts/gpu/mlp-ab.sh prepare`): medrun bench of the
 #             BANIS+ bf16-mixed step per side, the mlp, mlp_grad, 1x1x1 and gelu rows with
 #             their share of the copy bandwidth
-#   stencil   medc's stencil variants: parity (the default) against rows (the weight gradient
+#   stencil   medc's stencil variants: parity (the default) against rows (the stencils
 #             streamed along H), or the sides MED_STENCIL_SIDES names (MEDC_STENCIL; all but
-#             parity compiled here by `scripts/gpu/stencil-ab.sh prepare`): medrun bench of the
-#             BANIS+ bf16-mixed step and MedNeXt-L k5, each side twice alternating, the depthwise rows
+#             parity compiled here by `scripts/gpu/stencil-ab.sh prepare`): first the streamed
+#             kernels against the CPU backend (cuda-check of the depthwise test network's step,
+#             fp32 and bf16-mixed), then medrun bench of the BANIS+ bf16-mixed step and
+#             MedNeXt-L k5, each side twice alternating, the depthwise rows
 #   import    the networks imported from ONNX (scripts/gpu/import.sh, which lists them; its
 #             artifacts made here by `scripts/gpu/import.sh prepare`): PlainConvUNet, ResEncUNet
 #             (small and the presets' full-size network), SegResNet and MedNeXt-S at small sizes,

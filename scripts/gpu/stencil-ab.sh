@@ -10,8 +10,10 @@
 # prepare` compiles the BANIS+ bf16-mixed step (k3) and MedNeXt-L k5 with MEDC_STENCIL=<side>
 # for every side but parity into .device/cuda/<name>_<side>.medc (the parity side is
 # gpu-prepare.sh's <name>.medc).
-# On the GPU machine MED_GPU_CHECKS=stencil scripts/gpu-check.sh sources this file: medrun
-# bench (20 timed steps) of each side, in the sides' order and then reversed (a drift of the
+# On the GPU machine MED_GPU_CHECKS=stencil scripts/gpu-check.sh sources this file: first
+# `medrun cuda-check` of the depthwise test network's training step compiled with
+# MEDC_STENCIL=rows (fp32 and bf16-mixed, against the CPU backend), then medrun bench (20 timed
+# steps) of each side, in the sides' order and then reversed (a drift of the
 # clocks falls on both), each side with its own MEDRUN_CACHE (a cuDNN-or-generated choice
 # measured against one side's kernels is not reused for the other's). The table
 # ($OUT/stencil.txt): per step and side the mean of its two medians, and the kernel time of
@@ -22,8 +24,15 @@
 stencil_sides() { echo "${MED_STENCIL_SIDES:-parity rows}"; }
 
 stencil_prepare() {
-  local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} side
+  local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} side p
   mkdir -p .device/cuda
+  # The streamed kernels on the GPU against the CPU backend: the depthwise test network's
+  # training step at 8 × 16 × 128 (every streamed kernel at full resolution), fp32 and bf16-mixed.
+  for p in fp32 bf16-mixed; do
+    MEDC_STENCIL=rows "$medc" compile test/Transforms/Inputs/depthwise.mlir --batch 2 --patch 8,16,128 \
+      --loss type=bce_with_logits --grad --train "precision=$p" --target cuda \
+      -o .device/cuda/depthwise_rows_$p.medc
+  done
   for side in $(stencil_sides); do
     [ "$side" = parity ] && continue
     MEDC_STENCIL=$side "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none \
@@ -38,7 +47,24 @@ stencil_main() {
   local T=${TMPDIR:-/tmp}/med-stencil rc=0
   rm -rf "$T" && mkdir -p "$T"
   : >"$out/stencil.txt"
-  local a side n art
+  local a side n art p tol
+  for p in fp32 bf16-mixed; do
+    art=$C/depthwise_rows_$p.medc tol=1e-4
+    [ "$p" = fp32 ] || tol=2e-2
+    if [ ! -f "$art" ]; then
+      echo "FAIL stencil: $art missing (scripts/gpu/stencil-ab.sh prepare)" >>"$out/stencil.txt"
+      rc=1
+      continue
+    fi
+    echo "== stencil: medrun cuda-check $art (MEDC_STENCIL=rows, $p)"
+    if timeout 300 "$medrun" cuda-check "$art" --func train_step --tolerance $tol >"$T/check-$p.log" 2>&1; then
+      echo "PASS stencil: MEDC_STENCIL=rows $p depthwise train_step against the CPU backend ($(grep -o 'worst [^;]*' "$T/check-$p.log" | tail -1))" >>"$out/stencil.txt"
+    else
+      echo "FAIL stencil: MEDC_STENCIL=rows $p depthwise train_step against the CPU backend, log $T/check-$p.log" >>"$out/stencil.txt"
+      tail -5 "$T/check-$p.log" >>"$out/stencil.txt"
+      rc=1
+    fi
+  done
   for a in ${MED_STENCIL_STEPS:-banis_plus_bf16 banis_l_k5_bf16}; do
     local sides=($(stencil_sides)) order=()
     for side in "${sides[@]}"; do order+=("$side"); done
