@@ -41,6 +41,9 @@ converge_prepare() {
   mkdir -p "$(dirname "$unfused")"
   "$medc" compile --recipe "$recipe" --set precision=bf16-mixed --set augment.pipeline=none \
     --target "${MED_CONVERGE_TARGET:-cuda}" "${CONVERGE_UNFUSED[@]}" -o "$unfused"
+  # Packed like gpu-prepare.sh's artifacts (the device call's carry holds 64 MiB in all;
+  # gpu-check.sh unpacks every .device/cuda/*.medc.gz).
+  case "$unfused" in .device/cuda/*) gzip -f "$unfused" ;; esac
 }
 
 converge_main() {

@@ -40,6 +40,9 @@ stencil_prepare() {
     MEDC_STENCIL=$side "$medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none \
       --set precision=bf16-mixed --target cuda -o .device/cuda/banis_l_k5_bf16_$side.medc
   done
+  # Packed like gpu-prepare.sh's artifacts (the device call's carry holds 64 MiB in all;
+  # gpu-check.sh unpacks every .device/cuda/*.medc.gz).
+  gzip -f .device/cuda/*.medc
 }
 
 stencil_main() {
