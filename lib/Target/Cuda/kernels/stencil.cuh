@@ -40,7 +40,8 @@
 //    bits on every run.
 //  * MEDC_STENCIL=rows streams instead of staging: shiftSumRows (the shift-sums without
 //    statistics), shiftSumChunks (with them, a block per band of the statistics' chunks) and
-//    shiftSumGradWeightRows (the same partials as shiftSumGradWeightParts): each thread walks
+//    shiftSumGradWeightRows (the same partials as shiftSumGradWeightParts; for larger kernels
+//    shiftSumGradWeightPairs, a thread per (kd, kh) pair): each thread walks
 //    the rows of its part of H with 8 outputs along W and keeps its sums, and the rows they
 //    read, in registers (the functions say how).
 //
@@ -738,13 +739,15 @@ void shiftSumChunks(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__r
 
 // The streamed weight gradient's shapes: N samples of C channels of D×H×W, a KD×KH×KW
 // kernel, VW outputs along W per thread (one 16-byte vector of dy; W a multiple of VW), GD
-// output slices per block and HP parts of H.
+// output slices per block, HP parts of H, and KS threads per kd (1: one thread holds every kh,
+// shiftSumGradWeightRows; KH: one thread per (kd, kh) pair, shiftSumGradWeightPairs).
 template <int N_, int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int VW_, int GD_,
-          int HP_>
+          int HP_, int KS_ = 1>
 struct ShiftSumGradWeightRowsTile {
   enum : int {
     N = N_, C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_, VW = VW_, GD = GD_,
-    HP = HP_, GW = W / VW, THREADS = GW * KD * GD, SLOTS = GW * GD, KVOL = KD * KH * KW,
+    HP = HP_, KS = KS_, GW = W / VW, THREADS = GW * KD * KS * GD, SLOTS = GW * GD,
+    KVOL = KD * KH * KW,
     DHW = D * H * W, ND = (D + GD - 1) / GD, HR = (H + HP - 1) / HP, PERNC = ND * HP,
     PARTS = N * PERNC, WIN = VW + KW - 1
   };
@@ -810,6 +813,53 @@ void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
 #pragma unroll
     for (int kw = 0; kw < T::KW; ++kw)
       red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kh][kw];
+  __syncthreads();
+  for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
+    float v = 0.0f;
+    for (int m = 0; m < T::SLOTS; ++m) v += red[tap * T::SLOTS + m];
+    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
+  }
+}
+
+// The weight gradient streamed with one thread per (kd, kh) pair (larger kernels, whose
+// rolling window and sums would not fit a thread's registers): thread (w, kd, kh, dd) walks the
+// rows of its part of H as shiftSumGradWeightRows does, reading per row one vector of dy and
+// the row of x its kh needs (slice d + kd − KD/2, row h + kh − KH/2), and keeps its KW taps'
+// sums; the block combines each tap's sums as shiftSumGradWeightRows does.
+template <class T, typename IN, typename GT>
+void shiftSumGradWeightPairs(float *__restrict__ parts, const IN *__restrict__ x,
+                             const GT *__restrict__ dy) {
+  static_assert(T::KS == T::KH, "a thread per (kd, kh) pair");
+  const int t = threadIdx.x;
+  const int r = blockIdx.x;
+  const int part = r % T::PERNC, nc = r / T::PERNC;
+  const int hp = part % T::HP, slab = part / T::HP;
+  const int n = nc / T::C, c = nc % T::C;
+  const int wc = t % T::GW, kd = t / T::GW % T::KD, kh = t / (T::GW * T::KD) % T::KH;
+  const int dd = t / (T::GW * T::KD * T::KH);
+  const int d = slab * T::GD + dd, xd = d + kd - T::KD / 2, w0 = wc * T::VW;
+  const int h0 = hp * T::HR, h1 = h0 + T::HR < T::H ? h0 + T::HR : T::H;
+  __shared__ float red[T::KVOL * T::SLOTS];
+  const IN *xc = x + (i64)nc * T::DHW;
+  const GT *gc = dy + (i64)nc * T::DHW;
+  float acc[T::KW];
+#pragma unroll
+  for (int kw = 0; kw < T::KW; ++kw) acc[kw] = 0.0f;
+  if (d < T::D)
+    for (int h = h0; h < h1; ++h) {
+      float win[T::WIN];
+      streamedRow<T>(win, xc, xd, h + kh - T::KH / 2, w0);
+      const Vec<GT, T::VW> g = vload<T::VW>(gc + (d * T::H + h) * T::W + w0);
+#pragma unroll
+      for (int q = 0; q < T::VW; ++q) {
+        const float gq = (float)g[q];
+#pragma unroll
+        for (int kw = 0; kw < T::KW; ++kw) acc[kw] += gq * win[q + kw];
+      }
+    }
+#pragma unroll
+  for (int kw = 0; kw < T::KW; ++kw)
+    red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kw];
   __syncthreads();
   for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
     float v = 0.0f;
