@@ -754,6 +754,19 @@ struct ShiftSumGradWeightRowsTile {
   static_assert(W % VW == 0, "whole vectors along W");
 };
 
+// The streamed weight gradients' last step: once every thread has put its taps' sums into
+// `red` (tap by tap, SLOTS a tap), each tap's sums combined in a fixed order into the block's
+// partial at parts[(c · KVOL + tap) · PARTS + n · PERNC + part].
+template <class T>
+void combineTapSums(float *__restrict__ parts, const float *red, int c, int n, int part) {
+  __syncthreads();
+  for (int tap = threadIdx.x; tap < T::KVOL; tap += T::THREADS) {
+    float v = 0.0f;
+    for (int m = 0; m < T::SLOTS; ++m) v += red[tap * T::SLOTS + m];
+    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
+  }
+}
+
 // The weight gradient with its partials in registers: thread (w, kd, dd) of a block owns the
 // KH·KW taps of one kd for VW consecutive outputs along W of output slice d (the block's
 // GD slices from its slab) and walks the rows of its part of H. Per row it loads one vector
@@ -813,12 +826,7 @@ void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
 #pragma unroll
     for (int kw = 0; kw < T::KW; ++kw)
       red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kh][kw];
-  __syncthreads();
-  for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
-    float v = 0.0f;
-    for (int m = 0; m < T::SLOTS; ++m) v += red[tap * T::SLOTS + m];
-    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
-  }
+  combineTapSums<T>(parts, red, c, n, part);
 }
 
 // The weight gradient streamed with one thread per (kd, kh) pair (larger kernels, whose
@@ -860,12 +868,7 @@ void shiftSumGradWeightPairs(float *__restrict__ parts, const IN *__restrict__ x
 #pragma unroll
   for (int kw = 0; kw < T::KW; ++kw)
     red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kw];
-  __syncthreads();
-  for (int tap = t; tap < T::KVOL; tap += T::THREADS) {
-    float v = 0.0f;
-    for (int m = 0; m < T::SLOTS; ++m) v += red[tap * T::SLOTS + m];
-    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
-  }
+  combineTapSums<T>(parts, red, c, n, part);
 }
 
 #undef MED_STENCIL_STAGE
