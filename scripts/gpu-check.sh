@@ -208,6 +208,13 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
     echo "$line"
     case "$line" in *"PASS f16-convert"*) ;; *) status=1 ;; esac
     printf '%-14s %s\n' f16-convert "$line" >>"$OUT/cuda.txt"
+    # The GELU's erfc and exponential with the MUFU instructions, against float64 (the bounds
+    # of test/cuda/gelu.test; its control, a wrong coefficient, must fail).
+    echo "== gelu-erf: scripts/gpu/gelu-erf.py"
+    line=$(timeout 300 python3 scripts/gpu/gelu-erf.py lib/Target/Cuda/prelude.cuh 2>&1 | tail -7 | tr '\n' ' ')
+    echo "$line"
+    case "$line" in *"PASS gelu-erf"*) ;; *) status=1 ;; esac
+    printf '%-14s %s\n' gelu-erf "$line" >>"$OUT/cuda.txt"
     # No mixed-precision rows here: the CUDA backend and the CPU backend sum in different
     # orders, and in bf16 or f16 storage that difference is not bounded by anything a
     # tolerance could be derived from soundly (gradients that vanish mathematically are

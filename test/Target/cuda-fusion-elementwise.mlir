@@ -8,7 +8,7 @@
 // CHECK-LABEL: void __launch_bounds__(256) fusion_{{[0-9a-f]+}}(float* __restrict__ y0, const float* __restrict__ x0, const float* __restrict__ x1, const float* __restrict__ x2) {
 // CHECK: const float x1_s = x1[q1];
 // CHECK: const float t[[S:[0-9]+]] = __fadd_rn(x0_v[k], x1_s);
-// CHECK-NEXT: const float t[[G:[0-9]+]] = t[[S]] * 0.5f * (1.0f + erff(t[[S]] * 0.70710678118654752440f));
+// CHECK-NEXT: const float t[[G:[0-9]+]] = gelu(t[[S]]);
 // CHECK-NEXT: const float t[[R:[0-9]+]] = __fadd_rn(t[[G]], x2_v[k]);
 // CHECK-NEXT: y0_v[k] = t[[R]];
 // CHECK: x0_v = vload<4>(x0 + i0);

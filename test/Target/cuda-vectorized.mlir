@@ -23,7 +23,7 @@
 // CHECK-NEXT: Vec<float, 4> y_v;
 // CHECK-NEXT: const auto element = [&](int k) {
 // CHECK-NEXT: const float v = x_v[k];
-// CHECK-NEXT: y_v[k] = v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
+// CHECK-NEXT: y_v[k] = gelu(v);
 // CHECK-NEXT: };
 // CHECK-NEXT: x_v = vload<4>(x + i0);
 // CHECK-NEXT: #pragma unroll

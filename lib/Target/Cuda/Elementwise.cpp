@@ -27,7 +27,7 @@ std::string scalarExpr(const std::string &kind, const std::vector<std::string> &
                       flt(op->floatAttr("negative_slope")) + ", " + v + "))"
                 : "";
     if (kind == "gelu")
-      return v + " * 0.5f * (1.0f + erff(" + v + " * 0.70710678118654752440f))";
+      return "gelu(" + v + ")";
     if (kind == "sigmoid")
       return "1.0f / (1.0f + expf(-" + v + "))";
     if (kind == "neg")

@@ -22,11 +22,50 @@ struct Add {
 // torch.maximum / torch.minimum: NaN wins.
 float maxNaN(float a, float b) { return a != a ? a : b != b ? b : (a < b ? b : a); }
 float minNaN(float a, float b) { return a != a ? a : b != b ? b : (b < a ? b : a); }
+// One MUFU instruction each on the device (flushing subnormals; 2 ulp and 1 ulp), exact on
+// the host (the CPU emulation). NVVM builtins rather than asm: NVVM merges equal calls of
+// these (the GELU's and its derivative's in the fused MLP's backward), not of inline asm.
+float exp2Approx(float x) {
+#ifdef __CUDA_ARCH__
+  return __nvvm_ex2_approx_ftz_f(x);
+#else
+  return exp2f(x);
+#endif
+}
+float rcpApprox(float x) {
+#ifdef __CUDA_ARCH__
+  return __nvvm_div_approx_ftz_f(1.0f, x);
+#else
+  return 1.0f / x;
+#endif
+}
+// The GELU's (erf form) Phi(v) and phi(v) in one pass, for GELU(v) = v Phi(v) and its
+// derivative Phi(v) + v phi(v). erf by Abramowitz & Stegun 7.1.26, erfc(z) = p(t) exp(-z^2),
+// t = 1 / (1 + 0.3275911 z), |error| <= 1.5e-7 (with the approximate reciprocal and exponent
+// <= 2.5e-7 on Phi, test/cuda/gelu.test and scripts/gpu/gelu-erf.py): its exp(-z^2) at
+// z = |v| / sqrt 2 is phi's exponential too, and Phi(v) of a negative v is erfc / 2 itself
+// (relative, not 1 + erf's cancellation). Two MUFU instructions and a dozen FMAs instead of
+// erff's and expf's three times as many: the fused block MLP evaluates both for every
+// expanded element, and its issue rate is what bounds it (docs/perf.md, "the GELU in two MUFU
+// instructions").
+struct GeluErf {
+  float cdf, pdf;
+};
+GeluErf geluErf(float v) {
+  const float z = fabsf(v) * 0.70710678118654752440f;
+  const float t = rcpApprox(fmaf(0.3275911f, z, 1.0f));
+  const float e = exp2Approx(v * v * -0.72134752044448170368f); // exp(-z^2), -z^2 log2(e)
+  const float p =
+      t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f),
+               0.254829592f);
+  const float half = 0.5f * (p * e); // Phi(-|v|)
+  return {v < 0.0f ? half : 1.0f - half, 0.39894228040143267794f * e};
+}
+float gelu(float v) { return v * geluErf(v).cdf; }
 // d gelu(v) / dv = Phi(v) + v phi(v).
 float geluGradFactor(float v) {
-  const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
-  const float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);
-  return cdf + v * pdf;
+  const GeluErf g = geluErf(v);
+  return g.cdf + v * g.pdf;
 }
 struct Max {
   float operator()(float a, float b) const { return maxNaN(a, b); }

@@ -145,13 +145,12 @@ void mlpExpand(float (&h)[2][4], float (&a)[2][4], unsigned (&ga)[4],
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int e = ec * 16 + nt * 8 + 2 * q + (j & 1);
-      if (e < E) {
+      if (e < E)
         h[nt][j] = body.hidden(h[nt][j], e);
-        const float v = h[nt][j];
-        a[nt][j] = Body::act(v);
-      } else {
-        a[nt][j] = 0.0f;
-      }
+      // Unconditional, then selected: mlpActGrad's act'(h) then finds the activation's
+      // common part (the GELU's erfc and exponential) already computed (NVVM's GVN).
+      const float v = Body::act(h[nt][j]);
+      a[nt][j] = e < E ? v : 0.0f;
     }
   ga[0] = pack2<T>(a[0][0], a[0][1]);
   ga[1] = pack2<T>(a[0][2], a[0][3]);
