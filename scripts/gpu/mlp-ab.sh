@@ -28,9 +28,12 @@ mlp_prepare() {
   local R=(--recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --set recompute_mlp=true)
   mkdir -p .device/cuda
   "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
-  "$medc" compile "${R[@]}" --cuda-mlp-pipeline 1 --target cuda -o .device/cuda/${a}_mlp1.medc
-  "$medc" compile "${R[@]}" --cuda-mlp-pipeline 2 --target cuda -o .device/cuda/${a}_mlp2.medc
-  "$medc" compile "${R[@]}" --cuda-mlp-pipeline 3 --target cuda -o .device/cuda/${a}_mlp3.medc
+  # The sides MED_MLP_ORDER names (default all three), packed for the carry's 64 MiB.
+  local side
+  for side in $(echo ${MED_MLP_ORDER:-mlp1 mlp2 mlp3} | tr ' ' '\n' | grep '^mlp' | sort -u); do
+    "$medc" compile "${R[@]}" --cuda-mlp-pipeline ${side#mlp} --target cuda -o .device/cuda/${a}_$side.medc
+    gzip -f .device/cuda/${a}_$side.medc
+  done
 }
 
 mlp_main() {
