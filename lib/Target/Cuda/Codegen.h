@@ -144,7 +144,8 @@ private:
 /// on one GPU: `parity`, the default, keeps the tiled shift-sums and runs the strided
 /// transposed depthwise convolutions as parity classes; `registers` adds the register-tiled
 /// shift-sums and 16-byte dy staging in their weight gradient (slower on an H100 at k3:
-/// docs/perf.md, 2026-12-06); `tiles`, the kernels before both.
+/// docs/perf.md, 2026-12-06); `rows`, parity with the shift-sums and the weight gradient
+/// streamed along H (k5's shift-sums stay tiled); `tiles`, the kernels before all of them.
 enum class StencilKernels { Tiles, Parity, Registers, Rows };
 StencilKernels stencilKernels();
 
