@@ -24,8 +24,8 @@
 //    of medrun/NormStats.h) the block also reduces the tile's f32 outputs in registers to
 //    the chunk's first mean (the pivot) and the deviations from it, as the
 //    group_norm_chunks kernel, and the epilogue stores them.
-//  * shiftSumRegs (MEDC_STENCIL=registers; the default, parity, emits shiftSumTile): the same tiles and
-//    epilogue, with register tiling along W: each thread computes 8 outputs along W (4 on a
+//  * shiftSumRegs (MEDC_STENCIL=registers; the default, parity, emits shiftSumTile): the
+//    same tiles and epilogue, with register tiling along W: each thread computes 8 outputs along W (4 on a
 //    narrow row) in each of RH rows from a window of 8 + kW − 1 inputs per input row in
 //    registers, and the staged rows start aligned so that the block stages whole 16-byte
 //    (or 8-byte) global vectors where W allows. Each output sums its taps in the same
