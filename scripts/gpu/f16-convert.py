@@ -11,9 +11,8 @@ usage: f16-convert.py PRELUDE.cuh"""
 import ctypes, os, re, sys
 import torch
 
-N = '/opt/torch/.venv/lib/python3.12/site-packages/nvidia'
-nvrtc = ctypes.CDLL(os.path.join(N, 'cu13/lib/libnvrtc.so.13'))
-cuda = ctypes.CDLL('libcuda.so.1')
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nvrtc_kernels import init, launch, load
 
 KERNELS = r'''
 extern "C" __global__ void f16_read(const unsigned short *in, float *out) {
@@ -30,42 +29,7 @@ extern "C" __global__ void f16_write(unsigned base, unsigned short *out) {
 }
 '''
 
-
-def check(r, what):
-    if r != 0:
-        raise SystemExit(f'f16-convert: {what} failed ({r})')
-
-
-def compile_module(source):
-    prog = ctypes.c_void_p()
-    check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b'f16.cu', 0, None, None), 'nvrtcCreateProgram')
-    major, minor = torch.cuda.get_device_capability()
-    opts = [f'--gpu-architecture=sm_{major}{minor}'.encode(), b'-default-device', b'--std=c++17']
-    r = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
-    if r != 0:
-        n = ctypes.c_size_t()
-        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-        log = ctypes.create_string_buffer(n.value)
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise SystemExit('f16-convert: NVRTC failed:\n' + log.value.decode())
-    n = ctypes.c_size_t()
-    nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(n))
-    cubin = ctypes.create_string_buffer(n.value)
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    module = ctypes.c_void_p()
-    check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), 'cuModuleLoadData')
-    fns = {}
-    for name in ('f16_read', 'f16_write'):
-        f = ctypes.c_void_p()
-        check(cuda.cuModuleGetFunction(ctypes.byref(f), module, name.encode()), 'cuModuleGetFunction')
-        fns[name] = f
-    return fns
-
-
-def launch(f, blocks, args):
-    holders = [a for a in args]
-    ptrs = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.byref(h), ctypes.c_void_p) for h in holders])
-    check(cuda.cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, None, ptrs, None), 'cuLaunchKernel')
+NAMES = ('f16_read', 'f16_write')
 
 
 def run(fns):
@@ -97,16 +61,15 @@ def differ(a, b):
 
 def main():
     prelude = open(sys.argv[1]).read()
-    torch.zeros(1, device='cuda')  # the primary context, current on this thread
-    check(cuda.cuInit(0), 'cuInit')
+    init()
     struct = re.search(r'struct f16 \{.*?\n\};', prelude, re.S)
     assert struct, 'prelude.cuh: no struct f16'
     software = prelude[:struct.start()] + struct.group(0).replace('#ifdef __CUDA_ARCH__', '#if 0') + prelude[struct.end():]
     wrong = prelude.replace('cvt.rn.f16.f32', 'cvt.rz.f16.f32')
     assert wrong != prelude, 'prelude.cuh: no cvt.rn.f16.f32'
-    ref = run(compile_module(software + KERNELS))
-    dev = run(compile_module(prelude + KERNELS))
-    ctl = run(compile_module(wrong + KERNELS))
+    ref = run(load(software + KERNELS, NAMES))
+    dev = run(load(prelude + KERNELS, NAMES))
+    ctl = run(load(wrong + KERNELS, NAMES))
     r, w = differ(dev, ref)
     cr, cw = differ(ctl, ref)
     print(f'f16 conversions on the device vs the branch definition: {r} of 65536 reads and {w} of 2^32 writes differ'

@@ -11,9 +11,8 @@ usage: gelu-erf.py PRELUDE.cuh"""
 import ctypes, math, os, sys
 import torch
 
-N = '/opt/torch/.venv/lib/python3.12/site-packages/nvidia'
-nvrtc = ctypes.CDLL(os.path.join(N, 'cu13/lib/libnvrtc.so.13'))
-cuda = ctypes.CDLL('libcuda.so.1')
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nvrtc_kernels import init, launch, load
 
 KERNEL = r'''
 extern "C" __global__ void gelu_parts(const float *v, float *out, int n) {
@@ -28,37 +27,10 @@ extern "C" __global__ void gelu_parts(const float *v, float *out, int n) {
 '''
 
 
-def check(r, what):
-    if r != 0:
-        raise SystemExit(f'gelu-erf: {what} failed ({r})')
-
-
-def compile_kernel(source):
-    prog = ctypes.c_void_p()
-    check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b'gelu.cu', 0, None, None), 'nvrtcCreateProgram')
-    major, minor = torch.cuda.get_device_capability()
-    opts = [f'--gpu-architecture=sm_{major}{minor}'.encode(), b'-default-device', b'--std=c++17']
-    if nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)) != 0:
-        n = ctypes.c_size_t()
-        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-        log = ctypes.create_string_buffer(n.value)
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise SystemExit('gelu-erf: NVRTC failed:\n' + log.value.decode())
-    n = ctypes.c_size_t()
-    nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(n))
-    cubin = ctypes.create_string_buffer(n.value)
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    module, f = ctypes.c_void_p(), ctypes.c_void_p()
-    check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), 'cuModuleLoadData')
-    check(cuda.cuModuleGetFunction(ctypes.byref(f), module, b'gelu_parts'), 'cuModuleGetFunction')
-    return f
-
-
 def evaluate(f, v):
     out = torch.empty(4 * v.numel(), dtype=torch.float32, device='cuda')
-    args = [ctypes.c_void_p(v.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_int(v.numel())]
-    ptrs = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
-    check(cuda.cuLaunchKernel(f, (v.numel() + 255) // 256, 1, 1, 256, 1, 1, 0, None, ptrs, None), 'cuLaunchKernel')
+    launch(f, (v.numel() + 255) // 256,
+           [ctypes.c_void_p(v.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_int(v.numel())])
     torch.cuda.synchronize()
     return out.view(-1, 4).double().cpu()
 
@@ -86,12 +58,11 @@ def errors(f):
 
 def main():
     prelude = open(sys.argv[1]).read()
-    torch.zeros(1, device='cuda')  # the primary context, current on this thread
-    check(cuda.cuInit(0), 'cuInit')
+    init()
     wrong = prelude.replace('1.421413741f', '1.421513741f')
     assert wrong != prelude, 'prelude.cuh: no coefficient 1.421413741f'
-    errs, exact = errors(compile_kernel(prelude + KERNEL))
-    cerrs, cexact = errors(compile_kernel(wrong + KERNEL))
+    errs, exact = errors(load(prelude + KERNEL, ['gelu_parts'])['gelu_parts'])
+    cerrs, cexact = errors(load(wrong + KERNEL, ['gelu_parts'])['gelu_parts'])
     ok = exact
     for what, (e, bound) in errs.items():
         print(f'{what} {e:.3g} (bound {bound:.2g}): {"ok" if e <= bound else "WRONG"}')
