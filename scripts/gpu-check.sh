@@ -66,9 +66,9 @@
 #             artifacts made here by `scripts/gpu/mlp-ab.sh prepare`): medrun bench of the
 #             BANIS+ bf16-mixed step per side, the mlp, mlp_grad, 1x1x1 and gelu rows with
 #             their share of the copy bandwidth
-#   stencil   medc's stencil variants: parity (the default) against rows (the stencils
-#             streamed along H), or the sides MED_STENCIL_SIDES names (MEDC_STENCIL; all but
-#             parity compiled here by `scripts/gpu/stencil-ab.sh prepare`): first the streamed
+#   stencil   medc's stencil variants: parity (tiled) against rows (the default: the k3
+#             stencils streamed along H), or the sides MED_STENCIL_SIDES names (MEDC_STENCIL; all
+#             but rows compiled here by `scripts/gpu/stencil-ab.sh prepare`): first the streamed
 #             kernels against the CPU backend (cuda-check of the depthwise test network's step,
 #             fp32 and bf16-mixed), then medrun bench of the BANIS+ bf16-mixed step and
 #             MedNeXt-L k5, each side twice alternating, the depthwise rows

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Part `stencil` of scripts/gpu-check.sh: medc's stencil variants (MEDC_STENCIL) in one call on
-# one GPU, one artifact each: `parity` (medc's default: the tiled shift-sums, the strided
-# transposed depthwise convolutions as parity classes), `rows` (parity with the weight
-# gradient streamed along H), and, where MED_STENCIL_SIDES names them, `tiles` (the kernels
-# before the parity classes) and `registers` (parity plus shift-sums with 8 outputs per
-# thread along W).
+# one GPU, one artifact each: `parity` (the tiled shift-sums and staged weight gradient, the
+# strided transposed depthwise convolutions as parity classes), `rows` (medc's default:
+# parity with the k3 shift-sums and weight gradient streamed along H), and, where
+# MED_STENCIL_SIDES names them, `tiles` (the kernels before the parity classes) and
+# `registers` (parity plus shift-sums with 8 outputs per thread along W).
 #
 # Usage: on the build machine, after scripts/gpu-prepare.sh, `scripts/gpu/stencil-ab.sh
 # prepare` compiles the BANIS+ bf16-mixed step (k3) and MedNeXt-L k5 with MEDC_STENCIL=<side>
-# for every side but parity into .device/cuda/<name>_<side>.medc (the parity side is
+# for every side but rows into .device/cuda/<name>_<side>.medc (the rows side, the default, is
 # gpu-prepare.sh's <name>.medc).
 # On the GPU machine MED_GPU_CHECKS=stencil scripts/gpu-check.sh sources this file: first
 # `medrun cuda-check` of the depthwise test network's training step compiled with
@@ -34,7 +34,7 @@ stencil_prepare() {
       -o .device/cuda/depthwise_rows_$p.medc
   done
   for side in $(stencil_sides); do
-    [ "$side" = parity ] && continue
+    [ "$side" = rows ] && continue
     MEDC_STENCIL=$side "$medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none \
       --set precision=bf16-mixed --target cuda -o .device/cuda/banis_plus_bf16_$side.medc
     MEDC_STENCIL=$side "$medc" compile --recipe configs/banis_l_k5.yaml --set augment.pipeline=none \
@@ -74,7 +74,7 @@ stencil_main() {
     for ((n = ${#sides[@]} - 1; n >= 0; n--)); do order+=("${sides[n]}"); done
     for side in "${order[@]}"; do
       art=$C/$a.medc
-      [ "$side" = parity ] || art=$C/${a}_$side.medc
+      [ "$side" = rows ] || art=$C/${a}_$side.medc
       if [ ! -f "$art" ] || [ ! -f "$C/$a.json" ]; then
         echo "FAIL stencil: $art or $C/$a.json missing (scripts/gpu-prepare.sh, then scripts/gpu/stencil-ab.sh prepare)" >>"$out/stencil.txt"
         rc=1

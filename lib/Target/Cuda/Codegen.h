@@ -141,11 +141,12 @@ private:
 };
 
 /// Which stencil kernels medc emits (MEDC_STENCIL, read once), so that each can be measured
-/// on one GPU: `parity`, the default, keeps the tiled shift-sums and runs the strided
-/// transposed depthwise convolutions as parity classes; `registers` adds the register-tiled
-/// shift-sums and 16-byte dy staging in their weight gradient (slower on an H100 at k3:
-/// docs/perf.md, 2026-12-06); `rows`, parity with the shift-sums and the weight gradient
-/// streamed along H (k5's shift-sums stay tiled); `tiles`, the kernels before all of them.
+/// on one GPU: `rows`, the default, streams the shift-sums and the weight gradient along H
+/// where a thread's sums fit its registers (k3; k5 takes parity's kernels) and runs the
+/// strided transposed depthwise convolutions as parity classes; `parity`, the tiled
+/// shift-sums and staged weight gradient with the parity classes (2.1% slower at k3 on an
+/// H100: docs/perf.md, 2026-12-07); `registers`, parity with register-tiled shift-sums and
+/// 16-byte dy staging (slower at k3: 2026-12-06); `tiles`, the kernels before all of them.
 enum class StencilKernels { Tiles, Parity, Registers, Rows };
 StencilKernels stencilKernels();
 

@@ -73,16 +73,16 @@ StencilKernels stencilKernels() {
   static const StencilKernels k = [] {
     const char *env = std::getenv("MEDC_STENCIL");
     const std::string v = env ? env : "";
-    if (v.empty() || v == "parity")
+    if (v.empty() || v == "rows")
+      return StencilKernels::Rows;
+    if (v == "parity")
       return StencilKernels::Parity;
     if (v == "registers")
       return StencilKernels::Registers;
     if (v == "tiles")
       return StencilKernels::Tiles;
-    if (v == "rows")
-      return StencilKernels::Rows;
     throw CodegenError{"MEDC_STENCIL='" + v +
-                       "': expected 'parity' (the default), 'rows', 'registers' or 'tiles'"};
+                       "': expected 'rows' (the default), 'parity', 'registers' or 'tiles'"};
   }();
   return k;
 }
@@ -338,9 +338,9 @@ FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirror
   return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 
-// The weight gradient streamed along H (stencil.cuh's shiftSumGradWeightRows, or for larger
-// kernels shiftSumGradWeightPairs, says how), where W is a multiple of one 16-byte vector of
-// dy and the block has at least 64 threads; false where it does not apply (the staged split
+// The weight gradient streamed along H (stencil.cuh's shiftSumGradWeightRows says how), where
+// W is a multiple of one 16-byte vector of dy, a thread's rows and sums fit its registers and
+// the block has at least 64 threads; false where it does not apply (the staged split
 // reduction then).
 bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
   const int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
@@ -350,18 +350,17 @@ bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
   const int64_t vw = elemType(dy) == "float" ? 4 : 8;
   if (W % vw != 0 || elemType(x) != elemType(dy))
     return false;
-  // A thread holds KH rows of VW + KW − 1 inputs and KH·KW sums where that is no more than 64
-  // floats (k3: 56 registers; at k5, 85 floats, ptxas took 128); otherwise one thread per
-  // (kd, kh) pair holds one row and KW sums.
-  const bool pairs = kH * (vw + kW - 1 + kW) > 64;
-  if (pairs && vw + kW - 1 + kW > 64)
+  // A thread holds KH rows of VW + KW − 1 inputs and KH·KW sums: no more than 64 floats (k3:
+  // 56 registers; at k5, 85 floats, ptxas took 128). A thread per (kd, kh) pair fits k5 but
+  // lost to the staged split reduction on an H100 (19.4 against 16.7 ms: docs/perf.md).
+  if (kH * (vw + kW - 1 + kW) > 64)
     return false;
-  const int64_t gw = W / vw, ks = pairs ? kH : 1;
-  // Output slices per block: as many as keep the block within 256 threads (512 with pairs).
+  const int64_t gw = W / vw;
+  // Output slices per block: as many as keep the block within 256 threads.
   int64_t gd = 1;
-  while (2 * gd * gw * kD * ks <= (pairs ? 512 : 256) && gd < D)
+  while (2 * gd * gw * kD <= 256 && gd < D)
     gd *= 2;
-  const int64_t threads = gw * kD * ks * gd;
+  const int64_t threads = gw * kD * gd;
   if (threads < 64 || threads > 1024 || kVol * gw * gd * 4 > kStencilShared)
     return false;
   // Parts of H: about 4096 blocks in all where each part keeps at least 16 rows.
@@ -375,14 +374,12 @@ bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
   const int buf = scratch(C * kVol * parts * 4);
   const std::string tile = "ShiftSumGradWeightRowsTile<" + S(N) + ", " + S(C) + ", " + S(D) +
                            ", " + S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " +
-                           S(kW) + ", " + S(vw) + ", " + S(gd) + ", " + S(hp) +
-                           (pairs ? ", " + S(kH) : "") + ">";
+                           S(kW) + ", " + S(vw) + ", " + S(gd) + ", " + S(hp) + ">";
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + " && " + tile +
       "::PARTS == " + S(parts) + ", \"the launch's block and grid\");\n"
-      "  " + (pairs ? "shiftSumGradWeightPairs<" : "shiftSumGradWeightRows<") + tile +
-      ">(parts, x, dy);\n";
-  launch(op, src.kernel(pairs ? "shift_sum_grad_weight_pairs" : "shift_sum_grad_weight_rows",
+      "  shiftSumGradWeightRows<" + tile + ">(parts, x, dy);\n";
+  launch(op, src.kernel("shift_sum_grad_weight_rows",
                         typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body,
                         static_cast<int>(threads), kernelLibrary("stencil.cuh")),
          N * C * perNC, static_cast<int>(threads), {buf, x, dy});

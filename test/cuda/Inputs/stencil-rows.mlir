@@ -36,7 +36,7 @@ func.func @gw_k335(%x: tensor<1x2x6x7x16xf32>, %dy: tensor<1x2x6x7x16xf32>) -> t
   %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 5>} : (tensor<1x2x6x7x16xf32>, tensor<1x2x6x7x16xf32>) -> tensor<2x1x3x3x5xf32>
   return %0 : tensor<2x1x3x3x5xf32>
 }
-// k5: more sums and rows than a thread keeps, a thread per (kd, kh) pair.
+// k5: more sums and rows than a thread keeps: the staged split reduction.
 func.func @gw_k5(%x: tensor<2x2x6x7x16xf32>, %dy: tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32> {
   %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 5, 5, 5>} : (tensor<2x2x6x7x16xf32>, tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32>
   return %0 : tensor<2x1x5x5x5xf32>

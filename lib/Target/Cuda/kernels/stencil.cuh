@@ -24,9 +24,9 @@
 //    of medrun/NormStats.h) the block also reduces the tile's f32 outputs in registers to
 //    the chunk's first mean (the pivot) and the deviations from it, as the
 //    group_norm_chunks kernel, and the epilogue stores them.
-//  * shiftSumRegs (MEDC_STENCIL=registers; the default, parity, emits shiftSumTile): the
-//    same tiles and epilogue, with register tiling along W: each thread computes 8 outputs along W (4 on a
-//    narrow row) in each of RH rows from a window of 8 + kW − 1 inputs per input row in
+//  * shiftSumRegs (MEDC_STENCIL=registers; `parity` and `tiles` emit shiftSumTile): the same
+//    tiles and epilogue, with register tiling along W: each thread computes 8 outputs along
+//    W (4 on a narrow row) in each of RH rows from a window of 8 + kW − 1 inputs per input row in
 //    registers, and the staged rows start aligned so that the block stages whole 16-byte
 //    (or 8-byte) global vectors where W allows. Each output sums its taps in the same
 //    order: the same bits as shiftSumTile.
@@ -38,12 +38,12 @@
 //    order into one partial per block; a second kernel (the generic depthwise weight
 //    gradient's) sums each weight's partials in a fixed tree. No float atomics: the same
 //    bits on every run.
-//  * MEDC_STENCIL=rows streams instead of staging: shiftSumRows (the shift-sums without
-//    statistics), shiftSumChunks (with them, a block per band of the statistics' chunks) and
-//    shiftSumGradWeightRows (the same partials as shiftSumGradWeightParts; for larger kernels
-//    shiftSumGradWeightPairs, a thread per (kd, kh) pair): each thread walks
-//    the rows of its part of H with 8 outputs along W and keeps its sums, and the rows they
-//    read, in registers (the functions say how).
+//  * MEDC_STENCIL=rows (the default) streams instead of staging where a thread's sums and
+//    rows fit its registers (k3; larger kernels take the kernels above): shiftSumRows (the
+//    shift-sums without statistics), shiftSumChunks (with them, a block per band of the
+//    statistics' chunks) and shiftSumGradWeightRows (the same partials as
+//    shiftSumGradWeightParts): each thread walks the rows of its part of H with 8 outputs
+//    along W and keeps its sums, and the rows they read, in registers (the functions say how).
 //
 // Each kernel's shared memory is static (the tile sizes are chosen to fit 48 KiB).
 #ifndef MED_KERNELS_STENCIL_CUH
@@ -529,7 +529,7 @@ void shiftSumGradWeightParts(float *__restrict__ parts, const IN *__restrict__ x
   }
 }
 
-// ---- shift-sums streamed along H (MEDC_STENCIL=rows) --------------------------------------
+// ---- shift-sums streamed along H (MEDC_STENCIL=rows, the default) --------------------------
 
 // The streamed shift-sum's shapes: C channels of D×H×W, a KD×KH×KW kernel, VW outputs along W
 // per thread (one 16-byte vector of the input; W a multiple of VW), GD output slices per
@@ -735,18 +735,17 @@ void shiftSumChunks(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__r
                  pivots[t], combine(red[0], t), combine(red[1], t));
 }
 
-// ---- med.shift_sum_grad_weight streamed along H (MEDC_STENCIL=rows) ------------------------
+// ---- med.shift_sum_grad_weight streamed along H (MEDC_STENCIL=rows, the default) ----------
 
 // The streamed weight gradient's shapes: N samples of C channels of D×H×W, a KD×KH×KW
 // kernel, VW outputs along W per thread (one 16-byte vector of dy; W a multiple of VW), GD
-// output slices per block, HP parts of H, and KS threads per kd (1: one thread holds every kh,
-// shiftSumGradWeightRows; KH: one thread per (kd, kh) pair, shiftSumGradWeightPairs).
+// output slices per block and HP parts of H.
 template <int N_, int C_, int D_, int H_, int W_, int KD_, int KH_, int KW_, int VW_, int GD_,
-          int HP_, int KS_ = 1>
+          int HP_>
 struct ShiftSumGradWeightRowsTile {
   enum : int {
     N = N_, C = C_, D = D_, H = H_, W = W_, KD = KD_, KH = KH_, KW = KW_, VW = VW_, GD = GD_,
-    HP = HP_, KS = KS_, GW = W / VW, THREADS = GW * KD * KS * GD, SLOTS = GW * GD,
+    HP = HP_, GW = W / VW, THREADS = GW * KD * GD, SLOTS = GW * GD,
     KVOL = KD * KH * KW,
     DHW = D * H * W, ND = (D + GD - 1) / GD, HR = (H + HP - 1) / HP, PERNC = ND * HP,
     PARTS = N * PERNC, WIN = VW + KW - 1
@@ -826,48 +825,6 @@ void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
 #pragma unroll
     for (int kw = 0; kw < T::KW; ++kw)
       red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kh][kw];
-  combineTapSums<T>(parts, red, c, n, part);
-}
-
-// The weight gradient streamed with one thread per (kd, kh) pair (larger kernels, whose
-// rolling window and sums would not fit a thread's registers): thread (w, kd, kh, dd) walks the
-// rows of its part of H as shiftSumGradWeightRows does, reading per row one vector of dy and
-// the row of x its kh needs (slice d + kd − KD/2, row h + kh − KH/2), and keeps its KW taps'
-// sums; the block combines each tap's sums as shiftSumGradWeightRows does.
-template <class T, typename IN, typename GT>
-void shiftSumGradWeightPairs(float *__restrict__ parts, const IN *__restrict__ x,
-                             const GT *__restrict__ dy) {
-  static_assert(T::KS == T::KH, "a thread per (kd, kh) pair");
-  const int t = threadIdx.x;
-  const int r = blockIdx.x;
-  const int part = r % T::PERNC, nc = r / T::PERNC;
-  const int hp = part % T::HP, slab = part / T::HP;
-  const int n = nc / T::C, c = nc % T::C;
-  const int wc = t % T::GW, kd = t / T::GW % T::KD, kh = t / (T::GW * T::KD) % T::KH;
-  const int dd = t / (T::GW * T::KD * T::KH);
-  const int d = slab * T::GD + dd, xd = d + kd - T::KD / 2, w0 = wc * T::VW;
-  const int h0 = hp * T::HR, h1 = h0 + T::HR < T::H ? h0 + T::HR : T::H;
-  __shared__ float red[T::KVOL * T::SLOTS];
-  const IN *xc = x + (i64)nc * T::DHW;
-  const GT *gc = dy + (i64)nc * T::DHW;
-  float acc[T::KW];
-#pragma unroll
-  for (int kw = 0; kw < T::KW; ++kw) acc[kw] = 0.0f;
-  if (d < T::D)
-    for (int h = h0; h < h1; ++h) {
-      float win[T::WIN];
-      streamedRow<T>(win, xc, xd, h + kh - T::KH / 2, w0);
-      const Vec<GT, T::VW> g = vload<T::VW>(gc + (d * T::H + h) * T::W + w0);
-#pragma unroll
-      for (int q = 0; q < T::VW; ++q) {
-        const float gq = (float)g[q];
-#pragma unroll
-        for (int kw = 0; kw < T::KW; ++kw) acc[kw] += gq * win[q + kw];
-      }
-    }
-#pragma unroll
-  for (int kw = 0; kw < T::KW; ++kw)
-    red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kw];
   combineTapSums<T>(parts, red, c, n, part);
 }
 
