@@ -1,4 +1,4 @@
-// The tiled shift-sum kernels (stride-1 depthwise stencils; Stencil.cpp chooses the tiles,
+// The shift-sum kernels (stride-1 depthwise stencils; Stencil.cpp chooses the kernels,
 // Fusion/Stencil.cpp the `stencil` fusion): med.shift_sum forward and `mirrored`, with an
 // epilogue that may keep group-norm statistics, and med.shift_sum_grad_weight's split
 // reduction.
