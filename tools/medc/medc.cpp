@@ -882,6 +882,10 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
           .str());
   if (r.dropout)
     add("dropout " + llvm::utohexstr(llvm::bit_cast<uint64_t>(*r.dropout)));
+  // The stencil kernels emitted (the same function, other kernels and times: a cached
+  // artifact of one variant must not stand in for another's measurement).
+  if (const char *stencil = std::getenv("MEDC_STENCIL"); stencil && *stencil)
+    add(std::string("stencil ") + stencil);
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
 }
 
