@@ -21,7 +21,10 @@
 # their roofline columns: bytes as bench counts them (the fusion's operands and results
 # once: x, y and their gradients, the weights) over the time, against the copy bandwidth
 # (H200: 4300 GB/s, bench's own; H100: 3000 GB/s, measured on one, docs/perf.md).
-# MED_MLP_STEPS picks the artifacts' stem (default banis_plus_bf16).
+# MED_MLP_STEPS picks the artifacts' stem (default banis_plus_bf16). Side `chunks`: mlp2 with
+# the backward's expanded channels split across warps where it fits (MEDC_MLP_GRAD=chunks,
+# kernels/mlp.cuh: mlpGradChunks); its recipe is also written as banis_plus_bf16_chunks.json
+# so that part profile can take it (MED_PROFILE_ARTIFACT=banis_plus_bf16_chunks).
 
 mlp_prepare() {
   local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} a=banis_plus_bf16
@@ -30,8 +33,13 @@ mlp_prepare() {
   "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
   # The sides MED_MLP_ORDER names (default all three), packed for the carry's 64 MiB.
   local side
-  for side in $(echo ${MED_MLP_ORDER:-mlp1 mlp2 mlp3} | tr ' ' '\n' | grep '^mlp' | sort -u); do
-    "$medc" compile "${R[@]}" --cuda-mlp-pipeline ${side#mlp} --target cuda -o .device/cuda/${a}_$side.medc
+  for side in $(echo ${MED_MLP_ORDER:-mlp1 mlp2 mlp3} | tr ' ' '\n' | grep '^mlp\|^chunks$' | sort -u); do
+    if [ "$side" = chunks ]; then
+      MEDC_MLP_GRAD=chunks "$medc" compile "${R[@]}" --target cuda -o .device/cuda/${a}_$side.medc
+      cp .device/cuda/${a}_mlp.json .device/cuda/${a}_$side.json # (part profile's artifact)
+    else
+      "$medc" compile "${R[@]}" --cuda-mlp-pipeline ${side#mlp} --target cuda -o .device/cuda/${a}_$side.medc
+    fi
     gzip -f .device/cuda/${a}_$side.medc
   done
 }
@@ -68,7 +76,7 @@ import glob, json, re, statistics, sys
 T = sys.argv[1]
 runs = {}
 for f in sorted(glob.glob(T + "/bench-*.json")):
-    m = re.match(r".*/bench-(.+)-(unfused|mlp[0-9])-\d+\.json$", f)
+    m = re.match(r".*/bench-(.+)-(unfused|mlp[0-9]|chunks)-\d+\.json$", f)
     runs.setdefault((m.group(1), m.group(2)), []).append(json.load(open(f)))
 print("Block MLP: unfused (default passes) / fused, N tiles in flight (mlpN; mlp1: one at a time, the kernels before the pipeline); medrun bench, mean of the medians:")
 for a in sorted({k[0] for k in runs}):

@@ -886,6 +886,8 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
   // artifact of one variant must not stand in for another's measurement).
   if (const char *stencil = std::getenv("MEDC_STENCIL"); stencil && *stencil)
     add(std::string("stencil ") + stencil);
+  if (const char *mlpGrad = std::getenv("MEDC_MLP_GRAD"); mlpGrad && *mlpGrad)
+    add(std::string("mlp_grad ") + mlpGrad);
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);
 }
 

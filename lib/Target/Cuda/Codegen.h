@@ -606,6 +606,10 @@ private:
   void mlpCheck(int x, int y) const;
   /// The backward in one kernel where it fits (false: nothing emitted); `functor` and
   /// `members`: the kernel's body functor (kernels/mlp.cuh).
+  bool mlpGradChunks(const Op &op, int x, int dy, std::optional<int> dx, int dw1, int dw2,
+                     std::optional<int> db1, const std::string &functor,
+                     const std::vector<std::string> &members, std::vector<std::string> params,
+                     std::vector<int> args);
   bool mlpGradResident(const Op &op, int x, int dy, std::optional<int> dx, int dw1, int dw2,
                        std::optional<int> db1, const std::string &functor,
                        const std::vector<std::string> &members, std::vector<std::string> params,

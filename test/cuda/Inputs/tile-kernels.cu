@@ -36,6 +36,20 @@ extern "C" __global__ void tile_ldmatrix(const bf16 *a, unsigned *r) {
     r[4 * lane + i] = f[i];
 }
 
+// One warp: the two B fragments of a row-major 16×16 tile (b[k * 16 + n]) by ldmatrix's
+// .trans; lane l's registers in r[4 l + i].
+extern "C" __global__ void tile_ldmatrix_trans(const bf16 *b, unsigned *r) {
+  alignas(16) __shared__ bf16 bs[16 * 16];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32)
+    bs[i] = b[i];
+  __syncthreads();
+  unsigned f[4];
+  ldmatrixX4Trans(f, bs + ((lane / 8) % 2 * 8 + lane % 8) * 16 + (lane / 16) * 8);
+  for (int i = 0; i < 4; ++i)
+    r[4 * lane + i] = f[i];
+}
+
 // 128 threads: y[j] = Σ_k x[k][(j + 4) % 512] over kChunks chunks of 512 floats, each chunk
 // brought to shared memory by a kStages-stage cp.async pipeline (16 bytes per thread); every
 // thread reads its neighbour's copy, so the stage must have landed for the whole block.

@@ -47,7 +47,7 @@ if o.nvrtc:
 import numpy as np
 os.environ["MEDRUN_FAKE_CUDA_KERNELS"] = o.kernels
 cu = ctypes.CDLL(o.fakecuda)
-NAMES = ("tile_fragments", "tile_ldmatrix", "tile_pipeline", "tile_swizzle")
+NAMES = ("tile_fragments", "tile_ldmatrix", "tile_ldmatrix_trans", "tile_pipeline", "tile_swizzle")
 
 
 def check(rc, what):
@@ -103,6 +103,17 @@ for lane in range(32):
 ok = np.array_equal(r, want)
 print("ldmatrixX4:", "ok" if ok else "WRONG")
 ok or failed.append("ldmatrix")
+# ldmatrix .trans: the B fragments of mma16816 (k: rows) of a row-major tile.
+r = launch("tile_ldmatrix_trans", 32, [bf16(T).ravel(), np.zeros(128, np.uint32)], 1).reshape(32, 4)
+want = np.zeros((32, 4), np.uint32)
+for lane in range(32):
+    g, q = lane // 4, lane % 4
+    for i in range(4):
+        k, n = 2 * q + 8 * (i % 2), g + 8 * (i // 2)
+        want[lane, i] = bits[k, n] | (bits[k + 1, n] << 16)
+ok = np.array_equal(r, want)
+print("ldmatrixX4Trans:", "ok" if ok else "WRONG")
+ok or failed.append("ldmatrix-trans")
 # cp.async pipeline.
 X = rng.standard_normal((7, 512)).astype(np.float32)
 y = launch("tile_pipeline", 128, [X.ravel(), np.zeros(512, np.float32)], 1)

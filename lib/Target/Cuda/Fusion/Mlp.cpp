@@ -39,6 +39,23 @@ constexpr int kResidentPerSm = 8, kResidentGradPerSm = 3;
 constexpr int64_t kSharedPerSm = int64_t{228} << 10;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
+/// MEDC_MLP_GRAD: which one-kernel backward medc emits where both fit — `chunks`, the
+/// expanded channels split across warps (kernels/mlp.cuh: mlpGradChunks), or `stages`, the
+/// voxels split across warps with the weight gradients' products in stages (mlpGradResident,
+/// mlpGradPipelined), the default until the GPU measures the two (docs/perf.md).
+bool mlpGradChunksChosen() {
+  static const bool chunks = [] {
+    const char *env = std::getenv("MEDC_MLP_GRAD");
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "stages")
+      return false;
+    if (v == "chunks")
+      return true;
+    throw CodegenError{"MEDC_MLP_GRAD='" + v + "': expected 'stages' (the default) or 'chunks'"};
+  }();
+  return chunks;
+}
+
 /// The ops of an mlp / mlp_grad body in their roles, as its matcher recorded them
 /// (med.fusion's `roles`; absent roles are null).
 struct MlpBody {
@@ -321,6 +338,9 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   const std::string functor =
       bodyFunctor(typed(params, args), members, b1.has_value(), act, actGrad, "");
   const int64_t outs = Co * E + E * C + E; // dW2 [Co][E], dW1 [E][C], db1 [E]
+  if (mlpGradChunksChosen() &&
+      mlpGradChunks(op, x, dy, dx, *dw1, *dw2, db1, functor, members, params, args))
+    return;
   if (mlpGradResident(op, x, dy, dx, *dw1, *dw2, db1, functor, members, params, args))
     return;
 
@@ -377,6 +397,55 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
   sumParts(op, "mlp_grad_sum", "w", *dw1, partsBuf, Co * E, E * C, parts);
   if (db1)
     sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
+}
+
+/// The backward in one kernel with the expanded channels split across warps
+/// (kernels/mlp.cuh: mlpGradChunks): one warp per 16 expanded channels, at most 16 of them,
+/// C and Co at most 64 (the weight gradients' rows of a chunk and both weight fragments in
+/// registers), its shared memory (tiles in flight, W1ᵀ, the tile's dh) within the resident
+/// limit. Each block's sums are one part. False (nothing emitted) when it does not fit.
+bool FunctionGen::mlpGradChunks(const Op &op, int x, int dy, std::optional<int> dx, int dw1,
+                                int dw2, std::optional<int> db1, const std::string &functor,
+                                const std::vector<std::string> &members,
+                                std::vector<std::string> params, std::vector<int> args) {
+  const std::string t = medrun::dtypeName(type(x).dtype);
+  const auto &xs = shape(x);
+  const int64_t N = xs[0], C = xs[1], S = product(xs, 2), E = shape(dw1)[0],
+                Co = shape(dw2)[0];
+  const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
+  const int64_t warps = Ep / 16, inFlight = std::max<int64_t>(2, mlpPipeline);
+  const int64_t sharedBytes = 2 * (inFlight * (Cp + Cop) * kTile + (Cp + kTile) * (Ep + 8));
+  if (warps > 16 || Cp > 64 || Cop > 64 || sharedBytes > mlpResidentLimit)
+    return false;
+  // Voxels a step: 32 where the weights' fragments and the sums leave the registers for it.
+  const int64_t step = Cp + Cop <= 64 ? 32 : 16;
+  // Blocks per SM the registers are bounded for: about 12 warps an SM (the level-0 block,
+  // 6 warps: 165 registers at 2 blocks, no spills; at 3, ptxas spills: NVRTC 13.0, sm_90),
+  // as shared memory allows.
+  const int64_t perSm = std::max<int64_t>(
+      1, std::min<int64_t>(12 / warps, kSharedPerSm / (sharedBytes + 1024)));
+  const int64_t tileCount = N * tiles,
+                parts = std::min(tileCount, mlpResidentBlocks ? mlpResidentBlocks : perSm * smCount);
+  const int64_t outs = Co * E + E * C + E;
+  const int partsBuf = scratch(outs * parts * 4);
+  if (dx) {
+    params.insert(params.begin(), out("dx"));
+    args.insert(args.begin(), *dx);
+  }
+  params.insert(params.begin(), out("parts"));
+  args.insert(args.begin(), partsBuf);
+  const std::string k = bodyInit(members) + "  mlpGradChunks<" + mlpShape(N, C, S, E, Co) +
+                        ", " + t + ", " + (dx ? "true" : "false") + ", " + num(parts) + ", " +
+                        num(inFlight) + ", " + num(step) + ">(body, parts, " +
+                        (dx ? "dx" : "(float*)nullptr") + ", x, dy, w1p, w1t, w2t);\n";
+  launch(op, src.kernel("mlp_grad_chunks", typed(params, args), k, warps * 32,
+                        kTileLibrary + kMlpLibrary + functor, perSm),
+         parts, warps * 32, args);
+  sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
+  sumParts(op, "mlp_grad_sum", "w", dw1, partsBuf, Co * E, E * C, parts);
+  if (db1)
+    sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
+  return true;
 }
 
 /// The backward in one kernel (kernels/mlp.cuh: mlpGradResident) when all weights fit in

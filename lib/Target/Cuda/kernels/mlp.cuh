@@ -963,6 +963,200 @@ void mlpGradPipelined(const Body &body, float *parts, DX *dx, const T *x, const 
     }
 }
 
+// The backward with the expanded channels split across warps (mlpGradChunks): warp w of a
+// block of Ep / 16 warps owns expansion chunk w (expanded channels 16 w..16 w + 15) for every
+// voxel of the block's tiles, VS voxels at a time: its h and dg are 16 × VS products whose B
+// fragments come from the tile by ldmatrix .trans, and their accumulator fragments are, as
+// they stand, the operands of the weight gradients' products over the voxels (act(h) as the
+// B fragment of dW2 = dy·act(h)ᵀ, dh as the A fragment of dW1 = dh·xᵀ and db1 = dh·1): no
+// expansion through shared memory for them, and each warp's sums are its own chunk's rows of
+// dW1 and columns of dW2, in registers across the block's tiles. The warp's W1 and W2ᵀ rows
+// stay in registers too. Only dx = W1ᵀ·dh sums across the chunks: dh goes to shared dhS
+// [voxel][Ep + 8] and after a barrier the warps share the tile's dx fragments (A: W1ᵀ,
+// staged once per block). Per tile two barriers, against the voxel split's two per stage,
+// and VS / 8 independent products and VS / 2 activations a thread between them, which is
+// what hides the latency the voxel split waits on (docs/perf.md). TS ≥ 2 tiles in flight as
+// in mlpGradPipelined; the parts are laid out as mlpGradResident's.
+template <typename Sh, typename T, bool HasDx, i64 Parts, int TS, int VS, typename Body,
+          typename DX>
+void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *dy,
+                   const T *w1p, const T *w1t, const T *w2t) {
+  static_assert(TS >= 2 && VS % 16 == 0 && kMlpTile % VS == 0, "tiles in flight, voxel steps");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  constexpr i64 Cp = Sh::Cp, Ep = Sh::Ep, Cop = Sh::Cop, E = Sh::E, PE = Ep + 8;
+  constexpr i64 tileHalf = (Cp + Cop) * kMlpTile; // a buffer: x's rows, then dy's (swizzled)
+  alignas(16) __shared__ float smem[(TS * tileHalf + Cp * PE + kMlpTile * PE) / 2];
+  T *tiles = (T *)smem;          // [TS][Cp + Cop][64], swizzled
+  T *w1ts = tiles + TS * tileHalf; // [Cp][Ep + 8]: W1ᵀ
+  T *dhS = w1ts + Cp * PE;       // [64][Ep + 8]: the tile's dh, voxel by voxel
+  mlpStage<Cp, Ep, PE, Ep, Cp, Ep>(w1ts, w1t, 0, 0);
+  // The warp's rows of W1 (16 × Cp) and W2ᵀ (16 × Cop) as A fragments.
+  const int e0 = warp * 16;
+  unsigned w1a[Cp / 16][4], w2a[Cop / 16][4];
+#pragma unroll
+  for (int kc = 0; kc < Cp / 16; ++kc) {
+    const T *r = w1p + (e0 + g) * Cp + kc * 16 + 2 * q;
+    w1a[kc][0] = *(const unsigned *)r;
+    w1a[kc][1] = *(const unsigned *)(r + 8 * Cp);
+    w1a[kc][2] = *(const unsigned *)(r + 8);
+    w1a[kc][3] = *(const unsigned *)(r + 8 * Cp + 8);
+  }
+#pragma unroll
+  for (int kc = 0; kc < Cop / 16; ++kc) {
+    const T *r = w2t + (e0 + g) * Cop + kc * 16 + 2 * q;
+    w2a[kc][0] = *(const unsigned *)r;
+    w2a[kc][1] = *(const unsigned *)(r + 8 * Cop);
+    w2a[kc][2] = *(const unsigned *)(r + 8);
+    w2a[kc][3] = *(const unsigned *)(r + 8 * Cop + 8);
+  }
+  // dW2's columns e0.. (rows: Cop / 16 tiles of 16, columns: two of 8), dW1's rows e0..
+  // (columns: Cp / 8 tiles of 8), db1's (column 0 of a tile).
+  float gw2[Cop / 16][2][4] = {}, gw1[Cp / 8][4] = {}, gb1[4] = {};
+  const unsigned one = g == 0 ? pack2<T>(1.0f, 1.0f) : 0u;
+  const unsigned ones[2] = {one, one};
+  constexpr i64 total = Sh::N * Sh::tiles;
+  auto issue = [&](int buffer, i64 tile) {
+    if (tile < total) {
+      mlpLoadTile<Sh::C, Cp, Sh::S>(tiles + buffer * tileHalf, x, tile);
+      mlpLoadTile<Sh::Co, Cop, Sh::S>(tiles + buffer * tileHalf + Cp * kMlpTile, dy, tile);
+    }
+    cpAsyncCommit();
+  };
+  for (int k = 0; k < TS - 1; ++k)
+    issue(k, blockIdx.x + (i64)k * gridDim.x);
+  int k = 0;
+  for (i64 tile = blockIdx.x; tile < total; tile += gridDim.x, ++k) {
+    cpAsyncWait<TS - 2>();
+    __syncthreads(); // tile k has landed for every thread; tile k - 1's buffer and dh are read
+    issue((k + TS - 1) % TS, tile + (i64)(TS - 1) * gridDim.x);
+    const T *xs = tiles + (k % TS) * tileHalf, *dys = xs + Cp * kMlpTile;
+#pragma unroll 1
+    for (int v0 = 0; v0 < kMlpTile; v0 += VS) {
+      // h = W1·x and dg = W2ᵀ·dy for the warp's 16 expanded channels × VS voxels.
+      float h[VS / 8][4] = {}, dg[VS / 8][4] = {};
+#pragma unroll
+      for (int np = 0; np < VS / 16; ++np) {
+        const int v = v0 + np * 16 + (lane >> 4) * 8, r = (lane >> 3 & 1) * 8 + (lane & 7);
+#pragma unroll
+        for (int kc = 0; kc < Cp / 16; ++kc) {
+          unsigned b[4];
+          ldmatrixX4Trans(b, xs + swizzle64(kc * 16 + r, v));
+          mma16816<T>(h[2 * np], w1a[kc], b);
+          mma16816<T>(h[2 * np + 1], w1a[kc], b + 2);
+        }
+#pragma unroll
+        for (int kc = 0; kc < Cop / 16; ++kc) {
+          unsigned b[4];
+          ldmatrixX4Trans(b, dys + swizzle64(kc * 16 + r, v));
+          mma16816<T>(dg[2 * np], w2a[kc], b);
+          mma16816<T>(dg[2 * np + 1], w2a[kc], b + 2);
+        }
+      }
+      // act(h) into h and dh into dg (zeros beyond E), f32.
+#pragma unroll
+      for (int nt = 0; nt < VS / 8; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int e = e0 + g + (j >> 1) * 8;
+          const float u = e < E ? body.hidden(h[nt][j], e) : h[nt][j];
+          const float a = Body::act(u), d = Body::actGrad(u, dg[nt][j]);
+          h[nt][j] = e < E ? a : 0.0f;
+          dg[nt][j] = e < E ? d : 0.0f;
+        }
+      // The weight gradients' products over the step's voxels, 16 at a time (k-step kv: the
+      // accumulator tiles 2 kv and 2 kv + 1).
+#pragma unroll
+      for (int kv = 0; kv < VS / 16; ++kv) {
+        const float(&a0)[4] = h[2 * kv], (&a1)[4] = h[2 * kv + 1];
+        const float(&d0)[4] = dg[2 * kv], (&d1)[4] = dg[2 * kv + 1];
+        const unsigned ab[2][2] = {{pack2<T>(a0[0], a0[1]), pack2<T>(a1[0], a1[1])},
+                                   {pack2<T>(a0[2], a0[3]), pack2<T>(a1[2], a1[3])}};
+        const unsigned da[4] = {pack2<T>(d0[0], d0[1]), pack2<T>(d0[2], d0[3]),
+                                pack2<T>(d1[0], d1[1]), pack2<T>(d1[2], d1[3])};
+        const int v = v0 + kv * 16;
+#pragma unroll
+        for (int mt = 0; mt < Cop / 16; ++mt) {
+          unsigned ya[4]; // dy's rows mt·16.. as the A fragment (k: voxels)
+          ldmatrixX4(ya, dys + swizzle64(mt * 16 + (lane & 15), v + (lane >> 4) * 8));
+          mma16816<T>(gw2[mt][0], ya, ab[0]);
+          mma16816<T>(gw2[mt][1], ya, ab[1]);
+        }
+#pragma unroll
+        for (int ct = 0; ct < Cp / 16; ++ct) {
+          unsigned xb[4]; // x's rows ct·16.. as two B fragments (k: voxels)
+          ldmatrixX4(xb, xs + swizzle64(ct * 16 + (lane >> 4) * 8 + (lane & 7),
+                                        v + (lane >> 3 & 1) * 8));
+          mma16816<T>(gw1[2 * ct], da, xb);
+          mma16816<T>(gw1[2 * ct + 1], da, xb + 2);
+        }
+        mma16816<T>(gb1, da, ones);
+      }
+      if constexpr (HasDx)
+#pragma unroll
+        for (int nt = 0; nt < VS / 8; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            dhS[(v0 + nt * 8 + 2 * q + (j & 1)) * PE + e0 + g + (j >> 1) * 8] = dg[nt][j];
+    }
+    if constexpr (HasDx) {
+      __syncthreads(); // the tile's dh is written
+      // dx = W1ᵀ·dh: units of 16 channels × 16 voxels dealt to the warps in turn (a warp
+      // without a unit repeats the last one and stores nothing: every warp runs the same
+      // products, as the CPU emulation's needs).
+      constexpr int W = Ep / 16, U = Cp / 16 * (kMlpTile / 16), slots = (U + W - 1) / W;
+      const i64 n = tile / Sh::tiles;
+      const int s0 = (int)(tile % Sh::tiles) * kMlpTile;
+#pragma unroll
+      for (int sl = 0; sl < slots; ++sl) {
+        const int u = warp + W * sl < U ? warp + W * sl : U - 1, mt = u / (kMlpTile / 16),
+                  vp = u % (kMlpTile / 16);
+        float acc[2][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < Ep / 16; ++kc) {
+          unsigned wa[4], hb[4];
+          ldmatrixX4(wa, w1ts + (mt * 16 + (lane & 15)) * PE + kc * 16 + (lane >> 4) * 8);
+          ldmatrixX4(hb, dhS + (vp * 16 + (lane >> 4) * 8 + (lane & 7)) * PE + kc * 16 +
+                             (lane >> 3 & 1) * 8);
+          mma16816<T>(acc[0], wa, hb);
+          mma16816<T>(acc[1], wa, hb + 2);
+        }
+        if (warp + W * sl < U)
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const int c = mt * 16 + g + (j >> 1) * 8, s = s0 + vp * 16 + nt * 8 + 2 * q + (j & 1);
+              if (c < Sh::C && s < Sh::S)
+                dx[(n * Sh::C + c) * Sh::S + s] = acc[nt][j];
+            }
+      }
+    }
+  }
+  cpAsyncWait<0>(); // (only empty groups are left)
+  // The warp's sums, one part of each of its outputs (zeros for a block without a tile).
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int row = g + (j >> 1) * 8, col = 2 * q + (j & 1);
+#pragma unroll
+    for (int mt = 0; mt < Cop / 16; ++mt)
+#pragma unroll
+      for (int nh = 0; nh < 2; ++nh) {
+        const int co = mt * 16 + row, e = e0 + nh * 8 + col;
+        if (co < Sh::Co && e < E)
+          parts[((i64)co * E + e) * Parts + blockIdx.x] = gw2[mt][nh][j];
+      }
+    const int e = e0 + row;
+#pragma unroll
+    for (int ct = 0; ct < Cp / 8; ++ct) {
+      const int c = ct * 8 + col;
+      if (e < E && c < Sh::C)
+        parts[(Sh::Co * E + (i64)e * Sh::C + c) * Parts + blockIdx.x] = gw1[ct][j];
+    }
+    if (e < E && col == 0)
+      parts[(Sh::Co * E + E * Sh::C + e) * Parts + blockIdx.x] = gb1[j];
+  }
+}
+
 // The slab path's dx kernel: the block's tile First + blockIdx.x, all expansion chunks in
 // registers, kMlpStage expanded channels' weights (W1's rows, W2ᵀ's rows, W1ᵀ's columns) at
 // a time in the tiles' place once the fragments are built; act(h) and dh of the tile go to

@@ -111,6 +111,31 @@ template <typename T> void ldmatrixX4(unsigned (&r)[4], const T *row) {
 }
 #endif
 
+// The same with .trans: lane l receives in r[i] the elements (2 (l % 4), l / 4) and
+// (2 (l % 4) + 1, l / 4) of matrix i. With the lanes' rows of a row-major 16×16 tile B[k][n]
+// — lane l: row 8 ((l / 8) % 2) + l % 8, columns 8 (l / 16) on — {r[0], r[1]} is mma16816's
+// B fragment of columns 0..7 and {r[2], r[3]} that of columns 8..15 (k: the rows).
+#ifdef __CUDA_ARCH__
+template <typename T> void ldmatrixX4Trans(unsigned (&r)[4], const T *row) {
+  const unsigned addr = sharedAddress(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+#else
+template <typename T> void ldmatrixX4Trans(unsigned (&r)[4], const T *row) {
+  static const T *rows[32][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  rows[warp][lane] = row;
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) {
+    const T *lo = rows[warp][i * 8 + 2 * (lane % 4)], *hi = rows[warp][i * 8 + 2 * (lane % 4) + 1];
+    r[i] = pack2(lo[lane / 4], hi[lane / 4]);
+  }
+  __syncthreads();
+}
+#endif
+
 // ---- asynchronous copies: cp.async groups --------------------------------------------------
 
 // Copies 16 bytes from global `src` to shared `dst` without the thread waiting: the bytes
