@@ -283,6 +283,18 @@ int cuModuleGetFunction(void **f, void *module, const char *name) {
   return *f ? 0 : 500; // CUDA_ERROR_NOT_FOUND
 }
 
+// Dynamic shared memory as a GPU allows it: up to 48 KiB for any kernel, up to a kernel's
+// raised limit (cuFuncSetAttribute's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, at
+// most 227 KiB) above that; a launch asking for more fails as on the GPU.
+std::map<void *, unsigned> dynamicSharedLimit;
+// FAKE_CUDA_REFUSE_SHARED=1: the driver refuses to raise the limit (a test of the message).
+int cuFuncSetAttribute(void *f, int attribute, int value) {
+  if (attribute != 8 || value < 0 || value > 227 * 1024 || std::getenv("FAKE_CUDA_REFUSE_SHARED"))
+    return 1; // CUDA_ERROR_INVALID_VALUE
+  dynamicSharedLimit[f] = static_cast<unsigned>(value);
+  return 0;
+}
+
 int cuMemAlloc_v2(unsigned long long *p, size_t n) {
   void *m = std::aligned_alloc(256, (n + 255) / 256 * 256);
   if (!m)
@@ -381,6 +393,7 @@ struct Recorded {
   unsigned long long dst = 0;
   const void *src = nullptr;
   size_t bytes = 0;
+  unsigned shared = 0; // the launch's dynamic shared memory
 };
 using Graph = std::vector<Recorded>;
 Graph *capturing = nullptr;
@@ -410,12 +423,16 @@ int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *s, size_t n, void *st
 }
 
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                   unsigned bz, unsigned, void *stream, void **params, void **) {
+                   unsigned bz, unsigned shared, void *stream, void **params, void **) {
   if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx > 1024)
     return 1; // CUDA_ERROR_INVALID_VALUE: the plans use 1-D grids and blocks
+  if (shared > 48 * 1024 &&
+      (!dynamicSharedLimit.count(f) || dynamicSharedLimit.at(f) < shared))
+    return 1; // CUDA_ERROR_INVALID_VALUE: more shared memory than the kernel is allowed
   if (capturing) {
     ++capturedWork[stream];
     Recorded r{f, gx, bx, {}};
+    r.shared = shared;
     for (unsigned n = 0; params[n]; ++n)
       r.args.push_back(*static_cast<void **>(params[n]));
     capturing->push_back(std::move(r));
@@ -430,7 +447,7 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
       for (void *&v : values)
         ptrs.push_back(&v);
       ptrs.push_back(nullptr);
-      cuLaunchKernel(f, gx, 1, 1, bx, 1, 1, 0, nullptr, ptrs.data(), nullptr);
+      cuLaunchKernel(f, gx, 1, 1, bx, 1, 1, shared, nullptr, ptrs.data(), nullptr);
     });
   }
   // medrun passes one more, null, entry after the arguments.
@@ -509,7 +526,7 @@ int cuGraphLaunch(void *exec, void *stream) {
     for (void *&v : values)
       ptrs.push_back(&v);
     ptrs.push_back(nullptr);
-    if (int e = cuLaunchKernel(r.f, r.gx, 1, 1, r.bx, 1, 1, 0, stream, ptrs.data(), nullptr))
+    if (int e = cuLaunchKernel(r.f, r.gx, 1, 1, r.bx, 1, 1, r.shared, stream, ptrs.data(), nullptr))
       return e;
   }
   return 0;

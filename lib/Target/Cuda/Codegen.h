@@ -313,8 +313,9 @@ private:
   /// that kernels of different ops with equal bodies are one kernel.
   static std::string code(const Op &) { return "code"; }
 
+  /// `shared`: the launch's dynamic shared memory in bytes (the kernel's MED_DYNAMIC_SHARED).
   void launch(const Op &op, const std::string &kernel, int64_t grid, int block,
-              const std::vector<int> &args);
+              const std::vector<int> &args, int64_t shared = 0);
   /// Names `kernel` as a variant of the last launch step's kernel: the same parameters, grid
   /// and block, the same results, another way of computing them (docs/artifact.md).
   void variant(const std::string &kernel);

@@ -253,7 +253,7 @@ std::vector<std::string> FunctionGen::typed(const std::vector<std::string> &para
 }
 
 void FunctionGen::launch(const Op &op, const std::string &kernel, int64_t grid, int block,
-                         const std::vector<int> &args) {
+                         const std::vector<int> &args, int64_t shared) {
   if (grid <= 0)
     return;
   if (grid > kMaxGrid)
@@ -266,7 +266,7 @@ void FunctionGen::launch(const Op &op, const std::string &kernel, int64_t grid, 
                     {"kernel", kernel},
                     {"grid", json::Array{grid, 1, 1}},
                     {"block", json::Array{block, 1, 1}},
-                    {"shared", 0},
+                    {"shared", shared},
                     {"args", std::move(a)}};
   if (std::find(args.begin(), args.end(), status()) != args.end())
     step["scalars"] = json::Array{static_cast<int64_t>(indexOf(op) + 1)}; // `code` (typed())
@@ -279,7 +279,7 @@ void FunctionGen::launch(const Op &op, const std::string &kernel, int64_t grid, 
   c.signature = medrun::opSignature(fn, op);
   c.grid = {static_cast<uint32_t>(grid), 1, 1};
   c.block = {static_cast<uint32_t>(block), 1, 1};
-  c.shared = 0;
+  c.shared = static_cast<uint32_t>(shared);
   for (int id : args) {
     std::string role = medrun::launchRole(fn, op, id, opScratchBase, scratchBytes);
     if (role.empty())

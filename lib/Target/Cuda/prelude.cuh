@@ -2,6 +2,15 @@
 typedef long long i64;
 typedef unsigned long long u64;
 
+// A block's shared memory of `count` elements sized at launch (the launch step's dynamic
+// shared bytes; above 48 KiB the runtime raises the kernel's limit first, which static
+// arrays cannot exceed). Under the CPU emulation a static array of that size.
+#ifdef __CUDA_ARCH__
+#define MED_DYNAMIC_SHARED(type, name, count) extern __shared__ __align__(16) type name[]
+#else
+#define MED_DYNAMIC_SHARED(type, name, count) alignas(16) static type name[count]
+#endif
+
 // Combines v over the block in a fixed tree over thread indices (blockDim.x a power of
 // two): the same bits on every run. Every thread gets the result.
 template <typename T, typename F> T blockReduce(T v, T *sh, F f) {

@@ -99,8 +99,10 @@ CUresult CudaSession::Impl::launch(const CudaStep &s, const OpInfo &op,
   if (!s.variants.empty())
     if (auto v = variantOf.find(&s); v != variantOf.end())
       kernel = &v->second;
-  return d.cuLaunchKernel(function(*kernel, op), s.grid[0], s.grid[1], s.grid[2], s.block[0],
-                          s.block[1], s.block[2], s.shared, stream, launchArgs.data(), nullptr);
+  CUfunction f = function(*kernel, op);
+  allowShared(f, s.shared, *kernel, op);
+  return d.cuLaunchKernel(f, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
+                          s.block[2], s.shared, stream, launchArgs.data(), nullptr);
 }
 
 CudaSession::CudaSession(const Artifact &artifact) : impl(std::make_unique<Impl>(artifact)) {

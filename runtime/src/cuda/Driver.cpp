@@ -23,6 +23,7 @@ const Driver &driver() {
     get(d.cuModuleLoadData, {"cuModuleLoadData"});
     get(d.cuModuleUnload, {"cuModuleUnload"});
     get(d.cuModuleGetFunction, {"cuModuleGetFunction"});
+    optional(d.cuFuncSetAttribute, {"cuFuncSetAttribute"});
     get(d.cuMemAlloc, {"cuMemAlloc_v2"});
     get(d.cuMemFree, {"cuMemFree_v2"});
     get(d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -54,6 +55,9 @@ struct Driver {
   CUresult (*cuModuleLoadData)(CUmodule *, const void *) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
+  // Optional: raises a kernel's dynamic shared memory above 48 KiB (a launch that asks for
+  // more fails with a message without it).
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
   CUresult (*cuMemGetInfo)(size_t *, size_t *) = nullptr; // optional: the plan-time check
   CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice) = nullptr; // optional: messages
@@ -306,6 +310,27 @@ struct CudaSession::Impl {
           str("kernel ", name, " of ", op.describe(), ": not in its loaded module ", m->second));
     functions.emplace(name, f);
     return f;
+  }
+  /// Kernels whose dynamic shared memory limit was raised, to how many bytes.
+  std::map<CUfunction, uint32_t> sharedLimits;
+  /// Lets kernel f (`name`) take `bytes` of dynamic shared memory: above the 48 KiB every
+  /// kernel may take, its limit must be raised first (once per kernel).
+  void allowShared(CUfunction f, uint32_t bytes, const std::string &name, const OpInfo &op) {
+    constexpr uint32_t kDefaultShared = 48 * 1024;
+    if (bytes <= kDefaultShared)
+      return;
+    uint32_t &limit = sharedLimits[f];
+    if (limit >= bytes)
+      return;
+    if (!d.cuFuncSetAttribute)
+      throw Error(str("kernel ", name, " of ", op.describe(), " needs ", bytes,
+                      " bytes of shared memory, and this driver has no cuFuncSetAttribute to "
+                      "allow more than ", kDefaultShared));
+    constexpr int kMaxDynamicSharedSizeBytes = 8; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    check(d.cuFuncSetAttribute(f, kMaxDynamicSharedSizeBytes, static_cast<int>(bytes)),
+          str("kernel ", name, " of ", op.describe(), ": allowing ", bytes,
+              " bytes of shared memory"));
+    limit = bytes;
   }
 
   Layout &layout(const Function &fn);

@@ -401,9 +401,11 @@ void FunctionGen::mlpGradFusion(const Op &op, const medrun::Function &body) {
 
 /// The backward in one kernel with the expanded channels split across warps
 /// (kernels/mlp.cuh: mlpGradChunks): one warp per 16 expanded channels, at most 16 of them,
-/// C and Co at most 64 (the weight gradients' rows of a chunk and both weight fragments in
-/// registers), its shared memory (tiles in flight, W1ᵀ, the tile's dh) within the resident
-/// limit. Each block's sums are one part. False (nothing emitted) when it does not fit.
+/// C and Co at most 64 (a chunk's rows of the weight gradients in registers; the weights'
+/// fragments too where C + Co ≤ 64, else in shared memory), its shared memory (tiles in
+/// flight, W1ᵀ, the tile's dh, those weights) the launch's, within an SM's. Not with
+/// --cuda-mlp-resident-kib 0 (no resident kernels). Each block's sums are one part. False
+/// (nothing emitted) when it does not fit.
 bool FunctionGen::mlpGradChunks(const Op &op, int x, int dy, std::optional<int> dx, int dw1,
                                 int dw2, std::optional<int> db1, const std::string &functor,
                                 const std::vector<std::string> &members,
@@ -414,16 +416,20 @@ bool FunctionGen::mlpGradChunks(const Op &op, int x, int dy, std::optional<int> 
                 Co = shape(dw2)[0];
   const int64_t Cp = pad16(C), Ep = pad16(E), Cop = pad16(Co), tiles = (S + kTile - 1) / kTile;
   const int64_t warps = Ep / 16, inFlight = std::max<int64_t>(2, mlpPipeline);
-  const int64_t sharedBytes = 2 * (inFlight * (Cp + Cop) * kTile + (Cp + kTile) * (Ep + 8));
-  if (warps > 16 || Cp > 64 || Cop > 64 || sharedBytes > mlpResidentLimit)
+  const bool weightsShared = Cp + Cop > 64;
+  const int64_t sharedBytes =
+      2 * (inFlight * (Cp + Cop) * kTile + (Cp + kTile) * (Ep + 8) +
+           (weightsShared ? Ep * (Cp + 8 + Cop + 8) : 0));
+  if (mlpResidentLimit == 0 || warps > 16 || Cp > 64 || Cop > 64 ||
+      sharedBytes + 1024 > kSharedPerSm)
     return false;
-  // Voxels a step: 32 where the weights' fragments and the sums leave the registers for it.
-  const int64_t step = Cp + Cop <= 64 ? 32 : 16;
-  // Blocks per SM the registers are bounded for: about 12 warps an SM (the level-0 block,
+  // Voxels a step: 32 where the weights' fragments leave the registers for it.
+  const int64_t step = weightsShared ? 16 : 32;
+  // Blocks per SM the registers are bounded for: about 16 warps an SM (the level-0 block,
   // 6 warps: 165 registers at 2 blocks, no spills; at 3, ptxas spills: NVRTC 13.0, sm_90),
   // as shared memory allows.
   const int64_t perSm = std::max<int64_t>(
-      1, std::min<int64_t>(12 / warps, kSharedPerSm / (sharedBytes + 1024)));
+      1, std::min<int64_t>(16 / warps, kSharedPerSm / (sharedBytes + 1024)));
   const int64_t tileCount = N * tiles,
                 parts = std::min(tileCount, mlpResidentBlocks ? mlpResidentBlocks : perSm * smCount);
   const int64_t outs = Co * E + E * C + E;
@@ -436,11 +442,13 @@ bool FunctionGen::mlpGradChunks(const Op &op, int x, int dy, std::optional<int> 
   args.insert(args.begin(), partsBuf);
   const std::string k = bodyInit(members) + "  mlpGradChunks<" + mlpShape(N, C, S, E, Co) +
                         ", " + t + ", " + (dx ? "true" : "false") + ", " + num(parts) + ", " +
-                        num(inFlight) + ", " + num(step) + ">(body, parts, " +
-                        (dx ? "dx" : "(float*)nullptr") + ", x, dy, w1p, w1t, w2t);\n";
+                        num(inFlight) + ", " + num(step) + ", " +
+                        (weightsShared ? "true" : "false") + ", " + num(sharedBytes) +
+                        ">(body, parts, " + (dx ? "dx" : "(float*)nullptr") +
+                        ", x, dy, w1p, w1t, w2t);\n";
   launch(op, src.kernel("mlp_grad_chunks", typed(params, args), k, warps * 32,
                         kTileLibrary + kMlpLibrary + functor, perSm),
-         parts, warps * 32, args);
+         parts, warps * 32, args, sharedBytes);
   sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
   sumParts(op, "mlp_grad_sum", "w", dw1, partsBuf, Co * E, E * C, parts);
   if (db1)

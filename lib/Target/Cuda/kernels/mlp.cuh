@@ -976,38 +976,52 @@ void mlpGradPipelined(const Body &body, float *parts, DX *dx, const T *x, const 
 // staged once per block). Per tile two barriers, against the voxel split's two per stage,
 // and VS / 8 independent products and VS / 2 activations a thread between them, which is
 // what hides the latency the voxel split waits on (docs/perf.md). TS ≥ 2 tiles in flight as
-// in mlpGradPipelined; the parts are laid out as mlpGradResident's.
-template <typename Sh, typename T, bool HasDx, i64 Parts, int TS, int VS, typename Body,
-          typename DX>
+// in mlpGradPipelined; the parts are laid out as mlpGradResident's. The warp's rows of W1
+// and W2ᵀ stay in registers, or with WS (wide blocks, whose sums need the registers) in
+// shared memory, read back each step. The shared memory is the launch's (dynamic: it may
+// exceed the 48 KiB of a static array), SharedBytes as the generator sized it.
+template <typename Sh, typename T, bool HasDx, i64 Parts, int TS, int VS, bool WS,
+          i64 SharedBytes, typename Body, typename DX>
 void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *dy,
                    const T *w1p, const T *w1t, const T *w2t) {
   static_assert(TS >= 2 && VS % 16 == 0 && kMlpTile % VS == 0, "tiles in flight, voxel steps");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   constexpr i64 Cp = Sh::Cp, Ep = Sh::Ep, Cop = Sh::Cop, E = Sh::E, PE = Ep + 8;
+  constexpr i64 P1 = Cp + 8, P3 = Cop + 8;
   constexpr i64 tileHalf = (Cp + Cop) * kMlpTile; // a buffer: x's rows, then dy's (swizzled)
-  alignas(16) __shared__ float smem[(TS * tileHalf + Cp * PE + kMlpTile * PE) / 2];
+  constexpr i64 sharedHalf = TS * tileHalf + Cp * PE + kMlpTile * PE + (WS ? Ep * (P1 + P3) : 0);
+  static_assert(SharedBytes >= 2 * sharedHalf, "the launch's shared memory is too small");
+  MED_DYNAMIC_SHARED(float, smem, sharedHalf / 2);
   T *tiles = (T *)smem;          // [TS][Cp + Cop][64], swizzled
   T *w1ts = tiles + TS * tileHalf; // [Cp][Ep + 8]: W1ᵀ
   T *dhS = w1ts + Cp * PE;       // [64][Ep + 8]: the tile's dh, voxel by voxel
+  T *w1s = dhS + kMlpTile * PE;  // with WS: [Ep][Cp + 8]: W1
+  T *w2ts = w1s + Ep * P1;       // with WS: [Ep][Cop + 8]: W2ᵀ
   mlpStage<Cp, Ep, PE, Ep, Cp, Ep>(w1ts, w1t, 0, 0);
-  // The warp's rows of W1 (16 × Cp) and W2ᵀ (16 × Cop) as A fragments.
+  if constexpr (WS) {
+    mlpStage<Ep, Cp, P1, Cp, Ep, Cp>(w1s, w1p, 0, 0);
+    mlpStage<Ep, Cop, P3, Cop, Ep, Cop>(w2ts, w2t, 0, 0);
+  }
+  // The warp's rows of W1 (16 × Cp) and W2ᵀ (16 × Cop) as A fragments (with WS: each step).
   const int e0 = warp * 16;
   unsigned w1a[Cp / 16][4], w2a[Cop / 16][4];
+  if constexpr (!WS) {
 #pragma unroll
-  for (int kc = 0; kc < Cp / 16; ++kc) {
-    const T *r = w1p + (e0 + g) * Cp + kc * 16 + 2 * q;
-    w1a[kc][0] = *(const unsigned *)r;
-    w1a[kc][1] = *(const unsigned *)(r + 8 * Cp);
-    w1a[kc][2] = *(const unsigned *)(r + 8);
-    w1a[kc][3] = *(const unsigned *)(r + 8 * Cp + 8);
-  }
+    for (int kc = 0; kc < Cp / 16; ++kc) {
+      const T *r = w1p + (e0 + g) * Cp + kc * 16 + 2 * q;
+      w1a[kc][0] = *(const unsigned *)r;
+      w1a[kc][1] = *(const unsigned *)(r + 8 * Cp);
+      w1a[kc][2] = *(const unsigned *)(r + 8);
+      w1a[kc][3] = *(const unsigned *)(r + 8 * Cp + 8);
+    }
 #pragma unroll
-  for (int kc = 0; kc < Cop / 16; ++kc) {
-    const T *r = w2t + (e0 + g) * Cop + kc * 16 + 2 * q;
-    w2a[kc][0] = *(const unsigned *)r;
-    w2a[kc][1] = *(const unsigned *)(r + 8 * Cop);
-    w2a[kc][2] = *(const unsigned *)(r + 8);
-    w2a[kc][3] = *(const unsigned *)(r + 8 * Cop + 8);
+    for (int kc = 0; kc < Cop / 16; ++kc) {
+      const T *r = w2t + (e0 + g) * Cop + kc * 16 + 2 * q;
+      w2a[kc][0] = *(const unsigned *)r;
+      w2a[kc][1] = *(const unsigned *)(r + 8 * Cop);
+      w2a[kc][2] = *(const unsigned *)(r + 8);
+      w2a[kc][3] = *(const unsigned *)(r + 8 * Cop + 8);
+    }
   }
   // dW2's columns e0.. (rows: Cop / 16 tiles of 16, columns: two of 8), dW1's rows e0..
   // (columns: Cp / 8 tiles of 8), db1's (column 0 of a tile).
@@ -1032,6 +1046,14 @@ void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *
     const T *xs = tiles + (k % TS) * tileHalf, *dys = xs + Cp * kMlpTile;
 #pragma unroll 1
     for (int v0 = 0; v0 < kMlpTile; v0 += VS) {
+      if constexpr (WS) {
+#pragma unroll
+        for (int kc = 0; kc < Cp / 16; ++kc)
+          ldmatrixX4(w1a[kc], w1s + (e0 + (lane & 15)) * P1 + kc * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int kc = 0; kc < Cop / 16; ++kc)
+          ldmatrixX4(w2a[kc], w2ts + (e0 + (lane & 15)) * P3 + kc * 16 + (lane >> 4) * 8);
+      }
       // h = W1·x and dg = W2ᵀ·dy for the warp's 16 expanded channels × VS voxels.
       float h[VS / 8][4] = {}, dg[VS / 8][4] = {};
 #pragma unroll
