@@ -4,7 +4,9 @@
 # (LibTorch 2.11), then
 #   medcheck  every carried test artifact against LibTorch (CPU), f32 and f64;
 #   cuda      the CUDA backend against the CPU backend on MedNeXt-S k3 (quickstart recipe,
-#             32³, batch 2): each fused kernel alone (cuda-check --fusions), `infer`, then
+#             32³, batch 2): each fused kernel alone (cuda-check --fusions), the block
+#             MLP templates' gradients on small blocks (bf16, 2e-3; each one-kernel
+#             backward: scripts/gpu-prepare.sh), `infer`, then
 #             three `train_step`s, each backend continuing
 #             from its own updated parameters; every output and every updated parameter
 #             must agree to a relative error norm of 1e-4; per-op-kind kernel times; the
@@ -195,6 +197,10 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
     cuda_check infer 240 "$C/quickstart.medc" --func infer --input "image=$C/image.npy" --profile
     # Each fused kernel alone (one function per fusion body; random inputs).
     [ -f "$C/quickstart_fusions.medc" ] && cuda_check fusions 240 "$C/quickstart_fusions.medc" --fusions
+    # The block MLP templates (bf16 operands: 2e-3, as under the emulation in test/cuda).
+    for art in "$C"/mlp-blocks_*.medc "$C"/mlp-wide_*.medc; do
+      [ -f "$art" ] && cuda_check "$(basename "$art" .medc)" 120 "$art" --func loss_grad --tolerance 2e-3
+    done
     cuda_check train_step 480 "$C/quickstart.medc" --func train_step --input "image=$C/image.npy" \
       --input "target=$C/target.npy" --input "mask=$C/mask.npy" --input lr=0.003 --input step=1 \
       --input ema_decay=0.99 --repeat 3 --profile

@@ -35,6 +35,19 @@ mkdir -p .device/cuda
 # Its fused kernels one by one (fusion_check_<k>, `medrun cuda-check --fusions`).
 "$BIN/medc" compile --recipe configs/quickstart.yaml --set data.patch=32,32,32 --target cuda \
   --fusion-checks -o .device/cuda/quickstart_fusions.medc
+# The block MLP templates' kernels on the GPU against the CPU backend (part `cuda`): the two
+# blocks of test/cuda/mlp.test and the wide block of mlp-chunks.test (bf16-mixed, 2 × 16³
+# voxels: 64 tiles a sample), with each one-kernel backward (MEDC_MLP_GRAD: the voxel
+# split, the expanded channels split across warps; the wide block's: dynamic shared memory
+# above 48 KiB).
+for grad in stages chunks; do
+  for m in test/Transforms/Inputs/mlp-blocks.mlir test/cuda/Inputs/mlp-wide.mlir; do
+    b=$(basename "$m" .mlir)
+    MEDC_MLP_GRAD=$grad "$BIN/medc" compile "$m" --batch 2 --patch 16,16,16 \
+      --enable-pass=med-form-mlp-fusions --loss type=bce_with_logits \
+      --train 'clip=0.5 ema=true precision=bf16-mixed' --target cuda -o .device/cuda/${b}_$grad.medc
+  done
+done
 # Its effective recipe: `medrun train` there runs it with no compiler (--artifact).
 "$BIN/medc" recipe configs/quickstart.yaml --set data.patch=32,32,32 >.device/cuda/quickstart.json
 # The BANIS recipes train with BANIS's augmentation by default; the steps below set
