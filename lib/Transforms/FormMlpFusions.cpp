@@ -160,8 +160,20 @@ struct MedFormMlpFusions : med::impl::MedFormMlpFusionsBase<MedFormMlpFusions> {
   void runOnOperation() override {
     llvm::DenseSet<Operation *> erased; // candidates outlined by an earlier match
     for (Operation *compress : blockMlps(getOperation()))
-      if (!erased.contains(compress))
+      if (!erased.contains(compress) && withinSizes(compress))
         formBlockMlp(compress, erased);
+  }
+
+  /// The block's channels (dimension 1: in, expanded, out) within the pass's bounds.
+  bool withinSizes(Operation *compress) const {
+    Operation *expand = compress->getOperand(0).getDefiningOp()->getOperand(0).getDefiningOp();
+    auto channels = [](Value v) { return cast<ShapedType>(v.getType()).getDimSize(1); };
+    const int64_t in = channels(expand->getOperand(0)), expanded = channels(compress->getOperand(0)),
+                  out = channels(compress->getResult(0));
+    auto within = [](int64_t size, int64_t bound) {
+      return bound == 0 || (!ShapedType::isDynamic(size) && size <= bound);
+    };
+    return within(in, maxChannels) && within(out, maxChannels) && within(expanded, maxExpanded);
   }
 };
 

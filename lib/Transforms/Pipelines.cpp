@@ -43,7 +43,8 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
                                                    ArrayRef<std::string> requested,
                                                    std::optional<double> bucketMb,
                                                    double memoryBudgetGib,
-                                                   double recomputeAboveGib, bool softBudget) {
+                                                   double recomputeAboveGib, bool softBudget,
+                                                   MlpFusionBounds mlpBounds) {
   for (const std::string &name : disabled)
     if (!llvm::is_contained(optimizationPasses(), StringRef(name)) &&
         !llvm::is_contained(forwardPasses(), StringRef(name))) {
@@ -83,8 +84,14 @@ LogicalResult mlir::med::buildOptimizationPipeline(OpPassManager &pm,
     fn.addPass(createCSEPass());
   if (enabled("med-sink-assigns"))
     fn.addPass(createMedSinkAssigns());
-  if (enabled("med-form-mlp-fusions"))
+  if (enabled("med-form-mlp-fusions")) {
     fn.addPass(createMedFormMlpFusions());
+  } else if (mlpBounds.maxChannels > 0 && !llvm::is_contained(disabled, "med-form-mlp-fusions")) {
+    MedFormMlpFusionsOptions options;
+    options.maxChannels = mlpBounds.maxChannels;
+    options.maxExpanded = mlpBounds.maxExpanded;
+    fn.addPass(createMedFormMlpFusions(options));
+  }
   if (enabled("med-form-stencil-fusions"))
     fn.addPass(createMedFormStencilFusions());
   // After the stencil fusions took their norms; only with med-form-fusions, which takes

@@ -23,8 +23,11 @@
 # (H200: 4300 GB/s, bench's own; H100: 3000 GB/s, measured on one, docs/perf.md).
 # MED_MLP_STEPS picks the artifacts' stem (default banis_plus_bf16). Side `chunks`: mlp2 with
 # the backward's expanded channels split across warps where it fits (MEDC_MLP_GRAD=chunks,
-# kernels/mlp.cuh: mlpGradChunks); its recipe is also written as banis_plus_bf16_chunks.json
-# so that part profile can take it (MED_PROFILE_ARTIFACT=banis_plus_bf16_chunks).
+# kernels/mlp.cuh: mlpGradChunks), with its own recipe banis_plus_bf16_chunks.json (the
+# compile hash counts MEDC_MLP_GRAD), which part profile can take too
+# (MED_PROFILE_ARTIFACT=banis_plus_bf16_chunks). Side `hybrid`: the default passes with the
+# blocks that side `chunks` runs in one kernel fused (`medc compile --mlp-fusions
+# one-kernel`, MEDC_MLP_GRAD=chunks), the others on the library products.
 
 mlp_prepare() {
   local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} a=banis_plus_bf16
@@ -33,10 +36,15 @@ mlp_prepare() {
   "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
   # The sides MED_MLP_ORDER names (default all three), packed for the carry's 64 MiB.
   local side
-  for side in $(echo ${MED_MLP_ORDER:-mlp1 mlp2 mlp3} | tr ' ' '\n' | grep '^mlp\|^chunks$' | sort -u); do
-    if [ "$side" = chunks ]; then
+  for side in $(echo ${MED_MLP_ORDER:-mlp1 mlp2 mlp3} | tr ' ' '\n' | grep '^mlp\|^chunks$\|^hybrid$' | sort -u); do
+    if [ "$side" = hybrid ]; then
+      local H=("${R[@]:0:${#R[@]}-2}" --mlp-fusions one-kernel) # (not recompute_mlp)
+      MEDC_MLP_GRAD=chunks "$medc" recipe "${H[@]:1}" >.device/cuda/${a}_$side.json
+      MEDC_MLP_GRAD=chunks "$medc" compile "${H[@]}" --target cuda -o .device/cuda/${a}_$side.medc
+    elif [ "$side" = chunks ]; then
+      # (its recipe's compile hash counts MEDC_MLP_GRAD too; also part profile's artifact)
+      MEDC_MLP_GRAD=chunks "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_$side.json
       MEDC_MLP_GRAD=chunks "$medc" compile "${R[@]}" --target cuda -o .device/cuda/${a}_$side.medc
-      cp .device/cuda/${a}_mlp.json .device/cuda/${a}_$side.json # (part profile's artifact)
     else
       "$medc" compile "${R[@]}" --cuda-mlp-pipeline ${side#mlp} --target cuda -o .device/cuda/${a}_$side.medc
     fi
@@ -56,6 +64,7 @@ mlp_main() {
     for side in ${MED_MLP_ORDER:-unfused mlp1 mlp2 mlp2 mlp1 unfused}; do
       art=$C/${a}_$side.medc json=$C/${a}_mlp.json
       [ "$side" = unfused ] && art=$C/$a.medc json=$C/$a.json
+      [ "$side" = chunks ] || [ "$side" = hybrid ] && json=$C/${a}_$side.json
       if [ ! -f "$art" ] || [ ! -f "$json" ]; then
         echo "FAIL mlp: $art or $json missing (scripts/gpu-prepare.sh, then scripts/gpu/mlp-ab.sh prepare)" >>"$out/mlp.txt"
         rc=1
@@ -76,7 +85,7 @@ import glob, json, re, statistics, sys
 T = sys.argv[1]
 runs = {}
 for f in sorted(glob.glob(T + "/bench-*.json")):
-    m = re.match(r".*/bench-(.+)-(unfused|mlp[0-9]|chunks)-\d+\.json$", f)
+    m = re.match(r".*/bench-(.+)-(unfused|mlp[0-9]|chunks|hybrid)-\d+\.json$", f)
     runs.setdefault((m.group(1), m.group(2)), []).append(json.load(open(f)))
 print("Block MLP: unfused (default passes) / fused, N tiles in flight (mlpN; mlp1: one at a time, the kernels before the pipeline); medrun bench, mean of the medians:")
 for a in sorted({k[0] for k in runs}):

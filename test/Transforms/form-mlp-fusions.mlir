@@ -1,6 +1,13 @@
 // RUN: med-opt %s --med-form-mlp-fusions --split-input-file | FileCheck %s
 // A second run finds nothing more (it does not look inside fusions).
 // RUN: med-opt %s --med-form-mlp-fusions --med-form-mlp-fusions --split-input-file | FileCheck %s
+// Bounds on the blocks' sizes (medc --mlp-fusions one-kernel): inclusive, so 7 channels and
+// 11 expanded fuse every block here as above; one channel or one expanded channel fewer
+// fuses none (every block has 5 input channels and 11 expanded; one has 7 outputs).
+// RUN: med-opt %s --med-form-mlp-fusions="max-channels=7 max-expanded=11" --split-input-file | FileCheck %s
+// RUN: med-opt %s --med-form-mlp-fusions="max-channels=4 max-expanded=11" --split-input-file | FileCheck %s --check-prefix=BOUNDED
+// RUN: med-opt %s --med-form-mlp-fusions="max-channels=7 max-expanded=10" --split-input-file | FileCheck %s --check-prefix=BOUNDED
+// BOUNDED-NOT: med.fusion
 
 // A block's MLP and its gradients (as med-autodiff builds them) under bf16-mixed: the
 // backward ops that read the expansion %h or its GELU %g become one mlp_grad fusion at the

@@ -217,6 +217,20 @@ cl::list<std::string> enabledPasses(
     cl::desc("Run a pass of compile's pipeline that is off by default (med-form-mlp-fusions: "
              "the recipe key recompute_mlp); repeatable"),
     cl::value_desc("name"), cl::sub(compileCmd), cl::cat(outputCategory));
+// The block MLPs fused without a request (recompute_mlp fuses them all): the bounds of the
+// one-kernel backward with the expanded channels split across warps (kernels/mlp.cuh:
+// mlpGradChunks; Fusion/Mlp.cpp: mlpGradChunks).
+enum class MlpFusions { None, OneKernel };
+cl::opt<MlpFusions> mlpFusions(
+    "mlp-fusions",
+    cl::desc("Block MLPs fused (med-form-mlp-fusions) without recompute_mlp, which fuses all"),
+    cl::values(clEnumValN(MlpFusions::None, "none", "none (the default)"),
+               clEnumValN(MlpFusions::OneKernel, "one-kernel",
+                          "those whose backward runs in one kernel with the expanded "
+                          "channels split across warps: at most 64 input and output "
+                          "channels, 256 expanded")),
+    cl::init(MlpFusions::None), cl::sub(compileCmd), cl::sub(recipeCmd),
+    cl::cat(outputCategory));
 cl::opt<double> memoryBudget(
     "memory-budget",
     cl::desc("Recompute saved values in the backward until the planned device memory (medc's "
@@ -567,7 +581,9 @@ LogicalResult optimize(ModuleOp module) {
             pm, disabled,
             [](const llvm::Twine &msg) { fail("--disable-pass/--enable-pass: " + msg); },
             requested, dataParallel ? std::optional<double>(bucketMb) : std::nullopt, budget,
-            recomputeAbove, soft)))
+            recomputeAbove, soft,
+            mlpFusions == MlpFusions::OneKernel ? med::MlpFusionBounds{64, 256}
+                                                : med::MlpFusionBounds{})))
       return failure();
     if (print)
       printAfterNamedPasses(pm);
@@ -886,6 +902,8 @@ std::string compileHash(const medc::Recipe &r, const char *argv0) {
   // artifact of one variant must not stand in for another's measurement).
   if (const char *stencil = std::getenv("MEDC_STENCIL"); stencil && *stencil)
     add(std::string("stencil ") + stencil);
+  if (mlpFusions == MlpFusions::OneKernel)
+    add("mlp_fusions one-kernel");
   if (const char *mlpGrad = std::getenv("MEDC_MLP_GRAD"); mlpGrad && *mlpGrad)
     add(std::string("mlp_grad ") + mlpGrad);
   return llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 16);

@@ -46,6 +46,12 @@ ArrayRef<StringRef> optimizationPasses();
 inline constexpr double kRecomputeAboveGib = 16;
 /// Those of them that run only when requested.
 ArrayRef<StringRef> offByDefaultPasses();
+/// The blocks med-form-mlp-fusions fuses by default (0: none): with `maxChannels`, those
+/// with at most that many input and output channels and `maxExpanded` expanded ones (0:
+/// any), as if requested; a request (`recompute_mlp`) fuses every block.
+struct MlpFusionBounds {
+  int64_t maxChannels = 0, maxExpanded = 0;
+};
 /// Adds them to `pm` (on a module): the default ones but those named in `disabled`, the
 /// off-by-default ones named in `requested`; an unknown name is reported through `error`.
 /// With `bucketMb`, med-data-parallel with buckets of that many MiB runs after
@@ -58,7 +64,8 @@ LogicalResult buildOptimizationPipeline(OpPassManager &pm, ArrayRef<std::string>
                                         std::optional<double> bucketMb = std::nullopt,
                                         double memoryBudgetGib = 0,
                                         double recomputeAboveGib = kRecomputeAboveGib,
-                                        bool softBudget = false);
+                                        bool softBudget = false,
+                                        MlpFusionBounds mlpBounds = {});
 /// Registers `med-optimize` (buildOptimizationPipeline) for med-opt.
 void registerMedPipelines();
 

@@ -377,7 +377,19 @@ def MedFormMlpFusions : Pass<"med-form-mlp-fusions", "::mlir::func::FuncOp"> {
     Runs on bf16-mixed and fp16-mixed functions only: the template multiplies 16-bit
     operands on tensor cores, as torch autocast's convolutions do. Runs after
     `med-train-step` and before `med-form-fusions`.
+
+    With `max-channels` and `max-expanded`, only the blocks within those sizes (the input
+    and output channels, the expanded channels) become fusions: medc's
+    `--mlp-fusions one-kernel` asks for the blocks whose backward the CUDA template runs in
+    one kernel with the expanded channels split across warps, and leaves the others to the
+    library products (and to `med-recompute`, which fuses any block a budget needs).
   }];
+  let options = [
+    Option<"maxChannels", "max-channels", "int64_t", /*default=*/"0",
+           "fuse only blocks with at most this many input and output channels (0: any)">,
+    Option<"maxExpanded", "max-expanded", "int64_t", /*default=*/"0",
+           "fuse only blocks with at most this many expanded channels (0: any)">,
+  ];
   let dependentDialects = ["::mlir::med::MedDialect"];
 }
 
