@@ -1029,6 +1029,41 @@ void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *
   const unsigned one = g == 0 ? pack2<T>(1.0f, 1.0f) : 0u;
   const unsigned ones[2] = {one, one};
   constexpr i64 total = Sh::N * Sh::tiles;
+  // Where S is a multiple of 8, cp.async copies TS - 1 tiles ahead. Else (a row of a channel
+  // is not 16-byte aligned) the next tile's pairs of voxels go to registers before a tile is
+  // computed and to shared memory after, so that their loads wait on nothing.
+  constexpr bool async = Sh::S % 8 == 0;
+  static_assert(async || TS == 2, "the register prefetch fills one buffer ahead");
+  constexpr int pairs = (Cp + Cop) * kMlpTile / 2, threads = Ep / 16 * 32;
+  unsigned next[(pairs + threads - 1) / threads];
+  auto prefetch = [&](i64 tile) {
+    const i64 n = tile / Sh::tiles;
+    const int s0 = (int)(tile % Sh::tiles) * kMlpTile;
+#pragma unroll
+    for (int j = 0; j < (pairs + threads - 1) / threads; ++j) {
+      const int i = threadIdx.x + j * threads, r = i / (kMlpTile / 2), s = s0 + i % (kMlpTile / 2) * 2;
+      const bool isX = r < Cp;
+      const int c = isX ? r : r - Cp, rows = isX ? Sh::C : Sh::Co;
+      const T *src = (isX ? x : dy) + (n * rows + c) * Sh::S + s;
+      T lo, hi;
+      lo.bits = hi.bits = 0;
+      if (i < pairs && tile < total && c < rows) {
+        if (s < Sh::S)
+          lo = src[0];
+        if (s + 1 < Sh::S)
+          hi = src[1];
+      }
+      next[j] = pack2<T>(lo, hi);
+    }
+  };
+  auto commit = [&](int buffer) {
+#pragma unroll
+    for (int j = 0; j < (pairs + threads - 1) / threads; ++j) {
+      const int i = threadIdx.x + j * threads, r = i / (kMlpTile / 2), v = i % (kMlpTile / 2) * 2;
+      if (i < pairs)
+        *(unsigned *)(tiles + buffer * tileHalf + swizzle64(r, v)) = next[j];
+    }
+  };
   auto issue = [&](int buffer, i64 tile) {
     if (tile < total) {
       mlpLoadTile<Sh::C, Cp, Sh::S>(tiles + buffer * tileHalf, x, tile);
@@ -1036,13 +1071,22 @@ void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *
     }
     cpAsyncCommit();
   };
-  for (int k = 0; k < TS - 1; ++k)
-    issue(k, blockIdx.x + (i64)k * gridDim.x);
+  if constexpr (async) {
+    for (int k = 0; k < TS - 1; ++k)
+      issue(k, blockIdx.x + (i64)k * gridDim.x);
+  } else {
+    prefetch(blockIdx.x);
+    commit(0);
+  }
   int k = 0;
   for (i64 tile = blockIdx.x; tile < total; tile += gridDim.x, ++k) {
-    cpAsyncWait<TS - 2>();
+    if constexpr (async)
+      cpAsyncWait<TS - 2>();
     __syncthreads(); // tile k has landed for every thread; tile k - 1's buffer and dh are read
-    issue((k + TS - 1) % TS, tile + (i64)(TS - 1) * gridDim.x);
+    if constexpr (async)
+      issue((k + TS - 1) % TS, tile + (i64)(TS - 1) * gridDim.x);
+    else
+      prefetch(tile + gridDim.x);
     const T *xs = tiles + (k % TS) * tileHalf, *dys = xs + Cp * kMlpTile;
 #pragma unroll 1
     for (int v0 = 0; v0 < kMlpTile; v0 += VS) {
@@ -1120,6 +1164,8 @@ void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *
           for (int j = 0; j < 4; ++j)
             dhS[(v0 + nt * 8 + 2 * q + (j & 1)) * PE + e0 + g + (j >> 1) * 8] = dg[nt][j];
     }
+    if constexpr (!async)
+      commit((k + 1) % TS); // (the buffer tile k - 1 was computed from)
     if constexpr (HasDx) {
       __syncthreads(); // the tile's dh is written
       // dx = W1ᵀ·dh: units of 16 channels × 16 voxels dealt to the warps in turn (a warp
@@ -1154,7 +1200,8 @@ void mlpGradChunks(const Body &body, float *parts, DX *dx, const T *x, const T *
       }
     }
   }
-  cpAsyncWait<0>(); // (only empty groups are left)
+  if constexpr (async)
+    cpAsyncWait<0>(); // (only empty groups are left)
   // The warp's sums, one part of each of its outputs (zeros for a block without a tile).
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
