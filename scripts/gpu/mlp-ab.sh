@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Part `mlp` of scripts/gpu-check.sh: the fused block MLP (med-form-mlp-fusions, recipe key
-# recompute_mlp) with its copy pipeline (two tiles in flight, medc's default
+# recompute_mlp; sides mlpN with the backward's voxels split across warps, MEDC_MLP_GRAD=stages)
+# with its copy pipeline (two tiles in flight, medc's default
 # --cuda-mlp-pipeline 2) against the same templates taking one tile at a time
 # (--cuda-mlp-pipeline 1, the kernels before the pipeline) and against the default passes
 # (unfused: cuBLASLt products and GELU kernels, the expansion in memory), the BANIS+
@@ -33,7 +34,6 @@ mlp_prepare() {
   local medc=${MED_MEDC:-${BUILD:-build}/bin/medc} a=banis_plus_bf16
   local R=(--recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --set recompute_mlp=true)
   mkdir -p .device/cuda
-  "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
   # The sides MED_MLP_ORDER names (default all three), packed for the carry's 64 MiB.
   local side
   for side in $(echo ${MED_MLP_ORDER:-mlp1 mlp2 mlp3} | tr ' ' '\n' | grep '^mlp\|^chunks$\|^hybrid$' | sort -u); do
@@ -46,7 +46,8 @@ mlp_prepare() {
       MEDC_MLP_GRAD=chunks "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_$side.json
       MEDC_MLP_GRAD=chunks "$medc" compile "${R[@]}" --target cuda -o .device/cuda/${a}_$side.medc
     else
-      "$medc" compile "${R[@]}" --cuda-mlp-pipeline ${side#mlp} --target cuda -o .device/cuda/${a}_$side.medc
+      MEDC_MLP_GRAD=stages "$medc" recipe "${R[@]:1}" >.device/cuda/${a}_mlp.json
+      MEDC_MLP_GRAD=stages "$medc" compile "${R[@]}" --cuda-mlp-pipeline ${side#mlp} --target cuda -o .device/cuda/${a}_$side.medc
     fi
     gzip -f .device/cuda/${a}_$side.medc
   done

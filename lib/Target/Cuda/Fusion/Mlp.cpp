@@ -39,19 +39,20 @@ constexpr int kResidentPerSm = 8, kResidentGradPerSm = 3;
 constexpr int64_t kSharedPerSm = int64_t{228} << 10;
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
-/// MEDC_MLP_GRAD: which one-kernel backward medc emits where both fit — `chunks`, the
-/// expanded channels split across warps (kernels/mlp.cuh: mlpGradChunks), or `stages`, the
-/// voxels split across warps with the weight gradients' products in stages (mlpGradResident,
-/// mlpGradPipelined), the default until the GPU measures the two (docs/perf.md).
+/// MEDC_MLP_GRAD: which one-kernel backward medc emits where both fit — `chunks` (the
+/// default), the expanded channels split across warps (kernels/mlp.cuh: mlpGradChunks), or
+/// `stages`, the voxels split across warps with the weight gradients' products in stages
+/// (mlpGradResident, mlpGradPipelined), kept for comparison: on an H100 the chunked one
+/// took the all-fused BANIS+ step's `fusion:mlp_grad` from 85.5 to 61.6 ms (docs/perf.md).
 bool mlpGradChunksChosen() {
   static const bool chunks = [] {
     const char *env = std::getenv("MEDC_MLP_GRAD");
     const std::string v = env ? env : "";
-    if (v.empty() || v == "stages")
-      return false;
-    if (v == "chunks")
+    if (v.empty() || v == "chunks")
       return true;
-    throw CodegenError{"MEDC_MLP_GRAD='" + v + "': expected 'stages' (the default) or 'chunks'"};
+    if (v == "stages")
+      return false;
+    throw CodegenError{"MEDC_MLP_GRAD='" + v + "': expected 'chunks' (the default) or 'stages'"};
   }();
   return chunks;
 }
