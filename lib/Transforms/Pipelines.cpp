@@ -31,8 +31,10 @@ ArrayRef<StringRef> mlir::med::optimizationPasses() {
 ArrayRef<StringRef> mlir::med::offByDefaultPasses() {
   // med-split-norms: our step is the same bits with it, and it passes medcheck's rule
   // against torch f64 on the CPU (Passes.td); on by request until it does on the GPU.
-  // The block MLP's templates save memory (the expansion is recomputed) but are slower than
-  // the unfused step today (docs/perf.md): on by request (`recompute_mlp`).
+  // The block MLP's templates for every block: on by request (`recompute_mlp`); by default
+  // medc fuses only the blocks within the bounds it passes (buildOptimizationPipeline's
+  // mlpBounds: those whose backward runs in one kernel), faster than the library's
+  // products there, slower at the wide blocks (docs/perf.md).
   static const StringRef names[] = {"med-form-mlp-fusions", "med-split-norms"};
   return names;
 }
