@@ -27,7 +27,8 @@ p.add_argument("--dir", required=True)
 p.add_argument("--precision", default="f32")
 p.add_argument("--rtol", type=float, default=None)
 p.add_argument("--off-by-default", action="store_true",
-               help="the pass runs only when requested: --enable-pass on the side with it")
+               help="the pass runs fully only when requested: --enable-pass on the side with "
+               "it, --disable-pass on the other (med-form-mlp-fusions runs bounded by default)")
 p.add_argument("--with-option", action="append", default=[],
                help="a medc option that runs the pass (e.g. --memory-budget=0.01), for the side "
                "with it; the side without leaves it out")
@@ -38,7 +39,7 @@ o, medc_opts = p.parse_known_args()
 os.makedirs(o.dir, exist_ok=True)
 
 arts = {}
-sides = (("with", ["--enable-pass=" + o.pass_]), ("without", [])) if o.off_by_default else \
+sides = (("with", ["--enable-pass=" + o.pass_]), ("without", ["--disable-pass=" + o.pass_])) if o.off_by_default else \
     (("with", []), ("without", ["--disable-pass=" + o.pass_]))
 if o.with_option:
     sides = (("with", o.with_option), ("without", []))
