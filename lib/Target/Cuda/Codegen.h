@@ -607,6 +607,11 @@ private:
   void mlpCheck(int x, int y) const;
   /// The backward in one kernel where it fits (false: nothing emitted); `functor` and
   /// `members`: the kernel's body functor (kernels/mlp.cuh).
+  void launchMlpGrad(const Op &op, const std::string &name, const std::string &call,
+                     int64_t threads, int64_t perSm, int64_t parts, int64_t shared,
+                     std::optional<int> dx, int dw1, int dw2, std::optional<int> db1,
+                     const std::string &functor, const std::vector<std::string> &members,
+                     std::vector<std::string> params, std::vector<int> args);
   bool mlpGradChunks(const Op &op, int x, int dy, std::optional<int> dx, int dw1, int dw2,
                      std::optional<int> db1, const std::string &functor,
                      const std::vector<std::string> &members, std::vector<std::string> params,

@@ -431,30 +431,44 @@ bool FunctionGen::mlpGradChunks(const Op &op, int x, int dy, std::optional<int> 
   // as shared memory allows.
   const int64_t perSm = std::max<int64_t>(
       1, std::min<int64_t>(16 / warps, kSharedPerSm / (sharedBytes + 1024)));
-  const int64_t tileCount = N * tiles,
-                parts = std::min(tileCount, mlpResidentBlocks ? mlpResidentBlocks : perSm * smCount);
-  const int64_t outs = Co * E + E * C + E;
-  const int partsBuf = scratch(outs * parts * 4);
+  const int64_t parts =
+      std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : perSm * smCount);
+  const std::string call = "mlpGradChunks<" + mlpShape(N, C, S, E, Co) + ", " + t + ", " +
+                           (dx ? "true" : "false") + ", " + num(parts) + ", " + num(inFlight) +
+                           ", " + num(step) + ", " + (weightsShared ? "true" : "false") + ", " +
+                           num(sharedBytes) + ">";
+  launchMlpGrad(op, "mlp_grad_chunks", call, warps * 32, perSm, parts, sharedBytes, dx, dw1,
+                dw2, db1, functor, members, std::move(params), std::move(args));
+  return true;
+}
+
+/// Launches a one-kernel backward (`call`: the template instance, which takes the body, the
+/// parts, dx, x, dy and the weights' copies) as kernel `name`, each of its `parts` blocks
+/// writing one part of dW2 [Co][E], dW1 [E][C] and db1 [E], and the fixed-tree sums of the
+/// parts into the weight gradients.
+void FunctionGen::launchMlpGrad(const Op &op, const std::string &name, const std::string &call,
+                                int64_t threads, int64_t perSm, int64_t parts, int64_t shared,
+                                std::optional<int> dx, int dw1, int dw2, std::optional<int> db1,
+                                const std::string &functor,
+                                const std::vector<std::string> &members,
+                                std::vector<std::string> params, std::vector<int> args) {
+  const int64_t E = shape(dw1)[0], C = shape(dw1)[1], Co = shape(dw2)[0];
+  const int partsBuf = scratch((Co * E + E * C + E) * parts * 4);
   if (dx) {
     params.insert(params.begin(), out("dx"));
     args.insert(args.begin(), *dx);
   }
   params.insert(params.begin(), out("parts"));
   args.insert(args.begin(), partsBuf);
-  const std::string k = bodyInit(members) + "  mlpGradChunks<" + mlpShape(N, C, S, E, Co) +
-                        ", " + t + ", " + (dx ? "true" : "false") + ", " + num(parts) + ", " +
-                        num(inFlight) + ", " + num(step) + ", " +
-                        (weightsShared ? "true" : "false") + ", " + num(sharedBytes) +
-                        ">(body, parts, " + (dx ? "dx" : "(float*)nullptr") +
-                        ", x, dy, w1p, w1t, w2t);\n";
-  launch(op, src.kernel("mlp_grad_chunks", typed(params, args), k, warps * 32,
-                        kTileLibrary + kMlpLibrary + functor, perSm),
-         parts, warps * 32, args, sharedBytes);
+  const std::string k = bodyInit(members) + "  " + call + "(body, parts, " +
+                        (dx ? "dx" : "(float*)nullptr") + ", x, dy, w1p, w1t, w2t);\n";
+  launch(op, src.kernel(name, typed(params, args), k, static_cast<int>(threads),
+                        kTileLibrary + kMlpLibrary + functor, static_cast<int>(perSm)),
+         parts, static_cast<int>(threads), args, shared);
   sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
   sumParts(op, "mlp_grad_sum", "w", dw1, partsBuf, Co * E, E * C, parts);
   if (db1)
     sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
-  return true;
 }
 
 /// The backward in one kernel (kernels/mlp.cuh: mlpGradResident) when all weights fit in
@@ -493,30 +507,14 @@ bool FunctionGen::mlpGradResident(const Op &op, int x, int dy, std::optional<int
   }
   if (inFlight < 1)
     return false;
-  const int64_t tileCount = N * tiles,
-                parts = std::min(tileCount,
-                                 mlpResidentBlocks ? mlpResidentBlocks : kResidentGradPerSm * smCount);
-  const int64_t outs = Co * E + E * C + E;
-  const int partsBuf = scratch(outs * parts * 4);
-  if (dx) {
-    params.insert(params.begin(), out("dx"));
-    args.insert(args.begin(), *dx);
-  }
-  params.insert(params.begin(), out("parts"));
-  args.insert(args.begin(), partsBuf);
-  const std::string k = bodyInit(members) + "  " +
-                        (inFlight == 1 ? "mlpGradResident<" : "mlpGradPipelined<") +
-                        mlpShape(N, C, S, E, Co) + ", " + t + ", " + (dx ? "true" : "false") +
-                        ", " + num(stages) + ", " + num(parts) +
-                        (inFlight == 1 ? "" : ", " + num(inFlight)) + ">(body, parts, " +
-                        (dx ? "dx" : "(float*)nullptr") + ", x, dy, w1p, w1t, w2t);\n";
-  launch(op, src.kernel("mlp_grad_resident", typed(params, args), k, kWarps * 32,
-                        kTileLibrary + kMlpLibrary + functor, kResidentGradPerSm),
-         parts, kWarps * 32, args);
-  sumParts(op, "mlp_grad_sum", "w", dw2, partsBuf, 0, Co * E, parts);
-  sumParts(op, "mlp_grad_sum", "w", dw1, partsBuf, Co * E, E * C, parts);
-  if (db1)
-    sumParts(op, "mlp_grad_sum", "w", *db1, partsBuf, Co * E + E * C, E, parts);
+  const int64_t parts =
+      std::min(N * tiles, mlpResidentBlocks ? mlpResidentBlocks : kResidentGradPerSm * smCount);
+  const std::string call = std::string(inFlight == 1 ? "mlpGradResident<" : "mlpGradPipelined<") +
+                           mlpShape(N, C, S, E, Co) + ", " + t + ", " + (dx ? "true" : "false") +
+                           ", " + num(stages) + ", " + num(parts) +
+                           (inFlight == 1 ? "" : ", " + num(inFlight)) + ">";
+  launchMlpGrad(op, "mlp_grad_resident", call, kWarps * 32, kResidentGradPerSm, parts, 0, dx, dw1,
+                dw2, db1, functor, members, std::move(params), std::move(args));
   return true;
 }
 
