@@ -3,7 +3,8 @@
 // The kernels are CUDA C++ templates in kernels/mlp.cuh (its header comment: their design).
 // Here: the choice of variant and its sizes (weights resident in shared memory or staged
 // per tile; tiles in flight in the resident kernels' copy pipeline; the backward in one
-// kernel or in slabs, its stages and parts), the 16-bit
+// kernel, the expanded channels or the voxels split across warps, or in slabs, its stages
+// and parts), the 16-bit
 // weight copies, the body functor of each kernel (the expansion's bias, the activation and
 // its gradient, the compression's bias and the epilogue, as the fusion's roles give them),
 // the extern "C" kernels that instantiate the templates, and the launches.

@@ -7,9 +7,11 @@
 // layout). The block's input and output tiles pass through shared memory so that global
 // memory is read and written along the voxels.
 //
-// mlp_grad recomputes the expansion. Where a block MLP's weights fit in shared memory beside
-// a tile (the generator's resident limit), one kernel does the whole backward
-// (mlpGradResident): dx, and the weight gradients as products over voxels of act(h) and dh
+// mlp_grad recomputes the expansion. Where a block is narrow enough (C, Co ≤ 64, E ≤ 256),
+// medc's default is one kernel with the expanded channels split across warps
+// (mlpGradChunks, its own comment below). Otherwise, where a block MLP's weights fit in
+// shared memory beside a tile (the generator's resident limit), one kernel with the voxels
+// split across warps does the whole backward (mlpGradResident): dx, and the weight gradients as products over voxels of act(h) and dh
 // passed through shared memory, summed in registers over the block's tiles. Otherwise one
 // kernel per slab of tiles gives dx and writes act(h) and dh to scratch (mlpGradInput), and
 // two products over the slab give partial sums of the weight gradients (mlpGradWeights).
