@@ -26,8 +26,8 @@ FusionKind mlir::med::broadcastingKind(Operation *op) {
 }
 
 ArrayRef<StringRef> mlir::med::fusionTemplates() {
-  static const StringRef names[] = {"elementwise", "mlp",      "mlp_grad",
-                                    "reduce",      "resample", "stencil"};
+  static const StringRef names[] = {"elementwise", "mlp",     "mlp_grad",    "reduce",
+                                    "resample",    "stencil", "stencil_grad"};
   return names;
 }
 
@@ -333,6 +333,41 @@ LogicalResult matchStencil(Block &body, Report report, Roles &roles) {
   return success();
 }
 
+/// The `stencil_grad` template: med.shift_sum_grad_weight of two N×C×D×H×W body arguments
+/// (kernel at most 7 along each axis, a channel's volume within 32-bit offsets) and the sum
+/// of the same output gradient over N, D, H and W (the shift-sum's bias gradient, C values),
+/// yielding both, in that order: the weight gradient's kernel sums dy as it reads it.
+LogicalResult matchStencilGrad(Block &body, Report report, Roles &roles) {
+  const StringRef t = "stencil_grad";
+  SmallVector<Operation *> list;
+  for (Operation &op : body.without_terminator())
+    list.push_back(&op);
+  auto gradWeight = list.size() == 2 ? dyn_cast<ShiftSumGradWeightOp>(list[0]) : nullptr;
+  auto sum = list.size() == 2 ? dyn_cast<ReduceOp>(list[1]) : nullptr;
+  if (!gradWeight || !sum)
+    return mlpFail(report, t,
+                   "expected med.shift_sum_grad_weight and then the sum of its output gradient");
+  if (!isArg(gradWeight.getInput()) || !isArg(gradWeight.getGradOutput()))
+    return mlpFail(report, t, "the weight gradient must read block arguments only");
+  auto x = cast<RankedTensorType>(gradWeight.getInput().getType());
+  auto w = cast<RankedTensorType>(gradWeight.getResult().getType());
+  if (x.getRank() != 5 || !x.hasStaticShape() || w.getRank() != 5 ||
+      llvm::any_of(w.getShape().drop_front(2), [](int64_t k) { return k < 1 || k > 7; }) ||
+      x.getDimSize(2) * x.getDimSize(3) * x.getDimSize(4) >= (int64_t{1} << 31) - 65536)
+    return mlpFail(report, t,
+                   "expected a static N×C×D×H×W input of fewer than 2^31 voxels a channel and "
+                   "a kernel of at most 7");
+  if (sum.getKind() != ReduceKind::sum || sum.getInput() != gradWeight.getGradOutput() ||
+      sum.getKeepdims() || ArrayRef<int64_t>(sum.getAxes()) != ArrayRef<int64_t>{0, 2, 3, 4})
+    return mlpFail(report, t,
+                   "the epilogue must be the sum of the output gradient over axes 0, 2, 3, 4");
+  if (!llvm::equal(cast<YieldOp>(body.getTerminator()).getValues(),
+                   SmallVector<Value>{gradWeight.getResult(), sum.getResult()}))
+    return mlpFail(report, t, "the body must yield the weight gradient, then the bias gradient");
+  roles = {{"grad_weight", gradWeight}, {"bias_grad", sum}};
+  return success();
+}
+
 /// The `resample` template: one thread per output voxel of a med.spatial_transform of body
 /// arguments, which computes the voxel's position and neighbours once and then either
 /// - an epilogue: ops of elementwise, broadcast or generate access (random numbers) that
@@ -462,6 +497,8 @@ mlir::med::matchFusionTemplate(StringRef name, Block &body,
     matched = matchResample(body, report, roles);
   else if (name == "stencil")
     matched = matchStencil(body, report, roles);
+  else if (name == "stencil_grad")
+    matched = matchStencilGrad(body, report, roles);
   else if (report)
     report() << "unknown fusion template '" << name << "' (expected one of: "
              << llvm::join(fusionTemplates(), ", ") << ")";

@@ -3,8 +3,10 @@
 // A group norm of a stencil's result (MedNeXt: every depthwise convolution, a shift-sum, is
 // followed by one) becomes a `stencil` fusion of the stencil and med.group_norm_stats, whose
 // kernel writes the stencil's output and the statistics' per-chunk partials at once, and a
-// med.group_norm_apply that normalizes as it reads the output. Ops are found by their
-// fusion kind; the template's matcher decides what the fusion may hold.
+// med.group_norm_apply that normalizes as it reads the output. A shift-sum's weight
+// gradient and the sum of the same output gradient (its bias gradient) become a
+// `stencil_grad` fusion, whose kernel sums dy as it reads it for the weight gradient. Ops are
+// found by their fusion kind; the templates' matchers decide what a fusion may hold.
 //
 //===------------------------------------------------------------------------------===//
 #include "Fusions.h"
@@ -65,6 +67,50 @@ struct MedFormStencilFusions
       norm->erase();
       stats->erase();
       producer->erase();
+    }
+    formGradFusions();
+  }
+
+  /// Each weight gradient of a stencil (FusionKind::Stencil, a weight-shaped result from
+  /// the input and the output gradient) with a reduction of the same output gradient in its
+  /// block becomes a `stencil_grad` fusion, where the matcher takes the pair (the bias
+  /// gradient's sum). The fusion stands at the later of the two; the earlier one's result
+  /// must not be read in between.
+  void formGradFusions() {
+    SmallVector<Operation *> gradWeights;
+    getOperation().walk([&](Operation *op) {
+      if (fusionKind(op) == FusionKind::Stencil && op->getNumOperands() == 2 &&
+          op->getNumResults() == 1 && !isa<FusionOp>(op->getParentOp()) &&
+          op->getResult(0).getType() != op->getOperand(0).getType())
+        gradWeights.push_back(op);
+    });
+    llvm::DenseSet<Operation *> taken;
+    for (Operation *gradWeight : gradWeights) {
+      Value dy = gradWeight->getOperand(1);
+      for (Operation *sum : dy.getUsers()) {
+        if (sum->getBlock() != gradWeight->getBlock() ||
+            fusionKind(sum) != FusionKind::Reduction || sum->getNumResults() != 1 ||
+            taken.contains(sum) || sum->hasAttr("med.fp32") != gradWeight->hasAttr("med.fp32"))
+          continue;
+        Operation *last = gradWeight->isBeforeInBlock(sum) ? sum : gradWeight;
+        Operation *first = last == sum ? gradWeight : sum;
+        if (llvm::any_of(first->getResult(0).getUsers(), [&](Operation *u) {
+              return u->getBlock() != last->getBlock() || u->isBeforeInBlock(last);
+            }))
+          continue;
+        llvm::SmallPtrSet<Operation *, 2> members{gradWeight, sum};
+        SmallVector<Operation *> ops{gradWeight, sum};
+        OpBuilder b(last);
+        FusionOp fusion = formFusion(b, gradWeight->getLoc(), "stencil_grad", ops, ops, members);
+        if (!fusion)
+          continue; // not the bias gradient's sum: another reduction of dy
+        if (gradWeight->hasAttr("med.fp32"))
+          fusion->setAttr("med.fp32", b.getUnitAttr());
+        taken.insert(sum);
+        sum->erase();
+        gradWeight->erase();
+        break;
+      }
     }
   }
 };

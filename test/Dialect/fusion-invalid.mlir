@@ -29,7 +29,7 @@ func.func @capture(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
 
 // An unknown template.
 func.func @unknown_template(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, reduce, resample, stencil)}}
+  // expected-error @+1 {{unknown fusion template 'conv' (expected one of: elementwise, mlp, mlp_grad, reduce, resample, stencil, stencil_grad)}}
   %0 = med.fusion "conv"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %s = med.neg %a : tensor<4xf32>
@@ -198,6 +198,49 @@ func.func @stencil_kernel(%x: tensor<1x2x3x4x9xf32>, %w: tensor<2x1x1x1x9xf32>) 
     med.yield %y : tensor<1x2x3x4x9xf32>
   }
   return %0 : tensor<1x2x3x4x9xf32>
+}
+
+// -----
+
+// `stencil_grad`: the epilogue is the sum of the output gradient over N, D, H, W (the bias
+// gradient), not over other axes.
+func.func @stencil_grad_axes(%x: tensor<1x2x3x4x5xf32>, %dy: tensor<1x2x3x4x5xf32>) -> (tensor<2x1x3x3x3xf32>, tensor<2x3xf32>) {
+  // expected-error @+1 {{template 'stencil_grad': the epilogue must be the sum of the output gradient over axes 0, 2, 3, 4}}
+  %0:2 = med.fusion "stencil_grad"(%x, %dy) : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> (tensor<2x1x3x3x3xf32>, tensor<2x3xf32>) {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x3x4x5xf32>):
+    %dw = med.shift_sum_grad_weight %a, %g {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> tensor<2x1x3x3x3xf32>
+    %db = med.reduce sum %g {axes = array<i64: 0, 3, 4>} : (tensor<1x2x3x4x5xf32>) -> tensor<2x3xf32>
+    med.yield %dw, %db : tensor<2x1x3x3x3xf32>, tensor<2x3xf32>
+  }
+  return %0#0, %0#1 : tensor<2x1x3x3x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// `stencil_grad`: the sum is of the weight gradient's output gradient, not of its input.
+func.func @stencil_grad_input(%x: tensor<1x2x3x4x5xf32>, %dy: tensor<1x2x3x4x5xf32>) -> (tensor<2x1x3x3x3xf32>, tensor<2xf32>) {
+  // expected-error @+1 {{template 'stencil_grad': the epilogue must be the sum of the output gradient over axes 0, 2, 3, 4}}
+  %0:2 = med.fusion "stencil_grad"(%x, %dy) : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> (tensor<2x1x3x3x3xf32>, tensor<2xf32>) {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x3x4x5xf32>):
+    %dw = med.shift_sum_grad_weight %a, %g {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> tensor<2x1x3x3x3xf32>
+    %db = med.reduce sum %a {axes = array<i64: 0, 2, 3, 4>} : (tensor<1x2x3x4x5xf32>) -> tensor<2xf32>
+    med.yield %dw, %db : tensor<2x1x3x3x3xf32>, tensor<2xf32>
+  }
+  return %0#0, %0#1 : tensor<2x1x3x3x3xf32>, tensor<2xf32>
+}
+
+// -----
+
+// `stencil_grad`: the weight gradient is yielded first.
+func.func @stencil_grad_yield(%x: tensor<1x2x3x4x5xf32>, %dy: tensor<1x2x3x4x5xf32>) -> (tensor<2xf32>, tensor<2x1x3x3x3xf32>) {
+  // expected-error @+1 {{template 'stencil_grad': the body must yield the weight gradient, then the bias gradient}}
+  %0:2 = med.fusion "stencil_grad"(%x, %dy) : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> (tensor<2xf32>, tensor<2x1x3x3x3xf32>) {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x3x4x5xf32>):
+    %dw = med.shift_sum_grad_weight %a, %g {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> tensor<2x1x3x3x3xf32>
+    %db = med.reduce sum %g {axes = array<i64: 0, 2, 3, 4>} : (tensor<1x2x3x4x5xf32>) -> tensor<2xf32>
+    med.yield %db, %dw : tensor<2xf32>, tensor<2x1x3x3x3xf32>
+  }
+  return %0#0, %0#1 : tensor<2xf32>, tensor<2x1x3x3x3xf32>
 }
 
 // -----

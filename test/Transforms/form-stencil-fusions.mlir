@@ -57,3 +57,45 @@ func.func @instance_mark(%x: tensor<1x5x6x7x9xf32>, %w: tensor<5x1x3x3x3xf32>, %
   %m = med.group_norm %s, %g, %g {groups = 5 : i64, med.instance_norm} : (tensor<1x5x6x7x9xf32>, tensor<5xf32>, tensor<5xf32>) -> tensor<1x5x6x7x9xf32>
   return %m : tensor<1x5x6x7x9xf32>
 }
+
+// -----
+
+// A shift-sum's weight gradient and the sum of the same output gradient over N, D, H, W (the
+// bias gradient, as med-autodiff writes it) become one `stencil_grad` fusion at the later of
+// the two, yielding both; what read them reads the fusion.
+
+// CHECK-LABEL: func.func @grad
+// CHECK:       %[[F:.*]]:2 = med.fusion "stencil_grad"(%arg0, %arg1)
+// CHECK-SAME:    {roles = {bias_grad = 1 : i64, grad_weight = 0 : i64}}
+// CHECK-NEXT:  ^bb0(%[[X:.*]]: tensor<2x5x6x7x9xf32>, %[[DY:.*]]: tensor<2x5x6x7x9xf32>):
+// CHECK-NEXT:    %[[DW:.*]] = med.shift_sum_grad_weight %[[X]], %[[DY]] {kernel = array<i64: 3, 3, 3>}
+// CHECK-NEXT:    %[[DB:.*]] = med.reduce sum %[[DY]] {axes = array<i64: 0, 2, 3, 4>}
+// CHECK-NEXT:    med.yield %[[DW]], %[[DB]]
+// CHECK:       %[[S:.*]] = med.mul %[[F]]#1, %[[F]]#1
+// CHECK:       return %[[F]]#0, %[[S]]
+// CHECK-NOT:   med.shift_sum_grad_weight
+func.func @grad(%x: tensor<2x5x6x7x9xf32>, %dy: tensor<2x5x6x7x9xf32>) -> (tensor<5x1x3x3x3xf32>, tensor<5xf32>) {
+  %db = med.reduce sum %dy {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x5x6x7x9xf32>) -> tensor<5xf32>
+  %dw = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<2x5x6x7x9xf32>, tensor<2x5x6x7x9xf32>) -> tensor<5x1x3x3x3xf32>
+  %s = med.mul %db, %db : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
+  return %dw, %s : tensor<5x1x3x3x3xf32>, tensor<5xf32>
+}
+
+// -----
+
+// Left alone: a sum of the output gradient over other axes (its channels), a mean, a sum
+// with keepdims, and a bias gradient read before the weight gradient (the fusion would
+// stand after its reader).
+
+// CHECK-LABEL: func.func @grad_left
+// CHECK-NOT:   med.fusion
+// CHECK:       return
+func.func @grad_left(%x: tensor<2x5x6x7x9xf32>, %dy: tensor<2x5x6x7x9xf32>) -> (tensor<5x1x3x3x3xf32>, tensor<2x6x7x9xf32>, tensor<5xf32>, tensor<1x5x1x1x1xf32>) {
+  %c = med.reduce sum %dy {axes = array<i64: 1>} : (tensor<2x5x6x7x9xf32>) -> tensor<2x6x7x9xf32>
+  %m = med.reduce mean %dy {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x5x6x7x9xf32>) -> tensor<5xf32>
+  %k = med.reduce sum %dy {axes = array<i64: 0, 2, 3, 4>, keepdims} : (tensor<2x5x6x7x9xf32>) -> tensor<1x5x1x1x1xf32>
+  %db = med.reduce sum %dy {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x5x6x7x9xf32>) -> tensor<5xf32>
+  %s = med.mul %db, %m : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
+  %dw = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<2x5x6x7x9xf32>, tensor<2x5x6x7x9xf32>) -> tensor<5x1x3x3x3xf32>
+  return %dw, %c, %s, %k : tensor<5x1x3x3x3xf32>, tensor<2x6x7x9xf32>, tensor<5xf32>, tensor<1x5x1x1x1xf32>
+}

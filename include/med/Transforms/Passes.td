@@ -454,7 +454,8 @@ def MedSplitNorms : Pass<"med-split-norms", "::mlir::func::FuncOp"> {
 
 def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::FuncOp"> {
   let summary = "group-norm statistics into the epilogue of the stencil that produces the "
-                "normalized value (`stencil` fusions)";
+                "normalized value (`stencil` fusions), a stencil's weight and bias gradients "
+                "into one kernel (`stencil_grad` fusions)";
   let description = [{
     In MedNeXt every depthwise convolution (a `med.shift_sum` after `med-shift-sum`) is
     followed by a group norm. Unfused, the norm reads the stencil's output twice (its
@@ -473,6 +474,15 @@ def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::Func
       a kernel of their own);
     - the statistics a `save_statistics` group norm returned for its gradient are the
       fusion's.
+
+    It also finds, through FusionOpInterface, each weight gradient of a stencil
+    (`med.shift_sum_grad_weight`) and a reduction of the same output gradient in its block;
+    where the `stencil_grad` template's matcher takes the pair (the sum over N, D, H, W: the
+    depthwise convolution's bias gradient, as med-autodiff writes it), they become one
+    fusion at the later of the two (the earlier one's result read only after it). Its CUDA
+    kernel, the streamed weight gradient, sums dy as it loads it for the taps: one read of
+    dy and the reduction's kernels fewer; where that kernel does not apply, the staged
+    weight gradient and a split sum run as before.
 
     Runs after `med-train-step` (autodiff reads the unfused group norm) and
     `med-form-mlp-fusions`, before `med-form-fusions`.

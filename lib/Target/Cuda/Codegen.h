@@ -517,8 +517,14 @@ private:
   TileEmitted shiftSumTile(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y,
                            int parts);
   void stencilFusion(const Op &op, const medrun::Function &body);
+  /// The function's value of body value `id` of fusion `op` (one of its inputs or results).
+  int fusionValue(const Op &op, const medrun::Function &body, int id);
+  /// The `stencil_grad` fusion: a shift-sum's weight gradient and its bias gradient.
+  void stencilGradFusion(const Op &op, const medrun::Function &body);
   void shiftSum(const Op &op);
   void shiftSumGradWeight(const Op &op);
+  /// The weight gradient of x and dy into dw, and with `db` the bias gradient Σ dy too.
+  void shiftSumGradWeight(const Op &op, int x, int dy, int dw, std::optional<int> db);
   /// The streamed shift-sum (MEDC_STENCIL=rows) of x ⊛ w (+ b) → y, with `parts` (≥ 0) the
   /// group-norm statistics of each chunk too (a block per band of chunks); None where the
   /// shape needs the tiled kernel. And the streamed weight gradient; false likewise.
@@ -527,7 +533,7 @@ private:
                       std::optional<int> b, int y, int parts);
   TileEmitted shiftSumStreamed(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
                                int y, int parts);
-  bool shiftSumGradWeightRows(const Op &op);
+  bool shiftSumGradWeightRows(const Op &op, int x, int dy, int dw, std::optional<int> db);
   /// A depthwise conv3d_transpose with a stride and no dilation as its stride's parity
   /// classes, each a dense stencil (kernels/depthwise.cuh); false: the shape needs conv().
   bool transposedParity(const Op &op);
@@ -644,10 +650,13 @@ private:
   struct ReduceAxes {
     std::vector<int64_t> keptSize, keptStride, redSize, redStride;
   };
-  ReduceAxes reduceAxes(const Op &op, const std::vector<int64_t> &xs) const;
+  ReduceAxes reduceAxes(const std::vector<int64_t> &axes, const std::vector<int64_t> &xs) const;
   /// The shape struct `name` of a kernel of kernels/reduce.cuh reducing over `ax`.
   static std::string reduceShape(const std::string &name, const ReduceAxes &ax);
   void reduce(const Op &op);
+  /// A `kind` reduction of x over `axes` into y (med.reduce's kernels for the values of op).
+  void reduce(const Op &op, int x, int y, const std::string &kind,
+              const std::vector<int64_t> &axes);
   void reduceExtremumGrad(const Op &op);
 
   // ---- Loss.cpp --------------------------------------------------------------------------

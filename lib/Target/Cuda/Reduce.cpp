@@ -35,10 +35,11 @@ std::string FunctionGen::reduceShape(const std::string &name, const ReduceAxes &
          ";\n  }\n};\n";
 }
 
-FunctionGen::ReduceAxes FunctionGen::reduceAxes(const Op &op, const std::vector<int64_t> &xs) const {
+FunctionGen::ReduceAxes FunctionGen::reduceAxes(const std::vector<int64_t> &axes,
+                                                const std::vector<int64_t> &xs) const {
   const int64_t r = static_cast<int64_t>(xs.size());
   std::vector<bool> reduced(r, false);
-  for (int64_t a : op.intsAttr("axes")) {
+  for (int64_t a : axes) {
     int64_t axis = a < 0 ? a + r : a;
     if (axis < 0 || axis >= r)
       error("axis out of range");
@@ -54,12 +55,15 @@ FunctionGen::ReduceAxes FunctionGen::reduceAxes(const Op &op, const std::vector<
 }
 
 void FunctionGen::reduce(const Op &op) {
-  int x = op.single("input"), y = result(op);
+  reduce(op, op.single("input"), result(op), op.strAttr("kind"), op.intsAttr("axes"));
+}
+
+void FunctionGen::reduce(const Op &op, int x, int y, const std::string &kind,
+                         const std::vector<int64_t> &axes) {
   requireFloat(x, "the input");
   requireFloat(y, "the result");
   const auto &xs = shape(x);
-  std::string kind = op.strAttr("kind");
-  const ReduceAxes ax = reduceAxes(op, xs);
+  const ReduceAxes ax = reduceAxes(axes, xs);
   const int64_t outs = product(ax.keptSize), count = product(ax.redSize);
   if (type(y).numel() != outs)
     error("the result does not match the input reduced over the axes");
@@ -73,7 +77,7 @@ void FunctionGen::reduce(const Op &op) {
   const int block = blockFor(count);
   if (kind != "sum" && kind != "mean" && kind != "max" && kind != "min")
     error("unknown reduction kind '" + kind + "'");
-  if (splitReduce(op, x, op.intsAttr("axes"), {{kind, y}}))
+  if (splitReduce(op, x, axes, {{kind, y}}))
     return;
   const std::string K = reduceKind(kind), B = std::to_string(block);
   // Many outputs of a few terms each (a sum over a handful of channels): one thread per
@@ -121,7 +125,7 @@ void FunctionGen::reduceExtremumGrad(const Op &op) {
   for (int id : {x, m, dy, dx})
     requireFloat(id, "an operand");
   const auto &xs = shape(x);
-  const ReduceAxes ax = reduceAxes(op, xs);
+  const ReduceAxes ax = reduceAxes(op.intsAttr("axes"), xs);
   const int64_t outs = product(ax.keptSize), count = product(ax.redSize);
   if (type(m).numel() != outs || type(dy).numel() != outs || shape(dx) != xs)
     error("extremum, output gradient and result do not fit the input");

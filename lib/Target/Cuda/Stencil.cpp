@@ -215,7 +215,13 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
 
 // The weight gradient of a shift-sum as a split reduction (the header says how).
 void FunctionGen::shiftSumGradWeight(const Op &op) {
-  const int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
+  shiftSumGradWeight(op, op.single("input"), op.single("grad_output"), result(op), std::nullopt);
+}
+
+// The same into dw with, where `db` is given (a `stencil_grad` fusion), the bias gradient
+// Σ dy over N, D, H, W: in the streamed kernel from the dy it loads, else the reduction's
+// own kernels after the staged ones.
+void FunctionGen::shiftSumGradWeight(const Op &op, int x, int dy, int dw, std::optional<int> db) {
   requireFloat(x, "the input");
   requireFloat(dy, "the output gradient");
   requireFloat(dw, "the result");
@@ -227,10 +233,14 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
   const int64_t pairs = kD * kH;
   if (kD % 2 == 0 || kH % 2 == 0 || kW % 2 == 0)
     error("a shift-sum needs an odd kernel");
-  if (D * H * W >= (int64_t{1} << 31) - 65536 || pairs > 512)
-    return convGradWeight(op); // beyond 32-bit channel offsets, or a thread per (kd, kh)
-                               // pair would exceed 512 threads: the generic split reduction
-  if (stencilKernels() == StencilKernels::Rows && shiftSumGradWeightRows(op))
+  if (D * H * W >= (int64_t{1} << 31) - 65536 || pairs > 512) {
+    // Beyond 32-bit channel offsets, or a thread per (kd, kh) pair would exceed 512 threads:
+    // the generic split reduction (the `stencil_grad` matcher takes neither).
+    if (db)
+      error("the stencil_grad fusion's volume or kernel is too large for the stencil kernels");
+    return convGradWeight(op);
+  }
+  if (stencilKernels() == StencilKernels::Rows && shiftSumGradWeightRows(op, x, dy, dw, db))
     return;
   int tw = std::min(16, pow2Ceil((W + 3) / 4));
   int64_t TH = std::min(16, pow2Ceil(H)), TD = std::min(4, pow2Ceil(D));
@@ -256,6 +266,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
       TD /= 2;
     else if (tw > 1)
       tw /= 2;
+    else if (db)
+      error("the stencil_grad fusion's kernel does not fit the staged weight gradient");
     else
       return convGradWeight(op); // does not fit: the generic split reduction
   }
@@ -283,6 +295,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op) {
          N * C * perNC, static_cast<int>(threads), {buf, x, dy});
   // The same kernel (name and code) as the generic depthwise weight gradient's sum.
   sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
+  if (db)
+    reduce(op, dy, *db, "sum", {0, 2, 3, 4});
 }
 
 // A shift-sum streamed along H (stencil.cuh's shiftSumRows, and with `parts` ≥ 0 its
@@ -342,8 +356,8 @@ FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirror
 // W is a multiple of one 16-byte vector of dy, a thread's rows and sums fit its registers and
 // the block has at least 64 threads; false where it does not apply (the staged split
 // reduction then).
-bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
-  const int x = op.single("input"), dy = op.single("grad_output"), dw = result(op);
+bool FunctionGen::shiftSumGradWeightRows(const Op &op, int x, int dy, int dw,
+                                         std::optional<int> db) {
   const auto &xs = shape(x), &ws = shape(dw);
   const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
   const int64_t kD = ws[2], kH = ws[3], kW = ws[4], kVol = kD * kH * kW;
@@ -361,7 +375,7 @@ bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
   while (2 * gd * gw * kD <= 256 && gd < D)
     gd *= 2;
   const int64_t threads = gw * kD * gd;
-  if (threads < 64 || threads > 1024 || kVol * gw * gd * 4 > kStencilShared)
+  if (threads < 64 || threads > 1024 || (kVol + 1) * gw * gd * 4 > kStencilShared)
     return false;
   // Parts of H: about 4096 blocks in all where each part keeps at least 16 rows.
   const int64_t nD = (D + gd - 1) / gd;
@@ -371,19 +385,23 @@ bool FunctionGen::shiftSumGradWeightRows(const Op &op) {
   const int64_t hr = (H + hp - 1) / hp;
   hp = (H + hr - 1) / hr; // no empty part
   const int64_t perNC = nD * hp, parts = N * perNC;
-  const int buf = scratch(C * kVol * parts * 4);
+  const int buf = scratch(C * (kVol + (db ? 1 : 0)) * parts * 4);
   const std::string tile = "ShiftSumGradWeightRowsTile<" + S(N) + ", " + S(C) + ", " + S(D) +
                            ", " + S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " +
                            S(kW) + ", " + S(vw) + ", " + S(gd) + ", " + S(hp) + ">";
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + " && " + tile +
       "::PARTS == " + S(parts) + ", \"the launch's block and grid\");\n"
-      "  shiftSumGradWeightRows<" + tile + ">(parts, x, dy);\n";
-  launch(op, src.kernel("shift_sum_grad_weight_rows",
+      "  shiftSumGradWeightRows<" + tile + (db ? ", true" : "") + ">(parts, x, dy);\n";
+  launch(op, src.kernel(db ? "shift_sum_grad_weight_bias_rows" : "shift_sum_grad_weight_rows",
                         typed({out("parts"), in("x"), in("dy")}, {buf, x, dy}), body,
                         static_cast<int>(threads), kernelLibrary("stencil.cuh")),
          N * C * perNC, static_cast<int>(threads), {buf, x, dy});
   sumParts(op, "dwconv_grad_weight_sum", "dw", dw, buf, 0, type(dw).numel(), parts);
+  if (db) {
+    requireFloat(*db, "the bias gradient");
+    sumParts(op, "dwconv_grad_bias_sum", "db", *db, buf, C * kVol, C, parts);
+  }
   return true;
 }
 

@@ -666,9 +666,10 @@ void verifyPlan(const Artifact &artifact) {
     // The CPU backend runs any body op by op; the CUDA plan names the template's kernels.
     const std::string &t = body->fusionTemplate;
     if (t != "elementwise" && t != "mlp" && t != "mlp_grad" && t != "reduce" &&
-        t != "resample" && t != "stencil")
+        t != "resample" && t != "stencil" && t != "stencil_grad")
       throw Error(str(artifact.path, ": invalid plan: ", body->name, ": unknown template '", t,
-                      "' (expected elementwise, mlp, mlp_grad, reduce, resample or stencil)"));
+                      "' (expected elementwise, mlp, mlp_grad, reduce, resample, stencil or "
+                      "stencil_grad)"));
     v.function(*body);
   }
   for (const Function &fn : artifact.functions)

@@ -51,6 +51,19 @@ func.func @gw_odd(%x: tensor<1x2x5x9x13xf32>, %dy: tensor<1x2x5x9x13xf32>) -> te
   %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<1x2x5x9x13xf32>, tensor<1x2x5x9x13xf32>) -> tensor<2x1x3x3x3xf32>
   return %0 : tensor<2x1x3x3x3xf32>
 }
+// A weight gradient with its bias gradient (med-form-stencil-fusions: a `stencil_grad`
+// fusion): at k3 dy summed in the streamed kernel (two samples, three channels, H in two
+// parts); at k5 the staged kernel, then a split sum.
+func.func @gw_bias_k3(%x: tensor<2x3x5x33x16xf32>, %dy: tensor<2x3x5x33x16xf32>) -> (tensor<3x1x3x3x3xf32>, tensor<3xf32>) {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<2x3x5x33x16xf32>, tensor<2x3x5x33x16xf32>) -> tensor<3x1x3x3x3xf32>
+  %1 = med.reduce sum %dy {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x3x5x33x16xf32>) -> tensor<3xf32>
+  return %0, %1 : tensor<3x1x3x3x3xf32>, tensor<3xf32>
+}
+func.func @gw_bias_k5(%x: tensor<2x2x6x7x16xf32>, %dy: tensor<2x2x6x7x16xf32>) -> (tensor<2x1x5x5x5xf32>, tensor<2xf32>) {
+  %0 = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 5, 5, 5>} : (tensor<2x2x6x7x16xf32>, tensor<2x2x6x7x16xf32>) -> tensor<2x1x5x5x5xf32>
+  %1 = med.reduce sum %dy {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x2x6x7x16xf32>) -> tensor<2xf32>
+  return %0, %1 : tensor<2x1x5x5x5xf32>, tensor<2xf32>
+}
 // Group norms of shift-sums (med-form-stencil-fusions: the statistics in the shift-sum's
 // epilogue): chunks of 4 x 16 x 64 with the last ones clipped along every axis (9 x 20 x 72),
 // with bias; groups of two channels and a (3, 3, 5) kernel.

@@ -12,7 +12,9 @@ check of medcheck, with --against-f64 too, then compares every one of them: whic
 plan first loses precision). --rename gives F the name NAME (a function already named so is
 renamed NAME.orig): medcheck and medrun draw random inputs from a seed and the function's
 name, so a <loss>_grad renamed to <loss> gets the batch that `medcheck --train-steps` draws.
---op all matches every op but param and constant. The container of docs/artifact.md is
+--op all matches every op but param and constant. With --in-fusions the ops matched are those
+of the fusion bodies F's fusion ops run instead (a body is shared by every fusion that runs
+it). The container of docs/artifact.md is
 rewritten with the CRC recomputed. Prints how many ops were edited and exits 1 if none
 matched.
 """
@@ -32,6 +34,7 @@ p.add_argument("--set", action="append", default=[])
 p.add_argument("--swap")
 p.add_argument("--expose", action="store_true")
 p.add_argument("--rename")
+p.add_argument("--in-fusions", action="store_true")
 o = p.parse_args()
 
 
@@ -44,7 +47,11 @@ n, = struct.unpack("<Q", d[16:24])
 doc = json.loads(d[24:24 + n])
 fn = next(f for f in doc["functions"] if f["name"] == o.func)
 edited = 0
-for op in fn["ops"]:
+ops = fn["ops"]
+if o.in_fusions:
+    bodies = sorted({op["attrs"]["body"] for op in fn["ops"] if op["op"] == "fusion"})
+    ops = [op for b in bodies for op in doc["fusions"][b]["ops"]]
+for op in ops:
     if o.op == "all" and op["op"] in ("param", "constant"):
         continue
     if o.op not in ("all", op["op"]) or any(op["attrs"].get(k) != v for k, v in pairs(o.where)):

@@ -1,4 +1,4 @@
-//===- Fusion/Stencil.cpp - the `stencil` template: a shift-sum and its statistics ----===//
+//===- Fusion/Stencil.cpp - the `stencil` and `stencil_grad` templates ---------------===//
 //
 // A shift-sum, optionally with med.group_norm_stats of its result (med-form-stencil-fusions).
 // The shift-sum runs the tiled stencil template (kernels/stencil.cuh's shiftSumTile, tiles
@@ -9,6 +9,11 @@
 // kernel of Norm.cpp combines them in the fixed tree. Where they are not (a tile shrunk to
 // fit shared memory), the statistics run their own kernels over the stored output.
 //
+// `stencil_grad`: a shift-sum's weight gradient and the sum of the same output gradient over
+// N, D, H, W (its bias gradient). The streamed weight gradient sums dy as it loads it (one
+// read of dy fewer, no reduction kernels); where it does not apply, the staged weight
+// gradient and a split sum run one after the other.
+//
 //===------------------------------------------------------------------------------===//
 
 #include "Cuda/Codegen.h"
@@ -16,22 +21,25 @@
 
 namespace mlir::med::cuda {
 
-void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
+// The function's value of body value `id` of fusion `op`: one of its inputs or results.
+int FunctionGen::fusionValue(const Op &op, const medrun::Function &body, int id) {
   const std::vector<int> &inputs = op.operand("inputs");
+  if (body.inputs.size() != inputs.size() || body.outputs.size() != op.results.size())
+    error("the fusion's body does not match its inputs and results");
+  for (size_t j = 0; j < body.inputs.size(); ++j)
+    if (body.inputs[j] == id)
+      return inputs[j];
+  for (size_t j = 0; j < body.outputs.size(); ++j)
+    if (body.outputs[j] == id)
+      return op.results[j];
+  error("a body value the template needs is neither an input nor a result of the fusion");
+}
+
+void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
   const Op *stencil = body.role("stencil"), *statistics = body.role("statistics");
-  if (body.inputs.size() != inputs.size() || body.outputs.size() != op.results.size() ||
-      !stencil || stencil->kind != "shift_sum")
+  if (!stencil || stencil->kind != "shift_sum")
     error("the stencil fusion's body is not a shift-sum with optional statistics");
-  // The function's buffers of the body's values: its inputs and results.
-  auto outer = [&](int id) {
-    for (size_t j = 0; j < body.inputs.size(); ++j)
-      if (body.inputs[j] == id)
-        return inputs[j];
-    for (size_t j = 0; j < body.outputs.size(); ++j)
-      if (body.outputs[j] == id)
-        return op.results[j];
-    error("a body value the stencil template needs is neither an input nor a result");
-  };
+  auto outer = [&](int id) { return fusionValue(op, body, id); };
   const Op &sum = *stencil;
   std::optional<int> bias;
   if (std::optional<int> b = sum.optional("bias"))
@@ -70,9 +78,25 @@ void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
   }
 }
 
+void FunctionGen::stencilGradFusion(const Op &op, const medrun::Function &body) {
+  const Op *gradWeight = body.role("grad_weight"), *biasGrad = body.role("bias_grad");
+  if (op.results.size() != 2 || !gradWeight || gradWeight->kind != "shift_sum_grad_weight" ||
+      !biasGrad || biasGrad->kind != "reduce" ||
+      biasGrad->single("input") != gradWeight->single("grad_output"))
+    error("the stencil_grad fusion's body is not a shift-sum's weight gradient and the sum of "
+          "its output gradient");
+  auto outer = [&](int id) { return fusionValue(op, body, id); };
+  shiftSumGradWeight(op, outer(gradWeight->single("input")),
+                     outer(gradWeight->single("grad_output")), outer(gradWeight->results.at(0)),
+                     outer(biasGrad->results.at(0)));
+}
+
 void FunctionGen::registerStencilFusion(FusionTemplates &t) {
   t["stencil"] = [](FunctionGen &g, const Op &op, const medrun::Function &body) {
     g.stencilFusion(op, body);
+  };
+  t["stencil_grad"] = [](FunctionGen &g, const Op &op, const medrun::Function &body) {
+    g.stencilGradFusion(op, body);
   };
 }
 

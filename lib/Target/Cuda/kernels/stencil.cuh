@@ -755,14 +755,17 @@ struct ShiftSumGradWeightRowsTile {
 
 // The streamed weight gradients' last step: once every thread has put its taps' sums into
 // `red` (tap by tap, SLOTS a tap), each tap's sums combined in a fixed order into the block's
-// partial at parts[(c · KVOL + tap) · PARTS + n · PERNC + part].
-template <class T>
+// partial at parts[(c · KVOL + tap) · PARTS + n · PERNC + part]. With BIAS, `red` holds one
+// more row, the sums of dy (the bias gradient), whose partial goes after every tap's, at
+// parts[(C · KVOL + c) · PARTS + n · PERNC + part].
+template <class T, bool BIAS = false>
 void combineTapSums(float *__restrict__ parts, const float *red, int c, int n, int part) {
   __syncthreads();
-  for (int tap = threadIdx.x; tap < T::KVOL; tap += T::THREADS) {
+  for (int tap = threadIdx.x; tap < T::KVOL + (BIAS ? 1 : 0); tap += T::THREADS) {
     float v = 0.0f;
     for (int m = 0; m < T::SLOTS; ++m) v += red[tap * T::SLOTS + m];
-    parts[((i64)c * T::KVOL + tap) * T::PARTS + n * T::PERNC + part] = v;
+    const i64 row = tap < T::KVOL ? (i64)c * T::KVOL + tap : (i64)T::C * T::KVOL + c;
+    parts[row * T::PARTS + n * T::PERNC + part] = v;
   }
 }
 
@@ -775,8 +778,11 @@ void combineTapSums(float *__restrict__ parts, const float *red, int c, int n, i
 // barrier in the loop; x's rows are read by the block's KD threads of a slice and dy by its
 // KD threads of an output, through the cache. The block then combines each tap's partials
 // over its threads in a fixed order into parts[(c · KVOL + tap) · PARTS + n · PERNC + part]
-// (the layout of shiftSumGradWeightParts, summed by the same second kernel).
-template <class T, typename IN, typename GT>
+// (the layout of shiftSumGradWeightParts, summed by the same second kernel). With BIAS (the
+// `stencil_grad` fusion) it also sums dy, the bias gradient, from the dy it loads anyway:
+// each thread over its outputs in order (every thread sums, the KD threads of an output
+// alike; the kd = 0 thread's sum is kept), the block's in slot order (combineTapSums).
+template <class T, bool BIAS = false, typename IN, typename GT>
 void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
                             const GT *__restrict__ dy) {
   const int t = threadIdx.x;
@@ -787,10 +793,11 @@ void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
   const int wc = t % T::GW, kd = t / T::GW % T::KD, dd = t / (T::GW * T::KD);
   const int d = slab * T::GD + dd, xd = d + kd - T::KD / 2, w0 = wc * T::VW;
   const int h0 = hp * T::HR, h1 = h0 + T::HR < T::H ? h0 + T::HR : T::H;
-  __shared__ float red[T::KVOL * T::SLOTS];
+  __shared__ float red[(T::KVOL + (BIAS ? 1 : 0)) * T::SLOTS];
   const IN *xc = x + (i64)nc * T::DHW;
   const GT *gc = dy + (i64)nc * T::DHW;
   float acc[T::KH][T::KW];
+  float bsum = 0.0f;
 #pragma unroll
   for (int kh = 0; kh < T::KH; ++kh)
 #pragma unroll
@@ -810,6 +817,8 @@ void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
 #pragma unroll
           for (int q = 0; q < T::VW; ++q) {
             const float gq = (float)g[q];
+            if constexpr (BIAS)
+              bsum += gq;
 #pragma unroll
             for (int kh = 0; kh < T::KH; ++kh)
 #pragma unroll
@@ -825,7 +834,10 @@ void shiftSumGradWeightRows(float *__restrict__ parts, const IN *__restrict__ x,
 #pragma unroll
     for (int kw = 0; kw < T::KW; ++kw)
       red[((kd * T::KH + kh) * T::KW + kw) * T::SLOTS + dd * T::GW + wc] = acc[kh][kw];
-  combineTapSums<T>(parts, red, c, n, part);
+  if constexpr (BIAS)
+    if (kd == 0)
+      red[T::KVOL * T::SLOTS + dd * T::GW + wc] = bsum;
+  combineTapSums<T, BIAS>(parts, red, c, n, part);
 }
 
 #undef MED_STENCIL_STAGE
