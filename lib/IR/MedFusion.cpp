@@ -296,7 +296,8 @@ LogicalResult matchMlpGrad(Block &body, Report report, Roles &roles) {
 /// The `stencil` template: one stencil kernel (a shift-sum of rank-5 block arguments, kernel
 /// at most 7 along each axis: any such tile fits shared memory) yielding its result, and
 /// optionally med.group_norm_stats of that result yielding the mean and rstd, computed in
-/// the kernel's epilogue.
+/// the kernel's epilogue; or instead a residual: med.add of its result and a block argument
+/// of the same type, yielding only the sum.
 LogicalResult matchStencil(Block &body, Report report, Roles &roles) {
   const StringRef t = "stencil";
   auto ops = body.without_terminator();
@@ -320,16 +321,31 @@ LogicalResult matchStencil(Block &body, Report report, Roles &roles) {
   SmallVector<Value> expected{stencil->getResult(0)};
   roles = {{"stencil", stencil}};
   if (list.size() == 2) {
-    auto stats = dyn_cast<GroupNormStatsOp>(list[1]);
-    if (!stats || stats.getInput() != stencil->getResult(0))
-      return mlpFail(report, t,
-                     "the epilogue must be med.group_norm_stats of the stencil's result");
-    expected.append({stats.getMean(), stats.getRstd()});
-    roles.push_back({"statistics", stats});
+    if (auto add = dyn_cast<AddOp>(list[1])) {
+      Value y = stencil->getResult(0);
+      Value other = add.getLhs() == y ? add.getRhs() : add.getLhs();
+      if ((add.getLhs() == y) == (add.getRhs() == y) || !isArg(other) ||
+          other.getType() != y.getType() || add.getType() != y.getType())
+        return mlpFail(report, t,
+                       "a residual must add a block argument of the stencil's result type "
+                       "to its result");
+      expected = {add.getResult()};
+      roles.push_back({"residual", add});
+    } else {
+      auto stats = dyn_cast<GroupNormStatsOp>(list[1]);
+      if (!stats || stats.getInput() != stencil->getResult(0))
+        return mlpFail(report, t,
+                       "the epilogue must be med.group_norm_stats of the stencil's result or "
+                       "the add of a block argument");
+      expected.append({stats.getMean(), stats.getRstd()});
+      roles.push_back({"statistics", stats});
+    }
   }
   auto yield = cast<YieldOp>(body.getTerminator());
   if (!llvm::equal(yield.getValues(), expected))
-    return mlpFail(report, t, "the body must yield the stencil's result, then the mean and rstd");
+    return mlpFail(report, t,
+                   "the body must yield the stencil's result, then the mean and rstd (or "
+                   "with a residual its sum alone)");
   return success();
 }
 

@@ -3,7 +3,9 @@
 // A group norm of a stencil's result (MedNeXt: every depthwise convolution, a shift-sum, is
 // followed by one) becomes a `stencil` fusion of the stencil and med.group_norm_stats, whose
 // kernel writes the stencil's output and the statistics' per-chunk partials at once, and a
-// med.group_norm_apply that normalizes as it reads the output. A shift-sum's weight
+// med.group_norm_apply that normalizes as it reads the output. A shift-sum whose result only
+// an add with another value reads (a residual block's input gradient) becomes a `stencil`
+// fusion with the add, whose kernel adds the other value as it stores. A shift-sum's weight
 // gradient and the sum of the same output gradient (its bias gradient) become a
 // `stencil_grad` fusion, whose kernel sums dy as it reads it for the weight gradient. Ops are
 // found by their fusion kind; the templates' matchers decide what a fusion may hold.
@@ -68,7 +70,40 @@ struct MedFormStencilFusions
       stats->erase();
       producer->erase();
     }
+    formResidualFusions();
     formGradFusions();
+  }
+
+  /// Each stencil (FusionKind::Stencil, a result of its input's type) outside a fusion whose
+  /// result only a two-operand elementwise op reads becomes a `stencil` fusion with that op
+  /// at its place, where the matcher takes it (a residual add: the input gradient of a
+  /// residual block, the mirrored shift-sum plus the other path's gradient).
+  void formResidualFusions() {
+    SmallVector<Operation *> stencils;
+    getOperation().walk([&](Operation *op) {
+      if (fusionKind(op) == FusionKind::Stencil && op->getNumResults() == 1 &&
+          op->getNumOperands() >= 1 && !isa<FusionOp>(op->getParentOp()) &&
+          op->getResult(0).getType() == op->getOperand(0).getType() &&
+          op->getResult(0).hasOneUse())
+        stencils.push_back(op);
+    });
+    for (Operation *stencil : stencils) {
+      Operation *user = *stencil->getResult(0).getUsers().begin();
+      if (user->getBlock() != stencil->getBlock() ||
+          fusionKind(user) != FusionKind::Elementwise || user->getNumOperands() != 2 ||
+          user->hasAttr("med.fp32") != stencil->hasAttr("med.fp32"))
+        continue;
+      llvm::SmallPtrSet<Operation *, 2> members{stencil, user};
+      SmallVector<Operation *> ops{stencil, user};
+      OpBuilder b(user);
+      FusionOp fusion = formFusion(b, user->getLoc(), "stencil", ops, {user}, members);
+      if (!fusion)
+        continue;
+      if (stencil->hasAttr("med.fp32"))
+        fusion->setAttr("med.fp32", b.getUnitAttr());
+      user->erase();
+      stencil->erase();
+    }
   }
 
   /// Each weight gradient of a stencil (FusionKind::Stencil, a weight-shaped result from

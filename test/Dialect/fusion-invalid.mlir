@@ -202,6 +202,35 @@ func.func @stencil_kernel(%x: tensor<1x2x3x4x9xf32>, %w: tensor<2x1x1x1x9xf32>) 
 
 // -----
 
+// The stencil template: a residual adds a block argument to the stencil's result, not the
+// result to itself.
+func.func @stencil_residual_self(%x: tensor<1x2x3x4x5xf32>, %w: tensor<2x1x3x3x3xf32>) -> tensor<1x2x3x4x5xf32> {
+  // expected-error @+1 {{template 'stencil': a residual must add a block argument of the stencil's result type to its result}}
+  %0 = med.fusion "stencil"(%x, %w) : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x3x4x5xf32> {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %b: tensor<2x1x3x3x3xf32>):
+    %y = med.shift_sum %a, %b : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x3x4x5xf32>
+    %s = med.add %y, %y : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> tensor<1x2x3x4x5xf32>
+    med.yield %s : tensor<1x2x3x4x5xf32>
+  }
+  return %0 : tensor<1x2x3x4x5xf32>
+}
+
+// -----
+
+// The stencil template: with a residual the body yields the sum alone.
+func.func @stencil_residual_yield(%x: tensor<1x2x3x4x5xf32>, %w: tensor<2x1x3x3x3xf32>, %g: tensor<1x2x3x4x5xf32>) -> (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) {
+  // expected-error @+1 {{template 'stencil': the body must yield the stencil's result, then the mean and rstd (or with a residual its sum alone)}}
+  %0:2 = med.fusion "stencil"(%x, %w, %g) : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>, tensor<1x2x3x4x5xf32>) -> (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) {
+  ^bb0(%a: tensor<1x2x3x4x5xf32>, %b: tensor<2x1x3x3x3xf32>, %c: tensor<1x2x3x4x5xf32>):
+    %y = med.shift_sum %a, %b : (tensor<1x2x3x4x5xf32>, tensor<2x1x3x3x3xf32>) -> tensor<1x2x3x4x5xf32>
+    %s = med.add %c, %y : (tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>) -> tensor<1x2x3x4x5xf32>
+    med.yield %y, %s : tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>
+  }
+  return %0#0, %0#1 : tensor<1x2x3x4x5xf32>, tensor<1x2x3x4x5xf32>
+}
+
+// -----
+
 // `stencil_grad`: the epilogue is the sum of the output gradient over N, D, H, W (the bias
 // gradient), not over other axes.
 func.func @stencil_grad_axes(%x: tensor<1x2x3x4x5xf32>, %dy: tensor<1x2x3x4x5xf32>) -> (tensor<2x1x3x3x3xf32>, tensor<2x3xf32>) {

@@ -99,3 +99,40 @@ func.func @grad_left(%x: tensor<2x5x6x7x9xf32>, %dy: tensor<2x5x6x7x9xf32>) -> (
   %dw = med.shift_sum_grad_weight %x, %dy {kernel = array<i64: 3, 3, 3>} : (tensor<2x5x6x7x9xf32>, tensor<2x5x6x7x9xf32>) -> tensor<5x1x3x3x3xf32>
   return %dw, %c, %s, %k : tensor<5x1x3x3x3xf32>, tensor<2x6x7x9xf32>, tensor<5xf32>, tensor<1x5x1x1x1xf32>
 }
+
+// -----
+
+// A shift-sum whose result only an add reads (a residual block's input gradient: the mirrored
+// shift-sum plus the other path's) becomes a `stencil` fusion with the add, yielding the sum,
+// at the add's place.
+
+// CHECK-LABEL: func.func @residual
+// CHECK:       %[[N:.*]] = med.neg %arg2
+// CHECK-NEXT:  %[[F:.*]] = med.fusion "stencil"(%arg0, %arg1, %[[N]])
+// CHECK-SAME:    {roles = {residual = 1 : i64, stencil = 0 : i64}}
+// CHECK-NEXT:  ^bb0(%[[X:.*]]: tensor<2x5x6x7x8xf32>, %[[W:.*]]: tensor<5x1x3x3x3xf32>, %[[G:.*]]: tensor<2x5x6x7x8xf32>):
+// CHECK-NEXT:    %[[Y:.*]] = med.shift_sum %[[X]], %[[W]] {mirrored}
+// CHECK-NEXT:    %[[S:.*]] = med.add %[[G]], %[[Y]]
+// CHECK-NEXT:    med.yield %[[S]]
+// CHECK:       return %[[F]]
+func.func @residual(%x: tensor<2x5x6x7x8xf32>, %w: tensor<5x1x3x3x3xf32>, %g: tensor<2x5x6x7x8xf32>) -> tensor<2x5x6x7x8xf32> {
+  %y = med.shift_sum %x, %w {mirrored} : (tensor<2x5x6x7x8xf32>, tensor<5x1x3x3x3xf32>) -> tensor<2x5x6x7x8xf32>
+  %n = med.neg %g : tensor<2x5x6x7x8xf32>
+  %s = med.add %n, %y : (tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>) -> tensor<2x5x6x7x8xf32>
+  return %s : tensor<2x5x6x7x8xf32>
+}
+
+// -----
+
+// Left alone: a shift-sum read by more than the add, and one whose only reader multiplies.
+
+// CHECK-LABEL: func.func @residual_left
+// CHECK-NOT:   med.fusion
+// CHECK:       return
+func.func @residual_left(%x: tensor<2x5x6x7x8xf32>, %w: tensor<5x1x3x3x3xf32>, %g: tensor<2x5x6x7x8xf32>) -> (tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>) {
+  %y = med.shift_sum %x, %w {mirrored} : (tensor<2x5x6x7x8xf32>, tensor<5x1x3x3x3xf32>) -> tensor<2x5x6x7x8xf32>
+  %s = med.add %g, %y : (tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>) -> tensor<2x5x6x7x8xf32>
+  %z = med.shift_sum %x, %w : (tensor<2x5x6x7x8xf32>, tensor<5x1x3x3x3xf32>) -> tensor<2x5x6x7x8xf32>
+  %m = med.mul %g, %z : (tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>) -> tensor<2x5x6x7x8xf32>
+  return %s, %y, %m : tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>, tensor<2x5x6x7x8xf32>
+}

@@ -475,6 +475,13 @@ def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::Func
     - the statistics a `save_statistics` group norm returned for its gradient are the
       fusion's.
 
+    A stencil whose result only a two-operand elementwise op reads becomes a `stencil`
+    fusion with that op where the matcher takes it: an add of another value (a residual
+    block's input gradient, the mirrored shift-sum plus the other path's gradient). The
+    streamed kernel adds that value as it stores each vector, so the shift-sum alone is
+    never stored nor read back; where it does not apply, the tiled kernel and an add over
+    its result.
+
     It also finds, through FusionOpInterface, each weight gradient of a stencil
     (`med.shift_sum_grad_weight`) and a reduction of the same output gradient in its block;
     where the `stencil_grad` template's matcher takes the pair (the sum over N, D, H, W: the

@@ -530,9 +530,11 @@ private:
   /// shape needs the tiled kernel. And the streamed weight gradient; false likewise.
   void launchShiftSum(const Op &op, const std::string &name, const std::string &call,
                       const std::string &tile, int64_t threads, int64_t blocks, int x, int w,
-                      std::optional<int> b, int y, int parts);
+                      std::optional<int> b, int y, int parts,
+                      std::optional<int> addend = std::nullopt);
+  /// With `addend` (no statistics) the kernel stores x ⊛ w (+ b) + addend.
   TileEmitted shiftSumStreamed(const Op &op, bool mirrored, int x, int w, std::optional<int> b,
-                               int y, int parts);
+                               int y, int parts, std::optional<int> addend = std::nullopt);
   bool shiftSumGradWeightRows(const Op &op, int x, int dy, int dw, std::optional<int> db);
   /// A depthwise conv3d_transpose with a stride and no dilation as its stride's parity
   /// classes, each a dense stencil (kernels/depthwise.cuh); false: the shape needs conv().

@@ -43,11 +43,15 @@ int64_t rowPitch(int64_t TW, int64_t kW) { return TW + 4 * ((kW + 2) / 4); }
 
 /// The epilogue functor of a shift-sum's fusion body (stencil.cuh's kernels: `channel`, then
 /// each output's value, and with statistics how a chunk of them is stored), `biasType` the
-/// bias's element type where there is one.
-std::string stencilEpilogue(const std::optional<std::string> &biasType, bool stats) {
+/// bias's element type where there is one, `addendType` the residual addend's.
+std::string stencilEpilogue(const std::optional<std::string> &biasType, bool stats,
+                            const std::optional<std::string> &addendType) {
   std::string e = "struct KNAME_epilogue {\n"
                   "  enum : bool { kStatistics = " +
-                  std::string(stats ? "true" : "false") + " };\n";
+                  std::string(stats ? "true" : "false") +
+                  ", kAddend = " + (addendType ? "true" : "false") + " };\n";
+  if (addendType)
+    e += "  const " + *addendType + " *__restrict__ addend;\n";
   if (biasType)
     e += "  const " + *biasType + " *__restrict__ bias;\n"
          "  float bc;\n"
@@ -91,16 +95,32 @@ StencilKernels stencilKernels() {
 // `name` with the epilogue of its bias and, with `parts` ≥ 0, of its chunks' statistics.
 void FunctionGen::launchShiftSum(const Op &op, const std::string &name, const std::string &call,
                                  const std::string &tile, int64_t threads, int64_t blocks, int x,
-                                 int w, std::optional<int> b, int y, int parts) {
+                                 int w, std::optional<int> b, int y, int parts,
+                                 std::optional<int> addend) {
   const bool stats = parts >= 0;
   const std::string epilogue =
-      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats);
+      stencilEpilogue(b ? std::optional<std::string>(elemType(*b)) : std::nullopt, stats,
+                      addend ? std::optional<std::string>(elemType(*addend)) : std::nullopt);
+  // The functor's members in declaration order: addend, bias and its channel's value, parts.
+  std::vector<std::string> members;
+  if (addend)
+    members.push_back("addend");
+  if (b)
+    members.push_back("bias, 0.0f");
+  if (stats)
+    members.push_back("parts");
+  std::string init;
+  for (const std::string &m : members)
+    init += (init.empty() ? "" : ", ") + m;
   const std::string body =
       "  static_assert(" + tile + "::THREADS == " + S(threads) + ", \"the launch's block\");\n"
-      "  " + call + "(y, x, w, KNAME_epilogue{" + (b ? "bias, 0.0f" : "") +
-      (b && stats ? ", " : "") + (stats ? "parts" : "") + "});\n";
+      "  " + call + "(y, x, w, KNAME_epilogue{" + init + "});\n";
   std::vector<std::string> params{out("y"), in("x"), in("w")};
   std::vector<int> args{y, x, w};
+  if (addend) {
+    params.push_back(in("addend"));
+    args.push_back(*addend);
+  }
   if (b) {
     params.push_back(in("bias"));
     args.push_back(*b);
@@ -304,7 +324,8 @@ void FunctionGen::shiftSumGradWeight(const Op &op, int x, int dy, int dw, std::o
 // 16-byte vector of the input and the block has at least 64 threads; None where it does not
 // apply (the tiled kernel then).
 FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirrored, int x, int w,
-                                                       std::optional<int> b, int y, int parts) {
+                                                       std::optional<int> b, int y, int parts,
+                                                       std::optional<int> addend) {
   const auto &xs = shape(x), &ws = shape(w);
   const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
   const int64_t kD = ws[2], kH = ws[3], kW = ws[4];
@@ -314,6 +335,9 @@ FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirror
   // The taps (which the unrolled loop keeps in registers), KH rows of VW sums and a window of
   // VW + KW − 1 inputs: no more than 96 floats (k3; at k5 ptxas took 255 registers).
   if (W % vw != 0 || (stats && k.w % vw != 0) || kD * kH * kW + kH * vw + vw + kW - 1 > 96)
+    return TileEmitted::None;
+  // An addend is read a vector at a time, as the output is stored: of the output's type.
+  if (addend && (stats || elemType(*addend) != elemType(y)))
     return TileEmitted::None;
   const int64_t gw = W / vw;
   int64_t threads = 0, blocks = 0;
@@ -345,10 +369,10 @@ FunctionGen::TileEmitted FunctionGen::shiftSumStreamed(const Op &op, bool mirror
     return TileEmitted::None;
   launchShiftSum(op,
                  std::string(mirrored ? "shift_sum_mirrored_" : "shift_sum_") +
-                     (stats ? "chunks" : "rows"),
+                     (stats ? "chunks" : addend ? "rows_residual" : "rows"),
                  std::string(stats ? "shiftSumChunks<" : "shiftSumRows<") + tile + ", " +
                      (mirrored ? "true" : "false") + ">",
-                 tile, threads, blocks, x, w, b, y, parts);
+                 tile, threads, blocks, x, w, b, y, parts, addend);
   return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 
@@ -375,7 +399,7 @@ bool FunctionGen::shiftSumGradWeightRows(const Op &op, int x, int dy, int dw,
   while (2 * gd * gw * kD <= 256 && gd < D)
     gd *= 2;
   const int64_t threads = gw * kD * gd;
-  if (threads < 64 || threads > 1024 || (kVol + 1) * gw * gd * 4 > kStencilShared)
+  if (threads < 64 || threads > 1024 || (kVol + (db ? 1 : 0)) * gw * gd * 4 > kStencilShared)
     return false;
   // Parts of H: about 4096 blocks in all where each part keeps at least 16 rows.
   const int64_t nD = (D + gd - 1) / gd;

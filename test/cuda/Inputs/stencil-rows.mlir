@@ -64,6 +64,19 @@ func.func @gw_bias_k5(%x: tensor<2x2x6x7x16xf32>, %dy: tensor<2x2x6x7x16xf32>) -
   %1 = med.reduce sum %dy {axes = array<i64: 0, 2, 3, 4>} : (tensor<2x2x6x7x16xf32>) -> tensor<2xf32>
   return %0, %1 : tensor<2x1x5x5x5xf32>, tensor<2xf32>
 }
+// A mirrored shift-sum plus another tensor (med-form-stencil-fusions: a `stencil` fusion
+// with a residual): at k3 with bias added in the streamed kernel's store (H in two parts);
+// at k5 the tiled kernel, then the add over its result.
+func.func @residual_k3(%x: tensor<2x2x9x65x16xf32>, %w: tensor<2x1x3x3x3xf32>, %b: tensor<2xf32>, %g: tensor<2x2x9x65x16xf32>) -> tensor<2x2x9x65x16xf32> {
+  %0 = med.shift_sum %x, %w, %b {mirrored} : (tensor<2x2x9x65x16xf32>, tensor<2x1x3x3x3xf32>, tensor<2xf32>) -> tensor<2x2x9x65x16xf32>
+  %1 = med.add %0, %g : (tensor<2x2x9x65x16xf32>, tensor<2x2x9x65x16xf32>) -> tensor<2x2x9x65x16xf32>
+  return %1 : tensor<2x2x9x65x16xf32>
+}
+func.func @residual_k5(%x: tensor<1x2x9x7x16xf32>, %w: tensor<2x1x5x5x5xf32>, %g: tensor<1x2x9x7x16xf32>) -> tensor<1x2x9x7x16xf32> {
+  %0 = med.shift_sum %x, %w {mirrored} : (tensor<1x2x9x7x16xf32>, tensor<2x1x5x5x5xf32>) -> tensor<1x2x9x7x16xf32>
+  %1 = med.add %g, %0 : (tensor<1x2x9x7x16xf32>, tensor<1x2x9x7x16xf32>) -> tensor<1x2x9x7x16xf32>
+  return %1 : tensor<1x2x9x7x16xf32>
+}
 // Group norms of shift-sums (med-form-stencil-fusions: the statistics in the shift-sum's
 // epilogue): chunks of 4 x 16 x 64 with the last ones clipped along every axis (9 x 20 x 72),
 // with bias; groups of two channels and a (3, 3, 5) kernel.

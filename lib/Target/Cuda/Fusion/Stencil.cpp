@@ -9,6 +9,10 @@
 // kernel of Norm.cpp combines them in the fixed tree. Where they are not (a tile shrunk to
 // fit shared memory), the statistics run their own kernels over the stored output.
 //
+// With a residual instead (the shift-sum's result plus another input, the input gradient of a
+// residual block: med-form-stencil-fusions), the streamed kernel adds the addend as it stores
+// each vector; where it does not apply, the tiled kernel and an add over the result.
+//
 // `stencil_grad`: a shift-sum's weight gradient and the sum of the same output gradient over
 // N, D, H, W (its bias gradient). The streamed weight gradient sums dy as it loads it (one
 // read of dy fewer, no reduction kernels); where it does not apply, the staged weight
@@ -37,16 +41,40 @@ int FunctionGen::fusionValue(const Op &op, const medrun::Function &body, int id)
 
 void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
   const Op *stencil = body.role("stencil"), *statistics = body.role("statistics");
+  const Op *residual = body.role("residual");
   if (!stencil || stencil->kind != "shift_sum")
-    error("the stencil fusion's body is not a shift-sum with optional statistics");
+    error("the stencil fusion's body is not a shift-sum with optional statistics or residual");
   auto outer = [&](int id) { return fusionValue(op, body, id); };
   const Op &sum = *stencil;
   std::optional<int> bias;
   if (std::optional<int> b = sum.optional("bias"))
     bias = outer(*b);
-  const int y = outer(sum.results.at(0));
   const bool mirrored = sum.boolAttr("mirrored");
   const int x = outer(sum.single("input")), w = outer(sum.single("weight"));
+  if (residual) {
+    // The shift-sum plus the addend: in the streamed kernel's store where it applies, else
+    // the tiled kernel into the result and the addend added to it (the result is no input's
+    // buffer: both are live at this op).
+    if (residual->kind != "add" || statistics)
+      error("the stencil fusion's residual is not the add of its shift-sum and an input");
+    const int terms[2] = {residual->single("lhs"), residual->single("rhs")};
+    if ((terms[0] == sum.results.at(0)) == (terms[1] == sum.results.at(0)))
+      error("the stencil fusion's residual is not the add of its shift-sum and an input");
+    const int y = outer(residual->results.at(0));
+    const int g = outer(terms[0] == sum.results.at(0) ? terms[1] : terms[0]);
+    requireFloat(g, "the addend");
+    if (shape(g) != shape(y))
+      error("the residual's addend does not have the shift-sum's shape");
+    if (stencilKernels() == StencilKernels::Rows &&
+        shiftSumStreamed(op, mirrored, x, w, bias, y, -1, g) != TileEmitted::None)
+      return;
+    if (shiftSumTile(op, mirrored, x, w, bias, y, -1) == TileEmitted::None)
+      error("the shift-sum does not fit the stencil template");
+    elementwise(op, "stencil_residual", {out("y", elemType(y)), in("g", elemType(g))}, {y, g},
+                type(y).numel(), "  y[i] = (float)y[i] + (float)g[i];\n");
+    return;
+  }
+  const int y = outer(sum.results.at(0));
   if (!statistics) {
     if (shiftSumTile(op, mirrored, x, w, bias, y, -1) == TileEmitted::None)
       error("the shift-sum does not fit the stencil template");

@@ -104,6 +104,7 @@ struct ShiftSumTile {
 template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
 void shiftSumTile(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
   constexpr bool STATS = E::kStatistics;
+  static_assert(!E::kAddend, "an addend: shiftSumRows");
   const int t = threadIdx.x;
   int r = blockIdx.x;
   const int bw = r % T::NW; r /= T::NW;
@@ -261,6 +262,7 @@ struct ShiftSumRegTile {
 template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
 void shiftSumRegs(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
   constexpr bool STATS = E::kStatistics;
+  static_assert(!E::kAddend, "an addend: shiftSumRows");
   static_assert(sizeof(IN) * T::V <= 16, "V elements of the input per vector of at most 16 bytes");
   const int t = threadIdx.x;
   int r = blockIdx.x;
@@ -636,6 +638,11 @@ template <class T, bool MIRRORED, typename WT> void streamedTaps(float *ws, cons
 // over its part of H (streamShiftSum), and stores each complete row of them as one vector
 // through the epilogue (`e.channel(c)`, then `e(sum)` per output). No staging; one barrier,
 // after the taps.
+//
+// With E::kAddend (a `stencil` fusion's residual: the shift-sum plus another tensor of its
+// shape, as a residual block's input gradient sums two paths) each stored vector adds the
+// addend's vector at the same place (e.addend, of the output's type) in f32 before the one
+// rounding: the shift-sum alone is never stored.
 template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
 void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
   static_assert(!E::kStatistics, "statistics: shiftSumChunks");
@@ -654,8 +661,14 @@ void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
   OUT *yc = y + (i64)nc * T::DHW + (d * T::H + h0) * T::W + w0;
   streamShiftSum<T>(ws, x + (i64)nc * T::DHW, d, h0, rows, w0, [&](int o, const float (&sums)[T::VW]) {
     Vec<OUT, T::VW> v;
+    if constexpr (E::kAddend) {
+      const auto a = vload<T::VW>(e.addend + (yc - y) + o * T::W);
 #pragma unroll
-    for (int q = 0; q < T::VW; ++q) v[q] = e(sums[q]);
+      for (int q = 0; q < T::VW; ++q) v[q] = e(sums[q]) + (float)a[q];
+    } else {
+#pragma unroll
+      for (int q = 0; q < T::VW; ++q) v[q] = e(sums[q]);
+    }
     vstore(yc + o * T::W, v);
   });
 }
@@ -670,6 +683,7 @@ void shiftSumRows(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
 template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
 void shiftSumChunks(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
   static_assert(E::kStatistics, "without statistics: shiftSumRows");
+  static_assert(!E::kAddend, "an addend: shiftSumRows");
   const int t = threadIdx.x;
   int r = blockIdx.x;
   const int bh = r % T::NH;
