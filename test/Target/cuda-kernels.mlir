@@ -33,7 +33,7 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // kernel 3x3x3, then the tile's threads and rows per thread) for one block per (sample,
 // channel) and tile, 32 threads.
 // CHECK: struct shift_sum_tile_{{[0-9a-f]+}}_epilogue {
-// CHECK-NEXT: enum : bool { kStatistics = false };
+// CHECK-NEXT: enum : bool { kStatistics = false, kAddend = false };
 // CHECK-LABEL: extern "C" __global__ void __launch_bounds__(32) shift_sum_tile_{{[0-9a-f]+}}(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w) {
 // CHECK-NEXT: static_assert(ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4>::THREADS == 32, "the launch's block");
 // CHECK-NEXT: shiftSumTile<ShiftSumTile<4, 5, 6, 7, 3, 3, 3, 2, 2, 8, 4>, false>(y, x, w, shift_sum_tile_{{[0-9a-f]+}}_epilogue{});
@@ -84,7 +84,7 @@ func.func @net(%x: tensor<?x4x?x?x?xf32>) -> (tensor<?x4x?x?x?xf32>, tensor<4xf3
 // `statistics`, each tile's pivot, dev and M2 from its f32 outputs; the merge kernel combines the 2 tiles of each plane (the group's 4 chunks);
 // group_norm_apply is the norm's map.
 // FUSED: struct shift_sum_tile_stats_{{[0-9a-f]+}}_epilogue {
-// FUSED-NEXT: enum : bool { kStatistics = true };
+// FUSED-NEXT: enum : bool { kStatistics = true, kAddend = false };
 // FUSED: void statistics(i64 o, int n, float shift, float d1, float d2) const {
 // FUSED-NEXT: parts[3 * o] = shift;
 // FUSED: parts[3 * o + 2] = fmaxf(0.0f, d2 - d1 * d1 / (float)n);

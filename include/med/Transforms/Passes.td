@@ -478,9 +478,8 @@ def MedFormStencilFusions : Pass<"med-form-stencil-fusions", "::mlir::func::Func
     A stencil whose result only a two-operand elementwise op reads becomes a `stencil`
     fusion with that op where the matcher takes it: an add of another value (a residual
     block's input gradient, the mirrored shift-sum plus the other path's gradient). The
-    streamed kernel adds that value as it stores each vector, so the shift-sum alone is
-    never stored nor read back; where it does not apply, the tiled kernel and an add over
-    its result.
+    kernel (streamed or tiled) adds that value in f32 as it stores each output, so the
+    shift-sum alone is never stored nor read back.
 
     It also finds, through FusionOpInterface, each weight gradient of a stencil
     (`med.shift_sum_grad_weight`) and a reduction of the same output gradient in its block;

@@ -515,7 +515,7 @@ private:
   /// (≥ 0) and tiles that are chunks of group-norm statistics (medrun/NormStats.h), the
   /// kernel also writes each tile's (pivot, dev, M2) into parts.
   TileEmitted shiftSumTile(const Op &op, bool mirrored, int x, int w, std::optional<int> b, int y,
-                           int parts);
+                           int parts, std::optional<int> addend = std::nullopt);
   void stencilFusion(const Op &op, const medrun::Function &body);
   /// The function's value of body value `id` of fusion `op` (one of its inputs or results).
   int fusionValue(const Op &op, const medrun::Function &body, int id);

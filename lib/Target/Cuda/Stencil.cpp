@@ -145,7 +145,8 @@ void FunctionGen::shiftSum(const Op &op) {
 }
 
 FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, int x, int w,
-                                                   std::optional<int> b, int y, int parts) {
+                                                   std::optional<int> b, int y, int parts,
+                                                   std::optional<int> addend) {
   requireFloat(x, "the input");
   requireFloat(w, "the weight");
   requireFloat(y, "the result");
@@ -161,7 +162,8 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
   if (D * H * W >= (int64_t{1} << 31) - 65536)
     return TileEmitted::None; // channel offsets beyond 32 bits: the generic kernel
   if (stencilKernels() == StencilKernels::Rows)
-    if (TileEmitted e = shiftSumStreamed(op, mirrored, x, w, b, y, parts); e != TileEmitted::None)
+    if (TileEmitted e = shiftSumStreamed(op, mirrored, x, w, b, y, parts, addend);
+        e != TileEmitted::None)
       return e;
   const bool registers = stencilKernels() == StencilKernels::Registers;
   // Threads per block along W (rw outputs each: 4, or with register tiling 8 on rows
@@ -225,11 +227,11 @@ FunctionGen::TileEmitted FunctionGen::shiftSumTile(const Op &op, bool mirrored, 
       S(H) + ", " + S(W) + ", " + S(kD) + ", " + S(kH) + ", " + S(kW) + ", " + S(tw) + ", " +
       S(th) + ", " + S(td) + ", " + S(rh) + (registers ? ", " + S(rw) + ", " + S(v) : "") + ">";
   const std::string base = std::string(mirrored ? "shift_sum_mirrored_tile" : "shift_sum_tile") +
-                           (stats ? "_stats" : "");
+                           (stats ? "_stats" : addend ? "_residual" : "");
   launchShiftSum(op, base,
                  std::string(registers ? "shiftSumRegs<" : "shiftSumTile<") + tile + ", " +
                      (mirrored ? "true" : "false") + ">",
-                 tile, threads, blocks, x, w, b, y, stats ? parts : -1);
+                 tile, threads, blocks, x, w, b, y, stats ? parts : -1, addend);
   return stats ? TileEmitted::WithStatistics : TileEmitted::Plain;
 }
 

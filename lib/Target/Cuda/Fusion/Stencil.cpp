@@ -10,8 +10,8 @@
 // fit shared memory), the statistics run their own kernels over the stored output.
 //
 // With a residual instead (the shift-sum's result plus another input, the input gradient of a
-// residual block: med-form-stencil-fusions), the streamed kernel adds the addend as it stores
-// each vector; where it does not apply, the tiled kernel and an add over the result.
+// residual block: med-form-stencil-fusions), the kernel (streamed or tiled) adds the addend
+// in f32 as it stores each output.
 //
 // `stencil_grad`: a shift-sum's weight gradient and the sum of the same output gradient over
 // N, D, H, W (its bias gradient). The streamed weight gradient sums dy as it loads it (one
@@ -52,9 +52,8 @@ void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
   const bool mirrored = sum.boolAttr("mirrored");
   const int x = outer(sum.single("input")), w = outer(sum.single("weight"));
   if (residual) {
-    // The shift-sum plus the addend: in the streamed kernel's store where it applies, else
-    // the tiled kernel into the result and the addend added to it (the result is no input's
-    // buffer: both are live at this op).
+    // The shift-sum plus the addend, added in f32 as each output is stored (the streamed or
+    // the tiled kernel): the shift-sum alone is never rounded to the result's type.
     if (residual->kind != "add" || statistics)
       error("the stencil fusion's residual is not the add of its shift-sum and an input");
     const int terms[2] = {residual->single("lhs"), residual->single("rhs")};
@@ -65,13 +64,8 @@ void FunctionGen::stencilFusion(const Op &op, const medrun::Function &body) {
     requireFloat(g, "the addend");
     if (shape(g) != shape(y))
       error("the residual's addend does not have the shift-sum's shape");
-    if (stencilKernels() == StencilKernels::Rows &&
-        shiftSumStreamed(op, mirrored, x, w, bias, y, -1, g) != TileEmitted::None)
-      return;
-    if (shiftSumTile(op, mirrored, x, w, bias, y, -1) == TileEmitted::None)
+    if (shiftSumTile(op, mirrored, x, w, bias, y, -1, g) == TileEmitted::None)
       error("the shift-sum does not fit the stencil template");
-    elementwise(op, "stencil_residual", {out("y", elemType(y)), in("g", elemType(g))}, {y, g},
-                type(y).numel(), "  y[i] = (float)y[i] + (float)g[i];\n");
     return;
   }
   const int y = outer(sum.results.at(0));

@@ -59,6 +59,16 @@ constexpr int stencilRowPitch(int TW, int KW) { return TW + 4 * ((KW + 2) / 4); 
 template <typename T> struct IsFloat { enum : bool { value = false }; };
 template <> struct IsFloat<float> { enum : bool { value = true }; };
 
+// A shift-sum's output v at element i of the output, plus the residual's addend there where
+// the epilogue has one (E::kAddend: a `stencil` fusion's residual), in f32 before the one
+// rounding of the store.
+template <class E> float withAddend(const E &e, float v, i64 i) {
+  if constexpr (E::kAddend)
+    return v + (float)e.addend[i];
+  else
+    return v;
+}
+
 // Stages the input region of SD slices × SH rows × 4·LEN columns starting at (dIn, hIn, wIn)
 // of one D×H×W channel `src` into shared `dst` (rows of P floats, a multiple of 4): four
 // consecutive elements of a row per thread `t` and step (coalesced along W), converted to
@@ -104,7 +114,7 @@ struct ShiftSumTile {
 template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
 void shiftSumTile(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
   constexpr bool STATS = E::kStatistics;
-  static_assert(!E::kAddend, "an addend: shiftSumRows");
+  static_assert(!(STATS && E::kAddend), "an addend or statistics");
   const int t = threadIdx.x;
   int r = blockIdx.x;
   const int bw = r % T::NW; r /= T::NW;
@@ -170,7 +180,7 @@ void shiftSumTile(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
         if (ow + 4 <= T::W) {
           Vec<OUT, 4> v;
 #pragma unroll
-          for (int q = 0; q < 4; ++q) v[q] = e(acc[i][q]);
+          for (int q = 0; q < 4; ++q) v[q] = withAddend(e, e(acc[i][q]), (yc - y) + at + q);
           vstore(yc + at, v);
           continue;
         }
@@ -178,10 +188,10 @@ void shiftSumTile(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
       for (int q = 0; q < 4; ++q)
         if (ow + q < T::W) {
           if constexpr (IsFloat<OUT>::value) {
-            yc[at + q] = e(acc[i][q]);
+            yc[at + q] = withAddend(e, e(acc[i][q]), (yc - y) + at + q);
           } else { // bf16/f16's operator=: the element's address first, as NVRTC orders it
             OUT &o = yc[at + q];
-            o = e(acc[i][q]);
+            o = withAddend(e, e(acc[i][q]), (yc - y) + at + q);
           }
         }
     }
@@ -262,7 +272,7 @@ struct ShiftSumRegTile {
 template <class T, bool MIRRORED, class E, typename OUT, typename IN, typename WT>
 void shiftSumRegs(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__restrict__ w, E e) {
   constexpr bool STATS = E::kStatistics;
-  static_assert(!E::kAddend, "an addend: shiftSumRows");
+  static_assert(!(STATS && E::kAddend), "an addend or statistics");
   static_assert(sizeof(IN) * T::V <= 16, "V elements of the input per vector of at most 16 bytes");
   const int t = threadIdx.x;
   int r = blockIdx.x;
@@ -376,13 +386,13 @@ void shiftSumRegs(OUT *__restrict__ y, const IN *__restrict__ x, const WT *__res
           if (ow + g + 4 <= T::W) {
             Vec<OUT, 4> v;
 #pragma unroll
-            for (int q = 0; q < 4; ++q) v[q] = e(acc[i][g + q]);
+            for (int q = 0; q < 4; ++q) v[q] = withAddend(e, e(acc[i][g + q]), (yc - y) + at + g + q);
             vstore(yc + at + g, v);
             continue;
           }
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (ow + g + q < T::W) yc[at + g + q] = e(acc[i][g + q]);
+          if (ow + g + q < T::W) yc[at + g + q] = withAddend(e, e(acc[i][g + q]), (yc - y) + at + g + q);
       }
     }
   }
