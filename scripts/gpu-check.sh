@@ -207,13 +207,14 @@ if [[ " $CHECKS " == *" cuda "* ]]; then
     # The training loop on the GPU: the quickstart recipe (32³) for 100 steps; the mean loss
     # of the last 10 steps must be below 90% of the first 10.
     train_falls train "$OUT/cuda.txt" 480 100 10 "$C/quickstart.json" "$C/quickstart.medc"
-    # The f16 conversions' cvt instructions against the CPU emulation's branches, exhaustively
-    # (scripts/gpu/f16-convert.py; its control, cvt.rz, must differ).
-    echo "== f16-convert: scripts/gpu/f16-convert.py"
-    line=$(timeout 300 python3 scripts/gpu/f16-convert.py lib/Target/Cuda/prelude.cuh 2>&1 | tail -2 | tr '\n' ' ')
+    # The f16 and bf16 conversions' cvt instructions against the CPU emulation's integer
+    # definitions, exhaustively (scripts/gpu/convert.py; its controls, cvt.rz and pack2's
+    # halves swapped, must differ).
+    echo "== convert: scripts/gpu/convert.py"
+    line=$(timeout 300 python3 scripts/gpu/convert.py lib/Target/Cuda/prelude.cuh 2>&1 | tail -3 | tr '\n' ' ')
     echo "$line"
-    case "$line" in *"PASS f16-convert"*) ;; *) status=1 ;; esac
-    printf '%-14s %s\n' f16-convert "$line" >>"$OUT/cuda.txt"
+    case "$line" in *"PASS convert"*) ;; *) status=1 ;; esac
+    printf '%-14s %s\n' convert "$line" >>"$OUT/cuda.txt"
     # The GELU's erfc and exponential with the MUFU instructions, against float64 (the bounds
     # of test/cuda/gelu.test; its control, a wrong coefficient, must fail).
     echo "== gelu-erf: scripts/gpu/gelu-erf.py"

@@ -1,5 +1,5 @@
 """Small CUDA kernels from source on the GPU machine, for the scripts that check prelude.cuh's
-device arithmetic (f16-convert.py, gelu-erf.py): NVRTC (PyTorch's CUDA 13 wheel) compiles the
+device arithmetic (convert.py, gelu-erf.py): NVRTC (PyTorch's CUDA 13 wheel) compiles the
 source for this GPU, the driver loads it, and launch() runs one of its kernels on 256-thread
 blocks with ctypes arguments. Errors end the script with the call that failed (and NVRTC's log)."""
 import ctypes, os
