@@ -47,7 +47,7 @@ def is_nan(h, kind):
 def bad(x, y, kind):
     """Elements whose bits differ where not both NaN (pairs: either half)."""
     if x.dtype == torch.int32:
-        halves = lambda v: (v & 0xffff, (v >> 16) & 0xffff)
+        halves = lambda v: (v.to(torch.int16), (v >> 16).to(torch.int16))
         return sum(bad(a, b, kind) for a, b in zip(halves(x), halves(y)))
     return int(((x != y) & ~(is_nan(x, kind) & is_nan(y, kind))).sum())
 

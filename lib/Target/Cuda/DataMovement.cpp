@@ -50,9 +50,41 @@ void FunctionGen::pad(const Op &op) {
   std::string fill = dt == DType::F32 || dt == DType::BF16 || dt == DType::F16 ? flt(value)
                      : dt == DType::F64 ? dbl(value)
                                         : "(" + t + ")" + dbl(value);
+  std::vector<int64_t> st = contiguousStrides(xs);
+  // Rows along the last axis that are whole vectors of the output: a thread writes one
+  // vector (one store, and one split of its index into axes for all its elements).
+  const int64_t r = static_cast<int64_t>(ys.size()), numel = type(y).numel();
+  const int lanes = lanesFor({y});
+  if (r > 0 && numel > 0 && ys.back() % lanes == 0) {
+    const Index ix = indexFor(numel);
+    const std::string I = ix.type(), K = std::to_string(lanes);
+    std::vector<int64_t> vs = ys;
+    vs.back() /= lanes;
+    std::string inside = "true", off = "0";
+    for (int64_t d = 0; d + 1 < r; ++d) {
+      const std::string idx = "(o" + std::to_string(d) + " - " + ix.lit(low[d]) + ")";
+      inside += " && " + idx + " >= 0 && " + idx + " < " + ix.lit(xs[d]);
+      off += " + (i64)" + idx + " * " + num(st[d]);
+    }
+    const std::string last = "o" + std::to_string(r - 1);
+    // 16-bit floats move through float (exactly); every other type as itself.
+    const std::string read =
+        dt == DType::BF16 || dt == DType::F16 ? "(float)x[row + w]" : "x[row + w]";
+    std::string body = decompose("(" + I + ")i", vs, "o", ix) +
+        "  const bool inRow = " + inside + ";\n"
+        "  const i64 row = " + off + ";\n"
+        "  Vec<" + t + ", " + K + "> v;\n"
+        "  for (int k = 0; k < " + K + "; ++k) {\n"
+        "    const " + I + " w = " + last + " * " + K + " + k - " + ix.lit(low[r - 1]) + ";\n"
+        "    v[k] = inRow && w >= 0 && w < " + ix.lit(xs[r - 1]) + " ? " + read + " : " + fill +
+        ";\n"
+        "  }\n"
+        "  vstore<" + K + ">(y + i * " + K + ", v);\n";
+    elementwise(op, "pad_rows", {out("y", t), in("x", t)}, {y, x}, numel / lanes, body);
+    return;
+  }
   std::string body = decompose("i", ys, "o");
   std::string inside, off;
-  std::vector<int64_t> st = contiguousStrides(xs);
   for (size_t d = 0; d < xs.size(); ++d) {
     std::string idx = "(o" + std::to_string(d) + " - " + num(low[d]) + ")";
     inside += (inside.empty() ? "" : " && ") + idx + " >= 0 && " + idx + " < " + num(xs[d]);

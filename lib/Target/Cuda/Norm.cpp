@@ -39,11 +39,15 @@ void FunctionGen::groupStats(const Op &op, int x, int64_t groups, double eps, in
     return;
   }
   const int64_t per = ns::chunksPerPlane(p), chunks = cg * per;
-  const int64_t len = std::min(d.s, ns::kChunk.volume());
+  // A thread's values sit at fixed slots of the chunk's box (the chunk clipped to the plane:
+  // bd × bh × bw, compile-time sizes, so a slot's position is shifts and multiplies, not
+  // divisions by the clipped extents); slots outside a clipped chunk hold nothing.
+  const ns::Box k = ns::kChunk;
+  const int64_t bd = std::min(k.d, p.d), bh = std::min(k.h, p.h), bw = std::min(k.w, p.w);
+  const int64_t len = bd * bh * bw;
   const int block = blockFor(len);
   const std::string B = std::to_string(block), R = std::to_string((len + block - 1) / block);
   const int parts = scratch(segs * chunks * 3 * 4);
-  const ns::Box k = ns::kChunk;
   const int64_t nH = ns::ceilDiv(p.h, k.h), nW = ns::ceilDiv(p.w, k.w);
   std::string chunk =
       "  __shared__ float sh[" + B + "];\n"
@@ -58,16 +62,17 @@ void FunctionGen::groupStats(const Op &op, int x, int64_t groups, double eps, in
       "  const auto* p = x + ((o / " + num(chunks) + ") * " + num(cg) + " + c / " + num(per) +
       ") * " + num(d.s) + " + ((i64)d0 * " + S(p.h) + " + h0) * " + S(p.w) + " + w0;\n"
       "  float v[" + R + "], sum = 0.0f;\n"
+      "  bool in[" + R + "];\n"
       "  for (int r = 0; r < " + R + "; ++r) {\n"
-      "    const int j = t + r * " + B + ";\n"
-      "    v[r] = 0.0f;\n"
-      "    if (j < n) v[r] = p[((i64)(j / (eh * ew)) * " + S(p.h) + " + j / ew % eh) * " +
-      S(p.w) + " + j % ew];\n"
+      "    const int j = t + r * " + B + ", dd = j / " + S(bh * bw) + ", hh = j / " + S(bw) +
+      " % " + S(bh) + ", ww = j % " + S(bw) + ";\n"
+      "    in[r] = j < " + S(len) + " && dd < ed && hh < eh && ww < ew;\n"
+      "    v[r] = in[r] ? (float)p[((i64)dd * " + S(p.h) + " + hh) * " + S(p.w) + " + ww] : 0.0f;\n"
       "    sum += v[r];\n  }\n"
       "  const float shift = blockSum(sum, sh) / (float)n; // the chunk's first mean\n"
       "  float d1 = 0.0f, d2 = 0.0f;\n"
       "  for (int r = 0; r < " + R + "; ++r)\n"
-      "    if (t + r * " + B + " < n) {\n"
+      "    if (in[r]) {\n"
       "      const float dv = v[r] - shift;\n      d1 += dv;\n      d2 += dv * dv;\n    }\n"
       "  d1 = blockSum(d1, sh);\n  d2 = blockSum(d2, sh);\n"
       "  if (t == 0) {\n"
