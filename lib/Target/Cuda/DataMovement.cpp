@@ -83,12 +83,14 @@ void FunctionGen::pad(const Op &op) {
     elementwise(op, "pad_rows", {out("y", t), in("x", t)}, {y, x}, numel / lanes, body);
     return;
   }
-  std::string body = decompose("i", ys, "o");
+  // Axes in 32-bit arithmetic where the output allows it (divisions by constants).
+  const Index ix = indexFor(numel);
+  std::string body = decompose("(" + ix.type() + ")i", ys, "o", ix);
   std::string inside, off;
   for (size_t d = 0; d < xs.size(); ++d) {
-    std::string idx = "(o" + std::to_string(d) + " - " + num(low[d]) + ")";
-    inside += (inside.empty() ? "" : " && ") + idx + " >= 0 && " + idx + " < " + num(xs[d]);
-    off += (off.empty() ? "" : " + ") + idx + " * " + num(st[d]);
+    std::string idx = "(o" + std::to_string(d) + " - " + ix.lit(low[d]) + ")";
+    inside += (inside.empty() ? "" : " && ") + idx + " >= 0 && " + idx + " < " + ix.lit(xs[d]);
+    off += (off.empty() ? "" : " + ") + std::string("(i64)") + idx + " * " + num(st[d]);
   }
   if (inside.empty())
     inside = "true", off = "0";
@@ -109,9 +111,11 @@ void FunctionGen::slice(const Op &op) {
     if (ys[d] > 0 && (offs[d] < 0 || strides[d] < 1 || offs[d] + (ys[d] - 1) * strides[d] >= xs[d]))
       error("the box does not lie inside the input");
   std::vector<int64_t> st = contiguousStrides(xs);
-  std::string body = decompose("i", ys, "o"), off;
+  // Axes in 32-bit arithmetic where the output allows it (divisions by constants).
+  const Index ix = indexFor(type(y).numel());
+  std::string body = decompose("(" + ix.type() + ")i", ys, "o", ix), off;
   for (size_t d = 0; d < xs.size(); ++d)
-    off += (off.empty() ? "" : " + ") + std::string("(") + num(offs[d]) + " + o" +
+    off += (off.empty() ? "" : " + ") + std::string("(") + num(offs[d]) + " + (i64)o" +
            std::to_string(d) + " * " + num(strides[d]) + ") * " + num(st[d]);
   body += "  y[i] = x[" + (off.empty() ? std::string("0") : off) + "];\n";
   elementwise(op, "slice", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
