@@ -442,6 +442,34 @@ template <int K, typename T> void vstore(T *p, const Vec<T, K> &v) {
   *reinterpret_cast<Vec<T, K> *>(p) = v;
 }
 // Parameters kept in f32 on the device, read by bf16/f16 ops (the executor launches these).
+// Many such conversions in one launch (the parameters' copies each step): segment s converts
+// n values from src to dst with the blocks from firstBlock on (ascending; empty segments own
+// none); a block finds its segment by binary search.
+struct MedConvertSegment {
+  const float *src;
+  void *dst;
+  i64 n, firstBlock;
+};
+template <typename T> void medConvertSegments(const MedConvertSegment *seg, int count) {
+  int lo = 0, hi = count - 1; // the last segment whose first block is at or before this one
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (seg[mid].firstBlock <= (i64)blockIdx.x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const MedConvertSegment s = seg[lo];
+  const i64 i = ((i64)blockIdx.x - s.firstBlock) * blockDim.x + threadIdx.x;
+  if (i < s.n)
+    static_cast<T *>(s.dst)[i] = s.src[i];
+}
+extern "C" __global__ void med_f32_to_bf16_segments(const MedConvertSegment *seg, int count) {
+  medConvertSegments<bf16>(seg, count);
+}
+extern "C" __global__ void med_f32_to_f16_segments(const MedConvertSegment *seg, int count) {
+  medConvertSegments<f16>(seg, count);
+}
 extern "C" __global__ void med_f32_to_bf16(const float *x, bf16 *y, i64 n) {
   const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)

@@ -473,6 +473,46 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
                 "cuEventRecord (staged inputs)");
   for (auto &[name, id] : l.residentCopies)
     conversions.emplace_back(impl->state.at(name).address(), id);
+  // The conversions as one launch per storage type where the artifact's modules have the
+  // batched kernels (an older medc's have only med_f32_to_bf16/_f16: one launch a value).
+  // The table (source, destination, count, first block per segment; bf16 ones first) is
+  // uploaded when it changes; a captured graph reads it where it is.
+  struct Batch {
+    const char *kernel;
+    int64_t first = 0, count = 0, blocks = 0;
+  };
+  std::array<Batch, 2> batches{Batch{"med_f32_to_bf16_segments"}, Batch{"med_f32_to_f16_segments"}};
+  const auto &kernels = impl->artifact.cuda->kernelModule;
+  bool batched = !conversions.empty() && kernels.count(batches[0].kernel) &&
+                 kernels.count(batches[1].kernel);
+  if (batched) {
+    std::vector<int64_t> table;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      batches[b].first = static_cast<int64_t>(table.size() / 4);
+      for (auto &[from, id] : conversions) {
+        if ((l.type[id] == DType::F16) != (b == 1))
+          continue;
+        const int64_t n = static_cast<int64_t>(numElements(fn.values[id].shape));
+        table.insert(table.end(), {static_cast<int64_t>(from), static_cast<int64_t>(ptr(id)), n,
+                                   batches[b].blocks});
+        batches[b].blocks += (n + 255) / 256;
+        ++batches[b].count;
+      }
+    }
+    batched = batches[0].blocks < (int64_t{1} << 31) && batches[1].blocks < (int64_t{1} << 31);
+    if (batched && table != l.conversionHost) {
+      const size_t bytes = table.size() * sizeof(int64_t);
+      if (!l.conversionTable || l.conversionTable->bytes < bytes) {
+        impl->dropGraph(l); // it reads the table where it was
+        l.conversionTable = std::make_unique<DeviceBuffer>();
+        l.conversionTable->d = &d;
+        impl->allocate(*l.conversionTable, bytes, "the table of f32 to bf16/f16 conversions");
+      }
+      impl->check(d.cuMemcpyHtoD(l.conversionTable->ptr, table.data(), bytes),
+                  "uploading the table of f32 to bf16/f16 conversions");
+      l.conversionHost = std::move(table);
+    }
+  }
   const int statusId = static_cast<int>(fn.values.size());
   impl->check(d.cuMemsetD32(ptr(statusId), 0u, 1), "cuMemsetD32 (status word)");
   // Launch the plan.
@@ -497,7 +537,21 @@ std::vector<Tensor> CudaSession::run(const Function &fn, const std::vector<Tenso
     record();
   // Everything the GPU does for the step, in stream order: bf16 conversions, then the plan.
   auto enqueue = [&] {
+    for (const Batch &b : batches) {
+      if (!batched || b.blocks == 0)
+        continue;
+      CUfunction f = impl->function(b.kernel, fn.ops.at(0));
+      CUdeviceptr table = l.conversionTable->ptr + static_cast<CUdeviceptr>(b.first) * 32;
+      int count = static_cast<int>(b.count);
+      void *args[] = {&table, &count, nullptr};
+      impl->check(d.cuLaunchKernel(f, static_cast<unsigned>(b.blocks), 1, 1, 256, 1, 1, 0,
+                                   impl->stream, args, nullptr),
+                  str("converting ", b.count, " values of function '", fn.name, "' (", b.kernel,
+                      ")"));
+    }
     for (auto &[from, id] : conversions) {
+      if (batched)
+        break;
       CUfunction f = impl->function(
           l.type[id] == DType::F16 ? "med_f32_to_f16" : "med_f32_to_bf16", fn.ops.at(0));
       CUdeviceptr src = from, dst = ptr(id);

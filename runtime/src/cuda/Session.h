@@ -142,6 +142,10 @@ struct Layout {
   /// bf16/f16 values bound to f32 resident parameters: converted copies made before the
   /// plan runs.
   std::vector<std::pair<std::string, int>> residentCopies;
+  /// The f32 → bf16/f16 conversions before the plan as one launch per storage type: their
+  /// segment table on the device (med_f32_to_*_segments) and the table last uploaded.
+  std::unique_ptr<DeviceBuffer> conversionTable;
+  std::vector<int64_t> conversionHost;
   size_t arenaBytes = 0, naiveBytes = 0;
   /// Per op: its cuDNN call, replacing the op's kernel launches (null: the kernels run).
   std::vector<std::unique_ptr<cudnn::Conv>> convs;
