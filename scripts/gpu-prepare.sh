@@ -123,7 +123,14 @@ for v in nnunet_fp32::none nnunet_aug::../models/augment_nnunet.mlir \
 done
 # With MED_PREPARE_AB=PASS: the bf16-mixed step again without that optional pass, which part
 # `bench` times beside it (the A/B of a change, docs/perf.md).
-if [ -n "${MED_PREPARE_AB:-}" ]; then
+# With MED_PREPARE_AB_MEDC=PATH instead: the same step compiled by another medc (an older
+# commit's build), with that medc's own `medc recipe` document (its compile hash).
+if [ -n "${MED_PREPARE_AB_MEDC:-}" ]; then
+  "$MED_PREPARE_AB_MEDC" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed \
+    --target cuda -o .device/cuda/banis_plus_bf16_ab.medc
+  "$MED_PREPARE_AB_MEDC" recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed \
+    >.device/cuda/banis_plus_bf16_ab.json
+elif [ -n "${MED_PREPARE_AB:-}" ]; then
   "$BIN/medc" compile --recipe configs/banis_plus.yaml --set augment.pipeline=none --set precision=bf16-mixed --target cuda \
     --disable-pass="$MED_PREPARE_AB" -o .device/cuda/banis_plus_bf16_ab.medc
   cp .device/cuda/banis_plus_bf16.json .device/cuda/banis_plus_bf16_ab.json
