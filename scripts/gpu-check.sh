@@ -89,7 +89,8 @@
 # eager,compile by default; MED_BENCH_TORCH_KERNELS: "3" by default, "3 5"; MED_BENCH_PRECISIONS
 # picks among "fp32 bf16 fp16"; MED_LARGE_ONLY=REGEX runs the rows of part large whose name
 # matches). MED_GPU_CHECKS selects the parts (default:
-# "medcheck cuda large").
+# "medcheck cuda large"). MED_GPU_BUNDLE=DIR also packs everything under $OUT into
+# DIR/gpu-check.tgz (run with OUT elsewhere where only a few files come back).
 # Every command runs under `timeout`, so the script ends even if a kernel hangs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -712,6 +713,12 @@ fi
 if [ -s "$OUT/import.txt" ]; then
   echo "Imported networks on the GPU (scripts/gpu/import.sh; *.train: CUDA vs LibTorch f32, rel. error norm <= 1e-3; *.autocast: bf16-mixed vs torch autocast; *.fusions: each fused kernel vs the CPU backend; control.*: must fail):"
   cat "$OUT/import.txt"
+fi
+# MED_GPU_BUNDLE=DIR: everything written under $OUT as one archive in DIR (a caller that gets
+# back only a few files: one archive instead of a log, a json and a table per part).
+if [ -n "${MED_GPU_BUNDLE:-}" ]; then
+  mkdir -p "$MED_GPU_BUNDLE" && tar czf "$MED_GPU_BUNDLE/gpu-check.tgz" -C "$OUT" . ||
+    echo "could not bundle $OUT into $MED_GPU_BUNDLE"
 fi
 [ $status -eq 0 ] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
 exit $status
