@@ -51,21 +51,26 @@ void FunctionGen::pad(const Op &op) {
                      : dt == DType::F64 ? dbl(value)
                                         : "(" + t + ")" + dbl(value);
   std::vector<int64_t> st = contiguousStrides(xs);
-  // Rows along the last axis that are whole vectors of the output: a thread writes one
-  // vector (one store, and one split of its index into axes for all its elements).
+  // Axes in 32-bit arithmetic where the output allows it (divisions by constants).
   const int64_t r = static_cast<int64_t>(ys.size()), numel = type(y).numel();
-  const int lanes = lanesFor({y});
-  if (r > 0 && numel > 0 && ys.back() % lanes == 0) {
-    const Index ix = indexFor(numel);
-    const std::string I = ix.type(), K = std::to_string(lanes);
-    std::vector<int64_t> vs = ys;
-    vs.back() /= lanes;
-    std::string inside = "true", off = "0";
-    for (int64_t d = 0; d + 1 < r; ++d) {
+  const Index ix = indexFor(numel);
+  // Whether output axes o0..o{count-1} lie inside the input, and the input offset they give.
+  std::string inside = "true", off = "0";
+  auto axes = [&](int64_t count) {
+    for (int64_t d = 0; d < count; ++d) {
       const std::string idx = "(o" + std::to_string(d) + " - " + ix.lit(low[d]) + ")";
       inside += " && " + idx + " >= 0 && " + idx + " < " + ix.lit(xs[d]);
       off += " + (i64)" + idx + " * " + num(st[d]);
     }
+  };
+  // Rows along the last axis that are whole vectors of the output: a thread writes one
+  // vector (one store, and one split of its index into axes for all its elements).
+  const int lanes = lanesFor({y});
+  if (r > 0 && numel > 0 && ys.back() % lanes == 0) {
+    const std::string I = ix.type(), K = std::to_string(lanes);
+    std::vector<int64_t> vs = ys;
+    vs.back() /= lanes;
+    axes(r - 1);
     const std::string last = "o" + std::to_string(r - 1);
     // 16-bit floats move through float (exactly); every other type as itself.
     const std::string read =
@@ -83,18 +88,9 @@ void FunctionGen::pad(const Op &op) {
     elementwise(op, "pad_rows", {out("y", t), in("x", t)}, {y, x}, numel / lanes, body);
     return;
   }
-  // Axes in 32-bit arithmetic where the output allows it (divisions by constants).
-  const Index ix = indexFor(numel);
-  std::string body = decompose("(" + ix.type() + ")i", ys, "o", ix);
-  std::string inside, off;
-  for (size_t d = 0; d < xs.size(); ++d) {
-    std::string idx = "(o" + std::to_string(d) + " - " + ix.lit(low[d]) + ")";
-    inside += (inside.empty() ? "" : " && ") + idx + " >= 0 && " + idx + " < " + ix.lit(xs[d]);
-    off += (off.empty() ? "" : " + ") + std::string("(i64)") + idx + " * " + num(st[d]);
-  }
-  if (inside.empty())
-    inside = "true", off = "0";
-  body += "  y[i] = (" + inside + ") ? x[" + off + "] : " + fill + ";\n";
+  axes(r);
+  std::string body = decompose("(" + ix.type() + ")i", ys, "o", ix) +
+                     "  y[i] = (" + inside + ") ? x[" + off + "] : " + fill + ";\n";
   elementwise(op, "pad", {out("y", t), in("x", t)}, {y, x}, type(y).numel(), body);
 }
 
